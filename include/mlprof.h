@@ -1,0 +1,219 @@
+/* mlprof — a low-overhead profiler for machine-learning pipelines.
+ *
+ * The one public header. Everything here is stable within a major version.
+ *
+ * Quick start:
+ *
+ *   #include <mlprof.h>
+ *   void decode(void) {
+ *     MLPROF_ZONE("decode");          // ends when the enclosing scope ends
+ *     ...
+ *     mlprof_count("tokens", 1);
+ *   }
+ *
+ * The session starts by itself when MLPROF_OUTPUT is set in the environment
+ * (that is how `mlprof run` works), or explicitly with mlprof_init().
+ * Define MLPROF_DISABLE before including this header to compile every
+ * instrumentation macro out.
+ */
+#ifndef MLPROF_H
+#define MLPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLPROF_VERSION_MAJOR 0
+#define MLPROF_VERSION_MINOR 1
+#define MLPROF_VERSION_PATCH 0
+
+#if defined(MLPROF_BUILDING)
+#define MLPROF_EXPORT __attribute__((visibility("default")))
+#else
+#define MLPROF_EXPORT
+#endif
+
+/* Error codes: every function returning int returns 0 or one of these. */
+#define MLPROF_ERRNO_MAP(X)                                            \
+  X(EINVAL, -1, "invalid argument")                                    \
+  X(ENOMEM, -2, "out of memory")                                       \
+  X(EIO, -3, "cannot write the profile file")                          \
+  X(EALREADY, -4, "a session is already running")                      \
+  X(ENOTSTARTED, -5, "no session is running")                          \
+  X(EFORMAT, -6, "not an mlprof profile or unsupported version")       \
+  X(ECORRUPT, -7, "the profile is damaged")                            \
+  X(ETHREAD, -8, "cannot start the writer thread")
+
+typedef enum {
+#define MLPROF__ERR_ENUM(name, code, text) MLPROF_##name = code,
+  MLPROF_ERRNO_MAP(MLPROF__ERR_ENUM)
+#undef MLPROF__ERR_ENUM
+  MLPROF__ERR_LAST = -9
+} mlprof_errno;
+
+/* Zone categories: used by the analysis to split a step into its parts. */
+typedef enum {
+  MLPROF_CAT_NONE = 0,
+  MLPROF_CAT_DATA,
+  MLPROF_CAT_FORWARD,
+  MLPROF_CAT_BACKWARD,
+  MLPROF_CAT_OPTIMIZER,
+  MLPROF_CAT_COMM,
+  MLPROF_CAT_IO,
+  MLPROF_CAT_USER,
+  MLPROF_CAT_COUNT
+} mlprof_category;
+
+/* A call site. Instrumentation macros keep one in static storage and pass its
+ * address, so a literal name costs nothing at run time. The library reads the
+ * strings when it writes the profile; they must live until mlprof_shutdown(). */
+typedef struct mlprof_site {
+  const char *name;
+  const char *function; /* may be NULL */
+  const char *file;     /* may be NULL */
+  uint32_t line;
+  uint32_t category; /* mlprof_category */
+} mlprof_site;
+
+typedef struct mlprof_config {
+  /* Where to write. A directory (existing, or ending in '/') gets one file per
+   * process named PROGRAM-PID.mlprof; anything else is the file's path. A
+   * child created by fork() writes next to it with its own pid. NULL: use
+   * MLPROF_OUTPUT, else "mlprof-PID.mlprof" in the working directory. */
+  const char *output;
+  /* How often the writer thread appends what was recorded (ms); 0: 200.
+   * A process killed with SIGKILL loses at most this much. */
+  uint32_t flush_interval_ms;
+  /* Hard cap on event buffers (bytes); 0: 64 MiB. Past it events are dropped
+   * and counted, never blocking the program. */
+  size_t memory_cap;
+  /* 0: start with recording switched off (see mlprof_set_enabled). */
+  int enabled;
+} mlprof_config;
+
+/* Fills *cfg with the defaults (enabled, defaults described above). */
+MLPROF_EXPORT void mlprof_config_init(mlprof_config *cfg);
+
+/* Starts the process's session: opens the profile file, writes its header and
+ * starts the writer thread. cfg may be NULL for the defaults. Returns
+ * MLPROF_EALREADY when a session is already running (for instance one started
+ * from MLPROF_OUTPUT by `mlprof run`); recording then goes to that session.
+ * On failure nothing is left running. */
+MLPROF_EXPORT int mlprof_init(const mlprof_config *cfg);
+
+/* Flushes everything recorded, writes the closing chunk and closes the file.
+ * Safe to call when no session runs (returns MLPROF_ENOTSTARTED). A later
+ * mlprof_init() starts a new file. Also runs by itself at exit. */
+MLPROF_EXPORT int mlprof_shutdown(void);
+
+/* Appends what was recorded so far to the file and waits until it is written. */
+MLPROF_EXPORT int mlprof_flush(void);
+
+/* Path of the current profile file, or NULL when no session runs. The string
+ * stays valid until the session ends. */
+MLPROF_EXPORT const char *mlprof_output_path(void);
+
+/* Run-time switch. While disabled, every recording call costs one flag check.
+ * Switching off does not close zones already open; their ends are recorded. */
+MLPROF_EXPORT void mlprof_set_enabled(int on);
+MLPROF_EXPORT int mlprof_is_enabled(void);
+
+/* Zones. Begin/end must pair on one thread, in stack order. */
+MLPROF_EXPORT void mlprof_zone_begin_site(const mlprof_site *site);
+/* For bindings: name (and category) interned once per distinct string. */
+MLPROF_EXPORT void mlprof_zone_begin(const char *name);
+MLPROF_EXPORT void mlprof_zone_begin_cat(const char *name, mlprof_category cat);
+MLPROF_EXPORT void mlprof_zone_end(void);
+
+/* Attaches key=value to the innermost open zone of this thread (at most 4 per
+ * zone; more are dropped and counted). Both strings are copied. */
+MLPROF_EXPORT void mlprof_zone_meta(const char *key, const char *value);
+
+/* A counter value (gauge): loss, learning rate, queue length... */
+MLPROF_EXPORT void mlprof_counter(const char *name, double value);
+/* Adds n units of work (samples, tokens, bytes) for throughput; attributed to
+ * the innermost open zone of this thread. */
+MLPROF_EXPORT void mlprof_count(const char *name, uint64_t n);
+/* Marks the boundary between two steps (iterations) of the workload. */
+MLPROF_EXPORT void mlprof_step(void);
+
+/* Session metadata (model name, batch size, git commit...). Copied. */
+MLPROF_EXPORT void mlprof_meta(const char *key, const char *value);
+/* Names the calling thread in the profile. Copied. */
+MLPROF_EXPORT void mlprof_thread_name(const char *name);
+
+/* Events this process could not record because the memory cap was reached. */
+MLPROF_EXPORT uint64_t mlprof_dropped(void);
+
+/* Text for an error code; never NULL. */
+MLPROF_EXPORT const char *mlprof_strerror(int err);
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. */
+MLPROF_EXPORT const char *mlprof_version(void);
+
+/* ---- instrumentation macros --------------------------------------------- */
+
+#define MLPROF__CAT2(a, b) a##b
+#define MLPROF__CAT(a, b) MLPROF__CAT2(a, b)
+#define MLPROF__SITE(var, name, cat)                                       \
+  static const mlprof_site var = {(name), __func__, __FILE__, __LINE__, (cat)}
+
+#if defined(MLPROF_DISABLE)
+
+#define MLPROF_ZONE(name) ((void)0)
+#define MLPROF_ZONE_CAT(name, cat) ((void)0)
+#define MLPROF_ZONE_BEGIN(name) ((void)0)
+#define MLPROF_ZONE_END() ((void)0)
+#define MLPROF_COUNTER(name, value) ((void)0)
+#define MLPROF_COUNT(name, n) ((void)0)
+#define MLPROF_STEP() ((void)0)
+
+#else
+
+#ifdef __cplusplus
+} /* extern "C" */
+struct mlprof__scope {
+  explicit mlprof__scope(const mlprof_site *s) { mlprof_zone_begin_site(s); }
+  ~mlprof__scope() { mlprof_zone_end(); }
+  mlprof__scope(const mlprof__scope &) = delete;
+  mlprof__scope &operator=(const mlprof__scope &) = delete;
+};
+#define MLPROF__SCOPED(name, cat, id)                                      \
+  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);                 \
+  mlprof__scope MLPROF__CAT(mlprof__scope_, id)(&MLPROF__CAT(mlprof__site_, id))
+extern "C" {
+#else
+static inline void mlprof__scope_end(const mlprof_site **s) {
+  (void)s;
+  mlprof_zone_end();
+}
+#define MLPROF__SCOPED(name, cat, id)                                      \
+  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);                 \
+  const mlprof_site *MLPROF__CAT(mlprof__scope_, id)                       \
+      __attribute__((cleanup(mlprof__scope_end), unused)) =                \
+          &MLPROF__CAT(mlprof__site_, id);                                 \
+  mlprof_zone_begin_site(&MLPROF__CAT(mlprof__site_, id))
+#endif
+
+/* A zone from here to the end of the enclosing scope. */
+#define MLPROF_ZONE(name) MLPROF__SCOPED(name, MLPROF_CAT_NONE, __LINE__)
+#define MLPROF_ZONE_CAT(name, cat) MLPROF__SCOPED(name, cat, __LINE__)
+/* An explicit pair, for zones that do not follow a scope. */
+#define MLPROF_ZONE_BEGIN(name)                                            \
+  do {                                                                     \
+    MLPROF__SITE(mlprof__site_, name, MLPROF_CAT_NONE);                    \
+    mlprof_zone_begin_site(&mlprof__site_);                                \
+  } while (0)
+#define MLPROF_ZONE_END() mlprof_zone_end()
+#define MLPROF_COUNTER(name, value) mlprof_counter((name), (value))
+#define MLPROF_COUNT(name, n) mlprof_count((name), (n))
+#define MLPROF_STEP() mlprof_step()
+
+#endif /* MLPROF_DISABLE */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MLPROF_H */

@@ -1,0 +1,83 @@
+/* Streaming, validating reader of profile files (docs/format.md).
+ *
+ * The reader never builds the whole profile in memory: it walks the file chunk
+ * by chunk and calls the visitor for each item, so a report or an export of a
+ * profile of any size needs only what its visitor keeps. */
+#ifndef MLPROF_READER_H
+#define MLPROF_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  uint16_t version_major, version_minor;
+  uint64_t pid, ppid;
+  uint64_t start_wall_ns; /* CLOCK_REALTIME at the profile's time 0 */
+  uint64_t start_mono_ns; /* CLOCK_MONOTONIC at the profile's time 0 */
+  int64_t rank, world_size; /* -1: unknown */
+  const char *hostname, *exe, *clock; /* NUL-terminated */
+  uint32_t argc;
+  const char *const *argv; /* argc NUL-terminated strings */
+  uint32_t flush_interval_ms;
+} mlprof__header;
+
+typedef struct {
+  uint32_t id;
+  uint8_t kind;     /* MLPROF__NAME_* (wire.h) */
+  uint8_t category; /* mlprof_category */
+  const char *name; /* NUL-terminated copy; name_len excludes the NUL and may
+                       be shorter than strlen when the name held a NUL byte */
+  size_t name_len;
+  const char *function, *file; /* NUL-terminated, "" when absent */
+  uint32_t line;
+} mlprof__name;
+
+/* Every callback may be NULL. Pointers passed in are valid only during the
+ * call. A callback returning non-zero stops the read; mlprof__read_* then
+ * returns that value. Every name id passed to a callback was announced by a
+ * `name` callback earlier in the same file (records that break this are
+ * treated as damage). Times are ns since the profile's start. */
+typedef struct {
+  void *ud;
+  int (*header)(void *ud, const mlprof__header *h);
+  int (*name)(void *ud, const mlprof__name *n);
+  int (*thread)(void *ud, uint32_t tid, const char *name, size_t len);
+  /* Once per EVENTS chunk, before its records; dropped is cumulative. */
+  int (*events)(void *ud, uint32_t tid, uint64_t dropped);
+  int (*span)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+              uint64_t begin, uint64_t end);
+  int (*span_meta)(void *ud, uint32_t tid, uint32_t key, uint32_t value);
+  int (*span_units)(void *ud, uint32_t tid, uint32_t name, uint64_t n);
+  int (*counter)(void *ud, uint32_t tid, uint32_t name, uint64_t t, double v);
+  int (*units)(void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n);
+  int (*step)(void *ud, uint32_t tid, uint64_t t);
+  int (*open)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+              uint64_t begin);
+  int (*meta)(void *ud, const char *key, size_t klen, const char *value,
+              size_t vlen);
+  int (*end)(void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched);
+} mlprof__visitor;
+
+/* What a read found besides the data. */
+typedef struct {
+  uint64_t chunks;          /* whole, valid chunks read */
+  uint64_t damaged_chunks;  /* chunks skipped (bad CRC or length, bad record) */
+  uint64_t skipped_bytes;   /* bytes passed over to find the next chunk */
+  uint64_t truncated_bytes; /* bytes of an incomplete chunk at the end */
+  uint64_t last_ns;         /* the latest time any record carries */
+  int clean_end;            /* an END chunk was read */
+  char problem[256];        /* the first problem met, one line; "" if none */
+} mlprof__read_report;
+
+/* Reads a whole file. Returns 0 (damage is not an error: it is described in
+ * *rep), MLPROF_EIO when the file cannot be opened or read, MLPROF_EFORMAT
+ * when it is not an mlprof profile or its major version is unsupported, or a
+ * callback's non-zero value. err (may be NULL) gets a one-line reason. */
+int mlprof__read_file(const char *path, const mlprof__visitor *v,
+                      mlprof__read_report *rep, char *err, size_t errlen);
+
+/* The same over bytes in memory (tests and the fuzzer). */
+int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
+                     mlprof__read_report *rep, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,136 @@
+/* Encodings shared by the profile writer and reader: see docs/format.md. */
+#ifndef MLPROF_WIRE_H
+#define MLPROF_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MLPROF__FILE_MAGIC "MLPROF\r\n"
+#define MLPROF__FORMAT_MAJOR 1
+#define MLPROF__FORMAT_MINOR 0
+#define MLPROF__FILE_HEADER_SIZE 16
+#define MLPROF__CHUNK_MAGIC "MPCK"
+#define MLPROF__CHUNK_HEADER_SIZE 16
+#define MLPROF__CHUNK_MAX (16u << 20)
+
+enum {
+  MLPROF__CHUNK_HEADER = 1,
+  MLPROF__CHUNK_NAMES = 2,
+  MLPROF__CHUNK_THREAD = 3,
+  MLPROF__CHUNK_EVENTS = 4,
+  MLPROF__CHUNK_META = 5,
+  MLPROF__CHUNK_END = 6,
+};
+
+enum {
+  MLPROF__REC_SPAN = 1,
+  MLPROF__REC_COUNTER = 2,
+  MLPROF__REC_UNITS = 3,
+  MLPROF__REC_SPAN_META = 4,
+  MLPROF__REC_SPAN_UNITS = 5,
+  MLPROF__REC_STEP = 6,
+  MLPROF__REC_OPEN = 7,
+};
+
+enum {
+  MLPROF__NAME_ZONE = 0,
+  MLPROF__NAME_COUNTER = 1,
+  MLPROF__NAME_UNIT = 2,
+  MLPROF__NAME_STRING = 3,
+};
+
+/* CRC-32 (IEEE, zlib's). Start with crc = 0; feed pieces in order. */
+uint32_t mlprof__crc32(uint32_t crc, const void *buf, size_t len);
+
+/* Encoders write at p (which must have 10 free bytes) and return the new end. */
+static inline uint8_t *mlprof__put_uv(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static inline uint8_t *mlprof__put_sv(uint8_t *p, int64_t v) {
+  return mlprof__put_uv(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static inline void mlprof__put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void mlprof__put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t mlprof__get_u16(const uint8_t *p) {
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t mlprof__get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+         ((uint32_t)p[3] << 24);
+}
+
+/* A bounded cursor over a payload. Any read past the end, or an overlong
+ * varint, sets err and returns 0; callers check err once per record. */
+typedef struct {
+  const uint8_t *p, *end;
+  int err;
+} mlprof__cursor;
+
+static inline uint64_t mlprof__get_uv(mlprof__cursor *c) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (c->p >= c->end) break;
+    uint8_t b = *c->p++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  c->err = 1;
+  return 0;
+}
+
+static inline int64_t mlprof__get_sv(mlprof__cursor *c) {
+  uint64_t u = mlprof__get_uv(c);
+  return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static inline uint8_t mlprof__get_u8(mlprof__cursor *c) {
+  if (c->p >= c->end) {
+    c->err = 1;
+    return 0;
+  }
+  return *c->p++;
+}
+
+static inline double mlprof__get_f64(mlprof__cursor *c) {
+  double d = 0;
+  if (c->end - c->p < 8) {
+    c->err = 1;
+    return 0;
+  }
+  memcpy(&d, c->p, 8);
+  c->p += 8;
+  return d;
+}
+
+/* A string field: sets *len and returns a pointer into the payload (not
+ * NUL-terminated), or NULL with err set. */
+static inline const char *mlprof__get_str(mlprof__cursor *c, size_t *len) {
+  uint64_t n = mlprof__get_uv(c);
+  if (c->err || n > (uint64_t)(c->end - c->p)) {
+    c->err = 1;
+    *len = 0;
+    return NULL;
+  }
+  const char *s = (const char *)c->p;
+  c->p += n;
+  *len = (size_t)n;
+  return s;
+}
+
+#endif

@@ -1,0 +1,39 @@
+/* A job: the profiles given on a command line (files, or run directories
+ * holding one profile per process), placed on one timeline. */
+#ifndef MLPROF_JOB_H
+#define MLPROF_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../format/reader.h"
+
+typedef struct {
+  char *path;
+  uint64_t pid, ppid;
+  int64_t rank, world_size;
+  char *hostname, *exe;
+  char *cmdline;          /* argv joined with spaces */
+  uint64_t start_wall_ns;
+  uint64_t start_mono_ns;
+  /* Add to a time of this profile to place it on the job's timeline, whose 0
+   * is the earliest start. Monotonic starts when all profiles come from one
+   * host, wall-clock starts otherwise. */
+  uint64_t offset_ns;
+  int parent;             /* index of the parent process's profile, -1 */
+} mlprof__job_profile;
+
+typedef struct {
+  mlprof__job_profile *profiles; /* sorted by start, then pid */
+  size_t count;
+} mlprof__job;
+
+/* Opens every path (a profile file, or a directory whose *.mlprof files are
+ * taken) and reads each profile's header. Returns 0, or a negative mlprof
+ * error with a one-line reason in err: a path that does not exist, a file
+ * that is not a profile, a directory holding no profile. */
+int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
+                     char *err, size_t errlen);
+void mlprof__job_close(mlprof__job *job);
+
+#endif
