@@ -121,12 +121,20 @@ MLPROF_EXPORT const char *mlprof_output_path(void);
 MLPROF_EXPORT void mlprof_set_enabled(int on);
 MLPROF_EXPORT int mlprof_is_enabled(void);
 
-/* Zones. Begin/end must pair on one thread, in stack order. */
-MLPROF_EXPORT void mlprof_zone_begin_site(const mlprof_site *site);
+/* Zones. Begin/end must pair on one thread, in stack order.
+ * mlprof_zone_begin_site returns 1 when the zone's end is owed (the zone was
+ * recorded, or dropped under the memory cap), 0 when recording is off; the
+ * scoped macros use it to skip the end call, and calling mlprof_zone_end
+ * regardless is always correct. */
+MLPROF_EXPORT int mlprof_zone_begin_site(const mlprof_site *site);
 /* For bindings: name (and category) interned once per distinct string. */
 MLPROF_EXPORT void mlprof_zone_begin(const char *name);
 MLPROF_EXPORT void mlprof_zone_begin_cat(const char *name, mlprof_category cat);
 MLPROF_EXPORT void mlprof_zone_end(void);
+/* For bindings that keep a handle per name: the site for (name, cat), made on
+ * first use and valid until exit; NULL when name is NULL or memory is short. */
+MLPROF_EXPORT const mlprof_site *mlprof_site_intern(const char *name,
+                                                   mlprof_category cat);
 
 /* Attaches key=value to the innermost open zone of this thread (at most 4 per
  * zone; more are dropped and counted). Both strings are copied. */
@@ -175,8 +183,11 @@ MLPROF_EXPORT const char *mlprof_version(void);
 #ifdef __cplusplus
 } /* extern "C" */
 struct mlprof__scope {
-  explicit mlprof__scope(const mlprof_site *s) { mlprof_zone_begin_site(s); }
-  ~mlprof__scope() { mlprof_zone_end(); }
+  explicit mlprof__scope(const mlprof_site *s) : owed(mlprof_zone_begin_site(s)) {}
+  ~mlprof__scope() {
+    if (owed) mlprof_zone_end();
+  }
+  int owed;
   mlprof__scope(const mlprof__scope &) = delete;
   mlprof__scope &operator=(const mlprof__scope &) = delete;
 };
@@ -185,16 +196,14 @@ struct mlprof__scope {
   mlprof__scope MLPROF__CAT(mlprof__scope_, id)(&MLPROF__CAT(mlprof__site_, id))
 extern "C" {
 #else
-static inline void mlprof__scope_end(const mlprof_site **s) {
-  (void)s;
-  mlprof_zone_end();
+static inline void mlprof__scope_end(const int *owed) {
+  if (*owed) mlprof_zone_end();
 }
 #define MLPROF__SCOPED(name, cat, id)                                      \
   MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);                 \
-  const mlprof_site *MLPROF__CAT(mlprof__scope_, id)                       \
+  const int MLPROF__CAT(mlprof__scope_, id)                                \
       __attribute__((cleanup(mlprof__scope_end), unused)) =                \
-          &MLPROF__CAT(mlprof__site_, id);                                 \
-  mlprof_zone_begin_site(&MLPROF__CAT(mlprof__site_, id))
+          mlprof_zone_begin_site(&MLPROF__CAT(mlprof__site_, id))
 #endif
 
 /* A zone from here to the end of the enclosing scope. */
@@ -204,7 +213,7 @@ static inline void mlprof__scope_end(const mlprof_site **s) {
 #define MLPROF_ZONE_BEGIN(name)                                            \
   do {                                                                     \
     MLPROF__SITE(mlprof__site_, name, MLPROF_CAT_NONE);                    \
-    mlprof_zone_begin_site(&mlprof__site_);                                \
+    (void)mlprof_zone_begin_site(&mlprof__site_);                          \
   } while (0)
 #define MLPROF_ZONE_END() mlprof_zone_end()
 #define MLPROF_COUNTER(name, value) mlprof_counter((name), (value))

@@ -1,0 +1,53 @@
+# Short commands for the README. The build itself is CMake.
+BUILD   ?= build
+PREFIX  ?= /usr/local
+JOBS    ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean
+
+all: $(BUILD)/.configured
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/.configured: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	touch $@
+
+# Profiles the bundled inference loop, then prints its report and writes a
+# Chrome/Perfetto trace.
+demo: all
+	rm -rf $(BUILD)/demo-run
+	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 200
+	$(BUILD)/mlprof trace $(BUILD)/demo-run -o $(BUILD)/demo-trace.json
+	@echo "trace: $(BUILD)/demo-trace.json (open it in https://ui.perfetto.dev)"
+
+deps:
+	sh scripts/install-deps.sh
+
+# Every test: unit tests, then end-to-end tests of the real binary.
+test: deps
+	$(MAKE) all CMAKE_FLAGS="-DMLPROF_WERROR=ON $(CMAKE_FLAGS)"
+	$(BUILD)/mlprof_unit
+	MLPROF_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/e2e
+
+bench: all
+	sh bench/run.sh $(BUILD)
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Unit and end-to-end tests under ASan+UBSan, and the threaded tests under TSan.
+sanitize: deps
+	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug"
+	build-asan/mlprof_unit
+	MLPROF_BUILD=$(abspath build-asan) /usr/bin/python3 -m pytest -q tests/e2e
+
+tsan:
+	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF"
+	build-tsan/mlprof_unit record/
+
+fuzz:
+	sh fuzz/run.sh 60
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

@@ -1,0 +1,124 @@
+/* Reading side at scale: records a profile of 10 million spans with the
+ * library, then measures `mlprof report` (time and peak memory) and
+ * `mlprof trace` (events/s) on it, each beside a baseline from the same run:
+ * a bare decoding pass of the reader over the same file.
+ *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size
+ *   Chrome trace export    >= 5 M events/s
+ * usage: bench_report PATH/TO/mlprof [spans] */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format/reader.h"
+#include "mlprof.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const char *const layer[] = {"data", "forward", "attention", "mlp",
+                                    "norm", "backward", "allreduce", "optimizer",
+                                    "zero_grad"};
+
+static void *record(void *arg) {
+  long steps = *(long *)arg;
+  for (long i = 0; i < steps; i++) {
+    MLPROF_ZONE("step");
+    for (int k = 0; k < 9; k++) {
+      mlprof_zone_begin(layer[k]);
+      mlprof_zone_end();
+    }
+  }
+  return NULL;
+}
+
+static int count_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                      uint64_t b, uint64_t e) {
+  (*(uint64_t *)ud)++;
+  return 0;
+}
+
+/* Runs argv with stdout to /dev/null; returns wall seconds, sets peak RSS. */
+static double run(char *const argv[], long *maxrss_kb) {
+  double t0 = now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout)) _exit(127);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  wait4(pid, &status, 0, &ru);
+  *maxrss_kb = ru.ru_maxrss;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "bench_report: %s %s failed\n", argv[0], argv[1]);
+    exit(1);
+  }
+  return now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: bench_report PATH/TO/mlprof [spans]\n");
+    return 2;
+  }
+  long spans = argc > 2 ? atol(argv[2]) : 10000000;
+  char dir[] = "/tmp/mlprof-bench-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char path[256], trace[256];
+  snprintf(path, sizeof path, "%s/big.mlprof", dir);
+  snprintf(trace, sizeof trace, "%s/trace.json", dir);
+
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  cfg.output = path;
+  cfg.memory_cap = 1024u << 20;
+  mlprof_init(&cfg);
+  long steps = spans / 10 / 2;
+  pthread_t th[2];
+  double t0 = now_s();
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, record, &steps);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  mlprof_shutdown();
+  double rec = now_s() - t0;
+  struct stat st;
+  stat(path, &st);
+
+  uint64_t n = 0;
+  mlprof__visitor v = {.ud = &n, .span = count_span};
+  mlprof__read_report rep;
+  t0 = now_s();
+  mlprof__read_file(path, &v, &rep, NULL, 0);
+  double decode = now_s() - t0;
+  printf("profile: %llu spans (%llu dropped), %.1f MB, %.2f bytes/span, recorded in %.2f s\n",
+         (unsigned long long)n, (unsigned long long)mlprof_dropped(), st.st_size / 1e6,
+         (double)st.st_size / (double)n, rec);
+  printf("baseline: decoding pass of the reader %.2f s (%.1f M spans/s)\n", decode,
+         (double)n / decode / 1e6);
+
+  long rss;
+  char *rargv[] = {argv[1], "report", path, "--format", "json", "--top", "0", NULL};
+  double t = run(rargv, &rss);
+  printf("%-26s %6.2f s (budget <= 10 s), peak memory %.0f MB = %.2fx the file "
+         "(budget <= 3x); %.1fx the decoding pass\n",
+         "mlprof report", t, rss / 1024.0, rss * 1024.0 / (double)st.st_size, t / decode);
+  char *targv[] = {argv[1], "trace", path, "-o", trace, NULL};
+  t = run(targv, &rss);
+  stat(trace, &st);
+  printf("%-26s %6.2f s = %.1f M events/s (budget >= 5), %.0f MB of JSON, peak "
+         "memory %.0f MB; decoding pass %.1f M spans/s\n",
+         "mlprof trace", t, (double)n / t / 1e6, st.st_size / 1e6, rss / 1024.0,
+         (double)n / decode / 1e6);
+  unlink(trace);
+  unlink(path);
+  rmdir(dir);
+  return 0;
+}

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Runs every benchmark against the build in $1 (default: build).
+set -e
+B=${1:-build}
+echo "== hot path (bench_zone)"
+"$B/bench_zone"
+echo
+echo "== report and trace at scale (bench_report)"
+"$B/bench_report" "$B/mlprof"

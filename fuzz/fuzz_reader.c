@@ -1,0 +1,209 @@
+/* libFuzzer target for the profile reader (src/format/reader.c).
+ *
+ * Each input is read twice: as it is, which mostly exercises chunk framing
+ * and resynchronisation (a random mutation rarely keeps a CRC right), and
+ * with the CRC of every framed chunk recomputed, so that mutations reach the
+ * payload parsers. The visitor reads every string it is given up to and
+ * including its NUL, so that ASan sees any overread, and checks the reader's
+ * promises; a broken promise aborts. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/reader.h"
+#include "format/wire.h"
+#include "mlprof.h"
+
+typedef struct {
+  uint32_t id;
+  uint8_t kind;
+} seen_name;
+
+typedef struct {
+  seen_name *names;
+  size_t n, cap;
+  uint64_t last; /* the latest time passed */
+  size_t sink;
+} state;
+
+static void touch(state *s, const char *str, size_t len) {
+  size_t n = strlen(str);
+  if (n > len || str[len] != '\0') abort();
+  s->sink += n;
+}
+
+static void see_time(state *s, uint64_t t) {
+  if (t > INT64_MAX) abort();
+  if (t > s->last) s->last = t;
+}
+
+/* Every id given to a record callback was announced with the right kind. */
+static void check_name(const state *s, uint32_t id, uint8_t kind) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->names[i].id == id) {
+      if (s->names[i].kind != kind) abort();
+      return;
+    }
+  abort();
+}
+
+static int on_header(void *ud, const mlprof__header *h) {
+  state *s = ud;
+  touch(s, h->hostname, strlen(h->hostname));
+  touch(s, h->exe, strlen(h->exe));
+  touch(s, h->clock, strlen(h->clock));
+  for (uint32_t i = 0; i < h->argc; i++)
+    touch(s, h->argv[i], strlen(h->argv[i]));
+  return 0;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  state *s = ud;
+  touch(s, n->name, n->name_len);
+  touch(s, n->function, strlen(n->function));
+  touch(s, n->file, strlen(n->file));
+  if (n->id == 0 || n->kind > MLPROF__NAME_STRING || n->category >= 8) abort();
+  for (size_t i = 0; i < s->n; i++)
+    if (s->names[i].id == n->id) abort(); /* announced twice */
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 64;
+    s->names = realloc(s->names, s->cap * sizeof *s->names);
+    if (!s->names) abort();
+  }
+  s->names[s->n++] = (seen_name){n->id, n->kind};
+  return 0;
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  (void)tid;
+  touch(ud, name, len);
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  (void)tid, (void)depth;
+  if (end < begin) abort();
+  check_name(ud, name, MLPROF__NAME_ZONE);
+  see_time(ud, end);
+  return 0;
+}
+
+static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  (void)tid;
+  check_name(ud, key, MLPROF__NAME_STRING);
+  check_name(ud, value, MLPROF__NAME_STRING);
+  return 0;
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  (void)tid, (void)n;
+  check_name(ud, name, MLPROF__NAME_UNIT);
+  return 0;
+}
+
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  (void)tid, (void)v;
+  check_name(ud, name, MLPROF__NAME_COUNTER);
+  see_time(ud, t);
+  return 0;
+}
+
+static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  (void)tid, (void)n;
+  check_name(ud, name, MLPROF__NAME_UNIT);
+  see_time(ud, t);
+  return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  (void)tid;
+  see_time(ud, t);
+  return 0;
+}
+
+static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  (void)tid, (void)depth;
+  check_name(ud, name, MLPROF__NAME_ZONE);
+  see_time(ud, begin);
+  return 0;
+}
+
+static int on_meta(void *ud, const char *key, size_t klen, const char *value,
+                   size_t vlen) {
+  touch(ud, key, klen);
+  touch(ud, value, vlen);
+  return 0;
+}
+
+static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  (void)dropped, (void)unmatched;
+  see_time(ud, end_ns);
+  return 0;
+}
+
+static void read_once(const uint8_t *data, size_t size) {
+  state s = {0};
+  mlprof__visitor v = {
+      .ud = &s,
+      .header = on_header,
+      .name = on_name,
+      .thread = on_thread,
+      .span = on_span,
+      .span_meta = on_span_meta,
+      .span_units = on_span_units,
+      .counter = on_counter,
+      .units = on_units,
+      .step = on_step,
+      .open = on_open,
+      .meta = on_meta,
+      .end = on_end,
+  };
+  mlprof__read_report rep;
+  char err[256];
+  int rc = mlprof__read_mem(data, size, &v, &rep, err, sizeof err);
+  if (rc != 0 && rc != MLPROF_EFORMAT) abort();
+  if (strlen(err) >= sizeof err || strlen(rep.problem) >= sizeof rep.problem)
+    abort();
+  if (rc == MLPROF_EFORMAT && !err[0]) abort();
+  if (rc == 0) {
+    if (rep.last_ns != s.last) abort();
+    if (rep.skipped_bytes + rep.truncated_bytes > size) abort();
+    if ((rep.damaged_chunks || rep.truncated_bytes) && !rep.problem[0]) abort();
+  }
+  free(s.names);
+}
+
+/* Recomputes the CRC of every chunk framed from the file header on. */
+static void fix_crcs(uint8_t *d, size_t n) {
+  size_t i = MLPROF__FILE_HEADER_SIZE;
+  while (i + MLPROF__CHUNK_HEADER_SIZE <= n) {
+    uint32_t len = mlprof__get_u32(d + i + 8);
+    if (memcmp(d + i, MLPROF__CHUNK_MAGIC, 4) != 0 ||
+        len > n - i - MLPROF__CHUNK_HEADER_SIZE) {
+      i++;
+      continue;
+    }
+    uint32_t crc = mlprof__crc32(0, d + i + 4, 8);
+    crc = mlprof__crc32(crc, d + i + MLPROF__CHUNK_HEADER_SIZE, len);
+    mlprof__put_u32(d + i + 12, crc);
+    i += MLPROF__CHUNK_HEADER_SIZE + len;
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  read_once(data, size);
+  uint8_t *copy = malloc(size ? size : 1);
+  if (!copy) return 0;
+  memcpy(copy, data, size);
+  fix_crcs(copy, size);
+  read_once(copy, size);
+  free(copy);
+  return 0;
+}

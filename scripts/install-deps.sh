@@ -1,0 +1,15 @@
+#!/bin/sh
+# Installs what the tests need from Debian's archive, once. Safe to rerun.
+set -e
+need=""
+for pkg in cmake gcc make pkg-config python3 python3-pytest clang libclang-rt-14-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+done
+[ -z "$need" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "missing Debian packages:$need (run as root, or: sudo apt-get install$need)" >&2
+  exit 1
+fi
+echo "installing:$need"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need

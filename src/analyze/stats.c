@@ -1,0 +1,1019 @@
+#include "stats.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mlprof.h>
+
+/* Deeper spans than this are counted, but their self time is their whole
+ * duration: a damaged or hostile depth must not size an array. */
+#define MAX_DEPTH 4096
+
+/* ---- map ----------------------------------------------------------------- */
+
+static size_t map_slot(uint64_t key, size_t cap) {
+  /* Fibonacci hashing: thread ids and name ids are small and dense. */
+  return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
+  if (!m->cap) return MLPROF__NONE;
+  for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    if (m->vals[i] == MLPROF__NONE) return MLPROF__NONE;
+    if (m->keys[i] == key) return m->vals[i];
+  }
+}
+
+static void map_insert(uint64_t *keys, uint32_t *vals, size_t cap,
+                       uint64_t key, uint32_t val) {
+  size_t i = map_slot(key, cap);
+  while (vals[i] != MLPROF__NONE && keys[i] != key) i = (i + 1) & (cap - 1);
+  keys[i] = key;
+  vals[i] = val;
+}
+
+int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val) {
+  if ((m->count + 1) * 4 > m->cap * 3) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    uint32_t *vals = malloc(cap * sizeof *vals);
+    if (!keys || !vals) {
+      free(keys);
+      free(vals);
+      return MLPROF_ENOMEM;
+    }
+    memset(vals, 0xff, cap * sizeof *vals);
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->vals[i] != MLPROF__NONE)
+        map_insert(keys, vals, cap, m->keys[i], m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+  }
+  size_t before = mlprof__map_get(m, key) == MLPROF__NONE;
+  map_insert(m->keys, m->vals, m->cap, key, val);
+  m->count += before;
+  return 0;
+}
+
+void mlprof__map_clear(mlprof__map *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- names of things ----------------------------------------------------- */
+
+static const char *const sort_names[] = {"total", "self", "mean", "p99",
+                                         "count"};
+
+int mlprof__sort_key_parse(const char *s, mlprof__sort_key *key) {
+  for (size_t i = 0; i < sizeof sort_names / sizeof sort_names[0]; i++)
+    if (strcmp(s, sort_names[i]) == 0) {
+      *key = (mlprof__sort_key)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *mlprof__sort_key_name(mlprof__sort_key key) {
+  return sort_names[key];
+}
+
+const char *mlprof__category_name(uint8_t category) {
+  static const char *const names[MLPROF_CAT_COUNT] = {
+      "none", "data", "forward", "backward", "optimizer", "communication", "io",
+      "user"};
+  return category < MLPROF_CAT_COUNT ? names[category] : "unknown";
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+int mlprof__grow(void *pp, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 8;
+  while (c < need) c += c / 2 + 8;
+  void *n = realloc(*(void **)pp, c * elem);
+  if (!n) return MLPROF_ENOMEM;
+  *(void **)pp = n;
+  *cap = c;
+  return 0;
+}
+
+char *mlprof__dup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  if (n) memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+static char *dup_str(const char *s) { return mlprof__dup(s ? s : "", s ? strlen(s) : 0); }
+
+typedef struct {
+  uint64_t *v;
+  size_t n, cap;
+} u64vec;
+
+static int u64vec_push(u64vec *a, uint64_t x) {
+  if (a->n == a->cap && mlprof__grow(&a->v, &a->cap, a->n + 1, sizeof *a->v))
+    return MLPROF_ENOMEM;
+  a->v[a->n++] = x;
+  return 0;
+}
+
+static void u64_swap(uint64_t *a, uint64_t *b) {
+  uint64_t t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static void sift_down(uint64_t *a, size_t i, size_t n) {
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && a[c + 1] > a[c]) c++;
+    if (a[i] >= a[c]) return;
+    u64_swap(a + i, a + c);
+    i = c;
+  }
+}
+
+/* Introsort on plain integers: several times faster than qsort with a
+ * comparison callback, which matters for zones with millions of spans. */
+static void sort_u64_depth(uint64_t *a, size_t n, int depth) {
+  while (n > 16) {
+    if (depth-- == 0) {
+      for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+      for (size_t i = n - 1; i > 0; i--) {
+        u64_swap(a, a + i);
+        sift_down(a, 0, i);
+      }
+      return;
+    }
+    uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
+    uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x))
+                           : (x < z ? x : (y < z ? z : y));
+    /* Hoare partition: stops on equal keys, so runs of equal durations split
+     * evenly. Ends with a[0..j] <= pivot <= a[j+1..n-1], both non-empty. */
+    size_t i = 0, j = n - 1;
+    for (;;) {
+      while (a[i] < pivot) i++;
+      while (a[j] > pivot) j--;
+      if (i >= j) break;
+      u64_swap(a + i, a + j);
+      i++;
+      j--;
+    }
+    size_t left = j + 1;
+    if (left < n - left) {
+      sort_u64_depth(a, left, depth);
+      a += left;
+      n -= left;
+    } else {
+      sort_u64_depth(a + left, n - left, depth);
+      n = left;
+    }
+  }
+  for (size_t i = 1; i < n; i++) {
+    uint64_t v = a[i];
+    size_t k = i;
+    while (k > 0 && a[k - 1] > v) {
+      a[k] = a[k - 1];
+      k--;
+    }
+    a[k] = v;
+  }
+}
+
+static void sort_u64(uint64_t *a, size_t n) {
+  int depth = 0;
+  for (size_t m = n; m > 1; m >>= 1) depth += 2;
+  sort_u64_depth(a, n, depth);
+}
+
+/* Nearest rank: the value of rank ceil(p * n / 100) in sorted a. */
+static uint64_t percentile(const uint64_t *a, size_t n, unsigned p) {
+  if (n == 0) return 0;
+  size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
+  return a[rank ? rank - 1 : 0];
+}
+
+/* ---- the builder ---------------------------------------------------------- */
+
+typedef struct {
+  char *s;
+  size_t len;
+  uint64_t hash;
+  uint8_t category;
+  uint32_t zone, counter, unit; /* what the string names, MLPROF__NONE */
+} str_entry;
+
+typedef struct {
+  u64vec durations;
+  uint32_t str; /* its name in the string table, for the category */
+} zone_build;
+
+typedef struct {
+  uint64_t *child; /* child[d]: summed durations of ended spans at depth d
+                      whose parent has not ended yet */
+  size_t child_cap, child_top; /* child[child_top..] are all 0 */
+  uint32_t last_zone;          /* zone of the span just read, for its units */
+  uint64_t last_step;
+  u64vec step_intervals;
+} thread_build;
+
+typedef struct {
+  uint64_t nfinite;
+  double sum;
+  uint64_t last_t; /* job time of last */
+} counter_build;
+
+typedef struct {
+  uint32_t zone, unit;
+  uint64_t n;
+} zone_unit;
+
+struct mlprof__stats {
+  mlprof__report r;
+  size_t zcap, zbcap, pcap, tcap, tbcap, ccap, cbcap, ucap, ocap;
+  zone_build *zb;      /* parallel to r.zones */
+  thread_build *tb;    /* parallel to r.threads */
+  counter_build *cb;   /* parallel to r.counters */
+  str_entry *strs;     /* every name of every profile, once by content */
+  size_t nstrs, scap;
+  uint32_t *str_slots; /* hash index over strs */
+  size_t str_slot_cap;
+  zone_unit *zu;       /* units attached to zones */
+  size_t nzu, zucap;
+  mlprof__map zu_index; /* zone << 32 | unit -> index in zu */
+  size_t mcap;          /* capacity of the current process's meta */
+  /* The profile being read. */
+  mlprof__map names;   /* name id -> index in strs */
+  mlprof__map tids;    /* tid -> index in r.threads */
+  uint32_t last_tid, last_thread;
+  int end_seen;
+  uint64_t end_ns, end_dropped, last_ns;
+  size_t first_open; /* r.open entries of this profile start here */
+};
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* The index of the string s in the table, added if new; MLPROF__NONE when out
+ * of memory. */
+static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
+  uint64_t h = hash_bytes(str, len);
+  if (s->str_slot_cap) {
+    for (size_t i = h & (s->str_slot_cap - 1);; i = (i + 1) & (s->str_slot_cap - 1)) {
+      uint32_t k = s->str_slots[i];
+      if (k == MLPROF__NONE) break;
+      if (s->strs[k].hash == h && s->strs[k].len == len &&
+          memcmp(s->strs[k].s, str, len) == 0)
+        return k;
+    }
+  }
+  if ((s->nstrs + 1) * 2 > s->str_slot_cap) {
+    size_t cap = s->str_slot_cap ? s->str_slot_cap * 2 : 64;
+    uint32_t *slots = malloc(cap * sizeof *slots);
+    if (!slots) return MLPROF__NONE;
+    memset(slots, 0xff, cap * sizeof *slots);
+    for (size_t k = 0; k < s->nstrs; k++) {
+      size_t i = s->strs[k].hash & (cap - 1);
+      while (slots[i] != MLPROF__NONE) i = (i + 1) & (cap - 1);
+      slots[i] = (uint32_t)k;
+    }
+    free(s->str_slots);
+    s->str_slots = slots;
+    s->str_slot_cap = cap;
+  }
+  if (s->nstrs >= MLPROF__NONE - 1 ||
+      mlprof__grow(&s->strs, &s->scap, s->nstrs + 1, sizeof *s->strs))
+    return MLPROF__NONE;
+  char *copy = mlprof__dup(str, len);
+  if (!copy) return MLPROF__NONE;
+  uint32_t k = (uint32_t)s->nstrs++;
+  s->strs[k] = (str_entry){.s = copy, .len = len, .hash = h,
+                           .zone = MLPROF__NONE, .counter = MLPROF__NONE,
+                           .unit = MLPROF__NONE};
+  size_t i = h & (s->str_slot_cap - 1);
+  while (s->str_slots[i] != MLPROF__NONE) i = (i + 1) & (s->str_slot_cap - 1);
+  s->str_slots[i] = k;
+  return k;
+}
+
+/* The string behind a name id of the current profile. The reader promises
+ * the id was announced; NULL otherwise, and the record is ignored. */
+static str_entry *name_str(mlprof__stats *s, uint32_t id) {
+  uint32_t k = mlprof__map_get(&s->names, id);
+  return k == MLPROF__NONE ? NULL : &s->strs[k];
+}
+
+static uint32_t zone_of(mlprof__stats *s, str_entry *e) {
+  if (e->zone != MLPROF__NONE) return e->zone;
+  mlprof__report *r = &s->r;
+  if (mlprof__grow(&r->zones, &s->zcap, r->nzones + 1, sizeof *r->zones) ||
+      mlprof__grow(&s->zb, &s->zbcap, r->nzones + 1, sizeof *s->zb))
+    return MLPROF__NONE;
+  char *name = mlprof__dup(e->s, e->len);
+  if (!name) return MLPROF__NONE;
+  mlprof__zone_stats *z = &r->zones[r->nzones];
+  memset(z, 0, sizeof *z);
+  z->name = name;
+  z->name_len = e->len;
+  z->min_ns = UINT64_MAX;
+  s->zb[r->nzones] = (zone_build){.str = (uint32_t)(e - s->strs)};
+  return e->zone = (uint32_t)r->nzones++;
+}
+
+static uint32_t counter_of(mlprof__stats *s, str_entry *e) {
+  if (e->counter != MLPROF__NONE) return e->counter;
+  mlprof__report *r = &s->r;
+  if (mlprof__grow(&r->counters, &s->ccap, r->ncounters + 1, sizeof *r->counters) ||
+      mlprof__grow(&s->cb, &s->cbcap, r->ncounters + 1, sizeof *s->cb))
+    return MLPROF__NONE;
+  char *name = mlprof__dup(e->s, e->len);
+  if (!name) return MLPROF__NONE;
+  r->counters[r->ncounters] = (mlprof__counter_stats){
+      .name = name, .name_len = e->len, .min = INFINITY, .max = -INFINITY};
+  s->cb[r->ncounters] = (counter_build){0};
+  return e->counter = (uint32_t)r->ncounters++;
+}
+
+static uint32_t unit_of(mlprof__stats *s, str_entry *e) {
+  if (e->unit != MLPROF__NONE) return e->unit;
+  mlprof__report *r = &s->r;
+  if (mlprof__grow(&r->units, &s->ucap, r->nunits + 1, sizeof *r->units))
+    return MLPROF__NONE;
+  char *name = mlprof__dup(e->s, e->len);
+  if (!name) return MLPROF__NONE;
+  r->units[r->nunits] = (mlprof__unit_stats){.name = name, .name_len = e->len};
+  return e->unit = (uint32_t)r->nunits++;
+}
+
+/* zone_of, counter_of, unit_of: the report's zone, counter or unit named e,
+ * added if new; MLPROF__NONE when out of memory. */
+
+/* The report's thread for tid in the current profile, added if new. */
+static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
+  if (s->last_thread != MLPROF__NONE && s->last_tid == tid) return s->last_thread;
+  uint32_t t = mlprof__map_get(&s->tids, tid);
+  if (t == MLPROF__NONE) {
+    mlprof__report *r = &s->r;
+    size_t proc = r->nprocs - 1;
+    if (r->nthreads >= MLPROF__NONE - 1 ||
+        mlprof__grow(&r->threads, &s->tcap, r->nthreads + 1, sizeof *r->threads) ||
+        mlprof__grow(&s->tb, &s->tbcap, r->nthreads + 1, sizeof *s->tb))
+      return MLPROF__NONE;
+    char *name = mlprof__dup("", 0);
+    if (!name || mlprof__map_put(&s->tids, tid, (uint32_t)r->nthreads)) {
+      free(name);
+      return MLPROF__NONE;
+    }
+    t = (uint32_t)r->nthreads++;
+    r->threads[t] = (mlprof__thread_stats){
+        .proc = proc, .pid = r->procs[proc].pid, .tid = tid, .name = name};
+    s->tb[t] = (thread_build){.last_zone = MLPROF__NONE};
+    r->procs[proc].threads++;
+  }
+  s->last_tid = tid;
+  s->last_thread = t;
+  return t;
+}
+
+static void see_time(mlprof__stats *s, uint64_t t) {
+  if (t > s->last_ns) s->last_ns = t;
+}
+
+/* ---- visitor callbacks ---------------------------------------------------- */
+
+static int on_header(void *ud, const mlprof__header *h) {
+  mlprof__stats *s = ud;
+  mlprof__proc_stats *p = &s->r.procs[s->r.nprocs - 1];
+  char *clock = dup_str(h->clock);
+  if (!clock) return MLPROF_ENOMEM;
+  free(p->clock);
+  p->clock = clock;
+  p->flush_interval_ms = h->flush_interval_ms;
+  return 0;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  mlprof__stats *s = ud;
+  uint32_t k = str_intern(s, n->name, n->name_len);
+  if (k == MLPROF__NONE) return MLPROF_ENOMEM;
+  if (!s->strs[k].category) s->strs[k].category = n->category;
+  return mlprof__map_put(&s->names, n->id, k);
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  mlprof__stats *s = ud;
+  uint32_t t = thread_of(s, tid);
+  char *copy = t == MLPROF__NONE ? NULL : mlprof__dup(name, len);
+  if (!copy) return MLPROF_ENOMEM;
+  free(s->r.threads[t].name);
+  s->r.threads[t].name = copy;
+  s->r.threads[t].name_len = len;
+  return 0;
+}
+
+static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
+  mlprof__stats *s = ud;
+  uint32_t t = thread_of(s, tid);
+  if (t == MLPROF__NONE) return MLPROF_ENOMEM;
+  if (dropped > s->r.threads[t].dropped) s->r.threads[t].dropped = dropped;
+  s->tb[t].last_zone = MLPROF__NONE;
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  mlprof__stats *s = ud;
+  uint32_t t = thread_of(s, tid);
+  if (t == MLPROF__NONE) return MLPROF_ENOMEM;
+  thread_build *tb = &s->tb[t];
+  tb->last_zone = MLPROF__NONE;
+  str_entry *e = name_str(s, name);
+  if (!e) return 0;
+  uint32_t zi = zone_of(s, e);
+  if (zi == MLPROF__NONE) return MLPROF_ENOMEM;
+  uint64_t dur = end > begin ? end - begin : 0;
+  see_time(s, end);
+
+  /* Self time in the stream: the children of this span ended just before it
+   * and left their summed durations at child[depth + 1]. Sums deeper than
+   * that belong to spans whose parents were lost (dropped events): clear
+   * them so they are not charged to a later span. */
+  uint64_t self = dur;
+  if (depth < MAX_DEPTH) {
+    if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2, sizeof *tb->child))
+      return MLPROF_ENOMEM;
+    for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) tb->child[k] = 0;
+    uint64_t children = tb->child[depth + 1];
+    self = dur > children ? dur - children : 0;
+    for (size_t k = depth + 1; k < tb->child_top; k++) tb->child[k] = 0;
+    tb->child[depth] += dur;
+    tb->child_top = (size_t)depth + 1;
+  }
+
+  if (u64vec_push(&s->zb[zi].durations, dur)) return MLPROF_ENOMEM;
+  mlprof__zone_stats *z = &s->r.zones[zi];
+  z->total_ns += dur;
+  z->self_ns += self;
+  mlprof__thread_stats *th = &s->r.threads[t];
+  th->spans++;
+  if (depth == 0) th->busy_ns += dur;
+  s->r.procs[s->r.nprocs - 1].spans++;
+  tb->last_zone = zi;
+  return 0;
+}
+
+static int add_units(mlprof__stats *s, uint32_t zone, uint32_t name,
+                     uint64_t n) {
+  str_entry *e = name_str(s, name);
+  if (!e) return 0;
+  uint32_t u = unit_of(s, e);
+  if (u == MLPROF__NONE) return MLPROF_ENOMEM;
+  s->r.units[u].total += n;
+  if (zone == MLPROF__NONE) {
+    s->r.units[u].outside += n;
+    return 0;
+  }
+  uint64_t key = (uint64_t)zone << 32 | u;
+  uint32_t i = mlprof__map_get(&s->zu_index, key);
+  if (i == MLPROF__NONE) {
+    if (s->nzu >= MLPROF__NONE - 1 ||
+        mlprof__grow(&s->zu, &s->zucap, s->nzu + 1, sizeof *s->zu) ||
+        mlprof__map_put(&s->zu_index, key, (uint32_t)s->nzu))
+      return MLPROF_ENOMEM;
+    i = (uint32_t)s->nzu++;
+    s->zu[i] = (zone_unit){.zone = zone, .unit = u};
+  }
+  s->zu[i].n += n;
+  return 0;
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  mlprof__stats *s = ud;
+  uint32_t t = thread_of(s, tid);
+  if (t == MLPROF__NONE) return MLPROF_ENOMEM;
+  /* Units after anything but a span have no zone: count them outside. */
+  return add_units(s, s->tb[t].last_zone, name, n);
+}
+
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  mlprof__stats *s = ud;
+  uint32_t th = thread_of(s, tid);
+  if (th == MLPROF__NONE) return MLPROF_ENOMEM;
+  s->tb[th].last_zone = MLPROF__NONE;
+  see_time(s, t);
+  str_entry *e = name_str(s, name);
+  if (!e) return 0;
+  uint32_t c = counter_of(s, e);
+  if (c == MLPROF__NONE) return MLPROF_ENOMEM;
+  mlprof__counter_stats *cs = &s->r.counters[c];
+  counter_build *cb = &s->cb[c];
+  uint64_t jt = s->r.procs[s->r.nprocs - 1].offset_ns + t;
+  if (cs->count == 0 || jt >= cb->last_t) {
+    cs->last = v;
+    cb->last_t = jt;
+  }
+  cs->count++;
+  if (isfinite(v)) {
+    cb->nfinite++;
+    cb->sum += v;
+    if (v < cs->min) cs->min = v;
+    if (v > cs->max) cs->max = v;
+  }
+  return 0;
+}
+
+static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  mlprof__stats *s = ud;
+  uint32_t th = thread_of(s, tid);
+  if (th == MLPROF__NONE) return MLPROF_ENOMEM;
+  s->tb[th].last_zone = MLPROF__NONE;
+  see_time(s, t);
+  return add_units(s, MLPROF__NONE, name, n);
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__stats *s = ud;
+  uint32_t th = thread_of(s, tid);
+  if (th == MLPROF__NONE) return MLPROF_ENOMEM;
+  thread_build *tb = &s->tb[th];
+  tb->last_zone = MLPROF__NONE;
+  see_time(s, t);
+  if (s->r.threads[th].steps > 0 &&
+      u64vec_push(&tb->step_intervals, t > tb->last_step ? t - tb->last_step : 0))
+    return MLPROF_ENOMEM;
+  tb->last_step = t;
+  s->r.threads[th].steps++;
+  return 0;
+}
+
+static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  mlprof__stats *s = ud;
+  uint32_t th = thread_of(s, tid);
+  if (th == MLPROF__NONE) return MLPROF_ENOMEM;
+  s->tb[th].last_zone = MLPROF__NONE;
+  see_time(s, begin);
+  str_entry *e = name_str(s, name);
+  if (!e) return 0;
+  mlprof__report *r = &s->r;
+  char *copy = NULL;
+  if (mlprof__grow(&r->open, &s->ocap, r->nopen + 1, sizeof *r->open) ||
+      !(copy = mlprof__dup(e->s, e->len)))
+    return MLPROF_ENOMEM;
+  r->open[r->nopen++] = (mlprof__open_zone){
+      .name = copy, .name_len = e->len, .category = e->category,
+      .proc = r->nprocs - 1, .thread = th, .depth = depth, .begin_ns = begin};
+  return 0;
+}
+
+static int on_meta(void *ud, const char *key, size_t klen, const char *value,
+                   size_t vlen) {
+  mlprof__stats *s = ud;
+  mlprof__proc_stats *p = &s->r.procs[s->r.nprocs - 1];
+  if (mlprof__grow(&p->meta, &s->mcap, p->nmeta + 1, sizeof *p->meta))
+    return MLPROF_ENOMEM;
+  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return MLPROF_ENOMEM;
+  }
+  p->meta[p->nmeta++] =
+      (mlprof__kv){.key = k, .value = v, .key_len = klen, .value_len = vlen};
+  return 0;
+}
+
+static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  mlprof__stats *s = ud;
+  s->end_seen = 1;
+  s->end_ns = end_ns;
+  s->end_dropped = dropped;
+  s->r.procs[s->r.nprocs - 1].unmatched = unmatched;
+  return 0;
+}
+
+/* ---- profiles ------------------------------------------------------------- */
+
+mlprof__stats *mlprof__stats_new(void) {
+  mlprof__stats *s = calloc(1, sizeof *s);
+  if (s) s->last_thread = MLPROF__NONE;
+  return s;
+}
+
+int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
+                                mlprof__visitor *v) {
+  mlprof__report *r = &s->r;
+  if (mlprof__grow(&r->procs, &s->pcap, r->nprocs + 1, sizeof *r->procs))
+    return MLPROF_ENOMEM;
+  mlprof__proc_stats *p = &r->procs[r->nprocs];
+  memset(p, 0, sizeof *p);
+  p->path = dup_str(jp->path);
+  p->hostname = dup_str(jp->hostname);
+  p->exe = dup_str(jp->exe);
+  p->cmdline = dup_str(jp->cmdline);
+  p->clock = dup_str("");
+  if (!p->path || !p->hostname || !p->exe || !p->cmdline || !p->clock) {
+    free(p->path);
+    free(p->hostname);
+    free(p->exe);
+    free(p->cmdline);
+    free(p->clock);
+    return MLPROF_ENOMEM;
+  }
+  p->pid = jp->pid;
+  p->ppid = jp->ppid;
+  p->parent = jp->parent;
+  p->rank = jp->rank;
+  p->world_size = jp->world_size;
+  p->offset_ns = jp->offset_ns;
+  r->nprocs++;
+  s->mcap = 0;
+  s->end_seen = 0;
+  s->end_ns = s->end_dropped = s->last_ns = 0;
+  s->last_thread = MLPROF__NONE;
+  s->first_open = r->nopen;
+  *v = (mlprof__visitor){
+      .ud = s,
+      .header = on_header,
+      .name = on_name,
+      .thread = on_thread,
+      .events = on_events,
+      .span = on_span,
+      .span_units = on_span_units,
+      .counter = on_counter,
+      .units = on_units,
+      .step = on_step,
+      .open = on_open,
+      .meta = on_meta,
+      .end = on_end,
+  };
+  return 0;
+}
+
+typedef struct {
+  mlprof__kv kv;
+  size_t order;
+} kv_sorting;
+
+static int kv_cmp(const void *a, const void *b) {
+  const kv_sorting *x = a, *y = b;
+  size_t n = x->kv.key_len < y->kv.key_len ? x->kv.key_len : y->kv.key_len;
+  int c = memcmp(x->kv.key, y->kv.key, n);
+  if (c) return c;
+  if (x->kv.key_len != y->kv.key_len) return x->kv.key_len < y->kv.key_len ? -1 : 1;
+  return x->order < y->order ? -1 : 1;
+}
+
+int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n) {
+  if (*n < 2) return 0;
+  kv_sorting *t = malloc(*n * sizeof *t);
+  if (!t) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < *n; i++) t[i] = (kv_sorting){kv[i], i};
+  qsort(t, *n, sizeof *t, kv_cmp);
+  size_t keep = 0;
+  for (size_t i = 0; i < *n; i++) {
+    int later = i + 1 < *n && t[i + 1].kv.key_len == t[i].kv.key_len &&
+                memcmp(t[i + 1].kv.key, t[i].kv.key, t[i].kv.key_len) == 0;
+    if (later) {
+      free(t[i].kv.key);
+      free(t[i].kv.value);
+    } else {
+      kv[keep++] = t[i].kv;
+    }
+  }
+  *n = keep;
+  free(t);
+  return 0;
+}
+
+int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
+                              const char *read_error) {
+  mlprof__report *r = &s->r;
+  mlprof__proc_stats *p = &r->procs[r->nprocs - 1];
+  if (rep) {
+    p->read = *rep;
+    see_time(s, rep->last_ns);
+  }
+  if (read_error) snprintf(p->read_error, sizeof p->read_error, "%s", read_error);
+  p->clean_end = s->end_seen;
+  p->wall_ns = s->end_seen && s->end_ns > s->last_ns ? s->end_ns : s->last_ns;
+  uint64_t dropped = 0;
+  for (size_t t = 0; t < r->nthreads; t++) {
+    if (r->threads[t].proc != r->nprocs - 1) continue;
+    dropped += r->threads[t].dropped;
+    free(s->tb[t].child);
+    s->tb[t].child = NULL;
+    s->tb[t].child_cap = s->tb[t].child_top = 0;
+  }
+  p->dropped = s->end_dropped > dropped ? s->end_dropped : dropped;
+  for (size_t i = s->first_open; i < r->nopen; i++)
+    r->open[i].open_ns =
+        p->wall_ns > r->open[i].begin_ns ? p->wall_ns - r->open[i].begin_ns : 0;
+  mlprof__map_clear(&s->names);
+  mlprof__map_clear(&s->tids);
+  s->last_thread = MLPROF__NONE;
+  return mlprof__kv_dedupe(p->meta, &p->nmeta);
+}
+
+/* ---- results -------------------------------------------------------------- */
+
+static int add_warning(mlprof__report *r, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int add_warning(mlprof__report *r, size_t *cap, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  char *copy = dup_str(line);
+  if (!copy || mlprof__grow(&r->warnings, cap, r->nwarnings + 1, sizeof *r->warnings)) {
+    free(copy);
+    return MLPROF_ENOMEM;
+  }
+  r->warnings[r->nwarnings++] = copy;
+  return 0;
+}
+
+/* One line per thing a reader of the report must know before trusting it. */
+static int make_warnings(mlprof__report *r) {
+  size_t cap = 0;
+  int rc = 0;
+  for (size_t i = 0; i < r->nprocs && !rc; i++) {
+    const mlprof__proc_stats *p = &r->procs[i];
+    const char *exe = strrchr(p->exe, '/') ? strrchr(p->exe, '/') + 1 : p->exe;
+    char who[96];
+    snprintf(who, sizeof who, "process %" PRIu64 " (%.60s)", p->pid, exe);
+    if (p->read_error[0])
+      rc = add_warning(r, &cap, "%s: read stopped early: %s", who, p->read_error);
+    if (!rc && !p->clean_end)
+      rc = add_warning(r, &cap,
+                       "%s: profile ended without a closing chunk: process was "
+                       "killed or is still running; up to one flush interval "
+                       "(%" PRIu32 " ms) missing",
+                       who, p->flush_interval_ms);
+    if (!rc && (p->read.damaged_chunks || p->read.skipped_bytes ||
+                p->read.truncated_bytes || p->read.problem[0]))
+      rc = add_warning(r, &cap,
+                       "%s: damage found: %" PRIu64 " damaged chunks, %" PRIu64
+                       " bytes skipped, %" PRIu64 " bytes truncated at the end%s%s",
+                       who, p->read.damaged_chunks, p->read.skipped_bytes,
+                       p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
+                       p->read.problem);
+    if (!rc && p->dropped)
+      rc = add_warning(r, &cap,
+                       "%s: %" PRIu64 " events dropped (memory cap reached); "
+                       "counts and times are too low",
+                       who, p->dropped);
+    if (!rc && p->unmatched)
+      rc = add_warning(r, &cap, "%s: %" PRIu64 " zone ends had no begin", who,
+                       p->unmatched);
+  }
+  if (!rc && r->nopen)
+    rc = add_warning(r, &cap, "%zu zones were still open at the end", r->nopen);
+  return rc;
+}
+
+static int zone_units_cmp(const void *a, const void *b) {
+  const zone_unit *x = a, *y = b;
+  if (x->zone != y->zone) return x->zone < y->zone ? -1 : 1;
+  return (x->unit > y->unit) - (x->unit < y->unit);
+}
+
+static int finish_zones(mlprof__stats *s) {
+  mlprof__report *r = &s->r;
+  for (size_t i = 0; i < r->nzones; i++) {
+    mlprof__zone_stats *z = &r->zones[i];
+    u64vec *d = &s->zb[i].durations;
+    z->category = s->strs[s->zb[i].str].category;
+    z->count = d->n;
+    r->spans += d->n;
+    sort_u64(d->v, d->n);
+    z->min_ns = d->n ? d->v[0] : 0;
+    z->max_ns = d->n ? d->v[d->n - 1] : 0;
+    z->p50_ns = percentile(d->v, d->n, 50);
+    z->p90_ns = percentile(d->v, d->n, 90);
+    z->p95_ns = percentile(d->v, d->n, 95);
+    z->p99_ns = percentile(d->v, d->n, 99);
+    if (d->n) {
+      /* Two passes over the raw durations: exact where a running sum of
+       * squares would cancel. */
+      z->mean_ns = (double)z->total_ns / (double)d->n;
+      double sq = 0;
+      for (size_t k = 0; k < d->n; k++) {
+        double dev = (double)d->v[k] - z->mean_ns;
+        sq += dev * dev;
+      }
+      z->std_ns = sqrt(sq / (double)d->n);
+    }
+    z->share = r->wall_ns ? (double)z->total_ns / (double)r->wall_ns : 0;
+    free(d->v);
+    *d = (u64vec){0};
+  }
+  if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
+  for (size_t i = 0; i < s->nzu;) {
+    size_t k = i;
+    while (k < s->nzu && s->zu[k].zone == s->zu[i].zone) k++;
+    mlprof__zone_stats *z = &r->zones[s->zu[i].zone];
+    z->units = malloc((k - i) * sizeof *z->units);
+    if (!z->units) return MLPROF_ENOMEM;
+    for (size_t j = i; j < k; j++) {
+      double secs = (double)z->total_ns / 1e9;
+      z->units[z->nunits++] = (mlprof__zone_units){
+          .unit = s->zu[j].unit, .n = s->zu[j].n,
+          .per_s = secs > 0 ? (double)s->zu[j].n / secs : 0};
+    }
+    i = k;
+  }
+  return 0;
+}
+
+int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
+  mlprof__report *r = &s->r;
+  int rc = 0;
+  for (size_t i = 0; i < r->nprocs; i++) {
+    uint64_t end = r->procs[i].offset_ns + r->procs[i].wall_ns;
+    if (end > r->wall_ns) r->wall_ns = end;
+    r->dropped += r->procs[i].dropped;
+  }
+  double wall_s = (double)r->wall_ns / 1e9;
+  rc = finish_zones(s);
+  for (size_t i = 0; i < r->nthreads && !rc; i++) {
+    mlprof__thread_stats *t = &r->threads[i];
+    u64vec *iv = &s->tb[i].step_intervals;
+    if (iv->n) {
+      uint64_t sum = 0;
+      for (size_t k = 0; k < iv->n; k++) sum += iv->v[k];
+      t->step_mean_ns = sum / iv->n;
+      sort_u64(iv->v, iv->n);
+      t->step_p50_ns = percentile(iv->v, iv->n, 50);
+    }
+    free(iv->v);
+    *iv = (u64vec){0};
+  }
+  for (size_t i = 0; i < r->ncounters; i++) {
+    mlprof__counter_stats *c = &r->counters[i];
+    if (s->cb[i].nfinite) {
+      c->mean = s->cb[i].sum / (double)s->cb[i].nfinite;
+    } else {
+      c->min = c->max = c->mean = NAN;
+    }
+  }
+  for (size_t i = 0; i < r->nunits; i++)
+    r->units[i].per_s = wall_s > 0 ? (double)r->units[i].total / wall_s : 0;
+  if (!rc) rc = make_warnings(r);
+  if (!rc && r->nzones && !(r->order = malloc(r->nzones * sizeof *r->order)))
+    rc = MLPROF_ENOMEM;
+  if (!rc) {
+    mlprof__report_sort(r, MLPROF__SORT_TOTAL, 0);
+    *out = *r;
+    memset(r, 0, sizeof *r);
+  } else {
+    memset(out, 0, sizeof *out);
+  }
+  mlprof__stats_free(s);
+  return rc;
+}
+
+void mlprof__stats_free(mlprof__stats *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->r.nzones; i++) free(s->zb[i].durations.v);
+  for (size_t i = 0; i < s->r.nthreads; i++) {
+    free(s->tb[i].child);
+    free(s->tb[i].step_intervals.v);
+  }
+  for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
+  free(s->zb);
+  free(s->tb);
+  free(s->cb);
+  free(s->strs);
+  free(s->str_slots);
+  free(s->zu);
+  mlprof__map_clear(&s->zu_index);
+  mlprof__map_clear(&s->names);
+  mlprof__map_clear(&s->tids);
+  mlprof__report_free(&s->r);
+  free(s);
+}
+
+int mlprof__report_build(const mlprof__job *job, mlprof__report *r, char *err,
+                         size_t errlen) {
+  memset(r, 0, sizeof *r);
+  mlprof__stats *s = mlprof__stats_new();
+  int rc = s ? 0 : MLPROF_ENOMEM;
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    mlprof__visitor v;
+    mlprof__read_report rep;
+    char why[256] = "";
+    memset(&rep, 0, sizeof rep);
+    rc = mlprof__stats_profile_begin(s, &job->profiles[i], &v);
+    if (rc) break;
+    int rd = mlprof__read_file(job->profiles[i].path, &v, &rep, why, sizeof why);
+    if (rd == MLPROF_ENOMEM) {
+      rc = rd;
+      break;
+    }
+    if (rd && !why[0]) snprintf(why, sizeof why, "%s", mlprof_strerror(rd));
+    rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
+  }
+  if (rc)
+    mlprof__stats_free(s);
+  else
+    rc = mlprof__stats_finish(s, r);
+  if (rc) snprintf(err, errlen, "out of memory");
+  return rc;
+}
+
+static uint64_t sort_value(const mlprof__zone_stats *z, mlprof__sort_key key) {
+  switch (key) {
+  case MLPROF__SORT_SELF: return z->self_ns;
+  case MLPROF__SORT_MEAN: return z->count ? z->total_ns / z->count : 0;
+  case MLPROF__SORT_P99: return z->p99_ns;
+  case MLPROF__SORT_COUNT: return z->count;
+  case MLPROF__SORT_TOTAL: break;
+  }
+  return z->total_ns;
+}
+
+typedef struct {
+  uint64_t value;
+  const mlprof__zone_stats *z;
+  uint32_t index;
+} zone_sorting;
+
+static int zone_sorting_cmp(const void *a, const void *b) {
+  const zone_sorting *x = a, *y = b;
+  if (x->value != y->value) return x->value > y->value ? -1 : 1;
+  size_t n = x->z->name_len < y->z->name_len ? x->z->name_len : y->z->name_len;
+  int c = memcmp(x->z->name, y->z->name, n);
+  if (c) return c;
+  return (x->z->name_len > y->z->name_len) - (x->z->name_len < y->z->name_len);
+}
+
+void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top) {
+  r->sort = key;
+  for (size_t i = 0; i < r->nzones; i++) r->order[i] = (uint32_t)i;
+  /* Out of memory here leaves the zones unsorted rather than failing. */
+  zone_sorting *t = malloc((r->nzones ? r->nzones : 1) * sizeof *t);
+  if (t) {
+    for (size_t i = 0; i < r->nzones; i++)
+      t[i] = (zone_sorting){sort_value(&r->zones[i], key), &r->zones[i],
+                            (uint32_t)i};
+    qsort(t, r->nzones, sizeof *t, zone_sorting_cmp);
+    for (size_t i = 0; i < r->nzones; i++) r->order[i] = t[i].index;
+    free(t);
+  }
+  r->norder = top && top < r->nzones ? top : r->nzones;
+}
+
+void mlprof__report_free(mlprof__report *r) {
+  for (size_t i = 0; i < r->nzones; i++) {
+    free(r->zones[i].name);
+    free(r->zones[i].units);
+  }
+  for (size_t i = 0; i < r->nprocs; i++) {
+    mlprof__proc_stats *p = &r->procs[i];
+    free(p->path);
+    free(p->hostname);
+    free(p->exe);
+    free(p->cmdline);
+    free(p->clock);
+    for (size_t k = 0; k < p->nmeta; k++) {
+      free(p->meta[k].key);
+      free(p->meta[k].value);
+    }
+    free(p->meta);
+  }
+  for (size_t i = 0; i < r->nthreads; i++) free(r->threads[i].name);
+  for (size_t i = 0; i < r->ncounters; i++) free(r->counters[i].name);
+  for (size_t i = 0; i < r->nunits; i++) free(r->units[i].name);
+  for (size_t i = 0; i < r->nopen; i++) free(r->open[i].name);
+  for (size_t i = 0; i < r->nwarnings; i++) free(r->warnings[i]);
+  free(r->zones);
+  free(r->order);
+  free(r->procs);
+  free(r->threads);
+  free(r->counters);
+  free(r->units);
+  free(r->open);
+  free(r->warnings);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,216 @@
+/* The report model: per-zone, per-process and per-thread statistics of a job,
+ * built by streaming every profile through the reader.
+ *
+ * Memory: no span is kept. Each zone keeps the raw durations of its spans
+ * (8 bytes a span) so percentiles are exact; everything else is counters.
+ *
+ * Definitions (also in docs/json-schema.md):
+ * - self time of a span: its duration minus the durations of its direct
+ *   children (spans one level deeper on the same thread that end inside it);
+ *   never below 0.
+ * - percentile p (nearest rank): sort the n durations ascending; the value of
+ *   rank ceil(p/100 * n) (1-based). p50 of {1,2,3,4} is 2, p99 of 100 values
+ *   is the 99th smallest.
+ * - std: population standard deviation (divides by n).
+ * - share: zone total / job wall time. Nested zones and several threads make
+ *   shares add up to more than 1.
+ * - job wall time: from the earliest profile start (job time 0) to the
+ *   latest profile end; a profile ends at its END chunk, or at the latest
+ *   time any of its records carries when it has none. */
+#ifndef MLPROF_STATS_H
+#define MLPROF_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../format/reader.h"
+#include "../model/job.h"
+
+#define MLPROF__NONE UINT32_MAX
+
+/* Makes room for need elements of elem bytes in the array *arrayp of
+ * capacity *cap, growing by half. Returns 0 or MLPROF_ENOMEM (the array is
+ * unchanged). */
+int mlprof__grow(void *arrayp, size_t *cap, size_t need, size_t elem);
+
+/* A NUL-terminated heap copy of n bytes (which may hold NULs), or NULL. */
+char *mlprof__dup(const char *s, size_t n);
+
+/* A map from 64-bit keys (thread ids, name ids, pairs of indices) to 32-bit
+ * values, open addressing; shared by the analyses and the exporters. Zero it
+ * to start; MLPROF__NONE cannot be stored. */
+typedef struct {
+  uint64_t *keys;
+  uint32_t *vals;
+  size_t cap, count;
+} mlprof__map;
+
+/* The value for key, or MLPROF__NONE. */
+uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key);
+/* Sets key to val. Returns 0 or MLPROF_ENOMEM (the map is unchanged). */
+int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
+/* Frees the map's memory and leaves it empty and usable. */
+void mlprof__map_clear(mlprof__map *m);
+
+typedef enum {
+  MLPROF__SORT_TOTAL,
+  MLPROF__SORT_SELF,
+  MLPROF__SORT_MEAN,
+  MLPROF__SORT_P99,
+  MLPROF__SORT_COUNT
+} mlprof__sort_key;
+
+/* Parses "total", "self", "mean", "p99" or "count". Returns 0, or -1 when s
+ * is none of these. */
+int mlprof__sort_key_parse(const char *s, mlprof__sort_key *key);
+const char *mlprof__sort_key_name(mlprof__sort_key key);
+/* "none", "data", "forward", ... for a category byte; "unknown" past them. */
+const char *mlprof__category_name(uint8_t category);
+
+typedef struct {
+  uint32_t unit; /* index into mlprof__report.units */
+  uint64_t n;
+  double per_s; /* n per second of the zone's total time; 0 if it is 0 */
+} mlprof__zone_units;
+
+/* mean_ns and std_ns are doubles; exporters show them as whole ns. */
+static inline uint64_t mlprof__round_ns(double ns) {
+  return ns > 0 && ns < 1.8e19 ? (uint64_t)(ns + 0.5) : 0;
+}
+
+typedef struct {
+  char *name;      /* NUL-terminated; name_len excludes the NUL and counts */
+  size_t name_len; /* any NUL byte inside the name */
+  uint8_t category;
+  uint64_t count, total_ns, self_ns, min_ns, max_ns;
+  double mean_ns, std_ns;
+  uint64_t p50_ns, p90_ns, p95_ns, p99_ns;
+  double share;
+  mlprof__zone_units *units; /* nunits, sorted by unit index */
+  size_t nunits;
+} mlprof__zone_stats;
+
+typedef struct {
+  char *key, *value; /* NUL-terminated, owned */
+  size_t key_len, value_len;
+} mlprof__kv;
+
+/* Sorts key/value pairs by key and keeps, for each key, the value set last
+ * (the one latest in the array); frees the strings of the others and
+ * updates *n. Returns 0, or MLPROF_ENOMEM with the array unchanged. */
+int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n);
+
+typedef struct {
+  char *path, *hostname, *exe, *cmdline, *clock;
+  uint64_t pid, ppid;
+  int parent; /* index in mlprof__report.procs, -1 */
+  int64_t rank, world_size;
+  uint64_t offset_ns; /* start on the job timeline */
+  uint64_t wall_ns;   /* end, in the profile's own time */
+  uint32_t flush_interval_ms;
+  uint64_t spans, dropped, unmatched;
+  size_t threads;
+  int clean_end;
+  mlprof__read_report read;
+  char read_error[256]; /* the read stopped early: reason; "" otherwise */
+  mlprof__kv *meta;     /* session metadata, later values overriding */
+  size_t nmeta;
+} mlprof__proc_stats;
+
+typedef struct {
+  size_t proc;
+  uint64_t pid, tid;
+  char *name; /* "" when the thread was never named */
+  size_t name_len;
+  uint64_t spans, busy_ns, dropped;
+  /* Step marks: count, and the interval between consecutive marks. */
+  uint64_t steps, step_mean_ns, step_p50_ns;
+} mlprof__thread_stats;
+
+typedef struct {
+  char *name;
+  size_t name_len;
+  uint64_t count; /* values recorded; min/max/mean ignore NaN and inf */
+  double min, max, mean, last;
+} mlprof__counter_stats;
+
+typedef struct {
+  char *name;
+  size_t name_len;
+  uint64_t total;   /* all units of this name, inside zones or not */
+  uint64_t outside; /* those recorded outside any zone */
+  double per_s;     /* total per second of job wall time */
+} mlprof__unit_stats;
+
+typedef struct {
+  char *name;
+  size_t name_len;
+  uint8_t category;
+  size_t proc, thread;
+  uint32_t depth;
+  uint64_t begin_ns; /* profile time */
+  uint64_t open_ns;  /* from begin to the profile's end */
+} mlprof__open_zone;
+
+typedef struct {
+  uint64_t wall_ns, spans, dropped;
+  mlprof__zone_stats *zones;
+  size_t nzones;
+  /* The zones to show: indices into zones, sorted by mlprof__report_sort. */
+  uint32_t *order;
+  size_t norder;
+  mlprof__sort_key sort;
+  mlprof__proc_stats *procs;
+  size_t nprocs;
+  mlprof__thread_stats *threads;
+  size_t nthreads;
+  mlprof__counter_stats *counters;
+  size_t ncounters;
+  mlprof__unit_stats *units;
+  size_t nunits;
+  mlprof__open_zone *open;
+  size_t nopen;
+  /* One line each: killed processes, damage, dropped events... */
+  char **warnings;
+  size_t nwarnings;
+} mlprof__report;
+
+/* The builder, for tests and callers that drive the reader themselves. */
+typedef struct mlprof__stats mlprof__stats;
+
+/* A new, empty builder, or NULL when out of memory. */
+mlprof__stats *mlprof__stats_new(void);
+
+/* Starts the next profile of the job (p is copied). Fills *v with the
+ * visitor to read that profile with; its ud is s. Returns 0 or
+ * MLPROF_ENOMEM. Callbacks return MLPROF_ENOMEM when memory runs out. */
+int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *p,
+                                mlprof__visitor *v);
+
+/* Ends the current profile: rep is what the read found (may be NULL), and
+ * read_error a reason when the read stopped early (NULL or ""). Returns 0 or
+ * MLPROF_ENOMEM. */
+int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
+                              const char *read_error);
+
+/* Computes the statistics into *r (sorted by total, every zone shown) and
+ * frees s whatever the outcome. Returns 0 or MLPROF_ENOMEM (then *r is
+ * empty). Release *r with mlprof__report_free. */
+int mlprof__stats_finish(mlprof__stats *s, mlprof__report *r);
+
+/* Frees an unfinished builder. */
+void mlprof__stats_free(mlprof__stats *s);
+
+/* Reads every profile of job and builds its report. Damage and a read that
+ * fails part-way are not errors: they are recorded in the process and in the
+ * warnings. Returns 0 or MLPROF_ENOMEM with a one-line reason in err. */
+int mlprof__report_build(const mlprof__job *job, mlprof__report *r, char *err,
+                         size_t errlen);
+
+/* Orders the zones by key, largest first (ties by name), and keeps the first
+ * top in r->order (0: all). */
+void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top);
+
+void mlprof__report_free(mlprof__report *r);
+
+#endif

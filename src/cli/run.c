@@ -1,0 +1,282 @@
+/* mlprof run: starts a command with libmlprof preloaded, so every process of
+ * its tree writes a profile into one run directory with no code change, then
+ * prints the summary and exits with the command's own status. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef MLPROF_INSTALL_LIBDIR
+#define MLPROF_INSTALL_LIBDIR "lib"
+#endif
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: mlprof run [options] [--] COMMAND [ARGS...]\n"
+          "\n"
+          "Runs COMMAND with profiling switched on in it and in every process it\n"
+          "starts; each writes its own profile into the run directory. Prints the\n"
+          "summary at the end and exits with COMMAND's status.\n"
+          "\n"
+          "options:\n"
+          "  -o, --output DIR     run directory (default: mlprof-DATE-TIME)\n"
+          "      --flush-ms N     write interval in ms: a killed process loses at\n"
+          "                       most this much (default 200)\n"
+          "      --memory-mb N    event buffer cap per process (default 64)\n"
+          "  -q, --quiet          do not print the summary\n"
+          "  -h, --help           this help\n"
+          "\n"
+          "Programs that are statically linked cannot be profiled this way; link\n"
+          "them with -lmlprof instead. Zones come from instrumented code (the C\n"
+          "API, the Python package).\n");
+}
+
+/* The library to preload: $MLPROF_LIB, else next to this executable (build
+ * tree), else PREFIX/LIBDIR for an installed mlprof. */
+static int find_library(char *out, size_t len) {
+  const char *env = getenv("MLPROF_LIB");
+  if (env && *env) {
+    if (access(env, R_OK) == 0 && snprintf(out, len, "%s", env) < (int)len)
+      return 0;
+    fprintf(stderr, "mlprof run: MLPROF_LIB=%s: %s\n", env, strerror(errno));
+    return -1;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) n = 0;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  const char *const places[] = {"%s/libmlprof.so",
+                                "%s/../" MLPROF_INSTALL_LIBDIR "/libmlprof.so",
+                                "%s/../lib/libmlprof.so"};
+  for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+    char cand[PATH_MAX + 64];
+    snprintf(cand, sizeof cand, places[i], exe);
+    if (access(cand, R_OK) == 0 && realpath(cand, out) && strlen(out) < len)
+      return 0;
+  }
+  fprintf(stderr,
+          "mlprof run: cannot find libmlprof.so next to %s or in ../%s; set "
+          "MLPROF_LIB to its path\n",
+          exe, MLPROF_INSTALL_LIBDIR);
+  return -1;
+}
+
+static int count_profiles(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l > 7 && strcmp(e->d_name + l - 7, ".mlprof") == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Creates the run directory; refuses one that already holds profiles, which
+ * would otherwise be merged with this run's. */
+static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
+  if (given) {
+    if (snprintf(dir, len, "%s", given) >= (int)len) return -1;
+  } else {
+    char stamp[32];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    snprintf(dir, len, "mlprof-%s", stamp);
+    for (int i = 2; access(dir, F_OK) == 0 && i < 100; i++)
+      snprintf(dir, len, "mlprof-%s-%d", stamp, i);
+  }
+  *created = 0;
+  if (mkdir(dir, 0755) == 0) {
+    *created = 1;
+  } else if (errno != EEXIST) {
+    fprintf(stderr, "mlprof run: cannot create %s: %s\n", dir, strerror(errno));
+    return -1;
+  }
+  int n = count_profiles(dir);
+  if (n < 0) {
+    fprintf(stderr, "mlprof run: %s: %s\n", dir, strerror(errno));
+    return -1;
+  }
+  if (n > 0) {
+    fprintf(stderr,
+            "mlprof run: %s already holds %d profile(s); choose another -o or "
+            "remove them\n",
+            dir, n);
+    return -1;
+  }
+  return 0;
+}
+
+static pid_t child;
+
+static void forward(int sig) {
+  if (child > 0) kill(child, sig);
+}
+
+/* Parses a positive integer option; -1 on error. */
+static long positive(const char *opt, const char *v) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno || *end || n <= 0 || n > 1000000) {
+    fprintf(stderr, "mlprof run: %s expects a positive integer, not '%s'\n", opt,
+            v);
+    return -1;
+  }
+  return n;
+}
+
+int mlprof__cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"output", required_argument, NULL, 'o'},
+      {"flush-ms", required_argument, NULL, 'f'},
+      {"memory-mb", required_argument, NULL, 'm'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *out = NULL;
+  long flush_ms = 0, memory_mb = 0;
+  int quiet = 0, c;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
+  while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'o':
+        out = optarg;
+        break;
+      case 'f':
+        if ((flush_ms = positive("--flush-ms", optarg)) < 0) return 2;
+        break;
+      case 'm':
+        if ((memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
+        break;
+      case 'q':
+        quiet = 1;
+        break;
+      case 'h':
+        usage(stdout);
+        return 0;
+      default:
+        fprintf(stderr, "mlprof run: see mlprof run --help\n");
+        return 2;
+    }
+  }
+  if (optind >= argc) {
+    fprintf(stderr, "mlprof run: no command given (mlprof run [options] -- "
+                    "COMMAND [ARGS...])\n");
+    return 2;
+  }
+  char **cmd = argv + optind;
+
+  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2];
+  int created;
+  if (find_library(lib, sizeof lib) != 0) return 2;
+  if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
+  if (!realpath(dir, absdir)) return 2;
+  strcat(absdir, "/");
+
+  const char *pre = getenv("LD_PRELOAD");
+  size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
+  char *preload = malloc(plen);
+  if (!preload) return 2;
+  snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "",
+           lib);
+  setenv("LD_PRELOAD", preload, 1);
+  setenv("MLPROF_OUTPUT", absdir, 1);
+  free(preload);
+  char num[32];
+  if (flush_ms) {
+    snprintf(num, sizeof num, "%ld", flush_ms);
+    setenv("MLPROF_FLUSH_MS", num, 1);
+  }
+  if (memory_mb) {
+    snprintf(num, sizeof num, "%ld", memory_mb);
+    setenv("MLPROF_MEMORY_MB", num, 1);
+  }
+
+  /* The child reports a failed exec through a close-on-exec pipe. */
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) != 0) {
+    perror("mlprof run: pipe");
+    return 2;
+  }
+  fflush(NULL);
+  child = fork();
+  if (child < 0) {
+    perror("mlprof run: fork");
+    return 2;
+  }
+  if (child == 0) {
+    close(pfd[0]);
+    execvp(cmd[0], cmd);
+    int e = errno;
+    ssize_t ignored = write(pfd[1], &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  close(pfd[1]);
+  int exec_errno = 0;
+  ssize_t got;
+  do got = read(pfd[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  close(pfd[0]);
+
+  /* The terminal sends ^C and ^\ to the whole group: let the command decide,
+   * and stay alive to print what it recorded. Forward the others. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGTERM, forward);
+  signal(SIGHUP, forward);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got == (ssize_t)sizeof exec_errno) {
+    fprintf(stderr, "mlprof run: cannot run '%s': %s\n", cmd[0],
+            strerror(exec_errno));
+    if (created) rmdir(dir);
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
+           : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                 : 1;
+
+  int n = count_profiles(dir);
+  if (n <= 0) {
+    fprintf(stderr,
+            "mlprof run: no profile was written to %s: is '%s' statically "
+            "linked? (profiling needs dynamic linking to load libmlprof)\n",
+            dir, cmd[0]);
+    return rc;
+  }
+  if (!quiet) {
+    /* The summary goes to stderr, out of the way of the command's output. */
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    char *rargv[] = {"report", dir, "--top", "25", NULL};
+    mlprof__cmd_report(4, rargv);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    fprintf(stderr,
+            "\nmlprof: %d profile(s) in %s\n"
+            "  mlprof report %s           full report (--format json|csv)\n"
+            "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
+            n, dir, dir, dir);
+  }
+  return rc;
+}

@@ -1,0 +1,518 @@
+/* Chrome trace event export, streamed: events are written as the reader
+ * produces them. The only state is per profile: the names, already escaped,
+ * and per thread one span held back until we know whether metadata or units
+ * follow it (they come after their span in the file). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mlprof.h>
+
+#include "export.h"
+
+typedef struct {
+  size_t off, len; /* the name as a JSON string, quotes included, in arena */
+  uint8_t category;
+  uint64_t units; /* running total of this unit outside zones */
+} name_entry;
+
+typedef struct {
+  int is_units; /* 0: metadata a = key, b = value (names); 1: a = unit, b = n */
+  uint32_t a;
+  uint64_t b;
+} span_arg;
+
+typedef struct {
+  char ids[48]; /* "pid":P,"tid":T */
+  size_t ids_len;
+  int pending;
+  uint32_t name;
+  uint64_t begin, end;
+  span_arg *args;
+  size_t nargs, acap;
+  uint64_t steps;
+} thread_state;
+
+typedef struct {
+  uint32_t thread, name, depth;
+  uint64_t begin;
+} open_zone;
+
+typedef struct {
+  mlprof__out *o;
+  uint64_t events;
+  mlprof__out arena; /* escaped names of the current profile */
+  name_entry *names;
+  size_t nnames, ncap;
+  mlprof__map ids; /* name id -> index in names */
+  thread_state *threads;
+  size_t nthreads, tcap;
+  mlprof__map tids; /* tid -> index in threads */
+  uint32_t last_tid, last_thread;
+  open_zone *open;
+  size_t nopen, ocap;
+  mlprof__kv *meta; /* session metadata of the whole job */
+  size_t nmeta, mcap;
+  /* The profile being read. */
+  uint64_t pid, offset_ns, end_ns;
+  int end_seen;
+} chrome;
+
+static const char *const category_field[MLPROF_CAT_COUNT] = {
+    "",
+    ",\"cat\":\"data\"",
+    ",\"cat\":\"forward\"",
+    ",\"cat\":\"backward\"",
+    ",\"cat\":\"optimizer\"",
+    ",\"cat\":\"communication\"",
+    ",\"cat\":\"io\"",
+    ",\"cat\":\"user\""};
+
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+#define PUT_LIT(p, s) put((p), (s), sizeof(s) - 1)
+
+/* Starts an event: the separator from the previous one and the opening. */
+static char *event_start(chrome *c, char *p) {
+  if (c->events++) p = PUT_LIT(p, ",\n{");
+  else p = PUT_LIT(p, "{");
+  return p;
+}
+
+static void put_name(chrome *c, uint32_t name) {
+  mlprof__out_write(c->o, c->arena.buf + c->names[name].off,
+                    c->names[name].len);
+}
+
+static thread_state *thread_of(chrome *c, uint32_t tid) {
+  if (c->last_thread != MLPROF__NONE && c->last_tid == tid)
+    return &c->threads[c->last_thread];
+  uint32_t t = mlprof__map_get(&c->tids, tid);
+  if (t == MLPROF__NONE) {
+    if (c->nthreads >= MLPROF__NONE - 1 ||
+        mlprof__grow(&c->threads, &c->tcap, c->nthreads + 1, sizeof *c->threads) ||
+        mlprof__map_put(&c->tids, tid, (uint32_t)c->nthreads))
+      return NULL;
+    t = (uint32_t)c->nthreads++;
+    thread_state *ts = &c->threads[t];
+    memset(ts, 0, sizeof *ts);
+    char *p = PUT_LIT(ts->ids, "\"pid\":");
+    p = mlprof__fmt_u64(p, c->pid);
+    p = PUT_LIT(p, ",\"tid\":");
+    p = mlprof__fmt_u64(p, tid);
+    ts->ids_len = (size_t)(p - ts->ids);
+  }
+  c->last_tid = tid;
+  c->last_thread = t;
+  return &c->threads[t];
+}
+
+/* The index of an announced name id; the reader guarantees announcement, a
+ * miss (damage it let through) makes the record be skipped. */
+static uint32_t name_of(const chrome *c, uint32_t id) {
+  return mlprof__map_get(&c->ids, id);
+}
+
+/* Writes the span held back on thread t, with its args. */
+static void flush_span(chrome *c, thread_state *t) {
+  if (!t->pending) return;
+  t->pending = 0;
+  char *p = mlprof__out_space(c->o, 128);
+  p = event_start(c, p);
+  p = PUT_LIT(p, "\"ph\":\"X\",");
+  p = put(p, t->ids, t->ids_len);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = mlprof__fmt_us(p, c->offset_ns + t->begin);
+  p = PUT_LIT(p, ",\"dur\":");
+  p = mlprof__fmt_us(p, t->end - t->begin);
+  p = PUT_LIT(p, ",\"name\":");
+  mlprof__out_end(c->o, p);
+  put_name(c, t->name);
+  uint8_t cat = c->names[t->name].category;
+  if (cat && cat < MLPROF_CAT_COUNT) mlprof__out_str(c->o, category_field[cat]);
+  if (t->nargs) {
+    mlprof__out_lit(c->o, ",\"args\":{");
+    for (size_t i = 0; i < t->nargs; i++) {
+      if (i) mlprof__out_lit(c->o, ",");
+      put_name(c, t->args[i].a);
+      mlprof__out_lit(c->o, ":");
+      if (t->args[i].is_units)
+        mlprof__out_u64(c->o, t->args[i].b);
+      else
+        put_name(c, (uint32_t)t->args[i].b);
+    }
+    mlprof__out_lit(c->o, "}");
+    t->nargs = 0;
+  }
+  mlprof__out_lit(c->o, "}");
+}
+
+/* The thread of a record that is not a span's metadata or units: the span it
+ * held back is now complete. NULL when out of memory. */
+static thread_state *record_thread(chrome *c, uint32_t tid) {
+  thread_state *t = thread_of(c, tid);
+  if (t) flush_span(c, t);
+  return t;
+}
+
+/* Callbacks return the writer's error as soon as there is one, so a full
+ * disk stops the read instead of reading on for nothing. */
+static int status(const chrome *c) { return c->o->err; }
+
+static int on_name(void *ud, const mlprof__name *n) {
+  chrome *c = ud;
+  if (c->nnames >= MLPROF__NONE - 1 ||
+      mlprof__grow(&c->names, &c->ncap, c->nnames + 1, sizeof *c->names) ||
+      mlprof__map_put(&c->ids, n->id, (uint32_t)c->nnames))
+    return MLPROF_ENOMEM;
+  size_t off = c->arena.len;
+  mlprof__out_json_str(&c->arena, n->name, n->name_len);
+  if (c->arena.err) return c->arena.err;
+  c->names[c->nnames++] = (name_entry){
+      .off = off, .len = c->arena.len - off, .category = n->category};
+  return 0;
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  chrome *c = ud;
+  thread_state *t = thread_of(c, tid);
+  if (!t) return MLPROF_ENOMEM;
+  char *p = mlprof__out_space(c->o, 96);
+  p = event_start(c, p);
+  p = PUT_LIT(p, "\"ph\":\"M\",");
+  p = put(p, t->ids, t->ids_len);
+  p = PUT_LIT(p, ",\"name\":\"thread_name\",\"args\":{\"name\":");
+  mlprof__out_end(c->o, p);
+  mlprof__out_json_str(c->o, name, len);
+  mlprof__out_lit(c->o, "}}");
+  return status(c);
+}
+
+static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
+  (void)dropped;
+  return record_thread(ud, tid) ? status(ud) : MLPROF_ENOMEM;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  chrome *c = ud;
+  (void)depth;
+  thread_state *t = record_thread(c, tid);
+  if (!t) return MLPROF_ENOMEM;
+  uint32_t n = name_of(c, name);
+  if (n == MLPROF__NONE) return 0;
+  t->pending = 1;
+  t->name = n;
+  t->begin = begin;
+  t->end = end > begin ? end : begin;
+  return status(c);
+}
+
+static int add_arg(chrome *c, uint32_t tid, int is_units, uint32_t a,
+                   uint64_t b) {
+  thread_state *t = thread_of(c, tid);
+  if (!t) return MLPROF_ENOMEM;
+  if (!t->pending) return 0; /* no span to attach to */
+  if (mlprof__grow(&t->args, &t->acap, t->nargs + 1, sizeof *t->args))
+    return MLPROF_ENOMEM;
+  t->args[t->nargs++] = (span_arg){is_units, a, b};
+  return 0;
+}
+
+static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  chrome *c = ud;
+  uint32_t k = name_of(c, key), v = name_of(c, value);
+  if (k == MLPROF__NONE || v == MLPROF__NONE) return 0;
+  return add_arg(c, tid, 0, k, v);
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  chrome *c = ud;
+  uint32_t u = name_of(c, name);
+  if (u == MLPROF__NONE) return 0;
+  return add_arg(c, tid, 1, u, n);
+}
+
+/* A counter event: value written by the caller, then closed here. */
+static void counter_start(chrome *c, uint64_t t, uint32_t name,
+                          const char *arg) {
+  char *p = mlprof__out_space(c->o, 64);
+  p = event_start(c, p);
+  p = PUT_LIT(p, "\"ph\":\"C\",\"pid\":");
+  p = mlprof__fmt_u64(p, c->pid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = PUT_LIT(p, ",\"name\":");
+  mlprof__out_end(c->o, p);
+  put_name(c, name);
+  mlprof__out_str(c->o, arg);
+}
+
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  chrome *c = ud;
+  if (!record_thread(c, tid)) return MLPROF_ENOMEM;
+  uint32_t n = name_of(c, name);
+  /* A counter track cannot show NaN or infinity (JSON has no such number). */
+  if (n == MLPROF__NONE || !isfinite(v)) return status(c);
+  counter_start(c, t, n, ",\"args\":{\"value\":");
+  mlprof__out_f64(c->o, v);
+  mlprof__out_lit(c->o, "}}");
+  return status(c);
+}
+
+static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  chrome *c = ud;
+  if (!record_thread(c, tid)) return MLPROF_ENOMEM;
+  uint32_t u = name_of(c, name);
+  if (u == MLPROF__NONE) return status(c);
+  /* Units outside zones become a counter track of their running total. */
+  c->names[u].units += n;
+  counter_start(c, t, u, ",\"args\":{\"total\":");
+  mlprof__out_u64(c->o, c->names[u].units);
+  mlprof__out_lit(c->o, "}}");
+  return status(c);
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  chrome *c = ud;
+  thread_state *ts = record_thread(c, tid);
+  if (!ts) return MLPROF_ENOMEM;
+  char *p = mlprof__out_space(c->o, 160);
+  p = event_start(c, p);
+  p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",");
+  p = put(p, ts->ids, ts->ids_len);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = PUT_LIT(p, ",\"name\":\"step\",\"args\":{\"step\":");
+  p = mlprof__fmt_u64(p, ts->steps++);
+  p = PUT_LIT(p, "}}");
+  mlprof__out_end(c->o, p);
+  return status(c);
+}
+
+static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  chrome *c = ud;
+  if (!record_thread(c, tid)) return MLPROF_ENOMEM;
+  uint32_t n = name_of(c, name);
+  if (n == MLPROF__NONE) return status(c);
+  /* The profile's end is not known yet: written by profile_end. */
+  if (mlprof__grow(&c->open, &c->ocap, c->nopen + 1, sizeof *c->open))
+    return MLPROF_ENOMEM;
+  c->open[c->nopen++] = (open_zone){c->last_thread, n, depth, begin};
+  return status(c);
+}
+
+static int on_meta(void *ud, const char *key, size_t klen, const char *value,
+                   size_t vlen) {
+  chrome *c = ud;
+  if (mlprof__grow(&c->meta, &c->mcap, c->nmeta + 1, sizeof *c->meta))
+    return MLPROF_ENOMEM;
+  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return MLPROF_ENOMEM;
+  }
+  c->meta[c->nmeta++] = (mlprof__kv){k, v, klen, vlen};
+  return 0;
+}
+
+static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  chrome *c = ud;
+  (void)dropped;
+  (void)unmatched;
+  c->end_seen = 1;
+  c->end_ns = end_ns;
+  return 0;
+}
+
+/* Process name and sort order, before any event of the profile. */
+static void profile_start(chrome *c, const mlprof__job_profile *p,
+                          size_t index) {
+  const char *exe = p->exe ? p->exe : "";
+  const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+  char label[512];
+  if (p->rank >= 0)
+    snprintf(label, sizeof label, "%s %llu (rank %lld)", base,
+             (unsigned long long)p->pid, (long long)p->rank);
+  else
+    snprintf(label, sizeof label, "%s %llu", base, (unsigned long long)p->pid);
+  char *w = mlprof__out_space(c->o, 96);
+  w = event_start(c, w);
+  w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
+  w = mlprof__fmt_u64(w, c->pid);
+  w = PUT_LIT(w, ",\"name\":\"process_name\",\"args\":{\"name\":");
+  mlprof__out_end(c->o, w);
+  mlprof__out_json_str(c->o, label, strlen(label));
+  mlprof__out_lit(c->o, "}}");
+
+  w = mlprof__out_space(c->o, 128);
+  w = event_start(c, w);
+  w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
+  w = mlprof__fmt_u64(w, c->pid);
+  w = PUT_LIT(w, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+  w = mlprof__fmt_u64(w, index);
+  w = PUT_LIT(w, "}}");
+  mlprof__out_end(c->o, w);
+
+  if (p->cmdline && p->cmdline[0]) {
+    w = mlprof__out_space(c->o, 96);
+    w = event_start(c, w);
+    w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
+    w = mlprof__fmt_u64(w, c->pid);
+    w = PUT_LIT(w, ",\"name\":\"process_labels\",\"args\":{\"labels\":");
+    mlprof__out_end(c->o, w);
+    mlprof__out_json_str(c->o, p->cmdline, strlen(p->cmdline));
+    mlprof__out_lit(c->o, "}}");
+  }
+}
+
+/* Completes the profile: held-back spans, then the zones still open, which
+ * last until the profile's end. Leaves the per-profile state empty. */
+static void profile_finish(chrome *c, const mlprof__read_report *rep) {
+  for (size_t i = 0; i < c->nthreads; i++) flush_span(c, &c->threads[i]);
+  uint64_t end = rep->last_ns;
+  if (c->end_seen && c->end_ns > end) end = c->end_ns;
+  for (size_t i = 0; i < c->nopen; i++) {
+    const open_zone *z = &c->open[i];
+    const thread_state *t = &c->threads[z->thread];
+    char *p = mlprof__out_space(c->o, 128);
+    p = event_start(c, p);
+    p = PUT_LIT(p, "\"ph\":\"X\",");
+    p = put(p, t->ids, t->ids_len);
+    p = PUT_LIT(p, ",\"ts\":");
+    p = mlprof__fmt_us(p, c->offset_ns + z->begin);
+    p = PUT_LIT(p, ",\"dur\":");
+    p = mlprof__fmt_us(p, end > z->begin ? end - z->begin : 0);
+    p = PUT_LIT(p, ",\"name\":");
+    mlprof__out_end(c->o, p);
+    put_name(c, z->name);
+    uint8_t cat = c->names[z->name].category;
+    if (cat && cat < MLPROF_CAT_COUNT) mlprof__out_str(c->o, category_field[cat]);
+    mlprof__out_lit(c->o, ",\"args\":{\"open\":true}}");
+  }
+  for (size_t i = 0; i < c->nthreads; i++) free(c->threads[i].args);
+  c->nthreads = c->nnames = c->nopen = 0;
+  c->arena.len = 0;
+  mlprof__map_clear(&c->ids);
+  mlprof__map_clear(&c->tids);
+  c->last_thread = MLPROF__NONE;
+}
+
+/* Chrome keys processes by pid: profiles that share one (pid reuse, other
+ * hosts) get an id above any Linux pid (2^22) instead. */
+static uint64_t trace_pid(mlprof__map *seen, const mlprof__job_profile *p,
+                          size_t index, int *oom) {
+  uint64_t pid = p->pid;
+  if (mlprof__map_get(seen, pid) != MLPROF__NONE) pid = (1u << 22) + index;
+  if (mlprof__map_put(seen, pid, 0)) *oom = 1;
+  return pid;
+}
+
+static void write_other_data(chrome *c, size_t profiles) {
+  mlprof__out_printf(c->o,
+                     "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{"
+                     "\"generator\":\"mlprof %d.%d.%d\",\"profiles\":%zu,"
+                     "\"meta\":{",
+                     MLPROF_VERSION_MAJOR, MLPROF_VERSION_MINOR,
+                     MLPROF_VERSION_PATCH, profiles);
+  for (size_t i = 0; i < c->nmeta; i++) {
+    if (i) mlprof__out_lit(c->o, ",");
+    mlprof__out_json_str(c->o, c->meta[i].key, c->meta[i].key_len);
+    mlprof__out_lit(c->o, ":");
+    mlprof__out_json_str(c->o, c->meta[i].value, c->meta[i].value_len);
+  }
+  mlprof__out_lit(c->o, "}}}\n");
+}
+
+int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
+                          mlprof__chrome_result *res, char *err,
+                          size_t errlen) {
+  chrome c;
+  memset(&c, 0, sizeof c);
+  c.o = o;
+  c.last_thread = MLPROF__NONE;
+  mlprof__map seen = {0};
+  int rc = mlprof__out_open(&c.arena, -1);
+  if (rc) {
+    snprintf(err, errlen, "out of memory");
+    return rc;
+  }
+  const mlprof__visitor v = {
+      .ud = &c,
+      .name = on_name,
+      .thread = on_thread,
+      .events = on_events,
+      .span = on_span,
+      .span_meta = on_span_meta,
+      .span_units = on_span_units,
+      .counter = on_counter,
+      .units = on_units,
+      .step = on_step,
+      .open = on_open,
+      .meta = on_meta,
+      .end = on_end,
+  };
+  mlprof__out_lit(o, "{\"traceEvents\":[\n");
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    int oom = 0;
+    c.pid = trace_pid(&seen, p, i, &oom);
+    if (oom) {
+      rc = MLPROF_ENOMEM;
+      break;
+    }
+    c.offset_ns = p->offset_ns;
+    c.end_seen = 0;
+    c.end_ns = 0;
+    profile_start(&c, p, i);
+    mlprof__read_report rep;
+    memset(&rep, 0, sizeof rep);
+    char why[256] = "";
+    int rd = mlprof__read_file(p->path, &v, &rep, why, sizeof why);
+    if (o->err) {
+      rc = o->err;
+      snprintf(err, errlen, "cannot write the trace");
+      break;
+    }
+    if (rd == MLPROF_ENOMEM) {
+      rc = rd;
+      snprintf(err, errlen, "out of memory");
+      break;
+    }
+    profile_finish(&c, &rep);
+    if (res && res->reads) res->reads[i] = rep;
+    if (res && res->read_errors)
+      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
+               !rd ? "" : why[0] ? why : mlprof_strerror(rd));
+  }
+  if (!rc && !(rc = mlprof__kv_dedupe(c.meta, &c.nmeta))) {
+    write_other_data(&c, job->count);
+    rc = o->err;
+    if (rc) snprintf(err, errlen, "cannot write the trace");
+  } else if (rc == MLPROF_ENOMEM) {
+    snprintf(err, errlen, "out of memory");
+  }
+  if (res) res->events = c.events;
+  for (size_t i = 0; i < c.nthreads; i++) free(c.threads[i].args);
+  for (size_t i = 0; i < c.nmeta; i++) {
+    free(c.meta[i].key);
+    free(c.meta[i].value);
+  }
+  free(c.meta);
+  free(c.threads);
+  free(c.names);
+  free(c.open);
+  mlprof__map_clear(&c.ids);
+  mlprof__map_clear(&c.tids);
+  mlprof__map_clear(&seen);
+  mlprof__out_close(&c.arena);
+  return rc;
+}

@@ -1,0 +1,51 @@
+/* Exporters: a report as text, JSON or CSV, and a job as a Chrome trace.
+ *
+ * Each writes through an mlprof__out the caller opened and flushes; none
+ * flushes or closes it. Each returns 0, or the first error of the writer
+ * (MLPROF_EIO, MLPROF_ENOMEM), or MLPROF_ENOMEM for its own memory. */
+#ifndef MLPROF_EXPORT_H
+#define MLPROF_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../analyze/stats.h"
+#include "../model/job.h"
+#include "escape.h"
+
+/* Aligned tables for a terminal, no colour: a header with the run's facts
+ * and warnings, then zones (r->order), processes, threads, steps, counters,
+ * units, zones open at the end, session metadata. Names are made safe for
+ * a terminal and cut to a column width. */
+int mlprof__export_text(const mlprof__report *r, mlprof__out *o);
+
+/* The report as one JSON object of schema "mlprof.report/1"
+ * (docs/json-schema.md); zones listed in r->order. */
+int mlprof__export_json(const mlprof__report *r, mlprof__out *o);
+
+/* The zone table (r->order) as CSV with a header row, times in ns. */
+int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
+
+typedef struct {
+  uint64_t events;             /* trace events written */
+  mlprof__read_report *reads;  /* one per profile of the job, in job order */
+  char (*read_errors)[256];    /* per profile: why its read stopped, or "" */
+} mlprof__chrome_result;
+
+/* Streams every profile of job into a Chrome trace event file ("JSON Object
+ * Format", loads in Perfetto and chrome://tracing): one process per profile,
+ * one track per thread, spans as complete events with their metadata and
+ * units as args, counters as counter tracks, step marks as instant events,
+ * zones still open at the end as complete events to the profile's end with
+ * args {"open": true}. Times are µs with ns precision, on the job's
+ * timeline. Nothing is collected in memory but names and one pending span
+ * per thread.
+ *
+ * res (may be NULL) receives the event count and, when its arrays are set
+ * (job->count entries each), what each read found: damage is not an error,
+ * and a read that stops part-way keeps what it wrote. Returns 0, MLPROF_ENOMEM
+ * or the writer's error, with a one-line reason in err. */
+int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
+                          mlprof__chrome_result *res, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,215 @@
+/* The report as JSON, schema "mlprof.report/1" (docs/json-schema.md). Times
+ * are integer nanoseconds; strings from the profile are escaped so the result
+ * is valid JSON (and safe inside HTML) whatever they hold. */
+#include <string.h>
+
+#include <mlprof.h>
+
+#include "export.h"
+
+/* "key": then an unsigned integer, with the comma before it. */
+static void field_u64(mlprof__out *o, const char *key, uint64_t v) {
+  mlprof__out_printf(o, ",\"%s\":", key);
+  mlprof__out_u64(o, v);
+}
+
+static void field_f64(mlprof__out *o, const char *key, double v) {
+  mlprof__out_printf(o, ",\"%s\":", key);
+  mlprof__out_f64(o, v);
+}
+
+static void field_str(mlprof__out *o, const char *key, const char *s,
+                      size_t n) {
+  mlprof__out_printf(o, ",\"%s\":", key);
+  mlprof__out_json_str(o, s, n);
+}
+
+static void field_cstr(mlprof__out *o, const char *key, const char *s) {
+  field_str(o, key, s, strlen(s));
+}
+
+/* A signed value where negative means unknown: null. */
+static void field_known(mlprof__out *o, const char *key, int64_t v) {
+  mlprof__out_printf(o, ",\"%s\":", key);
+  if (v < 0)
+    mlprof__out_lit(o, "null");
+  else
+    mlprof__out_i64(o, v);
+}
+
+static void zones(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"zones\":[");
+  for (size_t i = 0; i < r->norder; i++) {
+    const mlprof__zone_stats *z = &r->zones[r->order[i]];
+    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, z->name, z->name_len);
+    field_cstr(o, "category", mlprof__category_name(z->category));
+    field_u64(o, "count", z->count);
+    field_u64(o, "total_ns", z->total_ns);
+    field_u64(o, "self_ns", z->self_ns);
+    field_u64(o, "mean_ns", mlprof__round_ns(z->mean_ns));
+    field_u64(o, "std_ns", mlprof__round_ns(z->std_ns));
+    field_u64(o, "min_ns", z->min_ns);
+    field_u64(o, "max_ns", z->max_ns);
+    field_u64(o, "p50_ns", z->p50_ns);
+    field_u64(o, "p90_ns", z->p90_ns);
+    field_u64(o, "p95_ns", z->p95_ns);
+    field_u64(o, "p99_ns", z->p99_ns);
+    field_f64(o, "share", z->share);
+    mlprof__out_lit(o, ",\"units\":[");
+    for (size_t k = 0; k < z->nunits; k++) {
+      const mlprof__unit_stats *u = &r->units[z->units[k].unit];
+      mlprof__out_str(o, k ? ",{\"unit\":" : "{\"unit\":");
+      mlprof__out_json_str(o, u->name, u->name_len);
+      field_u64(o, "n", z->units[k].n);
+      field_f64(o, "per_s", z->units[k].per_s);
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void processes(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"processes\":[");
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const mlprof__proc_stats *p = &r->procs[i];
+    mlprof__out_str(o, i ? ",\n{\"index\":" : "\n{\"index\":");
+    mlprof__out_u64(o, i);
+    field_u64(o, "pid", p->pid);
+    field_u64(o, "ppid", p->ppid);
+    field_known(o, "parent", p->parent);
+    field_known(o, "rank", p->rank);
+    field_known(o, "world_size", p->world_size);
+    field_cstr(o, "hostname", p->hostname);
+    field_cstr(o, "exe", p->exe);
+    field_cstr(o, "cmdline", p->cmdline);
+    field_cstr(o, "path", p->path);
+    field_cstr(o, "clock", p->clock);
+    field_u64(o, "offset_ns", p->offset_ns);
+    field_u64(o, "wall_ns", p->wall_ns);
+    field_u64(o, "flush_interval_ms", p->flush_interval_ms);
+    field_u64(o, "spans", p->spans);
+    field_u64(o, "threads", p->threads);
+    field_u64(o, "dropped", p->dropped);
+    field_u64(o, "unmatched", p->unmatched);
+    mlprof__out_str(o, p->clean_end ? ",\"clean_end\":true" : ",\"clean_end\":false");
+    mlprof__out_lit(o, ",\"read\":{\"chunks\":");
+    mlprof__out_u64(o, p->read.chunks);
+    field_u64(o, "damaged_chunks", p->read.damaged_chunks);
+    field_u64(o, "skipped_bytes", p->read.skipped_bytes);
+    field_u64(o, "truncated_bytes", p->read.truncated_bytes);
+    if (p->read.problem[0])
+      field_cstr(o, "problem", p->read.problem);
+    else
+      mlprof__out_lit(o, ",\"problem\":null");
+    if (p->read_error[0])
+      field_cstr(o, "error", p->read_error);
+    else
+      mlprof__out_lit(o, ",\"error\":null");
+    mlprof__out_lit(o, "},\"meta\":{");
+    for (size_t k = 0; k < p->nmeta; k++) {
+      if (k) mlprof__out_lit(o, ",");
+      mlprof__out_json_str(o, p->meta[k].key, p->meta[k].key_len);
+      mlprof__out_lit(o, ":");
+      mlprof__out_json_str(o, p->meta[k].value, p->meta[k].value_len);
+    }
+    mlprof__out_lit(o, "}}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void threads(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"threads\":[");
+  for (size_t i = 0; i < r->nthreads; i++) {
+    const mlprof__thread_stats *t = &r->threads[i];
+    mlprof__out_str(o, i ? ",\n{\"process\":" : "\n{\"process\":");
+    mlprof__out_u64(o, t->proc);
+    field_u64(o, "pid", t->pid);
+    field_u64(o, "tid", t->tid);
+    field_str(o, "name", t->name, t->name_len);
+    field_u64(o, "spans", t->spans);
+    field_u64(o, "busy_ns", t->busy_ns);
+    field_u64(o, "dropped", t->dropped);
+    field_u64(o, "steps", t->steps);
+    field_u64(o, "step_mean_ns", t->step_mean_ns);
+    field_u64(o, "step_p50_ns", t->step_p50_ns);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void counters(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"counters\":[");
+  for (size_t i = 0; i < r->ncounters; i++) {
+    const mlprof__counter_stats *c = &r->counters[i];
+    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, c->name, c->name_len);
+    field_u64(o, "count", c->count);
+    field_f64(o, "min", c->min);
+    field_f64(o, "max", c->max);
+    field_f64(o, "mean", c->mean);
+    field_f64(o, "last", c->last);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void units(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"units\":[");
+  for (size_t i = 0; i < r->nunits; i++) {
+    const mlprof__unit_stats *u = &r->units[i];
+    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, u->name, u->name_len);
+    field_u64(o, "total", u->total);
+    field_u64(o, "outside_zones", u->outside);
+    field_f64(o, "per_s", u->per_s);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void open_zones(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"open_zones\":[");
+  for (size_t i = 0; i < r->nopen; i++) {
+    const mlprof__open_zone *z = &r->open[i];
+    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, z->name, z->name_len);
+    field_cstr(o, "category", mlprof__category_name(z->category));
+    field_u64(o, "process", z->proc);
+    field_u64(o, "pid", r->procs[z->proc].pid);
+    field_u64(o, "tid", r->threads[z->thread].tid);
+    field_u64(o, "depth", z->depth);
+    field_u64(o, "begin_ns", z->begin_ns);
+    field_u64(o, "open_ns", z->open_ns);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+int mlprof__export_json(const mlprof__report *r, mlprof__out *o) {
+  mlprof__out_printf(o,
+                     "{\"schema\":\"mlprof.report/1\",\"generator\":\"mlprof "
+                     "%d.%d.%d\"",
+                     MLPROF_VERSION_MAJOR, MLPROF_VERSION_MINOR,
+                     MLPROF_VERSION_PATCH);
+  field_u64(o, "wall_ns", r->wall_ns);
+  field_u64(o, "spans", r->spans);
+  field_u64(o, "dropped", r->dropped);
+  field_cstr(o, "sort", mlprof__sort_key_name(r->sort));
+  field_u64(o, "zones_total", r->nzones);
+  mlprof__out_lit(o, ",\n\"warnings\":[");
+  for (size_t i = 0; i < r->nwarnings; i++) {
+    mlprof__out_str(o, i ? ",\n" : "\n");
+    mlprof__out_json_str(o, r->warnings[i], strlen(r->warnings[i]));
+  }
+  mlprof__out_lit(o, "]");
+  zones(r, o);
+  processes(r, o);
+  threads(r, o);
+  counters(r, o);
+  units(r, o);
+  open_zones(r, o);
+  mlprof__out_lit(o, "\n}\n");
+  return o->err;
+}

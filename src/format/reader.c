@@ -1,0 +1,716 @@
+/* Streaming, validating reader of profile files: see reader.h and
+ * docs/format.md.
+ *
+ * One parser runs over a byte source that is either a file, read through a
+ * buffer holding at least the chunk being parsed, or bytes already in memory.
+ * The parser only moves forward, so the file buffer only needs to hold the
+ * chunk being looked at: it grows to at most twice the largest chunk met
+ * (chunks are capped at 16 MiB). */
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mlprof.h"
+#include "wire.h"
+
+typedef struct {
+  int fd;              /* -1: every byte is in memory already */
+  const uint8_t *base; /* the byte at offset `off` of the input */
+  uint64_t off;
+  size_t avail; /* bytes at base */
+  int eof;      /* nothing follows base[avail - 1] */
+  uint8_t *buf; /* file input: owned buffer behind base */
+  size_t cap;
+  int errnum; /* errno of a failed read */
+} source;
+
+#define SOURCE_FIRST_CAP (64u << 10)
+#define SCAN_WINDOW (64u << 10)
+
+/* Points *p at offset pos of the input and returns how many of the n bytes
+ * wanted from there are available: fewer only where the input ends. pos must
+ * not be before the pos of an earlier call (bytes before it are dropped).
+ * Returns MLPROF_EIO or MLPROF_ENOMEM on failure. */
+static int64_t source_get(source *s, uint64_t pos, size_t n,
+                          const uint8_t **p) {
+  size_t skip = (size_t)(pos - s->off);
+  size_t have = s->avail - skip;
+  if (have < n && !s->eof) {
+    if (n > s->cap) {
+      size_t cap = s->cap ? s->cap : SOURCE_FIRST_CAP;
+      while (cap < n) cap *= 2;
+      uint8_t *nb = realloc(s->buf, cap);
+      if (!nb) return MLPROF_ENOMEM;
+      s->buf = nb;
+      s->cap = cap;
+    }
+    memmove(s->buf, s->buf + skip, have);
+    s->base = s->buf;
+    s->off = pos;
+    s->avail = have;
+    skip = 0;
+    while (s->avail < n && !s->eof) {
+      ssize_t r = read(s->fd, s->buf + s->avail, s->cap - s->avail);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        s->errnum = errno;
+        return MLPROF_EIO;
+      }
+      if (r == 0) s->eof = 1;
+      s->avail += (size_t)r;
+    }
+    have = s->avail;
+  }
+  *p = s->base + skip;
+  return (int64_t)(have < n ? have : n);
+}
+
+typedef struct {
+  source src;
+  const mlprof__visitor *v;
+  mlprof__read_report *rep;
+  uint16_t major, minor;
+  /* Announced name ids: open addressing on (id << 8 | kind), 0 = empty slot,
+   * at most half full. Ids are 32-bit and need not be dense, so a table
+   * indexed by id could be made huge by one hostile entry. */
+  uint64_t *names;
+  size_t names_cap, names_n;
+  int names_shift;
+  /* NUL-terminated copies of the strings handed to callbacks. */
+  char *scratch;
+  size_t scratch_cap;
+  /* The chunk being parsed. */
+  uint64_t chunk_off;
+  const uint8_t *payload;
+  uint16_t chunk_type;
+  int bad; /* it is damaged: stop parsing it */
+  int seen_header;
+  char why[200]; /* the latest problem, for a format error */
+} reader;
+
+static const char *const chunk_type_names[] = {
+    "unknown", "HEADER", "NAMES", "THREAD", "EVENTS", "META", "END"};
+
+static const char *const kind_names[] = {"zone", "counter", "unit", "string"};
+
+static const char *chunk_type_name(uint16_t type) {
+  return type < sizeof chunk_type_names / sizeof chunk_type_names[0]
+             ? chunk_type_names[type]
+             : chunk_type_names[0];
+}
+
+/* Keeps the first problem of the read in the report; every problem in why. */
+static void note(reader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(reader *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->why, sizeof r->why, fmt, ap);
+  va_end(ap);
+  if (!r->rep->problem[0])
+    snprintf(r->rep->problem, sizeof r->rep->problem, "%s", r->why);
+}
+
+/* Marks the current chunk damaged by the record or field at `at`. Returns 0
+ * so that parsers can `return damage(...)` (0 means "no callback stopped"). */
+static int damage(reader *r, const uint8_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int damage(reader *r, const uint8_t *at, const char *fmt, ...) {
+  char what[120];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  r->bad = 1;
+  note(r, "damaged %s chunk at byte %llu: %s (byte %llu)",
+       chunk_type_name(r->chunk_type), (unsigned long long)r->chunk_off, what,
+       (unsigned long long)(r->chunk_off + MLPROF__CHUNK_HEADER_SIZE +
+                            (uint64_t)(at - r->payload)));
+  return 0;
+}
+
+static inline size_t name_slot(const reader *r, uint64_t id) {
+  return (size_t)((id * 0x9E3779B97F4A7C15ull) >> r->names_shift);
+}
+
+/* The kind of an announced id, or -1. */
+static inline int name_kind(const reader *r, uint64_t id) {
+  if (id == 0 || id > UINT32_MAX) return -1;
+  size_t mask = r->names_cap - 1;
+  for (size_t i = name_slot(r, id);; i = (i + 1) & mask) {
+    uint64_t e = r->names[i];
+    if (!e) return -1;
+    if (e >> 8 == id) return (int)(e & 0xff);
+  }
+}
+
+static void name_put(reader *r, uint64_t id, uint8_t kind) {
+  size_t mask = r->names_cap - 1, i = name_slot(r, id);
+  while (r->names[i]) i = (i + 1) & mask;
+  r->names[i] = id << 8 | kind;
+}
+
+static int names_init(reader *r, size_t cap, int shift) {
+  r->names = calloc(cap, sizeof *r->names);
+  if (!r->names) return MLPROF_ENOMEM;
+  r->names_cap = cap;
+  r->names_shift = shift;
+  return 0;
+}
+
+/* Adds an id not yet announced. */
+static int name_add(reader *r, uint64_t id, uint8_t kind) {
+  if (2 * (r->names_n + 1) > r->names_cap) {
+    uint64_t *old = r->names;
+    size_t old_cap = r->names_cap;
+    if (names_init(r, old_cap * 2, r->names_shift - 1)) {
+      r->names = old;
+      return MLPROF_ENOMEM;
+    }
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i]) name_put(r, old[i] >> 8, (uint8_t)old[i]);
+    free(old);
+  }
+  name_put(r, id, kind);
+  r->names_n++;
+  return 0;
+}
+
+/* A record referring to `id` needs it announced with kind `want`. */
+static int bad_name(reader *r, const uint8_t *rec, uint64_t id, int want) {
+  int kind = name_kind(r, id);
+  if (kind < 0)
+    return damage(r, rec, "name id %llu was not announced",
+                  (unsigned long long)id);
+  return damage(r, rec, "name id %llu is a %s name, not a %s name",
+                (unsigned long long)id, kind_names[kind], kind_names[want]);
+}
+
+static int scratch_reserve(reader *r, size_t n) {
+  if (n <= r->scratch_cap) return 0;
+  char *s = realloc(r->scratch, n);
+  if (!s) return MLPROF_ENOMEM;
+  r->scratch = s;
+  r->scratch_cap = n;
+  return 0;
+}
+
+/* Copies a string field to *w with a NUL; the caller reserved the room. */
+static const char *copy_str(char **w, const char *s, size_t n) {
+  char *d = *w;
+  memcpy(d, s, n);
+  d[n] = '\0';
+  *w = d + n + 1;
+  return d;
+}
+
+/* Chunk parsers. Each returns 0, or the non-zero value of a callback (or an
+ * allocation error) that ends the read. Damage sets r->bad and returns 0. */
+
+static int parse_header(reader *r, mlprof__cursor *c) {
+  mlprof__header h = {.version_major = r->major, .version_minor = r->minor};
+  size_t hlen, elen, clen;
+  h.pid = mlprof__get_uv(c);
+  h.ppid = mlprof__get_uv(c);
+  h.start_wall_ns = mlprof__get_uv(c);
+  h.start_mono_ns = mlprof__get_uv(c);
+  h.rank = mlprof__get_sv(c);
+  h.world_size = mlprof__get_sv(c);
+  const char *host = mlprof__get_str(c, &hlen);
+  const char *exe = mlprof__get_str(c, &elen);
+  uint64_t argc = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  /* Each argument takes at least its length byte: this bounds argc. */
+  if (argc > (uint64_t)(c->end - c->p))
+    return damage(r, c->p, "argc %llu larger than the chunk",
+                  (unsigned long long)argc);
+  size_t room = (size_t)(c->end - r->payload) + (size_t)argc + 3;
+  int rc = scratch_reserve(r, room);
+  if (rc) return rc;
+  const char **argv = malloc((argc ? argc : 1) * sizeof *argv);
+  if (!argv) return MLPROF_ENOMEM;
+  char *w = r->scratch;
+  h.hostname = copy_str(&w, host, hlen);
+  h.exe = copy_str(&w, exe, elen);
+  for (uint64_t i = 0; i < argc; i++) {
+    size_t alen;
+    const char *a = mlprof__get_str(c, &alen);
+    if (c->err) break;
+    argv[i] = copy_str(&w, a, alen);
+  }
+  const char *clk = mlprof__get_str(c, &clen);
+  uint64_t flush = mlprof__get_uv(c);
+  if (c->err)
+    rc = damage(r, c->p, "field cut short");
+  else if (flush > UINT32_MAX)
+    rc = damage(r, c->p, "flush interval out of range");
+  else {
+    h.clock = copy_str(&w, clk, clen);
+    h.argc = (uint32_t)argc;
+    h.argv = argv;
+    h.flush_interval_ms = (uint32_t)flush;
+    r->seen_header = 1;
+    if (r->v->header) rc = r->v->header(r->v->ud, &h);
+  }
+  free(argv);
+  return rc;
+}
+
+static int parse_names(reader *r, mlprof__cursor *c) {
+  uint64_t count = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "count cut short");
+  int rc = scratch_reserve(r, (size_t)(c->end - c->p) + 3);
+  if (rc) return rc;
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *rec = c->p;
+    mlprof__name n = {0};
+    size_t flen, filen;
+    uint64_t id = mlprof__get_uv(c);
+    n.kind = mlprof__get_u8(c);
+    n.category = mlprof__get_u8(c);
+    const char *name = mlprof__get_str(c, &n.name_len);
+    const char *fn = mlprof__get_str(c, &flen);
+    const char *file = mlprof__get_str(c, &filen);
+    uint64_t line = mlprof__get_uv(c);
+    if (c->err) return damage(r, rec, "name entry cut short");
+    if (id == 0 || id > UINT32_MAX)
+      return damage(r, rec, "name id %llu out of range",
+                    (unsigned long long)id);
+    if (line > UINT32_MAX) return damage(r, rec, "line out of range");
+    /* A kind from a newer minor version: no record this reader knows can
+     * refer to it, so it is left out. */
+    if (n.kind > MLPROF__NAME_STRING) continue;
+    if (name_kind(r, id) >= 0)
+      return damage(r, rec, "name id %llu announced twice",
+                    (unsigned long long)id);
+    if ((rc = name_add(r, id, n.kind))) return rc;
+    /* Consumers index tables by category: an unknown one reads as none. */
+    if (n.category >= MLPROF_CAT_COUNT) n.category = MLPROF_CAT_NONE;
+    char *w = r->scratch;
+    n.id = (uint32_t)id;
+    n.name = copy_str(&w, name, n.name_len);
+    n.function = copy_str(&w, fn, flen);
+    n.file = copy_str(&w, file, filen);
+    n.line = (uint32_t)line;
+    if (r->v->name && (rc = r->v->name(r->v->ud, &n))) return rc;
+  }
+  return 0;
+}
+
+static int parse_thread(reader *r, mlprof__cursor *c) {
+  size_t len;
+  uint64_t tid = mlprof__get_uv(c);
+  const char *name = mlprof__get_str(c, &len);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (tid > UINT32_MAX) return damage(r, r->payload, "thread id out of range");
+  int rc = scratch_reserve(r, len + 1);
+  if (rc) return rc;
+  char *w = r->scratch;
+  copy_str(&w, name, len);
+  return r->v->thread ? r->v->thread(r->v->ud, (uint32_t)tid, r->scratch, len)
+                      : 0;
+}
+
+static int parse_meta(reader *r, mlprof__cursor *c) {
+  uint64_t count = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "count cut short");
+  int rc = scratch_reserve(r, (size_t)(c->end - c->p) + 2);
+  if (rc) return rc;
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *rec = c->p;
+    size_t klen, vlen;
+    const char *key = mlprof__get_str(c, &klen);
+    const char *value = mlprof__get_str(c, &vlen);
+    if (c->err) return damage(r, rec, "entry cut short");
+    char *w = r->scratch;
+    const char *k = copy_str(&w, key, klen);
+    const char *val = copy_str(&w, value, vlen);
+    if (r->v->meta && (rc = r->v->meta(r->v->ud, k, klen, val, vlen)))
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_end(reader *r, mlprof__cursor *c) {
+  uint64_t end_ns = mlprof__get_uv(c);
+  uint64_t dropped = mlprof__get_uv(c);
+  uint64_t unmatched = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (end_ns > INT64_MAX) return damage(r, r->payload, "time out of range");
+  if (end_ns > r->rep->last_ns) r->rep->last_ns = end_ns;
+  r->rep->clean_end = 1;
+  return r->v->end ? r->v->end(r->v->ud, end_ns, dropped, unmatched) : 0;
+}
+
+/* Times stay in [0, INT64_MAX]: a record whose time leaves that range is
+ * damage (true profiles start at 0 and last far less than 292 years). */
+static inline int step_time(int64_t *t, int64_t delta) {
+  return !__builtin_add_overflow(*t, delta, t) && *t >= 0;
+}
+
+/* The hot loop: one EVENTS chunk holds most of a profile's bytes. */
+static int parse_events(reader *r, mlprof__cursor *c) {
+  const mlprof__visitor *v = r->v;
+  void *ud = v->ud;
+  uint64_t tid64 = mlprof__get_uv(c);
+  uint64_t dropped = mlprof__get_uv(c);
+  uint64_t base = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (tid64 > UINT32_MAX || base > INT64_MAX)
+    return damage(r, r->payload, "thread id or base time out of range");
+  uint32_t tid = (uint32_t)tid64;
+  int64_t t = (int64_t)base;
+  mlprof__read_report *rep = r->rep;
+  int rc = v->events ? v->events(ud, tid, dropped) : 0;
+  while (!rc && c->p < c->end) {
+    const uint8_t *rec = c->p;
+    uint8_t tag = *c->p++;
+    switch (tag) {
+      case MLPROF__REC_SPAN: {
+        uint64_t name = mlprof__get_uv(c);
+        uint64_t depth = mlprof__get_uv(c);
+        int64_t delta = mlprof__get_sv(c);
+        uint64_t dur = mlprof__get_uv(c);
+        if (c->err) goto cut;
+        if (name_kind(r, name) != MLPROF__NAME_ZONE)
+          return bad_name(r, rec, name, MLPROF__NAME_ZONE);
+        if (depth > UINT32_MAX) goto range;
+        if (!step_time(&t, delta) || dur > (uint64_t)(INT64_MAX - t))
+          goto range;
+        uint64_t b = (uint64_t)t, e = b + dur;
+        if (e > rep->last_ns) rep->last_ns = e;
+        if (v->span)
+          rc = v->span(ud, tid, (uint32_t)name, (uint32_t)depth, b, e);
+        break;
+      }
+      case MLPROF__REC_COUNTER: {
+        uint64_t name = mlprof__get_uv(c);
+        int64_t delta = mlprof__get_sv(c);
+        double val = mlprof__get_f64(c);
+        if (c->err) goto cut;
+        if (name_kind(r, name) != MLPROF__NAME_COUNTER)
+          return bad_name(r, rec, name, MLPROF__NAME_COUNTER);
+        if (!step_time(&t, delta)) goto range;
+        if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
+        if (v->counter)
+          rc = v->counter(ud, tid, (uint32_t)name, (uint64_t)t, val);
+        break;
+      }
+      case MLPROF__REC_UNITS: {
+        uint64_t name = mlprof__get_uv(c);
+        int64_t delta = mlprof__get_sv(c);
+        uint64_t n = mlprof__get_uv(c);
+        if (c->err) goto cut;
+        if (name_kind(r, name) != MLPROF__NAME_UNIT)
+          return bad_name(r, rec, name, MLPROF__NAME_UNIT);
+        if (!step_time(&t, delta)) goto range;
+        if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
+        if (v->units) rc = v->units(ud, tid, (uint32_t)name, (uint64_t)t, n);
+        break;
+      }
+      case MLPROF__REC_SPAN_META: {
+        uint64_t key = mlprof__get_uv(c);
+        uint64_t val = mlprof__get_uv(c);
+        if (c->err) goto cut;
+        if (name_kind(r, key) != MLPROF__NAME_STRING)
+          return bad_name(r, rec, key, MLPROF__NAME_STRING);
+        if (name_kind(r, val) != MLPROF__NAME_STRING)
+          return bad_name(r, rec, val, MLPROF__NAME_STRING);
+        if (v->span_meta)
+          rc = v->span_meta(ud, tid, (uint32_t)key, (uint32_t)val);
+        break;
+      }
+      case MLPROF__REC_SPAN_UNITS: {
+        uint64_t name = mlprof__get_uv(c);
+        uint64_t n = mlprof__get_uv(c);
+        if (c->err) goto cut;
+        if (name_kind(r, name) != MLPROF__NAME_UNIT)
+          return bad_name(r, rec, name, MLPROF__NAME_UNIT);
+        if (v->span_units) rc = v->span_units(ud, tid, (uint32_t)name, n);
+        break;
+      }
+      case MLPROF__REC_STEP: {
+        int64_t delta = mlprof__get_sv(c);
+        if (c->err) goto cut;
+        if (!step_time(&t, delta)) goto range;
+        if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
+        if (v->step) rc = v->step(ud, tid, (uint64_t)t);
+        break;
+      }
+      case MLPROF__REC_OPEN: {
+        uint64_t name = mlprof__get_uv(c);
+        uint64_t depth = mlprof__get_uv(c);
+        int64_t delta = mlprof__get_sv(c);
+        if (c->err) goto cut;
+        if (name_kind(r, name) != MLPROF__NAME_ZONE)
+          return bad_name(r, rec, name, MLPROF__NAME_ZONE);
+        if (depth > UINT32_MAX) goto range;
+        if (!step_time(&t, delta)) goto range;
+        if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
+        if (v->open)
+          rc = v->open(ud, tid, (uint32_t)name, (uint32_t)depth, (uint64_t)t);
+        break;
+      }
+      default:
+        return damage(r, rec, "unknown record tag %u", tag);
+    }
+    continue;
+  cut:
+    return damage(r, rec, "record cut short");
+  range:
+    return damage(r, rec, "depth or time out of range");
+  }
+  return rc;
+}
+
+/* Parses one chunk whose length and CRC were checked. */
+static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
+                       uint32_t len) {
+  mlprof__cursor c = {chunk + MLPROF__CHUNK_HEADER_SIZE,
+                      chunk + MLPROF__CHUNK_HEADER_SIZE + len, 0};
+  r->chunk_off = off;
+  r->chunk_type = mlprof__get_u16(chunk + 4);
+  r->payload = c.p;
+  r->bad = 0;
+  switch (r->chunk_type) {
+    case MLPROF__CHUNK_HEADER:
+      if (r->seen_header) return damage(r, c.p, "a second HEADER chunk");
+      return parse_header(r, &c);
+    case MLPROF__CHUNK_NAMES:
+      return parse_names(r, &c);
+    case MLPROF__CHUNK_THREAD:
+      return parse_thread(r, &c);
+    case MLPROF__CHUNK_EVENTS:
+      return parse_events(r, &c);
+    case MLPROF__CHUNK_META:
+      return parse_meta(r, &c);
+    case MLPROF__CHUNK_END:
+      return parse_end(r, &c);
+    default: /* a chunk type from a newer minor version */
+      return 0;
+  }
+}
+
+enum { CHUNK_OK, CHUNK_CUT, CHUNK_BAD, CHUNK_NONE };
+
+/* Looks at the chunk that should start at pos: CHUNK_OK with *chunk and *len
+ * when it verifies, CHUNK_CUT when the input ends inside what looks like a
+ * chunk, CHUNK_BAD (with *why) when it cannot be one, CHUNK_NONE at the end of
+ * the input; or a negative error. */
+static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
+                       uint32_t *len, const char **why) {
+  const uint8_t *p;
+  int64_t n = source_get(&r->src, pos, MLPROF__CHUNK_HEADER_SIZE, &p);
+  if (n <= 0) return n < 0 ? (int)n : CHUNK_NONE;
+  if (memcmp(p, MLPROF__CHUNK_MAGIC, n < 4 ? (size_t)n : 4)) {
+    *why = "bad chunk magic";
+    return CHUNK_BAD;
+  }
+  if (n < MLPROF__CHUNK_HEADER_SIZE) return CHUNK_CUT;
+  uint32_t l = mlprof__get_u32(p + 8);
+  if (l > MLPROF__CHUNK_MAX) {
+    *why = "chunk length over 16 MiB";
+    return CHUNK_BAD;
+  }
+  size_t want = MLPROF__CHUNK_HEADER_SIZE + (size_t)l;
+  n = source_get(&r->src, pos, want, &p);
+  if (n < 0) return (int)n;
+  if ((size_t)n < want) return CHUNK_CUT;
+  uint32_t crc = mlprof__crc32(0, p + 4, 8);
+  crc = mlprof__crc32(crc, p + MLPROF__CHUNK_HEADER_SIZE, l);
+  if (crc != mlprof__get_u32(p + 12)) {
+    *why = "bad CRC";
+    return CHUNK_BAD;
+  }
+  *chunk = p;
+  *len = l;
+  return CHUNK_OK;
+}
+
+/* After the chunk at pos failed (st is CHUNK_BAD or CHUNK_CUT), scans for the
+ * next chunk that verifies and accounts for the bytes in between. Returns 1
+ * with *next set when one was found, 0 when the input ended first, or a
+ * negative error. A chunk cut by the end of the input is a truncated tail,
+ * unless a whole chunk follows it (then its length field was damaged). */
+static int resync(reader *r, uint64_t pos, int st, const char *why,
+                  uint64_t *next) {
+  mlprof__read_report *rep = r->rep;
+  uint64_t q = pos + 1, cut_at = st == CHUNK_CUT ? pos : UINT64_MAX;
+  for (;;) {
+    const uint8_t *p, *chunk;
+    uint32_t len;
+    const char *why2;
+    int64_t n = source_get(&r->src, q, SCAN_WINDOW, &p);
+    if (n < 0) return (int)n;
+    if (n == 0) break;
+    const uint8_t *m = memchr(p, MLPROF__CHUNK_MAGIC[0], (size_t)n);
+    if (!m) {
+      q += (uint64_t)n;
+      continue;
+    }
+    q += (uint64_t)(m - p);
+    int st2 = check_chunk(r, q, &chunk, &len, &why2);
+    if (st2 < 0) return st2;
+    if (st2 == CHUNK_OK) {
+      rep->damaged_chunks++;
+      rep->skipped_bytes += q - pos;
+      note(r, "damaged chunk at byte %llu (%s): %llu bytes skipped",
+           (unsigned long long)pos,
+           st == CHUNK_CUT ? "length past the end of the file" : why,
+           (unsigned long long)(q - pos));
+      *next = q;
+      return 1;
+    }
+    if (st2 == CHUNK_CUT && cut_at == UINT64_MAX) cut_at = q;
+    q++;
+  }
+  /* q is now the size of the input. */
+  if (cut_at == pos) {
+    rep->truncated_bytes += q - pos;
+    note(r,
+         "truncated: the file ends inside the chunk at byte %llu "
+         "(%llu bytes)",
+         (unsigned long long)pos, (unsigned long long)(q - pos));
+    return 0;
+  }
+  uint64_t skip_end = cut_at == UINT64_MAX ? q : cut_at;
+  rep->damaged_chunks++;
+  rep->skipped_bytes += skip_end - pos;
+  rep->truncated_bytes += q - skip_end;
+  note(r, "damaged chunk at byte %llu (%s): no whole chunk follows",
+       (unsigned long long)pos, why);
+  return 0;
+}
+
+/* Checks the file header. Returns 0 or MLPROF_EFORMAT with r->why set. */
+static int check_file_header(reader *r, const uint8_t *p, int64_t n) {
+  size_t magic_len = sizeof MLPROF__FILE_MAGIC - 1;
+  if (n == 0) {
+    note(r, "not an mlprof profile (empty file)");
+    return MLPROF_EFORMAT;
+  }
+  if (memcmp(p, MLPROF__FILE_MAGIC,
+             (size_t)n < magic_len ? (size_t)n : magic_len)) {
+    note(r, "not an mlprof profile (bad magic)");
+    return MLPROF_EFORMAT;
+  }
+  if (n < MLPROF__FILE_HEADER_SIZE) {
+    note(r, "not an mlprof profile (the file ends inside its header)");
+    return MLPROF_EFORMAT;
+  }
+  r->major = mlprof__get_u16(p + 8);
+  r->minor = mlprof__get_u16(p + 10);
+  if (r->major != MLPROF__FORMAT_MAJOR) {
+    note(r, "profile format version %u is %s this mlprof (%d)", r->major,
+         r->major > MLPROF__FORMAT_MAJOR ? "newer than" : "not supported by",
+         MLPROF__FORMAT_MAJOR);
+    return MLPROF_EFORMAT;
+  }
+  return 0;
+}
+
+static int read_all(reader *r) {
+  const uint8_t *p;
+  int64_t n = source_get(&r->src, 0, MLPROF__FILE_HEADER_SIZE, &p);
+  if (n < 0) return (int)n;
+  int rc = check_file_header(r, p, n);
+  if (rc) return rc;
+  if ((rc = names_init(r, 16, 60))) return rc;
+  uint64_t pos = MLPROF__FILE_HEADER_SIZE;
+  for (;;) {
+    const uint8_t *chunk;
+    uint32_t len;
+    const char *why = "";
+    int st = check_chunk(r, pos, &chunk, &len, &why);
+    if (st < 0) return st;
+    if (!r->seen_header && st != CHUNK_OK) {
+      if (st == CHUNK_NONE)
+        note(r, "not an mlprof profile (the file ends before its HEADER)");
+      else if (st == CHUNK_CUT)
+        note(r, "not an mlprof profile (the file ends inside its HEADER)");
+      else
+        note(r, "not an mlprof profile (no HEADER chunk at byte %llu: %s)",
+             (unsigned long long)pos, why);
+      return MLPROF_EFORMAT;
+    }
+    if (st == CHUNK_NONE) return 0;
+    if (st == CHUNK_OK) {
+      if (!r->seen_header &&
+          mlprof__get_u16(chunk + 4) != MLPROF__CHUNK_HEADER) {
+        note(r,
+             "not an mlprof profile (the first chunk is of type %u, not "
+             "HEADER)",
+             mlprof__get_u16(chunk + 4));
+        return MLPROF_EFORMAT;
+      }
+      if ((rc = parse_chunk(r, pos, chunk, len))) return rc;
+      if (!r->seen_header) {
+        char why_header[sizeof r->why];
+        memcpy(why_header, r->why, sizeof why_header);
+        note(r, "not an mlprof profile (%s)", why_header);
+        return MLPROF_EFORMAT;
+      }
+      if (r->bad)
+        r->rep->damaged_chunks++;
+      else
+        r->rep->chunks++;
+      pos += MLPROF__CHUNK_HEADER_SIZE + (uint64_t)len;
+      continue;
+    }
+    if ((rc = resync(r, pos, st, why, &pos)) <= 0) return rc;
+  }
+}
+
+/* The shared path of both entry points. err gets prefix + the reason. */
+static int read_source(source *src, const char *prefix,
+                       const mlprof__visitor *v, mlprof__read_report *rep,
+                       char *err, size_t errlen) {
+  static const mlprof__visitor no_visitor;
+  mlprof__read_report local;
+  reader r = {.src = *src, .v = v ? v : &no_visitor, .rep = rep ? rep : &local};
+  memset(r.rep, 0, sizeof *r.rep);
+  int rc = read_all(&r);
+  if (err && errlen) {
+    err[0] = '\0';
+    if (rc == MLPROF_EFORMAT)
+      snprintf(err, errlen, "%s%s", prefix, r.why);
+    else if (rc == MLPROF_EIO)
+      snprintf(err, errlen, "%sread error: %s", prefix, strerror(r.src.errnum));
+    else if (rc == MLPROF_ENOMEM)
+      snprintf(err, errlen, "%sout of memory", prefix);
+  }
+  free(r.src.buf);
+  free(r.names);
+  free(r.scratch);
+  return rc;
+}
+
+/* See reader.h. err names the file: "PATH: reason". */
+int mlprof__read_file(const char *path, const mlprof__visitor *v,
+                      mlprof__read_report *rep, char *err, size_t errlen) {
+  char prefix[4096 + 3];
+  snprintf(prefix, sizeof prefix, "%s: ", path);
+  source src = {.fd = open(path, O_RDONLY | O_CLOEXEC)};
+  if (src.fd < 0) {
+    if (rep) memset(rep, 0, sizeof *rep);
+    if (err && errlen) snprintf(err, errlen, "%s%s", prefix, strerror(errno));
+    return MLPROF_EIO;
+  }
+  int rc = read_source(&src, prefix, v, rep, err, errlen);
+  close(src.fd);
+  return rc;
+}
+
+/* See reader.h. */
+int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
+                     mlprof__read_report *rep, char *err, size_t errlen) {
+  static const uint8_t empty[1];
+  source src = {.fd = -1, .base = data ? data : empty, .avail = len, .eof = 1};
+  return read_source(&src, "", v, rep, err, errlen);
+}

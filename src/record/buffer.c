@@ -1,0 +1,356 @@
+/* The hot path: per-thread event buffers, the pool they come from, and the
+ * recording functions of the public API.
+ *
+ * A thread writes events into its current 64 KiB buffer with no lock, no
+ * syscall and no allocation; each slot is published by a release store of
+ * its `p` word. The writer thread reads published slots while the owner goes
+ * on writing, and recycles a buffer once the owner has linked the next one.
+ * One free slot is held back for every zone that is open on the thread, so a
+ * zone's end is always recorded once its begin was: pairing never breaks,
+ * whatever the memory cap does. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../format/wire.h"
+#include "internal.h"
+
+MLPROF__HIDDEN __thread mlprof__tls_state mlprof__tls
+    __attribute__((tls_model("initial-exec")));
+MLPROF__HIDDEN _Atomic int mlprof__on;
+MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
+
+/* ---- pool --------------------------------------------------------------- */
+
+MLPROF__HIDDEN pthread_mutex_t mlprof__pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static mlprof__buf *pool_free;
+static size_t pool_total, pool_cap = (64u << 20) / sizeof(mlprof__buf);
+/* Set when the cap was reached, cleared by a recycle: while it is set,
+ * threads that are dropping events do not take the lock for each one. */
+static _Atomic int pool_exhausted;
+
+void mlprof__pool_configure(size_t cap_bytes) {
+  pthread_mutex_lock(&mlprof__pool_lock);
+  pool_cap = cap_bytes / sizeof(mlprof__buf);
+  if (pool_cap < 2) pool_cap = 2;
+  atomic_store_explicit(&pool_exhausted, 0, memory_order_relaxed);
+  while (pool_total > pool_cap && pool_free) {
+    mlprof__buf *b = pool_free;
+    pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
+    free(b);
+    pool_total--;
+  }
+  pthread_mutex_unlock(&mlprof__pool_lock);
+}
+
+size_t mlprof__pool_bytes(void) {
+  pthread_mutex_lock(&mlprof__pool_lock);
+  size_t n = pool_total;
+  pthread_mutex_unlock(&mlprof__pool_lock);
+  return n * sizeof(mlprof__buf);
+}
+
+static mlprof__buf *pool_get(void) {
+  if (atomic_load_explicit(&pool_exhausted, memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&mlprof__pool_lock);
+  mlprof__buf *b = pool_free;
+  if (b) {
+    pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
+  } else if (pool_total < pool_cap) {
+    b = malloc(sizeof *b);
+    if (b) pool_total++;
+  }
+  if (!b) atomic_store_explicit(&pool_exhausted, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&mlprof__pool_lock);
+  if (b) memset(b, 0, sizeof *b);
+  return b;
+}
+
+void mlprof__buf_recycle(mlprof__buf *b) {
+  pthread_mutex_lock(&mlprof__pool_lock);
+  /* Give memory back when the cap was lowered. */
+  if (pool_total > pool_cap) {
+    pool_total--;
+    pthread_mutex_unlock(&mlprof__pool_lock);
+    free(b);
+    return;
+  }
+  atomic_store_explicit(&b->next, pool_free, memory_order_relaxed);
+  pool_free = b;
+  atomic_store_explicit(&pool_exhausted, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&mlprof__pool_lock);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+static mlprof__thread *_Atomic threads;
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+/* Held to unlink a thread, and by anyone else walking the list. */
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t dropped_by_exited, dropped_base;
+
+mlprof__thread *mlprof__threads_head(void) {
+  return atomic_load_explicit(&threads, memory_order_acquire);
+}
+
+/* At thread exit: the thread state stays until the writer has drained it. */
+static void thread_exit(void *arg) {
+  mlprof__thread *t = arg;
+  memset(&mlprof__tls, 0, sizeof mlprof__tls);
+  atomic_store_explicit(&t->exited, 1, memory_order_release);
+}
+
+static void thread_key_create(void) { pthread_key_create(&thread_key, thread_exit); }
+
+void mlprof__thread_free(mlprof__thread *t) {
+  pthread_mutex_lock(&threads_lock);
+  mlprof__thread *head = atomic_load_explicit(&threads, memory_order_acquire);
+  if (head == t &&
+      atomic_compare_exchange_strong(&threads, &head, t->next)) {
+    /* unlinked at the head */
+  } else {
+    /* Only the writer unlinks and new threads are pushed at the head, so the
+     * predecessor found here stays valid. */
+    mlprof__thread *prev = atomic_load_explicit(&threads, memory_order_acquire);
+    while (prev && prev->next != t) prev = prev->next;
+    if (prev) prev->next = t->next;
+  }
+  pthread_mutex_unlock(&threads_lock);
+  atomic_fetch_add(&dropped_by_exited, atomic_load(&t->dropped));
+  mlprof__buf *b = atomic_load_explicit(&t->head, memory_order_acquire);
+  while (b) {
+    mlprof__buf *n = atomic_load_explicit(&b->next, memory_order_acquire);
+    mlprof__buf_recycle(b);
+    b = n;
+  }
+  free(t->frames);
+  free(t);
+}
+
+static mlprof__thread *thread_register(void) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return NULL;
+  if (atomic_load_explicit(&mlprof__child_pending, memory_order_acquire))
+    mlprof__session_child_start();
+  mlprof__thread *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->frames = calloc(MLPROF__MAX_DEPTH, sizeof *t->frames);
+  if (!t->frames) {
+    free(t);
+    return NULL;
+  }
+  t->tid = (uint32_t)syscall(SYS_gettid);
+  pthread_getname_np(pthread_self(), t->name, sizeof t->name);
+  atomic_store_explicit(&t->name_dirty, 1, memory_order_relaxed);
+  pthread_once(&thread_key_once, thread_key_create);
+  pthread_setspecific(thread_key, t);
+  t->next = atomic_load_explicit(&threads, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &threads, &t->next, t, memory_order_release, memory_order_relaxed)) {
+  }
+  mlprof__tls.thread = t;
+  return t;
+}
+
+void mlprof__buffers_after_fork(void) {
+  /* The parent's buffers and threads belong to the parent's profile. Their
+   * memory is left alone (copy-on-write pages nobody touches). */
+  pool_free = NULL;
+  pool_total = 0;
+  atomic_store(&pool_exhausted, 0);
+  atomic_store(&threads, NULL);
+  memset(&mlprof__tls, 0, sizeof mlprof__tls);
+  pthread_mutex_init(&mlprof__pool_lock, NULL);
+  pthread_mutex_init(&threads_lock, NULL);
+}
+
+/* ---- recording --------------------------------------------------------- */
+
+#define ROOM(s) (((uintptr_t)(s)->lim - (uintptr_t)(s)->pos) / sizeof(mlprof__ev))
+
+static void count_drop(mlprof__thread *t) {
+  if (t)
+    atomic_store_explicit(
+        &t->dropped,
+        atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+}
+
+/* Makes room for an event of `slots` slots beyond the held-back reserve,
+ * registering the thread or moving to a new buffer as needed. */
+static int room_slow(uintptr_t slots) {
+  mlprof__tls_state *s = &mlprof__tls;
+  mlprof__thread *t = s->thread;
+  if (!t && !(t = thread_register())) return 0;
+  if (s->skip) return 0;
+  if (ROOM(s) >= slots) return 1;
+  if (s->depth + slots > MLPROF__BUF_SLOTS) return 0;
+  mlprof__buf *nb = pool_get();
+  if (!nb) {
+    static _Atomic int warned;
+    mlprof__warn_once(&warned, "memory cap reached, dropping events (the "
+                               "report counts them; raise MLPROF_MEMORY_MB)");
+    return 0;
+  }
+  if (t->cur)
+    atomic_store_explicit(&t->cur->next, nb, memory_order_release);
+  else
+    atomic_store_explicit(&t->head, nb, memory_order_release);
+  t->cur = nb;
+  s->pos = nb->ev;
+  s->lim = nb->ev + MLPROF__BUF_SLOTS - s->depth;
+  /* Wake the writer now and then, so a busy thread does not fill the cap
+   * between two flush intervals. */
+  if ((atomic_fetch_add_explicit(&mlprof__handoffs, 1, memory_order_relaxed) &
+       7) == 7)
+    mlprof__writer_poke();
+  return 1;
+}
+
+static inline void put_begin(mlprof__tls_state *s, const mlprof_site *site) {
+  mlprof__ev *e = s->pos;
+  e->ts = mlprof__now();
+  atomic_store_explicit(&e->p, (uint64_t)(uintptr_t)site, memory_order_release);
+  s->pos = e + 1;
+  s->lim--;
+  s->depth++;
+}
+
+static __attribute__((noinline)) int begin_slow(const mlprof_site *site) {
+  mlprof__tls_state *s = &mlprof__tls;
+  mlprof__thread *t = s->thread;
+  if (!site) return 0;
+  if (s->skip) {
+    /* Inside a dropped zone: drop its children too, so ends still pair. */
+    s->skip++;
+    count_drop(t);
+    return 1;
+  }
+  if (room_slow(2)) {
+    put_begin(s, site);
+    return 1;
+  }
+  t = s->thread;
+  if (!t) return 0;
+  count_drop(t);
+  s->skip = 1;
+  t->saved_depth = s->depth;
+  t->saved_lim = s->lim;
+  s->depth = 0;
+  s->lim = s->pos;
+  return 1;
+}
+
+int mlprof_zone_begin_site(const mlprof_site *site) {
+  if (MLPROF__UNLIKELY(!atomic_load_explicit(&mlprof__on, memory_order_relaxed)))
+    return 0;
+  mlprof__tls_state *s = &mlprof__tls;
+  if (MLPROF__UNLIKELY(ROOM(s) < 2 || !site)) return begin_slow(site);
+  put_begin(s, site);
+  return 1;
+}
+
+/* The end of a zone whose begin was dropped. */
+static __attribute__((noinline)) void end_skipped(void) {
+  mlprof__tls_state *s = &mlprof__tls;
+  mlprof__thread *t = s->thread;
+  if (--s->skip == 0) {
+    s->depth = t->saved_depth;
+    s->lim = t->saved_lim;
+  }
+}
+
+/* Not gated by the run-time switch: a zone that began while recording was on
+ * gets its end even if recording was switched off meanwhile. */
+void mlprof_zone_end(void) {
+  mlprof__tls_state *s = &mlprof__tls;
+  if (MLPROF__UNLIKELY(!s->depth)) {
+    if (s->skip) end_skipped(); /* else an end with no begin: nothing to pair */
+    return;
+  }
+  uint64_t ts = mlprof__now(); /* before the loads: nothing live across it */
+  mlprof__ev *e = s->pos;
+  e->ts = ts;
+  atomic_store_explicit(&e->p, MLPROF__EV_END, memory_order_release);
+  s->pos = e + 1;
+  s->lim++;
+  s->depth--;
+}
+
+void mlprof_zone_begin_cat(const char *name, mlprof_category cat) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  mlprof_zone_begin_site(mlprof__intern(MLPROF__NAME_ZONE, cat, name));
+}
+
+void mlprof_zone_begin(const char *name) {
+  mlprof_zone_begin_cat(name, MLPROF_CAT_NONE);
+}
+
+/* Events of one or two slots other than zone ends. */
+static void put_event(unsigned kind, const mlprof_site *site, uint64_t payload,
+                      uintptr_t slots) {
+  mlprof__tls_state *s = &mlprof__tls;
+  if (ROOM(s) < slots && !room_slow(slots)) {
+    count_drop(s->thread);
+    return;
+  }
+  mlprof__ev *e = s->pos;
+  uint64_t ts = mlprof__now();
+  if (slots == 2) e[1].ts = payload;
+  e->ts = ts;
+  atomic_store_explicit(&e->p, (uint64_t)(uintptr_t)site | kind,
+                        memory_order_release);
+  s->pos = e + slots;
+}
+
+void mlprof_counter(const char *name, double value) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  const mlprof_site *site = mlprof__intern(MLPROF__NAME_COUNTER, 0, name);
+  uint64_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  if (site) put_event(MLPROF__EV_COUNTER, site, bits, 2);
+}
+
+void mlprof_count(const char *name, uint64_t n) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  const mlprof_site *site = mlprof__intern(MLPROF__NAME_UNIT, 0, name);
+  if (site) put_event(MLPROF__EV_UNITS, site, n, 2);
+}
+
+void mlprof_step(void) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  put_event(MLPROF__EV_STEP, NULL, 0, 1);
+}
+
+void mlprof_zone_meta(const char *key, const char *value) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  if (!mlprof__tls.depth) return; /* no open zone to attach it to */
+  const mlprof_site *k = mlprof__intern(MLPROF__NAME_STRING, 0, key);
+  const mlprof_site *v = mlprof__intern(MLPROF__NAME_STRING, 0, value);
+  if (k && v) put_event(MLPROF__EV_META, k, (uint64_t)(uintptr_t)v, 2);
+}
+
+void mlprof_thread_name(const char *name) {
+  if (!name) return;
+  mlprof__thread *t = mlprof__tls.thread;
+  if (!t && !(t = thread_register())) return;
+  pthread_mutex_lock(&mlprof__meta_lock);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  pthread_mutex_unlock(&mlprof__meta_lock);
+  atomic_store_explicit(&t->name_dirty, 1, memory_order_release);
+}
+
+static uint64_t dropped_total(void) {
+  pthread_mutex_lock(&threads_lock);
+  uint64_t n = atomic_load(&dropped_by_exited);
+  for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next)
+    n += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+  pthread_mutex_unlock(&threads_lock);
+  return n;
+}
+
+void mlprof__dropped_reset(void) { atomic_store(&dropped_base, dropped_total()); }
+
+uint64_t mlprof_dropped(void) { return dropped_total() - atomic_load(&dropped_base); }

@@ -1,0 +1,228 @@
+/* Internals of the recording library, shared by the files of src/record. */
+#ifndef MLPROF_RECORD_INTERNAL_H
+#define MLPROF_RECORD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "mlprof.h"
+
+#define MLPROF__HIDDEN __attribute__((visibility("hidden")))
+#define MLPROF__LIKELY(x) __builtin_expect(!!(x), 1)
+#define MLPROF__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- clock (clock.c) ---------------------------------------------------- */
+
+/* Raw timestamps are TSC ticks when the TSC is invariant, else CLOCK_MONOTONIC
+ * nanoseconds; the writer converts them to ns since the session's start. */
+extern MLPROF__HIDDEN int mlprof__use_tsc;
+
+static inline uint64_t mlprof__mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Out of line so that the TSC path of the hot functions needs no frame. */
+MLPROF__HIDDEN uint64_t mlprof__mono_ns_cold(void)
+    __attribute__((noinline, cold));
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t mlprof__now(void) {
+  return MLPROF__LIKELY(mlprof__use_tsc) ? __rdtsc() : mlprof__mono_ns_cold();
+}
+#else
+static inline uint64_t mlprof__now(void) { return mlprof__mono_ns(); }
+#endif
+
+/* A (raw, monotonic ns) pair read close together, for calibration. */
+typedef struct {
+  uint64_t raw, mono;
+} mlprof__anchor;
+
+/* Decides between TSC and clock_gettime (MLPROF_CLOCK=tsc|monotonic forces). */
+MLPROF__HIDDEN void mlprof__clock_setup(void);
+MLPROF__HIDDEN mlprof__anchor mlprof__clock_anchor(void);
+MLPROF__HIDDEN const char *mlprof__clock_name(void);
+
+/* Converts raw timestamps to ns since anchor a0; refined by each calibrate. */
+typedef struct {
+  mlprof__anchor a0;
+  uint64_t mult; /* ns per tick, 32.32 fixed point */
+} mlprof__timebase;
+
+MLPROF__HIDDEN void mlprof__timebase_init(mlprof__timebase *tb,
+                                          mlprof__anchor a0);
+MLPROF__HIDDEN void mlprof__timebase_calibrate(mlprof__timebase *tb,
+                                               mlprof__anchor now);
+static inline uint64_t mlprof__timebase_ns(const mlprof__timebase *tb,
+                                           uint64_t raw) {
+  if (raw <= tb->a0.raw) return 0;
+  return (uint64_t)(((unsigned __int128)(raw - tb->a0.raw) * tb->mult) >> 32);
+}
+
+/* ---- events and thread buffers (buffer.c) ------------------------------- */
+
+/* One 16-byte slot. `p` is written last, with release order: a non-zero `p`
+ * tells the writer the slot is complete. Its low 3 bits give the kind; the
+ * rest is a site pointer (sites are 8-aligned). Two-slot events keep their
+ * payload in the following slot, written before the first slot's `p`. */
+typedef struct {
+  uint64_t ts;
+  _Atomic uint64_t p;
+} mlprof__ev;
+
+enum {
+  MLPROF__EV_BEGIN = 0,   /* p = site */
+  MLPROF__EV_END = 1,     /* p = kind only */
+  MLPROF__EV_COUNTER = 2, /* p = site | kind; next slot: ts = double bits */
+  MLPROF__EV_UNITS = 3,   /* p = site | kind; next slot: ts = n */
+  MLPROF__EV_META = 4,    /* p = key site | kind; next slot: ts = value site */
+  MLPROF__EV_STEP = 5,    /* p = kind only */
+};
+#define MLPROF__EV_KIND(p) ((unsigned)((p)&7u))
+#define MLPROF__EV_SITE(p) ((const mlprof_site *)(uintptr_t)((p) & ~(uint64_t)7))
+
+#define MLPROF__BUF_SLOTS 4096 /* 64 KiB per buffer */
+
+typedef struct mlprof__buf {
+  /* Set by the owner thread when it moves on to a new buffer; until then the
+   * writer must not recycle this one. */
+  struct mlprof__buf *_Atomic next;
+  mlprof__ev ev[MLPROF__BUF_SLOTS];
+} mlprof__buf;
+
+#define MLPROF__META_PER_ZONE 4
+#define MLPROF__MAX_DEPTH 256
+
+/* The writer's view of a thread: where it is in the thread's buffers and the
+ * zones it has seen begin but not end. */
+typedef struct {
+  uint64_t begin; /* ns */
+  uint32_t site_id;
+  uint8_t nmeta, nunits;
+  uint32_t meta[MLPROF__META_PER_ZONE][2];
+  uint64_t units[MLPROF__META_PER_ZONE][2];
+} mlprof__frame;
+
+#define MLPROF__ICACHE 64
+
+typedef struct mlprof__thread {
+  struct mlprof__thread *next; /* in the global list; see buffer.c */
+  uint32_t tid;
+  _Atomic int exited;
+  _Atomic uint64_t dropped;    /* written by the owner, read by the writer */
+  char name[64];               /* guarded by mlprof__meta_lock */
+  _Atomic int name_dirty;
+
+  /* owner-only state (slow paths) */
+  mlprof__buf *cur;            /* buffer being filled */
+  uintptr_t saved_depth;       /* mlprof__tls.depth and .lim while skipping */
+  mlprof__ev *saved_lim;
+  struct {
+    const mlprof_site *site;
+    uint32_t hash;
+  } icache[MLPROF__ICACHE];    /* recently interned names (intern.c) */
+
+  /* Oldest buffer not yet recycled: set once by the owner (its first buffer),
+   * then owned by the writer. */
+  mlprof__buf *_Atomic head;
+
+  /* writer-only state */
+  uint32_t wpos;       /* next slot of head to read */
+  uint32_t depth;      /* open frames */
+  uint32_t lost_depth; /* open zones deeper than MLPROF__MAX_DEPTH */
+  uint64_t ref_ns;     /* delta-coding reference */
+  uint64_t unmatched;  /* ends seen with no open frame */
+  uint64_t dropped_reported, dropped_base;
+  mlprof__frame *frames;
+} mlprof__thread;
+
+/* The hot path's per-thread state, in one initial-exec TLS block so reaching
+ * it costs one instruction. pos is the next free slot; lim is the buffer's
+ * end less one slot per zone recorded and not yet ended, so that an end
+ * always has room. pos == lim (both NULL at first) sends every event but an
+ * end to the slow path; depth == 0 sends an end there, or nowhere when no
+ * zone is being dropped (skip == 0), so a disabled end costs no call. */
+typedef struct {
+  mlprof__ev *pos, *lim;
+  uintptr_t depth;
+  uintptr_t skip; /* nesting depth of zones being dropped */
+  mlprof__thread *thread;
+} mlprof__tls_state;
+
+extern MLPROF__HIDDEN __thread mlprof__tls_state mlprof__tls
+    __attribute__((tls_model("initial-exec")));
+extern MLPROF__HIDDEN _Atomic int mlprof__on;
+
+/* Buffer pool with a hard cap. */
+MLPROF__HIDDEN void mlprof__pool_configure(size_t cap_bytes);
+MLPROF__HIDDEN void mlprof__buf_recycle(mlprof__buf *b);
+/* Bytes the recording library holds in event buffers right now. */
+MLPROF__HIDDEN size_t mlprof__pool_bytes(void);
+
+/* The list of threads that ever recorded in this process (lock-free push;
+ * only the writer unlinks). */
+MLPROF__HIDDEN mlprof__thread *mlprof__threads_head(void);
+/* Unlinks and frees an exited thread whose buffers the writer drained. */
+MLPROF__HIDDEN void mlprof__thread_free(mlprof__thread *t);
+/* Starts counting drops afresh (a new session); thread counts restart from
+ * each thread's dropped_base. */
+MLPROF__HIDDEN void mlprof__dropped_reset(void);
+/* Number of full buffers handed off since the writer last looked. */
+extern MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
+
+/* After fork(), in the child: forget the parent's threads and buffers. */
+MLPROF__HIDDEN void mlprof__buffers_after_fork(void);
+
+/* ---- interning (intern.c) ----------------------------------------------- */
+
+/* Returns a site that lives until exit for (kind, category, name), creating it
+ * on first use; NULL when the table is full or memory is short. */
+MLPROF__HIDDEN const mlprof_site *mlprof__intern(int kind, unsigned category,
+                                                 const char *name);
+
+/* Locks held across fork() so the child inherits consistent state. */
+extern MLPROF__HIDDEN pthread_mutex_t mlprof__intern_lock, mlprof__pool_lock;
+
+/* ---- writer (writer.c) -------------------------------------------------- */
+
+typedef struct mlprof__writer mlprof__writer;
+
+/* Opens path and writes the file header and HEADER chunk. */
+MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, const char *path,
+                                       uint32_t flush_ms);
+MLPROF__HIDDEN int mlprof__writer_start(mlprof__writer *w);
+/* Flushes synchronously (from any thread but the writer's). */
+MLPROF__HIDDEN int mlprof__writer_flush(mlprof__writer *w);
+/* Asks for a flush (final: also finish the file, as the process is about to
+ * die) and waits at most timeout_ms; async-signal-safe. */
+MLPROF__HIDDEN void mlprof__writer_flush_from_signal(mlprof__writer *w,
+                                                     int final, int timeout_ms);
+/* Wakes the writer early (buffers are filling up). */
+MLPROF__HIDDEN void mlprof__writer_poke(void);
+/* Final flush, open zones and END chunk; stops the thread, frees w. */
+MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w);
+/* In a forked child: release the parent's writer without touching its file. */
+MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
+
+/* ---- session (session.c) ------------------------------------------------ */
+
+/* Session metadata and thread names share one lock (rarely taken). */
+extern MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock;
+/* Copies pending session metadata into out as a META payload; returns its
+ * length (0: nothing new). Caller frees *out. */
+MLPROF__HIDDEN size_t mlprof__meta_take(uint8_t **out);
+/* Called by a forked child's first event to start its own profile. */
+MLPROF__HIDDEN void mlprof__session_child_start(void);
+extern MLPROF__HIDDEN _Atomic int mlprof__child_pending;
+
+/* Writes one line to stderr, once per key, without allocating. */
+MLPROF__HIDDEN void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,366 @@
+/* The session: one per process. Starts from mlprof_init() or, when the
+ * library is preloaded or linked and MLPROF_OUTPUT is set, by itself; ends at
+ * mlprof_shutdown(), at exit, or on a fatal signal, always flushing first.
+ * A child made by fork() gets a profile of its own on its first event. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../format/wire.h"
+#include "internal.h"
+
+MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock = PTHREAD_MUTEX_INITIALIZER;
+MLPROF__HIDDEN _Atomic int mlprof__child_pending;
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static mlprof__writer *_Atomic writer;
+static int want_enabled = 1;
+static mlprof_config config;  /* of the running session, for forked children */
+static char base_output[4096]; /* the output as given: directory or file */
+static char path[4096];        /* this process's profile file */
+
+/* ---- warnings ----------------------------------------------------------- */
+
+void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {
+  if (flag && (atomic_load_explicit(flag, memory_order_relaxed) ||
+               atomic_exchange(flag, 1)))
+    return;
+  char line[512];
+  int n = snprintf(line, sizeof line, "mlprof[%d]: ", (int)getpid());
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+  if (len > sizeof line - 2) len = sizeof line - 2;
+  line[len++] = '\n';
+  ssize_t ignored = write(STDERR_FILENO, line, len);
+  (void)ignored;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+static struct {
+  char *key, *value;
+} *meta;
+static size_t nmeta;
+static int meta_dirty;
+
+void mlprof_meta(const char *key, const char *value) {
+  if (!key || !value) return;
+  pthread_mutex_lock(&mlprof__meta_lock);
+  size_t i = 0;
+  while (i < nmeta && strcmp(meta[i].key, key) != 0) i++;
+  if (i == nmeta) {
+    void *n = realloc(meta, (nmeta + 1) * sizeof *meta);
+    char *k = strdup(key);
+    if (!n || !k) {
+      free(k);
+      if (n) meta = n;
+      goto out;
+    }
+    meta = n;
+    meta[nmeta].key = k;
+    meta[nmeta++].value = NULL;
+  }
+  char *v = strdup(value);
+  if (v) {
+    free(meta[i].value);
+    meta[i].value = v;
+    meta_dirty = 1;
+  }
+out:
+  pthread_mutex_unlock(&mlprof__meta_lock);
+}
+
+size_t mlprof__meta_take(uint8_t **out) {
+  size_t len = 0;
+  pthread_mutex_lock(&mlprof__meta_lock);
+  if (meta_dirty) {
+    size_t cap = 10;
+    for (size_t i = 0; i < nmeta; i++)
+      cap += 20 + strlen(meta[i].key) + strlen(meta[i].value);
+    uint8_t *b = malloc(cap), *p = b;
+    if (b) {
+      p = mlprof__put_uv(p, nmeta);
+      for (size_t i = 0; i < nmeta; i++)
+        for (int j = 0; j < 2; j++) {
+          const char *s = j ? meta[i].value : meta[i].key;
+          size_t n = strlen(s);
+          p = mlprof__put_uv(p, n);
+          memcpy(p, s, n);
+          p += n;
+        }
+      len = (size_t)(p - b);
+      *out = b;
+      meta_dirty = 0;
+    }
+  }
+  pthread_mutex_unlock(&mlprof__meta_lock);
+  return len;
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+void mlprof_config_init(mlprof_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->flush_interval_ms = 200;
+  cfg->memory_cap = 64u << 20;
+  cfg->enabled = 1;
+}
+
+static unsigned long env_ulong(const char *name, unsigned long dflt) {
+  const char *v = getenv(name);
+  char *end;
+  if (!v || !*v) return dflt;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end) {
+    mlprof__warn_once(NULL, "ignoring %s=%s: not a number", name, v);
+    return dflt;
+  }
+  return n;
+}
+
+/* The config the environment asks for (mlprof run and friends). */
+static void config_from_env(mlprof_config *cfg) {
+  mlprof_config_init(cfg);
+  cfg->output = getenv("MLPROF_OUTPUT");
+  cfg->flush_interval_ms = (uint32_t)env_ulong("MLPROF_FLUSH_MS", 200);
+  cfg->memory_cap = (size_t)env_ulong("MLPROF_MEMORY_MB", 64) << 20;
+  cfg->enabled = env_ulong("MLPROF_ENABLED", 1) != 0;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* This process's file for an output that is a directory or a file path. A
+ * forked child (child = 1) of a file-path session writes FILE-PID.mlprof. */
+static int resolve_path(const char *output, int child) {
+  size_t len = strlen(output);
+  if (len == 0) return MLPROF_EINVAL;
+  if (output[len - 1] == '/' && !is_dir(output) && mkdir(output, 0755) != 0 &&
+      errno != EEXIST)
+    return MLPROF_EIO;
+  if (is_dir(output)) {
+    char prog[64];
+    snprintf(prog, sizeof prog, "%s", program_invocation_short_name);
+    for (char *c = prog; *c; c++)
+      if (!(*c == '.' || *c == '-' || *c == '_' || (*c >= '0' && *c <= '9') ||
+            ((*c | 32) >= 'a' && (*c | 32) <= 'z')))
+        *c = '_';
+    int n = snprintf(path, sizeof path, "%s%s%s-%d.mlprof", output,
+                     output[len - 1] == '/' ? "" : "/", prog[0] ? prog : "prog",
+                     (int)getpid());
+    return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
+  }
+  if (!child) {
+    int n = snprintf(path, sizeof path, "%s", output);
+    return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
+  }
+  int stem = (int)len;
+  if (len > 7 && strcmp(output + len - 7, ".mlprof") == 0) stem -= 7;
+  int n = snprintf(path, sizeof path, "%.*s-%d.mlprof", stem, output,
+                   (int)getpid());
+  return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
+}
+
+/* ---- signals, exit, fork ------------------------------------------------ */
+
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+                             SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NCAUGHT (sizeof caught / sizeof caught[0])
+static struct sigaction previous[NCAUGHT];
+
+static void on_signal(int sig, siginfo_t *info, void *ctx) {
+  size_t i = 0;
+  while (i < NCAUGHT && caught[i] != sig) i++;
+  if (i == NCAUGHT) return;
+  int saved_errno = errno;
+  struct sigaction *old = &previous[i];
+  int dies = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+  /* A program that handles the signal itself goes on: just flush. One that
+   * dies of it: finish the file so open zones are recorded too. */
+  mlprof__writer_flush_from_signal(atomic_load(&writer), dies, 2000);
+  errno = saved_errno;
+  if (old->sa_flags & SA_SIGINFO) {
+    old->sa_sigaction(sig, info, ctx);
+  } else if (old->sa_handler == SIG_DFL) {
+    /* Die of the same signal, with the default action. A fault returns to
+     * the faulting instruction and takes it again. */
+    signal(sig, SIG_DFL);
+    if (sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL)
+      raise(sig);
+  } else if (old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig);
+  }
+}
+
+static void install_signals(void) {
+  for (size_t i = 0; i < NCAUGHT; i++) {
+    struct sigaction sa;
+    if (sigaction(caught[i], NULL, &previous[i]) != 0) continue;
+    if (!(previous[i].sa_flags & SA_SIGINFO) &&
+        previous[i].sa_handler == SIG_IGN)
+      continue; /* the program ignores it: so do we */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(caught[i], &sa, NULL);
+  }
+}
+
+static void at_exit(void) { mlprof_shutdown(); }
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&session_lock);
+  pthread_mutex_lock(&mlprof__meta_lock);
+  pthread_mutex_lock(&mlprof__intern_lock);
+  pthread_mutex_lock(&mlprof__pool_lock);
+}
+
+static void fork_parent(void) {
+  pthread_mutex_unlock(&mlprof__pool_lock);
+  pthread_mutex_unlock(&mlprof__intern_lock);
+  pthread_mutex_unlock(&mlprof__meta_lock);
+  pthread_mutex_unlock(&session_lock);
+}
+
+static void fork_child(void) {
+  pthread_mutex_unlock(&mlprof__intern_lock);
+  pthread_mutex_unlock(&mlprof__meta_lock);
+  pthread_mutex_unlock(&session_lock);
+  mlprof__buffers_after_fork(); /* re-initialises the pool lock */
+  mlprof__writer *w = atomic_exchange(&writer, NULL);
+  if (!w) return;
+  /* The parent's writer thread does not exist here; its file is the
+   * parent's. The child's own profile starts on its first event, so a child
+   * that only execs leaves no empty file behind. */
+  mlprof__writer_abandon(w);
+  meta_dirty = 1;
+  atomic_store(&mlprof__child_pending, 1);
+}
+
+static void process_hooks(void) {
+  install_signals();
+  atexit(at_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+/* Opens the file and starts the writer for config and path; session_lock
+ * held. */
+static int session_start(void) {
+  mlprof__writer *w;
+  int rc = mlprof__writer_open(&w, path, config.flush_interval_ms);
+  if (rc != 0) return rc;
+  rc = mlprof__writer_start(w);
+  if (rc != 0) {
+    mlprof__writer_abandon(w);
+    return rc;
+  }
+  atomic_store(&writer, w);
+  atomic_store(&mlprof__on, want_enabled);
+  return 0;
+}
+
+int mlprof_init(const mlprof_config *cfg) {
+  static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+  mlprof_config c;
+  if (cfg)
+    c = *cfg;
+  else
+    config_from_env(&c);
+  if (!c.flush_interval_ms) c.flush_interval_ms = 200;
+  if (!c.memory_cap) c.memory_cap = 64u << 20;
+  pthread_mutex_lock(&session_lock);
+  int rc = MLPROF_EALREADY;
+  if (atomic_load(&writer) || atomic_load(&mlprof__child_pending)) goto out;
+  char dflt[64];
+  snprintf(dflt, sizeof dflt, "mlprof-%d.mlprof", (int)getpid());
+  const char *output = c.output ? c.output : getenv("MLPROF_OUTPUT");
+  if (!output || !*output) output = dflt;
+  rc = MLPROF_EINVAL;
+  if (snprintf(base_output, sizeof base_output, "%s", output) >=
+      (int)sizeof base_output)
+    goto out;
+  if ((rc = resolve_path(base_output, 0)) != 0) goto out;
+  config = c;
+  config.output = base_output;
+  want_enabled = c.enabled;
+  mlprof__clock_setup();
+  mlprof__pool_configure(c.memory_cap);
+  rc = session_start();
+  if (rc == 0) pthread_once(&hooks_once, process_hooks);
+out:
+  pthread_mutex_unlock(&session_lock);
+  return rc;
+}
+
+void mlprof__session_child_start(void) {
+  pthread_mutex_lock(&session_lock);
+  if (atomic_exchange(&mlprof__child_pending, 0)) {
+    int rc = resolve_path(base_output, 1);
+    if (rc == 0) rc = session_start();
+    if (rc != 0) {
+      atomic_store(&mlprof__on, 0);
+      mlprof__warn_once(NULL, "cannot start the profile of this child: %s",
+                        mlprof_strerror(rc));
+    }
+  }
+  pthread_mutex_unlock(&session_lock);
+}
+
+int mlprof_shutdown(void) {
+  pthread_mutex_lock(&session_lock);
+  atomic_store(&mlprof__child_pending, 0);
+  mlprof__writer *w = atomic_exchange(&writer, NULL);
+  int rc = MLPROF_ENOTSTARTED;
+  if (w) {
+    atomic_store(&mlprof__on, 0);
+    rc = mlprof__writer_close(w);
+  }
+  pthread_mutex_unlock(&session_lock);
+  return rc;
+}
+
+int mlprof_flush(void) {
+  pthread_mutex_lock(&session_lock);
+  mlprof__writer *w = atomic_load(&writer);
+  int rc = w ? mlprof__writer_flush(w) : MLPROF_ENOTSTARTED;
+  pthread_mutex_unlock(&session_lock);
+  return rc;
+}
+
+const char *mlprof_output_path(void) {
+  return atomic_load(&writer) ? path : NULL;
+}
+
+void mlprof_set_enabled(int on) {
+  pthread_mutex_lock(&session_lock);
+  want_enabled = on != 0;
+  atomic_store(&mlprof__on, want_enabled && (atomic_load(&writer) ||
+                                             atomic_load(&mlprof__child_pending)));
+  pthread_mutex_unlock(&session_lock);
+}
+
+int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
+
+/* Preloaded by `mlprof run`, or linked into a program started with
+ * MLPROF_OUTPUT set: record without a code change. */
+__attribute__((constructor)) static void autostart(void) {
+  const char *out = getenv("MLPROF_OUTPUT");
+  if (!out || !*out) return;
+  int rc = mlprof_init(NULL);
+  if (rc != 0 && rc != MLPROF_EALREADY)
+    mlprof__warn_once(NULL, "cannot start profiling to %s: %s (%s)", out,
+                      mlprof_strerror(rc), strerror(errno));
+}

@@ -1,0 +1,630 @@
+/* The writer thread: every flush interval (or sooner when buffers fill up) it
+ * reads what each thread published, pairs zone begins with their ends,
+ * encodes spans and other records (docs/format.md) and appends whole chunks
+ * to the profile file. It owns the file and all encoding state; the threads
+ * being profiled never wait for it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../format/wire.h"
+#include "internal.h"
+
+#define OUT_FLUSH_BYTES (1u << 20)
+#define EVENTS_CHUNK_BYTES (1u << 20)
+#define NAME_MAX_BYTES 1024
+
+typedef struct {
+  uint8_t *p;
+  size_t len, cap;
+} bytes;
+
+typedef struct {
+  const mlprof_site *site;
+  uint32_t id;
+} id_slot;
+
+struct mlprof__writer {
+  int fd;
+  char *path;
+  int failed; /* a write failed: keep draining buffers, write nothing more */
+  uint32_t flush_ms;
+  mlprof__timebase tb;
+
+  pthread_t thread;
+  int started;
+  _Atomic int stop;
+  _Atomic int final_req; /* a fatal signal: finish the file at the next flush */
+  int finished;          /* END written: nothing more goes to the file */
+  _Atomic uint64_t req, done; /* flush requests and the last one served */
+  pthread_mutex_t done_lock;
+  pthread_cond_t done_cond;
+
+  id_slot *ids; /* site pointer -> name id, open addressing */
+  uint32_t ids_cap, ids_len;
+
+  bytes names;    /* NAMES entries not yet written */
+  uint32_t nnames;
+  bytes events;   /* the EVENTS payload being built */
+  mlprof__thread *events_thread;
+  bytes out;      /* whole chunks waiting for write() */
+};
+
+/* ---- byte buffers ------------------------------------------------------- */
+
+static int reserve(bytes *b, size_t n) {
+  if (b->len + n <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < b->len + n) cap *= 2;
+  uint8_t *p = realloc(b->p, cap);
+  if (!p) return -1;
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
+/* Room for n more bytes at the end of b; NULL when memory is short, and the
+ * caller then leaves the record out. */
+static uint8_t *room(bytes *b, size_t n) {
+  if (reserve(b, n) != 0) return NULL;
+  return b->p + b->len;
+}
+
+static void put_str(bytes *b, const char *s) {
+  size_t n = s ? strnlen(s, NAME_MAX_BYTES) : 0;
+  uint8_t *p = room(b, n + 10);
+  if (!p) return;
+  p = mlprof__put_uv(p, n);
+  memcpy(p, s ? s : "", n);
+  b->len = (size_t)(p + n - b->p);
+}
+
+static void put_uv(bytes *b, uint64_t v) {
+  uint8_t *p = room(b, 10);
+  if (p) b->len = (size_t)(mlprof__put_uv(p, v) - b->p);
+}
+
+/* ---- file output -------------------------------------------------------- */
+
+/* Wakes the writer thread. One semaphore for the process, never destroyed, so
+ * a thread poking a writer that is shutting down touches nothing freed. */
+static sem_t wake;
+static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
+static void wake_init(void) { sem_init(&wake, 0, 0); }
+
+static void write_all(mlprof__writer *w, const uint8_t *p, size_t n) {
+  while (n && !w->failed && !w->finished) {
+    ssize_t k = write(w->fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      static _Atomic int warned;
+      mlprof__warn_once(&warned, "cannot write %s: %s; this profile stops "
+                                 "here, the program goes on",
+                        w->path, strerror(k < 0 ? errno : ENOSPC));
+      w->failed = 1;
+      return;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+static void out_flush(mlprof__writer *w) {
+  write_all(w, w->out.p, w->out.len);
+  w->out.len = 0;
+}
+
+static void put_chunk(mlprof__writer *w, uint16_t type, const uint8_t *payload,
+                      size_t len) {
+  uint8_t *h = room(&w->out, MLPROF__CHUNK_HEADER_SIZE + len);
+  if (!h) return;
+  memcpy(h, MLPROF__CHUNK_MAGIC, 4);
+  mlprof__put_u16(h + 4, type);
+  mlprof__put_u16(h + 6, 0);
+  mlprof__put_u32(h + 8, (uint32_t)len);
+  uint32_t crc = mlprof__crc32(0, h + 4, 8);
+  mlprof__put_u32(h + 12, mlprof__crc32(crc, payload, len));
+  memcpy(h + MLPROF__CHUNK_HEADER_SIZE, payload, len);
+  w->out.len += MLPROF__CHUNK_HEADER_SIZE + len;
+  if (w->out.len >= OUT_FLUSH_BYTES) out_flush(w);
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static int ids_grow(mlprof__writer *w) {
+  uint32_t ncap = w->ids_cap ? w->ids_cap * 2 : 256;
+  id_slot *n = calloc(ncap, sizeof *n);
+  if (!n) return -1;
+  for (uint32_t i = 0; i < w->ids_cap; i++) {
+    if (!w->ids[i].site) continue;
+    uint32_t j = (uint32_t)((uintptr_t)w->ids[i].site >> 3) & (ncap - 1);
+    while (n[j].site) j = (j + 1) & (ncap - 1);
+    n[j] = w->ids[i];
+  }
+  free(w->ids);
+  w->ids = n;
+  w->ids_cap = ncap;
+  return 0;
+}
+
+/* The name id of a site, announced in the next NAMES chunk on first use;
+ * 0 when memory is short (the caller drops the record). */
+static uint32_t name_id(mlprof__writer *w, const mlprof_site *site, int kind) {
+  if (w->ids_cap) {
+    uint32_t j = (uint32_t)((uintptr_t)site >> 3) & (w->ids_cap - 1);
+    for (; w->ids[j].site; j = (j + 1) & (w->ids_cap - 1))
+      if (w->ids[j].site == site) return w->ids[j].id;
+  }
+  if ((w->ids_len + 1) * 2 > w->ids_cap && ids_grow(w) != 0) return 0;
+  uint32_t id = ++w->ids_len;
+  uint32_t j = (uint32_t)((uintptr_t)site >> 3) & (w->ids_cap - 1);
+  while (w->ids[j].site) j = (j + 1) & (w->ids_cap - 1);
+  w->ids[j] = (id_slot){site, id};
+  put_uv(&w->names, id);
+  uint8_t *p = room(&w->names, 2);
+  if (p) {
+    p[0] = (uint8_t)kind;
+    p[1] = (uint8_t)(site->category < MLPROF_CAT_COUNT ? site->category : 0);
+    w->names.len += 2;
+  }
+  put_str(&w->names, site->name);
+  put_str(&w->names, site->function);
+  put_str(&w->names, site->file);
+  put_uv(&w->names, site->line);
+  w->nnames++;
+  return id;
+}
+
+static void names_flush(mlprof__writer *w) {
+  if (!w->nnames) return;
+  bytes b = {0};
+  put_uv(&b, w->nnames);
+  if (b.len && reserve(&b, w->names.len) == 0) {
+    memcpy(b.p + b.len, w->names.p, w->names.len);
+    b.len += w->names.len;
+    put_chunk(w, MLPROF__CHUNK_NAMES, b.p, b.len);
+  }
+  free(b.p);
+  w->names.len = 0;
+  w->nnames = 0;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void events_flush(mlprof__writer *w) {
+  if (!w->events_thread) return;
+  names_flush(w);
+  put_chunk(w, MLPROF__CHUNK_EVENTS, w->events.p, w->events.len);
+  w->events.len = 0;
+  w->events_thread = NULL;
+}
+
+/* Starts t's EVENTS payload if it is not the one being built. */
+static bytes *events_for(mlprof__writer *w, mlprof__thread *t) {
+  if (w->events_thread != t || w->events.len >= EVENTS_CHUNK_BYTES) {
+    events_flush(w);
+    uint64_t dropped =
+        atomic_load_explicit(&t->dropped, memory_order_relaxed) - t->dropped_base;
+    uint8_t *p = room(&w->events, 30);
+    if (!p) return NULL;
+    p = mlprof__put_uv(p, t->tid);
+    p = mlprof__put_uv(p, dropped);
+    p = mlprof__put_uv(p, t->ref_ns);
+    w->events.len = (size_t)(p - w->events.p);
+    w->events_thread = t;
+  }
+  return &w->events;
+}
+
+/* Appends a record: tag, name id, time as a delta (when has_time). */
+static uint8_t *record(mlprof__writer *w, mlprof__thread *t, uint8_t tag,
+                       uint32_t name, int has_time, uint64_t ns, size_t extra) {
+  bytes *b = events_for(w, t);
+  uint8_t *p = b ? room(b, 1 + 10 + 10 + extra) : NULL;
+  if (!p) return NULL;
+  *p++ = tag;
+  if (name) p = mlprof__put_uv(p, name);
+  if (has_time) {
+    p = mlprof__put_sv(p, (int64_t)(ns - t->ref_ns));
+    t->ref_ns = ns;
+  }
+  return p;
+}
+
+static void commit(mlprof__writer *w, uint8_t *end) {
+  if (end) w->events.len = (size_t)(end - w->events.p);
+}
+
+static void emit_span(mlprof__writer *w, mlprof__thread *t,
+                      const mlprof__frame *f, uint64_t end_ns) {
+  uint64_t dur = end_ns > f->begin ? end_ns - f->begin : 0;
+  uint8_t *p = record(w, t, MLPROF__REC_SPAN, f->site_id, 0, 0, 30);
+  if (!p) return;
+  p = mlprof__put_uv(p, t->depth);
+  p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
+  t->ref_ns = f->begin;
+  p = mlprof__put_uv(p, dur);
+  commit(w, p);
+  for (unsigned i = 0; i < f->nmeta; i++) {
+    p = record(w, t, MLPROF__REC_SPAN_META, f->meta[i][0], 0, 0, 10);
+    if (p) commit(w, mlprof__put_uv(p, f->meta[i][1]));
+  }
+  for (unsigned i = 0; i < f->nunits; i++) {
+    p = record(w, t, MLPROF__REC_SPAN_UNITS, (uint32_t)f->units[i][0], 0, 0, 10);
+    if (p) commit(w, mlprof__put_uv(p, f->units[i][1]));
+  }
+}
+
+static void on_units(mlprof__writer *w, mlprof__thread *t, uint32_t id,
+                     uint64_t ns, uint64_t n) {
+  if (t->depth && !t->lost_depth) {
+    mlprof__frame *f = &t->frames[t->depth - 1];
+    for (unsigned i = 0; i < f->nunits; i++)
+      if (f->units[i][0] == id) {
+        f->units[i][1] += n;
+        return;
+      }
+    if (f->nunits < MLPROF__META_PER_ZONE) {
+      f->units[f->nunits][0] = id;
+      f->units[f->nunits++][1] = n;
+      return;
+    }
+  }
+  uint8_t *p = record(w, t, MLPROF__REC_UNITS, id, 1, ns, 10);
+  if (p) commit(w, mlprof__put_uv(p, n));
+}
+
+/* Decodes one published event. Returns the slots it used. */
+static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
+                         const mlprof__ev *e, uint64_t p) {
+  unsigned kind = MLPROF__EV_KIND(p);
+  const mlprof_site *site = MLPROF__EV_SITE(p);
+  uint64_t ns = mlprof__timebase_ns(&w->tb, e->ts);
+  switch (kind) {
+    case MLPROF__EV_BEGIN:
+      if (t->depth >= MLPROF__MAX_DEPTH || t->lost_depth) {
+        t->lost_depth++;
+      } else {
+        mlprof__frame *f = &t->frames[t->depth++];
+        f->begin = ns;
+        f->site_id = name_id(w, site, MLPROF__NAME_ZONE);
+        f->nmeta = f->nunits = 0;
+      }
+      return 1;
+    case MLPROF__EV_END:
+      if (t->lost_depth) {
+        t->lost_depth--;
+      } else if (!t->depth) {
+        t->unmatched++;
+      } else {
+        mlprof__frame *f = &t->frames[--t->depth];
+        if (f->site_id) emit_span(w, t, f, ns);
+      }
+      return 1;
+    case MLPROF__EV_COUNTER: {
+      uint32_t id = name_id(w, site, MLPROF__NAME_COUNTER);
+      uint8_t *q = id ? record(w, t, MLPROF__REC_COUNTER, id, 1, ns, 8) : NULL;
+      if (q) {
+        memcpy(q, &e[1].ts, 8); /* the double's bits, little-endian */
+        commit(w, q + 8);
+      }
+      return 2;
+    }
+    case MLPROF__EV_UNITS: {
+      uint32_t id = name_id(w, site, MLPROF__NAME_UNIT);
+      if (id) on_units(w, t, id, ns, e[1].ts);
+      return 2;
+    }
+    case MLPROF__EV_META: {
+      uint32_t k = name_id(w, site, MLPROF__NAME_STRING);
+      uint32_t v = name_id(w, (const mlprof_site *)(uintptr_t)e[1].ts,
+                           MLPROF__NAME_STRING);
+      if (k && v && t->depth && !t->lost_depth) {
+        mlprof__frame *f = &t->frames[t->depth - 1];
+        if (f->nmeta < MLPROF__META_PER_ZONE) {
+          f->meta[f->nmeta][0] = k;
+          f->meta[f->nmeta++][1] = v;
+        }
+      }
+      return 2;
+    }
+    case MLPROF__EV_STEP:
+      commit(w, record(w, t, MLPROF__REC_STEP, 0, 1, ns, 0));
+      return 1;
+    default:
+      return 1;
+  }
+}
+
+/* Reads everything t has published since the last flush. Returns 1 when t
+ * has exited and all it recorded was read. */
+static int drain(mlprof__writer *w, mlprof__thread *t) {
+  int exited = atomic_load_explicit(&t->exited, memory_order_acquire);
+  mlprof__buf *b = atomic_load_explicit(&t->head, memory_order_acquire);
+  while (b) {
+    /* `next` first: once it is set, every slot of b is published. */
+    mlprof__buf *nb = atomic_load_explicit(&b->next, memory_order_acquire);
+    while (t->wpos < MLPROF__BUF_SLOTS) {
+      const mlprof__ev *e = &b->ev[t->wpos];
+      uint64_t p = atomic_load_explicit(&e->p, memory_order_acquire);
+      if (!p) break;
+      t->wpos += on_event(w, t, e, p);
+    }
+    if (!nb) break;
+    atomic_store_explicit(&t->head, nb, memory_order_relaxed);
+    mlprof__buf_recycle(b);
+    b = nb;
+    t->wpos = 0;
+  }
+  uint64_t dropped =
+      atomic_load_explicit(&t->dropped, memory_order_relaxed) - t->dropped_base;
+  if (dropped != t->dropped_reported) {
+    events_for(w, t); /* the chunk header carries the count */
+    t->dropped_reported = dropped;
+  }
+  return exited;
+}
+
+static void emit_thread_names(mlprof__writer *w) {
+  for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
+    if (!atomic_exchange_explicit(&t->name_dirty, 0, memory_order_acquire))
+      continue;
+    bytes b = {0};
+    put_uv(&b, t->tid);
+    pthread_mutex_lock(&mlprof__meta_lock);
+    put_str(&b, t->name);
+    pthread_mutex_unlock(&mlprof__meta_lock);
+    if (b.p) put_chunk(w, MLPROF__CHUNK_THREAD, b.p, b.len);
+    free(b.p);
+  }
+}
+
+static void flush_all(mlprof__writer *w) {
+  mlprof__timebase_calibrate(&w->tb, mlprof__clock_anchor());
+  emit_thread_names(w);
+  uint8_t *meta = NULL;
+  size_t mlen = mlprof__meta_take(&meta);
+  if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen);
+  free(meta);
+  mlprof__thread *t = mlprof__threads_head();
+  while (t) {
+    mlprof__thread *next = t->next;
+    int gone = drain(w, t);
+    events_flush(w);
+    /* A thread that ended with zones open will never end them. */
+    if (gone && !t->depth) mlprof__thread_free(t);
+    t = next;
+  }
+  names_flush(w);
+  out_flush(w);
+}
+
+/* Ends the file: zones still open, then the END chunk. */
+static void finish(mlprof__writer *w) {
+  uint64_t unmatched = 0;
+  for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
+    unmatched += t->unmatched;
+    for (uint32_t d = 0; d < t->depth; d++) {
+      mlprof__frame *f = &t->frames[d];
+      uint8_t *p = f->site_id ? record(w, t, MLPROF__REC_OPEN, f->site_id, 0, 0, 20) : NULL;
+      if (!p) continue;
+      p = mlprof__put_uv(p, d);
+      p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
+      t->ref_ns = f->begin;
+      commit(w, p);
+    }
+    events_flush(w);
+  }
+  uint8_t end[32], *p = end;
+  p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));
+  p = mlprof__put_uv(p, mlprof_dropped());
+  p = mlprof__put_uv(p, unmatched);
+  put_chunk(w, MLPROF__CHUNK_END, end, (size_t)(p - end));
+  out_flush(w);
+  w->finished = 1;
+}
+
+/* ---- thread ------------------------------------------------------------- */
+
+static void *writer_main(void *arg) {
+  mlprof__writer *w = arg;
+  while (!atomic_load(&w->stop)) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += (long)(w->flush_ms % 1000) * 1000000L;
+    deadline.tv_sec += w->flush_ms / 1000 + deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    while (sem_clockwait(&wake, CLOCK_MONOTONIC, &deadline) != 0 &&
+           errno == EINTR) {
+    }
+    if (atomic_load(&w->stop)) break;
+    uint64_t r = atomic_load(&w->req);
+    flush_all(w);
+    if (atomic_load(&w->final_req) && !w->finished) finish(w);
+    pthread_mutex_lock(&w->done_lock);
+    atomic_store(&w->done, r);
+    pthread_cond_broadcast(&w->done_cond);
+    pthread_mutex_unlock(&w->done_lock);
+  }
+  return NULL;
+}
+
+/* ---- header ------------------------------------------------------------- */
+
+static int64_t env_int(const char *const *names) {
+  for (; *names; names++) {
+    const char *v = getenv(*names);
+    char *end;
+    if (v && *v) {
+      long long n = strtoll(v, &end, 10);
+      if (!*end && n >= 0) return n;
+    }
+  }
+  return -1;
+}
+
+static void put_header(mlprof__writer *w) {
+  static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
+                                          "PMI_RANK", "SLURM_PROCID", NULL};
+  static const char *const world_vars[] = {
+      "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  uint64_t mono_now = mlprof__mono_ns();
+  uint64_t wall = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec -
+                  (mono_now - w->tb.a0.mono);
+  char host[256] = "", exe[4096] = "";
+  gethostname(host, sizeof host - 1);
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+
+  bytes b = {0};
+  put_uv(&b, (uint64_t)getpid());
+  put_uv(&b, (uint64_t)getppid());
+  put_uv(&b, wall);
+  put_uv(&b, w->tb.a0.mono);
+  uint8_t *p = room(&b, 20);
+  if (p) {
+    p = mlprof__put_sv(p, env_int(rank_vars));
+    b.len = (size_t)(mlprof__put_sv(p, env_int(world_vars)) - b.p);
+  }
+  put_str(&b, host);
+  put_str(&b, exe);
+  /* argv from /proc/self/cmdline: NUL-separated */
+  char args[8192];
+  size_t alen = 0;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t k = read(fd, args, sizeof args - 1);
+    alen = k > 0 ? (size_t)k : 0;
+    close(fd);
+  }
+  args[alen] = 0;
+  uint32_t argc = 0;
+  for (size_t i = 0; i < alen; i += strlen(args + i) + 1) argc++;
+  put_uv(&b, argc);
+  for (size_t i = 0; i < alen; i += strlen(args + i) + 1) put_str(&b, args + i);
+  put_str(&b, mlprof__clock_name());
+  put_uv(&b, w->flush_ms);
+  if (b.p) put_chunk(w, MLPROF__CHUNK_HEADER, b.p, b.len);
+  free(b.p);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int mlprof__writer_open(mlprof__writer **out, const char *path,
+                        uint32_t flush_ms) {
+  mlprof__writer *w = calloc(1, sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  w->path = strdup(path);
+  w->flush_ms = flush_ms;
+  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (!w->path || w->fd < 0) {
+    int err = w->path ? MLPROF_EIO : MLPROF_ENOMEM;
+    if (w->fd >= 0) close(w->fd);
+    free(w->path);
+    free(w);
+    return err;
+  }
+  pthread_once(&wake_once, wake_init);
+  pthread_mutex_init(&w->done_lock, NULL);
+  pthread_cond_init(&w->done_cond, NULL);
+  mlprof__timebase_init(&w->tb, mlprof__clock_anchor());
+
+  /* Threads that recorded under an earlier session start afresh here. */
+  mlprof__dropped_reset();
+  for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
+    t->depth = t->lost_depth = 0;
+    t->ref_ns = t->unmatched = t->dropped_reported = 0;
+    t->dropped_base = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    atomic_store(&t->name_dirty, 1);
+  }
+
+  uint8_t fh[MLPROF__FILE_HEADER_SIZE] = {0};
+  memcpy(fh, MLPROF__FILE_MAGIC, 8);
+  mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
+  mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
+  write_all(w, fh, sizeof fh);
+  put_header(w);
+  out_flush(w);
+  if (w->failed) {
+    mlprof__writer_abandon(w);
+    return MLPROF_EIO;
+  }
+  *out = w;
+  return 0;
+}
+
+int mlprof__writer_start(mlprof__writer *w) {
+  sigset_t all, old;
+  sigfillset(&all);
+  /* The writer never takes the program's signals. */
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&w->thread, NULL, writer_main, w);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) return MLPROF_ETHREAD;
+  pthread_setname_np(w->thread, "mlprof-writer");
+  w->started = 1;
+  return 0;
+}
+
+void mlprof__writer_poke(void) {
+  pthread_once(&wake_once, wake_init);
+  sem_post(&wake);
+}
+
+int mlprof__writer_flush(mlprof__writer *w) {
+  if (!w->started) {
+    flush_all(w);
+    return w->failed ? MLPROF_EIO : 0;
+  }
+  uint64_t my = atomic_fetch_add(&w->req, 1) + 1;
+  sem_post(&wake);
+  pthread_mutex_lock(&w->done_lock);
+  while (atomic_load(&w->done) < my) pthread_cond_wait(&w->done_cond, &w->done_lock);
+  pthread_mutex_unlock(&w->done_lock);
+  return w->failed ? MLPROF_EIO : 0;
+}
+
+void mlprof__writer_flush_from_signal(mlprof__writer *w, int final,
+                                      int timeout_ms) {
+  if (!w || !w->started) return;
+  if (final) atomic_store(&w->final_req, 1);
+  uint64_t my = atomic_fetch_add(&w->req, 1) + 1;
+  sem_post(&wake);
+  struct timespec ms = {0, 1000000};
+  for (int i = 0; i < timeout_ms && atomic_load(&w->done) < my; i++)
+    nanosleep(&ms, NULL);
+}
+
+int mlprof__writer_close(mlprof__writer *w) {
+  if (w->started) {
+    atomic_store(&w->stop, 1);
+    sem_post(&wake);
+    pthread_join(w->thread, NULL);
+    w->started = 0;
+  }
+  flush_all(w);
+  if (!w->finished) finish(w);
+  int rc = w->failed ? MLPROF_EIO : 0;
+  if (close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
+  w->fd = -1;
+  mlprof__writer_abandon(w);
+  return rc;
+}
+
+void mlprof__writer_abandon(mlprof__writer *w) {
+  if (w->fd >= 0) close(w->fd);
+  free(w->ids);
+  free(w->names.p);
+  free(w->events.p);
+  free(w->out.p);
+  free(w->path);
+  free(w);
+}

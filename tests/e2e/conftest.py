@@ -1,0 +1,65 @@
+"""Shared helpers: where the build is, and running the real mlprof binary."""
+import ctypes
+import json
+import os
+import subprocess
+
+import pytest
+
+BUILD = os.environ.get("MLPROF_BUILD") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build")
+BUILD = os.path.abspath(BUILD)
+MLPROF = os.path.join(BUILD, "mlprof")
+
+
+def mlprof(*args, check=True, **kw):
+    """Runs mlprof with args; returns the CompletedProcess (text mode)."""
+    proc = subprocess.run([MLPROF, *map(str, args)], capture_output=True,
+                          text=True, errors="replace", timeout=300, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"mlprof {' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}")
+    return proc
+
+
+def report_json(*paths):
+    return json.loads(mlprof("report", *paths, "--format", "json",
+                             "--top", "0").stdout)
+
+
+def zone(report, name):
+    """The zone row called name (raises if absent)."""
+    for z in report["zones"]:
+        if z["name"] == name:
+            return z
+    raise AssertionError(f"no zone {name!r} in {[z['name'] for z in report['zones']]}")
+
+
+def program(name):
+    return os.path.join(BUILD, name)
+
+
+@pytest.fixture
+def lib():
+    """libmlprof loaded in this interpreter through ctypes (for tests that
+    need names no C literal would hold), with a fresh session per test."""
+    so = ctypes.CDLL(os.path.join(BUILD, "libmlprof.so"))
+    so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]
+    so.mlprof_counter.argtypes = [ctypes.c_char_p, ctypes.c_double]
+    so.mlprof_count.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+    so.mlprof_zone_meta.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    so.mlprof_thread_name.argtypes = [ctypes.c_char_p]
+    yield so
+    so.mlprof_shutdown()
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("output", ctypes.c_char_p), ("flush_interval_ms", ctypes.c_uint32),
+                ("memory_cap", ctypes.c_size_t), ("enabled", ctypes.c_int)]
+
+
+def start(so, path):
+    cfg = Config(str(path).encode(), 0, 0, 1)
+    rc = so.mlprof_init(ctypes.byref(cfg))
+    assert rc == 0, f"mlprof_init: {rc}"

@@ -1,0 +1,133 @@
+"""mlprof run: exit codes, process trees, crashes and signals."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from conftest import mlprof, program, report_json, zone
+
+
+def test_exit_status_is_the_commands(tmp_path):
+    assert mlprof("run", "-q", "-o", tmp_path / "t", "--", "true").returncode == 0
+    r = mlprof("run", "-q", "-o", tmp_path / "f", "--", "false", check=False)
+    assert r.returncode == 1
+    r = mlprof("run", "-q", "-o", tmp_path / "s", "--", "sh", "-c", "exit 7",
+               check=False)
+    assert r.returncode == 7
+
+
+def test_missing_command_is_127_with_a_clear_error(tmp_path):
+    r = mlprof("run", "-o", tmp_path / "x", "--", "no-such-command-xyz",
+               check=False)
+    assert r.returncode == 127
+    assert "cannot run 'no-such-command-xyz'" in r.stderr
+    assert "No such file" in r.stderr
+    assert not (tmp_path / "x").exists()  # no empty run directory left behind
+
+
+def test_usage_errors(tmp_path):
+    r = mlprof("run", check=False)
+    assert r.returncode == 2 and "no command" in r.stderr
+    r = mlprof("run", "--flush-ms", "abc", "--", "true", check=False)
+    assert r.returncode == 2 and "--flush-ms" in r.stderr
+    r = mlprof("frobnicate", check=False)
+    assert r.returncode == 2 and "unknown command" in r.stderr
+    mlprof("run", "-q", "-o", tmp_path / "d", "--", "true")
+    r = mlprof("run", "-o", tmp_path / "d", "--", "true", check=False)
+    assert r.returncode == 2 and "already holds" in r.stderr
+
+
+def test_help_and_version():
+    for cmd in (["--help"], ["run", "--help"], ["report", "--help"],
+                ["trace", "--help"]):
+        r = mlprof(*cmd)
+        assert "usage: mlprof" in r.stdout
+    assert mlprof("--version").stdout.startswith("mlprof 0.1.0")
+
+
+def test_inference_example_report(tmp_path):
+    out = tmp_path / "run"
+    r = mlprof("run", "-o", out, "--", program("inference_loop"), "40")
+    assert "served 40 requests" in r.stdout
+    assert "decode_token" in r.stderr  # the summary table
+    rep = report_json(out)
+    prompts = sum(16 + i % 17 for i in range(40))
+    answers = sum(24 + (i * 7) % 40 for i in range(40))
+    tokens = prompts + answers
+    assert zone(rep, "decode_token")["count"] == tokens
+    assert zone(rep, "attention")["count"] == tokens
+    assert zone(rep, "request")["count"] == 40
+    assert zone(rep, "load_weights")["count"] == 1
+    assert zone(rep, "decode_token")["category"] == "forward"
+    dt = zone(rep, "decode_token")
+    assert dt["min_ns"] <= dt["p50_ns"] <= dt["p90_ns"] <= dt["p99_ns"] <= dt["max_ns"]
+    assert dt["self_ns"] < dt["total_ns"]  # attention, mlp, sample are inside
+    units = {u["name"]: u for u in rep["units"]}
+    assert units["tokens"]["total"] == answers
+    assert units["prompt_tokens"]["total"] == prompts
+    assert len(rep["processes"]) == 1
+    names = {t["name"] for t in rep["threads"]}
+    assert {"worker-0", "worker-1"} <= names
+    assert sum(t["steps"] for t in rep["threads"]) == 40
+
+
+def test_fork_child_is_its_own_process(tmp_path):
+    out = tmp_path / "run"
+    mlprof("run", "-q", "-o", out, "--", program("fork_child"))
+    files = sorted(os.listdir(out))
+    assert len(files) == 2, files
+    rep = report_json(out)
+    procs = rep["processes"]
+    assert len(procs) == 2
+    parent = next(p for p in procs if p["parent"] is None)
+    child = next(p for p in procs if p["parent"] is not None)
+    assert child["ppid"] == parent["pid"]
+    assert child["threads"] == 2
+    assert zone(rep, "parent_before_fork")["count"] == 10
+    assert zone(rep, "parent_after_fork")["count"] == 5
+    assert zone(rep, "child_work")["count"] == 20
+    assert zone(rep, "child_thread_work")["count"] == 50
+    assert zone(rep, "spawn")["count"] == 1  # the parent's; not inherited
+    helper = [t for t in rep["threads"] if t["name"] == "child-helper"]
+    assert len(helper) == 1 and helper[0]["pid"] == child["pid"]
+
+
+def run_ticks(tmp_path, sig, ticks=400, flush_ms=100):
+    """Starts crash_child, lets it end `ticks` zones, sends sig. Returns the
+    profile path and the last tick the program said had ended."""
+    path = tmp_path / "crash.mlprof"
+    env = dict(os.environ, MLPROF_OUTPUT=str(path), MLPROF_FLUSH_MS=str(flush_ms))
+    proc = subprocess.Popen([program("crash_child")], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    last = 0
+    for line in proc.stdout:
+        last = int(line)
+        if last >= ticks:
+            break
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    return path, last, proc.returncode
+
+
+def test_sigkill_keeps_all_but_the_last_flush_interval(tmp_path):
+    path, last, rc = run_ticks(tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    rep = report_json(path)
+    kept = zone(rep, "tick")["count"]
+    # A tick takes a little over 1 ms: 100 ms of flush interval is at most
+    # ~100 ticks; allow scheduling slack on a loaded machine.
+    assert last - 150 <= kept <= last + 1, (kept, last)
+    proc = rep["processes"][0]
+    assert proc["clean_end"] is False
+    text = mlprof("report", path).stdout
+    assert "killed" in text
+
+
+def test_sigterm_flushes_everything_and_finishes_the_file(tmp_path):
+    path, last, rc = run_ticks(tmp_path, signal.SIGTERM, ticks=100)
+    assert rc == -signal.SIGTERM  # the program still dies of it
+    rep = report_json(path)
+    assert zone(rep, "tick")["count"] >= last
+    assert rep["processes"][0]["clean_end"] is True
+    assert "whole_run" in [z["name"] for z in rep["open_zones"]]

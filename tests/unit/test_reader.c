@@ -1,0 +1,1091 @@
+/* The profile reader (format/reader.c) and job opening (model/job.c), driven
+ * by profiles built here byte by byte with the wire.h encoders. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/reader.h"
+#include "format/wire.h"
+#include "mlprof.h"
+#include "model/job.h"
+#include "test.h"
+
+/* A growable byte buffer: the profile builder writes into it. */
+typedef struct {
+  uint8_t *d;
+  size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *p, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n) cap *= 2;
+    b->d = realloc(b->d, cap);
+    if (!b->d) abort();
+    b->cap = cap;
+  }
+  if (n) memcpy(b->d + b->n, p, n);
+  b->n += n;
+}
+
+static void put_u8(buf *b, uint8_t v) { put(b, &v, 1); }
+
+static void put_uv(buf *b, uint64_t v) {
+  uint8_t t[10];
+  put(b, t, (size_t)(mlprof__put_uv(t, v) - t));
+}
+
+static void put_sv(buf *b, int64_t v) {
+  uint8_t t[10];
+  put(b, t, (size_t)(mlprof__put_sv(t, v) - t));
+}
+
+static void put_f64(buf *b, double v) { put(b, &v, 8); }
+
+static void put_strn(buf *b, const char *s, size_t n) {
+  put_uv(b, n);
+  put(b, s, n);
+}
+
+static void put_str(buf *b, const char *s) { put_strn(b, s, strlen(s)); }
+
+static void file_header(buf *f, uint16_t major, uint16_t minor) {
+  uint8_t h[MLPROF__FILE_HEADER_SIZE] = {0};
+  memcpy(h, MLPROF__FILE_MAGIC, 8);
+  mlprof__put_u16(h + 8, major);
+  mlprof__put_u16(h + 10, minor);
+  put(f, h, sizeof h);
+}
+
+/* Appends a chunk holding payload p (then emptied); returns its offset. */
+static size_t chunk(buf *f, uint16_t type, buf *p) {
+  uint8_t h[MLPROF__CHUNK_HEADER_SIZE];
+  memcpy(h, MLPROF__CHUNK_MAGIC, 4);
+  mlprof__put_u16(h + 4, type);
+  mlprof__put_u16(h + 6, 0);
+  mlprof__put_u32(h + 8, (uint32_t)p->n);
+  uint32_t crc = mlprof__crc32(0, h + 4, 8);
+  mlprof__put_u32(h + 12, mlprof__crc32(crc, p->d, p->n));
+  size_t off = f->n;
+  put(f, h, sizeof h);
+  put(f, p->d, p->n);
+  p->n = 0;
+  return off;
+}
+
+static void header_payload(buf *p, uint64_t pid, uint64_t ppid, uint64_t wall,
+                           uint64_t mono, const char *host) {
+  static const char *const argv[] = {"python3", "train.py", "--lr", "0.1"};
+  put_uv(p, pid);
+  put_uv(p, ppid);
+  put_uv(p, wall);
+  put_uv(p, mono);
+  put_sv(p, 0);
+  put_sv(p, 2);
+  put_str(p, host);
+  put_str(p, "/usr/bin/python3");
+  put_uv(p, 4);
+  for (int i = 0; i < 4; i++) put_str(p, argv[i]);
+  put_str(p, "tsc");
+  put_uv(p, 200);
+}
+
+static void name_entry(buf *p, uint64_t id, uint8_t kind, uint8_t cat,
+                       const char *name, size_t len, const char *fn,
+                       const char *file, uint64_t line) {
+  put_uv(p, id);
+  put_u8(p, kind);
+  put_u8(p, cat);
+  put_strn(p, name, len);
+  put_str(p, fn);
+  put_str(p, file);
+  put_uv(p, line);
+}
+
+/* File header, HEADER and a NAMES chunk with ids 1..6:
+ * 1 zone "forward", 2 counter "loss", 3 unit "tokens", 4 and 5 strings
+ * "model" and "gpt", 6 zone "back\0ward" (9 bytes, holding a NUL).
+ * Returns the offset of the NAMES chunk. */
+static size_t profile_start(buf *f) {
+  buf p = {0};
+  file_header(f, MLPROF__FORMAT_MAJOR, MLPROF__FORMAT_MINOR);
+  header_payload(&p, 4242, 1, 1700000000123456789ull, 5000000, "node1");
+  chunk(f, MLPROF__CHUNK_HEADER, &p);
+  put_uv(&p, 6);
+  name_entry(&p, 1, MLPROF__NAME_ZONE, MLPROF_CAT_FORWARD, "forward", 7, "step",
+             "train.py", 42);
+  name_entry(&p, 2, MLPROF__NAME_COUNTER, 0, "loss", 4, "", "", 0);
+  name_entry(&p, 3, MLPROF__NAME_UNIT, 0, "tokens", 6, "", "", 0);
+  name_entry(&p, 4, MLPROF__NAME_STRING, 0, "model", 5, "", "", 0);
+  name_entry(&p, 5, MLPROF__NAME_STRING, 0, "gpt", 3, "", "", 0);
+  name_entry(&p, 6, MLPROF__NAME_ZONE, MLPROF_CAT_BACKWARD, "back\0ward", 9,
+             "bwd", "model.c", 7);
+  size_t names = chunk(f, MLPROF__CHUNK_NAMES, &p);
+  free(p.d);
+  return names;
+}
+
+enum { STD_CHUNKS = 7 };
+
+/* A whole profile using every chunk and record type; off[] gets the offset
+ * of each of its STD_CHUNKS chunks, off[STD_CHUNKS] the file size. */
+static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
+  buf p = {0};
+  off[0] = MLPROF__FILE_HEADER_SIZE;
+  off[1] = profile_start(f);
+  put_uv(&p, 7);
+  put_str(&p, "main");
+  off[2] = chunk(f, MLPROF__CHUNK_THREAD, &p);
+  put_uv(&p, 2);
+  put_str(&p, "batch");
+  put_str(&p, "32");
+  put_str(&p, "model");
+  put_str(&p, "gpt");
+  off[3] = chunk(f, MLPROF__CHUNK_META, &p);
+
+  put_uv(&p, 7); /* tid */
+  put_uv(&p, 0); /* dropped */
+  put_uv(&p, 1000);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 1), put_uv(&p, 0), put_sv(&p, 0), put_uv(&p, 500);
+  put_u8(&p, MLPROF__REC_SPAN_META);
+  put_uv(&p, 4), put_uv(&p, 5);
+  put_u8(&p, MLPROF__REC_SPAN_UNITS);
+  put_uv(&p, 3), put_uv(&p, 64);
+  put_u8(&p, MLPROF__REC_COUNTER);
+  put_uv(&p, 2), put_sv(&p, 600), put_f64(&p, 2.5);
+  put_u8(&p, MLPROF__REC_UNITS);
+  put_uv(&p, 3), put_sv(&p, -100), put_uv(&p, 10);
+  put_u8(&p, MLPROF__REC_STEP);
+  put_sv(&p, 1000);
+  put_u8(&p, MLPROF__REC_OPEN);
+  put_uv(&p, 6), put_uv(&p, 1), put_sv(&p, 5);
+  off[4] = chunk(f, MLPROF__CHUNK_EVENTS, &p);
+
+  put_uv(&p, 8);
+  put_uv(&p, 3);
+  put_uv(&p, 3000);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 6), put_uv(&p, 0), put_sv(&p, 0), put_uv(&p, 100);
+  put_u8(&p, MLPROF__REC_COUNTER);
+  put_uv(&p, 2), put_sv(&p, -3000), put_f64(&p, -0.1);
+  off[5] = chunk(f, MLPROF__CHUNK_EVENTS, &p);
+
+  put_uv(&p, 4000);
+  put_uv(&p, 3);
+  put_uv(&p, 1);
+  off[6] = chunk(f, MLPROF__CHUNK_END, &p);
+  off[7] = f->n;
+  free(p.d);
+}
+
+/* What std_profile's reader callbacks log, one line per call. */
+static const char std_log_head[] =
+    "header 1.0 pid=4242 ppid=1 wall=1700000000123456789 mono=5000000 "
+    "rank=0 world=2 host=node1 exe=/usr/bin/python3 "
+    "argv=[python3|train.py|--lr|0.1] clock=tsc flush=200\n"
+    "name 1 kind=0 cat=2 forward(7) step train.py:42\n"
+    "name 2 kind=1 cat=0 loss(4)  :0\n"
+    "name 3 kind=2 cat=0 tokens(6)  :0\n"
+    "name 4 kind=3 cat=0 model(5)  :0\n"
+    "name 5 kind=3 cat=0 gpt(3)  :0\n"
+    "name 6 kind=0 cat=3 back(9) bwd model.c:7\n";
+static const char std_log_body[] =
+    "thread 7 main(4)\n"
+    "meta batch(5)=32(2)\n"
+    "meta model(5)=gpt(3)\n"
+    "events 7 dropped=0\n"
+    "span 7 1 d0 1000..1500\n"
+    "span_meta 7 4=5\n"
+    "span_units 7 3 64\n"
+    "counter 7 2 @1600 2.5\n"
+    "units 7 3 @1500 10\n"
+    "step 7 @2500\n"
+    "open 7 6 d1 @2505\n"
+    "events 8 dropped=3\n"
+    "span 8 6 d0 3000..3100\n"
+    "counter 8 2 @0 -0.10000000000000001\n";
+static const char std_log_end[] = "end 4000 dropped=3 unmatched=1\n";
+
+/* A visitor that logs every call, one line each. */
+typedef struct {
+  buf text;
+  uint64_t spans;
+  int stop_at_span; /* return 42 from this span (1-based); 0: never */
+} logger;
+
+static void logf_(logger *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void logf_(logger *l, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  put(&l->text, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static int on_header(void *ud, const mlprof__header *h) {
+  logger *l = ud;
+  logf_(l,
+        "header %u.%u pid=%" PRIu64 " ppid=%" PRIu64 " wall=%" PRIu64
+        " mono=%" PRIu64 " rank=%" PRId64 " world=%" PRId64
+        " host=%s exe=%s argv=[",
+        h->version_major, h->version_minor, h->pid, h->ppid, h->start_wall_ns,
+        h->start_mono_ns, h->rank, h->world_size, h->hostname, h->exe);
+  for (uint32_t i = 0; i < h->argc; i++)
+    logf_(l, "%s%s", i ? "|" : "", h->argv[i]);
+  logf_(l, "] clock=%s flush=%u\n", h->clock, h->flush_interval_ms);
+  return 0;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  logger *l = ud;
+  if (n->name[n->name_len] != '\0') return -100; /* must be terminated */
+  logf_(l, "name %u kind=%u cat=%u %s(%zu) %s %s:%u\n", n->id, n->kind,
+        n->category, n->name, n->name_len, n->function, n->file, n->line);
+  return 0;
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  logf_(ud, "thread %u %s(%zu)\n", tid, name, len);
+  return 0;
+}
+
+static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
+  logf_(ud, "events %u dropped=%" PRIu64 "\n", tid, dropped);
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  logger *l = ud;
+  l->spans++;
+  logf_(l, "span %u %u d%u %" PRIu64 "..%" PRIu64 "\n", tid, name, depth, begin,
+        end);
+  return l->stop_at_span && (int)l->spans == l->stop_at_span ? 42 : 0;
+}
+
+static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  logf_(ud, "span_meta %u %u=%u\n", tid, key, value);
+  return 0;
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  logf_(ud, "span_units %u %u %" PRIu64 "\n", tid, name, n);
+  return 0;
+}
+
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  logf_(ud, "counter %u %u @%" PRIu64 " %.17g\n", tid, name, t, v);
+  return 0;
+}
+
+static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  logf_(ud, "units %u %u @%" PRIu64 " %" PRIu64 "\n", tid, name, t, n);
+  return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  logf_(ud, "step %u @%" PRIu64 "\n", tid, t);
+  return 0;
+}
+
+static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  logf_(ud, "open %u %u d%u @%" PRIu64 "\n", tid, name, depth, begin);
+  return 0;
+}
+
+static int on_meta(void *ud, const char *k, size_t kl, const char *v,
+                   size_t vl) {
+  logf_(ud, "meta %s(%zu)=%s(%zu)\n", k, kl, v, vl);
+  return 0;
+}
+
+static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  logf_(ud, "end %" PRIu64 " dropped=%" PRIu64 " unmatched=%" PRIu64 "\n",
+        end_ns, dropped, unmatched);
+  return 0;
+}
+
+static mlprof__visitor log_visitor(logger *l) {
+  mlprof__visitor v = {
+      .ud = l,
+      .header = on_header,
+      .name = on_name,
+      .thread = on_thread,
+      .events = on_events,
+      .span = on_span,
+      .span_meta = on_span_meta,
+      .span_units = on_span_units,
+      .counter = on_counter,
+      .units = on_units,
+      .step = on_step,
+      .open = on_open,
+      .meta = on_meta,
+      .end = on_end,
+  };
+  return v;
+}
+
+/* Reads bytes with a fresh logger; the log is NUL-terminated in l->text. */
+static int read_logged(const uint8_t *d, size_t n, logger *l,
+                       mlprof__read_report *rep, char *err, size_t errlen) {
+  l->text.n = 0;
+  l->spans = 0;
+  mlprof__visitor v = log_visitor(l);
+  int rc = mlprof__read_mem(d, n, &v, rep, err, errlen);
+  put(&l->text, "", 1);
+  return rc;
+}
+
+static char *concat3(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *s = malloc(n);
+  if (!s) abort();
+  snprintf(s, n, "%s%s%s", a, b, c);
+  return s;
+}
+
+static void test_round_trip(void) {
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {0};
+  mlprof__read_report rep;
+  char err[256] = "untouched";
+  int rc = read_logged(f.d, f.n, &l, &rep, err, sizeof err);
+  char *want = concat3(std_log_head, std_log_body, std_log_end);
+  int same = strcmp((char *)l.text.d, want) == 0;
+  if (!same) fprintf(stderr, "  got:\n%s  want:\n%s", (char *)l.text.d, want);
+  free(want);
+  free(l.text.d);
+  free(f.d);
+  CHECK_EQ(rc, 0);
+  CHECK(same);
+  CHECK_STR(err, "");
+  CHECK_EQ_U64(rep.chunks, STD_CHUNKS);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_EQ_U64(rep.skipped_bytes, 0);
+  CHECK_EQ_U64(rep.truncated_bytes, 0);
+  CHECK_EQ_U64(rep.last_ns, 4000);
+  CHECK_EQ(rep.clean_end, 1);
+  CHECK_STR(rep.problem, "");
+}
+
+static void test_null_visitor_and_report(void) {
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  int rc = mlprof__read_mem(f.d, f.n, NULL, NULL, NULL, 0);
+  CHECK_EQ(rc, 0);
+  rc = mlprof__read_mem(NULL, 0, NULL, NULL, NULL, 0);
+  free(f.d);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+}
+
+static void test_truncated_tail(void) {
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {0};
+  /* Cut at every byte after HEADER: the chunks before the cut are read, the
+   * rest of the cut chunk is the truncated tail. */
+  for (size_t cut = off[1]; cut <= f.n; cut++) {
+    size_t whole = 1;
+    while (whole < STD_CHUNKS && off[whole + 1] <= cut) whole++;
+    mlprof__read_report rep;
+    char err[256];
+    int rc = read_logged(f.d, cut, &l, &rep, err, sizeof err);
+    uint64_t tail = cut - off[whole];
+    char where[64];
+    snprintf(where, sizeof where, "byte %zu", off[whole]);
+    int ok = rc == 0 && rep.chunks == whole && rep.truncated_bytes == tail &&
+             rep.damaged_chunks == 0 && rep.skipped_bytes == 0 &&
+             rep.clean_end == (whole == STD_CHUNKS) &&
+             (tail ? strstr(rep.problem, where) != NULL : !rep.problem[0]);
+    if (!ok) {
+      free(l.text.d);
+      free(f.d);
+      TEST_FAIL("cut at %zu: rc=%d chunks=%" PRIu64
+                " (want %zu) truncated=%" PRIu64 " (want %" PRIu64
+                ") damaged=%" PRIu64 " problem=%s",
+                cut, rc, rep.chunks, whole, rep.truncated_bytes, tail,
+                rep.damaged_chunks, rep.problem);
+    }
+  }
+  /* Cut inside the last chunk: everything but END was delivered. */
+  read_logged(f.d, f.n - 1, &l, NULL, NULL, 0);
+  char *want = concat3(std_log_head, std_log_body, "");
+  int same = strcmp((char *)l.text.d, want) == 0;
+  free(want);
+  free(l.text.d);
+  free(f.d);
+  CHECK(same);
+}
+
+static void test_bit_flip_middle_chunk(void) {
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {0};
+  /* The first EVENTS chunk (index 4): flip every bit of it in turn. */
+  size_t a = off[4], b = off[5];
+  char where[64];
+  snprintf(where, sizeof where, "byte %zu", a);
+  const char *later = "events 8 dropped=3\nspan 8 6 d0 3000..3100\n";
+  for (size_t i = a; i < b; i++) {
+    for (int bit = 0; bit < 8; bit++) {
+      f.d[i] ^= (uint8_t)(1u << bit);
+      mlprof__read_report rep;
+      int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+      f.d[i] ^= (uint8_t)(1u << bit);
+      int ok = rc == 0 && rep.damaged_chunks == 1 &&
+               rep.skipped_bytes == b - a && rep.chunks == STD_CHUNKS - 1 &&
+               rep.truncated_bytes == 0 && rep.clean_end &&
+               strstr(rep.problem, where) && strstr((char *)l.text.d, later) &&
+               !strstr((char *)l.text.d, "events 7");
+      if (!ok) {
+        free(l.text.d);
+        free(f.d);
+        TEST_FAIL("flip byte %zu bit %d: rc=%d damaged=%" PRIu64
+                  " skipped=%" PRIu64 " chunks=%" PRIu64 " problem=%s",
+                  i, bit, rc, rep.damaged_chunks, rep.skipped_bytes, rep.chunks,
+                  rep.problem);
+      }
+    }
+  }
+  free(l.text.d);
+  free(f.d);
+}
+
+static void test_garbage_between_chunks(void) {
+  /* Junk (holding a false chunk magic) inserted between two chunks. */
+  buf f = {0}, g = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  /* The first false magic has a length over 16 MiB, the second one a
+   * length past the end of the file. */
+  static const char junk[] =
+      "xxMPCKyyyyyyyyyyyyyyMPCK\x04\x00\x00\x00\xff\xff\xff\x00zzz";
+  put(&g, f.d, off[5]);
+  put(&g, junk, sizeof junk - 1);
+  put(&g, f.d + off[5], f.n - off[5]);
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_logged(g.d, g.n, &l, &rep, NULL, 0);
+  char *want = concat3(std_log_head, std_log_body, std_log_end);
+  int same = strcmp((char *)l.text.d, want) == 0;
+  free(want);
+  free(l.text.d);
+  free(f.d);
+  free(g.d);
+  CHECK_EQ(rc, 0);
+  CHECK(same);
+  CHECK_EQ_U64(rep.chunks, STD_CHUNKS);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK_EQ_U64(rep.skipped_bytes, sizeof junk - 1);
+}
+
+static void test_oversized_length(void) {
+  /* A chunk claiming more than 16 MiB is damage, even at the end. */
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  mlprof__put_u32(f.d + off[5] + 8, MLPROF__CHUNK_MAX + 1);
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK_EQ_U64(rep.skipped_bytes, off[6] - off[5]);
+  CHECK_EQ(rep.clean_end, 1);
+  CHECK(strstr(rep.problem, "16 MiB") != NULL);
+  /* Cut the file inside that chunk: no whole chunk follows, so it is
+   * damage, not a truncated tail. */
+  rc = read_logged(f.d, off[6] - 2, &l, &rep, NULL, 0);
+  free(l.text.d);
+  free(f.d);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK_EQ_U64(rep.skipped_bytes + rep.truncated_bytes, off[6] - 2 - off[5]);
+  CHECK_EQ(rep.clean_end, 0);
+}
+
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void test_random_bytes(void) {
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  uint8_t data[600];
+  for (int round = 0; round < 400; round++) {
+    size_t n = (size_t)(rng_next(&seed) % sizeof data);
+    for (size_t i = 0; i < n; i++) data[i] = (uint8_t)rng_next(&seed);
+    /* Half the rounds carry a valid file header, so the HEADER check is
+     * what must refuse them. */
+    if (round % 2 && n >= MLPROF__FILE_HEADER_SIZE) {
+      memcpy(data, MLPROF__FILE_MAGIC, 8);
+      mlprof__put_u16(data + 8, 1);
+    }
+    char err[256] = "";
+    mlprof__read_report rep;
+    int rc = mlprof__read_mem(data, n, NULL, &rep, err, sizeof err);
+    if (rc != MLPROF_EFORMAT)
+      TEST_FAIL("round %d (%zu bytes): rc=%d", round, n, rc);
+    if (!strstr(err, "not an mlprof profile"))
+      TEST_FAIL("round %d: err \"%s\"", round, err);
+  }
+  char err[256];
+  CHECK_EQ(mlprof__read_mem((const uint8_t *)"hello", 5, NULL, NULL, err,
+                            sizeof err),
+           MLPROF_EFORMAT);
+  CHECK_STR(err, "not an mlprof profile (bad magic)");
+}
+
+static void test_first_chunk_must_be_header(void) {
+  buf f = {0}, p = {0};
+  char err[256];
+  file_header(&f, 1, 0);
+  CHECK_EQ(mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err),
+           MLPROF_EFORMAT);
+  CHECK(strstr(err, "ends before its HEADER") != NULL);
+  put_uv(&p, 7);
+  put_str(&p, "main");
+  chunk(&f, MLPROF__CHUNK_THREAD, &p);
+  int rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+  CHECK(strstr(err, "not HEADER") != NULL);
+  /* A HEADER chunk whose fields are cut short. */
+  f.n = MLPROF__FILE_HEADER_SIZE;
+  put_uv(&p, 1);
+  put_uv(&p, 2);
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+  CHECK(strstr(err, "not an mlprof profile (damaged HEADER") != NULL);
+  /* A HEADER chunk with a bad CRC. */
+  f.n = MLPROF__FILE_HEADER_SIZE;
+  header_payload(&p, 1, 0, 0, 0, "h");
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  f.d[f.n - 1] ^= 1;
+  rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+  CHECK(strstr(err, "bad CRC") != NULL);
+}
+
+static void test_versions(void) {
+  buf f = {0}, p = {0};
+  char err[256];
+  mlprof__read_report rep;
+  logger l = {0};
+  file_header(&f, 2, 0);
+  header_payload(&p, 1, 0, 0, 0, "h");
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  int rc = mlprof__read_mem(f.d, f.n, NULL, &rep, err, sizeof err);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+  CHECK_STR(err, "profile format version 2 is newer than this mlprof (1)");
+  CHECK_STR(rep.problem, err);
+  mlprof__put_u16(f.d + 8, 0);
+  rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
+  CHECK_EQ(rc, MLPROF_EFORMAT);
+  CHECK(strstr(err, "version 0") != NULL);
+  /* A newer minor version is read; its extra payload bytes are ignored. */
+  f.n = 0;
+  file_header(&f, 1, 7);
+  header_payload(&p, 1, 0, 0, 0, "h");
+  put_str(&p, "a field from version 1.7");
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  rc = read_logged(f.d, f.n, &l, &rep, err, sizeof err);
+  int minor7 = strncmp((char *)l.text.d, "header 1.7 ", 11) == 0;
+  free(l.text.d);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK(minor7);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_EQ_U64(rep.chunks, 1);
+}
+
+static void test_unknown_chunk_and_trailing_bytes(void) {
+  /* The std profile rebuilt with an unknown chunk and extra payload bytes
+   * after the known fields of THREAD, META and END. */
+  buf f = {0}, p = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  buf g = {0};
+  put(&g, f.d, off[2]);
+  put(&p, "\x01\x02MPCK\x03", 7);
+  chunk(&g, 77, &p);
+  put_uv(&p, 7);
+  put_str(&p, "main");
+  put(&p, "\x09\x09", 2);
+  chunk(&g, MLPROF__CHUNK_THREAD, &p);
+  put_uv(&p, 2);
+  put_str(&p, "batch");
+  put_str(&p, "32");
+  put_str(&p, "model");
+  put_str(&p, "gpt");
+  put_str(&p, "not a pair");
+  chunk(&g, MLPROF__CHUNK_META, &p);
+  put(&g, f.d + off[4], off[6] - off[4]);
+  put_uv(&p, 4000);
+  put_uv(&p, 3);
+  put_uv(&p, 1);
+  put_uv(&p, 99);
+  chunk(&g, MLPROF__CHUNK_END, &p);
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_logged(g.d, g.n, &l, &rep, NULL, 0);
+  char *want = concat3(std_log_head, std_log_body, std_log_end);
+  int same = strcmp((char *)l.text.d, want) == 0;
+  if (!same) fprintf(stderr, "  got:\n%s", (char *)l.text.d);
+  free(want);
+  free(l.text.d);
+  free(f.d);
+  free(g.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK(same);
+  CHECK_EQ_U64(rep.chunks, STD_CHUNKS + 1);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_STR(rep.problem, "");
+}
+
+/* profile_start, one EVENTS chunk (tid 1, base 100) of the given records,
+ * then an END chunk; returns the read's result with the log in l. */
+static int read_records(const void *recs, size_t n, logger *l,
+                        mlprof__read_report *rep) {
+  buf f = {0}, p = {0};
+  profile_start(&f);
+  put_uv(&p, 1);
+  put_uv(&p, 0);
+  put_uv(&p, 100);
+  put(&p, recs, n);
+  chunk(&f, MLPROF__CHUNK_EVENTS, &p);
+  put_uv(&p, 5000);
+  put_uv(&p, 0);
+  put_uv(&p, 0);
+  chunk(&f, MLPROF__CHUNK_END, &p);
+  int rc = read_logged(f.d, f.n, l, rep, NULL, 0);
+  free(f.d);
+  free(p.d);
+  return rc;
+}
+
+static void test_bad_records(void) {
+  static const struct {
+    const char *recs; /* each case starts with a good span of zone 1 */
+    size_t len;
+    const char *problem;
+  } cases[] = {
+      /* span of id 99, never announced */
+      {"\x01\x01\x00\x00\x05"
+       "\x01\x63\x00\x00\x05",
+       10, "name id 99 was not"},
+      /* span of id 0 */
+      {"\x01\x01\x00\x00\x05"
+       "\x01\x00\x00\x00\x05",
+       10, "name id 0 was not"},
+      /* counter naming a zone */
+      {"\x01\x01\x00\x00\x05"
+       "\x02\x01\x00"
+       "\0\0\0\0\0\0\0\0",
+       16, "id 1 is a zone name, not a counter"},
+      /* units naming a counter */
+      {"\x01\x01\x00\x00\x05"
+       "\x03\x02\x00\x01",
+       9, "not a unit"},
+      /* span meta whose value is a zone */
+      {"\x01\x01\x00\x00\x05"
+       "\x04\x04\x01",
+       8, "not a string"},
+      /* span units naming a string */
+      {"\x01\x01\x00\x00\x05"
+       "\x05\x04\x01",
+       8, "not a unit"},
+      /* open zone naming a counter */
+      {"\x01\x01\x00\x00\x05"
+       "\x07\x02\x00\x00",
+       9, "not a zone"},
+      /* unknown tag */
+      {"\x01\x01\x00\x00\x05"
+       "\x09\x01\x00\x00\x05",
+       10, "unknown record tag 9"},
+      /* record cut short by the end of the payload */
+      {"\x01\x01\x00\x00\x05"
+       "\x01\x01\x00",
+       8, "cut short"},
+      /* time before the profile's start: 100 + 5 - 106 */
+      {"\x01\x01\x00\x00\x05"
+       "\x06\xd3\x01",
+       8, "out of range"},
+      /* span ending past INT64_MAX ns */
+      {"\x01\x01\x00\x00\x05"
+       "\x01\x01\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\x7f",
+       18, "out of range"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    logger l = {0};
+    mlprof__read_report rep;
+    int rc = read_records(cases[i].recs, cases[i].len, &l, &rep);
+    const char *log = (const char *)l.text.d;
+    int ok = rc == 0 && rep.damaged_chunks == 1 && rep.chunks == 3 &&
+             l.spans == 1 && strstr(log, "span 1 1 d0 100..105\n") &&
+             strstr(log, "end 5000") && strstr(rep.problem, cases[i].problem) &&
+             strstr(rep.problem, "EVENTS chunk at byte");
+    if (!ok) {
+      fprintf(stderr, "  log:\n%s", log);
+      free(l.text.d);
+      TEST_FAIL("case %zu: rc=%d damaged=%" PRIu64 " chunks=%" PRIu64
+                " spans=%" PRIu64 " problem=\"%s\"",
+                i, rc, rep.damaged_chunks, rep.chunks, l.spans, rep.problem);
+    }
+    free(l.text.d);
+  }
+  /* The same records, all valid: no damage (the cases above can fail). */
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_records(
+      "\x01\x01\x00\x00\x05"
+      "\x01\x06\x00\x00\x05",
+      10, &l, &rep);
+  free(l.text.d);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_EQ(l.spans, 2);
+}
+
+static void test_bad_names(void) {
+  /* A name announced twice damages its NAMES chunk; entries before it were
+   * taken, and later chunks still read. */
+  buf f = {0}, p = {0};
+  profile_start(&f);
+  put_uv(&p, 3);
+  name_entry(&p, 7, MLPROF__NAME_ZONE, 200, "z7", 2, "", "", 0);
+  name_entry(&p, 1, MLPROF__NAME_ZONE, 0, "again", 5, "", "", 0);
+  name_entry(&p, 8, MLPROF__NAME_ZONE, 0, "z8", 2, "", "", 0);
+  chunk(&f, MLPROF__CHUNK_NAMES, &p);
+  /* A kind from a newer minor version is left out. */
+  put_uv(&p, 1);
+  name_entry(&p, 9, 9, 0, "future", 6, "", "", 0);
+  chunk(&f, MLPROF__CHUNK_NAMES, &p);
+  put_uv(&p, 1);
+  put_uv(&p, 0);
+  put_uv(&p, 0);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 7), put_uv(&p, 0), put_sv(&p, 1), put_uv(&p, 1);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 8), put_uv(&p, 0), put_sv(&p, 1), put_uv(&p, 1);
+  chunk(&f, MLPROF__CHUNK_EVENTS, &p);
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+  const char *log = (const char *)l.text.d;
+  /* Unknown category 200 reads as none. */
+  int z7 = strstr(log, "name 7 kind=0 cat=0 z7(2)") != NULL;
+  int no_z8 = !strstr(log, "z8") && !strstr(log, "future");
+  int span7 = strstr(log, "span 1 7 d0 1..2\n") != NULL;
+  free(l.text.d);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK(z7);
+  CHECK(no_z8);
+  CHECK(span7);
+  CHECK_EQ(l.spans, 1);
+  CHECK_EQ_U64(rep.damaged_chunks, 2); /* NAMES (twice), EVENTS (id 8) */
+  CHECK(strstr(rep.problem, "name id 1 announced twice") != NULL);
+}
+
+static void test_many_names(void) {
+  /* Thousands of sparse ids (up to UINT32_MAX) grow the id table; every one
+   * must still be found, with its kind, and a gap must not be. */
+  enum { N = 5000 };
+  buf f = {0}, p = {0};
+  profile_start(&f);
+  put_uv(&p, N);
+  for (uint64_t i = 0; i < N; i++) {
+    uint64_t id = i == N - 1 ? UINT32_MAX : 100 + i * 7919;
+    char name[32];
+    snprintf(name, sizeof name, "n%" PRIu64, id);
+    name_entry(&p, id,
+               (uint8_t)(i % 2 ? MLPROF__NAME_ZONE : MLPROF__NAME_COUNTER), 0,
+               name, strlen(name), "", "", 0);
+  }
+  chunk(&f, MLPROF__CHUNK_NAMES, &p);
+  put_uv(&p, 1);
+  put_uv(&p, 0);
+  put_uv(&p, 0);
+  for (uint64_t i = 1; i < N; i += 2) {
+    uint64_t id = i == N - 1 ? UINT32_MAX : 100 + i * 7919;
+    put_u8(&p, MLPROF__REC_SPAN);
+    put_uv(&p, id), put_uv(&p, 0), put_sv(&p, 1), put_uv(&p, 1);
+  }
+  chunk(&f, MLPROF__CHUNK_EVENTS, &p);
+  put_uv(&p, 1);
+  put_uv(&p, 0);
+  put_uv(&p, 0);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 100 + 7919), put_uv(&p, 0), put_sv(&p, 1), put_uv(&p, 1);
+  put_u8(&p, MLPROF__REC_SPAN);
+  put_uv(&p, 101 + 7919), put_uv(&p, 0), put_sv(&p, 1), put_uv(&p, 1);
+  chunk(&f, MLPROF__CHUNK_EVENTS, &p);
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+  int last = strstr((char *)l.text.d, "span 1 4294967295 d0") != NULL;
+  free(l.text.d);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(l.spans, N / 2 + 1);
+  CHECK(last);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK(strstr(rep.problem, "name id 8020 was not announced") != NULL);
+}
+
+static void test_callback_stops_read(void) {
+  buf f = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {.stop_at_span = 1};
+  mlprof__read_report rep;
+  int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+  int stopped = !strstr((char *)l.text.d, "span_meta");
+  free(l.text.d);
+  free(f.d);
+  CHECK_EQ(rc, 42);
+  CHECK(stopped);
+}
+
+static char tmp_dir[64];
+
+static void make_tmp_dir(void) {
+  snprintf(tmp_dir, sizeof tmp_dir, "/tmp/mlprof-test-XXXXXX");
+  if (!mkdtemp(tmp_dir)) abort();
+}
+
+static void write_file(const char *path, const buf *b) {
+  FILE *fp = fopen(path, "wb");
+  if (!fp || fwrite(b->d, 1, b->n, fp) != b->n || fclose(fp) != 0) abort();
+}
+
+static void remove_tmp_dir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+  if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", tmp_dir);
+}
+
+/* A profile with many EVENTS chunks of varied sizes, some larger than the
+ * file reader's first buffer, with one chunk damaged and a truncated tail. */
+static void big_profile(buf *f) {
+  buf p = {0};
+  uint64_t seed = 12345;
+  profile_start(f);
+  for (int c = 0; c < 300; c++) {
+    size_t spans = c == 100 ? 40000 : c == 200 ? 300000 : rng_next(&seed) % 200;
+    put_uv(&p, (uint64_t)c % 4);
+    put_uv(&p, 0);
+    put_uv(&p, (uint64_t)c * 1000000);
+    for (size_t i = 0; i < spans; i++) {
+      put_u8(&p, MLPROF__REC_SPAN);
+      put_uv(&p, 1 + (i % 2) * 5);
+      put_uv(&p, i % 3);
+      put_sv(&p, (int64_t)(rng_next(&seed) % 100));
+      put_uv(&p, rng_next(&seed) % 1000);
+    }
+    size_t at = chunk(f, MLPROF__CHUNK_EVENTS, &p);
+    if (c == 150) f->d[at + MLPROF__CHUNK_HEADER_SIZE + 3] ^= 0x10;
+  }
+  f->n -= 7;
+  free(p.d);
+}
+
+static void test_read_file_matches_mem(void) {
+  buf f = {0};
+  big_profile(&f);
+  make_tmp_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/big.mlprof", tmp_dir);
+  write_file(path, &f);
+  logger lm = {0}, lf = {0};
+  mlprof__read_report rm, rf;
+  int rcm = read_logged(f.d, f.n, &lm, &rm, NULL, 0);
+  mlprof__visitor v = log_visitor(&lf);
+  int rcf = mlprof__read_file(path, &v, &rf, NULL, 0);
+  put(&lf.text, "", 1);
+  int same =
+      lm.text.n == lf.text.n && memcmp(lm.text.d, lf.text.d, lm.text.n) == 0;
+  char err[256];
+  snprintf(path, sizeof path, "%s/missing.mlprof", tmp_dir);
+  int rcx = mlprof__read_file(path, &v, NULL, err, sizeof err);
+  remove_tmp_dir();
+  free(lm.text.d);
+  free(lf.text.d);
+  free(f.d);
+  CHECK_EQ(rcm, 0);
+  CHECK_EQ(rcf, 0);
+  CHECK(same);
+  CHECK(memcmp(&rm, &rf, sizeof rm) == 0);
+  CHECK_EQ_U64(rm.damaged_chunks, 1);
+  CHECK(rm.truncated_bytes > 0);
+  CHECK(lm.spans > 340000);
+  CHECK_EQ(rcx, MLPROF_EIO);
+  CHECK(strstr(err, "missing.mlprof: No such file") != NULL);
+}
+
+/* A one-chunk profile for the job tests. */
+static void write_profile(const char *name, uint64_t pid, uint64_t ppid,
+                          uint64_t wall, uint64_t mono, const char *host) {
+  buf f = {0}, p = {0};
+  char path[128];
+  file_header(&f, 1, 0);
+  header_payload(&p, pid, ppid, wall, mono, host);
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+  write_file(path, &f);
+  free(f.d);
+  free(p.d);
+}
+
+static void test_job_dir(void) {
+  make_tmp_dir();
+  /* The child sorts first by name, the parent first by start. */
+  write_profile("a.mlprof", 101, 100, 2000000, 7000, "node1");
+  write_profile("b.mlprof", 100, 1, 1000000, 5000, "node1");
+  write_profile("c.mlprof", 102, 100, 900000, 5000, "node1");
+  buf junk = {0};
+  put(&junk, "not a profile", 13);
+  char path[128];
+  snprintf(path, sizeof path, "%s/notes.txt", tmp_dir);
+  write_file(path, &junk);
+  free(junk.d);
+  snprintf(path, sizeof path, "%s/sub.mlprof", tmp_dir);
+  mkdir(path, 0700);
+  mlprof__job job;
+  char err[256] = "";
+  const char *paths[] = {tmp_dir};
+  int rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  remove_tmp_dir();
+  if (rc) TEST_FAIL("job_open: %d %s", rc, err);
+  const mlprof__job_profile *ps = job.profiles;
+  int ok = job.count == 3 && ps[0].pid == 100 && ps[1].pid == 102 &&
+           ps[2].pid == 101;
+  if (!ok) {
+    mlprof__job_close(&job);
+    TEST_FAIL("order wrong");
+  }
+  /* Same host: monotonic starts place them (5000, 5000, 7000); ties by pid. */
+  CHECK_EQ_U64(ps[0].offset_ns, 0);
+  CHECK_EQ_U64(ps[1].offset_ns, 0);
+  CHECK_EQ_U64(ps[2].offset_ns, 2000);
+  CHECK_EQ(ps[0].parent, -1);
+  CHECK_EQ(ps[1].parent, 0);
+  CHECK_EQ(ps[2].parent, 0);
+  CHECK_STR(ps[2].cmdline, "python3 train.py --lr 0.1");
+  CHECK_STR(ps[2].hostname, "node1");
+  CHECK_STR(ps[2].exe, "/usr/bin/python3");
+  CHECK_EQ(ps[2].rank, 0);
+  CHECK_EQ(ps[2].world_size, 2);
+  CHECK_EQ_U64(ps[2].ppid, 100);
+  CHECK(strstr(ps[0].path, "/b.mlprof") != NULL);
+  mlprof__job_close(&job);
+  CHECK_EQ(job.count, 0);
+  CHECK(job.profiles == NULL);
+}
+
+static void test_job_hosts(void) {
+  make_tmp_dir();
+  /* Two hosts: wall-clock starts, whatever the monotonic ones say; a pid on
+   * another host is not a parent. */
+  write_profile("r0.mlprof", 100, 1, 10000, 1, "n1");
+  write_profile("r1.mlprof", 200, 100, 9000, 900000, "n2");
+  char p0[128], p1[128];
+  snprintf(p0, sizeof p0, "%s/r0.mlprof", tmp_dir);
+  snprintf(p1, sizeof p1, "%s/r1.mlprof", tmp_dir);
+  const char *paths[] = {p0, p1};
+  mlprof__job job;
+  char err[256] = "";
+  int rc = mlprof__job_open(&job, paths, 2, err, sizeof err);
+  remove_tmp_dir();
+  if (rc) TEST_FAIL("job_open: %d %s", rc, err);
+  int ok = job.count == 2 && job.profiles[0].pid == 200 &&
+           job.profiles[0].offset_ns == 0 &&
+           job.profiles[1].offset_ns == 1000 && job.profiles[0].parent == -1 &&
+           job.profiles[1].parent == -1;
+  mlprof__job_close(&job);
+  CHECK(ok);
+}
+
+static void test_job_errors(void) {
+  mlprof__job job;
+  char err[256], want[256], path[128];
+  make_tmp_dir();
+  snprintf(path, sizeof path, "%s/nothing-here", tmp_dir);
+  const char *paths[] = {path};
+  int rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  snprintf(want, sizeof want, "%s: no such file or directory", path);
+  int missing = rc < 0 && strcmp(err, want) == 0 && job.count == 0;
+
+  paths[0] = tmp_dir;
+  rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  snprintf(want, sizeof want, "%s: no mlprof profiles in this directory",
+           tmp_dir);
+  int empty = rc < 0 && strcmp(err, want) == 0;
+
+  buf junk = {0};
+  put(&junk, "#!/bin/sh\necho hi\n", 18);
+  snprintf(path, sizeof path, "%s/x.mlprof", tmp_dir);
+  write_file(path, &junk);
+  free(junk.d);
+  paths[0] = path;
+  rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  snprintf(want, sizeof want, "%s: not an mlprof profile (bad magic)", path);
+  int not_profile = rc == MLPROF_EFORMAT && strcmp(err, want) == 0;
+
+  /* A good profile next to a bad one: the whole open fails, nothing leaks. */
+  write_profile("a.mlprof", 1, 0, 0, 0, "h");
+  paths[0] = tmp_dir;
+  rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  int mixed = rc == MLPROF_EFORMAT && strstr(err, "x.mlprof: not an") &&
+              job.count == 0 && job.profiles == NULL;
+  remove_tmp_dir();
+  CHECK(missing);
+  CHECK(empty);
+  CHECK(not_profile);
+  CHECK(mixed);
+  CHECK(mlprof__job_open(&job, paths, 0, err, sizeof err) < 0);
+}
+
+const mlprof_test mlprof_tests_reader[] = {
+    {"round_trip", test_round_trip},
+    {"null_visitor_and_report", test_null_visitor_and_report},
+    {"truncated_tail", test_truncated_tail},
+    {"bit_flip_middle_chunk", test_bit_flip_middle_chunk},
+    {"garbage_between_chunks", test_garbage_between_chunks},
+    {"oversized_length", test_oversized_length},
+    {"random_bytes", test_random_bytes},
+    {"first_chunk_must_be_header", test_first_chunk_must_be_header},
+    {"versions", test_versions},
+    {"unknown_chunk_and_trailing_bytes", test_unknown_chunk_and_trailing_bytes},
+    {"bad_records", test_bad_records},
+    {"bad_names", test_bad_names},
+    {"many_names", test_many_names},
+    {"callback_stops_read", test_callback_stops_read},
+    {"read_file_matches_mem", test_read_file_matches_mem},
+    {"job_dir", test_job_dir},
+    {"job_hosts", test_job_hosts},
+    {"job_errors", test_job_errors},
+    {NULL, NULL},
+};

@@ -1,0 +1,371 @@
+/* The recording library, read back through the reader. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "format/reader.h"
+#include "format/wire.h"
+#include "mlprof.h"
+#include "test.h"
+
+#define MAX_NAMES 64
+
+typedef struct {
+  char names[MAX_NAMES][32];
+  uint8_t kinds[MAX_NAMES], cats[MAX_NAMES];
+  uint64_t spans, span_ns_total, opens, steps, counters, units, span_units;
+  uint64_t per_name[MAX_NAMES];
+  uint32_t max_depth;
+  uint64_t dropped_end, unmatched_end;
+  uint64_t dropped_by_tid[16];
+  uint32_t tids[16];
+  int ntids;
+  double last_counter;
+  char meta_key[32], meta_value[32], thread_name[32];
+  int clean_end;
+  int span_order_ok;       /* a parent never precedes its children */
+  uint64_t last_end_at_depth[8];
+} readback;
+
+static int rb_name(void *ud, const mlprof__name *n) {
+  readback *r = ud;
+  if (n->id < MAX_NAMES) {
+    snprintf(r->names[n->id], sizeof r->names[0], "%s", n->name);
+    r->kinds[n->id] = n->kind;
+    r->cats[n->id] = n->category;
+  }
+  return 0;
+}
+
+static int tid_index(readback *r, uint32_t tid) {
+  for (int i = 0; i < r->ntids; i++)
+    if (r->tids[i] == tid) return i;
+  if (r->ntids == 16) return 15;
+  r->tids[r->ntids] = tid;
+  return r->ntids++;
+}
+
+static int rb_events(void *ud, uint32_t tid, uint64_t dropped) {
+  readback *r = ud;
+  int i = tid_index(r, tid);
+  if (dropped > r->dropped_by_tid[i]) r->dropped_by_tid[i] = dropped;
+  return 0;
+}
+
+static int rb_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  readback *r = ud;
+  r->spans++;
+  r->span_ns_total += end - begin;
+  if (name < MAX_NAMES) r->per_name[name]++;
+  if (depth > r->max_depth) r->max_depth = depth;
+  if (end < begin) r->span_order_ok = 0;
+  return 0;
+}
+
+static int rb_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  ((readback *)ud)->opens++;
+  return 0;
+}
+
+static int rb_step(void *ud, uint32_t tid, uint64_t t) {
+  ((readback *)ud)->steps++;
+  return 0;
+}
+
+static int rb_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  readback *r = ud;
+  r->counters++;
+  r->last_counter = v;
+  return 0;
+}
+
+static int rb_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  ((readback *)ud)->units += n;
+  return 0;
+}
+
+static int rb_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  ((readback *)ud)->span_units += n;
+  return 0;
+}
+
+static int rb_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  readback *r = ud;
+  if (key < MAX_NAMES && value < MAX_NAMES) {
+    snprintf(r->meta_key, sizeof r->meta_key, "%s", r->names[key]);
+    snprintf(r->meta_value, sizeof r->meta_value, "%s", r->names[value]);
+  }
+  return 0;
+}
+
+static int rb_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  readback *r = ud;
+  if (strncmp(name, "named-", 6) == 0)
+    snprintf(r->thread_name, sizeof r->thread_name, "%.*s", (int)len, name);
+  return 0;
+}
+
+static int rb_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  readback *r = ud;
+  r->clean_end = 1;
+  r->dropped_end = dropped;
+  r->unmatched_end = unmatched;
+  return 0;
+}
+
+static int read_back(const char *path, readback *r) {
+  memset(r, 0, sizeof *r);
+  r->span_order_ok = 1;
+  mlprof__visitor v = {.ud = r,
+                       .name = rb_name,
+                       .events = rb_events,
+                       .span = rb_span,
+                       .open = rb_open,
+                       .step = rb_step,
+                       .counter = rb_counter,
+                       .units = rb_units,
+                       .span_units = rb_span_units,
+                       .span_meta = rb_span_meta,
+                       .thread = rb_thread,
+                       .end = rb_end};
+  mlprof__read_report rep;
+  char err[256];
+  int rc = mlprof__read_file(path, &v, &rep, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  read %s: %s\n", path, err);
+  if (rep.damaged_chunks || rep.truncated_bytes)
+    fprintf(stderr, "  read %s: %s\n", path, rep.problem);
+  return rc != 0 || rep.damaged_chunks || rep.truncated_bytes ? -1 : 0;
+}
+
+static int name_id(const readback *r, const char *name) {
+  for (int i = 1; i < MAX_NAMES; i++)
+    if (strcmp(r->names[i], name) == 0) return i;
+  return 0;
+}
+
+static char tmpdir[] = "/tmp/mlprof-test-XXXXXX";
+
+static const char *temp_path(const char *leaf) {
+  static char buf[256];
+  static int made;
+  if (!made) made = mkdtemp(tmpdir) != NULL;
+  snprintf(buf, sizeof buf, "%s/%s", tmpdir, leaf);
+  return buf;
+}
+
+static int start(const char *leaf, size_t cap) {
+  mlprof_config c;
+  mlprof_config_init(&c);
+  c.output = temp_path(leaf);
+  if (cap) c.memory_cap = cap;
+  return mlprof_init(&c);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void zones_round_trip(void) {
+  CHECK_EQ(start("rt.mlprof", 0), 0);
+  CHECK_STR(mlprof_output_path(), temp_path("rt.mlprof"));
+  mlprof_config c;
+  mlprof_config_init(&c);
+  CHECK_EQ(mlprof_init(&c), MLPROF_EALREADY);
+  mlprof_thread_name("named-main");
+  mlprof_meta("model", "tiny");
+  for (int i = 0; i < 1000; i++) {
+    MLPROF_ZONE_CAT("step", MLPROF_CAT_FORWARD);
+    {
+      MLPROF_ZONE("inner");
+      mlprof_count("tokens", 3);
+    }
+    mlprof_zone_begin("dynamic");
+    mlprof_zone_meta("shape", "[8, 3]");
+    mlprof_zone_end();
+    mlprof_step();
+  }
+  mlprof_count("outside", 5);
+  mlprof_counter("loss", 0.25);
+  mlprof_zone_begin("still_open");
+  CHECK_EQ(mlprof_shutdown(), 0);
+  CHECK_EQ(mlprof_shutdown(), MLPROF_ENOTSTARTED);
+  CHECK(mlprof_output_path() == NULL);
+
+  readback r;
+  CHECK_EQ(read_back(temp_path("rt.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 3000);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "step")], 1000);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "inner")], 1000);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "dynamic")], 1000);
+  CHECK_EQ(r.cats[name_id(&r, "step")], MLPROF_CAT_FORWARD);
+  CHECK_EQ(r.kinds[name_id(&r, "tokens")], MLPROF__NAME_UNIT);
+  CHECK_EQ(r.max_depth, 1);
+  CHECK_EQ_U64(r.span_units, 3000); /* attributed to "inner" spans */
+  CHECK_EQ_U64(r.units, 5);         /* outside any zone */
+  CHECK_EQ_U64(r.steps, 1000);
+  CHECK_EQ_U64(r.counters, 1);
+  CHECK(r.last_counter == 0.25);
+  CHECK_STR(r.meta_key, "shape");
+  CHECK_STR(r.meta_value, "[8, 3]");
+  CHECK_STR(r.thread_name, "named-main");
+  CHECK_EQ_U64(r.opens, 1);
+  CHECK(r.clean_end);
+  CHECK_EQ_U64(r.dropped_end, 0);
+  CHECK(r.span_order_ok);
+  /* still_open's end arrives after the session: nothing to pair, no crash */
+  mlprof_zone_end();
+}
+
+static void disabled_records_nothing(void) {
+  CHECK_EQ(start("off.mlprof", 0), 0);
+  mlprof_set_enabled(0);
+  CHECK_EQ(mlprof_is_enabled(), 0);
+  for (int i = 0; i < 100; i++) {
+    MLPROF_ZONE("hidden");
+    mlprof_counter("c", 1);
+  }
+  mlprof_set_enabled(1);
+  { MLPROF_ZONE("shown"); }
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("off.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 1);
+  CHECK_EQ_U64(r.counters, 0);
+  CHECK(name_id(&r, "shown") > 0);
+}
+
+static void end_recorded_after_switch_off(void) {
+  CHECK_EQ(start("switch.mlprof", 0), 0);
+  mlprof_zone_begin("spans_the_switch");
+  mlprof_set_enabled(0);
+  mlprof_zone_end();
+  mlprof_set_enabled(1);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("switch.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 1);
+  CHECK_EQ_U64(r.opens, 0);
+}
+
+static void unbalanced_ends_are_harmless(void) {
+  CHECK_EQ(start("unbalanced.mlprof", 0), 0);
+  mlprof_zone_end();
+  mlprof_zone_end();
+  { MLPROF_ZONE("ok"); }
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("unbalanced.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 1);
+}
+
+static void intern_is_stable(void) {
+  const mlprof_site *a = mlprof_site_intern("layer1", MLPROF_CAT_FORWARD);
+  const mlprof_site *b = mlprof_site_intern("layer1", MLPROF_CAT_FORWARD);
+  const mlprof_site *c = mlprof_site_intern("layer1", MLPROF_CAT_BACKWARD);
+  CHECK(a && a == b);
+  CHECK(c && c != a);
+  CHECK_STR(a->name, "layer1");
+  CHECK(mlprof_site_intern(NULL, MLPROF_CAT_NONE) == NULL);
+}
+
+static void reinit_writes_new_file(void) {
+  for (int round = 0; round < 3; round++) {
+    char leaf[32];
+    snprintf(leaf, sizeof leaf, "again-%d.mlprof", round);
+    CHECK_EQ(start(leaf, 0), 0);
+    for (int i = 0; i <= round; i++) {
+      MLPROF_ZONE("z");
+    }
+    CHECK_EQ(mlprof_shutdown(), 0);
+    readback r;
+    CHECK_EQ(read_back(temp_path(leaf), &r), 0);
+    CHECK_EQ_U64(r.spans, (uint64_t)round + 1);
+  }
+}
+
+/* Every zone is either in the file or counted as dropped, whatever the cap. */
+typedef struct {
+  int zones;
+} stress_arg;
+
+static void *stress_thread(void *arg) {
+  stress_arg *a = arg;
+  for (int i = 0; i < a->zones; i++) {
+    MLPROF_ZONE("outer");
+    if (i % 4 == 0) {
+      MLPROF_ZONE("nested");
+    }
+  }
+  return NULL;
+}
+
+static void stress(const char *leaf, int nthreads, int zones, size_t cap) {
+  CHECK_EQ(start(leaf, cap), 0);
+  pthread_t th[16];
+  stress_arg a = {zones};
+  for (int i = 0; i < nthreads; i++)
+    CHECK_EQ(pthread_create(&th[i], NULL, stress_thread, &a), 0);
+  for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+  uint64_t dropped = mlprof_dropped();
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path(leaf), &r), 0);
+  uint64_t expected = (uint64_t)nthreads * ((uint64_t)zones + (zones + 3) / 4);
+  uint64_t per_thread_dropped = 0;
+  for (int i = 0; i < r.ntids; i++) per_thread_dropped += r.dropped_by_tid[i];
+  printf("    %d threads: %" PRIu64 " recorded + %" PRIu64 " dropped = %" PRIu64
+         " of %" PRIu64 "\n",
+         nthreads, r.spans, r.dropped_end, r.spans + r.dropped_end, expected);
+  CHECK_EQ_U64(r.dropped_end, dropped);
+  CHECK_EQ_U64(per_thread_dropped, dropped);
+  CHECK_EQ_U64(r.spans + r.dropped_end, expected);
+  CHECK_EQ_U64(r.opens, 0);
+}
+
+static int stress_zones(void) {
+  const char *s = getenv("MLPROF_STRESS_ZONES");
+  return s ? atoi(s) : 1000000;
+}
+
+static void eight_threads_all_accounted(void) {
+  stress("stress8.mlprof", 8, stress_zones(), 0);
+}
+
+static void memory_cap_drops_are_counted(void) {
+  /* Two buffers for eight threads: most events are dropped, and each one
+   * must be counted. */
+  stress("cap.mlprof", 8, stress_zones() / 10, 2 * 65536);
+}
+
+static void bad_output_is_an_error(void) {
+  mlprof_config c;
+  mlprof_config_init(&c);
+  c.output = "/nonexistent-dir/x/y.mlprof";
+  CHECK_EQ(mlprof_init(&c), MLPROF_EIO);
+  CHECK(mlprof_output_path() == NULL);
+  { MLPROF_ZONE("nowhere"); } /* no session: a no-op */
+  CHECK_EQ(mlprof_flush(), MLPROF_ENOTSTARTED);
+}
+
+static void strerror_covers_codes(void) {
+  CHECK_STR(mlprof_strerror(0), "success");
+  CHECK_STR(mlprof_strerror(MLPROF_EIO), "cannot write the profile file");
+  CHECK_STR(mlprof_strerror(12345), "unknown error");
+  CHECK_STR(mlprof_version(), "0.1.0");
+}
+
+const mlprof_test mlprof_tests_record[] = {
+    {"zones_round_trip", zones_round_trip},
+    {"disabled_records_nothing", disabled_records_nothing},
+    {"end_recorded_after_switch_off", end_recorded_after_switch_off},
+    {"unbalanced_ends_are_harmless", unbalanced_ends_are_harmless},
+    {"intern_is_stable", intern_is_stable},
+    {"reinit_writes_new_file", reinit_writes_new_file},
+    {"eight_threads_all_accounted", eight_threads_all_accounted},
+    {"memory_cap_drops_are_counted", memory_cap_drops_are_counted},
+    {"bad_output_is_an_error", bad_output_is_an_error},
+    {"strerror_covers_codes", strerror_covers_codes},
+    {NULL, NULL}};

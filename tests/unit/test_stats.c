@@ -1,0 +1,401 @@
+/* The report model, driven through its visitor callbacks with known spans:
+ * every expected value below is worked out by hand. */
+#include <math.h>
+#include <stdlib.h>
+
+#include <mlprof.h>
+
+#include "analyze/stats.h"
+#include "format/wire.h"
+#include "test.h"
+
+#define CHECK_NEAR(a, b)                                                  \
+  do {                                                                    \
+    double a_ = (a), b_ = (b);                                            \
+    if (!(fabs(a_ - b_) <= 1e-9 * (fabs(b_) + 1)))                        \
+      TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_);              \
+  } while (0)
+
+typedef struct {
+  mlprof__stats *s;
+  mlprof__visitor v;
+  mlprof__report r;
+} fixture;
+
+static void profile(fixture *f, uint64_t pid, uint64_t offset_ns) {
+  mlprof__job_profile p = {.path = "test.mlprof", .pid = pid, .ppid = 1,
+                           .rank = -1, .world_size = -1, .hostname = "host",
+                           .exe = "/usr/bin/python3", .cmdline = "python3 t.py",
+                           .offset_ns = offset_ns, .parent = -1};
+  if (!f->s) f->s = mlprof__stats_new();
+  mlprof__stats_profile_begin(f->s, &p, &f->v);
+}
+
+static void name(fixture *f, uint32_t id, uint8_t kind, uint8_t cat,
+                 const char *s) {
+  mlprof__name n = {.id = id, .kind = kind, .category = cat, .name = s,
+                    .name_len = strlen(s), .function = "", .file = ""};
+  f->v.name(f->v.ud, &n);
+}
+
+static void span(fixture *f, uint32_t tid, uint32_t id, uint32_t depth,
+                 uint64_t begin, uint64_t end) {
+  f->v.span(f->v.ud, tid, id, depth, begin, end);
+}
+
+/* Ends the profile as a clean END at end_ns would. */
+static void end_clean(fixture *f, uint64_t end_ns) {
+  f->v.end(f->v.ud, end_ns, 0, 0);
+  mlprof__stats_profile_end(f->s, NULL, NULL);
+}
+
+static int finish(fixture *f) {
+  int rc = mlprof__stats_finish(f->s, &f->r);
+  f->s = NULL;
+  return rc;
+}
+
+static const mlprof__zone_stats *zone(const mlprof__report *r, const char *n) {
+  for (size_t i = 0; i < r->nzones; i++)
+    if (strcmp(r->zones[i].name, n) == 0) return &r->zones[i];
+  return NULL;
+}
+
+static void test_one_zone_exact(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, MLPROF_CAT_FORWARD, "forward");
+  /* Durations 1..100 ns, in shuffled order so the sort matters. */
+  uint64_t t = 0;
+  for (uint64_t i = 0; i < 100; i++) {
+    uint64_t d = (i * 37) % 100 + 1;
+    span(&f, 7, 1, 0, t, t + d);
+    t += d;
+  }
+  end_clean(&f, 10000);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__zone_stats *z = zone(&f.r, "forward");
+  CHECK(z != NULL);
+  CHECK_EQ(z->count, 100);
+  CHECK_EQ(z->total_ns, 5050);
+  CHECK_EQ(z->self_ns, 5050);
+  CHECK_EQ(z->min_ns, 1);
+  CHECK_EQ(z->max_ns, 100);
+  CHECK_EQ(z->p50_ns, 50);
+  CHECK_EQ(z->p90_ns, 90);
+  CHECK_EQ(z->p95_ns, 95);
+  CHECK_EQ(z->p99_ns, 99);
+  CHECK_NEAR(z->mean_ns, 50.5);
+  CHECK_NEAR(z->std_ns, sqrt((100.0 * 100.0 - 1) / 12)); /* uniform 1..n */
+  CHECK_EQ(z->category, MLPROF_CAT_FORWARD);
+  CHECK_NEAR(z->share, 5050.0 / 10000.0);
+  CHECK_EQ(f.r.wall_ns, 10000);
+  CHECK_EQ(f.r.spans, 100);
+  CHECK_EQ(f.r.nwarnings, 0);
+  CHECK(f.r.procs[0].clean_end);
+  mlprof__report_free(&f.r);
+}
+
+static void test_percentiles_nearest_rank(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "four");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "eight");
+  name(&f, 3, MLPROF__NAME_ZONE, 0, "one");
+  static const uint64_t four[] = {4, 1, 3, 2};
+  for (int i = 0; i < 4; i++) span(&f, 1, 1, 0, 0, four[i]);
+  static const uint64_t eight[] = {2, 4, 4, 4, 5, 5, 7, 9};
+  for (int i = 0; i < 8; i++) span(&f, 1, 2, 0, 100, 100 + eight[i]);
+  span(&f, 1, 3, 0, 5, 12);
+  end_clean(&f, 1000);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__zone_stats *z = zone(&f.r, "four");
+  CHECK_EQ(z->p50_ns, 2); /* rank ceil(0.5 * 4) = 2 */
+  CHECK_EQ(z->p90_ns, 4); /* rank ceil(3.6) = 4 */
+  CHECK_EQ(z->p99_ns, 4);
+  z = zone(&f.r, "eight");
+  CHECK_NEAR(z->mean_ns, 5);
+  CHECK_NEAR(z->std_ns, 2); /* population std of the textbook sample */
+  CHECK_EQ(z->p50_ns, 4);
+  CHECK_EQ(z->p90_ns, 9); /* rank ceil(7.2) = 8 */
+  z = zone(&f.r, "one");
+  CHECK_EQ(z->p50_ns, 7);
+  CHECK_EQ(z->p99_ns, 7);
+  CHECK_NEAR(z->std_ns, 0);
+  mlprof__report_free(&f.r);
+}
+
+/* A(0..100) holds B(10..30) and C(40..90); C holds D(50..60). Spans arrive
+ * in the order they end: B, D, C, A. */
+static void test_nested_self_time(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "A");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "B");
+  name(&f, 3, MLPROF__NAME_ZONE, 0, "C");
+  name(&f, 4, MLPROF__NAME_ZONE, 0, "D");
+  span(&f, 1, 2, 1, 10, 30);
+  span(&f, 1, 4, 2, 50, 60);
+  span(&f, 1, 3, 1, 40, 90);
+  span(&f, 1, 1, 0, 0, 100);
+  span(&f, 1, 1, 0, 200, 250); /* a second A, with no children */
+  end_clean(&f, 300);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(zone(&f.r, "B")->self_ns, 20);
+  CHECK_EQ(zone(&f.r, "D")->self_ns, 10);
+  CHECK_EQ(zone(&f.r, "C")->self_ns, 40);
+  CHECK_EQ(zone(&f.r, "A")->self_ns, 30 + 50);
+  CHECK_EQ(zone(&f.r, "A")->total_ns, 150);
+  CHECK_EQ(f.r.nthreads, 1);
+  CHECK_EQ(f.r.threads[0].busy_ns, 150);
+  CHECK_EQ(f.r.threads[0].spans, 5);
+  mlprof__report_free(&f.r);
+}
+
+/* Two threads whose chunks interleave: a child ends in one chunk, its parent
+ * in a later one, with the other thread's chunk between. */
+static void test_threads_keep_their_own_nesting(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "outer");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "inner");
+  f.v.events(f.v.ud, 1, 0);
+  span(&f, 1, 2, 1, 10, 40); /* thread 1: inner 30 */
+  f.v.events(f.v.ud, 2, 0);
+  span(&f, 2, 2, 1, 5, 10);  /* thread 2: inner 5 */
+  span(&f, 2, 1, 0, 0, 20);  /* thread 2: outer 20, self 15 */
+  f.v.events(f.v.ud, 1, 0);
+  span(&f, 1, 1, 0, 0, 100); /* thread 1: outer 100, self 70 */
+  f.v.thread(f.v.ud, 2, "loader", 6);
+  end_clean(&f, 100);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(zone(&f.r, "outer")->self_ns, 70 + 15);
+  CHECK_EQ(zone(&f.r, "outer")->total_ns, 120);
+  CHECK_EQ(zone(&f.r, "inner")->self_ns, 35);
+  CHECK_EQ(f.r.nthreads, 2);
+  CHECK_EQ(f.r.procs[0].threads, 2);
+  CHECK_EQ(f.r.threads[0].tid, 1);
+  CHECK_EQ(f.r.threads[0].busy_ns, 100);
+  CHECK_STR(f.r.threads[1].name, "loader");
+  CHECK_EQ(f.r.threads[1].busy_ns, 20);
+  mlprof__report_free(&f.r);
+}
+
+/* A depth-1 span is dropped: its child's time must not be charged to the
+ * next depth-1 span of the thread. */
+static void test_lost_parent_does_not_leak_child_time(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "top");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "mid");
+  name(&f, 3, MLPROF__NAME_ZONE, 0, "leaf");
+  span(&f, 1, 3, 2, 10, 20); /* its parent "mid" never arrives */
+  span(&f, 1, 1, 0, 0, 50);  /* top: no direct child recorded */
+  span(&f, 1, 2, 1, 60, 70); /* a later mid with no child */
+  span(&f, 1, 1, 0, 55, 80);
+  end_clean(&f, 100);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(zone(&f.r, "top")->self_ns, 50 + 15);
+  CHECK_EQ(zone(&f.r, "mid")->self_ns, 10);
+  mlprof__report_free(&f.r);
+}
+
+/* The same zone under different ids in two processes is one zone; wall time
+ * spans both on the job timeline. */
+static void test_processes_merge_by_name(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "step");
+  name(&f, 2, MLPROF__NAME_COUNTER, 0, "loss");
+  span(&f, 1, 1, 0, 0, 400);
+  f.v.counter(f.v.ud, 1, 2, 100, 2.0);
+  f.v.counter(f.v.ud, 1, 2, 900, 1.0);
+  end_clean(&f, 1000);
+  profile(&f, 200, 500);
+  name(&f, 5, MLPROF__NAME_COUNTER, 0, "loss");
+  name(&f, 9, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "step");
+  span(&f, 3, 9, 0, 0, 600);
+  f.v.counter(f.v.ud, 3, 5, 300, 4.0); /* job time 800: not the last */
+  f.v.counter(f.v.ud, 3, 5, 450, NAN); /* job time 950: last, not in mean */
+  end_clean(&f, 1500);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nzones, 1);
+  CHECK_EQ(f.r.nprocs, 2);
+  CHECK_EQ(f.r.wall_ns, 2000);
+  const mlprof__zone_stats *z = zone(&f.r, "step");
+  CHECK_EQ(z->count, 2);
+  CHECK_EQ(z->total_ns, 1000);
+  CHECK_EQ(z->category, MLPROF_CAT_DATA);
+  CHECK_NEAR(z->share, 0.5);
+  CHECK_EQ(f.r.procs[1].offset_ns, 500);
+  CHECK_EQ(f.r.procs[1].wall_ns, 1500);
+  CHECK_EQ(f.r.threads[1].pid, 200);
+  CHECK_EQ(f.r.ncounters, 1);
+  CHECK_EQ(f.r.counters[0].count, 4);
+  CHECK_NEAR(f.r.counters[0].min, 1.0);
+  CHECK_NEAR(f.r.counters[0].max, 4.0);
+  CHECK_NEAR(f.r.counters[0].mean, 7.0 / 3);
+  CHECK(isnan(f.r.counters[0].last));
+  mlprof__report_free(&f.r);
+}
+
+static void test_units_inside_and_outside_zones(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "decode");
+  name(&f, 2, MLPROF__NAME_UNIT, 0, "tokens");
+  name(&f, 3, MLPROF__NAME_STRING, 0, "batch");
+  name(&f, 4, MLPROF__NAME_STRING, 0, "7");
+  span(&f, 1, 1, 0, 0, 500000000); /* 0.5 s */
+  f.v.span_units(f.v.ud, 1, 2, 100);
+  span(&f, 1, 1, 0, 500000000, 1000000000);
+  if (f.v.span_meta) f.v.span_meta(f.v.ud, 1, 3, 4); /* between span and units */
+  f.v.span_units(f.v.ud, 1, 2, 50);
+  f.v.units(f.v.ud, 1, 2, 1500000000, 30);
+  f.v.span_units(f.v.ud, 1, 2, 5); /* after no span: outside */
+  end_clean(&f, 2000000000);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nunits, 1);
+  CHECK_EQ(f.r.units[0].total, 185);
+  CHECK_EQ(f.r.units[0].outside, 35);
+  CHECK_NEAR(f.r.units[0].per_s, 92.5);
+  const mlprof__zone_stats *z = zone(&f.r, "decode");
+  CHECK_EQ(z->nunits, 1);
+  CHECK_EQ(z->units[0].n, 150);
+  CHECK_NEAR(z->units[0].per_s, 150.0);
+  mlprof__report_free(&f.r);
+}
+
+static void test_steps_open_zones_meta(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "serve");
+  static const uint64_t marks[] = {0, 10, 30, 60};
+  for (int i = 0; i < 4; i++) f.v.step(f.v.ud, 4, marks[i]);
+  f.v.open(f.v.ud, 4, 1, 0, 500);
+  f.v.meta(f.v.ud, "model", 5, "resnet", 6);
+  f.v.meta(f.v.ud, "batch", 5, "32", 2);
+  f.v.meta(f.v.ud, "model", 5, "vit", 3);
+  end_clean(&f, 1000);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nzones, 0); /* only open: no completed span */
+  CHECK_EQ(f.r.threads[0].steps, 4);
+  CHECK_EQ(f.r.threads[0].step_mean_ns, 20);
+  CHECK_EQ(f.r.threads[0].step_p50_ns, 20);
+  CHECK_EQ(f.r.nopen, 1);
+  CHECK_STR(f.r.open[0].name, "serve");
+  CHECK_EQ(f.r.open[0].begin_ns, 500);
+  CHECK_EQ(f.r.open[0].open_ns, 500);
+  const mlprof__proc_stats *p = &f.r.procs[0];
+  CHECK_EQ(p->nmeta, 2);
+  CHECK_STR(p->meta[0].key, "batch");
+  CHECK_STR(p->meta[1].key, "model");
+  CHECK_STR(p->meta[1].value, "vit");
+  mlprof__report_free(&f.r);
+}
+
+static int has_warning(const mlprof__report *r, const char *needle) {
+  for (size_t i = 0; i < r->nwarnings; i++)
+    if (strstr(r->warnings[i], needle)) return 1;
+  return 0;
+}
+
+/* No END chunk, dropped events, damage: all said, intact data still counted. */
+static void test_killed_and_damaged_profile(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "work");
+  f.v.events(f.v.ud, 1, 3);
+  span(&f, 1, 1, 0, 0, 10);
+  f.v.events(f.v.ud, 1, 5);
+  span(&f, 1, 1, 0, 20, 40);
+  mlprof__read_report rep = {.chunks = 4, .damaged_chunks = 1,
+                             .skipped_bytes = 33, .last_ns = 45};
+  snprintf(rep.problem, sizeof rep.problem, "bad CRC at offset 99");
+  mlprof__stats_profile_end(f.s, &rep, NULL);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__proc_stats *p = &f.r.procs[0];
+  CHECK(!p->clean_end);
+  CHECK_EQ(p->wall_ns, 45);
+  CHECK_EQ(p->dropped, 5);
+  CHECK_EQ(f.r.dropped, 5);
+  CHECK_EQ(p->read.damaged_chunks, 1);
+  CHECK_EQ(zone(&f.r, "work")->count, 2);
+  CHECK(has_warning(&f.r, "without a closing chunk"));
+  CHECK(has_warning(&f.r, "bad CRC at offset 99"));
+  CHECK(has_warning(&f.r, "5 events dropped"));
+  mlprof__report_free(&f.r);
+}
+
+static void test_sort_and_top(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "many_short");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "one_long");
+  name(&f, 3, MLPROF__NAME_ZONE, 0, "middle");
+  for (int i = 0; i < 10; i++) span(&f, 1, 1, 0, 0, 3);   /* total 30 */
+  span(&f, 1, 2, 0, 0, 100);                              /* total 100 */
+  for (int i = 0; i < 2; i++) span(&f, 1, 3, 0, 0, 25);   /* total 50 */
+  end_clean(&f, 1000);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.norder, 3);
+  CHECK_STR(f.r.zones[f.r.order[0]].name, "one_long");
+  CHECK_STR(f.r.zones[f.r.order[2]].name, "many_short");
+  mlprof__report_sort(&f.r, MLPROF__SORT_COUNT, 2);
+  CHECK_EQ(f.r.norder, 2);
+  CHECK_STR(f.r.zones[f.r.order[0]].name, "many_short");
+  CHECK_STR(f.r.zones[f.r.order[1]].name, "middle");
+  mlprof__report_sort(&f.r, MLPROF__SORT_MEAN, 0);
+  CHECK_STR(f.r.zones[f.r.order[1]].name, "middle");
+  mlprof__sort_key k;
+  CHECK_EQ(mlprof__sort_key_parse("p99", &k), 0);
+  CHECK_EQ(k, MLPROF__SORT_P99);
+  CHECK_EQ(mlprof__sort_key_parse("median", &k), -1);
+  mlprof__report_free(&f.r);
+}
+
+/* Enough spans in one zone for the sort's partitioning (and its runs of
+ * equal keys) to matter, checked against a counting reference. */
+static void test_large_zone_percentiles(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "z");
+  enum { N = 100000, RANGE = 1000 };
+  static uint32_t hist[RANGE];
+  memset(hist, 0, sizeof hist);
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    uint64_t d = x % RANGE;
+    hist[d]++;
+    span(&f, 1, 1, 0, 0, d);
+  }
+  end_clean(&f, RANGE);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__zone_stats *z = zone(&f.r, "z");
+  static const unsigned ps[] = {50, 90, 95, 99};
+  const uint64_t got[] = {z->p50_ns, z->p90_ns, z->p95_ns, z->p99_ns};
+  for (int i = 0; i < 4; i++) {
+    uint64_t rank = ((uint64_t)N * ps[i] + 99) / 100, seen = 0, want = 0;
+    while (seen + hist[want] < rank) seen += hist[want++];
+    CHECK_EQ(got[i], want);
+  }
+  mlprof__report_free(&f.r);
+}
+
+const mlprof_test mlprof_tests_stats[] = {
+    {"one_zone_exact", test_one_zone_exact},
+    {"percentiles_nearest_rank", test_percentiles_nearest_rank},
+    {"nested_self_time", test_nested_self_time},
+    {"threads_keep_their_own_nesting", test_threads_keep_their_own_nesting},
+    {"lost_parent_does_not_leak_child_time",
+     test_lost_parent_does_not_leak_child_time},
+    {"processes_merge_by_name", test_processes_merge_by_name},
+    {"units_inside_and_outside_zones", test_units_inside_and_outside_zones},
+    {"steps_open_zones_meta", test_steps_open_zones_meta},
+    {"killed_and_damaged_profile", test_killed_and_damaged_profile},
+    {"sort_and_top", test_sort_and_top},
+    {"large_zone_percentiles", test_large_zone_percentiles},
+    {NULL, NULL}};
