@@ -36,15 +36,21 @@ bench: all
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# Unit and end-to-end tests under ASan+UBSan, and the threaded tests under TSan.
-sanitize: deps
-	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug"
+# Unit and end-to-end tests under ASan+UBSan. The unit tests cover the
+# library instrumented; end to end, the CLI is instrumented while the
+# programs it runs and preloads into (python, sh, the examples) use the
+# uninstrumented build $(BUILD), since ASan must come first in a process.
+sanitize: deps all
+	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
 	build-asan/mlprof_unit
-	MLPROF_BUILD=$(abspath build-asan) /usr/bin/python3 -m pytest -q tests/e2e
+	MLPROF_BUILD=$(abspath build-asan) MLPROF_LIB=$(abspath $(BUILD))/libmlprof.so \
+	  MLPROF_PROGRAMS=$(abspath $(BUILD)) \
+	  /usr/bin/python3 -m pytest -q tests/e2e
 
+# The threaded tests under TSan (fewer zones: TSan is ~10x slower).
 tsan:
-	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF"
-	build-tsan/mlprof_unit record/
+	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
+	MLPROF_STRESS_ZONES=100000 TSAN_OPTIONS=halt_on_error=1 build-tsan/mlprof_unit record/
 
 fuzz:
 	sh fuzz/run.sh 60

@@ -10,6 +10,12 @@ BUILD = os.environ.get("MLPROF_BUILD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build")
 BUILD = os.path.abspath(BUILD)
 MLPROF = os.path.join(BUILD, "mlprof")
+# The library loaded into this interpreter and preloaded by `mlprof run`. A
+# sanitizer build sets it to an uninstrumented build's library, since an ASan
+# library cannot be loaded into an uninstrumented process.
+LIBRARY = os.environ.get("MLPROF_LIB") or os.path.join(BUILD, "libmlprof.so")
+# Likewise the programs run under `mlprof run` (examples, test programs).
+PROGRAMS = os.environ.get("MLPROF_PROGRAMS") or BUILD
 
 
 def mlprof(*args, check=True, **kw):
@@ -37,14 +43,14 @@ def zone(report, name):
 
 
 def program(name):
-    return os.path.join(BUILD, name)
+    return os.path.join(PROGRAMS, name)
 
 
 @pytest.fixture
 def lib():
     """libmlprof loaded in this interpreter through ctypes (for tests that
     need names no C literal would hold), with a fresh session per test."""
-    so = ctypes.CDLL(os.path.join(BUILD, "libmlprof.so"))
+    so = ctypes.CDLL(LIBRARY)
     so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]
     so.mlprof_counter.argtypes = [ctypes.c_char_p, ctypes.c_double]
     so.mlprof_count.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
