@@ -2,12 +2,11 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <mlprof.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <mlprof.h>
 
 /* Deeper spans than this are counted, but their self time is their whole
  * duration: a damaged or hostile depth must not size an array. */
@@ -28,8 +27,8 @@ uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
   }
 }
 
-static void map_insert(uint64_t *keys, uint32_t *vals, size_t cap,
-                       uint64_t key, uint32_t val) {
+static void map_insert(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t key,
+                       uint32_t val) {
   size_t i = map_slot(key, cap);
   while (vals[i] != MLPROF__NONE && keys[i] != key) i = (i + 1) & (cap - 1);
   keys[i] = key;
@@ -88,8 +87,8 @@ const char *mlprof__sort_key_name(mlprof__sort_key key) {
 
 const char *mlprof__category_name(uint8_t category) {
   static const char *const names[MLPROF_CAT_COUNT] = {
-      "none", "data", "forward", "backward", "optimizer", "communication", "io",
-      "user"};
+      "none",      "data",          "forward", "backward",
+      "optimizer", "communication", "io",      "user"};
   return category < MLPROF_CAT_COUNT ? names[category] : "unknown";
 }
 
@@ -114,7 +113,9 @@ char *mlprof__dup(const char *s, size_t n) {
   return d;
 }
 
-static char *dup_str(const char *s) { return mlprof__dup(s ? s : "", s ? strlen(s) : 0); }
+static char *dup_str(const char *s) {
+  return mlprof__dup(s ? s : "", s ? strlen(s) : 0);
+}
 
 typedef struct {
   uint64_t *v;
@@ -158,8 +159,8 @@ static void sort_u64_depth(uint64_t *a, size_t n, int depth) {
       return;
     }
     uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
-    uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x))
-                           : (x < z ? x : (y < z ? z : y));
+    uint64_t pivot =
+        x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
     /* Hoare partition: stops on equal keys, so runs of equal durations split
      * evenly. Ends with a[0..j] <= pivot <= a[j+1..n-1], both non-empty. */
     size_t i = 0, j = n - 1;
@@ -205,7 +206,8 @@ static uint64_t percentile(const uint64_t *a, size_t n, unsigned p) {
   return a[rank ? rank - 1 : 0];
 }
 
-/* ---- the builder ---------------------------------------------------------- */
+/* ---- the builder ----------------------------------------------------------
+ */
 
 typedef struct {
   char *s;
@@ -223,7 +225,7 @@ typedef struct {
 typedef struct {
   uint64_t *child; /* child[d]: summed durations of ended spans at depth d
                       whose parent has not ended yet */
-  size_t child_cap, child_top; /* child[child_top..] are all 0 */
+  size_t child_cap, child_top; /* child[child_top..] count as 0 */
   uint32_t last_zone;          /* zone of the span just read, for its units */
   uint64_t last_step;
   u64vec step_intervals;
@@ -243,20 +245,20 @@ typedef struct {
 struct mlprof__stats {
   mlprof__report r;
   size_t zcap, zbcap, pcap, tcap, tbcap, ccap, cbcap, ucap, ocap;
-  zone_build *zb;      /* parallel to r.zones */
-  thread_build *tb;    /* parallel to r.threads */
-  counter_build *cb;   /* parallel to r.counters */
-  str_entry *strs;     /* every name of every profile, once by content */
+  zone_build *zb;    /* parallel to r.zones */
+  thread_build *tb;  /* parallel to r.threads */
+  counter_build *cb; /* parallel to r.counters */
+  str_entry *strs;   /* every name of every profile, once by content */
   size_t nstrs, scap;
   uint32_t *str_slots; /* hash index over strs */
   size_t str_slot_cap;
-  zone_unit *zu;       /* units attached to zones */
+  zone_unit *zu; /* units attached to zones */
   size_t nzu, zucap;
   mlprof__map zu_index; /* zone << 32 | unit -> index in zu */
   size_t mcap;          /* capacity of the current process's meta */
   /* The profile being read. */
-  mlprof__map names;   /* name id -> index in strs */
-  mlprof__map tids;    /* tid -> index in r.threads */
+  mlprof__map names; /* name id -> index in strs */
+  mlprof__map tids;  /* tid -> index in r.threads */
   uint32_t last_tid, last_thread;
   int end_seen;
   uint64_t end_ns, end_dropped, last_ns;
@@ -265,7 +267,8 @@ struct mlprof__stats {
 
 static uint64_t hash_bytes(const char *s, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
   return h;
 }
 
@@ -274,7 +277,8 @@ static uint64_t hash_bytes(const char *s, size_t n) {
 static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
   uint64_t h = hash_bytes(str, len);
   if (s->str_slot_cap) {
-    for (size_t i = h & (s->str_slot_cap - 1);; i = (i + 1) & (s->str_slot_cap - 1)) {
+    for (size_t i = h & (s->str_slot_cap - 1);;
+         i = (i + 1) & (s->str_slot_cap - 1)) {
       uint32_t k = s->str_slots[i];
       if (k == MLPROF__NONE) break;
       if (s->strs[k].hash == h && s->strs[k].len == len &&
@@ -302,8 +306,11 @@ static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
   char *copy = mlprof__dup(str, len);
   if (!copy) return MLPROF__NONE;
   uint32_t k = (uint32_t)s->nstrs++;
-  s->strs[k] = (str_entry){.s = copy, .len = len, .hash = h,
-                           .zone = MLPROF__NONE, .counter = MLPROF__NONE,
+  s->strs[k] = (str_entry){.s = copy,
+                           .len = len,
+                           .hash = h,
+                           .zone = MLPROF__NONE,
+                           .counter = MLPROF__NONE,
                            .unit = MLPROF__NONE};
   size_t i = h & (s->str_slot_cap - 1);
   while (s->str_slots[i] != MLPROF__NONE) i = (i + 1) & (s->str_slot_cap - 1);
@@ -338,7 +345,8 @@ static uint32_t zone_of(mlprof__stats *s, str_entry *e) {
 static uint32_t counter_of(mlprof__stats *s, str_entry *e) {
   if (e->counter != MLPROF__NONE) return e->counter;
   mlprof__report *r = &s->r;
-  if (mlprof__grow(&r->counters, &s->ccap, r->ncounters + 1, sizeof *r->counters) ||
+  if (mlprof__grow(&r->counters, &s->ccap, r->ncounters + 1,
+                   sizeof *r->counters) ||
       mlprof__grow(&s->cb, &s->cbcap, r->ncounters + 1, sizeof *s->cb))
     return MLPROF__NONE;
   char *name = mlprof__dup(e->s, e->len);
@@ -365,13 +373,15 @@ static uint32_t unit_of(mlprof__stats *s, str_entry *e) {
 
 /* The report's thread for tid in the current profile, added if new. */
 static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
-  if (s->last_thread != MLPROF__NONE && s->last_tid == tid) return s->last_thread;
+  if (s->last_thread != MLPROF__NONE && s->last_tid == tid)
+    return s->last_thread;
   uint32_t t = mlprof__map_get(&s->tids, tid);
   if (t == MLPROF__NONE) {
     mlprof__report *r = &s->r;
     size_t proc = r->nprocs - 1;
     if (r->nthreads >= MLPROF__NONE - 1 ||
-        mlprof__grow(&r->threads, &s->tcap, r->nthreads + 1, sizeof *r->threads) ||
+        mlprof__grow(&r->threads, &s->tcap, r->nthreads + 1,
+                     sizeof *r->threads) ||
         mlprof__grow(&s->tb, &s->tbcap, r->nthreads + 1, sizeof *s->tb))
       return MLPROF__NONE;
     char *name = mlprof__dup("", 0);
@@ -394,7 +404,8 @@ static void see_time(mlprof__stats *s, uint64_t t) {
   if (t > s->last_ns) s->last_ns = t;
 }
 
-/* ---- visitor callbacks ---------------------------------------------------- */
+/* ---- visitor callbacks ----------------------------------------------------
+ */
 
 static int on_header(void *ud, const mlprof__header *h) {
   mlprof__stats *s = ud;
@@ -450,17 +461,18 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   see_time(s, end);
 
   /* Self time in the stream: the children of this span ended just before it
-   * and left their summed durations at child[depth + 1]. Sums deeper than
-   * that belong to spans whose parents were lost (dropped events): clear
-   * them so they are not charged to a later span. */
+   * and left their summed durations at child[depth + 1]. Lowering child_top
+   * to depth + 1 consumes that sum and discards deeper ones, which belong to
+   * spans whose parents were lost (dropped events), so they are never
+   * charged to a later span; slots at or past child_top are zeroed on reuse. */
   uint64_t self = dur;
   if (depth < MAX_DEPTH) {
-    if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2, sizeof *tb->child))
+    if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
+                     sizeof *tb->child))
       return MLPROF_ENOMEM;
     for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) tb->child[k] = 0;
     uint64_t children = tb->child[depth + 1];
     self = dur > children ? dur - children : 0;
-    for (size_t k = depth + 1; k < tb->child_top; k++) tb->child[k] = 0;
     tb->child[depth] += dur;
     tb->child_top = (size_t)depth + 1;
   }
@@ -556,7 +568,8 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   tb->last_zone = MLPROF__NONE;
   see_time(s, t);
   if (s->r.threads[th].steps > 0 &&
-      u64vec_push(&tb->step_intervals, t > tb->last_step ? t - tb->last_step : 0))
+      u64vec_push(&tb->step_intervals,
+                  t > tb->last_step ? t - tb->last_step : 0))
     return MLPROF_ENOMEM;
   tb->last_step = t;
   s->r.threads[th].steps++;
@@ -577,9 +590,13 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (mlprof__grow(&r->open, &s->ocap, r->nopen + 1, sizeof *r->open) ||
       !(copy = mlprof__dup(e->s, e->len)))
     return MLPROF_ENOMEM;
-  r->open[r->nopen++] = (mlprof__open_zone){
-      .name = copy, .name_len = e->len, .category = e->category,
-      .proc = r->nprocs - 1, .thread = th, .depth = depth, .begin_ns = begin};
+  r->open[r->nopen++] = (mlprof__open_zone){.name = copy,
+                                            .name_len = e->len,
+                                            .category = e->category,
+                                            .proc = r->nprocs - 1,
+                                            .thread = th,
+                                            .depth = depth,
+                                            .begin_ns = begin};
   return 0;
 }
 
@@ -610,7 +627,8 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   return 0;
 }
 
-/* ---- profiles ------------------------------------------------------------- */
+/* ---- profiles -------------------------------------------------------------
+ */
 
 mlprof__stats *mlprof__stats_new(void) {
   mlprof__stats *s = calloc(1, sizeof *s);
@@ -678,7 +696,8 @@ static int kv_cmp(const void *a, const void *b) {
   size_t n = x->kv.key_len < y->kv.key_len ? x->kv.key_len : y->kv.key_len;
   int c = memcmp(x->kv.key, y->kv.key, n);
   if (c) return c;
-  if (x->kv.key_len != y->kv.key_len) return x->kv.key_len < y->kv.key_len ? -1 : 1;
+  if (x->kv.key_len != y->kv.key_len)
+    return x->kv.key_len < y->kv.key_len ? -1 : 1;
   return x->order < y->order ? -1 : 1;
 }
 
@@ -712,7 +731,8 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
     p->read = *rep;
     see_time(s, rep->last_ns);
   }
-  if (read_error) snprintf(p->read_error, sizeof p->read_error, "%s", read_error);
+  if (read_error)
+    snprintf(p->read_error, sizeof p->read_error, "%s", read_error);
   p->clean_end = s->end_seen;
   p->wall_ns = s->end_seen && s->end_ns > s->last_ns ? s->end_ns : s->last_ns;
   uint64_t dropped = 0;
@@ -733,7 +753,8 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
   return mlprof__kv_dedupe(p->meta, &p->nmeta);
 }
 
-/* ---- results -------------------------------------------------------------- */
+/* ---- results --------------------------------------------------------------
+ */
 
 static int add_warning(mlprof__report *r, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -745,7 +766,8 @@ static int add_warning(mlprof__report *r, size_t *cap, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   char *copy = dup_str(line);
-  if (!copy || mlprof__grow(&r->warnings, cap, r->nwarnings + 1, sizeof *r->warnings)) {
+  if (!copy ||
+      mlprof__grow(&r->warnings, cap, r->nwarnings + 1, sizeof *r->warnings)) {
     free(copy);
     return MLPROF_ENOMEM;
   }
@@ -763,7 +785,8 @@ static int make_warnings(mlprof__report *r) {
     char who[96];
     snprintf(who, sizeof who, "process %" PRIu64 " (%.60s)", p->pid, exe);
     if (p->read_error[0])
-      rc = add_warning(r, &cap, "%s: read stopped early: %s", who, p->read_error);
+      rc = add_warning(r, &cap, "%s: read stopped early: %s", who,
+                       p->read_error);
     if (!rc && !p->clean_end)
       rc = add_warning(r, &cap,
                        "%s: profile ended without a closing chunk: process was "
@@ -774,13 +797,15 @@ static int make_warnings(mlprof__report *r) {
                 p->read.truncated_bytes || p->read.problem[0]))
       rc = add_warning(r, &cap,
                        "%s: damage found: %" PRIu64 " damaged chunks, %" PRIu64
-                       " bytes skipped, %" PRIu64 " bytes truncated at the end%s%s",
+                       " bytes skipped, %" PRIu64
+                       " bytes truncated at the end%s%s",
                        who, p->read.damaged_chunks, p->read.skipped_bytes,
                        p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
                        p->read.problem);
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,
-                       "%s: %" PRIu64 " events dropped (memory cap reached); "
+                       "%s: %" PRIu64
+                       " events dropped (memory cap reached); "
                        "counts and times are too low",
                        who, p->dropped);
     if (!rc && p->unmatched)
@@ -838,7 +863,8 @@ static int finish_zones(mlprof__stats *s) {
     for (size_t j = i; j < k; j++) {
       double secs = (double)z->total_ns / 1e9;
       z->units[z->nunits++] = (mlprof__zone_units){
-          .unit = s->zu[j].unit, .n = s->zu[j].n,
+          .unit = s->zu[j].unit,
+          .n = s->zu[j].n,
           .per_s = secs > 0 ? (double)s->zu[j].n / secs : 0};
     }
     i = k;
@@ -926,7 +952,8 @@ int mlprof__report_build(const mlprof__job *job, mlprof__report *r, char *err,
     memset(&rep, 0, sizeof rep);
     rc = mlprof__stats_profile_begin(s, &job->profiles[i], &v);
     if (rc) break;
-    int rd = mlprof__read_file(job->profiles[i].path, &v, &rep, why, sizeof why);
+    int rd =
+        mlprof__read_file(job->profiles[i].path, &v, &rep, why, sizeof why);
     if (rd == MLPROF_ENOMEM) {
       rc = rd;
       break;
@@ -944,11 +971,16 @@ int mlprof__report_build(const mlprof__job *job, mlprof__report *r, char *err,
 
 static uint64_t sort_value(const mlprof__zone_stats *z, mlprof__sort_key key) {
   switch (key) {
-  case MLPROF__SORT_SELF: return z->self_ns;
-  case MLPROF__SORT_MEAN: return z->count ? z->total_ns / z->count : 0;
-  case MLPROF__SORT_P99: return z->p99_ns;
-  case MLPROF__SORT_COUNT: return z->count;
-  case MLPROF__SORT_TOTAL: break;
+    case MLPROF__SORT_SELF:
+      return z->self_ns;
+    case MLPROF__SORT_MEAN:
+      return z->count ? z->total_ns / z->count : 0;
+    case MLPROF__SORT_P99:
+      return z->p99_ns;
+    case MLPROF__SORT_COUNT:
+      return z->count;
+    case MLPROF__SORT_TOTAL:
+      break;
   }
   return z->total_ns;
 }

@@ -1,13 +1,12 @@
 /* mlprof report: statistics of one or more profiles as text, JSON or CSV. */
 #include <errno.h>
 #include <getopt.h>
+#include <mlprof.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <mlprof.h>
 
 #include "../analyze/stats.h"
 #include "../export/export.h"
@@ -20,7 +19,8 @@
 static const char usage[] =
     "usage: mlprof report [options] PATH...\n"
     "\n"
-    "Statistics of profiles: per zone count, total, self, mean, std, min, max,\n"
+    "Statistics of profiles: per zone count, total, self, mean, std, min, "
+    "max,\n"
     "p50/p90/p95/p99 and share of wall time; per process and per thread;\n"
     "counters, throughput units, steps, dropped events, zones still open.\n"
     "PATH is a profile file or a run directory (one profile per process,\n"
@@ -34,9 +34,12 @@ static const char usage[] =
     "                       (default: 30 for text, all for json and csv)\n"
     "  -h, --help           show this help\n"
     "\n"
-    "Percentiles are exact (nearest rank over every duration). JSON follows the\n"
-    "schema \"mlprof.report/1\" (docs/json-schema.md); JSON and CSV give times\n"
-    "in integer nanoseconds. Damaged or cut-short profiles are reported as far\n"
+    "Percentiles are exact (nearest rank over every duration). JSON follows "
+    "the\n"
+    "schema \"mlprof.report/1\" (docs/json-schema.md); JSON and CSV give "
+    "times\n"
+    "in integer nanoseconds. Damaged or cut-short profiles are reported as "
+    "far\n"
     "as they are intact, with a warning.\n"
     "\n"
     "exit status: 0 done, 1 the report could not be written, 2 bad usage or\n"
@@ -87,7 +90,8 @@ int mlprof__cmd_report(int argc, char **argv) {
         else if (strcmp(optarg, "csv") == 0)
           format = FORMAT_CSV;
         else
-          return fail_usage("unknown format '%s': use text, json or csv", optarg);
+          return fail_usage("unknown format '%s': use text, json or csv",
+                            optarg);
         break;
       case 's':
         if (mlprof__sort_key_parse(optarg, &sort))
@@ -108,12 +112,12 @@ int mlprof__cmd_report(int argc, char **argv) {
         return fail_usage("%s needs a value", argv[optind - 1]);
       default: {
         char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'", optopt ? opt : argv[optind - 1]);
+        return fail_usage("unknown option '%s'",
+                          optopt ? opt : argv[optind - 1]);
       }
     }
   }
-  if (optind >= argc)
-    return fail_usage("%s", "no profile given");
+  if (optind >= argc) return fail_usage("%s", "no profile given");
   if (!top_given && format == FORMAT_TEXT) top = TEXT_TOP;
 
   char err[512];

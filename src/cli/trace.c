@@ -1,14 +1,13 @@
 /* mlprof trace: a Chrome trace event file (Perfetto, chrome://tracing). */
 #include <errno.h>
 #include <getopt.h>
+#include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <mlprof.h>
 
 #include "../export/export.h"
 #include "../model/job.h"
@@ -18,7 +17,8 @@ static const char usage[] =
     "usage: mlprof trace [options] PATH...\n"
     "\n"
     "Writes a Chrome trace event file (JSON) that opens in Perfetto\n"
-    "(ui.perfetto.dev) and chrome://tracing: one process per profile, one track\n"
+    "(ui.perfetto.dev) and chrome://tracing: one process per profile, one "
+    "track\n"
     "per thread, zones as slices with their metadata, counters as counter\n"
     "tracks, step marks as instant events, zones still open at the end as\n"
     "slices to the end of their profile with args {\"open\": true}.\n"
@@ -53,13 +53,14 @@ static const char *overwrites_input(const char *path, const mlprof__job *job) {
 }
 
 /* Says what each read found that the trace cannot show. */
-static void warn_reads(const mlprof__job *job, const mlprof__chrome_result *res) {
+static void warn_reads(const mlprof__job *job,
+                       const mlprof__chrome_result *res) {
   for (size_t i = 0; i < job->count; i++) {
     const char *path = job->profiles[i].path;
     const mlprof__read_report *rep = &res->reads[i];
     if (res->read_errors[i][0])
-      fprintf(stderr, "mlprof trace: warning: %s: read stopped early: %s\n", path,
-              res->read_errors[i]);
+      fprintf(stderr, "mlprof trace: warning: %s: read stopped early: %s\n",
+              path, res->read_errors[i]);
     if (rep->damaged_chunks || rep->skipped_bytes || rep->truncated_bytes ||
         rep->problem[0])
       fprintf(stderr,
@@ -138,7 +139,8 @@ static int export_file(const mlprof__job *job, const char *path,
 static double seconds_since(const struct timespec *t0) {
   struct timespec t1;
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+  return (double)(t1.tv_sec - t0->tv_sec) +
+         (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 int mlprof__cmd_trace(int argc, char **argv) {
@@ -163,7 +165,8 @@ int mlprof__cmd_trace(int argc, char **argv) {
         return fail_usage("%s needs a value", argv[optind - 1]);
       default: {
         char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'", optopt ? opt : argv[optind - 1]);
+        return fail_usage("unknown option '%s'",
+                          optopt ? opt : argv[optind - 1]);
       }
     }
   }
@@ -177,6 +180,13 @@ int mlprof__cmd_trace(int argc, char **argv) {
     return 2;
   }
   int to_stdout = strcmp(output, "-") == 0;
+  struct stat st;
+  if (!to_stdout && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof trace: %s is a directory; -o wants a file name\n",
+            output);
+    mlprof__job_close(&job);
+    return 2;
+  }
   const char *input = to_stdout ? NULL : overwrites_input(output, &job);
   if (input) {
     fprintf(stderr, "mlprof trace: %s is the profile %s; choose another -o\n",
@@ -203,9 +213,11 @@ int mlprof__cmd_trace(int argc, char **argv) {
   } else {
     warn_reads(&job, &res);
     double secs = seconds_since(&t0);
-    fprintf(stderr, "mlprof trace: %llu events from %zu profile%s to %s in %.2f s\n",
-            (unsigned long long)res.events, job.count, job.count == 1 ? "" : "s",
-            to_stdout ? "standard output" : output, secs);
+    fprintf(stderr,
+            "mlprof trace: %llu events from %zu profile%s to %s in %.2f s\n",
+            (unsigned long long)res.events, job.count,
+            job.count == 1 ? "" : "s", to_stdout ? "standard output" : output,
+            secs);
   }
   free(res.reads);
   free(res.read_errors);

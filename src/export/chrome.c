@@ -3,11 +3,10 @@
  * and per thread one span held back until we know whether metadata or units
  * follow it (they come after their span in the file). */
 #include <math.h>
+#include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <mlprof.h>
 
 #include "export.h"
 
@@ -59,15 +58,20 @@ typedef struct {
   int end_seen;
 } chrome;
 
-static const char *const category_field[MLPROF_CAT_COUNT] = {
-    "",
-    ",\"cat\":\"data\"",
-    ",\"cat\":\"forward\"",
-    ",\"cat\":\"backward\"",
-    ",\"cat\":\"optimizer\"",
-    ",\"cat\":\"communication\"",
-    ",\"cat\":\"io\"",
-    ",\"cat\":\"user\""};
+#define CAT_FIELD(name) \
+  { ",\"cat\":\"" name "\"", sizeof(",\"cat\":\"" name "\"") - 1 }
+static const struct {
+  const char *s;
+  size_t len;
+} category_field[MLPROF_CAT_COUNT] = {{"", 0},
+                                      CAT_FIELD("data"),
+                                      CAT_FIELD("forward"),
+                                      CAT_FIELD("backward"),
+                                      CAT_FIELD("optimizer"),
+                                      CAT_FIELD("communication"),
+                                      CAT_FIELD("io"),
+                                      CAT_FIELD("user")};
+#undef CAT_FIELD
 
 static char *put(char *p, const char *s, size_t n) {
   memcpy(p, s, n);
@@ -77,8 +81,10 @@ static char *put(char *p, const char *s, size_t n) {
 
 /* Starts an event: the separator from the previous one and the opening. */
 static char *event_start(chrome *c, char *p) {
-  if (c->events++) p = PUT_LIT(p, ",\n{");
-  else p = PUT_LIT(p, "{");
+  if (c->events++)
+    p = PUT_LIT(p, ",\n{");
+  else
+    p = PUT_LIT(p, "{");
   return p;
 }
 
@@ -93,7 +99,8 @@ static thread_state *thread_of(chrome *c, uint32_t tid) {
   uint32_t t = mlprof__map_get(&c->tids, tid);
   if (t == MLPROF__NONE) {
     if (c->nthreads >= MLPROF__NONE - 1 ||
-        mlprof__grow(&c->threads, &c->tcap, c->nthreads + 1, sizeof *c->threads) ||
+        mlprof__grow(&c->threads, &c->tcap, c->nthreads + 1,
+                     sizeof *c->threads) ||
         mlprof__map_put(&c->tids, tid, (uint32_t)c->nthreads))
       return NULL;
     t = (uint32_t)c->nthreads++;
@@ -120,7 +127,11 @@ static uint32_t name_of(const chrome *c, uint32_t id) {
 static void flush_span(chrome *c, thread_state *t) {
   if (!t->pending) return;
   t->pending = 0;
-  char *p = mlprof__out_space(c->o, 128);
+  const name_entry *n = &c->names[t->name];
+  uint8_t cat = n->category < MLPROF_CAT_COUNT ? n->category : 0;
+  /* The common event, name included, in one reservation. */
+  int small = n->len <= MLPROF__OUT_SLACK - 192;
+  char *p = mlprof__out_space(c->o, small ? 192 + n->len : 128);
   p = event_start(c, p);
   p = PUT_LIT(p, "\"ph\":\"X\",");
   p = put(p, t->ids, t->ids_len);
@@ -129,10 +140,20 @@ static void flush_span(chrome *c, thread_state *t) {
   p = PUT_LIT(p, ",\"dur\":");
   p = mlprof__fmt_us(p, t->end - t->begin);
   p = PUT_LIT(p, ",\"name\":");
-  mlprof__out_end(c->o, p);
-  put_name(c, t->name);
-  uint8_t cat = c->names[t->name].category;
-  if (cat && cat < MLPROF_CAT_COUNT) mlprof__out_str(c->o, category_field[cat]);
+  if (small) {
+    p = put(p, c->arena.buf + n->off, n->len);
+    p = put(p, category_field[cat].s, category_field[cat].len);
+    if (!t->nargs) {
+      *p++ = '}';
+      mlprof__out_end(c->o, p);
+      return;
+    }
+    mlprof__out_end(c->o, p);
+  } else {
+    mlprof__out_end(c->o, p);
+    put_name(c, t->name);
+    mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
+  }
   if (t->nargs) {
     mlprof__out_lit(c->o, ",\"args\":{");
     for (size_t i = 0; i < t->nargs; i++) {
@@ -395,7 +416,8 @@ static void profile_finish(chrome *c, const mlprof__read_report *rep) {
     mlprof__out_end(c->o, p);
     put_name(c, z->name);
     uint8_t cat = c->names[z->name].category;
-    if (cat && cat < MLPROF_CAT_COUNT) mlprof__out_str(c->o, category_field[cat]);
+    if (cat >= MLPROF_CAT_COUNT) cat = 0;
+    mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
     mlprof__out_lit(c->o, ",\"args\":{\"open\":true}}");
   }
   for (size_t i = 0; i < c->nthreads; i++) free(c->threads[i].args);
@@ -491,7 +513,9 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
     if (res && res->reads) res->reads[i] = rep;
     if (res && res->read_errors)
       snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
-               !rd ? "" : why[0] ? why : mlprof_strerror(rd));
+               !rd      ? ""
+               : why[0] ? why
+                        : mlprof_strerror(rd));
   }
   if (!rc && !(rc = mlprof__kv_dedupe(c.meta, &c.nmeta))) {
     write_other_data(&c, job->count);

@@ -7,8 +7,9 @@ static void put_u64(mlprof__out *o, uint64_t v) {
 }
 
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o) {
-  mlprof__out_lit(o, "zone,category,count,total_ns,self_ns,mean_ns,std_ns,"
-                     "min_ns,max_ns,p50_ns,p90_ns,p95_ns,p99_ns,share\r\n");
+  mlprof__out_lit(o,
+                  "zone,category,count,total_ns,self_ns,mean_ns,std_ns,"
+                  "min_ns,max_ns,p50_ns,p90_ns,p95_ns,p99_ns,share\r\n");
   for (size_t i = 0; i < r->norder; i++) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     mlprof__out_csv_field(o, z->name, z->name_len);

@@ -2,13 +2,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <mlprof.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <mlprof.h>
 
 #define OUT_FD_BUFFER (1u << 20)
 #define OUT_MEM_INITIAL (2 * MLPROF__OUT_SLACK)
@@ -168,19 +167,39 @@ void mlprof__out_i64(mlprof__out *o, int64_t v) {
 }
 
 void mlprof__out_f64(mlprof__out *o, double v) {
+  static const double pow10[] = {1,   1e1, 1e2, 1e3, 1e4,
+                                 1e5, 1e6, 1e7, 1e8, 1e9};
   if (!isfinite(v)) {
     mlprof__out_lit(o, "null");
     return;
   }
-  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
-    mlprof__out_i64(o, (int64_t)v);
+  /* Values with few decimals (0.25, 3.5, 1e-3) are printed from an integer:
+   * m / 10^k == v proves the decimal reads back as v, since the division of
+   * exact operands is correctly rounded, as strtod is. printf is the slow
+   * path, for values that need all 17 digits. */
+  for (int k = 0; k < 10; k++) {
+    double m = v * pow10[k];
+    if (fabs(m) >= 9007199254740992.0) break;
+    if (m != floor(m) || m / pow10[k] != v) continue;
+    char *p = mlprof__out_space(o, 32);
+    if (m < 0) *p++ = '-';
+    char digits[24];
+    char *e = mlprof__fmt_u64(digits, (uint64_t)fabs(m));
+    size_t n = (size_t)(e - digits), lead = n > (size_t)k ? n - (size_t)k : 0;
+    memcpy(p, digits, lead);
+    p += lead;
+    if (k) {
+      *p++ = lead ? '.' : '0';
+      if (!lead) *p++ = '.';
+      for (size_t z = n; z < (size_t)k; z++) *p++ = '0';
+      memcpy(p, digits + lead, n - lead);
+      p += n - lead;
+    }
+    mlprof__out_end(o, p);
     return;
   }
   char b[32];
-  for (int prec = 15; prec <= 17; prec++) {
-    snprintf(b, sizeof b, "%.*g", prec, v);
-    if (strtod(b, NULL) == v) break;
-  }
+  snprintf(b, sizeof b, "%.17g", v);
   mlprof__out_str(o, b);
 }
 

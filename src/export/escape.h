@@ -18,11 +18,11 @@
  * discarding) output so exporters need not check every call; they look at
  * err, or the value of mlprof__out_flush(), once at the end. */
 typedef struct {
-  int fd;          /* -1: the output stays in memory and grows */
+  int fd; /* -1: the output stays in memory and grows */
   char *buf;
   size_t len, cap;
-  int err;         /* 0, MLPROF_EIO or MLPROF_ENOMEM */
-  int sys_errno;   /* errno of the write that failed */
+  int err;       /* 0, MLPROF_EIO or MLPROF_ENOMEM */
+  int sys_errno; /* errno of the write that failed */
 } mlprof__out;
 
 /* Prepares a writer to fd (a 1 MiB buffer), or in memory when fd is -1.
@@ -69,8 +69,9 @@ char *mlprof__fmt_us(char *p, uint64_t ns);
 
 void mlprof__out_u64(mlprof__out *o, uint64_t v);
 void mlprof__out_i64(mlprof__out *o, int64_t v);
-/* A JSON number: integers exactly, others with the fewest digits (up to 17)
- * that read back to the same double; null for NaN and infinities. */
+/* A JSON number that reads back to exactly v: integers and values with up
+ * to 9 decimals as such ("3", "0.25"), others with 17 significant digits;
+ * null for NaN and infinities. */
 void mlprof__out_f64(mlprof__out *o, double v);
 
 /* A JSON string literal, quotes included. '"' and '\' are escaped, every

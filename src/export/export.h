@@ -27,9 +27,9 @@ int mlprof__export_json(const mlprof__report *r, mlprof__out *o);
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
 
 typedef struct {
-  uint64_t events;             /* trace events written */
-  mlprof__read_report *reads;  /* one per profile of the job, in job order */
-  char (*read_errors)[256];    /* per profile: why its read stopped, or "" */
+  uint64_t events;            /* trace events written */
+  mlprof__read_report *reads; /* one per profile of the job, in job order */
+  char (*read_errors)[256];   /* per profile: why its read stopped, or "" */
 } mlprof__chrome_result;
 
 /* Streams every profile of job into a Chrome trace event file ("JSON Object

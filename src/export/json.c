@@ -1,9 +1,8 @@
 /* The report as JSON, schema "mlprof.report/1" (docs/json-schema.md). Times
  * are integer nanoseconds; strings from the profile are escaped so the result
  * is valid JSON (and safe inside HTML) whatever they hold. */
-#include <string.h>
-
 #include <mlprof.h>
+#include <string.h>
 
 #include "export.h"
 
@@ -93,7 +92,8 @@ static void processes(const mlprof__report *r, mlprof__out *o) {
     field_u64(o, "threads", p->threads);
     field_u64(o, "dropped", p->dropped);
     field_u64(o, "unmatched", p->unmatched);
-    mlprof__out_str(o, p->clean_end ? ",\"clean_end\":true" : ",\"clean_end\":false");
+    mlprof__out_str(
+        o, p->clean_end ? ",\"clean_end\":true" : ",\"clean_end\":false");
     mlprof__out_lit(o, ",\"read\":{\"chunks\":");
     mlprof__out_u64(o, p->read.chunks);
     field_u64(o, "damaged_chunks", p->read.damaged_chunks);

@@ -1,12 +1,11 @@
 /* The report as aligned tables for a person at a terminal. */
 #include <inttypes.h>
 #include <math.h>
+#include <mlprof.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <mlprof.h>
 
 #include "export.h"
 
@@ -96,8 +95,11 @@ static void fmt_dur(char *b, size_t len, uint64_t ns) {
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if ((double)ns < units[i].div) continue;
     double v = (double)ns / units[i].div;
-    snprintf(b, len, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v,
-             units[i].unit);
+    snprintf(b, len,
+             v < 10    ? "%.2f %s"
+             : v < 100 ? "%.1f %s"
+                       : "%.0f %s",
+             v, units[i].unit);
     return;
   }
   snprintf(b, len, "%" PRIu64 " ns", ns);
@@ -116,11 +118,16 @@ static void cell_num(table *t, double v) {
     return;
   }
   double a = fabs(v);
-  if (a >= 1e12) cell_printf(t, "%.3gT", v / 1e12);
-  else if (a >= 1e9) cell_printf(t, "%.3gG", v / 1e9);
-  else if (a >= 1e6) cell_printf(t, "%.3gM", v / 1e6);
-  else if (a >= 1e4) cell_printf(t, "%.3gk", v / 1e3);
-  else cell_printf(t, "%.4g", v);
+  if (a >= 1e12)
+    cell_printf(t, "%.3gT", v / 1e12);
+  else if (a >= 1e9)
+    cell_printf(t, "%.3gG", v / 1e9);
+  else if (a >= 1e6)
+    cell_printf(t, "%.3gM", v / 1e6);
+  else if (a >= 1e4)
+    cell_printf(t, "%.3gk", v / 1e3);
+  else
+    cell_printf(t, "%.4g", v);
 }
 
 static void pad(mlprof__out *o, size_t n) {
@@ -186,7 +193,8 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     any_units |= z->nunits > 0;
     cell_name(&t, z->name, z->name_len, NAME_WIDTH);
-    cell_printf(&t, "%s", z->category ? mlprof__category_name(z->category) : "");
+    cell_printf(&t, "%s",
+                z->category ? mlprof__category_name(z->category) : "");
     cell_printf(&t, "%" PRIu64, z->count);
     cell_dur(&t, z->total_ns);
     cell_dur(&t, z->self_ns);
@@ -221,10 +229,9 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
 
 static int procs_section(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "\nProcesses\n");
-  static const char *const heads[] = {"pid",     "ppid",    "rank",
-                                      "host",    "wall",    "spans",
-                                      "threads", "dropped", "end",
-                                      "command"};
+  static const char *const heads[] = {"pid",  "ppid",   "rank",    "host",
+                                      "wall", "spans",  "threads", "dropped",
+                                      "end",  "command"};
   table t;
   if (table_open(&t, heads, "rrrlrrrrll")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nprocs; i++) {
@@ -240,9 +247,10 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
     cell_printf(&t, "%" PRIu64, p->spans);
     cell_printf(&t, "%zu", p->threads);
     cell_printf(&t, "%" PRIu64, p->dropped);
-    cell_printf(&t, "%s", p->read_error[0] ? "read error"
-                          : p->clean_end   ? "clean"
-                                           : "killed");
+    cell_printf(&t, "%s",
+                p->read_error[0] ? "read error"
+                : p->clean_end   ? "clean"
+                                 : "killed");
     cell_name(&t, p->cmdline, strlen(p->cmdline), 60);
   }
   return finish_table(&t, o);
@@ -263,7 +271,8 @@ static int threads_section(const mlprof__report *r, mlprof__out *o) {
     cell_name(&t, th->name, th->name_len, 32);
     cell_printf(&t, "%" PRIu64, th->spans);
     cell_dur(&t, th->busy_ns);
-    cell_printf(&t, "%.1f", wall ? 100.0 * (double)th->busy_ns / (double)wall : 0.0);
+    cell_printf(&t, "%.1f",
+                wall ? 100.0 * (double)th->busy_ns / (double)wall : 0.0);
     cell_printf(&t, "%" PRIu64, th->dropped);
   }
   return finish_table(&t, o);

@@ -2,10 +2,9 @@
  * small strict JSON validator written here, independent of the escaper. */
 #include <fcntl.h>
 #include <math.h>
+#include <mlprof.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-#include <mlprof.h>
 
 #include "analyze/stats.h"
 #include "export/export.h"
@@ -23,8 +22,11 @@ typedef struct {
 /* Length of one valid UTF-8 character at p, or 0. */
 static size_t utf8_char(const unsigned char *p, const unsigned char *end) {
   unsigned c = p[0];
-  size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                        : (c & 0xf8) == 0xf0 ? 4 : 0;
+  size_t n = c < 0x80             ? 1
+             : (c & 0xe0) == 0xc0 ? 2
+             : (c & 0xf0) == 0xe0 ? 3
+             : (c & 0xf8) == 0xf0 ? 4
+                                  : 0;
   if (!n || (size_t)(end - p) < n) return 0;
   uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
   for (size_t i = 1; i < n; i++) {
@@ -146,13 +148,27 @@ static int js_value(json *j) {
   if (j->p >= j->end || ++j->depth > 64) return 0;
   int ok;
   switch (*j->p) {
-    case '{': ok = js_items(j, '}', 1); break;
-    case '[': ok = js_items(j, ']', 0); break;
-    case '"': ok = js_string(j); break;
-    case 't': ok = js_lit(j, "true"); break;
-    case 'f': ok = js_lit(j, "false"); break;
-    case 'n': ok = js_lit(j, "null"); break;
-    default: ok = js_number(j); break;
+    case '{':
+      ok = js_items(j, '}', 1);
+      break;
+    case '[':
+      ok = js_items(j, ']', 0);
+      break;
+    case '"':
+      ok = js_string(j);
+      break;
+    case 't':
+      ok = js_lit(j, "true");
+      break;
+    case 'f':
+      ok = js_lit(j, "false");
+      break;
+    case 'n':
+      ok = js_lit(j, "null");
+      break;
+    default:
+      ok = js_number(j);
+      break;
   }
   j->depth--;
   return ok;
@@ -166,7 +182,8 @@ static int json_valid(const char *s, size_t n) {
   return j.p == j.end;
 }
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------
+ */
 
 /* A memory writer's contents as a NUL-terminated string. */
 static const char *text_of(mlprof__out *o) {
@@ -177,7 +194,8 @@ static const char *text_of(mlprof__out *o) {
 
 static const char hostile[] = "fw\"d\\\x01\n\xff\xc3<script>&\xe2\x80\xa8";
 
-/* ---- escaping ------------------------------------------------------------- */
+/* ---- escaping -------------------------------------------------------------
+ */
 
 static void test_json_escape_exact(void) {
   static const char in[] = "a\"b\\c\x01\n<x>&\xff\xc3\xc3\xa9\xe2\x80\xa8";
@@ -195,11 +213,13 @@ static void test_json_escape_invalid_utf8_forms(void) {
   static const struct {
     const char *in, *want;
   } cases[] = {
-      {"\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\""},             /* overlong */
-      {"\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""}, /* surrogate */
-      {"\xf4\x90\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
+      {"\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\""}, /* overlong */
+      {"\xed\xa0\x80",
+       "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""}, /* surrogate */
+      {"\xf4\x90\x80\x80",
+       "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
       {"\xf0\x9f\x98\x80", "\"\xf0\x9f\x98\x80\""}, /* U+1F600 passes */
-      {"\xe2\x82", "\"\xef\xbf\xbd\xef\xbf\xbd\""},  /* cut short */
+      {"\xe2\x82", "\"\xef\xbf\xbd\xef\xbf\xbd\""}, /* cut short */
       {"\x7f", "\"\\u007f\""},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -221,7 +241,8 @@ static void test_json_escape_all_byte_pairs(void) {
       char in[3] = {(char)a, (char)b, (char)0x80};
       o.len = 0;
       mlprof__out_json_str(&o, in, 3);
-      if (!json_valid(o.buf, o.len)) TEST_FAIL("invalid JSON for %02x %02x", a, b);
+      if (!json_valid(o.buf, o.len))
+        TEST_FAIL("invalid JSON for %02x %02x", a, b);
     }
   }
   mlprof__out_close(&o);
@@ -239,7 +260,10 @@ static void test_csv_fields(void) {
       {"@cmd", "'@cmd"},
       {"+1", "'+1"},
       {"line\nbreak", "\"line\nbreak\""},
-      {"\x01" "ctl\xff", "\xef\xbf\xbd" "ctl\xef\xbf\xbd"},
+      {"\x01"
+       "ctl\xff",
+       "\xef\xbf\xbd"
+       "ctl\xef\xbf\xbd"},
       {" pad", "\" pad\""},
       {"", ""},
   };
@@ -339,23 +363,33 @@ static void test_writer_grows_and_reports_errors(void) {
   close(fd);
 }
 
-/* ---- report exporters ----------------------------------------------------- */
+/* ---- report exporters -----------------------------------------------------
+ */
 
 /* A report whose every string is hostile. */
 static int hostile_report(mlprof__report *r) {
   mlprof__stats *s = mlprof__stats_new();
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "/tmp/\"x\".mlprof", .pid = 9, .ppid = 1,
-                           .rank = 0, .world_size = 2, .hostname = "h\x1b]0;",
-                           .exe = "/bin/=cmd", .cmdline = "run \"<b>\"\xff",
+  mlprof__job_profile p = {.path = "/tmp/\"x\".mlprof",
+                           .pid = 9,
+                           .ppid = 1,
+                           .rank = 0,
+                           .world_size = 2,
+                           .hostname = "h\x1b]0;",
+                           .exe = "/bin/=cmd",
+                           .cmdline = "run \"<b>\"\xff",
                            .parent = -1};
   mlprof__stats_profile_begin(s, &p, &v);
   const char *names[] = {hostile, "=HYPERLINK(\"x\")", "loss\x7f", "tok\xc3"};
   const uint8_t kinds[] = {MLPROF__NAME_ZONE, MLPROF__NAME_ZONE,
                            MLPROF__NAME_COUNTER, MLPROF__NAME_UNIT};
   for (uint32_t i = 0; i < 4; i++) {
-    mlprof__name n = {.id = i + 1, .kind = kinds[i], .name = names[i],
-                      .name_len = strlen(names[i]), .function = "", .file = ""};
+    mlprof__name n = {.id = i + 1,
+                      .kind = kinds[i],
+                      .name = names[i],
+                      .name_len = strlen(names[i]),
+                      .function = "",
+                      .file = ""};
     v.name(v.ud, &n);
   }
   v.thread(v.ud, 1, "t\"\x02", 3);
@@ -400,10 +434,11 @@ static void test_csv_report(void) {
   const char *want =
       "zone,category,count,total_ns,self_ns,mean_ns,std_ns,min_ns,max_ns,"
       "p50_ns,p90_ns,p95_ns,p99_ns,share\r\n"
-      "\"fw\"\"d\\\xef\xbf\xbd\n\xef\xbf\xbd\xef\xbf\xbd<script>&\xe2\x80\xa8\","
-      "none,1,100,90,100,0,100,100,100,100,100,100,0.6666666666666666\r\n"
+      "\"fw\"\"d\\\xef\xbf\xbd\n\xef\xbf\xbd\xef\xbf\xbd<script>&"
+      "\xe2\x80\xa8\","
+      "none,1,100,90,100,0,100,100,100,100,100,100,0.66666666666666663\r\n"
       "\"'=HYPERLINK(\"\"x\"\")\",none,1,10,10,10,0,10,10,10,10,10,10,"
-      "0.06666666666666667\r\n";
+      "0.066666666666666666\r\n";
   CHECK_STR(s, want);
   mlprof__out_close(&o);
   mlprof__report_free(&r);
@@ -421,14 +456,16 @@ static void test_text_report_is_terminal_safe(void) {
     if ((unsigned char)s[i] < 0x20 && s[i] != '\n')
       TEST_FAIL("control byte %02x at %zu", (unsigned char)s[i], i);
   CHECK(strncmp(s, "mlprof report: 1 process, 1 thread, 2 spans", 43) == 0);
-  CHECK(strstr(s, "warning: process 9 (=cmd): profile ended without a closing"));
+  CHECK(
+      strstr(s, "warning: process 9 (=cmd): profile ended without a closing"));
   CHECK(strstr(s, "Zones still open at the end"));
   CHECK(strstr(s, "Steps"));
   mlprof__out_close(&o);
   mlprof__report_free(&r);
 }
 
-/* ---- Chrome trace ---------------------------------------------------------- */
+/* ---- Chrome trace ----------------------------------------------------------
+ */
 
 typedef struct {
   uint8_t b[4096];
@@ -509,15 +546,15 @@ static void write_profile(const char *path, int with_end) {
   p_uv(&p, 7);
   p_cstr(&p, "main\x1b[31m");
   chunk(f, MLPROF__CHUNK_THREAD, &p);
-  p_uv(&p, 7); /* tid */
-  p_uv(&p, 0); /* dropped */
-  p_uv(&p, 0); /* base */
-  p_u8(&p, MLPROF__REC_SPAN);  /* inner 1000..1500, depth 1 */
+  p_uv(&p, 7);                /* tid */
+  p_uv(&p, 0);                /* dropped */
+  p_uv(&p, 0);                /* base */
+  p_u8(&p, MLPROF__REC_SPAN); /* inner 1000..1500, depth 1 */
   p_uv(&p, 6);
   p_uv(&p, 1);
   p_sv(&p, 1000);
   p_uv(&p, 500);
-  p_u8(&p, MLPROF__REC_SPAN);  /* hostile 0..3000, depth 0 */
+  p_u8(&p, MLPROF__REC_SPAN); /* hostile 0..3000, depth 0 */
   p_uv(&p, 1);
   p_uv(&p, 0);
   p_sv(&p, -1000);
@@ -532,13 +569,13 @@ static void write_profile(const char *path, int with_end) {
   p_uv(&p, 2);
   p_sv(&p, 3500);
   p_f64(&p, 0.25);
-  p_u8(&p, MLPROF__REC_UNITS);   /* 8 tokens at 3600 */
+  p_u8(&p, MLPROF__REC_UNITS); /* 8 tokens at 3600 */
   p_uv(&p, 3);
   p_sv(&p, 100);
   p_uv(&p, 8);
-  p_u8(&p, MLPROF__REC_STEP);    /* step at 3600 */
+  p_u8(&p, MLPROF__REC_STEP); /* step at 3600 */
   p_sv(&p, 0);
-  p_u8(&p, MLPROF__REC_OPEN);    /* hostile open since 4000 */
+  p_u8(&p, MLPROF__REC_OPEN); /* hostile open since 4000 */
   p_uv(&p, 1);
   p_uv(&p, 0);
   p_sv(&p, 400);
@@ -588,22 +625,29 @@ static void test_chrome_trace(void) {
   CHECK_STR(why[0], "");
   /* 3 process metadata, 1 thread name, 2 spans, 2 counters, 1 step, 1 open. */
   CHECK_EQ(res.events, 10);
-  CHECK(strstr(s, "{\"ph\":\"X\",\"pid\":4242,\"tid\":7,\"ts\":1.000,\"dur\":0.500,"
-                  "\"name\":\"inner\"}"));
-  CHECK(strstr(s, "\"ts\":0.000,\"dur\":3.000,\"name\":\"fw\\\"d\\\\\\u0001"
-                  "\\u000a\xef\xbf\xbd\xef\xbf\xbd\\u003cscript\\u003e\\u0026"
-                  "\\u2028\",\"cat\":\"forward\",\"args\":{\"key\":\"val"
-                  "\\u000a\xef\xbf\xbd\",\"tokens\":64}}"));
-  CHECK(strstr(s, "{\"ph\":\"C\",\"pid\":4242,\"ts\":3.500,\"name\":\"loss\","
-                  "\"args\":{\"value\":0.25}}"));
+  CHECK(
+      strstr(s,
+             "{\"ph\":\"X\",\"pid\":4242,\"tid\":7,\"ts\":1.000,\"dur\":0.500,"
+             "\"name\":\"inner\"}"));
+  CHECK(strstr(s,
+               "\"ts\":0.000,\"dur\":3.000,\"name\":\"fw\\\"d\\\\\\u0001"
+               "\\u000a\xef\xbf\xbd\xef\xbf\xbd\\u003cscript\\u003e\\u0026"
+               "\\u2028\",\"cat\":\"forward\",\"args\":{\"key\":\"val"
+               "\\u000a\xef\xbf\xbd\",\"tokens\":64}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"C\",\"pid\":4242,\"ts\":3.500,\"name\":\"loss\","
+               "\"args\":{\"value\":0.25}}"));
   CHECK(strstr(s, "\"name\":\"tokens\",\"args\":{\"total\":8}}"));
-  CHECK(strstr(s, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":4242,\"tid\":7,\"ts\":3.600,"
-                  "\"name\":\"step\",\"args\":{\"step\":0}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"i\",\"s\":\"t\",\"pid\":4242,\"tid\":7,\"ts\":3.600,"
+               "\"name\":\"step\",\"args\":{\"step\":0}}"));
   CHECK(strstr(s, "\"ts\":4.000,\"dur\":1.000,"));
   CHECK(strstr(s, "\"args\":{\"open\":true}}"));
-  CHECK(strstr(s, "\"name\":\"process_name\",\"args\":{\"name\":\"py\\u003cth"
-                  "\\u003eon 4242 (rank 0)\"}"));
-  CHECK(strstr(s, "\"name\":\"thread_name\",\"args\":{\"name\":\"main\\u001b[31m\"}"));
+  CHECK(strstr(s,
+               "\"name\":\"process_name\",\"args\":{\"name\":\"py\\u003cth"
+               "\\u003eon 4242 (rank 0)\"}"));
+  CHECK(strstr(
+      s, "\"name\":\"thread_name\",\"args\":{\"name\":\"main\\u001b[31m\"}"));
   CHECK(strstr(s, "\"meta\":{\"model\":\"r\\\"n\\u003c/script\\u003e\"}"));
   CHECK(strstr(s, "\"displayTimeUnit\":\"ns\""));
   CHECK_EQ(count_of(s, "\"ph\":"), 10);

@@ -1,19 +1,18 @@
 /* The report model, driven through its visitor callbacks with known spans:
  * every expected value below is worked out by hand. */
 #include <math.h>
-#include <stdlib.h>
-
 #include <mlprof.h>
+#include <stdlib.h>
 
 #include "analyze/stats.h"
 #include "format/wire.h"
 #include "test.h"
 
-#define CHECK_NEAR(a, b)                                                  \
-  do {                                                                    \
-    double a_ = (a), b_ = (b);                                            \
-    if (!(fabs(a_ - b_) <= 1e-9 * (fabs(b_) + 1)))                        \
-      TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_);              \
+#define CHECK_NEAR(a, b)                                     \
+  do {                                                       \
+    double a_ = (a), b_ = (b);                               \
+    if (!(fabs(a_ - b_) <= 1e-9 * (fabs(b_) + 1)))           \
+      TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
   } while (0)
 
 typedef struct {
@@ -23,18 +22,29 @@ typedef struct {
 } fixture;
 
 static void profile(fixture *f, uint64_t pid, uint64_t offset_ns) {
-  mlprof__job_profile p = {.path = "test.mlprof", .pid = pid, .ppid = 1,
-                           .rank = -1, .world_size = -1, .hostname = "host",
-                           .exe = "/usr/bin/python3", .cmdline = "python3 t.py",
-                           .offset_ns = offset_ns, .parent = -1};
+  mlprof__job_profile p = {.path = "test.mlprof",
+                           .pid = pid,
+                           .ppid = 1,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "host",
+                           .exe = "/usr/bin/python3",
+                           .cmdline = "python3 t.py",
+                           .offset_ns = offset_ns,
+                           .parent = -1};
   if (!f->s) f->s = mlprof__stats_new();
   mlprof__stats_profile_begin(f->s, &p, &f->v);
 }
 
 static void name(fixture *f, uint32_t id, uint8_t kind, uint8_t cat,
                  const char *s) {
-  mlprof__name n = {.id = id, .kind = kind, .category = cat, .name = s,
-                    .name_len = strlen(s), .function = "", .file = ""};
+  mlprof__name n = {.id = id,
+                    .kind = kind,
+                    .category = cat,
+                    .name = s,
+                    .name_len = strlen(s),
+                    .function = "",
+                    .file = ""};
   f->v.name(f->v.ud, &n);
 }
 
@@ -162,8 +172,8 @@ static void test_threads_keep_their_own_nesting(void) {
   f.v.events(f.v.ud, 1, 0);
   span(&f, 1, 2, 1, 10, 40); /* thread 1: inner 30 */
   f.v.events(f.v.ud, 2, 0);
-  span(&f, 2, 2, 1, 5, 10);  /* thread 2: inner 5 */
-  span(&f, 2, 1, 0, 0, 20);  /* thread 2: outer 20, self 15 */
+  span(&f, 2, 2, 1, 5, 10); /* thread 2: inner 5 */
+  span(&f, 2, 1, 0, 0, 20); /* thread 2: outer 20, self 15 */
   f.v.events(f.v.ud, 1, 0);
   span(&f, 1, 1, 0, 0, 100); /* thread 1: outer 100, self 70 */
   f.v.thread(f.v.ud, 2, "loader", 6);
@@ -249,7 +259,8 @@ static void test_units_inside_and_outside_zones(void) {
   span(&f, 1, 1, 0, 0, 500000000); /* 0.5 s */
   f.v.span_units(f.v.ud, 1, 2, 100);
   span(&f, 1, 1, 0, 500000000, 1000000000);
-  if (f.v.span_meta) f.v.span_meta(f.v.ud, 1, 3, 4); /* between span and units */
+  if (f.v.span_meta)
+    f.v.span_meta(f.v.ud, 1, 3, 4); /* between span and units */
   f.v.span_units(f.v.ud, 1, 2, 50);
   f.v.units(f.v.ud, 1, 2, 1500000000, 30);
   f.v.span_units(f.v.ud, 1, 2, 5); /* after no span: outside */
@@ -309,8 +320,8 @@ static void test_killed_and_damaged_profile(void) {
   span(&f, 1, 1, 0, 0, 10);
   f.v.events(f.v.ud, 1, 5);
   span(&f, 1, 1, 0, 20, 40);
-  mlprof__read_report rep = {.chunks = 4, .damaged_chunks = 1,
-                             .skipped_bytes = 33, .last_ns = 45};
+  mlprof__read_report rep = {
+      .chunks = 4, .damaged_chunks = 1, .skipped_bytes = 33, .last_ns = 45};
   snprintf(rep.problem, sizeof rep.problem, "bad CRC at offset 99");
   mlprof__stats_profile_end(f.s, &rep, NULL);
   CHECK_EQ(finish(&f), 0);
@@ -333,9 +344,9 @@ static void test_sort_and_top(void) {
   name(&f, 1, MLPROF__NAME_ZONE, 0, "many_short");
   name(&f, 2, MLPROF__NAME_ZONE, 0, "one_long");
   name(&f, 3, MLPROF__NAME_ZONE, 0, "middle");
-  for (int i = 0; i < 10; i++) span(&f, 1, 1, 0, 0, 3);   /* total 30 */
-  span(&f, 1, 2, 0, 0, 100);                              /* total 100 */
-  for (int i = 0; i < 2; i++) span(&f, 1, 3, 0, 0, 25);   /* total 50 */
+  for (int i = 0; i < 10; i++) span(&f, 1, 1, 0, 0, 3); /* total 30 */
+  span(&f, 1, 2, 0, 0, 100);                            /* total 100 */
+  for (int i = 0; i < 2; i++) span(&f, 1, 3, 0, 0, 25); /* total 50 */
   end_clean(&f, 1000);
   CHECK_EQ(finish(&f), 0);
   CHECK_EQ(f.r.norder, 3);
