@@ -5,5 +5,8 @@ B=${1:-build}
 echo "== hot path (bench_zone)"
 "$B/bench_zone"
 echo
+echo "== sampler at 10 Hz (bench_sampler)"
+"$B/bench_sampler"
+echo
 echo "== report and trace at scale (bench_report)"
 "$B/bench_report" "$B/mlprof"

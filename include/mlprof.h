@@ -92,6 +92,9 @@ typedef struct mlprof_config {
   size_t memory_cap;
   /* 0: start with recording switched off (see mlprof_set_enabled). */
   int enabled;
+  /* How often the sampler thread reads CPU, memory, I/O, temperature, energy
+   * and GPU measures (docs/sampling.md); 0: 100 ms; negative: no sampling. */
+  int sample_interval_ms;
 } mlprof_config;
 
 /* Fills *cfg with the defaults (enabled, defaults described above). */
@@ -121,11 +124,12 @@ MLPROF_EXPORT const char *mlprof_output_path(void);
 MLPROF_EXPORT void mlprof_set_enabled(int on);
 MLPROF_EXPORT int mlprof_is_enabled(void);
 
-/* Zones. Begin/end must pair on one thread, in stack order.
- * mlprof_zone_begin_site returns 1 when the zone's end is owed (the zone was
- * recorded, or dropped under the memory cap), 0 when recording is off; the
- * scoped macros use it to skip the end call, and calling mlprof_zone_end
- * regardless is always correct. */
+/* Zones. Every begin is paired with one end on the same thread, in stack
+ * order, whatever happens meanwhile (recording switched off or on, the
+ * memory cap reached): an end always closes the zone of its own begin.
+ * mlprof_zone_begin_site returns 0 when the end may be skipped (nothing is
+ * open on this thread and recording is off); the scoped macros use that to
+ * save the call. Calling mlprof_zone_end regardless is always correct. */
 MLPROF_EXPORT int mlprof_zone_begin_site(const mlprof_site *site);
 /* For bindings: name (and category) interned once per distinct string. */
 MLPROF_EXPORT void mlprof_zone_begin(const char *name);

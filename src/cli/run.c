@@ -1,6 +1,8 @@
 /* mlprof run: starts a command with libmlprof preloaded, so every process of
- * its tree writes a profile into one run directory with no code change, then
- * prints the summary and exits with the command's own status. */
+ * its tree writes a profile into one run directory with no code change, while
+ * this process samples the whole tree (CPU, memory, I/O, GPU...) into a
+ * profile of its own; then prints the summary and exits with the command's
+ * own status. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mlprof.h"
+#include "record/internal.h"
+
+/* This program samples the command's process tree with a session of its own;
+ * it must not also start one from MLPROF_OUTPUT (see session.c). */
+const int mlprof__no_autostart = 1;
 
 #ifndef MLPROF_INSTALL_LIBDIR
 #define MLPROF_INSTALL_LIBDIR "lib"
@@ -34,6 +42,8 @@ static void usage(FILE *out) {
           "      --flush-ms N     write interval in ms: a killed process loses at\n"
           "                       most this much (default 200)\n"
           "      --memory-mb N    event buffer cap per process (default 64)\n"
+          "      --sample-ms N    sample the process tree and the machine every N\n"
+          "                       ms (default 100; 0: no sampling)\n"
           "  -q, --quiet          do not print the summary\n"
           "  -h, --help           this help\n"
           "\n"
@@ -74,14 +84,19 @@ static int find_library(char *out, size_t len) {
   return -1;
 }
 
-static int count_profiles(const char *dir) {
+/* Profiles in dir, leaving out the file named skip (this process's own). */
+static int count_profiles(const char *dir, const char *skip) {
   DIR *d = opendir(dir);
   if (!d) return -1;
+  const char *slash = strrchr(skip, '/');
+  const char *own_leaf = slash ? slash + 1 : skip;
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
     size_t l = strlen(e->d_name);
-    if (l > 7 && strcmp(e->d_name + l - 7, ".mlprof") == 0) n++;
+    if (l > 7 && strcmp(e->d_name + l - 7, ".mlprof") == 0 &&
+        strcmp(e->d_name, own_leaf) != 0)
+      n++;
   }
   closedir(d);
   return n;
@@ -107,7 +122,7 @@ static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
     fprintf(stderr, "mlprof run: cannot create %s: %s\n", dir, strerror(errno));
     return -1;
   }
-  int n = count_profiles(dir);
+  int n = count_profiles(dir, "");
   if (n < 0) {
     fprintf(stderr, "mlprof run: %s: %s\n", dir, strerror(errno));
     return -1;
@@ -146,11 +161,12 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"flush-ms", required_argument, NULL, 'f'},
       {"memory-mb", required_argument, NULL, 'm'},
+      {"sample-ms", required_argument, NULL, 's'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL;
-  long flush_ms = 0, memory_mb = 0;
+  long flush_ms = 0, memory_mb = 0, sample_ms = 100;
   int quiet = 0, c;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
@@ -163,6 +179,12 @@ int mlprof__cmd_run(int argc, char **argv) {
         break;
       case 'm':
         if ((memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
+        break;
+      case 's':
+        if (strcmp(optarg, "0") != 0 &&
+            (sample_ms = positive("--sample-ms", optarg)) < 0)
+          return 2;
+        if (strcmp(optarg, "0") == 0) sample_ms = 0;
         break;
       case 'q':
         quiet = 1;
@@ -182,7 +204,7 @@ int mlprof__cmd_run(int argc, char **argv) {
   }
   char **cmd = argv + optind;
 
-  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2];
+  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2], own[PATH_MAX + 64] = "";
   int created;
   if (find_library(lib, sizeof lib) != 0) return 2;
   if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
@@ -207,10 +229,14 @@ int mlprof__cmd_run(int argc, char **argv) {
     snprintf(num, sizeof num, "%ld", memory_mb);
     setenv("MLPROF_MEMORY_MB", num, 1);
   }
+  /* The processes do not sample themselves: this one samples them all. */
+  setenv("MLPROF_SAMPLE_MS", "0", 1);
 
-  /* The child reports a failed exec through a close-on-exec pipe. */
-  int pfd[2];
-  if (pipe2(pfd, O_CLOEXEC) != 0) {
+  /* The child waits on `go` until the sampling session has started (so the
+   * tree's root starts before the command, and sampling covers all of it),
+   * then reports a failed exec through a close-on-exec pipe. */
+  int pfd[2], go[2];
+  if (pipe2(pfd, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
     perror("mlprof run: pipe");
     return 2;
   }
@@ -222,6 +248,10 @@ int mlprof__cmd_run(int argc, char **argv) {
   }
   if (child == 0) {
     close(pfd[0]);
+    close(go[1]);
+    char byte;
+    while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
+    }
     execvp(cmd[0], cmd);
     int e = errno;
     ssize_t ignored = write(pfd[1], &e, sizeof e);
@@ -229,6 +259,21 @@ int mlprof__cmd_run(int argc, char **argv) {
     _exit(127);
   }
   close(pfd[1]);
+  close(go[0]);
+  if (sample_ms > 0) {
+    mlprof_config cfg;
+    mlprof_config_init(&cfg);
+    cfg.output = absdir;
+    cfg.sample_interval_ms = (int)sample_ms;
+    mlprof__session_sample_tree(child);
+    int src = mlprof_init(&cfg);
+    if (src == 0)
+      snprintf(own, sizeof own, "%s", mlprof_output_path());
+    else
+      fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
+              mlprof_strerror(src));
+  }
+  close(go[1]); /* go */
   int exec_errno = 0;
   ssize_t got;
   do got = read(pfd[0], &exec_errno, sizeof exec_errno);
@@ -244,9 +289,11 @@ int mlprof__cmd_run(int argc, char **argv) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
+  mlprof_shutdown();
   if (got == (ssize_t)sizeof exec_errno) {
     fprintf(stderr, "mlprof run: cannot run '%s': %s\n", cmd[0],
             strerror(exec_errno));
+    if (own[0]) unlink(own);
     if (created) rmdir(dir);
     return exec_errno == ENOENT ? 127 : 126;
   }
@@ -254,7 +301,7 @@ int mlprof__cmd_run(int argc, char **argv) {
            : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                  : 1;
 
-  int n = count_profiles(dir);
+  int n = count_profiles(dir, own);
   if (n <= 0) {
     fprintf(stderr,
             "mlprof run: no profile was written to %s: is '%s' statically "

@@ -95,9 +95,11 @@ typedef struct {
 } reader;
 
 static const char *const chunk_type_names[] = {
-    "unknown", "HEADER", "NAMES", "THREAD", "EVENTS", "META", "END"};
+    "unknown", "HEADER", "NAMES",   "THREAD", "EVENTS",
+    "META",    "END",    "SOURCES", "SAMPLES"};
 
-static const char *const kind_names[] = {"zone", "counter", "unit", "string"};
+static const char *const kind_names[] = {"zone", "counter", "unit", "string",
+                                         "measure"};
 
 static const char *chunk_type_name(uint16_t type) {
   return type < sizeof chunk_type_names / sizeof chunk_type_names[0]
@@ -285,7 +287,7 @@ static int parse_names(reader *r, mlprof__cursor *c) {
     if (line > UINT32_MAX) return damage(r, rec, "line out of range");
     /* A kind from a newer minor version: no record this reader knows can
      * refer to it, so it is left out. */
-    if (n.kind > MLPROF__NAME_STRING) continue;
+    if (n.kind > MLPROF__NAME_MEASURE) continue;
     if (name_kind(r, id) >= 0)
       return damage(r, rec, "name id %llu announced twice",
                     (unsigned long long)id);
@@ -469,6 +471,79 @@ static int parse_events(reader *r, mlprof__cursor *c) {
   return rc;
 }
 
+static int parse_sources(reader *r, mlprof__cursor *c) {
+  uint64_t count = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "count cut short");
+  int rc = scratch_reserve(r, (size_t)(c->end - c->p) + 2);
+  if (rc) return rc;
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *rec = c->p;
+    size_t nlen, rlen;
+    const char *name = mlprof__get_str(c, &nlen);
+    uint8_t available = mlprof__get_u8(c);
+    const char *reason = mlprof__get_str(c, &rlen);
+    if (c->err) return damage(r, rec, "entry cut short");
+    char *w = r->scratch;
+    const char *n = copy_str(&w, name, nlen);
+    const char *why = copy_str(&w, reason, rlen);
+    if (r->v->source &&
+        (rc = r->v->source(r->v->ud, n, nlen, available != 0, why, rlen)))
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_samples(reader *r, mlprof__cursor *c) {
+  uint64_t base = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (base > INT64_MAX) return damage(r, r->payload, "base time out of range");
+  int64_t t = (int64_t)base;
+  mlprof__sample_measure m[256];
+  while (c->p < c->end) {
+    const uint8_t *rec = c->p;
+    mlprof__sample_row row = {.m = m};
+    row.subject = mlprof__get_u8(c);
+    row.id = mlprof__get_uv(c);
+    uint64_t label = mlprof__get_uv(c);
+    int64_t delta = mlprof__get_sv(c);
+    uint64_t n = mlprof__get_uv(c);
+    if (c->err) return damage(r, rec, "sample row cut short");
+    if (!step_time(&t, delta)) return damage(r, rec, "time out of range");
+    if (n > sizeof m / sizeof m[0])
+      return damage(r, rec, "%llu measures in one row", (unsigned long long)n);
+    if (label && name_kind(r, label) != MLPROF__NAME_STRING)
+      return bad_name(r, rec, label, MLPROF__NAME_STRING);
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t name = mlprof__get_uv(c);
+      uint8_t state = mlprof__get_u8(c);
+      uint64_t reason = 0;
+      double value = 0;
+      if (state == MLPROF__MEASURE_VALID)
+        value = mlprof__get_f64(c);
+      else
+        reason = mlprof__get_uv(c);
+      if (c->err) return damage(r, rec, "sample row cut short");
+      if (state > MLPROF__MEASURE_ABSENT)
+        return damage(r, rec, "measure state %u", state);
+      if (name_kind(r, name) != MLPROF__NAME_MEASURE)
+        return bad_name(r, rec, name, MLPROF__NAME_MEASURE);
+      if (state == MLPROF__MEASURE_ABSENT &&
+          name_kind(r, reason) != MLPROF__NAME_STRING)
+        return bad_name(r, rec, reason, MLPROF__NAME_STRING);
+      m[i] = (mlprof__sample_measure){(uint32_t)name,
+                                      state == MLPROF__MEASURE_VALID, value,
+                                      (uint32_t)reason};
+    }
+    row.label = (uint32_t)label;
+    row.t = (uint64_t)t;
+    row.n = (uint32_t)n;
+    if (row.t > r->rep->last_ns) r->rep->last_ns = row.t;
+    int rc = r->v->sample ? r->v->sample(r->v->ud, &row) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Parses one chunk whose length and CRC were checked. */
 static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
                        uint32_t len) {
@@ -492,6 +567,10 @@ static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
       return parse_meta(r, &c);
     case MLPROF__CHUNK_END:
       return parse_end(r, &c);
+    case MLPROF__CHUNK_SOURCES:
+      return parse_sources(r, &c);
+    case MLPROF__CHUNK_SAMPLES:
+      return parse_samples(r, &c);
     default: /* a chunk type from a newer minor version */
       return 0;
   }

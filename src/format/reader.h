@@ -32,6 +32,24 @@ typedef struct {
   uint32_t line;
 } mlprof__name;
 
+/* One measure of a sample row. */
+typedef struct {
+  uint32_t name;   /* a measure name id (kind MLPROF__NAME_MEASURE) */
+  int valid;       /* 1: value holds it; 0: absent, reason says why */
+  double value;
+  uint32_t reason; /* a string id when absent */
+} mlprof__sample_measure;
+
+/* What one subject (the system, a process, a GPU) measured at time t. */
+typedef struct {
+  uint8_t subject; /* mlprof__subject (src/sample/sample.h) */
+  uint64_t id;     /* pid for a process, index for a GPU, 0 for the system */
+  uint32_t label;  /* a string id naming the subject, or 0 */
+  uint64_t t;      /* ns since the profile's start */
+  uint32_t n;
+  const mlprof__sample_measure *m;
+} mlprof__sample_row;
+
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then
  * returns that value. Every name id passed to a callback was announced by a
@@ -56,6 +74,10 @@ typedef struct {
   int (*meta)(void *ud, const char *key, size_t klen, const char *value,
               size_t vlen);
   int (*end)(void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched);
+  /* A sampling source and whether it ran here (reason: why not). */
+  int (*source)(void *ud, const char *name, size_t nlen, int available,
+                const char *reason, size_t rlen);
+  int (*sample)(void *ud, const mlprof__sample_row *row);
 } mlprof__visitor;
 
 /* What a read found besides the data. */

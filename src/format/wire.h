@@ -8,7 +8,7 @@
 
 #define MLPROF__FILE_MAGIC "MLPROF\r\n"
 #define MLPROF__FORMAT_MAJOR 1
-#define MLPROF__FORMAT_MINOR 0
+#define MLPROF__FORMAT_MINOR 1
 #define MLPROF__FILE_HEADER_SIZE 16
 #define MLPROF__CHUNK_MAGIC "MPCK"
 #define MLPROF__CHUNK_HEADER_SIZE 16
@@ -21,6 +21,8 @@ enum {
   MLPROF__CHUNK_EVENTS = 4,
   MLPROF__CHUNK_META = 5,
   MLPROF__CHUNK_END = 6,
+  MLPROF__CHUNK_SOURCES = 7,
+  MLPROF__CHUNK_SAMPLES = 8,
 };
 
 enum {
@@ -38,6 +40,12 @@ enum {
   MLPROF__NAME_COUNTER = 1,
   MLPROF__NAME_UNIT = 2,
   MLPROF__NAME_STRING = 3,
+  MLPROF__NAME_MEASURE = 4,
+};
+
+enum {
+  MLPROF__MEASURE_VALID = 0,
+  MLPROF__MEASURE_ABSENT = 1,
 };
 
 /* CRC-32 (IEEE, zlib's). Start with crc = 0; feed pieces in order. */

@@ -107,19 +107,17 @@ static void thread_key_create(void) { pthread_key_create(&thread_key, thread_exi
 
 void mlprof__thread_free(mlprof__thread *t) {
   pthread_mutex_lock(&threads_lock);
-  mlprof__thread *head = atomic_load_explicit(&threads, memory_order_acquire);
-  if (head == t &&
-      atomic_compare_exchange_strong(&threads, &head, t->next)) {
-    /* unlinked at the head */
-  } else {
-    /* Only the writer unlinks and new threads are pushed at the head, so the
-     * predecessor found here stays valid. */
-    mlprof__thread *prev = atomic_load_explicit(&threads, memory_order_acquire);
+  /* New threads are pushed at the head without the lock: unlink t from the
+   * head with a CAS, or else from its predecessor, which stays valid since
+   * only the writer unlinks. */
+  mlprof__thread *head = t;
+  if (!atomic_compare_exchange_strong(&threads, &head, t->next)) {
+    mlprof__thread *prev = head;
     while (prev && prev->next != t) prev = prev->next;
     if (prev) prev->next = t->next;
   }
-  pthread_mutex_unlock(&threads_lock);
   atomic_fetch_add(&dropped_by_exited, atomic_load(&t->dropped));
+  pthread_mutex_unlock(&threads_lock);
   mlprof__buf *b = atomic_load_explicit(&t->head, memory_order_acquire);
   while (b) {
     mlprof__buf *n = atomic_load_explicit(&b->next, memory_order_acquire);
@@ -218,6 +216,27 @@ static inline void put_begin(mlprof__tls_state *s, const mlprof_site *site) {
   s->depth++;
 }
 
+/* From here until the matching end, this thread records nothing, so that
+ * ends keep pairing with the begins that were recorded. */
+static void skip_enter(mlprof__tls_state *s, mlprof__thread *t) {
+  s->skip = 1;
+  t->saved_depth = s->depth;
+  t->saved_lim = s->lim;
+  s->depth = 0;
+  s->lim = s->pos;
+}
+
+/* A begin while recording is switched off, inside a zone that was recorded
+ * (or is being skipped): its end must not close that zone. */
+static __attribute__((noinline)) int begin_off(void) {
+  mlprof__tls_state *s = &mlprof__tls;
+  if (s->skip)
+    s->skip++;
+  else
+    skip_enter(s, s->thread);
+  return 1;
+}
+
 static __attribute__((noinline)) int begin_slow(const mlprof_site *site) {
   mlprof__tls_state *s = &mlprof__tls;
   mlprof__thread *t = s->thread;
@@ -235,18 +254,14 @@ static __attribute__((noinline)) int begin_slow(const mlprof_site *site) {
   t = s->thread;
   if (!t) return 0;
   count_drop(t);
-  s->skip = 1;
-  t->saved_depth = s->depth;
-  t->saved_lim = s->lim;
-  s->depth = 0;
-  s->lim = s->pos;
+  skip_enter(s, t);
   return 1;
 }
 
 int mlprof_zone_begin_site(const mlprof_site *site) {
-  if (MLPROF__UNLIKELY(!atomic_load_explicit(&mlprof__on, memory_order_relaxed)))
-    return 0;
   mlprof__tls_state *s = &mlprof__tls;
+  if (MLPROF__UNLIKELY(!atomic_load_explicit(&mlprof__on, memory_order_relaxed)))
+    return MLPROF__LIKELY(!s->depth && !s->skip) ? 0 : begin_off();
   if (MLPROF__UNLIKELY(ROOM(s) < 2 || !site)) return begin_slow(site);
   put_begin(s, site);
   return 1;
@@ -280,7 +295,11 @@ void mlprof_zone_end(void) {
 }
 
 void mlprof_zone_begin_cat(const char *name, mlprof_category cat) {
-  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) {
+    static const mlprof_site off = {"", NULL, NULL, 0, 0};
+    mlprof_zone_begin_site(&off); /* no interning: only the pairing matters */
+    return;
+  }
   mlprof_zone_begin_site(mlprof__intern(MLPROF__NAME_ZONE, cat, name));
 }
 

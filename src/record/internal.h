@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "../sample/sample.h"
 #include "mlprof.h"
 
 #define MLPROF__HIDDEN __attribute__((visibility("hidden")))
@@ -207,10 +208,34 @@ MLPROF__HIDDEN void mlprof__writer_flush_from_signal(mlprof__writer *w,
 MLPROF__HIDDEN void mlprof__writer_poke(void);
 /* Final flush, open zones and END chunk; stops the thread, frees w. */
 MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w);
+/* Queues sample rows measured at raw time t_raw for the next flush; any
+ * thread. Names, labels and reasons are interned here. */
+MLPROF__HIDDEN void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
+                                       const mlprof__row *rows, int n);
+/* Queues a sampling source's status (a SOURCES entry); any thread. */
+MLPROF__HIDDEN void mlprof__writer_source(mlprof__writer *w, const char *name,
+                                         int available, const char *reason);
 /* In a forked child: release the parent's writer without touching its file. */
 MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
 
+/* ---- sampler (src/sample/sampler.c) ------------------------------------- */
+
+typedef struct mlprof__sampler mlprof__sampler;
+
+/* Starts the sampler thread: every interval_ms, rows of every source go to
+ * w. tree != 0 samples the process tree rooted at that pid, else the calling
+ * process; root prefixes every /proc and /sys path ("" normally). */
+MLPROF__HIDDEN int mlprof__sampler_start(mlprof__sampler **s, mlprof__writer *w,
+                                         uint32_t interval_ms, pid_t tree,
+                                         const char *root);
+/* Stops the thread (a last tick is not taken) and frees s. */
+MLPROF__HIDDEN void mlprof__sampler_stop(mlprof__sampler *s);
+
 /* ---- session (session.c) ------------------------------------------------ */
+
+/* For `mlprof run`: the next session samples the tree rooted at pid instead
+ * of its own process. */
+MLPROF__HIDDEN void mlprof__session_sample_tree(pid_t pid);
 
 /* Session metadata and thread names share one lock (rarely taken). */
 extern MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock;

@@ -18,6 +18,8 @@ MLPROF__HIDDEN _Atomic int mlprof__child_pending;
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static mlprof__writer *_Atomic writer;
+static mlprof__sampler *sampler;
+static pid_t sample_tree;
 static int want_enabled = 1;
 static mlprof_config config;  /* of the running session, for forked children */
 static char base_output[4096]; /* the output as given: directory or file */
@@ -111,7 +113,10 @@ void mlprof_config_init(mlprof_config *cfg) {
   cfg->flush_interval_ms = 200;
   cfg->memory_cap = 64u << 20;
   cfg->enabled = 1;
+  cfg->sample_interval_ms = 100;
 }
+
+void mlprof__session_sample_tree(pid_t pid) { sample_tree = pid; }
 
 static unsigned long env_ulong(const char *name, unsigned long dflt) {
   const char *v = getenv(name);
@@ -133,6 +138,8 @@ static void config_from_env(mlprof_config *cfg) {
   cfg->flush_interval_ms = (uint32_t)env_ulong("MLPROF_FLUSH_MS", 200);
   cfg->memory_cap = (size_t)env_ulong("MLPROF_MEMORY_MB", 64) << 20;
   cfg->enabled = env_ulong("MLPROF_ENABLED", 1) != 0;
+  unsigned long ms = env_ulong("MLPROF_SAMPLE_MS", 100);
+  cfg->sample_interval_ms = ms == 0 ? -1 : ms > 3600000 ? 3600000 : (int)ms;
 }
 
 static int is_dir(const char *p) {
@@ -240,9 +247,11 @@ static void fork_child(void) {
   mlprof__buffers_after_fork(); /* re-initialises the pool lock */
   mlprof__writer *w = atomic_exchange(&writer, NULL);
   if (!w) return;
-  /* The parent's writer thread does not exist here; its file is the
-   * parent's. The child's own profile starts on its first event, so a child
-   * that only execs leaves no empty file behind. */
+  /* The parent's writer and sampler threads do not exist here (their memory
+   * is left: the sampler's mutex may be held by a thread that is gone); the
+   * file is the parent's. The child's own profile starts on its first event,
+   * so a child that only execs leaves no empty file behind. */
+  sampler = NULL;
   mlprof__writer_abandon(w);
   meta_dirty = 1;
   atomic_store(&mlprof__child_pending, 1);
@@ -267,6 +276,16 @@ static int session_start(void) {
     mlprof__writer_abandon(w);
     return rc;
   }
+  if (config.sample_interval_ms > 0) {
+    const char *root = getenv("MLPROF_SYSFS_ROOT");
+    rc = mlprof__sampler_start(&sampler, w, (uint32_t)config.sample_interval_ms,
+                               sample_tree, root);
+    if (rc != 0) {
+      sampler = NULL;
+      mlprof__warn_once(NULL, "cannot start the sampler: %s; recording goes on",
+                        mlprof_strerror(rc));
+    }
+  }
   atomic_store(&writer, w);
   atomic_store(&mlprof__on, want_enabled);
   return 0;
@@ -281,6 +300,7 @@ int mlprof_init(const mlprof_config *cfg) {
     config_from_env(&c);
   if (!c.flush_interval_ms) c.flush_interval_ms = 200;
   if (!c.memory_cap) c.memory_cap = 64u << 20;
+  if (!c.sample_interval_ms) c.sample_interval_ms = 100;
   pthread_mutex_lock(&session_lock);
   int rc = MLPROF_EALREADY;
   if (atomic_load(&writer) || atomic_load(&mlprof__child_pending)) goto out;
@@ -322,6 +342,10 @@ void mlprof__session_child_start(void) {
 int mlprof_shutdown(void) {
   pthread_mutex_lock(&session_lock);
   atomic_store(&mlprof__child_pending, 0);
+  if (sampler) {
+    mlprof__sampler_stop(sampler);
+    sampler = NULL;
+  }
   mlprof__writer *w = atomic_exchange(&writer, NULL);
   int rc = MLPROF_ENOTSTARTED;
   if (w) {
@@ -354,9 +378,15 @@ void mlprof_set_enabled(int on) {
 
 int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
 
+/* Defined by programs that embed this library and decide themselves
+ * whether to start a session: the mlprof command (its own sampling session)
+ * and the Python extension (which joins a session already running). */
+extern const int mlprof__no_autostart __attribute__((weak, visibility("hidden")));
+
 /* Preloaded by `mlprof run`, or linked into a program started with
  * MLPROF_OUTPUT set: record without a code change. */
 __attribute__((constructor)) static void autostart(void) {
+  if (&mlprof__no_autostart) return;
   const char *out = getenv("MLPROF_OUTPUT");
   if (!out || !*out) return;
   int rc = mlprof_init(NULL);

@@ -30,6 +30,22 @@ typedef struct {
   uint32_t id;
 } id_slot;
 
+/* A sample row waiting for the writer, its strings interned. */
+typedef struct {
+  uint64_t raw;
+  uint8_t subject;
+  uint64_t id;
+  const mlprof_site *label;
+  int n;
+  struct {
+    const mlprof_site *name, *reason; /* reason: NULL when valid */
+    double value;
+  } m[MLPROF__ROW_MEASURES];
+} pending_row;
+
+/* Rows beyond this many between two flushes are dropped (a stalled disk). */
+#define MAX_PENDING_ROWS 65536
+
 struct mlprof__writer {
   int fd;
   char *path;
@@ -54,6 +70,12 @@ struct mlprof__writer {
   bytes events;   /* the EVENTS payload being built */
   mlprof__thread *events_thread;
   bytes out;      /* whole chunks waiting for write() */
+
+  pthread_mutex_t pending_lock; /* the sampler's rows and source statuses */
+  pending_row *rows;
+  size_t nrows, rows_cap;
+  bytes sources;
+  uint32_t nsources;
 };
 
 /* ---- byte buffers ------------------------------------------------------- */
@@ -216,6 +238,7 @@ static bytes *events_for(mlprof__writer *w, mlprof__thread *t) {
     p = mlprof__put_uv(p, t->tid);
     p = mlprof__put_uv(p, dropped);
     p = mlprof__put_uv(p, t->ref_ns);
+    t->dropped_reported = dropped;
     w->events.len = (size_t)(p - w->events.p);
     w->events_thread = t;
   }
@@ -362,13 +385,124 @@ static int drain(mlprof__writer *w, mlprof__thread *t) {
     b = nb;
     t->wpos = 0;
   }
+  /* Drops since the header of t's latest chunk: a new chunk carries them
+   * (the count is in the header, written when a chunk starts). */
   uint64_t dropped =
       atomic_load_explicit(&t->dropped, memory_order_relaxed) - t->dropped_base;
   if (dropped != t->dropped_reported) {
-    events_for(w, t); /* the chunk header carries the count */
-    t->dropped_reported = dropped;
+    if (w->events_thread == t) events_flush(w);
+    events_for(w, t);
   }
   return exited;
+}
+
+/* ---- samples ------------------------------------------------------------ */
+
+void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
+                         const mlprof__row *rows, int n) {
+  pthread_mutex_lock(&w->pending_lock);
+  for (int i = 0; i < n; i++) {
+    if (w->nrows == w->rows_cap) {
+      size_t cap = w->rows_cap ? w->rows_cap * 2 : 64;
+      pending_row *p = cap <= MAX_PENDING_ROWS ? realloc(w->rows, cap * sizeof *p) : NULL;
+      if (!p) break;
+      w->rows = p;
+      w->rows_cap = cap;
+    }
+    const mlprof__row *r = &rows[i];
+    pending_row *p = &w->rows[w->nrows];
+    p->raw = t_raw;
+    p->subject = r->subject;
+    p->id = r->id;
+    p->label = r->label ? mlprof__intern(MLPROF__NAME_STRING, 0, r->label) : NULL;
+    p->n = 0;
+    for (int k = 0; k < r->n && k < MLPROF__ROW_MEASURES; k++) {
+      const mlprof__measure *m = &r->m[k];
+      const mlprof_site *name = mlprof__intern(MLPROF__NAME_MEASURE, 0, m->name);
+      const mlprof_site *reason =
+          m->absent ? mlprof__intern(MLPROF__NAME_STRING, 0, m->absent) : NULL;
+      if (!name || (m->absent && !reason)) continue;
+      p->m[p->n].name = name;
+      p->m[p->n].reason = reason;
+      p->m[p->n++].value = m->value;
+    }
+    w->nrows++;
+  }
+  pthread_mutex_unlock(&w->pending_lock);
+}
+
+void mlprof__writer_source(mlprof__writer *w, const char *name, int available,
+                           const char *reason) {
+  pthread_mutex_lock(&w->pending_lock);
+  put_str(&w->sources, name);
+  uint8_t *p = room(&w->sources, 1);
+  if (p) {
+    *p = available ? 1 : 0;
+    w->sources.len++;
+  }
+  put_str(&w->sources, reason ? reason : "");
+  w->nsources++;
+  pthread_mutex_unlock(&w->pending_lock);
+}
+
+/* Writes the queued source statuses and sample rows. */
+static void samples_flush(mlprof__writer *w) {
+  pthread_mutex_lock(&w->pending_lock);
+  pending_row *rows = w->rows;
+  size_t nrows = w->nrows;
+  bytes src = w->sources;
+  uint32_t nsrc = w->nsources;
+  w->rows = NULL;
+  w->nrows = w->rows_cap = 0;
+  w->sources = (bytes){0};
+  w->nsources = 0;
+  pthread_mutex_unlock(&w->pending_lock);
+
+  if (nsrc) {
+    bytes b = {0};
+    put_uv(&b, nsrc);
+    if (b.p && reserve(&b, src.len) == 0) {
+      memcpy(b.p + b.len, src.p, src.len);
+      b.len += src.len;
+      put_chunk(w, MLPROF__CHUNK_SOURCES, b.p, b.len);
+    }
+    free(b.p);
+  }
+  free(src.p);
+
+  bytes b = {0};
+  uint64_t ref = 0;
+  put_uv(&b, ref);
+  for (size_t i = 0; i < nrows; i++) {
+    const pending_row *r = &rows[i];
+    uint64_t ns = mlprof__timebase_ns(&w->tb, r->raw);
+    uint8_t *p = room(&b, 1 + 30 + (size_t)r->n * 20);
+    if (!p) break;
+    *p++ = r->subject;
+    p = mlprof__put_uv(p, r->id);
+    p = mlprof__put_uv(p, r->label ? name_id(w, r->label, MLPROF__NAME_STRING) : 0);
+    p = mlprof__put_sv(p, (int64_t)(ns - ref));
+    ref = ns;
+    p = mlprof__put_uv(p, (uint64_t)r->n);
+    for (int k = 0; k < r->n; k++) {
+      p = mlprof__put_uv(p, name_id(w, r->m[k].name, MLPROF__NAME_MEASURE));
+      if (r->m[k].reason) {
+        *p++ = MLPROF__MEASURE_ABSENT;
+        p = mlprof__put_uv(p, name_id(w, r->m[k].reason, MLPROF__NAME_STRING));
+      } else {
+        *p++ = MLPROF__MEASURE_VALID;
+        memcpy(p, &r->m[k].value, 8);
+        p += 8;
+      }
+    }
+    b.len = (size_t)(p - b.p);
+  }
+  if (nrows && b.p) {
+    names_flush(w);
+    put_chunk(w, MLPROF__CHUNK_SAMPLES, b.p, b.len);
+  }
+  free(b.p);
+  free(rows);
 }
 
 static void emit_thread_names(mlprof__writer *w) {
@@ -392,6 +526,7 @@ static void flush_all(mlprof__writer *w) {
   size_t mlen = mlprof__meta_take(&meta);
   if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen);
   free(meta);
+  samples_flush(w);
   mlprof__thread *t = mlprof__threads_head();
   while (t) {
     mlprof__thread *next = t->next;
@@ -533,6 +668,7 @@ int mlprof__writer_open(mlprof__writer **out, const char *path,
     return err;
   }
   pthread_once(&wake_once, wake_init);
+  pthread_mutex_init(&w->pending_lock, NULL);
   pthread_mutex_init(&w->done_lock, NULL);
   pthread_cond_init(&w->done_cond, NULL);
   mlprof__timebase_init(&w->tb, mlprof__clock_anchor());
@@ -625,6 +761,8 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->names.p);
   free(w->events.p);
   free(w->out.p);
+  free(w->rows);
+  free(w->sources.p);
   free(w->path);
   free(w);
 }

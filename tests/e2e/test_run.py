@@ -66,7 +66,9 @@ def test_inference_example_report(tmp_path):
     units = {u["name"]: u for u in rep["units"]}
     assert units["tokens"]["total"] == answers
     assert units["prompt_tokens"]["total"] == prompts
-    assert len(rep["processes"]) == 1
+    # the command, under the root that sampled it: mlprof itself
+    root, cmd = split_root(rep)
+    assert cmd[0]["parent"] == root["index"] and len(cmd) == 1
     names = {t["name"] for t in rep["threads"]}
     assert {"worker-0", "worker-1"} <= names
     assert sum(t["steps"] for t in rep["threads"]) == 40
@@ -76,12 +78,12 @@ def test_fork_child_is_its_own_process(tmp_path):
     out = tmp_path / "run"
     mlprof("run", "-q", "-o", out, "--", program("fork_child"))
     files = sorted(os.listdir(out))
-    assert len(files) == 2, files
+    assert len(files) == 3, files  # parent, child, and mlprof's samples
     rep = report_json(out)
-    procs = rep["processes"]
+    root, procs = split_root(rep)
     assert len(procs) == 2
-    parent = next(p for p in procs if p["parent"] is None)
-    child = next(p for p in procs if p["parent"] is not None)
+    parent = next(p for p in procs if p["parent"] == root["index"])
+    child = next(p for p in procs if p["parent"] == parent["index"])
     assert child["ppid"] == parent["pid"]
     assert child["threads"] == 2
     assert zone(rep, "parent_before_fork")["count"] == 10
@@ -91,6 +93,15 @@ def test_fork_child_is_its_own_process(tmp_path):
     assert zone(rep, "spawn")["count"] == 1  # the parent's; not inherited
     helper = [t for t in rep["threads"] if t["name"] == "child-helper"]
     assert len(helper) == 1 and helper[0]["pid"] == child["pid"]
+
+
+def split_root(rep):
+    """The profile `mlprof run` wrote itself (the tree's root), and the
+    profiles of the command's processes."""
+    roots = [p for p in rep["processes"] if p["exe"].endswith("/mlprof")]
+    assert len(roots) == 1, [p["exe"] for p in rep["processes"]]
+    assert roots[0]["parent"] is None
+    return roots[0], [p for p in rep["processes"] if p is not roots[0]]
 
 
 def run_ticks(tmp_path, sig, ticks=400, flush_ms=100):

@@ -181,8 +181,10 @@ static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
 }
 
 /* What std_profile's reader callbacks log, one line per call. */
+#define STR2(x) #x
+#define STR(x) STR2(x)
 static const char std_log_head[] =
-    "header 1.0 pid=4242 ppid=1 wall=1700000000123456789 mono=5000000 "
+    "header 1." STR(MLPROF__FORMAT_MINOR) " pid=4242 ppid=1 wall=1700000000123456789 mono=5000000 "
     "rank=0 world=2 host=node1 exe=/usr/bin/python3 "
     "argv=[python3|train.py|--lr|0.1] clock=tsc flush=200\n"
     "name 1 kind=0 cat=2 forward(7) step train.py:42\n"

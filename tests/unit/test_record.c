@@ -250,6 +250,31 @@ static void end_recorded_after_switch_off(void) {
   CHECK_EQ_U64(r.opens, 0);
 }
 
+/* Begins while recording is off, inside a recorded zone, must not let their
+ * ends close it, whichever API began them. */
+static void off_inside_recorded_zone_keeps_pairing(void) {
+  CHECK_EQ(start("offnest.mlprof", 0), 0);
+  mlprof_zone_begin("outer");
+  mlprof_set_enabled(0);
+  mlprof_zone_begin("inner_by_name");
+  {
+    MLPROF_ZONE("inner_scoped");
+  }
+  mlprof_zone_end();
+  mlprof_set_enabled(1);
+  { MLPROF_ZONE("after"); }
+  mlprof_zone_end(); /* outer */
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("offnest.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "outer")], 1);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "after")], 1);
+  CHECK_EQ(name_id(&r, "inner_by_name"), 0);
+  CHECK_EQ_U64(r.opens, 0);
+  CHECK_EQ_U64(r.unmatched_end, 0);
+}
+
 static void unbalanced_ends_are_harmless(void) {
   CHECK_EQ(start("unbalanced.mlprof", 0), 0);
   mlprof_zone_end();
@@ -361,6 +386,7 @@ const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
     {"disabled_records_nothing", disabled_records_nothing},
     {"end_recorded_after_switch_off", end_recorded_after_switch_off},
+    {"off_inside_recorded_zone_keeps_pairing", off_inside_recorded_zone_keeps_pairing},
     {"unbalanced_ends_are_harmless", unbalanced_ends_are_harmless},
     {"intern_is_stable", intern_is_stable},
     {"reinit_writes_new_file", reinit_writes_new_file},

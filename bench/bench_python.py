@@ -1,0 +1,214 @@
+"""Python-side overhead of mlprof, every figure beside a baseline measured in
+the same run:
+
+  - `with prof.zone("x"):` against a no-op context manager written in C
+    (mlprof._mlprof.NoopProfiler: same call shape, no work) and against
+    torch.profiler.record_function (budget: <= 1.3x the no-op, >= 10x
+    cheaper than record_function);
+  - a zone while recording is switched off;
+  - hooks of mlprof.torch.profile_model on a ResNet-like CPU training step
+    (budget: <= 5% added to the step).
+
+usage: python3 bench/bench_python.py [--quick]
+Needs the package importable (make bench-python installs it) and torch."""
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import mlprof
+from mlprof import _mlprof
+
+QUICK = "--quick" in sys.argv
+N = 200_000 if QUICK else 1_000_000
+REPEAT = 5 if QUICK else 9
+
+
+def per_iter(fn, n):
+    """Best of REPEAT runs, ns per iteration."""
+    best = float("inf")
+    for _ in range(REPEAT):
+        t0 = time.perf_counter_ns()
+        fn(n)
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
+
+
+def loop_empty(n):
+    for _ in range(n):
+        pass
+
+
+def make_with_loop(obj):
+    zone = obj.zone
+
+    def run(n):
+        for _ in range(n):
+            with zone("x"):
+                pass
+    return run
+
+
+def bench_zones():
+    out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
+    noop = _mlprof.NoopProfiler()
+    prof = mlprof.Profiler(output=out, memory_cap=256 << 20).start()
+    run_zone = make_with_loop(prof)
+    run_noop = make_with_loop(noop)
+    # Interleave so both see the same machine state; best of each.
+    empty = per_iter(loop_empty, N)
+    z = [], []
+    for _ in range(3):
+        z[0].append(per_iter(run_noop, N))
+        z[1].append(per_iter(run_zone, N))
+    c_noop, zone = min(z[0]), min(z[1])
+    prof.set_enabled(False)
+    off = per_iter(run_zone, N)
+    prof.set_enabled(True)
+    dropped = _mlprof.dropped()
+    prof.stop()
+    rf = None
+    try:
+        import torch
+        from torch.profiler import record_function
+
+        def run_rf(n):
+            for _ in range(n):
+                with record_function("x"):
+                    pass
+        with torch.autograd.profiler.profile():
+            rf = per_iter(run_rf, max(N // 20, 10_000))
+        rf_idle = per_iter(run_rf, max(N // 20, 10_000))
+    except ImportError:
+        rf_idle = None
+    print("Python zones (%s, %d iterations, best of %d)"
+          % (sys.version.split()[0], N, REPEAT))
+    print("  empty loop                              %7.1f ns/iter" % empty)
+    print("  with noop.zone('x') (C no-op, baseline) %7.1f ns/iter  "
+          "(%.1f ns over the loop)" % (c_noop, c_noop - empty))
+    print("  with prof.zone('x'), recording          %7.1f ns/iter  "
+          "(%.1f ns over the loop)  x%.2f the C no-op (budget <= 1.3)"
+          % (zone, zone - empty, zone / c_noop))
+    print("  with prof.zone('x'), switched off       %7.1f ns/iter  "
+          "x%.2f the C no-op" % (off, off / c_noop))
+    if rf is not None:
+        print("  with record_function('x'), profiling    %7.1f ns/iter  "
+              "%.1fx mlprof's zone (budget >= 10)" % (rf, rf / zone))
+        print("  with record_function('x'), no profiler  %7.1f ns/iter  "
+              "%.1fx mlprof's zone" % (rf_idle, rf_idle / zone))
+    print("  events dropped: %d" % dropped)
+    return zone / c_noop, (rf / zone if rf else None)
+
+
+def resnet_like():
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride, bias=False),
+                    nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            idt = x if self.down is None else self.down(x)
+            y = self.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return self.relu(y + idt)
+
+    class ResNetLike(nn.Module):
+        def __init__(self, w=32, classes=10):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, w, 3, 1, 1, bias=False),
+                                      nn.BatchNorm2d(w), nn.ReLU(inplace=True))
+            self.layer1 = nn.Sequential(Block(w, w, 1), Block(w, w, 1))
+            self.layer2 = nn.Sequential(Block(w, 2 * w, 2),
+                                        Block(2 * w, 2 * w, 1))
+            self.layer3 = nn.Sequential(Block(2 * w, 4 * w, 2),
+                                        Block(4 * w, 4 * w, 1))
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(4 * w, classes)
+
+        def forward(self, x):
+            x = self.layer3(self.layer2(self.layer1(self.stem(x))))
+            return self.fc(torch.flatten(self.pool(x), 1))
+
+    return ResNetLike()
+
+
+def bench_hooks():
+    import torch
+    from torch import nn
+    import mlprof.torch as mt
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # less noise on a small machine
+    model = resnet_like()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(32, 3, 32, 32)
+    y = torch.randint(0, 10, (32,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    def timed(k):
+        t0 = time.perf_counter_ns()
+        for _ in range(k):
+            step()
+        return (time.perf_counter_ns() - t0) / k
+
+    out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
+    prof = mlprof.Profiler(output=out).start()
+    for _ in range(3):
+        step()  # warm up
+    k = 3 if QUICK else 5
+    rounds = 4 if QUICK else 8
+    base, hooked = [], []
+    mp = None
+    for _ in range(rounds):
+        base.append(timed(k))
+        mp = mt.profile_model(model, prof)
+        hooked.append(timed(k))
+        mp.remove()
+    mp = mt.profile_model(model, prof)
+    step()
+    s = prof.summary()
+    mp.remove()
+    prof.stop()
+    nzones = sum(z["count"] for z in s["zones"])
+    b, h = statistics.median(base), statistics.median(hooked)
+    print("ResNet-like CPU training step (batch 32, 3x32x32, 1 thread, "
+          "%d hooked modules, median of %d rounds of %d steps)"
+          % (len(mp.names), rounds, k))
+    print("  without hooks (baseline)  %8.2f ms/step" % (b / 1e6))
+    print("  with profile_model hooks  %8.2f ms/step  +%.2f%% (budget <= 5%%)"
+          % (h / 1e6, 100 * (h - b) / b))
+    print("  zones recorded: %d; model forward FLOPs: %.3g"
+          % (nzones, mp.total_flops))
+    return (h - b) / b
+
+
+def main():
+    bench_zones()
+    print()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch not installed: hook overhead not measured")
+        return
+    bench_hooks()
+
+
+if __name__ == "__main__":
+    main()

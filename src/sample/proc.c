@@ -1,0 +1,255 @@
+/* Source "proc": one row per sampled process, from /proc/PID/{stat,status,io}
+ * and the entries of /proc/PID/fd. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sample.h"
+
+/* Pids remembered between ticks for cpu_pct; a process tree larger than this
+ * gets cpu_pct for the first PROC_MAX pids only. */
+#define PROC_MAX 1024
+
+typedef struct {
+  pid_t pid;
+  unsigned long long start; /* starttime: tells a reused pid apart */
+  unsigned long long ticks; /* utime + stime */
+  uint64_t ns;
+} prev_t;
+
+typedef struct {
+  prev_t *prev, *next; /* last tick's table, this tick's (swapped) */
+  size_t nprev;
+  char (*label)[32]; /* rows' command names, valid until the next call */
+  double tck;        /* clock ticks per second */
+} proc_state;
+
+static int proc_open(void **state, const char *root, char *why, size_t len) {
+  proc_state *s = calloc(1, sizeof *s);
+  if (s) {
+    s->prev = calloc(PROC_MAX, sizeof *s->prev);
+    s->next = calloc(PROC_MAX, sizeof *s->next);
+    s->label = calloc(PROC_MAX, sizeof *s->label);
+  }
+  if (!s || !s->prev || !s->next || !s->label) {
+    if (s) {
+      free(s->prev);
+      free(s->next);
+      free(s->label);
+    }
+    free(s);
+    snprintf(why, len, "out of memory");
+    return -1;
+  }
+  long t = sysconf(_SC_CLK_TCK);
+  s->tck = t > 0 ? (double)t : 100.0;
+  *state = s;
+  return 0;
+}
+
+static void proc_close(void *state) {
+  proc_state *s = state;
+  if (!s) return;
+  free(s->prev);
+  free(s->next);
+  free(s->label);
+  free(s);
+}
+
+static void put(mlprof__row *r, const char *name, double v,
+                const char *absent) {
+  if (r->n >= MLPROF__ROW_MEASURES) return;
+  r->m[r->n].name = name;
+  r->m[r->n].value = absent ? 0 : v;
+  r->m[r->n].absent = absent;
+  r->n++;
+}
+
+/* The reason a /proc file could not be read, as a static string. */
+static const char *errno_reason(int e) {
+  switch (e) {
+    case EACCES:
+    case EPERM: return "no permission";
+    case ENOENT: return "not provided by this kernel";
+    default: return "read failed";
+  }
+}
+
+/* The value after "key" at the start of a line of a "Key: value" file. */
+static int field_ull(const char *buf, const char *key, unsigned long long *v) {
+  size_t kl = strlen(key);
+  for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+    if (strncmp(p, key, kl) == 0) {
+      char *end;
+      errno = 0;
+      *v = strtoull(p + kl, &end, 10);
+      return end != p + kl && errno == 0 ? 0 : -1;
+    }
+  }
+  return -1;
+}
+
+typedef struct {
+  char comm[32];
+  unsigned long long minflt, majflt, utime, stime, start;
+  long threads;
+} stat_t;
+
+/* Parses /proc/PID/stat; the command sits in parentheses and may hold both
+ * spaces and ')', so fields are counted from the last ')'. */
+static int parse_stat(const char *buf, stat_t *st) {
+  const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+  if (!open || !close || close < open) return -1;
+  size_t cl = (size_t)(close - open - 1);
+  if (cl >= sizeof st->comm) cl = sizeof st->comm - 1;
+  memcpy(st->comm, open + 1, cl);
+  st->comm[cl] = '\0';
+  /* Field 3 (state) is the first after ')'. */
+  const char *p = close + 1;
+  unsigned long long f[24] = {0};
+  int k = 3;
+  while (*p && k <= 22) {
+    while (*p == ' ') p++;
+    if (!*p) break;
+    if (k == 3) {
+      p++;
+    } else {
+      char *end;
+      long long v = strtoll(p, &end, 10);
+      if (end == p) return -1;
+      f[k] = (unsigned long long)(v < 0 ? 0 : v);
+      p = end;
+    }
+    k++;
+  }
+  if (k <= 22) return -1;
+  st->minflt = f[10];
+  st->majflt = f[12];
+  st->utime = f[14];
+  st->stime = f[15];
+  st->threads = (long)f[20];
+  st->start = f[22];
+  return 0;
+}
+
+/* Entries of /proc/PID/fd, or -1 with errno. */
+static long count_fds(const char *root, pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = mlprof__opendir_at(root, path);
+  if (!d) return -1;
+  long n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static const prev_t *find_prev(const proc_state *s, pid_t pid) {
+  for (size_t i = 0; i < s->nprev; i++)
+    if (s->prev[i].pid == pid) return &s->prev[i];
+  return NULL;
+}
+
+static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
+                       mlprof__row *out, int max, char *why, size_t len) {
+  proc_state *s = state;
+  const char *root = ctx->root;
+  size_t nnext = 0;
+  int rows = 0;
+  char buf[8192], path[64]; /* status grows with the CPU and node masks */
+  for (size_t i = 0; i < ctx->npids && rows < max && rows < PROC_MAX; i++) {
+    pid_t pid = ctx->pids[i];
+    stat_t st;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (mlprof__read_at(root, path, buf, sizeof buf) <= 0 ||
+        parse_stat(buf, &st) < 0)
+      continue; /* exited (or never was): skipped silently */
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (mlprof__read_at(root, path, buf, sizeof buf) <= 0) continue;
+
+    mlprof__row *r = &out[rows];
+    memset(r, 0, sizeof *r);
+    r->subject = MLPROF__SUBJECT_PROCESS;
+    r->id = (uint64_t)pid;
+    memcpy(s->label[rows], st.comm, sizeof st.comm);
+    r->label = s->label[rows];
+
+    put(r, "cpu_user_s", (double)st.utime / s->tck, NULL);
+    put(r, "cpu_system_s", (double)st.stime / s->tck, NULL);
+    unsigned long long ticks = st.utime + st.stime;
+    const prev_t *pv = find_prev(s, pid);
+    if (!pv || pv->start != st.start)
+      put(r, "cpu_pct", 0, "first sample");
+    else if (ctx->now_ns <= pv->ns)
+      put(r, "cpu_pct", 0, "no time elapsed");
+    else
+      put(r, "cpu_pct",
+          (double)(ticks >= pv->ticks ? ticks - pv->ticks : 0) / s->tck /
+              ((double)(ctx->now_ns - pv->ns) / 1e9) * 100.0,
+          NULL);
+    if (nnext < PROC_MAX)
+      s->next[nnext++] = (prev_t){pid, st.start, ticks, ctx->now_ns};
+
+    /* Kernel threads have no memory lines: those are absent, not 0. */
+    unsigned long long v;
+    if (field_ull(buf, "VmRSS:", &v) == 0)
+      put(r, "rss_bytes", (double)v * 1024.0, NULL);
+    else
+      put(r, "rss_bytes", 0, "no VmRSS in /proc/PID/status");
+    if (field_ull(buf, "VmHWM:", &v) == 0)
+      put(r, "peak_rss_bytes", (double)v * 1024.0, NULL);
+    else
+      put(r, "peak_rss_bytes", 0, "no VmHWM in /proc/PID/status");
+    put(r, "minor_faults", (double)st.minflt, NULL);
+    put(r, "major_faults", (double)st.majflt, NULL);
+    if (field_ull(buf, "voluntary_ctxt_switches:", &v) == 0)
+      put(r, "voluntary_switches", (double)v, NULL);
+    else
+      put(r, "voluntary_switches", 0, "not in /proc/PID/status");
+    if (field_ull(buf, "nonvoluntary_ctxt_switches:", &v) == 0)
+      put(r, "involuntary_switches", (double)v, NULL);
+    else
+      put(r, "involuntary_switches", 0, "not in /proc/PID/status");
+    put(r, "threads", (double)st.threads, NULL);
+
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    if (mlprof__read_at(root, path, buf, sizeof buf) < 0) {
+      const char *why_io = errno_reason(errno);
+      put(r, "read_bytes", 0, why_io);
+      put(r, "write_bytes", 0, why_io);
+    } else {
+      if (field_ull(buf, "read_bytes:", &v) == 0)
+        put(r, "read_bytes", (double)v, NULL);
+      else
+        put(r, "read_bytes", 0, "not in /proc/PID/io");
+      if (field_ull(buf, "write_bytes:", &v) == 0)
+        put(r, "write_bytes", (double)v, NULL);
+      else
+        put(r, "write_bytes", 0, "not in /proc/PID/io");
+    }
+
+    long fds = count_fds(root, pid);
+    if (fds < 0)
+      put(r, "open_files", 0, errno_reason(errno));
+    else
+      put(r, "open_files", (double)fds, NULL);
+    rows++;
+  }
+  /* Pids not seen this tick are forgotten: pids come and go. */
+  prev_t *t = s->prev;
+  s->prev = s->next;
+  s->next = t;
+  s->nprev = nnext;
+  return rows;
+}
+
+const mlprof__source mlprof__source_proc = {
+    .name = "proc",
+    .open = proc_open,
+    .sample = proc_sample,
+    .close = proc_close,
+};

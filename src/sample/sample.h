@@ -1,0 +1,95 @@
+/* Sampling: what the machine and the processes were doing while zones ran.
+ *
+ * A source is a small table of functions (as nvtop's GPU vendors are); the
+ * sampler thread asks each one for rows at every tick. A row is what one
+ * subject (the system, a process, a GPU) measured at that time. A measure
+ * that cannot be read is absent with its reason, never a silent zero. */
+#ifndef MLPROF_SAMPLE_H
+#define MLPROF_SAMPLE_H
+
+#include <dirent.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MLPROF__ROW_MEASURES 32
+
+typedef enum {
+  MLPROF__SUBJECT_SYSTEM = 0,  /* id 0 */
+  MLPROF__SUBJECT_PROCESS = 1, /* id: pid */
+  MLPROF__SUBJECT_GPU = 2,     /* id: device index */
+} mlprof__subject;
+
+/* One measure. Names carry their unit as a suffix ("rss_bytes", "cpu_pct",
+ * "power_w", "temp_c", "energy_j"); see docs/sampling.md for the list.
+ * absent == NULL: value is valid. Otherwise the reason it is missing
+ * ("not supported by this GPU"); the string must live until the next call
+ * of the same source. */
+typedef struct {
+  const char *name;
+  double value;
+  const char *absent;
+} mlprof__measure;
+
+typedef struct {
+  uint8_t subject; /* mlprof__subject */
+  uint64_t id;
+  const char *label; /* e.g. the GPU's name, the process's command; NULL */
+  int n;
+  mlprof__measure m[MLPROF__ROW_MEASURES];
+} mlprof__row;
+
+/* What a tick asks for. */
+typedef struct {
+  const char *root;   /* "" normally; a fixture tree's path in tests: every
+                         /proc and /sys path is read below it */
+  const pid_t *pids;  /* the processes to sample: this process in-process,
+                         the whole tree from `mlprof run` */
+  size_t npids;
+  uint64_t now_ns;    /* CLOCK_MONOTONIC of this tick */
+  uint64_t tick;      /* 0, 1, 2...: lets slow measures run every Nth tick */
+} mlprof__sample_ctx;
+
+typedef struct mlprof__source {
+  const char *name; /* "proc", "system", "thermal", "energy", "nvml" */
+  /* Prepares the source for root. Returns 0, or -1 with a one-line reason in
+   * why when the source is unavailable here ("no NVML: libnvidia-ml.so.1 not
+   * found"); the sampler then records the reason and never calls it again. */
+  int (*open)(void **state, const char *root, char *why, size_t len);
+  /* Appends at most max rows to out; returns how many. Returns -1 with why
+   * set when the source has failed for good (a GPU lost mid-run): the
+   * sampler reports it once, closes the source and goes on without it. */
+  int (*sample)(void *state, const mlprof__sample_ctx *ctx, mlprof__row *out,
+                int max, char *why, size_t len);
+  void (*close)(void *state);
+} mlprof__source;
+
+/* Every source, in the order the sampler asks them (one explicit list). */
+extern const mlprof__source *const mlprof__sources[];
+extern const size_t mlprof__nsources;
+
+/* The sources themselves (src/sample/<name>.c), for the list and the tests. */
+extern const mlprof__source mlprof__source_proc;
+extern const mlprof__source mlprof__source_system;
+extern const mlprof__source mlprof__source_thermal;
+extern const mlprof__source mlprof__source_energy;
+extern const mlprof__source mlprof__source_nvml;
+
+/* Reads root + path (path absolute, e.g. "/proc/self/stat") into buf,
+ * NUL-terminated. Returns the length, or -1 with errno set. The one helper
+ * every /proc and /sys read goes through. */
+ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
+                        size_t len);
+
+/* Opens the directory root + path for listing (the companion of
+ * mlprof__read_at for /proc and /sys directories). Returns NULL with errno
+ * set; the caller closes it with closedir. */
+DIR *mlprof__opendir_at(const char *root, const char *path);
+
+/* The processes of the tree rooted at pid (pid first, breadth first), found
+ * through root/proc/PID/task/TID/children, or through the parent links of
+ * every root/proc/PID/stat where the kernel has no children files. Returns
+ * the count (at most max); 0 when pid does not exist. */
+size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max);
+
+#endif

@@ -1,0 +1,133 @@
+/* The sampler thread: at every tick (absolute times, so it does not drift)
+ * it asks each source for rows and hands them to the profile writer. Used in
+ * the profiled process (its own process and the system) and by `mlprof run`
+ * (the whole process tree of the command, from outside). */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../record/internal.h"
+#include "sample.h"
+
+#define MAX_PIDS 1024
+#define MAX_ROWS (MAX_PIDS + 64)
+#define MAX_SOURCES 16
+
+struct mlprof__sampler {
+  mlprof__writer *w;
+  uint64_t interval_ns;
+  pid_t tree; /* sample this process's tree; 0: only the calling process */
+  char root[256];
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stop;
+  void *state[MAX_SOURCES];
+  int open[MAX_SOURCES];
+  pid_t pids[MAX_PIDS];
+  mlprof__row rows[MAX_ROWS];
+};
+
+static void open_sources(mlprof__sampler *s) {
+  for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++) {
+    const mlprof__source *src = mlprof__sources[i];
+    char why[256] = "";
+    s->open[i] = src->open(&s->state[i], s->root, why, sizeof why) == 0;
+    mlprof__writer_source(s->w, src->name, s->open[i], s->open[i] ? "" : why);
+  }
+}
+
+static void tick(mlprof__sampler *s, uint64_t n) {
+  mlprof__sample_ctx ctx = {.root = s->root, .pids = s->pids, .tick = n};
+  if (s->tree) {
+    ctx.npids = mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS);
+  } else {
+    s->pids[0] = getpid();
+    ctx.npids = 1;
+  }
+  uint64_t raw = mlprof__now();
+  ctx.now_ns = mlprof__mono_ns();
+  for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++) {
+    if (!s->open[i]) continue;
+    const mlprof__source *src = mlprof__sources[i];
+    char why[256] = "";
+    int rows = src->sample(s->state[i], &ctx, s->rows, MAX_ROWS, why, sizeof why);
+    if (rows < 0) {
+      /* Failed for good (a GPU lost): say so once, go on without it. */
+      mlprof__warn_once(NULL, "sampling source %s stopped: %s", src->name, why);
+      mlprof__writer_source(s->w, src->name, 0, why);
+      src->close(s->state[i]);
+      s->open[i] = 0;
+    } else if (rows > 0) {
+      mlprof__writer_rows(s->w, raw, s->rows, rows);
+    }
+  }
+}
+
+static void *sampler_main(void *arg) {
+  mlprof__sampler *s = arg;
+  open_sources(s);
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  pthread_mutex_lock(&s->lock);
+  for (uint64_t n = 0; !s->stop; n++) {
+    pthread_mutex_unlock(&s->lock);
+    tick(s, n);
+    pthread_mutex_lock(&s->lock);
+    uint64_t at = (uint64_t)next.tv_sec * 1000000000u + (uint64_t)next.tv_nsec +
+                  s->interval_ns;
+    uint64_t now = mlprof__mono_ns();
+    if (at < now) at = now; /* overran (a stalled /proc read): no burst */
+    next.tv_sec = (time_t)(at / 1000000000u);
+    next.tv_nsec = (long)(at % 1000000000u);
+    while (!s->stop &&
+           pthread_cond_timedwait(&s->cond, &s->lock, &next) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++)
+    if (s->open[i]) mlprof__sources[i]->close(s->state[i]);
+  return NULL;
+}
+
+int mlprof__sampler_start(mlprof__sampler **out, mlprof__writer *w,
+                          uint32_t interval_ms, pid_t tree, const char *root) {
+  mlprof__sampler *s = calloc(1, sizeof *s);
+  if (!s) return MLPROF_ENOMEM;
+  s->w = w;
+  s->interval_ns = (uint64_t)interval_ms * 1000000u;
+  s->tree = tree;
+  snprintf(s->root, sizeof s->root, "%s", root ? root : "");
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&s->lock, NULL);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* never takes the program's signals */
+  int rc = pthread_create(&s->thread, NULL, sampler_main, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    free(s);
+    return MLPROF_ETHREAD;
+  }
+  pthread_setname_np(s->thread, "mlprof-sampler");
+  *out = s;
+  return 0;
+}
+
+void mlprof__sampler_stop(mlprof__sampler *s) {
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
