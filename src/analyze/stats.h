@@ -25,6 +25,7 @@
 
 #include "../format/reader.h"
 #include "../model/job.h"
+#include "resources.h"
 
 #define MLPROF__NONE UINT32_MAX
 
@@ -198,14 +199,26 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
  * empty). Release *r with mlprof__report_free. */
 int mlprof__stats_finish(mlprof__stats *s, mlprof__report *r);
 
-/* Frees an unfinished builder. */
+/* Frees an unfinished builder (NULL is fine). */
 void mlprof__stats_free(mlprof__stats *s);
 
-/* Reads every profile of job and builds its report. Damage and a read that
- * fails part-way are not errors: they are recorded in the process and in the
- * warnings. Returns 0 or MLPROF_ENOMEM with a one-line reason in err. */
-int mlprof__report_build(const mlprof__job *job, mlprof__report *r, char *err,
-                         size_t errlen);
+/* Lets another analysis share the read of the current profile: after
+ * mlprof__stats_profile_begin filled *v, names are passed on to extra's name
+ * callback too, and v's source and sample callbacks pass to extra's (extra
+ * is copied; its ud is used as is). Until the next profile_begin. */
+void mlprof__stats_forward(mlprof__stats *s, mlprof__visitor *v,
+                           const mlprof__visitor *extra);
+
+/* Reads every profile of job and builds its report and, when res is not
+ * NULL, the resource summary in the same read of each profile (plus a read
+ * of the spans of the sampled processes, for the zone averages, only when
+ * some process was sampled). Damage and a read that fails part-way are not
+ * errors: they are recorded in the process and in the warnings. Returns 0,
+ * or MLPROF_ENOMEM (or a read error of that second read) with a one-line
+ * reason in err; then *r and *res are both empty. Release *res with
+ * mlprof__resources_free. */
+int mlprof__report_build(const mlprof__job *job, mlprof__report *r,
+                         mlprof__resources *res, char *err, size_t errlen);
 
 /* Orders the zones by key, largest first (ties by name), and keeps the first
  * top in r->order (0: all). */

@@ -22,7 +22,11 @@ static const char usage[] =
     "Statistics of profiles: per zone count, total, self, mean, std, min, "
     "max,\n"
     "p50/p90/p95/p99 and share of wall time; per process and per thread;\n"
-    "counters, throughput units, steps, dropped events, zones still open.\n"
+    "counters, throughput units, steps, dropped events, zones still open;\n"
+    "when the profiles hold samples, the resources used (mean and peak of\n"
+    "each measure per process, system, GPU and process tree; sources that\n"
+    "did not run and why; energy and carbon) and, in JSON, the CPU, GPU and\n"
+    "RSS change of the samples overlapping each zone.\n"
     "PATH is a profile file or a run directory (one profile per process,\n"
     "merged on one timeline). Several paths are merged too.\n"
     "\n"
@@ -32,13 +36,16 @@ static const char usage[] =
     "                       or count, largest first\n"
     "  -n, --top N          show only the first N zones; 0 shows all\n"
     "                       (default: 30 for text, all for json and csv)\n"
+    "  -t, --table TABLE    with --format csv: zones (default) or samples\n"
+    "                       (every sample, one row per measure, streamed)\n"
     "  -h, --help           show this help\n"
     "\n"
     "Percentiles are exact (nearest rank over every duration). JSON follows "
     "the\n"
     "schema \"mlprof.report/1\" (docs/json-schema.md); JSON and CSV give "
     "times\n"
-    "in integer nanoseconds. Damaged or cut-short profiles are reported as "
+    "in integer nanoseconds; text shows sizes in powers of 1000 (MB, GB). "
+    "Damaged or cut-short profiles are reported as "
     "far\n"
     "as they are intact, with a warning.\n"
     "\n"
@@ -67,20 +74,54 @@ static int parse_count(const char *s, size_t *out) {
   return 0;
 }
 
+/* --table samples: every sample as CSV, streamed to standard output. */
+static int samples_csv(const mlprof__job *job) {
+  char err[512];
+  mlprof__out o;
+  mlprof__read_report *reads =
+      calloc(job->count ? job->count : 1, sizeof *reads);
+  if (!reads || mlprof__out_open(&o, STDOUT_FILENO)) {
+    free(reads);
+    fprintf(stderr, "mlprof report: out of memory\n");
+    return 1;
+  }
+  int rc = mlprof__export_samples_csv(job, &o, reads, err, sizeof err);
+  int wrc = mlprof__out_flush(&o);
+  if (!rc && wrc) {
+    rc = wrc;
+    snprintf(err, sizeof err, "cannot write the samples");
+  }
+  if (rc)
+    fprintf(stderr, "mlprof report: %s%s%s\n", err,
+            rc == MLPROF_EIO ? ": " : "",
+            rc == MLPROF_EIO ? strerror(o.sys_errno) : "");
+  for (size_t i = 0; i < job->count && !rc; i++)
+    if (reads[i].damaged_chunks || reads[i].truncated_bytes)
+      fprintf(stderr,
+              "mlprof report: warning: %s: damaged or cut short; samples "
+              "written as far as it is intact\n",
+              job->profiles[i].path);
+  mlprof__out_close(&o);
+  free(reads);
+  return rc ? 1 : 0;
+}
+
 int mlprof__cmd_report(int argc, char **argv) {
   static const struct option options[] = {
       {"format", required_argument, NULL, 'f'},
       {"sort", required_argument, NULL, 's'},
       {"top", required_argument, NULL, 'n'},
+      {"table", required_argument, NULL, 't'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int format = FORMAT_TEXT, top_given = 0;
+  int format = FORMAT_TEXT, top_given = 0, samples_table = 0;
+  const char *table = NULL;
   mlprof__sort_key sort = MLPROF__SORT_TOTAL;
   size_t top = 0;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":f:s:n:h", options, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, ":f:s:n:t:h", options, NULL)) != -1) {
     switch (ch) {
       case 'f':
         if (strcmp(optarg, "text") == 0)
@@ -105,6 +146,15 @@ int mlprof__cmd_report(int argc, char **argv) {
                             optarg);
         top_given = 1;
         break;
+      case 't':
+        if (strcmp(optarg, "zones") == 0)
+          samples_table = 0;
+        else if (strcmp(optarg, "samples") == 0)
+          samples_table = 1;
+        else
+          return fail_usage("unknown table '%s': use zones or samples", optarg);
+        table = optarg;
+        break;
       case 'h':
         fputs(usage, stdout);
         return 0;
@@ -118,6 +168,8 @@ int mlprof__cmd_report(int argc, char **argv) {
     }
   }
   if (optind >= argc) return fail_usage("%s", "no profile given");
+  if (table && format != FORMAT_CSV)
+    return fail_usage("--table %s applies to --format csv only", table);
   if (!top_given && format == FORMAT_TEXT) top = TEXT_TOP;
 
   char err[512];
@@ -127,8 +179,15 @@ int mlprof__cmd_report(int argc, char **argv) {
     fprintf(stderr, "mlprof report: %s\n", err);
     return 2;
   }
+  if (samples_table) {
+    int rc = samples_csv(&job);
+    mlprof__job_close(&job);
+    return rc;
+  }
   mlprof__report r;
-  int rc = mlprof__report_build(&job, &r, err, sizeof err);
+  mlprof__resources res = {0};
+  int rc = mlprof__report_build(&job, &r, format == FORMAT_CSV ? NULL : &res,
+                                err, sizeof err);
   mlprof__job_close(&job);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
@@ -144,15 +203,16 @@ int mlprof__cmd_report(int argc, char **argv) {
   mlprof__out o;
   if (mlprof__out_open(&o, STDOUT_FILENO)) {
     mlprof__report_free(&r);
+    mlprof__resources_free(&res);
     fprintf(stderr, "mlprof report: out of memory\n");
     return 1;
   }
   if (format == FORMAT_JSON)
-    rc = mlprof__export_json(&r, &o);
+    rc = mlprof__export_json(&r, &res, &o);
   else if (format == FORMAT_CSV)
     rc = mlprof__export_csv(&r, &o);
   else
-    rc = mlprof__export_text(&r, &o);
+    rc = mlprof__export_text(&r, &res, &o);
   int wrc = mlprof__out_flush(&o);
   if (!rc) rc = wrc;
   if (rc)
@@ -160,5 +220,6 @@ int mlprof__cmd_report(int argc, char **argv) {
             rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
   mlprof__out_close(&o);
   mlprof__report_free(&r);
+  mlprof__resources_free(&res);
   return rc ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sample/sample.h"
 #include "export.h"
 
 typedef struct {
@@ -56,7 +57,24 @@ typedef struct {
   /* The profile being read. */
   uint64_t pid, offset_ns, end_ns;
   int end_seen;
+  size_t host;
+  /* Samples: where each subject's counters go. */
+  const mlprof__job *job;
+  uint64_t *tpids;      /* trace pid of each profile */
+  size_t *hosts;        /* host index of each profile */
+  int *next_same;       /* next profile (job order) of the same host and pid */
+  mlprof__map first_of; /* host << 32 | pid -> first profile with them */
+  mlprof__map named;    /* pseudo-processes already named */
+  mlprof__map unprofiled; /* host << 32 | pid -> n: pid UNPROFILED_PID + n */
+  uint64_t next_pseudo;   /* pid for the next process without a profile */
 } chrome;
+
+/* Pseudo-processes for what is not a profiled process; above any Linux pid
+ * (2^22) and any pid given to profiles sharing one (2^22 + job index). */
+#define SYSTEM_PID(host) ((1ull << 23) + (host))
+#define GPU_PID(host, index) \
+  ((1ull << 24) + ((uint64_t)(host) << 16) + ((index)&0xffffu))
+#define UNPROFILED_PID (1ull << 30)
 
 #define CAT_FIELD(name) \
   { ",\"cat\":\"" name "\"", sizeof(",\"cat\":\"" name "\"") - 1 }
@@ -329,6 +347,116 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return status(c);
 }
 
+/* Names a pseudo-process the first time it is used: the text before and
+ * after the label (the name id label, escaped, without its quotes). */
+static int name_pseudo(chrome *c, uint64_t pid, const char *pre, uint32_t label,
+                       const char *post) {
+  if (mlprof__map_get(&c->named, pid) != MLPROF__NONE) return 0;
+  if (mlprof__map_put(&c->named, pid, 0)) return MLPROF_ENOMEM;
+  char *w = mlprof__out_space(c->o, 96);
+  w = event_start(c, w);
+  w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
+  w = mlprof__fmt_u64(w, pid);
+  w = PUT_LIT(w, ",\"name\":\"process_name\",\"args\":{\"name\":\"");
+  mlprof__out_end(c->o, w);
+  mlprof__out_str(c->o, pre);
+  uint32_t n = label ? name_of(c, label) : MLPROF__NONE;
+  if (n != MLPROF__NONE) {
+    mlprof__out_lit(c->o, " (");
+    mlprof__out_write(c->o, c->arena.buf + c->names[n].off + 1,
+                      c->names[n].len - 2);
+    mlprof__out_lit(c->o, ")");
+  }
+  mlprof__out_str(c->o, post);
+  mlprof__out_lit(c->o, "\"}}");
+  w = mlprof__out_space(c->o, 128);
+  w = event_start(c, w);
+  w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
+  w = mlprof__fmt_u64(w, pid);
+  w = PUT_LIT(w, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+  w = mlprof__fmt_u64(w, c->job->count + (pid >> 20));
+  w = PUT_LIT(w, "}}");
+  mlprof__out_end(c->o, w);
+  return 0;
+}
+
+/* The trace pid of process pid of this profile's host at job time t: the
+ * profile of that pid which started last before t (exec keeps a pid), or a
+ * pseudo-process of its own when it wrote no profile. */
+static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
+                            int *rc) {
+  uint32_t at = mlprof__map_get(&c->first_of,
+                                (uint64_t)c->host << 32 | (pid & 0xffffffffu));
+  if (at != MLPROF__NONE) {
+    int best = (int)at;
+    for (int j = c->next_same[at]; j >= 0; j = c->next_same[j])
+      if (c->job->profiles[j].offset_ns <= t) best = j;
+    return c->tpids[best];
+  }
+  /* No profile: one pseudo-process per host and pid. */
+  uint64_t key = (uint64_t)c->host << 32 | (pid & 0xffffffffu);
+  uint32_t have = mlprof__map_get(&c->unprofiled, key);
+  if (have != MLPROF__NONE) return UNPROFILED_PID + have;
+  uint64_t tp = UNPROFILED_PID + c->next_pseudo;
+  if (c->next_pseudo >= MLPROF__NONE - 1 ||
+      mlprof__map_put(&c->unprofiled, key, (uint32_t)c->next_pseudo++)) {
+    *rc = MLPROF_ENOMEM;
+    return tp;
+  }
+  char pre[48];
+  snprintf(pre, sizeof pre, "pid %llu", (unsigned long long)pid);
+  *rc = name_pseudo(c, tp, pre, label, ", no profile");
+  return tp;
+}
+
+static int on_sample(void *ud, const mlprof__sample_row *row) {
+  chrome *c = ud;
+  uint64_t t = c->offset_ns + row->t, pid;
+  int rc = 0;
+  char pre[48];
+  switch (row->subject) {
+    case MLPROF__SUBJECT_PROCESS:
+      pid = process_pid(c, row->id, row->label, t, &rc);
+      break;
+    case MLPROF__SUBJECT_GPU:
+      pid = GPU_PID(c->host, row->id);
+      snprintf(pre, sizeof pre, "GPU %llu", (unsigned long long)row->id);
+      rc = name_pseudo(c, pid, pre, row->label, "");
+      break;
+    case MLPROF__SUBJECT_SYSTEM:
+      pid = SYSTEM_PID(c->host);
+      rc = name_pseudo(c, pid, "system", 0, "");
+      break;
+    default:
+      return status(c); /* a subject from a newer version */
+  }
+  if (rc) return rc;
+  char head[96];
+  char *h = PUT_LIT(head, "\"ph\":\"C\",\"pid\":");
+  h = mlprof__fmt_u64(h, pid);
+  h = PUT_LIT(h, ",\"ts\":");
+  h = mlprof__fmt_us(h, t);
+  h = PUT_LIT(h, ",\"name\":");
+  size_t hlen = (size_t)(h - head);
+  for (uint32_t i = 0; i < row->n; i++) {
+    const mlprof__sample_measure *m = &row->m[i];
+    if (!m->valid || !isfinite(m->value)) continue;
+    uint32_t n = name_of(c, m->name);
+    if (n == MLPROF__NONE) continue;
+    const name_entry *e = &c->names[n];
+    if (e->len > MLPROF__OUT_SLACK - 192) continue; /* no such measure name */
+    char *p = mlprof__out_space(c->o, 192 + e->len);
+    p = event_start(c, p);
+    p = put(p, head, hlen);
+    p = put(p, c->arena.buf + e->off, e->len);
+    p = PUT_LIT(p, ",\"args\":{\"value\":");
+    mlprof__out_end(c->o, p);
+    mlprof__out_f64(c->o, m->value);
+    mlprof__out_lit(c->o, "}}");
+  }
+  return status(c);
+}
+
 static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   chrome *c = ud;
@@ -438,6 +566,48 @@ static uint64_t trace_pid(mlprof__map *seen, const mlprof__job_profile *p,
   return pid;
 }
 
+/* Every profile's trace pid and host index, and the profiles of each host
+ * and pid, before any event: samples of one profile (`mlprof run`'s) are
+ * drawn under the processes of others. */
+static int plan_pids(chrome *c, mlprof__map *seen) {
+  const mlprof__job *job = c->job;
+  size_t n = job->count ? job->count : 1;
+  c->tpids = malloc(n * sizeof *c->tpids);
+  c->hosts = malloc(n * sizeof *c->hosts);
+  c->next_same = malloc(n * sizeof *c->next_same);
+  if (!c->tpids || !c->hosts || !c->next_same) return MLPROF_ENOMEM;
+  int oom = 0;
+  size_t nhosts = 0;
+  mlprof__map by_hash = {0}; /* hostname hash -> first profile of it */
+  for (size_t i = 0; i < job->count; i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    c->tpids[i] = trace_pid(seen, p, i, &oom);
+    const char *h = p->hostname ? p->hostname : "";
+    uint64_t hash = 1469598103934665603ull;
+    for (const char *q = h; *q; q++)
+      hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
+    uint32_t k = mlprof__map_get(&by_hash, hash);
+    /* A collision of two hostnames only shares their pseudo-processes. */
+    if (k == MLPROF__NONE) {
+      c->hosts[i] = nhosts++;
+      if (mlprof__map_put(&by_hash, hash, (uint32_t)i)) oom = 1;
+    } else {
+      c->hosts[i] = c->hosts[k];
+    }
+    c->next_same[i] = -1;
+  }
+  mlprof__map_clear(&by_hash);
+  /* Chains in job order (by start): walk backwards, pushing on the front. */
+  for (size_t i = job->count; i-- > 0;) {
+    uint64_t key =
+        (uint64_t)c->hosts[i] << 32 | (job->profiles[i].pid & 0xffffffffu);
+    uint32_t at = mlprof__map_get(&c->first_of, key);
+    c->next_same[i] = at == MLPROF__NONE ? -1 : (int)at;
+    if (mlprof__map_put(&c->first_of, key, (uint32_t)i)) oom = 1;
+  }
+  return oom ? MLPROF_ENOMEM : 0;
+}
+
 static void write_other_data(chrome *c, size_t profiles) {
   mlprof__out_printf(c->o,
                      "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{"
@@ -481,16 +651,16 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
       .open = on_open,
       .meta = on_meta,
       .end = on_end,
+      .sample = on_sample,
   };
+  c.job = job;
+  rc = plan_pids(&c, &seen);
+  if (rc) snprintf(err, errlen, "out of memory");
   mlprof__out_lit(o, "{\"traceEvents\":[\n");
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
-    int oom = 0;
-    c.pid = trace_pid(&seen, p, i, &oom);
-    if (oom) {
-      rc = MLPROF_ENOMEM;
-      break;
-    }
+    c.pid = c.tpids[i];
+    c.host = c.hosts[i];
     c.offset_ns = p->offset_ns;
     c.end_seen = 0;
     c.end_ns = 0;
@@ -531,6 +701,12 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
     free(c.meta[i].value);
   }
   free(c.meta);
+  free(c.tpids);
+  free(c.hosts);
+  free(c.next_same);
+  mlprof__map_clear(&c.first_of);
+  mlprof__map_clear(&c.named);
+  mlprof__map_clear(&c.unprofiled);
   free(c.threads);
   free(c.names);
   free(c.open);

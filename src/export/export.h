@@ -9,22 +9,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/resources.h"
 #include "../analyze/stats.h"
 #include "../model/job.h"
 #include "escape.h"
 
 /* Aligned tables for a terminal, no colour: a header with the run's facts
  * and warnings, then zones (r->order), processes, threads, steps, counters,
- * units, zones open at the end, session metadata. Names are made safe for
- * a terminal and cut to a column width. */
-int mlprof__export_text(const mlprof__report *r, mlprof__out *o);
+ * units, zones open at the end, session metadata, and when res is not NULL
+ * and was sampled, the resource summary: per host the system and each GPU
+ * (or why there are none), then each process's own measures under the
+ * process, the tree's totals, processes sampled that have no profile of
+ * their own, sources that did not run and why, energy and carbon. Values
+ * are shown with their unit (from the measure name's suffix); an absent
+ * measure shows its reason. Names are made safe for a terminal and cut to a
+ * column width. */
+int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
+                        mlprof__out *o);
 
 /* The report as one JSON object of schema "mlprof.report/1"
- * (docs/json-schema.md); zones listed in r->order. */
-int mlprof__export_json(const mlprof__report *r, mlprof__out *o);
+ * (docs/json-schema.md); zones listed in r->order; with "resources" and each
+ * zone's "samples" from res (may be NULL: "resources" is then null and no
+ * zone has samples). */
+int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
+                        mlprof__out *o);
 
 /* The zone table (r->order) as CSV with a header row, times in ns. */
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
+
+/* Every sample of job as CSV, streamed profile by profile (nothing but the
+ * names of the profile being read is kept): a header row, then one row per
+ * measure of each sample row: time_ns (job timeline), subject (system,
+ * process, gpu), id (pid, GPU index, 0), label, measure, value (empty when
+ * absent), absent (the reason, empty when valid), host. Returns 0,
+ * MLPROF_ENOMEM or the writer's error with a one-line reason in err; a
+ * damaged or cut-short profile is not an error (reads gets what each read
+ * found when not NULL, job->count entries). */
+int mlprof__export_samples_csv(const mlprof__job *job, mlprof__out *o,
+                               mlprof__read_report *reads, char *err,
+                               size_t errlen);
 
 typedef struct {
   uint64_t events;            /* trace events written */
@@ -36,6 +59,9 @@ typedef struct {
  * Format", loads in Perfetto and chrome://tracing): one process per profile,
  * one track per thread, spans as complete events with their metadata and
  * units as args, counters as counter tracks, step marks as instant events,
+ * sampled measures as counter tracks (a process's under its own process, the
+ * system's under a "system" pseudo-process, each GPU under "GPU N (label)";
+ * valid values only),
  * zones still open at the end as complete events to the profile's end with
  * args {"open": true}. Times are µs with ns precision, on the job's
  * timeline. Nothing is collected in memory but names and one pending span

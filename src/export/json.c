@@ -36,7 +36,42 @@ static void field_known(mlprof__out *o, const char *key, int64_t v) {
     mlprof__out_i64(o, v);
 }
 
-static void zones(const mlprof__report *r, mlprof__out *o) {
+/* A number, or null when has is 0. */
+static void field_opt(mlprof__out *o, const char *key, int has, double v) {
+  if (has)
+    field_f64(o, key, v);
+  else
+    mlprof__out_printf(o, ",\"%s\":null", key);
+}
+
+/* A string, or null. */
+static void field_opt_str(mlprof__out *o, const char *key, const char *s) {
+  if (s)
+    field_cstr(o, key, s);
+  else
+    mlprof__out_printf(o, ",\"%s\":null", key);
+}
+
+static void zone_samples(const mlprof__resources *res,
+                         const mlprof__zone_stats *z, mlprof__out *o) {
+  const mlprof__zone_samples *zs =
+      res ? mlprof__resources_zone(res, z->name, z->name_len) : NULL;
+  if (!zs) {
+    mlprof__out_lit(o, ",\"samples\":null");
+    return;
+  }
+  mlprof__out_lit(o, ",\"samples\":{\"cpu_pct\":");
+  if (zs->has_cpu)
+    mlprof__out_f64(o, zs->cpu_pct);
+  else
+    mlprof__out_lit(o, "null");
+  field_opt(o, "gpu_util_pct", zs->has_gpu, zs->gpu_util_pct);
+  field_opt(o, "rss_change_bytes", zs->has_rss, zs->rss_change_bytes);
+  mlprof__out_lit(o, "}");
+}
+
+static void zones(const mlprof__report *r, const mlprof__resources *res,
+                  mlprof__out *o) {
   mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < r->norder; i++) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
@@ -64,7 +99,9 @@ static void zones(const mlprof__report *r, mlprof__out *o) {
       field_f64(o, "per_s", z->units[k].per_s);
       mlprof__out_lit(o, "}");
     }
-    mlprof__out_lit(o, "]}");
+    mlprof__out_lit(o, "]");
+    zone_samples(res, z, o);
+    mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "]");
 }
@@ -187,7 +224,98 @@ static void open_zones(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "]");
 }
 
-int mlprof__export_json(const mlprof__report *r, mlprof__out *o) {
+static void measures(const mlprof__subject_stats *s, mlprof__out *o) {
+  mlprof__out_lit(o, ",\"measures\":[");
+  for (size_t i = 0; i < s->nm; i++) {
+    const mlprof__measure_stats *m = &s->m[i];
+    mlprof__out_str(o, i ? ",{\"name\":" : "{\"name\":");
+    mlprof__out_json_str(o, m->name, strlen(m->name));
+    field_u64(o, "count", m->count);
+    field_u64(o, "absent_count", m->absent_count);
+    field_opt(o, "mean", m->count > 0, m->mean);
+    field_opt(o, "min", m->count > 0, m->min);
+    field_opt(o, "max", m->count > 0, m->max);
+    field_opt(o, "first", m->count > 0, m->first);
+    field_opt(o, "last", m->count > 0, m->last);
+    field_opt_str(o, "absent", m->absent);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void subject_fields(const mlprof__subject_stats *s, mlprof__out *o) {
+  field_cstr(o, "hostname", s->hostname);
+  field_u64(o, "profile", s->profile);
+  field_known(o, "process", s->process);
+  field_u64(o, "rows", s->rows);
+  field_u64(o, "first_ns", s->first_ns);
+  field_u64(o, "last_ns", s->last_ns);
+  measures(s, o);
+}
+
+static void resources(const mlprof__resources *res, mlprof__out *o) {
+  if (!res || !res->sampled) {
+    mlprof__out_lit(o, ",\n\"resources\":null");
+    return;
+  }
+  mlprof__out_lit(o, ",\n\"resources\":{\"sources\":[");
+  for (size_t i = 0; i < res->nsources; i++) {
+    const mlprof__source_status *st = &res->sources[i];
+    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, st->name, strlen(st->name));
+    mlprof__out_str(
+        o, st->available ? ",\"available\":true" : ",\"available\":false");
+    field_opt_str(o, "reason", st->available ? NULL : st->reason);
+    field_cstr(o, "hostname", st->hostname);
+    field_u64(o, "profile", st->profile);
+    field_u64(o, "profiles", st->profiles);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+  field_u64(o, "gpus", res->ngpus);
+  field_opt_str(o, "gpu_absent", res->gpu_absent);
+  mlprof__out_lit(o, ",\n\"subjects\":[");
+  for (size_t i = 0; i < res->nsubjects; i++) {
+    const mlprof__subject_stats *s = &res->subjects[i];
+    mlprof__out_str(o, i ? ",\n{\"subject\":" : "\n{\"subject\":");
+    mlprof__out_json_str(o, mlprof__subject_name(s->subject),
+                         strlen(mlprof__subject_name(s->subject)));
+    field_u64(o, "id", s->id);
+    field_cstr(o, "label", s->label);
+    subject_fields(s, o);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "],\n\"tree\":");
+  if (res->tree.nm) {
+    mlprof__out_lit(o, "{\"processes\":");
+    mlprof__out_u64(o, res->tree_processes);
+    field_u64(o, "ticks", res->tree.rows);
+    measures(&res->tree, o);
+    mlprof__out_lit(o, "}");
+  } else {
+    mlprof__out_lit(o, "null");
+  }
+  mlprof__out_lit(o, ",\n\"energy\":{\"cpu_j\":");
+  if (res->has_cpu_energy)
+    mlprof__out_f64(o, res->cpu_energy_j);
+  else
+    mlprof__out_lit(o, "null");
+  field_opt_str(o, "cpu_absent",
+                res->has_cpu_energy ? NULL : res->cpu_energy_absent);
+  field_cstr(o, "cpu_method", res->cpu_energy_method);
+  field_opt(o, "gpu_j", res->has_gpu_energy, res->gpu_energy_j);
+  field_opt_str(o, "gpu_absent",
+                res->has_gpu_energy ? NULL : res->gpu_energy_absent);
+  field_cstr(o, "gpu_method", res->gpu_energy_method);
+  field_opt(o, "carbon_g", res->has_cpu_energy || res->has_gpu_energy,
+            res->carbon_g);
+  field_f64(o, "intensity_g_per_kwh", res->intensity_g_per_kwh);
+  field_cstr(o, "intensity_source", res->intensity_source);
+  mlprof__out_lit(o, "}}");
+}
+
+int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
+                        mlprof__out *o) {
   mlprof__out_printf(o,
                      "{\"schema\":\"mlprof.report/1\",\"generator\":\"mlprof "
                      "%d.%d.%d\"",
@@ -204,12 +332,13 @@ int mlprof__export_json(const mlprof__report *r, mlprof__out *o) {
     mlprof__out_json_str(o, r->warnings[i], strlen(r->warnings[i]));
   }
   mlprof__out_lit(o, "]");
-  zones(r, o);
+  zones(r, res, o);
   processes(r, o);
   threads(r, o);
   counters(r, o);
   units(r, o);
   open_zones(r, o);
+  resources(res, o);
   mlprof__out_lit(o, "\n}\n");
   return o->err;
 }

@@ -372,7 +372,237 @@ static int meta_section(const mlprof__report *r, mlprof__out *o) {
   return finish_table(&t, o);
 }
 
-int mlprof__export_text(const mlprof__report *r, mlprof__out *o) {
+/* ---- resources ------------------------------------------------------------
+ */
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* A value scaled by 1000s with 3 significant digits: "812 B", "1.25 MB". */
+static void fmt_scaled(char *b, size_t len, double v, const char *const *units,
+                       size_t nunits, const char *tail) {
+  double a = fabs(v);
+  size_t u = 0;
+  while (u + 1 < nunits && a >= 999.5) {
+    a /= 1000;
+    v /= 1000;
+    u++;
+  }
+  snprintf(b, len,
+           u == 0 && v == floor(v) ? "%.0f %s%s"
+           : a < 10                ? "%.2f %s%s"
+           : a < 100               ? "%.1f %s%s"
+                                   : "%.0f %s%s",
+           v, units[u], tail);
+}
+
+/* A measured value with the unit its name's suffix gives (docs/sampling.md):
+ * bytes in B/kB/MB/GB/TB (powers of 1000), percent, W, degrees C, J, MHz,
+ * seconds; a bare number otherwise. */
+static void fmt_measure(char *b, size_t len, const char *name, double v) {
+  static const char *const bytes[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  static const char *const joules[] = {"J", "kJ", "MJ", "GJ"};
+  if (!isfinite(v))
+    snprintf(b, len, "-");
+  else if (ends_with(name, "_bytes_s") || ends_with(name, "_bytes_per_s"))
+    fmt_scaled(b, len, v, bytes, 6, "/s");
+  else if (ends_with(name, "_bytes"))
+    fmt_scaled(b, len, v, bytes, 6, "");
+  else if (ends_with(name, "_pct"))
+    snprintf(b, len, "%.1f%%", v);
+  else if (ends_with(name, "_w"))
+    snprintf(b, len, "%.1f W", v);
+  else if (ends_with(name, "_c"))
+    snprintf(b, len,
+             "%.1f \xc2\xb0"
+             "C",
+             v);
+  else if (ends_with(name, "_j"))
+    fmt_scaled(b, len, v, joules, 4, "");
+  else if (ends_with(name, "_mhz"))
+    snprintf(b, len, "%.0f MHz", v);
+  else if (ends_with(name, "_s"))
+    snprintf(b, len, "%.2f s", v);
+  else if (fabs(v) >= 1e4) {
+    static const char *const plain[] = {"", "k", "M", "G", "T"};
+    fmt_scaled(b, len, v, plain, 5, "");
+  } else if (v != floor(v))
+    snprintf(b, len, "%.4g", v);
+  else
+    snprintf(b, len, "%.0f", v);
+}
+
+static void cell_measure(table *t, const char *name, double v) {
+  char b[64];
+  fmt_measure(b, sizeof b, name, v);
+  cell_printf(t, "%s", b);
+}
+
+/* One row per measure of s; who names the subject in the first column. */
+static void subject_rows(table *t, const char *who,
+                         const mlprof__subject_stats *s) {
+  for (size_t i = 0; i < s->nm; i++) {
+    const mlprof__measure_stats *m = &s->m[i];
+    cell_name(t, i ? "" : who, i ? 0 : strlen(who), 40);
+    cell_name(t, m->name, strlen(m->name), 32);
+    if (m->count) {
+      cell_measure(t, m->name, m->mean);
+      cell_measure(t, m->name, m->max);
+    } else {
+      cell_printf(t, "-");
+      cell_printf(t, "-");
+    }
+    cell_printf(t, "%" PRIu64, m->count);
+    cell_begin(t);
+    if (!m->count) {
+      mlprof__out_lit(&t->text, "absent: ");
+      mlprof__out_text_str(&t->text, m->absent, strlen(m->absent));
+    } else if (m->absent_count) {
+      mlprof__out_printf(&t->text, "absent in %" PRIu64 " of %" PRIu64,
+                         m->absent_count, m->absent_count + m->count);
+    }
+    cell_end(t);
+  }
+}
+
+static void subject_who(char *b, size_t len, const mlprof__subject_stats *s,
+                        int hosts) {
+  char host[80] = "";
+  if (hosts) snprintf(host, sizeof host, "%s: ", s->hostname);
+  switch (s->subject) {
+    case MLPROF__SUBJECT_SYSTEM:
+      snprintf(b, len, "%ssystem", host);
+      break;
+    case MLPROF__SUBJECT_GPU:
+      snprintf(b, len,
+               s->label[0] ? "%sGPU %" PRIu64 " (%s)" : "%sGPU %" PRIu64, host,
+               s->id, s->label);
+      break;
+    case MLPROF__SUBJECT_PROCESS:
+      snprintf(b, len,
+               s->label[0] ? "%spid %" PRIu64 " (%s)" : "%spid %" PRIu64, host,
+               s->id, s->label);
+      break;
+    default:
+      snprintf(b, len, "%s%s %" PRIu64, host, mlprof__subject_name(s->subject),
+               s->id);
+  }
+}
+
+static int resources_section(const mlprof__report *r,
+                             const mlprof__resources *res, mlprof__out *o) {
+  if (!res || !res->sampled) return 0;
+  int hosts = 0;
+  for (size_t i = 1; i < res->nsubjects; i++)
+    hosts |= strcmp(res->subjects[i].hostname, res->subjects[0].hostname) != 0;
+  mlprof__out_lit(o, "\nResources (sampled: mean and peak of each measure)\n");
+  if (res->gpu_absent) {
+    mlprof__out_lit(o, "  GPUs: none: ");
+    mlprof__out_text_str(o, res->gpu_absent, strlen(res->gpu_absent));
+    mlprof__out_lit(o, "\n");
+  }
+  static const char *const heads[] = {"subject", "measure", "mean",
+                                      "peak",    "samples", "note"};
+  table t;
+  if (table_open(&t, heads, "llrrrl")) return MLPROF_ENOMEM;
+  char who[256];
+  /* The machines first: systems and GPUs. */
+  for (size_t i = 0; i < res->nsubjects; i++) {
+    const mlprof__subject_stats *s = &res->subjects[i];
+    if (s->subject == MLPROF__SUBJECT_PROCESS) continue;
+    subject_who(who, sizeof who, s, hosts);
+    subject_rows(&t, who, s);
+  }
+  /* Then each process of the report, with its own rows. */
+  for (size_t p = 0; p < r->nprocs; p++)
+    for (size_t i = 0; i < res->nsubjects; i++) {
+      const mlprof__subject_stats *s = &res->subjects[i];
+      if (s->subject != MLPROF__SUBJECT_PROCESS || s->process != (int)p)
+        continue;
+      subject_who(who, sizeof who, s, hosts);
+      subject_rows(&t, who, s);
+    }
+  if (res->tree.nm) {
+    snprintf(who, sizeof who, "tree (%zu process%s, %" PRIu64 " ticks)",
+             res->tree_processes, res->tree_processes == 1 ? "" : "es",
+             res->tree.rows);
+    subject_rows(&t, who, &res->tree);
+  }
+  /* Processes of the tree that wrote no profile of their own. */
+  for (size_t i = 0; i < res->nsubjects; i++) {
+    const mlprof__subject_stats *s = &res->subjects[i];
+    if (s->subject != MLPROF__SUBJECT_PROCESS || s->process >= 0) continue;
+    subject_who(who, sizeof who, s, hosts);
+    snprintf(who + strlen(who), sizeof who - strlen(who), ", no profile");
+    subject_rows(&t, who, s);
+  }
+  int rc = finish_table(&t, o);
+  if (rc) return rc;
+
+  size_t down = 0;
+  for (size_t i = 0; i < res->nsources; i++) down += !res->sources[i].available;
+  if (down) {
+    mlprof__out_lit(o, "\nSampling sources not running\n");
+    static const char *const sheads[] = {"host", "source", "processes",
+                                         "reason"};
+    if (table_open(&t, sheads, "llrl")) return MLPROF_ENOMEM;
+    for (size_t i = 0; i < res->nsources; i++) {
+      const mlprof__source_status *st = &res->sources[i];
+      if (st->available) continue;
+      cell_name(&t, st->hostname, strlen(st->hostname), 24);
+      cell_name(&t, st->name, strlen(st->name), 24);
+      cell_printf(&t, "%zu", st->profiles);
+      cell_name(&t, st->reason, strlen(st->reason), 100);
+    }
+    if ((rc = finish_table(&t, o))) return rc;
+  }
+
+  mlprof__out_lit(o, "\nEnergy and carbon\n");
+  static const char *const eheads[] = {"what", "value", "how"};
+  if (table_open(&t, eheads, "lrl")) return MLPROF_ENOMEM;
+  cell_printf(&t, "CPU energy");
+  if (res->has_cpu_energy) {
+    cell_measure(&t, "cpu_energy_j", res->cpu_energy_j);
+    cell_name(&t, res->cpu_energy_method, strlen(res->cpu_energy_method), 100);
+  } else {
+    cell_printf(&t, "-");
+    cell_begin(&t);
+    mlprof__out_lit(&t.text, "unavailable: ");
+    mlprof__out_text_str(&t.text, res->cpu_energy_absent,
+                         strlen(res->cpu_energy_absent));
+    cell_end(&t);
+  }
+  cell_printf(&t, "GPU energy");
+  if (res->has_gpu_energy) {
+    cell_measure(&t, "gpu_energy_j", res->gpu_energy_j);
+    cell_name(&t, res->gpu_energy_method, strlen(res->gpu_energy_method), 100);
+  } else {
+    cell_printf(&t, "-");
+    cell_begin(&t);
+    mlprof__out_lit(&t.text, "unavailable: ");
+    mlprof__out_text_str(&t.text, res->gpu_energy_absent,
+                         strlen(res->gpu_energy_absent));
+    cell_end(&t);
+  }
+  cell_printf(&t, "carbon");
+  if (res->has_cpu_energy || res->has_gpu_energy) {
+    cell_printf(&t, "%.3g g CO2e", res->carbon_g);
+    cell_printf(&t, "%s energy x %.0f g/kWh (%s)",
+                res->has_cpu_energy && res->has_gpu_energy ? "CPU + GPU"
+                : res->has_cpu_energy                      ? "CPU only"
+                                                           : "GPU only",
+                res->intensity_g_per_kwh, res->intensity_source);
+  } else {
+    cell_printf(&t, "-");
+    cell_printf(&t, "unavailable: no energy measured");
+  }
+  return finish_table(&t, o);
+}
+
+int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
+                        mlprof__out *o) {
   char wall[32];
   fmt_dur(wall, sizeof wall, r->wall_ns);
   mlprof__out_printf(o,
@@ -391,6 +621,9 @@ int mlprof__export_text(const mlprof__report *r, mlprof__out *o) {
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     int rc = sections[i](r, o);
     if (rc) return rc;
+    /* Resources right after the processes they belong to. */
+    if (sections[i] == procs_section && (rc = resources_section(r, res, o)))
+      return rc;
   }
   return o->err;
 }

@@ -10,6 +10,7 @@
 #include "export/export.h"
 #include "format/wire.h"
 #include "model/job.h"
+#include "synth.h"
 #include "test.h"
 
 /* ---- a strict JSON validator (RFC 8259, UTF-8) --------------------------- */
@@ -411,7 +412,7 @@ static void test_json_report_is_valid(void) {
   CHECK_EQ(hostile_report(&r), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_json(&r, &o), 0);
+  CHECK_EQ(mlprof__export_json(&r, NULL, &o), 0);
   const char *s = text_of(&o);
   if (!json_valid(s, o.len)) TEST_FAIL("invalid JSON:\n%s", s);
   CHECK(strstr(s, "\"schema\":\"mlprof.report/1\"") != NULL);
@@ -449,7 +450,7 @@ static void test_text_report_is_terminal_safe(void) {
   CHECK_EQ(hostile_report(&r), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_text(&r, &o), 0);
+  CHECK_EQ(mlprof__export_text(&r, NULL, &o), 0);
   const char *s = text_of(&o);
   CHECK(utf8_valid(s, o.len));
   for (size_t i = 0; i < o.len; i++)
@@ -466,53 +467,6 @@ static void test_text_report_is_terminal_safe(void) {
 
 /* ---- Chrome trace ----------------------------------------------------------
  */
-
-typedef struct {
-  uint8_t b[4096];
-  size_t n;
-} payload;
-
-static void p_uv(payload *p, uint64_t v) {
-  p->n = (size_t)(mlprof__put_uv(p->b + p->n, v) - p->b);
-}
-static void p_sv(payload *p, int64_t v) {
-  p->n = (size_t)(mlprof__put_sv(p->b + p->n, v) - p->b);
-}
-static void p_u8(payload *p, uint8_t v) { p->b[p->n++] = v; }
-static void p_str(payload *p, const char *s, size_t n) {
-  p_uv(p, n);
-  memcpy(p->b + p->n, s, n);
-  p->n += n;
-}
-static void p_cstr(payload *p, const char *s) { p_str(p, s, strlen(s)); }
-static void p_f64(payload *p, double v) {
-  memcpy(p->b + p->n, &v, 8);
-  p->n += 8;
-}
-
-static void chunk(FILE *f, uint16_t type, payload *p) {
-  uint8_t h[16];
-  memcpy(h, MLPROF__CHUNK_MAGIC, 4);
-  mlprof__put_u16(h + 4, type);
-  mlprof__put_u16(h + 6, 0);
-  mlprof__put_u32(h + 8, (uint32_t)p->n);
-  uint32_t crc = mlprof__crc32(0, h + 4, 8);
-  mlprof__put_u32(h + 12, mlprof__crc32(crc, p->b, p->n));
-  fwrite(h, 1, sizeof h, f);
-  fwrite(p->b, 1, p->n, f);
-  p->n = 0;
-}
-
-static void p_name(payload *p, uint32_t id, uint8_t kind, uint8_t cat,
-                   const char *s) {
-  p_uv(p, id);
-  p_u8(p, kind);
-  p_u8(p, cat);
-  p_cstr(p, s);
-  p_cstr(p, "");
-  p_cstr(p, "");
-  p_uv(p, 0);
-}
 
 /* A small profile with one of every record, hostile strings included. */
 static void write_profile(const char *path, int with_end) {
@@ -687,6 +641,198 @@ static void test_chrome_trace_of_killed_profile(void) {
   mlprof__out_close(&o);
 }
 
+/* ---- samples in every output (synth.h describes the job) ----------------- */
+
+typedef struct {
+  char dir[64], root[128], child[128];
+  mlprof__job job;
+} sampled_job;
+
+static int open_sampled(sampled_job *j) {
+  snprintf(j->dir, sizeof j->dir, "/tmp/mlprof-exp-XXXXXX");
+  if (synth_sampled_job(j->dir, j->root, j->child, sizeof j->root)) return -1;
+  char err[256];
+  const char *paths[] = {j->dir};
+  return mlprof__job_open(&j->job, paths, 1, err, sizeof err);
+}
+
+static void close_sampled(sampled_job *j) {
+  mlprof__job_close(&j->job);
+  synth_remove(j->dir, j->root, j->child);
+}
+
+static int sampled_report(mlprof__report *r, mlprof__resources *res) {
+  sampled_job j;
+  if (open_sampled(&j)) return -1;
+  char err[256];
+  int rc = mlprof__report_build(&j.job, r, res, err, sizeof err);
+  close_sampled(&j);
+  return rc;
+}
+
+static void test_json_resources(void) {
+  mlprof__report r;
+  mlprof__resources res;
+  CHECK_EQ(sampled_report(&r, &res), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_json(&r, &res, &o), 0);
+  const char *s = text_of(&o);
+  if (!json_valid(s, o.len)) TEST_FAIL("invalid JSON:\n%s", s);
+  CHECK(strstr(s, "\"schema\":\"mlprof.report/1\""));
+  CHECK(strstr(s,
+               "\"samples\":{\"cpu_pct\":50,\"gpu_util_pct\":20,"
+               "\"rss_change_bytes\":100}"));
+  CHECK(strstr(s,
+               "\"samples\":{\"cpu_pct\":70,\"gpu_util_pct\":40,"
+               "\"rss_change_bytes\":-100}"));
+  CHECK(strstr(s,
+               "{\"name\":\"nvml\",\"available\":false,\"reason\":\"no "
+               "NVML: libnvidia-ml.so.1 not found\",\"hostname\":\"h\""));
+  CHECK(strstr(s,
+               "{\"subject\":\"gpu\",\"id\":0,\"label\":\"A100 \\\"x\\\""
+               "\\u0001\\u003cb\\u003e\xef\xbf\xbd\\u0026\""));
+  CHECK(strstr(s,
+               "{\"subject\":\"process\",\"id\":200,\"label\":\"python3\","
+               "\"hostname\":\"h\",\"profile\":0,\"process\":1,\"rows\":3"));
+  CHECK(strstr(s,
+               "{\"name\":\"cpu_pct\",\"count\":2,\"absent_count\":1,"
+               "\"mean\":60,\"min\":50,\"max\":70,\"first\":50,\"last\":70,"
+               "\"absent\":null}"));
+  CHECK(strstr(s,
+               "{\"name\":\"cpu_temp_c\",\"count\":0,\"absent_count\":3,"
+               "\"mean\":null,\"min\":null,\"max\":null,\"first\":null,"
+               "\"last\":null,\"absent\":\"no \\\"sensor\\\"\\u001b[31m,"
+               "\\u000a=x\"}"));
+  CHECK(strstr(s, "\"tree\":{\"processes\":2,\"ticks\":3,\"measures\":["));
+  CHECK(strstr(s, "\"energy\":{\"cpu_j\":3600,\"cpu_absent\":null"));
+  CHECK(strstr(s, "\"gpu_j\":3600,\"gpu_absent\":null"));
+  CHECK(strstr(s, "\"intensity_g_per_kwh\":475"));
+  CHECK(strstr(s, "<") == NULL);
+  mlprof__out_close(&o);
+
+  /* Without samples: "resources" is null and zones have none. */
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_json(&r, NULL, &o), 0);
+  s = text_of(&o);
+  CHECK(json_valid(s, o.len));
+  CHECK(strstr(s, "\"resources\":null"));
+  CHECK(strstr(s, "\"samples\":null"));
+  mlprof__out_close(&o);
+  mlprof__report_free(&r);
+  mlprof__resources_free(&res);
+}
+
+static void test_text_resources(void) {
+  mlprof__report r;
+  mlprof__resources res;
+  CHECK_EQ(sampled_report(&r, &res), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_text(&r, &res, &o), 0);
+  const char *s = text_of(&o);
+  CHECK(utf8_valid(s, o.len));
+  for (size_t i = 0; i < o.len; i++)
+    if ((unsigned char)s[i] < 0x20 && s[i] != '\n')
+      TEST_FAIL("control byte %02x at %zu", (unsigned char)s[i], i);
+  CHECK(strstr(s, "Resources (sampled"));
+  CHECK(strstr(s, "GPU 0 (A100 \"x\"\xef\xbf\xbd<b>\xef\xbf\xbd&)"));
+  CHECK(strstr(s, "pid 200 (python3)"));
+  CHECK(strstr(s, "pid 201 (worker), no profile"));
+  CHECK(strstr(s, "tree (2 processes, 3 ticks)"));
+  CHECK(strstr(s, "absent: no \"sensor\"\xef\xbf\xbd[31m,\xef\xbf\xbd=x"));
+  CHECK(strstr(s, "absent in 1 of 3"));
+  CHECK(strstr(s, "Sampling sources not running"));
+  CHECK(strstr(s, "no NVML: libnvidia-ml.so.1 not found"));
+  CHECK(strstr(s, "3.60 kJ"));
+  CHECK(strstr(s, "0.95 g CO2e"));
+  CHECK(strstr(s, "CPU + GPU energy x 475 g/kWh"));
+  /* the cpu_pct row of pid 200: mean 60%, peak 70%, 2 samples */
+  CHECK(strstr(s, "60.0%"));
+  CHECK(strstr(s, "70.0%"));
+  mlprof__out_close(&o);
+  mlprof__report_free(&r);
+  mlprof__resources_free(&res);
+}
+
+static void test_samples_csv(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  mlprof__read_report reads[2];
+  char err[256];
+  int rc = mlprof__export_samples_csv(&j.job, &o, reads, err, sizeof err);
+  close_sampled(&j);
+  if (rc) TEST_FAIL("export: %s", err);
+  const char *s = text_of(&o);
+  CHECK(utf8_valid(s, o.len));
+  const char *want =
+      "time_ns,subject,id,label,measure,value,absent,host\r\n"
+      "1000,process,200,python3,cpu_pct,,first sample,h\r\n"
+      "1000,process,200,python3,rss_bytes,100,,h\r\n"
+      "1000,system,0,,cpu_energy_j,0,,h\r\n"
+      "1000,system,0,,cpu_temp_c,,\"no \"\"sensor\"\"\xef\xbf\xbd[31m,\n=x\",h"
+      "\r\n"
+      "2000,process,200,python3,cpu_pct,50,,h\r\n";
+  CHECK(strncmp(s, want, strlen(want)) == 0);
+  CHECK(strstr(s,
+               "2000,gpu,0,\"A100 \"\"x\"\"\xef\xbf\xbd<b>\xef\xbf\xbd&\","
+               "gpu_util_pct,20,,h\r\n"));
+  CHECK(strstr(s, "3000,process,201,worker,rss_bytes,150,,h\r\n"));
+  /* 1 header + 4 rows at 1000 + 2 ticks x 8 rows */
+  CHECK_EQ(count_of(s, "\r\n"), 21);
+  CHECK(reads[0].clean_end);
+  mlprof__out_close(&o);
+}
+
+static void test_chrome_sample_counters(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  char err[256];
+  mlprof__chrome_result res = {0};
+  int rc = mlprof__export_chrome(&j.job, &o, &res, err, sizeof err);
+  close_sampled(&j);
+  if (rc) TEST_FAIL("export: %s", err);
+  const char *s = text_of(&o);
+  if (!json_valid(s, o.len)) TEST_FAIL("invalid trace JSON:\n%s", s);
+  /* The process's counters sit under its own profile's pid (200). */
+  CHECK(strstr(s,
+               "{\"ph\":\"C\",\"pid\":200,\"ts\":2.000,\"name\":\"cpu_pct\","
+               "\"args\":{\"value\":50}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"C\",\"pid\":200,\"ts\":1.000,\"name\":"
+               "\"rss_bytes\",\"args\":{\"value\":100}}"));
+  /* System and GPU pseudo-processes, named once. */
+  CHECK(strstr(s,
+               "{\"ph\":\"M\",\"pid\":8388608,\"name\":\"process_name\","
+               "\"args\":{\"name\":\"system\"}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"C\",\"pid\":8388608,\"ts\":3.000,\"name\":"
+               "\"cpu_energy_j\",\"args\":{\"value\":3600}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"M\",\"pid\":16777216,\"name\":\"process_name\","
+               "\"args\":{\"name\":\"GPU 0 (A100 \\\"x\\\"\\u0001\\u003cb"
+               "\\u003e\xef\xbf\xbd\\u0026)\"}}"));
+  CHECK(strstr(s,
+               "{\"ph\":\"C\",\"pid\":16777216,\"ts\":2.000,\"name\":"
+               "\"gpu_util_pct\",\"args\":{\"value\":20}}"));
+  /* A process without a profile gets a pseudo-process of its own. */
+  CHECK(strstr(s,
+               "\"name\":\"process_name\",\"args\":{\"name\":\"pid 201 "
+               "(worker), no profile\"}}"));
+  CHECK_EQ(count_of(s, "\"args\":{\"name\":\"system\"}"), 1);
+  /* Only valid values: cpu_pct absent at 1000, cpu_temp_c never valid. */
+  CHECK_EQ(count_of(s, "\"name\":\"cpu_temp_c\""), 0);
+  CHECK_EQ(count_of(s, "\"ts\":1.000,\"name\":\"cpu_pct\""), 0);
+  /* valid values: 2 at 1000, then 7 per tick (2 + 2 + 1 + 2) */
+  CHECK_EQ(count_of(s, "\"ph\":\"C\""), 16);
+  CHECK(strstr(s, "<") == NULL);
+  mlprof__out_close(&o);
+}
+
 const mlprof_test mlprof_tests_export[] = {
     {"json_escape_exact", test_json_escape_exact},
     {"json_escape_invalid_utf8_forms", test_json_escape_invalid_utf8_forms},
@@ -700,4 +846,8 @@ const mlprof_test mlprof_tests_export[] = {
     {"text_report_is_terminal_safe", test_text_report_is_terminal_safe},
     {"chrome_trace", test_chrome_trace},
     {"chrome_trace_of_killed_profile", test_chrome_trace_of_killed_profile},
+    {"json_resources", test_json_resources},
+    {"text_resources", test_text_resources},
+    {"samples_csv", test_samples_csv},
+    {"chrome_sample_counters", test_chrome_sample_counters},
     {NULL, NULL}};

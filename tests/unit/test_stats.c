@@ -4,8 +4,11 @@
 #include <mlprof.h>
 #include <stdlib.h>
 
+#include "analyze/resources.h"
 #include "analyze/stats.h"
 #include "format/wire.h"
+#include "model/job.h"
+#include "synth.h"
 #include "test.h"
 
 #define CHECK_NEAR(a, b)                                     \
@@ -396,7 +399,201 @@ static void test_large_zone_percentiles(void) {
   mlprof__report_free(&f.r);
 }
 
+/* ---- resources: samples summarised (synth.h describes the job) ----------- */
+
+static const mlprof__subject_stats *find_subject(const mlprof__resources *r,
+                                                 uint8_t kind, uint64_t id) {
+  for (size_t i = 0; i < r->nsubjects; i++)
+    if (r->subjects[i].subject == kind && r->subjects[i].id == id)
+      return &r->subjects[i];
+  return NULL;
+}
+
+typedef struct {
+  char dir[64], root[128], child[128];
+  mlprof__job job;
+} sampled_job;
+
+static int open_sampled(sampled_job *j) {
+  snprintf(j->dir, sizeof j->dir, "/tmp/mlprof-res-XXXXXX");
+  if (synth_sampled_job(j->dir, j->root, j->child, sizeof j->root)) return -1;
+  char err[256];
+  const char *paths[] = {j->dir};
+  if (mlprof__job_open(&j->job, paths, 1, err, sizeof err)) {
+    fprintf(stderr, "  job_open: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+static void close_sampled(sampled_job *j) {
+  mlprof__job_close(&j->job);
+  synth_remove(j->dir, j->root, j->child);
+}
+
+static void test_resources_exact(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  setenv("MLPROF_CARBON_G_PER_KWH", "500", 1);
+  mlprof__resources r;
+  char err[256];
+  int rc = mlprof__resources_build(&j.job, &r, err, sizeof err);
+  unsetenv("MLPROF_CARBON_G_PER_KWH");
+  /* job order: root (offset 0), child (offset 500) */
+  CHECK_EQ(j.job.profiles[1].pid, 200);
+  close_sampled(&j);
+  if (rc) TEST_FAIL("build: %s", err);
+  CHECK(r.sampled);
+  CHECK_EQ(r.nsubjects, 4);
+  /* system, GPU, then processes */
+  CHECK_EQ(r.subjects[0].subject, MLPROF__SUBJECT_SYSTEM);
+  CHECK_EQ(r.subjects[1].subject, MLPROF__SUBJECT_GPU);
+  CHECK_STR(r.subjects[1].label, SYNTH_GPU_LABEL);
+  CHECK_EQ(r.ngpus, 1);
+  CHECK(r.gpu_absent == NULL);
+
+  const mlprof__subject_stats *p =
+      find_subject(&r, MLPROF__SUBJECT_PROCESS, 200);
+  CHECK(p != NULL);
+  CHECK_EQ(p->process, 1); /* its own profile, by host and pid */
+  CHECK_STR(p->label, "python3");
+  CHECK_EQ(p->rows, 3);
+  const mlprof__measure_stats *m = mlprof__subject_measure(p, "cpu_pct");
+  CHECK(m != NULL);
+  CHECK_EQ(m->count, 2);
+  CHECK_EQ(m->absent_count, 1);
+  CHECK(m->absent == NULL);
+  CHECK_NEAR(m->mean, 60);
+  CHECK_NEAR(m->max, 70);
+  CHECK_NEAR(m->min, 50);
+  m = mlprof__subject_measure(p, "rss_bytes");
+  CHECK_NEAR(m->mean, 200);
+  CHECK_NEAR(m->max, 300);
+  CHECK_NEAR(m->first, 100);
+  CHECK_NEAR(m->last, 200);
+  CHECK_EQ(m->first_ns, 1000);
+  CHECK_EQ(m->last_ns, 3000);
+
+  const mlprof__subject_stats *w =
+      find_subject(&r, MLPROF__SUBJECT_PROCESS, 201);
+  CHECK(w != NULL);
+  CHECK_EQ(w->process, -1); /* wrote no profile */
+  CHECK_NEAR(mlprof__subject_measure(w, "cpu_pct")->mean, 20);
+
+  m = mlprof__subject_measure(&r.subjects[0], "cpu_temp_c");
+  CHECK(m != NULL);
+  CHECK_EQ(m->count, 0);
+  CHECK_EQ(m->absent_count, 3);
+  CHECK_STR(m->absent, SYNTH_REASON);
+
+  /* Tree: ticks 1000 (rss 100), 2000 (rss 350, cpu 60), 3000 (rss 350, cpu
+   * 100); the child that appeared at 2000 is counted from then. */
+  CHECK_EQ(r.tree.rows, 3);
+  CHECK_EQ(r.tree_processes, 2);
+  m = mlprof__subject_measure(&r.tree, "rss_bytes");
+  CHECK(m != NULL);
+  CHECK_EQ(m->count, 3);
+  CHECK_NEAR(m->mean, 800.0 / 3);
+  CHECK_NEAR(m->max, 350);
+  m = mlprof__subject_measure(&r.tree, "cpu_pct");
+  CHECK_EQ(m->count, 2);
+  CHECK_NEAR(m->mean, 80);
+  CHECK_NEAR(m->max, 100);
+
+  /* Energy: 3600 J CPU + 3600 J GPU = 2 Wh; at 500 g/kWh, 1 g. */
+  CHECK(r.has_cpu_energy);
+  CHECK(r.has_gpu_energy);
+  CHECK_NEAR(r.cpu_energy_j, 3600);
+  CHECK_NEAR(r.gpu_energy_j, 3600);
+  CHECK_NEAR(r.intensity_g_per_kwh, 500);
+  CHECK_STR(r.intensity_source, "MLPROF_CARBON_G_PER_KWH");
+  CHECK_NEAR(r.carbon_g, 1.0);
+
+  CHECK_EQ(r.nsources, 3);
+  int nvml = 0;
+  for (size_t i = 0; i < r.nsources; i++)
+    if (strcmp(r.sources[i].name, "nvml") == 0) {
+      nvml = 1;
+      CHECK(!r.sources[i].available);
+      CHECK_STR(r.sources[i].reason, "no NVML: libnvidia-ml.so.1 not found");
+      CHECK_STR(r.sources[i].hostname, "h");
+      CHECK_EQ(r.sources[i].profiles, 1);
+    }
+  CHECK(nvml);
+
+  /* fwd (job 1500..2500): the sample at 2000 (cpu 50, GPU 20); RSS 100 at
+   * 1000 before it, 200 at 3000 after it. tiny (2100..2200): no sample
+   * inside, the one at 3000 covers it (cpu 70, GPU 40); RSS 300 -> 200. */
+  CHECK_EQ(r.nzones, 2);
+  const mlprof__zone_samples *z = mlprof__resources_zone(&r, "fwd", 3);
+  CHECK(z != NULL);
+  CHECK(z->has_cpu && z->has_gpu && z->has_rss);
+  CHECK_NEAR(z->cpu_pct, 50);
+  CHECK_NEAR(z->gpu_util_pct, 20);
+  CHECK_NEAR(z->rss_change_bytes, 100);
+  z = mlprof__resources_zone(&r, "tiny", 4);
+  CHECK(z != NULL);
+  CHECK_NEAR(z->cpu_pct, 70);
+  CHECK_NEAR(z->gpu_util_pct, 40);
+  CHECK_NEAR(z->rss_change_bytes, -100);
+  CHECK(mlprof__resources_zone(&r, "fw", 2) == NULL);
+  mlprof__resources_free(&r);
+}
+
+/* The report and the resources in one read give what each gives alone. */
+static void test_resources_with_report(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  mlprof__report rep;
+  mlprof__resources r;
+  char err[256];
+  int rc = mlprof__report_build(&j.job, &rep, &r, err, sizeof err);
+  close_sampled(&j);
+  if (rc) TEST_FAIL("build: %s", err);
+  CHECK_EQ(rep.nprocs, 2);
+  CHECK_EQ(rep.spans, 2);
+  CHECK_EQ(r.nsubjects, 4);
+  CHECK_EQ(r.tree.rows, 3);
+  CHECK_NEAR(r.cpu_energy_j, 3600);
+  CHECK_NEAR(r.carbon_g, 7200 / 3.6e6 * 475);
+  CHECK(strstr(r.intensity_source, "world average") != NULL);
+  CHECK_NEAR(mlprof__resources_zone(&r, "fwd", 3)->cpu_pct, 50);
+  mlprof__report_free(&rep);
+  mlprof__resources_free(&r);
+}
+
+/* No samples: nothing sampled, nothing invented, and no second read. */
+static void test_resources_unsampled(void) {
+  char dir[] = "/tmp/mlprof-res-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[128];
+  snprintf(path, sizeof path, "%s/a.mlprof", dir);
+  FILE *f = synth_open(path, 0);
+  synth_header(f, 5, 1, 0, "h", "/bin/x");
+  synth_end(f, 10);
+  fclose(f);
+  mlprof__job job;
+  char err[256];
+  const char *paths[] = {path};
+  CHECK_EQ(mlprof__job_open(&job, paths, 1, err, sizeof err), 0);
+  mlprof__resources r;
+  int rc = mlprof__resources_build(&job, &r, err, sizeof err);
+  mlprof__job_close(&job);
+  unlink(path);
+  rmdir(dir);
+  CHECK_EQ(rc, 0);
+  CHECK(!r.sampled);
+  CHECK_EQ(r.nsubjects, 0);
+  CHECK_EQ(r.tree.nm, 0);
+  CHECK(!r.has_cpu_energy && !r.has_gpu_energy);
+  CHECK(r.gpu_absent == NULL);
+  mlprof__resources_free(&r);
+}
+
 const mlprof_test mlprof_tests_stats[] = {
+    {"resources_exact", test_resources_exact},
+    {"resources_with_report", test_resources_with_report},
+    {"resources_unsampled", test_resources_unsampled},
     {"one_zone_exact", test_one_zone_exact},
     {"percentiles_nearest_rank", test_percentiles_nearest_rank},
     {"nested_self_time", test_nested_self_time},
