@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean
+.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,9 +29,18 @@ test: deps
 	$(MAKE) all CMAKE_FLAGS="-DMLPROF_WERROR=ON $(CMAKE_FLAGS)"
 	$(BUILD)/mlprof_unit
 	MLPROF_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/e2e
+	$(MAKE) python-test
 
 bench: all
 	sh bench/run.sh $(BUILD)
+
+# The Python package, installed into $(BUILD)/python, and its tests.
+python-test: all
+	rm -rf $(BUILD)/python && /usr/bin/python3 -m pip install -q --no-deps --no-build-isolation --target $(BUILD)/python ./python
+	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q tests/python
+
+bench-python: python-test
+	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_python.py
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -1,0 +1,402 @@
+"""mlprof: a low-overhead profiler for ML pipelines.
+
+    import mlprof
+    with mlprof.Profiler(output="run.mlprof") as prof:
+        for batch in loader:
+            with prof.zone("forward"):
+                ...
+            prof.step()
+    print(prof.summary()["zones"][0])
+
+Zones, metrics and throughput go through the C extension (mlprof._mlprof),
+which carries the project's recording library, statistics and exporters.
+One session per process: under `mlprof run` (the library preloaded), a
+Profiler joins the session that is already running. See docs/python.md.
+"""
+import functools
+import os
+
+from . import _mlprof
+from ._mlprof import Error, Zone
+
+__all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
+           "version", "read_events", "report"]
+
+__version__ = _mlprof.version()
+CATEGORIES = ("none", "data", "forward", "backward", "optimizer",
+              "communication", "io", "user")
+
+# Formats of Profiler.export and the file suffix each one gets.
+EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
+                 "trace": ".trace.json"}
+
+
+def version():
+    """Version of the recording library in use (the preloaded one under
+    `mlprof run`)."""
+    return _mlprof.version()
+
+
+class schedule:
+    """Which steps to record, as torch.profiler.schedule: each cycle skips
+    `wait` steps, warms up for `warmup` steps (not recorded), then records
+    `active` steps; `repeat` cycles (0: cycle until the end). `skip_first`
+    steps are skipped once at the start. Steps are counted by Profiler.step().
+    """
+
+    def __init__(self, *, wait=0, warmup=0, active=1, repeat=0, skip_first=0):
+        for name, v in (("wait", wait), ("warmup", warmup), ("active", active),
+                        ("repeat", repeat), ("skip_first", skip_first)):
+            if not isinstance(v, int) or v < 0:
+                raise ValueError("schedule: %s must be a whole number >= 0, "
+                                 "not %r" % (name, v))
+        if active < 1:
+            raise ValueError("schedule: active must be at least 1")
+        self.wait, self.warmup, self.active = wait, warmup, active
+        self.repeat, self.skip_first = repeat, skip_first
+
+    def __call__(self, step):
+        """'record', 'warmup' or 'none' for step number `step` (0-based)."""
+        if step < self.skip_first:
+            return "none"
+        step -= self.skip_first
+        cycle = self.wait + self.warmup + self.active
+        if self.repeat and step >= cycle * self.repeat:
+            return "none"
+        pos = step % cycle
+        if pos < self.wait:
+            return "none"
+        if pos < self.wait + self.warmup:
+            return "warmup"
+        return "record"
+
+    def __repr__(self):
+        return ("mlprof.schedule(wait=%d, warmup=%d, active=%d, repeat=%d, "
+                "skip_first=%d)" % (self.wait, self.warmup, self.active,
+                                    self.repeat, self.skip_first))
+
+
+class Profiler(_mlprof.ProfilerBase):
+    """A profiling session for this process (or a handle on the one already
+    running, under `mlprof run`).
+
+    output: a profile file path, or a directory (existing, or ending in '/')
+        that gets one file per process. None: $MLPROF_OUTPUT, else
+        ./mlprof-PID.mlprof. Forked children (DataLoader workers) write their
+        own profile next to it.
+    sample_interval, gpu: settings for the system sampler; recorded as session
+        metadata (the sampler itself is not part of this build yet).
+    enabled: False starts with recording switched off.
+    memory_cap: bytes of event buffers at most (default 64 MiB); past it
+        events are dropped and counted, never blocking the program.
+    schedule: mlprof.schedule(...) to record only some steps.
+    flush_ms: writer interval (default 200 ms).
+    """
+
+    def __init__(self, output=None, sample_interval=None, gpu=None,
+                 enabled=True, memory_cap=None, schedule=None, flush_ms=None):
+        if sample_interval is not None and not sample_interval > 0:
+            raise ValueError("sample_interval must be > 0 seconds")
+        if memory_cap is not None and memory_cap < 0:
+            raise ValueError("memory_cap must be >= 0 bytes")
+        if schedule is not None and not callable(schedule):
+            raise TypeError("schedule must be mlprof.schedule(...) or a "
+                            "callable step -> 'record'|'warmup'|'none'")
+        self.output = os.fspath(output) if output is not None else None
+        self.sample_interval = sample_interval
+        self.gpu = gpu
+        self.enabled = bool(enabled)
+        self.memory_cap = memory_cap
+        self.schedule = schedule
+        self.flush_ms = flush_ms
+        self.joined = False      # True: the session was running already
+        self.running = False
+        self.path = None         # this process's profile file
+        self.step_num = 0
+        self._was_enabled = True
+
+    # ---- lifecycle -------------------------------------------------------
+
+    def start(self):
+        """Starts recording (or joins the running session). Returns self."""
+        if self.running:
+            return self
+        started = _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
+                               memory_cap=self.memory_cap or 0,
+                               enabled=self.enabled)
+        self.joined = not started
+        self._was_enabled = _mlprof.is_enabled()
+        self.path = _mlprof.output_path()
+        if self.output is not None and (self.output.endswith("/") or
+                                        os.path.isdir(self.output)):
+            _dir_outputs[os.path.realpath(self.output)] = True
+        self.running = True
+        self.step_num = 0
+        _watch_multiprocessing()
+        if self.sample_interval is not None:
+            _mlprof.meta("sample_interval_s", str(self.sample_interval))
+        if self.gpu is not None:
+            _mlprof.meta("gpu", str(self.gpu))
+        self._apply_enabled()
+        return self
+
+    def stop(self):
+        """Stops recording. A session this Profiler started is closed (its
+        file is complete); a joined session is flushed and left running."""
+        if not self.running:
+            return
+        self.running = False
+        if self.joined:
+            _mlprof.set_enabled(self._was_enabled)
+            _mlprof.flush()
+        else:
+            _mlprof.shutdown()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _apply_enabled(self):
+        on = self.enabled
+        if on and self.schedule is not None:
+            on = self.schedule(self.step_num) == "record"
+        _mlprof.set_enabled(on)
+
+    def set_enabled(self, on):
+        """Switches recording on or off (a schedule still applies)."""
+        self.enabled = bool(on)
+        if self.running:
+            self._apply_enabled()
+
+    def step(self):
+        """Marks the end of a step (iteration). With a schedule, the next
+        step is recorded only when the schedule says 'record'."""
+        _mlprof.step()
+        self.step_num += 1
+        if self.running and self.schedule is not None:
+            self._apply_enabled()
+
+    # ---- recording helpers (zone, record_metric, record_throughput are in C)
+
+    def function(self, fn=None, *, name=None, category=None):
+        """Decorator: a zone around every call of the function, named after
+        its qualified name. `@prof.function` or `@prof.function(name=...)`."""
+        def wrap(f):
+            z = self.zone(name or _qualname(f), category)
+
+            @functools.wraps(f)
+            def wrapper(*args, **kwargs):
+                with z:
+                    return f(*args, **kwargs)
+            return wrapper
+        return wrap(fn) if fn is not None else wrap
+
+    def meta(self, key, value):
+        """Session metadata (model, batch size, commit...)."""
+        _mlprof.meta(key, value)
+
+    def thread_name(self, name):
+        """Names the calling thread in the profile."""
+        _mlprof.thread_name(name)
+
+    def counter(self, name, value):
+        """A gauge value without attaching it to the open zone."""
+        _mlprof.counter(name, value)
+
+    # ---- reading back ----------------------------------------------------
+
+    def profile_paths(self):
+        """The profile files of this process and of its descendants that
+        started since this session began (forked DataLoader workers...)."""
+        mine = self.path or _mlprof.output_path()
+        if not mine:
+            raise Error("no profile: start() the Profiler first")
+        return _descendant_profiles(mine)
+
+    def summary(self, sort="total", top=0):
+        """Statistics of what was recorded so far, computed in process by the
+        project's analysis (the same numbers as `mlprof report`): a dict with
+        zones (count, total, self, mean, std, min, max, p50..p99, share of
+        wall time, throughput units per second), processes, threads (steps),
+        counters, units, zones still open, warnings and resources."""
+        if self.running:
+            _mlprof.flush()
+        paths = self.profile_paths()
+        d = _mlprof.report(paths, sort=sort, top=top)
+        if self.running:
+            # This process's own profile has no closing chunk yet: it is
+            # still being written, which is no cause for a warning.
+            me = "process %d (" % os.getpid()
+            d["warnings"] = [w for w in d["warnings"] if not (
+                w.startswith(me) and "without a closing chunk" in w)]
+        d["resources"] = _mlprof.resources()
+        d["resources"]["dropped_events"] = d["dropped"]
+        d["session"] = {"path": self.path, "joined": self.joined,
+                        "running": self.running, "steps": self.step_num}
+        return d
+
+    def export(self, path, formats=("json", "csv", "text", "trace"),
+               sort="total", top=0):
+        """Writes the report as files: path + .json / .csv / .txt /
+        .trace.json (Chrome trace for Perfetto). When path is a directory
+        (or ends in '/'), files go in it named summary.*. Returns
+        {format: file written}. Each file appears only once complete."""
+        if isinstance(formats, str):
+            formats = [formats]
+        for f in formats:
+            if f not in EXPORT_SUFFIX:
+                raise ValueError("unknown format %r: use json, csv, text or "
+                                 "trace" % (f,))
+        if self.running:
+            _mlprof.flush()
+        paths = self.profile_paths()
+        base = os.fspath(path)
+        if base.endswith("/") or os.path.isdir(base):
+            os.makedirs(base, exist_ok=True)
+            base = os.path.join(base, "summary")
+        written = {}
+        for f in formats:
+            out = base + EXPORT_SUFFIX[f]
+            _mlprof.export(paths, out, f, sort=sort, top=top)
+            written[f] = out
+        return written
+
+    def clear(self):
+        """Forgets what was recorded so far: the session starts a fresh
+        profile file (same path). Only for a session this Profiler started;
+        a joined session (under `mlprof run`) belongs to the run."""
+        if not self.running:
+            raise Error("clear(): the Profiler is not running")
+        if self.joined:
+            raise Error("clear(): this Profiler joined a session it did not "
+                        "start (mlprof run); its profile belongs to the run")
+        _mlprof.shutdown()
+        _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
+                     memory_cap=self.memory_cap or 0, enabled=self.enabled)
+        self.path = _mlprof.output_path()
+        self._apply_enabled()
+
+
+def _qualname(f):
+    mod = getattr(f, "__module__", None)
+    q = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+    return q if not mod or mod == "__main__" else "%s.%s" % (mod, q)
+
+
+def _descendant_profiles(mine):
+    """mine plus the profiles, next to it, of processes descended from it
+    that started after it (pids are checked through the profile headers)."""
+    mine = os.path.abspath(mine)
+    d = os.path.dirname(mine)
+    base = os.path.basename(mine)
+    stem = base[:-7] if base.endswith(".mlprof") else base
+    try:
+        names = os.listdir(d)
+    except OSError:
+        names = []
+    # A directory output holds PROGRAM-PID.mlprof per process; a file output
+    # gets STEM-PID.mlprof for each child.
+    cands = [os.path.join(d, n) for n in names
+             if n.endswith(".mlprof") and n != base]
+    if not _is_dir_output(mine):
+        cands = [c for c in cands
+                 if os.path.basename(c).startswith(stem + "-")]
+    if not cands:
+        return [mine]
+    try:
+        profs = _mlprof.profiles([mine] + cands)
+    except Error:
+        good = [mine]
+        for c in cands:
+            try:
+                _mlprof.profiles([c])
+                good.append(c)
+            except Error:
+                pass  # being created, or not a profile
+        profs = _mlprof.profiles(good)
+    idx = next((i for i, p in enumerate(profs)
+                if os.path.abspath(p["path"]) == mine), None)
+    if idx is None:
+        return [mine]
+    keep = []
+    for i, p in enumerate(profs):
+        j, seen = i, 0
+        while j >= 0 and j != idx and seen <= len(profs):
+            j = profs[j]["parent"]
+            seen += 1
+        if j == idx and p["offset_ns"] >= profs[idx]["offset_ns"]:
+            keep.append(p["path"])
+    return keep
+
+
+def _is_dir_output(path):
+    out = os.environ.get("MLPROF_OUTPUT", "")
+    d = os.path.dirname(path)
+    # Written as PROGRAM-PID.mlprof inside a directory output: every file in
+    # the directory is a process of the run.
+    return (out and os.path.isdir(out) and
+            os.path.realpath(out) == os.path.realpath(d)) or \
+        _dir_outputs.get(os.path.realpath(d), False)
+
+
+_dir_outputs = {}
+_default = _mlprof.ProfilerBase()
+
+
+def zone(name, category=None, **metadata):
+    """A zone in whatever session runs (no Profiler object needed)."""
+    return _default.zone(name, category, **metadata)
+
+
+def profile(fn=None, *, name=None, category=None):
+    """Decorator: a zone around every call, in whatever session runs.
+    `@mlprof.profile` or `@mlprof.profile(name="load", category="data")`."""
+    def wrap(f):
+        z = _default.zone(name or _qualname(f), category)
+
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            with z:
+                return f(*args, **kwargs)
+        return wrapper
+    return wrap(fn) if fn is not None else wrap
+
+
+def report(paths, sort="total", top=0):
+    """Statistics of profile files or run directories, as Profiler.summary."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    return _mlprof.report(list(paths), sort=sort, top=top)
+
+
+def read_events(path):
+    """Every record of one profile file: spans (with metadata and units),
+    counters, units, steps, threads."""
+    return _mlprof.read_events(path)
+
+
+def _close_at_exit():
+    """Closes this process's profile from a multiprocessing finalizer: the
+    children of multiprocessing (DataLoader workers) leave through
+    os._exit(), which skips the C library's atexit flush, but they run their
+    finalizers first."""
+    import multiprocessing.util as util
+    util.Finalize(None, _mlprof.shutdown, exitpriority=-100)
+
+
+class _ForkHook:
+    pass
+
+
+_fork_hook = _ForkHook()
+
+
+def _watch_multiprocessing():
+    """Makes every multiprocessing child (forked after this) close its
+    profile at exit. The registry of after-fork callbacks is inherited, and
+    runs in the child once multiprocessing has reset its finalizers."""
+    import multiprocessing.util as util
+    util.register_after_fork(_fork_hook, lambda _: _close_at_exit())

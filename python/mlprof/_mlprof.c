@@ -1,0 +1,1507 @@
+/* _mlprof: the CPython extension under the `mlprof` package.
+ *
+ * The recording library (src/record) and the analysis side (reader, job
+ * model, statistics, exporters) are compiled into this module, so it needs no
+ * separately installed libmlprof.
+ *
+ * One session per process. When libmlprof.so is already loaded globally
+ * (preloaded by `mlprof run`, or a dependency of the program), the package
+ * must record into that library's session, not start a second one. Calling
+ * the public functions through the PLT is not enough: Debian links
+ * extensions with -Bsymbolic-functions, which binds them to this module's
+ * own copy. So at import the module looks the API up with
+ * dlsym(RTLD_DEFAULT); if it is found in another object, every call goes
+ * through a table of that library's functions, else through our copy's.
+ * The copy's load-time start from MLPROF_OUTPUT is switched off by defining
+ * mlprof__no_autostart (see session.c); the package does it at import, and
+ * only when no other copy runs.
+ *
+ * Hot path: `with prof.zone("x"):` is a C method call that finds a cached
+ * Zone object (by the identity of the name string, then by a dict lookup),
+ * and C __enter__/__exit__ that call zone_begin_site/zone_end. Nothing is
+ * allocated in the common case.
+ *
+ * Plain CPython C API, static types with designated initialisers; builds for
+ * any CPython >= 3.9. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <mlprof.h>
+
+#include "analyze/stats.h"
+#include "export/export.h"
+#include "format/reader.h"
+#include "model/job.h"
+
+/* This module's copy of the recording library must not start a session at
+ * load time (see session.c); PyInit__mlprof decides. */
+const int mlprof__no_autostart = 1;
+
+#ifndef MLPROF_SOURCE_ROOT
+#define MLPROF_SOURCE_ROOT ""
+#endif
+
+
+/* ---- the recording API in use: ours, or the global library's ------------ */
+
+#define MLPROF_API(X)                                                     \
+  X(void, config_init, (mlprof_config *))                                 \
+  X(int, init, (const mlprof_config *))                                   \
+  X(int, shutdown, (void))                                                \
+  X(int, flush, (void))                                                   \
+  X(const char *, output_path, (void))                                    \
+  X(void, set_enabled, (int))                                             \
+  X(int, is_enabled, (void))                                              \
+  X(int, zone_begin_site, (const mlprof_site *))                          \
+  X(void, zone_end, (void))                                               \
+  X(const mlprof_site *, site_intern, (const char *, mlprof_category))    \
+  X(void, zone_meta, (const char *, const char *))                        \
+  X(void, counter, (const char *, double))                                \
+  X(void, count, (const char *, uint64_t))                                \
+  X(void, step, (void))                                                   \
+  X(void, meta, (const char *, const char *))                             \
+  X(void, thread_name, (const char *))                                    \
+  X(uint64_t, dropped, (void))                                            \
+  X(const char *, strerror, (int))                                        \
+  X(const char *, version, (void))
+
+static struct {
+#define API_FIELD(ret, name, args) ret(*name) args;
+  MLPROF_API(API_FIELD)
+#undef API_FIELD
+} api = {
+#define API_LOCAL(ret, name, args) .name = mlprof_##name,
+    MLPROF_API(API_LOCAL)
+#undef API_LOCAL
+};
+
+/* The object that holds the library in use ("" for this module's copy). */
+static char api_origin[512];
+
+/* Switches to the global library's functions when one other than this
+ * module's copy is loaded; all or nothing. */
+static void api_setup(void) {
+  Dl_info self, other;
+  void *g = dlsym(RTLD_DEFAULT, "mlprof_zone_begin_site");
+  if (!g || !dladdr((void *)&api_setup, &self) || !dladdr(g, &other) ||
+      self.dli_fbase == other.dli_fbase)
+    return;
+  void *fn[32];
+  size_t i = 0;
+#define API_LOOKUP(ret, name, args)                    \
+  if (!(fn[i++] = dlsym(RTLD_DEFAULT, "mlprof_" #name))) \
+    return;
+  MLPROF_API(API_LOOKUP)
+#undef API_LOOKUP
+  i = 0;
+#define API_TAKE(ret, name, args) memcpy(&api.name, &fn[i++], sizeof(void *));
+  MLPROF_API(API_TAKE)
+#undef API_TAKE
+  snprintf(api_origin, sizeof api_origin, "%s",
+           other.dli_fname ? other.dli_fname : "?");
+}
+
+/* ---- which zones this thread owes an end ---------------------------------
+ *
+ * api.zone_begin_site() returns 0 when recording is off; calling
+ * api.zone_end() for such a zone would close an enclosing zone that was
+ * begun while recording was on. So each __enter__ pushes whether an end is
+ * owed and each __exit__ pops it. `with` blocks nest per thread, so a
+ * per-thread stack is exact. Past OWED_MAX levels an end is always sent
+ * (the library ignores an end with no begin). */
+#define OWED_MAX 1024
+typedef struct {
+  uint32_t top;
+  uint8_t owed[OWED_MAX];
+} owed_stack;
+static __thread owed_stack owed __attribute__((tls_model("initial-exec")));
+
+static inline void zone_enter(const mlprof_site *site) {
+  int r = api.zone_begin_site(site);
+  uint32_t t = owed.top;
+  if (t < OWED_MAX) owed.owed[t] = (uint8_t)r;
+  owed.top = t + 1;
+}
+
+static inline void zone_exit(void) {
+  uint32_t t = owed.top;
+  if (t == 0) return; /* more exits than enters (e.g. after fork) */
+  owed.top = --t;
+  if (t >= OWED_MAX || owed.owed[t]) api.zone_end();
+}
+
+static PyObject *ErrorObject; /* mlprof.Error */
+
+static PyObject *raise_mlprof(int rc, const char *what) {
+  PyErr_Format(ErrorObject, "%s: %s", what, api.strerror(rc));
+  return NULL;
+}
+
+/* ---- categories ---------------------------------------------------------- */
+
+static const char *const cat_names[MLPROF_CAT_COUNT] = {
+    "none", "data", "forward", "backward", "optimizer", "communication", "io",
+    "user"};
+
+/* A category from None, an int or a name; -1 with an exception set. */
+static int parse_category(PyObject *o) {
+  if (!o || o == Py_None) return MLPROF_CAT_NONE;
+  if (PyLong_Check(o)) {
+    long v = PyLong_AsLong(o);
+    if (v >= 0 && v < MLPROF_CAT_COUNT) return (int)v;
+  } else if (PyUnicode_Check(o)) {
+    const char *s = PyUnicode_AsUTF8(o);
+    if (!s) return -1;
+    for (int i = 0; i < MLPROF_CAT_COUNT; i++)
+      if (strcmp(s, cat_names[i]) == 0) return i;
+    if (strcmp(s, "comm") == 0) return MLPROF_CAT_COMM;
+  }
+  if (!PyErr_Occurred())
+    PyErr_Format(PyExc_ValueError,
+                 "unknown category %R: use data, forward, backward, "
+                 "optimizer, communication, io or user",
+                 o);
+  return -1;
+}
+
+/* A site for a str name; NULL with an exception set. */
+static const mlprof_site *intern_name(PyObject *name, int cat) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "zone name must be str, not %.100s",
+                 Py_TYPE(name)->tp_name);
+    return NULL;
+  }
+  Py_ssize_t len;
+  const char *s = PyUnicode_AsUTF8AndSize(name, &len);
+  if (!s) return NULL;
+  if ((size_t)len != strlen(s)) {
+    PyErr_SetString(PyExc_ValueError, "zone name contains a NUL character");
+    return NULL;
+  }
+  const mlprof_site *site = api.site_intern(s, (mlprof_category)cat);
+  if (!site) PyErr_SetString(PyExc_MemoryError, "cannot intern the zone name");
+  return site;
+}
+
+/* ---- Zone: a cached context manager for one (name, category) ------------- */
+
+typedef struct {
+  PyObject_HEAD
+  const mlprof_site *site;
+  PyObject *name;
+  int category;
+} ZoneObject;
+
+static PyTypeObject ZoneType;
+
+static PyObject *zone_new_for(PyObject *name, int cat) {
+  const mlprof_site *site = intern_name(name, cat);
+  if (!site) return NULL;
+  ZoneObject *z = PyObject_New(ZoneObject, &ZoneType);
+  if (!z) return NULL;
+  z->site = site;
+  Py_INCREF(name);
+  z->name = name;
+  z->category = cat;
+  return (PyObject *)z;
+}
+
+static PyObject *Zone_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"name", "category", NULL};
+  PyObject *name, *catobj = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "U|O:Zone", kwlist, &name,
+                                   &catobj))
+    return NULL;
+  int cat = parse_category(catobj);
+  if (cat < 0) return NULL;
+  return zone_new_for(name, cat);
+}
+
+static void Zone_dealloc(ZoneObject *z) {
+  Py_XDECREF(z->name);
+  PyObject_Free(z);
+}
+
+static PyObject *Zone_enter(ZoneObject *z, PyObject *unused) {
+  zone_enter(z->site);
+  Py_INCREF(z);
+  return (PyObject *)z;
+}
+
+static PyObject *Zone_exit(PyObject *z, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  zone_exit();
+  Py_RETURN_FALSE; /* never swallows the exception */
+}
+
+static PyObject *Zone_repr(ZoneObject *z) {
+  return PyUnicode_FromFormat("<mlprof.Zone %R category=%s>", z->name,
+                              cat_names[z->category]);
+}
+
+static PyObject *Zone_get_name(ZoneObject *z, void *c) {
+  Py_INCREF(z->name);
+  return z->name;
+}
+
+static PyObject *Zone_get_category(ZoneObject *z, void *c) {
+  return PyUnicode_FromString(cat_names[z->category]);
+}
+
+static PyMethodDef Zone_methods[] = {
+    {"__enter__", (PyCFunction)Zone_enter, METH_NOARGS,
+     "Begins the zone (recorded when recording is on)."},
+    {"__exit__", (PyCFunction)(void (*)(void))Zone_exit, METH_FASTCALL,
+     "Ends the zone, also when the block raised."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Zone_getset[] = {
+    {"name", (getter)Zone_get_name, NULL, "the zone's name", NULL},
+    {"category", (getter)Zone_get_category, NULL, "the zone's category", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject ZoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlprof._mlprof.Zone",
+    .tp_basicsize = sizeof(ZoneObject),
+    .tp_dealloc = (destructor)Zone_dealloc,
+    .tp_repr = (reprfunc)Zone_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Zone(name, category=None): a reusable context manager that "
+              "records a zone\nper `with` block. Reentrant and usable from "
+              "any thread.",
+    .tp_methods = Zone_methods,
+    .tp_getset = Zone_getset,
+    .tp_new = Zone_new,
+};
+
+/* ---- MetaZone: a zone with key=value metadata (slower path) -------------- */
+
+typedef struct {
+  PyObject_HEAD
+  const mlprof_site *site;
+  PyObject *name;
+  PyObject *items; /* tuple of (bytes key, bytes value) */
+} MetaZoneObject;
+
+static PyTypeObject MetaZoneType;
+
+static void MetaZone_dealloc(MetaZoneObject *z) {
+  Py_XDECREF(z->name);
+  Py_XDECREF(z->items);
+  PyObject_Free(z);
+}
+
+static PyObject *MetaZone_enter(MetaZoneObject *z, PyObject *unused) {
+  int r = api.zone_begin_site(z->site);
+  uint32_t t = owed.top;
+  if (t < OWED_MAX) owed.owed[t] = (uint8_t)r;
+  owed.top = t + 1;
+  if (r) {
+    Py_ssize_t n = PyTuple_GET_SIZE(z->items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+      PyObject *kv = PyTuple_GET_ITEM(z->items, i);
+      api.zone_meta(PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 0)),
+                       PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 1)));
+    }
+  }
+  Py_INCREF(z);
+  return (PyObject *)z;
+}
+
+static PyMethodDef MetaZone_methods[] = {
+    {"__enter__", (PyCFunction)MetaZone_enter, METH_NOARGS,
+     "Begins the zone and attaches its metadata."},
+    {"__exit__", (PyCFunction)(void (*)(void))Zone_exit, METH_FASTCALL,
+     "Ends the zone, also when the block raised."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject MetaZoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlprof._mlprof.MetaZone",
+    .tp_basicsize = sizeof(MetaZoneObject),
+    .tp_dealloc = (destructor)MetaZone_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A zone with key=value metadata (made by Profiler.zone).",
+    .tp_methods = MetaZone_methods,
+};
+
+/* UTF-8 bytes of str(o), without NULs. */
+static PyObject *meta_bytes(PyObject *o) {
+  PyObject *s = PyUnicode_Check(o) ? (Py_INCREF(o), o) : PyObject_Str(o);
+  if (!s) return NULL;
+  PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+  Py_DECREF(s);
+  if (b && memchr(PyBytes_AS_STRING(b), 0, (size_t)PyBytes_GET_SIZE(b))) {
+    Py_DECREF(b);
+    PyErr_SetString(PyExc_ValueError, "zone metadata contains a NUL character");
+    return NULL;
+  }
+  return b;
+}
+
+/* ---- ProfilerBase: the C half of mlprof.Profiler ------------------------- */
+
+#define ZCACHE 64
+typedef struct {
+  PyObject_HEAD
+  PyObject *cache; /* dict: name -> Zone (category none); (name, cat) -> Zone */
+  struct {
+    PyObject *key; /* the str object last asked for (borrowed from zone) */
+    PyObject *zone;
+  } fast[ZCACHE];
+  PyObject *dict;     /* instance __dict__ for the Python subclass */
+  PyObject *weakrefs;
+} ProfilerObject;
+
+static int Profiler_init(ProfilerObject *self, PyObject *args, PyObject *kw) {
+  return 0; /* the Python subclass does the configuration */
+}
+
+static PyObject *Profiler_new(PyTypeObject *type, PyObject *args,
+                              PyObject *kw) {
+  ProfilerObject *self = (ProfilerObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->cache = PyDict_New();
+  if (!self->cache) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject *)self;
+}
+
+static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
+  Py_VISIT(self->cache);
+  Py_VISIT(self->dict);
+  for (int i = 0; i < ZCACHE; i++) Py_VISIT(self->fast[i].zone);
+  return 0;
+}
+
+static int Profiler_clear(ProfilerObject *self) {
+  Py_CLEAR(self->cache);
+  Py_CLEAR(self->dict);
+  for (int i = 0; i < ZCACHE; i++) {
+    self->fast[i].key = NULL;
+    Py_CLEAR(self->fast[i].zone);
+  }
+  return 0;
+}
+
+static void Profiler_dealloc(ProfilerObject *self) {
+  PyObject_GC_UnTrack(self);
+  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+  Profiler_clear(self);
+  /* A Python subclass's type reference is released by subtype_dealloc. */
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The cached Zone for (name, cat), made on first use. New reference. */
+static PyObject *cached_zone(ProfilerObject *self, PyObject *name, int cat) {
+  PyObject *key;
+  if (cat == MLPROF_CAT_NONE) {
+    key = name;
+    Py_INCREF(key);
+  } else {
+    key = Py_BuildValue("(Oi)", name, cat);
+    if (!key) return NULL;
+  }
+  PyObject *z = PyDict_GetItemWithError(self->cache, key);
+  if (z) {
+    Py_INCREF(z);
+  } else if (!PyErr_Occurred() && (z = zone_new_for(name, cat)) &&
+             PyDict_SetItem(self->cache, key, z) < 0) {
+    Py_CLEAR(z);
+  }
+  Py_DECREF(key);
+  return z;
+}
+
+static PyObject *Profiler_zone(ProfilerObject *self, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames) {
+  if (__builtin_expect(nargs == 1 && !kwnames, 1)) {
+    PyObject *name = args[0];
+    size_t slot = ((uintptr_t)name >> 4) & (ZCACHE - 1);
+    if (self->fast[slot].key == name) {
+      PyObject *z = self->fast[slot].zone;
+      Py_INCREF(z);
+      return z;
+    }
+    if (!PyUnicode_Check(name)) goto slow;
+    PyObject *z = cached_zone(self, name, MLPROF_CAT_NONE);
+    if (!z) return NULL;
+    /* The zone keeps its name alive, so the borrowed key stays valid as
+     * long as the slot holds the zone. */
+    Py_XSETREF(self->fast[slot].zone, z);
+    Py_INCREF(z);
+    self->fast[slot].key = ((ZoneObject *)z)->name == name ? name : NULL;
+    return z;
+  }
+slow:;
+  PyObject *name = NULL, *catobj = NULL;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs < 1 || nargs > 2) {
+    PyErr_SetString(PyExc_TypeError,
+                    "zone(name, category=None, **metadata) takes a name");
+    return NULL;
+  }
+  name = args[0];
+  if (nargs == 2) catobj = args[1];
+  PyObject *items = PyList_New(0);
+  if (!items) return NULL;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+    if (PyUnicode_CompareWithASCIIString(k, "category") == 0) {
+      catobj = v;
+      continue;
+    }
+    PyObject *kb = meta_bytes(k), *vb = kb ? meta_bytes(v) : NULL;
+    PyObject *pair = vb ? PyTuple_Pack(2, kb, vb) : NULL;
+    Py_XDECREF(kb);
+    Py_XDECREF(vb);
+    if (!pair || PyList_Append(items, pair) < 0) {
+      Py_XDECREF(pair);
+      Py_DECREF(items);
+      return NULL;
+    }
+    Py_DECREF(pair);
+  }
+  int cat = parse_category(catobj);
+  if (cat < 0) {
+    Py_DECREF(items);
+    return NULL;
+  }
+  if (PyList_GET_SIZE(items) == 0) {
+    Py_DECREF(items);
+    if (!PyUnicode_Check(name)) return intern_name(name, cat), NULL;
+    return cached_zone(self, name, cat);
+  }
+  PyObject *z = cached_zone(self, name, cat);
+  if (!z) {
+    Py_DECREF(items);
+    return NULL;
+  }
+  MetaZoneObject *mz = PyObject_New(MetaZoneObject, &MetaZoneType);
+  if (!mz) {
+    Py_DECREF(z);
+    Py_DECREF(items);
+    return NULL;
+  }
+  mz->site = ((ZoneObject *)z)->site;
+  mz->name = ((ZoneObject *)z)->name;
+  Py_INCREF(mz->name);
+  Py_DECREF(z);
+  mz->items = PyList_AsTuple(items);
+  Py_DECREF(items);
+  if (!mz->items) {
+    Py_DECREF(mz);
+    return NULL;
+  }
+  return (PyObject *)mz;
+}
+
+/* A str (or bytes) argument as a NUL-free C string; NULL with an exception. */
+static const char *c_name(PyObject *o, const char *what) {
+  if (!PyUnicode_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be str, not %.100s", what,
+                 Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  Py_ssize_t len;
+  const char *s = PyUnicode_AsUTF8AndSize(o, &len);
+  if (s && (size_t)len != strlen(s)) {
+    PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
+    return NULL;
+  }
+  return s;
+}
+
+/* record_metric(name, value): a counter value, and name=value on the
+ * innermost open zone of this thread (so the metric lands in that zone). */
+static PyObject *Profiler_record_metric(ProfilerObject *self,
+                                        PyObject *const *args,
+                                        Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "record_metric(name, value)");
+    return NULL;
+  }
+  const char *name = c_name(args[0], "metric name");
+  if (!name) return NULL;
+  double v = PyFloat_AsDouble(args[1]);
+  if (v == -1.0 && PyErr_Occurred()) return NULL;
+  api.counter(name, v);
+  char buf[64];
+  PyOS_snprintf(buf, sizeof buf, "%.17g", v);
+  api.zone_meta(name, buf);
+  Py_RETURN_NONE;
+}
+
+/* record_throughput(n, unit="samples"): n units for the innermost zone. */
+static PyObject *Profiler_record_throughput(ProfilerObject *self,
+                                            PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"n", "unit", NULL};
+  PyObject *nobj, *unit = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|U:record_throughput", kwlist,
+                                   &nobj, &unit))
+    return NULL;
+  unsigned long long n = PyLong_AsUnsignedLongLong(nobj);
+  if (n == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_SetString(PyExc_ValueError,
+                    "record_throughput wants a whole number >= 0");
+    return NULL;
+  }
+  const char *u = unit ? c_name(unit, "unit") : "samples";
+  if (!u) return NULL;
+  api.count(u, (uint64_t)n);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef Profiler_methods[] = {
+    {"zone", (PyCFunction)(void (*)(void))Profiler_zone,
+     METH_FASTCALL | METH_KEYWORDS,
+     "zone(name, category=None, **metadata): a context manager recording a "
+     "zone.\nWithout metadata the same cached object is returned for a name."},
+    {"record_metric", (PyCFunction)(void (*)(void))Profiler_record_metric,
+     METH_FASTCALL,
+     "record_metric(name, value): a counter value, also attached to the "
+     "innermost open zone."},
+    {"record_throughput", (PyCFunction)(void (*)(void))Profiler_record_throughput,
+     METH_VARARGS | METH_KEYWORDS,
+     "record_throughput(n, unit='samples'): n units of work for the innermost "
+     "open zone."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ProfilerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlprof._mlprof.ProfilerBase",
+    .tp_basicsize = sizeof(ProfilerObject),
+    .tp_dealloc = (destructor)Profiler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C half of mlprof.Profiler: zones, metrics, throughput.",
+    .tp_traverse = (traverseproc)Profiler_traverse,
+    .tp_clear = (inquiry)Profiler_clear,
+    .tp_weaklistoffset = offsetof(ProfilerObject, weakrefs),
+    .tp_methods = Profiler_methods,
+    .tp_dictoffset = offsetof(ProfilerObject, dict),
+    .tp_init = (initproc)Profiler_init,
+    .tp_new = Profiler_new,
+};
+
+/* ---- the no-op baseline for the benchmark --------------------------------
+ * NoopProfiler().zone(name) returns one shared context manager whose
+ * __enter__/__exit__ do nothing: the same call shape as Profiler.zone with
+ * none of the work, so the benchmark's ratio is the cost of recording. */
+
+typedef struct {
+  PyObject_HEAD
+} NoopObject;
+
+static PyObject *noop_zone_singleton;
+
+static PyObject *Noop_enter(PyObject *self, PyObject *unused) {
+  Py_INCREF(self);
+  return self;
+}
+
+static PyObject *Noop_exit(PyObject *self, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  Py_RETURN_FALSE;
+}
+
+static PyMethodDef NoopZone_methods[] = {
+    {"__enter__", (PyCFunction)Noop_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))Noop_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject NoopZoneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlprof._mlprof.NoopZone",
+    .tp_basicsize = sizeof(NoopObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A context manager written in C that does nothing (benchmarks).",
+    .tp_methods = NoopZone_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyObject *NoopProfiler_zone(PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames) {
+  Py_INCREF(noop_zone_singleton);
+  return noop_zone_singleton;
+}
+
+static PyMethodDef NoopProfiler_methods[] = {
+    {"zone", (PyCFunction)(void (*)(void))NoopProfiler_zone,
+     METH_FASTCALL | METH_KEYWORDS, "zone(name): a shared no-op context manager."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject NoopProfilerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlprof._mlprof.NoopProfiler",
+    .tp_basicsize = sizeof(NoopObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "NoopProfiler().zone(name): the benchmark's no-op baseline, "
+              "written in C.",
+    .tp_methods = NoopProfiler_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- session functions --------------------------------------------------- */
+
+/* init(output=None, flush_ms=0, memory_cap=0, enabled=True) -> bool
+ * True: this call started the session; False: one was running already (the
+ * package joins it). */
+static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"output", "flush_ms", "memory_cap", "enabled", NULL};
+  PyObject *out = Py_None;
+  unsigned int flush_ms = 0;
+  Py_ssize_t cap = 0;
+  int enabled = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInp:init", kwlist, &out,
+                                   &flush_ms, &cap, &enabled))
+    return NULL;
+  if (cap < 0) {
+    PyErr_SetString(PyExc_ValueError, "memory_cap must be >= 0");
+    return NULL;
+  }
+  PyObject *outb = NULL;
+  if (out != Py_None && !PyUnicode_FSConverter(out, &outb)) return NULL;
+  mlprof_config cfg;
+  api.config_init(&cfg);
+  cfg.output = outb ? PyBytes_AS_STRING(outb) : NULL;
+  cfg.flush_interval_ms = flush_ms;
+  cfg.memory_cap = (size_t)cap;
+  cfg.enabled = enabled;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = api.init(&cfg);
+  Py_END_ALLOW_THREADS
+  Py_XDECREF(outb);
+  if (rc == MLPROF_EALREADY) Py_RETURN_FALSE;
+  if (rc != 0) {
+    PyErr_Format(ErrorObject, "cannot start profiling to %s: %s (%s)",
+                 cfg.output ? cfg.output : "the default output",
+                 api.strerror(rc), strerror(errno));
+    return NULL;
+  }
+  Py_RETURN_TRUE;
+}
+
+static PyObject *mod_shutdown(PyObject *m, PyObject *unused) {
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = api.shutdown();
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *mod_flush(PyObject *m, PyObject *unused) {
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = api.flush();
+  Py_END_ALLOW_THREADS
+  if (rc == MLPROF_ENOTSTARTED) Py_RETURN_FALSE;
+  if (rc != 0) return raise_mlprof(rc, "flush");
+  Py_RETURN_TRUE;
+}
+
+static PyObject *mod_output_path(PyObject *m, PyObject *unused) {
+  const char *p = api.output_path();
+  if (!p) Py_RETURN_NONE;
+  return PyUnicode_DecodeFSDefault(p);
+}
+
+static PyObject *mod_set_enabled(PyObject *m, PyObject *arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return NULL;
+  api.set_enabled(on);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_is_enabled(PyObject *m, PyObject *unused) {
+  return PyBool_FromLong(api.is_enabled());
+}
+
+static PyObject *mod_counter(PyObject *m, PyObject *const *args,
+                             Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "counter(name, value)");
+    return NULL;
+  }
+  const char *name = c_name(args[0], "counter name");
+  if (!name) return NULL;
+  double v = PyFloat_AsDouble(args[1]);
+  if (v == -1.0 && PyErr_Occurred()) return NULL;
+  api.counter(name, v);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_count(PyObject *m, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "count(unit, n)");
+    return NULL;
+  }
+  const char *name = c_name(args[0], "unit");
+  if (!name) return NULL;
+  unsigned long long n = PyLong_AsUnsignedLongLong(args[1]);
+  if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  api.count(name, (uint64_t)n);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_step(PyObject *m, PyObject *unused) {
+  api.step();
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_meta(PyObject *m, PyObject *args) {
+  PyObject *k, *v;
+  if (!PyArg_ParseTuple(args, "OO:meta", &k, &v)) return NULL;
+  PyObject *kb = meta_bytes(k), *vb = kb ? meta_bytes(v) : NULL;
+  if (vb) api.meta(PyBytes_AS_STRING(kb), PyBytes_AS_STRING(vb));
+  Py_XDECREF(kb);
+  Py_XDECREF(vb);
+  if (!vb) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_zone_meta(PyObject *m, PyObject *args) {
+  PyObject *k, *v;
+  if (!PyArg_ParseTuple(args, "OO:zone_meta", &k, &v)) return NULL;
+  PyObject *kb = meta_bytes(k), *vb = kb ? meta_bytes(v) : NULL;
+  if (vb) api.zone_meta(PyBytes_AS_STRING(kb), PyBytes_AS_STRING(vb));
+  Py_XDECREF(kb);
+  Py_XDECREF(vb);
+  if (!vb) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_thread_name(PyObject *m, PyObject *arg) {
+  const char *s = c_name(arg, "thread name");
+  if (!s) return NULL;
+  api.thread_name(s);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_dropped(PyObject *m, PyObject *unused) {
+  return PyLong_FromUnsignedLongLong(api.dropped());
+}
+
+static PyObject *mod_version(PyObject *m, PyObject *unused) {
+  return PyUnicode_FromString(api.version());
+}
+
+/* Depth of `with` zones this thread has open through the package. */
+static PyObject *mod_open_depth(PyObject *m, PyObject *unused) {
+  return PyLong_FromUnsignedLong(owed.top);
+}
+
+/* Monotonic clock in ns, the clock profiles are placed on. */
+static PyObject *mod_monotonic_ns(PyObject *m, PyObject *unused) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return PyLong_FromUnsignedLongLong((unsigned long long)ts.tv_sec *
+                                         1000000000ull +
+                                     (unsigned long long)ts.tv_nsec);
+}
+
+/* ---- reading profiles: the project's reader, stats and exporters --------- */
+
+static PyObject *str_n(const char *s, size_t n) {
+  return PyUnicode_DecodeUTF8(s ? s : "", s ? (Py_ssize_t)n : 0, "replace");
+}
+
+static PyObject *str_z(const char *s) { return str_n(s, s ? strlen(s) : 0); }
+
+/* Paths (a list of str/PathLike) as a C array; frees with free_paths. */
+static int take_paths(PyObject *seq, PyObject **holder, const char ***out,
+                      size_t *n) {
+  PyObject *fast = PySequence_Fast(seq, "paths must be a sequence");
+  if (!fast) return -1;
+  Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+  PyObject *list = PyList_New(len);
+  const char **v = len ? calloc((size_t)len, sizeof *v) : calloc(1, sizeof *v);
+  if (!list || !v) {
+    Py_DECREF(fast);
+    Py_XDECREF(list);
+    free(v);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    PyObject *b;
+    if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(fast, i), &b)) {
+      Py_DECREF(fast);
+      Py_DECREF(list);
+      free(v);
+      return -1;
+    }
+    PyList_SET_ITEM(list, i, b);
+    v[i] = PyBytes_AS_STRING(b);
+  }
+  Py_DECREF(fast);
+  *holder = list;
+  *out = v;
+  *n = (size_t)len;
+  return 0;
+}
+
+/* Builds a dict from alternating key, value (new references; NULL values
+ * make the whole call fail). */
+static PyObject *dict_of(int npairs, ...) {
+  PyObject *d = PyDict_New();
+  va_list ap;
+  va_start(ap, npairs);
+  int ok = d != NULL;
+  for (int i = 0; i < npairs; i++) {
+    const char *k = va_arg(ap, const char *);
+    PyObject *v = va_arg(ap, PyObject *);
+    if (ok && (!v || PyDict_SetItemString(d, k, v) < 0)) ok = 0;
+    Py_XDECREF(v);
+  }
+  va_end(ap);
+  if (!ok) Py_CLEAR(d);
+  return d;
+}
+
+#define U64(x) PyLong_FromUnsignedLongLong((unsigned long long)(x))
+#define I64(x) PyLong_FromLongLong((long long)(x))
+#define F64(x) PyFloat_FromDouble((double)(x))
+
+/* profiles(paths) -> list of dicts: the header facts of each profile, on
+ * one timeline (path, pid, ppid, parent index, start_mono_ns, offset_ns). */
+static PyObject *mod_profiles(PyObject *m, PyObject *arg) {
+  PyObject *holder;
+  const char **paths;
+  size_t n;
+  if (take_paths(arg, &holder, &paths, &n) < 0) return NULL;
+  mlprof__job job;
+  char err[512];
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = mlprof__job_open(&job, paths, n, err, sizeof err);
+  Py_END_ALLOW_THREADS
+  free(paths);
+  Py_DECREF(holder);
+  if (rc) {
+    PyErr_SetString(ErrorObject, err);
+    return NULL;
+  }
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; list && i < job.count; i++) {
+    mlprof__job_profile *p = &job.profiles[i];
+    PyObject *d = dict_of(
+        9, "path", PyUnicode_DecodeFSDefault(p->path), "pid", U64(p->pid),
+        "ppid", U64(p->ppid), "parent", PyLong_FromLong(p->parent),
+        "start_mono_ns", U64(p->start_mono_ns), "start_wall_ns",
+        U64(p->start_wall_ns), "offset_ns", U64(p->offset_ns), "cmdline",
+        str_z(p->cmdline), "exe", str_z(p->exe));
+    if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
+    Py_XDECREF(d);
+  }
+  mlprof__job_close(&job);
+  return list;
+}
+
+static PyObject *units_dict(const mlprof__report *r,
+                            const mlprof__zone_stats *z) {
+  PyObject *d = PyDict_New();
+  for (size_t u = 0; d && u < z->nunits; u++) {
+    const mlprof__unit_stats *us = &r->units[z->units[u].unit];
+    PyObject *k = str_n(us->name, us->name_len);
+    PyObject *v = dict_of(2, "n", U64(z->units[u].n), "per_s",
+                          F64(z->units[u].per_s));
+    if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+  }
+  return d;
+}
+
+static PyObject *zone_dict(const mlprof__report *r,
+                           const mlprof__zone_stats *z) {
+  return dict_of(15, "name", str_n(z->name, z->name_len), "category",
+                 PyUnicode_FromString(mlprof__category_name(z->category)),
+                 "count", U64(z->count), "total_ns", U64(z->total_ns),
+                 "self_ns", U64(z->self_ns), "mean_ns", F64(z->mean_ns),
+                 "std_ns", F64(z->std_ns), "min_ns",
+                 U64(z->count ? z->min_ns : 0), "max_ns", U64(z->max_ns),
+                 "p50_ns", U64(z->p50_ns), "p90_ns", U64(z->p90_ns), "p95_ns",
+                 U64(z->p95_ns), "p99_ns", U64(z->p99_ns), "share",
+                 F64(z->share), "units", units_dict(r, z));
+}
+
+static PyObject *kv_dict(const mlprof__kv *kv, size_t n) {
+  PyObject *d = PyDict_New();
+  for (size_t i = 0; d && i < n; i++) {
+    PyObject *k = str_n(kv[i].key, kv[i].key_len);
+    PyObject *v = str_n(kv[i].value, kv[i].value_len);
+    if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+  }
+  return d;
+}
+
+static PyObject *report_dict(const mlprof__report *r) {
+  PyObject *zones = PyList_New(0), *procs = PyList_New(0),
+           *threads = PyList_New(0), *counters = PyDict_New(),
+           *units = PyDict_New(), *open = PyList_New(0),
+           *warnings = PyList_New(0);
+  int ok = zones && procs && threads && counters && units && open && warnings;
+  for (size_t i = 0; ok && i < r->norder; i++) {
+    PyObject *z = zone_dict(r, &r->zones[r->order[i]]);
+    if (!z || PyList_Append(zones, z) < 0) ok = 0;
+    Py_XDECREF(z);
+  }
+  for (size_t i = 0; ok && i < r->nprocs; i++) {
+    const mlprof__proc_stats *p = &r->procs[i];
+    PyObject *d = dict_of(
+        15, "path", PyUnicode_DecodeFSDefault(p->path ? p->path : ""), "pid",
+        U64(p->pid), "ppid", U64(p->ppid), "parent",
+        p->parent >= 0 ? U64(r->procs[p->parent].pid) : (Py_INCREF(Py_None), Py_None),
+        "exe", str_z(p->exe), "cmdline", str_z(p->cmdline), "hostname",
+        str_z(p->hostname), "rank", I64(p->rank), "offset_ns",
+        U64(p->offset_ns), "wall_ns", U64(p->wall_ns), "spans", U64(p->spans),
+        "dropped", U64(p->dropped), "threads", U64(p->threads), "clean_end",
+        PyBool_FromLong(p->clean_end), "meta", kv_dict(p->meta, p->nmeta));
+    if (!d || PyList_Append(procs, d) < 0) ok = 0;
+    Py_XDECREF(d);
+  }
+  for (size_t i = 0; ok && i < r->nthreads; i++) {
+    const mlprof__thread_stats *t = &r->threads[i];
+    PyObject *d = dict_of(
+        9, "pid", U64(t->pid), "tid", U64(t->tid), "name",
+        str_n(t->name, t->name_len), "spans", U64(t->spans), "busy_ns",
+        U64(t->busy_ns), "dropped", U64(t->dropped), "steps", U64(t->steps),
+        "step_mean_ns", U64(t->step_mean_ns), "step_p50_ns",
+        U64(t->step_p50_ns));
+    if (!d || PyList_Append(threads, d) < 0) ok = 0;
+    Py_XDECREF(d);
+  }
+  for (size_t i = 0; ok && i < r->ncounters; i++) {
+    const mlprof__counter_stats *c = &r->counters[i];
+    PyObject *k = str_n(c->name, c->name_len);
+    PyObject *d = dict_of(5, "count", U64(c->count), "min", F64(c->min),
+                          "max", F64(c->max), "mean", F64(c->mean), "last",
+                          F64(c->last));
+    if (!k || !d || PyDict_SetItem(counters, k, d) < 0) ok = 0;
+    Py_XDECREF(k);
+    Py_XDECREF(d);
+  }
+  for (size_t i = 0; ok && i < r->nunits; i++) {
+    const mlprof__unit_stats *u = &r->units[i];
+    PyObject *k = str_n(u->name, u->name_len);
+    PyObject *d = dict_of(3, "total", U64(u->total), "outside",
+                          U64(u->outside), "per_s", F64(u->per_s));
+    if (!k || !d || PyDict_SetItem(units, k, d) < 0) ok = 0;
+    Py_XDECREF(k);
+    Py_XDECREF(d);
+  }
+  for (size_t i = 0; ok && i < r->nopen; i++) {
+    const mlprof__open_zone *o = &r->open[i];
+    PyObject *d = dict_of(5, "name", str_n(o->name, o->name_len), "pid",
+                          U64(r->procs[o->proc].pid), "tid",
+                          U64(r->threads[o->thread].tid), "depth",
+                          U64(o->depth), "open_ns", U64(o->open_ns));
+    if (!d || PyList_Append(open, d) < 0) ok = 0;
+    Py_XDECREF(d);
+  }
+  for (size_t i = 0; ok && i < r->nwarnings; i++) {
+    PyObject *w = str_z(r->warnings[i]);
+    if (!w || PyList_Append(warnings, w) < 0) ok = 0;
+    Py_XDECREF(w);
+  }
+  if (!ok) {
+    Py_XDECREF(zones);
+    Py_XDECREF(procs);
+    Py_XDECREF(threads);
+    Py_XDECREF(counters);
+    Py_XDECREF(units);
+    Py_XDECREF(open);
+    Py_XDECREF(warnings);
+    return NULL;
+  }
+  return dict_of(11, "wall_ns", U64(r->wall_ns), "spans", U64(r->spans),
+                 "dropped", U64(r->dropped), "zones", zones, "processes",
+                 procs, "threads", threads, "counters", counters, "units",
+                 units, "open_zones", open, "warnings", warnings, "schema",
+                 PyUnicode_FromString("mlprof.summary/1"));
+}
+
+static int parse_sort(PyObject *o, mlprof__sort_key *key) {
+  if (!o || o == Py_None) {
+    *key = MLPROF__SORT_TOTAL;
+    return 0;
+  }
+  const char *s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+  if (!s || mlprof__sort_key_parse(s, key)) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError,
+                   "unknown sort key %R: use total, self, mean, p99 or count",
+                   o);
+    return -1;
+  }
+  return 0;
+}
+
+/* Opens the job and builds its report (and resource summary, when res is
+ * not NULL); 0, or -1 with an exception set. */
+static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
+                        mlprof__report *r, mlprof__resources *res) {
+  PyObject *holder;
+  const char **paths;
+  size_t n;
+  if (take_paths(pathseq, &holder, &paths, &n) < 0) return -1;
+  mlprof__job job;
+  char err[512];
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = mlprof__job_open(&job, paths, n, err, sizeof err);
+  if (!rc) {
+    rc = mlprof__report_build(&job, r, res, err, sizeof err);
+    mlprof__job_close(&job);
+    if (!rc) mlprof__report_sort(r, sort, top);
+  }
+  Py_END_ALLOW_THREADS
+  free(paths);
+  Py_DECREF(holder);
+  if (rc) {
+    PyErr_SetString(rc == MLPROF_ENOMEM ? PyExc_MemoryError : ErrorObject, err);
+    return -1;
+  }
+  return 0;
+}
+
+/* report(paths, sort="total", top=0) -> dict */
+static PyObject *mod_report(PyObject *m, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"paths", "sort", "top", NULL};
+  PyObject *paths, *sortobj = NULL;
+  Py_ssize_t top = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report", kwlist, &paths,
+                                   &sortobj, &top))
+    return NULL;
+  mlprof__sort_key sort;
+  if (parse_sort(sortobj, &sort) < 0) return NULL;
+  mlprof__report r;
+  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, NULL) < 0)
+    return NULL;
+  PyObject *d = report_dict(&r);
+  mlprof__report_free(&r);
+  return d;
+}
+
+/* Writes through a temporary file renamed over path when complete. */
+static int write_atomically(const char *path, int (*fn)(void *ctx, mlprof__out *o),
+                            void *ctx, char *err, size_t errlen) {
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (!tmp) {
+    snprintf(err, errlen, "out of memory");
+    return MLPROF_ENOMEM;
+  }
+  snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    free(tmp);
+    return MLPROF_EIO;
+  }
+  mlprof__out o;
+  int rc = mlprof__out_open(&o, fd);
+  if (!rc) {
+    rc = fn(ctx, &o);
+    int wrc = mlprof__out_flush(&o);
+    if (!rc) rc = wrc;
+    if (rc == MLPROF_EIO && o.err == MLPROF_EIO)
+      snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.sys_errno));
+    else if (rc && !err[0])
+      snprintf(err, errlen, "cannot write %s: %s", path, api.strerror(rc));
+    mlprof__out_close(&o);
+  } else {
+    snprintf(err, errlen, "out of memory");
+  }
+  if (close(fd) != 0 && !rc) {
+    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    rc = MLPROF_EIO;
+  }
+  if (!rc && rename(tmp, path) != 0) {
+    snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path,
+             strerror(errno));
+    rc = MLPROF_EIO;
+  }
+  if (rc) unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+typedef struct {
+  const mlprof__report *r;
+  const mlprof__resources *res;
+  const char *format;
+  const mlprof__job *job;
+  char *err;
+  size_t errlen;
+} export_ctx;
+
+static int export_report_fn(void *vctx, mlprof__out *o) {
+  export_ctx *c = vctx;
+  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, o);
+  if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
+  return mlprof__export_text(c->r, c->res, o);
+}
+
+static int export_trace_fn(void *vctx, mlprof__out *o) {
+  export_ctx *c = vctx;
+  return mlprof__export_chrome(c->job, o, NULL, c->err, c->errlen);
+}
+
+/* export(paths, out_path, format, sort="total", top=0): format is text,
+ * json, csv or trace (Chrome trace JSON). The file appears only complete. */
+static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"paths", "out", "format", "sort", "top", NULL};
+  PyObject *paths, *outobj, *sortobj = NULL;
+  const char *format;
+  Py_ssize_t top = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&s|On:export", kwlist, &paths,
+                                   PyUnicode_FSConverter, &outobj, &format,
+                                   &sortobj, &top))
+    return NULL;
+  const char *out = PyBytes_AS_STRING(outobj);
+  mlprof__sort_key sort;
+  char err[512] = "";
+  int rc = 0;
+  if (parse_sort(sortobj, &sort) < 0) goto fail;
+  if (strcmp(format, "trace") == 0) {
+    PyObject *holder;
+    const char **pv;
+    size_t n;
+    if (take_paths(paths, &holder, &pv, &n) < 0) goto fail;
+    mlprof__job job;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mlprof__job_open(&job, pv, n, err, sizeof err);
+    if (!rc) {
+      export_ctx c = {.job = &job, .err = err, .errlen = sizeof err};
+      rc = write_atomically(out, export_trace_fn, &c, err, sizeof err);
+      mlprof__job_close(&job);
+    }
+    Py_END_ALLOW_THREADS
+    free(pv);
+    Py_DECREF(holder);
+  } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
+             !strcmp(format, "text")) {
+    mlprof__report r;
+    mlprof__resources res = {0};
+    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res) < 0)
+      goto fail;
+    export_ctx c = {.r = &r, .res = &res, .format = format};
+    Py_BEGIN_ALLOW_THREADS
+    rc = write_atomically(out, export_report_fn, &c, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    mlprof__report_free(&r);
+    mlprof__resources_free(&res);
+  } else {
+    PyErr_Format(PyExc_ValueError,
+                 "unknown format '%s': use json, csv, text or trace", format);
+    goto fail;
+  }
+  Py_DECREF(outobj);
+  if (rc) {
+    PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
+    return NULL;
+  }
+  Py_RETURN_NONE;
+fail:
+  Py_DECREF(outobj);
+  return NULL;
+}
+
+/* ---- raw events, for tests and tools: read_events(path) -> dict ---------- */
+
+typedef struct {
+  PyObject *names;  /* dict id -> (kind, category, name) */
+  PyObject *spans;  /* list of dicts */
+  PyObject *counters, *steps, *threads, *units;
+  PyObject *last;   /* the last span dict (for its metadata and units) */
+  PyObject *header;
+} events_ctx;
+
+static PyObject *name_of(events_ctx *c, uint32_t id) {
+  PyObject *k = PyLong_FromUnsignedLong(id);
+  PyObject *t = k ? PyDict_GetItem(c->names, k) : NULL;
+  Py_XDECREF(k);
+  if (!t) return PyUnicode_FromString("?");
+  PyObject *n = PyTuple_GET_ITEM(t, 2);
+  Py_INCREF(n);
+  return n;
+}
+
+static int ev_header(void *ud, const mlprof__header *h) {
+  events_ctx *c = ud;
+  c->header = dict_of(4, "pid", U64(h->pid), "ppid", U64(h->ppid),
+                      "start_mono_ns", U64(h->start_mono_ns), "exe",
+                      str_z(h->exe));
+  return c->header ? 0 : MLPROF_ENOMEM;
+}
+
+static int ev_name(void *ud, const mlprof__name *n) {
+  events_ctx *c = ud;
+  PyObject *k = PyLong_FromUnsignedLong(n->id);
+  PyObject *v = Py_BuildValue("(iiN)", n->kind, n->category,
+                              str_n(n->name, n->name_len));
+  int rc = (k && v && PyDict_SetItem(c->names, k, v) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(k);
+  Py_XDECREF(v);
+  return rc;
+}
+
+static int ev_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  events_ctx *c = ud;
+  PyObject *k = PyLong_FromUnsignedLong(tid), *v = str_n(name, len);
+  int rc = (k && v && PyDict_SetItem(c->threads, k, v) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(k);
+  Py_XDECREF(v);
+  return rc;
+}
+
+static int ev_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  events_ctx *c = ud;
+  PyObject *d = dict_of(7, "tid", U64(tid), "name", name_of(c, name), "depth",
+                        U64(depth), "begin_ns", U64(begin), "end_ns", U64(end),
+                        "meta", PyDict_New(), "units", PyDict_New());
+  if (!d || PyList_Append(c->spans, d) < 0) {
+    Py_XDECREF(d);
+    return MLPROF_ENOMEM;
+  }
+  Py_XSETREF(c->last, d);
+  return 0;
+}
+
+static int ev_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  events_ctx *c = ud;
+  if (!c->last) return 0;
+  PyObject *k = name_of(c, key), *v = name_of(c, value);
+  int rc = PyDict_SetItem(PyDict_GetItemString(c->last, "meta"), k, v);
+  Py_DECREF(k);
+  Py_DECREF(v);
+  return rc ? MLPROF_ENOMEM : 0;
+}
+
+static int ev_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  events_ctx *c = ud;
+  if (!c->last) return 0;
+  PyObject *k = name_of(c, name), *v = U64(n);
+  int rc = PyDict_SetItem(PyDict_GetItemString(c->last, "units"), k, v);
+  Py_DECREF(k);
+  Py_XDECREF(v);
+  return rc ? MLPROF_ENOMEM : 0;
+}
+
+static int ev_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  events_ctx *c = ud;
+  PyObject *e = Py_BuildValue("(KNKd)", (unsigned long long)tid,
+                              name_of(c, name), (unsigned long long)t, v);
+  int rc = (e && PyList_Append(c->counters, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+static int ev_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                    uint64_t n) {
+  events_ctx *c = ud;
+  PyObject *e = Py_BuildValue("(KNKK)", (unsigned long long)tid,
+                              name_of(c, name), (unsigned long long)t,
+                              (unsigned long long)n);
+  int rc = (e && PyList_Append(c->units, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+static int ev_step(void *ud, uint32_t tid, uint64_t t) {
+  events_ctx *c = ud;
+  PyObject *e = Py_BuildValue("(KK)", (unsigned long long)tid,
+                              (unsigned long long)t);
+  int rc = (e && PyList_Append(c->steps, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+/* read_events(path) -> {"header", "threads", "spans", "counters", "units",
+ * "steps", "clean_end"}: every record of one profile, for tests and tools. */
+static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
+  PyObject *pathb;
+  if (!PyUnicode_FSConverter(arg, &pathb)) return NULL;
+  events_ctx c = {.names = PyDict_New(), .spans = PyList_New(0),
+                  .counters = PyList_New(0), .steps = PyList_New(0),
+                  .threads = PyDict_New(), .units = PyList_New(0)};
+  PyObject *res = NULL;
+  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads ||
+      !c.units)
+    goto out;
+  mlprof__visitor v = {.ud = &c, .header = ev_header, .name = ev_name,
+                       .thread = ev_thread, .span = ev_span,
+                       .span_meta = ev_span_meta, .span_units = ev_span_units,
+                       .counter = ev_counter, .units = ev_units,
+                       .step = ev_step};
+  mlprof__read_report rep;
+  memset(&rep, 0, sizeof rep);
+  char err[512] = "";
+  int rc = mlprof__read_file(PyBytes_AS_STRING(pathb), &v, &rep, err, sizeof err);
+  if (rc) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
+    goto out;
+  }
+  res = dict_of(7, "header", c.header ? (Py_INCREF(c.header), c.header)
+                                      : (Py_INCREF(Py_None), Py_None),
+                "threads", (Py_INCREF(c.threads), c.threads), "spans",
+                (Py_INCREF(c.spans), c.spans), "counters",
+                (Py_INCREF(c.counters), c.counters), "units",
+                (Py_INCREF(c.units), c.units), "steps",
+                (Py_INCREF(c.steps), c.steps), "clean_end",
+                PyBool_FromLong(rep.clean_end));
+out:
+  Py_DECREF(pathb);
+  Py_XDECREF(c.names);
+  Py_XDECREF(c.spans);
+  Py_XDECREF(c.counters);
+  Py_XDECREF(c.steps);
+  Py_XDECREF(c.threads);
+  Py_XDECREF(c.units);
+  Py_XDECREF(c.last);
+  Py_XDECREF(c.header);
+  return res;
+}
+
+/* resources() -> dict: this process's CPU time and peak memory so far. */
+static PyObject *mod_resources(PyObject *m, PyObject *unused) {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+#define TV(tv) ((double)(tv).tv_sec + (double)(tv).tv_usec / 1e6)
+  return dict_of(5, "cpu_user_s", F64(TV(self.ru_utime)), "cpu_system_s",
+                 F64(TV(self.ru_stime)), "max_rss_bytes",
+                 U64((uint64_t)self.ru_maxrss * 1024), "children_cpu_s",
+                 F64(TV(kids.ru_utime) + TV(kids.ru_stime)),
+                 "children_max_rss_bytes", U64((uint64_t)kids.ru_maxrss * 1024));
+#undef TV
+}
+
+static PyMethodDef module_methods[] = {
+    {"init", (PyCFunction)(void (*)(void))mod_init, METH_VARARGS | METH_KEYWORDS,
+     "init(output=None, flush_ms=0, memory_cap=0, enabled=True) -> bool: "
+     "starts the session;\nFalse when one was running already (joined)."},
+    {"shutdown", mod_shutdown, METH_NOARGS,
+     "Flushes and closes the session; False when none was running."},
+    {"flush", mod_flush, METH_NOARGS,
+     "Writes what was recorded so far; False when no session runs."},
+    {"output_path", mod_output_path, METH_NOARGS,
+     "The current profile file, or None."},
+    {"set_enabled", mod_set_enabled, METH_O, "Run-time switch."},
+    {"is_enabled", mod_is_enabled, METH_NOARGS, "Whether recording is on."},
+    {"counter", (PyCFunction)(void (*)(void))mod_counter, METH_FASTCALL,
+     "counter(name, value): a gauge value."},
+    {"count", (PyCFunction)(void (*)(void))mod_count, METH_FASTCALL,
+     "count(unit, n): n units for the innermost open zone."},
+    {"step", mod_step, METH_NOARGS, "Marks a step boundary."},
+    {"meta", mod_meta, METH_VARARGS, "meta(key, value): session metadata."},
+    {"zone_meta", mod_zone_meta, METH_VARARGS,
+     "zone_meta(key, value): metadata on the innermost open zone."},
+    {"thread_name", mod_thread_name, METH_O, "Names the calling thread."},
+    {"dropped", mod_dropped, METH_NOARGS, "Events lost to the memory cap."},
+    {"version", mod_version, METH_NOARGS, "Version of the recording library."},
+    {"open_depth", mod_open_depth, METH_NOARGS,
+     "Zones this thread has open through the package."},
+    {"monotonic_ns", mod_monotonic_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
+    {"profiles", mod_profiles, METH_O,
+     "profiles(paths) -> list of header facts on one timeline."},
+    {"report", (PyCFunction)(void (*)(void))mod_report,
+     METH_VARARGS | METH_KEYWORDS,
+     "report(paths, sort='total', top=0) -> dict of statistics."},
+    {"export", (PyCFunction)(void (*)(void))mod_export,
+     METH_VARARGS | METH_KEYWORDS,
+     "export(paths, out, format, sort='total', top=0): json, csv, text or "
+     "trace."},
+    {"read_events", mod_read_events, METH_O,
+     "read_events(path) -> every record of one profile."},
+    {"resources", mod_resources, METH_NOARGS,
+     "CPU time and peak memory of this process."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "mlprof._mlprof",
+    .m_doc = "C half of the mlprof package: the recording library, its "
+             "statistics and exporters.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__mlprof(void) {
+  PyObject *m = NULL;
+  api_setup();
+  /* What the copy's constructor would have done (see mlprof__no_autostart):
+   * MLPROF_OUTPUT starts a session at load time, unless another copy of the
+   * library runs the process's session already. */
+  const char *env_out = getenv("MLPROF_OUTPUT");
+  if (!api_origin[0] && env_out && *env_out) {
+    int rc = api.init(NULL);
+    if (rc != 0 && rc != MLPROF_EALREADY)
+      fprintf(stderr, "mlprof[%d]: cannot start profiling to %s: %s\n",
+              (int)getpid(), env_out, api.strerror(rc));
+  }
+  if (PyType_Ready(&ZoneType) < 0 || PyType_Ready(&MetaZoneType) < 0 ||
+      PyType_Ready(&ProfilerType) < 0 || PyType_Ready(&NoopZoneType) < 0 ||
+      PyType_Ready(&NoopProfilerType) < 0)
+    return NULL;
+  m = PyModule_Create(&module_def);
+  if (!m) return NULL;
+  noop_zone_singleton = PyObject_CallNoArgs((PyObject *)&NoopZoneType);
+  if (!noop_zone_singleton) goto fail;
+  ErrorObject = PyErr_NewException("mlprof.Error", PyExc_RuntimeError, NULL);
+  if (!ErrorObject) goto fail;
+  if (PyModule_AddObject(m, "Error", ErrorObject) < 0) goto fail_error;
+  Py_INCREF(ErrorObject);
+  struct {
+    const char *name;
+    PyTypeObject *type;
+  } types[] = {{"Zone", &ZoneType},
+               {"MetaZone", &MetaZoneType},
+               {"ProfilerBase", &ProfilerType},
+               {"NoopZone", &NoopZoneType},
+               {"NoopProfiler", &NoopProfilerType}};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    Py_INCREF(types[i].type);
+    if (PyModule_AddObject(m, types[i].name, (PyObject *)types[i].type) < 0) {
+      Py_DECREF(types[i].type);
+      goto fail;
+    }
+  }
+  for (int i = 0; i < MLPROF_CAT_COUNT; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "CAT_%s", cat_names[i]);
+    for (char *c = name; *c; c++)
+      if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 32);
+    if (PyModule_AddIntConstant(m, name, i) < 0) goto fail;
+  }
+  if (PyModule_AddStringConstant(m, "SOURCE_ROOT", MLPROF_SOURCE_ROOT) < 0 ||
+      PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0)
+    goto fail;
+  return m;
+fail_error:
+  Py_DECREF(ErrorObject);
+fail:
+  Py_DECREF(m);
+  return NULL;
+}

@@ -1,0 +1,611 @@
+"""PyTorch integration: per-module zones through hooks, FLOPs per layer,
+data loading, preprocessing and training-step breakdowns.
+
+Everything records through an mlprof.Profiler into the same profile as the
+rest of the program; the numbers come back from Profiler.summary(), that is
+from the project's C analysis. Imported only when torch is installed:
+
+    import mlprof, mlprof.torch
+    with mlprof.Profiler(output="run/") as prof:
+        mp = mlprof.torch.profile_model(model, prof)
+        ... train ...
+    print(mp.report())
+"""
+import math
+import os
+import tempfile
+import threading
+import time
+
+import torch
+from torch import nn
+
+from . import Profiler, _mlprof
+
+__all__ = ["profile_model", "ModelProfile", "profile_data_loading",
+           "profile_preprocessing", "profile_training", "module_flops",
+           "matmul_flops", "format_training"]
+
+FORWARD, BACKWARD = ":forward", ":backward"
+
+# ---- FLOPs ---------------------------------------------------------------
+#
+# Conventions (docs/python.md): one multiply-add is 2 FLOPs; a bias adds 1
+# per output element; normalisations count 5 per element (mean, variance,
+# normalise, scale, shift) and activations a fixed cost per element. These
+# are forward FLOPs; a backward zone is credited with twice its forward's.
+
+_ACT_COST = {
+    nn.ReLU: 1, nn.ReLU6: 1, nn.LeakyReLU: 1, nn.Hardtanh: 1, nn.PReLU: 2,
+    nn.ELU: 4, nn.SELU: 4, nn.CELU: 4, nn.GELU: 8, nn.SiLU: 4, nn.Mish: 8,
+    nn.Sigmoid: 4, nn.Tanh: 4, nn.Hardsigmoid: 2, nn.Hardswish: 3,
+    nn.Softmax: 5, nn.LogSoftmax: 5, nn.Softplus: 4,
+}
+_NORMS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm,
+          nn.modules.instancenorm._InstanceNorm, nn.LocalResponseNorm)
+_POOLS = (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
+          nn.modules.pooling._AdaptiveAvgPoolNd,
+          nn.modules.pooling._AdaptiveMaxPoolNd)
+
+
+def _first_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        for v in x.values():
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def matmul_flops(a_shape, b_shape):
+    """FLOPs of torch.matmul / bmm / mm of tensors of these shapes (2 per
+    multiply-add, broadcasting batch dimensions)."""
+    a, b = list(a_shape), list(b_shape)
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = b + [1]
+    m, k, n = a[-2], a[-1], b[-1]
+    batch = torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+    return 2 * math.prod(batch) * m * k * n
+
+
+def module_flops(module, inputs, output):
+    """Forward FLOPs of one call of module, from the shapes it saw; 0 for
+    modules without a formula (containers count through their children)."""
+    x = _first_tensor(inputs)
+    y = _first_tensor(output)
+    if isinstance(module, nn.Linear):
+        if y is None:
+            return 0
+        n = y.numel() // module.out_features
+        f = 2 * n * module.in_features * module.out_features
+        return f + (y.numel() if module.bias is not None else 0)
+    if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+        if y is None:
+            return 0
+        per_out = 2 * (module.in_channels // module.groups) * \
+            math.prod(module.kernel_size)
+        return y.numel() * per_out + (y.numel() if module.bias is not None
+                                      else 0)
+    if isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d,
+                           nn.ConvTranspose3d)):
+        if x is None or y is None:
+            return 0
+        per_in = 2 * (module.out_channels // module.groups) * \
+            math.prod(module.kernel_size)
+        return x.numel() * per_in + (y.numel() if module.bias is not None
+                                     else 0)
+    if isinstance(module, nn.MultiheadAttention):
+        return _mha_flops(module, inputs)
+    if isinstance(module, nn.Bilinear):
+        n = y.numel() // module.out_features
+        return 2 * n * module.in1_features * module.in2_features * \
+            module.out_features
+    if isinstance(module, _NORMS):
+        return 5 * x.numel() if x is not None else 0
+    for cls, cost in _ACT_COST.items():
+        if type(module) is cls or isinstance(module, cls):
+            return cost * (x.numel() if x is not None else 0)
+    if isinstance(module, _POOLS):
+        return x.numel() if x is not None else 0
+    return 0
+
+
+def _mha_flops(m, inputs):
+    q = inputs[0] if inputs else None
+    k = inputs[1] if len(inputs) > 1 else q
+    if q is None or k is None:
+        return 0
+    e = m.embed_dim
+    if m.batch_first or q.dim() == 2:
+        lq, lk = q.shape[-2], k.shape[-2]
+    else:
+        lq, lk = q.shape[0], k.shape[0]
+    n = q.numel() // (lq * e)
+    kd, vd = m.kdim, m.vdim
+    f = 2 * n * lq * e * e                 # q projection
+    f += 2 * n * lk * kd * e + 2 * n * lk * vd * e  # k, v projections
+    f += 2 * n * lq * lk * e               # scores q @ k^T (all heads)
+    f += 5 * n * m.num_heads * lq * lk     # softmax
+    f += 2 * n * lq * lk * e               # weights @ v
+    f += 2 * n * lq * e * e                # output projection
+    return f
+
+
+# ---- per-module hooks ----------------------------------------------------
+
+class _ThreadState(threading.local):
+    def __init__(self):
+        self.stack = []      # (module, zone) of forward zones open
+
+
+def _is_leaf(m):
+    return isinstance(m, nn.MultiheadAttention) or not any(
+        True for _ in m.children())
+
+
+class ModelProfile:
+    """What profile_model installed: hooks (remove() takes them away; also
+    a context manager), FLOPs per layer, and per-layer statistics read back
+    from the profiler's summary."""
+
+    def __init__(self, model, prof, depth, backward, flops):
+        self.model = model
+        self.prof = prof
+        self.depth = depth
+        self.flops = {}          # module name -> forward FLOPs of last call
+        self.calls = {}          # module name -> forward calls seen
+        self.handles = []
+        self._state = _ThreadState()
+        self._flop_shapes = {}
+        root_name = type(model).__name__
+        self.root_name = root_name
+        self.names = []
+        self.leaves = set()
+        skip_under = []
+        for name, m in model.named_modules():
+            if any(name.startswith(p + ".") for p in skip_under):
+                continue  # inside a module counted as a whole (attention)
+            d = 0 if name == "" else name.count(".") + 1
+            if depth is not None and d > depth:
+                continue
+            label = root_name if name == "" else name
+            leaf = _is_leaf(m) or (depth is not None and d == depth)
+            if isinstance(m, nn.MultiheadAttention):
+                skip_under.append(name)
+            self._install(m, label, leaf, name == "", backward, flops)
+            self.names.append(label)
+            if leaf:
+                self.leaves.add(label)
+
+    def _install(self, m, label, leaf, is_root, backward, flops):
+        zf = self.prof.zone(label + FORWARD, "forward")
+        zb = self.prof.zone(label + BACKWARD, "backward")
+        st = self._state
+        count = _mlprof.count
+        flop_cache = self._flop_shapes
+        mp = self
+
+        def pre(module, inputs):
+            stack = st.stack
+            if is_root and stack:
+                # Left open by an exception in an earlier forward (this
+                # profile's modules all run inside the root's forward).
+                while stack:
+                    stack.pop()[1].__exit__(None, None, None)
+            zf.__enter__()
+            stack.append((module, zf))
+
+        def post(module, inputs, output):
+            stack = st.stack
+            if flops and leaf:
+                x = _first_tensor(inputs)
+                key = (label, tuple(x.shape) if x is not None else None)
+                f = flop_cache.get(key)
+                if f is None:
+                    f = module_flops(module, inputs, output)
+                    flop_cache[key] = f
+                mp.flops[label] = f
+                if f:
+                    count("flops", f)
+            mp.calls[label] = mp.calls.get(label, 0) + 1
+            # Close this module's zone (and any left open inside it).
+            while stack:
+                mod, z = stack.pop()
+                z.__exit__(None, None, None)
+                if mod is module:
+                    break
+            if backward and leaf and torch.is_grad_enabled():
+                y = _first_tensor(output)
+                if y is not None and y.requires_grad and y.grad_fn is not None:
+                    bf = 2 * mp.flops.get(label, 0) if flops else 0
+                    node = y.grad_fn
+
+                    def bwd_begin(grad):
+                        zb.__enter__()
+                        if bf:
+                            count("flops", bf)
+
+                    def bwd_end(grad_inputs, grad_outputs):
+                        zb.__exit__(None, None, None)
+
+                    # The tensor hook runs just before the node that
+                    # computes this module's backward, the node's own hook
+                    # just after: the pair brackets the module's backward.
+                    y.register_hook(bwd_begin)
+                    node.register_hook(bwd_end)
+
+        self.handles.append(m.register_forward_pre_hook(pre))
+        self.handles.append(m.register_forward_hook(post))
+
+    def remove(self):
+        """Removes every hook profile_model installed."""
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    @property
+    def total_flops(self):
+        """Forward FLOPs of one call of the model (sum over its leaves)."""
+        return sum(self.flops.get(n, 0) for n in self.leaves)
+
+    def layers(self, summary=None):
+        """Per module: forward and backward count, mean, std, min, max,
+        total (ns), FLOPs per call and achieved FLOP/s, from the profiler's
+        summary (taken now when not given)."""
+        s = summary or self.prof.summary()
+        zones = {z["name"]: z for z in s["zones"]}
+        out = []
+        for label in self.names:
+            row = {"name": label, "leaf": label in self.leaves,
+                   "flops": self.flops.get(label, 0)}
+            for kind, suffix in (("forward", FORWARD), ("backward", BACKWARD)):
+                z = zones.get(label + suffix)
+                if z is None:
+                    row[kind] = None
+                    continue
+                u = z["units"].get("flops")
+                row[kind] = {
+                    "count": z["count"], "total_ns": z["total_ns"],
+                    "self_ns": z["self_ns"], "mean_ns": z["mean_ns"],
+                    "std_ns": z["std_ns"], "min_ns": z["min_ns"],
+                    "max_ns": z["max_ns"], "p50_ns": z["p50_ns"],
+                    "p99_ns": z["p99_ns"],
+                    "flop_per_s": u["per_s"] if u else 0.0}
+            out.append(row)
+        return out
+
+    def slowest(self, n=5, summary=None, leaves_only=True):
+        """The n layers with the largest forward+backward total time."""
+        rows = [r for r in self.layers(summary)
+                if r["leaf"] or not leaves_only]
+
+        def total(r):
+            return sum(r[k]["total_ns"] for k in ("forward", "backward")
+                       if r[k])
+        return sorted(rows, key=total, reverse=True)[:n]
+
+    def most_variable(self, n=5, summary=None, min_count=2):
+        """The n leaf layers whose forward time varies most (std / mean)."""
+        rows = [r for r in self.layers(summary) if r["leaf"] and r["forward"]
+                and r["forward"]["count"] >= min_count
+                and r["forward"]["mean_ns"] > 0]
+        return sorted(rows, key=lambda r: r["forward"]["std_ns"] /
+                      r["forward"]["mean_ns"], reverse=True)[:n]
+
+    def report(self, n=10, summary=None):
+        """A few lines naming the slowest and the most variable layers."""
+        s = summary or self.prof.summary()
+        lines = ["slowest layers (forward + backward total):"]
+        for r in self.slowest(n, s):
+            f, b = r["forward"] or {}, r["backward"] or {}
+            lines.append(
+                "  %-32s fwd %9s  bwd %9s  %10s FLOP/call  %9s FLOP/s"
+                % (r["name"][:32], _fmt_ns(f.get("total_ns", 0)),
+                   _fmt_ns(b.get("total_ns", 0)), _fmt_si(r["flops"]),
+                   _fmt_si(f.get("flop_per_s", 0))))
+        lines.append("most variable layers (forward std / mean):")
+        for r in self.most_variable(n, s):
+            f = r["forward"]
+            lines.append("  %-32s mean %9s  std %9s  cv %.2f"
+                         % (r["name"][:32], _fmt_ns(f["mean_ns"]),
+                            _fmt_ns(f["std_ns"]), f["std_ns"] / f["mean_ns"]))
+        lines.append("model forward FLOPs per call: %s"
+                     % _fmt_si(self.total_flops))
+        return "\n".join(lines)
+
+
+def profile_model(model, prof, depth=None, backward=True, flops=True):
+    """Installs hooks on model's modules (down to `depth` levels below the
+    model; None: all): one zone per module call, "NAME:forward" (category
+    forward) and, for leaf modules, "NAME:backward" (category backward);
+    forward FLOPs per leaf as "flops" units of its zone. Returns a
+    ModelProfile (remove() takes the hooks away)."""
+    return ModelProfile(model, prof, depth, backward, flops)
+
+
+# ---- data loading, preprocessing, training --------------------------------
+
+def _batch_info(batch):
+    """(samples, bytes) of a batch: the first dimension of its first tensor,
+    and the bytes of all its tensors."""
+    size = [0]
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            size[0] += x.element_size() * x.numel()
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+    walk(batch)
+    t = _first_tensor(batch)
+    n = t.shape[0] if t is not None and t.dim() > 0 else 1
+    return int(n), size[0]
+
+
+def _own_profiler(prof):
+    """prof, or a new one joining the running session or writing to a
+    temporary directory; (profiler, whether we started it)."""
+    if prof is not None:
+        if not prof.running:
+            prof.start()
+            return prof, True
+        return prof, False
+    p = Profiler(output=tempfile.mkdtemp(prefix="mlprof-") + "/")
+    p.start()
+    return p, True
+
+
+def _zone_stats(summary, name):
+    for z in summary["zones"]:
+        if z["name"] == name:
+            return z
+    return None
+
+
+class _WorkerSetup:
+    """worker_init_fn for DataLoader workers: names the worker's thread and
+    records a zone per batch fetched, then calls the user's own init."""
+
+    def __init__(self, user_init):
+        self.user_init = user_init
+
+    def __call__(self, worker_id):
+        from . import _close_at_exit
+        _close_at_exit()
+        _mlprof.thread_name("DataLoader worker %d" % worker_id)
+        try:
+            from torch.utils.data._utils import fetch
+            zone = _mlprof.Zone("worker_fetch", "data")
+            for cls in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
+                orig = cls.fetch
+                if getattr(orig, "_mlprof", False):
+                    continue
+
+                def fetch_zoned(self, index, _orig=orig):
+                    with zone:
+                        return _orig(self, index)
+                fetch_zoned._mlprof = True
+                cls.fetch = fetch_zoned  # only in this worker process
+        except (ImportError, AttributeError):
+            pass  # another torch: the worker still has its own profile
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+def profile_data_loading(loader, num_batches, prof=None):
+    """Iterates num_batches batches of loader, recording the wait for each
+    in a zone "data_wait" (category data) with its samples as throughput
+    and its bytes as a metric. With num_workers > 0 each worker process
+    writes its own profile, with a zone "worker_fetch" per batch it made.
+    Returns wait statistics, batch size, samples/s, bytes per batch and the
+    worker processes seen."""
+    prof, started = _own_profiler(prof)
+    workers = getattr(loader, "num_workers", 0)
+    old_init = getattr(loader, "worker_init_fn", None)
+    if workers:
+        loader.worker_init_fn = _WorkerSetup(old_init)
+    zone = prof.zone("data_wait", "data")
+    samples = nbytes = batches = 0
+    t0 = time.perf_counter()
+    it = iter(loader)
+    try:
+        for _ in range(num_batches):
+            with zone:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                n, b = _batch_info(batch)
+                prof.record_throughput(n, "samples")
+                prof.record_metric("batch_bytes", b)
+            samples += n
+            nbytes += b
+            batches += 1
+    finally:
+        elapsed = time.perf_counter() - t0
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()  # workers exit and close their profiles
+        del it
+        if workers:
+            loader.worker_init_fn = old_init
+    s = prof.summary()
+    if started:
+        prof.stop()
+    z = _zone_stats(s, "data_wait") or {}
+    me = os.getpid()
+    procs = [p for p in s["processes"] if p["ppid"] == me]
+    wz = _zone_stats(s, "worker_fetch")
+    return {
+        "batches": batches, "samples": samples,
+        "batch_size": samples / batches if batches else 0,
+        "samples_per_s": samples / elapsed if elapsed > 0 else 0.0,
+        "elapsed_s": elapsed,
+        "bytes_per_batch": nbytes / batches if batches else 0,
+        "wait_mean_ns": z.get("mean_ns", 0), "wait_p50_ns": z.get("p50_ns", 0),
+        "wait_p99_ns": z.get("p99_ns", 0), "wait_max_ns": z.get("max_ns", 0),
+        "wait_total_ns": z.get("total_ns", 0),
+        "num_workers": workers,
+        "worker_processes": [{"pid": p["pid"], "spans": p["spans"],
+                              "clean_end": p["clean_end"]} for p in procs],
+        "worker_fetch": wz, "summary": s, "profile": prof.path,
+    }
+
+
+def profile_preprocessing(fn, samples, prof=None, name="preprocess"):
+    """Calls fn on every sample, each call in a zone `name` (category data)
+    counting one sample. Returns per-sample statistics and samples/s."""
+    prof, started = _own_profiler(prof)
+    zone = prof.zone(name, "data")
+    n = 0
+    t0 = time.perf_counter()
+    results = []
+    for x in samples:
+        with zone:
+            results.append(fn(x))
+            prof.record_throughput(1, "samples")
+        n += 1
+    elapsed = time.perf_counter() - t0
+    s = prof.summary()
+    if started:
+        prof.stop()
+    z = _zone_stats(s, name) or {}
+    return {"samples": n, "elapsed_s": elapsed,
+            "samples_per_s": n / elapsed if elapsed > 0 else 0.0,
+            "mean_ns": z.get("mean_ns", 0), "std_ns": z.get("std_ns", 0),
+            "p50_ns": z.get("p50_ns", 0), "p99_ns": z.get("p99_ns", 0),
+            "max_ns": z.get("max_ns", 0), "results": results,
+            "summary": s}
+
+
+STEP_PARTS = (("data", "train_data"), ("forward", "train_forward"),
+              ("backward", "train_backward"), ("optimizer", "train_optimizer"))
+
+
+def profile_training(model, loader, optimizer, loss_fn, num_batches,
+                     prof=None, device=None, model_profile=None):
+    """Runs num_batches training steps, each a zone "train_step" holding
+    "train_data" (waiting for the batch; category data), "train_forward"
+    (model and loss), "train_backward" and "train_optimizer" (step and
+    zero_grad), with the samples as throughput and a step mark after each.
+    The batch is (inputs, targets). Returns the breakdown per step (mean and
+    share of the step time for each part), samples/s, the share of step time
+    spent waiting for data and, with model_profile, the slowest layers."""
+    prof, started = _own_profiler(prof)
+    z_step = prof.zone("train_step")
+    zones = {k: prof.zone(n, k) for k, n in STEP_PARTS}
+    model.train()
+    it = iter(loader)
+    steps = 0
+    losses = []
+    try:
+        for _ in range(num_batches):
+            with z_step:
+                with zones["data"]:
+                    try:
+                        inputs, targets = next(it)
+                    except StopIteration:
+                        break
+                    if device is not None:
+                        inputs, targets = inputs.to(device), targets.to(device)
+                with zones["forward"]:
+                    out = model(inputs)
+                    loss = loss_fn(out, targets)
+                with zones["backward"]:
+                    loss.backward()
+                with zones["optimizer"]:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                prof.record_throughput(_batch_info(inputs)[0], "samples")
+                lv = float(loss.detach())
+                prof.record_metric("loss", lv)
+                losses.append(lv)
+            prof.step()
+            steps += 1
+    finally:
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        del it
+    s = prof.summary()
+    if started:
+        prof.stop()
+    step = _zone_stats(s, "train_step") or {"total_ns": 0, "count": 0,
+                                            "mean_ns": 0, "units": {}}
+    parts = {}
+    part_total = 0
+    for key, name in STEP_PARTS:
+        z = _zone_stats(s, name) or {"total_ns": 0, "mean_ns": 0,
+                                     "count": 0, "p50_ns": 0, "max_ns": 0}
+        part_total += z["total_ns"]
+        parts[key] = {"mean_ns": z["mean_ns"], "total_ns": z["total_ns"],
+                      "p50_ns": z["p50_ns"], "max_ns": z["max_ns"],
+                      "share": z["total_ns"] / step["total_ns"]
+                      if step["total_ns"] else 0.0}
+    su = step["units"].get("samples")
+    res = {
+        "steps": steps, "step_mean_ns": step["mean_ns"],
+        "step_total_ns": step["total_ns"], "parts": parts,
+        "parts_total_ns": part_total,
+        "parts_share": part_total / step["total_ns"] if step["total_ns"]
+        else 0.0,
+        "data_wait_share": parts["data"]["share"],
+        "samples_per_s": su["per_s"] if su else 0.0,
+        "losses": losses, "summary": s, "profile": prof.path,
+    }
+    if model_profile is not None:
+        res["slowest_layers"] = [r["name"] for r in
+                                 model_profile.slowest(5, s)]
+        res["layers_report"] = model_profile.report(5, s)
+    return res
+
+
+def format_training(res):
+    """The result of profile_training as a few readable lines."""
+    lines = ["%d steps, %s per step, %.1f samples/s"
+             % (res["steps"], _fmt_ns(res["step_mean_ns"]),
+                res["samples_per_s"])]
+    for key, _ in STEP_PARTS:
+        p = res["parts"][key]
+        lines.append("  %-9s %9s per step  %5.1f%%" % (key, _fmt_ns(
+            p["mean_ns"]), 100 * p["share"]))
+    lines.append("waiting for data: %.1f%% of step time"
+                 % (100 * res["data_wait_share"]))
+    if "layers_report" in res:
+        lines.append(res["layers_report"])
+    return "\n".join(lines)
+
+
+def _fmt_ns(ns):
+    ns = float(ns or 0)
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= div:
+            return "%.3g %s" % (ns / div, unit)
+    return "%.0f ns" % ns
+
+
+def _fmt_si(v):
+    v = float(v or 0)
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= div:
+            return "%.3g%s" % (v / div, unit)
+    return "%.0f" % v

@@ -1,0 +1,355 @@
+"""The Python API: zones, metadata, metrics, throughput, schedule, summary,
+export, clear, threads, fork, joining a session under `mlprof run`."""
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import mlprof
+from mlprof import _mlprof
+from conftest import child_env
+
+
+@pytest.fixture
+def prof(tmp_path):
+    p = mlprof.Profiler(output=str(tmp_path / "p.mlprof"))
+    p.start()
+    yield p
+    p.stop()
+
+
+def zones_by_name(summary):
+    return {z["name"]: z for z in summary["zones"]}
+
+
+def spans(prof, name=None):
+    _mlprof.flush()
+    ev = mlprof.read_events(prof.path)
+    return [s for s in ev["spans"] if name is None or s["name"] == name]
+
+
+def test_zone_object_is_cached_and_reusable(prof):
+    assert prof.zone("a") is prof.zone("a")
+    assert prof.zone("a") is not prof.zone("b")
+    assert prof.zone("a", "forward") is not prof.zone("a")
+    assert prof.zone("a", batch=1) is not prof.zone("a", batch=1)
+    z = prof.zone("a")
+    for _ in range(3):
+        with z:
+            with z:  # reentrant
+                pass
+    assert zones_by_name(prof.summary())["a"]["count"] == 6
+
+
+def test_nesting_counts_and_self_time(prof):
+    for _ in range(20):
+        with prof.zone("outer"):
+            with prof.zone("inner"):
+                time.sleep(0.001)
+    s = prof.summary()
+    z = zones_by_name(s)
+    assert z["outer"]["count"] == 20 and z["inner"]["count"] == 20
+    assert z["inner"]["total_ns"] >= 20 * 1_000_000
+    assert z["outer"]["total_ns"] >= z["inner"]["total_ns"]
+    assert z["outer"]["self_ns"] < z["inner"]["total_ns"]
+    assert z["inner"]["min_ns"] <= z["inner"]["p50_ns"] <= z["inner"]["max_ns"]
+    depths = {sp["name"]: sp["depth"] for sp in spans(prof)}
+    assert depths == {"outer": 0, "inner": 1}
+
+
+def test_exception_inside_zone_closes_it(prof):
+    with pytest.raises(KeyError):
+        with prof.zone("fails"):
+            with prof.zone("fails_inner", step=3):
+                raise KeyError("x")
+    assert _mlprof.open_depth() == 0
+    with prof.zone("after"):
+        pass
+    d = {sp["name"]: sp["depth"] for sp in spans(prof)}
+    assert d == {"fails_inner": 1, "fails": 0, "after": 0}
+
+
+def test_metric_and_throughput_land_in_innermost_zone(prof):
+    for i in range(5):
+        with prof.zone("step_zone"):
+            with prof.zone("batch_zone"):
+                prof.record_throughput(32)
+                prof.record_throughput(1000, unit="tokens")
+                prof.record_metric("loss", 0.5)
+            prof.record_throughput(2, unit="bytes")
+    z = zones_by_name(prof.summary())
+    assert z["batch_zone"]["units"]["samples"]["n"] == 160
+    assert z["batch_zone"]["units"]["tokens"]["n"] == 5000
+    assert "samples" not in z["step_zone"]["units"]
+    assert z["step_zone"]["units"]["bytes"]["n"] == 10
+    assert z["batch_zone"]["units"]["samples"]["per_s"] > 0
+    for sp in spans(prof, "batch_zone"):
+        assert sp["meta"] == {"loss": "0.5"}
+        assert sp["units"] == {"samples": 32, "tokens": 1000}
+    for sp in spans(prof, "step_zone"):
+        assert sp["meta"] == {}
+    s = prof.summary()
+    assert s["counters"]["loss"]["count"] == 5
+    assert s["counters"]["loss"]["mean"] == 0.5
+
+
+def test_zone_metadata_and_category(prof):
+    with prof.zone("load", "data", path="/x.bin", shard=3):
+        pass
+    sp = spans(prof, "load")[0]
+    assert sp["meta"] == {"path": "/x.bin", "shard": "3"}
+    assert zones_by_name(prof.summary())["load"]["category"] == "data"
+
+
+def test_decorators(prof):
+    @prof.function
+    def work(x):
+        return x * 2
+
+    @prof.function(name="named_work", category="optimizer")
+    def work2():
+        raise ValueError("boom")
+
+    @mlprof.profile
+    def global_work():
+        return 7
+
+    assert work(4) == 8 and global_work() == 7
+    with pytest.raises(ValueError):
+        work2()
+    z = zones_by_name(prof.summary())
+    assert z["test_api.test_decorators.<locals>.work"]["count"] == 1
+    assert z["named_work"]["category"] == "optimizer"
+    assert z["test_api.test_decorators.<locals>.global_work"]["count"] == 1
+    assert _mlprof.open_depth() == 0
+
+
+def test_bad_arguments(prof):
+    with pytest.raises(TypeError):
+        prof.zone(123)
+    with pytest.raises(ValueError):
+        prof.zone("x", "no-such-category")
+    with pytest.raises(ValueError):
+        prof.zone("a\0b")
+    with pytest.raises(ValueError):
+        prof.record_throughput(-1)
+    with pytest.raises(TypeError):
+        prof.record_metric("m", "not a number")
+    with pytest.raises(ValueError):
+        mlprof.schedule(wait=-1)
+    with pytest.raises(ValueError):
+        prof.export(str(prof.path) + ".out", formats=["pdf"])
+
+
+def test_zone_skipped_while_disabled_does_not_close_outer(prof):
+    with prof.zone("outer"):
+        prof.set_enabled(False)
+        with prof.zone("hidden"):
+            pass
+        prof.set_enabled(True)
+        time.sleep(0.005)
+    z = zones_by_name(prof.summary())
+    assert "hidden" not in z
+    # outer ended at its own end, not at hidden's end
+    assert z["outer"]["total_ns"] >= 5_000_000
+
+
+def test_schedule_matches_torch_profiler_semantics():
+    sch = mlprof.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2)
+    got = [sch(i) for i in range(12)]
+    assert got == ["none", "none", "warmup", "record", "record", "none",
+                   "warmup", "record", "record", "none", "none", "none"]
+    forever = mlprof.schedule(wait=2, warmup=0, active=1)
+    assert [forever(i) for i in range(6)] == ["none", "none", "record"] * 2
+
+
+def test_schedule_records_only_active_steps(tmp_path):
+    sch = mlprof.schedule(wait=1, warmup=1, active=2, repeat=1)
+    with mlprof.Profiler(output=str(tmp_path / "s.mlprof"),
+                         schedule=sch) as prof:
+        for i in range(8):
+            with prof.zone("train", step=i):
+                pass
+            prof.step()
+    ev = mlprof.read_events(prof.path)
+    steps = sorted(int(s["meta"]["step"]) for s in ev["spans"]
+                   if s["name"] == "train")
+    assert steps == [2, 3]
+    assert zones_by_name(prof.summary())["train"]["count"] == 2
+
+
+def test_threads_are_recorded_with_names(prof):
+    def worker(i):
+        prof.thread_name("worker-%d" % i)
+        for _ in range(10):
+            with prof.zone("thread_zone"):
+                pass
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    s = prof.summary()
+    names = {t["name"] for t in s["threads"] if t["spans"]}
+    assert {"worker-0", "worker-1", "worker-2"} <= names
+    assert zones_by_name(s)["thread_zone"]["count"] == 30
+
+
+def test_export_formats(prof, tmp_path):
+    for i in range(5):
+        with prof.zone("exported", i=i):
+            prof.record_throughput(3)
+        prof.step()
+    out = prof.export(str(tmp_path / "rep"))
+    assert set(out) == {"json", "csv", "text", "trace"}
+    j = json.load(open(out["json"]))
+    assert any(z["name"] == "exported" for z in j["zones"])
+    assert open(out["csv"]).readline().startswith("zone")
+    assert "exported" in open(out["text"]).read()
+    t = json.load(open(out["trace"]))
+    assert any(e.get("name") == "exported" for e in t["traceEvents"])
+    only = prof.export(str(tmp_path / "dir") + "/", formats=["json"])
+    assert only == {"json": str(tmp_path / "dir" / "summary.json")}
+
+
+def test_clear_forgets_what_was_recorded(prof):
+    with prof.zone("before"):
+        pass
+    prof.clear()
+    with prof.zone("after"):
+        pass
+    z = zones_by_name(prof.summary())
+    assert "before" not in z and z["after"]["count"] == 1
+
+
+def test_summary_has_resources_and_session(prof):
+    with prof.zone("x"):
+        sum(range(10000))
+    s = prof.summary()
+    assert s["resources"]["max_rss_bytes"] > 0
+    assert s["session"]["joined"] is False
+    assert s["processes"][0]["pid"] == os.getpid()
+    assert s["warnings"] == []
+
+
+def _child_work(n):
+    z = mlprof.zone("child_zone")
+    for _ in range(n):
+        with z:
+            pass
+
+
+def test_forked_child_writes_its_own_profile(tmp_path):
+    out = str(tmp_path / "run") + "/"
+    with mlprof.Profiler(output=out) as prof:
+        with prof.zone("parent_zone"):
+            pass
+        ctx = multiprocessing.get_context("fork")
+        p = ctx.Process(target=_child_work, args=(7,))
+        p.start()
+        p.join()
+        assert p.exitcode == 0
+        s = prof.summary()
+    files = os.listdir(out)
+    assert len(files) == 2
+    procs = {p["pid"]: p for p in s["processes"]}
+    assert len(procs) == 2
+    child = [p for p in procs.values() if p["ppid"] == os.getpid()][0]
+    assert child["clean_end"] and child["spans"] == 7
+    assert zones_by_name(s)["child_zone"]["count"] == 7
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, mlprof
+    prof = mlprof.Profiler(output=sys.argv[1]).start()
+    print("joined", prof.joined, prof.path)
+    print("pid", os.getpid())
+    for i in range(40):
+        with prof.zone("script_zone"):
+            prof.record_throughput(2)
+        prof.step()
+    s = prof.summary()
+    print("zones", [(z["name"], z["count"]) for z in s["zones"]])
+    prof.stop()
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+""")
+
+
+def script_pid(stdout):
+    return int(stdout.split("pid ")[1].split()[0])
+
+
+def one_profile_of_script(run_dir, stdout):
+    """Exactly one profile in the run belongs to the script's process (the
+    run may hold others, e.g. mlprof run's own sampler profile)."""
+    pid = script_pid(stdout)
+    pids = [p["pid"] for p in mlprof._mlprof.profiles([str(run_dir)])]
+    return pids.count(pid) == 1 and \
+        sum(1 for f in os.listdir(run_dir) if f.startswith("python")) == 1
+
+
+def test_joins_the_session_under_mlprof_run(tmp_path, build_dir):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    run_dir = tmp_path / "run"
+    other = tmp_path / "elsewhere.mlprof"
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "run", "-o",
+                        str(run_dir), "--", sys.executable, str(script),
+                        str(other)], env=child_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "joined True" in r.stdout
+    assert "('script_zone', 40)" in r.stdout
+    assert not other.exists()
+    assert one_profile_of_script(run_dir, r.stdout)
+    assert "damage" not in r.stderr and "warning" not in r.stderr, r.stderr
+    rep = json.loads(subprocess.run(
+        [os.path.join(build_dir, "mlprof"), "report", "-f", "json",
+         str(run_dir)], capture_output=True, text=True).stdout)
+    z = {z["name"]: z for z in rep["zones"]}
+    assert z["script_zone"]["count"] == 40
+    mine = [p for p in rep["processes"] if p["pid"] == script_pid(r.stdout)]
+    assert len(mine) == 1 and mine[0]["clean_end"]
+
+
+def test_python_m_mlprof_run(tmp_path, build_dir):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "mlprof", "run", "-o",
+                        str(run_dir), str(script), str(tmp_path / "x"), "3"],
+                       env=child_env(MLPROF_CLI=os.path.join(build_dir,
+                                                             "mlprof")),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr  # the script's own status
+    assert "joined True" in r.stdout
+    assert "script_zone" in r.stderr  # mlprof run's report
+    assert one_profile_of_script(run_dir, r.stdout)
+    r = subprocess.run([sys.executable, "-m", "mlprof", "run", str(script)],
+                       env=child_env(MLPROF_CLI="/nonexistent/mlprof"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 127
+    assert "mlprof` command was not found" in r.stderr
+
+
+def test_mlprof_output_starts_a_session_at_import(tmp_path):
+    out = tmp_path / "env"
+    out.mkdir()
+    code = ("import mlprof\n"
+            "with mlprof.zone('env_zone'):\n    pass\n")
+    r = subprocess.run([sys.executable, "-c", code],
+                       env=child_env(MLPROF_OUTPUT=str(out)),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    files = os.listdir(out)
+    assert len(files) == 1
+    s = mlprof.report([str(out)])
+    assert s["zones"][0]["name"] == "env_zone"
+    assert s["processes"][0]["clean_end"]
