@@ -62,7 +62,7 @@ static int on_name(void *ud, const mlprof__name *n) {
   touch(s, n->name, n->name_len);
   touch(s, n->function, strlen(n->function));
   touch(s, n->file, strlen(n->file));
-  if (n->id == 0 || n->kind > MLPROF__NAME_STRING || n->category >= 8) abort();
+  if (n->id == 0 || n->kind > MLPROF__NAME_MEASURE || n->category >= 8) abort();
   for (size_t i = 0; i < s->n; i++)
     if (s->names[i].id == n->id) abort(); /* announced twice */
   if (s->n == s->cap) {
@@ -124,6 +124,24 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   return 0;
 }
 
+static int on_source(void *ud, const char *name, size_t nlen, int available,
+                     const char *reason, size_t rlen) {
+  (void)available;
+  touch(ud, name, nlen);
+  touch(ud, reason, rlen);
+  return 0;
+}
+
+static int on_sample(void *ud, const mlprof__sample_row *row) {
+  if (row->label) check_name(ud, row->label, MLPROF__NAME_STRING);
+  for (uint32_t i = 0; i < row->n; i++) {
+    check_name(ud, row->m[i].name, MLPROF__NAME_MEASURE);
+    if (!row->m[i].valid) check_name(ud, row->m[i].reason, MLPROF__NAME_STRING);
+  }
+  see_time(ud, row->t);
+  return 0;
+}
+
 static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin) {
   (void)tid, (void)depth;
@@ -162,6 +180,8 @@ static void read_once(const uint8_t *data, size_t size) {
       .open = on_open,
       .meta = on_meta,
       .end = on_end,
+      .source = on_source,
+      .sample = on_sample,
   };
   mlprof__read_report rep;
   char err[256];
