@@ -95,6 +95,8 @@ typedef struct mlprof_config {
   /* How often the sampler thread reads CPU, memory, I/O, temperature, energy
    * and GPU measures (docs/sampling.md); 0: 100 ms; negative: no sampling. */
   int sample_interval_ms;
+  /* Non-zero: never load NVML, so no GPU is sampled (MLPROF_GPU=0). */
+  int no_gpu;
 } mlprof_config;
 
 /* Fills *cfg with the defaults (enabled, defaults described above). */

@@ -84,8 +84,11 @@ class Profiler(_mlprof.ProfilerBase):
         that gets one file per process. None: $MLPROF_OUTPUT, else
         ./mlprof-PID.mlprof. Forked children (DataLoader workers) write their
         own profile next to it.
-    sample_interval, gpu: settings for the system sampler; recorded as session
-        metadata (the sampler itself is not part of this build yet).
+    sample_interval: seconds between samples of CPU, memory, I/O,
+        temperature, energy and GPU measures (default 0.1); 0 switches
+        sampling off. gpu: False never loads NVML (no GPU sampling).
+        Both apply when this Profiler starts the session; a joined session
+        (under `mlprof run`) keeps the settings it was started with.
     enabled: False starts with recording switched off.
     memory_cap: bytes of event buffers at most (default 64 MiB); past it
         events are dropped and counted, never blocking the program.
@@ -95,8 +98,8 @@ class Profiler(_mlprof.ProfilerBase):
 
     def __init__(self, output=None, sample_interval=None, gpu=None,
                  enabled=True, memory_cap=None, schedule=None, flush_ms=None):
-        if sample_interval is not None and not sample_interval > 0:
-            raise ValueError("sample_interval must be > 0 seconds")
+        if sample_interval is not None and not sample_interval >= 0:
+            raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
             raise ValueError("memory_cap must be >= 0 bytes")
         if schedule is not None and not callable(schedule):
@@ -121,9 +124,14 @@ class Profiler(_mlprof.ProfilerBase):
         """Starts recording (or joins the running session). Returns self."""
         if self.running:
             return self
+        sample_ms = 0  # the library's default
+        if self.sample_interval is not None:
+            sample_ms = max(1, round(self.sample_interval * 1000)) \
+                if self.sample_interval > 0 else -1
         started = _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
                                memory_cap=self.memory_cap or 0,
-                               enabled=self.enabled)
+                               enabled=self.enabled, sample_ms=sample_ms,
+                               gpu=self.gpu is not False)
         self.joined = not started
         self._was_enabled = _mlprof.is_enabled()
         self.path = _mlprof.output_path()
@@ -133,10 +141,6 @@ class Profiler(_mlprof.ProfilerBase):
         self.running = True
         self.step_num = 0
         _watch_multiprocessing()
-        if self.sample_interval is not None:
-            _mlprof.meta("sample_interval_s", str(self.sample_interval))
-        if self.gpu is not None:
-            _mlprof.meta("gpu", str(self.gpu))
         self._apply_enabled()
         return self
 

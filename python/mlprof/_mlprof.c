@@ -656,17 +656,19 @@ static PyTypeObject NoopProfilerType = {
 
 /* ---- session functions --------------------------------------------------- */
 
-/* init(output=None, flush_ms=0, memory_cap=0, enabled=True) -> bool
+/* init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0,
+ *      gpu=True) -> bool
  * True: this call started the session; False: one was running already (the
- * package joins it). */
+ * package joins it). sample_ms: 0 the default interval, < 0 no sampling. */
 static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"output", "flush_ms", "memory_cap", "enabled", NULL};
+  static char *kwlist[] = {"output",    "flush_ms", "memory_cap", "enabled",
+                           "sample_ms", "gpu",      NULL};
   PyObject *out = Py_None;
   unsigned int flush_ms = 0;
   Py_ssize_t cap = 0;
-  int enabled = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInp:init", kwlist, &out,
-                                   &flush_ms, &cap, &enabled))
+  int enabled = 1, sample_ms = 0, gpu = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInpip:init", kwlist, &out,
+                                   &flush_ms, &cap, &enabled, &sample_ms, &gpu))
     return NULL;
   if (cap < 0) {
     PyErr_SetString(PyExc_ValueError, "memory_cap must be >= 0");
@@ -680,6 +682,8 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   cfg.flush_interval_ms = flush_ms;
   cfg.memory_cap = (size_t)cap;
   cfg.enabled = enabled;
+  if (sample_ms) cfg.sample_interval_ms = sample_ms;
+  cfg.no_gpu = !gpu;
   int rc;
   Py_BEGIN_ALLOW_THREADS
   rc = api.init(&cfg);
@@ -1400,7 +1404,8 @@ static PyObject *mod_resources(PyObject *m, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"init", (PyCFunction)(void (*)(void))mod_init, METH_VARARGS | METH_KEYWORDS,
-     "init(output=None, flush_ms=0, memory_cap=0, enabled=True) -> bool: "
+     "init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0, "
+     "gpu=True) -> bool: "
      "starts the session;\nFalse when one was running already (joined)."},
     {"shutdown", mod_shutdown, METH_NOARGS,
      "Flushes and closes the session; False when none was running."},

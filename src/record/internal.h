@@ -224,10 +224,11 @@ typedef struct mlprof__sampler mlprof__sampler;
 
 /* Starts the sampler thread: every interval_ms, rows of every source go to
  * w. tree != 0 samples the process tree rooted at that pid, else the calling
- * process; root prefixes every /proc and /sys path ("" normally). */
+ * process; root prefixes every /proc and /sys path ("" normally); no_gpu
+ * leaves the nvml source out, with that reason. */
 MLPROF__HIDDEN int mlprof__sampler_start(mlprof__sampler **s, mlprof__writer *w,
                                          uint32_t interval_ms, pid_t tree,
-                                         const char *root);
+                                         const char *root, int no_gpu);
 /* Stops the thread (a last tick is not taken) and frees s. */
 MLPROF__HIDDEN void mlprof__sampler_stop(mlprof__sampler *s);
 

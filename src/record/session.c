@@ -140,6 +140,7 @@ static void config_from_env(mlprof_config *cfg) {
   cfg->enabled = env_ulong("MLPROF_ENABLED", 1) != 0;
   unsigned long ms = env_ulong("MLPROF_SAMPLE_MS", 100);
   cfg->sample_interval_ms = ms == 0 ? -1 : ms > 3600000 ? 3600000 : (int)ms;
+  cfg->no_gpu = env_ulong("MLPROF_GPU", 1) == 0;
 }
 
 static int is_dir(const char *p) {
@@ -279,7 +280,7 @@ static int session_start(void) {
   if (config.sample_interval_ms > 0) {
     const char *root = getenv("MLPROF_SYSFS_ROOT");
     rc = mlprof__sampler_start(&sampler, w, (uint32_t)config.sample_interval_ms,
-                               sample_tree, root);
+                               sample_tree, root, config.no_gpu);
     if (rc != 0) {
       sampler = NULL;
       mlprof__warn_once(NULL, "cannot start the sampler: %s; recording goes on",

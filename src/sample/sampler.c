@@ -20,6 +20,7 @@ struct mlprof__sampler {
   mlprof__writer *w;
   uint64_t interval_ns;
   pid_t tree; /* sample this process's tree; 0: only the calling process */
+  int no_gpu;
   char root[256];
   pthread_t thread;
   pthread_mutex_t lock;
@@ -35,7 +36,10 @@ static void open_sources(mlprof__sampler *s) {
   for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++) {
     const mlprof__source *src = mlprof__sources[i];
     char why[256] = "";
-    s->open[i] = src->open(&s->state[i], s->root, why, sizeof why) == 0;
+    if (s->no_gpu && strcmp(src->name, "nvml") == 0)
+      snprintf(why, sizeof why, "GPU sampling switched off (MLPROF_GPU=0)");
+    else
+      s->open[i] = src->open(&s->state[i], s->root, why, sizeof why) == 0;
     mlprof__writer_source(s->w, src->name, s->open[i], s->open[i] ? "" : why);
   }
 }
@@ -94,12 +98,14 @@ static void *sampler_main(void *arg) {
 }
 
 int mlprof__sampler_start(mlprof__sampler **out, mlprof__writer *w,
-                          uint32_t interval_ms, pid_t tree, const char *root) {
+                          uint32_t interval_ms, pid_t tree, const char *root,
+                          int no_gpu) {
   mlprof__sampler *s = calloc(1, sizeof *s);
   if (!s) return MLPROF_ENOMEM;
   s->w = w;
   s->interval_ns = (uint64_t)interval_ms * 1000000u;
   s->tree = tree;
+  s->no_gpu = no_gpu;
   snprintf(s->root, sizeof s->root, "%s", root ? root : "");
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

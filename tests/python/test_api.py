@@ -219,6 +219,25 @@ def test_export_formats(prof, tmp_path):
     assert only == {"json": str(tmp_path / "dir" / "summary.json")}
 
 
+def sampled_resources(tmp_path, **kw):
+    os.makedirs(tmp_path)
+    p = mlprof.Profiler(output=str(tmp_path / "s.mlprof"), **kw)
+    with p:
+        time.sleep(0.25)
+    out = p.export(str(tmp_path / "s-report"), formats=["json"])
+    with open(out["json"]) as f:
+        return json.load(f)["resources"]
+
+
+def test_sample_interval_and_gpu_switch(tmp_path):
+    res = sampled_resources(tmp_path / "a", sample_interval=0.02, gpu=False)
+    system = next(s for s in res["subjects"] if s["subject"] == "system")
+    assert system["rows"] >= 8  # 0.25 s at 20 ms
+    nvml = next(s for s in res["sources"] if s["name"] == "nvml")
+    assert not nvml["available"] and "switched off" in nvml["reason"]
+    assert sampled_resources(tmp_path / "b", sample_interval=0) is None
+
+
 def test_clear_forgets_what_was_recorded(prof):
     with prof.zone("before"):
         pass
