@@ -17,7 +17,7 @@ $(BUILD)/.configured: CMakeLists.txt
 # Chrome/Perfetto trace.
 demo: all
 	rm -rf $(BUILD)/demo-run
-	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 200
+	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 1000
 	$(BUILD)/mlprof trace $(BUILD)/demo-run -o $(BUILD)/demo-trace.json
 	@echo "trace: $(BUILD)/demo-trace.json (open it in https://ui.perfetto.dev)"
 

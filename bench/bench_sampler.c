@@ -20,11 +20,20 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* A fixed amount of arithmetic; returns its wall time. */
-static double workload(long iters) {
+/* A fixed amount of arithmetic; returns its wall time. With probe set, at
+ * about a tenth of the way it reads the sampler's CPU time into *probe_cpu
+ * and the time into *probe_t, to split start-up from the steady state. */
+static double thread_cpu_ns(const char *name);
+static double workload(long iters, double *probe_cpu, double *probe_t) {
   volatile double x = 1.0;
   double t0 = now_s();
-  for (long i = 0; i < iters; i++) x = x * 1.0000001 + 1e-9;
+  for (long i = 0; i < iters; i++) {
+    x = x * 1.0000001 + 1e-9;
+    if (probe_cpu && i == iters / 10) {
+      *probe_cpu = thread_cpu_ns("mlprof-sampler");
+      *probe_t = now_s();
+    }
+  }
   return now_s() - t0;
 }
 
@@ -73,10 +82,10 @@ int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 5;
   /* calibrate the workload to about `seconds` */
   long iters = 10000000;
-  double t = workload(iters);
+  double t = workload(iters, NULL, NULL);
   iters = (long)((double)iters * seconds / t);
 
-  double base = workload(iters);
+  double base = workload(iters, NULL, NULL);
 
   char path[] = "/tmp/mlprof-bench-sampler-XXXXXX";
   int fd = mkstemp(path);
@@ -87,10 +96,10 @@ int main(int argc, char **argv) {
   cfg.output = path;
   cfg.sample_interval_ms = 100;
   if (mlprof_init(&cfg) != 0) return 1;
-  double t0 = now_s();
-  double sampled = workload(iters);
+  double t0 = now_s(), cpu1 = 0, t1 = 0;
+  double sampled = workload(iters, &cpu1, &t1);
   double cpu = thread_cpu_ns("mlprof-sampler");
-  double wall = now_s() - t0;
+  double t2 = now_s(), wall = t2 - t0;
   mlprof_shutdown();
 
   schedule s = {.interval_ns = 100e6};
@@ -101,7 +110,11 @@ int main(int argc, char **argv) {
 
   printf("workload: %.3f s unsampled (baseline), %.3f s sampled at 10 Hz (%+.2f%%)\n",
          base, sampled, (sampled / base - 1) * 100);
-  printf("sampler thread: %.2f ms of CPU in %.2f s = %.3f%% of one core (budget <= 0.5%%)\n",
+  printf("sampler thread, steady state: %.2f ms of CPU in %.2f s = %.3f%% of one core "
+         "(budget <= 0.5%%)\n",
+         (cpu - cpu1) / 1e6, t2 - t1, (cpu - cpu1) / ((t2 - t1) * 1e9) * 100);
+  printf("sampler thread, whole run with start-up (opening sources): %.2f ms in "
+         "%.2f s = %.3f%%\n",
          cpu / 1e6, wall, cpu / (wall * 1e9) * 100);
   printf("schedule: %d ticks, error from t0 + k x 100 ms: mean %.3f ms, max %.3f ms "
          "(budget 5 ms)\n",
