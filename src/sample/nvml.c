@@ -215,14 +215,6 @@ static void nvml_close(void *state) {
   unload(s);
 }
 
-static void put(mlprof__row *r, const char *name, double v,
-                const char *absent) {
-  if (r->n >= MLPROF__ROW_MEASURES) return;
-  r->m[r->n].name = name;
-  r->m[r->n].value = absent ? 0 : v;
-  r->m[r->n].absent = absent;
-  r->n++;
-}
 
 /* Ends the source for good when a call found its GPU lost. */
 #define LOST_CHECK(ret, i)                                          \
@@ -251,42 +243,42 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
       "gpu_pcie_tx_bytes_s", "gpu_throttle_reasons"};
   if (g->err) {
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-      if (slow || (k != 8 && k != 9)) put(r, names[k], 0, g->err);
+      if (slow || (k != 8 && k != 9)) mlprof__row_put(r, names[k], 0, g->err);
     return 0;
   }
   nvml_ret ret;
 
   if (!s->fn.utilization) {
-    put(r, names[0], 0, MISSING);
-    put(r, names[1], 0, MISSING);
+    mlprof__row_put(r, names[0], 0, MISSING);
+    mlprof__row_put(r, names[1], 0, MISSING);
   } else {
     nvml_utilization u = {0, 0};
     ret = s->fn.utilization(g->h, &u);
     LOST_CHECK(ret, i);
     const char *a = ret == NVML_SUCCESS ? NULL : reason(s, ret);
-    put(r, names[0], u.gpu, a);
-    put(r, names[1], u.memory, a);
+    mlprof__row_put(r, names[0], u.gpu, a);
+    mlprof__row_put(r, names[1], u.memory, a);
   }
 
   if (!s->fn.memory) {
-    put(r, names[2], 0, MISSING);
-    put(r, names[3], 0, MISSING);
+    mlprof__row_put(r, names[2], 0, MISSING);
+    mlprof__row_put(r, names[3], 0, MISSING);
   } else {
     nvml_memory m = {0, 0, 0};
     ret = s->fn.memory(g->h, &m);
     LOST_CHECK(ret, i);
     const char *a = ret == NVML_SUCCESS ? NULL : reason(s, ret);
-    put(r, names[2], (double)m.used, a);
-    put(r, names[3], (double)m.total, a);
+    mlprof__row_put(r, names[2], (double)m.used, a);
+    mlprof__row_put(r, names[3], (double)m.total, a);
   }
 
   unsigned int v = 0;
   if (!s->fn.temperature) {
-    put(r, names[4], 0, MISSING);
+    mlprof__row_put(r, names[4], 0, MISSING);
   } else {
     ret = s->fn.temperature(g->h, NVML_TEMPERATURE_GPU, &v);
     LOST_CHECK(ret, i);
-    put(r, names[4], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
+    mlprof__row_put(r, names[4], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
 
   const char *power_why = MISSING;
@@ -297,21 +289,21 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
     power_why = ret == NVML_SUCCESS ? NULL : reason(s, ret);
     w = (double)v / 1000.0;
   }
-  put(r, names[5], w, power_why);
+  mlprof__row_put(r, names[5], w, power_why);
 
   if (g->energy_mode == ENERGY_COUNTER) {
     unsigned long long mj = 0;
     ret = s->fn.energy(g->h, &mj);
     LOST_CHECK(ret, i);
     if (ret != NVML_SUCCESS)
-      put(r, names[6], 0, reason(s, ret));
+      mlprof__row_put(r, names[6], 0, reason(s, ret));
     else
-      put(r, names[6],
+      mlprof__row_put(r, names[6],
           mj >= g->energy_base ? (double)(mj - g->energy_base) / 1000.0 : 0,
           mj >= g->energy_base ? NULL
                                : "energy counter went back (driver reloaded)");
   } else if (power_why) {
-    put(r, names[6], 0, power_why);
+    mlprof__row_put(r, names[6], 0, power_why);
   } else {
     /* Trapezoids between ticks; a tick without power is bridged over. */
     if (g->have_w && ctx->now_ns > g->last_ns)
@@ -320,15 +312,15 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
     g->have_w = 1;
     g->last_w = w;
     g->last_ns = ctx->now_ns;
-    put(r, names[6], g->energy_j, NULL);
+    mlprof__row_put(r, names[6], g->energy_j, NULL);
   }
 
   if (!s->fn.clock) {
-    put(r, names[7], 0, MISSING);
+    mlprof__row_put(r, names[7], 0, MISSING);
   } else {
     ret = s->fn.clock(g->h, NVML_CLOCK_SM, &v);
     LOST_CHECK(ret, i);
-    put(r, names[7], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
+    mlprof__row_put(r, names[7], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
 
   if (slow) {
@@ -336,23 +328,23 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
                                    NVML_PCIE_UTIL_TX_BYTES};
     for (int k = 0; k < 2; k++) {
       if (!s->fn.pcie) {
-        put(r, names[8 + k], 0, MISSING);
+        mlprof__row_put(r, names[8 + k], 0, MISSING);
         continue;
       }
       ret = s->fn.pcie(g->h, counter[k], &v);
       LOST_CHECK(ret, i);
-      put(r, names[8 + k], (double)v * 1024.0,
+      mlprof__row_put(r, names[8 + k], (double)v * 1024.0,
           ret == NVML_SUCCESS ? NULL : reason(s, ret));
     }
   }
 
   if (!s->fn.throttle) {
-    put(r, names[10], 0, MISSING);
+    mlprof__row_put(r, names[10], 0, MISSING);
   } else {
     unsigned long long mask = 0;
     ret = s->fn.throttle(g->h, &mask);
     LOST_CHECK(ret, i);
-    put(r, names[10], (double)mask,
+    mlprof__row_put(r, names[10], (double)mask,
         ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
   return 0;
@@ -443,11 +435,11 @@ static int process_rows(nvml_state *s, const mlprof__sample_ctx *ctx,
     r->subject = MLPROF__SUBJECT_PROCESS;
     r->id = (uint64_t)ctx->pids[j];
     if (fail)
-      put(r, "gpu_mem_bytes", 0, fail);
+      mlprof__row_put(r, "gpu_mem_bytes", 0, fail);
     else if (s->pid_seen[j] == 2)
-      put(r, "gpu_mem_bytes", 0, "not available from NVML");
+      mlprof__row_put(r, "gpu_mem_bytes", 0, "not available from NVML");
     else
-      put(r, "gpu_mem_bytes", (double)s->pid_mem[j], NULL);
+      mlprof__row_put(r, "gpu_mem_bytes", (double)s->pid_mem[j], NULL);
   }
   return rows;
 }

@@ -58,14 +58,6 @@ static void proc_close(void *state) {
   free(s);
 }
 
-static void put(mlprof__row *r, const char *name, double v,
-                const char *absent) {
-  if (r->n >= MLPROF__ROW_MEASURES) return;
-  r->m[r->n].name = name;
-  r->m[r->n].value = absent ? 0 : v;
-  r->m[r->n].absent = absent;
-  r->n++;
-}
 
 /* The reason a /proc file could not be read, as a static string. */
 static const char *errno_reason(int e) {
@@ -178,16 +170,16 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
     memcpy(s->label[rows], st.comm, sizeof st.comm);
     r->label = s->label[rows];
 
-    put(r, "cpu_user_s", (double)st.utime / s->tck, NULL);
-    put(r, "cpu_system_s", (double)st.stime / s->tck, NULL);
+    mlprof__row_put(r, "cpu_user_s", (double)st.utime / s->tck, NULL);
+    mlprof__row_put(r, "cpu_system_s", (double)st.stime / s->tck, NULL);
     unsigned long long ticks = st.utime + st.stime;
     const prev_t *pv = find_prev(s, pid);
     if (!pv || pv->start != st.start)
-      put(r, "cpu_pct", 0, "first sample");
+      mlprof__row_put(r, "cpu_pct", 0, "first sample");
     else if (ctx->now_ns <= pv->ns)
-      put(r, "cpu_pct", 0, "no time elapsed");
+      mlprof__row_put(r, "cpu_pct", 0, "no time elapsed");
     else
-      put(r, "cpu_pct",
+      mlprof__row_put(r, "cpu_pct",
           (double)(ticks >= pv->ticks ? ticks - pv->ticks : 0) / s->tck /
               ((double)(ctx->now_ns - pv->ns) / 1e9) * 100.0,
           NULL);
@@ -197,46 +189,46 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
     /* Kernel threads have no memory lines: those are absent, not 0. */
     unsigned long long v;
     if (field_ull(buf, "VmRSS:", &v) == 0)
-      put(r, "rss_bytes", (double)v * 1024.0, NULL);
+      mlprof__row_put(r, "rss_bytes", (double)v * 1024.0, NULL);
     else
-      put(r, "rss_bytes", 0, "no VmRSS in /proc/PID/status");
+      mlprof__row_put(r, "rss_bytes", 0, "no VmRSS in /proc/PID/status");
     if (field_ull(buf, "VmHWM:", &v) == 0)
-      put(r, "peak_rss_bytes", (double)v * 1024.0, NULL);
+      mlprof__row_put(r, "peak_rss_bytes", (double)v * 1024.0, NULL);
     else
-      put(r, "peak_rss_bytes", 0, "no VmHWM in /proc/PID/status");
-    put(r, "minor_faults", (double)st.minflt, NULL);
-    put(r, "major_faults", (double)st.majflt, NULL);
+      mlprof__row_put(r, "peak_rss_bytes", 0, "no VmHWM in /proc/PID/status");
+    mlprof__row_put(r, "minor_faults", (double)st.minflt, NULL);
+    mlprof__row_put(r, "major_faults", (double)st.majflt, NULL);
     if (field_ull(buf, "voluntary_ctxt_switches:", &v) == 0)
-      put(r, "voluntary_switches", (double)v, NULL);
+      mlprof__row_put(r, "voluntary_switches", (double)v, NULL);
     else
-      put(r, "voluntary_switches", 0, "not in /proc/PID/status");
+      mlprof__row_put(r, "voluntary_switches", 0, "not in /proc/PID/status");
     if (field_ull(buf, "nonvoluntary_ctxt_switches:", &v) == 0)
-      put(r, "involuntary_switches", (double)v, NULL);
+      mlprof__row_put(r, "involuntary_switches", (double)v, NULL);
     else
-      put(r, "involuntary_switches", 0, "not in /proc/PID/status");
-    put(r, "threads", (double)st.threads, NULL);
+      mlprof__row_put(r, "involuntary_switches", 0, "not in /proc/PID/status");
+    mlprof__row_put(r, "threads", (double)st.threads, NULL);
 
     snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
     if (mlprof__read_at(root, path, buf, sizeof buf) < 0) {
       const char *why_io = errno_reason(errno);
-      put(r, "read_bytes", 0, why_io);
-      put(r, "write_bytes", 0, why_io);
+      mlprof__row_put(r, "read_bytes", 0, why_io);
+      mlprof__row_put(r, "write_bytes", 0, why_io);
     } else {
       if (field_ull(buf, "read_bytes:", &v) == 0)
-        put(r, "read_bytes", (double)v, NULL);
+        mlprof__row_put(r, "read_bytes", (double)v, NULL);
       else
-        put(r, "read_bytes", 0, "not in /proc/PID/io");
+        mlprof__row_put(r, "read_bytes", 0, "not in /proc/PID/io");
       if (field_ull(buf, "write_bytes:", &v) == 0)
-        put(r, "write_bytes", (double)v, NULL);
+        mlprof__row_put(r, "write_bytes", (double)v, NULL);
       else
-        put(r, "write_bytes", 0, "not in /proc/PID/io");
+        mlprof__row_put(r, "write_bytes", 0, "not in /proc/PID/io");
     }
 
     long fds = count_fds(root, pid);
     if (fds < 0)
-      put(r, "open_files", 0, errno_reason(errno));
+      mlprof__row_put(r, "open_files", 0, errno_reason(errno));
     else
-      put(r, "open_files", (double)fds, NULL);
+      mlprof__row_put(r, "open_files", (double)fds, NULL);
     rows++;
   }
   /* Pids not seen this tick are forgotten: pids come and go. */

@@ -50,6 +50,17 @@ typedef struct {
   uint64_t tick;      /* 0, 1, 2...: lets slow measures run every Nth tick */
 } mlprof__sample_ctx;
 
+/* Appends a measure to r: valid with value v when absent is NULL, else
+ * absent with that reason. A full row ignores it. */
+static inline void mlprof__row_put(mlprof__row *r, const char *name, double v,
+                                   const char *absent) {
+  if (r->n >= MLPROF__ROW_MEASURES) return;
+  r->m[r->n].name = name;
+  r->m[r->n].value = absent ? 0 : v;
+  r->m[r->n].absent = absent;
+  r->n++;
+}
+
 typedef struct mlprof__source {
   const char *name; /* "proc", "system", "thermal", "energy", "nvml" */
   /* Prepares the source for root. Returns 0, or -1 with a one-line reason in

@@ -53,14 +53,6 @@ static void sys_close(void *state) {
   free(s);
 }
 
-static void put(mlprof__row *r, const char *name, double v,
-                const char *absent) {
-  if (r->n >= MLPROF__ROW_MEASURES) return;
-  r->m[r->n].name = name;
-  r->m[r->n].value = absent ? 0 : v;
-  r->m[r->n].absent = absent;
-  r->n++;
-}
 
 /* The "cpu " line of /proc/stat: user nice system idle iowait irq softirq
  * steal (guest time is already inside user). */
@@ -182,15 +174,15 @@ static void put_rate(mlprof__row *r, const char *name, int have, int ok_prev,
                      int ok_now, unsigned long long prev,
                      unsigned long long now, double dt, const char *unread) {
   if (!ok_now)
-    put(r, name, 0, unread);
+    mlprof__row_put(r, name, 0, unread);
   else if (!have || !ok_prev)
-    put(r, name, 0, "first sample");
+    mlprof__row_put(r, name, 0, "first sample");
   else if (dt <= 0)
-    put(r, name, 0, "no time elapsed");
+    mlprof__row_put(r, name, 0, "no time elapsed");
   else if (now < prev)
-    put(r, name, 0, "counters went back (device removed)");
+    mlprof__row_put(r, name, 0, "counters went back (device removed)");
   else
-    put(r, name, (double)(now - prev) / dt, NULL);
+    mlprof__row_put(r, name, (double)(now - prev) / dt, NULL);
 }
 
 static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
@@ -217,15 +209,15 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
   else if (c.total <= s->cpu.total)
     cpu_why = "no time elapsed";
   if (cpu_why) {
-    for (int i = 0; i < 4; i++) put(r, cpu_names[i], 0, cpu_why);
+    for (int i = 0; i < 4; i++) mlprof__row_put(r, cpu_names[i], 0, cpu_why);
   } else {
     unsigned long long t = c.total - s->cpu.total;
     /* Each share is clamped at 0: idle can step back on some kernels. */
 #define DELTA(f) (c.f > s->cpu.f ? c.f - s->cpu.f : 0)
-    put(r, cpu_names[0], pct(DELTA(user), t), NULL);
-    put(r, cpu_names[1], pct(DELTA(system), t), NULL);
-    put(r, cpu_names[2], pct(DELTA(iowait), t), NULL);
-    put(r, cpu_names[3], pct(DELTA(idle), t), NULL);
+    mlprof__row_put(r, cpu_names[0], pct(DELTA(user), t), NULL);
+    mlprof__row_put(r, cpu_names[1], pct(DELTA(system), t), NULL);
+    mlprof__row_put(r, cpu_names[2], pct(DELTA(iowait), t), NULL);
+    mlprof__row_put(r, cpu_names[3], pct(DELTA(idle), t), NULL);
 #undef DELTA
   }
 
@@ -233,33 +225,33 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
   double load;
   if (mlprof__read_at(root, "/proc/loadavg", buf, sizeof buf) >= 0 &&
       sscanf(buf, "%lf", &load) == 1)
-    put(r, "load1", load, NULL);
+    mlprof__row_put(r, "load1", load, NULL);
   else
-    put(r, "load1", 0, "cannot read /proc/loadavg");
+    mlprof__row_put(r, "load1", 0, "cannot read /proc/loadavg");
 
   double total = 0, avail = 0, stotal, sfree;
   if (mlprof__read_at(root, "/proc/meminfo", s->buf, BIG_FILE) < 0) {
-    put(r, "mem_used_bytes", 0, "cannot read /proc/meminfo");
-    put(r, "mem_available_bytes", 0, "cannot read /proc/meminfo");
-    put(r, "mem_total_bytes", 0, "cannot read /proc/meminfo");
-    put(r, "swap_used_bytes", 0, "cannot read /proc/meminfo");
+    mlprof__row_put(r, "mem_used_bytes", 0, "cannot read /proc/meminfo");
+    mlprof__row_put(r, "mem_available_bytes", 0, "cannot read /proc/meminfo");
+    mlprof__row_put(r, "mem_total_bytes", 0, "cannot read /proc/meminfo");
+    mlprof__row_put(r, "swap_used_bytes", 0, "cannot read /proc/meminfo");
   } else {
     const char *mi = s->buf;
     int tok = meminfo_kb(mi, "MemTotal:", &total) == 0;
     int aok = meminfo_kb(mi, "MemAvailable:", &avail) == 0;
     if (tok && aok)
-      put(r, "mem_used_bytes", total - avail, NULL);
+      mlprof__row_put(r, "mem_used_bytes", total - avail, NULL);
     else
-      put(r, "mem_used_bytes", 0, "no MemTotal/MemAvailable in /proc/meminfo");
-    put(r, "mem_available_bytes", avail,
+      mlprof__row_put(r, "mem_used_bytes", 0, "no MemTotal/MemAvailable in /proc/meminfo");
+    mlprof__row_put(r, "mem_available_bytes", avail,
         aok ? NULL : "no MemAvailable in /proc/meminfo");
-    put(r, "mem_total_bytes", total,
+    mlprof__row_put(r, "mem_total_bytes", total,
         tok ? NULL : "no MemTotal in /proc/meminfo");
     if (meminfo_kb(mi, "SwapTotal:", &stotal) == 0 &&
         meminfo_kb(mi, "SwapFree:", &sfree) == 0)
-      put(r, "swap_used_bytes", stotal - sfree, NULL);
+      mlprof__row_put(r, "swap_used_bytes", stotal - sfree, NULL);
     else
-      put(r, "swap_used_bytes", 0, "no SwapTotal/SwapFree in /proc/meminfo");
+      mlprof__row_put(r, "swap_used_bytes", 0, "no SwapTotal/SwapFree in /proc/meminfo");
   }
 
   unsigned long long rd = 0, wr = 0, rx = 0, tx = 0;
