@@ -1,0 +1,228 @@
+#include "compare.h"
+
+#include <math.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/job.h"
+
+int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
+                     char *err, size_t errlen) {
+  memset(r, 0, sizeof *r);
+  mlprof__job job;
+  int rc = mlprof__job_open(&job, &path, 1, err, errlen);
+  if (rc) return rc;
+  mlprof__stats *s = mlprof__stats_new();
+  if (!s) rc = MLPROF_ENOMEM;
+  if (s) mlprof__stats_keep_durations(s, keep_durations);
+  /* As mlprof__report_build, without the resources: damage and a read that
+   * stops part-way are recorded in the report's warnings, not errors. */
+  for (size_t i = 0; i < job.count && !rc; i++) {
+    mlprof__visitor v;
+    mlprof__read_report rep;
+    char why[256] = "";
+    memset(&rep, 0, sizeof rep);
+    rc = mlprof__stats_profile_begin(s, &job.profiles[i], &v);
+    if (rc) break;
+    int rd = mlprof__read_file(job.profiles[i].path, &v, &rep, why, sizeof why);
+    if (rd == MLPROF_ENOMEM) {
+      rc = rd;
+      break;
+    }
+    if (rd && !why[0]) snprintf(why, sizeof why, "%s", mlprof_strerror(rd));
+    rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
+  }
+  mlprof__job_close(&job);
+  if (rc) {
+    mlprof__stats_free(s);
+    snprintf(err, errlen, "out of memory");
+    return rc;
+  }
+  rc = mlprof__stats_finish(s, r);
+  if (rc) snprintf(err, errlen, "out of memory");
+  return rc;
+}
+
+int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
+                        mlprof__report *r) {
+  if (mlprof__grow(&c->runs, &c->rcap, c->nruns + 1, sizeof *c->runs))
+    return MLPROF_ENOMEM;
+  char *l = mlprof__dup(label, strlen(label));
+  char *p = mlprof__dup(path, strlen(path));
+  if (!l || !p) {
+    free(l);
+    free(p);
+    return MLPROF_ENOMEM;
+  }
+  mlprof__compare_run *run = &c->runs[c->nruns++];
+  memset(run, 0, sizeof *run);
+  run->label = l;
+  run->path = p;
+  run->report = *r;
+  memset(r, 0, sizeof *r);
+  const mlprof__report *rep = &run->report;
+  double sum = 0;
+  for (size_t t = 0; t < rep->nthreads; t++) {
+    const mlprof__thread_stats *th = &rep->threads[t];
+    run->busy_ns += th->busy_ns;
+    if (th->steps >= 2) {
+      run->intervals += th->steps - 1;
+      sum += (double)th->step_mean_ns * (double)(th->steps - 1);
+    }
+  }
+  run->step_mean_ns = run->intervals ? sum / (double)run->intervals : NAN;
+  return 0;
+}
+
+static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  if (c) return c;
+  return (an > bn) - (an < bn);
+}
+
+typedef struct {
+  const mlprof__zone_stats *z;
+  size_t run;
+} zone_ref;
+
+static int zone_ref_cmp(const void *x, const void *y) {
+  const zone_ref *a = x, *b = y;
+  int c = name_cmp(a->z->name, a->z->name_len, b->z->name, b->z->name_len);
+  if (c) return c;
+  return (a->run > b->run) - (a->run < b->run);
+}
+
+static int compare_zone_cmp(const void *x, const void *y) {
+  const mlprof__compare_zone *a = x, *b = y;
+  if (a->max_total != b->max_total) return a->max_total > b->max_total ? -1 : 1;
+  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+}
+
+static double zone_mean(const mlprof__zone_stats *z) {
+  return z && z->count ? z->mean_ns : NAN;
+}
+
+/* Sorts run indices by key (NAN last), shortest first, stable. */
+static void rank_runs(size_t *order, const double *key, size_t n) {
+  for (size_t i = 0; i < n; i++) order[i] = i;
+  for (size_t i = 1; i < n; i++) {
+    size_t v = order[i], k = i;
+    while (k > 0) {
+      double a = key[order[k - 1]], b = key[v];
+      int after = isnan(a) ? !isnan(b) : (!isnan(b) && b < a);
+      if (!after) break;
+      order[k] = order[k - 1];
+      k--;
+    }
+    order[k] = v;
+  }
+}
+
+static double ratio(double num, double den) {
+  return isnan(num) || isnan(den) || !(den > 0) ? NAN : num / den;
+}
+
+int mlprof__compare_finish(mlprof__compare *c) {
+  size_t n = c->nruns, nrefs = 0;
+  for (size_t i = 0; i < n; i++) nrefs += c->runs[i].report.nzones;
+  zone_ref *refs = malloc((nrefs ? nrefs : 1) * sizeof *refs);
+  double *keys = calloc(n ? n : 1, sizeof *keys);
+  c->by_total = malloc((n ? n : 1) * sizeof *c->by_total);
+  c->by_step = malloc((n ? n : 1) * sizeof *c->by_step);
+  int rc = refs && keys && c->by_total && c->by_step ? 0 : MLPROF_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < n && !rc; i++)
+    for (size_t z = 0; z < c->runs[i].report.nzones; z++)
+      refs[k++] = (zone_ref){&c->runs[i].report.zones[z], i};
+  if (!rc && nrefs) qsort(refs, nrefs, sizeof *refs, zone_ref_cmp);
+  size_t ndistinct = 0;
+  for (size_t i = 0; i < nrefs; i++)
+    ndistinct +=
+        i == 0 || name_cmp(refs[i].z->name, refs[i].z->name_len,
+                           refs[i - 1].z->name, refs[i - 1].z->name_len) != 0;
+  if (!rc && ndistinct && !(c->zones = calloc(ndistinct, sizeof *c->zones)))
+    rc = MLPROF_ENOMEM;
+  for (size_t i = 0; i < nrefs && !rc;) {
+    mlprof__compare_zone *z = &c->zones[c->nzones++];
+    z->name = refs[i].z->name;
+    z->name_len = refs[i].z->name_len;
+    z->category = refs[i].z->category;
+    z->stats = calloc(n, sizeof *z->stats);
+    z->vs_slowest = malloc(n * sizeof *z->vs_slowest);
+    z->vs_first = malloc(n * sizeof *z->vs_first);
+    if (!z->stats || !z->vs_slowest || !z->vs_first) {
+      rc = MLPROF_ENOMEM;
+      break;
+    }
+    size_t e = i;
+    while (e < nrefs && name_cmp(refs[e].z->name, refs[e].z->name_len, z->name,
+                                 z->name_len) == 0) {
+      /* A zone appears once per report: names are merged by the stats. */
+      z->stats[refs[e].run] = refs[e].z;
+      if (refs[e].z->total_ns > z->max_total)
+        z->max_total = refs[e].z->total_ns;
+      e++;
+    }
+    i = e;
+    int have = 0;
+    for (size_t r = 0; r < n; r++) {
+      double m = zone_mean(z->stats[r]);
+      if (isnan(m)) continue;
+      if (!have || m < zone_mean(z->stats[z->fastest])) z->fastest = r;
+      if (!have || m > zone_mean(z->stats[z->slowest])) z->slowest = r;
+      have = 1;
+    }
+    double slow = zone_mean(z->stats[z->slowest]),
+           first = zone_mean(z->stats[0]);
+    for (size_t r = 0; r < n; r++) {
+      double m = zone_mean(z->stats[r]);
+      z->vs_slowest[r] = ratio(slow, m);
+      z->vs_first[r] = ratio(first, m);
+    }
+  }
+  free(refs);
+  if (!rc && c->nzones)
+    qsort(c->zones, c->nzones, sizeof *c->zones, compare_zone_cmp);
+  if (!rc) {
+    for (size_t i = 0; i < n; i++) keys[i] = (double)c->runs[i].report.wall_ns;
+    rank_runs(c->by_total, keys, n);
+    c->step_basis = n > 0;
+    for (size_t i = 0; i < n; i++)
+      if (!c->runs[i].intervals) c->step_basis = 0;
+    if (c->step_basis)
+      for (size_t i = 0; i < n; i++) keys[i] = c->runs[i].step_mean_ns;
+    rank_runs(c->by_step, keys, n);
+    for (size_t i = 0; i < n; i++) {
+      c->runs[c->by_total[i]].rank_total = i + 1;
+      c->runs[c->by_step[i]].rank_step = i + 1;
+    }
+    if (n) {
+      c->best = c->by_step[0];
+      c->worst = c->by_step[n - 1];
+      c->best_vs_slowest = ratio(keys[c->worst], keys[c->best]);
+      c->best_vs_first = ratio(keys[0], keys[c->best]);
+    }
+  }
+  free(keys);
+  return rc;
+}
+
+void mlprof__compare_free(mlprof__compare *c) {
+  for (size_t i = 0; i < c->nruns; i++) {
+    free(c->runs[i].label);
+    free(c->runs[i].path);
+    mlprof__report_free(&c->runs[i].report);
+  }
+  for (size_t i = 0; i < c->nzones; i++) {
+    free(c->zones[i].stats);
+    free(c->zones[i].vs_slowest);
+    free(c->zones[i].vs_first);
+  }
+  free(c->runs);
+  free(c->zones);
+  free(c->by_total);
+  free(c->by_step);
+  memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,81 @@
+/* Comparison of several runs of one workload (mlprof compare): backends,
+ * configurations, machines. Each run is a job (a profile file or a run
+ * directory) reduced to its report.
+ *
+ * Definitions (also in docs/guide.md and docs/json-schema.md):
+ * - speedup of run i against run j for a zone: mean_j / mean_i, the ratio
+ *   of the zone's mean durations (> 1: run i is faster). "vs slowest" takes
+ *   for j the run with the largest mean for that zone, so it is >= 1; "vs
+ *   first" takes the first run given.
+ * - fastest run of a zone: the smallest mean (ties: the earlier run).
+ * - step time of a run: the mean interval between consecutive step marks,
+ *   over every thread of the run (each interval weighs the same).
+ * - ranking by total: by the job's wall time, shortest first. Ranking by
+ *   step: by step time when every run has step marks (two or more on a
+ *   thread), otherwise by wall time (basis "wall"). Ties keep the order
+ *   given. */
+#ifndef MLPROF_COMPARE_H
+#define MLPROF_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stats.h"
+
+/* Builds the report of one run: path is a profile file or a run directory.
+ * keep_durations: keep each zone's sorted durations (mlprof diff). Returns
+ * 0; MLPROF_ENOMEM with "out of memory" in err; or another negative error
+ * with a one-line reason in err when path cannot be opened or is not a
+ * profile (bad input). */
+int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
+                     char *err, size_t errlen);
+
+typedef struct {
+  char *label, *path; /* owned */
+  mlprof__report report;
+  uint64_t busy_ns;    /* summed top-level zone time of every thread */
+  uint64_t intervals;  /* step intervals over every thread */
+  double step_mean_ns; /* mean step interval, NAN without intervals */
+  size_t rank_total, rank_step; /* 1 = fastest */
+} mlprof__compare_run;
+
+typedef struct {
+  const char *name; /* borrowed from a run's report */
+  size_t name_len;
+  uint8_t category;
+  /* Per run (nruns entries): the zone's statistics, NULL when the run has
+   * no such zone; speedups, NAN when not defined (zone absent there or in
+   * the reference run, or a mean of 0). */
+  const mlprof__zone_stats **stats;
+  double *vs_slowest, *vs_first;
+  size_t fastest, slowest; /* run indices */
+  uint64_t max_total;      /* largest total over the runs (the order) */
+} mlprof__compare_zone;
+
+typedef struct {
+  mlprof__compare_run *runs;
+  size_t nruns, rcap;
+  mlprof__compare_zone *zones; /* by max_total, largest first, then name */
+  size_t nzones;
+  size_t *by_total, *by_step; /* run indices, fastest first */
+  int step_basis;             /* 1: by step time; 0: by wall time */
+  /* The fastest run by the step ranking, and its speedups (ratios of step
+   * times, or of wall times, as step_basis says) against the slowest run
+   * and the first. */
+  size_t best, worst;
+  double best_vs_slowest, best_vs_first;
+} mlprof__compare;
+
+/* Adds a run: takes the report (*r is emptied) and copies label and path.
+ * Returns 0 or MLPROF_ENOMEM (then *r is still the caller's). */
+int mlprof__compare_add(mlprof__compare *c, const char *label,
+                        const char *path, mlprof__report *r);
+
+/* Computes zones, speedups and rankings of the runs added (at least one).
+ * Returns 0 or MLPROF_ENOMEM. */
+int mlprof__compare_finish(mlprof__compare *c);
+
+/* Frees everything, the runs' reports included; *c is left empty. */
+void mlprof__compare_free(mlprof__compare *c);
+
+#endif

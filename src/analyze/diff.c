@@ -1,0 +1,254 @@
+#include "diff.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <mlprof.h>
+#include <stdlib.h>
+#include <string.h>
+
+double mlprof__normal_sf(double z) { return 0.5 * erfc(z / sqrt(2.0)); }
+
+double mlprof__median_sorted(const uint64_t *a, size_t n) {
+  if (n == 0) return 0;
+  if (n % 2) return (double)a[n / 2];
+  /* Halves first: the sum of two large durations could overflow. */
+  return (double)a[n / 2 - 1] / 2 + (double)a[n / 2] / 2;
+}
+
+double mlprof__mwu_min_p(uint64_t n1, uint64_t n2) {
+  if (n1 == 0 || n2 == 0) return 1;
+  double log_c = lgamma((double)(n1 + n2) + 1) - lgamma((double)n1 + 1) -
+                 lgamma((double)n2 + 1);
+  double p = 2 * exp(-log_c);
+  return p < 1 ? p : 1;
+}
+
+double mlprof__mwu_exact_sf(size_t n1, size_t n2, double u) {
+  if (n1 > MLPROF__MWU_EXACT_MAX || n2 > MLPROF__MWU_EXACT_MAX) return NAN;
+  if (n1 == 0 || n2 == 0) return u <= 0 ? 1 : 0;
+  /* f[m][n][k]: orderings of m values of one sample and n of the other with
+   * U = k. The last value of the merged order belongs to one sample or the
+   * other: f[m][n][k] = f[m-1][n][k-n] + f[m][n-1][k]. Two layers over m,
+   * counts as doubles (only sums: no cancellation; C(100,50) ~ 1e29). */
+  size_t umax = n1 * n2, row = umax + 1;
+  double *prev = calloc((n2 + 1) * row, sizeof *prev);
+  double *cur = calloc((n2 + 1) * row, sizeof *cur);
+  if (!prev || !cur) {
+    free(prev);
+    free(cur);
+    return NAN;
+  }
+  for (size_t n = 0; n <= n2; n++) prev[n * row] = 1; /* m = 0: U = 0 */
+  for (size_t m = 1; m <= n1; m++) {
+    size_t top = m * n2; /* U never exceeds m n */
+    memset(cur, 0, (n2 + 1) * row * sizeof *cur);
+    cur[0] = 1; /* n = 0 */
+    for (size_t n = 1; n <= n2; n++) {
+      double *c = cur + n * row, *left = cur + (n - 1) * row,
+             *up = prev + n * row;
+      for (size_t k = 0; k <= top && k <= m * n; k++)
+        c[k] = left[k] + (k >= n ? up[k - n] : 0);
+    }
+    double *t = prev;
+    prev = cur;
+    cur = t;
+  }
+  const double *f = prev + n2 * row;
+  double total = 0, tail = 0;
+  for (size_t k = 0; k <= umax; k++) {
+    total += f[k];
+    if ((double)k >= u - 1e-9) tail += f[k];
+  }
+  free(prev);
+  free(cur);
+  return tail / total;
+}
+
+int mlprof__mwu_sorted(const uint64_t *a, size_t na, const uint64_t *b,
+                       size_t nb, mlprof__mwu *out) {
+  /* One merge pass over runs of equal values: each value of b in a run
+   * counts the values of a below it, and half those equal to it. */
+  double u = 0, ties = 0;
+  size_t i = 0, j = 0;
+  while (i < na || j < nb) {
+    uint64_t v = i < na && (j >= nb || a[i] <= b[j]) ? a[i] : b[j];
+    size_t below = i, ca = 0, cb = 0;
+    while (i < na && a[i] == v) i++, ca++;
+    while (j < nb && b[j] == v) j++, cb++;
+    u += (double)cb * ((double)below + (double)ca / 2);
+    double t = (double)(ca + cb);
+    ties += t * t * t - t;
+  }
+  double n1 = (double)na, n2 = (double)nb, mu = n1 * n2 / 2;
+  mlprof__mwu r = {.u = u, .ties = ties};
+  if (ties == 0 && na <= MLPROF__MWU_EXACT_MAX && nb <= MLPROF__MWU_EXACT_MAX) {
+    double hi = u > mu ? u : n1 * n2 - u; /* the larger of U and n1 n2 - U */
+    double sf = mlprof__mwu_exact_sf(na, nb, hi);
+    if (isnan(sf)) return MLPROF_ENOMEM;
+    r.exact = 1;
+    r.p = 2 * sf < 1 ? 2 * sf : 1;
+    *out = r;
+    return 0;
+  }
+  double n = n1 + n2;
+  double var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)));
+  if (!(var > 0)) {
+    r.p = 1; /* every value equal: no evidence either way */
+    *out = r;
+    return 0;
+  }
+  double dev = fabs(u - mu) - 0.5;
+  r.z = (dev > 0 ? dev : 0) / sqrt(var);
+  if (u < mu) r.z = -r.z;
+  double p = 2 * mlprof__normal_sf(fabs(r.z));
+  r.p = p < 1 ? p : 1;
+  *out = r;
+  return 0;
+}
+
+const char *mlprof__verdict_name(mlprof__verdict v) {
+  static const char *const names[] = {"slower", "faster", "new", "removed",
+                                      "unchanged"};
+  return v < MLPROF__VERDICT_COUNT ? names[v] : "unknown";
+}
+
+static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  if (c) return c;
+  return (an > bn) - (an < bn);
+}
+
+static int zone_ptr_cmp(const void *x, const void *y) {
+  const mlprof__zone_stats *a = *(const mlprof__zone_stats *const *)x,
+                           *b = *(const mlprof__zone_stats *const *)y;
+  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+}
+
+/* The zones of r sorted by name, in a new array (*out NULL when none). */
+static int zones_by_name(const mlprof__report *r,
+                         const mlprof__zone_stats ***out) {
+  *out = NULL;
+  if (!r->nzones) return 0;
+  const mlprof__zone_stats **z = malloc(r->nzones * sizeof *z);
+  if (!z) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < r->nzones; i++) z[i] = &r->zones[i];
+  qsort(z, r->nzones, sizeof *z, zone_ptr_cmp);
+  *out = z;
+  return 0;
+}
+
+static int selected(const mlprof__diff_options *opt, const char *name) {
+  if (!opt->nzones) return 1;
+  for (size_t i = 0; i < opt->nzones; i++)
+    if (fnmatch(opt->zones[i], name, 0) == 0) return 1;
+  return 0;
+}
+
+static double abs_log_ratio(const mlprof__diff_zone *z) {
+  if (isnan(z->ratio)) return -1;
+  if (z->ratio <= 0 || isinf(z->ratio)) return INFINITY;
+  return fabs(log(z->ratio));
+}
+
+static int diff_zone_cmp(const void *x, const void *y) {
+  const mlprof__diff_zone *a = x, *b = y;
+  if (a->verdict != b->verdict) return a->verdict < b->verdict ? -1 : 1;
+  double ea = abs_log_ratio(a), eb = abs_log_ratio(b);
+  if (ea != eb) return ea > eb ? -1 : 1;
+  if (a->verdict == MLPROF__VERDICT_NEW ||
+      a->verdict == MLPROF__VERDICT_REMOVED) {
+    uint64_t ta = (a->base ? a->base : a->next)->total_ns,
+             tb = (b->base ? b->base : b->next)->total_ns;
+    if (ta != tb) return ta > tb ? -1 : 1;
+  }
+  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+}
+
+/* The verdict of a zone present in both runs. */
+static int judge(mlprof__diff_zone *z, const mlprof__diff_options *opt) {
+  const mlprof__zone_stats *b = z->base, *n = z->next;
+  z->median_base = mlprof__median_sorted(b->durations, b->count);
+  z->median_new = mlprof__median_sorted(n->durations, n->count);
+  if (z->median_base > 0)
+    z->ratio = z->median_new / z->median_base;
+  else
+    z->ratio = z->median_new > 0 ? INFINITY : 1;
+  z->verdict = MLPROF__VERDICT_UNCHANGED;
+  if (!b->durations || !n->durations) return 0; /* not kept: no test */
+  int rc = mlprof__mwu_sorted(b->durations, b->count, n->durations, n->count,
+                              &z->test);
+  if (rc) return rc;
+  z->tested = 1;
+  if (b->count < opt->min_count || n->count < opt->min_count ||
+      mlprof__mwu_min_p(b->count, n->count) > opt->alpha) {
+    z->too_few = 1;
+    return 0;
+  }
+  double half = (double)b->count * (double)n->count / 2;
+  if (z->test.p <= opt->alpha) {
+    if (z->ratio > 1 + opt->threshold && z->test.u > half)
+      z->verdict = MLPROF__VERDICT_SLOWER;
+    else if (z->ratio < 1 - opt->threshold && z->test.u < half)
+      z->verdict = MLPROF__VERDICT_FASTER;
+  }
+  return 0;
+}
+
+int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
+                       const mlprof__diff_options *opt, mlprof__diff *d) {
+  memset(d, 0, sizeof *d);
+  const mlprof__zone_stats **zb = NULL, **zn = NULL;
+  int rc = zones_by_name(base, &zb);
+  if (!rc) rc = zones_by_name(next, &zn);
+  size_t cap = base->nzones + next->nzones;
+  if (!rc && cap && !(d->zones = calloc(cap, sizeof *d->zones)))
+    rc = MLPROF_ENOMEM;
+  size_t i = 0, j = 0;
+  while (!rc && (i < base->nzones || j < next->nzones)) {
+    int c = i >= base->nzones   ? 1
+            : j >= next->nzones ? -1
+                                : zone_ptr_cmp(&zb[i], &zn[j]);
+    const mlprof__zone_stats *b = c <= 0 ? zb[i++] : NULL;
+    const mlprof__zone_stats *n = c >= 0 ? zn[j++] : NULL;
+    const mlprof__zone_stats *any = b ? b : n;
+    if (!selected(opt, any->name)) {
+      d->filtered++;
+      continue;
+    }
+    mlprof__diff_zone *z = &d->zones[d->nzones++];
+    *z = (mlprof__diff_zone){.name = any->name,
+                             .name_len = any->name_len,
+                             .category = any->category,
+                             .base = b,
+                             .next = n,
+                             .median_base = NAN,
+                             .median_new = NAN,
+                             .ratio = NAN};
+    if (!b) {
+      z->verdict = MLPROF__VERDICT_NEW;
+      z->median_new =
+          mlprof__median_sorted(n->durations, n->durations ? n->count : 0);
+    } else if (!n) {
+      z->verdict = MLPROF__VERDICT_REMOVED;
+      z->median_base =
+          mlprof__median_sorted(b->durations, b->durations ? b->count : 0);
+    } else {
+      rc = judge(z, opt);
+    }
+  }
+  free(zb);
+  free(zn);
+  if (rc) {
+    mlprof__diff_free(d);
+    return rc;
+  }
+  if (d->nzones) qsort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
+  for (size_t k = 0; k < d->nzones; k++) d->count[d->zones[k].verdict]++;
+  d->regression = d->count[MLPROF__VERDICT_SLOWER] > 0;
+  return 0;
+}
+
+void mlprof__diff_free(mlprof__diff *d) {
+  free(d->zones);
+  memset(d, 0, sizeof *d);
+}

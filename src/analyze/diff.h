@@ -1,0 +1,120 @@
+/* Regression test between two runs (mlprof diff): per zone, a Mann-Whitney U
+ * test on the raw durations plus an effect-size threshold on the ratio of
+ * medians.
+ *
+ * Definitions (also in docs/guide.md and docs/json-schema.md):
+ * - U is counted for NEW against BASE: the number of pairs (base, new) with
+ *   new > base, ties counting one half. U / (n_base n_new) estimates the
+ *   probability that a NEW span is longer than a BASE span (0.5: no shift).
+ * - p is two-sided. Exact (the permutation distribution of U) when neither
+ *   sample has more than MLPROF__MWU_EXACT_MAX values and no value is shared;
+ *   otherwise the normal approximation with the tie correction and a
+ *   continuity correction of 0.5:
+ *     sigma^2 = n1 n2 / 12 * ((N + 1) - sum(t^3 - t) / (N (N - 1)))
+ *     z = (|U - n1 n2 / 2| - 0.5) / sigma,  p = erfc(z / sqrt 2)  (<= 1)
+ *   where t runs over the sizes of the groups of equal durations. This is
+ *   what scipy.stats.mannwhitneyu computes (method "exact" or "asymptotic",
+ *   use_continuity=True, alternative "two-sided").
+ * - median: of the sorted durations, the middle one, or the mean of the two
+ *   middle ones for an even count.
+ * - ratio: median NEW / median BASE; change = ratio - 1. */
+#ifndef MLPROF_DIFF_H
+#define MLPROF_DIFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stats.h"
+
+/* The exact distribution is used up to this many values per sample. */
+#define MLPROF__MWU_EXACT_MAX 50
+
+typedef struct {
+  double u;     /* U of the second sample against the first (see above) */
+  double z;     /* normal score, signed: > 0 when the second is larger; 0
+                   for the exact method */
+  double p;     /* two-sided p-value, in [0, 1] */
+  int exact;    /* 1: exact distribution, 0: normal approximation */
+  double ties;  /* sum over groups of equal values of t^3 - t */
+} mlprof__mwu;
+
+/* The upper tail of the standard normal distribution, P(Z > z), from erfc
+ * (accurate far into the tail, where 1 - cdf would round to 0). */
+double mlprof__normal_sf(double z);
+
+/* The Mann-Whitney U test of b against a, both sorted ascending (na and nb
+ * values, each at least 1), in O(na + nb) plus, for the exact method,
+ * O(na^2 nb^2) time at most (about 6 million steps at the limit). Returns 0,
+ * or MLPROF_ENOMEM (the exact method's table) with *out untouched. */
+int mlprof__mwu_sorted(const uint64_t *a, size_t na, const uint64_t *b,
+                       size_t nb, mlprof__mwu *out);
+
+/* P(U >= u) under the null hypothesis for samples of n1 and n2 values
+ * without ties (n1, n2 <= MLPROF__MWU_EXACT_MAX), from the exact
+ * distribution; NAN when out of memory or past the limit. */
+double mlprof__mwu_exact_sf(size_t n1, size_t n2, double u);
+
+/* The smallest two-sided p-value any permutation test can give for samples
+ * of n1 and n2 values: 2 / C(n1 + n2, n1), at most 1. */
+double mlprof__mwu_min_p(uint64_t n1, uint64_t n2);
+
+/* The median of n sorted values (0 for none). */
+double mlprof__median_sorted(const uint64_t *a, size_t n);
+
+typedef enum {
+  MLPROF__VERDICT_SLOWER,
+  MLPROF__VERDICT_FASTER,
+  MLPROF__VERDICT_NEW,
+  MLPROF__VERDICT_REMOVED,
+  MLPROF__VERDICT_UNCHANGED,
+  MLPROF__VERDICT_COUNT
+} mlprof__verdict;
+
+/* "slower", "faster", "new", "removed", "unchanged". */
+const char *mlprof__verdict_name(mlprof__verdict v);
+
+typedef struct {
+  double threshold;   /* smallest |change| that counts, e.g. 0.05 */
+  double alpha;       /* significance level, e.g. 0.01 */
+  uint64_t min_count; /* fewer spans on either side: too few samples */
+  /* Glob patterns (fnmatch); a zone is compared when its name matches one.
+   * None: every zone. */
+  const char *const *zones;
+  size_t nzones;
+} mlprof__diff_options;
+
+typedef struct {
+  const char *name; /* borrowed from the reports */
+  size_t name_len;
+  uint8_t category;
+  const mlprof__zone_stats *base, *next; /* NULL when absent from that run */
+  mlprof__verdict verdict;
+  /* Unchanged because a side has fewer than min_count spans, or because no
+   * outcome could reach alpha with so few (mlprof__mwu_min_p > alpha). */
+  int too_few;
+  double median_base, median_new; /* NAN when absent */
+  double ratio;  /* median_new / median_base; INFINITY when only the base
+                    median is 0, 1 when both are; NAN when a side is absent */
+  int tested;    /* test holds a result (both sides present) */
+  mlprof__mwu test;
+} mlprof__diff_zone;
+
+typedef struct {
+  mlprof__diff_zone *zones; /* slower, faster, new, removed, unchanged; then
+                               by |change| largest first, then by name */
+  size_t nzones;
+  size_t count[MLPROF__VERDICT_COUNT];
+  size_t filtered; /* zones left out by the patterns */
+  int regression;  /* some zone is slower */
+} mlprof__diff;
+
+/* Compares every zone of base and next (matched by name) under opt. Both
+ * reports must have been built with mlprof__stats_keep_durations and must
+ * outlive *d (d borrows their names and zones). Returns 0 or MLPROF_ENOMEM
+ * (then *d is empty). */
+int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
+                       const mlprof__diff_options *opt, mlprof__diff *d);
+
+void mlprof__diff_free(mlprof__diff *d);
+
+#endif

@@ -1,0 +1,42 @@
+/* Aligned text tables for the subcommands that render their own output
+ * (compare, diff): cells are collected, then printed with each column as wide
+ * as its widest cell. */
+#ifndef MLPROF_CLI_TABLE_H
+#define MLPROF_CLI_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../export/escape.h"
+
+typedef struct {
+  size_t ncols;
+  const char *const *heads;
+  const char *align; /* one 'l' or 'r' per column */
+  mlprof__out text;  /* the cells, each NUL-terminated */
+  size_t *cells;     /* offset of each cell in text, row after row */
+  size_t ncells, cap;
+  int err;
+} mlprof__table;
+
+/* Starts a table with strlen(align) columns. Returns 0 or MLPROF_ENOMEM. */
+int mlprof__table_open(mlprof__table *t, const char *const *heads,
+                       const char *align);
+
+/* A cell from trusted text (numbers, fixed words). */
+void mlprof__table_cell(mlprof__table *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A cell from an untrusted string (a zone name, a label): made safe for a
+ * terminal and cut to max columns with an ellipsis. */
+void mlprof__table_name(mlprof__table *t, const char *s, size_t n,
+                        size_t max);
+
+/* Prints the table (heads, then rows, two spaces of indent) and frees it.
+ * Returns 0 or the first error. */
+int mlprof__table_print(mlprof__table *t, mlprof__out *o);
+
+/* A duration keeping 3 significant digits: 812 ns, 1.25 µs, 12.5 ms. */
+void mlprof__fmt_duration(char *b, size_t len, double ns);
+
+#endif
