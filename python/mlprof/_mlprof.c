@@ -1159,9 +1159,9 @@ typedef struct {
 
 static int export_report_fn(void *vctx, mlprof__out *o) {
   export_ctx *c = vctx;
-  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, o);
+  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, NULL, o);
   if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
-  return mlprof__export_text(c->r, c->res, o);
+  return mlprof__export_text(c->r, c->res, NULL, o);
 }
 
 static int export_trace_fn(void *vctx, mlprof__out *o) {

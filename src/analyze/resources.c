@@ -20,12 +20,13 @@ static const char *const tree_measures[NTREE] = {
     "rss_bytes",  "cpu_pct",     "threads",   "gpu_mem_bytes",
     "read_bytes", "write_bytes", "open_files"};
 
-/* A process's samples (or a GPU's utilisation, in cpu) on the job's
- * timeline, for the zone averages. */
+/* A subject's samples on the job's timeline, for the zone averages and for
+ * the analyses that read mlprof__resources.series: columns whose
+ * meaning depends on the subject (MLPROF__COL_* in resources.h). */
 typedef struct {
-  uint64_t key; /* host index << 32 | pid or GPU index */
+  uint64_t key; /* host index << 32 | pid, GPU index, or 0 (system) */
   uint64_t *t;
-  double *cpu, *rss; /* NAN where absent */
+  double *v[MLPROF__NCOLS]; /* NAN where absent */
   size_t n, cap;
 } series;
 
@@ -53,9 +54,12 @@ struct mlprof__resources_builder {
   series *procs; /* process series */
   size_t nprocs, procs_cap;
   mlprof__map proc_index;
-  series *gpus; /* GPU utilisation series (cpu holds the value) */
+  series *gpus; /* GPU series: utilisation, memory used */
   size_t ngpus, gpus_cap;
   mlprof__map gpu_index;
+  series *sys; /* system series per host: iowait, memory, swap */
+  size_t nsys, sys_cap;
+  mlprof__map sys_index;
   mlprof__map tree_pids; /* host << 32 | pid */
   energy_span *best;     /* per energy subject: the profile that saw most */
   size_t nbest, best_cap;
@@ -228,25 +232,31 @@ static series *series_for(builder *b, series **arr, size_t *n, size_t *cap,
   return &(*arr)[at];
 }
 
-static void series_add(builder *b, series *s, uint64_t t, double cpu,
-                       double rss) {
+static void series_add(builder *b, series *s, uint64_t t, double v0, double v1,
+                       double v2, double v3) {
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
     uint64_t *nt = realloc(s->t, cap * sizeof *nt);
-    if (nt) s->t = nt;
-    double *nc = nt ? realloc(s->cpu, cap * sizeof *nc) : NULL;
-    if (nc) s->cpu = nc;
-    double *nr = nc ? realloc(s->rss, cap * sizeof *nr) : NULL;
-    if (nr) s->rss = nr;
-    if (!nt || !nc || !nr) {
+    if (!nt) {
       b->err = MLPROF_ENOMEM;
       return;
+    }
+    s->t = nt;
+    for (int c = 0; c < MLPROF__NCOLS; c++) {
+      double *nv = realloc(s->v[c], cap * sizeof *nv);
+      if (!nv) {
+        b->err = MLPROF_ENOMEM;
+        return;
+      }
+      s->v[c] = nv;
     }
     s->cap = cap;
   }
   s->t[s->n] = t;
-  s->cpu[s->n] = cpu;
-  s->rss[s->n++] = rss;
+  s->v[0][s->n] = v0;
+  s->v[1][s->n] = v1;
+  s->v[2][s->n] = v2;
+  s->v[3][s->n++] = v3;
 }
 
 /* Closes the tick being summed into the tree totals. */
@@ -294,7 +304,8 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   if (!s->rows || t < s->first_ns) s->first_ns = t;
   if (!s->rows || t > s->last_ns) s->last_ns = t;
   s->rows++;
-  double cpu = NAN, rss = NAN, util = NAN;
+  double cpu = NAN, rss = NAN, util = NAN, gmem = NAN, gused = NAN;
+  double iowait = NAN, avail = NAN, swap = NAN, idle = NAN;
   /* Rows of other processes than the profile's own: a tree sampled from
    * outside, summed tick by tick. */
   int tree = row->subject == MLPROF__SUBJECT_PROCESS && row->id != b->p->pid;
@@ -327,6 +338,18 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
       rss = v;
     else if (strcmp(name, "gpu_util_pct") == 0)
       util = v;
+    else if (strcmp(name, "gpu_mem_bytes") == 0)
+      gmem = v;
+    else if (strcmp(name, "gpu_mem_used_bytes") == 0)
+      gused = v;
+    else if (strcmp(name, "cpu_iowait_pct") == 0)
+      iowait = v;
+    else if (strcmp(name, "mem_available_bytes") == 0)
+      avail = v;
+    else if (strcmp(name, "swap_used_bytes") == 0)
+      swap = v;
+    else if (strcmp(name, "cpu_idle_pct") == 0)
+      idle = v;
     else if (strcmp(name, "cpu_energy_j") == 0 &&
              row->subject == MLPROF__SUBJECT_SYSTEM)
       energy_add(b, subject_key(b->host, row->subject, row->id), 0, t, v);
@@ -340,16 +363,23 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
           b->tick_has[k] = 1;
         }
   }
-  /* Rows with neither (GPU memory rows of a process) add nothing. */
-  if (row->subject == MLPROF__SUBJECT_PROCESS && !(isnan(cpu) && isnan(rss))) {
+  /* Rows with none of the series' measures add nothing. */
+  if (row->subject == MLPROF__SUBJECT_PROCESS &&
+      !(isnan(cpu) && isnan(rss) && isnan(gmem))) {
     series *ps =
         series_for(b, &b->procs, &b->nprocs, &b->procs_cap, &b->proc_index,
                    (uint64_t)b->host << 32 | (row->id & 0xffffffffu));
-    if (ps) series_add(b, ps, t, cpu, rss);
-  } else if (row->subject == MLPROF__SUBJECT_GPU && !isnan(util)) {
+    if (ps) series_add(b, ps, t, cpu, rss, gmem, NAN);
+  } else if (row->subject == MLPROF__SUBJECT_GPU &&
+             !(isnan(util) && isnan(gused))) {
     series *gs = series_for(b, &b->gpus, &b->ngpus, &b->gpus_cap, &b->gpu_index,
                             (uint64_t)b->host << 32 | (row->id & 0xffffffffu));
-    if (gs) series_add(b, gs, t, util, NAN);
+    if (gs) series_add(b, gs, t, util, gused, NAN, NAN);
+  } else if (row->subject == MLPROF__SUBJECT_SYSTEM &&
+             !(isnan(iowait) && isnan(avail) && isnan(swap) && isnan(idle))) {
+    series *ss = series_for(b, &b->sys, &b->nsys, &b->sys_cap, &b->sys_index,
+                            (uint64_t)b->host << 32);
+    if (ss) series_add(b, ss, t, iowait, avail, swap, idle);
   }
   return b->err;
 }
@@ -360,12 +390,14 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
 typedef struct {
   const char *zone;
   size_t len;
-  double w[3], sum[3]; /* cpu, gpu, rss change: weight and weighted sum */
+  double w[4], sum[4]; /* cpu, gpu, rss change, iowait: weight and
+                         weighted sum */
 } zone_acc;
 
 typedef struct {
   builder *b;
   series *proc; /* the current profile's process series, or NULL */
+  series *sys;  /* its host's system series, or NULL */
   uint64_t offset;
   zone_acc *zones;
   size_t nzones, cap;
@@ -447,21 +479,22 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   double w = (double)(end - begin) + 1; /* zero-length spans count a little */
   if (z->proc && z->proc->n) {
     const series *ps = z->proc;
-    double cpu = covering_mean(ps, ps->cpu, b, e);
+    double cpu = covering_mean(ps, ps->v[MLPROF__COL_CPU_PCT], b, e);
     if (!isnan(cpu)) {
       a->w[0] += w;
       a->sum[0] += w * cpu;
     }
     size_t before = lower(ps, b + 1), after = lower(ps, e);
     double r0 = NAN, r1 = NAN;
+    const double *rss = ps->v[MLPROF__COL_RSS];
     for (size_t k = before; k-- > 0;)
-      if (!isnan(ps->rss[k])) {
-        r0 = ps->rss[k];
+      if (!isnan(rss[k])) {
+        r0 = rss[k];
         break;
       }
     for (size_t k = after; k < ps->n; k++)
-      if (!isnan(ps->rss[k])) {
-        r1 = ps->rss[k];
+      if (!isnan(rss[k])) {
+        r1 = rss[k];
         break;
       }
     if (!isnan(r0) && !isnan(r1)) {
@@ -475,7 +508,8 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   int gn = 0;
   for (size_t g = 0; g < bd->ngpus; g++) {
     if ((bd->gpus[g].key >> 32) != bd->host) continue;
-    double u = covering_mean(&bd->gpus[g], bd->gpus[g].cpu, b, e);
+    double u =
+        covering_mean(&bd->gpus[g], bd->gpus[g].v[MLPROF__COL_GPU_UTIL], b, e);
     if (!isnan(u)) {
       gsum += u;
       gn++;
@@ -484,6 +518,14 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (gn) {
     a->w[1] += w;
     a->sum[1] += w * gsum / gn;
+  }
+  /* the host's iowait */
+  if (z->sys && z->sys->n) {
+    double io = covering_mean(z->sys, z->sys->v[MLPROF__COL_IOWAIT], b, e);
+    if (!isnan(io)) {
+      a->w[3] += w;
+      a->sum[3] += w * io;
+    }
   }
   return 0;
 }
@@ -516,7 +558,7 @@ static void finish_measures(mlprof__subject_stats *s) {
  * sampled the same process). */
 typedef struct {
   uint64_t t;
-  double cpu, rss;
+  double v[MLPROF__NCOLS];
 } point;
 
 static int point_cmp(const void *a, const void *b) {
@@ -530,12 +572,14 @@ static int series_sort(series *s) {
   if (i >= s->n) return 0;
   point *p = malloc(s->n * sizeof *p);
   if (!p) return MLPROF_ENOMEM;
-  for (i = 0; i < s->n; i++) p[i] = (point){s->t[i], s->cpu[i], s->rss[i]};
+  for (i = 0; i < s->n; i++) {
+    p[i].t = s->t[i];
+    for (int c = 0; c < MLPROF__NCOLS; c++) p[i].v[c] = s->v[c][i];
+  }
   qsort(p, s->n, sizeof *p, point_cmp);
   for (i = 0; i < s->n; i++) {
     s->t[i] = p[i].t;
-    s->cpu[i] = p[i].cpu;
-    s->rss[i] = p[i].rss;
+    for (int c = 0; c < MLPROF__NCOLS; c++) s->v[c][i] = p[i].v[c];
   }
   free(p);
   return 0;
@@ -675,8 +719,7 @@ static int subject_cmp(const void *a, const void *b) {
 static void free_series(series *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     free(s[i].t);
-    free(s[i].cpu);
-    free(s[i].rss);
+    for (int c = 0; c < MLPROF__NCOLS; c++) free(s[i].v[c]);
   }
   free(s);
 }
@@ -749,6 +792,7 @@ static void builder_free(builder *b) {
   mlprof__map_clear(&b->subjects);
   mlprof__map_clear(&b->proc_index);
   mlprof__map_clear(&b->gpu_index);
+  mlprof__map_clear(&b->sys_index);
   mlprof__map_clear(&b->tree_pids);
   mlprof__map_clear(&b->names);
   free(b->hosts);
@@ -757,6 +801,7 @@ static void builder_free(builder *b) {
   free(b->st);
   free_series(b->procs, b->nprocs);
   free_series(b->gpus, b->ngpus);
+  free_series(b->sys, b->nsys);
   free(b);
 }
 
@@ -774,12 +819,15 @@ static int zone_pass(builder *b, const mlprof__job *job, char *err,
   int rc = 0;
   for (size_t i = 0; i < b->nprocs && !rc; i++) rc = series_sort(&b->procs[i]);
   for (size_t i = 0; i < b->ngpus && !rc; i++) rc = series_sort(&b->gpus[i]);
+  for (size_t i = 0; i < b->nsys && !rc; i++) rc = series_sort(&b->sys[i]);
   for (size_t i = 0; i < job->count && !rc && b->nprocs; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     b->host = host_index(b, p->hostname ? p->hostname : "");
     uint32_t at = mlprof__map_get(
         &b->proc_index, (uint64_t)b->host << 32 | (p->pid & 0xffffffffu));
     z.proc = at == MLPROF__NONE ? NULL : &b->procs[at];
+    uint32_t sat = mlprof__map_get(&b->sys_index, (uint64_t)b->host << 32);
+    z.sys = sat == MLPROF__NONE ? NULL : &b->sys[sat];
     int gpus = 0;
     for (size_t g = 0; g < b->ngpus; g++)
       gpus |= (b->gpus[g].key >> 32) == b->host;
@@ -797,7 +845,7 @@ static int zone_pass(builder *b, const mlprof__job *job, char *err,
   size_t cap = 0;
   for (size_t i = 0; i < z.nzones && !rc; i++) {
     zone_acc *a = &z.zones[i];
-    if (!a->w[0] && !a->w[1] && !a->w[2]) continue;
+    if (!a->w[0] && !a->w[1] && !a->w[2] && !a->w[3]) continue;
     if (mlprof__grow(&r->zones, &cap, r->nzones + 1, sizeof *r->zones) != 0) {
       rc = MLPROF_ENOMEM;
       break;
@@ -807,12 +855,42 @@ static int zone_pass(builder *b, const mlprof__job *job, char *err,
     if (a->w[0]) zs->has_cpu = 1, zs->cpu_pct = a->sum[0] / a->w[0];
     if (a->w[1]) zs->has_gpu = 1, zs->gpu_util_pct = a->sum[1] / a->w[1];
     if (a->w[2]) zs->has_rss = 1, zs->rss_change_bytes = a->sum[2] / a->w[2];
+    if (a->w[3]) zs->has_iowait = 1, zs->iowait_pct = a->sum[3] / a->w[3];
   }
   if (!rc && r->nzones) qsort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
   free(z.zones);
   mlprof__map_clear(&z.zone_of);
   mlprof__map_clear(&z.by_hash);
   return rc;
+}
+
+/* Moves the builder's series into r->series (processes, GPUs, systems). */
+static int keep_series(builder *b) {
+  mlprof__resources *r = b->r;
+  size_t n = b->nprocs + b->ngpus + b->nsys;
+  if (!n) return 0;
+  r->series = calloc(n, sizeof *r->series);
+  if (!r->series) return MLPROF_ENOMEM;
+  struct {
+    series *s;
+    size_t n;
+    uint8_t subject;
+  } from[] = {{b->procs, b->nprocs, MLPROF__SUBJECT_PROCESS},
+              {b->gpus, b->ngpus, MLPROF__SUBJECT_GPU},
+              {b->sys, b->nsys, MLPROF__SUBJECT_SYSTEM}};
+  for (size_t k = 0; k < 3; k++)
+    for (size_t i = 0; i < from[k].n; i++) {
+      series *s = &from[k].s[i];
+      mlprof__series *o = &r->series[r->nseries++];
+      o->subject = from[k].subject;
+      o->hostname = b->hosts[s->key >> 32];
+      o->id = s->key & 0xffffffffu;
+      o->n = s->n;
+      o->t = s->t;
+      for (int c = 0; c < MLPROF__NCOLS; c++) o->v[c] = s->v[c];
+      *s = (series){0};
+    }
+  return 0;
 }
 
 int mlprof__resources_finish(builder *b, const mlprof__job *job, char *err,
@@ -866,6 +944,7 @@ int mlprof__resources_finish(builder *b, const mlprof__job *job, char *err,
                            : "GPUs not sampled";
     }
     energy(b);
+    rc = keep_series(b);
   }
   if (rc) {
     if (rc == MLPROF_ENOMEM && err) snprintf(err, errlen, "out of memory");
@@ -907,6 +986,11 @@ void mlprof__resources_free(mlprof__resources *r) {
   free(r->tree.m);
   free(r->sources);
   free(r->zones);
+  for (size_t i = 0; i < r->nseries; i++) {
+    free(r->series[i].t);
+    for (int c = 0; c < MLPROF__NCOLS; c++) free(r->series[i].v[c]);
+  }
+  free(r->series);
   for (size_t i = 0; i < r->nstrings; i++) free(r->strings[i]);
   free(r->strings);
   memset(r, 0, sizeof *r);

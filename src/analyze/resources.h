@@ -27,7 +27,8 @@
  *   GPUs of its host) with times inside it, or, for a span shorter than the
  *   interval, the first sample after it, which covers it; weighted by span
  *   duration over all spans of the zone. rss change: RSS at the first sample
- *   at or after the end less RSS at the last sample at or before the begin. */
+ *   at or after the end less RSS at the last sample at or before the begin.
+ *   iowait: the host's cpu_iowait_pct, averaged the same way. */
 #ifndef MLPROF_RESOURCES_H
 #define MLPROF_RESOURCES_H
 
@@ -76,9 +77,39 @@ typedef struct {
 typedef struct {
   const char *zone; /* name */
   size_t zone_len;
-  int has_cpu, has_gpu, has_rss;
+  int has_cpu, has_gpu, has_rss, has_iowait;
   double cpu_pct, gpu_util_pct, rss_change_bytes;
+  double iowait_pct; /* the host's cpu_iowait_pct over the zone's spans */
 } mlprof__zone_samples;
+
+/* Columns of an mlprof__series; their meaning depends on the subject. */
+#define MLPROF__NCOLS 4
+enum {
+  /* process */
+  MLPROF__COL_CPU_PCT = 0, /* cpu_pct */
+  MLPROF__COL_RSS = 1,     /* rss_bytes */
+  MLPROF__COL_GPU_MEM = 2, /* gpu_mem_bytes (every 10th tick only) */
+  /* GPU */
+  MLPROF__COL_GPU_UTIL = 0,     /* gpu_util_pct */
+  MLPROF__COL_GPU_MEM_USED = 1, /* gpu_mem_used_bytes */
+  /* system */
+  MLPROF__COL_IOWAIT = 0,        /* cpu_iowait_pct */
+  MLPROF__COL_MEM_AVAILABLE = 1, /* mem_available_bytes */
+  MLPROF__COL_SWAP_USED = 2,     /* swap_used_bytes */
+  MLPROF__COL_IDLE = 3           /* cpu_idle_pct */
+};
+
+/* One subject's samples over time, for analyses that need more than the
+ * summaries (leaks, bottlenecks): job times ascending, values NAN where the
+ * measure was absent or not in that row. Owned by the mlprof__resources. */
+typedef struct {
+  uint8_t subject; /* MLPROF__SUBJECT_PROCESS, _GPU or _SYSTEM */
+  const char *hostname;
+  uint64_t id; /* pid, GPU index, 0 */
+  size_t n;
+  uint64_t *t;
+  double *v[MLPROF__NCOLS];
+} mlprof__series;
 
 typedef struct {
   int sampled;                     /* any SOURCES or SAMPLES chunk was read */
@@ -101,6 +132,8 @@ typedef struct {
   mlprof__zone_samples *zones; /* zones with at least one measure,
                                   sorted by name (bytes) */
   size_t nzones;
+  mlprof__series *series; /* processes, then GPUs, then systems */
+  size_t nseries;
   /* internal */
   char **strings;
   size_t nstrings, strings_cap;

@@ -266,6 +266,7 @@ struct mlprof__stats {
   uint64_t end_ns, end_dropped, last_ns;
   size_t first_open;   /* r.open entries of this profile start here */
   mlprof__visitor fwd; /* another analysis sharing the read, or zeros */
+  int keep_durations;  /* hand the sorted durations to the report */
 };
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -876,7 +877,10 @@ static int finish_zones(mlprof__stats *s) {
       z->std_ns = sqrt(sq / (double)d->n);
     }
     z->share = r->wall_ns ? (double)z->total_ns / (double)r->wall_ns : 0;
-    free(d->v);
+    if (s->keep_durations && d->n)
+      z->durations = d->v;
+    else
+      free(d->v);
     *d = (u64vec){0};
   }
   if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
@@ -943,6 +947,10 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
   }
   mlprof__stats_free(s);
   return rc;
+}
+
+void mlprof__stats_keep_durations(mlprof__stats *s, int keep) {
+  s->keep_durations = keep;
 }
 
 void mlprof__stats_free(mlprof__stats *s) {
@@ -1062,6 +1070,7 @@ void mlprof__report_free(mlprof__report *r) {
   for (size_t i = 0; i < r->nzones; i++) {
     free(r->zones[i].name);
     free(r->zones[i].units);
+    free(r->zones[i].durations);
   }
   for (size_t i = 0; i < r->nprocs; i++) {
     mlprof__proc_stats *p = &r->procs[i];

@@ -89,6 +89,10 @@ typedef struct {
   double share;
   mlprof__zone_units *units; /* nunits, sorted by unit index */
   size_t nunits;
+  /* Every duration of the zone, sorted ascending (count values), owned by
+   * the report; only when the builder was told to keep them
+   * (mlprof__stats_keep_durations), NULL otherwise. */
+  uint64_t *durations;
 } mlprof__zone_stats;
 
 typedef struct {
@@ -198,6 +202,12 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
  * frees s whatever the outcome. Returns 0 or MLPROF_ENOMEM (then *r is
  * empty). Release *r with mlprof__report_free. */
 int mlprof__stats_finish(mlprof__stats *s, mlprof__report *r);
+
+/* Makes mlprof__stats_finish keep each zone's sorted durations in
+ * mlprof__zone_stats.durations (for tests on the raw durations, such as
+ * mlprof diff) instead of freeing them: 8 bytes a span stay in memory until
+ * mlprof__report_free. Off by default. */
+void mlprof__stats_keep_durations(mlprof__stats *s, int keep);
 
 /* Frees an unfinished builder (NULL is fine). */
 void mlprof__stats_free(mlprof__stats *s);

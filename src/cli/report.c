@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../analyze/findings.h"
 #include "../analyze/stats.h"
 #include "../export/export.h"
 #include "../model/job.h"
@@ -27,6 +28,11 @@ static const char usage[] =
     "each measure per process, system, GPU and process tree; sources that\n"
     "did not run and why; energy and carbon) and, in JSON, the CPU, GPU and\n"
     "RSS change of the samples overlapping each zone.\n"
+    "Then what is wrong and what to do (docs/findings.md): the step\n"
+    "breakdown (data, forward, backward, optimizer, communication, other),\n"
+    "findings by severity with their evidence and a recommendation\n"
+    "(data-bound, compute, I/O or waiting, memory, GPU underutilized),\n"
+    "memory leaks, and latency objectives given with --slo.\n"
     "PATH is a profile file or a run directory (one profile per process,\n"
     "merged on one timeline). Several paths are merged too.\n"
     "\n"
@@ -36,8 +42,17 @@ static const char usage[] =
     "                       or count, largest first\n"
     "  -n, --top N          show only the first N zones; 0 shows all\n"
     "                       (default: 30 for text, all for json and csv)\n"
-    "  -t, --table TABLE    with --format csv: zones (default) or samples\n"
-    "                       (every sample, one row per measure, streamed)\n"
+    "  -t, --table TABLE    with --format csv: zones (default), findings, or\n"
+    "                       samples (every sample, one row per measure,\n"
+    "                       streamed)\n"
+    "      --slo ZONE=DURATION  latency objective for a zone (repeatable):\n"
+    "                       DURATION is a number with a unit, ns, us, ms or s\n"
+    "                       (e.g. decode=200ms); the last '=' splits\n"
+    "      --slo-window DURATION  window for the objectives (default 1s)\n"
+    "      --leak-min-mb MB        least growth reported as a leak (default 10)\n"
+    "      --leak-min-mb-per-step MB  least slope over steps (default 0.1)\n"
+    "      --leak-min-mb-per-min MB   least slope over time, for a process\n"
+    "                       without step marks (default 1)\n"
     "  -h, --help           show this help\n"
     "\n"
     "Percentiles are exact (nearest rank over every duration). JSON follows "
@@ -53,6 +68,28 @@ static const char usage[] =
     "unreadable input.\n";
 
 enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV };
+enum { TABLE_ZONES, TABLE_SAMPLES, TABLE_FINDINGS };
+enum {
+  OPT_SLO = 1000,
+  OPT_SLO_WINDOW,
+  OPT_LEAK_MB,
+  OPT_LEAK_MB_STEP,
+  OPT_LEAK_MB_MIN
+};
+
+/* A threshold: a finite number >= 0. */
+static int parse_mb(const char *s, double *out) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v >= 0) || v > 1e15) return -1;
+  *out = v;
+  return 0;
+}
+
+static void free_slo(mlprof__slo_spec *slo, size_t n) {
+  for (size_t i = 0; i < n; i++) mlprof__slo_spec_free(&slo[i]);
+  free(slo);
+}
 
 static int fail_usage(const char *fmt, const char *arg) {
   fputs("mlprof report: ", stderr);
@@ -112,16 +149,28 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"sort", required_argument, NULL, 's'},
       {"top", required_argument, NULL, 'n'},
       {"table", required_argument, NULL, 't'},
+      {"slo", required_argument, NULL, OPT_SLO},
+      {"slo-window", required_argument, NULL, OPT_SLO_WINDOW},
+      {"leak-min-mb", required_argument, NULL, OPT_LEAK_MB},
+      {"leak-min-mb-per-step", required_argument, NULL, OPT_LEAK_MB_STEP},
+      {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int format = FORMAT_TEXT, top_given = 0, samples_table = 0;
+  int format = FORMAT_TEXT, top_given = 0, which_table = TABLE_ZONES;
+  mlprof__findings_opts fo;
+  mlprof__findings_opts_init(&fo);
+  mlprof__slo_spec *slo = NULL;
+  size_t nslo = 0, slo_cap = 0;
+  int rc = 0;
   const char *table = NULL;
   mlprof__sort_key sort = MLPROF__SORT_TOTAL;
   size_t top = 0;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":f:s:n:t:h", options, NULL)) != -1) {
+  char why[512];
+  while (!rc &&
+         (ch = getopt_long(argc, argv, ":f:s:n:t:h", options, NULL)) != -1) {
     switch (ch) {
       case 'f':
         if (strcmp(optarg, "text") == 0)
@@ -131,45 +180,88 @@ int mlprof__cmd_report(int argc, char **argv) {
         else if (strcmp(optarg, "csv") == 0)
           format = FORMAT_CSV;
         else
-          return fail_usage("unknown format '%s': use text, json or csv",
-                            optarg);
+          rc = fail_usage("unknown format '%s': use text, json or csv", optarg);
         break;
       case 's':
         if (mlprof__sort_key_parse(optarg, &sort))
-          return fail_usage(
+          rc = fail_usage(
               "unknown sort key '%s': use total, self, mean, p99 or count",
               optarg);
         break;
       case 'n':
         if (parse_count(optarg, &top))
-          return fail_usage("--top wants a whole number (0 for all), not '%s'",
-                            optarg);
+          rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
+                          optarg);
         top_given = 1;
         break;
       case 't':
         if (strcmp(optarg, "zones") == 0)
-          samples_table = 0;
+          which_table = TABLE_ZONES;
         else if (strcmp(optarg, "samples") == 0)
-          samples_table = 1;
+          which_table = TABLE_SAMPLES;
+        else if (strcmp(optarg, "findings") == 0)
+          which_table = TABLE_FINDINGS;
         else
-          return fail_usage("unknown table '%s': use zones or samples", optarg);
+          rc = fail_usage("unknown table '%s': use zones, findings or samples",
+                          optarg);
         table = optarg;
         break;
+      case OPT_SLO:
+        if (mlprof__grow(&slo, &slo_cap, nslo + 1, sizeof *slo)) {
+          fprintf(stderr, "mlprof report: out of memory\n");
+          rc = 1;
+        } else if (mlprof__slo_parse(optarg, &slo[nslo], why, sizeof why)) {
+          rc = fail_usage("%s", why);
+        } else {
+          nslo++;
+        }
+        break;
+      case OPT_SLO_WINDOW:
+        if (mlprof__duration_parse(optarg, &fo.slo_window_ns))
+          rc = fail_usage(
+              "--slo-window wants a duration with a unit (ns, us, ms, s), "
+              "not '%s'",
+              optarg);
+        break;
+      case OPT_LEAK_MB:
+      case OPT_LEAK_MB_STEP:
+      case OPT_LEAK_MB_MIN: {
+        double *to = ch == OPT_LEAK_MB        ? &fo.leak_min_mb
+                     : ch == OPT_LEAK_MB_STEP ? &fo.leak_min_mb_per_step
+                                              : &fo.leak_min_mb_per_min;
+        if (parse_mb(optarg, to)) {
+          snprintf(why, sizeof why,
+                   "--%s wants a number of MB (0 or more), not '%s'",
+                   ch == OPT_LEAK_MB        ? "leak-min-mb"
+                   : ch == OPT_LEAK_MB_STEP ? "leak-min-mb-per-step"
+                                            : "leak-min-mb-per-min",
+                   optarg);
+          rc = fail_usage("%s", why);
+        }
+        break;
+      }
       case 'h':
         fputs(usage, stdout);
+        free_slo(slo, nslo);
         return 0;
       case ':':
-        return fail_usage("%s needs a value", argv[optind - 1]);
+        rc = fail_usage("%s needs a value", argv[optind - 1]);
+        break;
       default: {
         char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'",
-                          optopt ? opt : argv[optind - 1]);
+        rc = fail_usage("unknown option '%s'", optopt ? opt : argv[optind - 1]);
       }
     }
   }
-  if (optind >= argc) return fail_usage("%s", "no profile given");
-  if (table && format != FORMAT_CSV)
-    return fail_usage("--table %s applies to --format csv only", table);
+  if (!rc && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (!rc && table && format != FORMAT_CSV)
+    rc = fail_usage("--table %s applies to --format csv only", table);
+  if (rc) {
+    free_slo(slo, nslo);
+    return rc;
+  }
+  fo.slo = slo;
+  fo.nslo = nslo;
   if (!top_given && format == FORMAT_TEXT) top = TEXT_TOP;
 
   char err[512];
@@ -177,22 +269,38 @@ int mlprof__cmd_report(int argc, char **argv) {
   if (mlprof__job_open(&job, (const char *const *)argv + optind,
                        (size_t)(argc - optind), err, sizeof err)) {
     fprintf(stderr, "mlprof report: %s\n", err);
+    free_slo(slo, nslo);
     return 2;
   }
-  if (samples_table) {
-    int rc = samples_csv(&job);
+  if (which_table == TABLE_SAMPLES) {
+    rc = samples_csv(&job);
     mlprof__job_close(&job);
+    free_slo(slo, nslo);
     return rc;
   }
+  /* The zone table alone needs neither the samples nor the findings. */
+  int analyse = !(format == FORMAT_CSV && which_table == TABLE_ZONES);
   mlprof__report r;
   mlprof__resources res = {0};
-  int rc = mlprof__report_build(&job, &r, format == FORMAT_CSV ? NULL : &res,
-                                err, sizeof err);
+  mlprof__findings f = {0};
+  rc = mlprof__report_build(&job, &r, analyse ? &res : NULL, err, sizeof err);
+  if (!rc && analyse &&
+      (rc = mlprof__findings_build(&job, &r, &res, &fo, &f, err, sizeof err))) {
+    mlprof__report_free(&r);
+    mlprof__resources_free(&res);
+  }
   mlprof__job_close(&job);
+  free_slo(slo, nslo);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
     return 1;
   }
+  for (size_t i = 0; i < f.nslo; i++)
+    if (!f.slo[i].count) {
+      fputs("mlprof report: warning: --slo ", stderr);
+      fwrite(f.slo[i].zone, 1, f.slo[i].zone_len, stderr);
+      fputs(": no such zone in the profiles (no calls)\n", stderr);
+    }
   mlprof__report_sort(&r, sort, top);
   /* Text carries its warnings in its header; the machine formats keep them
    * in the data (JSON) or have no room for them (CSV), so say them here. */
@@ -204,15 +312,18 @@ int mlprof__cmd_report(int argc, char **argv) {
   if (mlprof__out_open(&o, STDOUT_FILENO)) {
     mlprof__report_free(&r);
     mlprof__resources_free(&res);
+    mlprof__findings_free(&f);
     fprintf(stderr, "mlprof report: out of memory\n");
     return 1;
   }
   if (format == FORMAT_JSON)
-    rc = mlprof__export_json(&r, &res, &o);
+    rc = mlprof__export_json(&r, &res, &f, &o);
+  else if (format == FORMAT_CSV && which_table == TABLE_FINDINGS)
+    rc = mlprof__export_findings_csv(&f, &o);
   else if (format == FORMAT_CSV)
     rc = mlprof__export_csv(&r, &o);
   else
-    rc = mlprof__export_text(&r, &res, &o);
+    rc = mlprof__export_text(&r, &res, &f, &o);
   int wrc = mlprof__out_flush(&o);
   if (!rc) rc = wrc;
   if (rc)
@@ -221,5 +332,6 @@ int mlprof__cmd_report(int argc, char **argv) {
   mlprof__out_close(&o);
   mlprof__report_free(&r);
   mlprof__resources_free(&res);
+  mlprof__findings_free(&f);
   return rc ? 1 : 0;
 }

@@ -41,6 +41,43 @@ int mlprof__export_csv(const mlprof__report *r, mlprof__out *o) {
   return o->err;
 }
 
+int mlprof__export_findings_csv(const mlprof__findings *f, mlprof__out *o) {
+  mlprof__out_lit(o,
+                  "rank,severity,type,zone,flagged,summary,evidence,"
+                  "recommendation,note\r\n");
+  mlprof__out arena;
+  if (mlprof__out_open(&arena, -1)) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < f->nfindings; i++) {
+    const mlprof__finding *x = &f->findings[i];
+    mlprof__out_u64(o, i + 1);
+    mlprof__out_lit(o, ",");
+    mlprof__out_f64(o, x->severity);
+    mlprof__out_lit(o, ",");
+    mlprof__out_str(o, x->type);
+    mlprof__out_lit(o, ",");
+    if (x->zone) mlprof__out_csv_field(o, x->zone, x->zone_len);
+    mlprof__out_lit(o, ",");
+    if (x->flagged) mlprof__out_str(o, x->flagged);
+    mlprof__out_lit(o, ",");
+    mlprof__out_csv_field(o, x->summary, strlen(x->summary));
+    mlprof__out_lit(o, ",");
+    arena.len = 0;
+    for (size_t k = 0; k < x->nev; k++) {
+      mlprof__out_printf(&arena, "%s%s=", k ? ";" : "", x->ev[k].key);
+      mlprof__out_f64(&arena, x->ev[k].value);
+    }
+    mlprof__out_csv_field(o, arena.buf, arena.len);
+    mlprof__out_lit(o, ",");
+    mlprof__out_csv_field(o, x->recommendation, strlen(x->recommendation));
+    mlprof__out_lit(o, ",");
+    if (x->note) mlprof__out_csv_field(o, x->note, strlen(x->note));
+    mlprof__out_lit(o, "\r\n");
+  }
+  int rc = arena.err;
+  mlprof__out_close(&arena);
+  return rc ? rc : o->err;
+}
+
 /* ---- samples, streamed ----------------------------------------------------
  */
 

@@ -346,3 +346,83 @@ void mlprof__out_csv_field(mlprof__out *o, const char *str, size_t n) {
 void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n) {
   out_clean(o, (const unsigned char *)s, n, 0, 0);
 }
+
+void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    char *p = mlprof__out_space(o, 8);
+    unsigned c = s[i];
+    const char *ent = NULL;
+    switch (c) {
+      case '&': ent = "&amp;"; break;
+      case '<': ent = "&lt;"; break;
+      case '>': ent = "&gt;"; break;
+      case '"': ent = "&quot;"; break;
+      case '\'': ent = "&#39;"; break;
+      default: break;
+    }
+    if (ent) {
+      size_t k = strlen(ent);
+      memcpy(p, ent, k);
+      p += k;
+      i++;
+    } else if (c >= 0x80) {
+      size_t len = utf8_len(s + i, n - i);
+      if (len == 0) {
+        memcpy(p, replacement, 3);
+        p += 3;
+        len = 1;
+      } else {
+        memcpy(p, s + i, len);
+        p += len;
+      }
+      i += len;
+    } else if (c < 0x20 || c == 0x7f) {
+      memcpy(p, replacement, 3);
+      p += 3;
+      i++;
+    } else {
+      *p++ = (char)c;
+      i++;
+    }
+    mlprof__out_end(o, p);
+  }
+}
+
+void mlprof__out_prom_label(mlprof__out *o, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    char *p = mlprof__out_space(o, 4);
+    unsigned c = s[i];
+    if (c == '\\' || c == '"') {
+      *p++ = '\\';
+      *p++ = (char)c;
+      i++;
+    } else if (c == '\n') {
+      *p++ = '\\';
+      *p++ = 'n';
+      i++;
+    } else if (c >= 0x80) {
+      size_t len = utf8_len(s + i, n - i);
+      if (len == 0) {
+        memcpy(p, replacement, 3);
+        p += 3;
+        len = 1;
+      } else {
+        memcpy(p, s + i, len);
+        p += len;
+      }
+      i += len;
+    } else if (c < 0x20 || c == 0x7f) {
+      memcpy(p, replacement, 3);
+      p += 3;
+      i++;
+    } else {
+      *p++ = (char)c;
+      i++;
+    }
+    mlprof__out_end(o, p);
+  }
+}

@@ -91,4 +91,13 @@ void mlprof__out_csv_field(mlprof__out *o, const char *s, size_t n);
  * and invalid UTF-8 become U+FFFD; everything else is copied. */
 void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n);
 
+/* Text for an HTML element or a quoted attribute value: & < > " ' become
+ * entities, control characters and invalid UTF-8 become U+FFFD. */
+void mlprof__out_html_text(mlprof__out *o, const char *s, size_t n);
+
+/* A Prometheus label value (text exposition format), without the quotes:
+ * '\', '"' and newline are escaped; other control characters and invalid
+ * UTF-8 become U+FFFD. */
+void mlprof__out_prom_label(mlprof__out *o, const char *s, size_t n);
+
 #endif

@@ -9,13 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/findings.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
 #include "../model/job.h"
 #include "escape.h"
 
 /* Aligned tables for a terminal, no colour: a header with the run's facts
- * and warnings, then zones (r->order), processes, threads, steps, counters,
+ * and warnings, then zones (r->order), when f is not NULL the step
+ * breakdown, findings, leaks and latency objectives, then processes,
+ * threads, steps, counters,
  * units, zones open at the end, session metadata, and when res is not NULL
  * and was sampled, the resource summary: per host the system and each GPU
  * (or why there are none), then each process's own measures under the
@@ -25,17 +28,23 @@
  * measure shows its reason. Names are made safe for a terminal and cut to a
  * column width. */
 int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
-                        mlprof__out *o);
+                        const mlprof__findings *f, mlprof__out *o);
 
 /* The report as one JSON object of schema "mlprof.report/1"
  * (docs/json-schema.md); zones listed in r->order; with "resources" and each
  * zone's "samples" from res (may be NULL: "resources" is then null and no
- * zone has samples). */
+ * zone has samples); "steps", "findings", "leaks" and "slo" from f (may be
+ * NULL: those fields are then left out). */
 int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
-                        mlprof__out *o);
+                        const mlprof__findings *f, mlprof__out *o);
 
 /* The zone table (r->order) as CSV with a header row, times in ns. */
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
+
+/* The findings as CSV, most severe first: rank, severity, type, zone,
+ * flagged, summary, evidence (key=value pairs joined by ';'),
+ * recommendation, note. */
+int mlprof__export_findings_csv(const mlprof__findings *f, mlprof__out *o);
 
 /* Every sample of job as CSV, streamed profile by profile (nothing but the
  * names of the profile being read is kept): a header row, then one row per

@@ -1,6 +1,7 @@
 /* The report as JSON, schema "mlprof.report/1" (docs/json-schema.md). Times
  * are integer nanoseconds; strings from the profile are escaped so the result
  * is valid JSON (and safe inside HTML) whatever they hold. */
+#include <math.h>
 #include <mlprof.h>
 #include <string.h>
 
@@ -67,6 +68,7 @@ static void zone_samples(const mlprof__resources *res,
     mlprof__out_lit(o, "null");
   field_opt(o, "gpu_util_pct", zs->has_gpu, zs->gpu_util_pct);
   field_opt(o, "rss_change_bytes", zs->has_rss, zs->rss_change_bytes);
+  field_opt(o, "iowait_pct", zs->has_iowait, zs->iowait_pct);
   mlprof__out_lit(o, "}");
 }
 
@@ -314,8 +316,157 @@ static void resources(const mlprof__resources *res, mlprof__out *o) {
   mlprof__out_lit(o, "}}");
 }
 
+/* A number, or null when it is NaN (not known). */
+static void field_num(mlprof__out *o, const char *key, double v) {
+  field_opt(o, key, !isnan(v), v);
+}
+
+/* A zone name, or null. */
+static void field_zone(mlprof__out *o, const char *key, const char *z,
+                       size_t n) {
+  if (z)
+    field_str(o, key, z, n);
+  else
+    mlprof__out_printf(o, ",\"%s\":null", key);
+}
+
+static void steps(const mlprof__steps *s, mlprof__out *o) {
+  if (s->source == MLPROF__STEPS_NONE) {
+    mlprof__out_lit(o, ",\n\"steps\":null");
+    return;
+  }
+  mlprof__out_lit(o, ",\n\"steps\":{\"source\":");
+  mlprof__out_str(o, s->source == MLPROF__STEPS_MARKS ? "\"marks\"" : "\"zone\"");
+  field_zone(o, "zone", s->zone, s->zone_len);
+  field_u64(o, "count", s->count);
+  field_u64(o, "threads", s->threads);
+  field_u64(o, "total_ns", s->total_ns);
+  field_u64(o, "mean_ns", mlprof__round_ns(s->mean_ns));
+  field_u64(o, "p50_ns", s->p50_ns);
+  field_u64(o, "p90_ns", s->p90_ns);
+  mlprof__out_lit(o, ",\"parts\":[");
+  for (int k = 0; k < MLPROF__NPARTS; k++) {
+    mlprof__out_str(o, k ? ",{\"part\":" : "{\"part\":");
+    mlprof__out_json_str(o, mlprof__part_name(k), strlen(mlprof__part_name(k)));
+    field_u64(o, "total_ns", s->part_ns[k]);
+    field_u64(o, "per_step_ns",
+              s->count ? mlprof__round_ns((double)s->part_ns[k] /
+                                          (double)s->count)
+                       : 0);
+    field_f64(o, "share", s->share[k]);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]}");
+}
+
+static void findings(const mlprof__findings *f, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"findings_note\":");
+  if (f->note)
+    mlprof__out_json_str(o, f->note, strlen(f->note));
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"findings\":[");
+  for (size_t i = 0; i < f->nfindings; i++) {
+    const mlprof__finding *x = &f->findings[i];
+    mlprof__out_str(o, i ? ",\n{\"rank\":" : "\n{\"rank\":");
+    mlprof__out_u64(o, i + 1);
+    field_cstr(o, "type", x->type);
+    field_zone(o, "zone", x->zone, x->zone_len);
+    field_opt_str(o, "flagged", x->flagged);
+    field_f64(o, "severity", x->severity);
+    field_cstr(o, "summary", x->summary);
+    mlprof__out_lit(o, ",\"evidence\":{");
+    for (size_t k = 0; k < x->nev; k++) {
+      if (k) mlprof__out_lit(o, ",");
+      mlprof__out_json_str(o, x->ev[k].key, strlen(x->ev[k].key));
+      mlprof__out_lit(o, ":");
+      mlprof__out_f64(o, x->ev[k].value);
+    }
+    mlprof__out_lit(o, "}");
+    field_cstr(o, "recommendation", x->recommendation);
+    field_opt_str(o, "note", x->note);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void leaks(const mlprof__findings *f, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"leak_series\":");
+  mlprof__out_u64(o, f->leak_series);
+  mlprof__out_lit(o, ",\"leak_thresholds\":{\"min_mb\":");
+  mlprof__out_f64(o, f->opts.leak_min_mb);
+  field_f64(o, "min_mb_per_step", f->opts.leak_min_mb_per_step);
+  field_f64(o, "min_mb_per_min", f->opts.leak_min_mb_per_min);
+  mlprof__out_lit(o, "},\n\"leaks\":[");
+  for (size_t i = 0; i < f->nleaks; i++) {
+    const mlprof__leak *lk = &f->leaks[i];
+    mlprof__out_str(o, i ? ",\n{\"measure\":" : "\n{\"measure\":");
+    mlprof__out_json_str(o, lk->measure, strlen(lk->measure));
+    field_cstr(o, "subject", mlprof__subject_name(lk->subject));
+    field_u64(o, "id", lk->id);
+    field_cstr(o, "hostname", lk->hostname);
+    field_known(o, "process", lk->process);
+    field_cstr(o, "axis", lk->by_steps ? "steps" : "time");
+    field_num(o, "slope_mb_per_step", lk->slope_mb_per_step);
+    field_num(o, "slope_mb_per_min", lk->slope_mb_per_min);
+    field_num(o, "growth_mb", lk->growth_mb);
+    field_num(o, "trend_z", lk->trend_z);
+    field_u64(o, "begin_ns", lk->begin_ns);
+    field_u64(o, "end_ns", lk->end_ns);
+    field_num(o, "begin_step", lk->begin_step);
+    field_num(o, "end_step", lk->end_step);
+    field_u64(o, "points", lk->points);
+    mlprof__out_lit(o, ",\"zones\":[");
+    for (size_t k = 0; k < lk->nzones; k++) {
+      const mlprof__leak_zone *z = &lk->zones[k];
+      mlprof__out_str(o, k ? ",{\"name\":" : "{\"name\":");
+      mlprof__out_json_str(o, z->name, z->name_len);
+      field_u64(o, "spans", z->spans);
+      field_u64(o, "positive", z->positive);
+      field_f64(o, "mean_change_bytes", z->mean_change_bytes);
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
+static void slo(const mlprof__findings *f, mlprof__out *o) {
+  mlprof__out_lit(o, ",\n\"slo\":[");
+  for (size_t i = 0; i < f->nslo; i++) {
+    const mlprof__slo_result *s = &f->slo[i];
+    mlprof__out_str(o, i ? ",\n{\"zone\":" : "\n{\"zone\":");
+    mlprof__out_json_str(o, s->zone, s->zone_len);
+    field_u64(o, "objective_ns", s->objective_ns);
+    field_u64(o, "count", s->count);
+    field_u64(o, "over", s->over);
+    field_f64(o, "share_over", s->share_over);
+    field_u64(o, "p50_ns", s->p50_ns);
+    field_u64(o, "p95_ns", s->p95_ns);
+    field_u64(o, "p99_ns", s->p99_ns);
+    field_u64(o, "max_ns", s->max_ns);
+    field_u64(o, "window_ns", s->window_ns);
+    field_u64(o, "windows_missed", s->windows_missed);
+    mlprof__out_lit(o, ",\"windows\":[");
+    for (size_t k = 0; k < s->nwindows; k++) {
+      const mlprof__slo_window *w = &s->windows[k];
+      mlprof__out_str(o, k ? ",\n{\"start_ns\":" : "\n{\"start_ns\":");
+      mlprof__out_u64(o, w->start_ns);
+      field_u64(o, "count", w->count);
+      field_u64(o, "over", w->over);
+      field_f64(o, "share_over", w->count ? (double)w->over / (double)w->count : 0);
+      field_u64(o, "p50_ns", w->p50_ns);
+      field_u64(o, "p95_ns", w->p95_ns);
+      field_u64(o, "p99_ns", w->p99_ns);
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "]");
+}
+
 int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
-                        mlprof__out *o) {
+                        const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_printf(o,
                      "{\"schema\":\"mlprof.report/1\",\"generator\":\"mlprof "
                      "%d.%d.%d\"",
@@ -339,6 +490,12 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   units(r, o);
   open_zones(r, o);
   resources(res, o);
+  if (f) {
+    steps(&f->steps, o);
+    findings(f, o);
+    leaks(f, o);
+    slo(f, o);
+  }
   mlprof__out_lit(o, "\n}\n");
   return o->err;
 }

@@ -601,8 +601,211 @@ static int resources_section(const mlprof__report *r,
   return finish_table(&t, o);
 }
 
+/* ---- findings ------------------------------------------------------------
+ */
+
+static int breakdown_section(const mlprof__findings *f, mlprof__out *o) {
+  const mlprof__steps *s = &f->steps;
+  if (s->source == MLPROF__STEPS_NONE) return 0;
+  char mean[32], p50[32], p90[32];
+  fmt_dur(mean, sizeof mean, mlprof__round_ns(s->mean_ns));
+  fmt_dur(p50, sizeof p50, s->p50_ns);
+  fmt_dur(p90, sizeof p90, s->p90_ns);
+  if (s->source == MLPROF__STEPS_MARKS) {
+    mlprof__out_printf(o,
+                       "\nSteps: %" PRIu64
+                       " from step marks (%zu thread%s): mean %s, p50 %s, "
+                       "p90 %s\n",
+                       s->count, s->threads, s->threads == 1 ? "" : "s", mean,
+                       p50, p90);
+  } else {
+    mlprof__out_printf(o, "\nSteps: %" PRIu64 " spans of zone \"", s->count);
+    mlprof__out_text_str(o, s->zone, s->zone_len);
+    mlprof__out_printf(o,
+                       "\" (outermost repeated zone; no step marks): mean %s, "
+                       "p50 %s, p90 %s\n",
+                       mean, p50, p90);
+  }
+  static const char *const heads[] = {"part", "per step", "total", "share"};
+  table t;
+  if (table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
+  for (int k = 0; k < MLPROF__NPARTS; k++) {
+    cell_printf(&t, "%s", mlprof__part_name(k));
+    cell_dur(&t, s->count ? mlprof__round_ns((double)s->part_ns[k] /
+                                             (double)s->count)
+                          : 0);
+    cell_dur(&t, s->part_ns[k]);
+    cell_printf(&t, "%.1f%%", s->share[k] * 100);
+  }
+  return finish_table(&t, o);
+}
+
+/* An evidence number in the unit its key's suffix names. */
+static void evidence_value(char *b, size_t len, const char *key, double v) {
+  if (!isfinite(v))
+    snprintf(b, len, "-");
+  else if (ends_with(key, "_ns"))
+    fmt_dur(b, len, mlprof__round_ns(v));
+  else if (ends_with(key, "_share"))
+    snprintf(b, len, "%.1f%%", v * 100);
+  else if (ends_with(key, "_bytes") || ends_with(key, "_pct"))
+    fmt_measure(b, len, key, v);
+  else if (v == floor(v) && fabs(v) < 1e15)
+    snprintf(b, len, "%.0f", v);
+  else
+    snprintf(b, len, "%.3g", v);
+}
+
+/* A line of text from the analysis, indented, made safe. */
+static void text_line(mlprof__out *o, const char *lead, const char *s) {
+  mlprof__out_str(o, lead);
+  mlprof__out_text_str(o, s, strlen(s));
+  mlprof__out_lit(o, "\n");
+}
+
+static int findings_section(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nfindings) {
+    mlprof__out_lit(o, "\nFindings: none\n");
+    if (f->note) text_line(o, "  note: ", f->note);
+    return 0;
+  }
+  mlprof__out_lit(o,
+                  "\nFindings (most severe first; severity 0-100, see "
+                  "docs/findings.md)\n");
+  if (f->note) text_line(o, "  note: ", f->note);
+  for (size_t i = 0; i < f->nfindings; i++) {
+    const mlprof__finding *x = &f->findings[i];
+    mlprof__out_printf(o, "  %zu. severity %.0f  %s", i + 1, x->severity,
+                       x->type);
+    if (x->zone) {
+      mlprof__out_lit(o, "  zone \"");
+      mlprof__out_text_str(o, x->zone,
+                           x->zone_len > NAME_WIDTH ? NAME_WIDTH : x->zone_len);
+      mlprof__out_lit(o, "\"");
+    }
+    if (x->flagged) mlprof__out_printf(o, "  (%s)", x->flagged);
+    mlprof__out_lit(o, "\n");
+    text_line(o, "     ", x->summary);
+    mlprof__out_lit(o, "     evidence:");
+    for (size_t k = 0; k < x->nev; k++) {
+      char v[64];
+      evidence_value(v, sizeof v, x->ev[k].key, x->ev[k].value);
+      mlprof__out_printf(o, "%s %s=%s", k ? "," : "", x->ev[k].key, v);
+    }
+    mlprof__out_lit(o, "\n");
+    text_line(o, "     do: ", x->recommendation);
+    if (x->note) text_line(o, "     note: ", x->note);
+  }
+  return o->err;
+}
+
+static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->sampled && !f->nleaks) return 0;
+  if (!f->nleaks) {
+    mlprof__out_printf(o,
+                       "\nLeaks: none in %zu memory series (thresholds: %g MB "
+                       "growth, %g MB/step, %g MB/min)\n",
+                       f->leak_series, f->opts.leak_min_mb,
+                       f->opts.leak_min_mb_per_step,
+                       f->opts.leak_min_mb_per_min);
+    return o->err;
+  }
+  mlprof__out_printf(o,
+                     "\nLeaks (sustained growth; thresholds: %g MB growth, %g "
+                     "MB/step, %g MB/min)\n",
+                     f->opts.leak_min_mb, f->opts.leak_min_mb_per_step,
+                     f->opts.leak_min_mb_per_min);
+  static const char *const heads[] = {"who",    "measure", "MB/step", "MB/min",
+                                      "growth", "over",    "zones"};
+  table t;
+  if (table_open(&t, heads, "llrrrll")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < f->nleaks; i++) {
+    const mlprof__leak *lk = &f->leaks[i];
+    cell_printf(&t, "%s %" PRIu64,
+                lk->subject == MLPROF__SUBJECT_GPU ? "GPU" : "pid", lk->id);
+    cell_printf(&t, "%s", lk->measure);
+    if (lk->by_steps)
+      cell_printf(&t, "%.3g", lk->slope_mb_per_step);
+    else
+      cell_printf(&t, "-");
+    cell_printf(&t, "%.3g", lk->slope_mb_per_min);
+    cell_printf(&t, "%.0f MB", lk->growth_mb);
+    if (lk->by_steps)
+      cell_printf(&t, "steps %.0f-%.0f", lk->begin_step, lk->end_step);
+    else
+      cell_printf(&t, "%.1f s", (double)(lk->end_ns - lk->begin_ns) / 1e9);
+    cell_begin(&t);
+    for (size_t k = 0; k < lk->nzones; k++) {
+      if (k) mlprof__out_lit(&t.text, ", ");
+      mlprof__out_text_str(&t.text, lk->zones[k].name,
+                           lk->zones[k].name_len > 32 ? 32
+                                                      : lk->zones[k].name_len);
+    }
+    cell_end(&t);
+  }
+  return finish_table(&t, o);
+}
+
+static int slo_section(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nslo) return 0;
+  char win[32];
+  fmt_dur(win, sizeof win, f->slo[0].window_ns);
+  mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
+  static const char *const heads[] = {
+      "zone", "objective", "calls", "over", "over%", "p50",
+      "p95",  "p99",       "max",   "windows missed"};
+  table t;
+  if (table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < f->nslo; i++) {
+    const mlprof__slo_result *s = &f->slo[i];
+    cell_name(&t, s->zone, s->zone_len, NAME_WIDTH);
+    cell_dur(&t, s->objective_ns);
+    cell_printf(&t, "%" PRIu64, s->count);
+    cell_printf(&t, "%" PRIu64, s->over);
+    cell_printf(&t, "%.2f", s->share_over * 100);
+    cell_dur(&t, s->p50_ns);
+    cell_dur(&t, s->p95_ns);
+    cell_dur(&t, s->p99_ns);
+    cell_dur(&t, s->max_ns);
+    cell_printf(&t, "%zu of %zu", s->windows_missed, s->nwindows);
+  }
+  int rc = finish_table(&t, o);
+  /* The worst windows of each objective: most calls over, first five. */
+  for (size_t i = 0; i < f->nslo && !rc; i++) {
+    const mlprof__slo_result *s = &f->slo[i];
+    if (!s->windows_missed) continue;
+    mlprof__out_lit(o, "  worst windows of ");
+    mlprof__out_text_str(o, s->zone,
+                         s->zone_len > NAME_WIDTH ? NAME_WIDTH : s->zone_len);
+    mlprof__out_lit(o, ":");
+    int used[5] = {-1, -1, -1, -1, -1};
+    for (int k = 0; k < 5; k++) {
+      int best = -1;
+      for (size_t w = 0; w < s->nwindows; w++) {
+        int taken = 0;
+        for (int j = 0; j < k; j++) taken |= used[j] == (int)w;
+        if (taken || !s->windows[w].over) continue;
+        if (best < 0 ||
+            s->windows[w].over * s->windows[best].count >
+                s->windows[best].over * s->windows[w].count)
+          best = (int)w;
+      }
+      if (best < 0) break;
+      used[k] = best;
+      const mlprof__slo_window *w = &s->windows[best];
+      char at[32], p99[32];
+      fmt_dur(at, sizeof at, w->start_ns);
+      fmt_dur(p99, sizeof p99, w->p99_ns);
+      mlprof__out_printf(o, "%s at %s: %" PRIu64 " of %" PRIu64 " over, p99 %s",
+                         k ? ";" : "", at, w->over, w->count, p99);
+    }
+    mlprof__out_lit(o, "\n");
+  }
+  return rc ? rc : o->err;
+}
+
 int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
-                        mlprof__out *o) {
+                        const mlprof__findings *f, mlprof__out *o) {
   char wall[32];
   fmt_dur(wall, sizeof wall, r->wall_ns);
   mlprof__out_printf(o,
@@ -623,6 +826,11 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
     if (rc) return rc;
     /* Resources right after the processes they belong to. */
     if (sections[i] == procs_section && (rc = resources_section(r, res, o)))
+      return rc;
+    /* What is wrong and what to do, right after the zones. */
+    if (sections[i] == zones_section && f &&
+        ((rc = breakdown_section(f, o)) || (rc = findings_section(f, o)) ||
+         (rc = leaks_section(f, o)) || (rc = slo_section(f, o))))
       return rc;
   }
   return o->err;

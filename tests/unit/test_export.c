@@ -412,7 +412,7 @@ static void test_json_report_is_valid(void) {
   CHECK_EQ(hostile_report(&r), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_json(&r, NULL, &o), 0);
+  CHECK_EQ(mlprof__export_json(&r, NULL, NULL, &o), 0);
   const char *s = text_of(&o);
   if (!json_valid(s, o.len)) TEST_FAIL("invalid JSON:\n%s", s);
   CHECK(strstr(s, "\"schema\":\"mlprof.report/1\"") != NULL);
@@ -450,7 +450,7 @@ static void test_text_report_is_terminal_safe(void) {
   CHECK_EQ(hostile_report(&r), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_text(&r, NULL, &o), 0);
+  CHECK_EQ(mlprof__export_text(&r, NULL, NULL, &o), 0);
   const char *s = text_of(&o);
   CHECK(utf8_valid(s, o.len));
   for (size_t i = 0; i < o.len; i++)
@@ -676,16 +676,16 @@ static void test_json_resources(void) {
   CHECK_EQ(sampled_report(&r, &res), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_json(&r, &res, &o), 0);
+  CHECK_EQ(mlprof__export_json(&r, &res, NULL, &o), 0);
   const char *s = text_of(&o);
   if (!json_valid(s, o.len)) TEST_FAIL("invalid JSON:\n%s", s);
   CHECK(strstr(s, "\"schema\":\"mlprof.report/1\""));
   CHECK(strstr(s,
                "\"samples\":{\"cpu_pct\":50,\"gpu_util_pct\":20,"
-               "\"rss_change_bytes\":100}"));
+               "\"rss_change_bytes\":100,\"iowait_pct\":null}"));
   CHECK(strstr(s,
                "\"samples\":{\"cpu_pct\":70,\"gpu_util_pct\":40,"
-               "\"rss_change_bytes\":-100}"));
+               "\"rss_change_bytes\":-100,\"iowait_pct\":null}"));
   CHECK(strstr(s,
                "{\"name\":\"nvml\",\"available\":false,\"reason\":\"no "
                "NVML: libnvidia-ml.so.1 not found\",\"hostname\":\"h\""));
@@ -713,7 +713,7 @@ static void test_json_resources(void) {
 
   /* Without samples: "resources" is null and zones have none. */
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_json(&r, NULL, &o), 0);
+  CHECK_EQ(mlprof__export_json(&r, NULL, NULL, &o), 0);
   s = text_of(&o);
   CHECK(json_valid(s, o.len));
   CHECK(strstr(s, "\"resources\":null"));
@@ -729,7 +729,7 @@ static void test_text_resources(void) {
   CHECK_EQ(sampled_report(&r, &res), 0);
   mlprof__out o;
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  CHECK_EQ(mlprof__export_text(&r, &res, &o), 0);
+  CHECK_EQ(mlprof__export_text(&r, &res, NULL, &o), 0);
   const char *s = text_of(&o);
   CHECK(utf8_valid(s, o.len));
   for (size_t i = 0; i < o.len; i++)

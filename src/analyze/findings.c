@@ -1,0 +1,433 @@
+/* The findings' read of the spans (see findings.h): one streaming pass over
+ * every profile feeding the step breakdown, the latency objectives and the
+ * RSS change per zone, then the analyses that need no spans. */
+#include "findings.h"
+
+#include <math.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../format/wire.h"
+
+/* As in stats.c: deeper spans count, but not in the step breakdown. */
+#define MAX_DEPTH 4096
+
+void mlprof__findings_opts_init(mlprof__findings_opts *o) {
+  *o = (mlprof__findings_opts){.leak_min_mb = 10,
+                               .leak_min_mb_per_step = 0.1,
+                               .leak_min_mb_per_min = 1,
+                               .slo_window_ns = 1000000000ull};
+}
+
+typedef struct {
+  uint8_t part_top, part_nested;
+  uint32_t zone; /* index in p.zones */
+  int slo;       /* objective index, -1 */
+} name_info;
+
+typedef struct {
+  uint64_t *acc; /* acc[d]: time covered by a part in ended spans at depth d
+                    whose parent has not ended (stats.c's child[] scheme) */
+  size_t cap, top;
+  uint64_t total[MLPROF__NPARTS];  /* every part time of the thread so far */
+  uint64_t at_top[MLPROF__NPARTS]; /* total at the last depth-0 span's end */
+  uint64_t cur[MLPROF__NPARTS];    /* part time of the step under way */
+  uint64_t nmarks, last_mark;
+  uint64_t inside;  /* spans ended since the last depth-0 span */
+  uint64_t *mark_t; /* job times of the marks */
+  size_t mark_cap;
+} thread_st;
+
+typedef struct {
+  mlprof__fpass p;
+  size_t zcap, rcap, scap;
+  mlprof__map zone_by_hash; /* name hash (probed on collision) -> zone */
+  mlprof__map rss_index;    /* profile << 32 | zone -> index in p.rss */
+  mlprof__slo_acc *slo;
+  /* the profile being read */
+  size_t profile;
+  uint64_t offset;
+  const mlprof__series *proc; /* its process's samples holding RSS */
+  const mlprof__series *cpu;  /* its process's samples holding cpu_pct */
+  const mlprof__series *sys;  /* its host's system samples, idle CPU */
+  name_info *names;
+  size_t nnames, ncap;
+  mlprof__map name_ids; /* name id -> index in names */
+  thread_st *threads;
+  size_t nthreads, tcap;
+  mlprof__map tids;
+  uint32_t last_tid;
+  thread_st *last_thread;
+} pass;
+
+static uint64_t hash_name(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The pass's zone named s, added if new; MLPROF__NONE when out of memory. */
+static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
+  uint64_t h = hash_name(s, n);
+  for (;; h++) {
+    uint32_t at = mlprof__map_get(&ps->zone_by_hash, h);
+    if (at == MLPROF__NONE) break;
+    if (ps->p.zones[at].len == n && memcmp(ps->p.zones[at].name, s, n) == 0)
+      return at;
+  }
+  mlprof__fpass *p = &ps->p;
+  char *copy = mlprof__dup(s, n);
+  if (!copy || p->nzones >= MLPROF__NONE - 1 ||
+      mlprof__grow(&p->zones, &ps->zcap, p->nzones + 1, sizeof *p->zones) ||
+      mlprof__map_put(&ps->zone_by_hash, h, (uint32_t)p->nzones)) {
+    free(copy);
+    return MLPROF__NONE;
+  }
+  p->zones[p->nzones] = (mlprof__fzone){.name = copy, .len = n};
+  return (uint32_t)p->nzones++;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  pass *ps = ud;
+  if (n->kind != MLPROF__NAME_ZONE) return 0;
+  uint32_t z = zone_intern(ps, n->name, n->name_len);
+  if (z == MLPROF__NONE ||
+      mlprof__grow(&ps->names, &ps->ncap, ps->nnames + 1, sizeof *ps->names) ||
+      mlprof__map_put(&ps->name_ids, n->id, (uint32_t)ps->nnames))
+    return MLPROF_ENOMEM;
+  ps->names[ps->nnames++] = (name_info){
+      .part_top =
+          (uint8_t)mlprof__zone_part(n->category, n->name, n->name_len, 0),
+      .part_nested =
+          (uint8_t)mlprof__zone_part(n->category, n->name, n->name_len, 1),
+      .zone = z,
+      .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
+  return 0;
+}
+
+static thread_st *thread_of(pass *ps, uint32_t tid) {
+  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+  uint32_t at = mlprof__map_get(&ps->tids, tid);
+  if (at == MLPROF__NONE) {
+    if (ps->nthreads >= MLPROF__NONE - 1 ||
+        mlprof__grow(&ps->threads, &ps->tcap, ps->nthreads + 1,
+                     sizeof *ps->threads) ||
+        mlprof__map_put(&ps->tids, tid, (uint32_t)ps->nthreads))
+      return NULL;
+    at = (uint32_t)ps->nthreads++;
+    memset(&ps->threads[at], 0, sizeof ps->threads[at]);
+  }
+  ps->last_tid = tid;
+  return ps->last_thread = &ps->threads[at];
+}
+
+/* Index of the last sample at or before t with a valid value in v, or
+ * SIZE_MAX. */
+static size_t valid_at_or_before(const mlprof__series *s, const double *v,
+                                 uint64_t t) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->t[mid] <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  while (lo-- > 0)
+    if (!isnan(v[lo])) return lo;
+  return SIZE_MAX;
+}
+
+static size_t valid_at_or_after(const mlprof__series *s, const double *v,
+                                uint64_t t) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->t[mid] < t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (; lo < s->n; lo++)
+    if (!isnan(v[lo])) return lo;
+  return SIZE_MAX;
+}
+
+const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,
+                                        const char *name, size_t len) {
+  for (size_t i = 0; i < p->nzones; i++)
+    if (p->zones[i].len == len && memcmp(p->zones[i].name, name, len) == 0)
+      return &p->zones[i];
+  return NULL;
+}
+
+/* Adds the CPU of the sample intervals overlapping [b, e] to zone z, each
+ * in proportion to the overlap: unlike a plain mean of the samples inside,
+ * a sample whose interval mostly precedes the span barely counts. */
+static void overlap(const mlprof__series *s, int col, double *sum,
+                    double *weight, uint64_t b, uint64_t e) {
+  const double *v = s->v[col];
+  size_t k = valid_at_or_before(s, v, b);
+  uint64_t t0 = k == SIZE_MAX ? 0 : s->t[k];
+  int have0 = k != SIZE_MAX;
+  for (k = k == SIZE_MAX ? 0 : k + 1; k < s->n; k++) {
+    if (isnan(v[k])) continue;
+    uint64_t t1 = s->t[k], start = have0 ? t0 : t1;
+    if (start >= e && e > b) break;
+    uint64_t lo = start > b ? start : b, hi = t1 < e ? t1 : e;
+    double ns = hi > lo ? (double)(hi - lo) : 0;
+    if (e == b && start <= b && t1 >= b) ns = 1; /* an instant */
+    if (ns > 0) {
+      *sum += ns * v[k];
+      *weight += ns;
+    }
+    t0 = t1;
+    have0 = 1;
+    if (t1 >= e) break;
+  }
+}
+
+static int rss_change(pass *ps, uint32_t zone, uint64_t b, uint64_t e) {
+  const mlprof__series *s = ps->proc;
+  const double *rss = s->v[MLPROF__COL_RSS];
+  size_t i0 = valid_at_or_before(s, rss, b);
+  size_t i1 = valid_at_or_after(s, rss, e);
+  if (i0 == SIZE_MAX || i1 == SIZE_MAX || i1 <= i0) return 0;
+  double d = rss[i1] - rss[i0];
+  uint64_t key = (uint64_t)ps->profile << 32 | zone;
+  uint32_t at = mlprof__map_get(&ps->rss_index, key);
+  mlprof__fpass *p = &ps->p;
+  if (at == MLPROF__NONE) {
+    if (p->nrss >= MLPROF__NONE - 1 ||
+        mlprof__grow(&p->rss, &ps->rcap, p->nrss + 1, sizeof *p->rss) ||
+        mlprof__map_put(&ps->rss_index, key, (uint32_t)p->nrss))
+      return MLPROF_ENOMEM;
+    at = (uint32_t)p->nrss++;
+    p->rss[at] =
+        (mlprof__rss_acc){.zone = zone, .profile = (uint32_t)ps->profile};
+  }
+  p->rss[at].spans++;
+  p->rss[at].positive += d > 0;
+  p->rss[at].sum += d;
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  pass *ps = ud;
+  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
+  if (ni == MLPROF__NONE) return 0;
+  const name_info *n = &ps->names[ni];
+  thread_st *th = thread_of(ps, tid);
+  if (!th) return MLPROF_ENOMEM;
+  uint64_t dur = end > begin ? end - begin : 0;
+  if (depth < MAX_DEPTH) {
+    /* Innermost part wins: a span with a part takes its duration less what
+     * parts deeper inside it took already. */
+    if (mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
+      return MLPROF_ENOMEM;
+    for (size_t k = th->top; k < (size_t)depth + 2; k++) th->acc[k] = 0;
+    uint64_t below = th->acc[depth + 1], covered = below;
+    int part = depth ? n->part_nested : n->part_top;
+    if (part != MLPROF__PART_OTHER) {
+      uint64_t own = dur > below ? dur - below : 0;
+      th->total[part] += own;
+      if (th->nmarks) th->cur[part] += own;
+      covered = dur > below ? dur : below;
+    }
+    th->acc[depth] += covered;
+    th->top = (size_t)depth + 1;
+  }
+  if (depth == 0) {
+    /* Every span that ended since the previous depth-0 span is inside this
+     * one: its parts are what the totals gained since. */
+    mlprof__fzone *z = &ps->p.zones[n->zone];
+    z->top_count++;
+    z->top_ns += dur;
+    z->top_parents += th->inside > 0;
+    th->inside = 0;
+    for (int k = 0; k < MLPROF__NPARTS; k++) {
+      z->top_part[k] += th->total[k] - th->at_top[k];
+      th->at_top[k] = th->total[k];
+    }
+  } else {
+    th->inside++;
+  }
+  if (n->slo >= 0 && mlprof__slo_add(ps->slo, n->slo, end + ps->offset, dur))
+    return MLPROF_ENOMEM;
+  mlprof__fzone *fz = &ps->p.zones[n->zone];
+  if (ps->cpu)
+    overlap(ps->cpu, MLPROF__COL_CPU_PCT, &fz->cpu_sum, &fz->cpu_ns,
+            begin + ps->offset, end + ps->offset);
+  if (ps->sys)
+    overlap(ps->sys, MLPROF__COL_IDLE, &fz->idle_sum, &fz->idle_ns,
+            begin + ps->offset, end + ps->offset);
+  if (ps->proc && rss_change(ps, n->zone, begin + ps->offset, end + ps->offset))
+    return MLPROF_ENOMEM;
+  return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  pass *ps = ud;
+  thread_st *th = thread_of(ps, tid);
+  if (!th || mlprof__grow(&th->mark_t, &th->mark_cap, th->nmarks + 1,
+                          sizeof *th->mark_t))
+    return MLPROF_ENOMEM;
+  mlprof__fpass *p = &ps->p;
+  uint64_t jt = t + ps->offset;
+  if (th->nmarks) {
+    uint64_t dur = t > th->last_mark ? t - th->last_mark : 0;
+    if (mlprof__grow(&p->step_ns, &ps->scap, p->nsteps + 1, sizeof *p->step_ns))
+      return MLPROF_ENOMEM;
+    p->step_ns[p->nsteps++] = dur;
+    uint64_t sum = 0;
+    for (int k = 0; k < MLPROF__NPARTS; k++) sum += th->cur[k];
+    /* A part span across a mark lands whole in the step where it ends:
+     * scale so the parts never exceed the step. */
+    double scale = sum > dur ? (double)dur / (double)sum : 1;
+    for (int k = 0; k < MLPROF__NPARTS; k++)
+      p->step_part[k] += (uint64_t)((double)th->cur[k] * scale);
+    uint64_t first = th->last_mark + ps->offset;
+    if (!p->step_first || first < p->step_first) p->step_first = first;
+    if (jt > p->step_last) p->step_last = jt;
+    if (th->nmarks == 1) p->step_threads++;
+  }
+  memset(th->cur, 0, sizeof th->cur);
+  th->mark_t[th->nmarks++] = jt;
+  th->last_mark = t;
+  return 0;
+}
+
+/* The samples of jp's process holding column col, or NULL. */
+static const mlprof__series *proc_series(const mlprof__resources *res,
+                                         const mlprof__job_profile *jp,
+                                         int col) {
+  if (!res) return NULL;
+  const char *host = jp->hostname ? jp->hostname : "";
+  for (size_t i = 0; i < res->nseries; i++) {
+    const mlprof__series *s = &res->series[i];
+    if (s->subject == MLPROF__SUBJECT_PROCESS && s->id == jp->pid &&
+        strcmp(s->hostname, host) == 0)
+      for (size_t k = 0; k < s->n; k++)
+        if (!isnan(s->v[col][k])) return s;
+  }
+  return NULL;
+}
+
+/* Keeps the marks of the thread with the most, frees the threads. */
+static void profile_end(pass *ps) {
+  thread_st *best = NULL;
+  for (size_t i = 0; i < ps->nthreads; i++)
+    if (!best || ps->threads[i].nmarks > best->nmarks) best = &ps->threads[i];
+  mlprof__marks *m = &ps->p.marks[ps->profile];
+  if (best && best->nmarks) {
+    m->t = best->mark_t;
+    m->n = best->nmarks;
+    best->mark_t = NULL;
+  }
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].mark_t);
+  }
+  ps->nthreads = 0;
+  ps->nnames = 0;
+  ps->last_thread = NULL;
+  mlprof__map_clear(&ps->tids);
+  mlprof__map_clear(&ps->name_ids);
+}
+
+static void pass_free(pass *ps) {
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].mark_t);
+  }
+  free(ps->threads);
+  free(ps->names);
+  mlprof__map_clear(&ps->tids);
+  mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->zone_by_hash);
+  mlprof__map_clear(&ps->rss_index);
+  for (size_t i = 0; i < ps->p.nzones; i++) free(ps->p.zones[i].name);
+  free(ps->p.zones);
+  free(ps->p.rss);
+  if (ps->p.marks && ps->p.job)
+    for (size_t i = 0; i < ps->p.job->count; i++) free(ps->p.marks[i].t);
+  free(ps->p.marks);
+  free(ps->p.step_ns);
+  mlprof__slo_abort(ps->slo);
+}
+
+int mlprof__findings_build(const mlprof__job *job, const mlprof__report *r,
+                           const mlprof__resources *res,
+                           const mlprof__findings_opts *opts,
+                           mlprof__findings *f, char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
+  mlprof__findings_opts_init(&f->opts);
+  if (opts) f->opts = *opts;
+  if (!f->opts.slo_window_ns) f->opts.slo_window_ns = 1000000000ull;
+  pass ps = {.p = {.job = job, .r = r, .res = res}};
+  int rc = 0;
+  if (!(ps.p.marks = calloc(job->count ? job->count : 1, sizeof *ps.p.marks)))
+    rc = MLPROF_ENOMEM;
+  if (!rc && f->opts.nslo && !(ps.slo = mlprof__slo_begin(&f->opts)))
+    rc = MLPROF_ENOMEM;
+  const mlprof__visitor v = {
+      .ud = &ps, .name = on_name, .span = on_span, .step = on_step};
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    const mlprof__job_profile *jp = &job->profiles[i];
+    ps.profile = i;
+    ps.offset = jp->offset_ns;
+    ps.proc = proc_series(res, jp, MLPROF__COL_RSS);
+    ps.cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
+    ps.sys = NULL;
+    for (size_t k = 0; res && k < res->nseries && ps.cpu; k++)
+      if (res->series[k].subject == MLPROF__SUBJECT_SYSTEM &&
+          !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
+        ps.sys = &res->series[k];
+    f->sampled |= ps.proc != NULL;
+    mlprof__read_report rep;
+    int rd = mlprof__read_file(jp->path, &v, &rep, NULL, 0);
+    /* Damage and unreadable files are the report's to show. */
+    if (rd == MLPROF_ENOMEM) rc = rd;
+    profile_end(&ps);
+  }
+  f->opts.slo = NULL;
+  f->opts.nslo = 0;
+  if (!rc) rc = mlprof__steps_finish(&ps.p, &f->steps);
+  if (!rc && ps.slo) {
+    rc = mlprof__slo_finish(ps.slo, f);
+    ps.slo = NULL;
+  }
+  if (!rc) rc = mlprof__leaks_find(&ps.p, f);
+  if (!rc) rc = mlprof__bottlenecks_find(&ps.p, f);
+  pass_free(&ps);
+  if (rc) {
+    mlprof__findings_free(f);
+    snprintf(err, errlen, "out of memory");
+  }
+  return rc;
+}
+
+void mlprof__findings_free(mlprof__findings *f) {
+  free(f->steps.zone);
+  for (size_t i = 0; i < f->nfindings; i++) {
+    free(f->findings[i].zone);
+    free(f->findings[i].summary);
+  }
+  free(f->findings);
+  for (size_t i = 0; i < f->nleaks; i++) {
+    for (size_t k = 0; k < f->leaks[i].nzones; k++)
+      free(f->leaks[i].zones[k].name);
+    free(f->leaks[i].zones);
+  }
+  free(f->leaks);
+  for (size_t i = 0; i < f->nslo; i++) {
+    free(f->slo[i].zone);
+    free(f->slo[i].windows);
+  }
+  free(f->slo);
+  memset(f, 0, sizeof *f);
+}

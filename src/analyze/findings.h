@@ -1,0 +1,283 @@
+/* Findings: what slows a job down or makes it grow, each with the numbers
+ * that show it, a severity and what to do (docs/findings.md).
+ *
+ * Four analyses share one model and one extra read of the spans:
+ * - steps (steps.c): per step, the time in data loading, forward, backward,
+ *   optimizer, communication and other; mean, p50 and p90 step time.
+ * - bottlenecks (bottleneck.c): dominant, outlying and erratic zones,
+ *   classified with the samples that overlap them (compute, memory, I/O or
+ *   waiting), data-bound steps, an idle accelerator, memory pressure.
+ * - leaks (leak.c): sustained growth of RSS and GPU memory over steps (or
+ *   time), Theil-Sen slopes, one finding per growth.
+ * - latency objectives (slo.c): calls of a zone over a duration, per window.
+ *
+ * Memory: no span is kept, but the durations of the zones named in latency
+ * objectives (16 bytes a span) and one duration per step mark. */
+#ifndef MLPROF_FINDINGS_H
+#define MLPROF_FINDINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/job.h"
+#include "resources.h"
+#include "stats.h"
+
+/* The parts of a step. */
+enum {
+  MLPROF__PART_DATA,
+  MLPROF__PART_FORWARD,
+  MLPROF__PART_BACKWARD,
+  MLPROF__PART_OPTIMIZER,
+  MLPROF__PART_COMM,
+  MLPROF__PART_OTHER,
+  MLPROF__NPARTS
+};
+
+/* "data", "forward", "backward", "optimizer", "communication", "other". */
+const char *mlprof__part_name(int part);
+
+/* The part a zone's time belongs to: its category when it is one of the
+ * five (data, forward, backward, optimizer, communication), else its name
+ * by the table of docs/findings.md (case-insensitive words: "dataloader",
+ * "next_batch" -> data, "fwd" -> forward, "allreduce" -> communication...);
+ * MLPROF__PART_OTHER when neither says. The name "step" alone means the
+ * optimizer's step only when nested (nested != 0): an outermost "step" is
+ * the training step itself. */
+int mlprof__zone_part(uint8_t category, const char *name, size_t len,
+                      int nested);
+
+/* A latency objective: calls of zone should take at most objective_ns. */
+typedef struct {
+  char *zone; /* owned */
+  size_t zone_len;
+  uint64_t objective_ns;
+} mlprof__slo_spec;
+
+/* Parses a duration with its unit: "200ms", "1.5s", "750us" ("µs" too),
+ * "20000ns". Returns 0, or -1 when s is not a positive duration with a
+ * unit (or overflows). */
+int mlprof__duration_parse(const char *s, uint64_t *ns);
+
+/* Parses "ZONE=DURATION" (the last '=' splits, so zone names may hold one)
+ * into *out (zone copied; free with mlprof__slo_spec_free). Returns 0, or
+ * -1 with a one-line reason in err. */
+int mlprof__slo_parse(const char *arg, mlprof__slo_spec *out, char *err,
+                      size_t errlen);
+void mlprof__slo_spec_free(mlprof__slo_spec *s);
+
+typedef struct {
+  double leak_min_mb;          /* growth over the run, default 10 */
+  double leak_min_mb_per_step; /* slope over steps, default 0.1 */
+  double leak_min_mb_per_min;  /* slope over time (no steps), default 1 */
+  const mlprof__slo_spec *slo; /* latency objectives (not owned) */
+  size_t nslo;
+  uint64_t slo_window_ns; /* default 1 s */
+} mlprof__findings_opts;
+
+/* The defaults above, no objective. */
+void mlprof__findings_opts_init(mlprof__findings_opts *o);
+
+enum { MLPROF__STEPS_NONE, MLPROF__STEPS_MARKS, MLPROF__STEPS_ZONE };
+
+typedef struct {
+  int source; /* MLPROF__STEPS_*: from step marks, or from a zone */
+  char *zone; /* MLPROF__STEPS_ZONE: the outermost repeated zone */
+  size_t zone_len;
+  uint64_t count; /* steps */
+  size_t threads; /* threads whose steps were counted */
+  uint64_t total_ns;
+  double mean_ns;
+  uint64_t p50_ns, p90_ns;
+  uint64_t part_ns[MLPROF__NPARTS]; /* summed over the steps */
+  double share[MLPROF__NPARTS];     /* part_ns / total_ns */
+  uint64_t first_ns, last_ns;       /* job time the steps span */
+} mlprof__steps;
+
+/* A number behind a finding; the key names its unit by its suffix (_ns,
+ * _pct, _bytes, _mb, _share...). */
+typedef struct {
+  const char *key;
+  double value;
+} mlprof__evidence;
+
+#define MLPROF__MAX_EVIDENCE 12
+
+typedef struct {
+  const char *type; /* data_bound, compute, io_wait, memory,
+                       gpu_underutilized, memory_leak, hotspot */
+  char *zone;       /* the zone it is about, or NULL (the steps, the
+                       machine, a process) */
+  size_t zone_len;
+  const char *flagged; /* why it was looked at: dominant, outlier,
+                          variable, steps, memory, leak */
+  double severity;     /* 0..100, docs/findings.md */
+  char *summary;       /* one line, plain language, with the numbers */
+  mlprof__evidence ev[MLPROF__MAX_EVIDENCE];
+  size_t nev;
+  const char *recommendation;
+  const char *note; /* a caveat (e.g. not sampled), or NULL */
+} mlprof__finding;
+
+typedef struct {
+  char *name;
+  size_t name_len;
+  uint64_t spans;    /* spans whose RSS change was measured */
+  uint64_t positive; /* of which RSS grew */
+  double mean_change_bytes;
+} mlprof__leak_zone;
+
+typedef struct {
+  const char *measure; /* rss_bytes, gpu_mem_bytes (a process) or
+                          gpu_mem_used_bytes (a GPU) */
+  uint8_t subject;     /* MLPROF__SUBJECT_PROCESS or _GPU */
+  uint64_t id;         /* pid or GPU index */
+  const char *hostname;
+  int process;              /* the process's profile in the report, -1 */
+  int by_steps;             /* slope over step marks (else over time only) */
+  double slope_mb_per_step; /* NAN when not by steps */
+  double slope_mb_per_min;
+  double growth_mb;            /* slope x the length of the growth */
+  double trend_z;              /* Mann-Kendall z of the growth's samples */
+  uint64_t begin_ns, end_ns;   /* job time */
+  double begin_step, end_step; /* NAN when not by steps */
+  size_t points;
+  mlprof__leak_zone *zones; /* RSS grew in most of their calls */
+  size_t nzones;
+} mlprof__leak;
+
+typedef struct {
+  uint64_t start_ns; /* job time */
+  uint64_t count, over;
+  uint64_t p50_ns, p95_ns, p99_ns;
+} mlprof__slo_window;
+
+typedef struct {
+  char *zone;
+  size_t zone_len;
+  uint64_t objective_ns, window_ns;
+  uint64_t count, over;
+  double share_over; /* over / count, 0 without calls */
+  uint64_t p50_ns, p95_ns, p99_ns, max_ns;
+  mlprof__slo_window *windows; /* windows holding calls, by time */
+  size_t nwindows;
+  size_t windows_missed; /* windows where a call went over */
+} mlprof__slo_result;
+
+typedef struct {
+  int sampled;      /* some process of the job was sampled */
+  const char *note; /* what could not be analysed and why, or NULL */
+  mlprof__steps steps;
+  mlprof__finding *findings; /* by severity, largest first */
+  size_t nfindings;
+  mlprof__leak *leaks;
+  size_t nleaks;
+  size_t leak_series; /* memory series looked at */
+  mlprof__slo_result *slo;
+  size_t nslo;
+  mlprof__findings_opts opts; /* as used (slo not kept) */
+} mlprof__findings;
+
+/* Reads the spans of every profile of job once more and builds the
+ * findings from them, from r (its zone statistics) and from res (samples;
+ * may be NULL or unsampled: causes are then left unclassified and said so).
+ * Returns 0, or MLPROF_ENOMEM with a reason in err (*f is then empty).
+ * Damage in a file is not an error here. Release with mlprof__findings_free. */
+int mlprof__findings_build(const mlprof__job *job, const mlprof__report *r,
+                           const mlprof__resources *res,
+                           const mlprof__findings_opts *opts,
+                           mlprof__findings *f, char *err, size_t errlen);
+
+void mlprof__findings_free(mlprof__findings *f);
+
+/* ---- between the analysis files ------------------------------------------
+ */
+
+/* A zone name seen in the pass, across profiles. */
+typedef struct {
+  char *name;
+  size_t len;
+  uint64_t top_count, top_ns; /* spans at depth 0 */
+  uint64_t top_parents;       /* of which with zones inside */
+  /* CPU % of the process while the zone ran: each sample's cpu_pct holds
+   * over the interval since the previous sample, and counts in proportion
+   * to how much of that interval the zone's spans cover. */
+  double cpu_sum, cpu_ns;
+  double idle_sum, idle_ns;          /* the host's cpu_idle_pct, the same way */
+  uint64_t top_part[MLPROF__NPARTS]; /* their parts (other excluded) */
+} mlprof__fzone;
+
+/* RSS change of the spans of one zone in one process. */
+typedef struct {
+  uint32_t zone; /* index of its mlprof__fzone */
+  uint32_t profile;
+  uint64_t spans, positive;
+  double sum;
+} mlprof__rss_acc;
+
+/* Step marks of a profile: the job times of the marks of its thread with
+ * the most. */
+typedef struct {
+  uint64_t *t;
+  size_t n;
+} mlprof__marks;
+
+/* What the span pass gathered, for the analyses. */
+typedef struct {
+  const mlprof__job *job;
+  const mlprof__report *r;
+  const mlprof__resources *res;
+  mlprof__fzone *zones;
+  size_t nzones;
+  mlprof__rss_acc *rss;
+  size_t nrss;
+  mlprof__marks *marks; /* per profile of the job */
+  uint64_t *step_ns;    /* durations of the steps between marks */
+  size_t nsteps;
+  size_t step_threads;
+  uint64_t step_part[MLPROF__NPARTS];
+  uint64_t step_first, step_last; /* job time */
+} mlprof__fpass;
+
+/* The pass's zone named name, or NULL. */
+const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,
+                                        const char *name, size_t len);
+
+/* steps.c: the breakdown from the pass. Returns 0 or MLPROF_ENOMEM. */
+int mlprof__steps_finish(mlprof__fpass *p, mlprof__steps *s);
+/* leak.c: leaks of every memory series of res. 0 or MLPROF_ENOMEM. */
+int mlprof__leaks_find(const mlprof__fpass *p, mlprof__findings *f);
+/* bottleneck.c: every finding (leaks included, from f->leaks), sorted.
+ * 0 or MLPROF_ENOMEM. */
+int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f);
+/* Adds a finding with a copy of zone (may be NULL) and the summary printf
+ * makes; returns it (evidence to be added), or NULL when out of memory. */
+mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
+                                     const char *zone, size_t zone_len,
+                                     const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void mlprof__finding_ev(mlprof__finding *x, const char *key, double value);
+
+/* Median of a (n values, reordered); NAN when n is 0. */
+double mlprof__median(double *a, size_t n);
+/* Theil-Sen slope of y over x (n points; at most max_points of them, evenly
+ * spaced, are used): the median of the pairwise slopes. NAN when fewer than
+ * 2 points or out of memory. */
+double mlprof__theil_sen(const double *x, const double *y, size_t n,
+                         size_t max_points);
+/* Mann-Kendall trend statistic of y in order (same subsampling): z > 0 when
+ * y grows; |z| >= 3 is significant at about p = 0.001. */
+double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
+
+/* slo.c: the objectives' state during the pass. */
+typedef struct mlprof__slo_acc mlprof__slo_acc;
+mlprof__slo_acc *mlprof__slo_begin(const mlprof__findings_opts *o);
+/* The objective index for a zone name, or -1. */
+int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len);
+int mlprof__slo_add(mlprof__slo_acc *a, int index, uint64_t end_ns,
+                    uint64_t dur_ns);
+/* Fills f->slo and frees a (also on failure). 0 or MLPROF_ENOMEM. */
+int mlprof__slo_finish(mlprof__slo_acc *a, mlprof__findings *f);
+void mlprof__slo_abort(mlprof__slo_acc *a);
+
+#endif

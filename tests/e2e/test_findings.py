@@ -1,0 +1,128 @@
+"""Findings on real runs of small programs with known bottlenecks and memory
+behaviour (tests/programs/findings_*.c), sampled from outside by
+`mlprof run` every 10 ms."""
+import csv
+import io
+
+from conftest import mlprof, program, report_json
+
+
+def run(tmp_path, name, *args):
+    out = tmp_path / "run"
+    mlprof("run", "-q", "-o", out, "--sample-ms", "10", "--",
+           program(name), *map(str, args))
+    return out
+
+
+def by_zone(rep, zone):
+    return [f for f in rep["findings"] if f["zone"] == zone]
+
+
+def test_slow_data_loader_is_the_top_finding(tmp_path):
+    rep = report_json(run(tmp_path, "findings_pipeline", "slow", 30))
+    top = rep["findings"][0]
+    assert top["type"] == "data_bound", rep["findings"]
+    assert top["zone"] == "data"
+    assert top["evidence"]["data_share"] > 0.25
+    assert "num_workers" in top["recommendation"]
+    steps = rep["steps"]
+    assert steps["source"] == "marks" and steps["count"] == 29
+    parts = {p["part"]: p for p in steps["parts"]}
+    assert 25e6 < parts["data"]["per_step_ns"] < 45e6
+    assert 25e6 < parts["forward"]["per_step_ns"] < 45e6
+    assert abs(sum(p["share"] for p in steps["parts"]) - 1) < 1e-6
+    # The compute zone and the zone waiting on a pipe, classified.
+    assert [f["type"] for f in by_zone(rep, "forward")] == ["compute"]
+    assert [f["type"] for f in by_zone(rep, "read_input")] == ["io_wait"]
+    assert not rep["leaks"]
+    severities = [f["severity"] for f in rep["findings"]]
+    assert severities == sorted(severities, reverse=True)
+
+
+def test_fast_loader_is_not_data_bound(tmp_path):
+    out = run(tmp_path, "findings_pipeline", "fast", 30)
+    rep = report_json(out)
+    assert "data_bound" not in [f["type"] for f in rep["findings"]]
+    assert [f["type"] for f in by_zone(rep, "forward")] == ["compute"]
+    assert [f["type"] for f in by_zone(rep, "read_input")] == ["io_wait"]
+    # The same findings as CSV and as text.
+    rows = list(csv.DictReader(io.StringIO(mlprof(
+        "report", out, "--format", "csv", "--table", "findings").stdout)))
+    assert [(r["type"], r["zone"]) for r in rows] == \
+        [(f["type"], f["zone"] or "") for f in rep["findings"]]
+    text = mlprof("report", out).stdout
+    assert "Findings (most severe first" in text
+    assert "Steps: 29 from step marks" in text
+
+
+def test_leak_of_1_mb_per_step(tmp_path):
+    rep = report_json(run(tmp_path, "findings_memory", "leak", 200))
+    leaks = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert len(leaks) == 1, rep["findings"]
+    assert len(rep["leaks"]) == 1
+    leak = rep["leaks"][0]
+    assert leak["measure"] == "rss_bytes" and leak["axis"] == "steps"
+    assert abs(leak["slope_mb_per_step"] - 1.0) <= 0.1, leak
+    assert leak["growth_mb"] > 150
+    assert "alloc" in [z["name"] for z in leak["zones"]]
+    text = mlprof("report", tmp_path / "run").stdout
+    assert "Leaks (sustained growth" in text
+
+
+def test_noisy_flat_memory_is_no_leak(tmp_path):
+    rep = report_json(run(tmp_path, "findings_memory", "noisy", 150))
+    assert rep["leak_series"] >= 1
+    assert rep["leaks"] == []
+    assert "memory_leak" not in [f["type"] for f in rep["findings"]]
+
+
+def test_latency_objectives(tmp_path):
+    out = run(tmp_path, "findings_pipeline", "fast", 30)
+    rep = report_json_slo(out, "read_input=20ms", "forward=1s", "nothing=5ms")
+    slo = {s["zone"]: s for s in rep["slo"]}
+    ri = slo["read_input"]
+    assert ri["count"] == 30 and ri["over"] == 30 and ri["share_over"] == 1
+    assert ri["objective_ns"] == 20_000_000
+    assert sum(w["count"] for w in ri["windows"]) == 30
+    assert ri["windows"] and ri["windows_missed"] == len(ri["windows"])
+    assert slo["forward"]["over"] == 0 and slo["forward"]["windows_missed"] == 0
+    assert slo["nothing"]["count"] == 0
+    assert ri["p99_ns"] >= ri["p50_ns"] >= 20_000_000
+    text = mlprof("report", out, "--slo", "read_input=20ms").stdout
+    assert "Latency objectives (windows of 1.00 s)" in text
+    assert "worst windows of read_input" in text
+
+
+def report_json_slo(out, *objectives):
+    import json
+    args = ["report", out, "--format", "json", "--slo-window", "500ms"]
+    for o in objectives:
+        args += ["--slo", o]
+    return json.loads(mlprof(*args).stdout)
+
+
+def test_bad_slo_and_thresholds_exit_2(tmp_path):
+    out = run(tmp_path, "findings_pipeline", "fast", 3)
+    for bad in (["--slo", "decode"], ["--slo", "decode=200"],
+                ["--slo", "=200ms"], ["--slo", "decode=-5ms"],
+                ["--slo", "decode=2hours"], ["--slo-window", "0s"],
+                ["--leak-min-mb", "lots"], ["--leak-min-mb-per-step", "-1"]):
+        r = mlprof("report", out, *bad, check=False)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert r.stderr.startswith("mlprof report: ") and r.stderr.count("\n") == 1
+    r = mlprof("report", out, "--slo", "a=b=1.5ms", "--format", "json")
+    assert '"zone":"a=b"' in r.stdout and '"objective_ns":1500000' in r.stdout
+
+
+def test_unsampled_profile_says_so(tmp_path):
+    import os
+    path = tmp_path / "p.mlprof"
+    env = dict(os.environ, MLPROF_OUTPUT=str(path), MLPROF_SAMPLE_MS="0")
+    import subprocess
+    subprocess.run([program("findings_pipeline"), "slow", "5"], env=env,
+                   check=True, capture_output=True, timeout=60)
+    rep = report_json(path)
+    assert rep["findings_note"] and "sampled" in rep["findings_note"]
+    assert rep["findings"][0]["type"] == "data_bound"
+    for f in rep["findings"][1:]:
+        assert f["type"] == "hotspot" and f["note"]

@@ -1,0 +1,639 @@
+/* Findings on synthetic profiles with known truth: each detector has a test
+ * that must find what was put in and one where noise alone must find
+ * nothing. Profiles are written byte by byte (synth.h) and read through the
+ * real job, report and resources builders. */
+#include <math.h>
+#include <mlprof.h>
+#include <stdlib.h>
+
+#include "analyze/findings.h"
+#include "analyze/resources.h"
+#include "analyze/stats.h"
+#include "model/job.h"
+#include "synth.h"
+#include "test.h"
+
+#define MS 1000000ull
+
+/* Measure and zone name ids of the synthetic profiles. */
+enum { M_CPU = 1, M_RSS, M_UTIL, M_AVAIL, M_TOTAL, Z_FIRST = 10 };
+
+typedef struct {
+  char dir[64], path[128];
+  FILE *f;
+  payload ev, sm;
+  uint64_t ev_t, sm_t;
+  uint64_t pid;
+} sb;
+
+static void ev_flush(sb *b) {
+  if (b->ev.n) chunk(b->f, MLPROF__CHUNK_EVENTS, &b->ev);
+  b->ev_t = 0;
+}
+
+static void ev_room(sb *b) {
+  if (b->ev.n > 7000) ev_flush(b);
+  if (!b->ev.n) {
+    p_uv(&b->ev, 7); /* tid */
+    p_uv(&b->ev, 0); /* dropped */
+    p_uv(&b->ev, 0); /* base */
+  }
+}
+
+static void sm_flush(sb *b) {
+  if (b->sm.n) chunk(b->f, MLPROF__CHUNK_SAMPLES, &b->sm);
+  b->sm_t = 0;
+}
+
+/* A profile of pid with the zones named in zones[] (ids Z_FIRST...), with
+ * categories cats[]. */
+static int sb_open(sb *b, const char *const *zones, const uint8_t *cats,
+                   size_t n) {
+  memset(b, 0, sizeof *b);
+  snprintf(b->dir, sizeof b->dir, "/tmp/mlprof-findings-XXXXXX");
+  if (!mkdtemp(b->dir)) return -1;
+  snprintf(b->path, sizeof b->path, "%s/p.mlprof", b->dir);
+  if (!(b->f = synth_open(b->path, 1))) return -1;
+  b->pid = 4242;
+  synth_header(b->f, b->pid, 1, 1000, "h", "/usr/bin/train");
+  payload p = {.n = 0};
+  p_uv(&p, 5 + n);
+  p_name(&p, M_CPU, MLPROF__NAME_MEASURE, 0, "cpu_pct");
+  p_name(&p, M_RSS, MLPROF__NAME_MEASURE, 0, "rss_bytes");
+  p_name(&p, M_UTIL, MLPROF__NAME_MEASURE, 0, "gpu_util_pct");
+  p_name(&p, M_AVAIL, MLPROF__NAME_MEASURE, 0, "mem_available_bytes");
+  p_name(&p, M_TOTAL, MLPROF__NAME_MEASURE, 0, "mem_total_bytes");
+  for (size_t i = 0; i < n; i++)
+    p_name(&p, (uint32_t)(Z_FIRST + i), MLPROF__NAME_ZONE, cats ? cats[i] : 0,
+           zones[i]);
+  chunk(b->f, MLPROF__CHUNK_NAMES, &p);
+  return 0;
+}
+
+static void span(sb *b, uint32_t zone, uint32_t depth, uint64_t begin,
+                 uint64_t end) {
+  ev_room(b);
+  p_u8(&b->ev, MLPROF__REC_SPAN);
+  p_uv(&b->ev, Z_FIRST + zone);
+  p_uv(&b->ev, depth);
+  p_sv(&b->ev, (int64_t)begin - (int64_t)b->ev_t);
+  p_uv(&b->ev, end - begin);
+  b->ev_t = begin;
+}
+
+static void mark(sb *b, uint64_t t) {
+  ev_room(b);
+  p_u8(&b->ev, MLPROF__REC_STEP);
+  p_sv(&b->ev, (int64_t)t - (int64_t)b->ev_t);
+  b->ev_t = t;
+}
+
+static void sm_room(sb *b) {
+  if (b->sm.n > 7000) sm_flush(b);
+  if (!b->sm.n) p_uv(&b->sm, 0);
+}
+
+/* A row of the profile's own process: cpu_pct and rss_bytes (NAN: left
+ * out). */
+static void proc_row(sb *b, uint64_t t, double cpu, double rss) {
+  sm_room(b);
+  uint32_t n = !isnan(cpu) + !isnan(rss);
+  row_begin(&b->sm, MLPROF__SUBJECT_PROCESS, b->pid, 0,
+            (int64_t)t - (int64_t)b->sm_t, n);
+  if (!isnan(cpu)) m_valid(&b->sm, M_CPU, cpu);
+  if (!isnan(rss)) m_valid(&b->sm, M_RSS, rss);
+  b->sm_t = t;
+}
+
+static void gpu_row(sb *b, uint64_t t, double util) {
+  sm_room(b);
+  row_begin(&b->sm, MLPROF__SUBJECT_GPU, 0, 0, (int64_t)t - (int64_t)b->sm_t,
+            1);
+  m_valid(&b->sm, M_UTIL, util);
+  b->sm_t = t;
+}
+
+typedef struct {
+  mlprof__job job;
+  mlprof__report r;
+  mlprof__resources res;
+  mlprof__findings f;
+} built;
+
+static int sb_build(sb *b, uint64_t end_ns, const mlprof__findings_opts *o,
+                    built *out) {
+  ev_flush(b);
+  sm_flush(b);
+  synth_end(b->f, end_ns);
+  fclose(b->f);
+  char err[256];
+  const char *paths[] = {b->path};
+  memset(out, 0, sizeof *out);
+  int rc = mlprof__job_open(&out->job, paths, 1, err, sizeof err);
+  if (!rc)
+    rc = mlprof__report_build(&out->job, &out->r, &out->res, err, sizeof err);
+  if (!rc)
+    rc = mlprof__findings_build(&out->job, &out->r, &out->res, o, &out->f, err,
+                                sizeof err);
+  unlink(b->path);
+  rmdir(b->dir);
+  if (rc) fprintf(stderr, "  build: %s\n", err);
+  return rc;
+}
+
+static void built_free(built *x) {
+  mlprof__findings_free(&x->f);
+  mlprof__resources_free(&x->res);
+  mlprof__report_free(&x->r);
+  mlprof__job_close(&x->job);
+}
+
+static const mlprof__finding *finding(const mlprof__findings *f,
+                                      const char *type, const char *zone) {
+  for (size_t i = 0; i < f->nfindings; i++)
+    if (!strcmp(f->findings[i].type, type) &&
+        (!zone || (f->findings[i].zone && !strcmp(f->findings[i].zone, zone))))
+      return &f->findings[i];
+  return NULL;
+}
+
+static size_t count_type(const mlprof__findings *f, const char *type) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->nfindings; i++)
+    n += !strcmp(f->findings[i].type, type);
+  return n;
+}
+
+/* A deterministic noise source in [-1, 1]. */
+static double noise(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (double)((*s >> 8) % 20001) / 10000.0 - 1;
+}
+
+/* ---- parts of a step -------------------------------------------------------
+ */
+
+static void test_part_names(void) {
+  static const struct {
+    const char *name;
+    uint8_t cat;
+    int nested, part;
+  } cases[] = {
+      {"dataloader", 0, 1, MLPROF__PART_DATA},
+      {"DataLoader.__next__", 0, 1, MLPROF__PART_DATA},
+      {"next_batch", 0, 1, MLPROF__PART_DATA},
+      {"fwd", 0, 1, MLPROF__PART_FORWARD},
+      {"model.forward", 0, 1, MLPROF__PART_FORWARD},
+      {"loss.backward", 0, 1, MLPROF__PART_BACKWARD},
+      {"bwd_allreduce", 0, 1, MLPROF__PART_COMM},
+      {"all_reduce", 0, 1, MLPROF__PART_COMM},
+      {"nccl:broadcast", 0, 1, MLPROF__PART_COMM},
+      {"optimizer.step", 0, 1, MLPROF__PART_OPTIMIZER},
+      {"zero_grad", 0, 1, MLPROF__PART_OPTIMIZER},
+      {"step", 0, 1, MLPROF__PART_OPTIMIZER},
+      {"step", 0, 0, MLPROF__PART_OTHER}, /* the outermost: a training step */
+      {"train_step", 0, 1, MLPROF__PART_OTHER},
+      {"attention", 0, 1, MLPROF__PART_OTHER},
+      {"decode", MLPROF_CAT_DATA, 1, MLPROF__PART_DATA}, /* category first */
+      {"forward", MLPROF_CAT_COMM, 1, MLPROF__PART_COMM},
+      {"read", MLPROF_CAT_IO, 1, MLPROF__PART_OTHER},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = mlprof__zone_part(cases[i].cat, cases[i].name,
+                                strlen(cases[i].name), cases[i].nested);
+    if (got != cases[i].part)
+      TEST_FAIL("%s: part %s, want %s", cases[i].name, mlprof__part_name(got),
+                mlprof__part_name(cases[i].part));
+  }
+}
+
+/* 10 steps of 100 ms marked at their end: data 30, forward 20, backward 25
+ * with an allreduce of 5 inside, optimizer 10, 15 ms unclaimed. The first
+ * step (before the first mark) is not a step: 9 steps. */
+static void write_training(sb *b, int with_marks, uint64_t data_ms) {
+  uint64_t t = 0;
+  for (int s = 0; s < 10; s++) {
+    uint64_t st = t;
+    span(b, 1, 1, t, t + data_ms * MS); /* data */
+    t += data_ms * MS;
+    span(b, 2, 1, t, t + 20 * MS); /* forward */
+    t += 20 * MS;
+    span(b, 4, 2, t + 10 * MS, t + 15 * MS); /* allreduce in backward */
+    span(b, 3, 1, t, t + 25 * MS);           /* backward */
+    t += 25 * MS;
+    span(b, 5, 1, t, t + 10 * MS); /* optimizer.step */
+    t += 10 * MS;
+    t = st + (data_ms + 70) * MS;
+    span(b, 0, 0, st, t); /* iteration */
+    if (with_marks) mark(b, t);
+  }
+}
+
+static const char *const train_zones[] = {
+    "iteration", "data", "forward", "backward", "allreduce", "optimizer.step"};
+static const uint8_t train_cats[] = {0, MLPROF_CAT_DATA, 0, 0, 0, 0};
+
+static void test_steps_from_marks(void) {
+  sb b;
+  CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
+  write_training(&b, 1, 30);
+  built x;
+  CHECK_EQ(sb_build(&b, 1000 * MS, NULL, &x), 0);
+  const mlprof__steps *s = &x.f.steps;
+  CHECK_EQ(s->source, MLPROF__STEPS_MARKS);
+  CHECK_EQ(s->count, 9);
+  CHECK_EQ(s->threads, 1);
+  CHECK_EQ_U64(s->p50_ns, 100 * MS);
+  CHECK_EQ_U64(s->p90_ns, 100 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_DATA], 9 * 30 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_FORWARD], 9 * 20 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_BACKWARD], 9 * 20 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_COMM], 9 * 5 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_OPTIMIZER], 9 * 10 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_OTHER], 9 * 15 * MS);
+  CHECK(fabs(s->share[MLPROF__PART_DATA] - 0.3) < 1e-9);
+  built_free(&x);
+}
+
+static void test_steps_from_outermost_zone(void) {
+  sb b;
+  CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
+  write_training(&b, 0, 30);
+  built x;
+  CHECK_EQ(sb_build(&b, 1000 * MS, NULL, &x), 0);
+  const mlprof__steps *s = &x.f.steps;
+  CHECK_EQ(s->source, MLPROF__STEPS_ZONE);
+  CHECK_STR(s->zone, "iteration");
+  CHECK_EQ(s->count, 10);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_DATA], 10 * 30 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_COMM], 10 * 5 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_OTHER], 10 * 15 * MS);
+  /* The step zone itself is not a finding. */
+  CHECK(!finding(&x.f, "hotspot", "iteration"));
+  built_free(&x);
+}
+
+/* ---- data-bound ------------------------------------------------------------
+ */
+
+static void test_data_bound_found(void) {
+  sb b;
+  CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
+  write_training(&b, 1, 60); /* 60 of 130 ms */
+  built x;
+  CHECK_EQ(sb_build(&b, 1400 * MS, NULL, &x), 0);
+  CHECK(x.f.nfindings > 0);
+  CHECK_STR(x.f.findings[0].type, "data_bound");
+  CHECK_STR(x.f.findings[0].zone, "data");
+  CHECK(fabs(x.f.findings[0].severity - 100 * 60.0 / 130) < 1e-6);
+  CHECK(x.f.findings[0].nev > 0);
+  CHECK(strstr(x.f.findings[0].recommendation, "num_workers"));
+  CHECK(!x.f.sampled && x.f.note); /* no samples: said so */
+  built_free(&x);
+}
+
+static void test_fast_data_is_not_data_bound(void) {
+  sb b;
+  CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
+  write_training(&b, 1, 2); /* 2 of 72 ms */
+  built x;
+  CHECK_EQ(sb_build(&b, 1000 * MS, NULL, &x), 0);
+  CHECK_EQ(count_type(&x.f, "data_bound"), 0);
+  built_free(&x);
+}
+
+/* ---- compute, waiting ------------------------------------------------------
+ */
+
+/* 20 rounds: "crunch" 40 ms busy (samples inside it say cpu 95 +- 10),
+ * "wait" 40 ms idle (cpu 3 +- 3), sampled every 10 ms. */
+static void write_mixed(sb *b, double crunch_cpu, double wait_cpu) {
+  unsigned seed = 7;
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++) {
+    span(b, 0, 0, t, t + 40 * MS);
+    span(b, 1, 0, t + 40 * MS, t + 80 * MS);
+    t += 80 * MS;
+  }
+  for (uint64_t s = 5 * MS; s < t; s += 10 * MS) {
+    int busy = (s % (80 * MS)) < 40 * MS;
+    double cpu =
+        busy ? crunch_cpu + 10 * noise(&seed) : wait_cpu + 3 * noise(&seed);
+    proc_row(b, s, cpu < 0 ? 0 : cpu, 500e6 + 1e6 * noise(&seed));
+  }
+}
+
+static void test_compute_and_wait_classified(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed(&b, 95, 3);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(x.f.sampled && !x.f.note);
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  const mlprof__finding *w = finding(&x.f, "io_wait", "wait");
+  CHECK(c && w);
+  CHECK_STR(c->flagged, "dominant");
+  CHECK(!finding(&x.f, "compute", "wait"));
+  CHECK(!finding(&x.f, "io_wait", "crunch"));
+  CHECK(fabs(c->severity - 50 * 0.6) < 1);
+  CHECK(fabs(w->severity - 50 * 0.9) < 1);
+  CHECK_STR(x.f.findings[0].zone, "wait"); /* a wait can be hidden: first */
+  CHECK_EQ(count_type(&x.f, "memory_leak"), 0);
+  built_free(&x);
+}
+
+static void test_half_busy_is_neither(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed(&b, 40, 40);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK_EQ(count_type(&x.f, "compute"), 0);
+  CHECK_EQ(count_type(&x.f, "io_wait"), 0);
+  CHECK(finding(&x.f, "hotspot", "crunch"));
+  built_free(&x);
+}
+
+static void test_unsampled_zones_are_not_classified(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++, t += 80 * MS) {
+    span(&b, 0, 0, t, t + 40 * MS);
+    span(&b, 1, 0, t + 40 * MS, t + 80 * MS);
+  }
+  built x;
+  CHECK_EQ(sb_build(&b, t, NULL, &x), 0);
+  CHECK_EQ(x.f.nfindings, 2);
+  for (size_t i = 0; i < x.f.nfindings; i++) {
+    CHECK_STR(x.f.findings[i].type, "hotspot");
+    CHECK(x.f.findings[i].note != NULL);
+  }
+  CHECK(x.f.note != NULL);
+  built_free(&x);
+}
+
+static void test_erratic_zone_flagged_steady_not(void) {
+  static const char *const zones[] = {"steady", "erratic", "idle"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 3), 0);
+  uint64_t t = 0;
+  unsigned seed = 3;
+  for (int i = 0; i < 200; i++) {
+    uint64_t d = (uint64_t)((1 + 0.1 * noise(&seed)) * (double)MS);
+    span(&b, 0, 0, t, t + d);
+    t += d;
+    /* Mostly 100 us, one call in 20 takes 20 ms. */
+    uint64_t e = i % 20 == 0 ? 20 * MS : MS / 10;
+    span(&b, 1, 0, t, t + e);
+    t += e;
+  }
+  span(&b, 2, 0, t, t + 2000 * MS); /* the rest of the run: not a step */
+  t += 2000 * MS;
+  built x;
+  CHECK_EQ(sb_build(&b, t, NULL, &x), 0);
+  const mlprof__finding *e = finding(&x.f, "hotspot", "erratic");
+  CHECK(e != NULL);
+  CHECK_STR(e->flagged, "variable");
+  CHECK(!finding(&x.f, "hotspot", "steady"));
+  built_free(&x);
+}
+
+/* ---- GPU -------------------------------------------------------------------
+ */
+
+static void gpu_run(double util, built *x) {
+  static const char *const zones[] = {"train"};
+  sb b;
+  memset(x, 0, sizeof *x);
+  if (sb_open(&b, zones, NULL, 1)) return;
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++, t += 50 * MS) {
+    span(&b, 0, 1, t, t + 50 * MS);
+    mark(&b, t + 50 * MS);
+  }
+  unsigned seed = 1;
+  for (uint64_t s = 0; s < t; s += 10 * MS) {
+    proc_row(&b, s, 100, 1e9);
+    gpu_row(&b, s, util + 5 * noise(&seed));
+  }
+  sb_build(&b, t, NULL, x);
+}
+
+static void test_gpu_underutilized(void) {
+  built x;
+  gpu_run(20, &x);
+  const mlprof__finding *g = finding(&x.f, "gpu_underutilized", NULL);
+  CHECK(g != NULL);
+  CHECK(fabs(g->ev[0].value - 20) < 3);
+  CHECK(strstr(g->recommendation, "mixed precision"));
+  built_free(&x);
+  gpu_run(90, &x);
+  CHECK_EQ(count_type(&x.f, "gpu_underutilized"), 0);
+  built_free(&x);
+}
+
+/* ---- leaks -----------------------------------------------------------------
+ */
+
+/* 200 steps of 20 ms ("step" holding "alloc"), RSS sampled every 5 ms:
+ * rss(step) from fn. */
+static void leak_run(double (*fn)(int step, unsigned *seed), built *x,
+                     const mlprof__findings_opts *o) {
+  static const char *const zones[] = {"work", "alloc"};
+  sb b;
+  memset(x, 0, sizeof *x);
+  if (sb_open(&b, zones, NULL, 2)) return;
+  uint64_t t = 0;
+  for (int i = 0; i < 200; i++, t += 20 * MS) {
+    span(&b, 1, 1, t, t + MS);
+    span(&b, 0, 0, t, t + 20 * MS);
+    mark(&b, t + 20 * MS);
+  }
+  unsigned seed = 99;
+  /* RSS changes as each "alloc" ends, 1 ms into its step. */
+  for (uint64_t s = 0; s < t; s += 5 * MS)
+    proc_row(&b, s, 50,
+             fn(s < MS ? 0 : (int)((s - MS) / (20 * MS)) + 1, &seed));
+  sb_build(&b, t, o, x);
+}
+
+static double leak_1mb(int step, unsigned *seed) {
+  return 300e6 + 1e6 * step + 0.3e6 * noise(seed);
+}
+static double flat_noisy(int step, unsigned *seed) {
+  (void)step;
+  return 300e6 + 20e6 * noise(seed);
+}
+static double warm_up(int step, unsigned *seed) {
+  return 300e6 + (step < 8 ? 15e6 * step : 120e6) + 1e6 * noise(seed);
+}
+static double late_leak(int step, unsigned *seed) {
+  return 300e6 + (step > 100 ? 2e6 * (step - 100) : 0) + 1e6 * noise(seed);
+}
+
+static void test_leak_found_once(void) {
+  built x;
+  leak_run(leak_1mb, &x, NULL);
+  CHECK_EQ(x.f.nleaks, 1);
+  CHECK_EQ(count_type(&x.f, "memory_leak"), 1);
+  const mlprof__leak *lk = &x.f.leaks[0];
+  CHECK(lk->by_steps);
+  CHECK_STR(lk->measure, "rss_bytes");
+  if (fabs(lk->slope_mb_per_step - 1) > 0.05)
+    TEST_FAIL("slope %g MB/step", lk->slope_mb_per_step);
+  /* 1 MB per 20 ms step = 3000 MB/min */
+  if (fabs(lk->slope_mb_per_min - 3000) > 150)
+    TEST_FAIL("slope %g MB/min", lk->slope_mb_per_min);
+  CHECK(lk->growth_mb > 180 && lk->growth_mb < 210);
+  CHECK(lk->nzones >= 1);
+  int alloc = 0;
+  for (size_t i = 0; i < lk->nzones; i++)
+    alloc |= !strcmp(lk->zones[i].name, "alloc");
+  CHECK(alloc);
+  built_free(&x);
+}
+
+static void test_noise_is_no_leak(void) {
+  built x;
+  leak_run(flat_noisy, &x, NULL);
+  CHECK_EQ(x.f.leak_series, 1);
+  CHECK_EQ(x.f.nleaks, 0);
+  built_free(&x);
+  leak_run(warm_up, &x, NULL); /* a warm-up is no leak */
+  CHECK_EQ(x.f.nleaks, 0);
+  built_free(&x);
+}
+
+static void test_late_leak_and_thresholds(void) {
+  built x;
+  leak_run(late_leak, &x, NULL);
+  CHECK_EQ(x.f.nleaks, 1);
+  if (x.f.nleaks) {
+    CHECK(fabs(x.f.leaks[0].slope_mb_per_step - 2) < 0.2);
+    CHECK(x.f.leaks[0].begin_step > 80);
+  }
+  built_free(&x);
+  mlprof__findings_opts o;
+  mlprof__findings_opts_init(&o);
+  o.leak_min_mb = 500; /* more than it grew */
+  leak_run(leak_1mb, &x, &o);
+  CHECK_EQ(x.f.nleaks, 0);
+  built_free(&x);
+  mlprof__findings_opts_init(&o);
+  o.leak_min_mb_per_step = 5;
+  leak_run(leak_1mb, &x, &o);
+  CHECK_EQ(x.f.nleaks, 0);
+  built_free(&x);
+}
+
+static void test_robust_slope(void) {
+  double xs[50], ys[50];
+  for (int i = 0; i < 50; i++) {
+    xs[i] = i;
+    ys[i] = 3 * i + (i % 7 == 0 ? 1000 : 0); /* outliers */
+  }
+  CHECK(fabs(mlprof__theil_sen(xs, ys, 50, 300) - 3) < 1e-9);
+  CHECK(mlprof__mann_kendall_z(ys, 50, 300) > 3);
+  for (int i = 0; i < 50; i++) ys[i] = -ys[i];
+  CHECK(mlprof__mann_kendall_z(ys, 50, 300) < -3);
+  double m[] = {5, 1, 3, 2};
+  CHECK(fabs(mlprof__median(m, 4) - 2.5) < 1e-12);
+}
+
+/* ---- latency objectives ----------------------------------------------------
+ */
+
+static void test_slo_parse(void) {
+  uint64_t ns;
+  CHECK_EQ(mlprof__duration_parse("200ms", &ns), 0);
+  CHECK_EQ_U64(ns, 200 * MS);
+  CHECK_EQ(mlprof__duration_parse("1.5s", &ns), 0);
+  CHECK_EQ_U64(ns, 1500 * MS);
+  CHECK_EQ(mlprof__duration_parse("750us", &ns), 0);
+  CHECK_EQ_U64(ns, 750000);
+  CHECK_EQ(mlprof__duration_parse("20\xc2\xb5s", &ns), 0);
+  CHECK_EQ_U64(ns, 20000);
+  CHECK_EQ(mlprof__duration_parse("12ns", &ns), 0);
+  CHECK_EQ_U64(ns, 12);
+  static const char *const bad[] = {"",      "200",         "ms",   "-1ms",
+                                    "0s",    "1.5",         "2 ms", "3h",
+                                    "1e3ms", "99999999999s"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (mlprof__duration_parse(bad[i], &ns) == 0)
+      TEST_FAIL("'%s' parsed as %" PRIu64 " ns", bad[i], ns);
+  mlprof__slo_spec s;
+  char err[256];
+  CHECK_EQ(mlprof__slo_parse("a=b=2ms", &s, err, sizeof err), 0);
+  CHECK_STR(s.zone, "a=b");
+  CHECK_EQ_U64(s.objective_ns, 2 * MS);
+  mlprof__slo_spec_free(&s);
+  CHECK_EQ(mlprof__slo_parse("decode", &s, err, sizeof err), -1);
+  CHECK(strstr(err, "ZONE=DURATION"));
+  CHECK_EQ(mlprof__slo_parse("=2ms", &s, err, sizeof err), -1);
+  CHECK_EQ(mlprof__slo_parse("decode=fast", &s, err, sizeof err), -1);
+  CHECK(strstr(err, "not a duration"));
+}
+
+static void test_slo_windows(void) {
+  static const char *const zones[] = {"request"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 1), 0);
+  /* 3 s of calls, 100 per second, 10 ms each except in the second second
+   * where 1 call in 4 takes 300 ms (overlapping is fine for the stats). */
+  for (int i = 0; i < 300; i++) {
+    uint64_t t = (uint64_t)i * 10 * MS;
+    uint64_t d = i >= 100 && i < 200 && i % 4 == 0 ? 300 * MS : 10 * MS;
+    span(&b, 0, 0, t, t + d);
+  }
+  mlprof__slo_spec spec = {"request", 7, 200 * MS};
+  mlprof__findings_opts o;
+  mlprof__findings_opts_init(&o);
+  o.slo = &spec;
+  o.nslo = 1;
+  built x;
+  CHECK_EQ(sb_build(&b, 4000 * MS, &o, &x), 0);
+  CHECK_EQ(x.f.nslo, 1);
+  const mlprof__slo_result *s = &x.f.slo[0];
+  CHECK_EQ(s->count, 300);
+  CHECK_EQ(s->over, 25);
+  CHECK(fabs(s->share_over - 25.0 / 300) < 1e-12);
+  CHECK_EQ_U64(s->p50_ns, 10 * MS);
+  CHECK_EQ_U64(s->p99_ns, 300 * MS);
+  CHECK_EQ_U64(s->max_ns, 300 * MS);
+  CHECK(s->nwindows >= 3);
+  CHECK_EQ(s->windows_missed, 2); /* the slow calls end in seconds 1 and 2 */
+  uint64_t calls = 0, over = 0;
+  for (size_t i = 0; i < s->nwindows; i++) {
+    calls += s->windows[i].count;
+    over += s->windows[i].over;
+    CHECK_EQ_U64(s->windows[i].start_ns % (1000 * MS), 0);
+  }
+  CHECK_EQ(calls, 300);
+  CHECK_EQ(over, 25);
+  built_free(&x);
+}
+
+const mlprof_test mlprof_tests_findings[] = {
+    {"part_names", test_part_names},
+    {"steps_from_marks", test_steps_from_marks},
+    {"steps_from_outermost_zone", test_steps_from_outermost_zone},
+    {"data_bound_found", test_data_bound_found},
+    {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
+    {"compute_and_wait_classified", test_compute_and_wait_classified},
+    {"half_busy_is_neither", test_half_busy_is_neither},
+    {"unsampled_zones_are_not_classified",
+     test_unsampled_zones_are_not_classified},
+    {"erratic_zone_flagged_steady_not", test_erratic_zone_flagged_steady_not},
+    {"gpu_underutilized", test_gpu_underutilized},
+    {"leak_found_once", test_leak_found_once},
+    {"noise_is_no_leak", test_noise_is_no_leak},
+    {"late_leak_and_thresholds", test_late_leak_and_thresholds},
+    {"robust_slope", test_robust_slope},
+    {"slo_parse", test_slo_parse},
+    {"slo_windows", test_slo_windows},
+    {NULL, NULL}};
