@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python
+.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python browser-test
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -30,6 +30,7 @@ test: deps
 	$(BUILD)/mlprof_unit
 	MLPROF_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/e2e
 	$(MAKE) python-test
+	$(MAKE) browser-test
 
 bench: all
 	sh bench/run.sh $(BUILD)
@@ -38,6 +39,13 @@ bench: all
 python-test: all
 	rm -rf $(BUILD)/python && /usr/bin/python3 -m pip install -q --no-deps --no-build-isolation --target $(BUILD)/python ./python
 	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q tests/python
+
+# The HTML report and the live dashboard in headless Debian Chromium
+# (playwright-core from npm, no browser download); screenshots go to
+# $(BUILD)/screenshots. MLPROF_UPDATE_DOCS=1 refreshes docs/screenshot-overview.png.
+browser-test: all
+	cd tests/browser && npm ci --no-audit --no-fund
+	cd tests/browser && MLPROF_BUILD=$(abspath $(BUILD)) node --test test.mjs
 
 bench-python: python-test
 	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_python.py

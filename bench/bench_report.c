@@ -5,6 +5,7 @@
  * written to disk, the disk's own speed at writing as many bytes.
  *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size
  *   Chrome trace export    >= 5 M events/s
+ *   HTML dashboard         <= 5 MB (aggregates and downsampled series)
  * usage: bench_report PATH/TO/mlprof [spans] */
 #include <pthread.h>
 #include <stdio.h>
@@ -155,6 +156,14 @@ int main(int argc, char **argv) {
          "mlprof trace, to a file", t, (double)n / t / 1e6, st.st_size / 1e6, disk,
          st.st_size / 1e6 / disk);
   unlink(trace);
+  char html[256];
+  snprintf(html, sizeof html, "%s/report.html", dir);
+  char *hargv[] = {argv[1], "html", path, "-o", html, NULL};
+  t = run(hargv, &rss);
+  stat(html, &st);
+  printf("%-26s %6.2f s, %.2f MB of HTML (budget <= 5 MB), peak memory %.0f MB\n",
+         "mlprof html", t, st.st_size / 1e6, rss / 1024.0);
+  unlink(html);
   unlink(path);
   rmdir(dir);
   return 0;

@@ -13,6 +13,10 @@ static const struct {
     {"run", mlprof__cmd_run, "run a command with profiling, one profile per process"},
     {"report", mlprof__cmd_report, "statistics per zone, process and thread"},
     {"trace", mlprof__cmd_trace, "export a Chrome/Perfetto trace (JSON)"},
+    {"html", mlprof__cmd_html, "a self-contained HTML dashboard of profiles"},
+    {"serve", mlprof__cmd_serve, "a live dashboard of run directories over HTTP"},
+    {"compare", mlprof__cmd_compare, "runs of several configurations side by side"},
+    {"diff", mlprof__cmd_diff, "per-zone regression test of NEW against BASE (CI gate)"},
 };
 
 static void usage(FILE *out) {
@@ -30,7 +34,8 @@ static void usage(FILE *out) {
           "example:\n"
           "  mlprof run -o out -- python train.py\n"
           "  mlprof report out --top 20\n"
-          "  mlprof trace out -o trace.json\n");
+          "  mlprof trace out -o trace.json\n"
+          "  mlprof diff base-run new-run --threshold 5%%\n");
 }
 
 int main(int argc, char **argv) {

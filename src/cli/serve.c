@@ -1,0 +1,769 @@
+/* mlprof serve: the dashboard of the run directories under DIR over HTTP
+ * (libmicrohttpd), updated while the runs are still being written.
+ *
+ * Safety: binds 127.0.0.1 unless told otherwise; when bound to loopback it
+ * answers only requests whose Host names loopback (no DNS rebinding); it
+ * serves its own pages and the runs it found under DIR, nothing else: a
+ * path with an empty, "." or ".." component is refused, the directory it
+ * names must resolve (symlinks followed) inside DIR, and only regular
+ * *.mlprof files that are not symlinks are read. Only GET and HEAD. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <mlprof.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../export/html.h"
+#include "../export/prom.h"
+#include "cli.h"
+#include "dash.h"
+
+#define MAX_RUNS 1000
+#define MAX_DEPTH 4
+#define MAX_FILES 4096
+#define MAX_REL 1024
+/* A run's dashboard is rebuilt at most this often while it changes. */
+#define MIN_REBUILD_NS 500000000ull
+
+static const char usage[] =
+    "usage: mlprof serve [DIR] [--port N] [--bind ADDR]\n"
+    "\n"
+    "Serves the dashboard of every run directory under DIR (default: the\n"
+    "current directory; a run directory holds *.mlprof files), live: a page\n"
+    "polls its data every second, and profiles still being written by\n"
+    "mlprof run show new zones and samples within two seconds.\n"
+    "\n"
+    "  /                 index of the runs\n"
+    "  /run/RUN/         dashboard of RUN (its path under DIR)\n"
+    "  /data/RUN         the dashboard's data: the JSON report and series\n"
+    "  /api/runs         the runs as JSON\n"
+    "  /metrics          every run in the Prometheus text format\n"
+    "\n"
+    "options:\n"
+    "  -p, --port N      TCP port (default 8050; 0 picks a free one)\n"
+    "  -b, --bind ADDR   address to listen on (default 127.0.0.1, loopback\n"
+    "                    only; 0.0.0.0 or :: exposes the profiles to the\n"
+    "                    network)\n"
+    "  -h, --help        show this help\n"
+    "\n"
+    "Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.\n"
+    "exit status: 0 stopped by a signal, 1 the server could not start, 2 bad\n"
+    "usage.\n";
+
+static int fail_usage(const char *fmt, const char *arg) {
+  fputs("mlprof serve: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs(" (see mlprof serve --help)\n", stderr);
+  return 2;
+}
+
+/* ---- runs and their cached dashboards ------------------------------------ */
+
+typedef struct {
+  char *rel;      /* path under the root, "." for the root itself */
+  uint64_t sig;   /* of the profiles' names, sizes and mtimes when built */
+  uint64_t built; /* CLOCK_MONOTONIC ns of the build */
+  int ok;
+  mlprof__dash d;
+  char *data; /* the page data JSON */
+  size_t data_len;
+  char error[256];
+} run_cache;
+
+typedef struct {
+  char root[PATH_MAX];
+  int loopback;
+  unsigned short port;
+  pthread_mutex_t lock;
+  run_cache **cache; /* entries never move: pointers stay valid */
+  size_t ncache, cap;
+} server;
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), k = strlen(suf);
+  return n > k && strcmp(s + n - k, suf) == 0;
+}
+
+/* The regular, non-symlink *.mlprof files of dir (sorted), and a signature
+ * of their names, sizes and mtimes. Returns how many (at most max). */
+static size_t profiles_of(const char *dir, char ***out, uint64_t *sig) {
+  DIR *d = opendir(dir);
+  *out = NULL;
+  *sig = 1469598103934665603ull;
+  if (!d) return 0;
+  char **files = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < MAX_FILES) {
+    if (e->d_name[0] == '.' || !has_suffix(e->d_name, ".mlprof")) continue;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+        (int)sizeof path)
+      continue;
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n == cap) {
+      size_t c = cap ? cap * 2 : 16;
+      char **f = realloc(files, c * sizeof *f);
+      if (!f) break;
+      files = f;
+      cap = c;
+    }
+    if (!(files[n] = strdup(path))) break;
+    n++;
+    uint64_t parts[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                         (uint64_t)st.st_mtim.tv_nsec};
+    for (const char *c = e->d_name; *c; c++)
+      *sig = (*sig ^ (unsigned char)*c) * 1099511628211ull;
+    for (int k = 0; k < 3; k++) *sig = (*sig ^ parts[k]) * 1099511628211ull;
+  }
+  closedir(d);
+  *out = files;
+  return n;
+}
+
+static void free_list(char **l, size_t n) {
+  for (size_t i = 0; i < n; i++) free(l[i]);
+  free(l);
+}
+
+/* The run directories under root, depth first, as paths relative to it. */
+static void find_runs(const char *root, const char *rel, int depth,
+                      char ***runs, size_t *n, size_t *cap) {
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/%s", root, rel) >= (int)sizeof dir) return;
+  char **files;
+  uint64_t sig;
+  size_t nf = profiles_of(dir, &files, &sig);
+  free_list(files, nf);
+  if (nf && *n < MAX_RUNS) {
+    if (*n == *cap) {
+      size_t c = *cap ? *cap * 2 : 16;
+      char **r = realloc(*runs, c * sizeof *r);
+      if (!r) return;
+      *runs = r;
+      *cap = c;
+    }
+    if (((*runs)[*n] = strdup(rel))) (*n)++;
+  }
+  if (depth >= MAX_DEPTH) return;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char **subs = NULL;
+  size_t ns = 0, cs = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+            (int)sizeof path ||
+        lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      continue; /* symlinked directories are not followed */
+    if (ns == cs) {
+      size_t c = cs ? cs * 2 : 16;
+      char **s = realloc(subs, c * sizeof *s);
+      if (!s) break;
+      subs = s;
+      cs = c;
+    }
+    if (!(subs[ns] = strdup(e->d_name))) break;
+    ns++;
+  }
+  closedir(d);
+  for (size_t i = 0; i < ns; i++) {
+    char r[MAX_REL];
+    if (snprintf(r, sizeof r, "%s%s%s", strcmp(rel, ".") ? rel : "",
+                 strcmp(rel, ".") ? "/" : "", subs[i]) < (int)sizeof r)
+      find_runs(root, r, depth + 1, runs, n, cap);
+  }
+  free_list(subs, ns);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* 0 when rel (already percent-decoded) is a path under the root that may
+ * be served; -1 otherwise. "." alone is the root. */
+static int rel_ok(const char *rel) {
+  size_t n = strlen(rel);
+  if (n == 0 || n >= MAX_REL) return -1;
+  if (strcmp(rel, ".") == 0) return 0;
+  if (rel[0] == '/') return -1;
+  const char *p = rel;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t k = e ? (size_t)(e - p) : strlen(p);
+    if (k == 0 || (k == 1 && p[0] == '.') ||
+        (k == 2 && p[0] == '.' && p[1] == '.'))
+      return -1;
+    for (size_t i = 0; i < k; i++)
+      if ((unsigned char)p[i] < 0x20 || p[i] == '\\') return -1;
+    if (!e) break;
+    p = e + 1;
+    if (!*p) return -1; /* trailing slash is stripped by the caller */
+  }
+  return 0;
+}
+
+/* Resolves rel under the root: 0 with the real path in out when it is the
+ * root or inside it. */
+static int resolve(const server *s, const char *rel, char *out) {
+  char path[PATH_MAX * 2];
+  snprintf(path, sizeof path, "%s/%s", s->root, rel);
+  if (!realpath(path, out)) return -1;
+  size_t n = strlen(s->root);
+  if (strcmp(out, s->root) == 0) return 0;
+  if (strncmp(out, s->root, n) == 0 &&
+      (out[n] == '/' || (n == 1 && s->root[0] == '/')))
+    return 0;
+  return -1;
+}
+
+static void cache_clear(run_cache *c) {
+  if (c->ok) mlprof__dash_free(&c->d);
+  c->ok = 0;
+  free(c->data);
+  c->data = NULL;
+  c->data_len = 0;
+}
+
+/* Opens the profiles of a run, leaving out files that cannot be opened yet
+ * (a profile whose header is still being written). */
+static int open_job(char **files, size_t n, mlprof__job *job, char *err,
+                    size_t errlen) {
+  if (mlprof__job_open(job, (const char *const *)files, n, err, errlen) == 0)
+    return 0;
+  char **ok = malloc(n * sizeof *ok);
+  size_t k = 0;
+  if (!ok) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    mlprof__job one;
+    if (mlprof__job_open(&one, (const char *const *)&files[i], 1, NULL, 0) ==
+        0) {
+      mlprof__job_close(&one);
+      ok[k++] = files[i];
+    }
+  }
+  int rc = k ? mlprof__job_open(job, (const char *const *)ok, k, err, errlen)
+             : MLPROF_EFORMAT;
+  if (!k) snprintf(err, errlen, "no readable profile yet");
+  free(ok);
+  return rc;
+}
+
+/* The cache entry of rel, rebuilt when its profiles changed. Called with
+ * the lock held. NULL when rel is not a run (404). */
+static run_cache *run_get(server *s, const char *rel) {
+  char real[PATH_MAX];
+  if (resolve(s, rel, real)) return NULL;
+  char **files;
+  uint64_t sig;
+  size_t nf = profiles_of(real, &files, &sig);
+  if (!nf) {
+    free_list(files, nf);
+    return NULL;
+  }
+  run_cache *c = NULL;
+  for (size_t i = 0; i < s->ncache; i++)
+    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
+  if (!c) {
+    if (s->ncache == s->cap) {
+      size_t cap = s->cap ? s->cap * 2 : 16;
+      run_cache **x = realloc(s->cache, cap * sizeof *x);
+      if (!x) {
+        free_list(files, nf);
+        return NULL;
+      }
+      s->cache = x;
+      s->cap = cap;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c || !(c->rel = strdup(rel))) {
+      free(c);
+      free_list(files, nf);
+      return NULL;
+    }
+    s->cache[s->ncache++] = c;
+  }
+  uint64_t t = now_ns();
+  if ((c->data || c->error[0]) &&
+      (c->sig == sig || t - c->built < MIN_REBUILD_NS)) {
+    free_list(files, nf);
+    return c;
+  }
+  cache_clear(c);
+  c->error[0] = '\0';
+  c->sig = sig;
+  c->built = t;
+  mlprof__job job;
+  char err[256];
+  int rc = open_job(files, nf, &job, err, sizeof err);
+  free_list(files, nf);
+  if (!rc) {
+    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &c->d, err, sizeof err);
+    mlprof__job_close(&job);
+  }
+  if (rc) {
+    snprintf(c->error, sizeof c->error, "%s", err);
+    return c;
+  }
+  c->ok = 1;
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    snprintf(c->error, sizeof c->error, "out of memory");
+    return c;
+  }
+  char url[MAX_REL + 16];
+  snprintf(url, sizeof url, "/data/%s", rel);
+  mlprof__html_opts opts = {.title = rel, .data_url = url};
+  if (mlprof__export_html_data(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
+                               &o)) {
+    snprintf(c->error, sizeof c->error, "out of memory");
+    mlprof__out_close(&o);
+    return c;
+  }
+  c->data = o.buf; /* kept: freed by cache_clear */
+  c->data_len = o.len;
+  return c;
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
+                                const char *type, char *buf, size_t len,
+                                int must_free) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      len, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+  if (!r) {
+    if (must_free) free(buf);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", type);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(r, "X-Frame-Options", "DENY");
+  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  if (strncmp(type, "text/html", 9) == 0)
+    MHD_add_response_header(
+        r, "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; script-src "
+        "'unsafe-inline'; img-src data:; connect-src 'self'");
+  enum MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status,
+                                 const char *msg) {
+  return send_buf(conn, status, "text/plain; charset=utf-8", (char *)msg,
+                  strlen(msg), 0);
+}
+
+/* Sends the memory writer's buffer (taken) or 500 when it failed. */
+static enum MHD_Result send_out(struct MHD_Connection *conn, mlprof__out *o,
+                                const char *type) {
+  if (o->err) {
+    mlprof__out_close(o);
+    return send_text(conn, 500, "out of memory\n");
+  }
+  char *buf = o->buf;
+  o->buf = NULL;
+  return send_buf(conn, 200, type, buf, o->len, 1);
+}
+
+/* Percent-encodes a path for an href: unreserved bytes and '/' as they
+ * are. */
+static void out_url_path(mlprof__out *o, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+        c == '~' || c == '/') {
+      mlprof__out_write(o, s, 1);
+    } else {
+      char b[3] = {'%', hex[c >> 4], hex[c & 15]};
+      mlprof__out_write(o, b, 3);
+    }
+  }
+}
+
+static size_t list_runs(server *s, char ***runs) {
+  size_t n = 0, cap = 0;
+  *runs = NULL;
+  find_runs(s->root, ".", 0, runs, &n, &cap);
+  if (n) qsort(*runs, n, sizeof **runs, cmp_str);
+  return n;
+}
+
+static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    free_list(runs, n);
+    return send_text(conn, 500, "out of memory\n");
+  }
+  mlprof__out_lit(
+      &o,
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
+      "charset=\"utf-8\"><title>mlprof runs</title><style>"
+      "body{font:14px system-ui,sans-serif;margin:24px;color:#1d2330}"
+      "table{border-collapse:collapse}td,th{padding:4px 12px;"
+      "border-bottom:1px solid #dde1e8;text-align:left}"
+      "a{color:#2f6fde}</style></head><body><h1>mlprof runs</h1>"
+      "<p>Runs under <code>");
+  mlprof__out_html_text(&o, s->root, strlen(s->root));
+  mlprof__out_lit(&o,
+                  "</code> (<a href=\"/metrics\">metrics</a>, <a "
+                  "href=\"/api/runs\">JSON</a>)</p>\n<table><tr><th>run</th>"
+                  "<th>profiles</th><th>size</th><th>last written</th></tr>\n");
+  if (!n)
+    mlprof__out_lit(&o,
+                    "<tr><td colspan=\"4\">No run directories (directories "
+                    "holding *.mlprof files) yet.</td></tr>\n");
+  for (size_t i = 0; i < n; i++) {
+    char dir[PATH_MAX * 2];
+    snprintf(dir, sizeof dir, "%s/%s", s->root, runs[i]);
+    char **files;
+    uint64_t sig;
+    size_t nf = profiles_of(dir, &files, &sig);
+    uint64_t bytes = 0;
+    time_t last = 0;
+    for (size_t k = 0; k < nf; k++) {
+      struct stat st;
+      if (lstat(files[k], &st) == 0) {
+        bytes += (uint64_t)st.st_size;
+        if (st.st_mtime > last) last = st.st_mtime;
+      }
+    }
+    free_list(files, nf);
+    char when[64] = "";
+    struct tm tm;
+    if (last && localtime_r(&last, &tm))
+      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    mlprof__out_lit(&o, "<tr><td><a href=\"/run/");
+    out_url_path(&o, runs[i]);
+    mlprof__out_lit(&o, "/\">");
+    mlprof__out_html_text(&o, runs[i], strlen(runs[i]));
+    mlprof__out_printf(
+        &o, "</a></td><td>%zu</td><td>%.1f MB</td><td>%s</td></tr>\n", nf,
+        (double)bytes / 1e6, when);
+  }
+  mlprof__out_lit(&o, "</table></body></html>\n");
+  free_list(runs, n);
+  return send_out(conn, &o, "text/html; charset=utf-8");
+}
+
+static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    free_list(runs, n);
+    return send_text(conn, 500, "out of memory\n");
+  }
+  mlprof__out_lit(&o, "{\"runs\":[");
+  for (size_t i = 0; i < n; i++) {
+    mlprof__out_str(&o, i ? ",\n{\"run\":" : "\n{\"run\":");
+    mlprof__out_json_str(&o, runs[i], strlen(runs[i]));
+    mlprof__out_lit(&o, ",\"page\":");
+    mlprof__out out2;
+    /* The URLs, percent-encoded, as JSON strings. */
+    if (mlprof__out_open(&out2, -1) == 0) {
+      mlprof__out_lit(&out2, "/run/");
+      out_url_path(&out2, runs[i]);
+      mlprof__out_lit(&out2, "/");
+      mlprof__out_json_str(&o, out2.buf, out2.len);
+      mlprof__out_lit(&o, ",\"data\":");
+      out2.len = 0;
+      mlprof__out_lit(&out2, "/data/");
+      out_url_path(&out2, runs[i]);
+      mlprof__out_json_str(&o, out2.buf, out2.len);
+      mlprof__out_close(&out2);
+    } else {
+      mlprof__out_lit(&o, "null,\"data\":null");
+    }
+    mlprof__out_lit(&o, "}");
+  }
+  mlprof__out_lit(&o, "]}\n");
+  free_list(runs, n);
+  return send_out(conn, &o, "application/json");
+}
+
+static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__prom_run *pr = calloc(n ? n : 1, sizeof *pr);
+  mlprof__out o;
+  if (!pr || mlprof__out_open(&o, -1)) {
+    free(pr);
+    free_list(runs, n);
+    return send_text(conn, 500, "out of memory\n");
+  }
+  pthread_mutex_lock(&s->lock);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    run_cache *c = run_get(s, runs[i]);
+    if (c && c->ok)
+      pr[k++] =
+          (mlprof__prom_run){.run = c->rel, .r = &c->d.r, .res = &c->d.res};
+  }
+  mlprof__export_prom(pr, k, &o);
+  pthread_mutex_unlock(&s->lock);
+  free(pr);
+  free_list(runs, n);
+  return send_out(conn, &o, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+/* /run/REL/ and /data/REL. */
+static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
+                                 const char *rest, int data) {
+  char rel[MAX_REL];
+  size_t n = strlen(rest);
+  if (n == 0 || n >= sizeof rel) return send_text(conn, 404, "no such run\n");
+  memcpy(rel, rest, n + 1);
+  if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
+  if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
+    return send_text(conn, 403, "forbidden path\n");
+  pthread_mutex_lock(&s->lock);
+  run_cache *c = run_get(s, rel);
+  if (!c) {
+    pthread_mutex_unlock(&s->lock);
+    return send_text(conn, 404, "no such run\n");
+  }
+  if (!c->data) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "cannot read this run: %s\n", c->error);
+    pthread_mutex_unlock(&s->lock);
+    return send_buf(conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    pthread_mutex_unlock(&s->lock);
+    return send_text(conn, 500, "out of memory\n");
+  }
+  if (data) {
+    mlprof__out_write(&o, c->data, c->data_len);
+  } else {
+    char url[MAX_REL + 16];
+    snprintf(url, sizeof url, "/data/%s", rel);
+    mlprof__html_opts opts = {.title = rel, .data_url = url};
+    mlprof__export_html_page(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
+                             &o);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return send_out(conn, &o,
+                  data ? "application/json" : "text/html; charset=utf-8");
+}
+
+/* With a loopback listener, a Host that is not loopback means a page of
+ * another site reached us by DNS rebinding: refuse it. */
+static int host_ok(const server *s, struct MHD_Connection *conn) {
+  if (!s->loopback) return 1;
+  const char *h =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (!h) return 1; /* HTTP/1.0 */
+  static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
+  for (size_t i = 0; i < 3; i++) {
+    size_t k = strlen(names[i]);
+    if (strncasecmp(h, names[i], k) == 0 && (h[k] == '\0' || h[k] == ':'))
+      return 1;
+  }
+  return strncmp(h, "127.", 4) == 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+                              const char *url, const char *method,
+                              const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
+  server *s = cls;
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    if (*upload_size) {
+      *upload_size = 0; /* discard a body */
+      return MHD_YES;
+    }
+    return send_text(conn, 405, "only GET and HEAD\n");
+  }
+  if (!*con_cls) {
+    /* First call: headers only; answer on the second. */
+    *con_cls = (void *)1;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (!host_ok(s, conn)) return send_text(conn, 403, "bad Host header\n");
+  if (!url || url[0] != '/') return send_text(conn, 400, "bad request\n");
+  if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+    return page_index(s, conn);
+  if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
+  if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
+  if (strncmp(url, "/run/", 5) == 0) return run_route(s, conn, url + 5, 0);
+  if (strncmp(url, "/data/", 6) == 0) return run_route(s, conn, url + 6, 1);
+  if (strstr(url, "..")) return send_text(conn, 403, "forbidden path\n");
+  return send_text(conn, 404, "not found\n");
+}
+
+/* MHD unescapes the path into place; a %00 would cut it short, so keep the
+ * length it reports and refuse a NUL inside. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+  size_t n = MHD_http_unescape(s);
+  if (strlen(s) != n) {
+    /* A NUL inside: make the path unservable. */
+    strcpy(s, "/..");
+    return 3;
+  }
+  return n;
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) { stop_signal = sig; }
+
+int mlprof__cmd_serve(int argc, char **argv) {
+  static const struct option options[] = {
+      {"port", required_argument, NULL, 'p'},
+      {"bind", required_argument, NULL, 'b'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *bind_addr = "127.0.0.1";
+  long port = 8050;
+  opterr = 0;
+  optind = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":p:b:h", options, NULL)) != -1) {
+    switch (ch) {
+      case 'p': {
+        char *end;
+        errno = 0;
+        port = strtol(optarg, &end, 10);
+        if (errno || *end || !optarg[0] || port < 0 || port > 65535)
+          return fail_usage("--port wants a number from 0 to 65535, not '%s'",
+                            optarg);
+        break;
+      }
+      case 'b':
+        bind_addr = optarg;
+        break;
+      case 'h':
+        fputs(usage, stdout);
+        return 0;
+      case ':':
+        return fail_usage("%s needs a value", argv[optind - 1]);
+      default: {
+        char opt[3] = {'-', (char)optopt, '\0'};
+        return fail_usage("unknown option '%s'",
+                          optopt ? opt : argv[optind - 1]);
+      }
+    }
+  }
+  if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
+  const char *dir = optind < argc ? argv[optind] : ".";
+
+  static server s;
+  memset(&s, 0, sizeof s);
+  if (!realpath(dir, s.root)) {
+    fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));
+    return 2;
+  }
+  struct stat st;
+  if (stat(s.root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof serve: %s is not a directory\n", dir);
+    return 2;
+  }
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+  if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((unsigned short)port);
+    s.loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  } else if (inet_pton(AF_INET6, bind_addr, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons((unsigned short)port);
+    s.loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    flags |= MHD_USE_IPv6;
+  } else {
+    return fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'",
+                      bind_addr);
+  }
+  pthread_mutex_init(&s.lock, NULL);
+
+  /* The signals stop the main thread only: block them in the server's
+   * threads, which inherit this mask. */
+  sigset_t mask, old;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, &old);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  struct MHD_Daemon *d = MHD_start_daemon(
+      flags, 0, NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, 4u,
+      MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  if (!d) {
+    fprintf(stderr, "mlprof serve: cannot listen on %s port %ld: %s\n",
+            bind_addr, port, strerror(errno ? errno : EADDRINUSE));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 1;
+  }
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  unsigned real_port = info ? info->port : (unsigned)port;
+  int v6addr = strchr(bind_addr, ':') != NULL;
+  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s\n", s.root,
+          v6addr ? "[" : "", bind_addr, v6addr ? "]" : "", real_port,
+          s.loopback ? "" : " (not loopback: reachable from the network)");
+  fflush(stderr);
+
+  sigset_t wait_mask = old;
+  sigdelset(&wait_mask, SIGINT);
+  sigdelset(&wait_mask, SIGTERM);
+  while (!stop_signal) sigsuspend(&wait_mask);
+  fprintf(stderr, "mlprof serve: stopping (%s)\n",
+          stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  MHD_stop_daemon(d);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  for (size_t i = 0; i < s.ncache; i++) {
+    cache_clear(s.cache[i]);
+    free(s.cache[i]->rel);
+    free(s.cache[i]);
+  }
+  free(s.cache);
+  pthread_mutex_destroy(&s.lock);
+  return 0;
+}

@@ -1,0 +1,616 @@
+/* mlprof dashboard: renders the embedded report (and, live, the one it polls)
+ * as tables and inline SVG. Every string from the profile is put in the page
+ * as text (textContent, createTextNode, attribute values), never as markup. */
+(function () {
+  'use strict';
+  var SVGNS = 'http://www.w3.org/2000/svg';
+  var D = JSON.parse(document.getElementById('mlprof-data').textContent);
+  var COLORS = ['#2f6fde', '#e8590c', '#2b8a3e', '#ae3ec9', '#c8372d', '#0c8599',
+    '#d98a00', '#5c7cfa', '#862e9c', '#495057'];
+  var PARTS = ['data', 'forward', 'backward', 'optimizer', 'communication', 'other'];
+  var PART_COLORS = {data: '#0c8599', forward: '#2f6fde', backward: '#ae3ec9',
+    optimizer: '#2b8a3e', communication: '#e8590c', other: '#adb5bd'};
+  var TABS = [['overview', 'Overview'], ['zones', 'Zones'], ['timeline', 'Timeline'],
+    ['memory', 'Memory'], ['gpu', 'GPU'], ['findings', 'Findings'],
+    ['processes', 'Processes']];
+  var state = {tab: 'overview', sortKey: 'total_ns', sortDesc: true, zoom: null,
+    flameRoot: -1};
+  var tip;
+
+  /* ---- DOM helpers -------------------------------------------------------- */
+  function el(tag, attrs, kids) {
+    var e = document.createElement(tag);
+    setAttrs(e, attrs);
+    addKids(e, kids);
+    return e;
+  }
+  function sv(tag, attrs, kids) {
+    var e = document.createElementNS(SVGNS, tag);
+    setAttrs(e, attrs);
+    addKids(e, kids);
+    return e;
+  }
+  function setAttrs(e, attrs) {
+    if (!attrs) return;
+    Object.keys(attrs).forEach(function (k) {
+      var v = attrs[k];
+      if (v === null || v === undefined) return;
+      if (k === 'text') e.textContent = String(v);
+      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    });
+  }
+  function addKids(e, kids) {
+    if (kids === null || kids === undefined) return;
+    if (!Array.isArray(kids)) kids = [kids];
+    kids.forEach(function (k) {
+      if (k === null || k === undefined || k === false) return;
+      e.appendChild(typeof k === 'object' ? k : document.createTextNode(String(k)));
+    });
+  }
+  function titled(node, s) {
+    node.appendChild(sv('title', {text: s}));
+    return node;
+  }
+  function card(title, kids) {
+    return el('div', {class: 'card'}, [title ? el('h2', {text: title}) : null].concat(kids));
+  }
+
+  /* ---- formatting ------------------------------------------------------- */
+  function num(x, d) {
+    if (x === null || x === undefined || !isFinite(x)) return '–';
+    var a = Math.abs(x);
+    if (d === undefined) d = a >= 100 ? 0 : a >= 10 ? 1 : 2;
+    return x.toFixed(d);
+  }
+  function fmtNs(ns) {
+    if (ns === null || ns === undefined || !isFinite(ns)) return '–';
+    var a = Math.abs(ns);
+    if (a >= 60e9) return num(ns / 60e9) + ' min';
+    if (a >= 1e9) return num(ns / 1e9) + ' s';
+    if (a >= 1e6) return num(ns / 1e6) + ' ms';
+    if (a >= 1e3) return num(ns / 1e3) + ' µs';
+    return num(ns, 0) + ' ns';
+  }
+  function fmtBytes(b) {
+    if (b === null || b === undefined || !isFinite(b)) return '–';
+    var u = ['B', 'kB', 'MB', 'GB', 'TB'], i = 0, a = Math.abs(b);
+    while (a >= 1000 && i < u.length - 1) { a /= 1000; b /= 1000; i++; }
+    return num(b) + ' ' + u[i];
+  }
+  function fmtUnit(name) {
+    if (/_bytes(_s)?$/.test(name)) return function (v) { return fmtBytes(v) + (/_s$/.test(name) ? '/s' : ''); };
+    if (/_pct$/.test(name)) return function (v) { return num(v) + '%'; };
+    if (/_w$/.test(name)) return function (v) { return num(v) + ' W'; };
+    if (/_c$/.test(name)) return function (v) { return num(v) + ' °C'; };
+    if (/_j$/.test(name)) return function (v) { return num(v) + ' J'; };
+    if (/_mhz$/.test(name)) return function (v) { return num(v) + ' MHz'; };
+    return function (v) { return num(v); };
+  }
+  function sevColor(s) {
+    return s >= 70 ? 'var(--bad)' : s >= 40 ? 'var(--warn)' : 'var(--ok)';
+  }
+
+  /* ---- data access ------------------------------------------------------ */
+  function R() { return D.report || {}; }
+  function arr(x) { return Array.isArray(x) ? x : []; }
+  function series(pred) { return arr(D.series).filter(pred); }
+  function subjectName(s) {
+    if (s.subject === 'process') return 'pid ' + s.id + (s.label ? ' (' + s.label + ')' : '');
+    if (s.subject === 'gpu') return 'GPU ' + s.id + (s.label ? ' (' + s.label + ')' : '');
+    if (s.subject === 'counter') return s.measure;
+    return 'system' + (s.host ? ' ' + s.host : '');
+  }
+  function measureOf(subject, name) {
+    var res = R().resources;
+    if (!res) return null;
+    var subs = arr(res.subjects).filter(function (s) { return s.subject === subject; });
+    for (var i = 0; i < subs.length; i++) {
+      var m = arr(subs[i].measures).filter(function (x) { return x.name === name; })[0];
+      if (m) return m;
+    }
+    return null;
+  }
+  function treeMeasure(name) {
+    var res = R().resources;
+    if (!res || !res.tree) return null;
+    return arr(res.tree.measures).filter(function (x) { return x.name === name; })[0] || null;
+  }
+
+  /* ---- charts ----------------------------------------------------------- */
+  function showTip(ev, s) {
+    tip.textContent = s;
+    tip.style.display = 'block';
+    tip.style.left = Math.min(ev.clientX + 12, window.innerWidth - 300) + 'px';
+    tip.style.top = (ev.clientY + 12) + 'px';
+  }
+  function hideTip() { tip.style.display = 'none'; }
+
+  /* A line chart of several series over job time, sharing state.zoom: drag
+   * to zoom, double-click to reset. opts: fmt, height, marks, bands
+   * ([{t0, t1, label}]). */
+  function lineChart(list, opts) {
+    opts = opts || {};
+    var W = 900, H = opts.height || 200, L = 70, Rm = 10, T = 10, B = 24;
+    var fmt = opts.fmt || function (v) { return num(v); };
+    var tmin = Infinity, tmax = -Infinity;
+    list.forEach(function (s) {
+      if (s.t.length) { tmin = Math.min(tmin, s.t[0]); tmax = Math.max(tmax, s.t[s.t.length - 1]); }
+    });
+    if (!isFinite(tmin)) return el('p', {class: 'muted', text: 'no samples'});
+    if (state.zoom) { tmin = state.zoom[0]; tmax = state.zoom[1]; }
+    if (tmax <= tmin) tmax = tmin + 1;
+    var vmax = 0, vmin = 0;
+    list.forEach(function (s) {
+      for (var i = 0; i < s.t.length; i++)
+        if (s.t[i] >= tmin && s.t[i] <= tmax) { vmax = Math.max(vmax, s.v[i]); vmin = Math.min(vmin, s.v[i]); }
+    });
+    if (vmax <= vmin) vmax = vmin + 1;
+    vmax *= 1.05;
+    function X(t) { return L + (t - tmin) / (tmax - tmin) * (W - L - Rm); }
+    function Y(v) { return T + (1 - (v - vmin) / (vmax - vmin)) * (H - T - B); }
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'chart'});
+    var clip = 'c' + Math.random().toString(36).slice(2);
+    g.appendChild(sv('defs', null, sv('clipPath', {id: clip}, sv('rect', {x: L, y: 0, width: W - L - Rm, height: H}))));
+    for (var k = 0; k <= 4; k++) {
+      var v = vmin + (vmax - vmin) * k / 4, y = Y(v);
+      g.appendChild(sv('line', {x1: L, x2: W - Rm, y1: y, y2: y, stroke: '#eef0f4'}));
+      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', text: fmt(v)}));
+    }
+    for (k = 0; k <= 5; k++) {
+      var t = tmin + (tmax - tmin) * k / 5;
+      g.appendChild(sv('text', {x: X(t), y: H - 6, 'text-anchor': k === 0 ? 'start' : k === 5 ? 'end' : 'middle', text: fmtNs(t)}));
+    }
+    var plot = sv('g', {'clip-path': 'url(#' + clip + ')'});
+    arr(opts.bands).forEach(function (b) {
+      var x0 = X(b.t0), x1 = X(b.t1);
+      plot.appendChild(titled(sv('rect', {x: x0, y: T, width: Math.max(2, x1 - x0), height: H - T - B, fill: 'rgba(200,55,45,.12)', stroke: 'rgba(200,55,45,.5)'}), b.label));
+      plot.appendChild(sv('text', {x: x0 + 4, y: T + 12, fill: '#c8372d', text: b.label.slice(0, 80)}));
+    });
+    var marks = arr(opts.marks).filter(function (m) { return m >= tmin && m <= tmax; });
+    /* Too many marks to tell apart would only grey the chart. */
+    if (marks.length > 150) marks = [];
+    marks.forEach(function (m) {
+      plot.appendChild(sv('line', {x1: X(m), x2: X(m), y1: T, y2: H - B, stroke: '#c5cad3', 'stroke-dasharray': '2,3'}));
+    });
+    list.forEach(function (s, i) {
+      var pts = [];
+      for (var j = 0; j < s.t.length; j++) pts.push(X(s.t[j]).toFixed(1) + ',' + Y(s.v[j]).toFixed(1));
+      plot.appendChild(sv('polyline', {points: pts.join(' '), fill: 'none', stroke: s.color || COLORS[i % COLORS.length], 'stroke-width': 1.5}));
+    });
+    g.appendChild(plot);
+    g.appendChild(sv('line', {x1: L, x2: W - Rm, y1: H - B, y2: H - B, stroke: '#9aa1ad'}));
+    var sel = sv('rect', {x: 0, y: T, width: 0, height: H - T - B, fill: 'rgba(47,111,222,.15)', display: 'none'});
+    var cursor = sv('line', {y1: T, y2: H - B, stroke: '#888', display: 'none'});
+    g.appendChild(sel);
+    g.appendChild(cursor);
+    var hit = sv('rect', {x: L, y: T, width: W - L - Rm, height: H - T - B, fill: 'transparent', style: 'cursor:crosshair'});
+    g.appendChild(hit);
+    var drag = null;
+    function px(ev) {
+      var r = g.getBoundingClientRect();
+      return (ev.clientX - r.left) * W / r.width;
+    }
+    function tAt(x) { return tmin + (x - L) / (W - L - Rm) * (tmax - tmin); }
+    hit.addEventListener('mousedown', function (ev) { drag = px(ev); ev.preventDefault(); });
+    hit.addEventListener('mousemove', function (ev) {
+      var x = px(ev);
+      cursor.setAttribute('x1', x); cursor.setAttribute('x2', x); cursor.setAttribute('display', '');
+      if (drag !== null) {
+        sel.setAttribute('display', '');
+        sel.setAttribute('x', Math.min(drag, x));
+        sel.setAttribute('width', Math.abs(x - drag));
+      }
+      var t = tAt(x), lines = [fmtNs(t)];
+      list.forEach(function (s) {
+        var best = -1, bd = Infinity;
+        for (var j = 0; j < s.t.length; j++) { var d = Math.abs(s.t[j] - t); if (d < bd) { bd = d; best = j; } }
+        if (best >= 0) lines.push(s.name + ': ' + fmt(s.v[best]));
+      });
+      showTip(ev, lines.join('\n'));
+    });
+    hit.addEventListener('mouseleave', function () { cursor.setAttribute('display', 'none'); hideTip(); });
+    hit.addEventListener('mouseup', function (ev) {
+      if (drag === null) return;
+      var x = px(ev), a = Math.min(drag, x), b = Math.max(drag, x);
+      drag = null;
+      sel.setAttribute('display', 'none');
+      if (b - a > 4) { state.zoom = [tAt(a), tAt(b)]; render(); }
+    });
+    g.addEventListener('dblclick', function () { state.zoom = null; render(); });
+    var legend = el('div', {class: 'legend'}, list.map(function (s, i) {
+      return el('span', null, [el('i', {style: 'background:' + (s.color || COLORS[i % COLORS.length])}), s.name]);
+    }));
+    return el('div', null, [legend, g]);
+  }
+
+  /* Horizontal bars: rows [{name, value, err, color, tip}], fmt. */
+  function barChart(rows, fmt) {
+    var W = 900, rowH = 20, L = 220, H = rows.length * rowH + 24;
+    var vmax = 0;
+    rows.forEach(function (r) { vmax = Math.max(vmax, r.value + (r.err || 0)); });
+    if (vmax <= 0) vmax = 1;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%'});
+    rows.forEach(function (r, i) {
+      var y = i * rowH + 4, w = r.value / vmax * (W - L - 90);
+      g.appendChild(sv('text', {x: L - 6, y: y + 13, 'text-anchor': 'end', text: r.name.length > 34 ? r.name.slice(0, 33) + '…' : r.name}));
+      g.appendChild(titled(sv('rect', {x: L, y: y + 2, width: Math.max(1, w), height: rowH - 6, fill: r.color || COLORS[0], rx: 2}), r.tip || (r.name + ': ' + fmt(r.value))));
+      if (r.err) {
+        var x0 = L + Math.max(0, r.value - r.err) / vmax * (W - L - 90), x1 = L + (r.value + r.err) / vmax * (W - L - 90);
+        g.appendChild(sv('line', {x1: x0, x2: x1, y1: y + rowH / 2 - 1, y2: y + rowH / 2 - 1, stroke: '#1d2330'}));
+        g.appendChild(sv('line', {x1: x1, x2: x1, y1: y + 5, y2: y + rowH - 7, stroke: '#1d2330'}));
+      }
+      g.appendChild(sv('text', {x: L + Math.max(1, w) + (r.err ? (r.err / vmax * (W - L - 90)) : 0) + 6, y: y + 13, text: fmt(r.value) + (r.err ? ' ± ' + fmt(r.err) : '')}));
+    });
+    return g;
+  }
+
+  /* Stacked bars, one per step bucket: buckets [[first, n, part ns...]]. */
+  function stepChart(buckets) {
+    var W = 900, H = 220, L = 70, B = 24, T = 10;
+    var tot = buckets.map(function (b) {
+      var s = 0; for (var p = 0; p < PARTS.length; p++) s += b[2 + p] / Math.max(1, b[1]); return s;
+    });
+    var vmax = Math.max.apply(null, tot.concat([1])) * 1.05;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%'});
+    var bw = (W - L - 10) / buckets.length;
+    for (var k = 0; k <= 4; k++) {
+      var y = T + (1 - k / 4) * (H - T - B);
+      g.appendChild(sv('line', {x1: L, x2: W - 10, y1: y, y2: y, stroke: '#eef0f4'}));
+      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', text: fmtNs(vmax * k / 4)}));
+    }
+    buckets.forEach(function (b, i) {
+      var y0 = H - B, n = Math.max(1, b[1]);
+      PARTS.forEach(function (p, j) {
+        var v = b[2 + j] / n, h = v / vmax * (H - T - B);
+        if (h <= 0) return;
+        y0 -= h;
+        g.appendChild(titled(sv('rect', {x: L + i * bw + 0.5, y: y0, width: Math.max(0.5, bw - 1), height: h, fill: PART_COLORS[p]}),
+          'step ' + b[0] + (b[1] > 1 ? '–' + (b[0] + b[1] - 1) : '') + ': ' + p + ' ' + fmtNs(v) + ' per step'));
+      });
+    });
+    g.appendChild(sv('text', {x: L, y: H - 6, text: 'step ' + buckets[0][0]}));
+    var last = buckets[buckets.length - 1];
+    g.appendChild(sv('text', {x: W - 10, y: H - 6, 'text-anchor': 'end', text: 'step ' + (last[0] + last[1] - 1)}));
+    var legend = el('div', {class: 'legend'}, PARTS.map(function (p) {
+      return el('span', null, [el('i', {style: 'background:' + PART_COLORS[p] + ';height:10px'}), p]);
+    }));
+    return el('div', null, [legend, g]);
+  }
+
+  /* The zone hierarchy as a flame graph (icicle, outermost on top); click a
+   * frame to zoom into it, click the top bar to zoom out. */
+  function flameGraph() {
+    var tr = D.tree;
+    if (!tr || !arr(tr.nodes).length) return el('p', {class: 'muted', text: 'no zones'});
+    var nodes = tr.nodes, names = tr.names, kids = {}, roots = [];
+    nodes.forEach(function (n, i) {
+      if (n[1] < 0) roots.push(i); else (kids[n[1]] = kids[n[1]] || []).push(i);
+    });
+    var rootTotal = 0;
+    roots.forEach(function (i) { rootTotal += nodes[i][2]; });
+    var W = 900, rowH = 18, maxDepth = 0;
+    function depthOf(i, d) { maxDepth = Math.max(maxDepth, d); (kids[i] || []).forEach(function (c) { depthOf(c, d + 1); }); }
+    var top = state.flameRoot >= 0 && state.flameRoot < nodes.length ? [state.flameRoot] : roots;
+    top.forEach(function (i) { depthOf(i, 1); });
+    var total = 0;
+    top.forEach(function (i) { total += nodes[i][2]; });
+    if (total <= 0) total = 1;
+    var H = (maxDepth + 1) * rowH + 2;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame'});
+    var all = titled(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer'}), 'all: ' + fmtNs(rootTotal));
+    all.addEventListener('click', function () { state.flameRoot = -1; render(); });
+    g.appendChild(all);
+    g.appendChild(sv('text', {x: 4, y: 13, text: state.flameRoot >= 0 ? '↑ all zones (click to zoom out)' : 'all zones ' + fmtNs(rootTotal)}));
+    function draw(i, x, d, scale) {
+      var n = nodes[i], w = n[2] * scale;
+      if (w < 0.5) return;
+      var name = names[n[0]], hue = 0;
+      for (var k = 0; k < Math.min(name.length, 12); k++) hue = (hue * 31 + name.charCodeAt(k)) % 360;
+      var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: 'hsl(' + (hue % 50 + 10) + ',75%,' + (58 + hue % 15) + '%)', style: 'cursor:pointer'}),
+        name + '\ntotal ' + fmtNs(n[2]) + ' (' + num(100 * n[2] / total) + '%), ' + n[3] + ' calls');
+      r.addEventListener('click', function () { state.flameRoot = i; render(); });
+      g.appendChild(r);
+      if (w > 40) {
+        var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
+        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', fill: '#1d2330', text: label}));
+      }
+      var cx = x;
+      (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
+        draw(c, cx, d + 1, scale); cx += nodes[c][2] * scale;
+      });
+    }
+    var x = 0, scale = W / total;
+    top.slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (i) { draw(i, x, 1, scale); x += nodes[i][2] * scale; });
+    return g;
+  }
+
+  /* ---- views ------------------------------------------------------------ */
+  function figures(list) {
+    return el('div', {class: 'grid'}, list.filter(Boolean).map(function (f) {
+      return el('div', {class: 'fig'}, [el('div', {class: 'k', text: f[0]}), el('div', {class: 'v', text: f[1]})]);
+    }));
+  }
+
+  function findingsList(list, limit) {
+    if (!list.length) return el('p', {class: 'muted', text: 'No findings in this report.'});
+    return el('div', null, list.slice(0, limit || list.length).map(function (f) {
+      var sev = +f.severity || 0, ev = f.evidence, rows = [];
+      if (Array.isArray(ev)) ev.forEach(function (e) { rows.push([e.key, e.value]); });
+      else if (ev && typeof ev === 'object') Object.keys(ev).forEach(function (k) { rows.push([k, ev[k]]); });
+      return el('div', {class: 'card finding'}, [
+        el('div', null, [el('span', {class: 'sev', style: 'background:' + sevColor(sev), text: num(sev, 0)}), ' ',
+          el('b', {text: f.type || 'finding'}), f.zone ? el('span', {class: 'mono', text: '  ' + f.zone}) : null,
+          f.flagged ? el('span', {class: 'muted', text: '  (' + f.flagged + ')'}) : null]),
+        f.summary ? el('p', {text: f.summary}) : null,
+        rows.length ? el('div', null, rows.map(function (r) {
+          var v = typeof r[1] === 'number' ? (/_ns$/.test(r[0]) ? fmtNs(r[1]) : /_bytes$/.test(r[0]) ? fmtBytes(r[1]) : num(r[1])) : String(r[1]);
+          return el('span', {class: 'chip'}, [el('span', {class: 'muted', text: r[0] + ' '}), v]);
+        })) : null,
+        f.recommendation ? el('p', null, [el('b', {text: 'What to do: '}), f.recommendation]) : null,
+        f.note ? el('p', {class: 'muted', text: f.note}) : null]);
+    }));
+  }
+
+  function findings() {
+    return arr(R().findings).slice().sort(function (a, b) { return (b.severity || 0) - (a.severity || 0); });
+  }
+
+  function stepsCard() {
+    var st = R().steps, kids = [];
+    if (st && typeof st === 'object' && (st.count || st.steps)) {
+      var share = st.share || st.parts || {};
+      var figs = [['steps', String(st.count || st.steps)], ['mean step', fmtNs(st.mean_ns)],
+        ['p50 step', fmtNs(st.p50_ns)], ['p90 step', fmtNs(st.p90_ns)]];
+      kids.push(figures(figs));
+      var rows = [];
+      PARTS.forEach(function (p, i) {
+        var v = Array.isArray(share) ? share[i] : share[p];
+        if (typeof v === 'object' && v) v = v.share;
+        if (typeof v === 'number') rows.push({name: p, value: v * 100, color: PART_COLORS[p]});
+      });
+      if (rows.length) kids.push(barChart(rows, function (v) { return num(v) + '%'; }));
+    }
+    if (arr(D.step_buckets).length) {
+      kids.push(el('p', {class: 'hint', text: 'Time per step by part (self time of the zones of the thread with the most step marks; bars group consecutive steps when there are many).'}));
+      kids.push(stepChart(D.step_buckets));
+    }
+    return kids.length ? card('Step-time breakdown', kids) : null;
+  }
+
+  function viewOverview() {
+    var r = R(), res = r.resources, procs = arr(r.processes), out = [];
+    var root = procs[0] || {};
+    var figs = [['wall time', fmtNs(r.wall_ns)], ['spans', String(r.spans)], ['zones', String(r.zones_total)],
+      ['processes', String(procs.length)], ['threads', String(arr(r.threads).length)],
+      ['dropped events', String(r.dropped)]];
+    var cpu = treeMeasure('cpu_pct'), rss = treeMeasure('rss_bytes');
+    if (cpu) figs.push(['CPU of the tree (mean / peak)', num(cpu.mean) + '% / ' + num(cpu.max) + '%']);
+    if (rss) figs.push(['RSS of the tree (peak)', fmtBytes(rss.max)]);
+    if (res) {
+      figs.push(['GPUs', res.gpus ? String(res.gpus) : 'none']);
+      if (res.energy && res.energy.cpu_j !== null) figs.push(['CPU energy', num(res.energy.cpu_j) + ' J']);
+      if (res.energy && res.energy.gpu_j !== null) figs.push(['GPU energy', num(res.energy.gpu_j) + ' J']);
+      if (res.energy && res.energy.carbon_g !== null) figs.push(['carbon', num(res.energy.carbon_g) + ' g CO2e']);
+    }
+    out.push(card('Run', [
+      el('p', {class: 'mono', text: (root.cmdline || root.exe || '') + (root.hostname ? '  @ ' + root.hostname : '')}),
+      figures(figs)]));
+    var w = arr(r.warnings);
+    if (w.length) out.push(card('Warnings', el('ul', null, w.map(function (s) { return el('li', {class: 'warn', text: s}); }))));
+    out.push(stepsCard());
+    var f = findings();
+    if (f.length) out.push(card('Top findings', findingsList(f, 3)));
+    var zs = arr(r.zones).slice().sort(function (a, b) { return b.total_ns - a.total_ns; }).slice(0, 10);
+    out.push(card('Top zones by total time', barChart(zs.map(function (z, i) {
+      return {name: z.name, value: z.total_ns, color: COLORS[i % COLORS.length]};
+    }), fmtNs)));
+    var cpuS = series(function (s) { return s.subject === 'process' && s.measure === 'cpu_pct'; });
+    if (cpuS.length) out.push(card('CPU % per process', lineChart(cpuS.slice(0, 8).map(function (s) { return {name: subjectName(s), t: s.t, v: s.v}; }), {fmt: function (v) { return num(v) + '%'; }, marks: D.marks, height: 160})));
+    return out;
+  }
+
+  var ZCOLS = [['name', 'zone'], ['category', 'category'], ['count', 'count'], ['total_ns', 'total'],
+    ['self_ns', 'self'], ['mean_ns', 'mean'], ['std_ns', 'std'], ['p50_ns', 'p50'], ['p90_ns', 'p90'],
+    ['p99_ns', 'p99'], ['max_ns', 'max'], ['share', 'share']];
+  function viewZones() {
+    var zs = arr(R().zones).slice(), key = state.sortKey, desc = state.sortDesc;
+    zs.sort(function (a, b) {
+      var x = a[key], y = b[key], c = typeof x === 'string' ? String(x).localeCompare(String(y)) : (x - y);
+      return desc ? -c : c;
+    });
+    var head = el('tr', null, ZCOLS.map(function (c) {
+      return el('th', {class: c[0] === key ? 'sorted' + (desc ? '' : ' asc') : '', text: c[1], onclick: function () {
+        if (state.sortKey === c[0]) state.sortDesc = !state.sortDesc; else { state.sortKey = c[0]; state.sortDesc = c[0] !== 'name' && c[0] !== 'category'; }
+        render();
+      }});
+    }));
+    var body = zs.map(function (z) {
+      return el('tr', null, ZCOLS.map(function (c) {
+        var v = z[c[0]];
+        if (c[0] === 'name') return el('td', {class: 'name', title: z.name, text: z.name});
+        if (c[0] === 'category' || c[0] === 'count') return el('td', {text: v});
+        if (c[0] === 'share') return el('td', {text: num(100 * v) + '%'});
+        return el('td', {text: fmtNs(v)});
+      }));
+    });
+    var top = zs.slice(0, 25);
+    return [
+      card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))),
+      card('Mean and standard deviation (first 25 in this order)', barChart(top.map(function (z, i) {
+        return {name: z.name, value: z.mean_ns, err: z.std_ns, color: COLORS[i % COLORS.length],
+          tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
+      }), fmtNs)),
+      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])];
+  }
+
+  function chartCard(title, list, fmt, extra) {
+    if (!list.length) return null;
+    return card(title, lineChart(list, Object.assign({fmt: fmt, marks: D.marks}, extra || {})));
+  }
+  function named(list) { return list.map(function (s) { return {name: subjectName(s), t: s.t, v: s.v}; }); }
+  function bySubj(subject, measure) {
+    return series(function (s) { return s.subject === subject && s.measure === measure; });
+  }
+
+  function viewTimeline() {
+    var out = [el('p', {class: 'hint', text: 'Drag across a chart to zoom, double-click to reset. Dashed lines are step marks.' + (state.zoom ? ' Zoomed: ' + fmtNs(state.zoom[0]) + ' – ' + fmtNs(state.zoom[1]) : '')})];
+    var sys = series(function (s) { return s.subject === 'system' && (s.measure === 'cpu_user_pct' || s.measure === 'cpu_system_pct' || s.measure === 'cpu_iowait_pct'); });
+    out.push(chartCard('CPU % per process', named(bySubj('process', 'cpu_pct')), fmtUnit('cpu_pct')));
+    out.push(chartCard('System CPU', sys.map(function (s) { return {name: s.measure, t: s.t, v: s.v}; }), fmtUnit('x_pct')));
+    out.push(chartCard('RSS per process', named(bySubj('process', 'rss_bytes')), fmtBytes));
+    out.push(chartCard('GPU utilization', named(bySubj('gpu', 'gpu_util_pct')), fmtUnit('x_pct')));
+    out.push(chartCard('GPU memory used', named(bySubj('gpu', 'gpu_mem_used_bytes')), fmtBytes));
+    var power = bySubj('system', 'cpu_power_w').concat(bySubj('gpu', 'gpu_power_w'));
+    out.push(chartCard('Power', power.map(function (s) { return {name: subjectName(s) + ' ' + s.measure, t: s.t, v: s.v}; }), fmtUnit('x_w')));
+    var counters = series(function (s) { return s.subject === 'counter'; });
+    counters.slice(0, 6).forEach(function (s) { out.push(chartCard('Counter: ' + s.measure, [{name: s.measure, t: s.t, v: s.v}], null)); });
+    if (out.filter(Boolean).length === 1) out.push(card(null, el('p', {class: 'muted', text: 'No samples in these profiles (record with mlprof run, or sampling on).'})));
+    return out;
+  }
+
+  function leakBands(subject, id) {
+    return arr(R().leaks).filter(function (l) { return !subject || (l.subject === subject && (id === undefined || l.id === id)); }).map(function (l) {
+      var g = l.growth_mb !== undefined ? num(l.growth_mb) + ' MB' : '';
+      return {t0: l.begin_ns || 0, t1: l.end_ns || 0, label: 'leak? ' + (l.measure || '') + ' +' + g + (l.slope_mb_per_min !== undefined ? ' (' + num(l.slope_mb_per_min) + ' MB/min)' : '')};
+    });
+  }
+  function viewMemory() {
+    var out = [], leaks = arr(R().leaks);
+    out.push(chartCard('RSS per process', named(bySubj('process', 'rss_bytes')), fmtBytes, {bands: leakBands('process')}));
+    out.push(chartCard('GPU memory per process', named(bySubj('process', 'gpu_mem_bytes')), fmtBytes));
+    out.push(chartCard('GPU memory used per device', named(bySubj('gpu', 'gpu_mem_used_bytes')), fmtBytes, {bands: leakBands('gpu')}));
+    out.push(chartCard('System memory used', named(bySubj('system', 'mem_used_bytes')), fmtBytes));
+    out.push(card('Leaks', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
+      return el('tr', null, [el('td', {text: l.measure}), el('td', {text: (l.subject || '') + ' ' + (l.id !== undefined ? l.id : '')}),
+        el('td', {text: num(l.growth_mb) + ' MB'}), el('td', {text: l.slope_mb_per_min !== undefined ? num(l.slope_mb_per_min) + ' MB/min' : '–'}),
+        el('td', {text: fmtNs(l.begin_ns)}), el('td', {text: fmtNs(l.end_ns)})]);
+    }))) : el('p', {class: 'muted', text: R().leaks ? 'No memory growth found.' : 'Leak analysis is not in this report.'})));
+    return out;
+  }
+
+  function viewGpu() {
+    var res = R().resources, out = [];
+    if (!res) return [card('GPU', el('p', {class: 'muted', text: 'No samples in these profiles.'}))];
+    if (!res.gpus) return [card('GPU', el('p', null, ['No GPU sampled: ', el('b', {text: res.gpu_absent || 'no GPU found'})]))];
+    arr(res.subjects).filter(function (s) { return s.subject === 'gpu'; }).forEach(function (s) {
+      var ms = arr(s.measures);
+      var figs = ms.filter(function (m) { return m.count > 0; }).slice(0, 12).map(function (m) { var f = fmtUnit(m.name); return [m.name + ' (mean / max)', f(m.mean) + ' / ' + f(m.max)]; });
+      var kids = [figures(figs)];
+      ['gpu_util_pct', 'gpu_mem_used_bytes', 'gpu_temp_c', 'gpu_power_w'].forEach(function (mn) {
+        var ss = series(function (x) { return x.subject === 'gpu' && x.id === s.id && x.measure === mn && (!s.hostname || x.host === s.hostname); });
+        if (ss.length) kids.push(el('div', null, [el('b', {text: mn}), lineChart(ss.map(function (x) { return {name: mn, t: x.t, v: x.v}; }), {fmt: fmtUnit(mn), marks: D.marks, height: 140})]));
+      });
+      var absent = ms.filter(function (m) { return m.count === 0 && m.absent; });
+      if (absent.length) kids.push(el('p', {class: 'muted', text: 'absent: ' + absent.map(function (m) { return m.name + ' (' + m.absent + ')'; }).join(', ')}));
+      out.push(card('GPU ' + s.id + (s.label ? ' — ' + s.label : '') + (s.hostname ? ' @ ' + s.hostname : ''), kids));
+    });
+    return out;
+  }
+
+  function viewFindings() {
+    var f = findings(), out = [];
+    if (f.length) {
+      out.push(card('Severity', barChart(f.slice(0, 20).map(function (x) {
+        return {name: (x.type || '') + (x.zone ? ' ' + x.zone : ''), value: +x.severity || 0, color: sevColor(+x.severity || 0)};
+      }), function (v) { return num(v, 0); })));
+    }
+    out.push(card('Findings and recommendations', findingsList(f)));
+    if (!R().findings) out.push(el('p', {class: 'hint', text: 'This report carries no analysis of findings.'}));
+    return out;
+  }
+
+  function viewProcesses() {
+    var procs = arr(R().processes), kids = {}, roots = [];
+    procs.forEach(function (p, i) {
+      if (p.parent === null || p.parent === undefined || !procs[p.parent]) roots.push(i); else (kids[p.parent] = kids[p.parent] || []).push(i);
+    });
+    function item(i) {
+      var p = procs[i];
+      return el('li', null, [el('b', {text: 'pid ' + p.pid}), ' ', el('span', {class: 'mono', text: p.cmdline || p.exe}),
+        el('span', {class: 'muted', text: '  wall ' + fmtNs(p.wall_ns) + ', ' + p.spans + ' spans, ' + p.threads + ' threads' +
+          (p.rank !== null && p.rank !== undefined ? ', rank ' + p.rank : '') + (p.clean_end ? '' : ', ended without closing')}),
+        (kids[i] || []).length ? el('ul', null, kids[i].map(item)) : null]);
+    }
+    var wall = R().wall_ns || 1, W = 900, rowH = 18, L = 200;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + (procs.length * rowH + 24), width: '100%'});
+    procs.forEach(function (p, i) {
+      var x = L + p.offset_ns / wall * (W - L - 10), w = Math.max(1, p.wall_ns / wall * (W - L - 10));
+      g.appendChild(sv('text', {x: L - 6, y: i * rowH + 13, 'text-anchor': 'end', text: ('pid ' + p.pid + ' ' + (p.exe || '')).slice(0, 32)}));
+      g.appendChild(titled(sv('rect', {x: x, y: i * rowH + 3, width: w, height: rowH - 6, fill: p.clean_end ? COLORS[0] : COLORS[4], rx: 2}),
+        (p.cmdline || p.exe || '') + '\nstart ' + fmtNs(p.offset_ns) + ', wall ' + fmtNs(p.wall_ns)));
+    });
+    g.appendChild(sv('text', {x: L, y: procs.length * rowH + 18, text: '0'}));
+    g.appendChild(sv('text', {x: W - 10, y: procs.length * rowH + 18, 'text-anchor': 'end', text: fmtNs(wall)}));
+    var th = arr(R().threads);
+    return [card('Process tree', el('div', {class: 'tree'}, el('ul', null, roots.map(item)))),
+      card('Process lifetimes on the job timeline', g),
+      card('Threads', el('table', null, [el('tr', null, ['pid', 'tid', 'name', 'spans', 'busy', 'steps', 'mean step'].map(function (h) { return el('th', {text: h}); }))].concat(th.map(function (t) {
+        return el('tr', null, [el('td', {text: t.pid}), el('td', {text: t.tid}), el('td', {class: 'name', text: t.name}), el('td', {text: t.spans}), el('td', {text: fmtNs(t.busy_ns)}), el('td', {text: t.steps}), el('td', {text: t.steps > 1 ? fmtNs(t.step_mean_ns) : '–'})]);
+      }))))];
+  }
+
+  var VIEWS = {overview: viewOverview, zones: viewZones, timeline: viewTimeline, memory: viewMemory,
+    gpu: viewGpu, findings: viewFindings, processes: viewProcesses};
+
+  function render() {
+    var main = document.getElementById('main');
+    var scroll = window.scrollY;
+    while (main.firstChild) main.removeChild(main.firstChild);
+    var parts;
+    try {
+      parts = VIEWS[state.tab]();
+    } catch (e) {
+      parts = [card('Error', el('p', {class: 'bad', text: 'cannot draw this view: ' + e.message}))];
+      if (window.console) console.warn(e);
+    }
+    addKids(main, parts.filter(Boolean));
+    Array.prototype.forEach.call(document.querySelectorAll('nav button'), function (b) {
+      b.className = b.getAttribute('data-tab') === state.tab ? 'on' : '';
+    });
+    window.scrollTo(0, scroll);
+    var r = R(), sub = document.getElementById('sub');
+    sub.textContent = (r.generator || 'mlprof') + ' · ' + fmtNs(r.wall_ns) + ' · ' + r.spans + ' spans · ' + arr(r.processes).length + ' processes';
+  }
+
+  function init() {
+    tip = el('div', {class: 'tip'});
+    document.body.appendChild(tip);
+    document.getElementById('title').textContent = D.title || 'mlprof report';
+    var nav = document.getElementById('nav');
+    TABS.forEach(function (t) {
+      nav.appendChild(el('button', {'data-tab': t[0], id: 'tab-' + t[0], text: t[1], onclick: function () {
+        state.tab = t[0]; if (location.hash !== '#' + t[0]) history.replaceState(null, '', '#' + t[0]); render();
+      }}));
+    });
+    var h = location.hash.slice(1);
+    if (VIEWS[h]) state.tab = h;
+    render();
+    if (D.live && D.data_url) poll();
+  }
+
+  /* Live: fetch the data again every second and redraw the current view. */
+  function poll() {
+    var status = document.getElementById('live');
+    var busy = false;
+    setInterval(function () {
+      if (busy) return;
+      busy = true;
+      fetch(D.data_url, {cache: 'no-store'}).then(function (resp) {
+        if (!resp.ok) throw new Error('HTTP ' + resp.status);
+        return resp.json();
+      }).then(function (d) {
+        d.live = true;
+        d.data_url = D.data_url;
+        var changed = JSON.stringify(d.report) !== JSON.stringify(D.report) || JSON.stringify(d.series) !== JSON.stringify(D.series);
+        D = d;
+        status.textContent = 'live · updated ' + new Date().toLocaleTimeString();
+        if (changed && !document.querySelector('.chart rect[display=""]')) render();
+      }).catch(function (e) {
+        status.textContent = 'live · ' + e.message;
+      }).then(function () { busy = false; });
+    }, 1000);
+  }
+
+  init();
+})();

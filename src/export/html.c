@@ -1,0 +1,361 @@
+/* The self-contained HTML dashboard (html.h). */
+#include "html.h"
+
+#include <math.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "html_assets.h"
+
+static const char *subject_str(uint8_t s) {
+  switch (s) {
+    case MLPROF__SUBJECT_SYSTEM:
+      return "system";
+    case MLPROF__SUBJECT_PROCESS:
+      return "process";
+    case MLPROF__SUBJECT_GPU:
+      return "gpu";
+    case MLPROF__TREE_COUNTER:
+      return "counter";
+    default:
+      return "unknown";
+  }
+}
+
+static void json_cstr(mlprof__out *o, const char *s) {
+  mlprof__out_json_str(o, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* A value with 6 significant digits: enough to draw, a third of the bytes. */
+static void out_g(mlprof__out *o, double v) {
+  if (!isfinite(v)) {
+    mlprof__out_lit(o, "null");
+    return;
+  }
+  if (v == floor(v) && fabs(v) < 1e15) {
+    mlprof__out_i64(o, (int64_t)v);
+    return;
+  }
+  mlprof__out_printf(o, "%.6g", v);
+}
+
+/* One series: its points downsampled to at most MLPROF__HTML_MAX_POINTS. */
+static int series_json(mlprof__out *o, int first, const char *subject,
+                       uint64_t id, const char *host, size_t host_len,
+                       const char *label, size_t label_len, const char *measure,
+                       size_t measure_len, const uint64_t *t, const double *v,
+                       size_t n, size_t *idx) {
+  /* Absent values (NAN) are skipped: copy the valid points first. */
+  size_t m = 0;
+  uint64_t *vt = malloc((n ? n : 1) * sizeof *vt);
+  double *vv = malloc((n ? n : 1) * sizeof *vv);
+  if (!vt || !vv) {
+    free(vt);
+    free(vv);
+    return MLPROF_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(v[i])) {
+      vt[m] = t[i];
+      vv[m++] = v[i];
+    }
+  if (m == 0) {
+    free(vt);
+    free(vv);
+    return 1; /* nothing written */
+  }
+  size_t k = mlprof__downsample(vv, m, MLPROF__HTML_MAX_POINTS, idx);
+  mlprof__out_str(o, first ? "\n{\"subject\":" : ",\n{\"subject\":");
+  json_cstr(o, subject);
+  mlprof__out_lit(o, ",\"id\":");
+  mlprof__out_u64(o, id);
+  mlprof__out_lit(o, ",\"host\":");
+  mlprof__out_json_str(o, host, host_len);
+  mlprof__out_lit(o, ",\"label\":");
+  mlprof__out_json_str(o, label, label_len);
+  mlprof__out_lit(o, ",\"measure\":");
+  mlprof__out_json_str(o, measure, measure_len);
+  mlprof__out_lit(o, ",\"t\":[");
+  for (size_t i = 0; i < k; i++) {
+    if (i) mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, vt[idx[i]]);
+  }
+  mlprof__out_lit(o, "],\"v\":[");
+  for (size_t i = 0; i < k; i++) {
+    if (i) mlprof__out_lit(o, ",");
+    out_g(o, vv[idx[i]]);
+  }
+  mlprof__out_lit(o, "]}");
+  free(vt);
+  free(vv);
+  return 0;
+}
+
+/* The largest-RSS processes of the tree's series: 1 to keep series i. */
+static int keep_process(const mlprof__tree *tree, size_t i,
+                        const double *peak) {
+  const mlprof__tree_series *s = &tree->series[i];
+  if (s->subject != MLPROF__SUBJECT_PROCESS) return 1;
+  /* Rank this process by the peak RSS of its rss series (its own peak for
+   * every measure of the same pid and host). */
+  size_t better = 0;
+  double mine = peak[i];
+  for (size_t j = 0; j < tree->nseries; j++) {
+    const mlprof__tree_series *x = &tree->series[j];
+    if (x->subject != MLPROF__SUBJECT_PROCESS || x->measure != s->measure)
+      continue;
+    if (peak[j] > mine || (peak[j] == mine && j < i)) better++;
+  }
+  return better < MLPROF__HTML_MAX_PROCESSES;
+}
+
+static int tree_series(const mlprof__tree *tree, mlprof__out *o, size_t *idx) {
+  int first = 1, rc = 0;
+  /* peak[i]: the peak RSS of the process of series i (0 when unknown). */
+  double *peak = calloc(tree->nseries ? tree->nseries : 1, sizeof *peak);
+  if (!peak) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < tree->nseries; i++) {
+    const mlprof__tree_series *s = &tree->series[i];
+    if (s->subject != MLPROF__SUBJECT_PROCESS ||
+        strcmp(tree->names[s->measure], "rss_bytes") != 0)
+      continue;
+    double mx = 0;
+    for (size_t k = 0; k < s->n; k++)
+      if (s->v[k] > mx) mx = s->v[k];
+    for (size_t j = 0; j < tree->nseries; j++)
+      if (tree->series[j].subject == MLPROF__SUBJECT_PROCESS &&
+          tree->series[j].id == s->id && tree->series[j].host == s->host)
+        peak[j] = mx;
+  }
+  for (size_t i = 0; i < tree->nseries && rc <= 0; i++) {
+    const mlprof__tree_series *s = &tree->series[i];
+    if (!keep_process(tree, i, peak)) continue;
+    rc = series_json(o, first, subject_str(s->subject), s->id,
+                     tree->names[s->host], tree->name_lens[s->host],
+                     tree->names[s->label], tree->name_lens[s->label],
+                     tree->names[s->measure], tree->name_lens[s->measure], s->t,
+                     s->v, s->n, idx);
+    if (rc == 0) first = 0;
+  }
+  free(peak);
+  return rc < 0 ? rc : 0;
+}
+
+/* Series from the resources (no tree): the columns they keep. */
+static int res_series(const mlprof__resources *res, mlprof__out *o,
+                      size_t *idx) {
+  static const char *const proc_cols[MLPROF__NCOLS] = {"cpu_pct", "rss_bytes",
+                                                       "gpu_mem_bytes"};
+  static const char *const gpu_cols[MLPROF__NCOLS] = {
+      "gpu_util_pct", "gpu_mem_used_bytes", NULL};
+  static const char *const sys_cols[MLPROF__NCOLS] = {
+      "cpu_iowait_pct", "mem_available_bytes", "swap_used_bytes"};
+  int first = 1, rc = 0;
+  size_t procs = 0;
+  for (size_t i = 0; i < res->nseries && rc <= 0; i++) {
+    const mlprof__series *s = &res->series[i];
+    const char *const *cols = s->subject == MLPROF__SUBJECT_PROCESS ? proc_cols
+                              : s->subject == MLPROF__SUBJECT_GPU   ? gpu_cols
+                                                                    : sys_cols;
+    if (s->subject == MLPROF__SUBJECT_PROCESS &&
+        procs++ >= MLPROF__HTML_MAX_PROCESSES)
+      continue;
+    const char *host = s->hostname ? s->hostname : "";
+    for (int c = 0; c < MLPROF__NCOLS && rc <= 0; c++) {
+      if (!cols[c] || !s->v[c]) continue;
+      rc = series_json(o, first, subject_str(s->subject), s->id, host,
+                       strlen(host), "", 0, cols[c], strlen(cols[c]), s->t,
+                       s->v[c], s->n, idx);
+      if (rc == 0) first = 0;
+    }
+  }
+  return rc < 0 ? rc : 0;
+}
+
+typedef struct {
+  uint64_t total;
+  uint32_t i;
+} node_rank;
+
+static int cmp_rank(const void *a, const void *b) {
+  const node_rank *x = a, *y = b;
+  if (x->total != y->total) return x->total > y->total ? -1 : 1;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The call tree: the largest nodes whose ancestors are all in. */
+static int tree_json(const mlprof__tree *tree, mlprof__out *o) {
+  size_t n = tree->nnodes;
+  node_rank *rank = malloc((n ? n : 1) * sizeof *rank);
+  int32_t *map = malloc((n ? n : 1) * sizeof *map);
+  int32_t *names = malloc((tree->nnames ? tree->nnames : 1) * sizeof *names);
+  if (!rank || !map || !names) {
+    free(rank);
+    free(map);
+    free(names);
+    return MLPROF_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++)
+    rank[i] = (node_rank){tree->nodes[i].total_ns, (uint32_t)i};
+  qsort(rank, n, sizeof *rank, cmp_rank);
+  for (size_t i = 0; i < n; i++) map[i] = -2; /* not chosen */
+  for (size_t i = 0; i < n && i < MLPROF__HTML_MAX_NODES; i++)
+    map[rank[i].i] = -1;
+  for (size_t i = 0; i < tree->nnames; i++) names[i] = -1;
+  /* Parents come before children: one pass keeps a chosen node when its
+   * parent was kept, numbering kept nodes and their names in order. */
+  int32_t kept = 0, nnames = 0;
+  mlprof__out_lit(o, "{\"nodes\":[");
+  for (size_t i = 0; i < n; i++) {
+    const mlprof__tree_node *x = &tree->nodes[i];
+    if (map[i] != -1) continue;
+    if (x->parent != UINT32_MAX && map[x->parent] < 0) {
+      map[i] = -2;
+      continue;
+    }
+    map[i] = kept++;
+    if (names[x->name] < 0) names[x->name] = nnames++;
+    mlprof__out_str(o, kept > 1 ? ",[" : "[");
+    mlprof__out_i64(o, names[x->name]);
+    mlprof__out_lit(o, ",");
+    mlprof__out_i64(o, x->parent == UINT32_MAX ? -1 : map[x->parent]);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->total_ns);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->count);
+    mlprof__out_lit(o, "]");
+  }
+  mlprof__out_lit(o, "],\"names\":[");
+  /* names[] maps name -> position; write them in position order. */
+  int32_t *order = (int32_t *)map; /* reuse: n >= nnames */
+  for (size_t i = 0; i < tree->nnames; i++)
+    if (names[i] >= 0) order[names[i]] = (int32_t)i;
+  for (int32_t k = 0; k < nnames; k++) {
+    if (k) mlprof__out_lit(o, ",");
+    mlprof__out_json_str(o, tree->names[order[k]], tree->name_lens[order[k]]);
+  }
+  mlprof__out_lit(o, "]}");
+  free(rank);
+  free(map);
+  free(names);
+  return 0;
+}
+
+int mlprof__export_html_data(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f,
+                             const mlprof__tree *tree,
+                             const mlprof__html_opts *opts, mlprof__out *o) {
+  mlprof__html_opts none = {0};
+  if (!opts) opts = &none;
+  size_t *idx = malloc(MLPROF__HTML_MAX_POINTS * sizeof *idx);
+  if (!idx) return MLPROF_ENOMEM;
+  int rc = 0;
+  mlprof__out_lit(o, "{\"title\":");
+  json_cstr(o, opts->title ? opts->title : "mlprof report");
+  mlprof__out_str(o, opts->data_url ? ",\"live\":true" : ",\"live\":false");
+  mlprof__out_lit(o, ",\"data_url\":");
+  if (opts->data_url)
+    json_cstr(o, opts->data_url);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"report\":");
+  rc = mlprof__export_json(r, res, f, o);
+  mlprof__out_lit(o, ",\n\"tree\":");
+  if (!rc && tree)
+    rc = tree_json(tree, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"series\":[");
+  if (!rc && tree)
+    rc = tree_series(tree, o, idx);
+  else if (!rc && res)
+    rc = res_series(res, o, idx);
+  mlprof__out_lit(o, "],\n\"marks\":[");
+  if (tree && tree->nmarks) {
+    size_t n = tree->nmarks,
+           k = n < MLPROF__HTML_MAX_POINTS ? n : MLPROF__HTML_MAX_POINTS;
+    for (size_t i = 0; i < k; i++) {
+      if (i) mlprof__out_lit(o, ",");
+      mlprof__out_u64(o, tree->marks[n * i / k]);
+    }
+  }
+  mlprof__out_lit(o, "],\n\"step_buckets\":[");
+  for (size_t i = 0; tree && i < tree->nbuckets; i++) {
+    const mlprof__tree_step_bucket *b = &tree->buckets[i];
+    mlprof__out_str(o, i ? ",[" : "[");
+    mlprof__out_u64(o, b->first_step);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, b->steps);
+    for (int p = 0; p < MLPROF__TPARTS; p++) {
+      mlprof__out_lit(o, ",");
+      mlprof__out_u64(o, b->part_ns[p]);
+    }
+    mlprof__out_lit(o, "]");
+  }
+  mlprof__out_lit(o, "]}\n");
+  free(idx);
+  return rc ? rc : o->err;
+}
+
+int mlprof__export_html_page(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f,
+                             const mlprof__tree *tree,
+                             const mlprof__html_opts *opts, mlprof__out *o) {
+  const char *title = opts && opts->title ? opts->title : "mlprof report";
+  int live = opts && opts->data_url;
+  mlprof__out_lit(o,
+                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
+                  "charset=\"utf-8\">\n<meta name=\"viewport\" "
+                  "content=\"width=device-width,initial-scale=1\">\n");
+  /* Nothing may load from anywhere; a live page may ask its own server. */
+  mlprof__out_lit(o,
+                  "<meta http-equiv=\"Content-Security-Policy\" "
+                  "content=\"default-src 'none'; style-src 'unsafe-inline'; "
+                  "script-src 'unsafe-inline'; img-src data:; connect-src ");
+  if (live)
+    mlprof__out_lit(o, "'self'");
+  else
+    mlprof__out_lit(o, "'none'");
+  mlprof__out_lit(o, "\">\n<title>");
+  mlprof__out_html_text(o, title, strlen(title));
+  mlprof__out_lit(o, "</title>\n<style>\n");
+  mlprof__out_write(o, html_css, sizeof html_css - 1);
+  mlprof__out_lit(o, "</style></head>\n<body>\n<header><h1 id=\"title\">");
+  mlprof__out_html_text(o, title, strlen(title));
+  mlprof__out_lit(o,
+                  "</h1><span class=\"sub\" id=\"sub\"></span><span "
+                  "class=\"live\" id=\"live\"></span></header>\n<nav "
+                  "id=\"nav\"></nav>\n<main id=\"main\"><noscript>This report "
+                  "draws its tables and charts with JavaScript; use mlprof "
+                  "report for text.</noscript></main>\n<script "
+                  "id=\"mlprof-data\" type=\"application/json\">");
+  int rc = mlprof__export_html_data(r, res, f, tree, opts, o);
+  mlprof__out_lit(o, "</script>\n<script>\n");
+  mlprof__out_write(o, html_js, sizeof html_js - 1);
+  mlprof__out_lit(o, "</script>\n</body></html>\n");
+  return rc ? rc : o->err;
+}
+
+int mlprof__export_html(const mlprof__report *r, const mlprof__resources *res,
+                        const mlprof__findings *f, mlprof__out *o) {
+  return mlprof__export_html_page(r, res, f, NULL, NULL, o);
+}
+
+int mlprof__export_html_job(const mlprof__job *job, const mlprof__report *r,
+                            const mlprof__resources *res,
+                            const mlprof__findings *f,
+                            const mlprof__html_opts *opts, mlprof__out *o,
+                            char *err, size_t errlen) {
+  mlprof__tree tree;
+  int rc = mlprof__tree_build(job, &tree, err, errlen);
+  if (rc) return rc;
+  rc = mlprof__export_html_page(r, res, f, &tree, opts, o);
+  mlprof__tree_free(&tree);
+  if (rc) snprintf(err, errlen, "%s", mlprof_strerror(rc));
+  return rc;
+}

@@ -1,0 +1,77 @@
+/* The HTML dashboard: one self-contained page (inline CSS and hand-written
+ * JavaScript, charts drawn as inline SVG, no request to anywhere) that
+ * renders the JSON report plus what the dashboard draws beyond it: the zone
+ * call tree (flame graph), downsampled time series (CPU, memory, GPU,
+ * power, counters) with step marks, and the step-time breakdown.
+ *
+ * The data sits in the page as JSON inside <script type="application/json">:
+ * every string is escaped by mlprof__out_json_str, whose output holds no
+ * '<', '>' or '&', so no profile string can end the element. The script puts
+ * strings into the page as text, never as markup. A Content-Security-Policy
+ * forbids every load but the page's own inline code (and, live, requests to
+ * the server it came from). */
+#ifndef MLPROF_HTML_H
+#define MLPROF_HTML_H
+
+#include "../analyze/findings.h"
+#include "../analyze/resources.h"
+#include "../analyze/stats.h"
+#include "../analyze/tree.h"
+#include "../model/job.h"
+#include "escape.h"
+
+/* Points per time series at most (min and max of equal runs of samples). */
+#define MLPROF__HTML_MAX_POINTS 2000
+/* Nodes of the call tree in the page at most (the largest by total). */
+#define MLPROF__HTML_MAX_NODES 5000
+/* Process series in the page at most (the processes with the largest RSS). */
+#define MLPROF__HTML_MAX_PROCESSES 16
+
+typedef struct {
+  const char *title;    /* page title; NULL: "mlprof report" */
+  const char *data_url; /* live page: the URL it polls every second for its
+                           data (mlprof__export_html_data); NULL: a static
+                           file that makes no request */
+} mlprof__html_opts;
+
+/* The page's data as one JSON object: {"report": the JSON report
+ * (mlprof__export_json, with the findings f when not NULL), "tree": {"names":
+ * [...], "nodes": [[name, parent
+ * (-1 at the top), total_ns, count], ...]}, "series": [{"subject", "id",
+ * "host", "label", "measure", "t": [job ns...], "v": [...]}], "marks": [job
+ * ns of step marks], "step_buckets": [[first step, steps, data, forward,
+ * backward, optimizer, communication, other ns summed over the steps]],
+ * "title", "live", "data_url"}. tree may be NULL: then the series come from
+ * res (per process CPU, RSS, GPU memory; per GPU utilization and memory)
+ * and there is no call tree, marks or step breakdown. Returns 0 or the
+ * writer's error. */
+int mlprof__export_html_data(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f,
+                             const mlprof__tree *tree,
+                             const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The whole page with that data inside. Returns 0 or the writer's error. */
+int mlprof__export_html_page(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f,
+                             const mlprof__tree *tree,
+                             const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The page for a report without a call tree (no flame graph, no step
+ * breakdown; series from res). Prefer mlprof__export_html_job. */
+int mlprof__export_html(const mlprof__report *r, const mlprof__resources *res,
+                        const mlprof__findings *f, mlprof__out *o);
+
+/* The full page for a job whose report r, resources res and findings f
+ * (both may be NULL) were built already: reads the job once more for the call
+ * tree, series and steps, then writes the page (data_url NULL: a static file).
+ * Returns 0, MLPROF_ENOMEM or the writer's error, with a one-line reason in
+ * err. */
+int mlprof__export_html_job(const mlprof__job *job, const mlprof__report *r,
+                            const mlprof__resources *res,
+                            const mlprof__findings *f,
+                            const mlprof__html_opts *opts, mlprof__out *o,
+                            char *err, size_t errlen);
+
+#endif

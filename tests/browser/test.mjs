@@ -1,0 +1,195 @@
+// The dashboard in a real browser: Debian's headless Chromium driven by
+// playwright-core (no browser download). The static report and the live
+// page load with no console error, every view draws its SVG charts, zoom and
+// sorting work, and the live page shows a zone recorded after it opened.
+// Screenshots go to build/screenshots/ (MLPROF_UPDATE_DOCS=1 also refreshes
+// docs/screenshot-overview.png).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..');
+const build = path.resolve(process.env.MLPROF_BUILD || path.join(root, 'build'));
+const mlprof = path.join(build, 'mlprof');
+const shots = path.join(build, 'screenshots');
+const chromePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mlprof-browser-'));
+const VIEWS = ['overview', 'zones', 'timeline', 'memory', 'gpu', 'findings', 'processes'];
+// Views that must draw at least one chart on a sampled run without a GPU.
+const MUST_DRAW = ['overview', 'zones', 'timeline', 'memory', 'processes'];
+
+let browser;
+const children = [];
+
+function run(args, opts = {}) {
+  return execFileSync(mlprof, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120000, ...opts });
+}
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  // playwright-core starts Chromium with a fresh, empty profile directory
+  // of its own (the equivalent of a new --user-data-dir).
+  browser = await chromium.launch({
+    executablePath: chromePath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-quic'],
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function openPage(url) {
+  const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('requestfailed', (r) => errors.push('request failed: ' + r.url()));
+  await page.goto(url);
+  await page.waitForSelector('#main .card');
+  return { page, errors };
+}
+
+async function countSvg(page) {
+  return page.evaluate(() => document.querySelectorAll('#main svg').length);
+}
+
+test('static report: every view draws, no console errors', async () => {
+  const runDir = path.join(tmp, 'run');
+  run(['run', '-q', '-o', runDir, '--sample-ms', '20', '--', path.join(build, 'inference_loop'), '400']);
+  const file = path.join(tmp, 'report.html');
+  run(['html', runDir, '-o', file, '--title', 'inference_loop 400 <demo>']);
+  const { page, errors } = await openPage('file://' + file);
+  const requests = [];
+  page.on('request', (r) => requests.push(r.url()));
+  for (const view of VIEWS) {
+    await page.click('#tab-' + view);
+    const n = await countSvg(page);
+    if (MUST_DRAW.includes(view)) assert.ok(n >= 1, `${view}: ${n} SVG charts`);
+    if (view === 'gpu') assert.match(await page.textContent('#main'), /No GPU sampled/);
+    if (view === 'findings') {
+      const findings = await page.evaluate(() => JSON.parse(document.getElementById('mlprof-data').textContent).report.findings || []);
+      if (findings.length) assert.ok(n >= 1, 'findings: severity chart');
+    }
+    await page.screenshot({ path: path.join(shots, view + '.png'), fullPage: view !== 'zones' });
+  }
+  // Zones: sorting by count reorders the table; the flame graph has frames.
+  await page.click('#tab-zones');
+  const before = await page.$$eval('#zones tbody td.name', (t) => t.map((x) => x.textContent));
+  await page.click('#zones th:nth-child(3)');
+  const after = await page.$$eval('#zones tbody td.name', (t) => t.map((x) => x.textContent));
+  assert.notDeepEqual(before, after);
+  assert.ok(await page.$$eval('svg.flame rect', (r) => r.length) > 3);
+  // Timeline: drag to zoom, double-click to reset.
+  await page.click('#tab-timeline');
+  const box = await page.locator('svg.chart').first().boundingBox();
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+  await page.mouse.up();
+  assert.match(await page.textContent('#main .hint'), /Zoomed/);
+  await page.locator('svg.chart').first().dblclick();
+  assert.doesNotMatch(await page.textContent('#main .hint'), /Zoomed/);
+  await page.click('#tab-overview');
+  await page.screenshot({ path: path.join(shots, 'overview.png'), fullPage: false });
+  if (process.env.MLPROF_UPDATE_DOCS === '1')
+    fs.copyFileSync(path.join(shots, 'overview.png'), path.join(root, 'docs', 'screenshot-overview.png'));
+  assert.deepEqual(requests.filter((u) => !u.startsWith('file:') && !u.startsWith('data:')), []);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('hostile zone names stay text', async () => {
+  const prog = path.join(tmp, 'hostile.py');
+  fs.writeFileSync(prog, [
+    'import ctypes, sys',
+    'so = ctypes.CDLL(sys.argv[1])',
+    'so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]',
+    'for n in [b"<img src=x onerror=window.__pwned=1>", b"</script><script>window.__pwned=2</script>", b"\\xff\\xfe bad"]:',
+    '    so.mlprof_zone_begin(n); so.mlprof_zone_end()',
+  ].join('\n'));
+  const runDir = path.join(tmp, 'hostile');
+  run(['run', '-q', '-o', runDir, '--', 'python3', prog, path.join(build, 'libmlprof.so')]);
+  const file = path.join(tmp, 'hostile.html');
+  run(['html', runDir, '-o', file]);
+  const { page, errors } = await openPage('file://' + file);
+  for (const view of VIEWS) await page.click('#tab-' + view);
+  await page.click('#tab-zones');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.$$eval('#main img', (x) => x.length), 0);
+  assert.match(await page.textContent('#zones'), /<img src=x/);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+function waitFor(cond, ms, what) {
+  const end = Date.now() + ms;
+  return new Promise((resolve, reject) => {
+    const tick = async () => {
+      try { if (await cond()) return resolve(); } catch (e) { /* retry */ }
+      if (Date.now() > end) return reject(new Error('timed out waiting for ' + what));
+      setTimeout(tick, 200);
+    };
+    tick();
+  });
+}
+
+test('live page shows a zone recorded after it opened', async () => {
+  const runs = path.join(tmp, 'runs');
+  fs.mkdirSync(runs);
+  const trigger = path.join(tmp, 'trigger');
+  const prog = path.join(tmp, 'live.py');
+  fs.writeFileSync(prog, [
+    'import ctypes, os, sys, time',
+    'so = ctypes.CDLL(sys.argv[1])',
+    'so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]',
+    'end = time.time() + 30',
+    'while time.time() < end:',
+    '    so.mlprof_zone_begin(b"tick"); time.sleep(0.02); so.mlprof_zone_end()',
+    '    if os.path.exists(sys.argv[2]):',
+    '        so.mlprof_zone_begin(b"recorded_after_open"); so.mlprof_zone_end()',
+    '        if time.time() > end - 27: pass',
+    '    if os.path.exists(sys.argv[2] + ".stop"): break',
+  ].join('\n'));
+  const rec = spawn(mlprof, ['run', '-q', '-o', path.join(runs, 'job'), '--sample-ms', '50', '--',
+    'python3', prog, path.join(build, 'libmlprof.so'), trigger], { stdio: 'ignore' });
+  children.push(rec);
+  const srv = spawn(mlprof, ['serve', runs, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(srv);
+  const base = await new Promise((resolve, reject) => {
+    let buf = '';
+    srv.stderr.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) resolve(`http://127.0.0.1:${m[1]}`);
+    });
+    setTimeout(() => reject(new Error('serve did not start: ' + buf)), 10000);
+  });
+  await waitFor(async () => (await fetch(base + '/data/job')).ok, 15000, 'the run to appear');
+  const { page, errors } = await openPage(base + '/run/job/');
+  await page.click('#tab-zones');
+  assert.doesNotMatch(await page.textContent('#main'), /recorded_after_open/);
+  fs.writeFileSync(trigger, '');
+  await waitFor(async () => /recorded_after_open/.test(await page.textContent('#main')), 8000, 'the new zone');
+  await page.click('#tab-timeline');
+  assert.ok(await countSvg(page) >= 1);
+  await page.screenshot({ path: path.join(shots, 'live.png') });
+  assert.match(await page.textContent('#live'), /live · updated/);
+  assert.deepEqual(errors, []);
+  await page.close();
+  fs.writeFileSync(trigger + '.stop', '');
+  srv.kill('SIGTERM');
+  const code = await new Promise((resolve) => srv.on('exit', resolve));
+  assert.equal(code, 0);
+  await new Promise((resolve) => { if (rec.exitCode !== null) resolve(); else rec.on('exit', resolve); });
+});
