@@ -4,6 +4,8 @@
 #ifndef MLPROF_CLI_H
 #define MLPROF_CLI_H
 
+#include <stdint.h>
+
 int mlprof__cmd_run(int argc, char **argv);
 int mlprof__cmd_report(int argc, char **argv);
 int mlprof__cmd_trace(int argc, char **argv);
@@ -13,5 +15,17 @@ int mlprof__cmd_serve(int argc, char **argv);
 /* diff exits 1 for a regression, 3 when the work itself failed. */
 int mlprof__cmd_diff(int argc, char **argv);
 int mlprof__cmd_compare(int argc, char **argv);
+
+/* "mlprof CMD: " + fmt (one %s: arg) + " (see mlprof CMD --help)" on
+ * stderr; returns 2, the exit status of bad usage. */
+int mlprof__usage_error(const char *cmd, const char *fmt, const char *arg);
+
+/* The usage error for what getopt_long returned (':' a missing value, else
+ * an unknown option), given getopt's optind and optopt. */
+int mlprof__option_error(const char *cmd, int ch, char **argv, int optind_,
+                         int optopt_);
+
+/* A count: digits only, no sign, no overflow. Returns 0, or -1. */
+int mlprof__parse_count(const char *s, uint64_t *out);
 
 #endif

@@ -11,7 +11,7 @@
 #include "../analyze/compare.h"
 #include "../export/escape.h"
 #include "cli.h"
-#include "table.h"
+#include "../export/table.h"
 
 /* Zones shown by the text format when --top is not given. */
 #define TEXT_TOP 30
@@ -40,21 +40,7 @@ static const char usage[] =
     "or unreadable input.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof compare: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof compare --help)\n", stderr);
-  return 2;
-}
-
-static int parse_count(const char *s, size_t *out) {
-  if (!*s) return -1;
-  size_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9' || v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(*s - '0');
-  }
-  *out = v;
-  return 0;
+  return mlprof__usage_error("compare", fmt, arg);
 }
 
 /* The last component of a path, trailing slashes ignored, into b. */
@@ -331,7 +317,7 @@ int mlprof__cmd_compare(int argc, char **argv) {
           return fail_usage("unknown format '%s': use text or json", optarg);
         break;
       case 'n':
-        if (parse_count(optarg, &top))
+        if (mlprof__parse_count(optarg, &top))
           return fail_usage("--top wants a whole number (0 for all), not '%s'",
                             optarg);
         top_given = 1;
@@ -339,13 +325,8 @@ int mlprof__cmd_compare(int argc, char **argv) {
       case 'h':
         fputs(usage, stdout);
         return 0;
-      case ':':
-        return fail_usage("%s needs a value", argv[optind - 1]);
-      default: {
-        char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'",
-                          optopt ? opt : argv[optind - 1]);
-      }
+      default:
+        return mlprof__option_error("compare", ch, argv, optind, optopt);
     }
   }
   size_t nruns = (size_t)(argc - optind);

@@ -13,7 +13,7 @@
 #include "../analyze/diff.h"
 #include "../export/escape.h"
 #include "cli.h"
-#include "table.h"
+#include "../export/table.h"
 
 static const char usage[] =
     "usage: mlprof diff [options] BASE NEW\n"
@@ -49,10 +49,7 @@ static const char usage[] =
 enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_JUNIT };
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof diff: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof diff --help)\n", stderr);
-  return 2;
+  return mlprof__usage_error("diff", fmt, arg);
 }
 
 /* A finite number, the whole string. */
@@ -75,17 +72,6 @@ static int parse_percent(const char *s, double *out) {
   double v;
   if (parse_double(b, &v) || v < 0 || v >= 1e6) return -1;
   *out = v / 100;
-  return 0;
-}
-
-static int parse_count(const char *s, uint64_t *out) {
-  if (!*s) return -1;
-  uint64_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return -1;
-    v = v * 10 + (uint64_t)(*s - '0');
-  }
-  *out = v;
   return 0;
 }
 
@@ -449,7 +435,7 @@ int mlprof__cmd_diff(int argc, char **argv) {
                           optarg);
         break;
       case 'm':
-        if (parse_count(optarg, &opt.min_count))
+        if (mlprof__parse_count(optarg, &opt.min_count))
           rc = fail_usage("--min-count wants a whole number, not '%s'", optarg);
         break;
       case 'z':
@@ -469,13 +455,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
         fputs(usage, stdout);
         rc = 0;
         break;
-      case ':':
-        rc = fail_usage("%s needs a value", argv[optind - 1]);
-        break;
-      default: {
-        char o[3] = {'-', (char)optopt, '\0'};
-        rc = fail_usage("unknown option '%s'", optopt ? o : argv[optind - 1]);
-      }
+      default:
+        rc = mlprof__option_error("diff", ch, argv, optind, optopt);
     }
   }
   if (rc < 0 && argc - optind != 2)

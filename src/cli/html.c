@@ -38,10 +38,7 @@ static const char usage[] =
     "unreadable input.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof html: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof html --help)\n", stderr);
-  return 2;
+  return mlprof__usage_error("html", fmt, arg);
 }
 
 int mlprof__dash_build(const mlprof__job *job, size_t top, mlprof__dash *d,
@@ -69,18 +66,6 @@ void mlprof__dash_free(mlprof__dash *d) {
   mlprof__resources_free(&d->res);
   mlprof__findings_free(&d->f);
   mlprof__tree_free(&d->tree);
-}
-
-/* A count: digits only. */
-static int parse_count(const char *s, size_t *out) {
-  if (!*s) return -1;
-  size_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9' || v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(*s - '0');
-  }
-  *out = v;
-  return 0;
 }
 
 /* Writes the page to a temporary file beside path, renamed over path when
@@ -155,20 +140,15 @@ int mlprof__cmd_html(int argc, char **argv) {
         title = optarg;
         break;
       case 'n':
-        if (parse_count(optarg, &top))
+        if (mlprof__parse_count(optarg, &top))
           return fail_usage("--top wants a whole number (0 for all), not '%s'",
                             optarg);
         break;
       case 'h':
         fputs(usage, stdout);
         return 0;
-      case ':':
-        return fail_usage("%s needs a value", argv[optind - 1]);
-      default: {
-        char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'",
-                          optopt ? opt : argv[optind - 1]);
-      }
+      default:
+        return mlprof__option_error("html", ch, argv, optind, optopt);
     }
   }
   if (optind >= argc) return fail_usage("%s", "no profile given");

@@ -42,6 +42,8 @@ static const char usage[] =
     "                       or count, largest first\n"
     "  -n, --top N          show only the first N zones; 0 shows all\n"
     "                       (default: 30 for text, all for json and csv)\n"
+    "      --html FILE      write the HTML dashboard to FILE instead (as\n"
+    "                       mlprof html PATH... -o FILE)\n"
     "  -t, --table TABLE    with --format csv: zones (default), findings, or\n"
     "                       samples (every sample, one row per measure,\n"
     "                       streamed)\n"
@@ -74,7 +76,8 @@ enum {
   OPT_SLO_WINDOW,
   OPT_LEAK_MB,
   OPT_LEAK_MB_STEP,
-  OPT_LEAK_MB_MIN
+  OPT_LEAK_MB_MIN,
+  OPT_HTML
 };
 
 /* A threshold: a finite number >= 0. */
@@ -92,23 +95,7 @@ static void free_slo(mlprof__slo_spec *slo, size_t n) {
 }
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof report: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof report --help)\n", stderr);
-  return 2;
-}
-
-/* A count for --top: digits only, no sign, no overflow. */
-static int parse_count(const char *s, size_t *out) {
-  if (!*s) return -1;
-  size_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9') return -1;
-    if (v > (SIZE_MAX - 9) / 10) return -1;
-    v = v * 10 + (size_t)(*s - '0');
-  }
-  *out = v;
-  return 0;
+  return mlprof__usage_error("report", fmt, arg);
 }
 
 /* --table samples: every sample as CSV, streamed to standard output. */
@@ -154,6 +141,7 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"leak-min-mb", required_argument, NULL, OPT_LEAK_MB},
       {"leak-min-mb-per-step", required_argument, NULL, OPT_LEAK_MB_STEP},
       {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
+      {"html", required_argument, NULL, OPT_HTML},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int format = FORMAT_TEXT, top_given = 0, which_table = TABLE_ZONES;
@@ -162,7 +150,7 @@ int mlprof__cmd_report(int argc, char **argv) {
   mlprof__slo_spec *slo = NULL;
   size_t nslo = 0, slo_cap = 0;
   int rc = 0;
-  const char *table = NULL;
+  const char *table = NULL, *html = NULL;
   mlprof__sort_key sort = MLPROF__SORT_TOTAL;
   size_t top = 0;
   opterr = 0;
@@ -189,7 +177,7 @@ int mlprof__cmd_report(int argc, char **argv) {
               optarg);
         break;
       case 'n':
-        if (parse_count(optarg, &top))
+        if (mlprof__parse_count(optarg, &top))
           rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
                           optarg);
         top_given = 1;
@@ -240,20 +228,32 @@ int mlprof__cmd_report(int argc, char **argv) {
         }
         break;
       }
+      case OPT_HTML:
+        html = optarg;
+        break;
       case 'h':
         fputs(usage, stdout);
         free_slo(slo, nslo);
         return 0;
-      case ':':
-        rc = fail_usage("%s needs a value", argv[optind - 1]);
-        break;
-      default: {
-        char opt[3] = {'-', (char)optopt, '\0'};
-        rc = fail_usage("unknown option '%s'", optopt ? opt : argv[optind - 1]);
-      }
+      default:
+        rc = mlprof__option_error("report", ch, argv, optind, optopt);
     }
   }
   if (!rc && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (!rc && html) {
+    /* The dashboard is mlprof html's: one way to make it. */
+    free_slo(slo, nslo);
+    int n = argc - optind;
+    char **hargv = calloc((size_t)n + 4, sizeof *hargv);
+    if (!hargv) return 1;
+    hargv[0] = "html";
+    hargv[1] = "-o";
+    hargv[2] = (char *)html;
+    memcpy(hargv + 3, argv + optind, (size_t)n * sizeof *hargv);
+    rc = mlprof__cmd_html(n + 3, hargv);
+    free(hargv);
+    return rc;
+  }
   if (!rc && table && format != FORMAT_CSV)
     rc = fail_usage("--table %s applies to --format csv only", table);
   if (rc) {

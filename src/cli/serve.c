@@ -64,10 +64,7 @@ static const char usage[] =
     "usage.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof serve: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof serve --help)\n", stderr);
-  return 2;
+  return mlprof__usage_error("serve", fmt, arg);
 }
 
 /* ---- runs and their cached dashboards ------------------------------------ */
@@ -671,13 +668,8 @@ int mlprof__cmd_serve(int argc, char **argv) {
       case 'h':
         fputs(usage, stdout);
         return 0;
-      case ':':
-        return fail_usage("%s needs a value", argv[optind - 1]);
-      default: {
-        char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'",
-                          optopt ? opt : argv[optind - 1]);
-      }
+      default:
+        return mlprof__option_error("serve", ch, argv, optind, optopt);
     }
   }
   if (argc - optind > 1) return fail_usage("%s", "one DIR at most");

@@ -36,10 +36,7 @@ static const char usage[] =
     "unreadable input.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
-  fputs("mlprof trace: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs(" (see mlprof trace --help)\n", stderr);
-  return 2;
+  return mlprof__usage_error("trace", fmt, arg);
 }
 
 /* Whether path names the same file as one of the job's profiles: writing
@@ -163,13 +160,8 @@ int mlprof__cmd_trace(int argc, char **argv) {
       case 'h':
         fputs(usage, stdout);
         return 0;
-      case ':':
-        return fail_usage("%s needs a value", argv[optind - 1]);
-      default: {
-        char opt[3] = {'-', (char)optopt, '\0'};
-        return fail_usage("unknown option '%s'",
-                          optopt ? opt : argv[optind - 1]);
-      }
+      default:
+        return mlprof__option_error("trace", ch, argv, optind, optopt);
     }
   }
   if (optind >= argc) return fail_usage("%s", "no profile given");

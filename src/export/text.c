@@ -8,169 +8,34 @@
 #include <string.h>
 
 #include "export.h"
+#include "table.h"
 
 /* Widest a name column gets; longer names are cut with an ellipsis. */
 #define NAME_WIDTH 48
 
-typedef struct {
-  size_t ncols;
-  const char *const *heads;
-  const char *align; /* one 'l' or 'r' per column */
-  mlprof__out text;  /* the cells, each NUL-terminated */
-  size_t *cells;     /* offset of each cell in text, row after row */
-  size_t ncells, cap;
-  int err;
-} table;
-
-static int table_open(table *t, const char *const *heads, const char *align) {
-  memset(t, 0, sizeof *t);
-  t->heads = heads;
-  t->align = align;
-  t->ncols = strlen(align);
-  return mlprof__out_open(&t->text, -1);
-}
-
-static void table_close(table *t) {
-  mlprof__out_close(&t->text);
-  free(t->cells);
-}
-
-/* Starts a cell; the caller writes its text into t->text. */
-static void cell_begin(table *t) {
-  if (mlprof__grow(&t->cells, &t->cap, t->ncells + 1, sizeof *t->cells))
-    t->err = MLPROF_ENOMEM;
-  else
-    t->cells[t->ncells++] = t->text.len;
-}
-
-static void cell_end(table *t) { mlprof__out_write(&t->text, "", 1); }
-
-static void cell_printf(table *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void cell_printf(table *t, const char *fmt, ...) {
-  char b[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(b, sizeof b, fmt, ap);
-  va_end(ap);
-  cell_begin(t);
-  mlprof__out_str(&t->text, b);
-  cell_end(t);
-}
-
-/* Display width of valid UTF-8: one column per code point. */
-static size_t width_of(const char *s) {
-  size_t w = 0;
-  for (; *s; s++) w += ((unsigned char)*s & 0xc0) != 0x80;
-  return w;
-}
-
-/* An untrusted string, made safe for the terminal and cut to max columns. */
-static void cell_name(table *t, const char *s, size_t n, size_t max) {
-  cell_begin(t);
-  size_t start = t->text.len;
-  mlprof__out_text_str(&t->text, s, n);
-  mlprof__out_write(&t->text, "", 1);
-  if (t->text.err) return;
-  t->text.len--;
-  if (width_of(t->text.buf + start) > max) {
-    size_t w = 0, i = start;
-    for (; i < t->text.len; i++) {
-      if (((unsigned char)t->text.buf[i] & 0xc0) != 0x80 && ++w == max) break;
-    }
-    t->text.len = i;
-    mlprof__out_str(&t->text, "\xe2\x80\xa6"); /* ellipsis */
-  }
-  cell_end(t);
-}
-
-/* A duration with a unit that keeps 3 significant digits: 812 ns, 1.25 µs,
- * 12.5 ms, 3.41 s. */
-static void fmt_dur(char *b, size_t len, uint64_t ns) {
-  static const struct {
-    double div;
-    const char *unit;
-  } units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "\xc2\xb5s"}};
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if ((double)ns < units[i].div) continue;
-    double v = (double)ns / units[i].div;
-    snprintf(b, len,
-             v < 10    ? "%.2f %s"
-             : v < 100 ? "%.1f %s"
-                       : "%.0f %s",
-             v, units[i].unit);
-    return;
-  }
-  snprintf(b, len, "%" PRIu64 " ns", ns);
-}
-
-static void cell_dur(table *t, uint64_t ns) {
+static void cell_dur(mlprof__table *t, uint64_t ns) {
   char b[32];
-  fmt_dur(b, sizeof b, ns);
-  cell_printf(t, "%s", b);
+  mlprof__fmt_duration(b, sizeof b, (double)ns);
+  mlprof__table_cell(t, "%s", b);
 }
 
 /* A rate or a measured value, short: 950, 12.3k, 4.56M. */
-static void cell_num(table *t, double v) {
+static void cell_num(mlprof__table *t, double v) {
   if (!isfinite(v)) {
-    cell_printf(t, "-");
+    mlprof__table_cell(t, "-");
     return;
   }
   double a = fabs(v);
   if (a >= 1e12)
-    cell_printf(t, "%.3gT", v / 1e12);
+    mlprof__table_cell(t, "%.3gT", v / 1e12);
   else if (a >= 1e9)
-    cell_printf(t, "%.3gG", v / 1e9);
+    mlprof__table_cell(t, "%.3gG", v / 1e9);
   else if (a >= 1e6)
-    cell_printf(t, "%.3gM", v / 1e6);
+    mlprof__table_cell(t, "%.3gM", v / 1e6);
   else if (a >= 1e4)
-    cell_printf(t, "%.3gk", v / 1e3);
+    mlprof__table_cell(t, "%.3gk", v / 1e3);
   else
-    cell_printf(t, "%.4g", v);
-}
-
-static void pad(mlprof__out *o, size_t n) {
-  static const char spaces[] = "                                ";
-  while (n > 0) {
-    size_t k = n < sizeof spaces - 1 ? n : sizeof spaces - 1;
-    mlprof__out_write(o, spaces, k);
-    n -= k;
-  }
-}
-
-static int table_print(table *t, mlprof__out *o) {
-  if (t->err || t->text.err) return t->err ? t->err : t->text.err;
-  size_t *w = calloc(t->ncols, sizeof *w);
-  if (!w) return MLPROF_ENOMEM;
-  for (size_t c = 0; c < t->ncols; c++) w[c] = width_of(t->heads[c]);
-  for (size_t i = 0; i < t->ncells; i++) {
-    size_t cw = width_of(t->text.buf + t->cells[i]);
-    if (cw > w[i % t->ncols]) w[i % t->ncols] = cw;
-  }
-  size_t rows = t->ncells / t->ncols;
-  for (size_t r = 0; r <= rows; r++) {
-    mlprof__out_lit(o, "  ");
-    for (size_t c = 0; c < t->ncols; c++) {
-      const char *s =
-          r == 0 ? t->heads[c] : t->text.buf + t->cells[(r - 1) * t->ncols + c];
-      size_t sw = width_of(s), gap = w[c] - sw;
-      int last = c + 1 == t->ncols;
-      if (t->align[c] == 'r') pad(o, gap);
-      mlprof__out_str(o, s);
-      if (t->align[c] == 'l' && !last) pad(o, gap);
-      if (!last) mlprof__out_lit(o, "  ");
-    }
-    mlprof__out_lit(o, "\n");
-  }
-  free(w);
-  return 0;
-}
-
-static int finish_table(table *t, mlprof__out *o) {
-  int rc = table_print(t, o);
-  table_close(t);
-  return rc;
+    mlprof__table_cell(t, "%.4g", v);
 }
 
 static int zones_section(const mlprof__report *r, mlprof__out *o) {
@@ -186,16 +51,16 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
   static const char *const heads[] = {
       "zone", "category", "count", "total", "self", "mean", "std",
       "min",  "p50",      "p90",   "p95",   "p99",  "max",  "wall%"};
-  table t;
-  if (table_open(&t, heads, "llrrrrrrrrrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrrrrrrrrrrr")) return MLPROF_ENOMEM;
   int any_units = 0;
   for (size_t i = 0; i < r->norder; i++) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     any_units |= z->nunits > 0;
-    cell_name(&t, z->name, z->name_len, NAME_WIDTH);
-    cell_printf(&t, "%s",
+    mlprof__table_name(&t, z->name, z->name_len, NAME_WIDTH);
+    mlprof__table_cell(&t, "%s",
                 z->category ? mlprof__category_name(z->category) : "");
-    cell_printf(&t, "%" PRIu64, z->count);
+    mlprof__table_cell(&t, "%" PRIu64, z->count);
     cell_dur(&t, z->total_ns);
     cell_dur(&t, z->self_ns);
     cell_dur(&t, mlprof__round_ns(z->mean_ns));
@@ -206,25 +71,25 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
     cell_dur(&t, z->p95_ns);
     cell_dur(&t, z->p99_ns);
     cell_dur(&t, z->max_ns);
-    cell_printf(&t, "%.1f", z->share * 100);
+    mlprof__table_cell(&t, "%.1f", z->share * 100);
   }
-  int rc = finish_table(&t, o);
+  int rc = mlprof__table_print(&t, o);
   if (rc || !any_units) return rc;
 
   mlprof__out_lit(o, "\nThroughput by zone (per second of the zone's time)\n");
   static const char *const uheads[] = {"zone", "unit", "units", "per s"};
-  if (table_open(&t, uheads, "llrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, uheads, "llrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->norder; i++) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     for (size_t k = 0; k < z->nunits; k++) {
       const mlprof__unit_stats *u = &r->units[z->units[k].unit];
-      cell_name(&t, z->name, z->name_len, NAME_WIDTH);
-      cell_name(&t, u->name, u->name_len, NAME_WIDTH);
-      cell_printf(&t, "%" PRIu64, z->units[k].n);
+      mlprof__table_name(&t, z->name, z->name_len, NAME_WIDTH);
+      mlprof__table_name(&t, u->name, u->name_len, NAME_WIDTH);
+      mlprof__table_cell(&t, "%" PRIu64, z->units[k].n);
       cell_num(&t, z->units[k].per_s);
     }
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int procs_section(const mlprof__report *r, mlprof__out *o) {
@@ -232,28 +97,28 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
   static const char *const heads[] = {"pid",  "ppid",   "rank",    "host",
                                       "wall", "spans",  "threads", "dropped",
                                       "end",  "command"};
-  table t;
-  if (table_open(&t, heads, "rrrlrrrrll")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "rrrlrrrrll")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nprocs; i++) {
     const mlprof__proc_stats *p = &r->procs[i];
-    cell_printf(&t, "%" PRIu64, p->pid);
-    cell_printf(&t, "%" PRIu64, p->ppid);
+    mlprof__table_cell(&t, "%" PRIu64, p->pid);
+    mlprof__table_cell(&t, "%" PRIu64, p->ppid);
     if (p->rank >= 0)
-      cell_printf(&t, "%" PRId64, p->rank);
+      mlprof__table_cell(&t, "%" PRId64, p->rank);
     else
-      cell_printf(&t, "-");
-    cell_name(&t, p->hostname, strlen(p->hostname), 24);
+      mlprof__table_cell(&t, "-");
+    mlprof__table_name(&t, p->hostname, strlen(p->hostname), 24);
     cell_dur(&t, p->wall_ns);
-    cell_printf(&t, "%" PRIu64, p->spans);
-    cell_printf(&t, "%zu", p->threads);
-    cell_printf(&t, "%" PRIu64, p->dropped);
-    cell_printf(&t, "%s",
+    mlprof__table_cell(&t, "%" PRIu64, p->spans);
+    mlprof__table_cell(&t, "%zu", p->threads);
+    mlprof__table_cell(&t, "%" PRIu64, p->dropped);
+    mlprof__table_cell(&t, "%s",
                 p->read_error[0] ? "read error"
                 : p->clean_end   ? "clean"
                                  : "killed");
-    cell_name(&t, p->cmdline, strlen(p->cmdline), 60);
+    mlprof__table_name(&t, p->cmdline, strlen(p->cmdline), 60);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int threads_section(const mlprof__report *r, mlprof__out *o) {
@@ -261,21 +126,21 @@ static int threads_section(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "\nThreads (busy: time in top-level zones)\n");
   static const char *const heads[] = {"pid",  "tid",   "name",   "spans",
                                       "busy", "busy%", "dropped"};
-  table t;
-  if (table_open(&t, heads, "rrlrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "rrlrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nthreads; i++) {
     const mlprof__thread_stats *th = &r->threads[i];
     uint64_t wall = r->procs[th->proc].wall_ns;
-    cell_printf(&t, "%" PRIu64, th->pid);
-    cell_printf(&t, "%" PRIu64, th->tid);
-    cell_name(&t, th->name, th->name_len, 32);
-    cell_printf(&t, "%" PRIu64, th->spans);
+    mlprof__table_cell(&t, "%" PRIu64, th->pid);
+    mlprof__table_cell(&t, "%" PRIu64, th->tid);
+    mlprof__table_name(&t, th->name, th->name_len, 32);
+    mlprof__table_cell(&t, "%" PRIu64, th->spans);
     cell_dur(&t, th->busy_ns);
-    cell_printf(&t, "%.1f",
+    mlprof__table_cell(&t, "%.1f",
                 wall ? 100.0 * (double)th->busy_ns / (double)wall : 0.0);
-    cell_printf(&t, "%" PRIu64, th->dropped);
+    mlprof__table_cell(&t, "%" PRIu64, th->dropped);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int steps_section(const mlprof__report *r, mlprof__out *o) {
@@ -284,18 +149,18 @@ static int steps_section(const mlprof__report *r, mlprof__out *o) {
   if (!any) return 0;
   mlprof__out_lit(o, "\nSteps (interval between consecutive step marks)\n");
   static const char *const heads[] = {"pid", "tid", "steps", "mean", "p50"};
-  table t;
-  if (table_open(&t, heads, "rrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "rrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nthreads; i++) {
     const mlprof__thread_stats *th = &r->threads[i];
     if (!th->steps) continue;
-    cell_printf(&t, "%" PRIu64, th->pid);
-    cell_printf(&t, "%" PRIu64, th->tid);
-    cell_printf(&t, "%" PRIu64, th->steps);
+    mlprof__table_cell(&t, "%" PRIu64, th->pid);
+    mlprof__table_cell(&t, "%" PRIu64, th->tid);
+    mlprof__table_cell(&t, "%" PRIu64, th->steps);
     cell_dur(&t, th->step_mean_ns);
     cell_dur(&t, th->step_p50_ns);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int counters_section(const mlprof__report *r, mlprof__out *o) {
@@ -303,18 +168,18 @@ static int counters_section(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "\nCounters\n");
   static const char *const heads[] = {"counter", "count", "min",
                                       "max",     "mean",  "last"};
-  table t;
-  if (table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->ncounters; i++) {
     const mlprof__counter_stats *c = &r->counters[i];
-    cell_name(&t, c->name, c->name_len, NAME_WIDTH);
-    cell_printf(&t, "%" PRIu64, c->count);
+    mlprof__table_name(&t, c->name, c->name_len, NAME_WIDTH);
+    mlprof__table_cell(&t, "%" PRIu64, c->count);
     cell_num(&t, c->min);
     cell_num(&t, c->max);
     cell_num(&t, c->mean);
     cell_num(&t, c->last);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int units_section(const mlprof__report *r, mlprof__out *o) {
@@ -322,16 +187,16 @@ static int units_section(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "\nUnits (throughput over the job's wall time)\n");
   static const char *const heads[] = {"unit", "total", "per s",
                                       "outside zones"};
-  table t;
-  if (table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nunits; i++) {
     const mlprof__unit_stats *u = &r->units[i];
-    cell_name(&t, u->name, u->name_len, NAME_WIDTH);
-    cell_printf(&t, "%" PRIu64, u->total);
+    mlprof__table_name(&t, u->name, u->name_len, NAME_WIDTH);
+    mlprof__table_cell(&t, "%" PRIu64, u->total);
     cell_num(&t, u->per_s);
-    cell_printf(&t, "%" PRIu64, u->outside);
+    mlprof__table_cell(&t, "%" PRIu64, u->outside);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int open_section(const mlprof__report *r, mlprof__out *o) {
@@ -339,18 +204,18 @@ static int open_section(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "\nZones still open at the end\n");
   static const char *const heads[] = {"zone",  "pid",   "tid",
                                       "depth", "began", "open for"};
-  table t;
-  if (table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nopen; i++) {
     const mlprof__open_zone *z = &r->open[i];
-    cell_name(&t, z->name, z->name_len, NAME_WIDTH);
-    cell_printf(&t, "%" PRIu64, r->procs[z->proc].pid);
-    cell_printf(&t, "%" PRIu64, r->threads[z->thread].tid);
-    cell_printf(&t, "%" PRIu32, z->depth);
+    mlprof__table_name(&t, z->name, z->name_len, NAME_WIDTH);
+    mlprof__table_cell(&t, "%" PRIu64, r->procs[z->proc].pid);
+    mlprof__table_cell(&t, "%" PRIu64, r->threads[z->thread].tid);
+    mlprof__table_cell(&t, "%" PRIu32, z->depth);
     cell_dur(&t, z->begin_ns);
     cell_dur(&t, z->open_ns);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int meta_section(const mlprof__report *r, mlprof__out *o) {
@@ -359,17 +224,17 @@ static int meta_section(const mlprof__report *r, mlprof__out *o) {
   if (!any) return 0;
   mlprof__out_lit(o, "\nSession metadata\n");
   static const char *const heads[] = {"pid", "key", "value"};
-  table t;
-  if (table_open(&t, heads, "rll")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "rll")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nprocs; i++) {
     const mlprof__proc_stats *p = &r->procs[i];
     for (size_t k = 0; k < p->nmeta; k++) {
-      cell_printf(&t, "%" PRIu64, p->pid);
-      cell_name(&t, p->meta[k].key, p->meta[k].key_len, 32);
-      cell_name(&t, p->meta[k].value, p->meta[k].value_len, 72);
+      mlprof__table_cell(&t, "%" PRIu64, p->pid);
+      mlprof__table_name(&t, p->meta[k].key, p->meta[k].key_len, 32);
+      mlprof__table_name(&t, p->meta[k].value, p->meta[k].value_len, 72);
     }
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 /* ---- resources ------------------------------------------------------------
@@ -434,28 +299,28 @@ static void fmt_measure(char *b, size_t len, const char *name, double v) {
     snprintf(b, len, "%.0f", v);
 }
 
-static void cell_measure(table *t, const char *name, double v) {
+static void cell_measure(mlprof__table *t, const char *name, double v) {
   char b[64];
   fmt_measure(b, sizeof b, name, v);
-  cell_printf(t, "%s", b);
+  mlprof__table_cell(t, "%s", b);
 }
 
 /* One row per measure of s; who names the subject in the first column. */
-static void subject_rows(table *t, const char *who,
+static void subject_rows(mlprof__table *t, const char *who,
                          const mlprof__subject_stats *s) {
   for (size_t i = 0; i < s->nm; i++) {
     const mlprof__measure_stats *m = &s->m[i];
-    cell_name(t, i ? "" : who, i ? 0 : strlen(who), 40);
-    cell_name(t, m->name, strlen(m->name), 32);
+    mlprof__table_name(t, i ? "" : who, i ? 0 : strlen(who), 40);
+    mlprof__table_name(t, m->name, strlen(m->name), 32);
     if (m->count) {
       cell_measure(t, m->name, m->mean);
       cell_measure(t, m->name, m->max);
     } else {
-      cell_printf(t, "-");
-      cell_printf(t, "-");
+      mlprof__table_cell(t, "-");
+      mlprof__table_cell(t, "-");
     }
-    cell_printf(t, "%" PRIu64, m->count);
-    cell_begin(t);
+    mlprof__table_cell(t, "%" PRIu64, m->count);
+    mlprof__table_begin(t);
     if (!m->count) {
       mlprof__out_lit(&t->text, "absent: ");
       mlprof__out_text_str(&t->text, m->absent, strlen(m->absent));
@@ -463,7 +328,7 @@ static void subject_rows(table *t, const char *who,
       mlprof__out_printf(&t->text, "absent in %" PRIu64 " of %" PRIu64,
                          m->absent_count, m->absent_count + m->count);
     }
-    cell_end(t);
+    mlprof__table_end(t);
   }
 }
 
@@ -505,8 +370,8 @@ static int resources_section(const mlprof__report *r,
   }
   static const char *const heads[] = {"subject", "measure", "mean",
                                       "peak",    "samples", "note"};
-  table t;
-  if (table_open(&t, heads, "llrrrl")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrrl")) return MLPROF_ENOMEM;
   char who[256];
   /* The machines first: systems and GPUs. */
   for (size_t i = 0; i < res->nsubjects; i++) {
@@ -538,7 +403,7 @@ static int resources_section(const mlprof__report *r,
     snprintf(who + strlen(who), sizeof who - strlen(who), ", no profile");
     subject_rows(&t, who, s);
   }
-  int rc = finish_table(&t, o);
+  int rc = mlprof__table_print(&t, o);
   if (rc) return rc;
 
   size_t down = 0;
@@ -547,58 +412,58 @@ static int resources_section(const mlprof__report *r,
     mlprof__out_lit(o, "\nSampling sources not running\n");
     static const char *const sheads[] = {"host", "source", "processes",
                                          "reason"};
-    if (table_open(&t, sheads, "llrl")) return MLPROF_ENOMEM;
+    if (mlprof__table_open(&t, sheads, "llrl")) return MLPROF_ENOMEM;
     for (size_t i = 0; i < res->nsources; i++) {
       const mlprof__source_status *st = &res->sources[i];
       if (st->available) continue;
-      cell_name(&t, st->hostname, strlen(st->hostname), 24);
-      cell_name(&t, st->name, strlen(st->name), 24);
-      cell_printf(&t, "%zu", st->profiles);
-      cell_name(&t, st->reason, strlen(st->reason), 100);
+      mlprof__table_name(&t, st->hostname, strlen(st->hostname), 24);
+      mlprof__table_name(&t, st->name, strlen(st->name), 24);
+      mlprof__table_cell(&t, "%zu", st->profiles);
+      mlprof__table_name(&t, st->reason, strlen(st->reason), 100);
     }
-    if ((rc = finish_table(&t, o))) return rc;
+    if ((rc = mlprof__table_print(&t, o))) return rc;
   }
 
   mlprof__out_lit(o, "\nEnergy and carbon\n");
   static const char *const eheads[] = {"what", "value", "how"};
-  if (table_open(&t, eheads, "lrl")) return MLPROF_ENOMEM;
-  cell_printf(&t, "CPU energy");
+  if (mlprof__table_open(&t, eheads, "lrl")) return MLPROF_ENOMEM;
+  mlprof__table_cell(&t, "CPU energy");
   if (res->has_cpu_energy) {
     cell_measure(&t, "cpu_energy_j", res->cpu_energy_j);
-    cell_name(&t, res->cpu_energy_method, strlen(res->cpu_energy_method), 100);
+    mlprof__table_name(&t, res->cpu_energy_method, strlen(res->cpu_energy_method), 100);
   } else {
-    cell_printf(&t, "-");
-    cell_begin(&t);
+    mlprof__table_cell(&t, "-");
+    mlprof__table_begin(&t);
     mlprof__out_lit(&t.text, "unavailable: ");
     mlprof__out_text_str(&t.text, res->cpu_energy_absent,
                          strlen(res->cpu_energy_absent));
-    cell_end(&t);
+    mlprof__table_end(&t);
   }
-  cell_printf(&t, "GPU energy");
+  mlprof__table_cell(&t, "GPU energy");
   if (res->has_gpu_energy) {
     cell_measure(&t, "gpu_energy_j", res->gpu_energy_j);
-    cell_name(&t, res->gpu_energy_method, strlen(res->gpu_energy_method), 100);
+    mlprof__table_name(&t, res->gpu_energy_method, strlen(res->gpu_energy_method), 100);
   } else {
-    cell_printf(&t, "-");
-    cell_begin(&t);
+    mlprof__table_cell(&t, "-");
+    mlprof__table_begin(&t);
     mlprof__out_lit(&t.text, "unavailable: ");
     mlprof__out_text_str(&t.text, res->gpu_energy_absent,
                          strlen(res->gpu_energy_absent));
-    cell_end(&t);
+    mlprof__table_end(&t);
   }
-  cell_printf(&t, "carbon");
+  mlprof__table_cell(&t, "carbon");
   if (res->has_cpu_energy || res->has_gpu_energy) {
-    cell_printf(&t, "%.3g g CO2e", res->carbon_g);
-    cell_printf(&t, "%s energy x %.0f g/kWh (%s)",
+    mlprof__table_cell(&t, "%.3g g CO2e", res->carbon_g);
+    mlprof__table_cell(&t, "%s energy x %.0f g/kWh (%s)",
                 res->has_cpu_energy && res->has_gpu_energy ? "CPU + GPU"
                 : res->has_cpu_energy                      ? "CPU only"
                                                            : "GPU only",
                 res->intensity_g_per_kwh, res->intensity_source);
   } else {
-    cell_printf(&t, "-");
-    cell_printf(&t, "unavailable: no energy measured");
+    mlprof__table_cell(&t, "-");
+    mlprof__table_cell(&t, "unavailable: no energy measured");
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 /* ---- findings ------------------------------------------------------------
@@ -608,9 +473,9 @@ static int breakdown_section(const mlprof__findings *f, mlprof__out *o) {
   const mlprof__steps *s = &f->steps;
   if (s->source == MLPROF__STEPS_NONE) return 0;
   char mean[32], p50[32], p90[32];
-  fmt_dur(mean, sizeof mean, mlprof__round_ns(s->mean_ns));
-  fmt_dur(p50, sizeof p50, s->p50_ns);
-  fmt_dur(p90, sizeof p90, s->p90_ns);
+  mlprof__fmt_duration(mean, sizeof mean, (double)mlprof__round_ns(s->mean_ns));
+  mlprof__fmt_duration(p50, sizeof p50, (double)s->p50_ns);
+  mlprof__fmt_duration(p90, sizeof p90, (double)s->p90_ns);
   if (s->source == MLPROF__STEPS_MARKS) {
     mlprof__out_printf(o,
                        "\nSteps: %" PRIu64
@@ -627,17 +492,17 @@ static int breakdown_section(const mlprof__findings *f, mlprof__out *o) {
                        mean, p50, p90);
   }
   static const char *const heads[] = {"part", "per step", "total", "share"};
-  table t;
-  if (table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
   for (int k = 0; k < MLPROF__NPARTS; k++) {
-    cell_printf(&t, "%s", mlprof__part_name(k));
+    mlprof__table_cell(&t, "%s", mlprof__part_name(k));
     cell_dur(&t, s->count ? mlprof__round_ns((double)s->part_ns[k] /
                                              (double)s->count)
                           : 0);
     cell_dur(&t, s->part_ns[k]);
-    cell_printf(&t, "%.1f%%", s->share[k] * 100);
+    mlprof__table_cell(&t, "%.1f%%", s->share[k] * 100);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 /* An evidence number in the unit its key's suffix names. */
@@ -645,7 +510,7 @@ static void evidence_value(char *b, size_t len, const char *key, double v) {
   if (!isfinite(v))
     snprintf(b, len, "-");
   else if (ends_with(key, "_ns"))
-    fmt_dur(b, len, mlprof__round_ns(v));
+    mlprof__fmt_duration(b, len, (double)mlprof__round_ns(v));
   else if (ends_with(key, "_share"))
     snprintf(b, len, "%.1f%%", v * 100);
   else if (ends_with(key, "_bytes") || ends_with(key, "_pct"))
@@ -717,59 +582,59 @@ static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
                      f->opts.leak_min_mb_per_min);
   static const char *const heads[] = {"who",    "measure", "MB/step", "MB/min",
                                       "growth", "over",    "zones"};
-  table t;
-  if (table_open(&t, heads, "llrrrll")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrrll")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nleaks; i++) {
     const mlprof__leak *lk = &f->leaks[i];
-    cell_printf(&t, "%s %" PRIu64,
+    mlprof__table_cell(&t, "%s %" PRIu64,
                 lk->subject == MLPROF__SUBJECT_GPU ? "GPU" : "pid", lk->id);
-    cell_printf(&t, "%s", lk->measure);
+    mlprof__table_cell(&t, "%s", lk->measure);
     if (lk->by_steps)
-      cell_printf(&t, "%.3g", lk->slope_mb_per_step);
+      mlprof__table_cell(&t, "%.3g", lk->slope_mb_per_step);
     else
-      cell_printf(&t, "-");
-    cell_printf(&t, "%.3g", lk->slope_mb_per_min);
-    cell_printf(&t, "%.0f MB", lk->growth_mb);
+      mlprof__table_cell(&t, "-");
+    mlprof__table_cell(&t, "%.3g", lk->slope_mb_per_min);
+    mlprof__table_cell(&t, "%.0f MB", lk->growth_mb);
     if (lk->by_steps)
-      cell_printf(&t, "steps %.0f-%.0f", lk->begin_step, lk->end_step);
+      mlprof__table_cell(&t, "steps %.0f-%.0f", lk->begin_step, lk->end_step);
     else
-      cell_printf(&t, "%.1f s", (double)(lk->end_ns - lk->begin_ns) / 1e9);
-    cell_begin(&t);
+      mlprof__table_cell(&t, "%.1f s", (double)(lk->end_ns - lk->begin_ns) / 1e9);
+    mlprof__table_begin(&t);
     for (size_t k = 0; k < lk->nzones; k++) {
       if (k) mlprof__out_lit(&t.text, ", ");
       mlprof__out_text_str(&t.text, lk->zones[k].name,
                            lk->zones[k].name_len > 32 ? 32
                                                       : lk->zones[k].name_len);
     }
-    cell_end(&t);
+    mlprof__table_end(&t);
   }
-  return finish_table(&t, o);
+  return mlprof__table_print(&t, o);
 }
 
 static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   if (!f->nslo) return 0;
   char win[32];
-  fmt_dur(win, sizeof win, f->slo[0].window_ns);
+  mlprof__fmt_duration(win, sizeof win, (double)f->slo[0].window_ns);
   mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
   static const char *const heads[] = {
       "zone", "objective", "calls", "over", "over%", "p50",
       "p95",  "p99",       "max",   "windows missed"};
-  table t;
-  if (table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nslo; i++) {
     const mlprof__slo_result *s = &f->slo[i];
-    cell_name(&t, s->zone, s->zone_len, NAME_WIDTH);
+    mlprof__table_name(&t, s->zone, s->zone_len, NAME_WIDTH);
     cell_dur(&t, s->objective_ns);
-    cell_printf(&t, "%" PRIu64, s->count);
-    cell_printf(&t, "%" PRIu64, s->over);
-    cell_printf(&t, "%.2f", s->share_over * 100);
+    mlprof__table_cell(&t, "%" PRIu64, s->count);
+    mlprof__table_cell(&t, "%" PRIu64, s->over);
+    mlprof__table_cell(&t, "%.2f", s->share_over * 100);
     cell_dur(&t, s->p50_ns);
     cell_dur(&t, s->p95_ns);
     cell_dur(&t, s->p99_ns);
     cell_dur(&t, s->max_ns);
-    cell_printf(&t, "%zu of %zu", s->windows_missed, s->nwindows);
+    mlprof__table_cell(&t, "%zu of %zu", s->windows_missed, s->nwindows);
   }
-  int rc = finish_table(&t, o);
+  int rc = mlprof__table_print(&t, o);
   /* The worst windows of each objective: most calls over, first five. */
   for (size_t i = 0; i < f->nslo && !rc; i++) {
     const mlprof__slo_result *s = &f->slo[i];
@@ -794,8 +659,8 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
       used[k] = best;
       const mlprof__slo_window *w = &s->windows[best];
       char at[32], p99[32];
-      fmt_dur(at, sizeof at, w->start_ns);
-      fmt_dur(p99, sizeof p99, w->p99_ns);
+      mlprof__fmt_duration(at, sizeof at, (double)w->start_ns);
+      mlprof__fmt_duration(p99, sizeof p99, (double)w->p99_ns);
       mlprof__out_printf(o, "%s at %s: %" PRIu64 " of %" PRIu64 " over, p99 %s",
                          k ? ";" : "", at, w->over, w->count, p99);
     }
@@ -807,7 +672,7 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
 int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o) {
   char wall[32];
-  fmt_dur(wall, sizeof wall, r->wall_ns);
+  mlprof__fmt_duration(wall, sizeof wall, (double)r->wall_ns);
   mlprof__out_printf(o,
                      "mlprof report: %zu process%s, %zu thread%s, %" PRIu64
                      " spans, wall %s, %" PRIu64 " events dropped\n",

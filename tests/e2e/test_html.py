@@ -100,6 +100,19 @@ def check_self_contained(text):
     assert "connect-src 'none'" in text
 
 
+def test_report_html_writes_the_same_dashboard(lib, tmp_path):
+    path = tmp_path / "p.mlprof"
+    record(lib, path, [b"alpha", b"<b>beta</b>"])
+    out = tmp_path / "r.html"
+    mlprof("report", path, "--html", out)
+    text = out.read_text()
+    check_self_contained(text)
+    names = {z["name"] for z in page_data(text)["report"]["zones"]}
+    assert names == {"outer", "alpha", "<b>beta</b>"}
+    r = mlprof("report", path, "--html", tmp_path, check=False)  # a directory
+    assert r.returncode == 2
+
+
 def test_html_is_self_contained_and_has_every_view(tmp_path):
     run = tmp_path / "run"
     mlprof("run", "-q", "-o", run, "--sample-ms", "20", "--",

@@ -1,3 +1,4 @@
+/* Aligned text tables: see table.h. */
 #include "table.h"
 
 #include <mlprof.h>
@@ -17,7 +18,7 @@ int mlprof__table_open(mlprof__table *t, const char *const *heads,
   return mlprof__out_open(&t->text, -1);
 }
 
-static void cell_begin(mlprof__table *t) {
+void mlprof__table_begin(mlprof__table *t) {
   if (mlprof__grow(&t->cells, &t->cap, t->ncells + 1, sizeof *t->cells))
     t->err = MLPROF_ENOMEM;
   else
@@ -30,10 +31,12 @@ void mlprof__table_cell(mlprof__table *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(b, sizeof b, fmt, ap);
   va_end(ap);
-  cell_begin(t);
+  mlprof__table_begin(t);
   mlprof__out_str(&t->text, b);
-  mlprof__out_write(&t->text, "", 1);
+  mlprof__table_end(t);
 }
+
+void mlprof__table_end(mlprof__table *t) { mlprof__out_write(&t->text, "", 1); }
 
 /* Display width of valid UTF-8: one column per code point. */
 static size_t width_of(const char *s) {
@@ -44,7 +47,7 @@ static size_t width_of(const char *s) {
 
 void mlprof__table_name(mlprof__table *t, const char *s, size_t n,
                         size_t max) {
-  cell_begin(t);
+  mlprof__table_begin(t);
   size_t start = t->text.len;
   mlprof__out_text_str(&t->text, s, n);
   mlprof__out_write(&t->text, "", 1);
@@ -57,7 +60,7 @@ void mlprof__table_name(mlprof__table *t, const char *s, size_t n,
     t->text.len = i;
     mlprof__out_str(&t->text, "\xe2\x80\xa6"); /* ellipsis */
   }
-  mlprof__out_write(&t->text, "", 1);
+  mlprof__table_end(t);
 }
 
 static void pad(mlprof__out *o, size_t n) {

@@ -1,13 +1,13 @@
-/* Aligned text tables for the subcommands that render their own output
- * (compare, diff): cells are collected, then printed with each column as wide
- * as its widest cell. */
-#ifndef MLPROF_CLI_TABLE_H
-#define MLPROF_CLI_TABLE_H
+/* Aligned text tables for a terminal (the text report, compare, diff):
+ * cells are collected, then printed with each column as wide as its widest
+ * cell. */
+#ifndef MLPROF_TABLE_H
+#define MLPROF_TABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../export/escape.h"
+#include "escape.h"
 
 typedef struct {
   size_t ncols;
@@ -26,6 +26,10 @@ int mlprof__table_open(mlprof__table *t, const char *const *heads,
 /* A cell from trusted text (numbers, fixed words). */
 void mlprof__table_cell(mlprof__table *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* A cell whose text the caller writes into t->text between begin and end. */
+void mlprof__table_begin(mlprof__table *t);
+void mlprof__table_end(mlprof__table *t);
 
 /* A cell from an untrusted string (a zone name, a label): made safe for a
  * terminal and cut to max columns with an ellipsis. */
