@@ -19,7 +19,9 @@ demo: all
 	rm -rf $(BUILD)/demo-run
 	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 1000
 	$(BUILD)/mlprof trace $(BUILD)/demo-run -o $(BUILD)/demo-trace.json
+	$(BUILD)/mlprof html $(BUILD)/demo-run -o $(BUILD)/demo-report.html
 	@echo "trace: $(BUILD)/demo-trace.json (open it in https://ui.perfetto.dev)"
+	@echo "dashboard: $(BUILD)/demo-report.html (any browser, no network needed)"
 
 deps:
 	sh scripts/install-deps.sh
