@@ -14,6 +14,7 @@ One session per process: under `mlprof run` (the library preloaded), a
 Profiler joins the session that is already running. See docs/python.md.
 """
 import functools
+import json
 import os
 
 from . import _mlprof
@@ -225,7 +226,10 @@ class Profiler(_mlprof.ProfilerBase):
         project's analysis (the same numbers as `mlprof report`): a dict with
         zones (count, total, self, mean, std, min, max, p50..p99, share of
         wall time, throughput units per second), processes, threads (steps),
-        counters, units, zones still open, warnings and resources."""
+        counters, units, zones still open, warnings and resources, and the
+        findings of the analysis: steps (the step-time breakdown), findings
+        (bottlenecks with evidence, severity and a recommendation) and leaks
+        (docs/findings.md)."""
         if self.running:
             _mlprof.flush()
         paths = self.profile_paths()
@@ -236,6 +240,9 @@ class Profiler(_mlprof.ProfilerBase):
             me = "process %d (" % os.getpid()
             d["warnings"] = [w for w in d["warnings"] if not (
                 w.startswith(me) and "without a closing chunk" in w)]
+        analysis = json.loads(_mlprof.report_json(paths))
+        for key in ("steps", "findings", "leaks"):
+            d[key] = analysis.get(key)
         d["resources"] = _mlprof.resources()
         d["resources"]["dropped_events"] = d["dropped"]
         d["session"] = {"path": self.path, "joined": self.joined,

@@ -1058,10 +1058,12 @@ static int parse_sort(PyObject *o, mlprof__sort_key *key) {
   return 0;
 }
 
-/* Opens the job and builds its report (and resource summary, when res is
- * not NULL); 0, or -1 with an exception set. */
+/* Opens the job and builds its report (with the resource summary and the
+ * findings, when res and f are not NULL; f needs res); 0, or -1 with an
+ * exception set. */
 static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
-                        mlprof__report *r, mlprof__resources *res) {
+                        mlprof__report *r, mlprof__resources *res,
+                        mlprof__findings *f) {
   PyObject *holder;
   const char **paths;
   size_t n;
@@ -1073,6 +1075,16 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   rc = mlprof__job_open(&job, paths, n, err, sizeof err);
   if (!rc) {
     rc = mlprof__report_build(&job, r, res, err, sizeof err);
+    if (!rc && f) {
+      mlprof__findings_opts fo;
+      mlprof__findings_opts_init(&fo);
+      /* Findings use every zone: sort only after them. */
+      rc = mlprof__findings_build(&job, r, res, &fo, f, err, sizeof err);
+      if (rc) {
+        mlprof__report_free(r);
+        mlprof__resources_free(res);
+      }
+    }
     mlprof__job_close(&job);
     if (!rc) mlprof__report_sort(r, sort, top);
   }
@@ -1097,11 +1109,30 @@ static PyObject *mod_report(PyObject *m, PyObject *args, PyObject *kw) {
   mlprof__sort_key sort;
   if (parse_sort(sortobj, &sort) < 0) return NULL;
   mlprof__report r;
-  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, NULL) < 0)
+  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, NULL, NULL) < 0)
     return NULL;
   PyObject *d = report_dict(&r);
   mlprof__report_free(&r);
   return d;
+}
+
+/* report_json(paths) -> str: the whole JSON report (schema mlprof.report/1,
+ * docs/json-schema.md), resources and findings included. */
+static PyObject *mod_report_json(PyObject *m, PyObject *paths) {
+  mlprof__report r;
+  mlprof__resources res = {0};
+  mlprof__findings f = {0};
+  if (build_report(paths, MLPROF__SORT_TOTAL, 0, &r, &res, &f) < 0) return NULL;
+  mlprof__out o;
+  int rc = mlprof__out_open(&o, -1);
+  if (!rc) rc = mlprof__export_json(&r, &res, &f, &o);
+  PyObject *s = rc ? NULL : PyUnicode_DecodeUTF8(o.buf, (Py_ssize_t)o.len, "replace");
+  if (!rc) mlprof__out_close(&o);
+  mlprof__report_free(&r);
+  mlprof__resources_free(&res);
+  mlprof__findings_free(&f);
+  if (rc) PyErr_NoMemory();
+  return s;
 }
 
 /* Writes through a temporary file renamed over path when complete. */
@@ -1151,6 +1182,7 @@ static int write_atomically(const char *path, int (*fn)(void *ctx, mlprof__out *
 typedef struct {
   const mlprof__report *r;
   const mlprof__resources *res;
+  const mlprof__findings *f;
   const char *format;
   const mlprof__job *job;
   char *err;
@@ -1159,9 +1191,9 @@ typedef struct {
 
 static int export_report_fn(void *vctx, mlprof__out *o) {
   export_ctx *c = vctx;
-  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, NULL, o);
+  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, c->f, o);
   if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
-  return mlprof__export_text(c->r, c->res, NULL, o);
+  return mlprof__export_text(c->r, c->res, c->f, o);
 }
 
 static int export_trace_fn(void *vctx, mlprof__out *o) {
@@ -1205,14 +1237,16 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
              !strcmp(format, "text")) {
     mlprof__report r;
     mlprof__resources res = {0};
-    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res) < 0)
+    mlprof__findings f = {0};
+    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res, &f) < 0)
       goto fail;
-    export_ctx c = {.r = &r, .res = &res, .format = format};
+    export_ctx c = {.r = &r, .res = &res, .f = &f, .format = format};
     Py_BEGIN_ALLOW_THREADS
     rc = write_atomically(out, export_report_fn, &c, err, sizeof err);
     Py_END_ALLOW_THREADS
     mlprof__report_free(&r);
     mlprof__resources_free(&res);
+    mlprof__findings_free(&f);
   } else {
     PyErr_Format(PyExc_ValueError,
                  "unknown format '%s': use json, csv, text or trace", format);
@@ -1431,6 +1465,9 @@ static PyMethodDef module_methods[] = {
     {"monotonic_ns", mod_monotonic_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
     {"profiles", mod_profiles, METH_O,
      "profiles(paths) -> list of header facts on one timeline."},
+    {"report_json", mod_report_json, METH_O,
+     "report_json(paths) -> str: the JSON report (schema mlprof.report/1), "
+     "resources and findings included"},
     {"report", (PyCFunction)(void (*)(void))mod_report,
      METH_VARARGS | METH_KEYWORDS,
      "report(paths, sort='total', top=0) -> dict of statistics."},

@@ -238,6 +238,28 @@ def test_sample_interval_and_gpu_switch(tmp_path):
     assert sampled_resources(tmp_path / "b", sample_interval=0) is None
 
 
+def test_summary_has_the_findings(tmp_path):
+    """A loop that mostly waits for its data: the summary breaks the steps
+    down and names the data wait as the top finding, as mlprof report does."""
+    p = mlprof.Profiler(output=str(tmp_path / "f.mlprof"), sample_interval=0.01)
+    with p:
+        for _ in range(30):
+            with p.zone("next_batch", category="data"):
+                time.sleep(0.01)
+            with p.zone("forward", category="forward"):
+                sum(i * i for i in range(3000))
+            p.step()
+        s = p.summary()
+    assert s["steps"]["count"] >= 29
+    parts = {x["part"]: x["share"] for x in s["steps"]["parts"]}
+    assert parts["data"] > 0.5 and parts["forward"] > 0
+    assert s["findings"] and s["findings"][0]["type"] == "data_bound"
+    assert s["findings"][0]["recommendation"]
+    out = p.export(str(tmp_path / "rep"), formats=["json", "text"])
+    assert json.load(open(out["json"]))["findings"][0]["type"] == "data_bound"
+    assert "Findings" in open(out["text"]).read()
+
+
 def test_clear_forgets_what_was_recorded(prof):
     with prof.zone("before"):
         pass
