@@ -1135,49 +1135,6 @@ static PyObject *mod_report_json(PyObject *m, PyObject *paths) {
   return s;
 }
 
-/* Writes through a temporary file renamed over path when complete. */
-static int write_atomically(const char *path, int (*fn)(void *ctx, mlprof__out *o),
-                            void *ctx, char *err, size_t errlen) {
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (!tmp) {
-    snprintf(err, errlen, "out of memory");
-    return MLPROF_ENOMEM;
-  }
-  snprintf(tmp, n, "%s.tmp-%d", path, (int)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-    free(tmp);
-    return MLPROF_EIO;
-  }
-  mlprof__out o;
-  int rc = mlprof__out_open(&o, fd);
-  if (!rc) {
-    rc = fn(ctx, &o);
-    int wrc = mlprof__out_flush(&o);
-    if (!rc) rc = wrc;
-    if (rc == MLPROF_EIO && o.err == MLPROF_EIO)
-      snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.sys_errno));
-    else if (rc && !err[0])
-      snprintf(err, errlen, "cannot write %s: %s", path, api.strerror(rc));
-    mlprof__out_close(&o);
-  } else {
-    snprintf(err, errlen, "out of memory");
-  }
-  if (close(fd) != 0 && !rc) {
-    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (!rc && rename(tmp, path) != 0) {
-    snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path,
-             strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (rc) unlink(tmp);
-  free(tmp);
-  return rc;
-}
 
 typedef struct {
   const mlprof__report *r;
@@ -1185,20 +1142,20 @@ typedef struct {
   const mlprof__findings *f;
   const char *format;
   const mlprof__job *job;
-  char *err;
-  size_t errlen;
 } export_ctx;
 
-static int export_report_fn(void *vctx, mlprof__out *o) {
+static int export_report_fn(void *vctx, mlprof__out *o, char *err,
+                            size_t errlen) {
   export_ctx *c = vctx;
   if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, c->f, o);
   if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
   return mlprof__export_text(c->r, c->res, c->f, o);
 }
 
-static int export_trace_fn(void *vctx, mlprof__out *o) {
+static int export_trace_fn(void *vctx, mlprof__out *o, char *err,
+                           size_t errlen) {
   export_ctx *c = vctx;
-  return mlprof__export_chrome(c->job, o, NULL, c->err, c->errlen);
+  return mlprof__export_chrome(c->job, o, NULL, err, errlen);
 }
 
 /* export(paths, out_path, format, sort="total", top=0): format is text,
@@ -1226,8 +1183,8 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
     Py_BEGIN_ALLOW_THREADS
     rc = mlprof__job_open(&job, pv, n, err, sizeof err);
     if (!rc) {
-      export_ctx c = {.job = &job, .err = err, .errlen = sizeof err};
-      rc = write_atomically(out, export_trace_fn, &c, err, sizeof err);
+      export_ctx c = {.job = &job};
+      rc = mlprof__write_atomically(out, export_trace_fn, &c, err, sizeof err);
       mlprof__job_close(&job);
     }
     Py_END_ALLOW_THREADS
@@ -1242,7 +1199,7 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
       goto fail;
     export_ctx c = {.r = &r, .res = &res, .f = &f, .format = format};
     Py_BEGIN_ALLOW_THREADS
-    rc = write_atomically(out, export_report_fn, &c, err, sizeof err);
+    rc = mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
     Py_END_ALLOW_THREADS
     mlprof__report_free(&r);
     mlprof__resources_free(&res);

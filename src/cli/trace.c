@@ -79,59 +79,29 @@ static void warn_reads(const mlprof__job *job,
 }
 
 /* Exports job to fd; returns 0 or an mlprof error with a reason in err. */
-static int export_to(const mlprof__job *job, int fd, mlprof__chrome_result *res,
-                     char *err, size_t errlen) {
+typedef struct {
+  const mlprof__job *job;
+  mlprof__chrome_result *res;
+} trace_job;
+
+static int write_trace(void *ctx, mlprof__out *o, char *err, size_t errlen) {
+  const trace_job *t = ctx;
+  return mlprof__export_chrome(t->job, o, t->res, err, errlen);
+}
+
+/* To standard output (-o -): there is no file to replace. */
+static int export_stdout(trace_job *t, char *err, size_t errlen) {
   mlprof__out o;
-  if (mlprof__out_open(&o, fd)) {
+  if (mlprof__out_open(&o, STDOUT_FILENO)) {
     snprintf(err, errlen, "out of memory");
     return MLPROF_ENOMEM;
   }
-  int rc = mlprof__export_chrome(job, &o, res, err, errlen);
+  int rc = write_trace(t, &o, err, errlen);
   int wrc = mlprof__out_flush(&o);
   if (!rc && wrc) rc = wrc;
   if (rc == MLPROF_EIO && o.err == MLPROF_EIO)
     snprintf(err, errlen, "cannot write the trace: %s", strerror(o.sys_errno));
   mlprof__out_close(&o);
-  return rc;
-}
-
-/* Writes through a temporary file in the target's directory, renamed over
- * the target only when complete: a failure never leaves a partial trace
- * under the requested name. */
-static int export_file(const mlprof__job *job, const char *path,
-                       mlprof__chrome_result *res, char *err, size_t errlen) {
-  size_t n = strlen(path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) {
-    snprintf(err, errlen, "out of memory");
-    return MLPROF_ENOMEM;
-  }
-  snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    free(tmp);
-    return MLPROF_EIO;
-  }
-  /* mkstemp creates 0600; give the trace the usual mode. */
-  mode_t mask = umask(0);
-  umask(mask);
-  int rc = 0;
-  if (fchmod(fd, 0666 & ~mask) != 0) {
-    snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (!rc) rc = export_to(job, fd, res, err, errlen);
-  if (close(fd) != 0 && !rc) {
-    snprintf(err, errlen, "cannot write the trace: %s", strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (!rc && rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (rc) unlink(tmp);
-  free(tmp);
   return rc;
 }
 
@@ -191,6 +161,7 @@ int mlprof__cmd_trace(int argc, char **argv) {
   mlprof__chrome_result res = {
       .reads = calloc(job.count, sizeof *res.reads),
       .read_errors = calloc(job.count, sizeof *res.read_errors)};
+  trace_job tj = {&job, &res};
   int rc;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -198,9 +169,9 @@ int mlprof__cmd_trace(int argc, char **argv) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
   } else if (to_stdout) {
-    rc = export_to(&job, STDOUT_FILENO, &res, err, sizeof err);
+    rc = export_stdout(&tj, err, sizeof err);
   } else {
-    rc = export_file(&job, output, &res, err, sizeof err);
+    rc = mlprof__write_atomically(output, write_trace, &tj, err, sizeof err);
   }
   if (rc) {
     fprintf(stderr, "mlprof trace: %s\n", err);

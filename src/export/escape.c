@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define OUT_FD_BUFFER (1u << 20)
@@ -14,6 +15,58 @@
 
 /* The UTF-8 encoding of U+FFFD, written for every invalid byte. */
 static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};
+
+int mlprof__write_atomically(const char *path,
+                             int (*fn)(void *ctx, mlprof__out *o, char *err,
+                                       size_t errlen),
+                             void *ctx, char *err, size_t errlen) {
+  size_t n = strlen(path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) {
+    snprintf(err, errlen, "out of memory");
+    return MLPROF_ENOMEM;
+  }
+  snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    free(tmp);
+    return MLPROF_EIO;
+  }
+  /* mkstemp makes the file 0600: give it the mode a new file would get. */
+  mode_t mask = umask(0);
+  umask(mask);
+  int rc = 0;
+  mlprof__out o;
+  err[0] = '\0';
+  if (fchmod(fd, 0666 & ~mask) != 0) {
+    snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+    rc = MLPROF_EIO;
+  } else if (mlprof__out_open(&o, fd) != 0) {
+    snprintf(err, errlen, "out of memory");
+    rc = MLPROF_ENOMEM;
+  } else {
+    rc = fn(ctx, &o, err, errlen);
+    int wrc = mlprof__out_flush(&o);
+    if (!rc) rc = wrc;
+    if (rc == MLPROF_EIO && o.err == MLPROF_EIO)
+      snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.sys_errno));
+    else if (rc && !err[0])
+      snprintf(err, errlen, "cannot write %s: %s", path, mlprof_strerror(rc));
+    mlprof__out_close(&o);
+  }
+  if (close(fd) != 0 && !rc) {
+    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    rc = MLPROF_EIO;
+  }
+  if (!rc && rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    rc = MLPROF_EIO;
+  }
+  if (rc) unlink(tmp);
+  free(tmp);
+  return rc;
+}
 
 int mlprof__out_open(mlprof__out *o, int fd) {
   memset(o, 0, sizeof *o);

@@ -50,6 +50,16 @@ static inline void mlprof__out_end(mlprof__out *o, char *end) {
   o->len = (size_t)(end - o->buf);
 }
 
+/* Writes a file through a temporary one beside path (given the usual mode),
+ * renamed over path only when everything was written: a failure never
+ * leaves a partial file under that name. fn writes the content through o
+ * and may put a reason in err. Returns 0, or fn's error, MLPROF_EIO or
+ * MLPROF_ENOMEM, with a one-line reason in err. */
+int mlprof__write_atomically(const char *path,
+                             int (*fn)(void *ctx, mlprof__out *o, char *err,
+                                       size_t errlen),
+                             void *ctx, char *err, size_t errlen);
+
 /* Raw bytes of any length. */
 void mlprof__out_write(mlprof__out *o, const void *s, size_t n);
 /* A string literal only: the "" around s make anything else a compile error

@@ -58,6 +58,7 @@ struct mlprof__writer {
   _Atomic int stop;
   _Atomic int final_req; /* a fatal signal: finish the file at the next flush */
   int finished;          /* END written: nothing more goes to the file */
+  uint64_t unmatched_gone; /* unmatched ends of threads already freed */
   _Atomic uint64_t req, done; /* flush requests and the last one served */
   pthread_mutex_t done_lock;
   pthread_cond_t done_cond;
@@ -519,6 +520,22 @@ static void emit_thread_names(mlprof__writer *w) {
   }
 }
 
+/* Records the zones t has open: at the end of the file, or when t exited
+ * without ending them. */
+static void emit_open(mlprof__writer *w, mlprof__thread *t) {
+  for (uint32_t d = 0; d < t->depth; d++) {
+    mlprof__frame *f = &t->frames[d];
+    uint8_t *p =
+        f->site_id ? record(w, t, MLPROF__REC_OPEN, f->site_id, 0, 0, 20) : NULL;
+    if (!p) continue;
+    p = mlprof__put_uv(p, d);
+    p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
+    t->ref_ns = f->begin;
+    commit(w, p);
+  }
+  events_flush(w);
+}
+
 static void flush_all(mlprof__writer *w) {
   mlprof__timebase_calibrate(&w->tb, mlprof__clock_anchor());
   emit_thread_names(w);
@@ -532,8 +549,12 @@ static void flush_all(mlprof__writer *w) {
     mlprof__thread *next = t->next;
     int gone = drain(w, t);
     events_flush(w);
-    /* A thread that ended with zones open will never end them. */
-    if (gone && !t->depth) mlprof__thread_free(t);
+    if (gone) {
+      /* Zones it left open will never end: record them as open. */
+      emit_open(w, t);
+      w->unmatched_gone += t->unmatched;
+      mlprof__thread_free(t);
+    }
     t = next;
   }
   names_flush(w);
@@ -542,19 +563,10 @@ static void flush_all(mlprof__writer *w) {
 
 /* Ends the file: zones still open, then the END chunk. */
 static void finish(mlprof__writer *w) {
-  uint64_t unmatched = 0;
+  uint64_t unmatched = w->unmatched_gone;
   for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
     unmatched += t->unmatched;
-    for (uint32_t d = 0; d < t->depth; d++) {
-      mlprof__frame *f = &t->frames[d];
-      uint8_t *p = f->site_id ? record(w, t, MLPROF__REC_OPEN, f->site_id, 0, 0, 20) : NULL;
-      if (!p) continue;
-      p = mlprof__put_uv(p, d);
-      p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
-      t->ref_ns = f->begin;
-      commit(w, p);
-    }
-    events_flush(w);
+    emit_open(w, t);
   }
   uint8_t end[32], *p = end;
   p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));

@@ -275,6 +275,31 @@ static void off_inside_recorded_zone_keeps_pairing(void) {
   CHECK_EQ_U64(r.unmatched_end, 0);
 }
 
+static void *leave_zone_open(void *arg) {
+  (void)arg;
+  mlprof_zone_begin("never_ended");
+  { MLPROF_ZONE("ended"); }
+  return NULL;
+}
+
+/* A thread that exits with a zone open: the zone is recorded as open, and
+ * the thread's state is released (the process may start many such). */
+static void thread_exiting_with_open_zone(void) {
+  CHECK_EQ(start("exitopen.mlprof", 0), 0);
+  for (int i = 0; i < 3; i++) {
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, leave_zone_open, NULL), 0);
+    pthread_join(th, NULL);
+  }
+  CHECK_EQ(mlprof_flush(), 0);
+  CHECK_EQ(mlprof_flush(), 0); /* the writer has seen the threads exit */
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("exitopen.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "ended")], 3);
+  CHECK_EQ_U64(r.opens, 3);
+}
+
 static void unbalanced_ends_are_harmless(void) {
   CHECK_EQ(start("unbalanced.mlprof", 0), 0);
   mlprof_zone_end();
@@ -387,6 +412,7 @@ const mlprof_test mlprof_tests_record[] = {
     {"disabled_records_nothing", disabled_records_nothing},
     {"end_recorded_after_switch_off", end_recorded_after_switch_off},
     {"off_inside_recorded_zone_keeps_pairing", off_inside_recorded_zone_keeps_pairing},
+    {"thread_exiting_with_open_zone", thread_exiting_with_open_zone},
     {"unbalanced_ends_are_harmless", unbalanced_ends_are_harmless},
     {"intern_is_stable", intern_is_stable},
     {"reinit_writes_new_file", reinit_writes_new_file},
