@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../export/table.h"
 #include "../model/job.h"
 
 int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
@@ -225,4 +226,109 @@ void mlprof__compare_free(mlprof__compare *c) {
   free(c->by_total);
   free(c->by_step);
   memset(c, 0, sizeof *c);
+}
+
+/* The last component of a path, trailing slashes ignored, into b. */
+static void base_name(char *b, size_t len, const char *path) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  size_t start = n;
+  while (start > 0 && path[start - 1] != '/') start--;
+  size_t k = n - start < len - 1 ? n - start : len - 1;
+  memcpy(b, path + start, k);
+  b[k] = '\0';
+}
+
+/* Splits a copy of list at commas into n labels. Returns 0, or -1 when the
+ * count differs from n or a label is empty. */
+static int split_labels(char *list, char **labels, size_t n) {
+  size_t k = 0;
+  for (char *p = list;; ) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = '\0';
+    if (!*p || k == n) return -1;
+    labels[k++] = p;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return k == n ? 0 : -1;
+}
+
+int mlprof__compare_load(mlprof__compare *c, const char *const *paths,
+                         size_t n, const char *labels, char *err,
+                         size_t errlen) {
+  memset(c, 0, sizeof *c);
+  char *list = labels ? mlprof__dup(labels, strlen(labels)) : NULL;
+  char **lab = calloc(n ? n : 1, sizeof *lab);
+  char (*names)[256] = calloc(n ? n : 1, sizeof *names);
+  int rc = 0;
+  if ((labels && !list) || !lab || !names) {
+    snprintf(err, errlen, "out of memory");
+    rc = MLPROF_ENOMEM;
+  } else if (list && split_labels(list, lab, n)) {
+    snprintf(err, errlen,
+             "--labels wants %zu non-empty labels separated by commas, one "
+             "per run",
+             n);
+    rc = MLPROF_EINVAL;
+  } else if (!list) {
+    for (size_t i = 0; i < n; i++) {
+      base_name(names[i], sizeof names[i], paths[i]);
+      lab[i] = names[i];
+    }
+    /* Runs with the same base name (a/out, b/out) go by their paths. */
+    for (size_t i = 0; i < n; i++)
+      for (size_t k = 0; k < n; k++)
+        if (k != i && strcmp(names[i], names[k]) == 0)
+          lab[i] = (char *)paths[i];
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    mlprof__report r;
+    rc = mlprof__run_load(paths[i], 0, &r, err, errlen);
+    if (!rc && (rc = mlprof__compare_add(c, lab[i], paths[i], &r))) {
+      mlprof__report_free(&r);
+      snprintf(err, errlen, "out of memory");
+    }
+  }
+  if (!rc && (rc = mlprof__compare_finish(c)))
+    snprintf(err, errlen, "out of memory");
+  if (rc) mlprof__compare_free(c);
+  free(list);
+  free(lab);
+  free(names);
+  return rc;
+}
+
+static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
+                      size_t run) {
+  const mlprof__compare_run *r = &c->runs[run];
+  mlprof__fmt_duration(b, len,
+                       c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
+}
+
+void mlprof__compare_recommendation(const mlprof__compare *c, char *b,
+                                    size_t len) {
+  const char *basis = c->step_basis ? "step time" : "wall time";
+  const char *best = c->runs[c->best].label, *worst = c->runs[c->worst].label,
+             *first = c->runs[0].label;
+  char tb[32], tw[32], tf[32];
+  fmt_basis(tb, sizeof tb, c, c->best);
+  fmt_basis(tw, sizeof tw, c, c->worst);
+  fmt_basis(tf, sizeof tf, c, 0);
+  if (c->nruns < 2) {
+    snprintf(b, len, "only one run: nothing to compare");
+  } else if (c->best == c->worst || !(c->best_vs_slowest > 1)) {
+    snprintf(b, len, "no run is faster than the others by %s (%s)", basis, tb);
+  } else if (c->best == 0) {
+    snprintf(b, len,
+             "use %.64s (the first run): fastest by %s, %.2fx faster than the "
+             "slowest, %.64s (%s vs %s)",
+             best, basis, c->best_vs_slowest, worst, tb, tw);
+  } else {
+    snprintf(b, len,
+             "use %.64s: fastest by %s, %.2fx faster than the slowest, %.64s "
+             "(%s vs %s), and %.2fx faster than the first, %.64s (%s)",
+             best, basis, c->best_vs_slowest, worst, tb, tw, c->best_vs_first,
+             first, tf);
+  }
 }

@@ -78,4 +78,22 @@ int mlprof__compare_finish(mlprof__compare *c);
 /* Frees everything, the runs' reports included; *c is left empty. */
 void mlprof__compare_free(mlprof__compare *c);
 
+/* Loads the runs at paths[0..n) (n >= 1) into *c (empty) and finishes the
+ * comparison: what mlprof compare and mlprof html --compare share. labels:
+ * n non-empty labels separated by commas, or NULL for the base name of each
+ * path (trailing slashes ignored; the whole path for runs whose base names
+ * are equal). Returns 0; MLPROF_ENOMEM with "out of memory" in err; or
+ * another negative error with a one-line reason in err when labels does not
+ * hold n labels or a run cannot be read (bad usage or input). On error *c
+ * is left empty. */
+int mlprof__compare_load(mlprof__compare *c, const char *const *paths,
+                         size_t n, const char *labels, char *err,
+                         size_t errlen);
+
+/* One line naming the fastest run and by how much, into b (labels included
+ * as they are: the caller escapes the line for its format). */
+void mlprof__compare_recommendation(const mlprof__compare *c, char *b,
+                                    size_t len);
+
+
 #endif

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "../analyze/compare.h"
-#include "../export/escape.h"
-#include "cli.h"
+#include "../export/export.h"
 #include "../export/table.h"
+#include "cli.h"
 
 /* Zones shown by the text format when --top is not given. */
 #define TEXT_TOP 30
@@ -43,17 +43,6 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("compare", fmt, arg);
 }
 
-/* The last component of a path, trailing slashes ignored, into b. */
-static void base_name(char *b, size_t len, const char *path) {
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
-  size_t start = n;
-  while (start > 0 && path[start - 1] != '/') start--;
-  size_t k = n - start < len - 1 ? n - start : len - 1;
-  memcpy(b, path + start, k);
-  b[k] = '\0';
-}
-
 static void fmt_speedup(char *b, size_t len, double x) {
   if (isnan(x) || isinf(x))
     snprintf(b, len, "-");
@@ -61,44 +50,9 @@ static void fmt_speedup(char *b, size_t len, double x) {
     snprintf(b, len, "%.2fx", x);
 }
 
-static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
-                      size_t run) {
-  const mlprof__compare_run *r = &c->runs[run];
-  mlprof__fmt_duration(b, len,
-                       c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
-}
-
-/* One line naming the fastest run and by how much (labels included: the
- * caller escapes the line for its format). */
-static void recommendation(const mlprof__compare *c, char *b, size_t len) {
-  const char *basis = c->step_basis ? "step time" : "wall time";
-  const char *best = c->runs[c->best].label, *worst = c->runs[c->worst].label,
-             *first = c->runs[0].label;
-  char tb[32], tw[32], tf[32];
-  fmt_basis(tb, sizeof tb, c, c->best);
-  fmt_basis(tw, sizeof tw, c, c->worst);
-  fmt_basis(tf, sizeof tf, c, 0);
-  if (c->nruns < 2) {
-    snprintf(b, len, "only one run: nothing to compare");
-  } else if (c->best == c->worst || !(c->best_vs_slowest > 1)) {
-    snprintf(b, len, "no run is faster than the others by %s (%s)", basis, tb);
-  } else if (c->best == 0) {
-    snprintf(b, len,
-             "use %.64s (the first run): fastest by %s, %.2fx faster than the "
-             "slowest, %.64s (%s vs %s)",
-             best, basis, c->best_vs_slowest, worst, tb, tw);
-  } else {
-    snprintf(b, len,
-             "use %.64s: fastest by %s, %.2fx faster than the slowest, %.64s "
-             "(%s vs %s), and %.2fx faster than the first, %.64s (%s)",
-             best, basis, c->best_vs_slowest, worst, tb, tw, c->best_vs_first,
-             first, tf);
-  }
-}
-
 static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
   char line[1024];
-  recommendation(c, line, sizeof line);
+  mlprof__compare_recommendation(c, line, sizeof line);
   mlprof__out_lit(o, "\nRecommendation: ");
   mlprof__out_text_str(o, line, strlen(line));
   mlprof__out_lit(o, "\n");
@@ -185,111 +139,6 @@ static int compare_text(const mlprof__compare *c, size_t top, mlprof__out *o) {
   return 0;
 }
 
-static void json_indices(mlprof__out *o, const size_t *v, size_t n) {
-  mlprof__out_lit(o, "[");
-  for (size_t i = 0; i < n; i++) {
-    if (i) mlprof__out_lit(o, ",");
-    mlprof__out_u64(o, v[i]);
-  }
-  mlprof__out_lit(o, "]");
-}
-
-static int compare_json(const mlprof__compare *c, mlprof__out *o) {
-  mlprof__out_printf(o,
-                     "{\"schema\":\"mlprof.compare/1\",\"generator\":\"mlprof "
-                     "%s\",\n\"runs\":[",
-                     mlprof_version());
-  for (size_t i = 0; i < c->nruns; i++) {
-    const mlprof__compare_run *r = &c->runs[i];
-    mlprof__out_printf(o, "%s\n{\"index\":%zu,\"label\":", i ? "," : "", i);
-    mlprof__out_json_str(o, r->label, strlen(r->label));
-    mlprof__out_lit(o, ",\"path\":");
-    mlprof__out_json_str(o, r->path, strlen(r->path));
-    mlprof__out_lit(o, ",\"wall_ns\":");
-    mlprof__out_u64(o, r->report.wall_ns);
-    mlprof__out_lit(o, ",\"spans\":");
-    mlprof__out_u64(o, r->report.spans);
-    mlprof__out_lit(o, ",\"busy_ns\":");
-    mlprof__out_u64(o, r->busy_ns);
-    mlprof__out_lit(o, ",\"step_intervals\":");
-    mlprof__out_u64(o, r->intervals);
-    mlprof__out_lit(o, ",\"step_mean_ns\":");
-    mlprof__out_f64(o, r->step_mean_ns);
-    mlprof__out_printf(o, ",\"rank_total\":%zu,\"rank_step\":%zu,\"warnings\":[",
-                       r->rank_total, r->rank_step);
-    for (size_t w = 0; w < r->report.nwarnings; w++) {
-      if (w) mlprof__out_lit(o, ",");
-      mlprof__out_json_str(o, r->report.warnings[w],
-                           strlen(r->report.warnings[w]));
-    }
-    mlprof__out_lit(o, "]}");
-  }
-  mlprof__out_lit(o, "],\n\"ranking\":{\"total\":");
-  json_indices(o, c->by_total, c->nruns);
-  mlprof__out_lit(o, ",\"step\":");
-  json_indices(o, c->by_step, c->nruns);
-  mlprof__out_printf(o, ",\"step_basis\":\"%s\"},\n\"fastest\":{\"run\":%zu,"
-                        "\"slowest\":%zu,\"speedup_vs_slowest\":",
-                     c->step_basis ? "steps" : "wall", c->best, c->worst);
-  mlprof__out_f64(o, c->best_vs_slowest);
-  mlprof__out_lit(o, ",\"speedup_vs_first\":");
-  mlprof__out_f64(o, c->best_vs_first);
-  char line[1024];
-  recommendation(c, line, sizeof line);
-  mlprof__out_lit(o, "},\n\"recommendation\":");
-  mlprof__out_json_str(o, line, strlen(line));
-  mlprof__out_lit(o, ",\n\"zones\":[");
-  for (size_t k = 0; k < c->nzones; k++) {
-    const mlprof__compare_zone *z = &c->zones[k];
-    mlprof__out_str(o, k ? ",\n{\"name\":" : "\n{\"name\":");
-    mlprof__out_json_str(o, z->name, z->name_len);
-    mlprof__out_printf(o, ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
-                          "\"runs\":[",
-                       mlprof__category_name(z->category), z->fastest, z->slowest);
-    for (size_t i = 0; i < c->nruns; i++) {
-      const mlprof__zone_stats *s = z->stats[i];
-      if (i) mlprof__out_lit(o, ",");
-      if (!s) {
-        mlprof__out_lit(o, "null");
-        continue;
-      }
-      mlprof__out_lit(o, "{\"count\":");
-      mlprof__out_u64(o, s->count);
-      mlprof__out_lit(o, ",\"total_ns\":");
-      mlprof__out_u64(o, s->total_ns);
-      mlprof__out_lit(o, ",\"mean_ns\":");
-      mlprof__out_u64(o, mlprof__round_ns(s->mean_ns));
-      mlprof__out_lit(o, ",\"p50_ns\":");
-      mlprof__out_u64(o, s->p50_ns);
-      mlprof__out_lit(o, ",\"p99_ns\":");
-      mlprof__out_u64(o, s->p99_ns);
-      mlprof__out_lit(o, ",\"speedup_vs_slowest\":");
-      mlprof__out_f64(o, z->vs_slowest[i]);
-      mlprof__out_lit(o, ",\"speedup_vs_first\":");
-      mlprof__out_f64(o, z->vs_first[i]);
-      mlprof__out_lit(o, "}");
-    }
-    mlprof__out_lit(o, "]}");
-  }
-  mlprof__out_lit(o, "]}\n");
-  return 0;
-}
-
-/* Splits a copy of list at commas into n labels. Returns 0, or -1 when the
- * count differs from n or a label is empty. */
-static int split_labels(char *list, char **labels, size_t n) {
-  size_t k = 0;
-  for (char *p = list;; ) {
-    char *comma = strchr(p, ',');
-    if (comma) *comma = '\0';
-    if (!*p || k == n) return -1;
-    labels[k++] = p;
-    if (!comma) break;
-    p = comma + 1;
-  }
-  return k == n ? 0 : -1;
-}
-
 int mlprof__cmd_compare(int argc, char **argv) {
   static const struct option options[] = {
       {"labels", required_argument, NULL, 'l'},
@@ -333,48 +182,13 @@ int mlprof__cmd_compare(int argc, char **argv) {
   if (nruns < 2)
     return fail_usage("%s", nruns ? "wants at least two runs to compare"
                                   : "no run given");
-  char *list = labels_arg ? strdup(labels_arg) : NULL;
-  char **labels = calloc(nruns, sizeof *labels);
-  char (*names)[256] = calloc(nruns, sizeof *names);
-  int rc = 0;
-  if ((labels_arg && !list) || !labels || !names) {
-    fprintf(stderr, "mlprof compare: out of memory\n");
-    rc = 1;
-  } else if (list && split_labels(list, labels, nruns)) {
-    fprintf(stderr,
-            "mlprof compare: --labels wants %zu non-empty labels separated by "
-            "commas (see mlprof compare --help)\n",
-            nruns);
-    rc = 2;
-  } else if (!list) {
-    for (size_t i = 0; i < nruns; i++) {
-      base_name(names[i], sizeof names[i], argv[optind + (int)i]);
-      labels[i] = names[i];
-    }
-    /* Runs with the same base name (a/out, b/out) go by their paths. */
-    for (size_t i = 0; i < nruns; i++)
-      for (size_t k = 0; k < nruns; k++)
-        if (k != i && strcmp(names[i], names[k]) == 0)
-          labels[i] = argv[optind + (int)i];
-  }
-  mlprof__compare c = {0};
-  for (size_t i = 0; i < nruns && !rc; i++) {
-    const char *path = argv[optind + (int)i];
-    char err[512];
-    mlprof__report r;
-    int lrc = mlprof__run_load(path, 0, &r, err, sizeof err);
-    if (lrc) {
-      fprintf(stderr, "mlprof compare: %s\n", err);
-      rc = lrc == MLPROF_ENOMEM ? 1 : 2;
-    } else if (mlprof__compare_add(&c, labels[i], path, &r)) {
-      mlprof__report_free(&r);
-      fprintf(stderr, "mlprof compare: out of memory\n");
-      rc = 1;
-    }
-  }
-  if (!rc && mlprof__compare_finish(&c)) {
-    fprintf(stderr, "mlprof compare: out of memory\n");
-    rc = 1;
+  mlprof__compare c;
+  char err[512];
+  int rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns,
+                                labels_arg, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mlprof compare: %s\n", err);
+    rc = rc == MLPROF_ENOMEM ? 1 : 2;
   }
   if (!rc) {
     if (json)
@@ -388,7 +202,7 @@ int mlprof__cmd_compare(int argc, char **argv) {
       fprintf(stderr, "mlprof compare: out of memory\n");
       rc = 1;
     } else {
-      int wrc = json ? compare_json(&c, &o) : compare_text(&c, top, &o);
+      int wrc = json ? mlprof__compare_json(&c, &o) : compare_text(&c, top, &o);
       int frc = mlprof__out_flush(&o);
       if (!wrc) wrc = frc;
       if (wrc) {
@@ -400,8 +214,5 @@ int mlprof__cmd_compare(int argc, char **argv) {
     }
   }
   mlprof__compare_free(&c);
-  free(list);
-  free(labels);
-  free(names);
   return rc;
 }

@@ -15,6 +15,7 @@
 
 static const char usage[] =
     "usage: mlprof html [options] PATH... -o FILE\n"
+    "       mlprof html --compare [--labels A,B,...] RUN RUN... -o FILE\n"
     "\n"
     "Writes one self-contained HTML file (no network: inline styles, script\n"
     "and SVG charts) to open in any browser: run overview, step-time\n"
@@ -26,9 +27,18 @@ static const char usage[] =
     "stays small whatever the profile's size; the full timeline is\n"
     "mlprof trace.\n"
     "\n"
+    "With --compare (or --labels), each RUN is a separate run of one\n"
+    "workload: the dashboard shows the first, and a Compare view holds what\n"
+    "mlprof compare says of them all (per zone mean of each run, speedups\n"
+    "against the slowest and the first, the fastest run; a grouped bar chart\n"
+    "of the means; rankings and the recommendation).\n"
+    "\n"
     "options:\n"
     "  -o, --output FILE  the HTML file to write (default report.html)\n"
     "      --title TEXT   the page's title (default: the first path)\n"
+    "  -c, --compare      each PATH is a run to compare (default: merged)\n"
+    "  -l, --labels LIST  names of the runs, separated by commas, in order\n"
+    "                     (implies --compare; default: each path's base name)\n"
     "  -n, --top N        zones in the page at most, largest total first\n"
     "                     (default 2000; 0 for all)\n"
     "  -h, --help         show this help\n"
@@ -68,54 +78,29 @@ void mlprof__dash_free(mlprof__dash *d) {
   mlprof__tree_free(&d->tree);
 }
 
-/* Writes the page to a temporary file beside path, renamed over path when
- * complete. Returns 0 or an mlprof error with a reason in err. */
-static int write_file(const mlprof__dash *d, const mlprof__html_opts *opts,
-                      const char *path, char *err, size_t errlen) {
-  size_t n = strlen(path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) {
-    snprintf(err, errlen, "out of memory");
-    return MLPROF_ENOMEM;
-  }
-  snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    free(tmp);
-    return MLPROF_EIO;
-  }
-  mode_t mask = umask(0);
-  umask(mask);
-  int rc = 0;
-  if (fchmod(fd, 0666 & ~mask) != 0) {
-    snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  mlprof__out o;
-  if (!rc && mlprof__out_open(&o, fd)) {
-    snprintf(err, errlen, "out of memory");
-    rc = MLPROF_ENOMEM;
-  } else if (!rc) {
-    rc = mlprof__export_html_page(&d->r, &d->res, &d->f, &d->tree, opts, &o);
-    int wrc = mlprof__out_flush(&o);
-    if (!rc) rc = wrc;
-    if (rc)
-      snprintf(err, errlen, "cannot write %s: %s", path,
-               rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
-    mlprof__out_close(&o);
-  }
-  if (close(fd) != 0 && !rc) {
-    snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (!rc && rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    rc = MLPROF_EIO;
-  }
-  if (rc) unlink(tmp);
-  free(tmp);
-  return rc;
+typedef struct {
+  const mlprof__dash *d;
+  const mlprof__html_opts *opts;
+} page;
+
+static int write_page(void *ctx, mlprof__out *o, char *err, size_t errlen) {
+  const page *p = ctx;
+  return mlprof__export_html_page(&p->d->r, &p->d->res, &p->d->f, &p->d->tree,
+                                  p->opts, o);
+}
+
+/* 1 (with a message) when output is one of job's profiles: writing the page
+ * would destroy it. */
+static int is_profile_of(const mlprof__job *job, const char *output) {
+  struct stat a, st;
+  for (size_t i = 0; i < job->count; i++)
+    if (stat(job->profiles[i].path, &a) == 0 && stat(output, &st) == 0 &&
+        a.st_dev == st.st_dev && a.st_ino == st.st_ino) {
+      fprintf(stderr, "mlprof html: %s is the profile %s; choose another -o\n",
+              output, job->profiles[i].path);
+      return 1;
+    }
+  return 0;
 }
 
 int mlprof__cmd_html(int argc, char **argv) {
@@ -123,14 +108,17 @@ int mlprof__cmd_html(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"title", required_argument, NULL, 'T'},
       {"top", required_argument, NULL, 'n'},
+      {"compare", no_argument, NULL, 'c'},
+      {"labels", required_argument, NULL, 'l'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  const char *output = "report.html", *title = NULL;
+  const char *output = "report.html", *title = NULL, *labels = NULL;
   size_t top = MLPROF__DASH_TOP;
+  int compare = 0;
   opterr = 0;
   optind = 0;
   int ch;
-  while ((ch = getopt_long(argc, argv, ":o:n:h", options, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, ":o:n:cl:h", options, NULL)) != -1) {
     switch (ch) {
       case 'o':
         if (!optarg[0]) return fail_usage("%s", "-o wants a file name");
@@ -143,6 +131,13 @@ int mlprof__cmd_html(int argc, char **argv) {
         if (mlprof__parse_count(optarg, &top))
           return fail_usage("--top wants a whole number (0 for all), not '%s'",
                             optarg);
+        break;
+      case 'c':
+        compare = 1;
+        break;
+      case 'l':
+        labels = optarg;
+        compare = 1;
         break;
       case 'h':
         fputs(usage, stdout);
@@ -158,35 +153,63 @@ int mlprof__cmd_html(int argc, char **argv) {
             output);
     return 2;
   }
+  const char *const *paths = (const char *const *)argv + optind;
+  size_t npaths = (size_t)(argc - optind);
   char err[512];
   mlprof__job job;
-  if (mlprof__job_open(&job, (const char *const *)argv + optind,
-                       (size_t)(argc - optind), err, sizeof err)) {
+  if (mlprof__job_open(&job, paths, compare ? 1 : npaths, err, sizeof err)) {
     fprintf(stderr, "mlprof html: %s\n", err);
     return 2;
   }
-  for (size_t i = 0; i < job.count; i++) {
-    struct stat a;
-    if (stat(job.profiles[i].path, &a) == 0 && stat(output, &st) == 0 &&
-        a.st_dev == st.st_dev && a.st_ino == st.st_ino) {
-      fprintf(stderr, "mlprof html: %s is the profile %s; choose another -o\n",
-              output, job.profiles[i].path);
+  if (is_profile_of(&job, output)) {
+    mlprof__job_close(&job);
+    return 2;
+  }
+  /* Compared runs: each read on its own (the dashboard is the first's). */
+  mlprof__compare c = {0};
+  int rc = 0;
+  if (compare) {
+    for (size_t i = 1; i < npaths && !rc; i++) {
+      mlprof__job other;
+      if (mlprof__job_open(&other, paths + i, 1, err, sizeof err)) {
+        fprintf(stderr, "mlprof html: %s\n", err);
+        rc = 2;
+        break;
+      }
+      if (is_profile_of(&other, output)) rc = 2;
+      mlprof__job_close(&other);
+    }
+    if (!rc && (rc = mlprof__compare_load(&c, paths, npaths, labels, err,
+                                          sizeof err))) {
+      fprintf(stderr, "mlprof html: %s\n", err);
+      rc = rc == MLPROF_ENOMEM ? 1 : 2;
+    }
+    if (rc) {
       mlprof__job_close(&job);
-      return 2;
+      return rc;
     }
   }
   mlprof__dash d;
-  int rc = mlprof__dash_build(&job, top, &d, err, sizeof err);
+  rc = mlprof__dash_build(&job, top, &d, err, sizeof err);
   mlprof__job_close(&job);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
+    mlprof__compare_free(&c);
     return 1;
   }
   for (size_t i = 0; i < d.r.nwarnings; i++)
     fprintf(stderr, "mlprof html: warning: %s\n", d.r.warnings[i]);
-  mlprof__html_opts opts = {.title = title ? title : argv[optind]};
-  rc = write_file(&d, &opts, output, err, sizeof err);
+  for (size_t i = 1; i < c.nruns; i++)
+    for (size_t w = 0; w < c.runs[i].report.nwarnings; w++)
+      fprintf(stderr, "mlprof html: warning: %s: %s\n", c.runs[i].path,
+              c.runs[i].report.warnings[w]);
+  /* One run has nothing to compare: no Compare view. */
+  mlprof__html_opts opts = {.title = title ? title : argv[optind],
+                            .compare = c.nruns >= 2 ? &c : NULL};
+  page pg = {&d, &opts};
+  rc = mlprof__write_atomically(output, write_page, &pg, err, sizeof err);
   mlprof__dash_free(&d);
+  mlprof__compare_free(&c);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
     return 1;

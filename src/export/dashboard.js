@@ -550,6 +550,88 @@
       }))))];
   }
 
+  /* Compare: several labelled runs (D.compare, schema mlprof.compare/1),
+   * the first of which the other views show. */
+  function C() { return D.compare || null; }
+  function hasCompare() { return !!(C() && arr(C().runs).length >= 2); }
+  function runColor(i) { return COLORS[i % COLORS.length]; }
+  function fmtX(x) { return x === null || x === undefined || !isFinite(x) ? '–' : x.toFixed(2) + '×'; }
+  /* Zone means grouped by zone, one bar per run (horizontal, so long zone
+   * names fit): zones [{name, runs: [stats or null]}]. */
+  function groupedBars(zones, runs) {
+    var W = 900, L = 220, barH = 12, gap = 10, n = runs.length;
+    var groupH = n * barH + gap, H = zones.length * groupH + 8;
+    var vmax = 0;
+    zones.forEach(function (z) { arr(z.runs).forEach(function (s) { if (s) vmax = Math.max(vmax, s.mean_ns); }); });
+    if (vmax <= 0) vmax = 1;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'compare-bars'});
+    zones.forEach(function (z, k) {
+      var y0 = k * groupH + 4;
+      g.appendChild(sv('text', {x: L - 6, y: y0 + n * barH / 2 + 4, 'text-anchor': 'end', text: z.name.length > 34 ? z.name.slice(0, 33) + '…' : z.name}));
+      runs.forEach(function (r, i) {
+        var s = arr(z.runs)[i], y = y0 + i * barH;
+        if (!s) {
+          g.appendChild(sv('text', {x: L + 2, y: y + barH - 2, class: 'absent', text: 'absent in ' + r.label}));
+          return;
+        }
+        var w = Math.max(1, s.mean_ns / vmax * (W - L - 90));
+        g.appendChild(titled(sv('rect', {x: L, y: y + 1, width: w, height: barH - 2, fill: runColor(i), rx: 1}),
+          z.name + '\n' + r.label + ': mean ' + fmtNs(s.mean_ns) + ', p50 ' + fmtNs(s.p50_ns) + ', p99 ' + fmtNs(s.p99_ns) +
+          '\n' + fmtX(s.speedup_vs_slowest) + ' vs slowest, ' + fmtX(s.speedup_vs_first) + ' vs first'));
+        g.appendChild(sv('text', {x: L + w + 4, y: y + barH - 2, text: fmtNs(s.mean_ns) + (z.fastest === i ? ' ★' : '')}));
+      });
+    });
+    var legend = el('div', {class: 'legend'}, runs.map(function (r, i) {
+      return el('span', null, [el('i', {style: 'background:' + runColor(i) + ';height:10px'}), r.label]);
+    }));
+    return el('div', null, [legend, g]);
+  }
+  function viewCompare() {
+    var c = C(), runs = arr(c.runs), zones = arr(c.zones), rk = c.ranking || {};
+    var steps = rk.step_basis === 'steps', out = [];
+    out.push(card('Recommendation', el('p', {id: 'recommendation', text: c.recommendation || ''})));
+    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step time', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
+    var rrows = runs.map(function (r, i) {
+      var best = c.fastest && c.fastest.run === i;
+      return el('tr', null, [el('td', {text: i + 1}), el('td', {class: 'name' + (best ? ' fastest' : ''), text: r.label}),
+        el('td', {class: 'name', title: r.path, text: r.path}), el('td', {text: fmtNs(r.wall_ns)}), el('td', {text: r.spans}),
+        el('td', {text: r.step_intervals ? fmtNs(r.step_mean_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
+    });
+    function ranking(order, what) {
+      return el('div', null, [el('b', {text: what}), el('ol', {class: 'ranking'}, arr(order).map(function (i) {
+        var r = runs[i] || {};
+        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_mean_ns))})]);
+      }))]);
+    }
+    out.push(card('Runs (' + runs.length + ')', [el('table', {id: 'compare-runs'}, [el('thead', null, rhead), el('tbody', null, rrows)]),
+      el('div', {class: 'rankings'}, [ranking(rk.step, steps ? 'by step time' : 'by wall time (not every run has steps)'), ranking(rk.total, 'by wall time')])]));
+    var top = zones.slice(0, 20);
+    out.push(card('Mean per zone and run (' + top.length + ' of ' + zones.length + ', largest total first; ★ fastest)', groupedBars(top, runs)));
+    var h1 = el('tr', null, [el('th', {rowspan: 2, text: 'zone'}), el('th', {rowspan: 2, class: 'l', text: 'fastest'})].concat(runs.map(function (r, i) {
+      return el('th', {colspan: 3, class: 'run', style: 'border-top:3px solid ' + runColor(i), text: r.label});
+    })));
+    var h2 = el('tr', null, [].concat.apply([], runs.map(function () {
+      return [el('th', {text: 'mean'}), el('th', {text: 'vs slowest'}), el('th', {text: 'vs first'})];
+    })));
+    var body = zones.map(function (z) {
+      var cells = [el('td', {class: 'name', title: z.name, text: z.name}), el('td', {class: 'name', text: (runs[z.fastest] || {}).label})];
+      runs.forEach(function (r, i) {
+        var s = arr(z.runs)[i], best = z.fastest === i && runs.length > 1;
+        if (!s) { cells.push(el('td', {colspan: 3, class: 'muted', text: 'absent'})); return; }
+        cells.push(el('td', {class: best ? 'fastest' : '', title: 'count ' + s.count + ', p50 ' + fmtNs(s.p50_ns) + ', p99 ' + fmtNs(s.p99_ns), text: fmtNs(s.mean_ns)}),
+          el('td', {class: best ? 'fastest' : '', text: fmtX(s.speedup_vs_slowest)}),
+          el('td', {class: best ? 'fastest' : '', text: fmtX(s.speedup_vs_first)}));
+      });
+      return el('tr', null, cells);
+    });
+    out.push(card('Zones (speedup = the other run\'s mean / this run\'s mean; > 1 is faster)',
+      el('div', {style: 'max-height:520px;overflow:auto'}, el('table', {id: 'compare-zones'}, [el('thead', null, [h1, h2]), el('tbody', null, body)]))));
+    var warn = [];
+    runs.forEach(function (r) { arr(r.warnings).forEach(function (w) { warn.push(r.label + ': ' + w); }); });
+    if (warn.length) out.push(card('Warnings', el('ul', null, warn.map(function (w) { return el('li', {class: 'warn', text: w}); }))));
+    return out;
+  }
+
   var VIEWS = {overview: viewOverview, zones: viewZones, timeline: viewTimeline, memory: viewMemory,
     gpu: viewGpu, findings: viewFindings, processes: viewProcesses};
 
@@ -578,6 +660,8 @@
     document.body.appendChild(tip);
     document.getElementById('title').textContent = D.title || 'mlprof report';
     var nav = document.getElementById('nav');
+    /* The Compare view exists only when the page holds several runs. */
+    if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
     TABS.forEach(function (t) {
       nav.appendChild(el('button', {'data-tab': t[0], id: 'tab-' + t[0], text: t[1], onclick: function () {
         state.tab = t[0]; if (location.hash !== '#' + t[0]) history.replaceState(null, '', '#' + t[0]); render();

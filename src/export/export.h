@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/compare.h"
 #include "../analyze/findings.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
@@ -82,5 +83,11 @@ typedef struct {
  * or the writer's error, with a one-line reason in err. */
 int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
                           mlprof__chrome_result *res, char *err, size_t errlen);
+
+/* The comparison as one JSON object of schema "mlprof.compare/1"
+ * (docs/json-schema.md), every label, path and zone name escaped by
+ * mlprof__out_json_str (so it can sit inside an HTML <script>). Returns 0
+ * or the writer's error. */
+int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o);
 
 #endif

@@ -296,7 +296,12 @@ int mlprof__export_html_data(const mlprof__report *r,
     }
     mlprof__out_lit(o, "]");
   }
-  mlprof__out_lit(o, "]}\n");
+  mlprof__out_lit(o, "],\n\"compare\":");
+  if (!rc && opts->compare)
+    rc = mlprof__compare_json(opts->compare, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, "}\n");
   free(idx);
   return rc ? rc : o->err;
 }

@@ -13,6 +13,7 @@
 #ifndef MLPROF_HTML_H
 #define MLPROF_HTML_H
 
+#include "../analyze/compare.h"
 #include "../analyze/findings.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
@@ -32,6 +33,8 @@ typedef struct {
   const char *data_url; /* live page: the URL it polls every second for its
                            data (mlprof__export_html_data); NULL: a static
                            file that makes no request */
+  const mlprof__compare *compare; /* finished, two runs or more: the page's
+                                     Compare view; NULL: no such view */
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -41,7 +44,8 @@ typedef struct {
  * "host", "label", "measure", "t": [job ns...], "v": [...]}], "marks": [job
  * ns of step marks], "step_buckets": [[first step, steps, data, forward,
  * backward, optimizer, communication, other ns summed over the steps]],
- * "title", "live", "data_url"}. tree may be NULL: then the series come from
+ * "title", "live", "data_url", "compare": mlprof__compare_json of
+ * opts->compare, or null}. tree may be NULL: then the series come from
  * res (per process CPU, RSS, GPU memory; per GPU utilization and memory)
  * and there is no call tree, marks or step breakdown. Returns 0 or the
  * writer's error. */

@@ -499,3 +499,93 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   mlprof__out_lit(o, "\n}\n");
   return o->err;
 }
+
+static void json_indices(mlprof__out *o, const size_t *v, size_t n) {
+  mlprof__out_lit(o, "[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, v[i]);
+  }
+  mlprof__out_lit(o, "]");
+}
+
+int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
+  mlprof__out_printf(o,
+                     "{\"schema\":\"mlprof.compare/1\",\"generator\":\"mlprof "
+                     "%s\",\n\"runs\":[",
+                     mlprof_version());
+  for (size_t i = 0; i < c->nruns; i++) {
+    const mlprof__compare_run *r = &c->runs[i];
+    mlprof__out_printf(o, "%s\n{\"index\":%zu,\"label\":", i ? "," : "", i);
+    mlprof__out_json_str(o, r->label, strlen(r->label));
+    mlprof__out_lit(o, ",\"path\":");
+    mlprof__out_json_str(o, r->path, strlen(r->path));
+    mlprof__out_lit(o, ",\"wall_ns\":");
+    mlprof__out_u64(o, r->report.wall_ns);
+    mlprof__out_lit(o, ",\"spans\":");
+    mlprof__out_u64(o, r->report.spans);
+    mlprof__out_lit(o, ",\"busy_ns\":");
+    mlprof__out_u64(o, r->busy_ns);
+    mlprof__out_lit(o, ",\"step_intervals\":");
+    mlprof__out_u64(o, r->intervals);
+    mlprof__out_lit(o, ",\"step_mean_ns\":");
+    mlprof__out_f64(o, r->step_mean_ns);
+    mlprof__out_printf(o, ",\"rank_total\":%zu,\"rank_step\":%zu,\"warnings\":[",
+                       r->rank_total, r->rank_step);
+    for (size_t w = 0; w < r->report.nwarnings; w++) {
+      if (w) mlprof__out_lit(o, ",");
+      mlprof__out_json_str(o, r->report.warnings[w],
+                           strlen(r->report.warnings[w]));
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "],\n\"ranking\":{\"total\":");
+  json_indices(o, c->by_total, c->nruns);
+  mlprof__out_lit(o, ",\"step\":");
+  json_indices(o, c->by_step, c->nruns);
+  mlprof__out_printf(o, ",\"step_basis\":\"%s\"},\n\"fastest\":{\"run\":%zu,"
+                        "\"slowest\":%zu,\"speedup_vs_slowest\":",
+                     c->step_basis ? "steps" : "wall", c->best, c->worst);
+  mlprof__out_f64(o, c->best_vs_slowest);
+  mlprof__out_lit(o, ",\"speedup_vs_first\":");
+  mlprof__out_f64(o, c->best_vs_first);
+  char line[1024];
+  mlprof__compare_recommendation(c, line, sizeof line);
+  mlprof__out_lit(o, "},\n\"recommendation\":");
+  mlprof__out_json_str(o, line, strlen(line));
+  mlprof__out_lit(o, ",\n\"zones\":[");
+  for (size_t k = 0; k < c->nzones; k++) {
+    const mlprof__compare_zone *z = &c->zones[k];
+    mlprof__out_str(o, k ? ",\n{\"name\":" : "\n{\"name\":");
+    mlprof__out_json_str(o, z->name, z->name_len);
+    mlprof__out_printf(o, ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
+                          "\"runs\":[",
+                       mlprof__category_name(z->category), z->fastest, z->slowest);
+    for (size_t i = 0; i < c->nruns; i++) {
+      const mlprof__zone_stats *s = z->stats[i];
+      if (i) mlprof__out_lit(o, ",");
+      if (!s) {
+        mlprof__out_lit(o, "null");
+        continue;
+      }
+      mlprof__out_lit(o, "{\"count\":");
+      mlprof__out_u64(o, s->count);
+      mlprof__out_lit(o, ",\"total_ns\":");
+      mlprof__out_u64(o, s->total_ns);
+      mlprof__out_lit(o, ",\"mean_ns\":");
+      mlprof__out_u64(o, mlprof__round_ns(s->mean_ns));
+      mlprof__out_lit(o, ",\"p50_ns\":");
+      mlprof__out_u64(o, s->p50_ns);
+      mlprof__out_lit(o, ",\"p99_ns\":");
+      mlprof__out_u64(o, s->p99_ns);
+      mlprof__out_lit(o, ",\"speedup_vs_slowest\":");
+      mlprof__out_f64(o, z->vs_slowest[i]);
+      mlprof__out_lit(o, ",\"speedup_vs_first\":");
+      mlprof__out_f64(o, z->vs_first[i]);
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "]}\n");
+  return o->err;
+}

@@ -132,6 +132,52 @@ test('hostile zone names stay text', async () => {
   await page.close();
 });
 
+test('compare page: labelled runs side by side, labels stay text', async () => {
+  // Three runs of the workload, 1x, 3x and 9x the work, side by side.
+  const dirs = [['c1'], ['all200', 'all=200'], ['all800', 'all=800']].map(([name, ...f]) => {
+    const dir = path.join(tmp, 'cmp-' + name);
+    return { dir, p: spawn(mlprof, ['run', '-q', '-o', dir, '--', path.join(build, 'workload'), '200', ...f], { stdio: 'ignore' }) };
+  });
+  for (const { p } of dirs) {
+    const code = p.exitCode !== null ? p.exitCode : await new Promise((resolve) => p.on('exit', resolve));
+    assert.equal(code, 0);
+  }
+  const labels = ['base', 'x3 <img src=x onerror=window.__pwned=1>', 'x9'];
+  const file = path.join(tmp, 'compare.html');
+  run(['html', '--labels', labels.join(','), ...dirs.map((d) => d.dir), '-o', file]);
+  const { page, errors } = await openPage('file://' + file);
+  for (const view of VIEWS) await page.click('#tab-' + view);
+  await page.click('#tab-compare');
+  assert.equal(await page.getAttribute('#tab-compare', 'class'), 'on');
+  // Four zones, three runs: a bar per zone and run.
+  assert.equal(await page.$$eval('svg.compare-bars rect', (r) => r.length), 4 * 3);
+  // The view draws the embedded comparison (the e2e tests check its ranking:
+  // near-ties under load make a per-zone winner here a matter of chance).
+  const C = await page.evaluate(() => JSON.parse(document.getElementById('mlprof-data').textContent).compare);
+  assert.deepEqual(C.runs.map((r) => r.label), labels);
+  assert.equal(await page.textContent('#recommendation'), C.recommendation);
+  assert.match(C.recommendation, /^use .* fastest by step time/);
+  assert.equal(await page.$$eval('#compare-zones tbody tr', (r) => r.length), 4);
+  // The fastest run of each zone is named and its cells marked.
+  const fastest = await page.$$eval('#compare-zones tbody tr', (rows) => rows.map((r) => r.children[1].textContent));
+  assert.deepEqual(fastest, C.zones.map((z) => labels[z.fastest]));
+  assert.equal(await page.$$eval('#compare-zones td.fastest', (t) => t.length), 4 * 3);
+  assert.match(await page.textContent('#compare-runs'), /x3 <img src=x onerror/);
+  assert.equal(await page.$$eval('#main img', (x) => x.length), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await page.screenshot({ path: path.join(shots, 'compare.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+  // One run: no Compare tab, and #compare falls back to the overview.
+  const one = path.join(tmp, 'one.html');
+  run(['html', '--compare', dirs[0].dir, '-o', one]);
+  const single = await openPage('file://' + one + '#compare');
+  assert.equal(await single.page.$$eval('#tab-compare', (x) => x.length), 0);
+  assert.equal(await single.page.getAttribute('#tab-overview', 'class'), 'on');
+  assert.deepEqual(single.errors, []);
+  await single.page.close();
+});
+
 function waitFor(cond, ms, what) {
   const end = Date.now() + ms;
   return new Promise((resolve, reject) => {

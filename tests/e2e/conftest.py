@@ -46,6 +46,23 @@ def program(name):
     return os.path.join(PROGRAMS, name)
 
 
+def interleaved_runs(*jobs, steps, rounds):
+    """Runs of tests/programs/workload.c for compare and diff: jobs are
+    (directory, ZONE=PERCENT...) each. They are recorded in one process,
+    round by round in turn (workload --interleave), rounds x steps steps each:
+    runs made apart or side by side differ by several percent on a shared
+    2-vCPU machine; interleaved, only their work differs."""
+    specs = []
+    for path, *factors in jobs:
+        os.makedirs(path)
+        specs.append(str(path) + (":" + ",".join(factors) if factors else ""))
+    r = subprocess.run([program("workload"), "--interleave", str(rounds),
+                        str(steps), *specs], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return [path for path, *_ in jobs]
+
+
 @pytest.fixture
 def lib():
     """libmlprof loaded in this interpreter through ctypes (for tests that

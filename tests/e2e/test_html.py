@@ -17,7 +17,8 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD, LIBRARY, MLPROF, lib, mlprof, program, start  # noqa: F401
+from conftest import (BUILD, LIBRARY, MLPROF, interleaved_runs, lib,  # noqa: F401
+                      mlprof, program, start)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -201,6 +202,100 @@ def test_html_usage_errors(tmp_path):
     assert "usage: mlprof html" in p.stdout
     p = mlprof("html", junk, "-o", tmp_path, check=False)
     assert p.returncode == 2 and "directory" in p.stderr
+
+
+# ---- mlprof html --compare -------------------------------------------------
+
+COMPARE_STEPS = 400
+
+
+@pytest.fixture(scope="module")
+def compare_runs(tmp_path_factory):
+    """Three runs of tests/programs/workload.c as in test_compare.py: the
+    base, three and nine times the work in every zone, interleaved in two
+    rounds (so two profiles a run)."""
+    d = tmp_path_factory.mktemp("cmp")
+    jobs = [(d / "c1",), (d / "all200", "all=200"), (d / "all800", "all=800")]
+    interleaved_runs(*jobs, steps=COMPARE_STEPS // 2, rounds=2)
+    return {path.name: path for path, *_ in jobs}
+
+
+def test_html_compare_ranks_labelled_runs(compare_runs, tmp_path):
+    # Given out of order: three times the work, nine times, then the base.
+    paths = [compare_runs["all200"], compare_runs["all800"], compare_runs["c1"]]
+    labels = ["mid", "slow", "fast"]
+    out = tmp_path / "cmp.html"
+    mlprof("html", *paths, "--labels", ",".join(labels), "-o", out)
+    text = out.read_text()
+    check_self_contained(text)
+    d = page_data(text)
+    c = d["compare"]
+    # The same object mlprof compare --format json prints.
+    assert c == json.loads(mlprof("compare", *paths, "--labels", ",".join(labels),
+                                  "--format", "json").stdout)
+    assert c["schema"] == "mlprof.compare/1"
+    assert [r["label"] for r in c["runs"]] == labels
+    assert [labels[i] for i in c["ranking"]["step"]] == ["fast", "mid", "slow"]
+    busy = {r["label"]: r["busy_ns"] for r in c["runs"]}  # wall time: see test_compare
+    assert busy["fast"] < busy["mid"] < busy["slow"]
+    assert labels[c["fastest"]["run"]] == "fast"
+    assert c["recommendation"].startswith("use fast: fastest by step time")
+    assert {z["name"] for z in c["zones"]} == {"load", "forward", "backward", "optimizer"}
+    for z in c["zones"]:
+        assert labels[z["fastest"]] == "fast" and labels[z["slowest"]] == "slow"
+        assert z["runs"][2]["speedup_vs_slowest"] > 3
+    # The other views show the first run alone.
+    procs = d["report"]["processes"]
+    assert len(procs) == 2 and all("all=200" in p["cmdline"] for p in procs)
+    # --compare without labels: each path's base name.
+    mlprof("html", "--compare", *paths, "-o", out)
+    assert [r["label"] for r in page_data(out.read_text())["compare"]["runs"]] == \
+        ["all200", "all800", "c1"]
+
+
+def test_html_compare_hostile_labels_are_escaped(compare_runs, tmp_path):
+    labels = ["<script>alert(1)</script>", "</script><img src=x onerror=alert(2)>",
+              "q\"uote'&amp;\u2028"]
+    out = tmp_path / "h.html"
+    mlprof("html", compare_runs["c1"], compare_runs["all200"], compare_runs["all800"],
+           "--labels", ",".join(labels), "-o", out)
+    text = out.read_text(encoding="utf-8")
+    check_self_contained(text)
+    assert "<img" not in text and "alert(1)</script>" not in text
+    assert text.count("<script") == 2 and text.count("</script>") == 2
+    c = page_data(text)["compare"]
+    assert [r["label"] for r in c["runs"]] == labels
+    assert c["recommendation"].startswith("use <script>alert(1)</script> (the first run)")
+
+
+def test_html_one_run_has_no_compare(compare_runs, tmp_path):
+    out = tmp_path / "one.html"
+    for args in [(compare_runs["c1"],),
+                 ("--compare", compare_runs["c1"]),
+                 ("--labels", "only", compare_runs["c1"]),
+                 # The default merges several paths into one job.
+                 (compare_runs["c1"], compare_runs["all200"])]:
+        mlprof("html", *args, "-o", out)
+        d = page_data(out.read_text())
+        assert d["compare"] is None, args
+    # Merged: both runs' processes (mlprof run and the workload) in one.
+    assert len(d["report"]["processes"]) == 4
+
+
+def test_html_compare_usage_errors(compare_runs, tmp_path):
+    out = tmp_path / "x.html"
+    a, b = compare_runs["c1"], compare_runs["all200"]
+    for args in [("--labels", "a", a, b), ("--labels", "a,", a, b),
+                 ("--labels", "a,b,c", a, b), ("--compare", a, tmp_path / "missing")]:
+        p = mlprof("html", *args, "-o", out, check=False)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("mlprof html: ") and not out.exists()
+    # -o naming a profile of a compared run (not the first) is refused too.
+    prof = next(b.glob("*.mlprof"))
+    before = prof.read_bytes()
+    p = mlprof("html", "--compare", a, b, "-o", prof, check=False)
+    assert p.returncode == 2 and "choose another -o" in p.stderr
+    assert prof.read_bytes() == before
 
 
 # ---- mlprof serve ----------------------------------------------------------

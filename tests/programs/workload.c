@@ -4,10 +4,18 @@
  * sleeping, nothing the compiler can drop), then marks a step.
  *
  *   workload STEPS [ZONE=PERCENT]... [all=PERCENT]
+ *   workload --interleave ROUNDS STEPS DIR[:ZONE=PERCENT,...]...
  *
  * ZONE=PERCENT makes that zone do PERCENT more work (15: 15% slower);
  * all=PERCENT does it for every zone. MLPROF_WORK (iterations of the chain
- * in a zone, default 20000, about 20 µs) scales everything. */
+ * in a zone, default 20000, about 20 µs) scales everything.
+ *
+ * --interleave records several runs in one process, round by round: each
+ * round records STEPS steps into DIR/round-N.mlprof for every DIR in turn
+ * (the order reversed every other round). Runs made apart, or side by side
+ * on two vCPUs, differ by several percent on a shared machine (one vCPU gets
+ * less of the host than the other); interleaved, every run meets the same
+ * CPUs and the same drift, and only the work differs. */
 #include <mlprof.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,34 +37,32 @@ static void spin(uint64_t iterations) {
 static const char *const zones[] = {"load", "forward", "backward", "optimizer"};
 #define NZONES (sizeof zones / sizeof zones[0])
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: workload STEPS [ZONE=PERCENT]... [all=PERCENT]\n");
-    return 2;
-  }
-  long steps = atol(argv[1]);
-  const char *w = getenv("MLPROF_WORK");
-  uint64_t base = w ? strtoull(w, NULL, 10) : 20000;
-  double percent[NZONES] = {0};
-  for (int a = 2; a < argc; a++) {
-    const char *eq = strchr(argv[a], '=');
+/* Adds PERCENT of more work for each ZONE=PERCENT in args (separated by
+ * sep) to percent[]. Returns 0, or -1 after a message. */
+static int parse_factors(char *args, const char *sep, double *percent) {
+  for (char *arg = strtok(args, sep); arg; arg = strtok(NULL, sep)) {
+    const char *eq = strchr(arg, '=');
     if (!eq) {
-      fprintf(stderr, "workload: bad argument '%s'\n", argv[a]);
-      return 2;
+      fprintf(stderr, "workload: bad argument '%s'\n", arg);
+      return -1;
     }
-    size_t n = (size_t)(eq - argv[a]);
+    size_t n = (size_t)(eq - arg);
     int found = 0;
     for (size_t z = 0; z < NZONES; z++)
-      if ((n == 3 && strncmp(argv[a], "all", 3) == 0) ||
-          (strlen(zones[z]) == n && strncmp(argv[a], zones[z], n) == 0)) {
+      if ((n == 3 && strncmp(arg, "all", 3) == 0) ||
+          (strlen(zones[z]) == n && strncmp(arg, zones[z], n) == 0)) {
         percent[z] += atof(eq + 1);
         found = 1;
       }
     if (!found) {
-      fprintf(stderr, "workload: no zone '%.*s'\n", (int)n, argv[a]);
-      return 2;
+      fprintf(stderr, "workload: no zone '%.*s'\n", (int)n, arg);
+      return -1;
     }
   }
+  return 0;
+}
+
+static void run_steps(long steps, uint64_t base, const double *percent) {
   uint64_t work[NZONES];
   for (size_t z = 0; z < NZONES; z++)
     work[z] = (uint64_t)((double)base * (1 + percent[z] / 100) + 0.5);
@@ -79,6 +85,62 @@ int main(int argc, char **argv) {
     }
     mlprof_step();
   }
+}
+
+#define MAX_RUNS 8
+
+static int interleave(int argc, char **argv, uint64_t base) {
+  if (argc < 5 || argc - 4 > MAX_RUNS) {
+    fprintf(stderr, "usage: workload --interleave ROUNDS STEPS DIR[:ZONE=PERCENT,...]"
+                    "... (at most %d)\n", MAX_RUNS);
+    return 2;
+  }
+  long rounds = atol(argv[2]), steps = atol(argv[3]);
+  int runs = argc - 4;
+  char *dirs[MAX_RUNS];
+  double percent[MAX_RUNS][NZONES] = {{0}};
+  for (int r = 0; r < runs; r++) {
+    dirs[r] = argv[4 + r];
+    char *colon = strchr(dirs[r], ':');
+    if (colon) {
+      *colon = '\0';
+      if (parse_factors(colon + 1, ",", percent[r])) return 2;
+    }
+  }
+  for (long k = 0; k < rounds; k++)
+    for (int i = 0; i < runs; i++) {
+      int r = k % 2 ? runs - 1 - i : i;
+      char path[4096];
+      snprintf(path, sizeof path, "%s/round-%ld.mlprof", dirs[r], k);
+      mlprof_config cfg;
+      mlprof_config_init(&cfg);
+      cfg.output = path;
+      cfg.sample_interval_ms = -1;
+      if (mlprof_init(&cfg) != 0) {
+        fprintf(stderr, "workload: cannot write %s\n", path);
+        return 1;
+      }
+      run_steps(steps, base, percent[r]);
+      mlprof_shutdown();
+    }
+  printf("%ld rounds of %ld steps, %d runs\n", rounds, steps, runs);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *w = getenv("MLPROF_WORK");
+  uint64_t base = w ? strtoull(w, NULL, 10) : 20000;
+  if (argc > 1 && strcmp(argv[1], "--interleave") == 0)
+    return interleave(argc, argv, base);
+  if (argc < 2) {
+    fprintf(stderr, "usage: workload STEPS [ZONE=PERCENT]... [all=PERCENT]\n");
+    return 2;
+  }
+  long steps = atol(argv[1]);
+  double percent[NZONES] = {0};
+  for (int a = 2; a < argc; a++)
+    if (parse_factors(argv[a], " ", percent)) return 2;
+  run_steps(steps, base, percent);
   printf("%ld steps\n", steps);
   return 0;
 }
