@@ -282,6 +282,21 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
   return len;
 }
 
+/* Copies the UTF-8 sequence starting s (n bytes left) to p when it is
+ * valid, else U+FFFD for its first byte; sets *used to the bytes consumed
+ * and returns the end of what it wrote (at most 4 bytes). */
+static char *put_utf8(char *p, const unsigned char *s, size_t n, size_t *used) {
+  size_t len = utf8_len(s, n);
+  if (len == 0) {
+    memcpy(p, replacement, 3);
+    *used = 1;
+    return p + 3;
+  }
+  memcpy(p, s, len);
+  *used = len;
+  return p + len;
+}
+
 /* Bytes of ASCII a JSON string carries as they are. */
 static int json_plain(unsigned char c) {
   return c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '<' &&
@@ -356,15 +371,8 @@ static void out_clean(mlprof__out *o, const unsigned char *s, size_t n,
     char *p = mlprof__out_space(o, 4);
     unsigned c = s[i];
     if (c >= 0x80) {
-      size_t len = utf8_len(s + i, n - i);
-      if (len == 0) {
-        memcpy(p, replacement, 3);
-        p += 3;
-        len = 1;
-      } else {
-        memcpy(p, s + i, len);
-        p += len;
-      }
+      size_t len;
+      p = put_utf8(p, s + i, n - i, &len);
       i += len;
     } else if (c < 0x20 || c == 0x7f) {
       if (keep_crlf_tab && (c == '\t' || c == '\r' || c == '\n')) {
@@ -421,15 +429,8 @@ void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
       p += k;
       i++;
     } else if (c >= 0x80) {
-      size_t len = utf8_len(s + i, n - i);
-      if (len == 0) {
-        memcpy(p, replacement, 3);
-        p += 3;
-        len = 1;
-      } else {
-        memcpy(p, s + i, len);
-        p += len;
-      }
+      size_t len;
+      p = put_utf8(p, s + i, n - i, &len);
       i += len;
     } else if (c < 0x20 || c == 0x7f) {
       memcpy(p, replacement, 3);
@@ -458,15 +459,8 @@ void mlprof__out_prom_label(mlprof__out *o, const char *str, size_t n) {
       *p++ = 'n';
       i++;
     } else if (c >= 0x80) {
-      size_t len = utf8_len(s + i, n - i);
-      if (len == 0) {
-        memcpy(p, replacement, 3);
-        p += 3;
-        len = 1;
-      } else {
-        memcpy(p, s + i, len);
-        p += len;
-      }
+      size_t len;
+      p = put_utf8(p, s + i, n - i, &len);
       i += len;
     } else if (c < 0x20 || c == 0x7f) {
       memcpy(p, replacement, 3);
