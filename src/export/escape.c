@@ -297,6 +297,21 @@ static char *put_utf8(char *p, const unsigned char *s, size_t n, size_t *used) {
   return p + len;
 }
 
+/* A character an escaper leaves as it is, made safe: valid UTF-8 copied,
+ * an invalid byte or a control character written as U+FFFD. Same contract
+ * as put_utf8. */
+static char *put_plain(char *p, const unsigned char *s, size_t n,
+                       size_t *used) {
+  if (s[0] >= 0x80) return put_utf8(p, s, n, used);
+  *used = 1;
+  if (s[0] < 0x20 || s[0] == 0x7f) {
+    memcpy(p, replacement, 3);
+    return p + 3;
+  }
+  *p = (char)s[0];
+  return p + 1;
+}
+
 /* Bytes of ASCII a JSON string carries as they are. */
 static int json_plain(unsigned char c) {
   return c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '<' &&
@@ -428,17 +443,10 @@ void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
       memcpy(p, ent, k);
       p += k;
       i++;
-    } else if (c >= 0x80) {
-      size_t len;
-      p = put_utf8(p, s + i, n - i, &len);
-      i += len;
-    } else if (c < 0x20 || c == 0x7f) {
-      memcpy(p, replacement, 3);
-      p += 3;
-      i++;
     } else {
-      *p++ = (char)c;
-      i++;
+      size_t len;
+      p = put_plain(p, s + i, n - i, &len);
+      i += len;
     }
     mlprof__out_end(o, p);
   }
@@ -458,17 +466,10 @@ void mlprof__out_prom_label(mlprof__out *o, const char *str, size_t n) {
       *p++ = '\\';
       *p++ = 'n';
       i++;
-    } else if (c >= 0x80) {
-      size_t len;
-      p = put_utf8(p, s + i, n - i, &len);
-      i += len;
-    } else if (c < 0x20 || c == 0x7f) {
-      memcpy(p, replacement, 3);
-      p += 3;
-      i++;
     } else {
-      *p++ = (char)c;
-      i++;
+      size_t len;
+      p = put_plain(p, s + i, n - i, &len);
+      i += len;
     }
     mlprof__out_end(o, p);
   }
