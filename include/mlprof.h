@@ -159,6 +159,29 @@ MLPROF_EXPORT void mlprof_meta(const char *key, const char *value);
 /* Names the calling thread in the profile. Copied. */
 MLPROF_EXPORT void mlprof_thread_name(const char *name);
 
+/* Spans measured elsewhere, recorded after the fact: another profiler's
+ * operators (torch.profiler), GPU kernels from a device trace, timings from
+ * a log. They go on a track, a timeline of its own in the profile that is
+ * shown and analysed like a thread and named by the caller. */
+typedef struct mlprof_span {
+  const mlprof_site *site;   /* name and category (mlprof_site_intern) */
+  uint64_t begin_ns, end_ns; /* CLOCK_MONOTONIC nanoseconds, begin <= end */
+  const char *unit;          /* NULL, or a unit of work done ("flops") */
+  uint64_t units;            /* how many units */
+} mlprof_span;
+
+/* Records n spans on the track named `track` (made on first use, at most
+ * 256 per session). Nesting follows from the times: a span within another's
+ * interval is inside it, so give whole trees (an operator with everything it
+ * called) in one call. Times before the session's start count as its start.
+ * Not for hot paths: it takes a lock, and rather than go past the memory cap
+ * it waits for the writer to write what is queued. Returns 0, or
+ * MLPROF_ENOTSTARTED, MLPROF_EINVAL (no track name, a span without a site
+ * or ending before it begins; nothing recorded) or MLPROF_ENOMEM (spans past
+ * the cap were dropped and counted). */
+MLPROF_EXPORT int mlprof_track_spans(const char *track, const mlprof_span *spans,
+                                     size_t n);
+
 /* Events this process could not record because the memory cap was reached. */
 MLPROF_EXPORT uint64_t mlprof_dropped(void);
 

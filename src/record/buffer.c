@@ -45,6 +45,13 @@ void mlprof__pool_configure(size_t cap_bytes) {
   pthread_mutex_unlock(&mlprof__pool_lock);
 }
 
+size_t mlprof__pool_cap_bytes(void) {
+  pthread_mutex_lock(&mlprof__pool_lock);
+  size_t n = pool_cap;
+  pthread_mutex_unlock(&mlprof__pool_lock);
+  return n * sizeof(mlprof__buf);
+}
+
 size_t mlprof__pool_bytes(void) {
   pthread_mutex_lock(&mlprof__pool_lock);
   size_t n = pool_total;

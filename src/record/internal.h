@@ -163,6 +163,9 @@ extern MLPROF__HIDDEN _Atomic int mlprof__on;
 /* Buffer pool with a hard cap. */
 MLPROF__HIDDEN void mlprof__pool_configure(size_t cap_bytes);
 MLPROF__HIDDEN void mlprof__buf_recycle(mlprof__buf *b);
+/* The cap on event buffers, bytes (also bounds spans queued by
+ * mlprof_track_spans). */
+MLPROF__HIDDEN size_t mlprof__pool_cap_bytes(void);
 /* Bytes the recording library holds in event buffers right now. */
 MLPROF__HIDDEN size_t mlprof__pool_bytes(void);
 
@@ -215,6 +218,11 @@ MLPROF__HIDDEN void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
 /* Queues a sampling source's status (a SOURCES entry); any thread. */
 MLPROF__HIDDEN void mlprof__writer_source(mlprof__writer *w, const char *name,
                                          int available, const char *reason);
+/* Queues spans measured elsewhere on the named track (mlprof_track_spans,
+ * arguments checked); waits for a flush rather than queue past the memory
+ * cap. Returns 0, or MLPROF_ENOMEM when some were dropped. */
+MLPROF__HIDDEN int mlprof__writer_spans(mlprof__writer *w, const char *track,
+                                        const mlprof_span *spans, size_t n);
 /* In a forked child: release the parent's writer without touching its file. */
 MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
 

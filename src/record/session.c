@@ -365,6 +365,20 @@ int mlprof_flush(void) {
   return rc;
 }
 
+int mlprof_track_spans(const char *track, const mlprof_span *spans, size_t n) {
+  if (!track || !*track || (n && !spans)) return MLPROF_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (!spans[i].site || !spans[i].site->name || spans[i].end_ns < spans[i].begin_ns)
+      return MLPROF_EINVAL;
+  /* A forked child's profile starts on its first event: this is one. */
+  if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
+  pthread_mutex_lock(&session_lock);
+  mlprof__writer *w = atomic_load(&writer);
+  int rc = w ? mlprof__writer_spans(w, track, spans, n) : MLPROF_ENOTSTARTED;
+  pthread_mutex_unlock(&session_lock);
+  return rc;
+}
+
 const char *mlprof_output_path(void) {
   return atomic_load(&writer) ? path : NULL;
 }

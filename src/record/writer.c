@@ -46,6 +46,27 @@ typedef struct {
 /* Rows beyond this many between two flushes are dropped (a stalled disk). */
 #define MAX_PENDING_ROWS 65536
 
+/* A span measured elsewhere (mlprof_track_spans), times CLOCK_MONOTONIC. */
+typedef struct {
+  const mlprof_site *site, *unit;
+  uint64_t begin, end, units;
+  uint32_t depth;
+} ext_span;
+
+#define MAX_TRACKS 256
+/* Tracks are written as threads with ids past any kernel thread id. */
+#define TRACK_TID_BASE 0x80000000u
+
+/* A track: its name, the spans queued for the next flush (pending_lock),
+ * and the writer's encoding state for its EVENTS chunks. */
+typedef struct {
+  char name[64];
+  int announced; /* writer only: its THREAD chunk is written */
+  ext_span *spans;
+  size_t n, cap;
+  mlprof__thread stream;
+} track;
+
 struct mlprof__writer {
   int fd;
   char *path;
@@ -77,6 +98,10 @@ struct mlprof__writer {
   size_t nrows, rows_cap;
   bytes sources;
   uint32_t nsources;
+  track *tracks[MAX_TRACKS];
+  uint32_t ntracks;
+  size_t queued;                  /* spans queued on all tracks */
+  _Atomic uint64_t track_dropped; /* spans dropped at the memory cap */
 };
 
 /* ---- byte buffers ------------------------------------------------------- */
@@ -266,11 +291,11 @@ static void commit(mlprof__writer *w, uint8_t *end) {
 }
 
 static void emit_span(mlprof__writer *w, mlprof__thread *t,
-                      const mlprof__frame *f, uint64_t end_ns) {
+                      const mlprof__frame *f, uint32_t depth, uint64_t end_ns) {
   uint64_t dur = end_ns > f->begin ? end_ns - f->begin : 0;
   uint8_t *p = record(w, t, MLPROF__REC_SPAN, f->site_id, 0, 0, 30);
   if (!p) return;
-  p = mlprof__put_uv(p, t->depth);
+  p = mlprof__put_uv(p, depth);
   p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
   t->ref_ns = f->begin;
   p = mlprof__put_uv(p, dur);
@@ -328,7 +353,7 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
         t->unmatched++;
       } else {
         mlprof__frame *f = &t->frames[--t->depth];
-        if (f->site_id) emit_span(w, t, f, ns);
+        if (f->site_id) emit_span(w, t, f, t->depth, ns);
       }
       return 1;
     case MLPROF__EV_COUNTER: {
@@ -506,17 +531,164 @@ static void samples_flush(mlprof__writer *w) {
   free(rows);
 }
 
+static void put_thread(mlprof__writer *w, uint32_t tid, const char *name) {
+  bytes b = {0};
+  put_uv(&b, tid);
+  put_str(&b, name);
+  if (b.p) put_chunk(w, MLPROF__CHUNK_THREAD, b.p, b.len);
+  free(b.p);
+}
+
 static void emit_thread_names(mlprof__writer *w) {
   for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
     if (!atomic_exchange_explicit(&t->name_dirty, 0, memory_order_acquire))
       continue;
-    bytes b = {0};
-    put_uv(&b, t->tid);
+    char name[sizeof t->name];
     pthread_mutex_lock(&mlprof__meta_lock);
-    put_str(&b, t->name);
+    memcpy(name, t->name, sizeof name);
     pthread_mutex_unlock(&mlprof__meta_lock);
-    if (b.p) put_chunk(w, MLPROF__CHUNK_THREAD, b.p, b.len);
-    free(b.p);
+    put_thread(w, t->tid, name);
+  }
+}
+
+/* ---- tracks: spans measured elsewhere ----------------------------------- */
+
+static int by_begin(const void *a, const void *b) {
+  const ext_span *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end > y->end ? -1 : x->end < y->end; /* enclosing one first */
+}
+
+static int by_end(const void *a, const void *b) {
+  const ext_span *x = a, *y = b;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return x->depth > y->depth ? -1 : x->depth < y->depth; /* children first */
+}
+
+/* Works out each span's depth from the times (a span that does not fit in
+ * the one open before it closes that one), then puts the spans in the
+ * order the format wants: by end, children before their parent. */
+static int nest(ext_span *s, size_t n) {
+  uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
+  if (!ends) return MLPROF_ENOMEM;
+  qsort(s, n, sizeof *s, by_begin);
+  size_t top = 0;
+  for (size_t i = 0; i < n; i++) {
+    while (top && (ends[top - 1] <= s[i].begin || ends[top - 1] < s[i].end)) top--;
+    s[i].depth = (uint32_t)(top < MLPROF__MAX_DEPTH ? top : MLPROF__MAX_DEPTH);
+    ends[top++] = s[i].end;
+  }
+  free(ends);
+  qsort(s, n, sizeof *s, by_end);
+  return 0;
+}
+
+/* The track named name, made when new; pending_lock held. */
+static track *track_of(mlprof__writer *w, const char *name) {
+  char key[sizeof ((track *)0)->name];
+  snprintf(key, sizeof key, "%s", name);
+  for (uint32_t i = 0; i < w->ntracks; i++)
+    if (strcmp(w->tracks[i]->name, key) == 0) return w->tracks[i];
+  if (w->ntracks == MAX_TRACKS) return NULL;
+  track *tr = calloc(1, sizeof *tr);
+  if (!tr) return NULL;
+  memcpy(tr->name, key, sizeof key);
+  tr->stream.tid = TRACK_TID_BASE + w->ntracks + 1;
+  return w->tracks[w->ntracks++] = tr;
+}
+
+int mlprof__writer_spans(mlprof__writer *w, const char *name,
+                         const mlprof_span *spans, size_t n) {
+  ext_span *s = malloc((n ? n : 1) * sizeof *s);
+  if (!s) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const mlprof_span *in = &spans[i];
+    s[i] = (ext_span){in->site, NULL, in->begin_ns, in->end_ns, in->units, 0};
+    if (in->unit && in->units)
+      s[i].unit = mlprof__intern(MLPROF__NAME_UNIT, 0, in->unit);
+  }
+  if (nest(s, n) != 0) {
+    free(s);
+    return MLPROF_ENOMEM;
+  }
+  size_t max = mlprof__pool_cap_bytes() / sizeof *s, done = 0;
+  int flushed = 0;
+  pthread_mutex_lock(&w->pending_lock);
+  track *tr = track_of(w, name);
+  while (tr && done < n) {
+    size_t room = w->queued < max ? max - w->queued : 0;
+    if (room < n - done && !flushed) {
+      /* Let the writer take what is queued rather than exceed the cap. */
+      pthread_mutex_unlock(&w->pending_lock);
+      mlprof__writer_flush(w);
+      pthread_mutex_lock(&w->pending_lock);
+      flushed = 1;
+      continue;
+    }
+    size_t k = n - done < room ? n - done : room;
+    if (!k) break;
+    if (tr->n + k > tr->cap) {
+      size_t cap = tr->cap ? tr->cap : 1024;
+      while (cap < tr->n + k) cap *= 2;
+      ext_span *p = realloc(tr->spans, cap * sizeof *p);
+      if (!p) break;
+      tr->spans = p;
+      tr->cap = cap;
+    }
+    memcpy(tr->spans + tr->n, s + done, k * sizeof *s);
+    tr->n += k;
+    w->queued += k;
+    done += k;
+    flushed = 0;
+  }
+  if (done < n) {
+    if (tr) atomic_fetch_add(&tr->stream.dropped, n - done);
+    atomic_fetch_add(&w->track_dropped, n - done);
+  }
+  pthread_mutex_unlock(&w->pending_lock);
+  free(s);
+  return done < n ? MLPROF_ENOMEM : 0;
+}
+
+/* Writes the queued spans of every track (and a new track's name). */
+static void tracks_flush(mlprof__writer *w) {
+  ext_span *spans[MAX_TRACKS];
+  size_t counts[MAX_TRACKS];
+  pthread_mutex_lock(&w->pending_lock);
+  uint32_t ntracks = w->ntracks;
+  for (uint32_t i = 0; i < ntracks; i++) {
+    track *tr = w->tracks[i];
+    spans[i] = tr->spans;
+    counts[i] = tr->n;
+    tr->spans = NULL;
+    tr->n = tr->cap = 0;
+  }
+  w->queued = 0;
+  pthread_mutex_unlock(&w->pending_lock);
+  for (uint32_t i = 0; i < ntracks; i++) {
+    track *tr = w->tracks[i];
+    if (!tr->announced) {
+      put_thread(w, tr->stream.tid, tr->name);
+      tr->announced = 1;
+    }
+    for (size_t k = 0; k < counts[i]; k++) {
+      const ext_span *e = &spans[i][k];
+      uint64_t a0 = w->tb.a0.mono;
+      mlprof__frame f = {.begin = e->begin > a0 ? e->begin - a0 : 0,
+                         .site_id = name_id(w, e->site, MLPROF__NAME_ZONE)};
+      uint32_t u = e->unit ? name_id(w, e->unit, MLPROF__NAME_UNIT) : 0;
+      if (u) {
+        f.units[0][0] = u;
+        f.units[0][1] = e->units;
+        f.nunits = 1;
+      }
+      if (f.site_id)
+        emit_span(w, &tr->stream, &f, e->depth, e->end > a0 ? e->end - a0 : 0);
+    }
+    if (atomic_load(&tr->stream.dropped) != tr->stream.dropped_reported)
+      events_for(w, &tr->stream); /* a chunk header carries the drops */
+    events_flush(w);
+    free(spans[i]);
   }
 }
 
@@ -544,6 +716,7 @@ static void flush_all(mlprof__writer *w) {
   if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen);
   free(meta);
   samples_flush(w);
+  tracks_flush(w);
   mlprof__thread *t = mlprof__threads_head();
   while (t) {
     mlprof__thread *next = t->next;
@@ -570,7 +743,7 @@ static void finish(mlprof__writer *w) {
   }
   uint8_t end[32], *p = end;
   p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));
-  p = mlprof__put_uv(p, mlprof_dropped());
+  p = mlprof__put_uv(p, mlprof_dropped() + atomic_load(&w->track_dropped));
   p = mlprof__put_uv(p, unmatched);
   put_chunk(w, MLPROF__CHUNK_END, end, (size_t)(p - end));
   out_flush(w);
@@ -775,6 +948,10 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->out.p);
   free(w->rows);
   free(w->sources.p);
+  for (uint32_t i = 0; i < w->ntracks; i++) {
+    free(w->tracks[i]->spans);
+    free(w->tracks[i]);
+  }
   free(w->path);
   free(w);
 }

@@ -1,6 +1,7 @@
 /* The recording library, read back through the reader. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/reader.h"
@@ -407,6 +408,190 @@ static void strerror_covers_codes(void) {
   CHECK_STR(mlprof_version(), "0.1.0");
 }
 
+/* ---- tracks: spans measured elsewhere ---------------------------------- */
+
+typedef struct {
+  uint64_t start_mono;
+  char names[64][32];
+  char track_name[2][32];
+  uint32_t track_tid[2];
+  int ntracks;
+  struct {
+    uint32_t tid, name, depth;
+    uint64_t begin, end, units;
+  } s[64];
+  int n;
+  int main_spans; /* spans of real threads */
+} track_rb;
+
+static int tr_header(void *ud, const mlprof__header *h) {
+  ((track_rb *)ud)->start_mono = h->start_mono_ns;
+  return 0;
+}
+
+static int tr_name(void *ud, const mlprof__name *n) {
+  track_rb *r = ud;
+  if (n->id < 64) snprintf(r->names[n->id], sizeof r->names[0], "%s", n->name);
+  return 0;
+}
+
+static int tr_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  track_rb *r = ud;
+  if (tid >= 0x80000000u && r->ntracks < 2) {
+    r->track_tid[r->ntracks] = tid;
+    snprintf(r->track_name[r->ntracks++], 32, "%.*s", (int)len, name);
+  }
+  return 0;
+}
+
+static int tr_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  track_rb *r = ud;
+  if (tid < 0x80000000u) {
+    r->main_spans++;
+  } else if (r->n < 64) {
+    r->s[r->n].tid = tid;
+    r->s[r->n].name = name;
+    r->s[r->n].depth = depth;
+    r->s[r->n].begin = begin;
+    r->s[r->n].end = end;
+    r->s[r->n++].units = 0;
+  }
+  return 0;
+}
+
+static int tr_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  track_rb *r = ud;
+  if (tid >= 0x80000000u && r->n && strcmp(r->names[name < 64 ? name : 0], "flops") == 0)
+    r->s[r->n - 1].units = n;
+  return 0;
+}
+
+static int track_read(const char *path, track_rb *r) {
+  memset(r, 0, sizeof *r);
+  mlprof__visitor v = {.ud = r, .header = tr_header, .name = tr_name,
+                       .thread = tr_thread, .span = tr_span,
+                       .span_units = tr_span_units};
+  mlprof__read_report rep;
+  char err[256];
+  int rc = mlprof__read_file(path, &v, &rep, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  read %s: %s\n", path, err);
+  return rc;
+}
+
+static int track_find(const track_rb *r, const char *name) {
+  for (int i = 0; i < r->n; i++)
+    if (strcmp(r->names[r->s[i].name], name) == 0) return i;
+  return -1;
+}
+
+static uint64_t mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spans given out of order come back on their track, nested by their
+ * times, children before parents, at their exact times. */
+static void track_spans_nest_by_time(void) {
+  CHECK_EQ(start("track.mlprof", 0), 0);
+  { MLPROF_ZONE("real"); }
+  uint64_t m = mono_now();
+  const mlprof_site *parent = mlprof_site_intern("op_parent", MLPROF_CAT_NONE);
+  const mlprof_site *a = mlprof_site_intern("op_a", MLPROF_CAT_NONE);
+  const mlprof_site *b = mlprof_site_intern("op_b", MLPROF_CAT_NONE);
+  const mlprof_site *leaf = mlprof_site_intern("op_leaf", MLPROF_CAT_NONE);
+  const mlprof_site *next = mlprof_site_intern("op_next", MLPROF_CAT_NONE);
+  mlprof_span ops[] = {
+      {next, m + 9000, m + 9500, NULL, 0},
+      {leaf, m + 4000, m + 5000, NULL, 0},
+      {parent, m + 1000, m + 9000, "flops", 1234},
+      {b, m + 3000, m + 8000, NULL, 0},
+      {a, m + 2000, m + 3000, NULL, 0},
+  };
+  CHECK_EQ(mlprof_track_spans("torch ops", ops, 5), 0);
+  mlprof_span kernel = {mlprof_site_intern("kernel", MLPROF_CAT_NONE), m + 1500,
+                        m + 2500, NULL, 0};
+  CHECK_EQ(mlprof_track_spans("cuda:0 stream 7", &kernel, 1), 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+
+  track_rb r;
+  CHECK_EQ(track_read(temp_path("track.mlprof"), &r), 0);
+  CHECK_EQ(r.main_spans, 1);
+  CHECK_EQ(r.ntracks, 2);
+  CHECK_STR(r.track_name[0], "torch ops");
+  CHECK_STR(r.track_name[1], "cuda:0 stream 7");
+  CHECK_EQ(r.n, 6);
+  static const struct {
+    const char *name;
+    uint32_t depth;
+    uint64_t begin, end, units;
+  } want[] = {{"op_a", 1, 2000, 3000, 0},       {"op_leaf", 2, 4000, 5000, 0},
+              {"op_b", 1, 3000, 8000, 0},       {"op_parent", 0, 1000, 9000, 1234},
+              {"op_next", 0, 9000, 9500, 0}};
+  for (int i = 0; i < 5; i++) { /* in this order: by end, children first */
+    CHECK_STR(r.names[r.s[i].name], want[i].name);
+    CHECK_EQ(r.s[i].tid, r.track_tid[0]);
+    CHECK_EQ(r.s[i].depth, want[i].depth);
+    CHECK_EQ_U64(r.s[i].begin + r.start_mono, m + want[i].begin);
+    CHECK_EQ_U64(r.s[i].end + r.start_mono, m + want[i].end);
+    CHECK_EQ_U64(r.s[i].units, want[i].units);
+  }
+  int k = track_find(&r, "kernel");
+  CHECK(k >= 0);
+  CHECK_EQ(r.s[k].tid, r.track_tid[1]);
+  CHECK_EQ(r.s[k].depth, 0);
+}
+
+static void track_spans_bad_calls(void) {
+  const mlprof_site *site = mlprof_site_intern("op", MLPROF_CAT_NONE);
+  mlprof_span ok = {site, 10, 20, NULL, 0};
+  CHECK_EQ(mlprof_track_spans("t", &ok, 1), MLPROF_ENOTSTARTED);
+  CHECK_EQ(start("trackbad.mlprof", 0), 0);
+  mlprof_span backwards = {site, 20, 10, NULL, 0};
+  mlprof_span nosite = {NULL, 10, 20, NULL, 0};
+  CHECK_EQ(mlprof_track_spans(NULL, &ok, 1), MLPROF_EINVAL);
+  CHECK_EQ(mlprof_track_spans("", &ok, 1), MLPROF_EINVAL);
+  CHECK_EQ(mlprof_track_spans("t", NULL, 1), MLPROF_EINVAL);
+  CHECK_EQ(mlprof_track_spans("t", &backwards, 1), MLPROF_EINVAL);
+  CHECK_EQ(mlprof_track_spans("t", &nosite, 1), MLPROF_EINVAL);
+  CHECK_EQ(mlprof_track_spans("t", NULL, 0), 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  track_rb r;
+  CHECK_EQ(track_read(temp_path("trackbad.mlprof"), &r), 0);
+  CHECK_EQ(r.n, 0);
+}
+
+static int count_spans(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                       uint64_t begin, uint64_t end) {
+  ++*(uint64_t *)ud;
+  return 0;
+}
+
+/* A batch far larger than the memory cap allows at once is written in
+ * pieces: nothing is lost. */
+static void track_spans_beyond_cap_all_kept(void) {
+  CHECK_EQ(start("trackbig.mlprof", 2 * 65536), 0);
+  enum { N = 100000 };
+  mlprof_span *s = calloc(N, sizeof *s);
+  CHECK(s != NULL);
+  const mlprof_site *site = mlprof_site_intern("op", MLPROF_CAT_NONE);
+  uint64_t m = mono_now();
+  for (int i = 0; i < N; i++)
+    s[i] = (mlprof_span){site, m + (uint64_t)i * 10, m + (uint64_t)i * 10 + 5,
+                         NULL, 0};
+  int rc = mlprof_track_spans("big", s, N);
+  free(s);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  uint64_t spans = 0;
+  mlprof__visitor v = {.ud = &spans, .span = count_spans};
+  mlprof__read_report rep;
+  char err[256];
+  CHECK_EQ(mlprof__read_file(temp_path("trackbig.mlprof"), &v, &rep, err, sizeof err), 0);
+  CHECK_EQ_U64(spans, N);
+}
+
 const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
     {"disabled_records_nothing", disabled_records_nothing},
@@ -418,6 +603,9 @@ const mlprof_test mlprof_tests_record[] = {
     {"reinit_writes_new_file", reinit_writes_new_file},
     {"eight_threads_all_accounted", eight_threads_all_accounted},
     {"memory_cap_drops_are_counted", memory_cap_drops_are_counted},
+    {"track_spans_nest_by_time", track_spans_nest_by_time},
+    {"track_spans_bad_calls", track_spans_bad_calls},
+    {"track_spans_beyond_cap_all_kept", track_spans_beyond_cap_all_kept},
     {"bad_output_is_an_error", bad_output_is_an_error},
     {"strerror_covers_codes", strerror_covers_codes},
     {NULL, NULL}};
