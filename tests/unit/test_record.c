@@ -592,6 +592,41 @@ static void track_spans_beyond_cap_all_kept(void) {
   CHECK_EQ_U64(spans, N);
 }
 
+static void *import_thread(void *arg) {
+  const char *track = arg;
+  enum { N = 20000 };
+  static const mlprof_site site = {"imported", NULL, NULL, 0, 0};
+  mlprof_span s[1000];
+  for (int k = 0; k < N / 1000; k++) {
+    uint64_t m = mono_now();
+    for (int i = 0; i < 1000; i++)
+      s[i] = (mlprof_span){&site, m + (uint64_t)i * 10, m + (uint64_t)i * 10 + 5,
+                           "flops", 2};
+    if (mlprof_track_spans(track, s, 1000) != 0) return (void *)1;
+    MLPROF_ZONE("between");
+  }
+  return NULL;
+}
+
+/* Threads importing at once, onto one track and onto their own, while the
+ * writer flushes under a small cap: every span is written. */
+static void track_spans_from_threads(void) {
+  CHECK_EQ(start("trackmt.mlprof", 16 * 65536), 0);
+  pthread_t th[3];
+  const char *tracks[3] = {"shared", "shared", "own"};
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ(pthread_create(&th[i], NULL, import_thread, (void *)tracks[i]), 0);
+  void *ret[3];
+  for (int i = 0; i < 3; i++) pthread_join(th[i], &ret[i]);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  for (int i = 0; i < 3; i++) CHECK(ret[i] == NULL);
+  readback r;
+  CHECK_EQ(read_back(temp_path("trackmt.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "imported")], 60000);
+  CHECK_EQ_U64(r.span_units, 120000);
+  CHECK_EQ_U64(r.per_name[name_id(&r, "between")], 60);
+}
+
 const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
     {"disabled_records_nothing", disabled_records_nothing},
@@ -606,6 +641,7 @@ const mlprof_test mlprof_tests_record[] = {
     {"track_spans_nest_by_time", track_spans_nest_by_time},
     {"track_spans_bad_calls", track_spans_bad_calls},
     {"track_spans_beyond_cap_all_kept", track_spans_beyond_cap_all_kept},
+    {"track_spans_from_threads", track_spans_from_threads},
     {"bad_output_is_an_error", bad_output_is_an_error},
     {"strerror_covers_codes", strerror_covers_codes},
     {NULL, NULL}};
