@@ -241,9 +241,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     th->acc[depth] += covered;
     th->top = (size_t)depth + 1;
   }
-  if (depth == 0) {
+  if (depth == 0 && tid < MLPROF__TRACK_TID_BASE) {
     /* Every span that ended since the previous depth-0 span is inside this
-     * one: its parts are what the totals gained since. */
+     * one: its parts are what the totals gained since. A track's spans
+     * (another profiler's operators) are never taken for the steps. */
     mlprof__fzone *z = &ps->p.zones[n->zone];
     z->top_count++;
     z->top_ns += dur;

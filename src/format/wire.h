@@ -13,6 +13,9 @@
 #define MLPROF__CHUNK_MAGIC "MPCK"
 #define MLPROF__CHUNK_HEADER_SIZE 16
 #define MLPROF__CHUNK_MAX (16u << 20)
+/* Thread ids from here on are tracks: spans measured elsewhere
+ * (mlprof_track_spans), not a kernel thread's. */
+#define MLPROF__TRACK_TID_BASE 0x80000000u
 
 enum {
   MLPROF__CHUNK_HEADER = 1,

@@ -54,8 +54,6 @@ typedef struct {
 } ext_span;
 
 #define MAX_TRACKS 256
-/* Tracks are written as threads with ids past any kernel thread id. */
-#define TRACK_TID_BASE 0x80000000u
 
 /* A track: its name, the spans queued for the next flush (pending_lock),
  * and the writer's encoding state for its EVENTS chunks. */
@@ -593,7 +591,7 @@ static track *track_of(mlprof__writer *w, const char *name) {
   track *tr = calloc(1, sizeof *tr);
   if (!tr) return NULL;
   memcpy(tr->name, key, sizeof key);
-  tr->stream.tid = TRACK_TID_BASE + w->ntracks + 1;
+  tr->stream.tid = MLPROF__TRACK_TID_BASE + w->ntracks + 1;
   return w->tracks[w->ntracks++] = tr;
 }
 

@@ -273,6 +273,48 @@ static void test_steps_from_outermost_zone(void) {
   built_free(&x);
 }
 
+/* A track of another profiler's operators, repeated and larger in total
+ * than the training step, is never taken for the steps. */
+static void test_track_is_not_the_step(void) {
+  static const char *const zones[] = {"iteration", "data", "forward", "backward",
+                                      "allreduce", "optimizer.step",
+                                      "autograd::engine::evaluate_function",
+                                      "aten::mm"};
+  static const uint8_t cats[] = {0, MLPROF_CAT_DATA, 0, 0, 0, 0, 0, 0};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 8), 0);
+  write_training(&b, 0, 30);
+  ev_flush(&b);
+  payload p = {.n = 0};
+  p_uv(&p, MLPROF__TRACK_TID_BASE + 1);
+  p_uv(&p, 0);
+  p_uv(&p, 0);
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++) { /* 20 x 60 ms: more than the 10 steps */
+    uint64_t begin = (uint64_t)i * 50 * MS;
+    p_u8(&p, MLPROF__REC_SPAN); /* aten::mm inside */
+    p_uv(&p, Z_FIRST + 7);
+    p_uv(&p, 1);
+    p_sv(&p, (int64_t)(begin + MS) - (int64_t)t);
+    p_uv(&p, 50 * MS);
+    p_u8(&p, MLPROF__REC_SPAN);
+    p_uv(&p, Z_FIRST + 6);
+    p_uv(&p, 0);
+    p_sv(&p, -(int64_t)MS);
+    p_uv(&p, 60 * MS);
+    t = begin;
+  }
+  chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
+  built x;
+  CHECK_EQ(sb_build(&b, 1100 * MS, NULL, &x), 0);
+  const mlprof__steps *s = &x.f.steps;
+  CHECK_EQ(s->source, MLPROF__STEPS_ZONE);
+  CHECK_STR(s->zone, "iteration");
+  CHECK_EQ(s->count, 10);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_DATA], 10 * 30 * MS);
+  built_free(&x);
+}
+
 /* ---- data-bound ------------------------------------------------------------
  */
 
@@ -622,6 +664,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"part_names", test_part_names},
     {"steps_from_marks", test_steps_from_marks},
     {"steps_from_outermost_zone", test_steps_from_outermost_zone},
+    {"track_is_not_the_step", test_track_is_not_the_step},
     {"data_bound_found", test_data_bound_found},
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
