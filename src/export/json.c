@@ -5,6 +5,7 @@
 #include <mlprof.h>
 #include <string.h>
 
+#include "../format/wire.h"
 #include "export.h"
 
 /* "key": then an unsigned integer, with the comma before it. */
@@ -167,6 +168,8 @@ static void threads(const mlprof__report *r, mlprof__out *o) {
     field_u64(o, "pid", t->pid);
     field_u64(o, "tid", t->tid);
     field_str(o, "name", t->name, t->name_len);
+    mlprof__out_str(o, t->tid >= MLPROF__TRACK_TID_BASE ? ",\"track\":true"
+                                                       : ",\"track\":false");
     field_u64(o, "spans", t->spans);
     field_u64(o, "busy_ns", t->busy_ns);
     field_u64(o, "dropped", t->dropped);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/wire.h"
 #include "export.h"
 #include "table.h"
 
@@ -132,7 +133,10 @@ static int threads_section(const mlprof__report *r, mlprof__out *o) {
     const mlprof__thread_stats *th = &r->threads[i];
     uint64_t wall = r->procs[th->proc].wall_ns;
     mlprof__table_cell(&t, "%" PRIu64, th->pid);
-    mlprof__table_cell(&t, "%" PRIu64, th->tid);
+    if (th->tid >= MLPROF__TRACK_TID_BASE)
+      mlprof__table_cell(&t, "track");
+    else
+      mlprof__table_cell(&t, "%" PRIu64, th->tid);
     mlprof__table_name(&t, th->name, th->name_len, 32);
     mlprof__table_cell(&t, "%" PRIu64, th->spans);
     cell_dur(&t, th->busy_ns);

@@ -465,6 +465,43 @@ static void test_text_report_is_terminal_safe(void) {
   mlprof__report_free(&r);
 }
 
+/* A track (spans measured elsewhere) is marked as such, not shown as a
+ * kernel thread id. */
+static void test_track_marked_in_reports(void) {
+  mlprof__stats *s = mlprof__stats_new();
+  mlprof__visitor v;
+  mlprof__job_profile p = {.path = "/tmp/t.mlprof", .pid = 9, .ppid = 1,
+                           .rank = -1, .world_size = -1, .hostname = "h",
+                           .exe = "/bin/train", .cmdline = "train",
+                           .parent = -1};
+  mlprof__stats_profile_begin(s, &p, &v);
+  mlprof__name n = {.id = 1, .kind = MLPROF__NAME_ZONE, .name = "aten::mm",
+                    .name_len = 8, .function = "", .file = ""};
+  v.name(v.ud, &n);
+  v.thread(v.ud, 9, "main", 4);
+  v.thread(v.ud, MLPROF__TRACK_TID_BASE + 1, "torch ops", 9);
+  v.span(v.ud, 9, 1, 0, 0, 100);
+  v.span(v.ud, MLPROF__TRACK_TID_BASE + 1, 1, 0, 10, 20);
+  mlprof__stats_profile_end(s, NULL, NULL);
+  mlprof__report r;
+  CHECK_EQ(mlprof__stats_finish(s, &r), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_json(&r, NULL, NULL, &o), 0);
+  const char *js = text_of(&o);
+  CHECK(strstr(js, "\"tid\":9,\"name\":\"main\",\"track\":false") != NULL);
+  CHECK(strstr(js, "\"tid\":2147483649,\"name\":\"torch ops\",\"track\":true") !=
+        NULL);
+  mlprof__out_close(&o);
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_text(&r, NULL, NULL, &o), 0);
+  const char *txt = text_of(&o);
+  CHECK(strstr(txt, "  track  torch ops") != NULL);
+  CHECK(strstr(txt, "2147483649") == NULL);
+  mlprof__out_close(&o);
+  mlprof__report_free(&r);
+}
+
 /* ---- Chrome trace ----------------------------------------------------------
  */
 
@@ -844,6 +881,7 @@ const mlprof_test mlprof_tests_export[] = {
     {"json_report_is_valid", test_json_report_is_valid},
     {"csv_report", test_csv_report},
     {"text_report_is_terminal_safe", test_text_report_is_terminal_safe},
+    {"track_marked_in_reports", test_track_marked_in_reports},
     {"chrome_trace", test_chrome_trace},
     {"chrome_trace_of_killed_profile", test_chrome_trace_of_killed_profile},
     {"json_resources", test_json_resources},
