@@ -108,7 +108,8 @@ typedef struct {
   uint64_t tid;
   uint32_t *pend; /* per depth: first node of the forest, NONE */
   size_t npend;
-  uint64_t steps; /* marks seen: the step the next span ends in */
+  uint64_t steps; /* marks seen */
+  uint64_t cur[MLPROF__TPARTS]; /* the current step's time so far */
   uint64_t *marks;
   size_t nmarks, marks_cap;
   mlprof__tree_step_bucket *b; /* MLPROF__TREE_STEP_BUCKETS, lazily */
@@ -332,9 +333,19 @@ static int commit(builder *b, uint32_t i, uint32_t gparent) {
   return 0;
 }
 
+/* Adds ns of part to the step the thread is in. Step k runs from the
+ * thread's mark k to mark k + 1 (0-based), as the report counts steps: time
+ * before the first mark is in no step, and the time of a step reaches its
+ * bucket only when the mark that ends it comes (step_end), so a step cut
+ * short by the end of the profile is left out. */
 static void bucket_add(thread_state *th, int part, uint64_t ns) {
-  if (!th->b) return;
-  uint64_t k = th->steps / th->width;
+  if (th->steps) th->cur[part] += ns;
+}
+
+/* The mark ending step th->steps - 1: its time goes to its bucket, two
+ * buckets merging into one whenever the steps outgrow them. */
+static void step_end(thread_state *th) {
+  uint64_t k = (th->steps - 1) / th->width;
   while (k >= MLPROF__TREE_STEP_BUCKETS) {
     for (size_t i = 0; i < MLPROF__TREE_STEP_BUCKETS / 2; i++)
       for (int p = 0; p < MLPROF__TPARTS; p++)
@@ -343,9 +354,12 @@ static void bucket_add(thread_state *th, int part, uint64_t ns) {
     memset(th->b + MLPROF__TREE_STEP_BUCKETS / 2, 0,
            MLPROF__TREE_STEP_BUCKETS / 2 * sizeof *th->b);
     th->width *= 2;
-    k = th->steps / th->width;
+    k = (th->steps - 1) / th->width;
   }
-  th->b[k].part_ns[part] += ns;
+  for (int p = 0; p < MLPROF__TPARTS; p++) {
+    th->b[k].part_ns[p] += th->cur[p];
+    th->cur[p] = 0;
+  }
 }
 
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -428,6 +442,7 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   th->marks[th->nmarks++] = t + b->p->offset_ns;
   if (!th->b && !(th->b = calloc(MLPROF__TREE_STEP_BUCKETS, sizeof *th->b)))
     return MLPROF_ENOMEM;
+  if (th->steps) step_end(th);
   th->steps++;
   return 0;
 }
@@ -649,8 +664,8 @@ int mlprof__tree_build(const mlprof__job *job, mlprof__tree *t, char *err,
     t->marks = b.best_marks;
     t->nmarks = b.best_nmarks;
     b.best_marks = NULL;
-    /* Buckets of complete steps (those a mark closed). */
-    uint64_t w = b.best_width, steps = b.best_nmarks;
+    /* Buckets of complete steps: those between two marks. */
+    uint64_t w = b.best_width, steps = b.best_nmarks - 1;
     size_t nb = (size_t)((steps + w - 1) / w);
     if (nb > MLPROF__TREE_STEP_BUCKETS) nb = MLPROF__TREE_STEP_BUCKETS;
     t->buckets = calloc(nb ? nb : 1, sizeof *t->buckets);

@@ -1,6 +1,7 @@
 /* Reports in the Prometheus text exposition format (prom.h). */
 #include "prom.h"
 
+#include <math.h>
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +47,14 @@ static void run_label(mlprof__out *o, const mlprof__prom_run *run) {
   label(o, "run", run->run, strlen(run->run), 1);
 }
 
+/* A sample's value: NaN and infinities as the format spells them
+ * (mlprof__out_f64 writes JSON's null for those). */
 static void value(mlprof__out *o, double v) {
   mlprof__out_lit(o, " ");
-  if (v != v)
+  if (isnan(v))
     mlprof__out_lit(o, "NaN");
+  else if (isinf(v))
+    mlprof__out_str(o, v > 0 ? "+Inf" : "-Inf");
   else
     mlprof__out_f64(o, v);
   mlprof__out_lit(o, "\n");
@@ -172,12 +177,14 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
   int rc = 0;
   for (size_t kd = 0; kd < sizeof kinds / sizeof kinds[0] && !rc; kd++) {
     nfams = 0;
-    /* Distinct family names of this kind over every run. */
+    /* Distinct family names of this kind over every run, of measures with
+     * a value (a family without samples would only say nothing). */
     for (size_t i = 0; i < n && !rc; i++) {
       size_t ns = subjects_of(runs[i].res, kinds[kd].kind, subs, MAXSUB);
       for (size_t s = 0; s < ns && !rc; s++)
         for (size_t m = 0; m < subs[s]->nm; m++) {
           char part[128], name[160];
+          if (subs[s]->m[m].count == 0) continue;
           sanitise(subs[s]->m[m].name, part, sizeof part);
           snprintf(name, sizeof name, "%s%s", kinds[kd].prefix, part);
           size_t f;
@@ -206,15 +213,17 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
       for (size_t i = 0; i < n; i++) {
         size_t ns = subjects_of(runs[i].res, kinds[kd].kind, subs, MAXSUB);
         for (size_t s = 0; s < ns; s++) {
-          /* The first measure of this subject with that family name. */
+          /* The first measure of this subject with that family name and
+           * a value. */
           const mlprof__measure_stats *ms = NULL;
           for (size_t m = 0; m < subs[s]->nm && !ms; m++) {
             char part[128], full[160];
+            if (subs[s]->m[m].count == 0) continue;
             sanitise(subs[s]->m[m].name, part, sizeof part);
             snprintf(full, sizeof full, "%s%s", kinds[kd].prefix, part);
             if (strcmp(full, name) == 0) ms = &subs[s]->m[m];
           }
-          if (!ms || ms->count == 0) continue;
+          if (!ms) continue;
           mlprof__out_str(o, name);
           mlprof__out_lit(o, "{");
           run_label(o, &runs[i]);
