@@ -194,6 +194,114 @@ static int judge(mlprof__diff_zone *z, const mlprof__diff_options *opt) {
   return 0;
 }
 
+/* ---- the uniform shift (diff.h) ------------------------------------------ */
+
+static int double_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* The q-quantile of n >= 1 sorted values, interpolated linearly between the
+ * two nearest (numpy's default). */
+static double quantile_sorted(const double *v, size_t n, double q) {
+  double pos = q * (double)(n - 1);
+  size_t i = (size_t)pos;
+  if (i + 1 >= n) return v[n - 1];
+  return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
+}
+
+/* Judges z against the common ratio: BASE's durations scaled by it against
+ * NEW's, by the rule of judge(). Returns 0 or MLPROF_ENOMEM. */
+static int judge_shift(mlprof__diff_zone *z, double common,
+                       const mlprof__diff_options *opt) {
+  const mlprof__zone_stats *b = z->base, *n = z->next;
+  uint64_t *scaled = malloc(b->count * sizeof *scaled);
+  if (!scaled) return MLPROF_ENOMEM;
+  /* Scaling keeps the order: the scaled durations are sorted too. */
+  for (size_t i = 0; i < b->count; i++) {
+    double v = (double)b->durations[i] * common;
+    scaled[i] = v < 1.8e19 ? (uint64_t)llround(v) : UINT64_MAX;
+  }
+  int rc = mlprof__mwu_sorted(scaled, b->count, n->durations, n->count,
+                              &z->shift_test);
+  free(scaled);
+  if (rc) return rc;
+  z->shift_ratio = z->ratio / common;
+  double half = (double)b->count * (double)n->count / 2;
+  if (z->shift_test.p <= opt->alpha) {
+    if (z->shift_ratio > 1 + opt->threshold && z->shift_test.u > half)
+      z->shift_verdict = MLPROF__VERDICT_SLOWER;
+    else if (z->shift_ratio < 1 - opt->threshold && z->shift_test.u < half)
+      z->shift_verdict = MLPROF__VERDICT_FASTER;
+  }
+  return 0;
+}
+
+/* Whether z moved significantly the way of the log ratio m (the test, U
+ * on that side of its null mean) by about as much: within tol of m. */
+static int agrees(const mlprof__diff_zone *z, double m, double tol,
+                  const mlprof__diff_options *opt) {
+  double l = log(z->ratio);
+  double half = (double)z->base->count * (double)z->next->count / 2;
+  int up = m > 0 && l > 0 && z->test.u > half;
+  int down = m < 0 && l < 0 && z->test.u < half;
+  return (up || down) && z->test.p <= opt->alpha && fabs(l - m) <= tol;
+}
+
+/* Looks for a uniform shift over the judged zones. Returns 0 or
+ * MLPROF_ENOMEM. */
+static int find_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
+  mlprof__diff_shift *s = &d->shift;
+  *s = (mlprof__diff_shift){.ratio = NAN, .spread = NAN};
+  for (size_t i = 0; i < d->nzones; i++) {
+    mlprof__diff_zone *z = &d->zones[i];
+    z->shift_ratio = NAN;
+    z->shift_verdict = MLPROF__VERDICT_UNCHANGED;
+    z->in_shift =
+        z->tested && !z->too_few && isfinite(z->ratio) && z->ratio > 0;
+    s->zones += (size_t)z->in_shift;
+  }
+  if (s->zones < MLPROF__SHIFT_MIN_ZONES) return 0;
+  double *l = malloc(s->zones * sizeof *l);
+  if (!l) return MLPROF_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < d->nzones; i++)
+    if (d->zones[i].in_shift) l[n++] = log(d->zones[i].ratio);
+  qsort(l, n, sizeof *l, double_cmp);
+  double m0 = quantile_sorted(l, n, 0.5);
+  /* The zones that moved with the median one; the common shift and its
+   * spread are theirs, so the zones beyond it do not blur them. */
+  double tol = log1p(fmax(opt->threshold, MLPROF__SHIFT_MIN_CHANGE));
+  n = 0;
+  for (size_t i = 0; i < d->nzones; i++) {
+    const mlprof__diff_zone *z = &d->zones[i];
+    if (z->in_shift && agrees(z, m0, tol, opt)) l[n++] = log(z->ratio);
+  }
+  s->agreeing = n;
+  double m = m0, iqr = NAN;
+  if (n) {
+    qsort(l, n, sizeof *l, double_cmp);
+    m = quantile_sorted(l, n, 0.5);
+    iqr = quantile_sorted(l, n, 0.75) - quantile_sorted(l, n, 0.25);
+  }
+  free(l);
+  s->ratio = exp(m);
+  s->spread = expm1(iqr);
+  s->detected =
+      (double)s->agreeing >= MLPROF__SHIFT_AGREE * (double)s->zones &&
+      iqr < MLPROF__SHIFT_MAX_SPREAD &&
+      fabs(s->ratio - 1) >= fmax(MLPROF__SHIFT_MIN_CHANGE, opt->threshold / 2);
+  if (!s->detected) return 0;
+  for (size_t i = 0; i < d->nzones; i++) {
+    mlprof__diff_zone *z = &d->zones[i];
+    if (!z->in_shift) continue;
+    int rc = judge_shift(z, s->ratio, opt);
+    if (rc) return rc;
+    s->deviating += z->shift_verdict != MLPROF__VERDICT_UNCHANGED;
+  }
+  return 0;
+}
+
 int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                        const mlprof__diff_options *opt, mlprof__diff *d) {
   memset(d, 0, sizeof *d);
@@ -238,6 +346,7 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   }
   free(zb);
   free(zn);
+  if (!rc) rc = find_shift(d, opt);
   if (rc) {
     mlprof__diff_free(d);
     return rc;

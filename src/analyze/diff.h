@@ -17,7 +17,27 @@
  *   use_continuity=True, alternative "two-sided").
  * - median: of the sorted durations, the middle one, or the mean of the two
  *   middle ones for an even count.
- * - ratio: median NEW / median BASE; change = ratio - 1. */
+ * - ratio: median NEW / median BASE; change = ratio - 1.
+ *
+ * A uniform shift: on a shared machine two runs of the same code differ in
+ * every zone alike when the machine's speed or load changed between them.
+ * Over the zones with enough spans on both sides (tested, not too few, a
+ * finite ratio above 0; at least MLPROF__SHIFT_MIN_ZONES of them), with
+ * l = log(ratio) per zone and m0 the median of l:
+ * - a zone agrees when it moved significantly the way of m0 (p <= alpha, U
+ *   on that side of its null mean, l of m0's sign) and its l lies within
+ *   log(1 + max(threshold, MLPROF__SHIFT_MIN_CHANGE)) of m0;
+ * - over the agreeing zones: common ratio = exp(median of their l), spread
+ *   = exp(IQR of their l) - 1, quartiles interpolated linearly between the
+ *   sorted values (numpy's default);
+ * - the shift is detected when at least MLPROF__SHIFT_AGREE of the zones
+ *   agree, their IQR is below MLPROF__SHIFT_MAX_SPREAD and the common change
+ *   is at least max(MLPROF__SHIFT_MIN_CHANGE, threshold / 2) either way.
+ * Then each of those zones is judged once more against the shift: BASE's
+ * durations multiplied by the common ratio (rounded to whole ns) against
+ * NEW's, by the same test and rule as the verdicts. A zone slower or faster
+ * than the common shift moved beyond what the machine explains: a candidate
+ * for a real change. The verdicts and the exit status are not changed. */
 #ifndef MLPROF_DIFF_H
 #define MLPROF_DIFF_H
 
@@ -28,6 +48,13 @@
 
 /* The exact distribution is used up to this many values per sample. */
 #define MLPROF__MWU_EXACT_MAX 50
+
+/* The uniform shift (above): zones needed, share of them that must agree,
+ * largest IQR of the log ratios, smallest common change. */
+#define MLPROF__SHIFT_MIN_ZONES 3
+#define MLPROF__SHIFT_AGREE 0.75
+#define MLPROF__SHIFT_MAX_SPREAD 0.03
+#define MLPROF__SHIFT_MIN_CHANGE 0.01
 
 typedef struct {
   double u;     /* U of the second sample against the first (see above) */
@@ -97,7 +124,25 @@ typedef struct {
                     median is 0, 1 when both are; NAN when a side is absent */
   int tested;    /* test holds a result (both sides present) */
   mlprof__mwu test;
+  /* One of the zones of the uniform shift's statistics. */
+  int in_shift;
+  /* Against the common shift, when one was detected and in_shift: ratio /
+   * common ratio, the test of BASE scaled by the common ratio against NEW,
+   * and the verdict by it (slower, faster or unchanged). */
+  double shift_ratio; /* NAN otherwise */
+  mlprof__mwu shift_test;
+  mlprof__verdict shift_verdict;
 } mlprof__diff_zone;
+
+typedef struct {
+  int detected;
+  size_t zones;    /* zones compared with enough spans (in_shift) */
+  size_t agreeing; /* of those, moved the common way by about as much */
+  double ratio;    /* common ratio; NAN with too few zones */
+  double spread;   /* exp(IQR of the agreeing log ratios) - 1; NAN with
+                      too few zones or none agreeing */
+  size_t deviating; /* zones slower or faster than the common shift */
+} mlprof__diff_shift;
 
 typedef struct {
   mlprof__diff_zone *zones; /* slower, faster, new, removed, unchanged; then
@@ -106,6 +151,7 @@ typedef struct {
   size_t count[MLPROF__VERDICT_COUNT];
   size_t filtered; /* zones left out by the patterns */
   int regression;  /* some zone is slower */
+  mlprof__diff_shift shift;
 } mlprof__diff;
 
 /* Compares every zone of base and next (matched by name) under opt. Both

@@ -26,6 +26,10 @@ static const char usage[] =
     "p <= alpha and it shrank by more than the threshold; new and removed\n"
     "zones are listed; anything else is unchanged (\"too few samples\" when a\n"
     "side has fewer than --min-count spans or no outcome could reach alpha).\n"
+    "When most zones moved alike by a similar ratio, more likely a change of\n"
+    "the machine's speed or load than of code, a note says so and names the\n"
+    "zones that moved beyond that common shift (verdicts and exit status stay\n"
+    "as they are; see docs/guide.md).\n"
     "BASE and NEW are profile files or run directories.\n"
     "\n"
     "options:\n"
@@ -103,6 +107,37 @@ static const char *note_of(const mlprof__diff_zone *z) {
   return "";
 }
 
+/* The table's note: note_of, or beside a uniform shift, how the zone stands
+ * against it. */
+static void fmt_note(char *b, size_t len, const mlprof__diff *d,
+                     const mlprof__diff_zone *z) {
+  if (!d->shift.detected || !z->in_shift) {
+    snprintf(b, len, "%s", note_of(z));
+  } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
+    snprintf(b, len, "with the common shift");
+  } else {
+    char c[32];
+    fmt_change(c, sizeof c, z->shift_ratio);
+    snprintf(b, len, "%s beyond the common shift", c);
+  }
+}
+
+/* The uniform shift's note (d->shift.detected), one line. */
+static void fmt_shift(char *b, size_t len, const mlprof__diff *d) {
+  const mlprof__diff_shift *s = &d->shift;
+  char who[64];
+  if (s->agreeing == s->zones)
+    snprintf(who, sizeof who, "all %zu zones", s->zones);
+  else
+    snprintf(who, sizeof who, "%zu of %zu zones", s->agreeing, s->zones);
+  snprintf(b, len,
+           "%s are %.1f%% %s (spread %.1f%%): a change of machine speed or "
+           "load more likely than of code; rerun both interleaved or on an "
+           "idle machine",
+           who, fabs(s->ratio - 1) * 100, s->ratio > 1 ? "slower" : "faster",
+           s->spread * 100);
+}
+
 static void run_line(mlprof__out *o, const char *what, const char *path,
                      const mlprof__report *r) {
   char wall[32];
@@ -149,7 +184,9 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__table_cell(&t, "%s", b);
     mlprof__table_cell(&t, "%s", c);
     mlprof__table_cell(&t, "%s", p);
-    mlprof__table_cell(&t, "%s", note_of(z));
+    char note[64];
+    fmt_note(note, sizeof note, d, z);
+    mlprof__table_cell(&t, "%s", note);
   }
   int rc = mlprof__table_print(&t, o);
   mlprof__out_printf(o, "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
@@ -161,6 +198,32 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
                      d->count[MLPROF__VERDICT_REMOVED]);
   if (d->filtered)
     mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
+  if (d->shift.detected) {
+    char note[512];
+    fmt_shift(note, sizeof note, d);
+    mlprof__out_printf(o, "\nnote: %s\n", note);
+    if (!d->shift.deviating)
+      mlprof__out_printf(o, "  no zone departs from the common shift by more "
+                            "than %g%%", opt->threshold * 100);
+    else
+      mlprof__out_printf(o, "  beyond the common shift by more than %g%% "
+                            "(candidates for a real change):",
+                         opt->threshold * 100);
+    for (size_t i = 0, k = 0; i < d->nzones; i++) {
+      const mlprof__diff_zone *z = &d->zones[i];
+      if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED)
+        continue;
+      char c[32], p[32];
+      fmt_change(c, sizeof c, z->shift_ratio);
+      if (z->shift_test.p < 1e-300)
+        snprintf(p, sizeof p, "<1e-300");
+      else
+        snprintf(p, sizeof p, "%.2g", z->shift_test.p);
+      mlprof__out_str(o, k++ ? ", " : " ");
+      mlprof__out_text_str(o, z->name, z->name_len);
+      mlprof__out_printf(o, " %s (p %s)", c, p);
+    }
+  }
   if (d->regression)
     mlprof__out_printf(o, "\nREGRESSION: %zu zone%s significantly slower by "
                           "more than %g%%\n",
@@ -210,6 +273,50 @@ static void json_side(mlprof__out *o, const mlprof__zone_stats *z,
   mlprof__out_lit(o, "}");
 }
 
+static void json_test(mlprof__out *o, const mlprof__mwu *t,
+                      const mlprof__diff_zone *z) {
+  double pairs = (double)z->base->count * (double)z->next->count;
+  mlprof__out_printf(o, "{\"method\":\"%s\",\"u\":",
+                     t->exact ? "exact" : "normal");
+  mlprof__out_f64(o, t->u);
+  mlprof__out_lit(o, ",\"z\":");
+  mlprof__out_f64(o, t->z);
+  mlprof__out_lit(o, ",\"p\":");
+  mlprof__out_f64(o, t->p);
+  mlprof__out_lit(o, ",\"p_longer\":");
+  mlprof__out_f64(o, t->u / pairs);
+  mlprof__out_lit(o, "}");
+}
+
+static void json_shift(mlprof__out *o, const mlprof__diff *d) {
+  const mlprof__diff_shift *s = &d->shift;
+  mlprof__out_printf(o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu",
+                     s->detected ? "true" : "false", s->zones, s->agreeing);
+  mlprof__out_lit(o, ",\"ratio\":");
+  mlprof__out_f64(o, s->ratio);
+  mlprof__out_lit(o, ",\"change\":");
+  mlprof__out_f64(o, s->ratio - 1);
+  mlprof__out_lit(o, ",\"spread\":");
+  mlprof__out_f64(o, s->spread);
+  mlprof__out_lit(o, ",\"deviating\":[");
+  for (size_t i = 0, k = 0; s->detected && i < d->nzones; i++) {
+    const mlprof__diff_zone *z = &d->zones[i];
+    if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED)
+      continue;
+    if (k++) mlprof__out_lit(o, ",");
+    mlprof__out_json_str(o, z->name, z->name_len);
+  }
+  mlprof__out_lit(o, "],\"note\":");
+  if (s->detected) {
+    char note[512];
+    fmt_shift(note, sizeof note, d);
+    mlprof__out_json_str(o, note, strlen(note));
+  } else {
+    mlprof__out_lit(o, "null");
+  }
+  mlprof__out_lit(o, "}");
+}
+
 static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
                      const char *bpath, const mlprof__report *base,
                      const char *npath, const mlprof__report *next,
@@ -236,7 +343,9 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
   for (int v = 0; v < MLPROF__VERDICT_COUNT; v++)
     mlprof__out_printf(o, "\"%s\":%zu,", mlprof__verdict_name((mlprof__verdict)v),
                        d->count[v]);
-  mlprof__out_printf(o, "\"filtered\":%zu},\n\"zones\":[", d->filtered);
+  mlprof__out_printf(o, "\"filtered\":%zu},\n\"uniform_shift\":", d->filtered);
+  json_shift(o, d);
+  mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
     mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
@@ -254,17 +363,19 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__out_lit(o, ",\"change\":");
     mlprof__out_f64(o, z->ratio - 1);
     mlprof__out_lit(o, ",\"test\":");
-    if (z->tested) {
-      double pairs = (double)z->base->count * (double)z->next->count;
-      mlprof__out_printf(o, "{\"method\":\"%s\",\"u\":",
-                         z->test.exact ? "exact" : "normal");
-      mlprof__out_f64(o, z->test.u);
-      mlprof__out_lit(o, ",\"z\":");
-      mlprof__out_f64(o, z->test.z);
-      mlprof__out_lit(o, ",\"p\":");
-      mlprof__out_f64(o, z->test.p);
-      mlprof__out_lit(o, ",\"p_longer\":");
-      mlprof__out_f64(o, z->test.u / pairs);
+    if (z->tested)
+      json_test(o, &z->test, z);
+    else
+      mlprof__out_lit(o, "null");
+    mlprof__out_lit(o, ",\"vs_shift\":");
+    if (d->shift.detected && z->in_shift) {
+      mlprof__out_lit(o, "{\"ratio\":");
+      mlprof__out_f64(o, z->shift_ratio);
+      mlprof__out_lit(o, ",\"change\":");
+      mlprof__out_f64(o, z->shift_ratio - 1);
+      mlprof__out_printf(o, ",\"verdict\":\"%s\",\"test\":",
+                         mlprof__verdict_name(z->shift_verdict));
+      json_test(o, &z->shift_test, z);
       mlprof__out_lit(o, "}");
     } else {
       mlprof__out_lit(o, "null");
@@ -346,8 +457,16 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
   xml_cstr(o, npath);
   mlprof__out_printf(o,
                      "\"/>\n<property name=\"threshold\" value=\"%g\"/>\n"
-                     "<property name=\"alpha\" value=\"%g\"/>\n</properties>\n",
+                     "<property name=\"alpha\" value=\"%g\"/>\n",
                      opt->threshold, opt->alpha);
+  if (d->shift.detected) {
+    char note[512];
+    fmt_shift(note, sizeof note, d);
+    mlprof__out_lit(o, "<property name=\"uniform_shift\" value=\"");
+    xml_cstr(o, note);
+    mlprof__out_lit(o, "\"/>\n");
+  }
+  mlprof__out_lit(o, "</properties>\n");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
     char a[32], b[32], c[32], p[32], msg[256];
@@ -355,9 +474,11 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__fmt_duration(b, sizeof b, z->median_new);
     fmt_change(c, sizeof c, z->ratio);
     fmt_p(p, sizeof p, z);
+    char note[64];
+    fmt_note(note, sizeof note, d, z);
     snprintf(msg, sizeof msg, "%s: median %s -> %s (%s), p = %s%s%s",
-             mlprof__verdict_name(z->verdict), a, b, c, p,
-             *note_of(z) ? "; " : "", note_of(z));
+             mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
+             note);
     mlprof__out_lit(o, "<testcase classname=\"mlprof.diff\" name=\"");
     xml_str(o, z->name, z->name_len);
     mlprof__out_lit(o, "\">");

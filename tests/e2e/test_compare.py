@@ -277,3 +277,63 @@ def test_compare_default_labels_and_bad_usage(runs, tmp_path):
         r = mlprof("compare", *args, check=False)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("mlprof compare: ") and r.stdout == ""
+
+
+def test_uniform_shift_is_noted_and_the_zone_beyond_it_named(tmp_path):
+    # A slower machine, as a noisy shared VM makes one run: every zone does
+    # 9% more work; in "beyond", forward does 30% more on top of that.
+    base, slower, beyond = run_together(
+        (tmp_path / "base",), (tmp_path / "slower", "all=9"),
+        (tmp_path / "beyond", "all=9", "forward=30"))
+    code, doc = diff_json(base, slower)
+    assert code == 1  # the verdicts and the exit status stay as they are
+    assert set(verdicts(doc).values()) == {"slower"}
+    shift = doc["uniform_shift"]
+    assert shift["detected"] is True, shift
+    assert shift["zones"] == shift["agreeing"] == 4
+    assert 0.06 < shift["change"] < 0.12 and shift["spread"] < 0.03
+    assert abs(shift["ratio"] - 1 - shift["change"]) < 1e-12
+    assert shift["deviating"] == []
+    assert shift["note"].startswith("all 4 zones are ")
+    assert "more likely than of code" in shift["note"]
+    for z in doc["zones"]:
+        assert z["vs_shift"]["verdict"] == "unchanged"
+        assert abs(z["vs_shift"]["change"]) < 0.03
+    text = diff(base, slower)
+    assert text.returncode == 1
+    out = text.stdout
+    assert "note: all 4 zones are " in out and "% slower (spread " in out
+    assert "rerun both interleaved or on an idle machine" in out
+    assert "no zone departs from the common shift by more than 5%" in out
+    assert out.rstrip().splitlines()[-1].startswith("REGRESSION: 4 zones")
+
+    code, doc = diff_json(base, beyond)
+    assert code == 1
+    shift = doc["uniform_shift"]
+    assert shift["detected"] is True and shift["agreeing"] == 3, shift
+    assert shift["note"].startswith("3 of 4 zones are ")
+    assert shift["deviating"] == ["forward"]
+    fwd = next(z for z in doc["zones"] if z["name"] == "forward")
+    assert fwd["vs_shift"]["verdict"] == "slower"
+    assert 0.18 < fwd["vs_shift"]["change"] < 0.38  # 1.39 / 1.09 = +27.5%
+    assert fwd["vs_shift"]["test"]["p"] < 1e-10
+    out = diff(base, beyond).stdout
+    assert "beyond the common shift by more than 5% (candidates for a real " \
+        "change): forward +" in out
+    line = next(l for l in out.splitlines() if l.split()[:1] == ["forward"])
+    assert line.endswith("beyond the common shift")
+    suite = ET.fromstring(diff(base, beyond, "--format", "junit").stdout
+                          ).find("testsuite")
+    props = {p.get("name"): p.get("value")
+             for p in suite.find("properties").findall("property")}
+    assert props["uniform_shift"].startswith("3 of 4 zones are ")
+
+
+def test_one_slower_zone_or_none_is_no_uniform_shift(runs):
+    for new in (runs["forward15"], runs["base"]):
+        code, doc = diff_json(runs["base"], new)
+        shift = doc["uniform_shift"]
+        assert shift["detected"] is False and shift["note"] is None, shift
+        assert shift["zones"] == 4
+        assert all(z["vs_shift"] is None for z in doc["zones"])
+        assert "note:" not in diff(runs["base"], new).stdout

@@ -52,7 +52,7 @@ extern int mlprof_test_failed;
 /* Each test file defines one list, terminated by {NULL, NULL}. */
 #define MLPROF_TEST_GROUPS(X) \
   X(wire) X(record) X(reader) X(stats) X(export) X(sample) X(compare) \
-  X(findings) X(tree) X(prom) X(table)
+  X(findings) X(tree) X(prom) X(table) X(diff)
 #define MLPROF__DECLARE_GROUP(g) extern const mlprof_test mlprof_tests_##g[];
 MLPROF_TEST_GROUPS(MLPROF__DECLARE_GROUP)
 #undef MLPROF__DECLARE_GROUP

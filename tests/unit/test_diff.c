@@ -1,0 +1,260 @@
+/* mlprof diff's uniform-shift check (src/analyze/diff.c, diff.h): every zone
+ * slower or faster alike points at the machine, not the code. True
+ * positives (a uniform 9% shift, with and without one zone beyond it) beside
+ * false-positive tests (one slower zone, noise alone, zones moving each its
+ * own way, too small a shift, too few zones). */
+#include <math.h>
+#include <mlprof.h>
+#include <stdlib.h>
+
+#include "analyze/diff.h"
+#include "analyze/stats.h"
+#include "format/wire.h"
+#include "test.h"
+
+#define CHECK_NEAR(a, b, tol)                                \
+  do {                                                       \
+    double a_ = (a), b_ = (b);                               \
+    if (!(fabs(a_ - b_) <= (tol)))                           \
+      TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
+  } while (0)
+
+typedef struct {
+  mlprof__stats *s;
+  mlprof__visitor v;
+  uint32_t next_id;
+  uint64_t t;
+  uint64_t rng;
+} builder;
+
+static void build_begin(builder *b, uint64_t seed) {
+  memset(b, 0, sizeof *b);
+  b->rng = seed * 0x9e3779b97f4a7c15ull + 1;
+  b->s = mlprof__stats_new();
+  mlprof__stats_keep_durations(b->s, 1);
+  mlprof__job_profile p = {.path = "t.mlprof",
+                           .pid = 1,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "h",
+                           .exe = "w",
+                           .cmdline = "w",
+                           .parent = -1};
+  mlprof__stats_profile_begin(b->s, &p, &b->v);
+}
+
+/* xorshift64*: a uniform double in (0, 1). */
+static double uniform(builder *b) {
+  b->rng ^= b->rng >> 12;
+  b->rng ^= b->rng << 25;
+  b->rng ^= b->rng >> 27;
+  return ((double)((b->rng * 0x2545f4914f6cdd1dull) >> 11) + 0.5) /
+         9007199254740992.0;
+}
+
+/* n spans of zone name, each centre * factor plus noise: jitter (0 to 1)
+ * times centre, exponential, as preemption stretches spans. */
+static void spans(builder *b, const char *name, size_t n, double centre,
+                  double factor, double jitter) {
+  mlprof__name nm = {.id = ++b->next_id,
+                     .kind = MLPROF__NAME_ZONE,
+                     .name = name,
+                     .name_len = strlen(name),
+                     .function = "",
+                     .file = ""};
+  b->v.name(b->v.ud, &nm);
+  for (size_t i = 0; i < n; i++) {
+    double d = centre * factor * (1 - jitter * log(uniform(b)));
+    uint64_t ns = (uint64_t)(d + 0.5);
+    b->v.span(b->v.ud, 1, nm.id, 0, b->t, b->t + ns);
+    b->t += ns;
+  }
+}
+
+static void build_end(builder *b, mlprof__report *r) {
+  b->v.end(b->v.ud, b->t, 0, 0);
+  mlprof__stats_profile_end(b->s, NULL, NULL);
+  memset(r, 0, sizeof *r);
+  mlprof__stats_finish(b->s, r);
+}
+
+static const char *const names[] = {"load",  "forward", "backward",
+                                    "optim", "allreduce", "eval",
+                                    "log",   "save"};
+
+/* Two runs of zones names[0..nz): BASE at factor 1, NEW at factors[k]. */
+static int diff_of(size_t nz, const double *factors, size_t nbase,
+                   size_t nnew, double jitter, uint64_t seed,
+                   mlprof__report *base, mlprof__report *next,
+                   mlprof__diff *d) {
+  builder b;
+  build_begin(&b, seed);
+  for (size_t k = 0; k < nz; k++)
+    spans(&b, names[k], nbase, 10000 * (double)(k + 1), 1, jitter);
+  build_end(&b, base);
+  build_begin(&b, seed + 1000003);
+  for (size_t k = 0; k < nz; k++)
+    spans(&b, names[k], nnew, 10000 * (double)(k + 1), factors[k], jitter);
+  build_end(&b, next);
+  mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
+  return mlprof__diff_build(base, next, &opt, d);
+}
+
+static void free_all(mlprof__report *base, mlprof__report *next,
+                     mlprof__diff *d) {
+  mlprof__diff_free(d);
+  mlprof__report_free(base);
+  mlprof__report_free(next);
+}
+
+static const mlprof__diff_zone *dz(const mlprof__diff *d, const char *name) {
+  for (size_t i = 0; i < d->nzones; i++)
+    if (strcmp(d->zones[i].name, name) == 0) return &d->zones[i];
+  return NULL;
+}
+
+/* Every zone 9% slower (a slower machine): the shift is found, no zone is
+ * beyond it, and the verdicts and regression flag stay as they were. */
+static void test_uniform_shift_found(void) {
+  static const double f[] = {1.09, 1.09, 1.09, 1.09, 1.09, 1.09};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(6, f, 400, 300, 0.05, 1, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 1);
+  CHECK_EQ(d.shift.zones, 6);
+  CHECK_EQ(d.shift.agreeing, 6);
+  CHECK_NEAR(d.shift.ratio, 1.09, 0.01);
+  CHECK(d.shift.spread >= 0 && d.shift.spread < 0.01);
+  CHECK_EQ(d.shift.deviating, 0);
+  CHECK_EQ(d.count[MLPROF__VERDICT_SLOWER], 6);
+  CHECK_EQ(d.regression, 1);
+  for (size_t i = 0; i < d.nzones; i++) {
+    const mlprof__diff_zone *z = &d.zones[i];
+    CHECK_EQ(z->in_shift, 1);
+    CHECK_EQ(z->shift_verdict, MLPROF__VERDICT_UNCHANGED);
+    CHECK_NEAR(z->shift_ratio, 1, 0.02);
+  }
+  free_all(&base, &next, &d);
+
+  /* The same, faster: 8% less time everywhere. */
+  static const double g[] = {0.92, 0.92, 0.92, 0.92, 0.92};
+  CHECK_EQ(diff_of(5, g, 400, 300, 0.05, 2, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 1);
+  CHECK_NEAR(d.shift.ratio, 0.92, 0.01);
+  CHECK_EQ(d.shift.deviating, 0);
+  CHECK_EQ(d.count[MLPROF__VERDICT_FASTER], 5);
+  free_all(&base, &next, &d);
+}
+
+/* Seven zones 9% slower and one 9% x 1.25: the shift is found and that zone
+ * is named as beyond it, about 25% slower than the rest. */
+static void test_uniform_shift_names_the_zone_beyond(void) {
+  static const double f[] = {1.09, 1.09, 1.09 * 1.25, 1.09,
+                             1.09, 1.09, 1.09,        1.09};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(8, f, 400, 300, 0.05, 3, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 1);
+  CHECK_EQ(d.shift.zones, 8);
+  CHECK_EQ(d.shift.agreeing, 7);
+  CHECK_NEAR(d.shift.ratio, 1.09, 0.01);
+  CHECK_EQ(d.shift.deviating, 1);
+  const mlprof__diff_zone *z = dz(&d, "backward");
+  CHECK(z != NULL);
+  CHECK_EQ(z->shift_verdict, MLPROF__VERDICT_SLOWER);
+  CHECK_NEAR(z->shift_ratio, 1.25, 0.02);
+  CHECK(z->shift_test.p < 1e-10);
+  CHECK_EQ(dz(&d, "forward")->shift_verdict, MLPROF__VERDICT_UNCHANGED);
+  free_all(&base, &next, &d);
+}
+
+/* One zone 20% slower, the others unchanged: a regression, no shift. */
+static void test_single_slower_zone_is_no_shift(void) {
+  static const double f[] = {1, 1, 1.2, 1, 1, 1};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(6, f, 400, 300, 0.05, 4, &base, &next, &d), 0);
+  CHECK_EQ(d.count[MLPROF__VERDICT_SLOWER], 1);
+  CHECK_EQ(d.shift.zones, 6);
+  CHECK_EQ(d.shift.detected, 0);
+  CHECK_NEAR(d.shift.ratio, 1, 0.01);
+  CHECK(isnan(dz(&d, "backward")->shift_ratio));
+  free_all(&base, &next, &d);
+  /* Half the zones slower is not most of them. */
+  static const double g[] = {1.09, 1.09, 1.09, 1, 1, 1};
+  CHECK_EQ(diff_of(6, g, 400, 300, 0.05, 5, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 0);
+  free_all(&base, &next, &d);
+}
+
+/* Noise alone: both runs from one distribution, never a shift; 200 times
+ * with few spans and heavy jitter (each zone's median ratio moves by ~5%,
+ * so eight of them sometimes line up), 50 times with many spans. */
+static void test_noise_is_no_shift(void) {
+  static const double f[] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int found = 0;
+  for (uint64_t trial = 0; trial < 250; trial++) {
+    mlprof__report base, next;
+    mlprof__diff d;
+    int few = trial < 200;
+    CHECK_EQ(diff_of(8, f, few ? 60 : 2000, few ? 40 : 1500, few ? 0.3 : 0.05,
+                     100 + trial, &base, &next, &d),
+             0);
+    found += d.shift.detected;
+    free_all(&base, &next, &d);
+  }
+  CHECK_EQ(found, 0);
+}
+
+/* Each zone moved its own way (-10% to +10%): few move alike. The median
+ * move is about -1.6%: only the zones 5% and 7% faster are near it that
+ * way. */
+static void test_scattered_changes_are_no_shift(void) {
+  static const double f[] = {0.90, 1.10, 0.95, 1.07, 1.02, 0.93};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(6, f, 400, 300, 0.05, 6, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 0);
+  CHECK(d.shift.agreeing <= 2);
+  free_all(&base, &next, &d);
+  /* Alike in direction, not in size: 3% to 15% slower. Within 5% of the
+   * median 9% are 6%, 9% and 12%: 3 of 5. */
+  static const double g[] = {1.03, 1.06, 1.09, 1.12, 1.15};
+  CHECK_EQ(diff_of(5, g, 400, 300, 0.05, 7, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.detected, 0);
+  CHECK_EQ(d.shift.agreeing, 3);
+  free_all(&base, &next, &d);
+}
+
+/* Below half the threshold (1.5% against 5%), or on two zones: nothing. */
+static void test_small_or_narrow_shift_is_none(void) {
+  static const double f[] = {1.015, 1.015, 1.015, 1.015, 1.015};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(5, f, 400, 300, 0.02, 7, &base, &next, &d), 0);
+  CHECK_NEAR(d.shift.ratio, 1.015, 0.005);
+  CHECK_EQ(d.shift.detected, 0);
+  free_all(&base, &next, &d);
+  static const double g[] = {1.09, 1.09};
+  CHECK_EQ(diff_of(2, g, 400, 300, 0.05, 8, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.zones, 2);
+  CHECK_EQ(d.shift.detected, 0);
+  CHECK(isnan(d.shift.ratio));
+  free_all(&base, &next, &d);
+  /* Zones with too few spans do not count. */
+  static const double h[] = {1.09, 1.09, 1.09, 1.09};
+  CHECK_EQ(diff_of(4, h, 4, 4, 0.05, 9, &base, &next, &d), 0);
+  CHECK_EQ(d.shift.zones, 0);
+  CHECK_EQ(d.shift.detected, 0);
+  free_all(&base, &next, &d);
+}
+
+const mlprof_test mlprof_tests_diff[] = {
+    {"uniform_shift_found", test_uniform_shift_found},
+    {"uniform_shift_names_the_zone_beyond",
+     test_uniform_shift_names_the_zone_beyond},
+    {"single_slower_zone_is_no_shift", test_single_slower_zone_is_no_shift},
+    {"noise_is_no_shift", test_noise_is_no_shift},
+    {"scattered_changes_are_no_shift", test_scattered_changes_are_no_shift},
+    {"small_or_narrow_shift_is_none", test_small_or_narrow_shift_is_none},
+    {NULL, NULL}};
