@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "../export/escape.h"
+
 int mlprof__cmd_run(int argc, char **argv);
 int mlprof__cmd_report(int argc, char **argv);
 int mlprof__cmd_trace(int argc, char **argv);
@@ -27,5 +29,13 @@ int mlprof__option_error(const char *cmd, int ch, char **argv, int optind_,
 
 /* A count: digits only, no sign, no overflow. Returns 0, or -1. */
 int mlprof__parse_count(const char *s, uint64_t *out);
+
+typedef int (*mlprof__write_fn)(void *ctx, mlprof__out *o, char *err,
+                                size_t errlen);
+/* mlprof__write_atomically for a subcommand's output file: SIGINT or SIGTERM
+ * while it is written remove the unfinished temporary and end the process
+ * by that signal (a shell's 130 or 143), as the signal would have. */
+int mlprof__cli_write_file(const char *path, mlprof__write_fn fn, void *ctx,
+                           char *err, size_t errlen);
 
 #endif

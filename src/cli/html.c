@@ -43,7 +43,9 @@ static const char usage[] =
     "                     (default 2000; 0 for all)\n"
     "  -h, --help         show this help\n"
     "\n"
-    "The file is written under a temporary name and renamed when complete.\n"
+    "The file is written under a temporary name and renamed when complete;\n"
+    "interrupted by SIGINT or SIGTERM, it removes the unfinished file and dies\n"
+    "of that signal (status 130 or 143 in a shell).\n"
     "exit status: 0 done, 1 the file could not be written, 2 bad usage or\n"
     "unreadable input.\n";
 
@@ -207,7 +209,7 @@ int mlprof__cmd_html(int argc, char **argv) {
   mlprof__html_opts opts = {.title = title ? title : argv[optind],
                             .compare = c.nruns >= 2 ? &c : NULL};
   page pg = {&d, &opts};
-  rc = mlprof__write_atomically(output, write_page, &pg, err, sizeof err);
+  rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__dash_free(&d);
   mlprof__compare_free(&c);
   if (rc) {
