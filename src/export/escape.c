@@ -256,10 +256,7 @@ void mlprof__out_f64(mlprof__out *o, double v) {
   mlprof__out_str(o, b);
 }
 
-/* Length of the valid UTF-8 sequence starting at s (1 to 4), or 0 when the
- * byte at s does not start one (stray continuation, overlong form, surrogate,
- * beyond U+10FFFF, or cut short by the end). s[0] must be >= 0x80. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
+size_t mlprof__utf8_len(const unsigned char *s, size_t n) {
   unsigned c = s[0];
   size_t len;
   unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
@@ -283,13 +280,14 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 }
 
 /* Copies the UTF-8 sequence starting s (n bytes left) to p when it is
- * valid, else U+FFFD for its first byte; sets *used to the bytes consumed
- * and returns the end of what it wrote (at most 4 bytes). */
+ * valid, else U+FFFD for its first byte; a C1 control character (U+0080 to
+ * U+009F: U+009B is a terminal's CSI) is U+FFFD too. Sets *used to the bytes
+ * consumed and returns the end of what it wrote (at most 4 bytes). */
 static char *put_utf8(char *p, const unsigned char *s, size_t n, size_t *used) {
-  size_t len = utf8_len(s, n);
-  if (len == 0) {
+  size_t len = mlprof__utf8_len(s, n);
+  if (len == 0 || (len == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
     memcpy(p, replacement, 3);
-    *used = 1;
+    *used = len ? len : 1;
     return p + 3;
   }
   memcpy(p, s, len);
@@ -352,7 +350,7 @@ void mlprof__out_json_str(mlprof__out *o, const char *str, size_t n) {
       p = put_u00(p, c);
       i++;
     } else {
-      size_t len = utf8_len(s + i, n - i);
+      size_t len = mlprof__utf8_len(s + i, n - i);
       if (len == 0) {
         memcpy(p, replacement, 3);
         p += 3;

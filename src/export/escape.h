@@ -50,6 +50,12 @@ static inline void mlprof__out_end(mlprof__out *o, char *end) {
   o->len = (size_t)(end - o->buf);
 }
 
+/* Length of the valid UTF-8 sequence starting at s (2 to 4), or 0 when the
+ * byte at s does not start one (stray continuation, overlong form, surrogate,
+ * beyond U+10FFFF, or cut short by the end of the n bytes, or by a NUL).
+ * s[0] must be >= 0x80. */
+size_t mlprof__utf8_len(const unsigned char *s, size_t n);
+
 /* Writes a file through a temporary one beside path (given the usual mode),
  * renamed over path only when everything was written: a failure never
  * leaves a partial file under that name. fn writes the content through o

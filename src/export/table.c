@@ -44,9 +44,9 @@ void mlprof__table_end(mlprof__table *t) { mlprof__out_write(&t->text, "", 1); }
  * depend on it): 2 for East Asian Wide and Fullwidth characters (CJK,
  * Hangul, kana, most emoji), 0 for combining marks, format characters (zero
  * width space and joiner, variation selectors), Hangul medial and final
- * jamo and C1 controls, 1 for everything else, U+FFFD included: a byte that
- * starts no valid UTF-8 sequence counts as the one U+FFFD the escaper
- * writes for it.
+ * jamo, 1 for everything else, U+FFFD included: a byte that starts no valid
+ * UTF-8 sequence counts as the one U+FFFD the escaper writes for it (cells
+ * hold escaped text: no control characters).
  *
  * The ranges come from Unicode 14.0 (EastAsianWidth.txt W and F; general
  * categories Mn, Me and Cf but U+00AD), unassigned code points merged into
@@ -58,7 +58,7 @@ typedef struct {
 } cp_range;
 
 static const cp_range zero_width[] = {
-    {0x80, 0x9f}, {0x300, 0x36f}, {0x483, 0x489}, {0x591, 0x5bd},
+    {0x300, 0x36f}, {0x483, 0x489}, {0x591, 0x5bd},
     {0x5bf, 0x5bf}, {0x5c1, 0x5c2}, {0x5c4, 0x5c5}, {0x5c7, 0x5c7},
     {0x600, 0x605}, {0x610, 0x61a}, {0x61c, 0x61c}, {0x64b, 0x65f},
     {0x670, 0x670}, {0x6d6, 0x6dd}, {0x6df, 0x6e4}, {0x6e7, 0x6e8},
@@ -188,43 +188,22 @@ static int in_ranges(uint32_t cp, const cp_range *r, size_t n) {
 }
 
 static size_t cp_width(uint32_t cp) {
-  if (cp < 0x300) return cp >= 0x80 && cp <= 0x9f ? 0 : 1;
+  if (cp < 0x300) return 1;
   if (in_ranges(cp, zero_width, sizeof zero_width / sizeof zero_width[0]))
     return 0;
   return in_ranges(cp, wide, sizeof wide / sizeof wide[0]) ? 2 : 1;
 }
 
 /* The display width of the character starting at s (NUL-terminated), and
- * in *len its length in bytes (1 for a byte that starts no valid sequence:
- * overlong forms, surrogates, past U+10FFFF, cut short). */
+ * in *len its length in bytes (1 for a byte that starts no valid sequence,
+ * shown as U+FFFD). */
 static size_t char_width(const unsigned char *s, size_t *len) {
-  unsigned c = s[0];
   *len = 1;
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-  uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-    cp = c & 0x1f;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    cp = c & 0x0f;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    cp = c & 0x07;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 1; /* U+FFFD */
-  }
-  if (s[1] < lo || s[1] > hi) return 1;
-  for (size_t i = 1; i < n; i++) {
-    if (i > 1 && (s[i] & 0xc0) != 0x80) return 1; /* a NUL stops here too */
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
+  if (s[0] < 0x80) return 1;
+  size_t n = mlprof__utf8_len(s, 4);
+  if (!n) return 1;
+  uint32_t cp = s[0] & (0xffu >> (n + 1));
+  for (size_t i = 1; i < n; i++) cp = cp << 6 | (s[i] & 0x3f);
   *len = n;
   return cp_width(cp);
 }

@@ -283,6 +283,11 @@ static void test_text_str_strips_escapes(void) {
   mlprof__out_text_str(&o, "red\x1b[31m\xff", 9);
   CHECK_STR(text_of(&o), "red\xef\xbf\xbd[31m\xef\xbf\xbd");
   mlprof__out_close(&o);
+  /* C1 controls (U+009B is CSI to some terminals) go too; U+00A0 stays. */
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  mlprof__out_text_str(&o, "a\xc2\x9b" "31m\xc2\x85\xc2\xa0", 10);
+  CHECK_STR(text_of(&o), "a\xef\xbf\xbd" "31m\xef\xbf\xbd\xc2\xa0");
+  mlprof__out_close(&o);
 }
 
 static void test_number_formatting(void) {
