@@ -9,6 +9,7 @@
 
 #include "../format/wire.h"
 #include "../sample/sample.h"
+#include "findings.h"
 #include "stats.h"
 
 #define NONE UINT32_MAX
@@ -34,65 +35,17 @@ static const char *const kept_measures[] = {"cpu_pct",
                                             "gpu_power_w",
                                             "gpu_sm_clock_mhz"};
 
-const char *mlprof__tpart_name(int part) {
-  static const char *const n[] = {"data",      "forward",       "backward",
-                                  "optimizer", "communication", "other"};
-  return part >= 0 && part < MLPROF__TPARTS ? n[part] : "other";
-}
-
 /* ---- global strings ------------------------------------------------------ */
 
 typedef struct {
   char *s;
   size_t len;
-  uint8_t part;     /* MLPROF__TPARTS: not decided by the name */
-  uint8_t category; /* of the first zone that had this name */
+  /* Step part of its zones (mlprof__zone_part), outermost and nested; from
+   * the first zone that had this name. */
+  uint8_t part_top, part_nested;
   int8_t measure;   /* index in kept_measures, -1 */
   uint8_t is_zone;
 } gname;
-
-/* A part from words of a zone name, case-insensitive. */
-static int part_of_name(const char *s) {
-  static const struct {
-    const char *word;
-    int part;
-  } words[] = {{"dataload", MLPROF__TPART_DATA},
-               {"data", MLPROF__TPART_DATA},
-               {"batch", MLPROF__TPART_DATA},
-               {"load", MLPROF__TPART_DATA},
-               {"forward", MLPROF__TPART_FORWARD},
-               {"fwd", MLPROF__TPART_FORWARD},
-               {"backward", MLPROF__TPART_BACKWARD},
-               {"bwd", MLPROF__TPART_BACKWARD},
-               {"optim", MLPROF__TPART_OPTIMIZER},
-               {"zero_grad", MLPROF__TPART_OPTIMIZER},
-               {"allreduce", MLPROF__TPART_COMM},
-               {"all_reduce", MLPROF__TPART_COMM},
-               {"allgather", MLPROF__TPART_COMM},
-               {"nccl", MLPROF__TPART_COMM},
-               {"comm", MLPROF__TPART_COMM}};
-  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strcasestr(s, words[i].word)) return words[i].part;
-  return MLPROF__TPARTS;
-}
-
-static int part_of_category(uint8_t c) {
-  switch (c) {
-    case MLPROF_CAT_DATA:
-    case MLPROF_CAT_IO:
-      return MLPROF__TPART_DATA;
-    case MLPROF_CAT_FORWARD:
-      return MLPROF__TPART_FORWARD;
-    case MLPROF_CAT_BACKWARD:
-      return MLPROF__TPART_BACKWARD;
-    case MLPROF_CAT_OPTIMIZER:
-      return MLPROF__TPART_OPTIMIZER;
-    case MLPROF_CAT_COMM:
-      return MLPROF__TPART_COMM;
-    default:
-      return MLPROF__TPARTS;
-  }
-}
 
 /* ---- the builder --------------------------------------------------------- */
 
@@ -109,7 +62,7 @@ typedef struct {
   uint32_t *pend; /* per depth: first node of the forest, NONE */
   size_t npend;
   uint64_t steps; /* marks seen */
-  uint64_t cur[MLPROF__TPARTS]; /* the current step's time so far */
+  uint64_t cur[MLPROF__NPARTS]; /* the current step's time so far */
   uint64_t *marks;
   size_t nmarks, marks_cap;
   mlprof__tree_step_bucket *b; /* MLPROF__TREE_STEP_BUCKETS, lazily */
@@ -188,7 +141,6 @@ static uint32_t intern(builder *b, const char *s, size_t n) {
   memset(g, 0, sizeof *g);
   g->s = copy;
   g->len = n;
-  g->part = (uint8_t)part_of_name(copy);
   g->measure = -1;
   for (size_t k = 0; k < sizeof kept_measures / sizeof kept_measures[0]; k++)
     if (strcmp(copy, kept_measures[k]) == 0 && strlen(copy) == n)
@@ -209,9 +161,11 @@ static int on_name(void *ud, const mlprof__name *n) {
   builder *b = ud;
   uint32_t id = intern(b, n->name, n->name_len);
   if (id == NONE) return MLPROF_ENOMEM;
-  if (n->kind == MLPROF__NAME_ZONE && !b->g[id].is_zone) {
-    b->g[id].is_zone = 1;
-    b->g[id].category = n->category;
+  gname *g = &b->g[id];
+  if (n->kind == MLPROF__NAME_ZONE && !g->is_zone) {
+    g->is_zone = 1;
+    g->part_top = (uint8_t)mlprof__zone_part(n->category, g->s, g->len, 0);
+    g->part_nested = (uint8_t)mlprof__zone_part(n->category, g->s, g->len, 1);
   }
   return mlprof__map_put(&b->ids, n->id, id) ? MLPROF_ENOMEM : 0;
 }
@@ -342,13 +296,16 @@ static void bucket_add(thread_state *th, int part, uint64_t ns) {
   if (th->steps) th->cur[part] += ns;
 }
 
-/* The mark ending step th->steps - 1: its time goes to its bucket, two
- * buckets merging into one whenever the steps outgrow them. */
-static void step_end(thread_state *th) {
+/* The mark ending step th->steps - 1, dur long: its time goes to its
+ * bucket, two buckets merging into one whenever the steps outgrow them. As
+ * the report counts a step, its parts are scaled to fit in it (a part's
+ * span across a mark lands whole in the step where it ends), and the rest
+ * of its time, in zones without a part or in none, is "other". */
+static void step_end(thread_state *th, uint64_t dur) {
   uint64_t k = (th->steps - 1) / th->width;
   while (k >= MLPROF__TREE_STEP_BUCKETS) {
     for (size_t i = 0; i < MLPROF__TREE_STEP_BUCKETS / 2; i++)
-      for (int p = 0; p < MLPROF__TPARTS; p++)
+      for (int p = 0; p < MLPROF__NPARTS; p++)
         th->b[i].part_ns[p] =
             th->b[2 * i].part_ns[p] + th->b[2 * i + 1].part_ns[p];
     memset(th->b + MLPROF__TREE_STEP_BUCKETS / 2, 0,
@@ -356,10 +313,16 @@ static void step_end(thread_state *th) {
     th->width *= 2;
     k = (th->steps - 1) / th->width;
   }
-  for (int p = 0; p < MLPROF__TPARTS; p++) {
-    th->b[k].part_ns[p] += th->cur[p];
+  uint64_t sum = 0, parts = 0;
+  for (int p = 0; p < MLPROF__PART_OTHER; p++) sum += th->cur[p];
+  double scale = sum > dur ? (double)dur / (double)sum : 1;
+  for (int p = 0; p < MLPROF__PART_OTHER; p++) {
+    uint64_t v = (uint64_t)((double)th->cur[p] * scale);
+    th->b[k].part_ns[p] += v;
+    parts += v;
     th->cur[p] = 0;
   }
+  th->b[k].part_ns[MLPROF__PART_OTHER] += dur > parts ? dur - parts : 0;
 }
 
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -390,18 +353,13 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   }
   uint64_t self = dur > child_ns ? dur - child_ns : 0;
   const gname *g = &b->g[gid];
-  int part = part_of_category(g->category);
-  if (part == MLPROF__TPARTS) part = g->part;
+  int part = depth ? g->part_nested : g->part_top;
   /* The step part of self time: the zone's own, else its parent's. */
-  if (part != MLPROF__TPARTS) {
+  if (part != MLPROF__PART_OTHER) {
     bucket_add(th, part, self + unclaimed);
     unclaimed = 0;
   } else {
     unclaimed += self;
-  }
-  if (depth == 0 && unclaimed) {
-    bucket_add(th, MLPROF__TPART_OTHER, unclaimed);
-    unclaimed = 0;
   }
 
   uint32_t n = th->pend[depth];
@@ -439,10 +397,14 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
     th->marks = m;
     th->marks_cap = cap;
   }
-  th->marks[th->nmarks++] = t + b->p->offset_ns;
+  uint64_t jt = t + b->p->offset_ns;
   if (!th->b && !(th->b = calloc(MLPROF__TREE_STEP_BUCKETS, sizeof *th->b)))
     return MLPROF_ENOMEM;
-  if (th->steps) step_end(th);
+  if (th->steps) {
+    uint64_t last = th->marks[th->nmarks - 1];
+    step_end(th, jt > last ? jt - last : 0);
+  }
+  th->marks[th->nmarks++] = jt;
   th->steps++;
   return 0;
 }

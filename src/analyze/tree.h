@@ -23,24 +23,12 @@
 #include <stdint.h>
 
 #include "../model/job.h"
+#include "findings.h"
 
 #define MLPROF__TREE_MAX_DEPTH 256
 #define MLPROF__TREE_MAX_NODES 1000000
 #define MLPROF__TREE_STEP_BUCKETS 512
 #define MLPROF__TREE_MAX_COUNTERS 64
-
-enum {
-  MLPROF__TPART_DATA,
-  MLPROF__TPART_FORWARD,
-  MLPROF__TPART_BACKWARD,
-  MLPROF__TPART_OPTIMIZER,
-  MLPROF__TPART_COMM,
-  MLPROF__TPART_OTHER,
-  MLPROF__TPARTS
-};
-
-/* "data", "forward", "backward", "optimizer", "communication", "other". */
-const char *mlprof__tpart_name(int part);
 
 typedef struct {
   uint32_t name;   /* index into mlprof__tree.names */
@@ -65,7 +53,7 @@ typedef struct {
 
 typedef struct {
   uint64_t first_step, steps;       /* steps in the bucket */
-  uint64_t part_ns[MLPROF__TPARTS]; /* summed over its steps */
+  uint64_t part_ns[MLPROF__NPARTS]; /* summed over its steps */
 } mlprof__tree_step_bucket;
 
 typedef struct {

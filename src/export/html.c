@@ -290,7 +290,7 @@ int mlprof__export_html_data(const mlprof__report *r,
     mlprof__out_u64(o, b->first_step);
     mlprof__out_lit(o, ",");
     mlprof__out_u64(o, b->steps);
-    for (int p = 0; p < MLPROF__TPARTS; p++) {
+    for (int p = 0; p < MLPROF__NPARTS; p++) {
       mlprof__out_lit(o, ",");
       mlprof__out_u64(o, b->part_ns[p]);
     }

@@ -321,7 +321,8 @@ static void test_tree_series_sorted_and_kept(void) {
  * consecutive marks, as the report counts them): iterations 1 and 2. Per
  * step: get_batch 100 as data; forward 400 (its own 100 and attn's and
  * mlp's 150 each, which have no part of their own); backward 350 (with its
- * attn); step's own 50 as other. Iteration 0 ends before the first mark:
+ * attn); other 150: the step zone's own 50 and the 100 between it and the
+ * next mark (a step's time is mark to mark). Iteration 0 ends before the first mark:
  * in no step. */
 static void test_tree_step_buckets(void) {
   tree_job j;
@@ -335,15 +336,45 @@ static void test_tree_step_buckets(void) {
   CHECK_EQ_U64(t.marks[0], 1000);
   CHECK_EQ_U64(t.marks[2], 3000);
   CHECK_EQ(t.nbuckets, 2);
-  static const uint64_t want[MLPROF__TPARTS] = {100, 400, 350, 0, 0, 50};
+  static const uint64_t want[MLPROF__NPARTS] = {100, 400, 350, 0, 0, 150};
   for (size_t k = 0; k < t.nbuckets; k++) {
     CHECK_EQ_U64(t.buckets[k].first_step, k);
     CHECK_EQ_U64(t.buckets[k].steps, 1);
-    for (int p = 0; p < MLPROF__TPARTS; p++)
+    for (int p = 0; p < MLPROF__NPARTS; p++)
       if (t.buckets[k].part_ns[p] != want[p])
         TEST_FAIL("bucket %zu, %s: %" PRIu64 " != %" PRIu64, k,
-                  mlprof__tpart_name(p), t.buckets[k].part_ns[p], want[p]);
+                  mlprof__part_name(p), t.buckets[k].part_ns[p], want[p]);
   }
+  mlprof__tree_free(&t);
+}
+
+/* The dashboard's step breakdown is the report's: same parts from the same
+ * names (one classifier), summed over the same steps. */
+static void test_tree_steps_match_report(void) {
+  tree_job j;
+  CHECK_EQ(tree_job_open(&j), 0);
+  mlprof__tree t;
+  mlprof__report r;
+  mlprof__resources res;
+  mlprof__findings f;
+  char err[256];
+  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
+  if (!rc) rc = mlprof__report_build(&j.job, &r, &res, err, sizeof err);
+  if (!rc)
+    rc = mlprof__findings_build(&j.job, &r, &res, NULL, &f, err, sizeof err);
+  tree_job_close(&j);
+  if (rc) TEST_FAIL("build: %s", err);
+  CHECK_EQ(f.steps.source, MLPROF__STEPS_MARKS);
+  for (int p = 0; p < MLPROF__NPARTS; p++) {
+    uint64_t sum = 0;
+    for (size_t k = 0; k < t.nbuckets; k++) sum += t.buckets[k].part_ns[p];
+    if (sum != f.steps.part_ns[p])
+      TEST_FAIL("%s: dashboard %" PRIu64 " != report %" PRIu64,
+                mlprof__part_name(p), sum, f.steps.part_ns[p]);
+  }
+  mlprof__findings_free(&f);
+  mlprof__resources_free(&res);
+  mlprof__report_free(&r);
   mlprof__tree_free(&t);
 }
 
@@ -389,8 +420,8 @@ static void test_tree_many_steps_fold_into_buckets(void) {
   for (size_t k = 0; k < t.nbuckets; k++) {
     CHECK_EQ_U64(t.buckets[k].first_step, steps);
     steps += t.buckets[k].steps;
-    fwd += t.buckets[k].part_ns[MLPROF__TPART_FORWARD];
-    CHECK_EQ_U64(t.buckets[k].part_ns[MLPROF__TPART_FORWARD],
+    fwd += t.buckets[k].part_ns[MLPROF__PART_FORWARD];
+    CHECK_EQ_U64(t.buckets[k].part_ns[MLPROF__PART_FORWARD],
                  10 * t.buckets[k].steps);
   }
   CHECK_EQ_U64(steps, MARKS - 1);
@@ -510,8 +541,8 @@ static void test_html_data_tree_marks_and_steps(void) {
   }
   CHECK(strstr(s, "\"marks\":[1000,2000,3000]"));
   CHECK(strstr(s,
-               "\"step_buckets\":[[0,1,100,400,350,0,0,50],"
-               "[1,1,100,400,350,0,0,50]]"));
+               "\"step_buckets\":[[0,1,100,400,350,0,0,150],"
+               "[1,1,100,400,350,0,0,150]]"));
   CHECK(strstr(s,
                "{\"subject\":\"system\",\"id\":0,\"host\":\"h\",\"label\":"
                "\"\",\"measure\":\"cpu_user_pct\",\"t\":[1000,2000,3000],"
@@ -566,6 +597,7 @@ const mlprof_test mlprof_tests_tree[] = {
     {"shape_totals_and_self", test_tree_shape_totals_and_self},
     {"series_sorted_and_kept", test_tree_series_sorted_and_kept},
     {"step_buckets", test_tree_step_buckets},
+    {"steps_match_report", test_tree_steps_match_report},
     {"many_steps_fold_into_buckets", test_tree_many_steps_fold_into_buckets},
     {"downsample_keeps_extremes", test_downsample_keeps_extremes},
     {"html_data_tree_marks_and_steps", test_html_data_tree_marks_and_steps},
