@@ -71,6 +71,7 @@ const int mlprof__no_autostart = 1;
   X(void, step, (void))                                                   \
   X(void, meta, (const char *, const char *))                             \
   X(void, thread_name, (const char *))                                    \
+  X(int, track_spans, (const char *, const mlprof_span *, size_t))        \
   X(uint64_t, dropped, (void))                                            \
   X(const char *, strerror, (int))                                        \
   X(const char *, version, (void))
@@ -796,6 +797,85 @@ static PyObject *mod_thread_name(PyObject *m, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+/* About this many spans per call of api.track_spans: a call ends only where
+ * no span given before is still open, so each call gets whole trees. */
+#define TRACK_BATCH 65536
+
+static int span_by_begin(const void *a, const void *b) {
+  const mlprof_span *x = a, *y = b;
+  return x->begin_ns < y->begin_ns ? -1 : x->begin_ns > y->begin_ns;
+}
+
+/* One (name, category, begin_ns, end_ns[, unit, units]) tuple as a span; -1
+ * with an exception set. The unit string belongs to the tuple. */
+static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s) {
+  Py_ssize_t k = PyTuple_Check(t) ? PyTuple_GET_SIZE(t) : 0;
+  if (k != 4 && k != 6) {
+    PyErr_Format(PyExc_TypeError,
+                 "span %zd: want a tuple (name, category, begin_ns, end_ns"
+                 "[, unit, units])", i);
+    return -1;
+  }
+  int cat = parse_category(PyTuple_GET_ITEM(t, 1));
+  if (cat < 0) return -1;
+  *s = (mlprof_span){.site = intern_name(PyTuple_GET_ITEM(t, 0), cat)};
+  if (!s->site) return -1;
+  s->begin_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
+  s->end_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 3));
+  if (k == 6 && PyTuple_GET_ITEM(t, 4) != Py_None && !PyErr_Occurred()) {
+    s->unit = c_name(PyTuple_GET_ITEM(t, 4), "unit");
+    if (s->unit) s->units = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 5));
+  }
+  if (PyErr_Occurred()) return -1;
+  if (s->end_ns < s->begin_ns) {
+    PyErr_Format(PyExc_ValueError, "span %zd ends before it begins", i);
+    return -1;
+  }
+  return 0;
+}
+
+/* track_spans(track, spans) -> int: spans measured elsewhere (another
+ * profiler's operators, GPU kernels), recorded on the track named `track`.
+ * spans: (name, category, begin_ns, end_ns[, unit, units]) tuples in any
+ * order, times CLOCK_MONOTONIC; nesting follows from the times. */
+static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
+  PyObject *trackobj, *seq;
+  if (!PyArg_ParseTuple(args, "OO:track_spans", &trackobj, &seq)) return NULL;
+  const char *track = c_name(trackobj, "track name");
+  if (!track) return NULL;
+  PyObject *items = PySequence_Tuple(seq); /* keeps the unit strings alive */
+  if (!items) return NULL;
+  size_t n = (size_t)PyTuple_GET_SIZE(items);
+  mlprof_span *s = PyMem_Malloc((n ? n : 1) * sizeof *s);
+  if (!s) {
+    Py_DECREF(items);
+    return PyErr_NoMemory();
+  }
+  int rc = 0, bad = 0;
+  for (size_t i = 0; i < n && !bad; i++)
+    bad = parse_span(PyTuple_GET_ITEM(items, i), (Py_ssize_t)i, &s[i]) < 0;
+  if (!bad) {
+    Py_BEGIN_ALLOW_THREADS
+    qsort(s, n, sizeof *s, span_by_begin);
+    size_t start = 0;
+    uint64_t open_end = 0; /* the latest end of the spans before i */
+    for (size_t i = 0; i <= n && !rc; i++) {
+      if (i == n ? i > start
+                 : i - start >= TRACK_BATCH && s[i].begin_ns >= open_end) {
+        rc = api.track_spans(track, s + start, i - start);
+        start = i;
+      }
+      if (i < n && s[i].end_ns > open_end) open_end = s[i].end_ns;
+    }
+    Py_END_ALLOW_THREADS
+  }
+  PyMem_Free(s);
+  Py_DECREF(items);
+  if (bad) return NULL;
+  if (rc) return raise_mlprof(rc, "track_spans");
+  return PyLong_FromSize_t(n);
+}
+
 static PyObject *mod_dropped(PyObject *m, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(api.dropped());
 }
@@ -1415,6 +1495,10 @@ static PyMethodDef module_methods[] = {
     {"zone_meta", mod_zone_meta, METH_VARARGS,
      "zone_meta(key, value): metadata on the innermost open zone."},
     {"thread_name", mod_thread_name, METH_O, "Names the calling thread."},
+    {"track_spans", mod_track_spans, METH_VARARGS,
+     "track_spans(track, spans) -> int: records spans measured elsewhere on "
+     "a track;\nspans are (name, category, begin_ns, end_ns[, unit, units]) "
+     "tuples, CLOCK_MONOTONIC ns."},
     {"dropped", mod_dropped, METH_NOARGS, "Events lost to the memory cap."},
     {"version", mod_version, METH_NOARGS, "Version of the recording library."},
     {"open_depth", mod_open_depth, METH_NOARGS,
