@@ -7,11 +7,13 @@ the same run:
     cheaper than record_function);
   - a zone while recording is switched off;
   - hooks of mlprof.torch.profile_model on a ResNet-like CPU training step
-    (budget: <= 5% added to the step).
+    (budget: <= 5% added to the step);
+  - Profiler(backend="torch") on the same step: torch.profiler's own cost,
+    against the step without any profiler and with mlprof's zones only,
+    and the import of its events at stop().
 
 usage: python3 bench/bench_python.py [--quick]
 Needs the package importable (make bench-python installs it) and torch."""
-import os
 import statistics
 import sys
 import tempfile
@@ -145,10 +147,11 @@ def resnet_like():
     return ResNetLike()
 
 
-def bench_hooks():
+def resnet_step():
+    """(model, step, timed): the ResNet-like model, one CPU training step
+    of it (batch 32, 3x32x32), and timed(k) -> ns per step over k steps."""
     import torch
     from torch import nn
-    import mlprof.torch as mt
     torch.manual_seed(0)
     torch.set_num_threads(1)  # less noise on a small machine
     model = resnet_like()
@@ -167,7 +170,12 @@ def bench_hooks():
         for _ in range(k):
             step()
         return (time.perf_counter_ns() - t0) / k
+    return model, step, timed
 
+
+def bench_hooks():
+    import mlprof.torch as mt
+    model, step, timed = resnet_step()
     out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
     prof = mlprof.Profiler(output=out).start()
     for _ in range(3):
@@ -199,6 +207,90 @@ def bench_hooks():
     return (h - b) / b
 
 
+def bench_torch_op():
+    """ns per operator (x.add_(1) on one element) without torch.profiler,
+    and what torch.profiler adds with and without FLOPs."""
+    import torch
+    x = torch.ones(1)
+
+    def ops(n):
+        for _ in range(n):
+            x.add_(1)
+    n = max(N // 50, 4000)
+    t = {None: [], True: [], False: []}  # no profiler, FLOPs, no FLOPs
+    for _ in range(3):  # interleaved; best of each
+        t[None].append(per_iter(ops, n))
+        for flops in (True, False):
+            tp = torch.profiler.profile(with_flops=flops)
+            tp.start()
+            t[flops].append(per_iter(ops, n))
+            tp.stop()
+    base = min(t[None])
+    print("  one operator (x.add_(1))        %8.2f µs; torch.profiler adds "
+          "%.2f µs with FLOPs (backend='torch'), %.2f µs without"
+          % (base / 1e3, (min(t[True]) - base) / 1e3,
+             (min(t[False]) - base) / 1e3))
+
+
+def bench_torch_backend():
+    import torch
+    import mlprof.torch as mt
+    model, step, timed = resnet_step()
+    out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
+    k = 3 if QUICK else 5
+    rounds = 4 if QUICK else 8
+    times = {"none": [], "mlprof": [], "torch": []}
+    stops = {"mlprof": [], "torch": []}
+
+    def profiled(backend):
+        """ns per step with a Profiler of this backend and profile_model's
+        hooks, and the ns its stop() took."""
+        prof = mlprof.Profiler(output=out, backend=backend).start()
+        with mt.profile_model(model, prof):
+            t = timed(k)
+        t0 = time.perf_counter_ns()
+        prof.stop()
+        return t, time.perf_counter_ns() - t0
+
+    for _ in range(2):
+        step()  # warm up
+    profiled("torch")  # torch.profiler's first start initialises Kineto
+    for _ in range(rounds):
+        times["none"].append(timed(k))
+        for backend in ("mlprof", "torch"):
+            t, stop_ns = profiled(backend)
+            times[backend].append(t)
+            stops[backend].append(stop_ns)
+    # The import alone, of the same steps profiled by torch.profiler.
+    tp = torch.profiler.profile(with_flops=True)
+    tp.start()
+    timed(k)
+    tp.stop()
+    prof = mlprof.Profiler(output=out).start()
+    t0 = time.perf_counter_ns()
+    ops = sum(mt.import_profile(tp).values())
+    imp = time.perf_counter_ns() - t0
+    prof.stop()
+    # Best of the rounds: on a shared machine noise only adds time.
+    best = {b: min(v) for b, v in times.items()}
+    stop_more = min(stops["torch"]) - min(stops["mlprof"])
+    print("Profiler(backend='torch') on the ResNet-like CPU training step "
+          "(best of %d rounds of %d steps)" % (rounds, k))
+    print("  no profiler (baseline)          %8.2f ms/step" %
+          (best["none"] / 1e6))
+    print("  mlprof zones (profile_model)    %8.2f ms/step  %+.1f%%" %
+          (best["mlprof"] / 1e6, 100 * (best["mlprof"] / best["none"] - 1)))
+    print("  backend='torch' (zones + ops)   %8.2f ms/step  %+.1f%% over "
+          "the baseline, %+.1f%% over zones only"
+          % (best["torch"] / 1e6, 100 * (best["torch"] / best["none"] - 1),
+             100 * (best["torch"] / best["mlprof"] - 1)))
+    bench_torch_op()
+    print("  stop(): %.1f ms more than without torch (torch's own "
+          "processing and the import)" % (stop_more / 1e6))
+    print("  import_profile: %.1f ms for %d operator events (%.2f µs each, "
+          "%d per step)" % (imp / 1e6, ops, imp / 1e3 / ops, ops // k))
+
+
 def main():
     bench_zones()
     print()
@@ -208,6 +300,8 @@ def main():
         print("torch not installed: hook overhead not measured")
         return
     bench_hooks()
+    print()
+    bench_torch_backend()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ __version__ = _mlprof.version()
 CATEGORIES = ("none", "data", "forward", "backward", "optimizer",
               "communication", "io", "user")
 
+# Profiler(backend=...): None is the default, "mlprof".
+BACKENDS = (None, "mlprof", "torch")
+
 # Formats of Profiler.export and the file suffix each one gets.
 EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
                  "trace": ".trace.json"}
@@ -95,10 +98,18 @@ class Profiler(_mlprof.ProfilerBase):
         events are dropped and counted, never blocking the program.
     schedule: mlprof.schedule(...) to record only some steps.
     flush_ms: writer interval (default 200 ms).
+    backend: "mlprof" (None, the default) records zones only; "torch" also
+        runs torch.profiler (CPU operators, CUDA kernels when CUDA is
+        available, FLOPs) from start() to stop(), following the schedule,
+        and brings its events into the profile on tracks when it stops and
+        at the end of each scheduled window (mlprof.torch.import_profile).
+    torch_options: with backend="torch", more arguments for
+        torch.profiler.profile (record_shapes=True, activities=...).
     """
 
     def __init__(self, output=None, sample_interval=None, gpu=None,
-                 enabled=True, memory_cap=None, schedule=None, flush_ms=None):
+                 enabled=True, memory_cap=None, schedule=None, flush_ms=None,
+                 backend=None, torch_options=None):
         if sample_interval is not None and not sample_interval >= 0:
             raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
@@ -106,6 +117,14 @@ class Profiler(_mlprof.ProfilerBase):
         if schedule is not None and not callable(schedule):
             raise TypeError("schedule must be mlprof.schedule(...) or a "
                             "callable step -> 'record'|'warmup'|'none'")
+        if backend not in BACKENDS:
+            raise ValueError("backend must be one of %s, not %r"
+                             % (", ".join(map(repr, BACKENDS)), backend))
+        if torch_options and backend != "torch":
+            raise ValueError("torch_options need backend='torch'")
+        if {"schedule", "on_trace_ready"} & set(torch_options or ()):
+            raise ValueError("torch_options: the Profiler sets torch's "
+                             "schedule and on_trace_ready (use schedule=)")
         self.output = os.fspath(output) if output is not None else None
         self.sample_interval = sample_interval
         self.gpu = gpu
@@ -113,6 +132,11 @@ class Profiler(_mlprof.ProfilerBase):
         self.memory_cap = memory_cap
         self.schedule = schedule
         self.flush_ms = flush_ms
+        self.backend = backend or "mlprof"
+        self.torch_options = dict(torch_options or {})
+        if self.backend == "torch":
+            _torch_backend()  # fails here when torch is missing
+        self._torch = None       # the running torch.profiler.profile
         self.joined = False      # True: the session was running already
         self.running = False
         self.path = None         # this process's profile file
@@ -143,19 +167,39 @@ class Profiler(_mlprof.ProfilerBase):
         self.step_num = 0
         _watch_multiprocessing()
         self._apply_enabled()
+        try:
+            self._start_torch()
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    def _start_torch(self):
+        if self.backend == "torch":
+            self._torch = _torch_backend()._start_torch_profiler(self)
+
+    def _stop_torch(self):
+        """Stops torch.profiler, importing the window it was recording."""
+        tp, self._torch = self._torch, None
+        if tp is not None:
+            tp.stop()
 
     def stop(self):
         """Stops recording. A session this Profiler started is closed (its
-        file is complete); a joined session is flushed and left running."""
+        file is complete); a joined session is flushed and left running.
+        With backend="torch", torch.profiler's last window is imported
+        first."""
         if not self.running:
             return
-        self.running = False
-        if self.joined:
-            _mlprof.set_enabled(self._was_enabled)
-            _mlprof.flush()
-        else:
-            _mlprof.shutdown()
+        try:
+            self._stop_torch()
+        finally:
+            self.running = False
+            if self.joined:
+                _mlprof.set_enabled(self._was_enabled)
+                _mlprof.flush()
+            else:
+                _mlprof.shutdown()
 
     def __enter__(self):
         return self.start()
@@ -183,6 +227,8 @@ class Profiler(_mlprof.ProfilerBase):
         self.step_num += 1
         if self.running and self.schedule is not None:
             self._apply_enabled()
+        if self._torch is not None:
+            self._torch.step()  # imports a window that just ended
 
     # ---- recording helpers (zone, record_metric, record_throughput are in C)
 
@@ -284,11 +330,23 @@ class Profiler(_mlprof.ProfilerBase):
         if self.joined:
             raise Error("clear(): this Profiler joined a session it did not "
                         "start (mlprof run); its profile belongs to the run")
+        self._stop_torch()
         _mlprof.shutdown()
         _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
                      memory_cap=self.memory_cap or 0, enabled=self.enabled)
         self.path = _mlprof.output_path()
         self._apply_enabled()
+        self._start_torch()
+
+
+def _torch_backend():
+    """mlprof.torch, or mlprof.Error when torch cannot be imported."""
+    try:
+        from . import torch as mt
+    except ImportError as e:
+        raise Error("backend='torch' needs PyTorch, which cannot be "
+                    "imported: %s" % e) from None
+    return mt
 
 
 def _qualname(f):

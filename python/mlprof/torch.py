@@ -1,5 +1,7 @@
 """PyTorch integration: per-module zones through hooks, FLOPs per layer,
-data loading, preprocessing and training-step breakdowns.
+data loading, preprocessing and training-step breakdowns, and
+torch.profiler's operators and GPU kernels on tracks of the profile
+(import_profile; Profiler(backend="torch")).
 
 Everything records through an mlprof.Profiler into the same profile as the
 rest of the program; the numbers come back from Profiler.summary(), that is
@@ -16,15 +18,16 @@ import os
 import tempfile
 import threading
 import time
+import warnings
 
 import torch
 from torch import nn
 
-from . import Profiler, _mlprof
+from . import Error, Profiler, _mlprof
 
 __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
            "profile_preprocessing", "profile_training", "module_flops",
-           "matmul_flops", "format_training"]
+           "matmul_flops", "format_training", "import_profile"]
 
 FORWARD, BACKWARD = ":forward", ":backward"
 
@@ -593,6 +596,148 @@ def format_training(res):
     if "layers_report" in res:
         lines.append(res["layers_report"])
     return "\n".join(lines)
+
+
+# ---- torch.profiler's events on tracks (backend="torch") ------------------
+
+MAIN_TRACK = "torch ops"
+_NOT_OPS = ("[memory]", "[OutOfMemory]")  # instant events, not operators
+
+
+def _wall_minus_mono(reads=16):
+    """CLOCK_REALTIME minus CLOCK_MONOTONIC in ns, from the pair of reads
+    with the tightest bracket of monotonic reads around a wall-clock read."""
+    best = None
+    for _ in range(reads):
+        m0 = time.monotonic_ns()
+        w = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, w - (m0 + m1) // 2)
+    return best[1]
+
+
+def _clock_shift(t_ns):
+    """What to subtract from torch's times to get CLOCK_MONOTONIC: torch
+    1.x stamps events with the wall clock, others may use the monotonic
+    one; an event time is decades away from the clock it is not on."""
+    if abs(time.time_ns() - t_ns) < abs(time.monotonic_ns() - t_ns):
+        return _wall_minus_mono()
+    return 0
+
+
+def _event_ns(e):
+    """(begin, end) of a torch event in ns on torch's clock, from the ns
+    accessors of newer torch when present."""
+    if hasattr(e, "start_ns"):
+        b = e.start_ns()
+        return b, b + e.duration_ns()
+    b = e.start_us() * 1000
+    return b, b + e.duration_us() * 1000
+
+
+def _fit_in_callers(spans):
+    """torch 1.x gives whole microseconds, the begin and the duration each
+    rounded down, so an operator can seem to end up to 1 µs after the one
+    that called it. Such an end is moved back to the caller's, so that the
+    operator nests as it ran. spans: (name, cat, begin, end, ...) tuples."""
+    spans.sort(key=lambda s: (s[2], -s[3]))
+    ends = []  # of the spans enclosing the current one
+    for i, s in enumerate(spans):
+        while ends and ends[-1] <= s[2]:
+            ends.pop()
+        if ends and ends[-1] < s[3] <= ends[-1] + 1000:
+            s = spans[i] = s[:3] + (ends[-1],) + s[4:]
+        while ends and ends[-1] < s[3]:
+            ends.pop()
+        ends.append(s[3])
+
+
+def import_profile(torch_prof, prof=None):
+    """Brings the events of a finished torch.profiler.profile (or
+    torch.autograd.profiler.profile) into the running mlprof session, each
+    on a track: CPU operators on "torch ops" (the thread of the earliest
+    operator) and "torch ops (thread N)" for other torch threads (N is
+    torch's own thread number), device kernels on "cuda:D stream S". FLOPs
+    torch counted (with_flops=True) are "flops" units of the operator's
+    span. Step markers (ProfilerStep#) and memory events are left out.
+    prof: the Profiler to import into, which must be running; None: the
+    session that runs. Import a profile once. Returns {track: events}."""
+    if prof is not None and not prof.running:
+        raise Error("import_profile: the mlprof Profiler is not running")
+    results = getattr(getattr(torch_prof, "profiler", torch_prof),
+                      "kineto_results", None)
+    if results is None:
+        raise Error("import_profile: the torch profiler has no results yet "
+                    "(stop it first)")
+    groups = {}  # torch thread id, or a device track's name -> spans
+    shift = in_us = None  # taken from the first event
+    for e in results.events():
+        name = e.name()
+        if name in _NOT_OPS or name.startswith("ProfilerStep#"):
+            continue
+        b, end = _event_ns(e)
+        if shift is None:
+            shift = _clock_shift(b)
+            in_us = not hasattr(e, "start_ns")
+        dev = e.device_type()
+        kind = getattr(dev, "name", str(dev)).lower()
+        key = e.start_thread_id() if kind == "cpu" else "%s:%d stream %d" % (
+            kind, e.device_index(), e.device_resource_id())
+        f = e.flops() if hasattr(e, "flops") else 0
+        groups.setdefault(key, []).append(
+            (name, 0, b - shift, end - shift, "flops" if f else None, f))
+    threads = [k for k in groups if not isinstance(k, str)]
+    main = min(threads, default=None,
+               key=lambda k: min(s[2] for s in groups[k]))
+    counts = {}
+    for key, spans in groups.items():
+        if in_us:
+            _fit_in_callers(spans)
+        track = key if isinstance(key, str) else MAIN_TRACK if key == main \
+            else "%s (thread %d)" % (MAIN_TRACK, key)
+        counts[track] = _mlprof.track_spans(track, spans)
+    return counts
+
+
+def _torch_action(schedule, step):
+    """torch.profiler's action for a step of an mlprof schedule: a window of
+    recorded steps is saved (imported) at its last step."""
+    A = torch.profiler.ProfilerAction
+    what = schedule(step)
+    if what == "record":
+        return A.RECORD_AND_SAVE if schedule(step + 1) != "record" \
+            else A.RECORD
+    return A.WARMUP if what == "warmup" else A.NONE
+
+
+def _import_window(torch_prof):
+    """on_trace_ready of backend="torch": an import that fails (spans past
+    the memory cap, which are counted as dropped) is a warning, never an
+    exception in the program's step()."""
+    try:
+        import_profile(torch_prof)
+    except Error as e:
+        warnings.warn("mlprof: torch.profiler's events were not all "
+                      "imported: %s" % e, RuntimeWarning)
+
+
+def _start_torch_profiler(prof):
+    """A started torch.profiler.profile for Profiler(backend="torch"): CPU
+    operators (and CUDA kernels when CUDA is available) with FLOPs, windows
+    following prof's schedule from its current step, each imported into the
+    session when it ends."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    opts = {"activities": acts, "with_flops": True}
+    opts.update(prof.torch_options)
+    if prof.schedule is not None:
+        first, sched = prof.step_num, prof.schedule
+        opts["schedule"] = lambda step: _torch_action(sched, first + step)
+    tp = torch.profiler.profile(on_trace_ready=_import_window, **opts)
+    tp.start()
+    return tp
 
 
 def _fmt_ns(ns):
