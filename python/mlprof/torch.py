@@ -51,20 +51,20 @@ _POOLS = (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
           nn.modules.pooling._AdaptiveMaxPoolNd)
 
 
-def _first_tensor(x):
+def _tensors(x):
+    """The tensors in a module's inputs or outputs, in order."""
     if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, (list, tuple)):
+        yield x
+    elif isinstance(x, (list, tuple)):
         for v in x:
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    if isinstance(x, dict):
+            yield from _tensors(v)
+    elif isinstance(x, dict):
         for v in x.values():
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    return None
+            yield from _tensors(v)
+
+
+def _first_tensor(x):
+    return next(_tensors(x), None)
 
 
 def matmul_flops(a_shape, b_shape):
@@ -148,11 +148,88 @@ def _mha_flops(m, inputs):
 class _ThreadState(threading.local):
     def __init__(self):
         self.stack = []      # (module, zone) of forward zones open
+        self.backward = []   # states of backward zones open (_backward_zone)
 
 
 def _is_leaf(m):
     return isinstance(m, nn.MultiheadAttention) or not any(
         True for _ in m.children())
+
+
+_MAX_BACKWARD_NODES = 512
+
+
+def _last_nodes(y, inputs):
+    """The autograd nodes a module's backward ends with: those its forward
+    made (reachable from its output) that no other of them feeds, the graph
+    of its inputs excluded. None when the walk leaves the module (over
+    _MAX_BACKWARD_NODES nodes: a tensor captured from outside)."""
+    outside = {x.grad_fn for x in _tensors(inputs) if x.grad_fn is not None}
+    inside, stack, last = set(), [y.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node in inside:
+            continue
+        inside.add(node)
+        if len(inside) > _MAX_BACKWARD_NODES:
+            return None
+        feeds = False
+        for nxt, _ in node.next_functions:
+            if nxt is None or nxt in outside or \
+                    type(nxt).__name__ == "AccumulateGrad":
+                continue
+            feeds = True
+            stack.append(nxt)
+        if not feeds:
+            last.append(node)
+    return last
+
+
+def _backward_zone(zb, y, inputs, flops, count, st):
+    """A zone around a module's backward: from when the gradient of its
+    output is ready (a hook on the output, put before the hooks of the
+    modules inside so that zones nest) to when the last of its nodes ran.
+    st.backward holds the zones open on the thread."""
+    last = _last_nodes(y, inputs)
+    if not last:
+        return
+    # The hooks must not refer to the nodes: a node's hooks would then be a
+    # cycle through it that Python's collector clears, hooks and all.
+    ends = len(last)
+    state = [ends, False]  # ends still to come, zone open
+
+    def begin(grad):
+        # A hook on a tensor changed in place later (ReLU(inplace=True))
+        # runs where the tensor was made: after the module's nodes. No
+        # zone then, rather than one that would close another's.
+        if state[0] == ends:
+            state[1] = True
+            st.backward.append(state)
+            zb.__enter__()
+            if flops:
+                count("flops", flops)
+
+    def end(grad_inputs, grad_outputs):
+        state[0] -= 1
+        if state[0] == 0 and state[1]:
+            state[1] = False
+            if st.backward and st.backward[-1] is state:
+                st.backward.pop()
+            zb.__exit__(None, None, None)
+
+    h = y.register_hook(begin)
+    # Hooks run in the order of the dict under the tensor's (CPython's own
+    # order, not OrderedDict's): the enclosing module's, registered last,
+    # must run first.
+    hooks = y._backward_hooks
+    mine = hooks.pop(h.id)
+    rest = list(hooks.items())
+    hooks.clear()
+    hooks[h.id] = mine
+    hooks.update(rest)
+    for node in last:
+        node.register_hook(end)
+
 
 
 class ModelProfile:
@@ -199,11 +276,15 @@ class ModelProfile:
 
         def pre(module, inputs):
             stack = st.stack
-            if is_root and stack:
+            if is_root and (stack or st.backward):
                 # Left open by an exception in an earlier forward (this
-                # profile's modules all run inside the root's forward).
+                # profile's modules all run inside the root's forward), or
+                # by a backward through part of the graph (autograd.grad).
                 while stack:
                     stack.pop()[1].__exit__(None, None, None)
+                while st.backward:  # zone_end closes the innermost
+                    st.backward.pop()[1] = False
+                    zb.__exit__(None, None, None)
             zf.__enter__()
             stack.append((module, zf))
 
@@ -226,25 +307,16 @@ class ModelProfile:
                 z.__exit__(None, None, None)
                 if mod is module:
                     break
-            if backward and leaf and torch.is_grad_enabled():
+            if backward and torch.is_grad_enabled():
                 y = _first_tensor(output)
-                if y is not None and y.requires_grad and y.grad_fn is not None:
-                    bf = 2 * mp.flops.get(label, 0) if flops else 0
-                    node = y.grad_fn
-
-                    def bwd_begin(grad):
-                        zb.__enter__()
-                        if bf:
-                            count("flops", bf)
-
-                    def bwd_end(grad_inputs, grad_outputs):
-                        zb.__exit__(None, None, None)
-
-                    # The tensor hook runs just before the node that
-                    # computes this module's backward, the node's own hook
-                    # just after: the pair brackets the module's backward.
-                    y.register_hook(bwd_begin)
-                    node.register_hook(bwd_end)
+                # A module that changed its input in place (ReLU(inplace=
+                # True)) returns it: a hook on it would run where the
+                # tensor was made, before the module's backward, not after.
+                if y is not None and y.requires_grad and \
+                        y.grad_fn is not None and \
+                        not any(x is y for x in _tensors(inputs)):
+                    bf = 2 * mp.flops.get(label, 0) if flops and leaf else 0
+                    _backward_zone(zb, y, inputs, bf, count, st)
 
         self.handles.append(m.register_forward_pre_hook(pre))
         self.handles.append(m.register_forward_hook(post))

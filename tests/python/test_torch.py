@@ -58,10 +58,18 @@ def test_a_zone_for_every_leaf_forward_and_backward(trained):
     for leaf in LEAVES:
         assert z[leaf + ":forward"]["count"] == 8, leaf
         assert z[leaf + ":forward"]["category"] == "forward"
+        if leaf == "features.2":
+            # ReLU(inplace=True) returns its input: its backward is inside
+            # the zone of features.1 (test_torch_backward.py).
+            assert leaf + ":backward" not in z
+            continue
         assert z[leaf + ":backward"]["count"] == 8, leaf
         assert z[leaf + ":backward"]["category"] == "backward"
-    assert z["SmallCNN:forward"]["count"] == 8
-    assert z["features:forward"]["count"] == 8
+    for module in ("SmallCNN", "features", "head"):
+        assert z[module + ":forward"]["count"] == 8
+        assert z[module + ":backward"]["count"] == 8
+    assert z["SmallCNN:backward"]["total_ns"] <= \
+        z["train_backward"]["total_ns"]
     # forward zones nest inside the model's forward, inside train_forward
     assert z["SmallCNN:forward"]["total_ns"] <= z["train_forward"]["total_ns"]
     assert _mlprof.open_depth() == 0
