@@ -149,15 +149,7 @@ class Profiler(_mlprof.ProfilerBase):
         """Starts recording (or joins the running session). Returns self."""
         if self.running:
             return self
-        sample_ms = 0  # the library's default
-        if self.sample_interval is not None:
-            sample_ms = max(1, round(self.sample_interval * 1000)) \
-                if self.sample_interval > 0 else -1
-        started = _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
-                               memory_cap=self.memory_cap or 0,
-                               enabled=self.enabled, sample_ms=sample_ms,
-                               gpu=self.gpu is not False)
-        self.joined = not started
+        self.joined = not self._init_session()
         self._was_enabled = _mlprof.is_enabled()
         self.path = _mlprof.output_path()
         if self.output is not None and (self.output.endswith("/") or
@@ -173,6 +165,18 @@ class Profiler(_mlprof.ProfilerBase):
             self.stop()
             raise
         return self
+
+    def _init_session(self):
+        """Starts the library's session with this Profiler's settings;
+        False when one was running already."""
+        sample_ms = 0  # the library's default
+        if self.sample_interval is not None:
+            sample_ms = max(1, round(self.sample_interval * 1000)) \
+                if self.sample_interval > 0 else -1
+        return _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
+                            memory_cap=self.memory_cap or 0,
+                            enabled=self.enabled, sample_ms=sample_ms,
+                            gpu=self.gpu is not False)
 
     def _start_torch(self):
         if self.backend == "torch":
@@ -332,8 +336,7 @@ class Profiler(_mlprof.ProfilerBase):
                         "start (mlprof run); its profile belongs to the run")
         self._stop_torch()
         _mlprof.shutdown()
-        _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
-                     memory_cap=self.memory_cap or 0, enabled=self.enabled)
+        self._init_session()
         self.path = _mlprof.output_path()
         self._apply_enabled()
         self._start_torch()

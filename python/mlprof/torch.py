@@ -157,6 +157,9 @@ def _is_leaf(m):
 
 
 _MAX_BACKWARD_NODES = 512
+# The node that stores a parameter's gradient: the graph outside a module.
+_ACCUMULATE_GRAD = type((torch.zeros(1, requires_grad=True) * 1)
+                        .grad_fn.next_functions[0][0])
 
 
 def _last_nodes(y, inputs):
@@ -175,11 +178,11 @@ def _last_nodes(y, inputs):
             return None
         feeds = False
         for nxt, _ in node.next_functions:
-            if nxt is None or nxt in outside or \
-                    type(nxt).__name__ == "AccumulateGrad":
+            if nxt is None or nxt in outside or type(nxt) is _ACCUMULATE_GRAD:
                 continue
             feeds = True
-            stack.append(nxt)
+            if nxt not in inside:
+                stack.append(nxt)
         if not feeds:
             last.append(node)
     return last
@@ -222,11 +225,12 @@ def _backward_zone(zb, y, inputs, flops, count, st):
     # order, not OrderedDict's): the enclosing module's, registered last,
     # must run first.
     hooks = y._backward_hooks
-    mine = hooks.pop(h.id)
-    rest = list(hooks.items())
-    hooks.clear()
-    hooks[h.id] = mine
-    hooks.update(rest)
+    if len(hooks) > 1:
+        mine = hooks.pop(h.id)
+        rest = list(hooks.items())
+        hooks.clear()
+        hooks[h.id] = mine
+        hooks.update(rest)
     for node in last:
         node.register_hook(end)
 
