@@ -172,7 +172,8 @@ typedef struct mlprof_span {
 
 /* Records n spans on the track named `track` (made on first use, at most
  * 256 per session). Nesting follows from the times: a span within another's
- * interval is inside it, so give whole trees (an operator with everything it
+ * interval is inside it (of two with the same times, the one given first
+ * encloses the other), so give whole trees (an operator with everything it
  * called) in one call. Times before the session's start count as its start.
  * Not for hot paths: it takes a lock, and rather than go past the memory cap
  * it waits for the writer to write what is queued. Returns 0, or

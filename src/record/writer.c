@@ -551,24 +551,29 @@ static void emit_thread_names(mlprof__writer *w) {
 
 /* ---- tracks: spans measured elsewhere ----------------------------------- */
 
+/* Before nest() sets depths, depth holds the span's place in the call. */
 static int by_begin(const void *a, const void *b) {
   const ext_span *x = a, *y = b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-  return x->end > y->end ? -1 : x->end < y->end; /* enclosing one first */
+  if (x->end != y->end) return x->end > y->end ? -1 : 1; /* enclosing first */
+  return x->depth < y->depth ? -1 : x->depth > y->depth; /* as given */
 }
 
 static int by_end(const void *a, const void *b) {
   const ext_span *x = a, *y = b;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
-  return x->depth > y->depth ? -1 : x->depth < y->depth; /* children first */
+  if (x->depth != y->depth) return x->depth > y->depth ? -1 : 1; /* children first */
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
 /* Works out each span's depth from the times (a span that does not fit in
- * the one open before it closes that one), then puts the spans in the
- * order the format wants: by end, children before their parent. */
+ * the one open before it closes that one; of two with the same times, the
+ * one given first encloses the other), then puts the spans in the order
+ * the format wants: by end, children before their parent. */
 static int nest(ext_span *s, size_t n) {
   uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
   if (!ends) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) s[i].depth = (uint32_t)i;
   qsort(s, n, sizeof *s, by_begin);
   size_t top = 0;
   for (size_t i = 0; i < n; i++) {

@@ -543,6 +543,29 @@ static void track_spans_nest_by_time(void) {
   CHECK_EQ(r.s[k].depth, 0);
 }
 
+/* Two spans with the same times: the one given first encloses the other,
+ * whatever qsort does with ties. */
+static void track_spans_ties_keep_given_order(void) {
+  CHECK_EQ(start("tracktie.mlprof", 0), 0);
+  uint64_t m = mono_now();
+  const mlprof_site *outer = mlprof_site_intern("outer", MLPROF_CAT_NONE);
+  const mlprof_site *inner = mlprof_site_intern("inner", MLPROF_CAT_NONE);
+  mlprof_span a[] = {{outer, m + 100, m + 200, NULL, 0},
+                     {inner, m + 100, m + 200, NULL, 0}};
+  mlprof_span b[] = {{inner, m + 300, m + 400, NULL, 0},
+                     {outer, m + 300, m + 400, NULL, 0}};
+  CHECK_EQ(mlprof_track_spans("a", a, 2), 0);
+  CHECK_EQ(mlprof_track_spans("b", b, 2), 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  track_rb r;
+  CHECK_EQ(track_read(temp_path("tracktie.mlprof"), &r), 0);
+  CHECK_EQ(r.n, 4);
+  for (int i = 0; i < 4; i++) {
+    const char *first = r.s[i].tid == r.track_tid[0] ? "outer" : "inner";
+    CHECK_EQ(r.s[i].depth, strcmp(r.names[r.s[i].name], first) == 0 ? 0 : 1);
+  }
+}
+
 static void track_spans_bad_calls(void) {
   const mlprof_site *site = mlprof_site_intern("op", MLPROF_CAT_NONE);
   mlprof_span ok = {site, 10, 20, NULL, 0};
@@ -639,6 +662,7 @@ const mlprof_test mlprof_tests_record[] = {
     {"eight_threads_all_accounted", eight_threads_all_accounted},
     {"memory_cap_drops_are_counted", memory_cap_drops_are_counted},
     {"track_spans_nest_by_time", track_spans_nest_by_time},
+    {"track_spans_ties_keep_given_order", track_spans_ties_keep_given_order},
     {"track_spans_bad_calls", track_spans_bad_calls},
     {"track_spans_beyond_cap_all_kept", track_spans_beyond_cap_all_kept},
     {"track_spans_from_threads", track_spans_from_threads},
