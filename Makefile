@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python browser-test
+.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python browser-test format format-check
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -73,6 +73,14 @@ tsan:
 
 fuzz:
 	sh fuzz/run.sh 60
+
+# C sources in the style of .clang-format (the generated html_assets.h aside).
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' | grep -v html_assets.h)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check: deps
+	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

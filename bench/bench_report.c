@@ -25,9 +25,9 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static const char *const layer[] = {"data", "forward", "attention", "mlp",
-                                    "norm", "backward", "allreduce", "optimizer",
-                                    "zero_grad"};
+static const char *const layer[] = {"data",      "forward",   "attention",
+                                    "mlp",       "norm",      "backward",
+                                    "allreduce", "optimizer", "zero_grad"};
 
 static void *record(void *arg) {
   long steps = *(long *)arg;
@@ -132,37 +132,43 @@ int main(int argc, char **argv) {
   printf("profile: %llu spans, %.1f MB, %.2f bytes/span, recorded in %.2f s\n",
          (unsigned long long)n, st.st_size / 1e6,
          (double)st.st_size / (double)n, rec);
-  printf("baseline: decoding pass of the reader %.2f s (%.1f M spans/s)\n", decode,
-         (double)n / decode / 1e6);
+  printf("baseline: decoding pass of the reader %.2f s (%.1f M spans/s)\n",
+         decode, (double)n / decode / 1e6);
 
   long rss;
-  char *rargv[] = {argv[1], "report", path, "--format", "json", "--top", "0", NULL};
+  char *rargv[] = {argv[1], "report", path, "--format",
+                   "json",  "--top",  "0",  NULL};
   double t = run(rargv, &rss);
-  printf("%-26s %6.2f s (budget <= 10 s), peak memory %.0f MB = %.2fx the file "
-         "(budget <= 3x); %.1fx the decoding pass\n",
-         "mlprof report", t, rss / 1024.0, rss * 1024.0 / (double)st.st_size, t / decode);
+  printf(
+      "%-26s %6.2f s (budget <= 10 s), peak memory %.0f MB = %.2fx the file "
+      "(budget <= 3x); %.1fx the decoding pass\n",
+      "mlprof report", t, rss / 1024.0, rss * 1024.0 / (double)st.st_size,
+      t / decode);
   char *sargv[] = {argv[1], "trace", path, "-o", "-", NULL};
   t = run(sargv, &rss);
-  printf("%-26s %6.2f s = %.1f M events/s (budget >= 5), peak memory %.0f MB; "
-         "decoding pass %.1f M spans/s\n",
-         "mlprof trace, to /dev/null", t, (double)n / t / 1e6, rss / 1024.0,
-         (double)n / decode / 1e6);
+  printf(
+      "%-26s %6.2f s = %.1f M events/s (budget >= 5), peak memory %.0f MB; "
+      "decoding pass %.1f M spans/s\n",
+      "mlprof trace, to /dev/null", t, (double)n / t / 1e6, rss / 1024.0,
+      (double)n / decode / 1e6);
   char *targv[] = {argv[1], "trace", path, "-o", trace, NULL};
   t = run(targv, &rss);
   stat(trace, &st);
   double disk = disk_write(dir, st.st_size);
-  printf("%-26s %6.2f s = %.1f M events/s, %.0f MB of JSON; baseline: writing as "
-         "many bytes to that disk %.2f s (%.0f MB/s)\n",
-         "mlprof trace, to a file", t, (double)n / t / 1e6, st.st_size / 1e6, disk,
-         st.st_size / 1e6 / disk);
+  printf(
+      "%-26s %6.2f s = %.1f M events/s, %.0f MB of JSON; baseline: writing as "
+      "many bytes to that disk %.2f s (%.0f MB/s)\n",
+      "mlprof trace, to a file", t, (double)n / t / 1e6, st.st_size / 1e6, disk,
+      st.st_size / 1e6 / disk);
   unlink(trace);
   char html[256];
   snprintf(html, sizeof html, "%s/report.html", dir);
   char *hargv[] = {argv[1], "html", path, "-o", html, NULL};
   t = run(hargv, &rss);
   stat(html, &st);
-  printf("%-26s %6.2f s, %.2f MB of HTML (budget <= 5 MB), peak memory %.0f MB\n",
-         "mlprof html", t, st.st_size / 1e6, rss / 1024.0);
+  printf(
+      "%-26s %6.2f s, %.2f MB of HTML (budget <= 5 MB), peak memory %.0f MB\n",
+      "mlprof html", t, st.st_size / 1e6, rss / 1024.0);
   unlink(html);
   unlink(path);
   rmdir(dir);

@@ -108,16 +108,23 @@ int main(int argc, char **argv) {
   mlprof__read_file(path, &v, &rep, NULL, 0);
   unlink(path);
 
-  printf("workload: %.3f s unsampled (baseline), %.3f s sampled at 10 Hz (%+.2f%%)\n",
-         base, sampled, (sampled / base - 1) * 100);
-  printf("sampler thread, steady state: %.2f ms of CPU in %.2f s = %.3f%% of one core "
-         "(budget <= 0.5%%)\n",
-         (cpu - cpu1) / 1e6, t2 - t1, (cpu - cpu1) / ((t2 - t1) * 1e9) * 100);
-  printf("sampler thread, whole run with start-up (opening sources): %.2f ms in "
-         "%.2f s = %.3f%%\n",
-         cpu / 1e6, wall, cpu / (wall * 1e9) * 100);
-  printf("schedule: %d ticks, error from t0 + k x 100 ms: mean %.3f ms, max %.3f ms "
-         "(budget 5 ms)\n",
-         s.n, s.n ? s.sum_err / s.n / 1e6 : 0, s.max_err / 1e6);
+  printf(
+      "workload: %.3f s unsampled (baseline), %.3f s sampled at 10 Hz "
+      "(%+.2f%%)\n",
+      base, sampled, (sampled / base - 1) * 100);
+  printf(
+      "sampler thread, steady state: %.2f ms of CPU in %.2f s = %.3f%% of one "
+      "core "
+      "(budget <= 0.5%%)\n",
+      (cpu - cpu1) / 1e6, t2 - t1, (cpu - cpu1) / ((t2 - t1) * 1e9) * 100);
+  printf(
+      "sampler thread, whole run with start-up (opening sources): %.2f ms in "
+      "%.2f s = %.3f%%\n",
+      cpu / 1e6, wall, cpu / (wall * 1e9) * 100);
+  printf(
+      "schedule: %d ticks, error from t0 + k x 100 ms: mean %.3f ms, max %.3f "
+      "ms "
+      "(budget 5 ms)\n",
+      s.n, s.n ? s.sum_err / s.n / 1e6 : 0, s.max_err / 1e6);
   return 0;
 }

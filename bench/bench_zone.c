@@ -81,7 +81,8 @@ static void *spin_zones(void *arg) {
 static double throughput(int threads, long per_thread) {
   pthread_t th[8];
   double t0 = now_s();
-  for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, spin_zones, &per_thread);
+  for (int i = 0; i < threads; i++)
+    pthread_create(&th[i], NULL, spin_zones, &per_thread);
   for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
   mlprof_flush();
   return (double)threads * (double)per_thread / (now_s() - t0);
@@ -121,26 +122,34 @@ int main(int argc, char **argv) {
   const int m = REPS / 2;
   printf("clock: %s; figures: best of %d runs (median)\n",
          mlprof__use_tsc ? "tsc" : "clock_gettime", REPS);
-  printf("%-32s %6.2f ns (%6.2f)  baseline: two raw clock reads %.2f ns (%.2f) -> x%.2f; "
-         "two clock_gettime %.2f ns; budget <= 25 ns and <= x1.5\n",
-         "zone begin+end, enabled", on[0] - empty[0], on[m] - empty[m], raw[0], raw[m],
-         (on[0] - empty[0]) / raw[0], cgt[0]);
-  printf("%-32s %6.2f ns (%6.2f)  baseline: empty loop body, subtracted; budget <= 3 ns\n",
-         "zone, disabled at run time", off[0] - empty[0], off[m] - empty[m]);
+  printf(
+      "%-32s %6.2f ns (%6.2f)  baseline: two raw clock reads %.2f ns (%.2f) -> "
+      "x%.2f; "
+      "two clock_gettime %.2f ns; budget <= 25 ns and <= x1.5\n",
+      "zone begin+end, enabled", on[0] - empty[0], on[m] - empty[m], raw[0],
+      raw[m], (on[0] - empty[0]) / raw[0], cgt[0]);
+  printf(
+      "%-32s %6.2f ns (%6.2f)  baseline: empty loop body, subtracted; budget "
+      "<= 3 ns\n",
+      "zone, disabled at run time", off[0] - empty[0], off[m] - empty[m]);
   printf("%-32s %6.2f ns (%6.2f)  baseline: empty loop %.2f ns (%.2f)\n",
          "zone, compiled out", out[0], out[m], empty[0], empty[m]);
 
   long per = n * 2;
   double t1 = throughput(1, per), t2 = throughput(2, per);
-  printf("%-32s %6.1f M spans/s (1 thread), %.1f M spans/s (2 threads), writer included\n",
-         "recording throughput", t1 / 1e6, t2 / 1e6);
+  printf(
+      "%-32s %6.1f M spans/s (1 thread), %.1f M spans/s (2 threads), writer "
+      "included\n",
+      "recording throughput", t1 / 1e6, t2 / 1e6);
   uint64_t dropped = mlprof_dropped();
   mlprof_shutdown();
   struct stat st;
   stat(path, &st);
-  double spans = (double)REPS * 2.0 * (double)n + 3.0 * (double)per - (double)dropped;
+  double spans =
+      (double)REPS * 2.0 * (double)n + 3.0 * (double)per - (double)dropped;
   printf("%-32s %6.2f bytes (file %.1f MB for %.0f spans; budget <= 16)\n",
-         "bytes per span on disk", (double)st.st_size / spans, st.st_size / 1e6, spans);
+         "bytes per span on disk", (double)st.st_size / spans, st.st_size / 1e6,
+         spans);
   printf("%-32s %6llu\n", "events dropped", (unsigned long long)dropped);
   unlink(path);
   return 0;

@@ -14,6 +14,7 @@ double mlprof_bench_compiled_out(long n) {
     sink++;
   }
   clock_gettime(CLOCK_MONOTONIC, &b);
-  return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
+  return ((double)(b.tv_sec - a.tv_sec) * 1e9 +
+          (double)(b.tv_nsec - a.tv_nsec)) /
          (double)n;
 }

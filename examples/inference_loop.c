@@ -33,7 +33,8 @@ static void load_weights(void) {
   for (int l = 0; l < LAYERS; l++)
     for (int i = 0; i < DIM; i++)
       for (int j = 0; j < DIM; j++)
-        weights.w[l][i][j] = ((float)(rand_r(&seed) % 2001) - 1000.0f) / 40000.0f;
+        weights.w[l][i][j] =
+            ((float)(rand_r(&seed) % 2001) - 1000.0f) / 40000.0f;
 }
 
 static int decode_token(float *state) {
@@ -72,7 +73,8 @@ static void *worker(void *arg) {
     int prompt = 16 + r % 17, answer = 24 + (r * 7) % 40;
     {
       MLPROF_ZONE_CAT("prefill", MLPROF_CAT_FORWARD);
-      for (int i = 0; i < DIM; i++) state[i] = (float)((i * 31 + r) % 17) / 17.0f;
+      for (int i = 0; i < DIM; i++)
+        state[i] = (float)((i * 31 + r) % 17) / 17.0f;
       for (int t = 0; t < prompt; t++) decode_token(state);
       mlprof_count("prompt_tokens", (uint64_t)prompt);
     }
@@ -96,7 +98,8 @@ int main(int argc, char **argv) {
   mlprof_meta("layers", "4");
   load_weights();
   pthread_t th[2];
-  work wk[2] = {{0, 0, requests / 2}, {1, requests / 2, requests - requests / 2}};
+  work wk[2] = {{0, 0, requests / 2},
+                {1, requests / 2, requests - requests / 2}};
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, worker, &wk[i]);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   printf("served %d requests\n", requests);

@@ -37,22 +37,25 @@ extern "C" {
 #endif
 
 /* Error codes: every function returning int returns 0 or one of these. */
-#define MLPROF_ERRNO_MAP(X)                                            \
-  X(EINVAL, -1, "invalid argument")                                    \
-  X(ENOMEM, -2, "out of memory")                                       \
-  X(EIO, -3, "cannot write the profile file")                          \
-  X(EALREADY, -4, "a session is already running")                      \
-  X(ENOTSTARTED, -5, "no session is running")                          \
-  X(EFORMAT, -6, "not an mlprof profile or unsupported version")       \
-  X(ECORRUPT, -7, "the profile is damaged")                            \
+#define MLPROF_ERRNO_MAP(X)                                      \
+  X(EINVAL, -1, "invalid argument")                              \
+  X(ENOMEM, -2, "out of memory")                                 \
+  X(EIO, -3, "cannot write the profile file")                    \
+  X(EALREADY, -4, "a session is already running")                \
+  X(ENOTSTARTED, -5, "no session is running")                    \
+  X(EFORMAT, -6, "not an mlprof profile or unsupported version") \
+  X(ECORRUPT, -7, "the profile is damaged")                      \
   X(ETHREAD, -8, "cannot start the writer thread")
 
+/* The enumerators come from the macro, which clang-format cannot see. */
+/* clang-format off */
 typedef enum {
 #define MLPROF__ERR_ENUM(name, code, text) MLPROF_##name = code,
   MLPROF_ERRNO_MAP(MLPROF__ERR_ENUM)
 #undef MLPROF__ERR_ENUM
   MLPROF__ERR_LAST = -9
 } mlprof_errno;
+/* clang-format on */
 
 /* Zone categories: used by the analysis to split a step into its parts. */
 typedef enum {
@@ -69,7 +72,8 @@ typedef enum {
 
 /* A call site. Instrumentation macros keep one in static storage and pass its
  * address, so a literal name costs nothing at run time. The library reads the
- * strings when it writes the profile; they must live until mlprof_shutdown(). */
+ * strings when it writes the profile; they must live until mlprof_shutdown().
+ */
 typedef struct mlprof_site {
   const char *name;
   const char *function; /* may be NULL */
@@ -114,7 +118,8 @@ MLPROF_EXPORT int mlprof_init(const mlprof_config *cfg);
  * mlprof_init() starts a new file. Also runs by itself at exit. */
 MLPROF_EXPORT int mlprof_shutdown(void);
 
-/* Appends what was recorded so far to the file and waits until it is written. */
+/* Appends what was recorded so far to the file and waits until it is written.
+ */
 MLPROF_EXPORT int mlprof_flush(void);
 
 /* Path of the current profile file, or NULL when no session runs. The string
@@ -140,7 +145,7 @@ MLPROF_EXPORT void mlprof_zone_end(void);
 /* For bindings that keep a handle per name: the site for (name, cat), made on
  * first use and valid until exit; NULL when name is NULL or memory is short. */
 MLPROF_EXPORT const mlprof_site *mlprof_site_intern(const char *name,
-                                                   mlprof_category cat);
+                                                    mlprof_category cat);
 
 /* Attaches key=value to the innermost open zone of this thread (at most 4 per
  * zone; more are dropped and counted). Both strings are copied. */
@@ -180,8 +185,8 @@ typedef struct mlprof_span {
  * MLPROF_ENOTSTARTED, MLPROF_EINVAL (no track name, a span without a site
  * or ending before it begins; nothing recorded) or MLPROF_ENOMEM (spans past
  * the cap were dropped and counted). */
-MLPROF_EXPORT int mlprof_track_spans(const char *track, const mlprof_span *spans,
-                                     size_t n);
+MLPROF_EXPORT int mlprof_track_spans(const char *track,
+                                     const mlprof_span *spans, size_t n);
 
 /* Events this process could not record because the memory cap was reached. */
 MLPROF_EXPORT uint64_t mlprof_dropped(void);
@@ -195,7 +200,7 @@ MLPROF_EXPORT const char *mlprof_version(void);
 
 #define MLPROF__CAT2(a, b) a##b
 #define MLPROF__CAT(a, b) MLPROF__CAT2(a, b)
-#define MLPROF__SITE(var, name, cat)                                       \
+#define MLPROF__SITE(var, name, cat) \
   static const mlprof_site var = {(name), __func__, __FILE__, __LINE__, (cat)}
 
 #if defined(MLPROF_DISABLE)
@@ -213,7 +218,8 @@ MLPROF_EXPORT const char *mlprof_version(void);
 #ifdef __cplusplus
 } /* extern "C" */
 struct mlprof__scope {
-  explicit mlprof__scope(const mlprof_site *s) : owed(mlprof_zone_begin_site(s)) {}
+  explicit mlprof__scope(const mlprof_site *s)
+      : owed(mlprof_zone_begin_site(s)) {}
   ~mlprof__scope() {
     if (owed) mlprof_zone_end();
   }
@@ -221,18 +227,18 @@ struct mlprof__scope {
   mlprof__scope(const mlprof__scope &) = delete;
   mlprof__scope &operator=(const mlprof__scope &) = delete;
 };
-#define MLPROF__SCOPED(name, cat, id)                                      \
-  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);                 \
+#define MLPROF__SCOPED(name, cat, id)                      \
+  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat); \
   mlprof__scope MLPROF__CAT(mlprof__scope_, id)(&MLPROF__CAT(mlprof__site_, id))
 extern "C" {
 #else
 static inline void mlprof__scope_end(const int *owed) {
   if (*owed) mlprof_zone_end();
 }
-#define MLPROF__SCOPED(name, cat, id)                                      \
-  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);                 \
-  const int MLPROF__CAT(mlprof__scope_, id)                                \
-      __attribute__((cleanup(mlprof__scope_end), unused)) =                \
+#define MLPROF__SCOPED(name, cat, id)                       \
+  MLPROF__SITE(MLPROF__CAT(mlprof__site_, id), name, cat);  \
+  const int MLPROF__CAT(mlprof__scope_, id)                 \
+      __attribute__((cleanup(mlprof__scope_end), unused)) = \
           mlprof_zone_begin_site(&MLPROF__CAT(mlprof__site_, id))
 #endif
 
@@ -240,10 +246,10 @@ static inline void mlprof__scope_end(const int *owed) {
 #define MLPROF_ZONE(name) MLPROF__SCOPED(name, MLPROF_CAT_NONE, __LINE__)
 #define MLPROF_ZONE_CAT(name, cat) MLPROF__SCOPED(name, cat, __LINE__)
 /* An explicit pair, for zones that do not follow a scope. */
-#define MLPROF_ZONE_BEGIN(name)                                            \
-  do {                                                                     \
-    MLPROF__SITE(mlprof__site_, name, MLPROF_CAT_NONE);                    \
-    (void)mlprof_zone_begin_site(&mlprof__site_);                          \
+#define MLPROF_ZONE_BEGIN(name)                         \
+  do {                                                  \
+    MLPROF__SITE(mlprof__site_, name, MLPROF_CAT_NONE); \
+    (void)mlprof_zone_begin_site(&mlprof__site_);       \
   } while (0)
 #define MLPROF_ZONE_END() mlprof_zone_end()
 #define MLPROF_COUNTER(name, value) mlprof_counter((name), (value))

@@ -2,7 +2,7 @@
 # Installs what the tests need from Debian's archive, once. Safe to rerun.
 set -e
 need=""
-for pkg in cmake gcc make pkg-config python3 python3-pytest clang libclang-rt-14-dev \
+for pkg in cmake gcc make pkg-config python3 python3-pytest clang clang-format libclang-rt-14-dev \
     python3-dev python3-pip python3-torch libmicrohttpd-dev chromium prometheus nodejs; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 done

@@ -51,29 +51,28 @@ const int mlprof__no_autostart = 1;
 #define MLPROF_SOURCE_ROOT ""
 #endif
 
-
 /* ---- the recording API in use: ours, or the global library's ------------ */
 
-#define MLPROF_API(X)                                                     \
-  X(void, config_init, (mlprof_config *))                                 \
-  X(int, init, (const mlprof_config *))                                   \
-  X(int, shutdown, (void))                                                \
-  X(int, flush, (void))                                                   \
-  X(const char *, output_path, (void))                                    \
-  X(void, set_enabled, (int))                                             \
-  X(int, is_enabled, (void))                                              \
-  X(int, zone_begin_site, (const mlprof_site *))                          \
-  X(void, zone_end, (void))                                               \
-  X(const mlprof_site *, site_intern, (const char *, mlprof_category))    \
-  X(void, zone_meta, (const char *, const char *))                        \
-  X(void, counter, (const char *, double))                                \
-  X(void, count, (const char *, uint64_t))                                \
-  X(void, step, (void))                                                   \
-  X(void, meta, (const char *, const char *))                             \
-  X(void, thread_name, (const char *))                                    \
-  X(int, track_spans, (const char *, const mlprof_span *, size_t))        \
-  X(uint64_t, dropped, (void))                                            \
-  X(const char *, strerror, (int))                                        \
+#define MLPROF_API(X)                                                  \
+  X(void, config_init, (mlprof_config *))                              \
+  X(int, init, (const mlprof_config *))                                \
+  X(int, shutdown, (void))                                             \
+  X(int, flush, (void))                                                \
+  X(const char *, output_path, (void))                                 \
+  X(void, set_enabled, (int))                                          \
+  X(int, is_enabled, (void))                                           \
+  X(int, zone_begin_site, (const mlprof_site *))                       \
+  X(void, zone_end, (void))                                            \
+  X(const mlprof_site *, site_intern, (const char *, mlprof_category)) \
+  X(void, zone_meta, (const char *, const char *))                     \
+  X(void, counter, (const char *, double))                             \
+  X(void, count, (const char *, uint64_t))                             \
+  X(void, step, (void))                                                \
+  X(void, meta, (const char *, const char *))                          \
+  X(void, thread_name, (const char *))                                 \
+  X(int, track_spans, (const char *, const mlprof_span *, size_t))     \
+  X(uint64_t, dropped, (void))                                         \
+  X(const char *, strerror, (int))                                     \
   X(const char *, version, (void))
 
 static struct {
@@ -99,9 +98,8 @@ static void api_setup(void) {
     return;
   void *fn[32];
   size_t i = 0;
-#define API_LOOKUP(ret, name, args)                    \
-  if (!(fn[i++] = dlsym(RTLD_DEFAULT, "mlprof_" #name))) \
-    return;
+#define API_LOOKUP(ret, name, args) \
+  if (!(fn[i++] = dlsym(RTLD_DEFAULT, "mlprof_" #name))) return;
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
   i = 0;
@@ -151,8 +149,8 @@ static PyObject *raise_mlprof(int rc, const char *what) {
 /* ---- categories ---------------------------------------------------------- */
 
 static const char *const cat_names[MLPROF_CAT_COUNT] = {
-    "none", "data", "forward", "backward", "optimizer", "communication", "io",
-    "user"};
+    "none",      "data",          "forward", "backward",
+    "optimizer", "communication", "io",      "user"};
 
 /* A category from None, an int or a name; -1 with an exception set. */
 static int parse_category(PyObject *o) {
@@ -197,8 +195,7 @@ static const mlprof_site *intern_name(PyObject *name, int cat) {
 /* ---- Zone: a cached context manager for one (name, category) ------------- */
 
 typedef struct {
-  PyObject_HEAD
-  const mlprof_site *site;
+  PyObject_HEAD const mlprof_site *site;
   PyObject *name;
   int category;
 } ZoneObject;
@@ -272,15 +269,15 @@ static PyGetSetDef Zone_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject ZoneType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mlprof._mlprof.Zone",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.Zone",
     .tp_basicsize = sizeof(ZoneObject),
     .tp_dealloc = (destructor)Zone_dealloc,
     .tp_repr = (reprfunc)Zone_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Zone(name, category=None): a reusable context manager that "
-              "records a zone\nper `with` block. Reentrant and usable from "
-              "any thread.",
+    .tp_doc =
+        "Zone(name, category=None): a reusable context manager that "
+        "records a zone\nper `with` block. Reentrant and usable from "
+        "any thread.",
     .tp_methods = Zone_methods,
     .tp_getset = Zone_getset,
     .tp_new = Zone_new,
@@ -289,8 +286,7 @@ static PyTypeObject ZoneType = {
 /* ---- MetaZone: a zone with key=value metadata (slower path) -------------- */
 
 typedef struct {
-  PyObject_HEAD
-  const mlprof_site *site;
+  PyObject_HEAD const mlprof_site *site;
   PyObject *name;
   PyObject *items; /* tuple of (bytes key, bytes value) */
 } MetaZoneObject;
@@ -313,7 +309,7 @@ static PyObject *MetaZone_enter(MetaZoneObject *z, PyObject *unused) {
     for (Py_ssize_t i = 0; i < n; i++) {
       PyObject *kv = PyTuple_GET_ITEM(z->items, i);
       api.zone_meta(PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 0)),
-                       PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 1)));
+                    PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 1)));
     }
   }
   Py_INCREF(z);
@@ -328,8 +324,7 @@ static PyMethodDef MetaZone_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject MetaZoneType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mlprof._mlprof.MetaZone",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.MetaZone",
     .tp_basicsize = sizeof(MetaZoneObject),
     .tp_dealloc = (destructor)MetaZone_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -355,13 +350,13 @@ static PyObject *meta_bytes(PyObject *o) {
 
 #define ZCACHE 64
 typedef struct {
-  PyObject_HEAD
-  PyObject *cache; /* dict: name -> Zone (category none); (name, cat) -> Zone */
+  PyObject_HEAD PyObject
+      *cache; /* dict: name -> Zone (category none); (name, cat) -> Zone */
   struct {
     PyObject *key; /* the str object last asked for (borrowed from zone) */
     PyObject *zone;
   } fast[ZCACHE];
-  PyObject *dict;     /* instance __dict__ for the Python subclass */
+  PyObject *dict; /* instance __dict__ for the Python subclass */
   PyObject *weakrefs;
 } ProfilerObject;
 
@@ -575,15 +570,15 @@ static PyMethodDef Profiler_methods[] = {
      METH_FASTCALL,
      "record_metric(name, value): a counter value, also attached to the "
      "innermost open zone."},
-    {"record_throughput", (PyCFunction)(void (*)(void))Profiler_record_throughput,
+    {"record_throughput",
+     (PyCFunction)(void (*)(void))Profiler_record_throughput,
      METH_VARARGS | METH_KEYWORDS,
      "record_throughput(n, unit='samples'): n units of work for the innermost "
      "open zone."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject ProfilerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mlprof._mlprof.ProfilerBase",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.ProfilerBase",
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_dealloc = (destructor)Profiler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -624,8 +619,7 @@ static PyMethodDef NoopZone_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject NoopZoneType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mlprof._mlprof.NoopZone",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.NoopZone",
     .tp_basicsize = sizeof(NoopObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A context manager written in C that does nothing (benchmarks).",
@@ -641,16 +635,17 @@ static PyObject *NoopProfiler_zone(PyObject *self, PyObject *const *args,
 
 static PyMethodDef NoopProfiler_methods[] = {
     {"zone", (PyCFunction)(void (*)(void))NoopProfiler_zone,
-     METH_FASTCALL | METH_KEYWORDS, "zone(name): a shared no-op context manager."},
+     METH_FASTCALL | METH_KEYWORDS,
+     "zone(name): a shared no-op context manager."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject NoopProfilerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mlprof._mlprof.NoopProfiler",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.NoopProfiler",
     .tp_basicsize = sizeof(NoopObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "NoopProfiler().zone(name): the benchmark's no-op baseline, "
-              "written in C.",
+    .tp_doc =
+        "NoopProfiler().zone(name): the benchmark's no-op baseline, "
+        "written in C.",
     .tp_methods = NoopProfiler_methods,
     .tp_new = PyType_GenericNew,
 };
@@ -686,10 +681,8 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   if (sample_ms) cfg.sample_interval_ms = sample_ms;
   cfg.no_gpu = !gpu;
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = api.init(&cfg);
-  Py_END_ALLOW_THREADS
-  Py_XDECREF(outb);
+  Py_BEGIN_ALLOW_THREADS rc = api.init(&cfg);
+  Py_END_ALLOW_THREADS Py_XDECREF(outb);
   if (rc == MLPROF_EALREADY) Py_RETURN_FALSE;
   if (rc != 0) {
     PyErr_Format(ErrorObject, "cannot start profiling to %s: %s (%s)",
@@ -702,18 +695,14 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
 
 static PyObject *mod_shutdown(PyObject *m, PyObject *unused) {
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = api.shutdown();
-  Py_END_ALLOW_THREADS
-  return PyBool_FromLong(rc == 0);
+  Py_BEGIN_ALLOW_THREADS rc = api.shutdown();
+  Py_END_ALLOW_THREADS return PyBool_FromLong(rc == 0);
 }
 
 static PyObject *mod_flush(PyObject *m, PyObject *unused) {
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = api.flush();
-  Py_END_ALLOW_THREADS
-  if (rc == MLPROF_ENOTSTARTED) Py_RETURN_FALSE;
+  Py_BEGIN_ALLOW_THREADS rc = api.flush();
+  Py_END_ALLOW_THREADS if (rc == MLPROF_ENOTSTARTED) Py_RETURN_FALSE;
   if (rc != 0) return raise_mlprof(rc, "flush");
   Py_RETURN_TRUE;
 }
@@ -813,7 +802,8 @@ static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s) {
   if (k != 4 && k != 6) {
     PyErr_Format(PyExc_TypeError,
                  "span %zd: want a tuple (name, category, begin_ns, end_ns"
-                 "[, unit, units])", i);
+                 "[, unit, units])",
+                 i);
     return -1;
   }
   int cat = parse_category(PyTuple_GET_ITEM(t, 1));
@@ -855,8 +845,7 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   for (size_t i = 0; i < n && !bad; i++)
     bad = parse_span(PyTuple_GET_ITEM(items, i), (Py_ssize_t)i, &s[i]) < 0;
   if (!bad) {
-    Py_BEGIN_ALLOW_THREADS
-    qsort(s, n, sizeof *s, span_by_begin);
+    Py_BEGIN_ALLOW_THREADS qsort(s, n, sizeof *s, span_by_begin);
     size_t start = 0;
     uint64_t open_end = 0; /* the latest end of the spans before i */
     for (size_t i = 0; i <= n && !rc; i++) {
@@ -971,10 +960,8 @@ static PyObject *mod_profiles(PyObject *m, PyObject *arg) {
   mlprof__job job;
   char err[512];
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = mlprof__job_open(&job, paths, n, err, sizeof err);
-  Py_END_ALLOW_THREADS
-  free(paths);
+  Py_BEGIN_ALLOW_THREADS rc = mlprof__job_open(&job, paths, n, err, sizeof err);
+  Py_END_ALLOW_THREADS free(paths);
   Py_DECREF(holder);
   if (rc) {
     PyErr_SetString(ErrorObject, err);
@@ -983,12 +970,12 @@ static PyObject *mod_profiles(PyObject *m, PyObject *arg) {
   PyObject *list = PyList_New(0);
   for (size_t i = 0; list && i < job.count; i++) {
     mlprof__job_profile *p = &job.profiles[i];
-    PyObject *d = dict_of(
-        9, "path", PyUnicode_DecodeFSDefault(p->path), "pid", U64(p->pid),
-        "ppid", U64(p->ppid), "parent", PyLong_FromLong(p->parent),
-        "start_mono_ns", U64(p->start_mono_ns), "start_wall_ns",
-        U64(p->start_wall_ns), "offset_ns", U64(p->offset_ns), "cmdline",
-        str_z(p->cmdline), "exe", str_z(p->exe));
+    PyObject *d = dict_of(9, "path", PyUnicode_DecodeFSDefault(p->path), "pid",
+                          U64(p->pid), "ppid", U64(p->ppid), "parent",
+                          PyLong_FromLong(p->parent), "start_mono_ns",
+                          U64(p->start_mono_ns), "start_wall_ns",
+                          U64(p->start_wall_ns), "offset_ns", U64(p->offset_ns),
+                          "cmdline", str_z(p->cmdline), "exe", str_z(p->exe));
     if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
     Py_XDECREF(d);
   }
@@ -1002,8 +989,8 @@ static PyObject *units_dict(const mlprof__report *r,
   for (size_t u = 0; d && u < z->nunits; u++) {
     const mlprof__unit_stats *us = &r->units[z->units[u].unit];
     PyObject *k = str_n(us->name, us->name_len);
-    PyObject *v = dict_of(2, "n", U64(z->units[u].n), "per_s",
-                          F64(z->units[u].per_s));
+    PyObject *v =
+        dict_of(2, "n", U64(z->units[u].n), "per_s", F64(z->units[u].per_s));
     if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
     Py_XDECREF(k);
     Py_XDECREF(v);
@@ -1052,7 +1039,8 @@ static PyObject *report_dict(const mlprof__report *r) {
     PyObject *d = dict_of(
         15, "path", PyUnicode_DecodeFSDefault(p->path ? p->path : ""), "pid",
         U64(p->pid), "ppid", U64(p->ppid), "parent",
-        p->parent >= 0 ? U64(r->procs[p->parent].pid) : (Py_INCREF(Py_None), Py_None),
+        p->parent >= 0 ? U64(r->procs[p->parent].pid)
+                       : (Py_INCREF(Py_None), Py_None),
         "exe", str_z(p->exe), "cmdline", str_z(p->cmdline), "hostname",
         str_z(p->hostname), "rank", I64(p->rank), "offset_ns",
         U64(p->offset_ns), "wall_ns", U64(p->wall_ns), "spans", U64(p->spans),
@@ -1063,21 +1051,21 @@ static PyObject *report_dict(const mlprof__report *r) {
   }
   for (size_t i = 0; ok && i < r->nthreads; i++) {
     const mlprof__thread_stats *t = &r->threads[i];
-    PyObject *d = dict_of(
-        9, "pid", U64(t->pid), "tid", U64(t->tid), "name",
-        str_n(t->name, t->name_len), "spans", U64(t->spans), "busy_ns",
-        U64(t->busy_ns), "dropped", U64(t->dropped), "steps", U64(t->steps),
-        "step_mean_ns", U64(t->step_mean_ns), "step_p50_ns",
-        U64(t->step_p50_ns));
+    PyObject *d =
+        dict_of(9, "pid", U64(t->pid), "tid", U64(t->tid), "name",
+                str_n(t->name, t->name_len), "spans", U64(t->spans), "busy_ns",
+                U64(t->busy_ns), "dropped", U64(t->dropped), "steps",
+                U64(t->steps), "step_mean_ns", U64(t->step_mean_ns),
+                "step_p50_ns", U64(t->step_p50_ns));
     if (!d || PyList_Append(threads, d) < 0) ok = 0;
     Py_XDECREF(d);
   }
   for (size_t i = 0; ok && i < r->ncounters; i++) {
     const mlprof__counter_stats *c = &r->counters[i];
     PyObject *k = str_n(c->name, c->name_len);
-    PyObject *d = dict_of(5, "count", U64(c->count), "min", F64(c->min),
-                          "max", F64(c->max), "mean", F64(c->mean), "last",
-                          F64(c->last));
+    PyObject *d =
+        dict_of(5, "count", U64(c->count), "min", F64(c->min), "max",
+                F64(c->max), "mean", F64(c->mean), "last", F64(c->last));
     if (!k || !d || PyDict_SetItem(counters, k, d) < 0) ok = 0;
     Py_XDECREF(k);
     Py_XDECREF(d);
@@ -1085,8 +1073,8 @@ static PyObject *report_dict(const mlprof__report *r) {
   for (size_t i = 0; ok && i < r->nunits; i++) {
     const mlprof__unit_stats *u = &r->units[i];
     PyObject *k = str_n(u->name, u->name_len);
-    PyObject *d = dict_of(3, "total", U64(u->total), "outside",
-                          U64(u->outside), "per_s", F64(u->per_s));
+    PyObject *d = dict_of(3, "total", U64(u->total), "outside", U64(u->outside),
+                          "per_s", F64(u->per_s));
     if (!k || !d || PyDict_SetItem(units, k, d) < 0) ok = 0;
     Py_XDECREF(k);
     Py_XDECREF(d);
@@ -1116,9 +1104,9 @@ static PyObject *report_dict(const mlprof__report *r) {
     return NULL;
   }
   return dict_of(11, "wall_ns", U64(r->wall_ns), "spans", U64(r->spans),
-                 "dropped", U64(r->dropped), "zones", zones, "processes",
-                 procs, "threads", threads, "counters", counters, "units",
-                 units, "open_zones", open, "warnings", warnings, "schema",
+                 "dropped", U64(r->dropped), "zones", zones, "processes", procs,
+                 "threads", threads, "counters", counters, "units", units,
+                 "open_zones", open, "warnings", warnings, "schema",
                  PyUnicode_FromString("mlprof.summary/1"));
 }
 
@@ -1151,8 +1139,7 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   mlprof__job job;
   char err[512];
   int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = mlprof__job_open(&job, paths, n, err, sizeof err);
+  Py_BEGIN_ALLOW_THREADS rc = mlprof__job_open(&job, paths, n, err, sizeof err);
   if (!rc) {
     rc = mlprof__report_build(&job, r, res, err, sizeof err);
     if (!rc && f) {
@@ -1168,8 +1155,7 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
     mlprof__job_close(&job);
     if (!rc) mlprof__report_sort(r, sort, top);
   }
-  Py_END_ALLOW_THREADS
-  free(paths);
+  Py_END_ALLOW_THREADS free(paths);
   Py_DECREF(holder);
   if (rc) {
     PyErr_SetString(rc == MLPROF_ENOMEM ? PyExc_MemoryError : ErrorObject, err);
@@ -1206,7 +1192,8 @@ static PyObject *mod_report_json(PyObject *m, PyObject *paths) {
   mlprof__out o;
   int rc = mlprof__out_open(&o, -1);
   if (!rc) rc = mlprof__export_json(&r, &res, &f, &o);
-  PyObject *s = rc ? NULL : PyUnicode_DecodeUTF8(o.buf, (Py_ssize_t)o.len, "replace");
+  PyObject *s =
+      rc ? NULL : PyUnicode_DecodeUTF8(o.buf, (Py_ssize_t)o.len, "replace");
   if (!rc) mlprof__out_close(&o);
   mlprof__report_free(&r);
   mlprof__resources_free(&res);
@@ -1214,7 +1201,6 @@ static PyObject *mod_report_json(PyObject *m, PyObject *paths) {
   if (rc) PyErr_NoMemory();
   return s;
 }
-
 
 typedef struct {
   const mlprof__report *r;
@@ -1227,7 +1213,8 @@ typedef struct {
 static int export_report_fn(void *vctx, mlprof__out *o, char *err,
                             size_t errlen) {
   export_ctx *c = vctx;
-  if (strcmp(c->format, "json") == 0) return mlprof__export_json(c->r, c->res, c->f, o);
+  if (strcmp(c->format, "json") == 0)
+    return mlprof__export_json(c->r, c->res, c->f, o);
   if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
   return mlprof__export_text(c->r, c->res, c->f, o);
 }
@@ -1260,15 +1247,13 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
     size_t n;
     if (take_paths(paths, &holder, &pv, &n) < 0) goto fail;
     mlprof__job job;
-    Py_BEGIN_ALLOW_THREADS
-    rc = mlprof__job_open(&job, pv, n, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS rc = mlprof__job_open(&job, pv, n, err, sizeof err);
     if (!rc) {
       export_ctx c = {.job = &job};
       rc = mlprof__write_atomically(out, export_trace_fn, &c, err, sizeof err);
       mlprof__job_close(&job);
     }
-    Py_END_ALLOW_THREADS
-    free(pv);
+    Py_END_ALLOW_THREADS free(pv);
     Py_DECREF(holder);
   } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
              !strcmp(format, "text")) {
@@ -1278,10 +1263,9 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
     if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res, &f) < 0)
       goto fail;
     export_ctx c = {.r = &r, .res = &res, .f = &f, .format = format};
-    Py_BEGIN_ALLOW_THREADS
-    rc = mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
-    Py_END_ALLOW_THREADS
-    mlprof__report_free(&r);
+    Py_BEGIN_ALLOW_THREADS rc =
+        mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
+    Py_END_ALLOW_THREADS mlprof__report_free(&r);
     mlprof__resources_free(&res);
     mlprof__findings_free(&f);
   } else {
@@ -1303,10 +1287,10 @@ fail:
 /* ---- raw events, for tests and tools: read_events(path) -> dict ---------- */
 
 typedef struct {
-  PyObject *names;  /* dict id -> (kind, category, name) */
-  PyObject *spans;  /* list of dicts */
+  PyObject *names; /* dict id -> (kind, category, name) */
+  PyObject *spans; /* list of dicts */
   PyObject *counters, *steps, *threads, *units;
-  PyObject *last;   /* the last span dict (for its metadata and units) */
+  PyObject *last; /* the last span dict (for its metadata and units) */
   PyObject *header;
 } events_ctx;
 
@@ -1322,17 +1306,17 @@ static PyObject *name_of(events_ctx *c, uint32_t id) {
 
 static int ev_header(void *ud, const mlprof__header *h) {
   events_ctx *c = ud;
-  c->header = dict_of(4, "pid", U64(h->pid), "ppid", U64(h->ppid),
-                      "start_mono_ns", U64(h->start_mono_ns), "exe",
-                      str_z(h->exe));
+  c->header =
+      dict_of(4, "pid", U64(h->pid), "ppid", U64(h->ppid), "start_mono_ns",
+              U64(h->start_mono_ns), "exe", str_z(h->exe));
   return c->header ? 0 : MLPROF_ENOMEM;
 }
 
 static int ev_name(void *ud, const mlprof__name *n) {
   events_ctx *c = ud;
   PyObject *k = PyLong_FromUnsignedLong(n->id);
-  PyObject *v = Py_BuildValue("(iiN)", n->kind, n->category,
-                              str_n(n->name, n->name_len));
+  PyObject *v =
+      Py_BuildValue("(iiN)", n->kind, n->category, str_n(n->name, n->name_len));
   int rc = (k && v && PyDict_SetItem(c->names, k, v) == 0) ? 0 : MLPROF_ENOMEM;
   Py_XDECREF(k);
   Py_XDECREF(v);
@@ -1342,7 +1326,8 @@ static int ev_name(void *ud, const mlprof__name *n) {
 static int ev_thread(void *ud, uint32_t tid, const char *name, size_t len) {
   events_ctx *c = ud;
   PyObject *k = PyLong_FromUnsignedLong(tid), *v = str_n(name, len);
-  int rc = (k && v && PyDict_SetItem(c->threads, k, v) == 0) ? 0 : MLPROF_ENOMEM;
+  int rc =
+      (k && v && PyDict_SetItem(c->threads, k, v) == 0) ? 0 : MLPROF_ENOMEM;
   Py_XDECREF(k);
   Py_XDECREF(v);
   return rc;
@@ -1395,9 +1380,9 @@ static int ev_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
 static int ev_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                     uint64_t n) {
   events_ctx *c = ud;
-  PyObject *e = Py_BuildValue("(KNKK)", (unsigned long long)tid,
-                              name_of(c, name), (unsigned long long)t,
-                              (unsigned long long)n);
+  PyObject *e =
+      Py_BuildValue("(KNKK)", (unsigned long long)tid, name_of(c, name),
+                    (unsigned long long)t, (unsigned long long)n);
   int rc = (e && PyList_Append(c->units, e) == 0) ? 0 : MLPROF_ENOMEM;
   Py_XDECREF(e);
   return rc;
@@ -1405,8 +1390,8 @@ static int ev_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
 
 static int ev_step(void *ud, uint32_t tid, uint64_t t) {
   events_ctx *c = ud;
-  PyObject *e = Py_BuildValue("(KK)", (unsigned long long)tid,
-                              (unsigned long long)t);
+  PyObject *e =
+      Py_BuildValue("(KK)", (unsigned long long)tid, (unsigned long long)t);
   int rc = (e && PyList_Append(c->steps, e) == 0) ? 0 : MLPROF_ENOMEM;
   Py_XDECREF(e);
   return rc;
@@ -1417,29 +1402,38 @@ static int ev_step(void *ud, uint32_t tid, uint64_t t) {
 static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
   PyObject *pathb;
   if (!PyUnicode_FSConverter(arg, &pathb)) return NULL;
-  events_ctx c = {.names = PyDict_New(), .spans = PyList_New(0),
-                  .counters = PyList_New(0), .steps = PyList_New(0),
-                  .threads = PyDict_New(), .units = PyList_New(0)};
+  events_ctx c = {.names = PyDict_New(),
+                  .spans = PyList_New(0),
+                  .counters = PyList_New(0),
+                  .steps = PyList_New(0),
+                  .threads = PyDict_New(),
+                  .units = PyList_New(0)};
   PyObject *res = NULL;
-  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads ||
-      !c.units)
+  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads || !c.units)
     goto out;
-  mlprof__visitor v = {.ud = &c, .header = ev_header, .name = ev_name,
-                       .thread = ev_thread, .span = ev_span,
-                       .span_meta = ev_span_meta, .span_units = ev_span_units,
-                       .counter = ev_counter, .units = ev_units,
+  mlprof__visitor v = {.ud = &c,
+                       .header = ev_header,
+                       .name = ev_name,
+                       .thread = ev_thread,
+                       .span = ev_span,
+                       .span_meta = ev_span_meta,
+                       .span_units = ev_span_units,
+                       .counter = ev_counter,
+                       .units = ev_units,
                        .step = ev_step};
   mlprof__read_report rep;
   memset(&rep, 0, sizeof rep);
   char err[512] = "";
-  int rc = mlprof__read_file(PyBytes_AS_STRING(pathb), &v, &rep, err, sizeof err);
+  int rc =
+      mlprof__read_file(PyBytes_AS_STRING(pathb), &v, &rep, err, sizeof err);
   if (rc) {
     if (!PyErr_Occurred())
       PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
     goto out;
   }
-  res = dict_of(7, "header", c.header ? (Py_INCREF(c.header), c.header)
-                                      : (Py_INCREF(Py_None), Py_None),
+  res = dict_of(7, "header",
+                c.header ? (Py_INCREF(c.header), c.header)
+                         : (Py_INCREF(Py_None), Py_None),
                 "threads", (Py_INCREF(c.threads), c.threads), "spans",
                 (Py_INCREF(c.spans), c.spans), "counters",
                 (Py_INCREF(c.counters), c.counters), "units",
@@ -1469,12 +1463,14 @@ static PyObject *mod_resources(PyObject *m, PyObject *unused) {
                  F64(TV(self.ru_stime)), "max_rss_bytes",
                  U64((uint64_t)self.ru_maxrss * 1024), "children_cpu_s",
                  F64(TV(kids.ru_utime) + TV(kids.ru_stime)),
-                 "children_max_rss_bytes", U64((uint64_t)kids.ru_maxrss * 1024));
+                 "children_max_rss_bytes",
+                 U64((uint64_t)kids.ru_maxrss * 1024));
 #undef TV
 }
 
 static PyMethodDef module_methods[] = {
-    {"init", (PyCFunction)(void (*)(void))mod_init, METH_VARARGS | METH_KEYWORDS,
+    {"init", (PyCFunction)(void (*)(void))mod_init,
+     METH_VARARGS | METH_KEYWORDS,
      "init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0, "
      "gpu=True) -> bool: "
      "starts the session;\nFalse when one was running already (joined)."},
@@ -1525,8 +1521,9 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "mlprof._mlprof",
-    .m_doc = "C half of the mlprof package: the recording library, its "
-             "statistics and exporters.",
+    .m_doc =
+        "C half of the mlprof package: the recording library, its "
+        "statistics and exporters.",
     .m_size = -1,
     .m_methods = module_methods,
 };

@@ -243,7 +243,7 @@ static void base_name(char *b, size_t len, const char *path) {
  * count differs from n or a label is empty. */
 static int split_labels(char *list, char **labels, size_t n) {
   size_t k = 0;
-  for (char *p = list;; ) {
+  for (char *p = list;;) {
     char *comma = strchr(p, ',');
     if (comma) *comma = '\0';
     if (!*p || k == n) return -1;
@@ -254,13 +254,12 @@ static int split_labels(char *list, char **labels, size_t n) {
   return k == n ? 0 : -1;
 }
 
-int mlprof__compare_load(mlprof__compare *c, const char *const *paths,
-                         size_t n, const char *labels, char *err,
-                         size_t errlen) {
+int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
+                         const char *labels, char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
   char *list = labels ? mlprof__dup(labels, strlen(labels)) : NULL;
   char **lab = calloc(n ? n : 1, sizeof *lab);
-  char (*names)[256] = calloc(n ? n : 1, sizeof *names);
+  char(*names)[256] = calloc(n ? n : 1, sizeof *names);
   int rc = 0;
   if ((labels && !list) || !lab || !names) {
     snprintf(err, errlen, "out of memory");
@@ -302,8 +301,8 @@ int mlprof__compare_load(mlprof__compare *c, const char *const *paths,
 static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
                       size_t run) {
   const mlprof__compare_run *r = &c->runs[run];
-  mlprof__fmt_duration(b, len,
-                       c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
+  mlprof__fmt_duration(
+      b, len, c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
 }
 
 void mlprof__compare_recommendation(const mlprof__compare *c, char *b,

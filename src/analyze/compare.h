@@ -33,9 +33,9 @@ int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
 typedef struct {
   char *label, *path; /* owned */
   mlprof__report report;
-  uint64_t busy_ns;    /* summed top-level zone time of every thread */
-  uint64_t intervals;  /* step intervals over every thread */
-  double step_mean_ns; /* mean step interval, NAN without intervals */
+  uint64_t busy_ns;             /* summed top-level zone time of every thread */
+  uint64_t intervals;           /* step intervals over every thread */
+  double step_mean_ns;          /* mean step interval, NAN without intervals */
   size_t rank_total, rank_step; /* 1 = fastest */
 } mlprof__compare_run;
 
@@ -68,8 +68,8 @@ typedef struct {
 
 /* Adds a run: takes the report (*r is emptied) and copies label and path.
  * Returns 0 or MLPROF_ENOMEM (then *r is still the caller's). */
-int mlprof__compare_add(mlprof__compare *c, const char *label,
-                        const char *path, mlprof__report *r);
+int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
+                        mlprof__report *r);
 
 /* Computes zones, speedups and rankings of the runs added (at least one).
  * Returns 0 or MLPROF_ENOMEM. */
@@ -86,14 +86,12 @@ void mlprof__compare_free(mlprof__compare *c);
  * another negative error with a one-line reason in err when labels does not
  * hold n labels or a run cannot be read (bad usage or input). On error *c
  * is left empty. */
-int mlprof__compare_load(mlprof__compare *c, const char *const *paths,
-                         size_t n, const char *labels, char *err,
-                         size_t errlen);
+int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
+                         const char *labels, char *err, size_t errlen);
 
 /* One line naming the fastest run and by how much, into b (labels included
  * as they are: the caller escapes the line for its format). */
 void mlprof__compare_recommendation(const mlprof__compare *c, char *b,
                                     size_t len);
-
 
 #endif

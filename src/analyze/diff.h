@@ -57,12 +57,12 @@
 #define MLPROF__SHIFT_MIN_CHANGE 0.01
 
 typedef struct {
-  double u;     /* U of the second sample against the first (see above) */
-  double z;     /* normal score, signed: > 0 when the second is larger; 0
-                   for the exact method */
-  double p;     /* two-sided p-value, in [0, 1] */
-  int exact;    /* 1: exact distribution, 0: normal approximation */
-  double ties;  /* sum over groups of equal values of t^3 - t */
+  double u;    /* U of the second sample against the first (see above) */
+  double z;    /* normal score, signed: > 0 when the second is larger; 0
+                  for the exact method */
+  double p;    /* two-sided p-value, in [0, 1] */
+  int exact;   /* 1: exact distribution, 0: normal approximation */
+  double ties; /* sum over groups of equal values of t^3 - t */
 } mlprof__mwu;
 
 /* The upper tail of the standard normal distribution, P(Z > z), from erfc
@@ -120,9 +120,9 @@ typedef struct {
    * outcome could reach alpha with so few (mlprof__mwu_min_p > alpha). */
   int too_few;
   double median_base, median_new; /* NAN when absent */
-  double ratio;  /* median_new / median_base; INFINITY when only the base
-                    median is 0, 1 when both are; NAN when a side is absent */
-  int tested;    /* test holds a result (both sides present) */
+  double ratio; /* median_new / median_base; INFINITY when only the base
+                   median is 0, 1 when both are; NAN when a side is absent */
+  int tested;   /* test holds a result (both sides present) */
   mlprof__mwu test;
   /* One of the zones of the uniform shift's statistics. */
   int in_shift;
@@ -136,11 +136,11 @@ typedef struct {
 
 typedef struct {
   int detected;
-  size_t zones;    /* zones compared with enough spans (in_shift) */
-  size_t agreeing; /* of those, moved the common way by about as much */
-  double ratio;    /* common ratio; NAN with too few zones */
-  double spread;   /* exp(IQR of the agreeing log ratios) - 1; NAN with
-                      too few zones or none agreeing */
+  size_t zones;     /* zones compared with enough spans (in_shift) */
+  size_t agreeing;  /* of those, moved the common way by about as much */
+  double ratio;     /* common ratio; NAN with too few zones */
+  double spread;    /* exp(IQR of the agreeing log ratios) - 1; NAN with
+                       too few zones or none agreeing */
   size_t deviating; /* zones slower or faster than the common shift */
 } mlprof__diff_shift;
 

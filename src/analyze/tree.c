@@ -43,7 +43,7 @@ typedef struct {
   /* Step part of its zones (mlprof__zone_part), outermost and nested; from
    * the first zone that had this name. */
   uint8_t part_top, part_nested;
-  int8_t measure;   /* index in kept_measures, -1 */
+  int8_t measure; /* index in kept_measures, -1 */
   uint8_t is_zone;
 } gname;
 
@@ -61,7 +61,7 @@ typedef struct {
   uint64_t tid;
   uint32_t *pend; /* per depth: first node of the forest, NONE */
   size_t npend;
-  uint64_t steps; /* marks seen */
+  uint64_t steps;               /* marks seen */
   uint64_t cur[MLPROF__NPARTS]; /* the current step's time so far */
   uint64_t *marks;
   size_t nmarks, marks_cap;

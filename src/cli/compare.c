@@ -31,7 +31,8 @@ static const char usage[] =
     "  -l, --labels A,B,...  names of the runs, in order (default: the base\n"
     "                        name of each path)\n"
     "  -f, --format FORMAT   text (default) or json\n"
-    "  -n, --top N           text: show the first N zones (default 30; 0: all)\n"
+    "  -n, --top N           text: show the first N zones (default 30; 0: "
+    "all)\n"
     "  -h, --help            show this help\n"
     "\n"
     "JSON follows the schema \"mlprof.compare/1\" (docs/json-schema.md).\n"
@@ -60,9 +61,9 @@ static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
 
 static int compare_text(const mlprof__compare *c, size_t top, mlprof__out *o) {
   mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
-  static const char *const rheads[] = {"run",   "label",     "path",
-                                       "wall",  "spans",     "steps",
-                                       "step",  "rank wall", "rank step"};
+  static const char *const rheads[] = {"run",  "label",     "path",
+                                       "wall", "spans",     "steps",
+                                       "step", "rank wall", "rank step"};
   mlprof__table t;
   if (mlprof__table_open(&t, rheads, "rllrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < c->nruns; i++) {
@@ -84,13 +85,14 @@ static int compare_text(const mlprof__compare *c, size_t top, mlprof__out *o) {
   if (rc) return rc;
 
   size_t shown = top && top < c->nzones ? top : c->nzones;
-  mlprof__out_printf(o,
-                     "\nZones (%zu of %zu, by largest total; speedup = the other "
-                     "run's mean / this run's mean)\n",
-                     shown, c->nzones);
-  static const char *const zheads[] = {"zone", "run",  "count",      "mean",
-                                       "p50",  "p99",  "vs slowest", "vs first",
-                                       ""};
+  mlprof__out_printf(
+      o,
+      "\nZones (%zu of %zu, by largest total; speedup = the other "
+      "run's mean / this run's mean)\n",
+      shown, c->nzones);
+  static const char *const zheads[] = {"zone",       "run",      "count",
+                                       "mean",       "p50",      "p99",
+                                       "vs slowest", "vs first", ""};
   if (mlprof__table_open(&t, zheads, "llrrrrrrl")) return MLPROF_ENOMEM;
   for (size_t k = 0; k < shown; k++) {
     const mlprof__compare_zone *z = &c->zones[k];
@@ -180,8 +182,8 @@ int mlprof__cmd_compare(int argc, char **argv) {
   }
   size_t nruns = (size_t)(argc - optind);
   if (nruns < 2)
-    return fail_usage("%s", nruns ? "wants at least two runs to compare"
-                                  : "no run given");
+    return fail_usage(
+        "%s", nruns ? "wants at least two runs to compare" : "no run given");
   mlprof__compare c;
   char err[512];
   int rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns,
@@ -206,8 +208,9 @@ int mlprof__cmd_compare(int argc, char **argv) {
       int frc = mlprof__out_flush(&o);
       if (!wrc) wrc = frc;
       if (wrc) {
-        fprintf(stderr, "mlprof compare: cannot write the comparison: %s\n",
-                wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
+        fprintf(
+            stderr, "mlprof compare: cannot write the comparison: %s\n",
+            wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
         rc = 1;
       }
       mlprof__out_close(&o);

@@ -158,9 +158,9 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
                      "Mann-Whitney U (two-sided), alpha %g; threshold %g%% on "
                      "the ratio of medians\n\n",
                      opt->alpha, opt->threshold * 100);
-  static const char *const heads[] = {"zone",   "verdict", "base n",
+  static const char *const heads[] = {"zone",   "verdict",  "base n",
                                       "new n",  "base p50", "new p50",
-                                      "change", "p",       "note"};
+                                      "change", "p",        "note"};
   mlprof__table t;
   if (mlprof__table_open(&t, heads, "llrrrrrrl")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < d->nzones; i++) {
@@ -189,13 +189,13 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__table_cell(&t, "%s", note);
   }
   int rc = mlprof__table_print(&t, o);
-  mlprof__out_printf(o, "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
-                        "removed",
-                     d->count[MLPROF__VERDICT_SLOWER],
-                     d->count[MLPROF__VERDICT_FASTER],
-                     d->count[MLPROF__VERDICT_UNCHANGED],
-                     d->count[MLPROF__VERDICT_NEW],
-                     d->count[MLPROF__VERDICT_REMOVED]);
+  mlprof__out_printf(
+      o,
+      "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
+      "removed",
+      d->count[MLPROF__VERDICT_SLOWER], d->count[MLPROF__VERDICT_FASTER],
+      d->count[MLPROF__VERDICT_UNCHANGED], d->count[MLPROF__VERDICT_NEW],
+      d->count[MLPROF__VERDICT_REMOVED]);
   if (d->filtered)
     mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
   if (d->shift.detected) {
@@ -203,11 +203,14 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     fmt_shift(note, sizeof note, d);
     mlprof__out_printf(o, "\nnote: %s\n", note);
     if (!d->shift.deviating)
-      mlprof__out_printf(o, "  no zone departs from the common shift by more "
-                            "than %g%%", opt->threshold * 100);
+      mlprof__out_printf(o,
+                         "  no zone departs from the common shift by more "
+                         "than %g%%",
+                         opt->threshold * 100);
     else
-      mlprof__out_printf(o, "  beyond the common shift by more than %g%% "
-                            "(candidates for a real change):",
+      mlprof__out_printf(o,
+                         "  beyond the common shift by more than %g%% "
+                         "(candidates for a real change):",
                          opt->threshold * 100);
     for (size_t i = 0, k = 0; i < d->nzones; i++) {
       const mlprof__diff_zone *z = &d->zones[i];
@@ -225,8 +228,9 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     }
   }
   if (d->regression)
-    mlprof__out_printf(o, "\nREGRESSION: %zu zone%s significantly slower by "
-                          "more than %g%%\n",
+    mlprof__out_printf(o,
+                       "\nREGRESSION: %zu zone%s significantly slower by "
+                       "more than %g%%\n",
                        d->count[MLPROF__VERDICT_SLOWER],
                        d->count[MLPROF__VERDICT_SLOWER] == 1 ? "" : "s",
                        opt->threshold * 100);
@@ -237,7 +241,8 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_run(mlprof__out *o, const char *path, const mlprof__report *r) {
+static void json_run(mlprof__out *o, const char *path,
+                     const mlprof__report *r) {
   mlprof__out_lit(o, "{\"path\":");
   mlprof__out_json_str(o, path, strlen(path));
   mlprof__out_lit(o, ",\"wall_ns\":");
@@ -276,8 +281,8 @@ static void json_side(mlprof__out *o, const mlprof__zone_stats *z,
 static void json_test(mlprof__out *o, const mlprof__mwu *t,
                       const mlprof__diff_zone *z) {
   double pairs = (double)z->base->count * (double)z->next->count;
-  mlprof__out_printf(o, "{\"method\":\"%s\",\"u\":",
-                     t->exact ? "exact" : "normal");
+  mlprof__out_printf(
+      o, "{\"method\":\"%s\",\"u\":", t->exact ? "exact" : "normal");
   mlprof__out_f64(o, t->u);
   mlprof__out_lit(o, ",\"z\":");
   mlprof__out_f64(o, t->z);
@@ -301,8 +306,7 @@ static void json_shift(mlprof__out *o, const mlprof__diff *d) {
   mlprof__out_lit(o, ",\"deviating\":[");
   for (size_t i = 0, k = 0; s->detected && i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
-    if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED)
-      continue;
+    if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED) continue;
     if (k++) mlprof__out_lit(o, ",");
     mlprof__out_json_str(o, z->name, z->name_len);
   }
@@ -321,8 +325,9 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
                      const char *bpath, const mlprof__report *base,
                      const char *npath, const mlprof__report *next,
                      mlprof__out *o) {
-  mlprof__out_printf(o, "{\"schema\":\"mlprof.diff/1\",\"generator\":\"mlprof %s\"",
-                     mlprof_version());
+  mlprof__out_printf(
+      o, "{\"schema\":\"mlprof.diff/1\",\"generator\":\"mlprof %s\"",
+      mlprof_version());
   mlprof__out_lit(o, ",\n\"base\":");
   json_run(o, bpath, base);
   mlprof__out_lit(o, ",\n\"new\":");
@@ -338,11 +343,12 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
     if (i) mlprof__out_lit(o, ",");
     mlprof__out_json_str(o, opt->zones[i], strlen(opt->zones[i]));
   }
-  mlprof__out_printf(o, "],\"regression\":%s", d->regression ? "true" : "false");
+  mlprof__out_printf(o, "],\"regression\":%s",
+                     d->regression ? "true" : "false");
   mlprof__out_lit(o, ",\n\"summary\":{");
   for (int v = 0; v < MLPROF__VERDICT_COUNT; v++)
-    mlprof__out_printf(o, "\"%s\":%zu,", mlprof__verdict_name((mlprof__verdict)v),
-                       d->count[v]);
+    mlprof__out_printf(o, "\"%s\":%zu,",
+                       mlprof__verdict_name((mlprof__verdict)v), d->count[v]);
   mlprof__out_printf(o, "\"filtered\":%zu},\n\"uniform_shift\":", d->filtered);
   json_shift(o, d);
   mlprof__out_lit(o, ",\n\"zones\":[");
@@ -350,10 +356,10 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
     const mlprof__diff_zone *z = &d->zones[i];
     mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
-    mlprof__out_printf(o, ",\"category\":\"%s\",\"verdict\":\"%s\",\"too_few\":%s",
-                       mlprof__category_name(z->category),
-                       mlprof__verdict_name(z->verdict),
-                       z->too_few ? "true" : "false");
+    mlprof__out_printf(
+        o, ",\"category\":\"%s\",\"verdict\":\"%s\",\"too_few\":%s",
+        mlprof__category_name(z->category), mlprof__verdict_name(z->verdict),
+        z->too_few ? "true" : "false");
     mlprof__out_lit(o, ",\"base\":");
     json_side(o, z->base, z->median_base);
     mlprof__out_lit(o, ",\"new\":");
@@ -400,14 +406,30 @@ static void xml_str(mlprof__out *o, const char *s, size_t n) {
     if (c < 0x80) {
       p++;
       switch (c) {
-        case '&': mlprof__out_lit(o, "&amp;"); break;
-        case '<': mlprof__out_lit(o, "&lt;"); break;
-        case '>': mlprof__out_lit(o, "&gt;"); break;
-        case '"': mlprof__out_lit(o, "&quot;"); break;
-        case '\'': mlprof__out_lit(o, "&apos;"); break;
-        case '\t': mlprof__out_lit(o, "&#9;"); break;
-        case '\n': mlprof__out_lit(o, "&#10;"); break;
-        case '\r': mlprof__out_lit(o, "&#13;"); break;
+        case '&':
+          mlprof__out_lit(o, "&amp;");
+          break;
+        case '<':
+          mlprof__out_lit(o, "&lt;");
+          break;
+        case '>':
+          mlprof__out_lit(o, "&gt;");
+          break;
+        case '"':
+          mlprof__out_lit(o, "&quot;");
+          break;
+        case '\'':
+          mlprof__out_lit(o, "&apos;");
+          break;
+        case '\t':
+          mlprof__out_lit(o, "&#9;");
+          break;
+        case '\n':
+          mlprof__out_lit(o, "&#10;");
+          break;
+        case '\r':
+          mlprof__out_lit(o, "&#13;");
+          break;
         default:
           if (c < 0x20 || c == 0x7f)
             mlprof__out_lit(o, "\xef\xbf\xbd");
@@ -425,8 +447,9 @@ static void xml_str(mlprof__out *o, const char *s, size_t n) {
     }
     if (ok) {
       static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= least[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) &&
-           cp != 0xfffe && cp != 0xffff && !(cp >= 0x80 && cp <= 0x9f);
+      ok = cp >= least[len] && cp <= 0x10ffff &&
+           !(cp >= 0xd800 && cp <= 0xdfff) && cp != 0xfffe && cp != 0xffff &&
+           !(cp >= 0x80 && cp <= 0x9f);
     }
     if (ok) {
       mlprof__out_write(o, p, len);
@@ -438,12 +461,15 @@ static void xml_str(mlprof__out *o, const char *s, size_t n) {
   }
 }
 
-static void xml_cstr(mlprof__out *o, const char *s) { xml_str(o, s, strlen(s)); }
+static void xml_cstr(mlprof__out *o, const char *s) {
+  xml_str(o, s, strlen(s));
+}
 
 static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                       const char *bpath, const char *npath, mlprof__out *o) {
   size_t tests = d->nzones, failures = d->count[MLPROF__VERDICT_SLOWER];
-  size_t skipped = d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
+  size_t skipped =
+      d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
   mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
   mlprof__out_printf(o,
                      "<testsuites name=\"mlprof diff\" tests=\"%zu\" "
@@ -485,8 +511,9 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
     if (z->verdict == MLPROF__VERDICT_SLOWER) {
       mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
       xml_cstr(o, msg);
-      mlprof__out_printf(o, "\">slower by more than %g%% with p &lt;= %g</failure>",
-                         opt->threshold * 100, opt->alpha);
+      mlprof__out_printf(
+          o, "\">slower by more than %g%% with p &lt;= %g</failure>",
+          opt->threshold * 100, opt->alpha);
     } else if (z->verdict == MLPROF__VERDICT_NEW ||
                z->verdict == MLPROF__VERDICT_REMOVED) {
       mlprof__out_lit(o, "<skipped message=\"");
@@ -546,8 +573,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
     switch (ch) {
       case 't':
         if (parse_percent(optarg, &opt.threshold))
-          rc = fail_usage("--threshold wants a percentage such as 5%%, not '%s'",
-                          optarg);
+          rc = fail_usage(
+              "--threshold wants a percentage such as 5%%, not '%s'", optarg);
         break;
       case 'a':
         if (parse_double(optarg, &opt.alpha) || !(opt.alpha > 0) ||
@@ -570,7 +597,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
         else if (strcmp(optarg, "junit") == 0)
           format = FORMAT_JUNIT;
         else
-          rc = fail_usage("unknown format '%s': use text, json or junit", optarg);
+          rc = fail_usage("unknown format '%s': use text, json or junit",
+                          optarg);
         break;
       case 'h':
         fputs(usage, stdout);
@@ -581,8 +609,9 @@ int mlprof__cmd_diff(int argc, char **argv) {
     }
   }
   if (rc < 0 && argc - optind != 2)
-    rc = fail_usage("%s", argc - optind < 2 ? "wants two runs: BASE NEW"
-                                            : "wants exactly two runs: BASE NEW");
+    rc = fail_usage("%s", argc - optind < 2
+                              ? "wants two runs: BASE NEW"
+                              : "wants exactly two runs: BASE NEW");
   if (rc >= 0) {
     free(zones);
     return rc;
@@ -621,8 +650,9 @@ int mlprof__cmd_diff(int argc, char **argv) {
       int frc = mlprof__out_flush(&o);
       if (!wrc) wrc = frc;
       if (wrc) {
-        fprintf(stderr, "mlprof diff: cannot write the result: %s\n",
-                wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
+        fprintf(
+            stderr, "mlprof diff: cannot write the result: %s\n",
+            wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
         rc = 3;
       } else {
         rc = d.regression ? 1 : 0;

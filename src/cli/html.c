@@ -44,7 +44,8 @@ static const char usage[] =
     "  -h, --help         show this help\n"
     "\n"
     "The file is written under a temporary name and renamed when complete;\n"
-    "interrupted by SIGINT or SIGTERM, it removes the unfinished file and dies\n"
+    "interrupted by SIGINT or SIGTERM, it removes the unfinished file and "
+    "dies\n"
     "of that signal (status 130 or 143 in a shell).\n"
     "exit status: 0 done, 1 the file could not be written, 2 bad usage or\n"
     "unreadable input.\n";

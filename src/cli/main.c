@@ -10,13 +10,17 @@ static const struct {
   int (*fn)(int, char **);
   const char *help;
 } commands[] = {
-    {"run", mlprof__cmd_run, "run a command with profiling, one profile per process"},
+    {"run", mlprof__cmd_run,
+     "run a command with profiling, one profile per process"},
     {"report", mlprof__cmd_report, "statistics per zone, process and thread"},
     {"trace", mlprof__cmd_trace, "export a Chrome/Perfetto trace (JSON)"},
     {"html", mlprof__cmd_html, "a self-contained HTML dashboard of profiles"},
-    {"serve", mlprof__cmd_serve, "a live dashboard of run directories over HTTP"},
-    {"compare", mlprof__cmd_compare, "runs of several configurations side by side"},
-    {"diff", mlprof__cmd_diff, "per-zone regression test of NEW against BASE (CI gate)"},
+    {"serve", mlprof__cmd_serve,
+     "a live dashboard of run directories over HTTP"},
+    {"compare", mlprof__cmd_compare,
+     "runs of several configurations side by side"},
+    {"diff", mlprof__cmd_diff,
+     "per-zone regression test of NEW against BASE (CI gate)"},
 };
 
 static void usage(FILE *out) {

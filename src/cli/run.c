@@ -30,26 +30,27 @@ const int mlprof__no_autostart = 1;
 #endif
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: mlprof run [options] [--] COMMAND [ARGS...]\n"
-          "\n"
-          "Runs COMMAND with profiling switched on in it and in every process it\n"
-          "starts; each writes its own profile into the run directory. Prints the\n"
-          "summary at the end and exits with COMMAND's status.\n"
-          "\n"
-          "options:\n"
-          "  -o, --output DIR     run directory (default: mlprof-DATE-TIME)\n"
-          "      --flush-ms N     write interval in ms: a killed process loses at\n"
-          "                       most this much (default 200)\n"
-          "      --memory-mb N    event buffer cap per process (default 64)\n"
-          "      --sample-ms N    sample the process tree and the machine every N\n"
-          "                       ms (default 100; 0: no sampling)\n"
-          "  -q, --quiet          do not print the summary\n"
-          "  -h, --help           this help\n"
-          "\n"
-          "Programs that are statically linked cannot be profiled this way; link\n"
-          "them with -lmlprof instead. Zones come from instrumented code (the C\n"
-          "API, the Python package).\n");
+  fprintf(
+      out,
+      "usage: mlprof run [options] [--] COMMAND [ARGS...]\n"
+      "\n"
+      "Runs COMMAND with profiling switched on in it and in every process it\n"
+      "starts; each writes its own profile into the run directory. Prints the\n"
+      "summary at the end and exits with COMMAND's status.\n"
+      "\n"
+      "options:\n"
+      "  -o, --output DIR     run directory (default: mlprof-DATE-TIME)\n"
+      "      --flush-ms N     write interval in ms: a killed process loses at\n"
+      "                       most this much (default 200)\n"
+      "      --memory-mb N    event buffer cap per process (default 64)\n"
+      "      --sample-ms N    sample the process tree and the machine every N\n"
+      "                       ms (default 100; 0: no sampling)\n"
+      "  -q, --quiet          do not print the summary\n"
+      "  -h, --help           this help\n"
+      "\n"
+      "Programs that are statically linked cannot be profiled this way; link\n"
+      "them with -lmlprof instead. Zones come from instrumented code (the C\n"
+      "API, the Python package).\n");
 }
 
 /* The library to preload: $MLPROF_LIB, else next to this executable (build
@@ -149,8 +150,8 @@ static long positive(const char *opt, const char *v) {
   errno = 0;
   long n = strtol(v, &end, 10);
   if (errno || *end || n <= 0 || n > 1000000) {
-    fprintf(stderr, "mlprof run: %s expects a positive integer, not '%s'\n", opt,
-            v);
+    fprintf(stderr, "mlprof run: %s expects a positive integer, not '%s'\n",
+            opt, v);
     return -1;
   }
   return n;
@@ -198,13 +199,15 @@ int mlprof__cmd_run(int argc, char **argv) {
     }
   }
   if (optind >= argc) {
-    fprintf(stderr, "mlprof run: no command given (mlprof run [options] -- "
-                    "COMMAND [ARGS...])\n");
+    fprintf(stderr,
+            "mlprof run: no command given (mlprof run [options] -- "
+            "COMMAND [ARGS...])\n");
     return 2;
   }
   char **cmd = argv + optind;
 
-  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2], own[PATH_MAX + 64] = "";
+  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
+      own[PATH_MAX + 64] = "";
   int created;
   if (find_library(lib, sizeof lib) != 0) return 2;
   if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
@@ -215,8 +218,8 @@ int mlprof__cmd_run(int argc, char **argv) {
   size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
   char *preload = malloc(plen);
   if (!preload) return 2;
-  snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "",
-           lib);
+  snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "",
+           pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
   setenv("MLPROF_OUTPUT", absdir, 1);
   free(preload);

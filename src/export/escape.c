@@ -429,12 +429,23 @@ void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
     unsigned c = s[i];
     const char *ent = NULL;
     switch (c) {
-      case '&': ent = "&amp;"; break;
-      case '<': ent = "&lt;"; break;
-      case '>': ent = "&gt;"; break;
-      case '"': ent = "&quot;"; break;
-      case '\'': ent = "&#39;"; break;
-      default: break;
+      case '&':
+        ent = "&amp;";
+        break;
+      case '<':
+        ent = "&lt;";
+        break;
+      case '>':
+        ent = "&gt;";
+        break;
+      case '"':
+        ent = "&quot;";
+        break;
+      case '\'':
+        ent = "&#39;";
+        break;
+      default:
+        break;
     }
     if (ent) {
       size_t k = strlen(ent);

@@ -169,7 +169,7 @@ static void threads(const mlprof__report *r, mlprof__out *o) {
     field_u64(o, "tid", t->tid);
     field_str(o, "name", t->name, t->name_len);
     mlprof__out_str(o, t->tid >= MLPROF__TRACK_TID_BASE ? ",\"track\":true"
-                                                       : ",\"track\":false");
+                                                        : ",\"track\":false");
     field_u64(o, "spans", t->spans);
     field_u64(o, "busy_ns", t->busy_ns);
     field_u64(o, "dropped", t->dropped);
@@ -339,7 +339,8 @@ static void steps(const mlprof__steps *s, mlprof__out *o) {
     return;
   }
   mlprof__out_lit(o, ",\n\"steps\":{\"source\":");
-  mlprof__out_str(o, s->source == MLPROF__STEPS_MARKS ? "\"marks\"" : "\"zone\"");
+  mlprof__out_str(o,
+                  s->source == MLPROF__STEPS_MARKS ? "\"marks\"" : "\"zone\"");
   field_zone(o, "zone", s->zone, s->zone_len);
   field_u64(o, "count", s->count);
   field_u64(o, "threads", s->threads);
@@ -353,9 +354,9 @@ static void steps(const mlprof__steps *s, mlprof__out *o) {
     mlprof__out_json_str(o, mlprof__part_name(k), strlen(mlprof__part_name(k)));
     field_u64(o, "total_ns", s->part_ns[k]);
     field_u64(o, "per_step_ns",
-              s->count ? mlprof__round_ns((double)s->part_ns[k] /
-                                          (double)s->count)
-                       : 0);
+              s->count
+                  ? mlprof__round_ns((double)s->part_ns[k] / (double)s->count)
+                  : 0);
     field_f64(o, "share", s->share[k]);
     mlprof__out_lit(o, "}");
   }
@@ -457,7 +458,8 @@ static void slo(const mlprof__findings *f, mlprof__out *o) {
       mlprof__out_u64(o, w->start_ns);
       field_u64(o, "count", w->count);
       field_u64(o, "over", w->over);
-      field_f64(o, "share_over", w->count ? (double)w->over / (double)w->count : 0);
+      field_f64(o, "share_over",
+                w->count ? (double)w->over / (double)w->count : 0);
       field_u64(o, "p50_ns", w->p50_ns);
       field_u64(o, "p95_ns", w->p95_ns);
       field_u64(o, "p99_ns", w->p99_ns);
@@ -533,7 +535,8 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_u64(o, r->intervals);
     mlprof__out_lit(o, ",\"step_mean_ns\":");
     mlprof__out_f64(o, r->step_mean_ns);
-    mlprof__out_printf(o, ",\"rank_total\":%zu,\"rank_step\":%zu,\"warnings\":[",
+    mlprof__out_printf(o,
+                       ",\"rank_total\":%zu,\"rank_step\":%zu,\"warnings\":[",
                        r->rank_total, r->rank_step);
     for (size_t w = 0; w < r->report.nwarnings; w++) {
       if (w) mlprof__out_lit(o, ",");
@@ -546,8 +549,9 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
   json_indices(o, c->by_total, c->nruns);
   mlprof__out_lit(o, ",\"step\":");
   json_indices(o, c->by_step, c->nruns);
-  mlprof__out_printf(o, ",\"step_basis\":\"%s\"},\n\"fastest\":{\"run\":%zu,"
-                        "\"slowest\":%zu,\"speedup_vs_slowest\":",
+  mlprof__out_printf(o,
+                     ",\"step_basis\":\"%s\"},\n\"fastest\":{\"run\":%zu,"
+                     "\"slowest\":%zu,\"speedup_vs_slowest\":",
                      c->step_basis ? "steps" : "wall", c->best, c->worst);
   mlprof__out_f64(o, c->best_vs_slowest);
   mlprof__out_lit(o, ",\"speedup_vs_first\":");
@@ -561,9 +565,11 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
     const mlprof__compare_zone *z = &c->zones[k];
     mlprof__out_str(o, k ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
-    mlprof__out_printf(o, ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
-                          "\"runs\":[",
-                       mlprof__category_name(z->category), z->fastest, z->slowest);
+    mlprof__out_printf(o,
+                       ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
+                       "\"runs\":[",
+                       mlprof__category_name(z->category), z->fastest,
+                       z->slowest);
     for (size_t i = 0; i < c->nruns; i++) {
       const mlprof__zone_stats *s = z->stats[i];
       if (i) mlprof__out_lit(o, ",");

@@ -33,8 +33,7 @@ void mlprof__table_end(mlprof__table *t);
 
 /* A cell from an untrusted string (a zone name, a label): made safe for a
  * terminal and cut to max columns with an ellipsis. */
-void mlprof__table_name(mlprof__table *t, const char *s, size_t n,
-                        size_t max);
+void mlprof__table_name(mlprof__table *t, const char *s, size_t n, size_t max);
 
 /* Prints the table (heads, then rows, two spaces of indent) and frees it.
  * Returns 0 or the first error. */

@@ -60,7 +60,7 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
     any_units |= z->nunits > 0;
     mlprof__table_name(&t, z->name, z->name_len, NAME_WIDTH);
     mlprof__table_cell(&t, "%s",
-                z->category ? mlprof__category_name(z->category) : "");
+                       z->category ? mlprof__category_name(z->category) : "");
     mlprof__table_cell(&t, "%" PRIu64, z->count);
     cell_dur(&t, z->total_ns);
     cell_dur(&t, z->self_ns);
@@ -114,9 +114,9 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
     mlprof__table_cell(&t, "%zu", p->threads);
     mlprof__table_cell(&t, "%" PRIu64, p->dropped);
     mlprof__table_cell(&t, "%s",
-                p->read_error[0] ? "read error"
-                : p->clean_end   ? "clean"
-                                 : "killed");
+                       p->read_error[0] ? "read error"
+                       : p->clean_end   ? "clean"
+                                        : "killed");
     mlprof__table_name(&t, p->cmdline, strlen(p->cmdline), 60);
   }
   return mlprof__table_print(&t, o);
@@ -141,7 +141,7 @@ static int threads_section(const mlprof__report *r, mlprof__out *o) {
     mlprof__table_cell(&t, "%" PRIu64, th->spans);
     cell_dur(&t, th->busy_ns);
     mlprof__table_cell(&t, "%.1f",
-                wall ? 100.0 * (double)th->busy_ns / (double)wall : 0.0);
+                       wall ? 100.0 * (double)th->busy_ns / (double)wall : 0.0);
     mlprof__table_cell(&t, "%" PRIu64, th->dropped);
   }
   return mlprof__table_print(&t, o);
@@ -434,7 +434,8 @@ static int resources_section(const mlprof__report *r,
   mlprof__table_cell(&t, "CPU energy");
   if (res->has_cpu_energy) {
     cell_measure(&t, "cpu_energy_j", res->cpu_energy_j);
-    mlprof__table_name(&t, res->cpu_energy_method, strlen(res->cpu_energy_method), 100);
+    mlprof__table_name(&t, res->cpu_energy_method,
+                       strlen(res->cpu_energy_method), 100);
   } else {
     mlprof__table_cell(&t, "-");
     mlprof__table_begin(&t);
@@ -446,7 +447,8 @@ static int resources_section(const mlprof__report *r,
   mlprof__table_cell(&t, "GPU energy");
   if (res->has_gpu_energy) {
     cell_measure(&t, "gpu_energy_j", res->gpu_energy_j);
-    mlprof__table_name(&t, res->gpu_energy_method, strlen(res->gpu_energy_method), 100);
+    mlprof__table_name(&t, res->gpu_energy_method,
+                       strlen(res->gpu_energy_method), 100);
   } else {
     mlprof__table_cell(&t, "-");
     mlprof__table_begin(&t);
@@ -459,10 +461,10 @@ static int resources_section(const mlprof__report *r,
   if (res->has_cpu_energy || res->has_gpu_energy) {
     mlprof__table_cell(&t, "%.3g g CO2e", res->carbon_g);
     mlprof__table_cell(&t, "%s energy x %.0f g/kWh (%s)",
-                res->has_cpu_energy && res->has_gpu_energy ? "CPU + GPU"
-                : res->has_cpu_energy                      ? "CPU only"
-                                                           : "GPU only",
-                res->intensity_g_per_kwh, res->intensity_source);
+                       res->has_cpu_energy && res->has_gpu_energy ? "CPU + GPU"
+                       : res->has_cpu_energy                      ? "CPU only"
+                                                                  : "GPU only",
+                       res->intensity_g_per_kwh, res->intensity_source);
   } else {
     mlprof__table_cell(&t, "-");
     mlprof__table_cell(&t, "unavailable: no energy measured");
@@ -591,7 +593,8 @@ static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
   for (size_t i = 0; i < f->nleaks; i++) {
     const mlprof__leak *lk = &f->leaks[i];
     mlprof__table_cell(&t, "%s %" PRIu64,
-                lk->subject == MLPROF__SUBJECT_GPU ? "GPU" : "pid", lk->id);
+                       lk->subject == MLPROF__SUBJECT_GPU ? "GPU" : "pid",
+                       lk->id);
     mlprof__table_cell(&t, "%s", lk->measure);
     if (lk->by_steps)
       mlprof__table_cell(&t, "%.3g", lk->slope_mb_per_step);
@@ -602,13 +605,14 @@ static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
     if (lk->by_steps)
       mlprof__table_cell(&t, "steps %.0f-%.0f", lk->begin_step, lk->end_step);
     else
-      mlprof__table_cell(&t, "%.1f s", (double)(lk->end_ns - lk->begin_ns) / 1e9);
+      mlprof__table_cell(&t, "%.1f s",
+                         (double)(lk->end_ns - lk->begin_ns) / 1e9);
     mlprof__table_begin(&t);
     for (size_t k = 0; k < lk->nzones; k++) {
       if (k) mlprof__out_lit(&t.text, ", ");
-      mlprof__out_text_str(&t.text, lk->zones[k].name,
-                           lk->zones[k].name_len > 32 ? 32
-                                                      : lk->zones[k].name_len);
+      mlprof__out_text_str(
+          &t.text, lk->zones[k].name,
+          lk->zones[k].name_len > 32 ? 32 : lk->zones[k].name_len);
     }
     mlprof__table_end(&t);
   }
@@ -620,9 +624,9 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   char win[32];
   mlprof__fmt_duration(win, sizeof win, (double)f->slo[0].window_ns);
   mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
-  static const char *const heads[] = {
-      "zone", "objective", "calls", "over", "over%", "p50",
-      "p95",  "p99",       "max",   "windows missed"};
+  static const char *const heads[] = {"zone",  "objective",     "calls", "over",
+                                      "over%", "p50",           "p95",   "p99",
+                                      "max",   "windows missed"};
   mlprof__table t;
   if (mlprof__table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nslo; i++) {
@@ -654,9 +658,8 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
         int taken = 0;
         for (int j = 0; j < k; j++) taken |= used[j] == (int)w;
         if (taken || !s->windows[w].over) continue;
-        if (best < 0 ||
-            s->windows[w].over * s->windows[best].count >
-                s->windows[best].over * s->windows[w].count)
+        if (best < 0 || s->windows[w].over * s->windows[best].count >
+                            s->windows[best].over * s->windows[w].count)
           best = (int)w;
       }
       if (best < 0) break;

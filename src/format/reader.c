@@ -94,9 +94,9 @@ typedef struct {
   char why[200]; /* the latest problem, for a format error */
 } reader;
 
-static const char *const chunk_type_names[] = {
-    "unknown", "HEADER", "NAMES",   "THREAD", "EVENTS",
-    "META",    "END",    "SOURCES", "SAMPLES"};
+static const char *const chunk_type_names[] = {"unknown", "HEADER",  "NAMES",
+                                               "THREAD",  "EVENTS",  "META",
+                                               "END",     "SOURCES", "SAMPLES"};
 
 static const char *const kind_names[] = {"zone", "counter", "unit", "string",
                                          "measure"};

@@ -12,8 +12,8 @@
 typedef struct {
   uint16_t version_major, version_minor;
   uint64_t pid, ppid;
-  uint64_t start_wall_ns; /* CLOCK_REALTIME at the profile's time 0 */
-  uint64_t start_mono_ns; /* CLOCK_MONOTONIC at the profile's time 0 */
+  uint64_t start_wall_ns;   /* CLOCK_REALTIME at the profile's time 0 */
+  uint64_t start_mono_ns;   /* CLOCK_MONOTONIC at the profile's time 0 */
   int64_t rank, world_size; /* -1: unknown */
   const char *hostname, *exe, *clock; /* NUL-terminated */
   uint32_t argc;
@@ -34,8 +34,8 @@ typedef struct {
 
 /* One measure of a sample row. */
 typedef struct {
-  uint32_t name;   /* a measure name id (kind MLPROF__NAME_MEASURE) */
-  int valid;       /* 1: value holds it; 0: absent, reason says why */
+  uint32_t name; /* a measure name id (kind MLPROF__NAME_MEASURE) */
+  int valid;     /* 1: value holds it; 0: absent, reason says why */
   double value;
   uint32_t reason; /* a string id when absent */
 } mlprof__sample_measure;

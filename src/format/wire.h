@@ -54,7 +54,8 @@ enum {
 /* CRC-32 (IEEE, zlib's). Start with crc = 0; feed pieces in order. */
 uint32_t mlprof__crc32(uint32_t crc, const void *buf, size_t len);
 
-/* Encoders write at p (which must have 10 free bytes) and return the new end. */
+/* Encoders write at p (which must have 10 free bytes) and return the new end.
+ */
 static inline uint8_t *mlprof__put_uv(uint8_t *p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);

@@ -13,14 +13,14 @@ typedef struct {
   uint64_t pid, ppid;
   int64_t rank, world_size;
   char *hostname, *exe;
-  char *cmdline;          /* argv joined with spaces */
+  char *cmdline; /* argv joined with spaces */
   uint64_t start_wall_ns;
   uint64_t start_mono_ns;
   /* Add to a time of this profile to place it on the job's timeline, whose 0
    * is the earliest start. Monotonic starts when all profiles come from one
    * host, wall-clock starts otherwise. */
   uint64_t offset_ns;
-  int parent;             /* index of the parent process's profile, -1 */
+  int parent; /* index of the parent process's profile, -1 */
 } mlprof__job_profile;
 
 typedef struct {

@@ -110,7 +110,9 @@ static void thread_exit(void *arg) {
   atomic_store_explicit(&t->exited, 1, memory_order_release);
 }
 
-static void thread_key_create(void) { pthread_key_create(&thread_key, thread_exit); }
+static void thread_key_create(void) {
+  pthread_key_create(&thread_key, thread_exit);
+}
 
 void mlprof__thread_free(mlprof__thread *t) {
   pthread_mutex_lock(&threads_lock);
@@ -173,7 +175,8 @@ void mlprof__buffers_after_fork(void) {
 
 /* ---- recording --------------------------------------------------------- */
 
-#define ROOM(s) (((uintptr_t)(s)->lim - (uintptr_t)(s)->pos) / sizeof(mlprof__ev))
+#define ROOM(s) \
+  (((uintptr_t)(s)->lim - (uintptr_t)(s)->pos) / sizeof(mlprof__ev))
 
 static void count_drop(mlprof__thread *t) {
   if (t)
@@ -195,8 +198,9 @@ static int room_slow(uintptr_t slots) {
   mlprof__buf *nb = pool_get();
   if (!nb) {
     static _Atomic int warned;
-    mlprof__warn_once(&warned, "memory cap reached, dropping events (the "
-                               "report counts them; raise MLPROF_MEMORY_MB)");
+    mlprof__warn_once(&warned,
+                      "memory cap reached, dropping events (the "
+                      "report counts them; raise MLPROF_MEMORY_MB)");
     return 0;
   }
   if (t->cur)
@@ -267,7 +271,8 @@ static __attribute__((noinline)) int begin_slow(const mlprof_site *site) {
 
 int mlprof_zone_begin_site(const mlprof_site *site) {
   mlprof__tls_state *s = &mlprof__tls;
-  if (MLPROF__UNLIKELY(!atomic_load_explicit(&mlprof__on, memory_order_relaxed)))
+  if (MLPROF__UNLIKELY(
+          !atomic_load_explicit(&mlprof__on, memory_order_relaxed)))
     return MLPROF__LIKELY(!s->depth && !s->skip) ? 0 : begin_off();
   if (MLPROF__UNLIKELY(ROOM(s) < 2 || !site)) return begin_slow(site);
   put_begin(s, site);
@@ -377,6 +382,10 @@ static uint64_t dropped_total(void) {
   return n;
 }
 
-void mlprof__dropped_reset(void) { atomic_store(&dropped_base, dropped_total()); }
+void mlprof__dropped_reset(void) {
+  atomic_store(&dropped_base, dropped_total());
+}
 
-uint64_t mlprof_dropped(void) { return dropped_total() - atomic_load(&dropped_base); }
+uint64_t mlprof_dropped(void) {
+  return dropped_total() - atomic_load(&dropped_base);
+}

@@ -15,8 +15,10 @@ MLPROF__HIDDEN int mlprof__use_tsc;
  * that, the CPU's invariant-TSC bit (CPUID 0x80000007, EDX bit 8). */
 static int tsc_trusted(void) {
   char buf[32] = {0};
-  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
-                  "current_clocksource", "re");
+  FILE *f = fopen(
+      "/sys/devices/system/clocksource/clocksource0/"
+      "current_clocksource",
+      "re");
   if (f) {
     int ok = fgets(buf, sizeof buf, f) && strncmp(buf, "tsc", 3) == 0;
     fclose(f);
@@ -72,7 +74,8 @@ mlprof__anchor mlprof__clock_anchor(void) {
 /* Conversions start at 1 ns per tick (exact for the monotonic clock); with
  * the TSC the writer calibrates before each flush it encodes, over the whole
  * time since a0, so even a process that lives a millisecond gets a rate
- * accurate to a few parts in ten thousand, and long runs to parts per million. */
+ * accurate to a few parts in ten thousand, and long runs to parts per million.
+ */
 void mlprof__timebase_init(mlprof__timebase *tb, mlprof__anchor a0) {
   tb->a0 = a0;
   tb->mult = (uint64_t)1 << 32;

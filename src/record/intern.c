@@ -49,12 +49,13 @@ static int grow(void) {
   return 0;
 }
 
-static const mlprof_site *lookup_global(uint32_t h, int kind,
-                                        unsigned category, const char *name) {
+static const mlprof_site *lookup_global(uint32_t h, int kind, unsigned category,
+                                        const char *name) {
   const mlprof_site *found = NULL;
   pthread_mutex_lock(&mlprof__intern_lock);
   if (table_cap) {
-    for (uint32_t j = h & (table_cap - 1); table[j]; j = (j + 1) & (table_cap - 1))
+    for (uint32_t j = h & (table_cap - 1); table[j];
+         j = (j + 1) & (table_cap - 1))
       if (matches(table[j], h, kind, category, name)) {
         found = &table[j]->site;
         goto out;

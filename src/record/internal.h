@@ -86,7 +86,8 @@ enum {
   MLPROF__EV_STEP = 5,    /* p = kind only */
 };
 #define MLPROF__EV_KIND(p) ((unsigned)((p)&7u))
-#define MLPROF__EV_SITE(p) ((const mlprof_site *)(uintptr_t)((p) & ~(uint64_t)7))
+#define MLPROF__EV_SITE(p) \
+  ((const mlprof_site *)(uintptr_t)((p) & ~(uint64_t)7))
 
 #define MLPROF__BUF_SLOTS 4096 /* 64 KiB per buffer */
 
@@ -116,18 +117,18 @@ typedef struct mlprof__thread {
   struct mlprof__thread *next; /* in the global list; see buffer.c */
   uint32_t tid;
   _Atomic int exited;
-  _Atomic uint64_t dropped;    /* written by the owner, read by the writer */
-  char name[64];               /* guarded by mlprof__meta_lock */
+  _Atomic uint64_t dropped; /* written by the owner, read by the writer */
+  char name[64];            /* guarded by mlprof__meta_lock */
   _Atomic int name_dirty;
 
   /* owner-only state (slow paths) */
-  mlprof__buf *cur;            /* buffer being filled */
-  uintptr_t saved_depth;       /* mlprof__tls.depth and .lim while skipping */
+  mlprof__buf *cur;      /* buffer being filled */
+  uintptr_t saved_depth; /* mlprof__tls.depth and .lim while skipping */
   mlprof__ev *saved_lim;
   struct {
     const mlprof_site *site;
     uint32_t hash;
-  } icache[MLPROF__ICACHE];    /* recently interned names (intern.c) */
+  } icache[MLPROF__ICACHE]; /* recently interned names (intern.c) */
 
   /* Oldest buffer not yet recycled: set once by the owner (its first buffer),
    * then owned by the writer. */
@@ -214,10 +215,10 @@ MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w);
 /* Queues sample rows measured at raw time t_raw for the next flush; any
  * thread. Names, labels and reasons are interned here. */
 MLPROF__HIDDEN void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
-                                       const mlprof__row *rows, int n);
+                                        const mlprof__row *rows, int n);
 /* Queues a sampling source's status (a SOURCES entry); any thread. */
 MLPROF__HIDDEN void mlprof__writer_source(mlprof__writer *w, const char *name,
-                                         int available, const char *reason);
+                                          int available, const char *reason);
 /* Queues spans measured elsewhere on the named track (mlprof_track_spans,
  * arguments checked); waits for a flush rather than queue past the memory
  * cap. Returns 0, or MLPROF_ENOMEM when some were dropped. */

@@ -21,7 +21,7 @@ static mlprof__writer *_Atomic writer;
 static mlprof__sampler *sampler;
 static pid_t sample_tree;
 static int want_enabled = 1;
-static mlprof_config config;  /* of the running session, for forked children */
+static mlprof_config config;   /* of the running session, for forked children */
 static char base_output[4096]; /* the output as given: directory or file */
 static char path[4096];        /* this process's profile file */
 
@@ -46,9 +46,7 @@ void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {
 
 /* ---- metadata ----------------------------------------------------------- */
 
-static struct {
-  char *key, *value;
-} *meta;
+static struct { char *key, *value; } * meta;
 static size_t nmeta;
 static int meta_dirty;
 
@@ -181,8 +179,8 @@ static int resolve_path(const char *output, int child) {
 
 /* ---- signals, exit, fork ------------------------------------------------ */
 
-static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-                             SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGSEGV,
+                             SIGBUS, SIGFPE,  SIGILL, SIGABRT};
 #define NCAUGHT (sizeof caught / sizeof caught[0])
 static struct sigaction previous[NCAUGHT];
 
@@ -368,7 +366,8 @@ int mlprof_flush(void) {
 int mlprof_track_spans(const char *track, const mlprof_span *spans, size_t n) {
   if (!track || !*track || (n && !spans)) return MLPROF_EINVAL;
   for (size_t i = 0; i < n; i++)
-    if (!spans[i].site || !spans[i].site->name || spans[i].end_ns < spans[i].begin_ns)
+    if (!spans[i].site || !spans[i].site->name ||
+        spans[i].end_ns < spans[i].begin_ns)
       return MLPROF_EINVAL;
   /* A forked child's profile starts on its first event: this is one. */
   if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
@@ -386,8 +385,9 @@ const char *mlprof_output_path(void) {
 void mlprof_set_enabled(int on) {
   pthread_mutex_lock(&session_lock);
   want_enabled = on != 0;
-  atomic_store(&mlprof__on, want_enabled && (atomic_load(&writer) ||
-                                             atomic_load(&mlprof__child_pending)));
+  atomic_store(&mlprof__on,
+               want_enabled && (atomic_load(&writer) ||
+                                atomic_load(&mlprof__child_pending)));
   pthread_mutex_unlock(&session_lock);
 }
 
@@ -396,7 +396,8 @@ int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
 /* Defined by programs that embed this library and decide themselves
  * whether to start a session: the mlprof command (its own sampling session)
  * and the Python extension (which joins a session already running). */
-extern const int mlprof__no_autostart __attribute__((weak, visibility("hidden")));
+extern const int mlprof__no_autostart
+    __attribute__((weak, visibility("hidden")));
 
 /* Preloaded by `mlprof run`, or linked into a program started with
  * MLPROF_OUTPUT set: record without a code change. */

@@ -77,7 +77,7 @@ struct mlprof__writer {
   _Atomic int stop;
   _Atomic int final_req; /* a fatal signal: finish the file at the next flush */
   int finished;          /* END written: nothing more goes to the file */
-  uint64_t unmatched_gone; /* unmatched ends of threads already freed */
+  uint64_t unmatched_gone;    /* unmatched ends of threads already freed */
   _Atomic uint64_t req, done; /* flush requests and the last one served */
   pthread_mutex_t done_lock;
   pthread_cond_t done_cond;
@@ -85,11 +85,11 @@ struct mlprof__writer {
   id_slot *ids; /* site pointer -> name id, open addressing */
   uint32_t ids_cap, ids_len;
 
-  bytes names;    /* NAMES entries not yet written */
+  bytes names; /* NAMES entries not yet written */
   uint32_t nnames;
-  bytes events;   /* the EVENTS payload being built */
+  bytes events; /* the EVENTS payload being built */
   mlprof__thread *events_thread;
-  bytes out;      /* whole chunks waiting for write() */
+  bytes out; /* whole chunks waiting for write() */
 
   pthread_mutex_t pending_lock; /* the sampler's rows and source statuses */
   pending_row *rows;
@@ -150,8 +150,9 @@ static void write_all(mlprof__writer *w, const uint8_t *p, size_t n) {
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       static _Atomic int warned;
-      mlprof__warn_once(&warned, "cannot write %s: %s; this profile stops "
-                                 "here, the program goes on",
+      mlprof__warn_once(&warned,
+                        "cannot write %s: %s; this profile stops "
+                        "here, the program goes on",
                         w->path, strerror(k < 0 ? errno : ENOSPC));
       w->failed = 1;
       return;
@@ -255,8 +256,8 @@ static void events_flush(mlprof__writer *w) {
 static bytes *events_for(mlprof__writer *w, mlprof__thread *t) {
   if (w->events_thread != t || w->events.len >= EVENTS_CHUNK_BYTES) {
     events_flush(w);
-    uint64_t dropped =
-        atomic_load_explicit(&t->dropped, memory_order_relaxed) - t->dropped_base;
+    uint64_t dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed) -
+                       t->dropped_base;
     uint8_t *p = room(&w->events, 30);
     if (!p) return NULL;
     p = mlprof__put_uv(p, t->tid);
@@ -303,7 +304,8 @@ static void emit_span(mlprof__writer *w, mlprof__thread *t,
     if (p) commit(w, mlprof__put_uv(p, f->meta[i][1]));
   }
   for (unsigned i = 0; i < f->nunits; i++) {
-    p = record(w, t, MLPROF__REC_SPAN_UNITS, (uint32_t)f->units[i][0], 0, 0, 10);
+    p = record(w, t, MLPROF__REC_SPAN_UNITS, (uint32_t)f->units[i][0], 0, 0,
+               10);
     if (p) commit(w, mlprof__put_uv(p, f->units[i][1]));
   }
 }
@@ -428,7 +430,8 @@ void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
   for (int i = 0; i < n; i++) {
     if (w->nrows == w->rows_cap) {
       size_t cap = w->rows_cap ? w->rows_cap * 2 : 64;
-      pending_row *p = cap <= MAX_PENDING_ROWS ? realloc(w->rows, cap * sizeof *p) : NULL;
+      pending_row *p =
+          cap <= MAX_PENDING_ROWS ? realloc(w->rows, cap * sizeof *p) : NULL;
       if (!p) break;
       w->rows = p;
       w->rows_cap = cap;
@@ -438,11 +441,13 @@ void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
     p->raw = t_raw;
     p->subject = r->subject;
     p->id = r->id;
-    p->label = r->label ? mlprof__intern(MLPROF__NAME_STRING, 0, r->label) : NULL;
+    p->label =
+        r->label ? mlprof__intern(MLPROF__NAME_STRING, 0, r->label) : NULL;
     p->n = 0;
     for (int k = 0; k < r->n && k < MLPROF__ROW_MEASURES; k++) {
       const mlprof__measure *m = &r->m[k];
-      const mlprof_site *name = mlprof__intern(MLPROF__NAME_MEASURE, 0, m->name);
+      const mlprof_site *name =
+          mlprof__intern(MLPROF__NAME_MEASURE, 0, m->name);
       const mlprof_site *reason =
           m->absent ? mlprof__intern(MLPROF__NAME_STRING, 0, m->absent) : NULL;
       if (!name || (m->absent && !reason)) continue;
@@ -504,7 +509,8 @@ static void samples_flush(mlprof__writer *w) {
     if (!p) break;
     *p++ = r->subject;
     p = mlprof__put_uv(p, r->id);
-    p = mlprof__put_uv(p, r->label ? name_id(w, r->label, MLPROF__NAME_STRING) : 0);
+    p = mlprof__put_uv(
+        p, r->label ? name_id(w, r->label, MLPROF__NAME_STRING) : 0);
     p = mlprof__put_sv(p, (int64_t)(ns - ref));
     ref = ns;
     p = mlprof__put_uv(p, (uint64_t)r->n);
@@ -562,7 +568,8 @@ static int by_begin(const void *a, const void *b) {
 static int by_end(const void *a, const void *b) {
   const ext_span *x = a, *y = b;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
-  if (x->depth != y->depth) return x->depth > y->depth ? -1 : 1; /* children first */
+  if (x->depth != y->depth)
+    return x->depth > y->depth ? -1 : 1; /* children first */
   return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
@@ -577,7 +584,8 @@ static int nest(ext_span *s, size_t n) {
   qsort(s, n, sizeof *s, by_begin);
   size_t top = 0;
   for (size_t i = 0; i < n; i++) {
-    while (top && (ends[top - 1] <= s[i].begin || ends[top - 1] < s[i].end)) top--;
+    while (top && (ends[top - 1] <= s[i].begin || ends[top - 1] < s[i].end))
+      top--;
     s[i].depth = (uint32_t)(top < MLPROF__MAX_DEPTH ? top : MLPROF__MAX_DEPTH);
     ends[top++] = s[i].end;
   }
@@ -588,7 +596,7 @@ static int nest(ext_span *s, size_t n) {
 
 /* The track named name, made when new; pending_lock held. */
 static track *track_of(mlprof__writer *w, const char *name) {
-  char key[sizeof ((track *)0)->name];
+  char key[sizeof((track *)0)->name];
   snprintf(key, sizeof key, "%s", name);
   for (uint32_t i = 0; i < w->ntracks; i++)
     if (strcmp(w->tracks[i]->name, key) == 0) return w->tracks[i];
@@ -700,8 +708,9 @@ static void tracks_flush(mlprof__writer *w) {
 static void emit_open(mlprof__writer *w, mlprof__thread *t) {
   for (uint32_t d = 0; d < t->depth; d++) {
     mlprof__frame *f = &t->frames[d];
-    uint8_t *p =
-        f->site_id ? record(w, t, MLPROF__REC_OPEN, f->site_id, 0, 0, 20) : NULL;
+    uint8_t *p = f->site_id
+                     ? record(w, t, MLPROF__REC_OPEN, f->site_id, 0, 0, 20)
+                     : NULL;
     if (!p) continue;
     p = mlprof__put_uv(p, d);
     p = mlprof__put_sv(p, (int64_t)(f->begin - t->ref_ns));
@@ -795,8 +804,8 @@ static int64_t env_int(const char *const *names) {
 static void put_header(mlprof__writer *w) {
   static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
                                           "PMI_RANK", "SLURM_PROCID", NULL};
-  static const char *const world_vars[] = {
-      "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+  static const char *const world_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                           "PMI_SIZE", "SLURM_NTASKS", NULL};
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   uint64_t mono_now = mlprof__mono_ns();
@@ -911,7 +920,8 @@ int mlprof__writer_flush(mlprof__writer *w) {
   uint64_t my = atomic_fetch_add(&w->req, 1) + 1;
   sem_post(&wake);
   pthread_mutex_lock(&w->done_lock);
-  while (atomic_load(&w->done) < my) pthread_cond_wait(&w->done_cond, &w->done_lock);
+  while (atomic_load(&w->done) < my)
+    pthread_cond_wait(&w->done_cond, &w->done_lock);
   pthread_mutex_unlock(&w->done_lock);
   return w->failed ? MLPROF_EIO : 0;
 }

@@ -215,7 +215,6 @@ static void nvml_close(void *state) {
   unload(s);
 }
 
-
 /* Ends the source for good when a call found its GPU lost. */
 #define LOST_CHECK(ret, i)                                          \
   do {                                                              \
@@ -278,7 +277,8 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
   } else {
     ret = s->fn.temperature(g->h, NVML_TEMPERATURE_GPU, &v);
     LOST_CHECK(ret, i);
-    mlprof__row_put(r, names[4], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
+    mlprof__row_put(r, names[4], v,
+                    ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
 
   const char *power_why = MISSING;
@@ -298,7 +298,8 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
     if (ret != NVML_SUCCESS)
       mlprof__row_put(r, names[6], 0, reason(s, ret));
     else
-      mlprof__row_put(r, names[6],
+      mlprof__row_put(
+          r, names[6],
           mj >= g->energy_base ? (double)(mj - g->energy_base) / 1000.0 : 0,
           mj >= g->energy_base ? NULL
                                : "energy counter went back (driver reloaded)");
@@ -320,7 +321,8 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
   } else {
     ret = s->fn.clock(g->h, NVML_CLOCK_SM, &v);
     LOST_CHECK(ret, i);
-    mlprof__row_put(r, names[7], v, ret == NVML_SUCCESS ? NULL : reason(s, ret));
+    mlprof__row_put(r, names[7], v,
+                    ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
 
   if (slow) {
@@ -334,7 +336,7 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
       ret = s->fn.pcie(g->h, counter[k], &v);
       LOST_CHECK(ret, i);
       mlprof__row_put(r, names[8 + k], (double)v * 1024.0,
-          ret == NVML_SUCCESS ? NULL : reason(s, ret));
+                      ret == NVML_SUCCESS ? NULL : reason(s, ret));
     }
   }
 
@@ -345,7 +347,7 @@ static int gpu_row(nvml_state *s, unsigned int i, const mlprof__sample_ctx *ctx,
     ret = s->fn.throttle(g->h, &mask);
     LOST_CHECK(ret, i);
     mlprof__row_put(r, names[10], (double)mask,
-        ret == NVML_SUCCESS ? NULL : reason(s, ret));
+                    ret == NVML_SUCCESS ? NULL : reason(s, ret));
   }
   return 0;
 }

@@ -58,14 +58,16 @@ static void proc_close(void *state) {
   free(s);
 }
 
-
 /* The reason a /proc file could not be read, as a static string. */
 static const char *errno_reason(int e) {
   switch (e) {
     case EACCES:
-    case EPERM: return "no permission";
-    case ENOENT: return "not provided by this kernel";
-    default: return "read failed";
+    case EPERM:
+      return "no permission";
+    case ENOENT:
+      return "not provided by this kernel";
+    default:
+      return "read failed";
   }
 }
 
@@ -180,9 +182,10 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
       mlprof__row_put(r, "cpu_pct", 0, "no time elapsed");
     else
       mlprof__row_put(r, "cpu_pct",
-          (double)(ticks >= pv->ticks ? ticks - pv->ticks : 0) / s->tck /
-              ((double)(ctx->now_ns - pv->ns) / 1e9) * 100.0,
-          NULL);
+                      (double)(ticks >= pv->ticks ? ticks - pv->ticks : 0) /
+                          s->tck / ((double)(ctx->now_ns - pv->ns) / 1e9) *
+                          100.0,
+                      NULL);
     if (nnext < PROC_MAX)
       s->next[nnext++] = (prev_t){pid, st.start, ticks, ctx->now_ns};
 

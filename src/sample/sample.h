@@ -41,13 +41,13 @@ typedef struct {
 
 /* What a tick asks for. */
 typedef struct {
-  const char *root;   /* "" normally; a fixture tree's path in tests: every
-                         /proc and /sys path is read below it */
-  const pid_t *pids;  /* the processes to sample: this process in-process,
-                         the whole tree from `mlprof run` */
+  const char *root;  /* "" normally; a fixture tree's path in tests: every
+                        /proc and /sys path is read below it */
+  const pid_t *pids; /* the processes to sample: this process in-process,
+                        the whole tree from `mlprof run` */
   size_t npids;
-  uint64_t now_ns;    /* CLOCK_MONOTONIC of this tick */
-  uint64_t tick;      /* 0, 1, 2...: lets slow measures run every Nth tick */
+  uint64_t now_ns; /* CLOCK_MONOTONIC of this tick */
+  uint64_t tick;   /* 0, 1, 2...: lets slow measures run every Nth tick */
 } mlprof__sample_ctx;
 
 /* Appends a measure to r: valid with value v when absent is NULL, else

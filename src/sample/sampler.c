@@ -58,7 +58,8 @@ static void tick(mlprof__sampler *s, uint64_t n) {
     if (!s->open[i]) continue;
     const mlprof__source *src = mlprof__sources[i];
     char why[256] = "";
-    int rows = src->sample(s->state[i], &ctx, s->rows, MAX_ROWS, why, sizeof why);
+    int rows =
+        src->sample(s->state[i], &ctx, s->rows, MAX_ROWS, why, sizeof why);
     if (rows < 0) {
       /* Failed for good (a GPU lost): say so once, go on without it. */
       mlprof__warn_once(NULL, "sampling source %s stopped: %s", src->name, why);
@@ -115,7 +116,8 @@ int mlprof__sampler_start(mlprof__sampler **out, mlprof__writer *w,
   pthread_mutex_init(&s->lock, NULL);
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* never takes the program's signals */
+  pthread_sigmask(SIG_SETMASK, &all,
+                  &old); /* never takes the program's signals */
   int rc = pthread_create(&s->thread, NULL, sampler_main, s);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {

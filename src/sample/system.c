@@ -53,7 +53,6 @@ static void sys_close(void *state) {
   free(s);
 }
 
-
 /* The "cpu " line of /proc/stat: user nice system idle iowait irq softirq
  * steal (guest time is already inside user). */
 static int read_cpu(const char *root, cpu_t *c) {
@@ -242,16 +241,18 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
     if (tok && aok)
       mlprof__row_put(r, "mem_used_bytes", total - avail, NULL);
     else
-      mlprof__row_put(r, "mem_used_bytes", 0, "no MemTotal/MemAvailable in /proc/meminfo");
+      mlprof__row_put(r, "mem_used_bytes", 0,
+                      "no MemTotal/MemAvailable in /proc/meminfo");
     mlprof__row_put(r, "mem_available_bytes", avail,
-        aok ? NULL : "no MemAvailable in /proc/meminfo");
+                    aok ? NULL : "no MemAvailable in /proc/meminfo");
     mlprof__row_put(r, "mem_total_bytes", total,
-        tok ? NULL : "no MemTotal in /proc/meminfo");
+                    tok ? NULL : "no MemTotal in /proc/meminfo");
     if (meminfo_kb(mi, "SwapTotal:", &stotal) == 0 &&
         meminfo_kb(mi, "SwapFree:", &sfree) == 0)
       mlprof__row_put(r, "swap_used_bytes", stotal - sfree, NULL);
     else
-      mlprof__row_put(r, "swap_used_bytes", 0, "no SwapTotal/SwapFree in /proc/meminfo");
+      mlprof__row_put(r, "swap_used_bytes", 0,
+                      "no SwapTotal/SwapFree in /proc/meminfo");
   }
 
   unsigned long long rd = 0, wr = 0, rx = 0, tx = 0;

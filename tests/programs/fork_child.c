@@ -20,7 +20,8 @@ int main(void) {
   }
   pid_t pid;
   {
-    MLPROF_ZONE("spawn"); /* open across fork(): the child must not inherit it */
+    MLPROF_ZONE(
+        "spawn"); /* open across fork(): the child must not inherit it */
     pid = fork();
   }
   if (pid == 0) {

@@ -91,8 +91,10 @@ static void run_steps(long steps, uint64_t base, const double *percent) {
 
 static int interleave(int argc, char **argv, uint64_t base) {
   if (argc < 5 || argc - 4 > MAX_RUNS) {
-    fprintf(stderr, "usage: workload --interleave ROUNDS STEPS DIR[:ZONE=PERCENT,...]"
-                    "... (at most %d)\n", MAX_RUNS);
+    fprintf(stderr,
+            "usage: workload --interleave ROUNDS STEPS DIR[:ZONE=PERCENT,...]"
+            "... (at most %d)\n",
+            MAX_RUNS);
     return 2;
   }
   long rounds = atol(argv[2]), steps = atol(argv[3]);

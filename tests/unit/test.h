@@ -14,31 +14,31 @@ typedef struct {
 
 extern int mlprof_test_failed;
 
-#define TEST_FAIL(...)                                                    \
-  do {                                                                    \
-    fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                     \
-    fprintf(stderr, __VA_ARGS__);                                         \
-    fputc('\n', stderr);                                                  \
-    mlprof_test_failed = 1;                                               \
-    return;                                                               \
+#define TEST_FAIL(...)                                \
+  do {                                                \
+    fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__);                     \
+    fputc('\n', stderr);                              \
+    mlprof_test_failed = 1;                           \
+    return;                                           \
   } while (0)
 
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) TEST_FAIL("check failed: %s", #cond);                    \
+#define CHECK(cond)                                    \
+  do {                                                 \
+    if (!(cond)) TEST_FAIL("check failed: %s", #cond); \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                    \
-  do {                                                                    \
-    long long a_ = (long long)(a), b_ = (long long)(b);                   \
-    if (a_ != b_) TEST_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);    \
+#define CHECK_EQ(a, b)                                                 \
+  do {                                                                 \
+    long long a_ = (long long)(a), b_ = (long long)(b);                \
+    if (a_ != b_) TEST_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_); \
   } while (0)
 
-#define CHECK_EQ_U64(a, b)                                                \
-  do {                                                                    \
-    uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                      \
-    if (a_ != b_)                                                         \
-      TEST_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, a_, b_);     \
+#define CHECK_EQ_U64(a, b)                                            \
+  do {                                                                \
+    uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                  \
+    if (a_ != b_)                                                     \
+      TEST_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, a_, b_); \
   } while (0)
 
 #define CHECK_STR(a, b)                                                   \
@@ -50,9 +50,11 @@ extern int mlprof_test_failed;
   } while (0)
 
 /* Each test file defines one list, terminated by {NULL, NULL}. */
-#define MLPROF_TEST_GROUPS(X) \
-  X(wire) X(record) X(reader) X(stats) X(export) X(sample) X(compare) \
+/* clang-format off */
+#define MLPROF_TEST_GROUPS(X)                                             \
+  X(wire) X(record) X(reader) X(stats) X(export) X(sample) X(compare)     \
   X(findings) X(tree) X(prom) X(table) X(diff)
+/* clang-format on */
 #define MLPROF__DECLARE_GROUP(g) extern const mlprof_test mlprof_tests_##g[];
 MLPROF_TEST_GROUPS(MLPROF__DECLARE_GROUP)
 #undef MLPROF__DECLARE_GROUP

@@ -20,7 +20,7 @@
 #define CHECK_NEAR(a, b, rel)                                \
   do {                                                       \
     double a_ = (a), b_ = (b);                               \
-    if (!(fabs(a_ - b_) <= (rel) * fabs(b_)))                \
+    if (!(fabs(a_ - b_) <= (rel)*fabs(b_)))                  \
       TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
   } while (0)
 
@@ -298,8 +298,11 @@ static void test_diff_verdicts(void) {
   CHECK_EQ(d.regression, 0);
   mlprof__diff_free(&d);
   const char *pats[] = {"s*"};
-  opt = (mlprof__diff_options){
-      .threshold = 0.05, .alpha = 0.01, .min_count = 5, .zones = pats, .nzones = 1};
+  opt = (mlprof__diff_options){.threshold = 0.05,
+                               .alpha = 0.01,
+                               .min_count = 5,
+                               .zones = pats,
+                               .nzones = 1};
   CHECK_EQ(mlprof__diff_build(&base, &next, &opt, &d), 0);
   CHECK_EQ(d.nzones, 3); /* same, slow, small */
   CHECK_EQ(d.filtered, 4);
@@ -346,7 +349,8 @@ static void test_diff_noise_alone(void) {
     build_begin(&b, 1);
     spans(&b, "z", 150, dur_noise, &n);
     build_end(&b, &next);
-    mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
+    mlprof__diff_options opt = {
+        .threshold = 0.05, .alpha = 0.01, .min_count = 5};
     mlprof__diff d;
     CHECK_EQ(mlprof__diff_build(&base, &next, &opt, &d), 0);
     significant += d.zones[0].test.p <= 0.01;
@@ -398,12 +402,12 @@ static void test_compare_speedups_and_ranks(void) {
   CHECK_STR(z->name, "step"); /* largest total first */
   CHECK_EQ(z->fastest, 1);
   CHECK_EQ(z->slowest, 2);
-  CHECK_NEAR(z->vs_slowest[0], 2.0, 1e-12);   /* 300 / 150 */
-  CHECK_NEAR(z->vs_slowest[1], 3.0, 1e-12);   /* 300 / 100 */
+  CHECK_NEAR(z->vs_slowest[0], 2.0, 1e-12); /* 300 / 150 */
+  CHECK_NEAR(z->vs_slowest[1], 3.0, 1e-12); /* 300 / 100 */
   CHECK_NEAR(z->vs_slowest[2], 1.0, 1e-12);
   CHECK_NEAR(z->vs_first[0], 1.0, 1e-12);
-  CHECK_NEAR(z->vs_first[1], 1.5, 1e-12);     /* 150 / 100 */
-  CHECK_NEAR(z->vs_first[2], 0.5, 1e-12);     /* 150 / 300 */
+  CHECK_NEAR(z->vs_first[1], 1.5, 1e-12); /* 150 / 100 */
+  CHECK_NEAR(z->vs_first[2], 0.5, 1e-12); /* 150 / 300 */
   z = &c.zones[1];
   CHECK_STR(z->name, "extra");
   CHECK(z->stats[1] == NULL);

@@ -78,15 +78,13 @@ static void build_end(builder *b, mlprof__report *r) {
   mlprof__stats_finish(b->s, r);
 }
 
-static const char *const names[] = {"load",  "forward", "backward",
-                                    "optim", "allreduce", "eval",
-                                    "log",   "save"};
+static const char *const names[] = {"load",      "forward", "backward", "optim",
+                                    "allreduce", "eval",    "log",      "save"};
 
 /* Two runs of zones names[0..nz): BASE at factor 1, NEW at factors[k]. */
-static int diff_of(size_t nz, const double *factors, size_t nbase,
-                   size_t nnew, double jitter, uint64_t seed,
-                   mlprof__report *base, mlprof__report *next,
-                   mlprof__diff *d) {
+static int diff_of(size_t nz, const double *factors, size_t nbase, size_t nnew,
+                   double jitter, uint64_t seed, mlprof__report *base,
+                   mlprof__report *next, mlprof__diff *d) {
   builder b;
   build_begin(&b, seed);
   for (size_t k = 0; k < nz; k++)

@@ -285,8 +285,13 @@ static void test_text_str_strips_escapes(void) {
   mlprof__out_close(&o);
   /* C1 controls (U+009B is CSI to some terminals) go too; U+00A0 stays. */
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
-  mlprof__out_text_str(&o, "a\xc2\x9b" "31m\xc2\x85\xc2\xa0", 10);
-  CHECK_STR(text_of(&o), "a\xef\xbf\xbd" "31m\xef\xbf\xbd\xc2\xa0");
+  mlprof__out_text_str(&o,
+                       "a\xc2\x9b"
+                       "31m\xc2\x85\xc2\xa0",
+                       10);
+  CHECK_STR(text_of(&o),
+            "a\xef\xbf\xbd"
+            "31m\xef\xbf\xbd\xc2\xa0");
   mlprof__out_close(&o);
 }
 
@@ -475,13 +480,22 @@ static void test_text_report_is_terminal_safe(void) {
 static void test_track_marked_in_reports(void) {
   mlprof__stats *s = mlprof__stats_new();
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "/tmp/t.mlprof", .pid = 9, .ppid = 1,
-                           .rank = -1, .world_size = -1, .hostname = "h",
-                           .exe = "/bin/train", .cmdline = "train",
+  mlprof__job_profile p = {.path = "/tmp/t.mlprof",
+                           .pid = 9,
+                           .ppid = 1,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "h",
+                           .exe = "/bin/train",
+                           .cmdline = "train",
                            .parent = -1};
   mlprof__stats_profile_begin(s, &p, &v);
-  mlprof__name n = {.id = 1, .kind = MLPROF__NAME_ZONE, .name = "aten::mm",
-                    .name_len = 8, .function = "", .file = ""};
+  mlprof__name n = {.id = 1,
+                    .kind = MLPROF__NAME_ZONE,
+                    .name = "aten::mm",
+                    .name_len = 8,
+                    .function = "",
+                    .file = ""};
   v.name(v.ud, &n);
   v.thread(v.ud, 9, "main", 4);
   v.thread(v.ud, MLPROF__TRACK_TID_BASE + 1, "torch ops", 9);
@@ -495,8 +509,9 @@ static void test_track_marked_in_reports(void) {
   CHECK_EQ(mlprof__export_json(&r, NULL, NULL, &o), 0);
   const char *js = text_of(&o);
   CHECK(strstr(js, "\"tid\":9,\"name\":\"main\",\"track\":false") != NULL);
-  CHECK(strstr(js, "\"tid\":2147483649,\"name\":\"torch ops\",\"track\":true") !=
-        NULL);
+  CHECK(
+      strstr(js, "\"tid\":2147483649,\"name\":\"torch ops\",\"track\":true") !=
+      NULL);
   mlprof__out_close(&o);
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
   CHECK_EQ(mlprof__export_text(&r, NULL, NULL, &o), 0);

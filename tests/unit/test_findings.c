@@ -276,8 +276,12 @@ static void test_steps_from_outermost_zone(void) {
 /* A track of another profiler's operators, repeated and larger in total
  * than the training step, is never taken for the steps. */
 static void test_track_is_not_the_step(void) {
-  static const char *const zones[] = {"iteration", "data", "forward", "backward",
-                                      "allreduce", "optimizer.step",
+  static const char *const zones[] = {"iteration",
+                                      "data",
+                                      "forward",
+                                      "backward",
+                                      "allreduce",
+                                      "optimizer.step",
                                       "autograd::engine::evaluate_function",
                                       "aten::mm"};
   static const uint8_t cats[] = {0, MLPROF_CAT_DATA, 0, 0, 0, 0, 0, 0};

@@ -15,8 +15,12 @@
 
 /* A zone name with a quote, a backslash, a newline, an invalid byte and a
  * control character; and how a label value must carry it. */
-#define HOSTILE_ZONE "a\"b\\c\nd\xff\x01" "e"
-#define HOSTILE_ZONE_LABEL "a\\\"b\\\\c\\nd\xef\xbf\xbd\xef\xbf\xbd" "e"
+#define HOSTILE_ZONE   \
+  "a\"b\\c\nd\xff\x01" \
+  "e"
+#define HOSTILE_ZONE_LABEL                  \
+  "a\\\"b\\\\c\\nd\xef\xbf\xbd\xef\xbf\xbd" \
+  "e"
 
 /* ---- a validator of the text format -------------------------------------- */
 
@@ -53,10 +57,11 @@ static vfam *family(vstate *v, const char *name, size_t len, int add) {
 /* Length of a valid UTF-8 character at p (n bytes left), or 0. */
 static size_t utf8_char(const unsigned char *p, size_t n) {
   unsigned c = p[0];
-  size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
-               : c >= 0xe0 && c <= 0xef             ? 3
-               : c >= 0xf0 && c <= 0xf4             ? 4
-                                                    : 0;
+  size_t len = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
   if (!len || len > n) return 0;
   uint32_t cp = len == 1 ? c : c & (0x7f >> len);
   for (size_t i = 1; i < len; i++) {
@@ -69,10 +74,10 @@ static size_t utf8_char(const unsigned char *p, size_t n) {
   return len;
 }
 
-#define BAD(...)                                          \
-  do {                                                    \
-    snprintf(v->why, sizeof v->why, __VA_ARGS__);         \
-    return -1;                                            \
+#define BAD(...)                                  \
+  do {                                            \
+    snprintf(v->why, sizeof v->why, __VA_ARGS__); \
+    return -1;                                    \
   } while (0)
 
 /* One sample line (without its newline). */
@@ -163,8 +168,8 @@ static int prom_valid(vstate *v, const char *s, size_t n) {
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t len = (size_t)(nl - p);
-    if (len >= 7 && (memcmp(p, "# HELP ", 7) == 0 ||
-                     memcmp(p, "# TYPE ", 7) == 0)) {
+    if (len >= 7 &&
+        (memcmp(p, "# HELP ", 7) == 0 || memcmp(p, "# TYPE ", 7) == 0)) {
       int help = p[2] == 'H';
       const char *nm = p + 7;
       size_t nlen = 0;
@@ -289,8 +294,11 @@ static void resources_of(mlprof__resources *res, mlprof__subject_stats *subs) {
   res->sampled = 1;
   res->subjects = subs;
   res->nsubjects = 3;
-  res->tree = (mlprof__subject_stats){
-      .subject = MLPROF__SUBJECT_TREE, .label = "", .hostname = "", .m = tree_m, .nm = 1};
+  res->tree = (mlprof__subject_stats){.subject = MLPROF__SUBJECT_TREE,
+                                      .label = "",
+                                      .hostname = "",
+                                      .m = tree_m,
+                                      .nm = 1};
 }
 
 static const char *text_of(mlprof__out *o) {
@@ -311,7 +319,8 @@ static void test_prom_run_and_zone_families(void) {
   CHECK_EQ(mlprof__export_prom(runs, 2, &o), 0);
   const char *s = text_of(&o);
   vstate v;
-  if (prom_valid(&v, s, o.len)) TEST_FAIL("invalid exposition: %s\n%s", v.why, s);
+  if (prom_valid(&v, s, o.len))
+    TEST_FAIL("invalid exposition: %s\n%s", v.why, s);
   /* 5 run gauges x 2 runs; per zone 4 quantiles, sum, count, self. */
   CHECK_EQ(v.samples, 10 + 2 * 2 * 7);
   CHECK_EQ(v.nfam, 7);
@@ -349,9 +358,10 @@ static void test_prom_run_and_zone_families(void) {
                "category=\"forward\"} 0.00001\n"
                "mlprof_zone_duration_seconds_count{run=\"a\",zone=\"fwd\","
                "category=\"forward\"} 4\n"));
-  CHECK(strstr(s,
-               "mlprof_zone_duration_seconds_count{run=\"a\",zone=\"" HOSTILE_ZONE_LABEL
-               "\",category=\"none\"} 1\n"));
+  CHECK(strstr(
+      s,
+      "mlprof_zone_duration_seconds_count{run=\"a\",zone=\"" HOSTILE_ZONE_LABEL
+      "\",category=\"none\"} 1\n"));
   CHECK(strstr(s,
                "# HELP mlprof_zone_self_seconds Self time of a zone: its "
                "spans' durations less their child zones'.\n"
@@ -382,18 +392,21 @@ static void test_prom_resources(void) {
   CHECK_EQ(mlprof__export_prom(runs, 2, &o), 0);
   const char *s = text_of(&o);
   vstate v;
-  if (prom_valid(&v, s, o.len)) TEST_FAIL("invalid exposition: %s\n%s", v.why, s);
+  if (prom_valid(&v, s, o.len))
+    TEST_FAIL("invalid exposition: %s\n%s", v.why, s);
   vstate_free(&v);
   /* Units spelled out; anything but [a-zA-Z0-9_] as '_'. */
-  CHECK(strstr(s,
-               "# HELP mlprof_system_cpu_user_seconds Latest sampled value of "
-               "the measure (docs/sampling.md).\n"
-               "# TYPE mlprof_system_cpu_user_seconds gauge\n"
-               "mlprof_system_cpu_user_seconds{run=\"a\",host=\"h\\\"1\"} 2\n"));
+  CHECK(
+      strstr(s,
+             "# HELP mlprof_system_cpu_user_seconds Latest sampled value of "
+             "the measure (docs/sampling.md).\n"
+             "# TYPE mlprof_system_cpu_user_seconds gauge\n"
+             "mlprof_system_cpu_user_seconds{run=\"a\",host=\"h\\\"1\"} 2\n"));
   CHECK(strstr(s,
                "mlprof_system_disk_read_bytes_per_second{run=\"a\",host=\"h\\\""
                "1\"} 4096\n"));
-  CHECK(strstr(s, "mlprof_system_weird_name___{run=\"a\",host=\"h\\\"1\"} 0.5\n"));
+  CHECK(strstr(s,
+               "mlprof_system_weird_name___{run=\"a\",host=\"h\\\"1\"} 0.5\n"));
   /* Infinite values as Prometheus spells them. */
   CHECK(strstr(s, "mlprof_system_huge_w{run=\"a\",host=\"h\\\"1\"} -Inf\n"));
   /* A measure never read has no family at all. */

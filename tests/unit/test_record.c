@@ -24,7 +24,7 @@ typedef struct {
   double last_counter;
   char meta_key[32], meta_value[32], thread_name[32];
   int clean_end;
-  int span_order_ok;       /* a parent never precedes its children */
+  int span_order_ok; /* a parent never precedes its children */
   uint64_t last_end_at_depth[8];
 } readback;
 
@@ -258,9 +258,7 @@ static void off_inside_recorded_zone_keeps_pairing(void) {
   mlprof_zone_begin("outer");
   mlprof_set_enabled(0);
   mlprof_zone_begin("inner_by_name");
-  {
-    MLPROF_ZONE("inner_scoped");
-  }
+  { MLPROF_ZONE("inner_scoped"); }
   mlprof_zone_end();
   mlprof_set_enabled(1);
   { MLPROF_ZONE("after"); }
@@ -462,15 +460,19 @@ static int tr_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 
 static int tr_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   track_rb *r = ud;
-  if (tid >= 0x80000000u && r->n && strcmp(r->names[name < 64 ? name : 0], "flops") == 0)
+  if (tid >= 0x80000000u && r->n &&
+      strcmp(r->names[name < 64 ? name : 0], "flops") == 0)
     r->s[r->n - 1].units = n;
   return 0;
 }
 
 static int track_read(const char *path, track_rb *r) {
   memset(r, 0, sizeof *r);
-  mlprof__visitor v = {.ud = r, .header = tr_header, .name = tr_name,
-                       .thread = tr_thread, .span = tr_span,
+  mlprof__visitor v = {.ud = r,
+                       .header = tr_header,
+                       .name = tr_name,
+                       .thread = tr_thread,
+                       .span = tr_span,
                        .span_units = tr_span_units};
   mlprof__read_report rep;
   char err[256];
@@ -526,8 +528,10 @@ static void track_spans_nest_by_time(void) {
     const char *name;
     uint32_t depth;
     uint64_t begin, end, units;
-  } want[] = {{"op_a", 1, 2000, 3000, 0},       {"op_leaf", 2, 4000, 5000, 0},
-              {"op_b", 1, 3000, 8000, 0},       {"op_parent", 0, 1000, 9000, 1234},
+  } want[] = {{"op_a", 1, 2000, 3000, 0},
+              {"op_leaf", 2, 4000, 5000, 0},
+              {"op_b", 1, 3000, 8000, 0},
+              {"op_parent", 0, 1000, 9000, 1234},
               {"op_next", 0, 9000, 9500, 0}};
   for (int i = 0; i < 5; i++) { /* in this order: by end, children first */
     CHECK_STR(r.names[r.s[i].name], want[i].name);
@@ -611,7 +615,9 @@ static void track_spans_beyond_cap_all_kept(void) {
   mlprof__visitor v = {.ud = &spans, .span = count_spans};
   mlprof__read_report rep;
   char err[256];
-  CHECK_EQ(mlprof__read_file(temp_path("trackbig.mlprof"), &v, &rep, err, sizeof err), 0);
+  CHECK_EQ(mlprof__read_file(temp_path("trackbig.mlprof"), &v, &rep, err,
+                             sizeof err),
+           0);
   CHECK_EQ_U64(spans, N);
 }
 
@@ -623,8 +629,8 @@ static void *import_thread(void *arg) {
   for (int k = 0; k < N / 1000; k++) {
     uint64_t m = mono_now();
     for (int i = 0; i < 1000; i++)
-      s[i] = (mlprof_span){&site, m + (uint64_t)i * 10, m + (uint64_t)i * 10 + 5,
-                           "flops", 2};
+      s[i] = (mlprof_span){&site, m + (uint64_t)i * 10,
+                           m + (uint64_t)i * 10 + 5, "flops", 2};
     if (mlprof_track_spans(track, s, 1000) != 0) return (void *)1;
     MLPROF_ZONE("between");
   }
@@ -654,7 +660,8 @@ const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
     {"disabled_records_nothing", disabled_records_nothing},
     {"end_recorded_after_switch_off", end_recorded_after_switch_off},
-    {"off_inside_recorded_zone_keeps_pairing", off_inside_recorded_zone_keeps_pairing},
+    {"off_inside_recorded_zone_keeps_pairing",
+     off_inside_recorded_zone_keeps_pairing},
     {"thread_exiting_with_open_zone", thread_exiting_with_open_zone},
     {"unbalanced_ends_are_harmless", unbalanced_ends_are_harmless},
     {"intern_is_stable", intern_is_stable},

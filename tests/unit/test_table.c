@@ -32,11 +32,15 @@ static const struct {
     {"\xe5\x89\x8d\xe5\x90\x91\xe4\xbc\xa0\xe6\x92\xad", /* 前向传播 */
      "\xe5\x89\x8d\xe5\x90\x91\xe4\xbc\xa0\xe6\x92\xad", 8, "22"},
     {"\xf0\x9f\x99\x82ok", "\xf0\x9f\x99\x82ok", 4, "333"}, /* 🙂ok */
-    {"e\xcc\x81x", "e\xcc\x81x", 2, "4"},           /* e + U+0301, x */
-    {"\xef\xbc\xa1", "\xef\xbc\xa1", 2, "5"},       /* fullwidth A */
+    {"e\xcc\x81x", "e\xcc\x81x", 2, "4"},                   /* e + U+0301, x */
+    {"\xef\xbc\xa1", "\xef\xbc\xa1", 2, "5"},               /* fullwidth A */
     {"\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd", 2, "6"}, /* invalid: two U+FFFD */
     {"\xe3\x82\xab\xe3\x82\x99", "\xe3\x82\xab\xe3\x82\x99", 2, "7"}, /* ガ */
-    {"a\xe2\x80\x8b" "b", "a\xe2\x80\x8b" "b", 2, "8"}, /* zero width space */
+    {"a\xe2\x80\x8b"
+     "b",
+     "a\xe2\x80\x8b"
+     "b",
+     2, "8"}, /* zero width space */
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -91,8 +95,9 @@ static const char *cut(const char *name, size_t max) {
 static void test_table_cut_keeps_whole_characters(void) {
   /* 前向传播计算 is 12 columns: the ellipsis takes one, a wide character
    * that would pass the limit is left out whole. */
-  static const char cjk[] = QIAN XIANG "\xe4\xbc\xa0\xe6\x92\xad"
-                                       "\xe8\xae\xa1\xe7\xae\x97";
+  static const char cjk[] = QIAN XIANG
+      "\xe4\xbc\xa0\xe6\x92\xad"
+      "\xe8\xae\xa1\xe7\xae\x97";
   CHECK_STR(cut(cjk, 12), cjk);
   CHECK_STR(cut(cjk, 11),
             QIAN XIANG "\xe4\xbc\xa0\xe6\x92\xad\xe8\xae\xa1" ELLIPSIS);
@@ -102,8 +107,13 @@ static void test_table_cut_keeps_whole_characters(void) {
   CHECK_STR(cut(cjk, 2), ELLIPSIS);
   CHECK_STR(cut(SMILE SMILE SMILE, 4), SMILE ELLIPSIS);
   /* A combining mark stays with its letter. */
-  CHECK_STR(cut("e\xcc\x81" "e\xcc\x81" "e\xcc\x81" "e\xcc\x81", 3),
-            "e\xcc\x81" "e\xcc\x81" ELLIPSIS);
+  CHECK_STR(cut("e\xcc\x81"
+                "e\xcc\x81"
+                "e\xcc\x81"
+                "e\xcc\x81",
+                3),
+            "e\xcc\x81"
+            "e\xcc\x81" ELLIPSIS);
   /* Invalid bytes: each a whole U+FFFD. */
   CHECK_STR(cut("\xff\xff\xff\xff", 3), FFFD FFFD ELLIPSIS);
   CHECK_STR(cut("abcdef", 4), "abc" ELLIPSIS);
@@ -148,7 +158,7 @@ static void test_text_report_aligns_cjk_zones(void) {
   mlprof__stats_profile_begin(s, &p, &v);
   static const char *const names[] = {
       "\xe6\x95\xb0\xe6\x8d\xae\xe5\x8a\xa0\xe8\xbd\xbd", /* 数据加载 */
-      "forward_pass", "\xe5\x89\x8d\xe5\x90\x91", /* 前向 */
+      "forward_pass", "\xe5\x89\x8d\xe5\x90\x91",         /* 前向 */
       "\xf0\x9f\x94\xa5hot"};
   for (uint32_t i = 0; i < 4; i++) {
     mlprof__name n = {.id = i + 1,

@@ -259,7 +259,8 @@ static void test_tree_shape_totals_and_self(void) {
   CHECK_EQ(t.nnodes, NEXPECTED);
   for (size_t i = 0; i < NEXPECTED; i++) {
     long n = node_at(&t, expected_nodes[i].path);
-    if (n < 0) TEST_FAIL("no single node for %s (%ld)", expected_nodes[i].path, n);
+    if (n < 0)
+      TEST_FAIL("no single node for %s (%ld)", expected_nodes[i].path, n);
     if (t.nodes[n].total_ns != expected_nodes[i].total ||
         t.nodes[n].count != expected_nodes[i].count ||
         self_of(&t, n) != expected_nodes[i].self)
@@ -322,8 +323,8 @@ static void test_tree_series_sorted_and_kept(void) {
  * step: get_batch 100 as data; forward 400 (its own 100 and attn's and
  * mlp's 150 each, which have no part of their own); backward 350 (with its
  * attn); other 150: the step zone's own 50 and the 100 between it and the
- * next mark (a step's time is mark to mark). Iteration 0 ends before the first mark:
- * in no step. */
+ * next mark (a step's time is mark to mark). Iteration 0 ends before the first
+ * mark: in no step. */
 static void test_tree_step_buckets(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
