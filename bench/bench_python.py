@@ -60,14 +60,14 @@ def bench_zones():
     run_noop = make_with_loop(noop)
     # Interleave so both see the same machine state; best of each.
     empty = per_iter(loop_empty, N)
-    z = [], []
+    z = [], [], []
     for _ in range(3):
         z[0].append(per_iter(run_noop, N))
         z[1].append(per_iter(run_zone, N))
-    c_noop, zone = min(z[0]), min(z[1])
-    prof.set_enabled(False)
-    off = per_iter(run_zone, N)
-    prof.set_enabled(True)
+        prof.set_enabled(False)
+        z[2].append(per_iter(run_zone, N))
+        prof.set_enabled(True)
+    c_noop, zone, off = min(z[0]), min(z[1]), min(z[2])
     dropped = _mlprof.dropped()
     prof.stop()
     rf = None

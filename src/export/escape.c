@@ -279,35 +279,32 @@ size_t mlprof__utf8_len(const unsigned char *s, size_t n) {
   return len;
 }
 
-/* Copies the UTF-8 sequence starting s (n bytes left) to p when it is
- * valid, else U+FFFD for its first byte; a C1 control character (U+0080 to
- * U+009F: U+009B is a terminal's CSI) is U+FFFD too. Sets *used to the bytes
- * consumed and returns the end of what it wrote (at most 4 bytes). */
-static char *put_utf8(char *p, const unsigned char *s, size_t n, size_t *used) {
+/* Length of the character at s (n bytes left) that the escapers copy as it
+ * is, or 0 for one they write as U+FFFD: an invalid byte, or a control
+ * character (C0, DEL, or C1: U+0080 to U+009F, U+009B being a terminal's
+ * CSI). */
+static size_t plain_len(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return s[0] < 0x20 || s[0] == 0x7f ? 0 : 1;
   size_t len = mlprof__utf8_len(s, n);
-  if (len == 0 || (len == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+  return len == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? 0 : len;
+}
+
+/* A character an escaper leaves as it is, made safe: plain_len's copied,
+ * anything else written as U+FFFD (for one character, or one invalid
+ * byte). Sets *used to the bytes consumed and returns the end of what it
+ * wrote (at most 4 bytes). */
+static char *put_plain(char *p, const unsigned char *s, size_t n,
+                       size_t *used) {
+  size_t len = plain_len(s, n);
+  if (len == 0) {
+    size_t k = s[0] >= 0x80 ? mlprof__utf8_len(s, n) : 0;
     memcpy(p, replacement, 3);
-    *used = len ? len : 1;
+    *used = k ? k : 1;
     return p + 3;
   }
   memcpy(p, s, len);
   *used = len;
   return p + len;
-}
-
-/* A character an escaper leaves as it is, made safe: valid UTF-8 copied,
- * an invalid byte or a control character written as U+FFFD. Same contract
- * as put_utf8. */
-static char *put_plain(char *p, const unsigned char *s, size_t n,
-                       size_t *used) {
-  if (s[0] >= 0x80) return put_utf8(p, s, n, used);
-  *used = 1;
-  if (s[0] < 0x20 || s[0] == 0x7f) {
-    memcpy(p, replacement, 3);
-    return p + 3;
-  }
-  *p = (char)s[0];
-  return p + 1;
 }
 
 /* Bytes of ASCII a JSON string carries as they are. */
@@ -385,7 +382,7 @@ static void out_clean(mlprof__out *o, const unsigned char *s, size_t n,
     unsigned c = s[i];
     if (c >= 0x80) {
       size_t len;
-      p = put_utf8(p, s + i, n - i, &len);
+      p = put_plain(p, s + i, n - i, &len);
       i += len;
     } else if (c < 0x20 || c == 0x7f) {
       if (keep_crlf_tab && (c == '\t' || c == '\r' || c == '\n')) {
@@ -482,4 +479,13 @@ void mlprof__out_prom_label(mlprof__out *o, const char *str, size_t n) {
     }
     mlprof__out_end(o, p);
   }
+}
+
+int mlprof__prom_label_exact(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  for (size_t i = 0, len; i < n; i += len) {
+    len = s[i] == '\n' ? 1 : plain_len(s + i, n - i);
+    if (!len) return 0;
+  }
+  return 1;
 }

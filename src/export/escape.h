@@ -115,5 +115,8 @@ void mlprof__out_html_text(mlprof__out *o, const char *s, size_t n);
  * '\', '"' and newline are escaped; other control characters and invalid
  * UTF-8 become U+FFFD. */
 void mlprof__out_prom_label(mlprof__out *o, const char *s, size_t n);
+/* Whether mlprof__out_prom_label writes s without a U+FFFD: then distinct
+ * strings give distinct labels. */
+int mlprof__prom_label_exact(const char *s, size_t n);
 
 #endif

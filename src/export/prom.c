@@ -88,6 +88,18 @@ static void zone_labels(mlprof__out *o, const mlprof__prom_run *run,
                         const mlprof__zone_stats *z) {
   run_label(o, run);
   label(o, "zone", z->name, z->name_len, 0);
+  if (!mlprof__prom_label_exact(z->name, z->name_len)) {
+    /* Its label has a U+FFFD, as another zone's may: the bytes tell them
+     * apart, or the two would be one series twice. */
+    static const char hex[] = "0123456789abcdef";
+    mlprof__out_lit(o, ",zone_bytes=\"");
+    for (size_t i = 0; i < z->name_len; i++) {
+      unsigned char c = (unsigned char)z->name[i];
+      char h[2] = {hex[c >> 4], hex[c & 15]};
+      mlprof__out_write(o, h, 2);
+    }
+    mlprof__out_lit(o, "\"");
+  }
   const char *c = mlprof__category_name(z->category);
   label(o, "category", c, strlen(c), 0);
 }

@@ -20,7 +20,7 @@
   "e"
 #define HOSTILE_ZONE_LABEL                  \
   "a\\\"b\\\\c\\nd\xef\xbf\xbd\xef\xbf\xbd" \
-  "e"
+  "e\",zone_bytes=\"6122625c630a64ff0165"
 
 /* ---- a validator of the text format -------------------------------------- */
 
@@ -428,6 +428,51 @@ static void test_prom_resources(void) {
   mlprof__report_free(&r);
 }
 
+/* Two zones whose names differ only in bytes the labels cannot carry
+ * ("q\x01", "q\x02": both "q" and U+FFFD) stay two series. */
+static void test_prom_lossy_names_stay_apart(void) {
+  mlprof__stats *st = mlprof__stats_new();
+  mlprof__visitor v;
+  mlprof__job_profile p = {.path = "p.mlprof",
+                           .pid = 9,
+                           .ppid = 1,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "h",
+                           .exe = "/bin/x",
+                           .cmdline = "x",
+                           .parent = -1};
+  mlprof__stats_profile_begin(st, &p, &v);
+  static const char *const names[] = {"q\x01", "q\x02"};
+  for (uint32_t i = 0; i < 2; i++) {
+    mlprof__name n = {.id = i + 1,
+                      .kind = MLPROF__NAME_ZONE,
+                      .name = names[i],
+                      .name_len = 2,
+                      .function = "",
+                      .file = ""};
+    v.name(v.ud, &n);
+    v.span(v.ud, 1, i + 1, 0, 10 * i, 10 * i + 5);
+  }
+  v.end(v.ud, 100, 0, 0);
+  mlprof__stats_profile_end(st, NULL, NULL);
+  mlprof__report r;
+  CHECK_EQ(mlprof__stats_finish(st, &r), 0);
+  mlprof__prom_run run = {.run = "a", .r = &r, .res = NULL};
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_prom(&run, 1, &o), 0);
+  const char *s = text_of(&o);
+  vstate vs;
+  if (prom_valid(&vs, s, o.len))
+    TEST_FAIL("invalid exposition: %s\n%s", vs.why, s);
+  vstate_free(&vs);
+  CHECK(strstr(s, "zone=\"q\xef\xbf\xbd\",zone_bytes=\"7101\""));
+  CHECK(strstr(s, "zone=\"q\xef\xbf\xbd\",zone_bytes=\"7102\""));
+  mlprof__out_close(&o);
+  mlprof__report_free(&r);
+}
+
 /* Every 2-byte zone name gives a valid exposition: a brute-force sweep of
  * the label escaper through the exporter. */
 static void test_prom_label_all_byte_pairs(void) {
@@ -464,5 +509,6 @@ static void test_prom_label_all_byte_pairs(void) {
 const mlprof_test mlprof_tests_prom[] = {
     {"run_and_zone_families", test_prom_run_and_zone_families},
     {"resources", test_prom_resources},
+    {"lossy_names_stay_apart", test_prom_lossy_names_stay_apart},
     {"label_all_byte_pairs", test_prom_label_all_byte_pairs},
     {NULL, NULL}};
