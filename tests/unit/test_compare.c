@@ -15,6 +15,7 @@
 #include "analyze/diff.h"
 #include "analyze/stats.h"
 #include "format/wire.h"
+#include "builder.h"
 #include "test.h"
 
 #define CHECK_NEAR(a, b, rel)                                \
@@ -140,58 +141,11 @@ static void test_mwu_degenerate(void) {
 
 /* ---- reports from known spans ------------------------------------------- */
 
-typedef struct {
-  mlprof__stats *s;
-  mlprof__visitor v;
-  uint32_t next_id;
-  uint64_t t;
-} builder;
-
-static void build_begin(builder *b, int keep) {
-  memset(b, 0, sizeof *b);
-  b->s = mlprof__stats_new();
-  mlprof__stats_keep_durations(b->s, keep);
-  mlprof__job_profile p = {.path = "t.mlprof",
-                           .pid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "w",
-                           .cmdline = "w",
-                           .parent = -1};
-  mlprof__stats_profile_begin(b->s, &p, &b->v);
-}
-
-/* n spans of zone name on thread 1, one after the other, durations from
- * dur(i). */
-static void spans(builder *b, const char *name, size_t n,
-                  uint64_t (*dur)(size_t i, void *ud), void *ud) {
-  mlprof__name nm = {.id = ++b->next_id,
-                     .kind = MLPROF__NAME_ZONE,
-                     .name = name,
-                     .name_len = strlen(name),
-                     .function = "",
-                     .file = ""};
-  b->v.name(b->v.ud, &nm);
-  for (size_t i = 0; i < n; i++) {
-    uint64_t d = dur(i, ud);
-    b->v.span(b->v.ud, 1, nm.id, 0, b->t, b->t + d);
-    b->t += d;
-  }
-}
-
 static void steps(builder *b, size_t n, uint64_t interval) {
   for (size_t i = 0; i < n; i++) {
     b->v.step(b->v.ud, 1, b->t);
     b->t += interval;
   }
-}
-
-static void build_end(builder *b, mlprof__report *r) {
-  b->v.end(b->v.ud, b->t, 0, 0);
-  mlprof__stats_profile_end(b->s, NULL, NULL);
-  memset(r, 0, sizeof *r);
-  mlprof__stats_finish(b->s, r);
 }
 
 /* Durations around a centre: base * (1 + k/1000) for k spread over

@@ -10,6 +10,7 @@
 #include "analyze/diff.h"
 #include "analyze/stats.h"
 #include "format/wire.h"
+#include "builder.h"
 #include "test.h"
 
 #define CHECK_NEAR(a, b, tol)                                \
@@ -19,63 +20,26 @@
       TEST_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
   } while (0)
 
-typedef struct {
-  mlprof__stats *s;
-  mlprof__visitor v;
-  uint32_t next_id;
-  uint64_t t;
-  uint64_t rng;
-} builder;
-
-static void build_begin(builder *b, uint64_t seed) {
-  memset(b, 0, sizeof *b);
-  b->rng = seed * 0x9e3779b97f4a7c15ull + 1;
-  b->s = mlprof__stats_new();
-  mlprof__stats_keep_durations(b->s, 1);
-  mlprof__job_profile p = {.path = "t.mlprof",
-                           .pid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "w",
-                           .cmdline = "w",
-                           .parent = -1};
-  mlprof__stats_profile_begin(b->s, &p, &b->v);
-}
-
 /* xorshift64*: a uniform double in (0, 1). */
-static double uniform(builder *b) {
-  b->rng ^= b->rng >> 12;
-  b->rng ^= b->rng << 25;
-  b->rng ^= b->rng >> 27;
-  return ((double)((b->rng * 0x2545f4914f6cdd1dull) >> 11) + 0.5) /
+static double uniform(uint64_t *rng) {
+  *rng ^= *rng >> 12;
+  *rng ^= *rng << 25;
+  *rng ^= *rng >> 27;
+  return ((double)((*rng * 0x2545f4914f6cdd1dull) >> 11) + 0.5) /
          9007199254740992.0;
 }
 
-/* n spans of zone name, each centre * factor plus noise: jitter (0 to 1)
- * times centre, exponential, as preemption stretches spans. */
-static void spans(builder *b, const char *name, size_t n, double centre,
-                  double factor, double jitter) {
-  mlprof__name nm = {.id = ++b->next_id,
-                     .kind = MLPROF__NAME_ZONE,
-                     .name = name,
-                     .name_len = strlen(name),
-                     .function = "",
-                     .file = ""};
-  b->v.name(b->v.ud, &nm);
-  for (size_t i = 0; i < n; i++) {
-    double d = centre * factor * (1 - jitter * log(uniform(b)));
-    uint64_t ns = (uint64_t)(d + 0.5);
-    b->v.span(b->v.ud, 1, nm.id, 0, b->t, b->t + ns);
-    b->t += ns;
-  }
-}
+/* Spans of mean centre plus noise: jitter (0 to 1) times centre,
+ * exponential, as preemption stretches spans. */
+typedef struct {
+  uint64_t rng;
+  double centre, jitter;
+} noisy;
 
-static void build_end(builder *b, mlprof__report *r) {
-  b->v.end(b->v.ud, b->t, 0, 0);
-  mlprof__stats_profile_end(b->s, NULL, NULL);
-  memset(r, 0, sizeof *r);
-  mlprof__stats_finish(b->s, r);
+static uint64_t noisy_dur(size_t i, void *ud) {
+  noisy *n = ud;
+  (void)i;
+  return (uint64_t)(n->centre * (1 - n->jitter * log(uniform(&n->rng))) + 0.5);
 }
 
 static const char *const names[] = {"load",      "forward", "backward", "optim",
@@ -86,13 +50,19 @@ static int diff_of(size_t nz, const double *factors, size_t nbase, size_t nnew,
                    double jitter, uint64_t seed, mlprof__report *base,
                    mlprof__report *next, mlprof__diff *d) {
   builder b;
-  build_begin(&b, seed);
-  for (size_t k = 0; k < nz; k++)
-    spans(&b, names[k], nbase, 10000 * (double)(k + 1), 1, jitter);
+  noisy n = {.rng = seed * 0x9e3779b97f4a7c15ull + 1, .jitter = jitter};
+  build_begin(&b, 1);
+  for (size_t k = 0; k < nz; k++) {
+    n.centre = 10000 * (double)(k + 1);
+    spans(&b, names[k], nbase, noisy_dur, &n);
+  }
   build_end(&b, base);
-  build_begin(&b, seed + 1000003);
-  for (size_t k = 0; k < nz; k++)
-    spans(&b, names[k], nnew, 10000 * (double)(k + 1), factors[k], jitter);
+  n.rng = (seed + 1000003) * 0x9e3779b97f4a7c15ull + 1;
+  build_begin(&b, 1);
+  for (size_t k = 0; k < nz; k++) {
+    n.centre = 10000 * (double)(k + 1) * factors[k];
+    spans(&b, names[k], nnew, noisy_dur, &n);
+  }
   build_end(&b, next);
   mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
   return mlprof__diff_build(base, next, &opt, d);
