@@ -164,6 +164,18 @@ static int diff_zone_cmp(const void *x, const void *y) {
   return name_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
+/* The rule of docs/guide.md: slower (faster) when the test is significant
+ * at alpha, U is above (below) its null mean and the ratio of medians
+ * beyond 1 + threshold (1 - threshold). */
+static mlprof__verdict verdict(const mlprof__mwu *t, double ratio, uint64_t nb,
+                               uint64_t nn, const mlprof__diff_options *opt) {
+  double half = (double)nb * (double)nn / 2;
+  if (t->p > opt->alpha) return MLPROF__VERDICT_UNCHANGED;
+  if (ratio > 1 + opt->threshold && t->u > half) return MLPROF__VERDICT_SLOWER;
+  if (ratio < 1 - opt->threshold && t->u < half) return MLPROF__VERDICT_FASTER;
+  return MLPROF__VERDICT_UNCHANGED;
+}
+
 /* The verdict of a zone present in both runs. */
 static int judge(mlprof__diff_zone *z, const mlprof__diff_options *opt) {
   const mlprof__zone_stats *b = z->base, *n = z->next;
@@ -184,13 +196,7 @@ static int judge(mlprof__diff_zone *z, const mlprof__diff_options *opt) {
     z->too_few = 1;
     return 0;
   }
-  double half = (double)b->count * (double)n->count / 2;
-  if (z->test.p <= opt->alpha) {
-    if (z->ratio > 1 + opt->threshold && z->test.u > half)
-      z->verdict = MLPROF__VERDICT_SLOWER;
-    else if (z->ratio < 1 - opt->threshold && z->test.u < half)
-      z->verdict = MLPROF__VERDICT_FASTER;
-  }
+  z->verdict = verdict(&z->test, z->ratio, b->count, n->count, opt);
   return 0;
 }
 
@@ -227,13 +233,8 @@ static int judge_shift(mlprof__diff_zone *z, double common,
   free(scaled);
   if (rc) return rc;
   z->shift_ratio = z->ratio / common;
-  double half = (double)b->count * (double)n->count / 2;
-  if (z->shift_test.p <= opt->alpha) {
-    if (z->shift_ratio > 1 + opt->threshold && z->shift_test.u > half)
-      z->shift_verdict = MLPROF__VERDICT_SLOWER;
-    else if (z->shift_ratio < 1 - opt->threshold && z->shift_test.u < half)
-      z->shift_verdict = MLPROF__VERDICT_FASTER;
-  }
+  z->shift_verdict =
+      verdict(&z->shift_test, z->shift_ratio, b->count, n->count, opt);
   return 0;
 }
 
