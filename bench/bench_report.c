@@ -89,6 +89,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   long spans = argc > 2 ? atol(argv[2]) : 10000000;
+  if (argc > 3 || spans <= 0) {
+    fprintf(stderr, "usage: bench_report PATH/TO/mlprof [spans]\n");
+    return 2;
+  }
   char dir[] = "/tmp/mlprof-bench-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   char path[256], trace[256];

@@ -80,6 +80,10 @@ static int on_row(void *ud, const mlprof__sample_row *row) {
 
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 5;
+  if (argc > 2 || !(seconds > 0)) {
+    fprintf(stderr, "usage: bench_sampler [SECONDS] (default 5)\n");
+    return 2;
+  }
   /* calibrate the workload to about `seconds` */
   long iters = 10000000;
   double t = workload(iters, NULL, NULL);

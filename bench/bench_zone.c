@@ -90,6 +90,10 @@ static double throughput(int threads, long per_thread) {
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 5000000;
+  if (argc > 2 || n <= 0) {
+    fprintf(stderr, "usage: bench_zone [ITERATIONS] (default 5000000)\n");
+    return 2;
+  }
   char path[] = "/tmp/mlprof-bench-XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return 1;
