@@ -149,6 +149,7 @@ class _ThreadState(threading.local):
     def __init__(self):
         self.stack = []      # (module, zone) of forward zones open
         self.backward = []   # states of backward zones open (_backward_zone)
+        self.walked = {}     # modules walked in this forward (_last_nodes)
 
 
 def _is_leaf(m):
@@ -156,19 +157,26 @@ def _is_leaf(m):
         True for _ in m.children())
 
 
-_MAX_BACKWARD_NODES = 512
+_MAX_BACKWARD_NODES = 20000
 # The node that stores a parameter's gradient: the graph outside a module.
 _ACCUMULATE_GRAD = type((torch.zeros(1, requires_grad=True) * 1)
                         .grad_fn.next_functions[0][0])
 
 
-def _last_nodes(y, inputs):
+def _last_nodes(y, inputs, walked):
     """The autograd nodes a module's backward ends with: those its forward
-    made (reachable from its output) that no other of them feeds, the graph
-    of its inputs excluded. None when the walk leaves the module (over
-    _MAX_BACKWARD_NODES nodes: a tensor captured from outside)."""
+    made (reachable from its output, the graph of its inputs excluded) that
+    feed none of the others. None past _MAX_BACKWARD_NODES nodes (the walk
+    left the module through a tensor captured from outside).
+
+    walked: the modules already walked in this forward (those inside this
+    one), by output node: (the nodes just outside the module, its last
+    nodes with what each feeds). The walk crosses such a module from its
+    output straight to its outside, so each node is walked once, not once
+    per enclosing module."""
     outside = {x.grad_fn for x in _tensors(inputs) if x.grad_fn is not None}
-    inside, stack, last = set(), [y.grad_fn], []
+    root = y.grad_fn
+    inside, stack, cands = set(), [root], []
     while stack:
         node = stack.pop()
         if node in inside:
@@ -176,24 +184,28 @@ def _last_nodes(y, inputs):
         inside.add(node)
         if len(inside) > _MAX_BACKWARD_NODES:
             return None
-        feeds = False
-        for nxt, _ in node.next_functions:
-            if nxt is None or nxt in outside or type(nxt) is _ACCUMULATE_GRAD:
-                continue
-            feeds = True
-            if nxt not in inside:
-                stack.append(nxt)
-        if not feeds:
-            last.append(node)
-    return last
+        crossed = walked.get(node)
+        if crossed is not None:
+            nexts, last = crossed
+            cands.extend(last)
+        else:
+            nexts = [n for n, _ in node.next_functions
+                     if n is not None and type(n) is not _ACCUMULATE_GRAD]
+            cands.append((node, nexts))
+        stack.extend(n for n in nexts if n not in outside and n not in inside)
+    last = [c for c in cands if not any(n in inside for n in c[1])]
+    walked[root] = ({n for _, nexts in cands for n in nexts if n not in inside},
+                    last)
+    return [node for node, _ in last]
 
 
 def _backward_zone(zb, y, inputs, flops, count, st):
     """A zone around a module's backward: from when the gradient of its
     output is ready (a hook on the output, put before the hooks of the
     modules inside so that zones nest) to when the last of its nodes ran.
-    st.backward holds the zones open on the thread."""
-    last = _last_nodes(y, inputs)
+    st.backward holds the zones open on the thread, st.walked the modules
+    walked in this forward (_last_nodes)."""
+    last = _last_nodes(y, inputs, st.walked)
     if not last:
         return
     # The hooks must not refer to the nodes: a node's hooks would then be a
@@ -280,10 +292,11 @@ class ModelProfile:
 
         def pre(module, inputs):
             stack = st.stack
-            if is_root and (stack or st.backward):
-                # Left open by an exception in an earlier forward (this
+            if is_root:
+                # Left by an exception in an earlier forward (this
                 # profile's modules all run inside the root's forward), or
                 # by a backward through part of the graph (autograd.grad).
+                st.walked.clear()
                 while stack:
                     stack.pop()[1].__exit__(None, None, None)
                 while st.backward:  # zone_end closes the innermost
@@ -321,6 +334,8 @@ class ModelProfile:
                         not any(x is y for x in _tensors(inputs)):
                     bf = 2 * mp.flops.get(label, 0) if flops and leaf else 0
                     _backward_zone(zb, y, inputs, bf, count, st)
+            if is_root:
+                st.walked.clear()  # the graph's nodes are not kept alive
 
         self.handles.append(m.register_forward_pre_hook(pre))
         self.handles.append(m.register_forward_hook(post))

@@ -133,3 +133,18 @@ def test_partial_backward_leaves_no_zone_open_for_the_next_step(tmp_path):
     spans = spans_of(path)
     after = [s for s in spans if s["name"] == "after"]
     assert len(after) == 1 and after[0]["depth"] == 0
+
+
+def test_a_deep_model_has_its_backward_zone(tmp_path):
+    """Hundreds of layers (over a thousand autograd operations): the model
+    and each block still get a zone; each operation is walked once, inner
+    blocks being crossed by the outer ones' walks."""
+    blocks = [nn.Sequential(*[m for _ in range(10)
+                              for m in (nn.Linear(8, 8), nn.Tanh())])
+              for _ in range(30)]
+    model = nn.Sequential(*blocks)
+    spans = record(tmp_path, model, steps=2, shape=(4, 8))
+    bwd = {s["name"]: s for s in spans if s["name"].endswith(":backward")}
+    assert "Sequential:backward" in bwd
+    assert "0:backward" in bwd and "29:backward" in bwd
+    assert inside(bwd["29:backward"], bwd["Sequential:backward"])
