@@ -824,10 +824,35 @@ static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s) {
   return 0;
 }
 
+/* Sorts the spans by begin and hands them to the library in batches cut
+ * only where no earlier span is open, so that each batch holds whole trees.
+ * Spans already in order of their begins keep the order they were given,
+ * which decides which of two identical intervals encloses the other
+ * (mlprof_track_spans). Returns 0 or the library's error. */
+static int send_spans(const char *track, mlprof_span *s, size_t n) {
+  size_t i = 1;
+  while (i < n && s[i - 1].begin_ns <= s[i].begin_ns) i++;
+  if (i < n) qsort(s, n, sizeof *s, span_by_begin);
+  size_t start = 0;
+  uint64_t open_end = 0; /* the latest end of the spans before i */
+  for (i = 0; i <= n; i++) {
+    if (i == n ? i > start
+               : i - start >= TRACK_BATCH && s[i].begin_ns >= open_end) {
+      int rc = api.track_spans(track, s + start, i - start);
+      if (rc) return rc;
+      start = i;
+    }
+    if (i < n && s[i].end_ns > open_end) open_end = s[i].end_ns;
+  }
+  return 0;
+}
+
 /* track_spans(track, spans) -> int: spans measured elsewhere (another
  * profiler's operators, GPU kernels), recorded on the track named `track`.
  * spans: (name, category, begin_ns, end_ns[, unit, units]) tuples in any
- * order, times CLOCK_MONOTONIC; nesting follows from the times. */
+ * order, times CLOCK_MONOTONIC; nesting follows from the times (of two
+ * identical intervals, the one given first encloses the other when the
+ * spans come in order of their begins). */
 static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   PyObject *trackobj, *seq;
   if (!PyArg_ParseTuple(args, "OO:track_spans", &trackobj, &seq)) return NULL;
@@ -845,17 +870,7 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   for (size_t i = 0; i < n && !bad; i++)
     bad = parse_span(PyTuple_GET_ITEM(items, i), (Py_ssize_t)i, &s[i]) < 0;
   if (!bad) {
-    Py_BEGIN_ALLOW_THREADS qsort(s, n, sizeof *s, span_by_begin);
-    size_t start = 0;
-    uint64_t open_end = 0; /* the latest end of the spans before i */
-    for (size_t i = 0; i <= n && !rc; i++) {
-      if (i == n ? i > start
-                 : i - start >= TRACK_BATCH && s[i].begin_ns >= open_end) {
-        rc = api.track_spans(track, s + start, i - start);
-        start = i;
-      }
-      if (i < n && s[i].end_ns > open_end) open_end = s[i].end_ns;
-    }
+    Py_BEGIN_ALLOW_THREADS rc = send_spans(track, s, n);
     Py_END_ALLOW_THREADS
   }
   PyMem_Free(s);

@@ -359,6 +359,24 @@ def test_track_spans_batches_keep_trees_whole(tmp_path):
     assert prof.summary()["dropped"] == 0
 
 
+
+def test_track_spans_identical_intervals_keep_given_order(tmp_path):
+    """Of two spans with the same times (an operator and the one it wraps,
+    both under a microsecond), the one given first encloses the other."""
+    prof = mlprof.Profiler(output=str(tmp_path / "t.mlprof")).start()
+    t = _mlprof.monotonic_ns()
+    _mlprof.track_spans("a", [("outer", 0, t + 10, t + 20),
+                              ("inner", 0, t + 10, t + 20)])
+    _mlprof.track_spans("b", [("inner", 0, t + 30, t + 40),
+                              ("outer", 0, t + 30, t + 40)])
+    prof.stop()
+    ev = mlprof.read_events(prof.path)
+    tracks = {tid: name for tid, name in ev["threads"].items()}
+    got = {(tracks[s["tid"]], s["name"]): s["depth"] for s in ev["spans"]}
+    assert got == {("a", "outer"): 0, ("a", "inner"): 1,
+                   ("b", "inner"): 0, ("b", "outer"): 1}
+
+
 JOINED = textwrap.dedent("""
     import torch, mlprof
     from torch import nn
