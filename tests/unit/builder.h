@@ -15,20 +15,28 @@ typedef struct {
   uint64_t t;
 } builder;
 
+/* Starts the profile of one process in s (host "h", parent pid 1) and
+ * fills *v with the visitor to feed it, as the reader would. */
+static inline void profile_begin(mlprof__stats *s, mlprof__visitor *v,
+                                 uint64_t pid, char *exe, char *cmdline) {
+  mlprof__job_profile p = {.path = "p.mlprof",
+                           .pid = pid,
+                           .ppid = 1,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "h",
+                           .exe = exe,
+                           .cmdline = cmdline,
+                           .parent = -1};
+  mlprof__stats_profile_begin(s, &p, v);
+}
+
 /* Starts a one-profile job; keep: whether zones keep their durations. */
 static inline void build_begin(builder *b, int keep) {
   memset(b, 0, sizeof *b);
   b->s = mlprof__stats_new();
   mlprof__stats_keep_durations(b->s, keep);
-  mlprof__job_profile p = {.path = "t.mlprof",
-                           .pid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "w",
-                           .cmdline = "w",
-                           .parent = -1};
-  mlprof__stats_profile_begin(b->s, &p, &b->v);
+  profile_begin(b->s, &b->v, 1, "w", "w");
 }
 
 /* n spans of zone name on thread 1, one after the other, durations from

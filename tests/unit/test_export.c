@@ -11,6 +11,7 @@
 #include "format/wire.h"
 #include "model/job.h"
 #include "synth.h"
+#include "builder.h"
 #include "test.h"
 
 /* ---- a strict JSON validator (RFC 8259, UTF-8) --------------------------- */
@@ -480,16 +481,7 @@ static void test_text_report_is_terminal_safe(void) {
 static void test_track_marked_in_reports(void) {
   mlprof__stats *s = mlprof__stats_new();
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "/tmp/t.mlprof",
-                           .pid = 9,
-                           .ppid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "/bin/train",
-                           .cmdline = "train",
-                           .parent = -1};
-  mlprof__stats_profile_begin(s, &p, &v);
+  profile_begin(s, &v, 9, "/bin/train", "train");
   mlprof__name n = {.id = 1,
                     .kind = MLPROF__NAME_ZONE,
                     .name = "aten::mm",

@@ -11,6 +11,7 @@
 #include "export/prom.h"
 #include "format/wire.h"
 #include "sample/sample.h"
+#include "builder.h"
 #include "test.h"
 
 /* A zone name with a quote, a backslash, a newline, an invalid byte and a
@@ -223,16 +224,7 @@ static int report_of(mlprof__report *r) {
   mlprof__stats *s = mlprof__stats_new();
   if (!s) return MLPROF_ENOMEM;
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "p.mlprof",
-                           .pid = 9,
-                           .ppid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "/bin/x",
-                           .cmdline = "x",
-                           .parent = -1};
-  mlprof__stats_profile_begin(s, &p, &v);
+  profile_begin(s, &v, 9, "/bin/x", "x");
   mlprof__name fwd = {.id = 1,
                       .kind = MLPROF__NAME_ZONE,
                       .category = MLPROF_CAT_FORWARD,
@@ -433,16 +425,7 @@ static void test_prom_resources(void) {
 static void test_prom_lossy_names_stay_apart(void) {
   mlprof__stats *st = mlprof__stats_new();
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "p.mlprof",
-                           .pid = 9,
-                           .ppid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "/bin/x",
-                           .cmdline = "x",
-                           .parent = -1};
-  mlprof__stats_profile_begin(st, &p, &v);
+  profile_begin(st, &v, 9, "/bin/x", "x");
   static const char *const names[] = {"q\x01", "q\x02"};
   for (uint32_t i = 0; i < 2; i++) {
     mlprof__name n = {.id = i + 1,

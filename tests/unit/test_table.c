@@ -8,6 +8,7 @@
 #include "export/export.h"
 #include "export/table.h"
 #include "format/wire.h"
+#include "builder.h"
 #include "test.h"
 
 static const char *text_of(mlprof__out *o) {
@@ -146,16 +147,7 @@ static size_t test_width(const char *s, size_t n) {
 static void test_text_report_aligns_cjk_zones(void) {
   mlprof__stats *s = mlprof__stats_new();
   mlprof__visitor v;
-  mlprof__job_profile p = {.path = "p.mlprof",
-                           .pid = 9,
-                           .ppid = 1,
-                           .rank = -1,
-                           .world_size = -1,
-                           .hostname = "h",
-                           .exe = "/bin/x",
-                           .cmdline = "x",
-                           .parent = -1};
-  mlprof__stats_profile_begin(s, &p, &v);
+  profile_begin(s, &v, 9, "/bin/x", "x");
   static const char *const names[] = {
       "\xe6\x95\xb0\xe6\x8d\xae\xe5\x8a\xa0\xe8\xbd\xbd", /* 数据加载 */
       "forward_pass", "\xe5\x89\x8d\xe5\x90\x91",         /* 前向 */
