@@ -605,8 +605,9 @@ enum { CHUNK_OK, CHUNK_CUT, CHUNK_BAD, CHUNK_NONE };
 
 /* Looks at the chunk that should start at pos: CHUNK_OK with *chunk and *len
  * when it verifies, CHUNK_CUT when the input ends inside what looks like a
- * chunk, CHUNK_BAD (with *why) when it cannot be one, CHUNK_NONE at the end of
- * the input; or a negative error. */
+ * chunk, CHUNK_BAD (with *why) when it cannot be one (*chunk and *len set
+ * too when only its CRC failed), CHUNK_NONE at the end of the input; or a
+ * negative error. */
 static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
                        uint32_t *len, const char **why) {
   const uint8_t *p;
@@ -628,12 +629,12 @@ static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
   if ((size_t)n < want) return CHUNK_CUT;
   uint32_t crc = mlprof__crc32(0, p + 4, 8);
   crc = mlprof__crc32(crc, p + MLPROF__CHUNK_HEADER_SIZE, l);
+  *chunk = p;
+  *len = l;
   if (crc != mlprof__get_u32(p + 12)) {
     *why = "bad CRC";
     return CHUNK_BAD;
   }
-  *chunk = p;
-  *len = l;
   return CHUNK_OK;
 }
 
@@ -719,6 +720,38 @@ static int check_file_header(reader *r, const uint8_t *p, int64_t n) {
   return 0;
 }
 
+/* The first chunk at pos is a HEADER whose CRC failed and len its verified
+ * length. When the next chunk verifies (or the input ends there), only the
+ * header's fields are lost: the profile is read with them unknown and
+ * *taken is set. Returns 0, a callback's value or a negative error. */
+static int damaged_header(reader *r, uint64_t pos, uint32_t len, int *taken) {
+  const uint8_t *next;
+  uint32_t next_len;
+  const char *why;
+  uint64_t after = pos + MLPROF__CHUNK_HEADER_SIZE + (uint64_t)len;
+  int st = check_chunk(r, after, &next, &next_len, &why);
+  if (st < 0) return st;
+  if (st != CHUNK_OK && st != CHUNK_NONE) return 0;
+  *taken = 1;
+  static const char *const no_args[1];
+  mlprof__header h = {.version_major = r->major,
+                      .version_minor = r->minor,
+                      .rank = -1,
+                      .world_size = -1,
+                      .hostname = "",
+                      .exe = "",
+                      .clock = "",
+                      .argv = no_args,
+                      .damaged = 1};
+  r->seen_header = 1;
+  r->rep->damaged_chunks++;
+  note(r,
+       "damaged HEADER chunk at byte %llu (bad CRC): the process's details "
+       "are unknown",
+       (unsigned long long)pos);
+  return r->v->header ? r->v->header(r->v->ud, &h) : 0;
+}
+
 static int read_all(reader *r) {
   const uint8_t *p;
   int64_t n = source_get(&r->src, 0, MLPROF__FILE_HEADER_SIZE, &p);
@@ -728,11 +761,20 @@ static int read_all(reader *r) {
   if ((rc = names_init(r, 16, 60))) return rc;
   uint64_t pos = MLPROF__FILE_HEADER_SIZE;
   for (;;) {
-    const uint8_t *chunk;
-    uint32_t len;
+    const uint8_t *chunk = NULL;
+    uint32_t len = 0;
     const char *why = "";
     int st = check_chunk(r, pos, &chunk, &len, &why);
     if (st < 0) return st;
+    if (!r->seen_header && st == CHUNK_BAD && len &&
+        mlprof__get_u16(chunk + 4) == MLPROF__CHUNK_HEADER) {
+      int taken = 0;
+      if ((rc = damaged_header(r, pos, len, &taken))) return rc;
+      if (taken) {
+        pos += MLPROF__CHUNK_HEADER_SIZE + (uint64_t)len;
+        continue;
+      }
+    }
     if (!r->seen_header && st != CHUNK_OK) {
       if (st == CHUNK_NONE)
         note(r, "not an mlprof profile (the file ends before its HEADER)");

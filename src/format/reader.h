@@ -19,6 +19,9 @@ typedef struct {
   uint32_t argc;
   const char *const *argv; /* argc NUL-terminated strings */
   uint32_t flush_interval_ms;
+  /* 1: the HEADER chunk was damaged; every field above is unknown (0, -1,
+   * "", no arguments) and the rest of the file is read as usual. */
+  int damaged;
 } mlprof__header;
 
 typedef struct {

@@ -117,6 +117,7 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->world_size = h->world_size;
   p->start_wall_ns = h->start_wall_ns;
   p->start_mono_ns = h->start_mono_ns;
+  p->header_damaged = h->damaged;
   p->hostname = strdup(h->hostname);
   p->exe = strdup(h->exe);
   p->cmdline = join_args(h->argc, h->argv);
@@ -135,17 +136,25 @@ static int cmp_profile(const void *a, const void *b) {
 static void arrange(mlprof__job *job) {
   mlprof__job_profile *ps = job->profiles;
   size_t n = job->count;
+  /* A profile whose header was damaged has no host or start: it takes no
+   * part in choosing the clock and is placed at 0. */
   int one_host = 1;
-  for (size_t i = 1; i < n; i++)
-    if (strcmp(ps[i].hostname, ps[0].hostname) != 0) one_host = 0;
+  const char *host = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (!ps[i].header_damaged && !host)
+      host = ps[i].hostname;
+    else if (!ps[i].header_damaged && strcmp(ps[i].hostname, host) != 0)
+      one_host = 0;
   uint64_t min = UINT64_MAX;
   for (size_t i = 0; i < n; i++) {
     uint64_t s = one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns;
-    if (s < min) min = s;
+    if (!ps[i].header_damaged && s < min) min = s;
   }
   for (size_t i = 0; i < n; i++)
     ps[i].offset_ns =
-        (one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns) - min;
+        ps[i].header_damaged
+            ? 0
+            : (one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns) - min;
   qsort(ps, n, sizeof *ps, cmp_profile);
   /* A pid can be reused: the parent is the latest process with that pid on
    * the same host that started no later than the child. */

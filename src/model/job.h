@@ -21,6 +21,9 @@ typedef struct {
    * host, wall-clock starts otherwise. */
   uint64_t offset_ns;
   int parent; /* index of the parent process's profile, -1 */
+  /* 1: its HEADER chunk was damaged: pid, host and start are unknown (0,
+   * ""), and it is placed at the job's time 0. */
+  int header_damaged;
 } mlprof__job_profile;
 
 typedef struct {

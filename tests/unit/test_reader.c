@@ -466,6 +466,49 @@ static void test_bit_flip_middle_chunk(void) {
   free(f.d);
 }
 
+static void test_bit_flip_every_chunk(void) {
+  /* One bit flipped in the payload of each chunk in turn: that chunk alone
+   * is damaged, and the spans of every other chunk are kept (a lost NAMES
+   * chunk leaves its spans unnamed, a lost HEADER leaves the process
+   * unknown). The spans kept are those of the file without that chunk. */
+  buf f = {0}, cut = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {0};
+  for (size_t k = 0; k < STD_CHUNKS; k++) {
+    size_t at = (off[k] + MLPROF__CHUNK_HEADER_SIZE + off[k + 1]) / 2;
+    /* Without the HEADER, the file is no profile: all spans are wanted. */
+    cut.n = 0;
+    put(&cut, f.d, k ? off[k] : f.n);
+    if (k) put(&cut, f.d + off[k + 1], f.n - off[k + 1]);
+    read_logged(cut.d, cut.n, &l, NULL, NULL, 0);
+    uint64_t want = l.spans;
+    f.d[at] ^= 0x10;
+    mlprof__read_report rep;
+    int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+    f.d[at] ^= 0x10;
+    char where[64];
+    snprintf(where, sizeof where, "chunk at byte %zu", off[k]);
+    int ok = rc == 0 && rep.damaged_chunks == 1 &&
+             rep.chunks == STD_CHUNKS - 1 && l.spans == want &&
+             strstr(rep.problem, where) &&
+             rep.clean_end == (k != STD_CHUNKS - 1); /* the END chunk */
+    if (!ok) {
+      fprintf(stderr, "  log:\n%s", (char *)l.text.d);
+      free(l.text.d);
+      free(f.d);
+      free(cut.d);
+      TEST_FAIL("chunk %zu: rc=%d damaged=%" PRIu64 " chunks=%" PRIu64
+                " spans=%" PRIu64 " (want %" PRIu64 ") problem=%s",
+                k, rc, rep.damaged_chunks, rep.chunks, l.spans, want,
+                rep.problem);
+    }
+  }
+  free(l.text.d);
+  free(f.d);
+  free(cut.d);
+}
+
 static void test_garbage_between_chunks(void) {
   /* Junk (holding a false chunk magic) inserted between two chunks. */
   buf f = {0}, g = {0};
@@ -574,16 +617,31 @@ static void test_first_chunk_must_be_header(void) {
   rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
   CHECK_EQ(rc, MLPROF_EFORMAT);
   CHECK(strstr(err, "not an mlprof profile (damaged HEADER") != NULL);
-  /* A HEADER chunk with a bad CRC. */
+  /* A HEADER chunk with a bad CRC and bytes after it that are no chunk. */
   f.n = MLPROF__FILE_HEADER_SIZE;
   header_payload(&p, 1, 0, 0, 0, "h");
   chunk(&f, MLPROF__CHUNK_HEADER, &p);
   f.d[f.n - 1] ^= 1;
+  put(&f, "junk", 4);
   rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
-  free(f.d);
-  free(p.d);
   CHECK_EQ(rc, MLPROF_EFORMAT);
   CHECK(strstr(err, "bad CRC") != NULL);
+  /* Where a whole chunk (or the end) follows, only its fields are lost. */
+  f.n -= 4;
+  logger l = {0};
+  mlprof__read_report rep;
+  rc = read_logged(f.d, f.n, &l, &rep, err, sizeof err);
+  int unknown = strncmp((char *)l.text.d,
+                        "header 1.0 pid=0 ppid=0 wall=0 mono=0 rank=-1 "
+                        "world=-1 host= exe= argv=[] clock= flush=0\n",
+                        200) == 0;
+  free(l.text.d);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK(unknown);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK(strstr(rep.problem, "damaged HEADER chunk at byte 16") != NULL);
 }
 
 static void test_versions(void) {
@@ -1137,6 +1195,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"null_visitor_and_report", test_null_visitor_and_report},
     {"truncated_tail", test_truncated_tail},
     {"bit_flip_middle_chunk", test_bit_flip_middle_chunk},
+    {"bit_flip_every_chunk", test_bit_flip_every_chunk},
     {"garbage_between_chunks", test_garbage_between_chunks},
     {"oversized_length", test_oversized_length},
     {"random_bytes", test_random_bytes},
