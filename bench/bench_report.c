@@ -6,6 +6,8 @@
  *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size
  *   Chrome trace export    >= 5 M events/s
  *   HTML dashboard         <= 5 MB (aggregates and downsampled series)
+ *   report on step marks   peak memory <= 3x the file, beside the spans'
+ *                          report's ratio measured again in the same run
  * usage: bench_report PATH/TO/mlprof [spans] */
 #include <pthread.h>
 #include <stdio.h>
@@ -39,6 +41,19 @@ static void *record(void *arg) {
     }
   }
   return NULL;
+}
+
+/* Records a profile of step marks alone into path, about `bytes` long (two
+ * bytes a mark: its tag and a short time delta). */
+static void record_steps(const char *path, long bytes) {
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  cfg.output = path;
+  cfg.memory_cap = 1024u << 20;
+  cfg.sample_interval_ms = -1;
+  mlprof_init(&cfg);
+  for (long i = 0; i < bytes / 2; i++) mlprof_step();
+  mlprof_shutdown();
 }
 
 static int count_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -174,6 +189,33 @@ int main(int argc, char **argv) {
       "%-26s %6.2f s, %.2f MB of HTML (budget <= 5 MB), peak memory %.0f MB\n",
       "mlprof html", t, st.st_size / 1e6, rss / 1024.0);
   unlink(html);
+
+  /* Step marks alone, in a file as large as the spans': peak memory per
+   * byte of file beside the span case's above. */
+  char steps[256];
+  snprintf(steps, sizeof steps, "%s/steps.mlprof", dir);
+  struct stat sp;
+  stat(path, &sp);
+  fflush(stdout);
+  pid_t steps_pid = fork();
+  if (steps_pid == 0) {
+    record_steps(steps, (long)sp.st_size);
+    _exit(0);
+  }
+  waitpid(steps_pid, &rec_status, 0);
+  stat(steps, &st);
+  char *pargv[] = {argv[1], "report", steps, "--format",
+                   "json",  "--top",  "0",   NULL};
+  long span_rss;
+  run(rargv, &span_rss);
+  t = run(pargv, &rss);
+  printf(
+      "%-26s %6.2f s, %.1f MB of marks, peak memory %.0f MB = %.2fx the file "
+      "(budget <= 3x); baseline: the spans' report %.2fx its file\n",
+      "mlprof report, step marks", t, st.st_size / 1e6, rss / 1024.0,
+      rss * 1024.0 / (double)st.st_size,
+      span_rss * 1024.0 / (double)sp.st_size);
+  unlink(steps);
   unlink(path);
   rmdir(dir);
   return 0;

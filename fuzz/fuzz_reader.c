@@ -24,6 +24,7 @@ typedef struct {
   size_t n, cap;
   uint64_t last; /* the latest time passed */
   size_t sink;
+  int headers, damaged_header;
 } state;
 
 static void touch(state *s, const char *str, size_t len) {
@@ -49,6 +50,12 @@ static void check_name(const state *s, uint32_t id, uint8_t kind) {
 
 static int on_header(void *ud, const mlprof__header *h) {
   state *s = ud;
+  s->headers++;
+  /* A damaged HEADER has every field unknown. */
+  if (h->damaged && (h->pid || h->start_mono_ns || h->argc || h->rank != -1 ||
+                     h->hostname[0]))
+    abort();
+  s->damaged_header |= h->damaged;
   touch(s, h->hostname, strlen(h->hostname));
   touch(s, h->exe, strlen(h->exe));
   touch(s, h->clock, strlen(h->clock));
@@ -194,6 +201,8 @@ static void read_once(const uint8_t *data, size_t size) {
     if (rep.last_ns != s.last) abort();
     if (rep.skipped_bytes + rep.truncated_bytes > size) abort();
     if ((rep.damaged_chunks || rep.truncated_bytes) && !rep.problem[0]) abort();
+    if (s.headers != 1 || (s.damaged_header && !rep.damaged_chunks)) abort();
+    if (rep.lost_names > s.n || (rep.lost_names && !rep.problem[0])) abort();
   }
   free(s.names);
 }

@@ -38,6 +38,18 @@ int mlprof__parse_count(const char *s, uint64_t *out) {
   return 0;
 }
 
+int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
+                         const char *const *paths, size_t npaths) {
+  char err[512];
+  if (mlprof__job_open(job, paths, npaths, err, sizeof err)) {
+    fprintf(stderr, "mlprof %s: %s\n", cmd, err);
+    return 2;
+  }
+  if (job->skipped)
+    fprintf(stderr, "mlprof %s: warning: %s\n", cmd, job->skipped);
+  return 0;
+}
+
 /* ---- an interrupted write leaves no temporary file -----------------------
  *
  * mlprof__write_atomically writes to FILE.tmp.XXXXXX and renames it when

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../export/escape.h"
+#include "../model/job.h"
 
 int mlprof__cmd_run(int argc, char **argv);
 int mlprof__cmd_report(int argc, char **argv);
@@ -29,6 +30,11 @@ int mlprof__option_error(const char *cmd, int ch, char **argv, int optind_,
 
 /* A count: digits only, no sign, no overflow. Returns 0, or -1. */
 int mlprof__parse_count(const char *s, uint64_t *out);
+
+/* mlprof__job_open for subcommand cmd: prints the error, or the warning on
+ * skipped files, on stderr. Returns 0, or 2 (the exit status) on error. */
+int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
+                         const char *const *paths, size_t npaths);
 
 typedef int (*mlprof__write_fn)(void *ctx, mlprof__out *o, char *err,
                                 size_t errlen);

@@ -160,10 +160,7 @@ int mlprof__cmd_html(int argc, char **argv) {
   size_t npaths = (size_t)(argc - optind);
   char err[512];
   mlprof__job job;
-  if (mlprof__job_open(&job, paths, compare ? 1 : npaths, err, sizeof err)) {
-    fprintf(stderr, "mlprof html: %s\n", err);
-    return 2;
-  }
+  if (mlprof__cli_job_open("html", &job, paths, compare ? 1 : npaths)) return 2;
   if (is_profile_of(&job, output)) {
     mlprof__job_close(&job);
     return 2;
@@ -174,8 +171,7 @@ int mlprof__cmd_html(int argc, char **argv) {
   if (compare) {
     for (size_t i = 1; i < npaths && !rc; i++) {
       mlprof__job other;
-      if (mlprof__job_open(&other, paths + i, 1, err, sizeof err)) {
-        fprintf(stderr, "mlprof html: %s\n", err);
+      if (mlprof__cli_job_open("html", &other, paths + i, 1)) {
         rc = 2;
         break;
       }

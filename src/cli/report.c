@@ -267,9 +267,8 @@ int mlprof__cmd_report(int argc, char **argv) {
 
   char err[512];
   mlprof__job job;
-  if (mlprof__job_open(&job, (const char *const *)argv + optind,
-                       (size_t)(argc - optind), err, sizeof err)) {
-    fprintf(stderr, "mlprof report: %s\n", err);
+  if (mlprof__cli_job_open("report", &job, (const char *const *)argv + optind,
+                           (size_t)(argc - optind))) {
     free_slo(slo, nslo);
     return 2;
   }

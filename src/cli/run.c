@@ -4,6 +4,7 @@
  * profile of its own; then prints the summary and exits with the command's
  * own status. */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -136,6 +137,75 @@ static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
     return -1;
   }
   return 0;
+}
+
+/* The path execvp would run for name, in out; 0, or -1 when not found. */
+static int find_program(const char *name, char *out, size_t len) {
+  if (strchr(name, '/'))
+    return snprintf(out, len, "%s", name) < (int)len ? 0 : -1;
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+  for (const char *p = path;; p++) {
+    const char *colon = strchr(p, ':');
+    size_t n = colon ? (size_t)(colon - p) : strlen(p);
+    if (snprintf(out, len, "%.*s%s%s", (int)n, p, n ? "/" : "", name) <
+            (int)len &&
+        access(out, X_OK) == 0)
+      return 0;
+    if (!colon) return -1;
+    p = colon;
+  }
+}
+
+/* Whether the ELF file at path has no program interpreter: a statically
+ * linked program, which the loader never preloads into. */
+static int is_static_elf(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  Elf64_Ehdr eh;
+  int is_static = 0;
+  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+      eh.e_phentsize == sizeof(Elf64_Phdr)) {
+    is_static = 1;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) !=
+              (ssize_t)sizeof ph ||
+          ph.p_type == PT_INTERP) {
+        is_static = 0;
+        break;
+      }
+    }
+  }
+  close(fd);
+  return is_static;
+}
+
+/* Why no profile reached dir from a run of cmd, as far as can be told. */
+static void no_profile_reason(const char *dir, const char *cmd, char *why,
+                              size_t len) {
+  char path[PATH_MAX];
+  struct stat st;
+  int found = find_program(cmd, path, sizeof path) == 0;
+  if (access(dir, W_OK | X_OK) != 0)
+    snprintf(why, len, "the run directory is not writable (%s)",
+             strerror(errno));
+  else if (found && stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+    snprintf(why, len,
+             "'%s' is set-user-ID or set-group-ID, and the loader does not "
+             "preload libraries into such programs",
+             path);
+  else if (found && is_static_elf(path))
+    snprintf(why, len,
+             "'%s' is statically linked, so libmlprof cannot be preloaded "
+             "into it (link it with -lmlprof instead)",
+             path);
+  else
+    snprintf(why, len,
+             "libmlprof was not loaded into '%s' (did it clear LD_PRELOAD?)",
+             cmd);
 }
 
 static pid_t child;
@@ -306,10 +376,9 @@ int mlprof__cmd_run(int argc, char **argv) {
 
   int n = count_profiles(dir, own);
   if (n <= 0) {
-    fprintf(stderr,
-            "mlprof run: no profile was written to %s: is '%s' statically "
-            "linked? (profiling needs dynamic linking to load libmlprof)\n",
-            dir, cmd[0]);
+    char why[PATH_MAX + 200];
+    no_profile_reason(dir, cmd[0], why, sizeof why);
+    fprintf(stderr, "mlprof run: no profile was written to %s: %s\n", dir, why);
     return rc;
   }
   if (!quiet) {

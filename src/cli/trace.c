@@ -139,11 +139,9 @@ int mlprof__cmd_trace(int argc, char **argv) {
 
   char err[512];
   mlprof__job job;
-  if (mlprof__job_open(&job, (const char *const *)argv + optind,
-                       (size_t)(argc - optind), err, sizeof err)) {
-    fprintf(stderr, "mlprof trace: %s\n", err);
+  if (mlprof__cli_job_open("trace", &job, (const char *const *)argv + optind,
+                           (size_t)(argc - optind)))
     return 2;
-  }
   int to_stdout = strcmp(output, "-") == 0;
   struct stat st;
   if (!to_stdout && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -184,14 +184,37 @@ static int name_add(reader *r, uint64_t id, uint8_t kind) {
   return 0;
 }
 
-/* A record referring to `id` needs it announced with kind `want`. */
-static int bad_name(reader *r, const uint8_t *rec, uint64_t id, int want) {
+/* A record refers to `id`, which is not announced as a `want` name. An id
+ * never announced lost its entry to a damaged NAMES chunk (or is damage
+ * itself): it is announced here as "name #ID" so that its records are kept,
+ * unnamed. An id of another kind, or out of range, damages the chunk.
+ * Returns 0 or a callback's value; r->bad tells damage. */
+static int lost_name(reader *r, const uint8_t *rec, uint64_t id, int want) {
+  if (id == 0 || id > UINT32_MAX)
+    return damage(r, rec, "name id %llu out of range", (unsigned long long)id);
   int kind = name_kind(r, id);
-  if (kind < 0)
-    return damage(r, rec, "name id %llu was not announced",
-                  (unsigned long long)id);
-  return damage(r, rec, "name id %llu is a %s name, not a %s name",
-                (unsigned long long)id, kind_names[kind], kind_names[want]);
+  if (kind >= 0)
+    return damage(r, rec, "name id %llu is a %s name, not a %s name",
+                  (unsigned long long)id, kind_names[kind], kind_names[want]);
+  int rc = name_add(r, id, (uint8_t)want);
+  if (rc) return rc;
+  r->rep->lost_names++;
+  note(r, "name id %llu was never announced: shown as \"name #%llu\"",
+       (unsigned long long)id, (unsigned long long)id);
+  char text[32];
+  mlprof__name n = {.id = (uint32_t)id,
+                    .kind = (uint8_t)want,
+                    .name = text,
+                    .function = "",
+                    .file = ""};
+  n.name_len =
+      (size_t)snprintf(text, sizeof text, "name #%llu", (unsigned long long)id);
+  return r->v->name ? r->v->name(r->v->ud, &n) : 0;
+}
+
+static inline int need_name(reader *r, const uint8_t *rec, uint64_t id,
+                            int want) {
+  return name_kind(r, id) == want ? 0 : lost_name(r, rec, id, want);
 }
 
 static int scratch_reserve(reader *r, size_t n) {
@@ -380,8 +403,8 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         int64_t delta = mlprof__get_sv(c);
         uint64_t dur = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if (name_kind(r, name) != MLPROF__NAME_ZONE)
-          return bad_name(r, rec, name, MLPROF__NAME_ZONE);
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_ZONE)) || r->bad)
+          return rc;
         if (depth > UINT32_MAX) goto range;
         if (!step_time(&t, delta) || dur > (uint64_t)(INT64_MAX - t))
           goto range;
@@ -396,8 +419,8 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         int64_t delta = mlprof__get_sv(c);
         double val = mlprof__get_f64(c);
         if (c->err) goto cut;
-        if (name_kind(r, name) != MLPROF__NAME_COUNTER)
-          return bad_name(r, rec, name, MLPROF__NAME_COUNTER);
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_COUNTER)) || r->bad)
+          return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
         if (v->counter)
@@ -409,8 +432,8 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         int64_t delta = mlprof__get_sv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if (name_kind(r, name) != MLPROF__NAME_UNIT)
-          return bad_name(r, rec, name, MLPROF__NAME_UNIT);
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+          return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
         if (v->units) rc = v->units(ud, tid, (uint32_t)name, (uint64_t)t, n);
@@ -420,10 +443,10 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         uint64_t key = mlprof__get_uv(c);
         uint64_t val = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if (name_kind(r, key) != MLPROF__NAME_STRING)
-          return bad_name(r, rec, key, MLPROF__NAME_STRING);
-        if (name_kind(r, val) != MLPROF__NAME_STRING)
-          return bad_name(r, rec, val, MLPROF__NAME_STRING);
+        if ((rc = need_name(r, rec, key, MLPROF__NAME_STRING)) || r->bad)
+          return rc;
+        if ((rc = need_name(r, rec, val, MLPROF__NAME_STRING)) || r->bad)
+          return rc;
         if (v->span_meta)
           rc = v->span_meta(ud, tid, (uint32_t)key, (uint32_t)val);
         break;
@@ -432,8 +455,8 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         uint64_t name = mlprof__get_uv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if (name_kind(r, name) != MLPROF__NAME_UNIT)
-          return bad_name(r, rec, name, MLPROF__NAME_UNIT);
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+          return rc;
         if (v->span_units) rc = v->span_units(ud, tid, (uint32_t)name, n);
         break;
       }
@@ -450,8 +473,8 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         uint64_t depth = mlprof__get_uv(c);
         int64_t delta = mlprof__get_sv(c);
         if (c->err) goto cut;
-        if (name_kind(r, name) != MLPROF__NAME_ZONE)
-          return bad_name(r, rec, name, MLPROF__NAME_ZONE);
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_ZONE)) || r->bad)
+          return rc;
         if (depth > UINT32_MAX) goto range;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
@@ -498,6 +521,7 @@ static int parse_samples(reader *r, mlprof__cursor *c) {
   if (c->err) return damage(r, c->p, "field cut short");
   if (base > INT64_MAX) return damage(r, r->payload, "base time out of range");
   int64_t t = (int64_t)base;
+  int rc = 0;
   mlprof__sample_measure m[256];
   while (c->p < c->end) {
     const uint8_t *rec = c->p;
@@ -511,8 +535,9 @@ static int parse_samples(reader *r, mlprof__cursor *c) {
     if (!step_time(&t, delta)) return damage(r, rec, "time out of range");
     if (n > sizeof m / sizeof m[0])
       return damage(r, rec, "%llu measures in one row", (unsigned long long)n);
-    if (label && name_kind(r, label) != MLPROF__NAME_STRING)
-      return bad_name(r, rec, label, MLPROF__NAME_STRING);
+    if (label &&
+        ((rc = need_name(r, rec, label, MLPROF__NAME_STRING)) || r->bad))
+      return rc;
     for (uint64_t i = 0; i < n; i++) {
       uint64_t name = mlprof__get_uv(c);
       uint8_t state = mlprof__get_u8(c);
@@ -525,11 +550,11 @@ static int parse_samples(reader *r, mlprof__cursor *c) {
       if (c->err) return damage(r, rec, "sample row cut short");
       if (state > MLPROF__MEASURE_ABSENT)
         return damage(r, rec, "measure state %u", state);
-      if (name_kind(r, name) != MLPROF__NAME_MEASURE)
-        return bad_name(r, rec, name, MLPROF__NAME_MEASURE);
+      if ((rc = need_name(r, rec, name, MLPROF__NAME_MEASURE)) || r->bad)
+        return rc;
       if (state == MLPROF__MEASURE_ABSENT &&
-          name_kind(r, reason) != MLPROF__NAME_STRING)
-        return bad_name(r, rec, reason, MLPROF__NAME_STRING);
+          ((rc = need_name(r, rec, reason, MLPROF__NAME_STRING)) || r->bad))
+        return rc;
       m[i] = (mlprof__sample_measure){(uint32_t)name,
                                       state == MLPROF__MEASURE_VALID, value,
                                       (uint32_t)reason};
@@ -538,7 +563,7 @@ static int parse_samples(reader *r, mlprof__cursor *c) {
     row.t = (uint64_t)t;
     row.n = (uint32_t)n;
     if (row.t > r->rep->last_ns) r->rep->last_ns = row.t;
-    int rc = r->v->sample ? r->v->sample(r->v->ud, &row) : 0;
+    rc = r->v->sample ? r->v->sample(r->v->ud, &row) : 0;
     if (rc) return rc;
   }
   return 0;
@@ -580,8 +605,9 @@ enum { CHUNK_OK, CHUNK_CUT, CHUNK_BAD, CHUNK_NONE };
 
 /* Looks at the chunk that should start at pos: CHUNK_OK with *chunk and *len
  * when it verifies, CHUNK_CUT when the input ends inside what looks like a
- * chunk, CHUNK_BAD (with *why) when it cannot be one, CHUNK_NONE at the end of
- * the input; or a negative error. */
+ * chunk, CHUNK_BAD (with *why) when it cannot be one (*chunk and *len set
+ * too when only its CRC failed), CHUNK_NONE at the end of the input; or a
+ * negative error. */
 static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
                        uint32_t *len, const char **why) {
   const uint8_t *p;
@@ -603,12 +629,12 @@ static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
   if ((size_t)n < want) return CHUNK_CUT;
   uint32_t crc = mlprof__crc32(0, p + 4, 8);
   crc = mlprof__crc32(crc, p + MLPROF__CHUNK_HEADER_SIZE, l);
+  *chunk = p;
+  *len = l;
   if (crc != mlprof__get_u32(p + 12)) {
     *why = "bad CRC";
     return CHUNK_BAD;
   }
-  *chunk = p;
-  *len = l;
   return CHUNK_OK;
 }
 
@@ -694,6 +720,38 @@ static int check_file_header(reader *r, const uint8_t *p, int64_t n) {
   return 0;
 }
 
+/* The first chunk at pos is a HEADER whose CRC failed and len its verified
+ * length. When the next chunk verifies (or the input ends there), only the
+ * header's fields are lost: the profile is read with them unknown and
+ * *taken is set. Returns 0, a callback's value or a negative error. */
+static int damaged_header(reader *r, uint64_t pos, uint32_t len, int *taken) {
+  const uint8_t *next;
+  uint32_t next_len;
+  const char *why;
+  uint64_t after = pos + MLPROF__CHUNK_HEADER_SIZE + (uint64_t)len;
+  int st = check_chunk(r, after, &next, &next_len, &why);
+  if (st < 0) return st;
+  if (st != CHUNK_OK && st != CHUNK_NONE) return 0;
+  *taken = 1;
+  static const char *const no_args[1];
+  mlprof__header h = {.version_major = r->major,
+                      .version_minor = r->minor,
+                      .rank = -1,
+                      .world_size = -1,
+                      .hostname = "",
+                      .exe = "",
+                      .clock = "",
+                      .argv = no_args,
+                      .damaged = 1};
+  r->seen_header = 1;
+  r->rep->damaged_chunks++;
+  note(r,
+       "damaged HEADER chunk at byte %llu (bad CRC): the process's details "
+       "are unknown",
+       (unsigned long long)pos);
+  return r->v->header ? r->v->header(r->v->ud, &h) : 0;
+}
+
 static int read_all(reader *r) {
   const uint8_t *p;
   int64_t n = source_get(&r->src, 0, MLPROF__FILE_HEADER_SIZE, &p);
@@ -703,11 +761,20 @@ static int read_all(reader *r) {
   if ((rc = names_init(r, 16, 60))) return rc;
   uint64_t pos = MLPROF__FILE_HEADER_SIZE;
   for (;;) {
-    const uint8_t *chunk;
-    uint32_t len;
+    const uint8_t *chunk = NULL;
+    uint32_t len = 0;
     const char *why = "";
     int st = check_chunk(r, pos, &chunk, &len, &why);
     if (st < 0) return st;
+    if (!r->seen_header && st == CHUNK_BAD && len &&
+        mlprof__get_u16(chunk + 4) == MLPROF__CHUNK_HEADER) {
+      int taken = 0;
+      if ((rc = damaged_header(r, pos, len, &taken))) return rc;
+      if (taken) {
+        pos += MLPROF__CHUNK_HEADER_SIZE + (uint64_t)len;
+        continue;
+      }
+    }
     if (!r->seen_header && st != CHUNK_OK) {
       if (st == CHUNK_NONE)
         note(r, "not an mlprof profile (the file ends before its HEADER)");

@@ -19,6 +19,9 @@ typedef struct {
   uint32_t argc;
   const char *const *argv; /* argc NUL-terminated strings */
   uint32_t flush_interval_ms;
+  /* 1: the HEADER chunk was damaged; every field above is unknown (0, -1,
+   * "", no arguments) and the rest of the file is read as usual. */
+  int damaged;
 } mlprof__header;
 
 typedef struct {
@@ -53,8 +56,10 @@ typedef struct {
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then
  * returns that value. Every name id passed to a callback was announced by a
- * `name` callback earlier in the same file (records that break this are
- * treated as damage). Times are ns since the profile's start. */
+ * `name` callback earlier in the same file: an id whose entry was lost (a
+ * damaged NAMES chunk) is announced when first used, named "name #ID", with
+ * the kind its record needs; an id of the wrong kind is damage. Times are ns
+ * since the profile's start. */
 typedef struct {
   void *ud;
   int (*header)(void *ud, const mlprof__header *h);
@@ -86,6 +91,7 @@ typedef struct {
   uint64_t damaged_chunks;  /* chunks skipped (bad CRC or length, bad record) */
   uint64_t skipped_bytes;   /* bytes passed over to find the next chunk */
   uint64_t truncated_bytes; /* bytes of an incomplete chunk at the end */
+  uint64_t lost_names;      /* ids used but never announced ("name #N") */
   uint64_t last_ns;         /* the latest time any record carries */
   int clean_end;            /* an END chunk was read */
   char problem[256];        /* the first problem met, one line; "" if none */

@@ -117,6 +117,7 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->world_size = h->world_size;
   p->start_wall_ns = h->start_wall_ns;
   p->start_mono_ns = h->start_mono_ns;
+  p->header_damaged = h->damaged;
   p->hostname = strdup(h->hostname);
   p->exe = strdup(h->exe);
   p->cmdline = join_args(h->argc, h->argv);
@@ -135,17 +136,25 @@ static int cmp_profile(const void *a, const void *b) {
 static void arrange(mlprof__job *job) {
   mlprof__job_profile *ps = job->profiles;
   size_t n = job->count;
+  /* A profile whose header was damaged has no host or start: it takes no
+   * part in choosing the clock and is placed at 0. */
   int one_host = 1;
-  for (size_t i = 1; i < n; i++)
-    if (strcmp(ps[i].hostname, ps[0].hostname) != 0) one_host = 0;
+  const char *host = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (!ps[i].header_damaged && !host)
+      host = ps[i].hostname;
+    else if (!ps[i].header_damaged && strcmp(ps[i].hostname, host) != 0)
+      one_host = 0;
   uint64_t min = UINT64_MAX;
   for (size_t i = 0; i < n; i++) {
     uint64_t s = one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns;
-    if (s < min) min = s;
+    if (!ps[i].header_damaged && s < min) min = s;
   }
   for (size_t i = 0; i < n; i++)
     ps[i].offset_ns =
-        (one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns) - min;
+        ps[i].header_damaged
+            ? 0
+            : (one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns) - min;
   qsort(ps, n, sizeof *ps, cmp_profile);
   /* A pid can be reused: the parent is the latest process with that pid on
    * the same host that started no later than the child. */
@@ -156,6 +165,45 @@ static void arrange(mlprof__job *job) {
           strcmp(ps[j].hostname, ps[i].hostname) == 0)
         ps[i].parent = (int)j;
   }
+}
+
+/* Files of a listed directory that are not profiles: counted, not fatal. */
+typedef struct {
+  size_t n, empty;
+  char *first; /* the first one's path, owned */
+} skipped;
+
+/* Counts path as skipped; takes it (keeps the first, frees the others). */
+static void skip(skipped *sk, char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && st.st_size == 0) sk->empty++;
+  if (sk->n++)
+    free(path);
+  else
+    sk->first = path;
+}
+
+/* "skipped 3 files: 2 empty, 1 not an mlprof profile; first: PATH". */
+static char *skipped_line(const skipped *sk) {
+  size_t other = sk->n - sk->empty, size = strlen(sk->first) + 128;
+  char *s = malloc(size);
+  if (!s) return NULL;
+  snprintf(s, size, "skipped %zu file%s: ", sk->n, sk->n == 1 ? "" : "s");
+  if (sk->empty)
+    snprintf(s + strlen(s), size - strlen(s), "%zu empty%s", sk->empty,
+             other ? ", " : "");
+  if (other)
+    snprintf(s + strlen(s), size - strlen(s), "%zu not an mlprof profile",
+             other);
+  snprintf(s + strlen(s), size - strlen(s), "; first: %s", sk->first);
+  return s;
+}
+
+/* Whether path is one of the paths given (not found in a directory). */
+static int named(const char *path, const char *const *paths, size_t npaths) {
+  for (size_t i = 0; i < npaths; i++)
+    if (strcmp(path, paths[i]) == 0) return 1;
+  return 0;
 }
 
 /* See job.h. On failure *job is left empty. */
@@ -192,19 +240,36 @@ int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
     snprintf(err, errlen, "out of memory");
     rc = MLPROF_ENOMEM;
   }
+  skipped sk = {0};
   for (size_t i = 0; i < files.n && !rc; i++) {
-    mlprof__job_profile *p = &job->profiles[i];
+    mlprof__job_profile *p = &job->profiles[job->count];
     mlprof__visitor v = {.ud = p, .header = take_header};
     p->path = files.v[i];
     files.v[i] = NULL;
     job->count++;
     rc = mlprof__read_file(p->path, &v, NULL, err, errlen);
-    if (rc == HEADER_TAKEN)
+    if (rc == HEADER_TAKEN) {
       rc = 0;
-    else if (rc == MLPROF_ENOMEM)
+    } else if (rc == MLPROF_EFORMAT && !named(p->path, paths, npaths)) {
+      rc = 0;
+      err[0] = '\0';
+      skip(&sk, p->path);
+      job->count--;
+      memset(p, 0, sizeof *p);
+    } else if (rc == MLPROF_ENOMEM) {
       snprintf(err, errlen, "%s: out of memory", p->path);
+    }
   }
   strlist_free(&files);
+  if (!rc && sk.n && !(job->skipped = skipped_line(&sk))) {
+    snprintf(err, errlen, "out of memory");
+    rc = MLPROF_ENOMEM;
+  }
+  if (!rc && job->count == 0) {
+    snprintf(err, errlen, "no readable mlprof profile: %s", job->skipped);
+    rc = MLPROF_EFORMAT;
+  }
+  free(sk.first);
   if (rc) {
     mlprof__job_close(job);
     return rc;
@@ -223,5 +288,6 @@ void mlprof__job_close(mlprof__job *job) {
     free(p->cmdline);
   }
   free(job->profiles);
+  free(job->skipped);
   memset(job, 0, sizeof *job);
 }

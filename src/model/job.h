@@ -21,17 +21,25 @@ typedef struct {
    * host, wall-clock starts otherwise. */
   uint64_t offset_ns;
   int parent; /* index of the parent process's profile, -1 */
+  /* 1: its HEADER chunk was damaged: pid, host and start are unknown (0,
+   * ""), and it is placed at the job's time 0. */
+  int header_damaged;
 } mlprof__job_profile;
 
 typedef struct {
   mlprof__job_profile *profiles; /* sorted by start, then pid */
   size_t count;
+  /* One line on the files of listed directories that were left out because
+   * they are not profiles (empty, foreign), or NULL when none were. */
+  char *skipped;
 } mlprof__job;
 
 /* Opens every path (a profile file, or a directory whose *.mlprof files are
- * taken) and reads each profile's header. Returns 0, or a negative mlprof
- * error with a one-line reason in err: a path that does not exist, a file
- * that is not a profile, a directory holding no profile. */
+ * taken) and reads each profile's header. A file found in a directory that
+ * is not a profile (empty: a full disk; foreign) is left out and counted in
+ * job->skipped. Returns 0, or a negative mlprof error with a one-line reason
+ * in err: a path that does not exist, a file named in paths that is not a
+ * profile, a directory holding no profile, no readable profile left. */
 int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
                      char *err, size_t errlen);
 void mlprof__job_close(mlprof__job *job);

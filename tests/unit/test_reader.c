@@ -466,6 +466,49 @@ static void test_bit_flip_middle_chunk(void) {
   free(f.d);
 }
 
+static void test_bit_flip_every_chunk(void) {
+  /* One bit flipped in the payload of each chunk in turn: that chunk alone
+   * is damaged, and the spans of every other chunk are kept (a lost NAMES
+   * chunk leaves its spans unnamed, a lost HEADER leaves the process
+   * unknown). The spans kept are those of the file without that chunk. */
+  buf f = {0}, cut = {0};
+  size_t off[STD_CHUNKS + 1];
+  std_profile(&f, off);
+  logger l = {0};
+  for (size_t k = 0; k < STD_CHUNKS; k++) {
+    size_t at = (off[k] + MLPROF__CHUNK_HEADER_SIZE + off[k + 1]) / 2;
+    /* Without the HEADER, the file is no profile: all spans are wanted. */
+    cut.n = 0;
+    put(&cut, f.d, k ? off[k] : f.n);
+    if (k) put(&cut, f.d + off[k + 1], f.n - off[k + 1]);
+    read_logged(cut.d, cut.n, &l, NULL, NULL, 0);
+    uint64_t want = l.spans;
+    f.d[at] ^= 0x10;
+    mlprof__read_report rep;
+    int rc = read_logged(f.d, f.n, &l, &rep, NULL, 0);
+    f.d[at] ^= 0x10;
+    char where[64];
+    snprintf(where, sizeof where, "chunk at byte %zu", off[k]);
+    int ok = rc == 0 && rep.damaged_chunks == 1 &&
+             rep.chunks == STD_CHUNKS - 1 && l.spans == want &&
+             strstr(rep.problem, where) &&
+             rep.clean_end == (k != STD_CHUNKS - 1); /* the END chunk */
+    if (!ok) {
+      fprintf(stderr, "  log:\n%s", (char *)l.text.d);
+      free(l.text.d);
+      free(f.d);
+      free(cut.d);
+      TEST_FAIL("chunk %zu: rc=%d damaged=%" PRIu64 " chunks=%" PRIu64
+                " spans=%" PRIu64 " (want %" PRIu64 ") problem=%s",
+                k, rc, rep.damaged_chunks, rep.chunks, l.spans, want,
+                rep.problem);
+    }
+  }
+  free(l.text.d);
+  free(f.d);
+  free(cut.d);
+}
+
 static void test_garbage_between_chunks(void) {
   /* Junk (holding a false chunk magic) inserted between two chunks. */
   buf f = {0}, g = {0};
@@ -574,16 +617,31 @@ static void test_first_chunk_must_be_header(void) {
   rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
   CHECK_EQ(rc, MLPROF_EFORMAT);
   CHECK(strstr(err, "not an mlprof profile (damaged HEADER") != NULL);
-  /* A HEADER chunk with a bad CRC. */
+  /* A HEADER chunk with a bad CRC and bytes after it that are no chunk. */
   f.n = MLPROF__FILE_HEADER_SIZE;
   header_payload(&p, 1, 0, 0, 0, "h");
   chunk(&f, MLPROF__CHUNK_HEADER, &p);
   f.d[f.n - 1] ^= 1;
+  put(&f, "junk", 4);
   rc = mlprof__read_mem(f.d, f.n, NULL, NULL, err, sizeof err);
-  free(f.d);
-  free(p.d);
   CHECK_EQ(rc, MLPROF_EFORMAT);
   CHECK(strstr(err, "bad CRC") != NULL);
+  /* Where a whole chunk (or the end) follows, only its fields are lost. */
+  f.n -= 4;
+  logger l = {0};
+  mlprof__read_report rep;
+  rc = read_logged(f.d, f.n, &l, &rep, err, sizeof err);
+  int unknown = strncmp((char *)l.text.d,
+                        "header 1.0 pid=0 ppid=0 wall=0 mono=0 rank=-1 "
+                        "world=-1 host= exe= argv=[] clock= flush=0\n",
+                        200) == 0;
+  free(l.text.d);
+  free(f.d);
+  free(p.d);
+  CHECK_EQ(rc, 0);
+  CHECK(unknown);
+  CHECK_EQ_U64(rep.damaged_chunks, 1);
+  CHECK(strstr(rep.problem, "damaged HEADER chunk at byte 16") != NULL);
 }
 
 static void test_versions(void) {
@@ -691,14 +749,10 @@ static void test_bad_records(void) {
     size_t len;
     const char *problem;
   } cases[] = {
-      /* span of id 99, never announced */
-      {"\x01\x01\x00\x00\x05"
-       "\x01\x63\x00\x00\x05",
-       10, "name id 99 was not"},
       /* span of id 0 */
       {"\x01\x01\x00\x00\x05"
        "\x01\x00\x00\x00\x05",
-       10, "name id 0 was not"},
+       10, "name id 0 out of range"},
       /* counter naming a zone */
       {"\x01\x01\x00\x00\x05"
        "\x02\x01\x00"
@@ -768,9 +822,42 @@ static void test_bad_records(void) {
   CHECK_EQ(l.spans, 2);
 }
 
+static void test_lost_names(void) {
+  /* Ids never announced (their NAMES chunk was lost) keep their records,
+   * named "name #ID" with the kind the record needs: no chunk is damaged. */
+  logger l = {0};
+  mlprof__read_report rep;
+  int rc = read_records(
+      "\x01\x01\x00\x00\x05" /* span of zone 1 */
+      "\x01\x63\x00\x00\x05" /* span of 99 */
+      "\x01\x63\x00\x00\x05" /* 99 again */
+      "\x02\x64\x00"         /* counter of 100 */
+      "\0\0\0\0\0\0\0\0"
+      "\x04\x65\x66", /* span meta 101 = 102 */
+      29, &l, &rep);
+  const char *log = (const char *)l.text.d;
+  int named = strstr(log, "name 99 kind=0 cat=0 name #99(8)") &&
+              strstr(log, "name 100 kind=1 cat=0 name #100(9)") &&
+              strstr(log, "name 101 kind=3 cat=0 name #101(9)") &&
+              strstr(log, "name 102 kind=3 cat=0 name #102(9)") &&
+              strstr(log, "span 1 99 d0 100..105\nspan 1 99 d0 100..105\n");
+  int announced = 0; /* 99 is announced once, at its first use */
+  for (const char *q = log; (q = strstr(q, "name 99 ")); q++) announced++;
+  if (!named) fprintf(stderr, "  log:\n%s", log);
+  free(l.text.d);
+  CHECK_EQ(rc, 0);
+  CHECK(named);
+  CHECK_EQ(announced, 1);
+  CHECK_EQ(l.spans, 3);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_EQ_U64(rep.lost_names, 4);
+  CHECK(strstr(rep.problem, "name id 99 was never announced") != NULL);
+}
+
 static void test_bad_names(void) {
   /* A name announced twice damages its NAMES chunk; entries before it were
-   * taken, and later chunks still read. */
+   * taken, later ones are lost (their spans unnamed), and later chunks still
+   * read. */
   buf f = {0}, p = {0};
   profile_start(&f);
   put_uv(&p, 3);
@@ -798,6 +885,8 @@ static void test_bad_names(void) {
   int z7 = strstr(log, "name 7 kind=0 cat=0 z7(2)") != NULL;
   int no_z8 = !strstr(log, "z8") && !strstr(log, "future");
   int span7 = strstr(log, "span 1 7 d0 1..2\n") != NULL;
+  int span8 = strstr(log, "name 8 kind=0 cat=0 name #8(7)") &&
+              strstr(log, "span 1 8 d0 2..3\n");
   free(l.text.d);
   free(f.d);
   free(p.d);
@@ -805,8 +894,9 @@ static void test_bad_names(void) {
   CHECK(z7);
   CHECK(no_z8);
   CHECK(span7);
-  CHECK_EQ(l.spans, 1);
-  CHECK_EQ_U64(rep.damaged_chunks, 2); /* NAMES (twice), EVENTS (id 8) */
+  CHECK(span8);
+  CHECK_EQ(l.spans, 2);
+  CHECK_EQ_U64(rep.damaged_chunks, 1); /* NAMES (twice) */
   CHECK(strstr(rep.problem, "name id 1 announced twice") != NULL);
 }
 
@@ -851,10 +941,11 @@ static void test_many_names(void) {
   free(f.d);
   free(p.d);
   CHECK_EQ(rc, 0);
-  CHECK_EQ(l.spans, N / 2 + 1);
+  CHECK_EQ(l.spans, N / 2 + 2);
   CHECK(last);
-  CHECK_EQ_U64(rep.damaged_chunks, 1);
-  CHECK(strstr(rep.problem, "name id 8020 was not announced") != NULL);
+  CHECK_EQ_U64(rep.damaged_chunks, 0);
+  CHECK_EQ_U64(rep.lost_names, 1); /* the gap: 8020 */
+  CHECK(strstr(rep.problem, "name id 8020 was never announced") != NULL);
 }
 
 static void test_callback_stops_read(void) {
@@ -1056,17 +1147,46 @@ static void test_job_errors(void) {
   snprintf(want, sizeof want, "%s: not an mlprof profile (bad magic)", path);
   int not_profile = rc == MLPROF_EFORMAT && strcmp(err, want) == 0;
 
-  /* A good profile next to a bad one: the whole open fails, nothing leaks. */
-  write_profile("a.mlprof", 1, 0, 0, 0, "h");
+  /* Only files that are not profiles in a directory: an error that says
+   * what was skipped. */
+  snprintf(path, sizeof path, "%s/e.mlprof", tmp_dir);
+  buf none = {0};
+  write_file(path, &none);
   paths[0] = tmp_dir;
   rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
-  int mixed = rc == MLPROF_EFORMAT && strstr(err, "x.mlprof: not an") &&
-              job.count == 0 && job.profiles == NULL;
+  snprintf(want, sizeof want,
+           "no readable mlprof profile: skipped 2 files: 1 empty, 1 not an "
+           "mlprof profile; first: %s/e.mlprof",
+           tmp_dir);
+  int none_left = rc == MLPROF_EFORMAT && strcmp(err, want) == 0 &&
+                  job.count == 0 && job.profiles == NULL;
+
+  /* A good profile next to them: they are skipped, and counted. */
+  write_profile("a.mlprof", 1, 0, 0, 0, "h");
+  rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  snprintf(want, sizeof want,
+           "skipped 2 files: 1 empty, 1 not an mlprof profile; first: "
+           "%s/e.mlprof",
+           tmp_dir);
+  int mixed = rc == 0 && job.count == 1 && job.profiles[0].pid == 1 &&
+              job.skipped && strcmp(job.skipped, want) == 0;
+  if (!mixed)
+    fprintf(stderr, "  rc=%d err=%s skipped=%s\n", rc, err,
+            job.skipped ? job.skipped : "(none)");
+  if (rc == 0) mlprof__job_close(&job);
+
+  /* The same file named on the command line is still an error. */
+  const char *both[] = {tmp_dir, path};
+  rc = mlprof__job_open(&job, both, 2, err, sizeof err);
+  snprintf(want, sizeof want, "%s: not an mlprof profile (empty file)", path);
+  int named = rc == MLPROF_EFORMAT && strcmp(err, want) == 0;
   remove_tmp_dir();
   CHECK(missing);
   CHECK(empty);
   CHECK(not_profile);
+  CHECK(none_left);
   CHECK(mixed);
+  CHECK(named);
   CHECK(mlprof__job_open(&job, paths, 0, err, sizeof err) < 0);
 }
 
@@ -1075,6 +1195,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"null_visitor_and_report", test_null_visitor_and_report},
     {"truncated_tail", test_truncated_tail},
     {"bit_flip_middle_chunk", test_bit_flip_middle_chunk},
+    {"bit_flip_every_chunk", test_bit_flip_every_chunk},
     {"garbage_between_chunks", test_garbage_between_chunks},
     {"oversized_length", test_oversized_length},
     {"random_bytes", test_random_bytes},
@@ -1082,6 +1203,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"versions", test_versions},
     {"unknown_chunk_and_trailing_bytes", test_unknown_chunk_and_trailing_bytes},
     {"bad_records", test_bad_records},
+    {"lost_names", test_lost_names},
     {"bad_names", test_bad_names},
     {"many_names", test_many_names},
     {"callback_stops_read", test_callback_stops_read},
