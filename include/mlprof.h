@@ -57,18 +57,26 @@ typedef enum {
 } mlprof_errno;
 /* clang-format on */
 
-/* Zone categories: used by the analysis to split a step into its parts. */
+/* Zone categories: used by the analysis to split a step into its parts.
+ * X(enumerator suffix, value, name in reports and in the Python API). */
+#define MLPROF_CATEGORY_MAP(X) \
+  X(NONE, 0, "none")           \
+  X(DATA, 1, "data")           \
+  X(FORWARD, 2, "forward")     \
+  X(BACKWARD, 3, "backward")   \
+  X(OPTIMIZER, 4, "optimizer") \
+  X(COMM, 5, "communication")  \
+  X(IO, 6, "io")               \
+  X(USER, 7, "user")
+
+/* clang-format off */
 typedef enum {
-  MLPROF_CAT_NONE = 0,
-  MLPROF_CAT_DATA,
-  MLPROF_CAT_FORWARD,
-  MLPROF_CAT_BACKWARD,
-  MLPROF_CAT_OPTIMIZER,
-  MLPROF_CAT_COMM,
-  MLPROF_CAT_IO,
-  MLPROF_CAT_USER,
+#define MLPROF__CAT_ENUM(name, code, text) MLPROF_CAT_##name = code,
+  MLPROF_CATEGORY_MAP(MLPROF__CAT_ENUM)
+#undef MLPROF__CAT_ENUM
   MLPROF_CAT_COUNT
 } mlprof_category;
+/* clang-format on */
 
 /* A call site. Instrumentation macros keep one in static storage and pass its
  * address, so a literal name costs nothing at run time. The library reads the
@@ -82,7 +90,12 @@ typedef struct mlprof_site {
   uint32_t category; /* mlprof_category */
 } mlprof_site;
 
+/* Caller-allocated: fill it with mlprof_config_init(), which also sets size,
+ * then change what you need. size lets the struct grow: a library newer than
+ * the caller reads only the fields the caller's struct has and takes the
+ * defaults for the rest; reserved must stay zero. */
 typedef struct mlprof_config {
+  size_t size; /* sizeof(mlprof_config) where the caller was compiled */
   /* Where to write. A directory (existing, or ending in '/') gets one file per
    * process named PROGRAM-PID.mlprof; anything else is the file's path. A
    * child created by fork() writes next to it with its own pid. NULL: use
@@ -101,16 +114,19 @@ typedef struct mlprof_config {
   int sample_interval_ms;
   /* Non-zero: never load NVML, so no GPU is sampled (MLPROF_GPU=0). */
   int no_gpu;
+  uint64_t reserved[6];
 } mlprof_config;
 
-/* Fills *cfg with the defaults (enabled, defaults described above). */
+/* Fills *cfg with the defaults (enabled, defaults described above) and sets
+ * cfg->size. */
 MLPROF_EXPORT void mlprof_config_init(mlprof_config *cfg);
 
 /* Starts the process's session: opens the profile file, writes its header and
  * starts the writer thread. cfg may be NULL for the defaults. Returns
  * MLPROF_EALREADY when a session is already running (for instance one started
  * from MLPROF_OUTPUT by `mlprof run`); recording then goes to that session.
- * On failure nothing is left running. */
+ * MLPROF_EINVAL when cfg was not filled by mlprof_config_init (size not set)
+ * or a reserved field is not zero. On failure nothing is left running. */
 MLPROF_EXPORT int mlprof_init(const mlprof_config *cfg);
 
 /* Flushes everything recorded, writes the closing chunk and closes the file.
@@ -173,6 +189,7 @@ typedef struct mlprof_span {
   uint64_t begin_ns, end_ns; /* CLOCK_MONOTONIC nanoseconds, begin <= end */
   const char *unit;          /* NULL, or a unit of work done ("flops") */
   uint64_t units;            /* how many units */
+  uint64_t reserved[2];      /* zero: later versions may give them meaning */
 } mlprof_span;
 
 /* Records n spans on the track named `track` (made on first use, at most
@@ -182,9 +199,9 @@ typedef struct mlprof_span {
  * called) in one call. Times before the session's start count as its start.
  * Not for hot paths: it takes a lock, and rather than go past the memory cap
  * it waits for the writer to write what is queued. Returns 0, or
- * MLPROF_ENOTSTARTED, MLPROF_EINVAL (no track name, a span without a site
- * or ending before it begins; nothing recorded) or MLPROF_ENOMEM (spans past
- * the cap were dropped and counted). */
+ * MLPROF_ENOTSTARTED, MLPROF_EINVAL (no track name, a span without a site,
+ * ending before it begins or with a reserved field set; nothing recorded) or
+ * MLPROF_ENOMEM (spans past the cap were dropped and counted). */
 MLPROF_EXPORT int mlprof_track_spans(const char *track,
                                      const mlprof_span *spans, size_t n);
 
@@ -193,6 +210,11 @@ MLPROF_EXPORT uint64_t mlprof_dropped(void);
 
 /* Text for an error code; never NULL. */
 MLPROF_EXPORT const char *mlprof_strerror(int err);
+/* The code's name ("MLPROF_EINVAL", "0" for success); never NULL. */
+MLPROF_EXPORT const char *mlprof_err_name(int err);
+/* The category's name as reports write it ("forward"); "unknown" past
+ * MLPROF_CAT_COUNT. */
+MLPROF_EXPORT const char *mlprof_category_name(mlprof_category cat);
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
 MLPROF_EXPORT const char *mlprof_version(void);
 

@@ -24,8 +24,8 @@ __all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
            "version", "read_events", "report"]
 
 __version__ = _mlprof.version()
-CATEGORIES = ("none", "data", "forward", "backward", "optimizer",
-              "communication", "io", "user")
+# The categories' names, in the order of their numbers (from the C header).
+CATEGORIES = _mlprof.CATEGORIES
 
 # Profiler(backend=...): None is the default, "mlprof".
 BACKENDS = (None, "mlprof", "torch")

@@ -149,8 +149,10 @@ static PyObject *raise_mlprof(int rc, const char *what) {
 /* ---- categories ---------------------------------------------------------- */
 
 static const char *const cat_names[MLPROF_CAT_COUNT] = {
-    "none",      "data",          "forward", "backward",
-    "optimizer", "communication", "io",      "user"};
+#define CAT_NAME(name, code, text) [code] = text,
+    MLPROF_CATEGORY_MAP(CAT_NAME)
+#undef CAT_NAME
+};
 
 /* A category from None, an int or a name; -1 with an exception set. */
 static int parse_category(PyObject *o) {
@@ -1589,6 +1591,18 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     for (char *c = name; *c; c++)
       if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 32);
     if (PyModule_AddIntConstant(m, name, i) < 0) goto fail;
+  }
+  PyObject *cats = PyTuple_New(MLPROF_CAT_COUNT);
+  for (int i = 0; cats && i < MLPROF_CAT_COUNT; i++) {
+    PyObject *c = PyUnicode_FromString(cat_names[i]);
+    if (!c)
+      Py_CLEAR(cats);
+    else
+      PyTuple_SET_ITEM(cats, i, c);
+  }
+  if (!cats || PyModule_AddObject(m, "CATEGORIES", cats) < 0) {
+    Py_XDECREF(cats);
+    goto fail;
   }
   if (PyModule_AddStringConstant(m, "SOURCE_ROOT", MLPROF_SOURCE_ROOT) < 0 ||
       PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0)

@@ -87,13 +87,6 @@ const char *mlprof__sort_key_name(mlprof__sort_key key) {
   return sort_names[key];
 }
 
-const char *mlprof__category_name(uint8_t category) {
-  static const char *const names[MLPROF_CAT_COUNT] = {
-      "none",      "data",          "forward", "backward",
-      "optimizer", "communication", "io",      "user"};
-  return category < MLPROF_CAT_COUNT ? names[category] : "unknown";
-}
-
 /* ---- small helpers ------------------------------------------------------- */
 
 int mlprof__grow(void *pp, size_t *cap, size_t need, size_t elem) {

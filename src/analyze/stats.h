@@ -65,8 +65,6 @@ typedef enum {
  * is none of these. */
 int mlprof__sort_key_parse(const char *s, mlprof__sort_key *key);
 const char *mlprof__sort_key_name(mlprof__sort_key key);
-/* "none", "data", "forward", ... for a category byte; "unknown" past them. */
-const char *mlprof__category_name(uint8_t category);
 
 typedef struct {
   uint32_t unit; /* index into mlprof__report.units */

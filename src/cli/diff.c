@@ -358,7 +358,7 @@ static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__out_json_str(o, z->name, z->name_len);
     mlprof__out_printf(
         o, ",\"category\":\"%s\",\"verdict\":\"%s\",\"too_few\":%s",
-        mlprof__category_name(z->category), mlprof__verdict_name(z->verdict),
+        mlprof_category_name(z->category), mlprof__verdict_name(z->verdict),
         z->too_few ? "true" : "false");
     mlprof__out_lit(o, ",\"base\":");
     json_side(o, z->base, z->median_base);

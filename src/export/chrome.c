@@ -76,19 +76,13 @@ typedef struct {
   ((1ull << 24) + ((uint64_t)(host) << 16) + ((index)&0xffffu))
 #define UNPROFILED_PID (1ull << 30)
 
-#define CAT_FIELD(name) \
-  { ",\"cat\":\"" name "\"", sizeof(",\"cat\":\"" name "\"") - 1 }
+/* ,"cat":"NAME" for each category; none is written without the field. */
+#define CAT_FIELD(name, code, text) \
+  [code] = {",\"cat\":\"" text "\"", sizeof(",\"cat\":\"" text "\"") - 1},
 static const struct {
   const char *s;
   size_t len;
-} category_field[MLPROF_CAT_COUNT] = {{"", 0},
-                                      CAT_FIELD("data"),
-                                      CAT_FIELD("forward"),
-                                      CAT_FIELD("backward"),
-                                      CAT_FIELD("optimizer"),
-                                      CAT_FIELD("communication"),
-                                      CAT_FIELD("io"),
-                                      CAT_FIELD("user")};
+} category_field[MLPROF_CAT_COUNT] = {MLPROF_CATEGORY_MAP(CAT_FIELD)};
 #undef CAT_FIELD
 
 static char *put(char *p, const char *s, size_t n) {
@@ -160,7 +154,7 @@ static void flush_span(chrome *c, thread_state *t) {
   p = PUT_LIT(p, ",\"name\":");
   if (small) {
     p = put(p, c->arena.buf + n->off, n->len);
-    p = put(p, category_field[cat].s, category_field[cat].len);
+    if (cat) p = put(p, category_field[cat].s, category_field[cat].len);
     if (!t->nargs) {
       *p++ = '}';
       mlprof__out_end(c->o, p);
@@ -170,7 +164,8 @@ static void flush_span(chrome *c, thread_state *t) {
   } else {
     mlprof__out_end(c->o, p);
     put_name(c, t->name);
-    mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
+    if (cat)
+      mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
   }
   if (t->nargs) {
     mlprof__out_lit(c->o, ",\"args\":{");
@@ -545,7 +540,8 @@ static void profile_finish(chrome *c, const mlprof__read_report *rep) {
     put_name(c, z->name);
     uint8_t cat = c->names[z->name].category;
     if (cat >= MLPROF_CAT_COUNT) cat = 0;
-    mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
+    if (cat)
+      mlprof__out_write(c->o, category_field[cat].s, category_field[cat].len);
     mlprof__out_lit(c->o, ",\"args\":{\"open\":true}}");
   }
   for (size_t i = 0; i < c->nthreads; i++) free(c->threads[i].args);

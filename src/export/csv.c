@@ -22,7 +22,7 @@ int mlprof__export_csv(const mlprof__report *r, mlprof__out *o) {
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     mlprof__out_csv_field(o, z->name, z->name_len);
     mlprof__out_lit(o, ",");
-    mlprof__out_str(o, mlprof__category_name(z->category));
+    mlprof__out_str(o, mlprof_category_name(z->category));
     put_u64(o, z->count);
     put_u64(o, z->total_ns);
     put_u64(o, z->self_ns);

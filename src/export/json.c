@@ -80,7 +80,7 @@ static void zones(const mlprof__report *r, const mlprof__resources *res,
     const mlprof__zone_stats *z = &r->zones[r->order[i]];
     mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
-    field_cstr(o, "category", mlprof__category_name(z->category));
+    field_cstr(o, "category", mlprof_category_name(z->category));
     field_u64(o, "count", z->count);
     field_u64(o, "total_ns", z->total_ns);
     field_u64(o, "self_ns", z->self_ns);
@@ -217,7 +217,7 @@ static void open_zones(const mlprof__report *r, mlprof__out *o) {
     const mlprof__open_zone *z = &r->open[i];
     mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
-    field_cstr(o, "category", mlprof__category_name(z->category));
+    field_cstr(o, "category", mlprof_category_name(z->category));
     field_u64(o, "process", z->proc);
     field_u64(o, "pid", r->procs[z->proc].pid);
     field_u64(o, "tid", r->threads[z->thread].tid);
@@ -568,7 +568,7 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_printf(o,
                        ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
                        "\"runs\":[",
-                       mlprof__category_name(z->category), z->fastest,
+                       mlprof_category_name(z->category), z->fastest,
                        z->slowest);
     for (size_t i = 0; i < c->nruns; i++) {
       const mlprof__zone_stats *s = z->stats[i];

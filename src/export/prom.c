@@ -100,7 +100,7 @@ static void zone_labels(mlprof__out *o, const mlprof__prom_run *run,
     }
     mlprof__out_lit(o, "\"");
   }
-  const char *c = mlprof__category_name(z->category);
+  const char *c = mlprof_category_name(z->category);
   label(o, "category", c, strlen(c), 0);
 }
 

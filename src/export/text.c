@@ -60,7 +60,7 @@ static int zones_section(const mlprof__report *r, mlprof__out *o) {
     any_units |= z->nunits > 0;
     mlprof__table_name(&t, z->name, z->name_len, NAME_WIDTH);
     mlprof__table_cell(&t, "%s",
-                       z->category ? mlprof__category_name(z->category) : "");
+                       z->category ? mlprof_category_name(z->category) : "");
     mlprof__table_cell(&t, "%" PRIu64, z->count);
     cell_dur(&t, z->total_ns);
     cell_dur(&t, z->self_ns);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -108,6 +109,7 @@ size_t mlprof__meta_take(uint8_t **out) {
 
 void mlprof_config_init(mlprof_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->size = sizeof *cfg;
   cfg->flush_interval_ms = 200;
   cfg->memory_cap = 64u << 20;
   cfg->enabled = 1;
@@ -293,10 +295,18 @@ static int session_start(void) {
 int mlprof_init(const mlprof_config *cfg) {
   static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
   mlprof_config c;
-  if (cfg)
-    c = *cfg;
-  else
+  if (cfg) {
+    /* A caller built against an older, smaller struct: its fields over the
+     * defaults. Anything else but this struct's own size is not a config. */
+    if (cfg->size < offsetof(mlprof_config, reserved) || cfg->size > sizeof c)
+      return MLPROF_EINVAL;
+    mlprof_config_init(&c);
+    memcpy(&c, cfg, cfg->size);
+    for (size_t i = 0; i < sizeof c.reserved / sizeof c.reserved[0]; i++)
+      if (c.reserved[i]) return MLPROF_EINVAL;
+  } else {
     config_from_env(&c);
+  }
   if (!c.flush_interval_ms) c.flush_interval_ms = 200;
   if (!c.memory_cap) c.memory_cap = 64u << 20;
   if (!c.sample_interval_ms) c.sample_interval_ms = 100;
@@ -367,7 +377,8 @@ int mlprof_track_spans(const char *track, const mlprof_span *spans, size_t n) {
   if (!track || !*track || (n && !spans)) return MLPROF_EINVAL;
   for (size_t i = 0; i < n; i++)
     if (!spans[i].site || !spans[i].site->name ||
-        spans[i].end_ns < spans[i].begin_ns)
+        spans[i].end_ns < spans[i].begin_ns || spans[i].reserved[0] ||
+        spans[i].reserved[1])
       return MLPROF_EINVAL;
   /* A forked child's profile starts on its first event: this is one. */
   if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();

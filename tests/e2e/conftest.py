@@ -78,13 +78,18 @@ def lib():
 
 
 class Config(ctypes.Structure):
-    _fields_ = [("output", ctypes.c_char_p), ("flush_interval_ms", ctypes.c_uint32),
+    _fields_ = [("size", ctypes.c_size_t), ("output", ctypes.c_char_p),
+                ("flush_interval_ms", ctypes.c_uint32),
                 ("memory_cap", ctypes.c_size_t), ("enabled", ctypes.c_int),
-                ("sample_interval_ms", ctypes.c_int), ("no_gpu", ctypes.c_int)]
+                ("sample_interval_ms", ctypes.c_int), ("no_gpu", ctypes.c_int),
+                ("reserved", ctypes.c_uint64 * 6)]
 
 
 def start(so, path, sample_ms=-1):
     """Starts a session writing to path (no sampling unless sample_ms > 0)."""
-    cfg = Config(str(path).encode(), 0, 0, 1, sample_ms, 0)
+    cfg = Config()
+    so.mlprof_config_init(ctypes.byref(cfg))
+    cfg.output = str(path).encode()
+    cfg.sample_interval_ms = sample_ms
     rc = so.mlprof_init(ctypes.byref(cfg))
     assert rc == 0, f"mlprof_init: {rc}"

@@ -182,3 +182,34 @@ def test_install_and_build_with_pkg_config(tmp_path):
                         "--", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert zone(report_json(out), "hi")["count"] == 1
+    check_abi(prefix, flags, tmp_path)
+
+
+ABI = os.path.join(os.path.dirname(__file__), "..", "abi")
+
+
+def check_abi(prefix, flags, tmp_path):
+    """The installed library's ABI is the one in tests/abi/abi.txt: the
+    layout of every struct callers allocate, the error codes and categories,
+    and the exported symbols. A change to it is a decision (and, past 1.0, a
+    new major version): regenerate the file with MLPROF_UPDATE_GOLDEN=1 and
+    review its diff."""
+    exe = tmp_path / "layout"
+    subprocess.run(["cc", os.path.join(ABI, "layout.c"), "-o", str(exe),
+                    *flags], check=True)
+    lib = os.path.join(str(prefix), "lib")
+    env = dict(os.environ, LD_LIBRARY_PATH=":".join(
+        str(p.parent) for p in prefix.rglob("libmlprof.so")))
+    got = subprocess.run([str(exe)], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    so = next(prefix.rglob("libmlprof.so"))
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], check=True,
+                          capture_output=True, text=True).stdout.split("\n")
+    got += "".join(sorted("symbol %s\n" % line.split()[-1] for line in syms
+                          if line.strip()))
+    path = os.path.join(ABI, "abi.txt")
+    if os.environ.get("MLPROF_UPDATE_GOLDEN"):
+        with open(path, "w") as f:
+            f.write(got)
+    with open(path) as f:
+        assert got == f.read(), "the ABI changed: see check_abi's docstring"

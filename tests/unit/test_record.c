@@ -1,5 +1,6 @@
 /* The recording library, read back through the reader. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +167,11 @@ static int start(const char *leaf, size_t cap) {
   if (cap) c.memory_cap = cap;
   return mlprof_init(&c);
 }
+
+/* A span without the reserved fields' warnings (-Wmissing-field-initializers
+ * on positional initializers). */
+#define SPAN(s, b, e, u, n) \
+  { .site = (s), .begin_ns = (b), .end_ns = (e), .unit = (u), .units = (n) }
 
 /* ---- tests -------------------------------------------------------------- */
 
@@ -403,7 +409,33 @@ static void strerror_covers_codes(void) {
   CHECK_STR(mlprof_strerror(0), "success");
   CHECK_STR(mlprof_strerror(MLPROF_EIO), "cannot write the profile file");
   CHECK_STR(mlprof_strerror(12345), "unknown error");
+  CHECK_STR(mlprof_err_name(MLPROF_EIO), "MLPROF_EIO");
+  CHECK_STR(mlprof_err_name(12345), "unknown error");
+  CHECK_STR(mlprof_category_name(MLPROF_CAT_COMM), "communication");
+  CHECK_STR(mlprof_category_name((mlprof_category)200), "unknown");
   CHECK_STR(mlprof_version(), "0.1.0");
+}
+
+/* A config not filled by mlprof_config_init (no size), of another size, or
+ * with a reserved field set is refused; one from an older, smaller struct
+ * (everything before reserved) starts with the defaults for the rest. */
+static void config_size_is_checked(void) {
+  mlprof_config c;
+  mlprof_config_init(&c);
+  CHECK_EQ_U64(c.size, sizeof c);
+  c.output = temp_path("cfgsize.mlprof");
+  c.size = 0;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
+  c.size = sizeof c + 8;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
+  c.size = sizeof c;
+  c.reserved[5] = 1;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
+  c.reserved[5] = 0;
+  c.size = offsetof(mlprof_config, reserved);
+  CHECK_EQ(mlprof_init(&c), 0);
+  CHECK_STR(mlprof_output_path(), temp_path("cfgsize.mlprof"));
+  CHECK_EQ(mlprof_shutdown(), 0);
 }
 
 /* ---- tracks: spans measured elsewhere ---------------------------------- */
@@ -505,15 +537,15 @@ static void track_spans_nest_by_time(void) {
   const mlprof_site *leaf = mlprof_site_intern("op_leaf", MLPROF_CAT_NONE);
   const mlprof_site *next = mlprof_site_intern("op_next", MLPROF_CAT_NONE);
   mlprof_span ops[] = {
-      {next, m + 9000, m + 9500, NULL, 0},
-      {leaf, m + 4000, m + 5000, NULL, 0},
-      {parent, m + 1000, m + 9000, "flops", 1234},
-      {b, m + 3000, m + 8000, NULL, 0},
-      {a, m + 2000, m + 3000, NULL, 0},
+      SPAN(next, m + 9000, m + 9500, NULL, 0),
+      SPAN(leaf, m + 4000, m + 5000, NULL, 0),
+      SPAN(parent, m + 1000, m + 9000, "flops", 1234),
+      SPAN(b, m + 3000, m + 8000, NULL, 0),
+      SPAN(a, m + 2000, m + 3000, NULL, 0),
   };
   CHECK_EQ(mlprof_track_spans("torch ops", ops, 5), 0);
-  mlprof_span kernel = {mlprof_site_intern("kernel", MLPROF_CAT_NONE), m + 1500,
-                        m + 2500, NULL, 0};
+  mlprof_span kernel = SPAN(mlprof_site_intern("kernel", MLPROF_CAT_NONE),
+                            m + 1500, m + 2500, NULL, 0);
   CHECK_EQ(mlprof_track_spans("cuda:0 stream 7", &kernel, 1), 0);
   CHECK_EQ(mlprof_shutdown(), 0);
 
@@ -554,10 +586,10 @@ static void track_spans_ties_keep_given_order(void) {
   uint64_t m = mono_now();
   const mlprof_site *outer = mlprof_site_intern("outer", MLPROF_CAT_NONE);
   const mlprof_site *inner = mlprof_site_intern("inner", MLPROF_CAT_NONE);
-  mlprof_span a[] = {{outer, m + 100, m + 200, NULL, 0},
-                     {inner, m + 100, m + 200, NULL, 0}};
-  mlprof_span b[] = {{inner, m + 300, m + 400, NULL, 0},
-                     {outer, m + 300, m + 400, NULL, 0}};
+  mlprof_span a[] = {SPAN(outer, m + 100, m + 200, NULL, 0),
+                     SPAN(inner, m + 100, m + 200, NULL, 0)};
+  mlprof_span b[] = {SPAN(inner, m + 300, m + 400, NULL, 0),
+                     SPAN(outer, m + 300, m + 400, NULL, 0)};
   CHECK_EQ(mlprof_track_spans("a", a, 2), 0);
   CHECK_EQ(mlprof_track_spans("b", b, 2), 0);
   CHECK_EQ(mlprof_shutdown(), 0);
@@ -572,16 +604,19 @@ static void track_spans_ties_keep_given_order(void) {
 
 static void track_spans_bad_calls(void) {
   const mlprof_site *site = mlprof_site_intern("op", MLPROF_CAT_NONE);
-  mlprof_span ok = {site, 10, 20, NULL, 0};
+  mlprof_span ok = SPAN(site, 10, 20, NULL, 0);
   CHECK_EQ(mlprof_track_spans("t", &ok, 1), MLPROF_ENOTSTARTED);
   CHECK_EQ(start("trackbad.mlprof", 0), 0);
-  mlprof_span backwards = {site, 20, 10, NULL, 0};
-  mlprof_span nosite = {NULL, 10, 20, NULL, 0};
+  mlprof_span backwards = SPAN(site, 20, 10, NULL, 0);
+  mlprof_span nosite = SPAN(NULL, 10, 20, NULL, 0);
   CHECK_EQ(mlprof_track_spans(NULL, &ok, 1), MLPROF_EINVAL);
   CHECK_EQ(mlprof_track_spans("", &ok, 1), MLPROF_EINVAL);
   CHECK_EQ(mlprof_track_spans("t", NULL, 1), MLPROF_EINVAL);
   CHECK_EQ(mlprof_track_spans("t", &backwards, 1), MLPROF_EINVAL);
   CHECK_EQ(mlprof_track_spans("t", &nosite, 1), MLPROF_EINVAL);
+  mlprof_span reserved = ok;
+  reserved.reserved[1] = 1;
+  CHECK_EQ(mlprof_track_spans("t", &reserved, 1), MLPROF_EINVAL);
   CHECK_EQ(mlprof_track_spans("t", NULL, 0), 0);
   CHECK_EQ(mlprof_shutdown(), 0);
   track_rb r;
@@ -605,8 +640,8 @@ static void track_spans_beyond_cap_all_kept(void) {
   const mlprof_site *site = mlprof_site_intern("op", MLPROF_CAT_NONE);
   uint64_t m = mono_now();
   for (int i = 0; i < N; i++)
-    s[i] = (mlprof_span){site, m + (uint64_t)i * 10, m + (uint64_t)i * 10 + 5,
-                         NULL, 0};
+    s[i] = (mlprof_span)SPAN(site, m + (uint64_t)i * 10,
+                             m + (uint64_t)i * 10 + 5, NULL, 0);
   int rc = mlprof_track_spans("big", s, N);
   free(s);
   CHECK_EQ(rc, 0);
@@ -629,8 +664,8 @@ static void *import_thread(void *arg) {
   for (int k = 0; k < N / 1000; k++) {
     uint64_t m = mono_now();
     for (int i = 0; i < 1000; i++)
-      s[i] = (mlprof_span){&site, m + (uint64_t)i * 10,
-                           m + (uint64_t)i * 10 + 5, "flops", 2};
+      s[i] = (mlprof_span)SPAN(&site, m + (uint64_t)i * 10,
+                               m + (uint64_t)i * 10 + 5, "flops", 2);
     if (mlprof_track_spans(track, s, 1000) != 0) return (void *)1;
     MLPROF_ZONE("between");
   }
@@ -675,4 +710,5 @@ const mlprof_test mlprof_tests_record[] = {
     {"track_spans_from_threads", track_spans_from_threads},
     {"bad_output_is_an_error", bad_output_is_an_error},
     {"strerror_covers_codes", strerror_covers_codes},
+    {"config_size_is_checked", config_size_is_checked},
     {NULL, NULL}};
