@@ -394,3 +394,65 @@ def test_mlprof_output_starts_a_session_at_import(tmp_path):
     s = mlprof.report([str(out)])
     assert s["zones"][0]["name"] == "env_zone"
     assert s["processes"][0]["clean_end"]
+
+
+def test_names_that_are_not_utf8_never_raise(prof, recwarn):
+    """A file name that is not UTF-8 (os.fsdecode gives surrogate escapes)
+    or any other lone surrogate, as the name of a zone, decorated function,
+    metric, counter, unit, thread, track or metadata, is recorded; the file
+    holds the name's bytes."""
+    name = os.fsdecode(b"img_\xff.jpg")
+    odd = "half\ud800pair"
+    with prof.zone(name):
+        with prof.zone(odd, "data", **{name: name}):
+            prof.record_metric(name, 1.0)
+            prof.record_throughput(2, unit=name)
+    with mlprof.zone(name, category="io"):
+        pass
+    mlprof.profile(name=odd)(lambda: None)()
+    prof.counter(odd, 2.0)
+    _mlprof.count(name, 3)
+    prof.meta(name, odd)
+    prof.thread_name(name)
+    t0 = _mlprof.monotonic_ns()
+    assert _mlprof.track_spans(name, [(odd, None, t0, t0 + 5, name, 7)]) == 1
+    assert not recwarn.list
+    bad = "img_\ufffd.jpg"  # how the bytes read back: U+FFFD
+    got = spans(prof)
+    assert sorted(s["name"] for s in got) == sorted([bad, bad] +
+                                                    ["half?pair"] * 3)
+    inner = [s for s in got if s["meta"]]
+    assert [s["name"] for s in inner] == ["half?pair"]
+    assert inner[0]["meta"] == {bad: "1"}  # the metric's value came last
+    assert inner[0]["units"] == {bad: 2}
+    assert bad in mlprof.read_events(prof.path)["threads"].values()
+    s = prof.summary()
+    assert {bad, "half?pair"} <= set(s["counters"])
+    assert s["processes"][0]["meta"] == {bad: "half?pair"}
+    with open(prof.path, "rb") as f:
+        assert b"img_\xff.jpg" in f.read()  # the bytes themselves
+
+
+def test_a_joined_profiler_says_its_output_is_not_written(prof, tmp_path):
+    with pytest.warns(RuntimeWarning, match="is not written"):
+        with mlprof.Profiler(output=str(tmp_path / "b") + "/") as inner:
+            with inner.zone("inner_zone"):
+                pass
+    assert inner.joined and not (tmp_path / "b").exists()
+    with mlprof.Profiler(output=str(tmp_path / "b") + "/"):  # once
+        pass
+    with mlprof.Profiler(output=prof.path):  # the same file: nothing to say
+        pass
+    assert "inner_zone" in {s["name"] for s in spans(prof)}
+
+
+def test_a_fifth_zone_metadata_key_is_not_dropped_silently(prof):
+    with prof.zone("four", a=1, b=2, c=3, d=4):
+        pass
+    with pytest.warns(RuntimeWarning, match="at most 4 metadata keys"):
+        with prof.zone("five", a=1, b=2, c=3, d=4):
+            prof.record_metric("e", 5)
+    with prof.zone("again", a=1, b=2, c=3, d=4, e=5):  # once per process
+        pass
+    meta = {s["name"]: s["meta"] for s in spans(prof)}
+    assert len(meta["four"]) == 4 and len(meta["five"]) == 4
