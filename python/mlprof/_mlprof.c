@@ -1064,133 +1064,6 @@ static PyObject *mod_profiles(PyObject *m, PyObject *arg) {
   return list;
 }
 
-static PyObject *units_dict(const mlprof__report *r,
-                            const mlprof__zone_stats *z) {
-  PyObject *d = PyDict_New();
-  for (size_t u = 0; d && u < z->nunits; u++) {
-    const mlprof__unit_stats *us = &r->units[z->units[u].unit];
-    PyObject *k = str_n(us->name, us->name_len);
-    PyObject *v =
-        dict_of(2, "n", U64(z->units[u].n), "per_s", F64(z->units[u].per_s));
-    if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-  }
-  return d;
-}
-
-static PyObject *zone_dict(const mlprof__report *r,
-                           const mlprof__zone_stats *z) {
-  return dict_of(15, "name", str_n(z->name, z->name_len), "category",
-                 PyUnicode_FromString(mlprof__category_name(z->category)),
-                 "count", U64(z->count), "total_ns", U64(z->total_ns),
-                 "self_ns", U64(z->self_ns), "mean_ns", F64(z->mean_ns),
-                 "std_ns", F64(z->std_ns), "min_ns",
-                 U64(z->count ? z->min_ns : 0), "max_ns", U64(z->max_ns),
-                 "p50_ns", U64(z->p50_ns), "p90_ns", U64(z->p90_ns), "p95_ns",
-                 U64(z->p95_ns), "p99_ns", U64(z->p99_ns), "share",
-                 F64(z->share), "units", units_dict(r, z));
-}
-
-static PyObject *kv_dict(const mlprof__kv *kv, size_t n) {
-  PyObject *d = PyDict_New();
-  for (size_t i = 0; d && i < n; i++) {
-    PyObject *k = str_n(kv[i].key, kv[i].key_len);
-    PyObject *v = str_n(kv[i].value, kv[i].value_len);
-    if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-  }
-  return d;
-}
-
-static PyObject *report_dict(const mlprof__report *r) {
-  PyObject *zones = PyList_New(0), *procs = PyList_New(0),
-           *threads = PyList_New(0), *counters = PyDict_New(),
-           *units = PyDict_New(), *open = PyList_New(0),
-           *warnings = PyList_New(0);
-  int ok = zones && procs && threads && counters && units && open && warnings;
-  for (size_t i = 0; ok && i < r->norder; i++) {
-    PyObject *z = zone_dict(r, &r->zones[r->order[i]]);
-    if (!z || PyList_Append(zones, z) < 0) ok = 0;
-    Py_XDECREF(z);
-  }
-  for (size_t i = 0; ok && i < r->nprocs; i++) {
-    const mlprof__proc_stats *p = &r->procs[i];
-    PyObject *d = dict_of(
-        15, "path", PyUnicode_DecodeFSDefault(p->path ? p->path : ""), "pid",
-        U64(p->pid), "ppid", U64(p->ppid), "parent",
-        p->parent >= 0 ? U64(r->procs[p->parent].pid)
-                       : (Py_INCREF(Py_None), Py_None),
-        "exe", str_z(p->exe), "cmdline", str_z(p->cmdline), "hostname",
-        str_z(p->hostname), "rank", I64(p->rank), "offset_ns",
-        U64(p->offset_ns), "wall_ns", U64(p->wall_ns), "spans", U64(p->spans),
-        "dropped", U64(p->dropped), "threads", U64(p->threads), "clean_end",
-        PyBool_FromLong(p->clean_end), "meta", kv_dict(p->meta, p->nmeta));
-    if (!d || PyList_Append(procs, d) < 0) ok = 0;
-    Py_XDECREF(d);
-  }
-  for (size_t i = 0; ok && i < r->nthreads; i++) {
-    const mlprof__thread_stats *t = &r->threads[i];
-    PyObject *d =
-        dict_of(9, "pid", U64(t->pid), "tid", U64(t->tid), "name",
-                str_n(t->name, t->name_len), "spans", U64(t->spans), "busy_ns",
-                U64(t->busy_ns), "dropped", U64(t->dropped), "steps",
-                U64(t->steps), "step_mean_ns", U64(t->step_mean_ns),
-                "step_p50_ns", U64(t->step_p50_ns));
-    if (!d || PyList_Append(threads, d) < 0) ok = 0;
-    Py_XDECREF(d);
-  }
-  for (size_t i = 0; ok && i < r->ncounters; i++) {
-    const mlprof__counter_stats *c = &r->counters[i];
-    PyObject *k = str_n(c->name, c->name_len);
-    PyObject *d =
-        dict_of(5, "count", U64(c->count), "min", F64(c->min), "max",
-                F64(c->max), "mean", F64(c->mean), "last", F64(c->last));
-    if (!k || !d || PyDict_SetItem(counters, k, d) < 0) ok = 0;
-    Py_XDECREF(k);
-    Py_XDECREF(d);
-  }
-  for (size_t i = 0; ok && i < r->nunits; i++) {
-    const mlprof__unit_stats *u = &r->units[i];
-    PyObject *k = str_n(u->name, u->name_len);
-    PyObject *d = dict_of(3, "total", U64(u->total), "outside", U64(u->outside),
-                          "per_s", F64(u->per_s));
-    if (!k || !d || PyDict_SetItem(units, k, d) < 0) ok = 0;
-    Py_XDECREF(k);
-    Py_XDECREF(d);
-  }
-  for (size_t i = 0; ok && i < r->nopen; i++) {
-    const mlprof__open_zone *o = &r->open[i];
-    PyObject *d = dict_of(5, "name", str_n(o->name, o->name_len), "pid",
-                          U64(r->procs[o->proc].pid), "tid",
-                          U64(r->threads[o->thread].tid), "depth",
-                          U64(o->depth), "open_ns", U64(o->open_ns));
-    if (!d || PyList_Append(open, d) < 0) ok = 0;
-    Py_XDECREF(d);
-  }
-  for (size_t i = 0; ok && i < r->nwarnings; i++) {
-    PyObject *w = str_z(r->warnings[i]);
-    if (!w || PyList_Append(warnings, w) < 0) ok = 0;
-    Py_XDECREF(w);
-  }
-  if (!ok) {
-    Py_XDECREF(zones);
-    Py_XDECREF(procs);
-    Py_XDECREF(threads);
-    Py_XDECREF(counters);
-    Py_XDECREF(units);
-    Py_XDECREF(open);
-    Py_XDECREF(warnings);
-    return NULL;
-  }
-  return dict_of(11, "wall_ns", U64(r->wall_ns), "spans", U64(r->spans),
-                 "dropped", U64(r->dropped), "zones", zones, "processes", procs,
-                 "threads", threads, "counters", counters, "units", units,
-                 "open_zones", open, "warnings", warnings, "schema",
-                 PyUnicode_FromString("mlprof.summary/1"));
-}
-
 static int parse_sort(PyObject *o, mlprof__sort_key *key) {
   if (!o || o == Py_None) {
     *key = MLPROF__SORT_TOTAL;
@@ -1207,9 +1080,8 @@ static int parse_sort(PyObject *o, mlprof__sort_key *key) {
   return 0;
 }
 
-/* Opens the job and builds its report (with the resource summary and the
- * findings, when res and f are not NULL; f needs res); 0, or -1 with an
- * exception set. */
+/* Opens the job and builds its report, its resource summary and its
+ * findings, as `mlprof report` does; 0, or -1 with an exception set. */
 static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
                         mlprof__report *r, mlprof__resources *res,
                         mlprof__findings *f) {
@@ -1223,7 +1095,7 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   Py_BEGIN_ALLOW_THREADS rc = mlprof__job_open(&job, paths, n, err, sizeof err);
   if (!rc) {
     rc = mlprof__report_build(&job, r, res, err, sizeof err);
-    if (!rc && f) {
+    if (!rc) {
       mlprof__findings_opts fo;
       mlprof__findings_opts_init(&fo);
       /* Findings use every zone: sort only after them. */
@@ -1245,31 +1117,23 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   return 0;
 }
 
-/* report(paths, sort="total", top=0) -> dict */
-static PyObject *mod_report(PyObject *m, PyObject *args, PyObject *kw) {
+/* report_json(paths, sort="total", top=0) -> str: the whole JSON report
+ * (schema mlprof.report/1, docs/json-schema.md), resources and findings
+ * included; mlprof.report() and Profiler.summary() are this, parsed. */
+static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"paths", "sort", "top", NULL};
   PyObject *paths, *sortobj = NULL;
   Py_ssize_t top = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report", kwlist, &paths,
-                                   &sortobj, &top))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report_json", kwlist,
+                                   &paths, &sortobj, &top))
     return NULL;
   mlprof__sort_key sort;
   if (parse_sort(sortobj, &sort) < 0) return NULL;
   mlprof__report r;
-  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, NULL, NULL) < 0)
-    return NULL;
-  PyObject *d = report_dict(&r);
-  mlprof__report_free(&r);
-  return d;
-}
-
-/* report_json(paths) -> str: the whole JSON report (schema mlprof.report/1,
- * docs/json-schema.md), resources and findings included. */
-static PyObject *mod_report_json(PyObject *m, PyObject *paths) {
-  mlprof__report r;
   mlprof__resources res = {0};
   mlprof__findings f = {0};
-  if (build_report(paths, MLPROF__SORT_TOTAL, 0, &r, &res, &f) < 0) return NULL;
+  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res, &f) < 0)
+    return NULL;
   mlprof__out o;
   int rc = mlprof__out_open(&o, -1);
   if (!rc) rc = mlprof__export_json(&r, &res, &f, &o);
@@ -1583,12 +1447,10 @@ static PyMethodDef module_methods[] = {
     {"monotonic_ns", mod_monotonic_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
     {"profiles", mod_profiles, METH_O,
      "profiles(paths) -> list of header facts on one timeline."},
-    {"report_json", mod_report_json, METH_O,
-     "report_json(paths) -> str: the JSON report (schema mlprof.report/1), "
-     "resources and findings included"},
-    {"report", (PyCFunction)(void (*)(void))mod_report,
+    {"report_json", (PyCFunction)(void (*)(void))mod_report_json,
      METH_VARARGS | METH_KEYWORDS,
-     "report(paths, sort='total', top=0) -> dict of statistics."},
+     "report_json(paths, sort='total', top=0) -> str: the JSON report "
+     "(schema mlprof.report/1),\nresources and findings included."},
     {"export", (PyCFunction)(void (*)(void))mod_export,
      METH_VARARGS | METH_KEYWORDS,
      "export(paths, out, format, sort='total', top=0): json, csv, text or "

@@ -28,6 +28,10 @@ def zones_by_name(summary):
     return {z["name"]: z for z in summary["zones"]}
 
 
+def by_name(rows, key="name"):
+    return {r[key]: r for r in rows}
+
+
 def spans(prof, name=None):
     _mlprof.flush()
     ev = mlprof.read_events(prof.path)
@@ -84,19 +88,18 @@ def test_metric_and_throughput_land_in_innermost_zone(prof):
                 prof.record_metric("loss", 0.5)
             prof.record_throughput(2, unit="bytes")
     z = zones_by_name(prof.summary())
-    assert z["batch_zone"]["units"]["samples"]["n"] == 160
-    assert z["batch_zone"]["units"]["tokens"]["n"] == 5000
-    assert "samples" not in z["step_zone"]["units"]
-    assert z["step_zone"]["units"]["bytes"]["n"] == 10
-    assert z["batch_zone"]["units"]["samples"]["per_s"] > 0
+    batch = by_name(z["batch_zone"]["units"], "unit")
+    step = by_name(z["step_zone"]["units"], "unit")
+    assert batch["samples"]["n"] == 160 and batch["tokens"]["n"] == 5000
+    assert "samples" not in step and step["bytes"]["n"] == 10
+    assert batch["samples"]["per_s"] > 0
     for sp in spans(prof, "batch_zone"):
         assert sp["meta"] == {"loss": "0.5"}
         assert sp["units"] == {"samples": 32, "tokens": 1000}
     for sp in spans(prof, "step_zone"):
         assert sp["meta"] == {}
-    s = prof.summary()
-    assert s["counters"]["loss"]["count"] == 5
-    assert s["counters"]["loss"]["mean"] == 0.5
+    loss = by_name(prof.summary()["counters"])["loss"]
+    assert loss["count"] == 5 and loss["mean"] == 0.5
 
 
 def test_zone_metadata_and_category(prof):
@@ -274,7 +277,7 @@ def test_summary_has_resources_and_session(prof):
     with prof.zone("x"):
         sum(range(10000))
     s = prof.summary()
-    assert s["resources"]["max_rss_bytes"] > 0
+    assert s["session"]["process"]["max_rss_bytes"] > 0
     assert s["session"]["joined"] is False
     assert s["processes"][0]["pid"] == os.getpid()
     assert s["warnings"] == []
@@ -427,7 +430,7 @@ def test_names_that_are_not_utf8_never_raise(prof, recwarn):
     assert inner[0]["units"] == {bad: 2}
     assert bad in mlprof.read_events(prof.path)["threads"].values()
     s = prof.summary()
-    assert {bad, "half?pair"} <= set(s["counters"])
+    assert {bad, "half?pair"} <= set(by_name(s["counters"]))
     assert s["processes"][0]["meta"] == {bad: "half?pair"}
     with open(prof.path, "rb") as f:
         assert b"img_\xff.jpg" in f.read()  # the bytes themselves
@@ -456,3 +459,26 @@ def test_a_fifth_zone_metadata_key_is_not_dropped_silently(prof):
         pass
     meta = {s["name"]: s["meta"] for s in spans(prof)}
     assert len(meta["four"]) == 4 and len(meta["five"]) == 4
+
+
+def test_report_and_summary_are_the_json_report(tmp_path, build_dir):
+    """mlprof.report(paths), Profiler.summary() and `mlprof report -f json`
+    give one document: statistics, resources, steps, findings and leaks."""
+    p = mlprof.Profiler(output=str(tmp_path / "r.mlprof"), sample_interval=0.01)
+    with p:
+        for _ in range(5):
+            with p.zone("load", "data"):
+                time.sleep(0.002)
+            p.step()
+    s, r = p.summary(), mlprof.report(p.path)
+    cli = json.loads(subprocess.run(
+        [os.path.join(build_dir, "mlprof"), "report", "-f", "json", p.path],
+        capture_output=True, text=True, check=True).stdout)
+    assert r["schema"] == "mlprof.report/1"
+    for k in ("steps", "findings", "leaks", "resources", "zones"):
+        assert r[k] is not None and r[k] == s[k] == cli[k], k
+    assert set(s) - set(r) == {"session"} and set(r) == set(cli)
+    assert s["steps"]["count"] == 4
+    assert s["session"]["path"] == p.path
+    top = mlprof.report([p.path], sort="count", top=1)
+    assert top["sort"] == "count" and len(top["zones"]) == 1
