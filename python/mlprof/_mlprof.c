@@ -1124,8 +1124,8 @@ static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"paths", "sort", "top", NULL};
   PyObject *paths, *sortobj = NULL;
   Py_ssize_t top = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report_json", kwlist,
-                                   &paths, &sortobj, &top))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report_json", kwlist, &paths,
+                                   &sortobj, &top))
     return NULL;
   mlprof__sort_key sort;
   if (parse_sort(sortobj, &sort) < 0) return NULL;
