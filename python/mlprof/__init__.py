@@ -230,10 +230,13 @@ class Profiler(_mlprof.ProfilerBase):
     def step(self):
         """Marks the end of a step (iteration). With a schedule, the next
         step is recorded only when the schedule says 'record'."""
-        _mlprof.step()
+        _mlprof.step()  # ends a recorded step; nothing while recording is off
         self.step_num += 1
         if self.running and self.schedule is not None:
+            was = _mlprof.is_enabled()
             self._apply_enabled()
+            if not was and _mlprof.is_enabled():
+                _mlprof.step()  # the first recorded step of a window begins
         if self._torch is not None:
             self._torch.step()  # imports a window that just ended
 

@@ -187,6 +187,22 @@ def test_schedule_records_only_active_steps(tmp_path):
     assert zones_by_name(prof.summary())["train"]["count"] == 2
 
 
+def test_schedule_steps_are_the_active_steps(tmp_path):
+    """Each active step is a step of the breakdown, the first one included
+    (its beginning falls while recording is still off)."""
+    sch = mlprof.schedule(wait=2, warmup=1, active=3, repeat=1)
+    with mlprof.Profiler(output=str(tmp_path / "s.mlprof"),
+                         schedule=sch) as prof:
+        for i in range(8):
+            with prof.zone("train", "forward", step=i):
+                time.sleep(0.001)
+            prof.step()
+    s = prof.summary()
+    assert zones_by_name(s)["train"]["count"] == 3
+    assert s["steps"]["count"] == 3
+    assert s["threads"][0]["steps"] == 4  # the marks around steps 3, 4, 5
+
+
 def test_threads_are_recorded_with_names(prof):
     def worker(i):
         prof.thread_name("worker-%d" % i)
