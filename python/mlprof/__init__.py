@@ -16,6 +16,7 @@ Profiler joins the session that is already running. See docs/python.md.
 import functools
 import json
 import os
+import warnings
 
 from . import _mlprof
 from ._mlprof import Error, Zone
@@ -152,6 +153,8 @@ class Profiler(_mlprof.ProfilerBase):
         self.joined = not self._init_session()
         self._was_enabled = _mlprof.is_enabled()
         self.path = _mlprof.output_path()
+        if self.joined:
+            _warn_unused_output(self.output, self.path)
         if self.output is not None and (self.output.endswith("/") or
                                         os.path.isdir(self.output)):
             _dir_outputs[os.path.realpath(self.output)] = True
@@ -227,10 +230,13 @@ class Profiler(_mlprof.ProfilerBase):
     def step(self):
         """Marks the end of a step (iteration). With a schedule, the next
         step is recorded only when the schedule says 'record'."""
-        _mlprof.step()
+        _mlprof.step()  # ends a recorded step; nothing while recording is off
         self.step_num += 1
         if self.running and self.schedule is not None:
+            was = _mlprof.is_enabled()
             self._apply_enabled()
+            if not was and _mlprof.is_enabled():
+                _mlprof.step()  # the first recorded step of a window begins
         if self._torch is not None:
             self._torch.step()  # imports a window that just ended
 
@@ -272,31 +278,25 @@ class Profiler(_mlprof.ProfilerBase):
         return _descendant_profiles(mine)
 
     def summary(self, sort="total", top=0):
-        """Statistics of what was recorded so far, computed in process by the
-        project's analysis (the same numbers as `mlprof report`): a dict with
-        zones (count, total, self, mean, std, min, max, p50..p99, share of
-        wall time, throughput units per second), processes, threads (steps),
-        counters, units, zones still open, warnings and resources, and the
-        findings of the analysis: steps (the step-time breakdown), findings
-        (bottlenecks with evidence, severity and a recommendation) and leaks
-        (docs/findings.md)."""
+        """What was recorded so far, analysed in process as `mlprof report`
+        does: mlprof.report() of this process's profile and of its
+        descendants' (forked DataLoader workers), that is the JSON report
+        (schema mlprof.report/1, docs/json-schema.md: zones, processes,
+        threads, counters, units, resources, steps, findings, leaks...) as a
+        dict, plus "session": this Profiler's path, joined, running, steps
+        and process (CPU time and peak memory of this process so far)."""
         if self.running:
             _mlprof.flush()
-        paths = self.profile_paths()
-        d = _mlprof.report(paths, sort=sort, top=top)
+        d = report(self.profile_paths(), sort=sort, top=top)
         if self.running:
             # This process's own profile has no closing chunk yet: it is
             # still being written, which is no cause for a warning.
             me = "process %d (" % os.getpid()
             d["warnings"] = [w for w in d["warnings"] if not (
                 w.startswith(me) and "without a closing chunk" in w)]
-        analysis = json.loads(_mlprof.report_json(paths))
-        for key in ("steps", "findings", "leaks"):
-            d[key] = analysis.get(key)
-        d["resources"] = _mlprof.resources()
-        d["resources"]["dropped_events"] = d["dropped"]
         d["session"] = {"path": self.path, "joined": self.joined,
-                        "running": self.running, "steps": self.step_num}
+                        "running": self.running, "steps": self.step_num,
+                        "process": _mlprof.resources()}
         return d
 
     def export(self, path, formats=("json", "csv", "text", "trace"),
@@ -340,6 +340,24 @@ class Profiler(_mlprof.ProfilerBase):
         self.path = _mlprof.output_path()
         self._apply_enabled()
         self._start_torch()
+
+
+def _warn_unused_output(output, path):
+    """Warns, once per output, that a Profiler joining the running session
+    writes to that session's file, not to the output it was given."""
+    if output is None or not path or output in _warned_outputs:
+        return
+    o, p = os.path.realpath(output), os.path.realpath(path)
+    if o in (p, os.path.dirname(p)):
+        return
+    _warned_outputs.add(output)
+    warnings.warn("mlprof: Profiler(output=%r) joins the session already "
+                  "running in this process, which writes to %s; %r is not "
+                  "written" % (output, path, output), RuntimeWarning,
+                  stacklevel=3)
+
+
+_warned_outputs = set()
 
 
 def _torch_backend():
@@ -438,10 +456,13 @@ def profile(fn=None, *, name=None, category=None):
 
 
 def report(paths, sort="total", top=0):
-    """Statistics of profile files or run directories, as Profiler.summary."""
+    """The report of profile files or run directories, as `mlprof report
+    -f json` writes it (schema mlprof.report/1, docs/json-schema.md), as a
+    dict: statistics, resources, steps, findings and leaks. Profiler.summary
+    is this for its own session, plus "session"."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
-    return _mlprof.report(list(paths), sort=sort, top=top)
+    return json.loads(_mlprof.report_json(list(paths), sort=sort, top=top))
 
 
 def read_events(path):

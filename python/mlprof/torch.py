@@ -373,7 +373,7 @@ class ModelProfile:
                 if z is None:
                     row[kind] = None
                     continue
-                u = z["units"].get("flops")
+                u = _unit(z, "flops")
                 row[kind] = {
                     "count": z["count"], "total_ns": z["total_ns"],
                     "self_ns": z["self_ns"], "mean_ns": z["mean_ns"],
@@ -473,6 +473,11 @@ def _zone_stats(summary, name):
         if z["name"] == name:
             return z
     return None
+
+
+def _unit(zone, name):
+    """The units `name` of a zone of the summary ({"unit", "n", "per_s"})."""
+    return next((u for u in zone["units"] if u["unit"] == name), None)
 
 
 class _WorkerSetup:
@@ -644,7 +649,7 @@ def profile_training(model, loader, optimizer, loss_fn, num_batches,
     if started:
         prof.stop()
     step = _zone_stats(s, "train_step") or {"total_ns": 0, "count": 0,
-                                            "mean_ns": 0, "units": {}}
+                                            "mean_ns": 0, "units": []}
     parts = {}
     part_total = 0
     for key, name in STEP_PARTS:
@@ -655,7 +660,7 @@ def profile_training(model, loader, optimizer, loss_fn, num_batches,
                       "p50_ns": z["p50_ns"], "max_ns": z["max_ns"],
                       "share": z["total_ns"] / step["total_ns"]
                       if step["total_ns"] else 0.0}
-    su = step["units"].get("samples")
+    su = _unit(step, "samples")
     res = {
         "steps": steps, "step_mean_ns": step["mean_ns"],
         "step_total_ns": step["total_ns"], "parts": parts,

@@ -28,6 +28,10 @@ def zones_by_name(summary):
     return {z["name"]: z for z in summary["zones"]}
 
 
+def by_name(rows, key="name"):
+    return {r[key]: r for r in rows}
+
+
 def spans(prof, name=None):
     _mlprof.flush()
     ev = mlprof.read_events(prof.path)
@@ -84,19 +88,18 @@ def test_metric_and_throughput_land_in_innermost_zone(prof):
                 prof.record_metric("loss", 0.5)
             prof.record_throughput(2, unit="bytes")
     z = zones_by_name(prof.summary())
-    assert z["batch_zone"]["units"]["samples"]["n"] == 160
-    assert z["batch_zone"]["units"]["tokens"]["n"] == 5000
-    assert "samples" not in z["step_zone"]["units"]
-    assert z["step_zone"]["units"]["bytes"]["n"] == 10
-    assert z["batch_zone"]["units"]["samples"]["per_s"] > 0
+    batch = by_name(z["batch_zone"]["units"], "unit")
+    step = by_name(z["step_zone"]["units"], "unit")
+    assert batch["samples"]["n"] == 160 and batch["tokens"]["n"] == 5000
+    assert "samples" not in step and step["bytes"]["n"] == 10
+    assert batch["samples"]["per_s"] > 0
     for sp in spans(prof, "batch_zone"):
         assert sp["meta"] == {"loss": "0.5"}
         assert sp["units"] == {"samples": 32, "tokens": 1000}
     for sp in spans(prof, "step_zone"):
         assert sp["meta"] == {}
-    s = prof.summary()
-    assert s["counters"]["loss"]["count"] == 5
-    assert s["counters"]["loss"]["mean"] == 0.5
+    loss = by_name(prof.summary()["counters"])["loss"]
+    assert loss["count"] == 5 and loss["mean"] == 0.5
 
 
 def test_zone_metadata_and_category(prof):
@@ -182,6 +185,22 @@ def test_schedule_records_only_active_steps(tmp_path):
                    if s["name"] == "train")
     assert steps == [2, 3]
     assert zones_by_name(prof.summary())["train"]["count"] == 2
+
+
+def test_schedule_steps_are_the_active_steps(tmp_path):
+    """Each active step is a step of the breakdown, the first one included
+    (its beginning falls while recording is still off)."""
+    sch = mlprof.schedule(wait=2, warmup=1, active=3, repeat=1)
+    with mlprof.Profiler(output=str(tmp_path / "s.mlprof"),
+                         schedule=sch) as prof:
+        for i in range(8):
+            with prof.zone("train", "forward", step=i):
+                time.sleep(0.001)
+            prof.step()
+    s = prof.summary()
+    assert zones_by_name(s)["train"]["count"] == 3
+    assert s["steps"]["count"] == 3
+    assert s["threads"][0]["steps"] == 4  # the marks around steps 3, 4, 5
 
 
 def test_threads_are_recorded_with_names(prof):
@@ -274,7 +293,7 @@ def test_summary_has_resources_and_session(prof):
     with prof.zone("x"):
         sum(range(10000))
     s = prof.summary()
-    assert s["resources"]["max_rss_bytes"] > 0
+    assert s["session"]["process"]["max_rss_bytes"] > 0
     assert s["session"]["joined"] is False
     assert s["processes"][0]["pid"] == os.getpid()
     assert s["warnings"] == []
@@ -394,3 +413,88 @@ def test_mlprof_output_starts_a_session_at_import(tmp_path):
     s = mlprof.report([str(out)])
     assert s["zones"][0]["name"] == "env_zone"
     assert s["processes"][0]["clean_end"]
+
+
+def test_names_that_are_not_utf8_never_raise(prof, recwarn):
+    """A file name that is not UTF-8 (os.fsdecode gives surrogate escapes)
+    or any other lone surrogate, as the name of a zone, decorated function,
+    metric, counter, unit, thread, track or metadata, is recorded; the file
+    holds the name's bytes."""
+    name = os.fsdecode(b"img_\xff.jpg")
+    odd = "half\ud800pair"
+    with prof.zone(name):
+        with prof.zone(odd, "data", **{name: name}):
+            prof.record_metric(name, 1.0)
+            prof.record_throughput(2, unit=name)
+    with mlprof.zone(name, category="io"):
+        pass
+    mlprof.profile(name=odd)(lambda: None)()
+    prof.counter(odd, 2.0)
+    _mlprof.count(name, 3)
+    prof.meta(name, odd)
+    prof.thread_name(name)
+    t0 = _mlprof.monotonic_ns()
+    assert _mlprof.track_spans(name, [(odd, None, t0, t0 + 5, name, 7)]) == 1
+    assert not recwarn.list
+    bad = "img_\ufffd.jpg"  # how the bytes read back: U+FFFD
+    got = spans(prof)
+    assert sorted(s["name"] for s in got) == sorted([bad, bad] +
+                                                    ["half?pair"] * 3)
+    inner = [s for s in got if s["meta"]]
+    assert [s["name"] for s in inner] == ["half?pair"]
+    assert inner[0]["meta"] == {bad: "1"}  # the metric's value came last
+    assert inner[0]["units"] == {bad: 2}
+    assert bad in mlprof.read_events(prof.path)["threads"].values()
+    s = prof.summary()
+    assert {bad, "half?pair"} <= set(by_name(s["counters"]))
+    assert s["processes"][0]["meta"] == {bad: "half?pair"}
+    with open(prof.path, "rb") as f:
+        assert b"img_\xff.jpg" in f.read()  # the bytes themselves
+
+
+def test_a_joined_profiler_says_its_output_is_not_written(prof, tmp_path):
+    with pytest.warns(RuntimeWarning, match="is not written"):
+        with mlprof.Profiler(output=str(tmp_path / "b") + "/") as inner:
+            with inner.zone("inner_zone"):
+                pass
+    assert inner.joined and not (tmp_path / "b").exists()
+    with mlprof.Profiler(output=str(tmp_path / "b") + "/"):  # once
+        pass
+    with mlprof.Profiler(output=prof.path):  # the same file: nothing to say
+        pass
+    assert "inner_zone" in {s["name"] for s in spans(prof)}
+
+
+def test_a_fifth_zone_metadata_key_is_not_dropped_silently(prof):
+    with prof.zone("four", a=1, b=2, c=3, d=4):
+        pass
+    with pytest.warns(RuntimeWarning, match="at most 4 metadata keys"):
+        with prof.zone("five", a=1, b=2, c=3, d=4):
+            prof.record_metric("e", 5)
+    with prof.zone("again", a=1, b=2, c=3, d=4, e=5):  # once per process
+        pass
+    meta = {s["name"]: s["meta"] for s in spans(prof)}
+    assert len(meta["four"]) == 4 and len(meta["five"]) == 4
+
+
+def test_report_and_summary_are_the_json_report(tmp_path, build_dir):
+    """mlprof.report(paths), Profiler.summary() and `mlprof report -f json`
+    give one document: statistics, resources, steps, findings and leaks."""
+    p = mlprof.Profiler(output=str(tmp_path / "r.mlprof"), sample_interval=0.01)
+    with p:
+        for _ in range(5):
+            with p.zone("load", "data"):
+                time.sleep(0.002)
+            p.step()
+    s, r = p.summary(), mlprof.report(p.path)
+    cli = json.loads(subprocess.run(
+        [os.path.join(build_dir, "mlprof"), "report", "-f", "json", p.path],
+        capture_output=True, text=True, check=True).stdout)
+    assert r["schema"] == "mlprof.report/1"
+    for k in ("steps", "findings", "leaks", "resources", "zones"):
+        assert r[k] is not None and r[k] == s[k] == cli[k], k
+    assert set(s) - set(r) == {"session"} and set(r) == set(cli)
+    assert s["steps"]["count"] == 4
+    assert s["session"]["path"] == p.path
+    top = mlprof.report([p.path], sort="count", top=1)
+    assert top["sort"] == "count" and len(top["zones"]) == 1
