@@ -67,6 +67,12 @@ static const char rec_leak[] =
     "memory is kept across steps: look for lists of losses or outputs that "
     "hold tensors (store loss.item() or .detach()), caches without a bound, "
     "growing queues; the zones listed grew memory in most of their calls";
+static const char rec_leak_profiler[] =
+    "another profiler ran in this process (torch.profiler, backend=\"torch\") "
+    "and holds its events in memory until it exports them: the growth may be "
+    "its own; compare with a run without it (backend=\"mlprof\") before "
+    "looking for objects kept across steps (lists of losses holding tensors, "
+    "caches without a bound, growing queues)";
 static const char rec_hotspot[] =
     "the largest share of time, cause not classified: profile with sampling "
     "(`mlprof run`, MLPROF_SAMPLE_MS) or instrument its parts";
@@ -476,15 +482,27 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
       snprintf(zonesl + at, sizeof zonesl - at, "%s%.40s",
                k ? ", " : "; grew in most calls of: ", lk->zones[k].name);
     }
+    /* Another profiler's buffers are in the process's memory too. */
+    uint64_t other = lk->process >= 0 ? p->track_spans[lk->process] : 0;
+    char otherl[96] = "";
+    if (other)
+      snprintf(otherl, sizeof otherl,
+               "; another profiler's buffers (%" PRIu64
+               " events on its tracks) are in this memory",
+               other);
     mlprof__finding *x = mlprof__finding_add(
         f, "memory_leak", lk->nzones ? lk->zones[0].name : NULL,
-        lk->nzones ? lk->zones[0].name_len : 0, "%s grows %s: +%.0f MB%s", who,
-        rate, lk->growth_mb, zonesl);
+        lk->nzones ? lk->zones[0].name_len : 0, "%s grows %s: +%.0f MB%s%s",
+        who, rate, lk->growth_mb, zonesl, otherl);
     if (!x) return MLPROF_ENOMEM;
     double ref = !isnan(avail) && avail > 0 ? avail : 0;
     x->flagged = "leak";
     x->severity = 50 + (ref ? 50 * fmin(1, lk->growth_mb * 1e6 / ref) : 0);
-    x->recommendation = rec_leak;
+    x->recommendation = other ? rec_leak_profiler : rec_leak;
+    if (other) {
+      x->note = "part or all of the growth may be another profiler's buffers";
+      mlprof__finding_ev(x, "other_profiler_spans", (double)other);
+    }
     if (lk->by_steps)
       mlprof__finding_ev(x, "slope_mb_per_step", lk->slope_mb_per_step);
     mlprof__finding_ev(x, "slope_mb_per_min", lk->slope_mb_per_min);

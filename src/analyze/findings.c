@@ -27,9 +27,17 @@ typedef struct {
   int slo;       /* objective index, -1 */
 } name_info;
 
+/* What the ended spans at one depth whose parent has not ended covered
+ * (stats.c's child[] scheme): time with a part, and the samples' CPU and
+ * idle CPU over them (overlap()), which their parent subtracts to be
+ * classified on its own time. */
 typedef struct {
-  uint64_t *acc; /* acc[d]: time covered by a part in ended spans at depth d
-                    whose parent has not ended (stats.c's child[] scheme) */
+  uint64_t part;
+  double cpu_sum, cpu_ns, idle_sum, idle_ns;
+} below_st;
+
+typedef struct {
+  below_st *acc; /* acc[d]: spans at depth d */
   size_t cap, top;
   uint64_t total[MLPROF__NPARTS];  /* every part time of the thread so far */
   uint64_t at_top[MLPROF__NPARTS]; /* total at the last depth-0 span's end */
@@ -224,21 +232,41 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   thread_st *th = thread_of(ps, tid);
   if (!th) return MLPROF_ENOMEM;
   uint64_t dur = end > begin ? end - begin : 0;
+  below_st all = {.part = 0};
+  if (ps->cpu)
+    overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
+            begin + ps->offset, end + ps->offset);
+  if (ps->sys)
+    overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
+            begin + ps->offset, end + ps->offset);
+  below_st own = all;
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
      * parts deeper inside it took already. */
     if (mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
       return MLPROF_ENOMEM;
-    for (size_t k = th->top; k < (size_t)depth + 2; k++) th->acc[k] = 0;
-    uint64_t below = th->acc[depth + 1], covered = below;
+    for (size_t k = th->top; k < (size_t)depth + 2; k++)
+      th->acc[k] = (below_st){.part = 0};
+    const below_st *in = &th->acc[depth + 1];
+    uint64_t below = in->part, covered = below;
     int part = depth ? n->part_nested : n->part_top;
     if (part != MLPROF__PART_OTHER) {
-      uint64_t own = dur > below ? dur - below : 0;
-      th->total[part] += own;
-      if (th->nmarks) th->cur[part] += own;
+      uint64_t mine = dur > below ? dur - below : 0;
+      th->total[part] += mine;
+      if (th->nmarks) th->cur[part] += mine;
       covered = dur > below ? dur : below;
     }
-    th->acc[depth] += covered;
+    /* Its own time: the samples over it less those over its children. */
+    own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
+    own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
+    own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
+    own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
+    below_st *at = &th->acc[depth];
+    at->part += covered;
+    at->cpu_sum += all.cpu_sum;
+    at->cpu_ns += all.cpu_ns;
+    at->idle_sum += all.idle_sum;
+    at->idle_ns += all.idle_ns;
     th->top = (size_t)depth + 1;
   }
   if (depth == 0 && tid < MLPROF__TRACK_TID_BASE) {
@@ -260,13 +288,16 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (n->slo >= 0 && mlprof__slo_add(ps->slo, n->slo, end + ps->offset, dur))
     return MLPROF_ENOMEM;
   mlprof__fzone *fz = &ps->p.zones[n->zone];
-  if (ps->cpu)
-    overlap(ps->cpu, MLPROF__COL_CPU_PCT, &fz->cpu_sum, &fz->cpu_ns,
-            begin + ps->offset, end + ps->offset);
-  if (ps->sys)
-    overlap(ps->sys, MLPROF__COL_IDLE, &fz->idle_sum, &fz->idle_ns,
-            begin + ps->offset, end + ps->offset);
-  if (ps->proc && rss_change(ps, n->zone, begin + ps->offset, end + ps->offset))
+  fz->cpu_sum += own.cpu_sum;
+  fz->cpu_ns += own.cpu_ns;
+  fz->idle_sum += own.idle_sum;
+  fz->idle_ns += own.idle_ns;
+  /* Another profiler's spans are not the program's code: never blamed for
+   * its memory. */
+  if (tid >= MLPROF__TRACK_TID_BASE)
+    ps->p.track_spans[ps->profile]++;
+  else if (ps->proc &&
+           rss_change(ps, n->zone, begin + ps->offset, end + ps->offset))
     return MLPROF_ENOMEM;
   return 0;
 }
@@ -357,6 +388,7 @@ static void pass_free(pass *ps) {
   if (ps->p.marks && ps->p.job)
     for (size_t i = 0; i < ps->p.job->count; i++) free(ps->p.marks[i].t);
   free(ps->p.marks);
+  free(ps->p.track_spans);
   free(ps->p.step_ns);
   mlprof__slo_abort(ps->slo);
 }
@@ -371,8 +403,10 @@ int mlprof__findings_build(const mlprof__job *job, const mlprof__report *r,
   if (!f->opts.slo_window_ns) f->opts.slo_window_ns = 1000000000ull;
   pass ps = {.p = {.job = job, .r = r, .res = res}};
   int rc = 0;
-  if (!(ps.p.marks = calloc(job->count ? job->count : 1, sizeof *ps.p.marks)))
-    rc = MLPROF_ENOMEM;
+  size_t nprof = job->count ? job->count : 1;
+  ps.p.marks = calloc(nprof, sizeof *ps.p.marks);
+  ps.p.track_spans = calloc(nprof, sizeof *ps.p.track_spans);
+  if (!ps.p.marks || !ps.p.track_spans) rc = MLPROF_ENOMEM;
   if (!rc && f->opts.nslo && !(ps.slo = mlprof__slo_begin(&f->opts)))
     rc = MLPROF_ENOMEM;
   const mlprof__visitor v = {

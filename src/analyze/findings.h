@@ -199,9 +199,10 @@ typedef struct {
   size_t len;
   uint64_t top_count, top_ns; /* spans at depth 0 */
   uint64_t top_parents;       /* of which with zones inside */
-  /* CPU % of the process while the zone ran: each sample's cpu_pct holds
-   * over the interval since the previous sample, and counts in proportion
-   * to how much of that interval the zone's spans cover. */
+  /* CPU % of the process during the zone's own time (its spans less the
+   * zones inside them): each sample's cpu_pct holds over the interval since
+   * the previous sample, and counts in proportion to how much of that
+   * interval the zone's own time covers. */
   double cpu_sum, cpu_ns;
   double idle_sum, idle_ns;          /* the host's cpu_idle_pct, the same way */
   uint64_t top_part[MLPROF__NPARTS]; /* their parts (other excluded) */
@@ -232,7 +233,10 @@ typedef struct {
   mlprof__rss_acc *rss;
   size_t nrss;
   mlprof__marks *marks; /* per profile of the job */
-  uint64_t *step_ns;    /* durations of the steps between marks */
+  /* Per profile of the job: spans on tracks, another profiler's events
+   * (torch.profiler's operators), whose buffers live in that process. */
+  uint64_t *track_spans;
+  uint64_t *step_ns; /* durations of the steps between marks */
   size_t nsteps;
   size_t step_threads;
   uint64_t step_part[MLPROF__NPARTS];

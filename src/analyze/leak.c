@@ -1,4 +1,4 @@
-/* Leaks: memory that grows and is not given back (docs/findings.md).
+/* Leaks: memory that grows and keeps growing (docs/findings.md).
  *
  * Each memory series (a process's RSS and GPU memory; a GPU's memory used
  * when no process GPU memory was sampled) is put on an axis of steps (the
@@ -7,11 +7,11 @@
  * eighth of the points, moving by half a window, are tested for a trend:
  * Mann-Kendall z >= 3 (about p = 0.001, one-sided) and a Theil-Sen slope at
  * least the threshold. Consecutive growing windows (they overlap) merge into
- * one growth, which is kept when it covers a quarter of the points or more
- * (so a warm-up is not a leak) and grows by at least --leak-min-mb: one
- * finding per growth, never one per window. When no window grows, the whole
- * series is tested the same way, and both its halves must grow too (at half
- * the slope threshold and z >= 2): a slow leak under noise. */
+ * one candidate growth when they cover a quarter of the points or more; when
+ * no candidate is a leak, the whole series is one (a slow leak under
+ * noise). A candidate is a leak only when growth goes on (leak()):
+ * start-up, a one-time allocation and a cache filling up grow, then stop.
+ * One finding per leak, never one per window. */
 #include <math.h>
 #include <mlprof.h>
 #include <stdlib.h>
@@ -22,6 +22,7 @@
 #define MB 1e6
 #define MAX_POINTS 300 /* per trend test: 45k pairs */
 #define Z_MIN 3.0
+#define PIECES 8 /* of a growth, for its spread */
 
 static int dbl_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -99,27 +100,59 @@ static int trend(const points *p, size_t a, size_t b, growth *g) {
   return isnan(g->slope) ? -1 : 0;
 }
 
-static int grows(const growth *g, const limits *l, double zmin,
-                 double slope_scale) {
-  return g->z >= zmin && g->slope >= l->min_slope * slope_scale;
+static int grows(const growth *g, const limits *l) {
+  return g->z >= Z_MIN && g->slope >= l->min_slope;
 }
 
-/* Finds the growths of p; calls add for each. Returns 0 or MLPROF_ENOMEM. */
-static int find_growths(const points *p, const limits *l, growth *out,
-                        size_t *nout, size_t max) {
+/* Whether candidate g of p is a leak, its growth then set to what the
+ * series shows. Beyond the trend and the thresholds:
+ * - it goes on to the end: the last quarter of the series (5 points at
+ *   least) still rises at half g's slope or more, so a step or a ramp
+ *   followed by a plateau is not a leak;
+ * - it is spread: of PIECES equal pieces of g, at least three quarters of
+ *   the consecutive medians rise, so one jump is not a leak;
+ * - its growth, slope x length, is never more than the series' rise over g
+ *   (max - min): a slope cannot claim memory that was never seen. */
+static int leak(const points *p, growth *g, const limits *l) {
+  if (!grows(g, l)) return 0;
+  size_t tail = p->n / 4 > 5 ? p->n / 4 : 5, a = p->n - tail;
+  double tail_slope = mlprof__theil_sen(p->x + a, p->y + a, tail, MAX_POINTS);
+  if (isnan(tail_slope) || tail_slope < g->slope / 2) return 0;
+  size_t n = g->b - g->a, k = n / 2 < PIECES ? n / 2 : PIECES, rises = 0;
+  double prev = NAN, piece[MAX_POINTS];
+  for (size_t i = 0; i < k; i++) {
+    size_t from = g->a + i * n / k, len = g->a + (i + 1) * n / k - from;
+    size_t m = len < MAX_POINTS ? len : MAX_POINTS;
+    for (size_t j = 0; j < m; j++) piece[j] = p->y[from + pick(j, m, len)];
+    double med = mlprof__median(piece, m);
+    rises += i && med > prev;
+    prev = med;
+  }
+  if (4 * rises < 3 * (k - 1)) return 0;
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = g->a; i < g->b; i++) {
+    lo = fmin(lo, p->y[i]);
+    hi = fmax(hi, p->y[i]);
+  }
+  g->growth = fmin(g->growth, hi - lo);
+  return g->growth >= l->min_mb;
+}
+
+/* Finds the leaks of p into out (at most max). */
+static void find_growths(const points *p, const limits *l, growth *out,
+                         size_t *nout, size_t max) {
   *nout = 0;
   size_t n = p->n;
-  if (n < 10) return 0;
+  if (n < 10) return;
   size_t w = n / 8 > 10 ? n / 8 : 10;
   if (n >= 2 * w) {
-    size_t stride = w / 2, nwin = 0;
+    size_t stride = w / 2;
     size_t run_a = 0, run_b = 0;
     int in_run = 0;
     for (size_t s = 0;; s += stride) {
       if (s + w > n) s = n - w; /* the last window ends at the last point */
       growth g;
-      int up = trend(p, s, s + w, &g) == 0 && grows(&g, l, Z_MIN, 1);
-      nwin++;
+      int up = trend(p, s, s + w, &g) == 0 && grows(&g, l);
       if (up && !in_run) {
         in_run = 1;
         run_a = s;
@@ -130,21 +163,15 @@ static int find_growths(const points *p, const limits *l, growth *out,
         in_run = 0;
         growth seg;
         if (run_b - run_a >= n / 4 && *nout < max &&
-            trend(p, run_a, run_b, &seg) == 0 && grows(&seg, l, Z_MIN, 1) &&
-            seg.growth >= l->min_mb)
+            trend(p, run_a, run_b, &seg) == 0 && leak(p, &seg, l))
           out[(*nout)++] = seg;
       }
       if (last) break;
     }
   }
-  if (*nout) return 0;
-  growth all, h1, h2;
-  if (trend(p, 0, n, &all) == 0 && grows(&all, l, Z_MIN, 1) &&
-      all.growth >= l->min_mb && trend(p, 0, n / 2, &h1) == 0 &&
-      trend(p, n / 2, n, &h2) == 0 && grows(&h1, l, 2, 0.5) &&
-      grows(&h2, l, 2, 0.5))
+  growth all;
+  if (!*nout && trend(p, 0, n, &all) == 0 && leak(p, &all, l))
     out[(*nout)++] = all;
-  return 0;
 }
 
 /* The job profile of host/pid with the most step marks, or -1. */
@@ -239,7 +266,7 @@ static int analyse(const mlprof__fpass *p, mlprof__findings *f, size_t *cap,
       f->opts.leak_min_mb};
   if (!rc && pt.n >= 10) {
     f->leak_series++;
-    rc = find_growths(&pt, &l, g, &ng, sizeof g / sizeof g[0]);
+    find_growths(&pt, &l, g, &ng, sizeof g / sizeof g[0]);
   }
   for (size_t i = 0; i < ng && !rc; i++) {
     if (mlprof__grow(&f->leaks, cap, f->nleaks + 1, sizeof *f->leaks)) {

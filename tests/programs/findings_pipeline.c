@@ -1,9 +1,11 @@
 /* A training loop with known bottlenecks, for the findings tests:
- *   findings_pipeline slow|fast [STEPS]
+ *   findings_pipeline slow|fast|nested [STEPS]
  * Each step: "data" (category data) sleeps 30 ms when slow (a starved data
  * loader), else does almost nothing; "read_input" waits 25 ms on a pipe
  * nobody writes to (I/O wait: no CPU); "forward" (category forward) keeps a
- * core busy for 30 ms (compute); then a step mark. */
+ * core busy for 30 ms (compute); then a step mark.
+ * nested: each step is "schedule", which sleeps 30 ms itself around two
+ * busy children, "forward" and "loss", 25 ms each; then a step mark. */
 #include <mlprof.h>
 #include <poll.h>
 #include <stdio.h>
@@ -29,12 +31,34 @@ static void busy_ms(double ms) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || (strcmp(argv[1], "slow") && strcmp(argv[1], "fast"))) {
-    fprintf(stderr, "usage: findings_pipeline slow|fast [STEPS]\n");
+  if (argc < 2 || (strcmp(argv[1], "slow") && strcmp(argv[1], "fast") &&
+                   strcmp(argv[1], "nested"))) {
+    fprintf(stderr, "usage: findings_pipeline slow|fast|nested [STEPS]\n");
     return 2;
   }
   int slow = strcmp(argv[1], "slow") == 0;
   int steps = argc > 2 ? atoi(argv[2]) : 20;
+  if (!strcmp(argv[1], "nested")) {
+    for (int i = 0; i < steps; i++) {
+      {
+        MLPROF_ZONE("schedule");
+        struct timespec d = {0, 15 * 1000000L};
+        nanosleep(&d, NULL);
+        {
+          MLPROF_ZONE_CAT("forward", MLPROF_CAT_FORWARD);
+          busy_ms(25);
+        }
+        nanosleep(&d, NULL);
+        {
+          MLPROF_ZONE("loss");
+          busy_ms(25);
+        }
+      }
+      mlprof_step();
+    }
+    printf("%d steps\n", steps);
+    return 0;
+  }
   int fds[2];
   if (pipe(fds)) return 1;
   for (int i = 0; i < steps; i++) {

@@ -403,6 +403,46 @@ static void test_half_busy_is_neither(void) {
   built_free(&x);
 }
 
+/* 20 steps of 60 ms: "outer" runs 20 ms on its own (CPU own_cpu), then
+ * "inner" inside it 40 ms busy (CPU 95); sampled every 10 ms. */
+static void sleepy_parent(double own_cpu, built *x) {
+  static const char *const zones[] = {"outer", "inner"};
+  sb b;
+  memset(x, 0, sizeof *x);
+  if (sb_open(&b, zones, NULL, 2)) return;
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++, t += 60 * MS) {
+    span(&b, 1, 1, t + 20 * MS, t + 60 * MS);
+    span(&b, 0, 0, t, t + 60 * MS);
+    mark(&b, t + 60 * MS); /* the steps: "outer" is not the step zone */
+  }
+  unsigned seed = 5;
+  /* A sample holds over the 10 ms before it. */
+  for (uint64_t s = 10 * MS; s <= t; s += 10 * MS) {
+    uint64_t in_step = s % (60 * MS);
+    double cpu = in_step && in_step <= 20 * MS ? own_cpu : 95;
+    proc_row(&b, s, fmax(0, cpu + 3 * noise(&seed)), 500e6);
+  }
+  sb_build(&b, t, NULL, x);
+}
+
+/* A zone is classified on its own time, not its children's: a parent that
+ * sleeps around busy children waits; one that computes around them too
+ * computes. */
+static void test_parent_classified_on_own_time(void) {
+  built x;
+  sleepy_parent(2, &x);
+  CHECK(finding(&x.f, "compute", "inner"));
+  const mlprof__finding *o = finding(&x.f, "io_wait", "outer");
+  CHECK(o != NULL);
+  CHECK(!finding(&x.f, "compute", "outer"));
+  built_free(&x);
+  sleepy_parent(95, &x);
+  CHECK(finding(&x.f, "compute", "inner"));
+  CHECK(finding(&x.f, "compute", "outer"));
+  built_free(&x);
+}
+
 static void test_unsampled_zones_are_not_classified(void) {
   static const char *const zones[] = {"crunch", "wait"};
   sb b;
@@ -487,25 +527,54 @@ static void test_gpu_underutilized(void) {
  */
 
 /* 200 steps of 20 ms ("step" holding "alloc"), RSS sampled every 5 ms:
- * rss(step) from fn. */
-static void leak_run(double (*fn)(int step, unsigned *seed), built *x,
-                     const mlprof__findings_opts *o) {
-  static const char *const zones[] = {"work", "alloc"};
+ * rss(step) from fn; with marks, a step mark ends each step (the steps
+ * axis), else none (the minutes axis); marks 2 adds a track of another
+ * profiler whose operator spans each "alloc". *range gets the largest less the
+ * least RSS sampled, in MB, when range is not NULL. */
+static void leak_series(double (*fn)(int step, unsigned *seed), int marks,
+                        built *x, const mlprof__findings_opts *o,
+                        double *range) {
+  static const char *const zones[] = {"work", "alloc", "aten::as_strided"};
   sb b;
   memset(x, 0, sizeof *x);
-  if (sb_open(&b, zones, NULL, 2)) return;
+  if (sb_open(&b, zones, NULL, 3)) return;
   uint64_t t = 0;
   for (int i = 0; i < 200; i++, t += 20 * MS) {
     span(&b, 1, 1, t, t + MS);
     span(&b, 0, 0, t, t + 20 * MS);
-    mark(&b, t + 20 * MS);
+    if (marks) mark(&b, t + 20 * MS);
+  }
+  if (marks > 1) { /* another profiler's operator on a track, over "alloc" */
+    ev_flush(&b);
+    payload p = {.n = 0};
+    p_uv(&p, MLPROF__TRACK_TID_BASE + 1);
+    p_uv(&p, 0);
+    p_uv(&p, 0);
+    for (int i = 0; i < 200; i++) {
+      p_u8(&p, MLPROF__REC_SPAN);
+      p_uv(&p, Z_FIRST + 2);
+      p_uv(&p, 0);
+      p_sv(&p, i ? (int64_t)(20 * MS) : 0);
+      p_uv(&p, 2 * MS);
+    }
+    chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
   }
   unsigned seed = 99;
+  double lo = INFINITY, hi = -INFINITY;
   /* RSS changes as each "alloc" ends, 1 ms into its step. */
-  for (uint64_t s = 0; s < t; s += 5 * MS)
-    proc_row(&b, s, 50,
-             fn(s < MS ? 0 : (int)((s - MS) / (20 * MS)) + 1, &seed));
+  for (uint64_t s = 0; s < t; s += 5 * MS) {
+    double v = fn(s < MS ? 0 : (int)((s - MS) / (20 * MS)) + 1, &seed);
+    lo = fmin(lo, v);
+    hi = fmax(hi, v);
+    proc_row(&b, s, 50, v);
+  }
+  if (range) *range = (hi - lo) / 1e6;
   sb_build(&b, t, o, x);
+}
+
+static void leak_run(double (*fn)(int step, unsigned *seed), built *x,
+                     const mlprof__findings_opts *o) {
+  leak_series(fn, 1, x, o, NULL);
 }
 
 static double leak_1mb(int step, unsigned *seed) {
@@ -520,6 +589,80 @@ static double warm_up(int step, unsigned *seed) {
 }
 static double late_leak(int step, unsigned *seed) {
   return 300e6 + (step > 100 ? 2e6 * (step - 100) : 0) + 1e6 * noise(seed);
+}
+
+/* Memory shapes with known truth (issue #11). Not leaks: growth that
+ * stops. */
+static double startup_ramp(int step, unsigned *seed) { /* import torch */
+  return 20e6 + (step < 120 ? 2e6 * step : 240e6) + 0.5e6 * noise(seed);
+}
+static double step_plateau(int step, unsigned *seed) { /* one allocation */
+  return 300e6 + (step >= 60 ? 500e6 : 0) + 1e6 * noise(seed);
+}
+static double exec_shell(int step, unsigned *seed) {
+  /* sh -c "sleep; exec python3 prog.py" under one pid: the shell's 3 MB,
+   * python's start-up, 500 MiB touched, then held while it works. */
+  double mb = step < 30   ? 3
+              : step < 50 ? 10 + (step - 30)
+              : step < 60 ? 30 + 52.4 * (step - 50)
+                          : 539;
+  return mb * 1e6 + 0.3e6 * noise(seed);
+}
+static double sawtooth(int step, unsigned *seed) { /* a GC's cycles */
+  return 300e6 + 2.5e6 * (step % 40) + 1e6 * noise(seed);
+}
+static double late_jump(int step, unsigned *seed) {
+  return 300e6 + (step >= 180 ? 500e6 : 0) + 1e6 * noise(seed);
+}
+/* Leaks: growth that goes on. */
+static double slow_noisy_leak(int step, unsigned *seed) {
+  return 300e6 + 0.5e6 * step + 20e6 * noise(seed);
+}
+static double ramp_then_leak(int step, unsigned *seed) {
+  return 20e6 + (step < 40 ? 5e6 * step : 200e6 + 1e6 * (step - 40)) +
+         0.5e6 * noise(seed);
+}
+static double staircase(int step, unsigned *seed) { /* 20 MB in 10 steps */
+  return 300e6 + 20e6 * (step / 10) + 1e6 * noise(seed);
+}
+
+static void test_leak_shapes(void) {
+  static const struct {
+    const char *name;
+    double (*fn)(int, unsigned *);
+    int leak;
+  } rows[] = {
+      {"flat noisy", flat_noisy, 0},
+      {"warm-up", warm_up, 0},
+      {"start-up ramp", startup_ramp, 0},
+      {"step then plateau", step_plateau, 0},
+      {"exec'd shell, step, plateau", exec_shell, 0},
+      {"sawtooth", sawtooth, 0},
+      {"jump late", late_jump, 0},
+      {"1 MB per step", leak_1mb, 1},
+      {"slow leak under noise", slow_noisy_leak, 1},
+      {"leak that starts late", late_leak, 1},
+      {"start-up ramp, then a leak", ramp_then_leak, 1},
+      {"staircase", staircase, 1},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (int marks = 0; marks < 2; marks++) {
+      built x;
+      double range;
+      leak_series(rows[i].fn, marks, &x, NULL, &range);
+      if (x.f.leak_series != 1)
+        TEST_FAIL("%s: %zu series", rows[i].name, x.f.leak_series);
+      if ((x.f.nleaks > 0) != rows[i].leak)
+        TEST_FAIL("%s (%s axis): %zu leaks, expected %s (first: %.0f MB)",
+                  rows[i].name, marks ? "steps" : "minutes", x.f.nleaks,
+                  rows[i].leak ? "some" : "none",
+                  x.f.nleaks ? x.f.leaks[0].growth_mb : 0.0);
+      for (size_t k = 0; k < x.f.nleaks; k++)
+        if (x.f.leaks[k].growth_mb > range + 1e-6)
+          TEST_FAIL("%s: growth %.0f MB above the observed %.0f MB",
+                    rows[i].name, x.f.leaks[k].growth_mb, range);
+      built_free(&x);
+    }
 }
 
 static void test_leak_found_once(void) {
@@ -541,6 +684,34 @@ static void test_leak_found_once(void) {
   for (size_t i = 0; i < lk->nzones; i++)
     alloc |= !strcmp(lk->zones[i].name, "alloc");
   CHECK(alloc);
+  built_free(&x);
+}
+
+/* The growth under another profiler's operators (spans on a track) is never
+ * blamed on them, and the finding says the other profiler's buffers are in
+ * that memory; without a track it says nothing of the kind. */
+static void test_leak_beside_another_profiler(void) {
+  built x;
+  leak_series(leak_1mb, 2, &x, NULL, NULL);
+  CHECK_EQ(x.f.nleaks, 1);
+  const mlprof__finding *l = finding(&x.f, "memory_leak", NULL);
+  CHECK(l != NULL);
+  for (size_t i = 0; i < x.f.leaks[0].nzones; i++)
+    CHECK(strcmp(x.f.leaks[0].zones[i].name, "aten::as_strided") != 0);
+  CHECK(!l->zone || strcmp(l->zone, "aten::as_strided") != 0);
+  CHECK(l->note && strstr(l->note, "another profiler"));
+  CHECK(strstr(l->summary, "another profiler's buffers (200 events"));
+  CHECK(strstr(l->recommendation, "torch.profiler"));
+  int ev = 0;
+  for (size_t i = 0; i < l->nev; i++)
+    ev |=
+        !strcmp(l->ev[i].key, "other_profiler_spans") && l->ev[i].value == 200;
+  CHECK(ev);
+  built_free(&x);
+  leak_run(leak_1mb, &x, NULL);
+  l = finding(&x.f, "memory_leak", NULL);
+  CHECK(l && !l->note && !strstr(l->summary, "another profiler"));
+  CHECK(!strstr(l->recommendation, "torch.profiler"));
   built_free(&x);
 }
 
@@ -673,6 +844,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
     {"half_busy_is_neither", test_half_busy_is_neither},
+    {"parent_classified_on_own_time", test_parent_classified_on_own_time},
     {"unsampled_zones_are_not_classified",
      test_unsampled_zones_are_not_classified},
     {"erratic_zone_flagged_steady_not", test_erratic_zone_flagged_steady_not},
@@ -680,6 +852,8 @@ const mlprof_test mlprof_tests_findings[] = {
     {"leak_found_once", test_leak_found_once},
     {"noise_is_no_leak", test_noise_is_no_leak},
     {"late_leak_and_thresholds", test_late_leak_and_thresholds},
+    {"leak_shapes", test_leak_shapes},
+    {"leak_beside_another_profiler", test_leak_beside_another_profiler},
     {"robust_slope", test_robust_slope},
     {"slo_parse", test_slo_parse},
     {"slo_windows", test_slo_windows},
