@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all demo test unit e2e bench install deps sanitize tsan fuzz clean python-test bench-python browser-test format format-check
+.PHONY: all demo test check noserve-check bench install deps sanitize tsan fuzz clean python-test bench-python browser-test format format-check
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -14,8 +14,11 @@ $(BUILD)/.configured: CMakeLists.txt
 	touch $@
 
 # Profiles the bundled inference loop, then prints its report and writes a
-# Chrome/Perfetto trace.
-demo: all
+# Chrome/Perfetto trace. Installs what the build needs first when it can (as
+# root); without libmicrohttpd it builds all but mlprof serve.
+demo:
+	-sh scripts/install-deps.sh build
+	$(MAKE) all
 	rm -rf $(BUILD)/demo-run
 	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 1000
 	$(BUILD)/mlprof trace $(BUILD)/demo-run -o $(BUILD)/demo-trace.json
@@ -26,13 +29,28 @@ demo: all
 deps:
 	sh scripts/install-deps.sh
 
-# Every test: unit tests, then end-to-end tests of the real binary.
-test: deps
+# The C side in minutes: build, unit tests, end-to-end tests of the real
+# binary, and the build without mlprof serve (no browser, no torch).
+check:
+	sh scripts/install-deps.sh check
 	$(MAKE) all CMAKE_FLAGS="-DMLPROF_WERROR=ON $(CMAKE_FLAGS)"
 	$(BUILD)/mlprof_unit
 	MLPROF_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/e2e
+	$(MAKE) noserve-check
+
+# Every test: make check, then the Python package and the browser tests.
+test: deps
+	$(MAKE) check
 	$(MAKE) python-test
 	$(MAKE) browser-test
+
+# The CLI builds without libmicrohttpd, and its serve then says so (exit 2).
+noserve-check:
+	cmake -S . -B build-noserve -DMLPROF_WITH_SERVE=OFF -DMLPROF_BUILD_TESTS=OFF \
+	  -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON
+	cmake --build build-noserve -j $(JOBS) --target mlprof_cli
+	build-noserve/mlprof serve . 2>build-noserve/serve.err; test $$? -eq 2
+	grep -q "built without libmicrohttpd" build-noserve/serve.err
 
 bench: all
 	sh bench/run.sh $(BUILD)
@@ -61,7 +79,7 @@ install: all
 # uninstrumented build $(BUILD), since ASan must come first in a process.
 sanitize: deps all
 	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
-	build-asan/mlprof_unit
+	MLPROF_TEST_TIMEOUT=600 build-asan/mlprof_unit
 	MLPROF_BUILD=$(abspath build-asan) MLPROF_LIB=$(abspath $(BUILD))/libmlprof.so \
 	  MLPROF_PROGRAMS=$(abspath $(BUILD)) \
 	  /usr/bin/python3 -m pytest -q tests/e2e
@@ -69,7 +87,8 @@ sanitize: deps all
 # The threaded tests under TSan (fewer zones: TSan is ~10x slower).
 tsan:
 	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
-	MLPROF_STRESS_ZONES=100000 TSAN_OPTIONS=halt_on_error=1 build-tsan/mlprof_unit record/
+	MLPROF_STRESS_ZONES=100000 MLPROF_TEST_TIMEOUT=600 TSAN_OPTIONS=halt_on_error=1 \
+	  build-tsan/mlprof_unit record/
 
 fuzz:
 	sh fuzz/run.sh 60
@@ -83,4 +102,4 @@ format-check: deps
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-noserve

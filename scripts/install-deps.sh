@@ -1,13 +1,27 @@
 #!/bin/sh
-# Installs what the tests need from Debian's archive, once. Safe to rerun.
+# Installs from Debian's archive what a make target needs, once. Safe to rerun.
+#   install-deps.sh build   the build (make, make demo)
+#   install-deps.sh check   the build, unit and end-to-end tests (make check)
+#   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
+build="cmake gcc make pkg-config libmicrohttpd-dev"
+check="$build python3 python3-pytest prometheus"
+all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-torch chromium nodejs"
+case "${1:-all}" in
+  build) want=$build ;;
+  check) want=$check ;;
+  all) want=$all ;;
+  *)
+    echo "usage: install-deps.sh [build|check|all]" >&2
+    exit 2
+    ;;
+esac
 need=""
-for pkg in cmake gcc make pkg-config python3 python3-pytest clang clang-format libclang-rt-14-dev \
-    python3-dev python3-pip python3-torch libmicrohttpd-dev chromium prometheus nodejs; do
+for pkg in $want; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 done
 # npm comes with NodeSource's nodejs, or as Debian's own package.
-command -v npm >/dev/null 2>&1 || need="$need npm"
+[ "${1:-all}" = all ] && ! command -v npm >/dev/null 2>&1 && need="$need npm"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages:$need (run as root, or: sudo apt-get install$need)" >&2

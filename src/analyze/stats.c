@@ -659,12 +659,15 @@ int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
   p->hostname = dup_str(jp->hostname);
   p->exe = dup_str(jp->exe);
   p->cmdline = dup_str(jp->cmdline);
+  p->name = dup_str(jp->name);
   p->clock = dup_str("");
-  if (!p->path || !p->hostname || !p->exe || !p->cmdline || !p->clock) {
+  if (!p->path || !p->hostname || !p->exe || !p->cmdline || !p->name ||
+      !p->clock) {
     free(p->path);
     free(p->hostname);
     free(p->exe);
     free(p->cmdline);
+    free(p->name);
     free(p->clock);
     return MLPROF_ENOMEM;
   }
@@ -801,9 +804,8 @@ static int make_warnings(mlprof__report *r) {
   int rc = 0;
   for (size_t i = 0; i < r->nprocs && !rc; i++) {
     const mlprof__proc_stats *p = &r->procs[i];
-    const char *exe = strrchr(p->exe, '/') ? strrchr(p->exe, '/') + 1 : p->exe;
     char who[96];
-    snprintf(who, sizeof who, "process %" PRIu64 " (%.60s)", p->pid, exe);
+    snprintf(who, sizeof who, "process %" PRIu64 " (%.60s)", p->pid, p->name);
     if (p->read_error[0])
       rc = add_warning(r, &cap, "%s: read stopped early: %s", who,
                        p->read_error);
@@ -1071,6 +1073,7 @@ void mlprof__report_free(mlprof__report *r) {
     free(p->hostname);
     free(p->exe);
     free(p->cmdline);
+    free(p->name);
     free(p->clock);
     for (size_t k = 0; k < p->nmeta; k++) {
       free(p->meta[k].key);

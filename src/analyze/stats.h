@@ -105,6 +105,7 @@ int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n);
 
 typedef struct {
   char *path, *hostname, *exe, *cmdline, *clock;
+  char *name; /* as mlprof__job_profile's */
   uint64_t pid, ppid;
   int parent; /* index in mlprof__report.procs, -1 */
   int64_t rank, world_size;

@@ -51,6 +51,8 @@ static const char usage[] =
     "                       DURATION is a number with a unit, ns, us, ms or s\n"
     "                       (e.g. decode=200ms); the last '=' splits\n"
     "      --slo-window DURATION  window for the objectives (default 1s)\n"
+    "      --slo-fail       exit 1 when a call of a zone went over its\n"
+    "                       objective (a CI gate, as mlprof diff)\n"
     "      --leak-min-mb MB        least growth reported as a leak (default "
     "10)\n"
     "      --leak-min-mb-per-step MB  least slope over steps (default 0.1)\n"
@@ -67,14 +69,16 @@ static const char usage[] =
     "far\n"
     "as they are intact, with a warning.\n"
     "\n"
-    "exit status: 0 done, 1 the report could not be written, 2 bad usage or\n"
-    "unreadable input.\n";
+    "exit status: 0 done, 1 an objective missed (with --slo-fail), 2 bad\n"
+    "usage or unreadable input, 3 the report could not be written (out of\n"
+    "memory, output error).\n";
 
 enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV };
 enum { TABLE_ZONES, TABLE_SAMPLES, TABLE_FINDINGS };
 enum {
   OPT_SLO = 1000,
   OPT_SLO_WINDOW,
+  OPT_SLO_FAIL,
   OPT_LEAK_MB,
   OPT_LEAK_MB_STEP,
   OPT_LEAK_MB_MIN,
@@ -108,7 +112,7 @@ static int samples_csv(const mlprof__job *job) {
   if (!reads || mlprof__out_open(&o, STDOUT_FILENO)) {
     free(reads);
     fprintf(stderr, "mlprof report: out of memory\n");
-    return 1;
+    return 3;
   }
   int rc = mlprof__export_samples_csv(job, &o, reads, err, sizeof err);
   int wrc = mlprof__out_flush(&o);
@@ -128,7 +132,7 @@ static int samples_csv(const mlprof__job *job) {
               job->profiles[i].path);
   mlprof__out_close(&o);
   free(reads);
-  return rc ? 1 : 0;
+  return rc ? 3 : 0;
 }
 
 int mlprof__cmd_report(int argc, char **argv) {
@@ -139,6 +143,7 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"table", required_argument, NULL, 't'},
       {"slo", required_argument, NULL, OPT_SLO},
       {"slo-window", required_argument, NULL, OPT_SLO_WINDOW},
+      {"slo-fail", no_argument, NULL, OPT_SLO_FAIL},
       {"leak-min-mb", required_argument, NULL, OPT_LEAK_MB},
       {"leak-min-mb-per-step", required_argument, NULL, OPT_LEAK_MB_STEP},
       {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
@@ -146,6 +151,7 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int format = FORMAT_TEXT, top_given = 0, which_table = TABLE_ZONES;
+  int slo_fail = 0;
   mlprof__findings_opts fo;
   mlprof__findings_opts_init(&fo);
   mlprof__slo_spec *slo = NULL;
@@ -198,7 +204,7 @@ int mlprof__cmd_report(int argc, char **argv) {
       case OPT_SLO:
         if (mlprof__grow(&slo, &slo_cap, nslo + 1, sizeof *slo)) {
           fprintf(stderr, "mlprof report: out of memory\n");
-          rc = 1;
+          rc = 3;
         } else if (mlprof__slo_parse(optarg, &slo[nslo], why, sizeof why)) {
           rc = fail_usage("%s", why);
         } else {
@@ -211,6 +217,9 @@ int mlprof__cmd_report(int argc, char **argv) {
               "--slo-window wants a duration with a unit (ns, us, ms, s), "
               "not '%s'",
               optarg);
+        break;
+      case OPT_SLO_FAIL:
+        slo_fail = 1;
         break;
       case OPT_LEAK_MB:
       case OPT_LEAK_MB_STEP:
@@ -241,12 +250,22 @@ int mlprof__cmd_report(int argc, char **argv) {
     }
   }
   if (!rc && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (!rc && slo_fail && !nslo)
+    rc =
+        fail_usage("%s", "--slo-fail needs an objective (--slo ZONE=DURATION)");
+  /* The dashboard, and the CSV zones and samples tables, are written
+   * without checking the objectives. */
+  if (!rc && slo_fail && html)
+    rc = fail_usage("%s", "--slo-fail does not apply to --html");
+  if (!rc && slo_fail && format == FORMAT_CSV && which_table != TABLE_FINDINGS)
+    rc = fail_usage("--slo-fail does not apply to --table %s",
+                    table ? table : "zones");
   if (!rc && html) {
     /* The dashboard is mlprof html's: one way to make it. */
     free_slo(slo, nslo);
     int n = argc - optind;
     char **hargv = calloc((size_t)n + 4, sizeof *hargv);
-    if (!hargv) return 1;
+    if (!hargv) return 3;
     hargv[0] = "html";
     hargv[1] = "-o";
     hargv[2] = (char *)html;
@@ -293,7 +312,7 @@ int mlprof__cmd_report(int argc, char **argv) {
   free_slo(slo, nslo);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
-    return 1;
+    return 3;
   }
   for (size_t i = 0; i < f.nslo; i++)
     if (!f.slo[i].count) {
@@ -314,7 +333,7 @@ int mlprof__cmd_report(int argc, char **argv) {
     mlprof__resources_free(&res);
     mlprof__findings_free(&f);
     fprintf(stderr, "mlprof report: out of memory\n");
-    return 1;
+    return 3;
   }
   if (format == FORMAT_JSON)
     rc = mlprof__export_json(&r, &res, &f, &o);
@@ -330,8 +349,18 @@ int mlprof__cmd_report(int argc, char **argv) {
     fprintf(stderr, "mlprof report: cannot write the report: %s\n",
             rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
   mlprof__out_close(&o);
+  size_t missed = 0;
+  for (size_t i = 0; i < f.nslo; i++) missed += f.slo[i].over > 0;
   mlprof__report_free(&r);
   mlprof__resources_free(&res);
   mlprof__findings_free(&f);
-  return rc ? 1 : 0;
+  if (rc) return 3;
+  if (slo_fail && missed) {
+    fprintf(stderr,
+            "mlprof report: %zu of %zu latency objective%s missed "
+            "(--slo-fail)\n",
+            missed, nslo, nslo == 1 ? "" : "s");
+    return 1;
+  }
+  return 0;
 }

@@ -391,11 +391,13 @@ int mlprof__cmd_run(int argc, char **argv) {
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
+    /* Every file of the directory, this process's sampling profile too. */
+    int files = count_profiles(dir, "");
     fprintf(stderr,
-            "\nmlprof: %d profile(s) in %s\n"
+            "\nmlprof: %d profile%s in %s\n"
             "  mlprof report %s           full report (--format json|csv)\n"
             "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
-            n, dir, dir, dir);
+            files, files == 1 ? "" : "s", dir, dir, dir);
   }
   return rc;
 }

@@ -480,8 +480,7 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
 /* Process name and sort order, before any event of the profile. */
 static void profile_start(chrome *c, const mlprof__job_profile *p,
                           size_t index) {
-  const char *exe = p->exe ? p->exe : "";
-  const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+  const char *base = p->name ? p->name : "";
   char label[512];
   if (p->rank >= 0)
     snprintf(label, sizeof label, "%s %llu (rank %lld)", base,

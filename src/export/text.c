@@ -41,7 +41,17 @@ static void cell_num(mlprof__table *t, double v) {
 
 static int zones_section(const mlprof__report *r, mlprof__out *o) {
   if (!r->nzones) {
-    mlprof__out_lit(o, "\nNo zones recorded.\n");
+    /* What a first run of an unmodified program shows: say what to do. */
+    mlprof__out_lit(
+        o,
+        "\nNo zones recorded: no code in these processes marks any. To time "
+        "parts of a program:\n"
+        "  Python   with prof.zone(\"forward\"): ...   (prof = "
+        "mlprof.Profiler(); docs/python.md)\n"
+        "  PyTorch  mlprof.torch.profile_model(model, prof): a zone per "
+        "layer, forward and backward\n"
+        "  C, C++   MLPROF_ZONE(\"decode\"); in any scope, from <mlprof.h> "
+        "(docs/guide.md)\n");
     return 0;
   }
   mlprof__out_printf(o, "\nZones by %s", mlprof__sort_key_name(r->sort));
@@ -336,8 +346,9 @@ static void subject_rows(mlprof__table *t, const char *who,
   }
 }
 
+/* name: the process's name from its profile, NULL for the sampler's label. */
 static void subject_who(char *b, size_t len, const mlprof__subject_stats *s,
-                        int hosts) {
+                        const char *name, int hosts) {
   char host[80] = "";
   if (hosts) snprintf(host, sizeof host, "%s: ", s->hostname);
   switch (s->subject) {
@@ -350,9 +361,9 @@ static void subject_who(char *b, size_t len, const mlprof__subject_stats *s,
                s->id, s->label);
       break;
     case MLPROF__SUBJECT_PROCESS:
-      snprintf(b, len,
-               s->label[0] ? "%spid %" PRIu64 " (%s)" : "%spid %" PRIu64, host,
-               s->id, s->label);
+      if (!name) name = s->label;
+      snprintf(b, len, name[0] ? "%spid %" PRIu64 " (%s)" : "%spid %" PRIu64,
+               host, s->id, name);
       break;
     default:
       snprintf(b, len, "%s%s %" PRIu64, host, mlprof__subject_name(s->subject),
@@ -381,7 +392,7 @@ static int resources_section(const mlprof__report *r,
   for (size_t i = 0; i < res->nsubjects; i++) {
     const mlprof__subject_stats *s = &res->subjects[i];
     if (s->subject == MLPROF__SUBJECT_PROCESS) continue;
-    subject_who(who, sizeof who, s, hosts);
+    subject_who(who, sizeof who, s, NULL, hosts);
     subject_rows(&t, who, s);
   }
   /* Then each process of the report, with its own rows. */
@@ -390,7 +401,7 @@ static int resources_section(const mlprof__report *r,
       const mlprof__subject_stats *s = &res->subjects[i];
       if (s->subject != MLPROF__SUBJECT_PROCESS || s->process != (int)p)
         continue;
-      subject_who(who, sizeof who, s, hosts);
+      subject_who(who, sizeof who, s, r->procs[p].name, hosts);
       subject_rows(&t, who, s);
     }
   if (res->tree.nm) {
@@ -403,7 +414,7 @@ static int resources_section(const mlprof__report *r,
   for (size_t i = 0; i < res->nsubjects; i++) {
     const mlprof__subject_stats *s = &res->subjects[i];
     if (s->subject != MLPROF__SUBJECT_PROCESS || s->process >= 0) continue;
-    subject_who(who, sizeof who, s, hosts);
+    subject_who(who, sizeof who, s, NULL, hosts);
     snprintf(who + strlen(who), sizeof who - strlen(who), ", no profile");
     subject_rows(&t, who, s);
   }
@@ -678,12 +689,22 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
 
 int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o) {
-  char wall[32];
+  char wall[32], sampled[64] = "";
   mlprof__fmt_duration(wall, sizeof wall, (double)r->wall_ns);
+  /* Processes the sampler saw that wrote no profile (DataLoader workers
+   * that never recorded) are processes of the job too. */
+  size_t only = 0;
+  for (size_t i = 0; res && i < res->nsubjects; i++)
+    only += res->subjects[i].subject == MLPROF__SUBJECT_PROCESS &&
+            res->subjects[i].process < 0;
+  if (only)
+    snprintf(sampled, sizeof sampled, " (%zu profiled, %zu sampled only)",
+             r->nprocs, only);
+  size_t nprocs = r->nprocs + only;
   mlprof__out_printf(o,
-                     "mlprof report: %zu process%s, %zu thread%s, %" PRIu64
+                     "mlprof report: %zu process%s%s, %zu thread%s, %" PRIu64
                      " spans, wall %s, %" PRIu64 " events dropped\n",
-                     r->nprocs, r->nprocs == 1 ? "" : "es", r->nthreads,
+                     nprocs, nprocs == 1 ? "" : "es", sampled, r->nthreads,
                      r->nthreads == 1 ? "" : "s", r->spans, wall, r->dropped);
   for (size_t i = 0; i < r->nwarnings; i++) {
     mlprof__out_lit(o, "warning: ");

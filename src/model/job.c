@@ -121,7 +121,10 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->hostname = strdup(h->hostname);
   p->exe = strdup(h->exe);
   p->cmdline = join_args(h->argc, h->argv);
-  if (!p->hostname || !p->exe || !p->cmdline) return MLPROF_ENOMEM;
+  const char *arg0 = h->argc && *h->argv[0] ? h->argv[0] : h->exe;
+  const char *slash = strrchr(arg0, '/');
+  p->name = strdup(slash && slash[1] ? slash + 1 : arg0);
+  if (!p->hostname || !p->exe || !p->cmdline || !p->name) return MLPROF_ENOMEM;
   return HEADER_TAKEN;
 }
 
@@ -286,6 +289,7 @@ void mlprof__job_close(mlprof__job *job) {
     free(p->hostname);
     free(p->exe);
     free(p->cmdline);
+    free(p->name);
   }
   free(job->profiles);
   free(job->skipped);

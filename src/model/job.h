@@ -14,6 +14,9 @@ typedef struct {
   int64_t rank, world_size;
   char *hostname, *exe;
   char *cmdline; /* argv joined with spaces */
+  /* The process's name wherever one is shown: the last part of argv[0] (as
+   * the profile's file name and ps have it), of exe when argv is empty. */
+  char *name;
   uint64_t start_wall_ns;
   uint64_t start_mono_ns;
   /* Add to a time of this profile to place it on the job's timeline, whose 0

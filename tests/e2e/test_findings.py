@@ -93,6 +93,23 @@ def test_latency_objectives(tmp_path):
     assert "worst windows of read_input" in text
 
 
+def test_slo_fail_exits_1_when_an_objective_is_missed(tmp_path):
+    out = run(tmp_path, "findings_pipeline", "fast", 5)
+    met = ["--slo", "forward=1s"]
+    missed = ["--slo", "read_input=20ms"]  # every read takes 20 ms or more
+    assert mlprof("report", out, *missed).returncode == 0  # no gate asked
+    assert mlprof("report", out, *met, "--slo-fail").returncode == 0
+    for fmt in (["-f", "text"], ["-f", "json"], ["-f", "csv", "-t", "findings"]):
+        r = mlprof("report", out, *met, *missed, "--slo-fail", *fmt, check=False)
+        assert r.returncode == 1, (fmt, r.stderr)
+        assert r.stdout  # the report is written all the same
+        assert r.stderr.endswith(
+            "mlprof report: 1 of 2 latency objectives missed (--slo-fail)\n")
+    for bad in ([], [*missed, "-f", "csv"], [*missed, "--html", tmp_path / "r.html"]):
+        r = mlprof("report", out, "--slo-fail", *bad, check=False)
+        assert r.returncode == 2 and "--slo-fail" in r.stderr, (bad, r.stderr)
+
+
 def report_json_slo(out, *objectives):
     import json
     args = ["report", out, "--format", "json", "--slo-window", "500ms"]

@@ -389,6 +389,7 @@ static int hostile_report(mlprof__report *r) {
                            .world_size = 2,
                            .hostname = "h\x1b]0;",
                            .exe = "/bin/=cmd",
+                           .name = "=cmd",
                            .cmdline = "run \"<b>\"\xff",
                            .parent = -1};
   mlprof__stats_profile_begin(s, &p, &v);
@@ -533,7 +534,7 @@ static void write_profile(const char *path, int with_end) {
   p_cstr(&p, "node\"1");
   p_cstr(&p, "/usr/bin/py<th>on");
   p_uv(&p, 2);
-  p_cstr(&p, "python");
+  p_cstr(&p, "py<th>on"); /* argv[0]: the process's name */
   p_cstr(&p, "train.py \"\x01\"");
   p_cstr(&p, "tsc");
   p_uv(&p, 200);

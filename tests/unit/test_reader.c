@@ -84,7 +84,7 @@ static void header_payload(buf *p, uint64_t pid, uint64_t ppid, uint64_t wall,
   put_sv(p, 0);
   put_sv(p, 2);
   put_str(p, host);
-  put_str(p, "/usr/bin/python3");
+  put_str(p, "/usr/bin/python3.11"); /* where the python3 link leads */
   put_uv(p, 4);
   for (int i = 0; i < 4; i++) put_str(p, argv[i]);
   put_str(p, "tsc");
@@ -185,7 +185,7 @@ static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
 #define STR(x) STR2(x)
 static const char std_log_head[] =
     "header 1." STR(MLPROF__FORMAT_MINOR) " pid=4242 ppid=1 wall=1700000000123456789 mono=5000000 "
-    "rank=0 world=2 host=node1 exe=/usr/bin/python3 "
+    "rank=0 world=2 host=node1 exe=/usr/bin/python3.11 "
     "argv=[python3|train.py|--lr|0.1] clock=tsc flush=200\n"
     "name 1 kind=0 cat=2 forward(7) step train.py:42\n"
     "name 2 kind=1 cat=0 loss(4)  :0\n"
@@ -1088,7 +1088,8 @@ static void test_job_dir(void) {
   CHECK_EQ(ps[2].parent, 0);
   CHECK_STR(ps[2].cmdline, "python3 train.py --lr 0.1");
   CHECK_STR(ps[2].hostname, "node1");
-  CHECK_STR(ps[2].exe, "/usr/bin/python3");
+  CHECK_STR(ps[2].exe, "/usr/bin/python3.11");
+  CHECK_STR(ps[2].name, "python3"); /* argv[0]'s, as the file name has it */
   CHECK_EQ(ps[2].rank, 0);
   CHECK_EQ(ps[2].world_size, 2);
   CHECK_EQ_U64(ps[2].ppid, 100);
