@@ -19,6 +19,7 @@ typedef struct {
   uint32_t argc;
   const char *const *argv; /* argc NUL-terminated strings */
   uint32_t flush_interval_ms;
+  uint32_t exec_seq; /* n: the program the n-th exec of process pid started */
 } mlprof__header;
 
 typedef struct {
@@ -87,7 +88,8 @@ typedef struct {
   uint64_t skipped_bytes;   /* bytes passed over to find the next chunk */
   uint64_t truncated_bytes; /* bytes of an incomplete chunk at the end */
   uint64_t last_ns;         /* the latest time any record carries */
-  int clean_end;            /* an END chunk was read */
+  int clean_end;            /* the last chunk read was an END chunk */
+  int end_how, end_status;  /* from it: MLPROF__END_* (wire.h), status */
   char problem[256];        /* the first problem met, one line; "" if none */
 } mlprof__read_report;
 

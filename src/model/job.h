@@ -21,6 +21,14 @@ typedef struct {
    * host, wall-clock starts otherwise. */
   uint64_t offset_ns;
   int parent; /* index of the parent process's profile, -1 */
+  /* A process that called exec has a profile per program it ran, chained:
+   * exec_seq is this program's place (0 for the first), exec_next the index
+   * of the profile of the program it exec'd, -1. */
+  uint32_t exec_seq;
+  int exec_next;
+  /* Whether pid is alive now: 1 or 0 for a profile of this host, -1 for
+   * another host's. */
+  int alive;
 } mlprof__job_profile;
 
 typedef struct {

@@ -644,6 +644,8 @@ static void test_unknown_chunk_and_trailing_bytes(void) {
   put_uv(&p, 4000);
   put_uv(&p, 3);
   put_uv(&p, 1);
+  put_uv(&p, MLPROF__END_EXIT);
+  put_uv(&p, 0);
   put_uv(&p, 99);
   chunk(&g, MLPROF__CHUNK_END, &p);
   logger l = {0};
