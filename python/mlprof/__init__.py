@@ -16,6 +16,7 @@ Profiler joins the session that is already running. See docs/python.md.
 import functools
 import json
 import os
+import warnings
 
 from . import _mlprof
 from ._mlprof import Error, Zone
@@ -152,6 +153,8 @@ class Profiler(_mlprof.ProfilerBase):
         self.joined = not self._init_session()
         self._was_enabled = _mlprof.is_enabled()
         self.path = _mlprof.output_path()
+        if self.joined:
+            _warn_unused_output(self.output, self.path)
         if self.output is not None and (self.output.endswith("/") or
                                         os.path.isdir(self.output)):
             _dir_outputs[os.path.realpath(self.output)] = True
@@ -289,7 +292,7 @@ class Profiler(_mlprof.ProfilerBase):
             # still being written, which is no cause for a warning.
             me = "process %d (" % os.getpid()
             d["warnings"] = [w for w in d["warnings"] if not (
-                w.startswith(me) and "without a closing chunk" in w)]
+                w.startswith(me) and "still running" in w)]
         analysis = json.loads(_mlprof.report_json(paths))
         for key in ("steps", "findings", "leaks"):
             d[key] = analysis.get(key)
@@ -340,6 +343,24 @@ class Profiler(_mlprof.ProfilerBase):
         self.path = _mlprof.output_path()
         self._apply_enabled()
         self._start_torch()
+
+
+def _warn_unused_output(output, path):
+    """Warns, once per output, that a Profiler joining the running session
+    writes to that session's file, not to the output it was given."""
+    if output is None or not path or output in _warned_outputs:
+        return
+    o, p = os.path.realpath(output), os.path.realpath(path)
+    if o in (p, os.path.dirname(p)):
+        return
+    _warned_outputs.add(output)
+    warnings.warn("mlprof: Profiler(output=%r) joins the session already "
+                  "running in this process, which writes to %s; %r is not "
+                  "written" % (output, path, output), RuntimeWarning,
+                  stacklevel=3)
+
+
+_warned_outputs = set()
 
 
 def _torch_backend():

@@ -117,8 +117,11 @@ static void api_setup(void) {
  * begun while recording was on. So each __enter__ pushes whether an end is
  * owed and each __exit__ pops it. `with` blocks nest per thread, so a
  * per-thread stack is exact. Past OWED_MAX levels an end is always sent
- * (the library ignores an end with no begin). */
+ * (the library ignores an end with no begin). An entry is 0 when no end is
+ * owed, else 1 + the metadata keys attached to the zone so far, so that a
+ * key past the library's limit is not dropped without a word. */
 #define OWED_MAX 1024
+#define ZONE_META_MAX 4 /* keys per zone the library keeps (mlprof.h) */
 typedef struct {
   uint32_t top;
   uint8_t owed[OWED_MAX];
@@ -128,7 +131,7 @@ static __thread owed_stack owed __attribute__((tls_model("initial-exec")));
 static inline void zone_enter(const mlprof_site *site) {
   int r = api.zone_begin_site(site);
   uint32_t t = owed.top;
-  if (t < OWED_MAX) owed.owed[t] = (uint8_t)r;
+  if (t < OWED_MAX) owed.owed[t] = r != 0;
   owed.top = t + 1;
 }
 
@@ -140,6 +143,24 @@ static inline void zone_exit(void) {
 }
 
 static PyObject *ErrorObject; /* mlprof.Error */
+
+/* Counts n more metadata keys on this thread's innermost zone (when it is
+ * recorded) and warns, once per process, when the zone holds more than the
+ * library keeps. 0, or -1 with an exception (the warning made an error). */
+static int count_zone_meta(size_t n) {
+  static int warned;
+  uint32_t t = owed.top;
+  if (t == 0 || t > OWED_MAX || !owed.owed[t - 1]) return 0;
+  size_t have = owed.owed[t - 1] - 1u + n;
+  owed.owed[t - 1] = (uint8_t)(1 + (have > 255 ? 255 : have));
+  if (have <= ZONE_META_MAX || warned) return 0;
+  warned = 1;
+  return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                          "mlprof: a zone keeps at most %d metadata keys "
+                          "(zone(**metadata), record_metric, zone_meta); "
+                          "the ones after the %dth are dropped",
+                          ZONE_META_MAX, ZONE_META_MAX);
+}
 
 static PyObject *raise_mlprof(int rc, const char *what) {
   PyErr_Format(ErrorObject, "%s: %s", what, api.strerror(rc));
@@ -160,10 +181,10 @@ static int parse_category(PyObject *o) {
     if (v >= 0 && v < MLPROF_CAT_COUNT) return (int)v;
   } else if (PyUnicode_Check(o)) {
     const char *s = PyUnicode_AsUTF8(o);
-    if (!s) return -1;
-    for (int i = 0; i < MLPROF_CAT_COUNT; i++)
+    if (!s) PyErr_Clear(); /* lone surrogates: no category has them */
+    for (int i = 0; s && i < MLPROF_CAT_COUNT; i++)
       if (strcmp(s, cat_names[i]) == 0) return i;
-    if (strcmp(s, "comm") == 0) return MLPROF_CAT_COMM;
+    if (s && strcmp(s, "comm") == 0) return MLPROF_CAT_COMM;
   }
   if (!PyErr_Occurred())
     PyErr_Format(PyExc_ValueError,
@@ -173,21 +194,54 @@ static int parse_category(PyObject *o) {
   return -1;
 }
 
-/* A site for a str name; NULL with an exception set. */
-static const mlprof_site *intern_name(PyObject *name, int cat) {
-  if (!PyUnicode_Check(name)) {
-    PyErr_Format(PyExc_TypeError, "zone name must be str, not %.100s",
-                 Py_TYPE(name)->tp_name);
+/* The UTF-8 bytes of a str as the profile stores names: the surrogates of
+ * os.fsdecode() (bytes that are not UTF-8) become the bytes they stand for
+ * (surrogateescape), any other lone surrogate a '?'; never fails on the
+ * text. New reference, NULL with an exception (memory only). */
+static PyObject *name_encode(PyObject *s) {
+  PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+  if (!b && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+    PyErr_Clear();
+    b = PyUnicode_AsEncodedString(s, "utf-8", "replace");
+  }
+  return b;
+}
+
+/* A str name (zone, counter, unit, thread, track) as a NUL-free C string,
+ * encoded as name_encode says. *keep gets a reference to release once the
+ * string is used (NULL when the str's own UTF-8 serves). NULL with an
+ * exception for a non-str or a name with a NUL. */
+static const char *c_name(PyObject *o, const char *what, PyObject **keep) {
+  *keep = NULL;
+  if (!PyUnicode_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be str, not %.100s", what,
+                 Py_TYPE(o)->tp_name);
     return NULL;
   }
   Py_ssize_t len;
-  const char *s = PyUnicode_AsUTF8AndSize(name, &len);
-  if (!s) return NULL;
+  const char *s = PyUnicode_AsUTF8AndSize(o, &len);
+  if (!s) {
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+    PyErr_Clear();
+    if (!(*keep = name_encode(o))) return NULL;
+    s = PyBytes_AS_STRING(*keep);
+    len = PyBytes_GET_SIZE(*keep);
+  }
   if ((size_t)len != strlen(s)) {
-    PyErr_SetString(PyExc_ValueError, "zone name contains a NUL character");
+    Py_CLEAR(*keep);
+    PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
     return NULL;
   }
+  return s;
+}
+
+/* A site for a str name; NULL with an exception set. */
+static const mlprof_site *intern_name(PyObject *name, int cat) {
+  PyObject *keep;
+  const char *s = c_name(name, "zone name", &keep);
+  if (!s) return NULL;
   const mlprof_site *site = api.site_intern(s, (mlprof_category)cat);
+  Py_XDECREF(keep);
   if (!site) PyErr_SetString(PyExc_MemoryError, "cannot intern the zone name");
   return site;
 }
@@ -300,16 +354,19 @@ static void MetaZone_dealloc(MetaZoneObject *z) {
 }
 
 static PyObject *MetaZone_enter(MetaZoneObject *z, PyObject *unused) {
-  int r = api.zone_begin_site(z->site);
-  uint32_t t = owed.top;
-  if (t < OWED_MAX) owed.owed[t] = (uint8_t)r;
-  owed.top = t + 1;
-  if (r) {
-    Py_ssize_t n = PyTuple_GET_SIZE(z->items);
+  zone_enter(z->site);
+  Py_ssize_t n = PyTuple_GET_SIZE(z->items);
+  if (owed.top <= OWED_MAX && owed.owed[owed.top - 1]) {
     for (Py_ssize_t i = 0; i < n; i++) {
       PyObject *kv = PyTuple_GET_ITEM(z->items, i);
       api.zone_meta(PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 0)),
                     PyBytes_AS_STRING(PyTuple_GET_ITEM(kv, 1)));
+    }
+    /* The zone is open: a warning turned into an error is raised by the
+     * `with` statement, which then does not call __exit__; so end it. */
+    if (count_zone_meta((size_t)n) < 0) {
+      zone_exit();
+      return NULL;
     }
   }
   Py_INCREF(z);
@@ -332,11 +389,11 @@ static PyTypeObject MetaZoneType = {
     .tp_methods = MetaZone_methods,
 };
 
-/* UTF-8 bytes of str(o), without NULs. */
+/* The bytes of str(o) as name_encode gives them, without NULs. */
 static PyObject *meta_bytes(PyObject *o) {
   PyObject *s = PyUnicode_Check(o) ? (Py_INCREF(o), o) : PyObject_Str(o);
   if (!s) return NULL;
-  PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+  PyObject *b = name_encode(s);
   Py_DECREF(s);
   if (b && memchr(PyBytes_AS_STRING(b), 0, (size_t)PyBytes_GET_SIZE(b))) {
     Py_DECREF(b);
@@ -505,22 +562,6 @@ slow:;
   return (PyObject *)mz;
 }
 
-/* A str (or bytes) argument as a NUL-free C string; NULL with an exception. */
-static const char *c_name(PyObject *o, const char *what) {
-  if (!PyUnicode_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "%s must be str, not %.100s", what,
-                 Py_TYPE(o)->tp_name);
-    return NULL;
-  }
-  Py_ssize_t len;
-  const char *s = PyUnicode_AsUTF8AndSize(o, &len);
-  if (s && (size_t)len != strlen(s)) {
-    PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
-    return NULL;
-  }
-  return s;
-}
-
 /* record_metric(name, value): a counter value, and name=value on the
  * innermost open zone of this thread (so the metric lands in that zone). */
 static PyObject *Profiler_record_metric(ProfilerObject *self,
@@ -530,14 +571,17 @@ static PyObject *Profiler_record_metric(ProfilerObject *self,
     PyErr_SetString(PyExc_TypeError, "record_metric(name, value)");
     return NULL;
   }
-  const char *name = c_name(args[0], "metric name");
-  if (!name) return NULL;
   double v = PyFloat_AsDouble(args[1]);
   if (v == -1.0 && PyErr_Occurred()) return NULL;
+  PyObject *keep;
+  const char *name = c_name(args[0], "metric name", &keep);
+  if (!name) return NULL;
   api.counter(name, v);
   char buf[64];
   PyOS_snprintf(buf, sizeof buf, "%.17g", v);
   api.zone_meta(name, buf);
+  Py_XDECREF(keep);
+  if (count_zone_meta(1) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -555,9 +599,11 @@ static PyObject *Profiler_record_throughput(ProfilerObject *self,
                     "record_throughput wants a whole number >= 0");
     return NULL;
   }
-  const char *u = unit ? c_name(unit, "unit") : "samples";
+  PyObject *keep = NULL;
+  const char *u = unit ? c_name(unit, "unit", &keep) : "samples";
   if (!u) return NULL;
   api.count(u, (uint64_t)n);
+  Py_XDECREF(keep);
   Py_RETURN_NONE;
 }
 
@@ -730,11 +776,13 @@ static PyObject *mod_counter(PyObject *m, PyObject *const *args,
     PyErr_SetString(PyExc_TypeError, "counter(name, value)");
     return NULL;
   }
-  const char *name = c_name(args[0], "counter name");
-  if (!name) return NULL;
   double v = PyFloat_AsDouble(args[1]);
   if (v == -1.0 && PyErr_Occurred()) return NULL;
+  PyObject *keep;
+  const char *name = c_name(args[0], "counter name", &keep);
+  if (!name) return NULL;
   api.counter(name, v);
+  Py_XDECREF(keep);
   Py_RETURN_NONE;
 }
 
@@ -744,11 +792,13 @@ static PyObject *mod_count(PyObject *m, PyObject *const *args,
     PyErr_SetString(PyExc_TypeError, "count(unit, n)");
     return NULL;
   }
-  const char *name = c_name(args[0], "unit");
-  if (!name) return NULL;
   unsigned long long n = PyLong_AsUnsignedLongLong(args[1]);
   if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  PyObject *keep;
+  const char *name = c_name(args[0], "unit", &keep);
+  if (!name) return NULL;
   api.count(name, (uint64_t)n);
+  Py_XDECREF(keep);
   Py_RETURN_NONE;
 }
 
@@ -775,14 +825,16 @@ static PyObject *mod_zone_meta(PyObject *m, PyObject *args) {
   if (vb) api.zone_meta(PyBytes_AS_STRING(kb), PyBytes_AS_STRING(vb));
   Py_XDECREF(kb);
   Py_XDECREF(vb);
-  if (!vb) return NULL;
+  if (!vb || count_zone_meta(1) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
 static PyObject *mod_thread_name(PyObject *m, PyObject *arg) {
-  const char *s = c_name(arg, "thread name");
+  PyObject *keep;
+  const char *s = c_name(arg, "thread name", &keep);
   if (!s) return NULL;
   api.thread_name(s);
+  Py_XDECREF(keep);
   Py_RETURN_NONE;
 }
 
@@ -796,8 +848,10 @@ static int span_by_begin(const void *a, const void *b) {
 }
 
 /* One (name, category, begin_ns, end_ns[, unit, units]) tuple as a span; -1
- * with an exception set. The unit string belongs to the tuple. */
-static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s) {
+ * with an exception set. The unit string belongs to the tuple, or to an
+ * object appended to the list `keep`. */
+static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s,
+                      PyObject *keep) {
   Py_ssize_t k = PyTuple_Check(t) ? PyTuple_GET_SIZE(t) : 0;
   if (k != 4 && k != 6) {
     PyErr_Format(PyExc_TypeError,
@@ -813,7 +867,10 @@ static int parse_span(PyObject *t, Py_ssize_t i, mlprof_span *s) {
   s->begin_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
   s->end_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 3));
   if (k == 6 && PyTuple_GET_ITEM(t, 4) != Py_None && !PyErr_Occurred()) {
-    s->unit = c_name(PyTuple_GET_ITEM(t, 4), "unit");
+    PyObject *owner;
+    s->unit = c_name(PyTuple_GET_ITEM(t, 4), "unit", &owner);
+    if (owner && PyList_Append(keep, owner) < 0) s->unit = NULL;
+    Py_XDECREF(owner);
     if (s->unit) s->units = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 5));
   }
   if (PyErr_Occurred()) return -1;
@@ -856,25 +913,34 @@ static int send_spans(const char *track, mlprof_span *s, size_t n) {
 static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   PyObject *trackobj, *seq;
   if (!PyArg_ParseTuple(args, "OO:track_spans", &trackobj, &seq)) return NULL;
-  const char *track = c_name(trackobj, "track name");
-  if (!track) return NULL;
-  PyObject *items = PySequence_Tuple(seq); /* keeps the unit strings alive */
-  if (!items) return NULL;
+  PyObject *tkeep, *keep = NULL, *items = NULL;
+  const char *track = c_name(trackobj, "track name", &tkeep);
+  /* keep: the units' encoded names; items: the unit strings */
+  if (!track || !(keep = PyList_New(0)) || !(items = PySequence_Tuple(seq))) {
+    Py_XDECREF(tkeep);
+    Py_XDECREF(keep);
+    return NULL;
+  }
   size_t n = (size_t)PyTuple_GET_SIZE(items);
   mlprof_span *s = PyMem_Malloc((n ? n : 1) * sizeof *s);
   if (!s) {
     Py_DECREF(items);
+    Py_DECREF(keep);
+    Py_XDECREF(tkeep);
     return PyErr_NoMemory();
   }
   int rc = 0, bad = 0;
   for (size_t i = 0; i < n && !bad; i++)
-    bad = parse_span(PyTuple_GET_ITEM(items, i), (Py_ssize_t)i, &s[i]) < 0;
+    bad =
+        parse_span(PyTuple_GET_ITEM(items, i), (Py_ssize_t)i, &s[i], keep) < 0;
   if (!bad) {
     Py_BEGIN_ALLOW_THREADS rc = send_spans(track, s, n);
     Py_END_ALLOW_THREADS
   }
   PyMem_Free(s);
   Py_DECREF(items);
+  Py_DECREF(keep);
+  Py_XDECREF(tkeep);
   if (bad) return NULL;
   if (rc) return raise_mlprof(rc, "track_spans");
   return PyLong_FromSize_t(n);
