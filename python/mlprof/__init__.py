@@ -293,7 +293,7 @@ class Profiler(_mlprof.ProfilerBase):
             # still being written, which is no cause for a warning.
             me = "process %d (" % os.getpid()
             d["warnings"] = [w for w in d["warnings"] if not (
-                w.startswith(me) and "without a closing chunk" in w)]
+                w.startswith(me) and "still running" in w)]
         d["session"] = {"path": self.path, "joined": self.joined,
                         "running": self.running, "steps": self.step_num,
                         "process": _mlprof.resources()}

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/wire.h"
 #include "resources.h"
 
 /* Deeper spans than this are counted, but their self time is their whole
@@ -674,6 +675,10 @@ int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
   p->pid = jp->pid;
   p->ppid = jp->ppid;
   p->parent = jp->parent;
+  /* The next program of a chain starts later, so comes later: anything else
+   * (a profile built by hand, zeroed) is no chain. */
+  p->exec_into = jp->exec_next > (int)r->nprocs ? jp->exec_next : -1;
+  p->alive = jp->alive;
   p->rank = jp->rank;
   p->world_size = jp->world_size;
   p->offset_ns = jp->offset_ns;
@@ -756,7 +761,7 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
   }
   if (read_error)
     snprintf(p->read_error, sizeof p->read_error, "%s", read_error);
-  p->clean_end = s->end_seen;
+  p->clean_end = rep ? rep->clean_end : s->end_seen;
   p->wall_ns = s->end_seen && s->end_ns > s->last_ns ? s->end_ns : s->last_ns;
   uint64_t dropped = 0;
   for (size_t t = 0; t < r->nthreads; t++) {
@@ -798,6 +803,15 @@ static int add_warning(mlprof__report *r, size_t *cap, const char *fmt, ...) {
   return 0;
 }
 
+const char *mlprof__proc_end(const mlprof__proc_stats *p) {
+  static const char *const how[] = {[MLPROF__END_SHUTDOWN] = "shutdown",
+                                    [MLPROF__END_EXIT] = "exit",
+                                    [MLPROF__END_EXEC] = "exec",
+                                    [MLPROF__END_SIGNAL] = "signal"};
+  if (p->clean_end) return how[p->read.end_how];
+  return p->alive == 1 ? "running" : p->alive == 0 ? "killed" : "unknown";
+}
+
 /* One line per thing a reader of the report must know before trusting it. */
 static int make_warnings(mlprof__report *r) {
   size_t cap = 0;
@@ -809,12 +823,19 @@ static int make_warnings(mlprof__report *r) {
     if (p->read_error[0])
       rc = add_warning(r, &cap, "%s: read stopped early: %s", who,
                        p->read_error);
-    if (!rc && !p->clean_end)
+    if (!rc && !p->clean_end && p->alive == 1)
+      rc = add_warning(r, &cap,
+                       "%s: still running: the profile has no closing chunk "
+                       "yet; up to one flush interval (%" PRIu32
+                       " ms) not written yet",
+                       who, p->flush_interval_ms);
+    else if (!rc && !p->clean_end)
       rc = add_warning(r, &cap,
                        "%s: profile ended without a closing chunk: process was "
-                       "killed or is still running; up to one flush interval "
-                       "(%" PRIu32 " ms) missing",
-                       who, p->flush_interval_ms);
+                       "killed%s; up to one flush interval (%" PRIu32
+                       " ms) missing",
+                       who, p->alive < 0 ? " or is still running" : "",
+                       p->flush_interval_ms);
     if (!rc && (p->read.damaged_chunks || p->read.skipped_bytes ||
                 p->read.truncated_bytes || p->read.problem[0]))
       rc = add_warning(r, &cap,
@@ -824,6 +845,7 @@ static int make_warnings(mlprof__report *r) {
                        who, p->read.damaged_chunks, p->read.skipped_bytes,
                        p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
                        p->read.problem);
+    if (p->exec_into >= 0) continue; /* counted in the program it became */
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,
                        "%s: %" PRIu64
@@ -897,6 +919,25 @@ static int finish_zones(mlprof__stats *s) {
   return 0;
 }
 
+/* Folds each program that called exec into the program it became, so the
+ * last of a chain stands for the process (profiles are in order of start:
+ * a chain's programs come in its order). */
+static void fold_execs(mlprof__report *r) {
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const mlprof__proc_stats *p = &r->procs[i];
+    if (p->exec_into < 0 || (size_t)p->exec_into >= r->nprocs) continue;
+    mlprof__proc_stats *next = &r->procs[p->exec_into];
+    next->spans += p->spans;
+    next->threads += p->threads;
+    next->dropped += p->dropped;
+    next->unmatched += p->unmatched;
+    if (next->offset_ns > p->offset_ns) {
+      next->wall_ns += next->offset_ns - p->offset_ns;
+      next->offset_ns = p->offset_ns;
+    }
+  }
+}
+
 int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
   mlprof__report *r = &s->r;
   int rc = 0;
@@ -905,6 +946,7 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
     if (end > r->wall_ns) r->wall_ns = end;
     r->dropped += r->procs[i].dropped;
   }
+  fold_execs(r);
   double wall_s = (double)r->wall_ns / 1e9;
   rc = finish_zones(s);
   for (size_t i = 0; i < r->nthreads && !rc; i++) {

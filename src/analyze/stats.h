@@ -115,6 +115,11 @@ typedef struct {
   uint64_t spans, dropped, unmatched;
   size_t threads;
   int clean_end;
+  /* How it ended (read.end_how and .end_status when clean_end), whether it
+   * is alive (mlprof__job_profile.alive), and, for a program that called
+   * exec, the index of the profile of the program it became: that one's
+   * spans, threads, drops and times then include this one's. */
+  int alive, exec_into;
   mlprof__read_report read;
   char read_error[256]; /* the read stopped early: reason; "" otherwise */
   mlprof__kv *meta;     /* session metadata, later values overriding */
@@ -232,6 +237,13 @@ int mlprof__report_build(const mlprof__job *job, mlprof__report *r,
 /* Orders the zones by key, largest first (ties by name), and keeps the first
  * top in r->order (0: all). */
 void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top);
+
+/* How process p ended, in a word: "exit" and "signal" (with
+ * p->read.end_status), "exec" (into a program that recorded nothing),
+ * "shutdown" (mlprof_shutdown, or a file older than format 1.2), "running",
+ * "killed", or "unknown" (no closing chunk, and the process belongs to
+ * another host). */
+const char *mlprof__proc_end(const mlprof__proc_stats *p);
 
 void mlprof__report_free(mlprof__report *r);
 

@@ -134,6 +134,13 @@ static void processes(const mlprof__report *r, mlprof__out *o) {
     field_u64(o, "unmatched", p->unmatched);
     mlprof__out_str(
         o, p->clean_end ? ",\"clean_end\":true" : ",\"clean_end\":false");
+    const char *end = mlprof__proc_end(p);
+    field_cstr(o, "end", end);
+    field_known(o, "status",
+                strcmp(end, "exit") == 0 || strcmp(end, "signal") == 0
+                    ? p->read.end_status
+                    : -1);
+    field_known(o, "exec_into", p->exec_into);
     mlprof__out_lit(o, ",\"read\":{\"chunks\":");
     mlprof__out_u64(o, p->read.chunks);
     field_u64(o, "damaged_chunks", p->read.damaged_chunks);

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <mlprof.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,7 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
   if (mlprof__table_open(&t, heads, "rrrlrrrrll")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nprocs; i++) {
     const mlprof__proc_stats *p = &r->procs[i];
+    if (p->exec_into >= 0) continue; /* the program it became stands for it */
     mlprof__table_cell(&t, "%" PRIu64, p->pid);
     mlprof__table_cell(&t, "%" PRIu64, p->ppid);
     if (p->rank >= 0)
@@ -123,10 +125,19 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
     mlprof__table_cell(&t, "%" PRIu64, p->spans);
     mlprof__table_cell(&t, "%zu", p->threads);
     mlprof__table_cell(&t, "%" PRIu64, p->dropped);
-    mlprof__table_cell(&t, "%s",
-                       p->read_error[0] ? "read error"
-                       : p->clean_end   ? "clean"
-                                        : "killed");
+    const char *end = mlprof__proc_end(p);
+    int status = p->read.end_status;
+    const char *sig = sigabbrev_np(status);
+    if (p->read_error[0])
+      mlprof__table_cell(&t, "read error");
+    else if (strcmp(end, "exit") == 0)
+      mlprof__table_cell(&t, "exit %d", status);
+    else if (strcmp(end, "signal") == 0 && sig)
+      mlprof__table_cell(&t, "SIG%s", sig);
+    else if (strcmp(end, "signal") == 0)
+      mlprof__table_cell(&t, "signal %d", status);
+    else
+      mlprof__table_cell(&t, "%s", end);
     mlprof__table_name(&t, p->cmdline, strlen(p->cmdline), 60);
   }
   return mlprof__table_print(&t, o);

@@ -271,15 +271,17 @@ static int parse_header(reader *r, mlprof__cursor *c) {
   }
   const char *clk = mlprof__get_str(c, &clen);
   uint64_t flush = mlprof__get_uv(c);
+  uint64_t seq = c->p < c->end && !c->err ? mlprof__get_uv(c) : 0; /* 1.2 */
   if (c->err)
     rc = damage(r, c->p, "field cut short");
-  else if (flush > UINT32_MAX)
-    rc = damage(r, c->p, "flush interval out of range");
+  else if (flush > UINT32_MAX || seq > UINT32_MAX)
+    rc = damage(r, c->p, "flush interval or exec number out of range");
   else {
     h.clock = copy_str(&w, clk, clen);
     h.argc = (uint32_t)argc;
     h.argv = argv;
     h.flush_interval_ms = (uint32_t)flush;
+    h.exec_seq = (uint32_t)seq;
     r->seen_header = 1;
     if (r->v->header) rc = r->v->header(r->v->ud, &h);
   }
@@ -368,8 +370,18 @@ static int parse_end(reader *r, mlprof__cursor *c) {
   uint64_t unmatched = mlprof__get_uv(c);
   if (c->err) return damage(r, c->p, "field cut short");
   if (end_ns > INT64_MAX) return damage(r, r->payload, "time out of range");
+  /* Since 1.2: how the process ended, and its status. */
+  uint64_t how = MLPROF__END_SHUTDOWN, status = 0;
+  if (c->p < c->end) {
+    how = mlprof__get_uv(c);
+    status = mlprof__get_uv(c);
+    if (c->err || status > INT32_MAX)
+      return damage(r, c->p, "end status cut short or out of range");
+  }
   if (end_ns > r->rep->last_ns) r->rep->last_ns = end_ns;
   r->rep->clean_end = 1;
+  r->rep->end_how = how > MLPROF__END_SIGNAL ? MLPROF__END_SHUTDOWN : (int)how;
+  r->rep->end_status = (int)status;
   return r->v->end ? r->v->end(r->v->ud, end_ns, dropped, unmatched) : 0;
 }
 
@@ -795,6 +807,9 @@ static int read_all(reader *r) {
              mlprof__get_u16(chunk + 4));
         return MLPROF_EFORMAT;
       }
+      /* An END that other chunks follow (an exec that failed) ends
+       * nothing. */
+      r->rep->clean_end = 0;
       if ((rc = parse_chunk(r, pos, chunk, len))) return rc;
       if (!r->seen_header) {
         char why_header[sizeof r->why];

@@ -22,6 +22,7 @@ typedef struct {
   /* 1: the HEADER chunk was damaged; every field above is unknown (0, -1,
    * "", no arguments) and the rest of the file is read as usual. */
   int damaged;
+  uint32_t exec_seq; /* n: the program the n-th exec of process pid started */
 } mlprof__header;
 
 typedef struct {
@@ -93,7 +94,8 @@ typedef struct {
   uint64_t truncated_bytes; /* bytes of an incomplete chunk at the end */
   uint64_t lost_names;      /* ids used but never announced ("name #N") */
   uint64_t last_ns;         /* the latest time any record carries */
-  int clean_end;            /* an END chunk was read */
+  int clean_end;            /* the last chunk read was an END chunk */
+  int end_how, end_status;  /* from it: MLPROF__END_* (wire.h), status */
   char problem[256];        /* the first problem met, one line; "" if none */
 } mlprof__read_report;
 

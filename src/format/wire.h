@@ -8,7 +8,7 @@
 
 #define MLPROF__FILE_MAGIC "MLPROF\r\n"
 #define MLPROF__FORMAT_MAJOR 1
-#define MLPROF__FORMAT_MINOR 1
+#define MLPROF__FORMAT_MINOR 2
 #define MLPROF__FILE_HEADER_SIZE 16
 #define MLPROF__CHUNK_MAGIC "MPCK"
 #define MLPROF__CHUNK_HEADER_SIZE 16
@@ -44,6 +44,14 @@ enum {
   MLPROF__NAME_UNIT = 2,
   MLPROF__NAME_STRING = 3,
   MLPROF__NAME_MEASURE = 4,
+};
+
+/* How a process's profile ended (the END chunk's `how`, since 1.2). */
+enum {
+  MLPROF__END_SHUTDOWN = 0, /* mlprof_shutdown(), or a file older than 1.2 */
+  MLPROF__END_EXIT = 1,     /* exit() or _exit(): status is the exit status */
+  MLPROF__END_EXEC = 2,     /* exec: the process goes on as another program */
+  MLPROF__END_SIGNAL = 3,   /* died of a signal: status is its number */
 };
 
 enum {

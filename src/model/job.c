@@ -4,10 +4,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mlprof.h"
 
@@ -120,6 +122,7 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->header_damaged = h->damaged;
   p->hostname = strdup(h->hostname);
   p->exe = strdup(h->exe);
+  p->exec_seq = h->exec_seq;
   p->cmdline = join_args(h->argc, h->argv);
   const char *arg0 = h->argc && *h->argv[0] ? h->argv[0] : h->exe;
   const char *slash = strrchr(arg0, '/');
@@ -135,7 +138,15 @@ static int cmp_profile(const void *a, const void *b) {
   return strcmp(x->path, y->path);
 }
 
-/* Places the profiles on one timeline, sorts them and links parents. */
+/* Same process on the same host. */
+static int same_process(const mlprof__job_profile *a,
+                        const mlprof__job_profile *b) {
+  return a->pid == b->pid && strcmp(a->hostname, b->hostname) == 0;
+}
+
+/* Places the profiles on one timeline, sorts them, links parents and the
+ * programs of a chain of execs, and sees which processes of this host are
+ * alive. */
 static void arrange(mlprof__job *job) {
   mlprof__job_profile *ps = job->profiles;
   size_t n = job->count;
@@ -168,6 +179,21 @@ static void arrange(mlprof__job *job) {
           strcmp(ps[j].hostname, ps[i].hostname) == 0)
         ps[i].parent = (int)j;
   }
+  /* The next program of a chain started after this one, with the next
+   * number: the earliest such (a reused pid starts a chain afresh at 0). */
+  for (size_t i = 0; i < n; i++) {
+    ps[i].exec_next = -1;
+    for (size_t j = i + 1; j < n && ps[i].exec_next < 0; j++)
+      if (ps[j].exec_seq == ps[i].exec_seq + 1 && same_process(&ps[i], &ps[j]))
+        ps[i].exec_next = (int)j;
+  }
+  char here[256] = "";
+  gethostname(here, sizeof here - 1);
+  for (size_t i = 0; i < n; i++)
+    ps[i].alive = strcmp(ps[i].hostname, here) != 0
+                      ? -1
+                      : ps[i].pid > 0 && ps[i].pid <= INT32_MAX &&
+                            (kill((pid_t)ps[i].pid, 0) == 0 || errno == EPERM);
 }
 
 /* Files of a listed directory that are not profiles: counted, not fatal. */

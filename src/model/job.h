@@ -27,6 +27,14 @@ typedef struct {
   /* 1: its HEADER chunk was damaged: pid, host and start are unknown (0,
    * ""), and it is placed at the job's time 0. */
   int header_damaged;
+  /* A process that called exec has a profile per program it ran, chained:
+   * exec_seq is this program's place (0 for the first), exec_next the index
+   * of the profile of the program it exec'd, -1. */
+  uint32_t exec_seq;
+  int exec_next;
+  /* Whether pid is alive now: 1 or 0 for a profile of this host, -1 for
+   * another host's. */
+  int alive;
 } mlprof__job_profile;
 
 typedef struct {

@@ -107,6 +107,7 @@ mlprof__thread *mlprof__threads_head(void) {
 static void thread_exit(void *arg) {
   mlprof__thread *t = arg;
   memset(&mlprof__tls, 0, sizeof mlprof__tls);
+  mlprof__altstack_free(t->altstack);
   atomic_store_explicit(&t->exited, 1, memory_order_release);
 }
 
@@ -149,6 +150,7 @@ static mlprof__thread *thread_register(void) {
     return NULL;
   }
   t->tid = (uint32_t)syscall(SYS_gettid);
+  t->altstack = mlprof__altstack_setup();
   pthread_getname_np(pthread_self(), t->name, sizeof t->name);
   atomic_store_explicit(&t->name_dirty, 1, memory_order_relaxed);
   pthread_once(&thread_key_once, thread_key_create);

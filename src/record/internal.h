@@ -122,6 +122,7 @@ typedef struct mlprof__thread {
   _Atomic int name_dirty;
 
   /* owner-only state (slow paths) */
+  void *altstack;        /* the signal stack given to it, or NULL */
   mlprof__buf *cur;      /* buffer being filled */
   uintptr_t saved_depth; /* mlprof__tls.depth and .lim while skipping */
   mlprof__ev *saved_lim;
@@ -204,14 +205,21 @@ MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, const char *path,
 MLPROF__HIDDEN int mlprof__writer_start(mlprof__writer *w);
 /* Flushes synchronously (from any thread but the writer's). */
 MLPROF__HIDDEN int mlprof__writer_flush(mlprof__writer *w);
-/* Asks for a flush (final: also finish the file, as the process is about to
- * die) and waits at most timeout_ms; async-signal-safe. */
-MLPROF__HIDDEN void mlprof__writer_flush_from_signal(mlprof__writer *w,
-                                                     int final, int timeout_ms);
+/* Asks for a flush and waits at most timeout_ms; async-signal-safe. With
+ * how >= 0 (MLPROF__END_*, wire.h) the process is about to end: the flush
+ * also finishes the file, its END chunk saying how, with status. */
+MLPROF__HIDDEN void mlprof__writer_flush_from_signal(mlprof__writer *w, int how,
+                                                     int status,
+                                                     int timeout_ms);
+/* After a failed exec: the file, finished by the exec's final flush, takes
+ * records again (the reader ignores the END that a later chunk follows).
+ * Waits until the final flush was served. */
+MLPROF__HIDDEN int mlprof__writer_resume(mlprof__writer *w);
 /* Wakes the writer early (buffers are filling up). */
 MLPROF__HIDDEN void mlprof__writer_poke(void);
-/* Final flush, open zones and END chunk; stops the thread, frees w. */
-MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w);
+/* Final flush, open zones and END chunk (saying how the process ended,
+ * MLPROF__END_*, with status); stops the thread, frees w. */
+MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w, int how, int status);
 /* Queues sample rows measured at raw time t_raw for the next flush; any
  * thread. Names, labels and reasons are interned here. */
 MLPROF__HIDDEN void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
@@ -255,6 +263,25 @@ MLPROF__HIDDEN size_t mlprof__meta_take(uint8_t **out);
 /* Called by a forked child's first event to start its own profile. */
 MLPROF__HIDDEN void mlprof__session_child_start(void);
 extern MLPROF__HIDDEN _Atomic int mlprof__child_pending;
+
+/* This image's place in its process's chain of execs: 0 for the first, n
+ * for the program the n-th exec started (HEADER's exec_seq). */
+extern MLPROF__HIDDEN unsigned mlprof__exec_seq;
+
+/* The session's part in process endings (src/intercept/exec.c): before an
+ * exec, flush and finish the file and return the number of the next image
+ * of the chain, or -1 when this process records nothing; after an exec that
+ * failed, take records again (this one waits on a lock). Before _exit,
+ * flush and finish the file. The others are async-signal-safe. */
+MLPROF__HIDDEN int mlprof__session_before_exec(void);
+MLPROF__HIDDEN void mlprof__session_exec_failed(void);
+MLPROF__HIDDEN void mlprof__session_before_exit(int status);
+
+/* Gives the calling thread an alternate signal stack, unless it has one, so
+ * a stack overflow can still be flushed; returns what to pass to
+ * mlprof__altstack_free at thread exit (NULL: nothing of ours). */
+MLPROF__HIDDEN void *mlprof__altstack_setup(void);
+MLPROF__HIDDEN void mlprof__altstack_free(void *stack);
 
 /* Writes one line to stderr, once per key, without allocating. */
 MLPROF__HIDDEN void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -149,10 +150,33 @@ static int is_dir(const char *p) {
 }
 
 /* This process's file for an output that is a directory or a file path. A
- * forked child (child = 1) of a file-path session writes FILE-PID.mlprof. */
+ * forked child (child = 1) of a file-path session writes FILE-PID.mlprof, as
+ * does a program that a profiled process started with exec; the n-th image
+ * of a chain of execs adds -execN. */
+MLPROF__HIDDEN unsigned mlprof__exec_seq;
+
+/* Whether this process image was started by an exec of a process that was
+ * being profiled (MLPROF_EXEC=PID.SEQ, set by src/intercept/exec.c, names
+ * this pid: another pid's value was inherited from an ancestor). Sets
+ * mlprof__exec_seq. */
+static int exec_started(void) {
+  const char *v = getenv("MLPROF_EXEC");
+  char *end;
+  if (!v) return 0;
+  long pid = strtol(v, &end, 10);
+  if (pid != (long)getpid() || *end != '.') return 0;
+  unsigned long seq = strtoul(end + 1, &end, 10);
+  if (*end || seq > 1000000) return 0;
+  mlprof__exec_seq = (unsigned)seq;
+  return 1;
+}
+
 static int resolve_path(const char *output, int child) {
   size_t len = strlen(output);
   if (len == 0) return MLPROF_EINVAL;
+  /* Each image of a chain of execs has a file of its own. */
+  char seq[24] = "";
+  if (mlprof__exec_seq) snprintf(seq, sizeof seq, "-exec%u", mlprof__exec_seq);
   if (output[len - 1] == '/' && !is_dir(output) && mkdir(output, 0755) != 0 &&
       errno != EEXIST)
     return MLPROF_EIO;
@@ -163,9 +187,9 @@ static int resolve_path(const char *output, int child) {
       if (!(*c == '.' || *c == '-' || *c == '_' || (*c >= '0' && *c <= '9') ||
             ((*c | 32) >= 'a' && (*c | 32) <= 'z')))
         *c = '_';
-    int n = snprintf(path, sizeof path, "%s%s%s-%d.mlprof", output,
+    int n = snprintf(path, sizeof path, "%s%s%s-%d%s.mlprof", output,
                      output[len - 1] == '/' ? "" : "/", prog[0] ? prog : "prog",
-                     (int)getpid());
+                     (int)getpid(), seq);
     return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
   }
   if (!child) {
@@ -174,8 +198,8 @@ static int resolve_path(const char *output, int child) {
   }
   int stem = (int)len;
   if (len > 7 && strcmp(output + len - 7, ".mlprof") == 0) stem -= 7;
-  int n = snprintf(path, sizeof path, "%.*s-%d.mlprof", stem, output,
-                   (int)getpid());
+  int n = snprintf(path, sizeof path, "%.*s-%d%s.mlprof", stem, output,
+                   (int)getpid(), seq);
   return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
 }
 
@@ -185,29 +209,49 @@ static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGSEGV,
                              SIGBUS, SIGFPE,  SIGILL, SIGABRT};
 #define NCAUGHT (sizeof caught / sizeof caught[0])
 static struct sigaction previous[NCAUGHT];
+static pid_t owner; /* the process whose profile the session writes */
+#define FINAL_WAIT_MS 2000
 
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
   size_t i = 0;
   while (i < NCAUGHT && caught[i] != sig) i++;
   if (i == NCAUGHT) return;
   int saved_errno = errno;
-  struct sigaction *old = &previous[i];
-  int dies = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+  struct sigaction old = previous[i];
+  int dies = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL;
   /* A program that handles the signal itself goes on: just flush. One that
-   * dies of it: finish the file so open zones are recorded too. */
-  mlprof__writer_flush_from_signal(atomic_load(&writer), dies, 2000);
+   * dies of it: finish the file so open zones are recorded too. A vfork
+   * child shares the session's memory, not its file: it flushes nothing. */
+  if (owner == getpid())
+    mlprof__writer_flush_from_signal(atomic_load(&writer),
+                                     dies ? MLPROF__END_SIGNAL : -1, sig,
+                                     FINAL_WAIT_MS);
   errno = saved_errno;
-  if (old->sa_flags & SA_SIGINFO) {
-    old->sa_sigaction(sig, info, ctx);
-  } else if (old->sa_handler == SIG_DFL) {
-    /* Die of the same signal, with the default action. A fault returns to
-     * the faulting instruction and takes it again. */
+  if (dies) {
+    /* Die of the same signal with the default action, whoever sent it: a
+     * fault that returned would be taken again, but raise() or kill would
+     * not. Unblocked, the raised signal is delivered at once. */
+    sigset_t set;
     signal(sig, SIG_DFL);
-    if (sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE && sig != SIGILL)
-      raise(sig);
-  } else if (old->sa_handler != SIG_IGN) {
-    old->sa_handler(sig);
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return;
   }
+  if (old.sa_flags & SA_RESETHAND) {
+    previous[i].sa_handler = SIG_DFL;
+    previous[i].sa_flags &= ~SA_SIGINFO;
+  }
+  /* The program's handler runs as it would have run without mlprof: with
+   * its own mask. */
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, &old.sa_mask, &mask);
+  if (old.sa_flags & SA_SIGINFO)
+    old.sa_sigaction(sig, info, ctx);
+  else if (old.sa_handler != SIG_IGN)
+    old.sa_handler(sig);
+  pthread_sigmask(SIG_SETMASK, &mask, NULL);
 }
 
 static void install_signals(void) {
@@ -225,7 +269,64 @@ static void install_signals(void) {
   }
 }
 
-static void at_exit(void) { mlprof_shutdown(); }
+/* 64 KiB, or more where the machine's signal frames need it (AVX-512). */
+static size_t altstack_size(void) {
+  long min = sysconf(_SC_MINSIGSTKSZ);
+  size_t size = 64u << 10;
+  return min > 0 && (size_t)min * 4 > size ? (size_t)min * 4 : size;
+}
+
+void *mlprof__altstack_setup(void) {
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+    return NULL; /* the program has one: leave it */
+  size_t size = altstack_size();
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  stack_t st = {.ss_sp = p, .ss_size = size, .ss_flags = 0};
+  if (sigaltstack(&st, NULL) != 0) {
+    munmap(p, size);
+    return NULL;
+  }
+  return p;
+}
+
+void mlprof__altstack_free(void *stack) {
+  if (!stack) return;
+  stack_t cur, off = {.ss_flags = SS_DISABLE};
+  if (sigaltstack(NULL, &cur) == 0 && cur.ss_sp == stack)
+    sigaltstack(&off, NULL); /* else the program replaced it: keep theirs */
+  munmap(stack, altstack_size());
+}
+
+/* ---- exec and _exit (src/intercept/exec.c) ------------------------------ */
+
+int mlprof__session_before_exec(void) {
+  mlprof__writer *w = atomic_load(&writer);
+  if (owner != getpid()) return -1; /* a vfork child */
+  if (!w) return atomic_load(&mlprof__child_pending) ? 0 : -1;
+  mlprof__writer_flush_from_signal(w, MLPROF__END_EXEC, 0, FINAL_WAIT_MS);
+  return (int)mlprof__exec_seq + 1;
+}
+
+void mlprof__session_exec_failed(void) {
+  mlprof__writer *w = atomic_load(&writer);
+  if (w && owner == getpid()) mlprof__writer_resume(w);
+}
+
+void mlprof__session_before_exit(int status) {
+  if (owner == getpid())
+    mlprof__writer_flush_from_signal(atomic_load(&writer), MLPROF__END_EXIT,
+                                     status & 0xff, FINAL_WAIT_MS);
+}
+
+static int session_end(int how, int status);
+
+static void at_exit(int status, void *arg) {
+  (void)arg;
+  session_end(MLPROF__END_EXIT, status & 0xff);
+}
 
 static void fork_prepare(void) {
   pthread_mutex_lock(&session_lock);
@@ -242,6 +343,7 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+  owner = getpid();
   pthread_mutex_unlock(&mlprof__intern_lock);
   pthread_mutex_unlock(&mlprof__meta_lock);
   pthread_mutex_unlock(&session_lock);
@@ -260,7 +362,7 @@ static void fork_child(void) {
 
 static void process_hooks(void) {
   install_signals();
-  atexit(at_exit);
+  on_exit(at_exit, NULL);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
@@ -287,6 +389,7 @@ static int session_start(void) {
                         mlprof_strerror(rc));
     }
   }
+  owner = getpid();
   atomic_store(&writer, w);
   atomic_store(&mlprof__on, want_enabled);
   return 0;
@@ -321,7 +424,7 @@ int mlprof_init(const mlprof_config *cfg) {
   if (snprintf(base_output, sizeof base_output, "%s", output) >=
       (int)sizeof base_output)
     goto out;
-  if ((rc = resolve_path(base_output, 0)) != 0) goto out;
+  if ((rc = resolve_path(base_output, exec_started())) != 0) goto out;
   config = c;
   config.output = base_output;
   want_enabled = c.enabled;
@@ -348,7 +451,10 @@ void mlprof__session_child_start(void) {
   pthread_mutex_unlock(&session_lock);
 }
 
-int mlprof_shutdown(void) {
+int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
+
+/* Stops the session, its file's END saying how the process ends. */
+static int session_end(int how, int status) {
   pthread_mutex_lock(&session_lock);
   atomic_store(&mlprof__child_pending, 0);
   if (sampler) {
@@ -359,7 +465,7 @@ int mlprof_shutdown(void) {
   int rc = MLPROF_ENOTSTARTED;
   if (w) {
     atomic_store(&mlprof__on, 0);
-    rc = mlprof__writer_close(w);
+    rc = mlprof__writer_close(w, how, status);
   }
   pthread_mutex_unlock(&session_lock);
   return rc;

@@ -75,8 +75,11 @@ struct mlprof__writer {
   pthread_t thread;
   int started;
   _Atomic int stop;
-  _Atomic int final_req; /* a fatal signal: finish the file at the next flush */
-  int finished;          /* END written: nothing more goes to the file */
+  /* The process is ending (exec, _exit, a fatal signal): finish the file at
+   * the next flush, its END saying how (MLPROF__END_*) with end_status. */
+  _Atomic int final_req;
+  _Atomic int end_how, end_status;
+  _Atomic int finished;       /* END written: nothing more goes to the file */
   uint64_t unmatched_gone;    /* unmatched ends of threads already freed */
   _Atomic uint64_t req, done; /* flush requests and the last one served */
   pthread_mutex_t done_lock;
@@ -757,6 +760,8 @@ static void finish(mlprof__writer *w) {
   p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));
   p = mlprof__put_uv(p, mlprof_dropped() + atomic_load(&w->track_dropped));
   p = mlprof__put_uv(p, unmatched);
+  p = mlprof__put_uv(p, (uint64_t)atomic_load(&w->end_how));
+  p = mlprof__put_uv(p, (uint64_t)atomic_load(&w->end_status));
   put_chunk(w, MLPROF__CHUNK_END, end, (size_t)(p - end));
   out_flush(w);
   w->finished = 1;
@@ -844,6 +849,7 @@ static void put_header(mlprof__writer *w) {
   for (size_t i = 0; i < alen; i += strlen(args + i) + 1) put_str(&b, args + i);
   put_str(&b, mlprof__clock_name());
   put_uv(&b, w->flush_ms);
+  put_uv(&b, mlprof__exec_seq);
   if (b.p) put_chunk(w, MLPROF__CHUNK_HEADER, b.p, b.len);
   free(b.p);
 }
@@ -926,10 +932,14 @@ int mlprof__writer_flush(mlprof__writer *w) {
   return w->failed ? MLPROF_EIO : 0;
 }
 
-void mlprof__writer_flush_from_signal(mlprof__writer *w, int final,
+void mlprof__writer_flush_from_signal(mlprof__writer *w, int how, int status,
                                       int timeout_ms) {
   if (!w || !w->started) return;
-  if (final) atomic_store(&w->final_req, 1);
+  if (how >= 0) {
+    atomic_store(&w->end_how, how);
+    atomic_store(&w->end_status, status);
+    atomic_store(&w->final_req, 1);
+  }
   uint64_t my = atomic_fetch_add(&w->req, 1) + 1;
   sem_post(&wake);
   struct timespec ms = {0, 1000000};
@@ -937,7 +947,24 @@ void mlprof__writer_flush_from_signal(mlprof__writer *w, int final,
     nanosleep(&ms, NULL);
 }
 
-int mlprof__writer_close(mlprof__writer *w) {
+int mlprof__writer_resume(mlprof__writer *w) {
+  if (!w->started) return MLPROF_ENOTSTARTED;
+  /* Once the final flush was served; whatever the writer drains meanwhile
+   * is not written (the file was finished), the rest goes on. */
+  pthread_mutex_lock(&w->done_lock);
+  while (atomic_load(&w->done) < atomic_load(&w->req))
+    pthread_cond_wait(&w->done_cond, &w->done_lock);
+  atomic_store(&w->final_req, 0);
+  atomic_store(&w->end_how, MLPROF__END_SHUTDOWN);
+  atomic_store(&w->end_status, 0);
+  w->finished = 0;
+  pthread_mutex_unlock(&w->done_lock);
+  return 0;
+}
+
+int mlprof__writer_close(mlprof__writer *w, int how, int status) {
+  atomic_store(&w->end_how, how);
+  atomic_store(&w->end_status, status);
   if (w->started) {
     atomic_store(&w->stop, 1);
     sem_post(&wake);

@@ -702,6 +702,8 @@ static void test_unknown_chunk_and_trailing_bytes(void) {
   put_uv(&p, 4000);
   put_uv(&p, 3);
   put_uv(&p, 1);
+  put_uv(&p, MLPROF__END_EXIT);
+  put_uv(&p, 0);
   put_uv(&p, 99);
   chunk(&g, MLPROF__CHUNK_END, &p);
   logger l = {0};
@@ -1099,6 +1101,89 @@ static void test_job_dir(void) {
   CHECK(job.profiles == NULL);
 }
 
+/* A profile of pid 100 on node1 that is program `seq` of its chain of
+ * execs, started at mono. */
+static void write_exec_profile(const char *name, uint64_t seq, uint64_t mono) {
+  buf f = {0}, p = {0};
+  char path[128];
+  file_header(&f, 1, 2);
+  header_payload(&p, 100, 1, mono, mono, "node1");
+  put_uv(&p, seq);
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+  write_file(path, &f);
+  free(f.d);
+  free(p.d);
+}
+
+static void test_job_exec_chain(void) {
+  make_tmp_dir();
+  /* sh exec'd python3, which exec'd python3 again; then pid 100 was reused
+   * by a new process (a chain of its own), and a profile from 1.0 (no
+   * exec_seq) of another pid. */
+  write_exec_profile("sh-100.mlprof", 0, 1000);
+  write_exec_profile("python3-100-exec1.mlprof", 1, 2000);
+  write_exec_profile("python3-100-exec2.mlprof", 2, 3000);
+  write_exec_profile("later-100.mlprof", 0, 9000);
+  write_profile("old-101.mlprof", 101, 100, 4000, 4000, "node1");
+  mlprof__job job;
+  char err[256] = "";
+  const char *paths[] = {tmp_dir};
+  int rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  remove_tmp_dir();
+  if (rc || job.count != 5) TEST_FAIL("job_open: %d %s", rc, err);
+  const mlprof__job_profile *ps = job.profiles;
+  CHECK_EQ(ps[0].exec_seq, 0);
+  CHECK_EQ(ps[0].exec_next, 1);
+  CHECK_EQ(ps[1].exec_next, 2);
+  CHECK_EQ(ps[2].exec_seq, 2);
+  CHECK_EQ(ps[2].exec_next, -1);
+  CHECK_EQ(ps[3].pid, 101);
+  CHECK_EQ(ps[3].exec_seq, 0);
+  CHECK_EQ(ps[3].exec_next, -1);
+  CHECK_EQ(ps[4].exec_next, -1);
+  /* Another host's pid cannot be looked at. */
+  CHECK_EQ(ps[0].alive, -1);
+  mlprof__job_close(&job);
+}
+
+/* END's how and status (1.2), an END of 1.1 without them, and an END that
+ * more chunks follow (an exec that failed): not a closing chunk. */
+static void test_end_how(void) {
+  static const struct {
+    int fields, then_chunk, how, status, clean;
+  } cases[] = {{5, 0, MLPROF__END_SIGNAL, 11, 1},
+               {3, 0, MLPROF__END_SHUTDOWN, 0, 1},
+               {5, 1, MLPROF__END_EXEC, 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    buf f = {0}, p = {0};
+    profile_start(&f);
+    put_uv(&p, 100);
+    put_uv(&p, 0);
+    put_uv(&p, 0);
+    if (cases[i].fields == 5) {
+      put_uv(&p, (uint64_t)cases[i].how);
+      put_uv(&p, (uint64_t)cases[i].status);
+    }
+    chunk(&f, MLPROF__CHUNK_END, &p);
+    if (cases[i].then_chunk) {
+      put_uv(&p, 0);
+      chunk(&f, MLPROF__CHUNK_META, &p);
+    }
+    mlprof__read_report rep;
+    int rc = mlprof__read_mem(f.d, f.n, NULL, &rep, NULL, 0);
+    free(f.d);
+    free(p.d);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ_U64(rep.damaged_chunks, 0);
+    CHECK_EQ(rep.clean_end, cases[i].clean);
+    if (cases[i].clean) {
+      CHECK_EQ(rep.end_how, cases[i].how);
+      CHECK_EQ(rep.end_status, cases[i].status);
+    }
+  }
+}
+
 static void test_job_hosts(void) {
   make_tmp_dir();
   /* Two hosts: wall-clock starts, whatever the monotonic ones say; a pid on
@@ -1211,6 +1296,8 @@ const mlprof_test mlprof_tests_reader[] = {
     {"read_file_matches_mem", test_read_file_matches_mem},
     {"job_dir", test_job_dir},
     {"job_hosts", test_job_hosts},
+    {"job_exec_chain", test_job_exec_chain},
+    {"end_how", test_end_how},
     {"job_errors", test_job_errors},
     {NULL, NULL},
 };
