@@ -1,8 +1,10 @@
 /* mlprof serve: the dashboard of the run directories under DIR over HTTP
  * (libmicrohttpd), updated while the runs are still being written.
  *
- * Safety: binds 127.0.0.1 unless told otherwise; when bound to loopback it
- * answers only requests whose Host names loopback (no DNS rebinding); it
+ * Safety: binds 127.0.0.1 unless told otherwise; answers only requests
+ * whose one Host is localhost, an IP literal (loopback ones on loopback)
+ * or an --allow-host name (no DNS rebinding); bound elsewhere, asks for a
+ * random token unless --no-token; it
  * serves its own pages and the runs it found under DIR, nothing else: a
  * path with an empty, "." or ".." component is refused, the directory it
  * names must resolve (symlinks followed) inside DIR, and only regular
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +42,8 @@
 #define MIN_REBUILD_NS 500000000ull
 
 static const char usage[] =
-    "usage: mlprof serve [DIR] [--port N] [--bind ADDR]\n"
+    "usage: mlprof serve [DIR] [--port N] [--bind ADDR] [--allow-host NAME]\n"
+    "                    [--no-token]\n"
     "\n"
     "Serves the dashboard of every run directory under DIR (default: the\n"
     "current directory; a run directory holds *.mlprof files), live: a page\n"
@@ -56,7 +60,12 @@ static const char usage[] =
     "  -p, --port N      TCP port (default 8050; 0 picks a free one)\n"
     "  -b, --bind ADDR   address to listen on (default 127.0.0.1, loopback\n"
     "                    only; 0.0.0.0 or :: exposes the profiles to the\n"
-    "                    network)\n"
+    "                    network: then a request needs the token in the\n"
+    "                    printed URL, kept in a cookie afterwards)\n"
+    "  --allow-host NAME also answer requests for NAME (Host header), besides\n"
+    "                    localhost and IP literals (repeatable)\n"
+    "  --no-token        on a non-loopback address, ask no token: anyone who\n"
+    "                    reaches the port sees the profiles\n"
     "  -h, --help        show this help\n"
     "\n"
     "Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.\n"
@@ -80,10 +89,15 @@ typedef struct {
   char error[256];
 } run_cache;
 
+#define MAX_ALLOW 32
+
 typedef struct {
   char root[PATH_MAX];
   int loopback;
-  unsigned short port;
+  const char *allow[MAX_ALLOW]; /* --allow-host names */
+  size_t nallow;
+  char token[33]; /* hex; empty: no token asked for */
+  char set_cookie[128];
   pthread_mutex_t lock;
   run_cache **cache; /* entries never move: pointers stay valid */
   size_t ncache, cap;
@@ -347,9 +361,20 @@ static run_cache *run_get(server *s, const char *rel) {
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
-static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
-                                const char *type, char *buf, size_t len,
-                                int must_free) {
+/* Whether t is the token, compared in a time that does not tell how much
+ * of a guessed token was right. */
+static int token_eq(const server *s, const char *t) {
+  if (!t) return 0;
+  size_t n = strlen(s->token);
+  unsigned char diff = strlen(t) != n;
+  for (size_t i = 0; i < n && t[i]; i++)
+    diff |= (unsigned char)(t[i] ^ s->token[i]);
+  return diff == 0;
+}
+
+static enum MHD_Result send_buf(const server *s, struct MHD_Connection *conn,
+                                unsigned status, const char *type, char *buf,
+                                size_t len, int must_free) {
   struct MHD_Response *r = MHD_create_response_from_buffer(
       len, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
   if (!r) {
@@ -361,6 +386,11 @@ static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(r, "X-Frame-Options", "DENY");
   MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  /* The token came in the URL: from now on the cookie carries it, so the
+   * page's own requests need no token in their URLs. */
+  if (s->token[0] && token_eq(s, MHD_lookup_connection_value(
+                                     conn, MHD_GET_ARGUMENT_KIND, "token")))
+    MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, s->set_cookie);
   if (strncmp(type, "text/html", 9) == 0)
     MHD_add_response_header(
         r, "Content-Security-Policy",
@@ -371,22 +401,22 @@ static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
   return ret;
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status,
-                                 const char *msg) {
-  return send_buf(conn, status, "text/plain; charset=utf-8", (char *)msg,
+static enum MHD_Result send_text(const server *s, struct MHD_Connection *conn,
+                                 unsigned status, const char *msg) {
+  return send_buf(s, conn, status, "text/plain; charset=utf-8", (char *)msg,
                   strlen(msg), 0);
 }
 
 /* Sends the memory writer's buffer (taken) or 500 when it failed. */
-static enum MHD_Result send_out(struct MHD_Connection *conn, mlprof__out *o,
-                                const char *type) {
+static enum MHD_Result send_out(const server *s, struct MHD_Connection *conn,
+                                mlprof__out *o, const char *type) {
   if (o->err) {
     mlprof__out_close(o);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   char *buf = o->buf;
   o->buf = NULL;
-  return send_buf(conn, 200, type, buf, o->len, 1);
+  return send_buf(s, conn, 200, type, buf, o->len, 1);
 }
 
 /* Percent-encodes a path for an href: unreserved bytes and '/' as they
@@ -420,7 +450,7 @@ static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   mlprof__out_lit(
       &o,
@@ -470,7 +500,7 @@ static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
   }
   mlprof__out_lit(&o, "</table></body></html>\n");
   free_list(runs, n);
-  return send_out(conn, &o, "text/html; charset=utf-8");
+  return send_out(s, conn, &o, "text/html; charset=utf-8");
 }
 
 static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
@@ -479,7 +509,7 @@ static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   mlprof__out_lit(&o, "{\"runs\":[");
   for (size_t i = 0; i < n; i++) {
@@ -506,7 +536,7 @@ static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
   }
   mlprof__out_lit(&o, "]}\n");
   free_list(runs, n);
-  return send_out(conn, &o, "application/json");
+  return send_out(s, conn, &o, "application/json");
 }
 
 static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
@@ -517,7 +547,7 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
   if (!pr || mlprof__out_open(&o, -1)) {
     free(pr);
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   pthread_mutex_lock(&s->lock);
   size_t k = 0;
@@ -531,7 +561,7 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
   pthread_mutex_unlock(&s->lock);
   free(pr);
   free_list(runs, n);
-  return send_out(conn, &o, "text/plain; version=0.0.4; charset=utf-8");
+  return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* /run/REL/ and /data/REL. */
@@ -539,28 +569,29 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
                                  const char *rest, int data) {
   char rel[MAX_REL];
   size_t n = strlen(rest);
-  if (n == 0 || n >= sizeof rel) return send_text(conn, 404, "no such run\n");
+  if (n == 0 || n >= sizeof rel)
+    return send_text(s, conn, 404, "no such run\n");
   memcpy(rel, rest, n + 1);
   if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
   if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
-    return send_text(conn, 403, "forbidden path\n");
+    return send_text(s, conn, 403, "forbidden path\n");
   pthread_mutex_lock(&s->lock);
   run_cache *c = run_get(s, rel);
   if (!c) {
     pthread_mutex_unlock(&s->lock);
-    return send_text(conn, 404, "no such run\n");
+    return send_text(s, conn, 404, "no such run\n");
   }
   if (!c->data) {
     char msg[400];
     snprintf(msg, sizeof msg, "cannot read this run: %s\n", c->error);
     pthread_mutex_unlock(&s->lock);
-    return send_buf(conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
+    return send_buf(s, conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
                     0);
   }
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
     pthread_mutex_unlock(&s->lock);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   if (data) {
     mlprof__out_write(&o, c->data, c->data_len);
@@ -572,24 +603,58 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
                              &o);
   }
   pthread_mutex_unlock(&s->lock);
-  return send_out(conn, &o,
+  return send_out(s, conn, &o,
                   data ? "application/json" : "text/html; charset=utf-8");
 }
 
-/* With a loopback listener, a Host that is not loopback means a page of
- * another site reached us by DNS rebinding: refuse it. */
-static int host_ok(const server *s, struct MHD_Connection *conn) {
-  if (!s->loopback) return 1;
-  const char *h =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-  if (!h) return 1; /* HTTP/1.0 */
-  static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
-  for (size_t i = 0; i < 3; i++) {
-    size_t k = strlen(names[i]);
-    if (strncasecmp(h, names[i], k) == 0 && (h[k] == '\0' || h[k] == ':'))
-      return 1;
-  }
-  return strncmp(h, "127.", 4) == 0;
+/* Whether a request may see the profiles: no token is asked for, or it
+ * brings the token in its URL (?token=) or in the cookie set then. */
+static int token_ok(const server *s, struct MHD_Connection *conn) {
+  if (!s->token[0]) return 1;
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(s->set_cookie, "="),
+           s->set_cookie);
+  return token_eq(s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+                                                 "token")) ||
+         token_eq(s, MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, name));
+}
+
+/* Whether h, a Host header, names this server, so that a page of another
+ * site cannot reach it by DNS rebinding (its name resolved to us): an
+ * --allow-host name, localhost, or an IP literal (IPv6 in brackets), each
+ * with an optional port; on a loopback listener only loopback literals. An
+ * IP literal is safe: no DNS answer can make it mean another site. */
+static int host_ok(const server *s, const char *h) {
+  char name[256];
+  int bracket = h[0] == '[';
+  const char *start = h + bracket;
+  size_t len = bracket ? strcspn(start, "]") : strcspn(h, ":");
+  if (bracket && start[len] != ']') return 0;
+  const char *port = start + len + bracket;
+  if (!len || len >= sizeof name) return 0;
+  memcpy(name, start, len);
+  name[len] = '\0';
+  if (*port && (*port != ':' || strlen(port + 1) > 5 ||
+                strspn(port + 1, "0123456789") != strlen(port + 1)))
+    return 0;
+  for (size_t i = 0; i < s->nallow; i++)
+    if (strcasecmp(name, s->allow[i]) == 0) return 1;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (bracket)
+    return inet_pton(AF_INET6, name, &a6) == 1 &&
+           (!s->loopback || IN6_IS_ADDR_LOOPBACK(&a6));
+  if (inet_pton(AF_INET, name, &a4) == 1)
+    return !s->loopback || (ntohl(a4.s_addr) >> 24) == 127;
+  return strcasecmp(name, "localhost") == 0;
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) (*(int *)cls)++;
+  return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
@@ -602,7 +667,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
       *upload_size = 0; /* discard a body */
       return MHD_YES;
     }
-    return send_text(conn, 405, "only GET and HEAD\n");
+    return send_text(s, conn, 405, "only GET and HEAD\n");
   }
   if (!*con_cls) {
     /* First call: headers only; answer on the second. */
@@ -613,16 +678,33 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     *upload_size = 0;
     return MHD_YES;
   }
-  if (!host_ok(s, conn)) return send_text(conn, 403, "bad Host header\n");
-  if (!url || url[0] != '/') return send_text(conn, 400, "bad request\n");
+  int hosts = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
+  if (hosts > 1) return send_text(s, conn, 400, "more than one Host header\n");
+  const char *host =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (host && !host_ok(s, host)) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "Host '%.200s' is not this server's name (DNS rebinding?); "
+             "mlprof serve --allow-host NAME accepts it\n",
+             host);
+    return send_buf(s, conn, 403, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
+  if (!token_ok(s, conn))
+    return send_text(s, conn, 403,
+                     "token required: open the URL mlprof serve printed "
+                     "(?token=...)\n");
+  if (!url || url[0] != '/') return send_text(s, conn, 400, "bad request\n");
   if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
     return page_index(s, conn);
   if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
   if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
   if (strncmp(url, "/run/", 5) == 0) return run_route(s, conn, url + 5, 0);
   if (strncmp(url, "/data/", 6) == 0) return run_route(s, conn, url + 6, 1);
-  if (strstr(url, "..")) return send_text(conn, 403, "forbidden path\n");
-  return send_text(conn, 404, "not found\n");
+  if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
+  return send_text(s, conn, 404, "not found\n");
 }
 
 /* MHD unescapes the path into place; a %00 would cut it short, so keep the
@@ -644,10 +726,15 @@ int mlprof__cmd_serve(int argc, char **argv) {
   static const struct option options[] = {
       {"port", required_argument, NULL, 'p'},
       {"bind", required_argument, NULL, 'b'},
+      {"allow-host", required_argument, NULL, 'a'},
+      {"no-token", no_argument, NULL, 'T'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static server s;
+  memset(&s, 0, sizeof s);
   const char *bind_addr = "127.0.0.1";
   long port = 8050;
+  int no_token = 0;
   opterr = 0;
   optind = 0;
   int ch;
@@ -665,6 +752,22 @@ int mlprof__cmd_serve(int argc, char **argv) {
       case 'b':
         bind_addr = optarg;
         break;
+      case 'a':
+        if (!optarg[0] || strlen(optarg) > 253 ||
+            strspn(optarg,
+                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789.-_:") != strlen(optarg))
+          return fail_usage(
+              "--allow-host wants a host name (letters, digits, "
+              "'.', '-', '_', ':'), not '%s'",
+              optarg);
+        if (s.nallow == MAX_ALLOW)
+          return fail_usage("%s", "at most 32 --allow-host names");
+        s.allow[s.nallow++] = optarg;
+        break;
+      case 'T':
+        no_token = 1;
+        break;
       case 'h':
         fputs(usage, stdout);
         return 0;
@@ -675,8 +778,6 @@ int mlprof__cmd_serve(int argc, char **argv) {
   if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
   const char *dir = optind < argc ? argv[optind] : ".";
 
-  static server s;
-  memset(&s, 0, sizeof s);
   if (!realpath(dir, s.root)) {
     fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));
     return 2;
@@ -703,6 +804,16 @@ int mlprof__cmd_serve(int argc, char **argv) {
   } else {
     return fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'",
                       bind_addr);
+  }
+  if (!s.loopback && !no_token) {
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+      fprintf(stderr, "mlprof serve: no random bytes for a token: %s\n",
+              strerror(errno));
+      return 1;
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+      snprintf(s.token + 2 * i, 3, "%02x", r[i]);
   }
   pthread_mutex_init(&s.lock, NULL);
 
@@ -737,9 +848,18 @@ int mlprof__cmd_serve(int argc, char **argv) {
       MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   unsigned real_port = info ? info->port : (unsigned)port;
   int v6addr = strchr(bind_addr, ':') != NULL;
-  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s\n", s.root,
+  /* Cookies are shared by every port of a host: one name per port. */
+  snprintf(s.set_cookie, sizeof s.set_cookie,
+           "mlprof-token-%u=%s; Path=/; HttpOnly; SameSite=Strict", real_port,
+           s.token);
+  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s%s%s\n", s.root,
           v6addr ? "[" : "", bind_addr, v6addr ? "]" : "", real_port,
-          s.loopback ? "" : " (not loopback: reachable from the network)");
+          s.token[0] ? "?token=" : "", s.token,
+          s.loopback ? ""
+          : s.token[0]
+              ? " (not loopback: reachable from the network, with the token)"
+              : " (not loopback: reachable from the network, --no-token: by "
+                "anyone)");
   fflush(stderr);
 
   sigset_t wait_mask = old;

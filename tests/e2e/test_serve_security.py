@@ -1,0 +1,119 @@
+"""mlprof serve against hostile clients: Host names a rebinding attack would
+send, duplicate Host headers, the token of a non-loopback listener, garbage
+and slow connections, and a large run being read while others are asked
+for. Connects to 127.0.0.1 only."""
+import re
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from conftest import MLPROF, lib  # noqa: F401
+from test_html import Server, record
+
+
+def status(out):
+    return int(out.split(b" ", 2)[1]) if out else None
+
+
+def ask(srv, host_lines, path="/api/runs"):
+    req = f"GET {path} HTTP/1.1\r\n{host_lines}Connection: close\r\n\r\n"
+    return status(srv.raw(req.encode()))
+
+
+@pytest.fixture
+def small(lib, tmp_path):
+    root = tmp_path / "runs"
+    (root / "small").mkdir(parents=True)
+    record(lib, root / "small" / "p.mlprof", [b"load"])
+    return root
+
+
+EVIL = ["127.attacker.example", "127.0.0.1.evil.com", "127.0.0.1.nip.io",
+        "127.0.0.1@evil.com", "evil.com", "localhost.evil.com", "127.0.0.1:80@evil.com",
+        "127.0.0.1:8050.evil.com", "[::1].evil.com", "[::1", "::1", "10.0.0.1",
+        "[fe80::1]", "127.1", "0x7f.0.0.1", "", "127.0.0.1:123456", "127.0.0.1:x"]
+GOOD = ["127.0.0.1", "127.0.0.1:8050", "127.3.4.5", "127.3.4.5:1", "localhost",
+        "LocalHost:8050", "[::1]", "[::1]:8050"]
+
+
+def test_host_names(small):
+    srv = Server(small)
+    try:
+        for h in EVIL:
+            assert ask(srv, f"Host: {h}\r\n") == 403, h
+        for h in GOOD:
+            assert ask(srv, f"Host: {h}\r\n") == 200, h
+        # The answer names the option that would accept the name.
+        st, _, body = srv.get("/", headers={"Host": "evil.com"})
+        assert st == 403 and b"--allow-host" in body
+    finally:
+        assert srv.stop() == 0
+
+
+def test_two_host_headers(small):
+    srv = Server(small)
+    try:
+        for pair in [("127.0.0.1", "evil.com"), ("evil.com", "127.0.0.1"),
+                     ("127.0.0.1", "127.0.0.1")]:
+            assert ask(srv, "".join(f"Host: {h}\r\n" for h in pair)) == 400, pair
+        assert ask(srv, "Host: 127.0.0.1\r\nhost: evil.com\r\n") == 400
+    finally:
+        assert srv.stop() == 0
+
+
+def test_allow_host(small):
+    assert subprocess.run([MLPROF, "serve", small, "--allow-host", "a/b"],
+                          capture_output=True, timeout=30).returncode == 2
+    srv = Server(small, "--allow-host", "profiles.internal", "--allow-host", "Box")
+    try:
+        assert ask(srv, "Host: profiles.internal:8050\r\n") == 200
+        assert ask(srv, "Host: box\r\n") == 200
+        assert ask(srv, "Host: profiles.internal.evil.com\r\n") == 403
+        assert ask(srv, "Host: evil.com\r\n") == 403
+    finally:
+        assert srv.stop() == 0
+
+
+def test_token_on_a_non_loopback_address(small):
+    # Listens on every address; the test only ever connects to 127.0.0.1.
+    srv = Server(small, "--bind", "0.0.0.0")
+    try:
+        m = re.search(r"\?token=([0-9a-f]{32}) ", srv.line)
+        assert m, srv.line
+        token = m.group(1)
+        for path in ["/", "/api/runs", "/data/small", "/metrics", "/run/small/"]:
+            assert srv.get(path)[0] == 403, path
+            assert srv.get(path + "?token=" + "0" * 32)[0] == 403, path
+            assert srv.get(path + "?token=" + token[:-1])[0] == 403, path
+        # The URL's token is answered with a cookie; the page's own requests
+        # (no token in their URLs) then carry it.
+        st, hd, _ = srv.get("/?token=" + token)
+        assert st == 200
+        cookie = hd["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        pair = cookie.split(";")[0]
+        assert pair.split("=")[1] == token
+        assert srv.get("/data/small", headers={"Cookie": pair})[0] == 200
+        assert srv.get("/data/small", headers={"Cookie": pair[:-1] + "x"})[0] == 403
+        # Another IP literal names this server; a DNS name is still refused.
+        assert ask(srv, "Host: 192.0.2.7:8050\r\n", "/api/runs?token=" + token) == 200
+        assert ask(srv, "Host: evil.com\r\n", "/api/runs?token=" + token) == 403
+    finally:
+        assert srv.stop() == 0
+
+
+def test_no_token_is_explicit(small):
+    srv = Server(small, "--bind", "0.0.0.0", "--no-token")
+    try:
+        assert "?token=" not in srv.line and "--no-token" in srv.line
+        assert srv.get("/api/runs")[0] == 200
+    finally:
+        assert srv.stop() == 0
+    # On loopback no token is asked for.
+    srv = Server(small)
+    try:
+        assert "?token=" not in srv.line and srv.get("/api/runs")[0] == 200
+    finally:
+        assert srv.stop() == 0
