@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +79,28 @@ static int fail_usage(const char *fmt, const char *arg) {
 
 /* ---- runs and their cached dashboards ------------------------------------ */
 
+/* One reading of a run, never changed once made: the requests that use it
+ * hold a reference, and the last one frees it. */
 typedef struct {
-  char *rel;      /* path under the root, "." for the root itself */
-  uint64_t sig;   /* of the profiles' names, sizes and mtimes when built */
-  uint64_t built; /* CLOCK_MONOTONIC ns of the build */
+  atomic_int refs;
   int ok;
   mlprof__dash d;
   char *data; /* the page data JSON */
   size_t data_len;
   char error[256];
+} run_build;
+
+/* A run's latest build. A run is read by one request at a time, without
+ * any other lock: meanwhile the other requests for it get its previous
+ * build, or wait for the first one; requests for other runs go on. */
+typedef struct {
+  char *rel;            /* path under the root, "." for the root itself */
+  pthread_mutex_t lock; /* guards what follows, held briefly */
+  pthread_cond_t done;  /* a build ended */
+  run_build *cur;       /* holds a reference; NULL before the first */
+  uint64_t sig;         /* of the profiles' names, sizes and mtimes read */
+  uint64_t built;       /* CLOCK_MONOTONIC ns of the last build's start */
+  int building;
 } run_cache;
 
 #define MAX_ALLOW 32
@@ -98,8 +112,8 @@ typedef struct {
   size_t nallow;
   char token[33]; /* hex; empty: no token asked for */
   char set_cookie[128];
-  pthread_mutex_t lock;
-  run_cache **cache; /* entries never move: pointers stay valid */
+  pthread_mutex_t lock; /* guards the list of entries, held briefly */
+  run_cache **cache;    /* entries never move: pointers stay valid */
   size_t ncache, cap;
 } server;
 
@@ -251,12 +265,11 @@ static int resolve(const server *s, const char *rel, char *out) {
   return -1;
 }
 
-static void cache_clear(run_cache *c) {
-  if (c->ok) mlprof__dash_free(&c->d);
-  c->ok = 0;
-  free(c->data);
-  c->data = NULL;
-  c->data_len = 0;
+static void build_put(run_build *b) {
+  if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
+  if (b->ok) mlprof__dash_free(&b->d);
+  free(b->data);
+  free(b);
 }
 
 /* Opens the profiles of a run, leaving out files that cannot be opened yet
@@ -283,80 +296,108 @@ static int open_job(char **files, size_t n, mlprof__job *job, char *err,
   return rc;
 }
 
-/* The cache entry of rel, rebuilt when its profiles changed. Called with
- * the lock held. NULL when rel is not a run (404). */
-static run_cache *run_get(server *s, const char *rel) {
+/* Reads the run rel (its profiles files) into a new build with one
+ * reference; a run that cannot be read gives a build with the reason in
+ * error. NULL when out of memory. */
+static run_build *build_run(char **files, size_t nf, const char *rel) {
+  run_build *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  atomic_init(&b->refs, 1);
+  mlprof__job job;
+  char err[256];
+  int rc = open_job(files, nf, &job, err, sizeof err);
+  if (!rc) {
+    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &b->d, err, sizeof err);
+    mlprof__job_close(&job);
+  }
+  if (rc) {
+    snprintf(b->error, sizeof b->error, "%s", err);
+    return b;
+  }
+  b->ok = 1;
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    return b;
+  }
+  char url[MAX_REL + 16];
+  snprintf(url, sizeof url, "/data/%s", rel);
+  mlprof__html_opts opts = {.title = rel, .data_url = url};
+  if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
+                               &o)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    mlprof__out_close(&o);
+    return b;
+  }
+  b->data = o.buf; /* kept: freed by build_put */
+  b->data_len = o.len;
+  return b;
+}
+
+/* The entry of rel, made on first use. NULL when out of memory. */
+static run_cache *cache_entry(server *s, const char *rel) {
+  run_cache *c = NULL;
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < s->ncache && !c; i++)
+    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
+  if (!c && s->ncache == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 16;
+    run_cache **x = realloc(s->cache, cap * sizeof *x);
+    if (x) {
+      s->cache = x;
+      s->cap = cap;
+    }
+  }
+  if (!c && s->ncache < s->cap && (c = calloc(1, sizeof *c))) {
+    if ((c->rel = strdup(rel))) {
+      pthread_mutex_init(&c->lock, NULL);
+      pthread_cond_init(&c->done, NULL);
+      s->cache[s->ncache++] = c;
+    } else {
+      free(c);
+      c = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+/* The latest build of rel, read again when its profiles changed (at most
+ * every MIN_REBUILD_NS), with a reference for the caller (build_put). NULL
+ * when rel is not a run (404). */
+static run_build *run_get(server *s, const char *rel) {
   char real[PATH_MAX];
   if (resolve(s, rel, real)) return NULL;
   char **files;
   uint64_t sig;
   size_t nf = profiles_of(real, &files, &sig);
-  if (!nf) {
-    free_list(files, nf);
-    return NULL;
-  }
-  run_cache *c = NULL;
-  for (size_t i = 0; i < s->ncache; i++)
-    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
-  if (!c) {
-    if (s->ncache == s->cap) {
-      size_t cap = s->cap ? s->cap * 2 : 16;
-      run_cache **x = realloc(s->cache, cap * sizeof *x);
-      if (!x) {
-        free_list(files, nf);
-        return NULL;
+  run_cache *c = nf ? cache_entry(s, rel) : NULL;
+  run_build *b = NULL, *old = NULL;
+  if (c) {
+    pthread_mutex_lock(&c->lock);
+    while (!c->cur && c->building) pthread_cond_wait(&c->done, &c->lock);
+    uint64_t t = now_ns();
+    if (!c->building &&
+        (!c->cur || (c->sig != sig && t - c->built >= MIN_REBUILD_NS))) {
+      c->building = 1;
+      c->sig = sig;
+      c->built = t;
+      pthread_mutex_unlock(&c->lock);
+      b = build_run(files, nf, rel);
+      pthread_mutex_lock(&c->lock);
+      c->building = 0;
+      pthread_cond_broadcast(&c->done);
+      if (b) {
+        old = c->cur;
+        c->cur = b;
       }
-      s->cache = x;
-      s->cap = cap;
     }
-    c = calloc(1, sizeof *c);
-    if (!c || !(c->rel = strdup(rel))) {
-      free(c);
-      free_list(files, nf);
-      return NULL;
-    }
-    s->cache[s->ncache++] = c;
+    if ((b = c->cur)) atomic_fetch_add(&b->refs, 1);
+    pthread_mutex_unlock(&c->lock);
   }
-  uint64_t t = now_ns();
-  if ((c->data || c->error[0]) &&
-      (c->sig == sig || t - c->built < MIN_REBUILD_NS)) {
-    free_list(files, nf);
-    return c;
-  }
-  cache_clear(c);
-  c->error[0] = '\0';
-  c->sig = sig;
-  c->built = t;
-  mlprof__job job;
-  char err[256];
-  int rc = open_job(files, nf, &job, err, sizeof err);
+  build_put(old);
   free_list(files, nf);
-  if (!rc) {
-    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &c->d, err, sizeof err);
-    mlprof__job_close(&job);
-  }
-  if (rc) {
-    snprintf(c->error, sizeof c->error, "%s", err);
-    return c;
-  }
-  c->ok = 1;
-  mlprof__out o;
-  if (mlprof__out_open(&o, -1)) {
-    snprintf(c->error, sizeof c->error, "out of memory");
-    return c;
-  }
-  char url[MAX_REL + 16];
-  snprintf(url, sizeof url, "/data/%s", rel);
-  mlprof__html_opts opts = {.title = rel, .data_url = url};
-  if (mlprof__export_html_data(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
-                               &o)) {
-    snprintf(c->error, sizeof c->error, "out of memory");
-    mlprof__out_close(&o);
-    return c;
-  }
-  c->data = o.buf; /* kept: freed by cache_clear */
-  c->data_len = o.len;
-  return c;
+  return b;
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
@@ -549,16 +590,23 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
     free_list(runs, n);
     return send_text(s, conn, 500, "out of memory\n");
   }
-  pthread_mutex_lock(&s->lock);
+  run_build **b = calloc(n ? n : 1, sizeof *b);
+  if (!b) {
+    free(pr);
+    free_list(runs, n);
+    mlprof__out_close(&o);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    run_cache *c = run_get(s, runs[i]);
-    if (c && c->ok)
-      pr[k++] =
-          (mlprof__prom_run){.run = c->rel, .r = &c->d.r, .res = &c->d.res};
+    b[i] = run_get(s, runs[i]);
+    if (b[i] && b[i]->ok)
+      pr[k++] = (mlprof__prom_run){
+          .run = runs[i], .r = &b[i]->d.r, .res = &b[i]->d.res};
   }
   mlprof__export_prom(pr, k, &o);
-  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < n; i++) build_put(b[i]);
+  free(b);
   free(pr);
   free_list(runs, n);
   return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
@@ -575,34 +623,30 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
   if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
   if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
     return send_text(s, conn, 403, "forbidden path\n");
-  pthread_mutex_lock(&s->lock);
-  run_cache *c = run_get(s, rel);
-  if (!c) {
-    pthread_mutex_unlock(&s->lock);
-    return send_text(s, conn, 404, "no such run\n");
-  }
-  if (!c->data) {
+  run_build *b = run_get(s, rel);
+  if (!b) return send_text(s, conn, 404, "no such run\n");
+  if (!b->data) {
     char msg[400];
-    snprintf(msg, sizeof msg, "cannot read this run: %s\n", c->error);
-    pthread_mutex_unlock(&s->lock);
+    snprintf(msg, sizeof msg, "cannot read this run: %s\n", b->error);
+    build_put(b);
     return send_buf(s, conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
                     0);
   }
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
-    pthread_mutex_unlock(&s->lock);
+    build_put(b);
     return send_text(s, conn, 500, "out of memory\n");
   }
   if (data) {
-    mlprof__out_write(&o, c->data, c->data_len);
+    mlprof__out_write(&o, b->data, b->data_len);
   } else {
     char url[MAX_REL + 16];
     snprintf(url, sizeof url, "/data/%s", rel);
     mlprof__html_opts opts = {.title = rel, .data_url = url};
-    mlprof__export_html_page(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
+    mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                              &o);
   }
-  pthread_mutex_unlock(&s->lock);
+  build_put(b);
   return send_out(s, conn, &o,
                   data ? "application/json" : "text/html; charset=utf-8");
 }
@@ -871,7 +915,9 @@ int mlprof__cmd_serve(int argc, char **argv) {
   MHD_stop_daemon(d);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   for (size_t i = 0; i < s.ncache; i++) {
-    cache_clear(s.cache[i]);
+    build_put(s.cache[i]->cur);
+    pthread_mutex_destroy(&s.cache[i]->lock);
+    pthread_cond_destroy(&s.cache[i]->done);
     free(s.cache[i]->rel);
     free(s.cache[i]);
   }

@@ -2,14 +2,15 @@
 send, duplicate Host headers, the token of a non-loopback listener, garbage
 and slow connections, and a large run being read while others are asked
 for. Connects to 127.0.0.1 only."""
+import os
 import re
 import socket
 import subprocess
-import threading
+import time
 
 import pytest
 
-from conftest import MLPROF, lib  # noqa: F401
+from conftest import MLPROF, lib, program  # noqa: F401
 from test_html import Server, record
 
 
@@ -117,3 +118,76 @@ def test_no_token_is_explicit(small):
         assert "?token=" not in srv.line and srv.get("/api/runs")[0] == 200
     finally:
         assert srv.stop() == 0
+
+
+def answered(sock):
+    """Whether an answer has started to arrive on sock (without waiting)."""
+    sock.setblocking(False)
+    try:
+        return len(sock.recv(1, socket.MSG_PEEK)) > 0
+    except BlockingIOError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def read_status(sock):
+    sock.settimeout(120)
+    out = b""
+    while b"\r\n" not in out:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    return status(out)
+
+
+def send_get(path, source="127.0.0.1"):
+    s = socket.socket()
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", SERVER_PORT[0]))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+    return s
+
+
+SERVER_PORT = [0]
+
+
+@pytest.fixture
+def big_and_small(small):
+    # 8 million spans: reading them takes seconds, a small run milliseconds.
+    subprocess.run([MLPROF, "run", "-q", "-o", small / "big", "--",
+                    program("workload"), "2000000"], check=True, timeout=300,
+                   env={**os.environ, "MLPROF_WORK": "0"},
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = Server(small)
+    SERVER_PORT[0] = srv.port
+    yield srv, small
+    assert srv.stop() == 0
+
+
+def test_a_large_run_being_read_does_not_stall_others(big_and_small):
+    srv, root = big_and_small
+    big = send_get("/data/big")
+    time.sleep(0.5)  # not a budget: lets the server start reading big first
+    # The small run is answered, again and again, while the big one is still
+    # being read (with one lock for all, the first waited for the big run, and
+    # the big run's answer went out before the second was asked for).
+    for _ in range(3):
+        with send_get("/data/small") as s:
+            assert read_status(s) == 200
+    assert not answered(big)
+    assert read_status(big) == 200
+    big.close()
+    # Changed, the big run is read again; meanwhile its previous reading is
+    # what others get.
+    for f in (root / "big").iterdir():
+        os.utime(f, (time.time() + 5, time.time() + 5))
+    big = send_get("/data/big")
+    time.sleep(0.5)
+    for path in ["/data/big", "/data/small", "/data/big"]:
+        with send_get(path) as s:
+            assert read_status(s) == 200
+    assert not answered(big)
+    assert read_status(big) == 200
+    big.close()
