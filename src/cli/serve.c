@@ -26,6 +26,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,9 @@
 #define MAX_DEPTH 4
 #define MAX_FILES 4096
 #define MAX_REL 1024
+#define MAX_CONNECTIONS 2048u
+#define PER_IP 64
+#define IDLE_S 10
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 
@@ -833,7 +837,9 @@ int mlprof__cmd_serve(int argc, char **argv) {
   }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  /* epoll: connections are not bounded by select()'s FD_SETSIZE. */
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
   if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
@@ -876,10 +882,18 @@ int mlprof__cmd_serve(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
+  /* Slow clients cost a descriptor each, not a thread: one address holds at
+   * most PER_IP of them, so it cannot take every place, and a connection
+   * idle for IDLE_S is closed. */
+  struct rlimit nofile;
+  unsigned limit = MAX_CONNECTIONS;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < limit + 64u)
+    limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64u : 64u;
   struct MHD_Daemon *d = MHD_start_daemon(
       flags, 0, NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR,
       (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, 4u,
-      MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+      MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
       MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
   if (!d) {

@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -132,7 +133,6 @@ def answered(sock):
 
 
 def read_status(sock):
-    sock.settimeout(120)
     out = b""
     while b"\r\n" not in out:
         chunk = sock.recv(4096)
@@ -145,6 +145,7 @@ def read_status(sock):
 def send_get(path, source="127.0.0.1"):
     s = socket.socket()
     s.bind((source, 0))
+    s.settimeout(120)
     s.connect(("127.0.0.1", SERVER_PORT[0]))
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
     return s
@@ -191,3 +192,43 @@ def test_a_large_run_being_read_does_not_stall_others(big_and_small):
     assert not answered(big)
     assert read_status(big) == 200
     big.close()
+
+
+def test_slow_connections_do_not_stop_others(small):
+    srv = Server(small)
+    SERVER_PORT[0] = srv.port
+    slow, stop = [], threading.Event()
+
+    def trickle():
+        while not stop.wait(2):
+            for s in slow:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=trickle)
+    try:
+        # 600 connections from one address that send a header line every 2 s
+        # and never end their requests: more than the server holds at once.
+        for i in range(600):
+            s = socket.socket()
+            try:
+                s.connect(("127.0.0.1", srv.port))
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            except OSError:
+                pass
+            slow.append(s)
+        t.start()
+        # Another address is answered (before the test's timeout).
+        with send_get("/api/runs", source="127.0.0.2") as s:
+            s.settimeout(60)
+            assert read_status(s) == 200
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for s in slow:
+            s.close()
+        assert srv.stop() == 0
+
