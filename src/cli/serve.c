@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 #include <mlprof.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -43,6 +44,10 @@
 #define MAX_CONNECTIONS 2048u
 #define PER_IP 64
 #define IDLE_S 10
+/* Connections that have not sent their first bytes yet, and how long they
+ * may take. */
+#define MAX_WAITING 256
+#define FIRST_S 10
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 
@@ -770,6 +775,89 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* What the first bytes of a connection are: 1 the start of an HTTP request
+ * (a method in capitals, then a space), -1 anything else, 0 too few yet. */
+static int http_start(const char *b, size_t n) {
+  for (size_t i = 0; i < n && i < 16; i++) {
+    if (b[i] == ' ') return i ? 1 : -1;
+    if (b[i] < 'A' || b[i] > 'Z') return -1;
+  }
+  return n >= 16 ? -1 : 0;
+}
+
+/* Answers 400 and closes fd, having read what it sent (closing with unread
+ * bytes would reset the connection and lose the answer). */
+static void refuse(int fd) {
+  static const char bad[] =
+      "HTTP/1.1 400 Bad Request\r\n"
+      "Content-Type: text/plain; charset=utf-8\r\n"
+      "Content-Length: 12\r\nConnection: close\r\n\r\n"
+      "bad request\n";
+  char buf[4096];
+  for (int i = 0; i < 16 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++) {
+  }
+  if (send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+    shutdown(fd, SHUT_WR);
+  close(fd);
+}
+
+typedef struct {
+  int fd;
+  uint64_t since;
+  struct sockaddr_storage addr;
+  socklen_t len;
+} waiting;
+
+/* Accepts connections until a signal (left unblocked by wait_mask while it
+ * waits) stops the server, and hands the daemon those that begin like an
+ * HTTP request. Anything else gets 400 at once (libmicrohttpd waits for a
+ * whole line, then closes without a word); a connection that sends nothing
+ * for FIRST_S is closed, and when MAX_WAITING wait, the oldest. */
+static void front_door(struct MHD_Daemon *d, int lfd,
+                       const sigset_t *wait_mask) {
+  static waiting w[MAX_WAITING];
+  static struct pollfd p[MAX_WAITING + 1];
+  size_t n = 0;
+  while (!stop_signal) {
+    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (size_t i = 0; i < n; i++)
+      p[i + 1] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
+    struct timespec tick = {1, 0};
+    if (ppoll(p, n + 1, &tick, wait_mask) < 0) continue; /* a signal */
+    uint64_t t = now_ns();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      char b[16];
+      ssize_t got = p[i + 1].revents ? recv(w[i].fd, b, sizeof b, MSG_PEEK) : 0;
+      int v = got > 0 ? http_start(b, (size_t)got) : 0;
+      if (v > 0)
+        MHD_add_connection(d, w[i].fd, (struct sockaddr *)&w[i].addr,
+                           w[i].len); /* closes it on failure */
+      else if (v < 0)
+        refuse(w[i].fd);
+      else if ((p[i + 1].revents && got <= 0) ||
+               t - w[i].since > FIRST_S * 1000000000ull)
+        close(w[i].fd); /* gone, or silent */
+      else
+        w[k++] = w[i];
+    }
+    n = k;
+    if (!(p[0].revents & POLLIN)) continue;
+    for (;;) {
+      waiting c = {.since = t, .len = sizeof c.addr};
+      c.fd = accept4(lfd, (struct sockaddr *)&c.addr, &c.len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c.fd < 0) break;
+      if (n == MAX_WAITING) {
+        close(w[0].fd);
+        memmove(w, w + 1, --n * sizeof *w);
+      }
+      w[n++] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) close(w[i].fd);
+}
+
 int mlprof__cmd_serve(int argc, char **argv) {
   static const struct option options[] = {
       {"port", required_argument, NULL, 'p'},
@@ -837,9 +925,10 @@ int mlprof__cmd_serve(int argc, char **argv) {
   }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  /* epoll: connections are not bounded by select()'s FD_SETSIZE. */
-  unsigned flags =
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+  /* epoll: connections are not bounded by select()'s FD_SETSIZE. The
+   * listening socket is front_door's. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                   MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
   if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
@@ -889,22 +978,35 @@ int mlprof__cmd_serve(int argc, char **argv) {
   unsigned limit = MAX_CONNECTIONS;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < limit + 64u)
     limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64u : 64u;
-  struct MHD_Daemon *d = MHD_start_daemon(
-      flags, 0, NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, 4u,
-      MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (lfd >= 0) {
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ss.ss_family == AF_INET6)
+      setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
+  socklen_t sslen = ss.ss_family == AF_INET6 ? sizeof *v6 : sizeof *v4;
+  struct MHD_Daemon *d = NULL;
+  if (lfd >= 0 && bind(lfd, (struct sockaddr *)&ss, sslen) == 0 &&
+      listen(lfd, 128) == 0 &&
+      getsockname(lfd, (struct sockaddr *)&ss, &sslen) == 0) {
+    errno = 0;
+    d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, &s, MHD_OPTION_THREAD_POOL_SIZE, 4u,
+        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  }
   if (!d) {
     fprintf(stderr, "mlprof serve: cannot listen on %s port %ld: %s\n",
-            bind_addr, port, strerror(errno ? errno : EADDRINUSE));
+            bind_addr, port, errno ? strerror(errno) : "libmicrohttpd failed");
+    if (lfd >= 0) close(lfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
   }
-  const union MHD_DaemonInfo *info =
-      MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  unsigned real_port = info ? info->port : (unsigned)port;
+  unsigned real_port =
+      ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
   int v6addr = strchr(bind_addr, ':') != NULL;
   /* Cookies are shared by every port of a host: one name per port. */
   snprintf(s.set_cookie, sizeof s.set_cookie,
@@ -923,10 +1025,11 @@ int mlprof__cmd_serve(int argc, char **argv) {
   sigset_t wait_mask = old;
   sigdelset(&wait_mask, SIGINT);
   sigdelset(&wait_mask, SIGTERM);
-  while (!stop_signal) sigsuspend(&wait_mask);
+  front_door(d, lfd, &wait_mask);
   fprintf(stderr, "mlprof serve: stopping (%s)\n",
           stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   MHD_stop_daemon(d);
+  close(lfd);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   for (size_t i = 0; i < s.ncache; i++) {
     build_put(s.cache[i]->cur);

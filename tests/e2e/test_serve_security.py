@@ -232,3 +232,19 @@ def test_slow_connections_do_not_stop_others(small):
             s.close()
         assert srv.stop() == 0
 
+
+def test_garbage_gets_400_at_once(small):
+    srv = Server(small)
+    try:
+        for req in [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", b"GARBAGE\r\n\r\n",
+                    b"hello\n", b"\x00\x00\x00\x00"]:
+            # The server answers and closes without waiting for more.
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=120) as s:
+                s.sendall(req)
+                out = b""
+                while chunk := s.recv(4096):
+                    out += chunk
+            assert status(out) == 400, (req, out[:60])
+        assert srv.get("/api/runs")[0] == 200
+    finally:
+        assert srv.stop() == 0
