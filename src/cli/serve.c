@@ -1,8 +1,10 @@
 /* mlprof serve: the dashboard of the run directories under DIR over HTTP
  * (libmicrohttpd), updated while the runs are still being written.
  *
- * Safety: binds 127.0.0.1 unless told otherwise; when bound to loopback it
- * answers only requests whose Host names loopback (no DNS rebinding); it
+ * Safety: binds 127.0.0.1 unless told otherwise; answers only requests
+ * whose one Host is localhost, an IP literal (loopback ones on loopback)
+ * or an --allow-host name (no DNS rebinding); bound elsewhere, asks for a
+ * random token unless --no-token; it
  * serves its own pages and the runs it found under DIR, nothing else: a
  * path with an empty, "." or ".." component is refused, the directory it
  * names must resolve (symlinks followed) inside DIR, and only regular
@@ -15,13 +17,17 @@
 #include <microhttpd.h>
 #include <mlprof.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,11 +41,19 @@
 #define MAX_DEPTH 4
 #define MAX_FILES 4096
 #define MAX_REL 1024
+#define MAX_CONNECTIONS 2048u
+#define PER_IP 64
+#define IDLE_S 10
+/* Connections that have not sent their first bytes yet, and how long they
+ * may take. */
+#define MAX_WAITING 256
+#define FIRST_S 10
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 
 static const char usage[] =
-    "usage: mlprof serve [DIR] [--port N] [--bind ADDR]\n"
+    "usage: mlprof serve [DIR] [--port N] [--bind ADDR] [--allow-host NAME]\n"
+    "                    [--no-token]\n"
     "\n"
     "Serves the dashboard of every run directory under DIR (default: the\n"
     "current directory; a run directory holds *.mlprof files), live: a page\n"
@@ -56,7 +70,12 @@ static const char usage[] =
     "  -p, --port N      TCP port (default 8050; 0 picks a free one)\n"
     "  -b, --bind ADDR   address to listen on (default 127.0.0.1, loopback\n"
     "                    only; 0.0.0.0 or :: exposes the profiles to the\n"
-    "                    network)\n"
+    "                    network: then a request needs the token in the\n"
+    "                    printed URL, kept in a cookie afterwards)\n"
+    "  --allow-host NAME also answer requests for NAME (Host header), besides\n"
+    "                    localhost and IP literals (repeatable)\n"
+    "  --no-token        on a non-loopback address, ask no token: anyone who\n"
+    "                    reaches the port sees the profiles\n"
     "  -h, --help        show this help\n"
     "\n"
     "Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.\n"
@@ -69,23 +88,41 @@ static int fail_usage(const char *fmt, const char *arg) {
 
 /* ---- runs and their cached dashboards ------------------------------------ */
 
+/* One reading of a run, never changed once made: the requests that use it
+ * hold a reference, and the last one frees it. */
 typedef struct {
-  char *rel;      /* path under the root, "." for the root itself */
-  uint64_t sig;   /* of the profiles' names, sizes and mtimes when built */
-  uint64_t built; /* CLOCK_MONOTONIC ns of the build */
+  atomic_int refs;
   int ok;
   mlprof__dash d;
   char *data; /* the page data JSON */
   size_t data_len;
   char error[256];
+} run_build;
+
+/* A run's latest build. A run is read by one request at a time, without
+ * any other lock: meanwhile the other requests for it get its previous
+ * build, or wait for the first one; requests for other runs go on. */
+typedef struct {
+  char *rel;            /* path under the root, "." for the root itself */
+  pthread_mutex_t lock; /* guards what follows, held briefly */
+  pthread_cond_t done;  /* a build ended */
+  run_build *cur;       /* holds a reference; NULL before the first */
+  uint64_t sig;         /* of the profiles' names, sizes and mtimes read */
+  uint64_t built;       /* CLOCK_MONOTONIC ns of the last build's start */
+  int building;
 } run_cache;
+
+#define MAX_ALLOW 32
 
 typedef struct {
   char root[PATH_MAX];
   int loopback;
-  unsigned short port;
-  pthread_mutex_t lock;
-  run_cache **cache; /* entries never move: pointers stay valid */
+  const char *allow[MAX_ALLOW]; /* --allow-host names */
+  size_t nallow;
+  char token[33]; /* hex; empty: no token asked for */
+  char set_cookie[128];
+  pthread_mutex_t lock; /* guards the list of entries, held briefly */
+  run_cache **cache;    /* entries never move: pointers stay valid */
   size_t ncache, cap;
 } server;
 
@@ -237,12 +274,11 @@ static int resolve(const server *s, const char *rel, char *out) {
   return -1;
 }
 
-static void cache_clear(run_cache *c) {
-  if (c->ok) mlprof__dash_free(&c->d);
-  c->ok = 0;
-  free(c->data);
-  c->data = NULL;
-  c->data_len = 0;
+static void build_put(run_build *b) {
+  if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
+  if (b->ok) mlprof__dash_free(&b->d);
+  free(b->data);
+  free(b);
 }
 
 /* Opens the profiles of a run, leaving out files that cannot be opened yet
@@ -269,87 +305,126 @@ static int open_job(char **files, size_t n, mlprof__job *job, char *err,
   return rc;
 }
 
-/* The cache entry of rel, rebuilt when its profiles changed. Called with
- * the lock held. NULL when rel is not a run (404). */
-static run_cache *run_get(server *s, const char *rel) {
+/* Reads the run rel (its profiles files) into a new build with one
+ * reference; a run that cannot be read gives a build with the reason in
+ * error. NULL when out of memory. */
+static run_build *build_run(char **files, size_t nf, const char *rel) {
+  run_build *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  atomic_init(&b->refs, 1);
+  mlprof__job job;
+  char err[256];
+  int rc = open_job(files, nf, &job, err, sizeof err);
+  if (!rc) {
+    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &b->d, err, sizeof err);
+    mlprof__job_close(&job);
+  }
+  if (rc) {
+    snprintf(b->error, sizeof b->error, "%s", err);
+    return b;
+  }
+  b->ok = 1;
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    return b;
+  }
+  char url[MAX_REL + 16];
+  snprintf(url, sizeof url, "/data/%s", rel);
+  mlprof__html_opts opts = {.title = rel, .data_url = url};
+  if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
+                               &o)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    mlprof__out_close(&o);
+    return b;
+  }
+  b->data = o.buf; /* kept: freed by build_put */
+  b->data_len = o.len;
+  return b;
+}
+
+/* The entry of rel, made on first use. NULL when out of memory. */
+static run_cache *cache_entry(server *s, const char *rel) {
+  run_cache *c = NULL;
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < s->ncache && !c; i++)
+    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
+  if (!c && s->ncache == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 16;
+    run_cache **x = realloc(s->cache, cap * sizeof *x);
+    if (x) {
+      s->cache = x;
+      s->cap = cap;
+    }
+  }
+  if (!c && s->ncache < s->cap && (c = calloc(1, sizeof *c))) {
+    if ((c->rel = strdup(rel))) {
+      pthread_mutex_init(&c->lock, NULL);
+      pthread_cond_init(&c->done, NULL);
+      s->cache[s->ncache++] = c;
+    } else {
+      free(c);
+      c = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+/* The latest build of rel, read again when its profiles changed (at most
+ * every MIN_REBUILD_NS), with a reference for the caller (build_put). NULL
+ * when rel is not a run (404). */
+static run_build *run_get(server *s, const char *rel) {
   char real[PATH_MAX];
   if (resolve(s, rel, real)) return NULL;
   char **files;
   uint64_t sig;
   size_t nf = profiles_of(real, &files, &sig);
-  if (!nf) {
-    free_list(files, nf);
-    return NULL;
-  }
-  run_cache *c = NULL;
-  for (size_t i = 0; i < s->ncache; i++)
-    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
-  if (!c) {
-    if (s->ncache == s->cap) {
-      size_t cap = s->cap ? s->cap * 2 : 16;
-      run_cache **x = realloc(s->cache, cap * sizeof *x);
-      if (!x) {
-        free_list(files, nf);
-        return NULL;
+  run_cache *c = nf ? cache_entry(s, rel) : NULL;
+  run_build *b = NULL, *old = NULL;
+  if (c) {
+    pthread_mutex_lock(&c->lock);
+    while (!c->cur && c->building) pthread_cond_wait(&c->done, &c->lock);
+    uint64_t t = now_ns();
+    if (!c->building &&
+        (!c->cur || (c->sig != sig && t - c->built >= MIN_REBUILD_NS))) {
+      c->building = 1;
+      c->sig = sig;
+      c->built = t;
+      pthread_mutex_unlock(&c->lock);
+      b = build_run(files, nf, rel);
+      pthread_mutex_lock(&c->lock);
+      c->building = 0;
+      pthread_cond_broadcast(&c->done);
+      if (b) {
+        old = c->cur;
+        c->cur = b;
       }
-      s->cache = x;
-      s->cap = cap;
     }
-    c = calloc(1, sizeof *c);
-    if (!c || !(c->rel = strdup(rel))) {
-      free(c);
-      free_list(files, nf);
-      return NULL;
-    }
-    s->cache[s->ncache++] = c;
+    if ((b = c->cur)) atomic_fetch_add(&b->refs, 1);
+    pthread_mutex_unlock(&c->lock);
   }
-  uint64_t t = now_ns();
-  if ((c->data || c->error[0]) &&
-      (c->sig == sig || t - c->built < MIN_REBUILD_NS)) {
-    free_list(files, nf);
-    return c;
-  }
-  cache_clear(c);
-  c->error[0] = '\0';
-  c->sig = sig;
-  c->built = t;
-  mlprof__job job;
-  char err[256];
-  int rc = open_job(files, nf, &job, err, sizeof err);
+  build_put(old);
   free_list(files, nf);
-  if (!rc) {
-    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &c->d, err, sizeof err);
-    mlprof__job_close(&job);
-  }
-  if (rc) {
-    snprintf(c->error, sizeof c->error, "%s", err);
-    return c;
-  }
-  c->ok = 1;
-  mlprof__out o;
-  if (mlprof__out_open(&o, -1)) {
-    snprintf(c->error, sizeof c->error, "out of memory");
-    return c;
-  }
-  char url[MAX_REL + 16];
-  snprintf(url, sizeof url, "/data/%s", rel);
-  mlprof__html_opts opts = {.title = rel, .data_url = url};
-  if (mlprof__export_html_data(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
-                               &o)) {
-    snprintf(c->error, sizeof c->error, "out of memory");
-    mlprof__out_close(&o);
-    return c;
-  }
-  c->data = o.buf; /* kept: freed by cache_clear */
-  c->data_len = o.len;
-  return c;
+  return b;
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
-static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
-                                const char *type, char *buf, size_t len,
-                                int must_free) {
+/* Whether t is the token, compared in a time that does not tell how much
+ * of a guessed token was right. */
+static int token_eq(const server *s, const char *t) {
+  if (!t) return 0;
+  size_t n = strlen(s->token);
+  unsigned char diff = strlen(t) != n;
+  for (size_t i = 0; i < n && t[i]; i++)
+    diff |= (unsigned char)(t[i] ^ s->token[i]);
+  return diff == 0;
+}
+
+static enum MHD_Result send_buf(const server *s, struct MHD_Connection *conn,
+                                unsigned status, const char *type, char *buf,
+                                size_t len, int must_free) {
   struct MHD_Response *r = MHD_create_response_from_buffer(
       len, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
   if (!r) {
@@ -361,6 +436,11 @@ static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(r, "X-Frame-Options", "DENY");
   MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  /* The token came in the URL: from now on the cookie carries it, so the
+   * page's own requests need no token in their URLs. */
+  if (s->token[0] && token_eq(s, MHD_lookup_connection_value(
+                                     conn, MHD_GET_ARGUMENT_KIND, "token")))
+    MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, s->set_cookie);
   if (strncmp(type, "text/html", 9) == 0)
     MHD_add_response_header(
         r, "Content-Security-Policy",
@@ -371,22 +451,22 @@ static enum MHD_Result send_buf(struct MHD_Connection *conn, unsigned status,
   return ret;
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status,
-                                 const char *msg) {
-  return send_buf(conn, status, "text/plain; charset=utf-8", (char *)msg,
+static enum MHD_Result send_text(const server *s, struct MHD_Connection *conn,
+                                 unsigned status, const char *msg) {
+  return send_buf(s, conn, status, "text/plain; charset=utf-8", (char *)msg,
                   strlen(msg), 0);
 }
 
 /* Sends the memory writer's buffer (taken) or 500 when it failed. */
-static enum MHD_Result send_out(struct MHD_Connection *conn, mlprof__out *o,
-                                const char *type) {
+static enum MHD_Result send_out(const server *s, struct MHD_Connection *conn,
+                                mlprof__out *o, const char *type) {
   if (o->err) {
     mlprof__out_close(o);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   char *buf = o->buf;
   o->buf = NULL;
-  return send_buf(conn, 200, type, buf, o->len, 1);
+  return send_buf(s, conn, 200, type, buf, o->len, 1);
 }
 
 /* Percent-encodes a path for an href: unreserved bytes and '/' as they
@@ -420,7 +500,7 @@ static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   mlprof__out_lit(
       &o,
@@ -470,7 +550,7 @@ static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
   }
   mlprof__out_lit(&o, "</table></body></html>\n");
   free_list(runs, n);
-  return send_out(conn, &o, "text/html; charset=utf-8");
+  return send_out(s, conn, &o, "text/html; charset=utf-8");
 }
 
 static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
@@ -479,7 +559,7 @@ static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
   mlprof__out_lit(&o, "{\"runs\":[");
   for (size_t i = 0; i < n; i++) {
@@ -506,7 +586,7 @@ static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
   }
   mlprof__out_lit(&o, "]}\n");
   free_list(runs, n);
-  return send_out(conn, &o, "application/json");
+  return send_out(s, conn, &o, "application/json");
 }
 
 static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
@@ -517,21 +597,28 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
   if (!pr || mlprof__out_open(&o, -1)) {
     free(pr);
     free_list(runs, n);
-    return send_text(conn, 500, "out of memory\n");
+    return send_text(s, conn, 500, "out of memory\n");
   }
-  pthread_mutex_lock(&s->lock);
+  run_build **b = calloc(n ? n : 1, sizeof *b);
+  if (!b) {
+    free(pr);
+    free_list(runs, n);
+    mlprof__out_close(&o);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    run_cache *c = run_get(s, runs[i]);
-    if (c && c->ok)
-      pr[k++] =
-          (mlprof__prom_run){.run = c->rel, .r = &c->d.r, .res = &c->d.res};
+    b[i] = run_get(s, runs[i]);
+    if (b[i] && b[i]->ok)
+      pr[k++] = (mlprof__prom_run){
+          .run = runs[i], .r = &b[i]->d.r, .res = &b[i]->d.res};
   }
   mlprof__export_prom(pr, k, &o);
-  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < n; i++) build_put(b[i]);
+  free(b);
   free(pr);
   free_list(runs, n);
-  return send_out(conn, &o, "text/plain; version=0.0.4; charset=utf-8");
+  return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* /run/REL/ and /data/REL. */
@@ -539,57 +626,88 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
                                  const char *rest, int data) {
   char rel[MAX_REL];
   size_t n = strlen(rest);
-  if (n == 0 || n >= sizeof rel) return send_text(conn, 404, "no such run\n");
+  if (n == 0 || n >= sizeof rel)
+    return send_text(s, conn, 404, "no such run\n");
   memcpy(rel, rest, n + 1);
   if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
   if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
-    return send_text(conn, 403, "forbidden path\n");
-  pthread_mutex_lock(&s->lock);
-  run_cache *c = run_get(s, rel);
-  if (!c) {
-    pthread_mutex_unlock(&s->lock);
-    return send_text(conn, 404, "no such run\n");
-  }
-  if (!c->data) {
+    return send_text(s, conn, 403, "forbidden path\n");
+  run_build *b = run_get(s, rel);
+  if (!b) return send_text(s, conn, 404, "no such run\n");
+  if (!b->data) {
     char msg[400];
-    snprintf(msg, sizeof msg, "cannot read this run: %s\n", c->error);
-    pthread_mutex_unlock(&s->lock);
-    return send_buf(conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
+    snprintf(msg, sizeof msg, "cannot read this run: %s\n", b->error);
+    build_put(b);
+    return send_buf(s, conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
                     0);
   }
   mlprof__out o;
   if (mlprof__out_open(&o, -1)) {
-    pthread_mutex_unlock(&s->lock);
-    return send_text(conn, 500, "out of memory\n");
+    build_put(b);
+    return send_text(s, conn, 500, "out of memory\n");
   }
   if (data) {
-    mlprof__out_write(&o, c->data, c->data_len);
+    mlprof__out_write(&o, b->data, b->data_len);
   } else {
     char url[MAX_REL + 16];
     snprintf(url, sizeof url, "/data/%s", rel);
     mlprof__html_opts opts = {.title = rel, .data_url = url};
-    mlprof__export_html_page(&c->d.r, &c->d.res, &c->d.f, &c->d.tree, &opts,
+    mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                              &o);
   }
-  pthread_mutex_unlock(&s->lock);
-  return send_out(conn, &o,
+  build_put(b);
+  return send_out(s, conn, &o,
                   data ? "application/json" : "text/html; charset=utf-8");
 }
 
-/* With a loopback listener, a Host that is not loopback means a page of
- * another site reached us by DNS rebinding: refuse it. */
-static int host_ok(const server *s, struct MHD_Connection *conn) {
-  if (!s->loopback) return 1;
-  const char *h =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-  if (!h) return 1; /* HTTP/1.0 */
-  static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
-  for (size_t i = 0; i < 3; i++) {
-    size_t k = strlen(names[i]);
-    if (strncasecmp(h, names[i], k) == 0 && (h[k] == '\0' || h[k] == ':'))
-      return 1;
-  }
-  return strncmp(h, "127.", 4) == 0;
+/* Whether a request may see the profiles: no token is asked for, or it
+ * brings the token in its URL (?token=) or in the cookie set then. */
+static int token_ok(const server *s, struct MHD_Connection *conn) {
+  if (!s->token[0]) return 1;
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(s->set_cookie, "="),
+           s->set_cookie);
+  return token_eq(s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+                                                 "token")) ||
+         token_eq(s, MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, name));
+}
+
+/* Whether h, a Host header, names this server, so that a page of another
+ * site cannot reach it by DNS rebinding (its name resolved to us): an
+ * --allow-host name, localhost, or an IP literal (IPv6 in brackets), each
+ * with an optional port; on a loopback listener only loopback literals. An
+ * IP literal is safe: no DNS answer can make it mean another site. */
+static int host_ok(const server *s, const char *h) {
+  char name[256];
+  int bracket = h[0] == '[';
+  const char *start = h + bracket;
+  size_t len = bracket ? strcspn(start, "]") : strcspn(h, ":");
+  if (bracket && start[len] != ']') return 0;
+  const char *port = start + len + bracket;
+  if (!len || len >= sizeof name) return 0;
+  memcpy(name, start, len);
+  name[len] = '\0';
+  if (*port && (*port != ':' || strlen(port + 1) > 5 ||
+                strspn(port + 1, "0123456789") != strlen(port + 1)))
+    return 0;
+  for (size_t i = 0; i < s->nallow; i++)
+    if (strcasecmp(name, s->allow[i]) == 0) return 1;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (bracket)
+    return inet_pton(AF_INET6, name, &a6) == 1 &&
+           (!s->loopback || IN6_IS_ADDR_LOOPBACK(&a6));
+  if (inet_pton(AF_INET, name, &a4) == 1)
+    return !s->loopback || (ntohl(a4.s_addr) >> 24) == 127;
+  return strcasecmp(name, "localhost") == 0;
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) (*(int *)cls)++;
+  return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
@@ -602,7 +720,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
       *upload_size = 0; /* discard a body */
       return MHD_YES;
     }
-    return send_text(conn, 405, "only GET and HEAD\n");
+    return send_text(s, conn, 405, "only GET and HEAD\n");
   }
   if (!*con_cls) {
     /* First call: headers only; answer on the second. */
@@ -613,16 +731,33 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     *upload_size = 0;
     return MHD_YES;
   }
-  if (!host_ok(s, conn)) return send_text(conn, 403, "bad Host header\n");
-  if (!url || url[0] != '/') return send_text(conn, 400, "bad request\n");
+  int hosts = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
+  if (hosts > 1) return send_text(s, conn, 400, "more than one Host header\n");
+  const char *host =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (host && !host_ok(s, host)) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "Host '%.200s' is not this server's name (DNS rebinding?); "
+             "mlprof serve --allow-host NAME accepts it\n",
+             host);
+    return send_buf(s, conn, 403, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
+  if (!token_ok(s, conn))
+    return send_text(s, conn, 403,
+                     "token required: open the URL mlprof serve printed "
+                     "(?token=...)\n");
+  if (!url || url[0] != '/') return send_text(s, conn, 400, "bad request\n");
   if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
     return page_index(s, conn);
   if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
   if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
   if (strncmp(url, "/run/", 5) == 0) return run_route(s, conn, url + 5, 0);
   if (strncmp(url, "/data/", 6) == 0) return run_route(s, conn, url + 6, 1);
-  if (strstr(url, "..")) return send_text(conn, 403, "forbidden path\n");
-  return send_text(conn, 404, "not found\n");
+  if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
+  return send_text(s, conn, 404, "not found\n");
 }
 
 /* MHD unescapes the path into place; a %00 would cut it short, so keep the
@@ -640,14 +775,102 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* What the first bytes of a connection are: 1 the start of an HTTP request
+ * (a method in capitals, then a space), -1 anything else, 0 too few yet. */
+static int http_start(const char *b, size_t n) {
+  for (size_t i = 0; i < n && i < 16; i++) {
+    if (b[i] == ' ') return i ? 1 : -1;
+    if (b[i] < 'A' || b[i] > 'Z') return -1;
+  }
+  return n >= 16 ? -1 : 0;
+}
+
+/* Answers 400 and closes fd, having read what it sent (closing with unread
+ * bytes would reset the connection and lose the answer). */
+static void refuse(int fd) {
+  static const char bad[] =
+      "HTTP/1.1 400 Bad Request\r\n"
+      "Content-Type: text/plain; charset=utf-8\r\n"
+      "Content-Length: 12\r\nConnection: close\r\n\r\n"
+      "bad request\n";
+  char buf[4096];
+  for (int i = 0; i < 16 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++) {
+  }
+  if (send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+    shutdown(fd, SHUT_WR);
+  close(fd);
+}
+
+typedef struct {
+  int fd;
+  uint64_t since;
+  struct sockaddr_storage addr;
+  socklen_t len;
+} waiting;
+
+/* Accepts connections until a signal (left unblocked by wait_mask while it
+ * waits) stops the server, and hands the daemon those that begin like an
+ * HTTP request. Anything else gets 400 at once (libmicrohttpd waits for a
+ * whole line, then closes without a word); a connection that sends nothing
+ * for FIRST_S is closed, and when MAX_WAITING wait, the oldest. */
+static void front_door(struct MHD_Daemon *d, int lfd,
+                       const sigset_t *wait_mask) {
+  static waiting w[MAX_WAITING];
+  static struct pollfd p[MAX_WAITING + 1];
+  size_t n = 0;
+  while (!stop_signal) {
+    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (size_t i = 0; i < n; i++)
+      p[i + 1] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
+    struct timespec tick = {1, 0};
+    if (ppoll(p, n + 1, &tick, wait_mask) < 0) continue; /* a signal */
+    uint64_t t = now_ns();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      char b[16];
+      ssize_t got = p[i + 1].revents ? recv(w[i].fd, b, sizeof b, MSG_PEEK) : 0;
+      int v = got > 0 ? http_start(b, (size_t)got) : 0;
+      if (v > 0)
+        MHD_add_connection(d, w[i].fd, (struct sockaddr *)&w[i].addr,
+                           w[i].len); /* closes it on failure */
+      else if (v < 0)
+        refuse(w[i].fd);
+      else if ((p[i + 1].revents && got <= 0) ||
+               t - w[i].since > FIRST_S * 1000000000ull)
+        close(w[i].fd); /* gone, or silent */
+      else
+        w[k++] = w[i];
+    }
+    n = k;
+    if (!(p[0].revents & POLLIN)) continue;
+    for (;;) {
+      waiting c = {.since = t, .len = sizeof c.addr};
+      c.fd = accept4(lfd, (struct sockaddr *)&c.addr, &c.len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c.fd < 0) break;
+      if (n == MAX_WAITING) {
+        close(w[0].fd);
+        memmove(w, w + 1, --n * sizeof *w);
+      }
+      w[n++] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) close(w[i].fd);
+}
+
 int mlprof__cmd_serve(int argc, char **argv) {
   static const struct option options[] = {
       {"port", required_argument, NULL, 'p'},
       {"bind", required_argument, NULL, 'b'},
+      {"allow-host", required_argument, NULL, 'a'},
+      {"no-token", no_argument, NULL, 'T'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static server s;
+  memset(&s, 0, sizeof s);
   const char *bind_addr = "127.0.0.1";
   long port = 8050;
+  int no_token = 0;
   opterr = 0;
   optind = 0;
   int ch;
@@ -665,6 +888,22 @@ int mlprof__cmd_serve(int argc, char **argv) {
       case 'b':
         bind_addr = optarg;
         break;
+      case 'a':
+        if (!optarg[0] || strlen(optarg) > 253 ||
+            strspn(optarg,
+                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789.-_:") != strlen(optarg))
+          return fail_usage(
+              "--allow-host wants a host name (letters, digits, "
+              "'.', '-', '_', ':'), not '%s'",
+              optarg);
+        if (s.nallow == MAX_ALLOW)
+          return fail_usage("%s", "at most 32 --allow-host names");
+        s.allow[s.nallow++] = optarg;
+        break;
+      case 'T':
+        no_token = 1;
+        break;
       case 'h':
         fputs(usage, stdout);
         return 0;
@@ -675,8 +914,6 @@ int mlprof__cmd_serve(int argc, char **argv) {
   if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
   const char *dir = optind < argc ? argv[optind] : ".";
 
-  static server s;
-  memset(&s, 0, sizeof s);
   if (!realpath(dir, s.root)) {
     fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));
     return 2;
@@ -688,7 +925,10 @@ int mlprof__cmd_serve(int argc, char **argv) {
   }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  /* epoll: connections are not bounded by select()'s FD_SETSIZE. The
+   * listening socket is front_door's. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                   MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
   if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
@@ -703,6 +943,16 @@ int mlprof__cmd_serve(int argc, char **argv) {
   } else {
     return fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'",
                       bind_addr);
+  }
+  if (!s.loopback && !no_token) {
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+      fprintf(stderr, "mlprof serve: no random bytes for a token: %s\n",
+              strerror(errno));
+      return 1;
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+      snprintf(s.token + 2 * i, 3, "%02x", r[i]);
   }
   pthread_mutex_init(&s.lock, NULL);
 
@@ -721,37 +971,70 @@ int mlprof__cmd_serve(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  struct MHD_Daemon *d = MHD_start_daemon(
-      flags, 0, NULL, NULL, handle, &s, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, 4u,
-      MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  /* Slow clients cost a descriptor each, not a thread: one address holds at
+   * most PER_IP of them, so it cannot take every place, and a connection
+   * idle for IDLE_S is closed. */
+  struct rlimit nofile;
+  unsigned limit = MAX_CONNECTIONS;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < limit + 64u)
+    limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64u : 64u;
+  int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (lfd >= 0) {
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ss.ss_family == AF_INET6)
+      setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
+  socklen_t sslen = ss.ss_family == AF_INET6 ? sizeof *v6 : sizeof *v4;
+  struct MHD_Daemon *d = NULL;
+  if (lfd >= 0 && bind(lfd, (struct sockaddr *)&ss, sslen) == 0 &&
+      listen(lfd, 128) == 0 &&
+      getsockname(lfd, (struct sockaddr *)&ss, &sslen) == 0) {
+    errno = 0;
+    d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, &s, MHD_OPTION_THREAD_POOL_SIZE, 4u,
+        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  }
   if (!d) {
     fprintf(stderr, "mlprof serve: cannot listen on %s port %ld: %s\n",
-            bind_addr, port, strerror(errno ? errno : EADDRINUSE));
+            bind_addr, port, errno ? strerror(errno) : "libmicrohttpd failed");
+    if (lfd >= 0) close(lfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
   }
-  const union MHD_DaemonInfo *info =
-      MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  unsigned real_port = info ? info->port : (unsigned)port;
+  unsigned real_port =
+      ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
   int v6addr = strchr(bind_addr, ':') != NULL;
-  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s\n", s.root,
+  /* Cookies are shared by every port of a host: one name per port. */
+  snprintf(s.set_cookie, sizeof s.set_cookie,
+           "mlprof-token-%u=%s; Path=/; HttpOnly; SameSite=Strict", real_port,
+           s.token);
+  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s%s%s\n", s.root,
           v6addr ? "[" : "", bind_addr, v6addr ? "]" : "", real_port,
-          s.loopback ? "" : " (not loopback: reachable from the network)");
+          s.token[0] ? "?token=" : "", s.token,
+          s.loopback ? ""
+          : s.token[0]
+              ? " (not loopback: reachable from the network, with the token)"
+              : " (not loopback: reachable from the network, --no-token: by "
+                "anyone)");
   fflush(stderr);
 
   sigset_t wait_mask = old;
   sigdelset(&wait_mask, SIGINT);
   sigdelset(&wait_mask, SIGTERM);
-  while (!stop_signal) sigsuspend(&wait_mask);
+  front_door(d, lfd, &wait_mask);
   fprintf(stderr, "mlprof serve: stopping (%s)\n",
           stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   MHD_stop_daemon(d);
+  close(lfd);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   for (size_t i = 0; i < s.ncache; i++) {
-    cache_clear(s.cache[i]);
+    build_put(s.cache[i]->cur);
+    pthread_mutex_destroy(&s.cache[i]->lock);
+    pthread_cond_destroy(&s.cache[i]->done);
     free(s.cache[i]->rel);
     free(s.cache[i]);
   }
