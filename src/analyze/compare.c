@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../export/table.h"
+#include "../base/base.h"
 #include "../model/job.h"
 
 int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,

@@ -15,61 +15,6 @@
  * duration: a damaged or hostile depth must not size an array. */
 #define MAX_DEPTH 4096
 
-/* ---- map ----------------------------------------------------------------- */
-
-static size_t map_slot(uint64_t key, size_t cap) {
-  /* Fibonacci hashing: thread ids and name ids are small and dense. */
-  return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-}
-
-uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
-  if (!m->cap) return MLPROF__NONE;
-  for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-    if (m->vals[i] == MLPROF__NONE) return MLPROF__NONE;
-    if (m->keys[i] == key) return m->vals[i];
-  }
-}
-
-static void map_insert(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t key,
-                       uint32_t val) {
-  size_t i = map_slot(key, cap);
-  while (vals[i] != MLPROF__NONE && keys[i] != key) i = (i + 1) & (cap - 1);
-  keys[i] = key;
-  vals[i] = val;
-}
-
-int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val) {
-  if ((m->count + 1) * 4 > m->cap * 3) {
-    size_t cap = m->cap ? m->cap * 2 : 16;
-    uint64_t *keys = malloc(cap * sizeof *keys);
-    uint32_t *vals = malloc(cap * sizeof *vals);
-    if (!keys || !vals) {
-      free(keys);
-      free(vals);
-      return MLPROF_ENOMEM;
-    }
-    memset(vals, 0xff, cap * sizeof *vals);
-    for (size_t i = 0; i < m->cap; i++)
-      if (m->vals[i] != MLPROF__NONE)
-        map_insert(keys, vals, cap, m->keys[i], m->vals[i]);
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-  }
-  size_t before = mlprof__map_get(m, key) == MLPROF__NONE;
-  map_insert(m->keys, m->vals, m->cap, key, val);
-  m->count += before;
-  return 0;
-}
-
-void mlprof__map_clear(mlprof__map *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
 /* ---- names of things ----------------------------------------------------- */
 
 static const char *const sort_names[] = {"total", "self", "mean", "p99",
@@ -89,25 +34,6 @@ const char *mlprof__sort_key_name(mlprof__sort_key key) {
 }
 
 /* ---- small helpers ------------------------------------------------------- */
-
-int mlprof__grow(void *pp, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 8;
-  while (c < need) c += c / 2 + 8;
-  void *n = realloc(*(void **)pp, c * elem);
-  if (!n) return MLPROF_ENOMEM;
-  *(void **)pp = n;
-  *cap = c;
-  return 0;
-}
-
-char *mlprof__dup(const char *s, size_t n) {
-  char *d = malloc(n + 1);
-  if (!d) return NULL;
-  if (n) memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
-}
 
 static char *dup_str(const char *s) {
   return mlprof__dup(s ? s : "", s ? strlen(s) : 0);

@@ -23,35 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
 #include "resources.h"
-
-#define MLPROF__NONE UINT32_MAX
-
-/* Makes room for need elements of elem bytes in the array *arrayp of
- * capacity *cap, growing by half. Returns 0 or MLPROF_ENOMEM (the array is
- * unchanged). */
-int mlprof__grow(void *arrayp, size_t *cap, size_t need, size_t elem);
-
-/* A NUL-terminated heap copy of n bytes (which may hold NULs), or NULL. */
-char *mlprof__dup(const char *s, size_t n);
-
-/* A map from 64-bit keys (thread ids, name ids, pairs of indices) to 32-bit
- * values, open addressing; shared by the analyses and the exporters. Zero it
- * to start; MLPROF__NONE cannot be stored. */
-typedef struct {
-  uint64_t *keys;
-  uint32_t *vals;
-  size_t cap, count;
-} mlprof__map;
-
-/* The value for key, or MLPROF__NONE. */
-uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key);
-/* Sets key to val. Returns 0 or MLPROF_ENOMEM (the map is unchanged). */
-int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
-/* Frees the map's memory and leaves it empty and usable. */
-void mlprof__map_clear(mlprof__map *m);
 
 typedef enum {
   MLPROF__SORT_TOTAL,

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/base.h"
 #include "escape.h"
 
 typedef struct {
@@ -38,8 +39,5 @@ void mlprof__table_name(mlprof__table *t, const char *s, size_t n, size_t max);
 /* Prints the table (heads, then rows, two spaces of indent) and frees it.
  * Returns 0 or the first error. */
 int mlprof__table_print(mlprof__table *t, mlprof__out *o);
-
-/* A duration keeping 3 significant digits: 812 ns, 1.25 µs, 12.5 ms. */
-void mlprof__fmt_duration(char *b, size_t len, double ns);
 
 #endif

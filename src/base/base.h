@@ -1,0 +1,39 @@
+/* The base layer: helpers every layer may use (recording, format, model,
+ * analysis, export, serve, CLI). It uses nothing of theirs. */
+#ifndef MLPROF_BASE_H
+#define MLPROF_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MLPROF__NONE UINT32_MAX
+
+/* Makes room for need elements of elem bytes in the array *arrayp of
+ * capacity *cap, growing by half. Returns 0 or MLPROF_ENOMEM (the array is
+ * unchanged). */
+int mlprof__grow(void *arrayp, size_t *cap, size_t need, size_t elem);
+
+/* A NUL-terminated heap copy of n bytes (which may hold NULs), or NULL. */
+char *mlprof__dup(const char *s, size_t n);
+
+/* A map from 64-bit keys (thread ids, name ids, pairs of indices) to 32-bit
+ * values, open addressing; shared by the analyses and the exporters. Zero it
+ * to start; MLPROF__NONE cannot be stored. */
+typedef struct {
+  uint64_t *keys;
+  uint32_t *vals;
+  size_t cap, count;
+} mlprof__map;
+
+/* The value for key, or MLPROF__NONE. */
+uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key);
+/* Sets key to val. Returns 0 or MLPROF_ENOMEM (the map is unchanged). */
+int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
+/* Frees the map's memory and leaves it empty and usable. */
+void mlprof__map_clear(mlprof__map *m);
+
+/* A duration keeping 3 significant digits: 812 ns, 1.25 µs, 12.5 ms; "-"
+ * for a negative or absurd value. */
+void mlprof__fmt_duration(char *b, size_t len, double ns);
+
+#endif
