@@ -171,6 +171,14 @@ static int resolve_path(const char *output, int child, int *dirfd,
     dir[dlen] = 0;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return MLPROF_EIO;
     *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (*dirfd < 0 && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+      mlprof__warn_once(NULL,
+                        "%s is a symbolic link: profiles are never written "
+                        "through one; give the directory's real path",
+                        dir);
+      errno = ELOOP;
+    }
     if (*dirfd < 0) return MLPROF_EIO;
     char prog[64];
     snprintf(prog, sizeof prog, "%s", program_invocation_short_name);

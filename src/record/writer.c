@@ -837,6 +837,10 @@ static void finish(mlprof__writer *w) {
     unmatched += t->unmatched;
     wdropped += t->wdropped;
   }
+  pthread_mutex_lock(&w->pending_lock);
+  for (uint32_t i = 0; i < w->ntracks; i++)
+    wdropped += w->tracks[i]->stream.wdropped;
+  pthread_mutex_unlock(&w->pending_lock);
   out_flush(w);
   uint8_t end[32], *p = end;
   p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));
@@ -1072,7 +1076,8 @@ int mlprof__writer_close(mlprof__writer *w) {
   flush_all(w);
   if (!w->finished) finish(w);
   int rc = w->failed ? MLPROF_EIO : 0;
-  if (close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
+  if (w->fd >= 0 && !same_file(w, w->fd)) w->fd = -1; /* the program's now */
+  if (w->fd >= 0 && close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
   w->fd = -1;
   mlprof__writer_abandon(w);
   return rc;

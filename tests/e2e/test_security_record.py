@@ -133,7 +133,8 @@ def test_full_disk_losses_are_counted(tmpdirs):
         assert "No space left on device" in r.stderr
         rep = report_json(path)
         proc = rep["processes"][0]
-        kept = zone(rep, "z")["count"]
+        # All may be lost: the first write can come after the last zone.
+        kept = sum(z["count"] for z in rep["zones"] if z["name"] == "z")
         assert proc["clean_end"] is True
         assert proc["dropped"] > 0
         assert kept + proc["dropped"] == zones, (kept, proc["dropped"])
