@@ -449,6 +449,24 @@ static void zone_meta_beyond_room_is_counted(void) {
   CHECK_EQ_U64(dropped_by_threads(&r), 2);
 }
 
+/* A zone whose name could not be interned (mlprof_zone_begin_site(NULL)) is
+ * a counted drop, and its end does not close the zone around it. */
+static void zone_without_site_is_counted_and_pairs(void) {
+  CHECK_EQ(start("nosite.mlprof", 0), 0);
+  mlprof_zone_begin("outer");
+  mlprof_zone_begin_site(NULL);
+  mlprof_zone_end();
+  { MLPROF_ZONE("inner"); }
+  mlprof_zone_end();
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("nosite.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK_EQ(r.max_depth, 1); /* inner stays inside outer */
+  CHECK_EQ_U64(r.unmatched_end, 0);
+  CHECK_EQ_U64(r.dropped_end, 1);
+}
+
 static void put_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (f) {
@@ -878,6 +896,8 @@ const mlprof_test mlprof_tests_record[] = {
     {"strerror_covers_codes", strerror_covers_codes},
     {"deep_nesting_drops_are_counted", deep_nesting_drops_are_counted},
     {"zone_meta_beyond_room_is_counted", zone_meta_beyond_room_is_counted},
+    {"zone_without_site_is_counted_and_pairs",
+     zone_without_site_is_counted_and_pairs},
     {"existing_name_is_never_overwritten", existing_name_is_never_overwritten},
     {"output_directory_link_is_refused", output_directory_link_is_refused},
     {"reused_descriptor_is_not_written", reused_descriptor_is_not_written},
