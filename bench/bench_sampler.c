@@ -91,10 +91,10 @@ int main(int argc, char **argv) {
 
   double base = workload(iters, NULL, NULL);
 
-  char path[] = "/tmp/mlprof-bench-sampler-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return 1;
-  close(fd);
+  /* A new directory: the library creates its file, never overwriting one. */
+  char dir[] = "/tmp/mlprof-bench-sampler-XXXXXX", path[64];
+  if (!mkdtemp(dir)) return 1;
+  snprintf(path, sizeof path, "%s/sampler.mlprof", dir);
   mlprof_config cfg;
   mlprof_config_init(&cfg);
   cfg.output = path;
@@ -111,6 +111,7 @@ int main(int argc, char **argv) {
   mlprof__read_report rep;
   mlprof__read_file(path, &v, &rep, NULL, 0);
   unlink(path);
+  rmdir(dir);
 
   printf(
       "workload: %.3f s unsampled (baseline), %.3f s sampled at 10 Hz "

@@ -94,10 +94,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_zone [ITERATIONS] (default 5000000)\n");
     return 2;
   }
-  char path[] = "/tmp/mlprof-bench-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return 1;
-  close(fd);
+  /* A new directory: the library creates its file, never overwriting one. */
+  char dir[] = "/tmp/mlprof-bench-XXXXXX", path[64];
+  if (!mkdtemp(dir)) return 1;
+  snprintf(path, sizeof path, "%s/zone.mlprof", dir);
   mlprof_config cfg;
   mlprof_config_init(&cfg);
   cfg.output = path;
@@ -156,5 +156,6 @@ int main(int argc, char **argv) {
          spans);
   printf("%-32s %6llu\n", "events dropped", (unsigned long long)dropped);
   unlink(path);
+  rmdir(dir);
   return 0;
 }

@@ -99,7 +99,11 @@ typedef struct mlprof_config {
   /* Where to write. A directory (existing, or ending in '/') gets one file per
    * process named PROGRAM-PID.mlprof; anything else is the file's path. A
    * child created by fork() writes next to it with its own pid. NULL: use
-   * MLPROF_OUTPUT, else "mlprof-PID.mlprof" in the working directory. */
+   * MLPROF_OUTPUT (ignored in a setuid or setgid process), else
+   * "mlprof-PID.mlprof" in the working directory. The file is always created
+   * anew, never through a symbolic link: when the name is taken, the next
+   * free one (STEM.1.mlprof, ...) is used. A directory that is a symbolic
+   * link is refused (MLPROF_EIO). */
   const char *output;
   /* How often the writer thread appends what was recorded (ms); 0: 200.
    * A process killed with SIGKILL loses at most this much. */
@@ -138,8 +142,8 @@ MLPROF_EXPORT int mlprof_shutdown(void);
  */
 MLPROF_EXPORT int mlprof_flush(void);
 
-/* Path of the current profile file, or NULL when no session runs. The string
- * stays valid until the session ends. */
+/* Path of the current profile file (the free name it was created at), or
+ * NULL when no session runs. The string stays valid until the session ends. */
 MLPROF_EXPORT const char *mlprof_output_path(void);
 
 /* Run-time switch. While disabled, every recording call costs one flag check.

@@ -250,17 +250,19 @@ static __attribute__((noinline)) int begin_off(void) {
   return 1;
 }
 
+/* A begin with no room, inside a dropped zone, or with no site (a name the
+ * intern table had no room for): dropped and counted, and its end still
+ * pairs with it rather than closing the zone around it. */
 static __attribute__((noinline)) int begin_slow(const mlprof_site *site) {
   mlprof__tls_state *s = &mlprof__tls;
   mlprof__thread *t = s->thread;
-  if (!site) return 0;
   if (s->skip) {
     /* Inside a dropped zone: drop its children too, so ends still pair. */
     s->skip++;
     count_drop(t);
     return 1;
   }
-  if (room_slow(2)) {
+  if (room_slow(2) && site) {
     put_begin(s, site);
     return 1;
   }

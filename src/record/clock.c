@@ -35,7 +35,7 @@ static int tsc_trusted(void) { return 0; }
 #endif
 
 void mlprof__clock_setup(void) {
-  const char *force = getenv("MLPROF_CLOCK");
+  const char *force = mlprof__env("MLPROF_CLOCK");
   if (force && strcmp(force, "monotonic") == 0)
     mlprof__use_tsc = 0;
   else if (force && strcmp(force, "tsc") == 0)

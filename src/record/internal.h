@@ -142,6 +142,7 @@ typedef struct mlprof__thread {
   uint64_t ref_ns;     /* delta-coding reference */
   uint64_t unmatched;  /* ends seen with no open frame */
   uint64_t dropped_reported, dropped_base;
+  uint64_t wdropped; /* events the writer dropped (too deep, too much meta) */
   mlprof__frame *frames;
 } mlprof__thread;
 
@@ -199,8 +200,13 @@ extern MLPROF__HIDDEN pthread_mutex_t mlprof__intern_lock, mlprof__pool_lock;
 
 typedef struct mlprof__writer mlprof__writer;
 
-/* Opens path and writes the file header and HEADER chunk. */
-MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, const char *path,
+/* Creates the profile, path + leaf below dirfd (AT_FDCWD and 0: path),
+ * exclusively and never through a symbolic link; when the name is taken, the
+ * next free one (STEM.1.mlprof...), written back into path (cap bytes).
+ * Writes the file header and HEADER chunk. MLPROF_EIO with errno set when
+ * the file cannot be created or written. */
+MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, int dirfd,
+                                       char *path, size_t cap, size_t leaf,
                                        uint32_t flush_ms);
 MLPROF__HIDDEN int mlprof__writer_start(mlprof__writer *w);
 /* Flushes synchronously (from any thread but the writer's). */

@@ -3,6 +3,7 @@
  * mlprof_shutdown(), at exit, or on a fatal signal, always flushing first.
  * A child made by fork() gets a profile of its own on its first event. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,8 +120,10 @@ void mlprof_config_init(mlprof_config *cfg) {
 
 void mlprof__session_sample_tree(pid_t pid) { sample_tree = pid; }
 
+const char *mlprof__env(const char *name) { return secure_getenv(name); }
+
 static unsigned long env_ulong(const char *name, unsigned long dflt) {
-  const char *v = getenv(name);
+  const char *v = mlprof__env(name);
   char *end;
   if (!v || !*v) return dflt;
   errno = 0;
@@ -135,7 +138,7 @@ static unsigned long env_ulong(const char *name, unsigned long dflt) {
 /* The config the environment asks for (mlprof run and friends). */
 static void config_from_env(mlprof_config *cfg) {
   mlprof_config_init(cfg);
-  cfg->output = getenv("MLPROF_OUTPUT");
+  cfg->output = mlprof__env("MLPROF_OUTPUT");
   cfg->flush_interval_ms = (uint32_t)env_ulong("MLPROF_FLUSH_MS", 200);
   cfg->memory_cap = (size_t)env_ulong("MLPROF_MEMORY_MB", 64) << 20;
   cfg->enabled = env_ulong("MLPROF_ENABLED", 1) != 0;
@@ -160,7 +163,7 @@ MLPROF__HIDDEN unsigned mlprof__exec_seq;
  * this pid: another pid's value was inherited from an ancestor). Sets
  * mlprof__exec_seq. */
 static int exec_started(void) {
-  const char *v = getenv("MLPROF_EXEC");
+  const char *v = mlprof__env("MLPROF_EXEC");
   char *end;
   if (!v) return 0;
   long pid = strtol(v, &end, 10);
@@ -171,26 +174,50 @@ static int exec_started(void) {
   return 1;
 }
 
-static int resolve_path(const char *output, int child) {
+/* Where this process's profile goes, for an output that is a directory or a
+ * file path: path gets the file's path, *dirfd the directory to create it in
+ * and *leaf the offset in path of the name to create there (a file path:
+ * AT_FDCWD and 0). A directory is created when missing and never entered
+ * through a symbolic link: a link planted where a program run as root writes
+ * its profiles would send them anywhere. The caller closes *dirfd. */
+static int resolve_path(const char *output, int child, int *dirfd,
+                        size_t *leaf) {
   size_t len = strlen(output);
+  *dirfd = AT_FDCWD;
+  *leaf = 0;
   if (len == 0) return MLPROF_EINVAL;
   /* Each image of a chain of execs has a file of its own. */
   char seq[24] = "";
   if (mlprof__exec_seq) snprintf(seq, sizeof seq, "-exec%u", mlprof__exec_seq);
-  if (output[len - 1] == '/' && !is_dir(output) && mkdir(output, 0755) != 0 &&
-      errno != EEXIST)
-    return MLPROF_EIO;
-  if (is_dir(output)) {
+  if (output[len - 1] == '/' || is_dir(output)) {
+    char dir[sizeof path];
+    size_t dlen = len;
+    while (dlen > 1 && output[dlen - 1] == '/') dlen--; /* a / follows links */
+    if (dlen >= sizeof dir) return MLPROF_EINVAL;
+    memcpy(dir, output, dlen);
+    dir[dlen] = 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return MLPROF_EIO;
+    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (*dirfd < 0 && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+      mlprof__warn_once(NULL,
+                        "%s is a symbolic link: profiles are never written "
+                        "through one; give the directory's real path",
+                        dir);
+      errno = ELOOP;
+    }
+    if (*dirfd < 0) return MLPROF_EIO;
     char prog[64];
     snprintf(prog, sizeof prog, "%s", program_invocation_short_name);
     for (char *c = prog; *c; c++)
       if (!(*c == '.' || *c == '-' || *c == '_' || (*c >= '0' && *c <= '9') ||
             ((*c | 32) >= 'a' && (*c | 32) <= 'z')))
         *c = '_';
-    int n = snprintf(path, sizeof path, "%s%s%s-%d%s.mlprof", output,
-                     output[len - 1] == '/' ? "" : "/", prog[0] ? prog : "prog",
-                     (int)getpid(), seq);
-    return n < (int)sizeof path ? 0 : MLPROF_EINVAL;
+    int n = snprintf(path, sizeof path, "%s/", dir[1] ? dir : "");
+    *leaf = (size_t)n;
+    n = snprintf(path + n, sizeof path - (size_t)n, "%s-%d%s.mlprof",
+                 prog[0] ? prog : "prog", (int)getpid(), seq);
+    return n < (int)(sizeof path - *leaf) ? 0 : MLPROF_EINVAL;
   }
   if (!child) {
     int n = snprintf(path, sizeof path, "%s", output);
@@ -368,11 +395,21 @@ static void process_hooks(void) {
 
 /* ---- sessions ----------------------------------------------------------- */
 
-/* Opens the file and starts the writer for config and path; session_lock
- * held. */
-static int session_start(void) {
+/* Resolves output, creates the file and starts the writer for config;
+ * session_lock held. */
+static int session_start(const char *output, int child) {
   mlprof__writer *w;
-  int rc = mlprof__writer_open(&w, path, config.flush_interval_ms);
+  int dirfd;
+  size_t leaf;
+  int rc = resolve_path(output, child, &dirfd, &leaf);
+  if (rc == 0)
+    rc = mlprof__writer_open(&w, dirfd, path, sizeof path, leaf,
+                             config.flush_interval_ms);
+  if (dirfd >= 0) {
+    int saved = errno; /* for the caller's message */
+    close(dirfd);
+    errno = saved;
+  }
   if (rc != 0) return rc;
   rc = mlprof__writer_start(w);
   if (rc != 0) {
@@ -380,7 +417,7 @@ static int session_start(void) {
     return rc;
   }
   if (config.sample_interval_ms > 0) {
-    const char *root = getenv("MLPROF_SYSFS_ROOT");
+    const char *root = mlprof__env("MLPROF_SYSFS_ROOT");
     rc = mlprof__sampler_start(&sampler, w, (uint32_t)config.sample_interval_ms,
                                sample_tree, root, config.no_gpu);
     if (rc != 0) {
@@ -418,19 +455,18 @@ int mlprof_init(const mlprof_config *cfg) {
   if (atomic_load(&writer) || atomic_load(&mlprof__child_pending)) goto out;
   char dflt[64];
   snprintf(dflt, sizeof dflt, "mlprof-%d.mlprof", (int)getpid());
-  const char *output = c.output ? c.output : getenv("MLPROF_OUTPUT");
+  const char *output = c.output ? c.output : mlprof__env("MLPROF_OUTPUT");
   if (!output || !*output) output = dflt;
   rc = MLPROF_EINVAL;
   if (snprintf(base_output, sizeof base_output, "%s", output) >=
       (int)sizeof base_output)
     goto out;
-  if ((rc = resolve_path(base_output, exec_started())) != 0) goto out;
   config = c;
   config.output = base_output;
   want_enabled = c.enabled;
   mlprof__clock_setup();
   mlprof__pool_configure(c.memory_cap);
-  rc = session_start();
+  rc = session_start(base_output, exec_started());
   if (rc == 0) pthread_once(&hooks_once, process_hooks);
 out:
   pthread_mutex_unlock(&session_lock);
@@ -440,8 +476,7 @@ out:
 void mlprof__session_child_start(void) {
   pthread_mutex_lock(&session_lock);
   if (atomic_exchange(&mlprof__child_pending, 0)) {
-    int rc = resolve_path(base_output, 1);
-    if (rc == 0) rc = session_start();
+    int rc = session_start(base_output, 1);
     if (rc != 0) {
       atomic_store(&mlprof__on, 0);
       mlprof__warn_once(NULL, "cannot start the profile of this child: %s",
@@ -520,7 +555,7 @@ extern const int mlprof__no_autostart
  * MLPROF_OUTPUT set: record without a code change. */
 __attribute__((constructor)) static void autostart(void) {
   if (&mlprof__no_autostart) return;
-  const char *out = getenv("MLPROF_OUTPUT");
+  const char *out = mlprof__env("MLPROF_OUTPUT");
   if (!out || !*out) return;
   int rc = mlprof_init(NULL);
   if (rc != 0 && rc != MLPROF_EALREADY)

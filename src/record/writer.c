@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,9 +67,15 @@ typedef struct {
 } track;
 
 struct mlprof__writer {
-  int fd;
-  char *path;
-  int failed; /* a write failed: keep draining buffers, write nothing more */
+  int fd;     /* -1 once the program took it over and the path is not ours */
+  char *path; /* where the profile was created */
+  dev_t dev;  /* the file's identity, to recognise w->fd and the path */
+  ino_t ino;
+  off_t size;    /* bytes written, all in whole chunks */
+  int failed;    /* a write failed: keep draining buffers, write nothing more */
+  uint64_t lost; /* events in chunks that could not be written */
+  uint64_t out_events; /* events in the chunks of `out` */
+  uint32_t events_n;   /* events in the EVENTS payload being built */
   uint32_t flush_ms;
   mlprof__timebase tb;
 
@@ -81,6 +88,7 @@ struct mlprof__writer {
   _Atomic int end_how, end_status;
   _Atomic int finished;       /* END written: nothing more goes to the file */
   uint64_t unmatched_gone;    /* unmatched ends of threads already freed */
+  uint64_t wdropped_gone;     /* their events the writer dropped */
   _Atomic uint64_t req, done; /* flush requests and the last one served */
   pthread_mutex_t done_lock;
   pthread_cond_t done_cond;
@@ -147,33 +155,81 @@ static sem_t wake;
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 static void wake_init(void) { sem_init(&wake, 0, 0); }
 
-static void write_all(mlprof__writer *w, const uint8_t *p, size_t n) {
-  while (n && !w->failed && !w->finished) {
-    ssize_t k = write(w->fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      static _Atomic int warned;
-      mlprof__warn_once(&warned,
-                        "cannot write %s: %s; this profile stops "
-                        "here, the program goes on",
-                        w->path, strerror(k < 0 ? errno : ENOSPC));
-      w->failed = 1;
-      return;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
+/* Whether fd is the profile: its device and inode, and the size written so
+ * far (an inode number is reused as soon as a removed file is closed). */
+static int same_file(mlprof__writer *w, int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino &&
+         st.st_size == w->size;
 }
 
+/* Whether w->fd is still the profile. A program that closes every descriptor
+ * (a daemon, closefrom) may have got its number back for a file of its own:
+ * then the profile is opened again by its path, if that is still the same
+ * file, and otherwise stops. The old number is the program's now: never
+ * written to nor closed again. Costs an fstat per write of `out`. */
+static int fd_check(mlprof__writer *w) {
+  if (w->fd >= 0 && same_file(w, w->fd)) return 0;
+  int fd = open(w->path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && same_file(w, fd)) {
+    w->fd = fd;
+    return 0;
+  }
+  if (fd >= 0) close(fd);
+  if (w->fd >= 0) {
+    static _Atomic int warned;
+    mlprof__warn_once(&warned,
+                      "the program closed the descriptor of %s and the file "
+                      "there is not the profile any more; this profile stops "
+                      "here, the program goes on",
+                      w->path);
+  }
+  w->fd = -1;
+  w->failed = 1;
+  return -1;
+}
+
+/* Writes `out` whole or not at all: after a failure (a full disk) the file
+ * is cut back to its last whole chunk, which also frees room for the END
+ * chunk that counts what was lost. */
 static void out_flush(mlprof__writer *w) {
-  write_all(w, w->out.p, w->out.len);
+  const uint8_t *p = w->out.p;
+  size_t n = w->out.len;
+  if (n && !w->failed && !w->finished && fd_check(w) == 0) {
+    while (n) {
+      ssize_t k = write(w->fd, p, n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        static _Atomic int warned;
+        mlprof__warn_once(&warned,
+                          "cannot write %s: %s; this profile stops "
+                          "here (what is lost is counted), the program goes on",
+                          w->path, strerror(k < 0 ? errno : ENOSPC));
+        int ignored = ftruncate(w->fd, w->size); /* else a damaged tail */
+        (void)ignored;
+        w->failed = 1;
+        break;
+      }
+      p += k;
+      n -= (size_t)k;
+    }
+    if (!w->failed) w->size += (off_t)w->out.len;
+  }
+  if (w->failed) w->lost += w->out_events;
+  w->out_events = 0;
   w->out.len = 0;
 }
 
+/* Appends a chunk holding nevents events to `out`; events that cannot be
+ * are counted as lost. */
 static void put_chunk(mlprof__writer *w, uint16_t type, const uint8_t *payload,
-                      size_t len) {
+                      size_t len, uint32_t nevents) {
   uint8_t *h = room(&w->out, MLPROF__CHUNK_HEADER_SIZE + len);
-  if (!h) return;
+  if (!h) {
+    w->lost += nevents;
+    return;
+  }
+  w->out_events += nevents;
   memcpy(h, MLPROF__CHUNK_MAGIC, 4);
   mlprof__put_u16(h + 4, type);
   mlprof__put_u16(h + 6, 0);
@@ -238,7 +294,7 @@ static void names_flush(mlprof__writer *w) {
   if (b.len && reserve(&b, w->names.len) == 0) {
     memcpy(b.p + b.len, w->names.p, w->names.len);
     b.len += w->names.len;
-    put_chunk(w, MLPROF__CHUNK_NAMES, b.p, b.len);
+    put_chunk(w, MLPROF__CHUNK_NAMES, b.p, b.len, 0);
   }
   free(b.p);
   w->names.len = 0;
@@ -250,17 +306,25 @@ static void names_flush(mlprof__writer *w) {
 static void events_flush(mlprof__writer *w) {
   if (!w->events_thread) return;
   names_flush(w);
-  put_chunk(w, MLPROF__CHUNK_EVENTS, w->events.p, w->events.len);
+  put_chunk(w, MLPROF__CHUNK_EVENTS, w->events.p, w->events.len, w->events_n);
   w->events.len = 0;
+  w->events_n = 0;
   w->events_thread = NULL;
+}
+
+/* Events of t dropped in this session: by t at the memory cap, and by the
+ * writer (zones nested too deep, metadata beyond what a zone holds, records
+ * memory was short for). */
+static uint64_t thread_dropped(const mlprof__thread *t) {
+  return atomic_load_explicit(&t->dropped, memory_order_relaxed) -
+         t->dropped_base + t->wdropped;
 }
 
 /* Starts t's EVENTS payload if it is not the one being built. */
 static bytes *events_for(mlprof__writer *w, mlprof__thread *t) {
   if (w->events_thread != t || w->events.len >= EVENTS_CHUNK_BYTES) {
     events_flush(w);
-    uint64_t dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed) -
-                       t->dropped_base;
+    uint64_t dropped = thread_dropped(t);
     uint8_t *p = room(&w->events, 30);
     if (!p) return NULL;
     p = mlprof__put_uv(p, t->tid);
@@ -273,12 +337,21 @@ static bytes *events_for(mlprof__writer *w, mlprof__thread *t) {
   return &w->events;
 }
 
-/* Appends a record: tag, name id, time as a delta (when has_time). */
+/* Appends a record: tag, name id, time as a delta (when has_time). A record
+ * memory is short for is counted as dropped (the caller's commit then does
+ * nothing). */
 static uint8_t *record(mlprof__writer *w, mlprof__thread *t, uint8_t tag,
                        uint32_t name, int has_time, uint64_t ns, size_t extra) {
   bytes *b = events_for(w, t);
   uint8_t *p = b ? room(b, 1 + 10 + 10 + extra) : NULL;
-  if (!p) return NULL;
+  if (!p) {
+    t->wdropped++;
+    return NULL;
+  }
+  /* An event is a span, counter, units, step or open zone; what a span
+   * carries is part of it. */
+  if (tag != MLPROF__REC_SPAN_META && tag != MLPROF__REC_SPAN_UNITS)
+    w->events_n++;
   *p++ = tag;
   if (name) p = mlprof__put_uv(p, name);
   if (has_time) {
@@ -342,6 +415,7 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
     case MLPROF__EV_BEGIN:
       if (t->depth >= MLPROF__MAX_DEPTH || t->lost_depth) {
         t->lost_depth++;
+        t->wdropped++;
       } else {
         mlprof__frame *f = &t->frames[t->depth++];
         f->begin = ns;
@@ -356,12 +430,16 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
         t->unmatched++;
       } else {
         mlprof__frame *f = &t->frames[--t->depth];
-        if (f->site_id) emit_span(w, t, f, t->depth, ns);
+        if (f->site_id)
+          emit_span(w, t, f, t->depth, ns);
+        else
+          t->wdropped++; /* no memory for its name */
       }
       return 1;
     case MLPROF__EV_COUNTER: {
       uint32_t id = name_id(w, site, MLPROF__NAME_COUNTER);
       uint8_t *q = id ? record(w, t, MLPROF__REC_COUNTER, id, 1, ns, 8) : NULL;
+      if (!id) t->wdropped++;
       if (q) {
         memcpy(q, &e[1].ts, 8); /* the double's bits, little-endian */
         commit(w, q + 8);
@@ -370,18 +448,23 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
     }
     case MLPROF__EV_UNITS: {
       uint32_t id = name_id(w, site, MLPROF__NAME_UNIT);
-      if (id) on_units(w, t, id, ns, e[1].ts);
+      if (id)
+        on_units(w, t, id, ns, e[1].ts);
+      else
+        t->wdropped++;
       return 2;
     }
     case MLPROF__EV_META: {
       uint32_t k = name_id(w, site, MLPROF__NAME_STRING);
       uint32_t v = name_id(w, (const mlprof_site *)(uintptr_t)e[1].ts,
                            MLPROF__NAME_STRING);
-      if (k && v && t->depth && !t->lost_depth) {
+      if (t->depth && !t->lost_depth) { /* else its zone was dropped */
         mlprof__frame *f = &t->frames[t->depth - 1];
-        if (f->nmeta < MLPROF__META_PER_ZONE) {
+        if (k && v && f->nmeta < MLPROF__META_PER_ZONE) {
           f->meta[f->nmeta][0] = k;
           f->meta[f->nmeta++][1] = v;
+        } else {
+          t->wdropped++;
         }
       }
       return 2;
@@ -416,9 +499,7 @@ static int drain(mlprof__writer *w, mlprof__thread *t) {
   }
   /* Drops since the header of t's latest chunk: a new chunk carries them
    * (the count is in the header, written when a chunk starts). */
-  uint64_t dropped =
-      atomic_load_explicit(&t->dropped, memory_order_relaxed) - t->dropped_base;
-  if (dropped != t->dropped_reported) {
+  if (thread_dropped(t) != t->dropped_reported) {
     if (w->events_thread == t) events_flush(w);
     events_for(w, t);
   }
@@ -496,7 +577,7 @@ static void samples_flush(mlprof__writer *w) {
     if (b.p && reserve(&b, src.len) == 0) {
       memcpy(b.p + b.len, src.p, src.len);
       b.len += src.len;
-      put_chunk(w, MLPROF__CHUNK_SOURCES, b.p, b.len);
+      put_chunk(w, MLPROF__CHUNK_SOURCES, b.p, b.len, 0);
     }
     free(b.p);
   }
@@ -532,7 +613,7 @@ static void samples_flush(mlprof__writer *w) {
   }
   if (nrows && b.p) {
     names_flush(w);
-    put_chunk(w, MLPROF__CHUNK_SAMPLES, b.p, b.len);
+    put_chunk(w, MLPROF__CHUNK_SAMPLES, b.p, b.len, 0);
   }
   free(b.p);
   free(rows);
@@ -542,7 +623,7 @@ static void put_thread(mlprof__writer *w, uint32_t tid, const char *name) {
   bytes b = {0};
   put_uv(&b, tid);
   put_str(&b, name);
-  if (b.p) put_chunk(w, MLPROF__CHUNK_THREAD, b.p, b.len);
+  if (b.p) put_chunk(w, MLPROF__CHUNK_THREAD, b.p, b.len, 0);
   free(b.p);
 }
 
@@ -699,7 +780,7 @@ static void tracks_flush(mlprof__writer *w) {
       if (f.site_id)
         emit_span(w, &tr->stream, &f, e->depth, e->end > a0 ? e->end - a0 : 0);
     }
-    if (atomic_load(&tr->stream.dropped) != tr->stream.dropped_reported)
+    if (thread_dropped(&tr->stream) != tr->stream.dropped_reported)
       events_for(w, &tr->stream); /* a chunk header carries the drops */
     events_flush(w);
     free(spans[i]);
@@ -728,7 +809,7 @@ static void flush_all(mlprof__writer *w) {
   emit_thread_names(w);
   uint8_t *meta = NULL;
   size_t mlen = mlprof__meta_take(&meta);
-  if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen);
+  if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen, 0);
   free(meta);
   samples_flush(w);
   tracks_flush(w);
@@ -741,6 +822,7 @@ static void flush_all(mlprof__writer *w) {
       /* Zones it left open will never end: record them as open. */
       emit_open(w, t);
       w->unmatched_gone += t->unmatched;
+      w->wdropped_gone += t->wdropped;
       mlprof__thread_free(t);
     }
     t = next;
@@ -749,21 +831,34 @@ static void flush_all(mlprof__writer *w) {
   out_flush(w);
 }
 
-/* Ends the file: zones still open, then the END chunk. */
+/* Ends the file: zones still open, then the END chunk, whose count of
+ * dropped events includes those the writer dropped or could not write. */
 static void finish(mlprof__writer *w) {
-  uint64_t unmatched = w->unmatched_gone;
+  uint64_t unmatched = w->unmatched_gone, wdropped = w->wdropped_gone;
   for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
-    unmatched += t->unmatched;
     emit_open(w, t);
+    unmatched += t->unmatched;
+    wdropped += t->wdropped;
   }
+  pthread_mutex_lock(&w->pending_lock);
+  for (uint32_t i = 0; i < w->ntracks; i++)
+    wdropped += w->tracks[i]->stream.wdropped;
+  pthread_mutex_unlock(&w->pending_lock);
+  out_flush(w);
   uint8_t end[32], *p = end;
   p = mlprof__put_uv(p, mlprof__timebase_ns(&w->tb, mlprof__now()));
-  p = mlprof__put_uv(p, mlprof_dropped() + atomic_load(&w->track_dropped));
+  p = mlprof__put_uv(p, mlprof_dropped() + atomic_load(&w->track_dropped) +
+                            wdropped + w->lost);
   p = mlprof__put_uv(p, unmatched);
   p = mlprof__put_uv(p, (uint64_t)atomic_load(&w->end_how));
   p = mlprof__put_uv(p, (uint64_t)atomic_load(&w->end_status));
-  put_chunk(w, MLPROF__CHUNK_END, end, (size_t)(p - end));
+  put_chunk(w, MLPROF__CHUNK_END, end, (size_t)(p - end), 0);
+  /* After a failed write the END chunk still gets one try, as cutting the
+   * file back to its last whole chunk may have made room for it. */
+  int failed = w->failed;
+  w->failed = w->fd < 0;
   out_flush(w);
+  w->failed |= failed;
   w->finished = 1;
 }
 
@@ -796,7 +891,7 @@ static void *writer_main(void *arg) {
 
 static int64_t env_int(const char *const *names) {
   for (; *names; names++) {
-    const char *v = getenv(*names);
+    const char *v = mlprof__env(*names);
     char *end;
     if (v && *v) {
       long long n = strtoll(v, &end, 10);
@@ -850,26 +945,55 @@ static void put_header(mlprof__writer *w) {
   put_str(&b, mlprof__clock_name());
   put_uv(&b, w->flush_ms);
   put_uv(&b, mlprof__exec_seq);
-  if (b.p) put_chunk(w, MLPROF__CHUNK_HEADER, b.p, b.len);
+  if (b.p) put_chunk(w, MLPROF__CHUNK_HEADER, b.p, b.len, 0);
   free(b.p);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-int mlprof__writer_open(mlprof__writer **out, const char *path,
-                        uint32_t flush_ms) {
+/* Creates path + leaf below dirfd exclusively, never through a symbolic
+ * link: a planted file or link at a predictable name must not make a
+ * program run as root overwrite a file. When the name is taken, the first
+ * free one of STEM.1.mlprof ... STEM.99.mlprof, written back into path. */
+static int create_file(int dirfd, char *path, size_t cap, size_t leaf) {
+  size_t len = strlen(path), stem = len;
+  if (len > 7 && strcmp(path + len - 7, ".mlprof") == 0) stem -= 7;
+  char given[4096];
+  snprintf(given, sizeof given, "%s", path);
+  for (int i = 0; i < 100; i++) {
+    if (i && snprintf(path + stem, cap - stem, ".%d%s", i, given + stem) >=
+                 (int)(cap - stem))
+      break;
+    int fd = openat(
+        dirfd, path + leaf,
+        O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 && i)
+      mlprof__warn_once(NULL, "%s exists: writing %s", given, path);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+int mlprof__writer_open(mlprof__writer **out, int dirfd, char *path, size_t cap,
+                        size_t leaf, uint32_t flush_ms) {
   mlprof__writer *w = calloc(1, sizeof *w);
   if (!w) return MLPROF_ENOMEM;
-  w->path = strdup(path);
   w->flush_ms = flush_ms;
-  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (!w->path || w->fd < 0) {
-    int err = w->path ? MLPROF_EIO : MLPROF_ENOMEM;
+  w->fd = create_file(dirfd, path, cap, leaf);
+  struct stat st;
+  w->path = w->fd >= 0 ? strdup(path) : NULL;
+  if (!w->path || fstat(w->fd, &st) != 0) {
+    int err = w->fd >= 0 && !w->path ? MLPROF_ENOMEM : MLPROF_EIO;
+    int saved = errno; /* for the caller's message */
     if (w->fd >= 0) close(w->fd);
     free(w->path);
     free(w);
+    errno = saved;
     return err;
   }
+  w->dev = st.st_dev;
+  w->ino = st.st_ino;
   pthread_once(&wake_once, wake_init);
   pthread_mutex_init(&w->pending_lock, NULL);
   pthread_mutex_init(&w->done_lock, NULL);
@@ -880,16 +1004,21 @@ int mlprof__writer_open(mlprof__writer **out, const char *path,
   mlprof__dropped_reset();
   for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next) {
     t->depth = t->lost_depth = 0;
-    t->ref_ns = t->unmatched = t->dropped_reported = 0;
+    t->ref_ns = t->unmatched = t->dropped_reported = t->wdropped = 0;
     t->dropped_base = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     atomic_store(&t->name_dirty, 1);
   }
 
-  uint8_t fh[MLPROF__FILE_HEADER_SIZE] = {0};
+  uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
+  if (!fh) {
+    mlprof__writer_abandon(w);
+    return MLPROF_ENOMEM;
+  }
+  memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
   memcpy(fh, MLPROF__FILE_MAGIC, 8);
   mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
   mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
-  write_all(w, fh, sizeof fh);
+  w->out.len = MLPROF__FILE_HEADER_SIZE;
   put_header(w);
   out_flush(w);
   if (w->failed) {
@@ -974,7 +1103,8 @@ int mlprof__writer_close(mlprof__writer *w, int how, int status) {
   flush_all(w);
   if (!w->finished) finish(w);
   int rc = w->failed ? MLPROF_EIO : 0;
-  if (close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
+  if (w->fd >= 0 && !same_file(w, w->fd)) w->fd = -1; /* the program's now */
+  if (w->fd >= 0 && close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
   w->fd = -1;
   mlprof__writer_abandon(w);
   return rc;

@@ -138,7 +138,7 @@ static void unload(nvml_state *s) {
 }
 
 static int nvml_open(void **state, const char *root, char *why, size_t len) {
-  const char *env = getenv("MLPROF_NVML_LIB");
+  const char *env = mlprof__env("MLPROF_NVML_LIB");
   const char *path = env && *env ? env : "libnvidia-ml.so.1";
   nvml_state *s = calloc(1, sizeof *s);
   if (!s) {

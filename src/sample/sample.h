@@ -86,6 +86,13 @@ extern const mlprof__source mlprof__source_thermal;
 extern const mlprof__source mlprof__source_energy;
 extern const mlprof__source mlprof__source_nvml;
 
+/* The value of the library's environment variable name (MLPROF_...), or
+ * NULL when unset or when the process runs with privileges its caller does
+ * not have (setuid, setgid, file capabilities: AT_SECURE): such a caller
+ * must not choose where the profile goes or which library is loaded. Every
+ * variable the recording library reads goes through here. */
+const char *mlprof__env(const char *name);
+
 /* Reads root + path (path absolute, e.g. "/proc/self/stat") into buf,
  * NUL-terminated. Returns the length, or -1 with errno set. The one helper
  * every /proc and /sys read goes through. */

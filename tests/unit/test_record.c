@@ -1,7 +1,12 @@
 /* The recording library, read back through the reader. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -438,6 +443,220 @@ static void config_size_is_checked(void) {
   CHECK_EQ(mlprof_shutdown(), 0);
 }
 
+/* ---- files, descriptors and losses -------------------------------------- */
+
+static uint64_t dropped_by_threads(const readback *r) {
+  uint64_t n = 0;
+  for (int i = 0; i < r->ntids; i++) n += r->dropped_by_tid[i];
+  return n;
+}
+
+static void deep_nesting_drops_are_counted(void) {
+  CHECK_EQ(start("deep.mlprof", 0), 0);
+  for (int i = 0; i < 300; i++) mlprof_zone_begin("deep");
+  for (int i = 0; i < 300; i++) mlprof_zone_end();
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("deep.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 256);
+  CHECK_EQ_U64(r.dropped_end, 300 - 256);
+  CHECK_EQ_U64(dropped_by_threads(&r), 300 - 256);
+  CHECK_EQ_U64(r.unmatched_end, 0);
+}
+
+static void zone_meta_beyond_room_is_counted(void) {
+  CHECK_EQ(start("meta.mlprof", 0), 0);
+  mlprof_zone_begin("annotated");
+  for (int i = 0; i < 6; i++) {
+    char key[8];
+    snprintf(key, sizeof key, "k%d", i);
+    mlprof_zone_meta(key, "v");
+  }
+  mlprof_zone_end();
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("meta.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 1);
+  CHECK_EQ_U64(r.dropped_end, 2);
+  CHECK_EQ_U64(dropped_by_threads(&r), 2);
+}
+
+/* A zone whose name could not be interned (mlprof_zone_begin_site(NULL)) is
+ * a counted drop, and its end does not close the zone around it. */
+static void zone_without_site_is_counted_and_pairs(void) {
+  CHECK_EQ(start("nosite.mlprof", 0), 0);
+  mlprof_zone_begin("outer");
+  mlprof_zone_begin_site(NULL);
+  mlprof_zone_end();
+  { MLPROF_ZONE("inner"); }
+  mlprof_zone_end();
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("nosite.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK_EQ(r.max_depth, 1); /* inner stays inside outer */
+  CHECK_EQ_U64(r.unmatched_end, 0);
+  CHECK_EQ_U64(r.dropped_end, 1);
+}
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+/* The whole content of path ("" when it cannot be read). */
+static const char *file_text(const char *path) {
+  static char buf[256];
+  buf[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (f) {
+    buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+    fclose(f);
+  }
+  return buf;
+}
+
+/* A file or a link where the profile would go is left alone: the profile
+ * takes the next free name. */
+static void existing_name_is_never_overwritten(void) {
+  char taken[256], target[256], link[256];
+  snprintf(taken, sizeof taken, "%s", temp_path("taken.mlprof"));
+  snprintf(target, sizeof target, "%s", temp_path("target"));
+  snprintf(link, sizeof link, "%s", temp_path("link.mlprof"));
+  put_file(taken, "keep");
+  put_file(target, "target");
+  CHECK_EQ(symlink(target, link), 0);
+
+  CHECK_EQ(start("taken.mlprof", 0), 0);
+  CHECK_STR(mlprof_output_path(), temp_path("taken.1.mlprof"));
+  { MLPROF_ZONE("z"); }
+  CHECK_EQ(mlprof_shutdown(), 0);
+  CHECK_STR(file_text(taken), "keep");
+  readback r;
+  CHECK_EQ(read_back(temp_path("taken.1.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 1);
+
+  CHECK_EQ(start("link.mlprof", 0), 0);
+  CHECK_STR(mlprof_output_path(), temp_path("link.1.mlprof"));
+  CHECK_EQ(mlprof_shutdown(), 0);
+  CHECK_STR(file_text(target), "target");
+}
+
+/* An output directory is never entered through a symbolic link. */
+static void output_directory_link_is_refused(void) {
+  char real[256], link[256];
+  snprintf(real, sizeof real, "%s", temp_path("realdir"));
+  snprintf(link, sizeof link, "%s", temp_path("dirlink"));
+  CHECK_EQ(mkdir(real, 0755), 0);
+  CHECK_EQ(symlink(real, link), 0);
+  mlprof_config c;
+  mlprof_config_init(&c);
+  strcat(link, "/");
+  c.output = link;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EIO);
+  link[strlen(link) - 1] = 0;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EIO);
+  DIR *d = opendir(real);
+  int entries = 0;
+  for (struct dirent *e; d && (e = readdir(d));) entries += e->d_name[0] != '.';
+  if (d) closedir(d);
+  CHECK_EQ(entries, 0);
+  strcat(real, "/");
+  c.output = real; /* the directory itself is fine */
+  CHECK_EQ(mlprof_init(&c), 0);
+  CHECK(strncmp(mlprof_output_path(), real, strlen(real)) == 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+}
+
+/* The descriptor this process has on path, or -1. */
+static int fd_of(const char *path) {
+  for (int fd = 0; fd < 1024; fd++) {
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    if (strcmp(target, path) == 0) return fd;
+  }
+  return -1;
+}
+
+/* The program closes the profile's descriptor and gets its number back for
+ * a file of its own (a daemon closing every descriptor): the profile goes
+ * on in its own file, the program's file holds only the program's data. */
+static void reused_descriptor_is_not_written(void) {
+  CHECK_EQ(start("fd.mlprof", 0), 0);
+  { MLPROF_ZONE("before"); }
+  CHECK_EQ(mlprof_flush(), 0);
+  int fd = fd_of(temp_path("fd.mlprof"));
+  CHECK(fd >= 0);
+  close(fd);
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", temp_path("mine.txt"));
+  int own = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK_EQ(own, fd);
+  CHECK_EQ(write(own, "mine", 4), 4);
+  { MLPROF_ZONE("after"); }
+  CHECK_EQ(mlprof_shutdown(), 0);
+  close(own);
+  CHECK_STR(file_text(mine), "mine");
+  readback r;
+  CHECK_EQ(read_back(temp_path("fd.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK(r.clean_end);
+}
+
+/* As above, and the profile's path is gone too: the profile stops. */
+static void reused_descriptor_of_removed_profile_stops(void) {
+  CHECK_EQ(start("fdgone.mlprof", 0), 0);
+  { MLPROF_ZONE("before"); }
+  CHECK_EQ(mlprof_flush(), 0);
+  int fd = fd_of(temp_path("fdgone.mlprof"));
+  CHECK(fd >= 0);
+  CHECK_EQ(unlink(temp_path("fdgone.mlprof")), 0);
+  close(fd);
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", temp_path("mine2.txt"));
+  int own = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK_EQ(own, fd);
+  CHECK_EQ(write(own, "mine", 4), 4);
+  { MLPROF_ZONE("after"); }
+  CHECK_EQ(mlprof_shutdown(), MLPROF_EIO);
+  close(own);
+  CHECK_STR(file_text(mine), "mine");
+}
+
+/* Writes that fail (here the file size limit, as a full disk would) lose
+ * events: the END chunk, which still fits once the file is cut back to its
+ * last whole chunk, counts each one. */
+static void unwritten_events_are_counted(void) {
+  struct rlimit old, lim;
+  CHECK_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+  CHECK_EQ(start("full.mlprof", 0), 0);
+  lim = old;
+  lim.rlim_cur = 64 << 10;
+  CHECK_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  enum { ZONES = 200000 };
+  for (int i = 0; i < ZONES; i++) {
+    MLPROF_ZONE("z");
+  }
+  int rc = mlprof_shutdown();
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, oldsig);
+  CHECK_EQ(rc, MLPROF_EIO);
+  readback r;
+  CHECK_EQ(read_back(temp_path("full.mlprof"), &r), 0);
+  printf("    %" PRIu64 " written + %" PRIu64 " lost = %" PRIu64 " of %d\n",
+         r.spans, r.dropped_end, r.spans + r.dropped_end, ZONES);
+  CHECK(r.clean_end);
+  CHECK(r.dropped_end > 0);
+  CHECK_EQ_U64(r.spans + r.dropped_end, ZONES);
+}
+
 /* ---- tracks: spans measured elsewhere ---------------------------------- */
 
 typedef struct {
@@ -711,4 +930,14 @@ const mlprof_test mlprof_tests_record[] = {
     {"bad_output_is_an_error", bad_output_is_an_error},
     {"strerror_covers_codes", strerror_covers_codes},
     {"config_size_is_checked", config_size_is_checked},
+    {"deep_nesting_drops_are_counted", deep_nesting_drops_are_counted},
+    {"zone_meta_beyond_room_is_counted", zone_meta_beyond_room_is_counted},
+    {"zone_without_site_is_counted_and_pairs",
+     zone_without_site_is_counted_and_pairs},
+    {"existing_name_is_never_overwritten", existing_name_is_never_overwritten},
+    {"output_directory_link_is_refused", output_directory_link_is_refused},
+    {"reused_descriptor_is_not_written", reused_descriptor_is_not_written},
+    {"reused_descriptor_of_removed_profile_stops",
+     reused_descriptor_of_removed_profile_stops},
+    {"unwritten_events_are_counted", unwritten_events_are_counted},
     {NULL, NULL}};
