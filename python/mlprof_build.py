@@ -11,9 +11,7 @@ import shlex
 import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# MLPROF_SOURCE_ROOT: build against another checkout of the C sources.
-ROOT = os.path.abspath(os.environ.get("MLPROF_SOURCE_ROOT") or
-                       os.path.dirname(HERE))
+ROOT = os.path.dirname(HERE)
 
 # The extension's own C files (relative to python/); one line per file.
 EXT_OWN = [

@@ -3,7 +3,7 @@
 set -e
 need=""
 for pkg in cmake gcc make pkg-config python3 python3-pytest clang clang-format libclang-rt-14-dev \
-    python3-dev python3-pip python3-torch libmicrohttpd-dev chromium prometheus nodejs; do
+    python3-dev python3-pip python3-setuptools python3-wheel python3-torch libmicrohttpd-dev chromium prometheus nodejs; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 done
 # npm comes with NodeSource's nodejs, or as Debian's own package.

@@ -5,7 +5,8 @@
  * by design: every recording call goes through a table of libmlprof's
  * functions, resolved once at import (api_setup): the libmlprof.so already
  * in the process when there is one (preloaded by `mlprof run`, or a
- * dependency of the program or of another library), else the copy bundled
+ * dependency of the program or of another library; by its soname, else by
+ * dlsym(RTLD_DEFAULT)), else the copy bundled
  * in the package (mlprof/_lib/libmlprof.so), loaded RTLD_GLOBAL so that C
  * libraries loaded later record into it too. That library starts a session
  * from MLPROF_OUTPUT when it loads, as it does for C programs.

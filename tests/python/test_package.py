@@ -4,6 +4,7 @@ process, the type stub."""
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -166,3 +167,14 @@ def test_stub_names_every_public_name_of_the_extension(installed, tmp_path):
     assert r.returncode == 0, r.stderr
     public = set(r.stdout.split())
     assert public and public == stub_names(tree)
+
+
+def test_import_without_the_library_says_why(installed, tmp_path):
+    broken = tmp_path / "site"
+    shutil.copytree(installed, str(broken))
+    os.unlink(bundled_library(str(broken)))
+    r = run([sys.executable, "-c", "import mlprof"], str(broken), tmp_path)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: mlprof: cannot load ") and \
+        bundled_library(str(broken)) in last, r.stderr
