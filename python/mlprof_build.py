@@ -1,19 +1,22 @@
-"""How the extension mlprof._mlprof is built, shared by setup.py and the
-in-tree PEP 517 backend (build_backend.py).
+"""What the `mlprof` package is built from, for setup.py.
 
-The extension compiles the project's C library sources into itself (the
-recording library, reader, statistics, exporters), so nothing else needs
-installing. The source list is read from CMakeLists.txt, so the package
-builds exactly what the libraries build."""
-import glob
+The C source lists are the project's own, src/sources/NAME.txt (one path a
+line), which CMakeLists.txt reads too. The package holds three programs:
+the extension mlprof._mlprof (its own files below, plus the analysis side:
+core and common), the recording library mlprof/_lib/libmlprof.so (record and
+common) and the command mlprof/_bin/mlprof (cli, core, record, common)."""
 import os
 import re
+import shlex
+import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-# MLPROF_SOURCE_ROOT: build against another checkout of the C sources.
-ROOT = os.path.abspath(os.environ.get("MLPROF_SOURCE_ROOT") or REPO)
-SRC = os.path.join(ROOT, "src")
+ROOT = os.path.dirname(HERE)
+
+# The extension's own C files (relative to python/); one line per file.
+EXT_OWN = [
+    "mlprof/_mlprof.c",
+]
 
 
 def check_tree():
@@ -23,24 +26,21 @@ def check_tree():
                          "found under %s" % ROOT)
 
 
-def c_sources():
-    """Absolute paths of the C files of the extension."""
-    files = []
-    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-        for tok in re.findall(r"src/[A-Za-z0-9_]+/[A-Za-z0-9_]+\.c", f.read()):
-            if not tok.startswith("src/cli/") and tok not in files:
-                files.append(tok)
-    if not files:  # an unusual CMakeLists: every library directory
-        for part in ("record", "sample", "format", "model", "analyze",
-                     "export"):
-            files += sorted(os.path.relpath(p, ROOT) for p in
-                            glob.glob(os.path.join(SRC, part, "*.c")))
-    return [os.path.join(HERE, "mlprof", "_mlprof.c")] + \
-        [os.path.join(ROOT, f) for f in files]
+def sources(name):
+    """Absolute paths of the C files listed in src/sources/NAME.txt."""
+    with open(os.path.join(ROOT, "src", "sources", name + ".txt")) as f:
+        return [os.path.join(ROOT, line.strip()) for line in f
+                if line.strip() and not line.startswith("#")]
+
+
+def ext_sources():
+    return [os.path.join(HERE, f) for f in EXT_OWN] + sources("core") + \
+        sources("common")
 
 
 def version():
-    v = {"MAJOR": "0", "MINOR": "0", "PATCH": "0"}
+    """MAJOR.MINOR.PATCH from include/mlprof.h, the version's one source."""
+    v = {}
     with open(os.path.join(ROOT, "include", "mlprof.h")) as f:
         for line in f:
             m = re.match(r"#define MLPROF_VERSION_(MAJOR|MINOR|PATCH) (\d+)",
@@ -50,9 +50,22 @@ def version():
     return "%s.%s.%s" % (v["MAJOR"], v["MINOR"], v["PATCH"])
 
 
-INCLUDE_DIRS = [os.path.join(ROOT, "include"), SRC]
-DEFINES = [("_GNU_SOURCE", None), ("MLPROF_BUILDING", None),
-           ("MLPROF_SOURCE_ROOT", '"%s"' % REPO.replace('"', ""))]
+def http_flags():
+    """(cflags, libs) of libmicrohttpd, which `mlprof serve` uses."""
+    try:
+        out = [subprocess.run(["pkg-config", flag, "libmicrohttpd"],
+                              check=True, capture_output=True,
+                              text=True).stdout for flag in ("--cflags",
+                                                             "--libs")]
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("mlprof: libmicrohttpd not found by pkg-config "
+                         "(Debian: apt-get install pkg-config "
+                         "libmicrohttpd-dev)")
+    return shlex.split(out[0]), shlex.split(out[1])
+
+
+INCLUDE_DIRS = [os.path.join(ROOT, "include"), os.path.join(ROOT, "src")]
+DEFINES = [("_GNU_SOURCE", None), ("MLPROF_BUILDING", None)]
 CFLAGS = ["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall",
           "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 LIBS = ["m", "dl", "pthread"]

@@ -1,35 +1,59 @@
-"""setuptools build of the `mlprof` package (python setup.py build_ext).
+"""Builds the `mlprof` package with setuptools; the metadata is in
+pyproject.toml. Offline: pip install --no-build-isolation ./python
 
-pip uses the in-tree backend named in pyproject.toml instead, which needs
-neither network, setuptools nor wheel:
-
-    pip install ./python                          # works offline
-    pip install --no-build-isolation ./python
-"""
+build_ext compiles every C file once and links three programs from the
+objects: the extension, the recording library (mlprof/_lib/libmlprof.so,
+which the extension records through and `mlprof run` preloads) and the
+command (mlprof/_bin/mlprof, run by the `mlprof` console script)."""
+import concurrent.futures
 import os
 import sys
 
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlprof_build as mb  # noqa: E402
-from setuptools import Extension, setup  # noqa: E402
 
-mb.check_tree()
-ext = Extension(
-    "mlprof._mlprof",
-    sources=[os.path.relpath(s, mb.HERE) if s.startswith(mb.HERE) else s
-             for s in mb.c_sources()],
-    include_dirs=mb.INCLUDE_DIRS,
-    define_macros=mb.DEFINES,
-    extra_compile_args=mb.CFLAGS,
-    libraries=mb.LIBS,
-)
+
+class BuildMlprof(build_ext):
+    def build_extension(self, ext):
+        mb.check_tree()
+        http_cflags, http_libs = mb.http_flags()
+        record = mb.sources("record") + mb.sources("common")
+        core = mb.sources("core")
+        # The packaged command has mlprof serve: the build requires
+        # libmicrohttpd (http_flags says so when it is missing).
+        cli = mb.sources("cli") + mb.sources("serve")
+        cc = self.compiler
+
+        def compile_one(src):
+            return cc.compile([src], output_dir=self.build_temp,
+                              macros=mb.DEFINES + [("MLPROF_WITH_SERVE", None)],
+                              include_dirs=mb.INCLUDE_DIRS,
+                              extra_postargs=mb.CFLAGS + http_cflags)[0]
+
+        every = mb.ext_sources() + mb.sources("record") + cli
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
+            obj = dict(zip(every, ex.map(compile_one, every)))
+        out = os.path.dirname(self.get_ext_fullpath(ext.name))
+        cc.link_shared_object([obj[s] for s in mb.ext_sources()],
+                              self.get_ext_fullpath(ext.name),
+                              libraries=mb.LIBS)
+        soname = "libmlprof.so." + mb.version().split(".")[0]
+        cc.link_shared_object([obj[s] for s in record], "libmlprof.so",
+                              output_dir=os.path.join(out, "_lib"),
+                              libraries=mb.LIBS,
+                              extra_postargs=["-Wl,-soname," + soname])
+        cc.link_executable([obj[s] for s in cli + core + record], "mlprof",
+                           output_dir=os.path.join(out, "_bin"),
+                           libraries=mb.LIBS,
+                           extra_postargs=http_libs)
+
 
 setup(
-    name="mlprof",
     version=mb.version(),
-    description="Low-overhead profiler for ML pipelines (C core, CPython API)",
-    packages=["mlprof"],
-    ext_modules=[ext],
-    python_requires=">=3.9",
-    zip_safe=False,
+    # The sources named here are the own ones; build_extension adds the rest.
+    ext_modules=[Extension("mlprof._mlprof", sources=mb.EXT_OWN)],
+    cmdclass={"build_ext": BuildMlprof},
 )

@@ -6,7 +6,7 @@
 set -e
 build="cmake gcc make pkg-config libmicrohttpd-dev"
 check="$build python3 python3-pytest prometheus"
-all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-torch chromium nodejs"
+all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium nodejs"
 case "${1:-all}" in
   build) want=$build ;;
   check) want=$check ;;

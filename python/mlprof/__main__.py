@@ -3,18 +3,16 @@
 The same as `mlprof run [OPTIONS] -- python script.py ARGS...` with this
 Python: every process of the script writes a profile, and the report is
 printed at the end. Also `python -m mlprof run -m module ARGS...`. Other
-subcommands (report, trace) are handed to the `mlprof` command as they are.
-The `mlprof` command is looked up in $MLPROF_CLI, next to the source tree the
-package was built from (build/mlprof), then on PATH."""
+subcommands (report, trace, html, ...) are handed to the `mlprof` command as
+they are. The command is the one installed in this package
+(mlprof/_bin/mlprof), or $MLPROF_CLI. `command` is the `mlprof` console
+script: the packaged command itself."""
 import os
-import shutil
 import sys
-
-from . import _mlprof
 
 USAGE = """usage: python -m mlprof run [mlprof run options] script.py [ARGS...]
        python -m mlprof run [mlprof run options] -m module [ARGS...]
-       python -m mlprof report|trace ...   (as the mlprof command)
+       python -m mlprof report|trace|... (as the mlprof command)
 
 Runs the script under `mlprof run` with this Python ({python}).
 mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q (see mlprof run --help).
@@ -24,19 +22,31 @@ mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q (see mlprof run --he
 VALUE_OPTS = {"-o", "--output", "--flush-ms", "--memory-mb",
               "--sample-ms", "--sample-interval"}
 
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
 
 def find_cli():
-    """Path of the mlprof command, or None."""
-    env = os.environ.get("MLPROF_CLI")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    root = _mlprof.SOURCE_ROOT
-    if root:
-        for b in ("build", "build-release"):
-            p = os.path.join(root, b, "mlprof")
-            if os.path.isfile(p) and os.access(p, os.X_OK):
-                return p
-    return shutil.which("mlprof")
+    """Path of the mlprof command: $MLPROF_CLI, else the packaged one."""
+    return os.environ.get("MLPROF_CLI") or \
+        os.path.join(PACKAGE, "_bin", "mlprof")
+
+
+def _exec(argv, env=None):
+    """Runs the mlprof command in place of this process; returns 127 with a
+    message when it cannot be run."""
+    cli = find_cli()
+    try:
+        os.execve(cli, [cli] + argv, os.environ if env is None else env)
+    except OSError as e:
+        sys.stderr.write("mlprof: cannot run the mlprof command %s: %s "
+                         "(reinstall the package, or set MLPROF_CLI)\n"
+                         % (cli, e.strerror))
+        return 127
+
+
+def command():
+    """The `mlprof` console script."""
+    return _exec(sys.argv[1:])
 
 
 def main(argv=None):
@@ -44,16 +54,9 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE.format(python=sys.executable))
         return 0 if argv else 2
-    cli = find_cli()
-    if cli is None:
-        sys.stderr.write(
-            "python -m mlprof: the `mlprof` command was not found: build it "
-            "(make, in the mlprof source tree), put it on PATH, or set "
-            "MLPROF_CLI to its path\n")
-        return 127
     cmd, rest = argv[0], argv[1:]
     if cmd != "run":
-        os.execv(cli, [cli, cmd] + rest)
+        return _exec(argv)
     opts = []
     i = 0
     while i < len(rest):
@@ -81,10 +84,10 @@ def main(argv=None):
         return 2
     env = dict(os.environ)
     # The child Python must find this package as this one does.
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(PACKAGE)
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"]
                                 if env.get("PYTHONPATH") else "")
-    os.execve(cli, [cli, "run"] + opts + ["--", sys.executable] + target, env)
+    return _exec(["run"] + opts + ["--", sys.executable] + target, env)
 
 
 if __name__ == "__main__":

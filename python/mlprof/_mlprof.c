@@ -1,20 +1,15 @@
 /* _mlprof: the CPython extension under the `mlprof` package.
  *
- * The recording library (src/record) and the analysis side (reader, job
- * model, statistics, exporters) are compiled into this module, so it needs no
- * separately installed libmlprof.
- *
- * One session per process. When libmlprof.so is already loaded globally
- * (preloaded by `mlprof run`, or a dependency of the program), the package
- * must record into that library's session, not start a second one. Calling
- * the public functions through the PLT is not enough: Debian links
- * extensions with -Bsymbolic-functions, which binds them to this module's
- * own copy. So at import the module looks the API up with
- * dlsym(RTLD_DEFAULT); if it is found in another object, every call goes
- * through a table of that library's functions, else through our copy's.
- * The copy's load-time start from MLPROF_OUTPUT is switched off by defining
- * mlprof__no_autostart (see session.c); the package does it at import, and
- * only when no other copy runs.
+ * The analysis side (reader, job model, statistics, exporters) is compiled
+ * into this module; the recording library is not. One recorder per process,
+ * by design: every recording call goes through a table of libmlprof's
+ * functions, resolved once at import (api_setup): the libmlprof.so already
+ * in the process when there is one (preloaded by `mlprof run`, or a
+ * dependency of the program or of another library; by its soname, else by
+ * dlsym(RTLD_DEFAULT)), else the copy bundled
+ * in the package (mlprof/_lib/libmlprof.so), loaded RTLD_GLOBAL so that C
+ * libraries loaded later record into it too. That library starts a session
+ * from MLPROF_OUTPUT when it loads, as it does for C programs.
  *
  * Hot path: `with prof.zone("x"):` is a C method call that finds a cached
  * Zone object (by the identity of the name string, then by a dict lookup),
@@ -43,15 +38,7 @@
 #include "format/reader.h"
 #include "model/job.h"
 
-/* This module's copy of the recording library must not start a session at
- * load time (see session.c); PyInit__mlprof decides. */
-const int mlprof__no_autostart = 1;
-
-#ifndef MLPROF_SOURCE_ROOT
-#define MLPROF_SOURCE_ROOT ""
-#endif
-
-/* ---- the recording API in use: ours, or the global library's ------------ */
+/* ---- the recording library in use: libmlprof.so, loaded once ----------- */
 
 #define MLPROF_API(X)                                                  \
   X(void, config_init, (mlprof_config *))                              \
@@ -79,35 +66,51 @@ static struct {
 #define API_FIELD(ret, name, args) ret(*name) args;
   MLPROF_API(API_FIELD)
 #undef API_FIELD
-} api = {
-#define API_LOCAL(ret, name, args) .name = mlprof_##name,
-    MLPROF_API(API_LOCAL)
-#undef API_LOCAL
-};
+} api;
 
-/* The object that holds the library in use ("" for this module's copy). */
-static char api_origin[512];
+/* Path of the library in use (mlprof._mlprof.LIBRARY). */
+static char api_origin[4096];
 
-/* Switches to the global library's functions when one other than this
- * module's copy is loaded; all or nothing. */
-static void api_setup(void) {
-  Dl_info self, other;
-  void *g = dlsym(RTLD_DEFAULT, "mlprof_zone_begin_site");
-  if (!g || !dladdr((void *)&api_setup, &self) || !dladdr(g, &other) ||
-      self.dli_fbase == other.dli_fbase)
-    return;
-  void *fn[32];
-  size_t i = 0;
-#define API_LOOKUP(ret, name, args) \
-  if (!(fn[i++] = dlsym(RTLD_DEFAULT, "mlprof_" #name))) return;
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define LIB_SONAME "libmlprof.so." STR(MLPROF_VERSION_MAJOR)
+
+/* Fills api from the libmlprof.so in the process, else from the one bundled
+ * next to this module (_lib/libmlprof.so). 0, or -1 with an ImportError. */
+static int api_setup(void) {
+  void *h = dlopen(LIB_SONAME, RTLD_NOW | RTLD_NOLOAD);
+  if (!h && dlsym(RTLD_DEFAULT, "mlprof_zone_begin_site")) h = RTLD_DEFAULT;
+  char bundled[sizeof api_origin] = "_lib/libmlprof.so";
+  Dl_info self;
+  if (!h && dladdr((void *)&api_setup, &self) && self.dli_fname) {
+    const char *slash = strrchr(self.dli_fname, '/');
+    int dir = slash ? (int)(slash - self.dli_fname) + 1 : 0;
+    snprintf(bundled, sizeof bundled, "%.*s_lib/libmlprof.so", dir,
+             self.dli_fname);
+  }
+  if (!h && !(h = dlopen(bundled, RTLD_NOW | RTLD_GLOBAL))) {
+    const char *why = dlerror();
+    PyErr_Format(PyExc_ImportError, "mlprof: cannot load %s: %s", bundled,
+                 why ? why : "not found");
+    return -1;
+  }
+  void *fn;
+  const char *want;
+#define API_LOOKUP(ret, name, args)                           \
+  if (!(fn = dlsym(h, want = "mlprof_" #name))) goto missing; \
+  memcpy(&api.name, &fn, sizeof fn);
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
-  i = 0;
-#define API_TAKE(ret, name, args) memcpy(&api.name, &fn[i++], sizeof(void *));
-  MLPROF_API(API_TAKE)
-#undef API_TAKE
+  Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
-           other.dli_fname ? other.dli_fname : "?");
+           dladdr(fn, &lib) && lib.dli_fname ? lib.dli_fname : bundled);
+  return 0;
+missing:
+  PyErr_Format(PyExc_ImportError,
+               "mlprof: the libmlprof in this process lacks %s (older than "
+               "this package?)",
+               want);
+  return -1;
 }
 
 /* ---- which zones this thread owes an end ---------------------------------
@@ -1475,17 +1478,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__mlprof(void) {
   PyObject *m = NULL;
-  api_setup();
-  /* What the copy's constructor would have done (see mlprof__no_autostart):
-   * MLPROF_OUTPUT starts a session at load time, unless another copy of the
-   * library runs the process's session already. */
-  const char *env_out = getenv("MLPROF_OUTPUT");
-  if (!api_origin[0] && env_out && *env_out) {
-    int rc = api.init(NULL);
-    if (rc != 0 && rc != MLPROF_EALREADY)
-      fprintf(stderr, "mlprof[%d]: cannot start profiling to %s: %s\n",
-              (int)getpid(), env_out, api.strerror(rc));
-  }
+  if (api_setup() < 0) return NULL;
   if (PyType_Ready(&ZoneType) < 0 || PyType_Ready(&MetaZoneType) < 0 ||
       PyType_Ready(&ProfilerType) < 0 || PyType_Ready(&NoopZoneType) < 0 ||
       PyType_Ready(&NoopProfilerType) < 0)
@@ -1532,9 +1525,7 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     Py_XDECREF(cats);
     goto fail;
   }
-  if (PyModule_AddStringConstant(m, "SOURCE_ROOT", MLPROF_SOURCE_ROOT) < 0 ||
-      PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0)
-    goto fail;
+  if (PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0) goto fail;
   return m;
 fail_error:
   Py_DECREF(ErrorObject);

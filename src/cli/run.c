@@ -55,7 +55,8 @@ static void usage(FILE *out) {
 }
 
 /* The library to preload: $MLPROF_LIB, else next to this executable (build
- * tree), else PREFIX/LIBDIR for an installed mlprof. */
+ * tree), else PREFIX/LIBDIR for an installed mlprof, else the Python
+ * package's mlprof/_lib for the command it ships in mlprof/_bin. */
 static int find_library(char *out, size_t len) {
   const char *env = getenv("MLPROF_LIB");
   if (env && *env) {
@@ -70,9 +71,9 @@ static int find_library(char *out, size_t len) {
   exe[n] = 0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  const char *const places[] = {"%s/libmlprof.so",
-                                "%s/../" MLPROF_INSTALL_LIBDIR "/libmlprof.so",
-                                "%s/../lib/libmlprof.so"};
+  const char *const places[] = {
+      "%s/libmlprof.so", "%s/../" MLPROF_INSTALL_LIBDIR "/libmlprof.so",
+      "%s/../lib/libmlprof.so", "%s/../_lib/libmlprof.so"};
   for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
     char cand[PATH_MAX + 64];
     snprintf(cand, sizeof cand, places[i], exe);
@@ -80,8 +81,8 @@ static int find_library(char *out, size_t len) {
       return 0;
   }
   fprintf(stderr,
-          "mlprof run: cannot find libmlprof.so next to %s or in ../%s; set "
-          "MLPROF_LIB to its path\n",
+          "mlprof run: cannot find libmlprof.so next to %s or in ../%s, "
+          "../lib or ../_lib; set MLPROF_LIB to its path\n",
           exe, MLPROF_INSTALL_LIBDIR);
   return -1;
 }

@@ -2,7 +2,7 @@
 
 `make test` installs the package into $(BUILD)/python and puts it on
 PYTHONPATH. Run alone (pytest tests/python), the package is built into a
-temporary directory first, offline, with the in-tree backend."""
+temporary directory first (pip, offline: --no-build-isolation)."""
 import os
 import subprocess
 import sys
