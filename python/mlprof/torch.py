@@ -161,7 +161,7 @@ OVERHEAD_ZONE = "mlprof hooks"
 class _ThreadState(threading.local):
     def __init__(self):
         self.stack = []      # (module, zone's exit, calls) of forward zones open
-        self.backward = []   # states of backward zones open (_backward_zone)
+        self.backward = []   # _BackwardZone objects open
         self.walked = {}     # modules walked in this forward (_last_nodes)
         self.ends = {}       # node -> states of the zones ending there
         self.calls = 0       # hooked module calls begun on this thread
@@ -190,7 +190,12 @@ def _last_nodes(y, xs, walked):
     nodes with what each feeds). The walk crosses such a module from its
     output straight to its outside, so each node is walked once, not once
     per enclosing module."""
-    outside = {x.grad_fn for x in xs if x.grad_fn is not None}
+    # Plain loops: this runs after every module call, generators cost more.
+    outside = set()
+    for x in xs:
+        g = x.grad_fn
+        if g is not None:
+            outside.add(g)
     root = y.grad_fn
     inside, stack, cands = set(), [root], []
     while stack:
@@ -205,58 +210,88 @@ def _last_nodes(y, xs, walked):
             nexts, last = crossed
             cands.extend(last)
         else:
-            nexts = [n for n, _ in node.next_functions
-                     if n is not None and type(n) is not _ACCUMULATE_GRAD]
+            nexts = []
+            for n, _ in node.next_functions:
+                if n is not None and type(n) is not _ACCUMULATE_GRAD:
+                    nexts.append(n)
             cands.append((node, nexts))
-        stack.extend(n for n in nexts if n not in outside and n not in inside)
-    last = [c for c in cands if not any(n in inside for n in c[1])]
-    walked[root] = ({n for _, nexts in cands for n in nexts if n not in inside},
-                    last)
+        for n in nexts:
+            if n not in outside and n not in inside:
+                stack.append(n)
+    last, out = [], set()
+    for c in cands:
+        for n in c[1]:
+            if n in inside:
+                break
+        else:
+            last.append(c)
+        for n in c[1]:
+            if n not in inside:
+                out.add(n)
+    walked[root] = (out, last)
     return [node for node, _ in last]
 
 
-def _end_hook(states, st):
-    """The hook on a node that the backward zones in states end with: the
-    zones of a module and of those around it share it (closed inner first,
-    as their states were added)."""
-    def end(grad_inputs, grad_outputs):
-        for state in states:
-            state[0] -= 1
-            if state[0] == 0 and state[1]:
-                state[1] = False
-                if st.backward and st.backward[-1] is state:
-                    st.backward.pop()
-                state[2](None, None, None)
-    return end
+# The objects below live from a module's forward to its backward: each is
+# one object for Python's collector, where closures were several (the
+# function and a cell per variable), and objects that outlive a forward
+# bring on the collector's full passes, the largest cost of the hooks.
+
+class _BackwardZone:
+    """One module call's backward zone. Called as the hook on the module's
+    output: the gradient of its output is ready, the zone begins; ended by
+    _EndHook when the last of its nodes ran."""
+    __slots__ = ("ends", "left", "open", "zone", "flops", "st")
+
+    def __call__(self, grad):
+        # A hook on a tensor changed in place later (ReLU(inplace=True))
+        # runs where the tensor was made: after the module's nodes. No
+        # zone then, rather than one that would close another's.
+        if self.left == self.ends:
+            self.open = True
+            self.st.backward.append(self)
+            self.zone.__enter__()
+            if self.flops:
+                _mlprof.count("flops", self.flops)
+
+    def close(self):
+        """Ends the zone if open (the innermost open on the thread)."""
+        if self.open:
+            self.open = False
+            self.zone.__exit__(None, None, None)
 
 
-def _backward_zone(zb, y, xs, flops, count, st):
+class _EndHook:
+    """The hook on a node that backward zones end with: the zones of a
+    module and of those around it share it (closed inner first, as they
+    were added)."""
+    __slots__ = ("zones", "st")
+
+    def __call__(self, grad_inputs, grad_outputs):
+        bw = self.st.backward
+        for z in self.zones:
+            z.left -= 1
+            if z.left == 0 and z.open:
+                if bw and bw[-1] is z:
+                    bw.pop()
+                z.close()
+
+
+def _backward_zone(zb, y, xs, flops, st):
     """A zone around a module's backward: from when the gradient of its
     output is ready (a hook on the output, put before the hooks of the
     modules inside so that zones nest) to when the last of its nodes ran.
     xs: the module's input tensors. st.backward holds the zones open on the
     thread, st.walked the modules walked in this forward (_last_nodes),
-    st.ends the hooks put on nodes in this forward (_end_hook)."""
+    st.ends the hooks put on nodes in this forward."""
     last = _last_nodes(y, xs, st.walked)
     if not last:
         return
     # The hooks must not refer to the nodes: a node's hooks would then be a
     # cycle through it that Python's collector clears, hooks and all.
-    ends = len(last)
-    enter = zb.__enter__
-    state = [ends, False, zb.__exit__]  # ends still to come, zone open
-
-    def begin(grad):
-        # A hook on a tensor changed in place later (ReLU(inplace=True))
-        # runs where the tensor was made: after the module's nodes. No
-        # zone then, rather than one that would close another's.
-        if state[0] == ends:
-            state[1] = True
-            st.backward.append(state)
-            enter()
-            if flops:
-                count("flops", flops)
-
+    z = _BackwardZone()
+    z.ends = z.left = len(last)
+    z.open, z.zone, z.flops, z.st = False, zb, flops, st
     # The tensor's hook dictionary, set directly: Tensor.register_hook's
     # handle costs about a microsecond, and the hooks are never removed
     # one by one (they go with the graph). Hooks run in the order of the
@@ -264,19 +299,20 @@ def _backward_zone(zb, y, xs, flops, count, st):
     # registered last, must run first.
     hooks = y._backward_hooks
     if hooks is None:
-        y._backward_hooks = {begin: begin}
+        y._backward_hooks = {z: z}
         y.grad_fn._register_hook_dict(y)
     else:
         rest = list(hooks.items())
         hooks.clear()
-        hooks[begin] = begin
+        hooks[z] = z
         hooks.update(rest)
     for node in last:
-        states = st.ends.get(node)
-        if states is None:
-            states = st.ends[node] = []
-            node.register_hook(_end_hook(states, st))
-        states.append(state)
+        end = st.ends.get(node)
+        if end is None:
+            end = st.ends[node] = _EndHook()
+            end.zones, end.st = [], st
+            node.register_hook(end)
+        end.zones.append(z)
 
 
 def _own_flops_begin(st, module):
@@ -368,9 +404,8 @@ class ModelProfile:
                 st.ends.clear()
                 while stack:
                     stack.pop()[1](None, None, None)
-                while st.backward:  # zone_end closes the innermost
-                    st.backward.pop()[1] = False
-                    zb.__exit__(None, None, None)
+                while st.backward:
+                    st.backward.pop().close()
                 if st.measuring is not None:
                     _own_flops_end(st)
             if key in measure:
@@ -433,7 +468,7 @@ class ModelProfile:
                     # the weights' only when they do.
                     bf = f * (any(x.requires_grad for x in xs) +
                               any(p.requires_grad for p in params))
-                    _backward_zone(zb, y, xs, bf, count, st)
+                    _backward_zone(zb, y, xs, bf, st)
                     over_leave(None, None, None)
             if is_root:  # the graph's nodes are not kept alive
                 st.walked.clear()
