@@ -6,8 +6,9 @@ the same run:
     torch.profiler.record_function (budget: <= 1.3x the no-op, >= 10x
     cheaper than record_function);
   - a zone while recording is switched off;
-  - hooks of mlprof.torch.profile_model on a ResNet-like CPU training step
-    (budget: <= 5% added to the step);
+  - hooks of mlprof.torch.profile_model per module per forward+backward on
+    50 tiny Linear layers, against the same step without hooks (budget:
+    <= 5 µs), and on a ResNet-like CPU training step (<= 5% added);
   - Profiler(backend="torch") on the same step: torch.profiler's own cost,
     against the step without any profiler and with mlprof's zones only,
     and the import of its events at stop().
@@ -207,6 +208,54 @@ def bench_hooks():
     return (h - b) / b
 
 
+def bench_hook_cost():
+    """Cost of profile_model's hooks per module per forward+backward, on 50
+    Linear(8, 8) layers (the layers cost little, so the hooks show): the
+    step hooked against the same step without hooks, interleaved, best of
+    the rounds, in thread CPU time (torch on one thread) so that other
+    processes on a shared machine do not add to either."""
+    import torch
+    from torch import nn
+    import mlprof.torch as mt
+    torch.set_num_threads(1)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(50)])
+    x = torch.randn(4, 8)
+
+    def timed(k):
+        t0 = time.thread_time_ns()
+        for _ in range(k):
+            model(x).sum().backward()
+        return (time.thread_time_ns() - t0) / k
+    out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
+    prof = mlprof.Profiler(output=out).start()
+    timed(20)  # warm up
+    k = 20 if QUICK else 50
+    rounds = 5 if QUICK else 15
+    base, hooked = [], []
+    for _ in range(rounds):
+        base.append(timed(k))
+        with mt.profile_model(model, prof) as mp:
+            hooked.append(timed(k))
+    s = prof.summary()
+    prof.stop()
+    modules = len(mp.names)
+    b, h = min(base), min(hooked)
+    over = next((z for z in s["zones"] if z["name"] == mt.OVERHEAD_ZONE),
+                None)
+    print("profile_model hooks on %d x Linear(8, 8), forward+backward "
+          "(%d modules hooked, best of %d rounds of %d steps, thread CPU "
+          "time)" % (len(model), modules, rounds, k))
+    print("  without hooks (baseline)  %8.3f ms/step" % (b / 1e6))
+    print("  with hooks                %8.3f ms/step  +%.2f µs per module "
+          "per forward+backward (budget <= 5)"
+          % (h / 1e6, (h - b) / modules / 1e3))
+    if over is not None:
+        print("  of which in the '%s' zone (walk, hooks on the graph): "
+              "%.2f µs per module call" % (mt.OVERHEAD_ZONE,
+                                           over["mean_ns"] / 1e3))
+    return (h - b) / modules
+
+
 def bench_torch_op():
     """ns per operator (x.add_(1) on one element) without torch.profiler,
     and what torch.profiler adds with and without FLOPs."""
@@ -299,6 +348,8 @@ def main():
     except ImportError:
         print("torch not installed: hook overhead not measured")
         return
+    bench_hook_cost()
+    print()
     bench_hooks()
     print()
     bench_torch_backend()

@@ -52,19 +52,26 @@ _POOLS = (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
 
 
 def _tensors(x):
-    """The tensors in a module's inputs or outputs, in order."""
+    """The tensors in a module's inputs or outputs, in order (a list: the
+    hooks call this on every module call, a generator costs more)."""
     if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            yield from _tensors(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from _tensors(v)
+        return [x]
+    if isinstance(x, dict):
+        x = x.values()
+    elif not isinstance(x, (list, tuple)):
+        return []
+    out = []
+    for v in x:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        else:
+            out.extend(_tensors(v))
+    return out
 
 
 def _first_tensor(x):
-    return next(_tensors(x), None)
+    ts = _tensors(x)
+    return ts[0] if ts else None
 
 
 def matmul_flops(a_shape, b_shape):
@@ -145,11 +152,20 @@ def _mha_flops(m, inputs):
 
 # ---- per-module hooks ----------------------------------------------------
 
+# The hooks' own work after a module's forward (the backward walk, hooks on
+# the graph) is recorded in this zone, so it is not the self time of the
+# module around.
+OVERHEAD_ZONE = "mlprof hooks"
+
+
 class _ThreadState(threading.local):
     def __init__(self):
-        self.stack = []      # (module, zone) of forward zones open
-        self.backward = []   # states of backward zones open (_backward_zone)
+        self.stack = []      # (module, zone's exit, calls) of forward zones open
+        self.backward = []   # _BackwardZone objects open
         self.walked = {}     # modules walked in this forward (_last_nodes)
+        self.ends = {}       # node -> states of the zones ending there
+        self.calls = 0       # hooked module calls begun on this thread
+        self.measuring = None  # (module, torch profiler): _own_flops
 
 
 def _is_leaf(m):
@@ -163,18 +179,23 @@ _ACCUMULATE_GRAD = type((torch.zeros(1, requires_grad=True) * 1)
                         .grad_fn.next_functions[0][0])
 
 
-def _last_nodes(y, inputs, walked):
+def _last_nodes(y, xs, walked):
     """The autograd nodes a module's backward ends with: those its forward
-    made (reachable from its output, the graph of its inputs excluded) that
-    feed none of the others. None past _MAX_BACKWARD_NODES nodes (the walk
-    left the module through a tensor captured from outside).
+    made (reachable from its output, the graph of its input tensors xs
+    excluded) that feed none of the others. None past _MAX_BACKWARD_NODES
+    nodes (the walk left the module through a tensor captured from outside).
 
     walked: the modules already walked in this forward (those inside this
     one), by output node: (the nodes just outside the module, its last
     nodes with what each feeds). The walk crosses such a module from its
     output straight to its outside, so each node is walked once, not once
     per enclosing module."""
-    outside = {x.grad_fn for x in _tensors(inputs) if x.grad_fn is not None}
+    # Plain loops: this runs after every module call, generators cost more.
+    outside = set()
+    for x in xs:
+        g = x.grad_fn
+        if g is not None:
+            outside.add(g)
     root = y.grad_fn
     inside, stack, cands = set(), [root], []
     while stack:
@@ -189,79 +210,149 @@ def _last_nodes(y, inputs, walked):
             nexts, last = crossed
             cands.extend(last)
         else:
-            nexts = [n for n, _ in node.next_functions
-                     if n is not None and type(n) is not _ACCUMULATE_GRAD]
+            nexts = []
+            for n, _ in node.next_functions:
+                if n is not None and type(n) is not _ACCUMULATE_GRAD:
+                    nexts.append(n)
             cands.append((node, nexts))
-        stack.extend(n for n in nexts if n not in outside and n not in inside)
-    last = [c for c in cands if not any(n in inside for n in c[1])]
-    walked[root] = ({n for _, nexts in cands for n in nexts if n not in inside},
-                    last)
+        for n in nexts:
+            if n not in outside and n not in inside:
+                stack.append(n)
+    last, out = [], set()
+    for c in cands:
+        for n in c[1]:
+            if n in inside:
+                break
+        else:
+            last.append(c)
+        for n in c[1]:
+            if n not in inside:
+                out.add(n)
+    walked[root] = (out, last)
     return [node for node, _ in last]
 
 
-def _backward_zone(zb, y, inputs, flops, count, st):
+# The objects below live from a module's forward to its backward: each is
+# one object for Python's collector, where closures were several (the
+# function and a cell per variable), and objects that outlive a forward
+# bring on the collector's full passes, the largest cost of the hooks.
+
+class _BackwardZone:
+    """One module call's backward zone. Called as the hook on the module's
+    output: the gradient of its output is ready, the zone begins; ended by
+    _EndHook when the last of its nodes ran."""
+    __slots__ = ("ends", "left", "open", "zone", "flops", "st")
+
+    def __call__(self, grad):
+        # A hook on a tensor changed in place later (ReLU(inplace=True))
+        # runs where the tensor was made: after the module's nodes. No
+        # zone then, rather than one that would close another's.
+        if self.left == self.ends:
+            self.open = True
+            self.st.backward.append(self)
+            self.zone.__enter__()
+            if self.flops:
+                _mlprof.count("flops", self.flops)
+
+    def close(self):
+        """Ends the zone if open (the innermost open on the thread)."""
+        if self.open:
+            self.open = False
+            self.zone.__exit__(None, None, None)
+
+
+class _EndHook:
+    """The hook on a node that backward zones end with: the zones of a
+    module and of those around it share it (closed inner first, as they
+    were added)."""
+    __slots__ = ("zones", "st")
+
+    def __call__(self, grad_inputs, grad_outputs):
+        bw = self.st.backward
+        for z in self.zones:
+            z.left -= 1
+            if z.left == 0 and z.open:
+                if bw and bw[-1] is z:
+                    bw.pop()
+                z.close()
+
+
+def _backward_zone(zb, y, xs, flops, st):
     """A zone around a module's backward: from when the gradient of its
     output is ready (a hook on the output, put before the hooks of the
     modules inside so that zones nest) to when the last of its nodes ran.
-    st.backward holds the zones open on the thread, st.walked the modules
-    walked in this forward (_last_nodes)."""
-    last = _last_nodes(y, inputs, st.walked)
+    xs: the module's input tensors. st.backward holds the zones open on the
+    thread, st.walked the modules walked in this forward (_last_nodes),
+    st.ends the hooks put on nodes in this forward."""
+    last = _last_nodes(y, xs, st.walked)
     if not last:
         return
     # The hooks must not refer to the nodes: a node's hooks would then be a
     # cycle through it that Python's collector clears, hooks and all.
-    ends = len(last)
-    state = [ends, False]  # ends still to come, zone open
-
-    def begin(grad):
-        # A hook on a tensor changed in place later (ReLU(inplace=True))
-        # runs where the tensor was made: after the module's nodes. No
-        # zone then, rather than one that would close another's.
-        if state[0] == ends:
-            state[1] = True
-            st.backward.append(state)
-            zb.__enter__()
-            if flops:
-                count("flops", flops)
-
-    def end(grad_inputs, grad_outputs):
-        state[0] -= 1
-        if state[0] == 0 and state[1]:
-            state[1] = False
-            if st.backward and st.backward[-1] is state:
-                st.backward.pop()
-            zb.__exit__(None, None, None)
-
-    h = y.register_hook(begin)
-    # Hooks run in the order of the dict under the tensor's (CPython's own
-    # order, not OrderedDict's): the enclosing module's, registered last,
-    # must run first.
+    z = _BackwardZone()
+    z.ends = z.left = len(last)
+    z.open, z.zone, z.flops, z.st = False, zb, flops, st
+    # The tensor's hook dictionary, set directly: Tensor.register_hook's
+    # handle costs about a microsecond, and the hooks are never removed
+    # one by one (they go with the graph). Hooks run in the order of the
+    # dict (CPython's own order, not OrderedDict's): the enclosing module's,
+    # registered last, must run first.
     hooks = y._backward_hooks
-    if len(hooks) > 1:
-        mine = hooks.pop(h.id)
+    if hooks is None:
+        y._backward_hooks = {z: z}
+        y.grad_fn._register_hook_dict(y)
+    else:
         rest = list(hooks.items())
         hooks.clear()
-        hooks[h.id] = mine
+        hooks[z] = z
         hooks.update(rest)
     for node in last:
-        node.register_hook(end)
+        end = st.ends.get(node)
+        if end is None:
+            end = st.ends[node] = _EndHook()
+            end.zones, end.st = [], st
+            node.register_hook(end)
+        end.zones.append(z)
 
+
+def _own_flops_begin(st, module):
+    """Starts counting the FLOPs of module's own operators (torch's
+    profiler with FLOPs) for a module whose children did not run, unless a
+    torch profiler runs already."""
+    if st.measuring is None and not torch.autograd._profiler_enabled():
+        p = torch.autograd.profiler.profile(with_flops=True)
+        p.__enter__()
+        st.measuring = (module, p)
+
+
+def _own_flops_end(st):
+    """The FLOPs torch counted since _own_flops_begin (ends it)."""
+    p = st.measuring[1]
+    st.measuring = None
+    p.__exit__(None, None, None)
+    return sum(e.flops for e in p.function_events)
 
 
 class ModelProfile:
     """What profile_model installed: hooks (remove() takes them away; also
     a context manager), FLOPs per layer, and per-layer statistics read back
-    from the profiler's summary."""
+    from the profiler's summary. Layers are keyed by their path in the model
+    (the model itself by its class name)."""
 
     def __init__(self, model, prof, depth, backward, flops):
         self.model = model
         self.prof = prof
         self.depth = depth
-        self.flops = {}          # module name -> forward FLOPs of last call
-        self.calls = {}          # module name -> forward calls seen
+        self.flops = {}          # key -> forward FLOPs of last call
+        self.calls = {}          # key -> forward calls seen
+        self.innermost = set()   # keys whose last call ran no hooked module
         self.handles = []
+        self.labels = {}         # key -> zone name without ":forward"
+        self.types = {}          # key -> class name
+        self.paths = {}          # key -> path in the model ("": itself)
         self._state = _ThreadState()
         self._flop_shapes = {}
+        self._measure = set()    # keys whose own operators' FLOPs to count
         root_name = type(model).__name__
         self.root_name = root_name
         self.names = []
@@ -273,21 +364,34 @@ class ModelProfile:
             d = 0 if name == "" else name.count(".") + 1
             if depth is not None and d > depth:
                 continue
-            label = root_name if name == "" else name
+            if isinstance(m, (nn.ModuleList, nn.ModuleDict)):
+                continue  # never called: no hook would ever fire
+            key = root_name if name == "" else name
             leaf = _is_leaf(m) or (depth is not None and d == depth)
             if isinstance(m, nn.MultiheadAttention):
                 skip_under.append(name)
-            self._install(m, label, leaf, name == "", backward, flops)
-            self.names.append(label)
+            self.types[key] = type(m).__name__
+            self.paths[key] = name
+            self.labels[key] = key if name == "" else \
+                "%s (%s)" % (name, type(m).__name__)
+            self._install(m, key, leaf, name == "", backward, flops)
+            self.names.append(key)
             if leaf:
-                self.leaves.add(label)
+                self.leaves.add(key)
 
-    def _install(self, m, label, leaf, is_root, backward, flops):
+    def _install(self, m, key, leaf, is_root, backward, flops):
+        label = self.labels[key]
         zf = self.prof.zone(label + FORWARD, "forward")
         zb = self.prof.zone(label + BACKWARD, "backward")
+        zo = self.prof.zone(OVERHEAD_ZONE)
+        enter, leave = zf.__enter__, zf.__exit__
+        over_enter, over_leave = zo.__enter__, zo.__exit__
         st = self._state
         count = _mlprof.count
         flop_cache = self._flop_shapes
+        measure = self._measure
+        grad_enabled = torch.is_grad_enabled
+        params = list(m.parameters())
         mp = self
 
         def pre(module, inputs):
@@ -297,45 +401,78 @@ class ModelProfile:
                 # profile's modules all run inside the root's forward), or
                 # by a backward through part of the graph (autograd.grad).
                 st.walked.clear()
+                st.ends.clear()
                 while stack:
-                    stack.pop()[1].__exit__(None, None, None)
-                while st.backward:  # zone_end closes the innermost
-                    st.backward.pop()[1] = False
-                    zb.__exit__(None, None, None)
-            zf.__enter__()
-            stack.append((module, zf))
+                    stack.pop()[1](None, None, None)
+                while st.backward:
+                    st.backward.pop().close()
+                if st.measuring is not None:
+                    _own_flops_end(st)
+            if key in measure:
+                over_enter()
+                _own_flops_begin(st, module)
+                over_leave(None, None, None)
+            st.calls += 1
+            stack.append((module, leave, st.calls))
+            enter()
 
         def post(module, inputs, output):
             stack = st.stack
-            if flops and leaf:
-                x = _first_tensor(inputs)
-                key = (label, tuple(x.shape) if x is not None else None)
-                f = flop_cache.get(key)
-                if f is None:
-                    f = module_flops(module, inputs, output)
-                    flop_cache[key] = f
-                mp.flops[label] = f
-                if f:
-                    count("flops", f)
-            mp.calls[label] = mp.calls.get(label, 0) + 1
-            # Close this module's zone (and any left open inside it).
+            # This module's zone, closing any left open inside it.
+            calls = None
             while stack:
-                mod, z = stack.pop()
-                z.__exit__(None, None, None)
+                mod, z_leave, calls = stack.pop()
                 if mod is module:
                     break
-            if backward and torch.is_grad_enabled():
+                z_leave(None, None, None)
+                calls = None
+            inner = calls == st.calls  # no hooked module ran inside
+            xs = _tensors(inputs)
+            f = 0
+            if flops and (leaf or inner):
+                shape_key = (key, xs[0].shape if xs else None)
+                f = flop_cache.get(shape_key)
+                if f is None and leaf:
+                    f = flop_cache[shape_key] = module_flops(
+                        module, inputs, output)
+                if f is None:
+                    measure.add(key)  # counted in the next call (below)
+                    f = 0
+                else:
+                    mp.flops[key] = f
+                if f:
+                    count("flops", f)
+            if inner:
+                mp.innermost.add(key)
+            else:
+                mp.innermost.discard(key)
+            mp.calls[key] = mp.calls.get(key, 0) + 1
+            if calls is not None:
+                leave(None, None, None)
+            if st.measuring is not None and st.measuring[0] is module:
+                over_enter()  # torch's profiler stops outside the zone
+                f = _own_flops_end(st)
+                measure.discard(key)
+                if inner:  # its children still did not run
+                    flop_cache[shape_key] = mp.flops[key] = f
+                over_leave(None, None, None)
+            if backward and grad_enabled():
                 y = _first_tensor(output)
                 # A module that changed its input in place (ReLU(inplace=
                 # True)) returns it: a hook on it would run where the
                 # tensor was made, before the module's backward, not after.
-                if y is not None and y.requires_grad and \
-                        y.grad_fn is not None and \
-                        not any(x is y for x in _tensors(inputs)):
-                    bf = 2 * mp.flops.get(label, 0) if flops and leaf else 0
-                    _backward_zone(zb, y, inputs, bf, count, st)
-            if is_root:
-                st.walked.clear()  # the graph's nodes are not kept alive
+                if y is not None and y.grad_fn is not None and \
+                        not any(x is y for x in xs):
+                    over_enter()
+                    # The gradient of the input only when it needs one,
+                    # the weights' only when they do.
+                    bf = f * (any(x.requires_grad for x in xs) +
+                              any(p.requires_grad for p in params))
+                    _backward_zone(zb, y, xs, bf, st)
+                    over_leave(None, None, None)
+            if is_root:  # the graph's nodes are not kept alive
+                st.walked.clear()
+                st.ends.clear()
 
         self.handles.append(m.register_forward_pre_hook(pre))
         self.handles.append(m.register_forward_hook(post))
@@ -355,19 +492,28 @@ class ModelProfile:
 
     @property
     def total_flops(self):
-        """Forward FLOPs of one call of the model (sum over its leaves)."""
-        return sum(self.flops.get(n, 0) for n in self.leaves)
+        """Forward FLOPs of one call of the model (sum over the innermost
+        modules that ran)."""
+        return sum(self.flops.get(k, 0) for k in self.innermost)
 
     def layers(self, summary=None):
-        """Per module: forward and backward count, mean, std, min, max,
-        total (ns), FLOPs per call and achieved FLOP/s, from the profiler's
-        summary (taken now when not given)."""
+        """Per module: its zone name, path and type, whether it ran and was
+        innermost (no hooked module ran inside its last call), forward and
+        backward count, mean, std, min, max, total (ns), FLOPs per call and
+        achieved FLOP/s, from the profiler's summary (taken now when not
+        given). forward and backward are None for a module that never ran
+        (or has no backward zone)."""
         s = summary or self.prof.summary()
         zones = {z["name"]: z for z in s["zones"]}
         out = []
-        for label in self.names:
-            row = {"name": label, "leaf": label in self.leaves,
-                   "flops": self.flops.get(label, 0)}
+        for key in self.names:
+            label = self.labels[key]
+            row = {"name": label, "path": self.paths[key],
+                   "type": self.types[key],
+                   "leaf": key in self.leaves,
+                   "ran": self.calls.get(key, 0) > 0,
+                   "innermost": key in self.innermost,
+                   "flops": self.flops.get(key, 0)}
             for kind, suffix in (("forward", FORWARD), ("backward", BACKWARD)):
                 z = zones.get(label + suffix)
                 if z is None:
@@ -385,9 +531,11 @@ class ModelProfile:
         return out
 
     def slowest(self, n=5, summary=None, leaves_only=True):
-        """The n layers with the largest forward+backward total time."""
-        rows = [r for r in self.layers(summary)
-                if r["leaf"] or not leaves_only]
+        """The n layers with the largest forward+backward total time, among
+        the modules that ran: the innermost ones (leaves_only; modules that
+        ran none of their children count) or all."""
+        rows = [r for r in self.layers(summary) if r["forward"] and
+                (r["innermost"] or not leaves_only)]
 
         def total(r):
             return sum(r[k]["total_ns"] for k in ("forward", "backward")
@@ -395,30 +543,37 @@ class ModelProfile:
         return sorted(rows, key=total, reverse=True)[:n]
 
     def most_variable(self, n=5, summary=None, min_count=2):
-        """The n leaf layers whose forward time varies most (std / mean)."""
-        rows = [r for r in self.layers(summary) if r["leaf"] and r["forward"]
-                and r["forward"]["count"] >= min_count
+        """The n innermost modules that ran whose forward time varies most
+        (std / mean)."""
+        rows = [r for r in self.layers(summary) if r["innermost"] and
+                r["forward"] and r["forward"]["count"] >= min_count
                 and r["forward"]["mean_ns"] > 0]
         return sorted(rows, key=lambda r: r["forward"]["std_ns"] /
                       r["forward"]["mean_ns"], reverse=True)[:n]
 
     def report(self, n=10, summary=None):
-        """A few lines naming the slowest and the most variable layers."""
+        """A few lines naming the slowest and the most variable layers, and
+        the modules that never ran."""
         s = summary or self.prof.summary()
+        rows = self.layers(s)
         lines = ["slowest layers (forward + backward total):"]
         for r in self.slowest(n, s):
-            f, b = r["forward"] or {}, r["backward"] or {}
+            f, b = r["forward"], r["backward"]
             lines.append(
-                "  %-32s fwd %9s  bwd %9s  %10s FLOP/call  %9s FLOP/s"
-                % (r["name"][:32], _fmt_ns(f.get("total_ns", 0)),
-                   _fmt_ns(b.get("total_ns", 0)), _fmt_si(r["flops"]),
-                   _fmt_si(f.get("flop_per_s", 0))))
+                "  %-40s fwd %9s  bwd %9s  %10s FLOP/call  %9s FLOP/s"
+                % (r["name"][:40], _fmt_ns(f["total_ns"]),
+                   _fmt_ns(b["total_ns"]) if b else "-", _fmt_si(r["flops"]),
+                   _fmt_si(f["flop_per_s"])))
         lines.append("most variable layers (forward std / mean):")
         for r in self.most_variable(n, s):
             f = r["forward"]
-            lines.append("  %-32s mean %9s  std %9s  cv %.2f"
-                         % (r["name"][:32], _fmt_ns(f["mean_ns"]),
+            lines.append("  %-40s mean %9s  std %9s  cv %.2f"
+                         % (r["name"][:40], _fmt_ns(f["mean_ns"]),
                             _fmt_ns(f["std_ns"]), f["std_ns"] / f["mean_ns"]))
+        idle = [r["name"] for r in rows if not r["ran"]]
+        if idle:
+            lines.append("never ran (%d): %s" % (len(idle), ", ".join(
+                idle[:n]) + (", ..." if len(idle) > n else "")))
         lines.append("model forward FLOPs per call: %s"
                      % _fmt_si(self.total_flops))
         return "\n".join(lines)
@@ -426,9 +581,10 @@ class ModelProfile:
 
 def profile_model(model, prof, depth=None, backward=True, flops=True):
     """Installs hooks on model's modules (down to `depth` levels below the
-    model; None: all): one zone per module call, "NAME:forward" (category
-    forward) and, for leaf modules, "NAME:backward" (category backward);
-    forward FLOPs per leaf as "flops" units of its zone. Returns a
+    model; None: all): one zone per module call, "PATH (Type):forward"
+    (category forward; the model itself is named after its class) and
+    "PATH (Type):backward" (category backward); forward FLOPs of the
+    innermost modules that ran as "flops" units of their zones. Returns a
     ModelProfile (remove() takes the hooks away)."""
     return ModelProfile(model, prof, depth, backward, flops)
 
