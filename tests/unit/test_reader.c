@@ -973,7 +973,8 @@ static void make_tmp_dir(void) {
 
 static void write_file(const char *path, const buf *b) {
   FILE *fp = fopen(path, "wb");
-  if (!fp || fwrite(b->d, 1, b->n, fp) != b->n || fclose(fp) != 0) abort();
+  if (!fp || (b->n && fwrite(b->d, 1, b->n, fp) != b->n) || fclose(fp) != 0)
+    abort();
 }
 
 static void remove_tmp_dir(void) {
