@@ -35,7 +35,7 @@ def c_sources():
                      "export"):
             files += sorted(os.path.relpath(p, ROOT) for p in
                             glob.glob(os.path.join(SRC, part, "*.c")))
-    return [os.path.join(HERE, "mlprof", "_mlprof.c")] + \
+    return [os.path.join(HERE, "mlprof", f) for f in ("_mlprof.c", "_calls.c")] + \
         [os.path.join(ROOT, f) for f in files]
 
 

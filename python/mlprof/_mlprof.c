@@ -38,6 +38,7 @@
 
 #include <mlprof.h>
 
+#include "_calls.h"
 #include "analyze/stats.h"
 #include "export/export.h"
 #include "format/reader.h"
@@ -1476,6 +1477,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__mlprof(void) {
   PyObject *m = NULL;
   api_setup();
+  mlprof__py_rec = (mlprof__py_recorder){api.zone_begin_site, api.zone_end,
+                                         api.track_spans};
   /* What the copy's constructor would have done (see mlprof__no_autostart):
    * MLPROF_OUTPUT starts a session at load time, unless another copy of the
    * library runs the process's session already. */
@@ -1492,6 +1495,7 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     return NULL;
   m = PyModule_Create(&module_def);
   if (!m) return NULL;
+  if (PyModule_AddFunctions(m, mlprof__calls_methods) < 0) goto fail;
   noop_zone_singleton = PyObject_CallNoArgs((PyObject *)&NoopZoneType);
   if (!noop_zone_singleton) goto fail;
   ErrorObject = PyErr_NewException("mlprof.Error", PyExc_RuntimeError, NULL);
