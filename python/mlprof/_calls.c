@@ -79,8 +79,12 @@ static PyObject *opt_include, *opt_exclude; /* tuples of str */
 static int opt_builtins, opt_max_depth;
 static uint64_t opt_min_ns;
 static int calls_on, lines_on;
+static int paused; /* set_all is running: its own calls are not traced */
 static uint64_t dropped_short; /* calls shorter than the minimum */
 static PyObject *sites;        /* (name, file, line) -> capsule of a site */
+static PyObject *line_names;   /* {"module:qualname"} whose lines are timed */
+static PyObject *line_tables;  /* list of capsules of line_table */
+static int line_table_attach(PyObject *code, code_info *ci);
 
 /* A site for (name, file, line) that lives until exit; NULL with an
  * exception. */
@@ -162,12 +166,18 @@ static code_info *info_of(PyFrameObject *frame) {
   PyObject *mod = globals ? PyDict_GetItemString(globals, "__name__") : NULL;
   const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "";
   const char *f = PyUnicode_AsUTF8(co->co_filename);
-  if (m && f && wanted(m, f)) {
 #if PY_VERSION_HEX >= 0x030B0000
-    PyObject *q = co->co_qualname;
+  PyObject *q = co->co_qualname;
 #else
-    PyObject *q = co->co_name;
+  PyObject *q = co->co_name;
 #endif
+  if (m && line_names && PySet_GET_SIZE(line_names) && !ci->lt) {
+    PyObject *key = PyUnicode_FromFormat("%s:%U", m, q);
+    if (key && PySet_Contains(line_names, key) == 1)
+      line_table_attach((PyObject *)co, ci);
+    Py_XDECREF(key);
+  }
+  if (calls_on && m && f && wanted(m, f)) {
     PyObject *name = strcmp(m, "__main__") == 0 || !*m
                          ? (Py_INCREF(q), q)
                          : PyUnicode_FromFormat("%s.%U", m, q);
@@ -183,7 +193,8 @@ out:
   return ci;
 }
 
-/* ---- calls: the profile function ------------------------------------------ */
+/* ---- calls: the profile function ------------------------------------------
+ */
 
 #define STACK_MAX 1024
 #define PENDING_MAX 8192
@@ -301,7 +312,7 @@ static void call_end(call_state *s) {
 
 static int profile_fn(PyObject *obj, PyFrameObject *frame, int what,
                       PyObject *arg) {
-  call_state *s = state();
+  call_state *s = paused ? NULL : state();
   if (!s) return 0;
   switch (what) {
     case PyTrace_CALL: {
@@ -323,7 +334,8 @@ static int profile_fn(PyObject *obj, PyFrameObject *frame, int what,
   return 0;
 }
 
-/* ---- lines: the trace function --------------------------------------------- */
+/* ---- lines: the trace function ---------------------------------------------
+ */
 
 typedef struct {
   line_table *lt;       /* NULL: a frame whose lines are not timed */
@@ -340,7 +352,6 @@ typedef struct {
 
 static __thread line_state *ls;
 static unsigned lines_gen;
-static PyObject *line_tables; /* list of capsules of line_table */
 
 static void line_close(line_entry *e, uint64_t t) {
   if (e->line < 0) return;
@@ -371,6 +382,7 @@ static void line_close(line_entry *e, uint64_t t) {
 
 static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
                     PyObject *arg) {
+  if (paused) return 0;
   if (!ls) ls = PyMem_RawCalloc(1, sizeof *ls);
   if (!ls) return 0;
   if (ls->gen != lines_gen) {
@@ -386,8 +398,7 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
                                         Py_False) < 0)
         PyErr_Clear();
       int d = ls->depth++;
-      if (d < STACK_MAX)
-        ls->stack[d] = (line_entry){lt, frame, t, 0, 0, -1};
+      if (d < STACK_MAX) ls->stack[d] = (line_entry){lt, frame, t, 0, 0, -1};
       break;
     }
     case PyTrace_LINE: {
@@ -415,7 +426,8 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
   return 0;
 }
 
-/* ---- switching on and off -------------------------------------------------- */
+/* ---- switching on and off --------------------------------------------------
+ */
 
 static PyObject *thread_hook(PyObject *trace, PyObject *args);
 static PyMethodDef hook_defs[2] = {
@@ -456,11 +468,14 @@ static int set_all(int trace, Py_tracefunc fn) {
     if ((trace ? _PyEval_SetTrace : _PyEval_SetProfile)(t, fn, NULL) < 0)
       return -1;
 #endif
+  paused = 1;
   PyObject *threading = PyImport_ImportModule("threading");
-  if (!threading) return -1;
-  PyObject *r = PyObject_CallMethod(threading, trace ? "settrace" : "setprofile",
-                                    "O", fn ? hooks[trace] : Py_None);
-  Py_DECREF(threading);
+  PyObject *r = threading ? PyObject_CallMethod(
+                                threading, trace ? "settrace" : "setprofile",
+                                "O", fn ? hooks[trace] : Py_None)
+                          : NULL;
+  paused = 0;
+  Py_XDECREF(threading);
   Py_XDECREF(r);
   return r ? 0 : -1;
 }
@@ -482,27 +497,29 @@ static PyObject *str_tuple(PyObject *o, const char *what) {
   PyObject *t = PySequence_Tuple(o);
   for (Py_ssize_t i = 0; t && i < PyTuple_GET_SIZE(t); i++)
     if (!PyUnicode_Check(PyTuple_GET_ITEM(t, i))) {
-      PyErr_Format(PyExc_TypeError, "%s: a list of module names or path "
-                   "prefixes (str)", what);
+      PyErr_Format(PyExc_TypeError,
+                   "%s: a list of module names or path "
+                   "prefixes (str)",
+                   what);
       Py_CLEAR(t);
     }
   return t;
 }
 
 static PyObject *calls_start(PyObject *m, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"include", "exclude",         "builtins",
+  static char *kwlist[] = {"include",   "exclude",         "builtins",
                            "max_depth", "min_duration_ns", NULL};
   PyObject *inc = Py_None, *exc = Py_None;
   int builtins = 0, max_depth = 0;
   unsigned long long min_ns = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOpiK:calls_start", kwlist,
-                                   &inc, &exc, &builtins, &max_depth, &min_ns))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOpiK:calls_start", kwlist, &inc,
+                                   &exc, &builtins, &max_depth, &min_ns))
     return NULL;
   if (max_depth < 0)
     return PyErr_Format(PyExc_ValueError, "max_depth must be >= 0");
   if (setup_cache() < 0) return NULL;
-  PyObject *ti = str_tuple(inc, "include"), *te = ti ? str_tuple(exc, "exclude")
-                                                     : NULL;
+  PyObject *ti = str_tuple(inc, "include"),
+           *te = ti ? str_tuple(exc, "exclude") : NULL;
   if (!te) {
     Py_XDECREF(ti);
     return NULL;
@@ -549,11 +566,33 @@ static void line_table_free(PyObject *cap) {
   PyMem_RawFree(lt);
 }
 
+/* Times code's lines from now on (ci: its cache entry). 0, or -1 with an
+ * exception. */
+static int line_table_attach(PyObject *code, code_info *ci) {
+  if (ci->lt) return 0;
+  line_table *lt = PyMem_RawCalloc(1, sizeof *lt);
+  PyObject *cap = lt ? PyCapsule_New(lt, NULL, line_table_free) : NULL;
+  if (!cap) {
+    if (!lt) PyErr_NoMemory();
+    PyMem_RawFree(lt);
+    return -1;
+  }
+  Py_INCREF(code);
+  lt->code = code;
+  lt->first = ((PyCodeObject *)code)->co_firstlineno;
+  int rc = PyList_Append(line_tables, cap);
+  Py_DECREF(cap);
+  if (rc == 0) ci->lt = lt;
+  return rc;
+}
+
 /* lines_add(code): the code's lines are timed from now on. */
 static PyObject *lines_add(PyObject *m, PyObject *code) {
   if (!PyCode_Check(code))
-    return PyErr_Format(PyExc_TypeError, "lines: a function or code object, "
-                        "not %.100s", Py_TYPE(code)->tp_name);
+    return PyErr_Format(PyExc_TypeError,
+                        "lines: a function or code object, "
+                        "not %.100s",
+                        Py_TYPE(code)->tp_name);
   if (setup_cache() < 0) return NULL;
   void *p = NULL;
   CODE_GET_EXTRA(code, extra_index, &p);
@@ -565,26 +604,27 @@ static PyObject *lines_add(PyObject *m, PyObject *code) {
       return NULL;
     }
   }
-  if (ci->lt) Py_RETURN_NONE;
-  line_table *lt = PyMem_RawCalloc(1, sizeof *lt);
-  PyObject *cap = lt ? PyCapsule_New(lt, NULL, line_table_free) : NULL;
-  if (!cap) {
-    PyMem_RawFree(lt);
-    return lt ? NULL : PyErr_NoMemory();
-  }
-  Py_INCREF(code);
-  lt->code = code;
-  lt->first = ((PyCodeObject *)code)->co_firstlineno;
-  if (PyList_Append(line_tables, cap) < 0) {
-    Py_DECREF(cap);
-    return NULL;
-  }
-  Py_DECREF(cap);
-  ci->lt = lt;
+  if (line_table_attach(code, ci) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* lines_add_name("module:qualname"): the lines of the functions of that
+ * name are timed, from their next call (the module need not be imported
+ * yet; a script run as the main program is "__main__"). */
+static PyObject *lines_add_name(PyObject *m, PyObject *name) {
+  if (!PyUnicode_Check(name) ||
+      PyUnicode_FindChar(name, ':', 0, PyUnicode_GET_LENGTH(name), 1) < 1)
+    return PyErr_Format(PyExc_ValueError, "lines: MODULE:FUNCTION, not %R",
+                        name);
+  if (setup_cache() < 0) return NULL;
+  if (!line_names && !(line_names = PySet_New(NULL))) return NULL;
+  if (PySet_Add(line_names, name) < 0) return NULL;
+  options_gen++;
   Py_RETURN_NONE;
 }
 
 static PyObject *lines_start(PyObject *m, PyObject *unused) {
+  if (lines_on) Py_RETURN_NONE;
   if (setup_cache() < 0) return NULL;
   lines_gen++;
   lines_on = 1;
@@ -609,15 +649,15 @@ static PyObject *lines_stats(PyObject *m, PyObject *unused) {
   PyObject *out = PyList_New(0);
   for (Py_ssize_t i = 0; out && line_tables && i < PyList_GET_SIZE(line_tables);
        i++) {
-    line_table *lt = PyCapsule_GetPointer(PyList_GET_ITEM(line_tables, i), NULL);
+    line_table *lt =
+        PyCapsule_GetPointer(PyList_GET_ITEM(line_tables, i), NULL);
     PyObject *rows = PyList_New(0);
     for (int j = 0; rows && j < lt->n; j++) {
       line_stat *st = &lt->lines[j];
       if (!st->hits) continue;
-      PyObject *r = Py_BuildValue("(iKKK)", lt->first + j,
-                                  (unsigned long long)st->hits,
-                                  (unsigned long long)st->total_ns,
-                                  (unsigned long long)st->excl_ns);
+      PyObject *r = Py_BuildValue(
+          "(iKKK)", lt->first + j, (unsigned long long)st->hits,
+          (unsigned long long)st->total_ns, (unsigned long long)st->excl_ns);
       if (!r || PyList_Append(rows, r) < 0) Py_CLEAR(rows);
       Py_XDECREF(r);
     }
@@ -632,7 +672,8 @@ static PyObject *lines_stats(PyObject *m, PyObject *unused) {
 /* lines_clear(): forgets the timings (the chosen code stays chosen). */
 static PyObject *lines_clear(PyObject *m, PyObject *unused) {
   for (Py_ssize_t i = 0; line_tables && i < PyList_GET_SIZE(line_tables); i++) {
-    line_table *lt = PyCapsule_GetPointer(PyList_GET_ITEM(line_tables, i), NULL);
+    line_table *lt =
+        PyCapsule_GetPointer(PyList_GET_ITEM(line_tables, i), NULL);
     if (lt->n) memset(lt->lines, 0, (size_t)lt->n * sizeof *lt->lines);
   }
   Py_RETURN_NONE;
@@ -647,6 +688,8 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_dropped", calls_dropped, METH_NOARGS,
      "Calls dropped for lasting less than the minimum duration."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},
+    {"lines_add_name", lines_add_name, METH_O,
+     "lines_add_name('module:qualname'): times the lines of that function."},
     {"lines_start", lines_start, METH_NOARGS, "Starts timing lines."},
     {"lines_stop", lines_stop, METH_NOARGS, "Stops timing lines."},
     {"lines_stats", lines_stats, METH_NOARGS,
