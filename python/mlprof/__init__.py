@@ -352,7 +352,9 @@ class Profiler(_mlprof.ProfilerBase):
         (schema mlprof.report/1, docs/json-schema.md: zones, processes,
         threads, counters, units, resources, steps, findings, leaks...) as a
         dict, plus "session": this Profiler's path, joined, running, steps
-        and process (CPU time and peak memory of this process so far)."""
+        and process (CPU time and peak memory of this process so far); with
+        backend="calls", "calls" (dropped_short: calls under min_duration);
+        when lines are timed, "lines" (mlprof.line_table())."""
         if self.running:
             _mlprof.flush()
         d = report(self.profile_paths(), sort=sort, top=top)
@@ -367,7 +369,8 @@ class Profiler(_mlprof.ProfilerBase):
                         "process": _mlprof.resources()}
         if "calls" in self.backends:
             d["calls"] = {"dropped_short": _mlprof.calls_dropped()}
-        d["lines"] = line_table()
+        if self._lines or _lines_chosen:
+            d["lines"] = line_table()
         return d
 
     def export(self, path, formats=("json", "csv", "text", "trace"),

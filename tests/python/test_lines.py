@@ -33,7 +33,7 @@ def sleeper():
 
 def rows_of(summary, fn):
     first = fn.__code__.co_firstlineno
-    return {r["line"] - first: r for r in summary["lines"]
+    return {r["line"] - first: r for r in summary.get("lines", ())
             if r["function"] == fn.__qualname__}
 
 
