@@ -30,6 +30,7 @@
 #include "_calls.h"
 
 #include <frameobject.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -197,7 +198,7 @@ out:
  */
 
 #define STACK_MAX 1024
-#define PENDING_MAX 8192
+#define PENDING_MAX 1024
 
 typedef struct {
   const mlprof_site *site; /* recorded (owed an end, or timed) */
@@ -216,9 +217,52 @@ typedef struct {
 
 static __thread call_state *cs;
 static unsigned calls_gen;
+static void send_pending(call_state *s);
+
+/* A thread's call and line states, freed when it exits (the calls kept for
+ * the minimum duration are sent first: that needs no GIL). */
+typedef struct {
+  void *calls, *lines;
+} thread_states;
+static pthread_key_t states_key;
+static pthread_once_t states_once = PTHREAD_ONCE_INIT;
+static __thread struct line_state *ls;
+
+static void states_free(void *p) {
+  thread_states *h = p;
+  if (h->calls) send_pending(h->calls);
+  if ((void *)cs == h->calls) cs = NULL;
+  if ((void *)ls == h->lines) ls = NULL;
+  free(h->calls);
+  free(h->lines);
+  free(h);
+}
+static void states_key_make(void) {
+  if (pthread_key_create(&states_key, states_free) != 0) states_key = 0;
+}
+
+/* n zeroed bytes of this thread's call (lines 0) or line (1) state, freed
+ * with the thread; NULL when memory is short. */
+static void *thread_alloc(size_t n, int lines) {
+  pthread_once(&states_once, states_key_make);
+  thread_states *h = pthread_getspecific(states_key);
+  if (!h) {
+    if (!(h = calloc(1, sizeof *h))) return NULL;
+    if (pthread_setspecific(states_key, h) != 0) {
+      free(h);
+      return NULL;
+    }
+  }
+  void *p = calloc(1, n);
+  if (lines)
+    h->lines = p;
+  else
+    h->calls = p;
+  return p;
+}
 
 static call_state *state(void) {
-  if (!cs) cs = PyMem_RawCalloc(1, sizeof *cs);
+  if (!cs) cs = thread_alloc(sizeof *cs, 0);
   if (cs && cs->gen != calls_gen) {
     cs->gen = calls_gen;
     cs->depth = cs->recorded = 0;
@@ -344,13 +388,11 @@ typedef struct {
   int line; /* -1: none yet */
 } line_entry;
 
-typedef struct {
+typedef struct line_state {
   unsigned gen;
   int depth;
   line_entry stack[STACK_MAX];
 } line_state;
-
-static __thread line_state *ls;
 static unsigned lines_gen;
 
 static void line_close(line_entry *e, uint64_t t) {
@@ -383,7 +425,7 @@ static void line_close(line_entry *e, uint64_t t) {
 static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
                     PyObject *arg) {
   if (paused) return 0;
-  if (!ls) ls = PyMem_RawCalloc(1, sizeof *ls);
+  if (!ls) ls = thread_alloc(sizeof *ls, 1);
   if (!ls) return 0;
   if (ls->gen != lines_gen) {
     ls->gen = lines_gen;
