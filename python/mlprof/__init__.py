@@ -235,6 +235,7 @@ class Profiler(_mlprof.ProfilerBase):
                 tp.stop()
         finally:
             _mlprof.calls_stop()
+            _mlprof.lines_local(False)
             _mlprof.lines_stop()
 
     def _start_tracers(self):
@@ -246,7 +247,8 @@ class Profiler(_mlprof.ProfilerBase):
                 min_duration_ns=int(round(o["min_duration"] * 1e9)))
         for code in self._lines:
             _mlprof.lines_add(code)
-        if self._lines or _lines_chosen:
+        _mlprof.lines_local(True)  # functions wrapped by @mlprof.lines
+        if self._lines or _lines_global:
             _mlprof.lines_start()
 
     def lines(self, fn):
@@ -453,20 +455,41 @@ def _code_of(fn):
     return code
 
 
-# Codes chosen with @mlprof.lines or MODULE:FUNCTION names: any Profiler
-# that starts times their lines.
+# What @mlprof.lines chose (any Profiler that starts times their lines), and
+# among them what needs the trace function on every thread (names, generator
+# and coroutine functions) rather than around each call of a wrapper.
 _lines_chosen = []
+_lines_global = []
+
+_CO_SUSPENDS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
 
 
 def lines(fn):
     """Decorator: the lines of fn are timed while a Profiler runs (its
-    summary()["lines"]); fn itself is returned unchanged. Also takes a
-    "module:qualname" string (the function need not exist yet)."""
+    summary()["lines"]). Returns a wrapper that switches line events on, on
+    its thread, for the duration of each call, so the rest of the program
+    runs untraced. Also takes a "module:qualname" string (the function need
+    not exist yet); that, and generator or coroutine functions (returned
+    unchanged), are timed through a trace function on every thread."""
     if isinstance(fn, str):
         _mlprof.lines_add_name(fn)
     else:
-        _mlprof.lines_add(_code_of(fn))
+        code = _code_of(fn)
+        _mlprof.lines_add(code)
     _lines_chosen.append(fn)
+    if not isinstance(fn, str):
+        if not code.co_flags & _CO_SUSPENDS:
+            enter, leave = _mlprof.lines_enter, _mlprof.lines_exit
+
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                enter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    leave()
+            return wrapper
+    _lines_global.append(fn)
     if _mlprof.output_path():
         _mlprof.lines_start()
     return fn

@@ -422,6 +422,21 @@ static void line_close(line_entry *e, uint64_t t) {
   e->line = -1;
 }
 
+/* frame.f_trace_lines = False, through the attribute's setter found once
+ * (a setattr by name costs a lookup per call). */
+static int lines_off(PyObject *frame) {
+  static setter set;
+  static void *closure;
+  if (!set) {
+    PyObject *d = PyDict_GetItemString(PyFrame_Type.tp_dict, "f_trace_lines");
+    if (!d || Py_TYPE(d) != &PyGetSetDescr_Type)
+      return PyObject_SetAttrString(frame, "f_trace_lines", Py_False);
+    set = ((PyGetSetDescrObject *)d)->d_getset->set;
+    closure = ((PyGetSetDescrObject *)d)->d_getset->closure;
+  }
+  return set(frame, Py_False, closure);
+}
+
 static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
                     PyObject *arg) {
   if (paused) return 0;
@@ -431,23 +446,24 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
     ls->gen = lines_gen;
     ls->depth = 0;
   }
-  uint64_t t = now_ns();
+  /* The clock is read only for a timed frame and the calls it makes. */
+  int d = ls->depth;
+  int top_timed = d > 0 && d <= STACK_MAX && ls->stack[d - 1].lt;
   switch (what) {
     case PyTrace_CALL: {
       code_info *ci = info_of(frame);
       line_table *lt = ci ? ci->lt : NULL;
-      if (!lt && PyObject_SetAttrString((PyObject *)frame, "f_trace_lines",
-                                        Py_False) < 0)
-        PyErr_Clear();
-      int d = ls->depth++;
-      if (d < STACK_MAX) ls->stack[d] = (line_entry){lt, frame, t, 0, 0, -1};
+      if (!lt && lines_off((PyObject *)frame) < 0) PyErr_Clear();
+      ls->depth++;
+      if (d < STACK_MAX)
+        ls->stack[d] =
+            (line_entry){lt, frame, lt || top_timed ? now_ns() : 0, 0, 0, -1};
       break;
     }
     case PyTrace_LINE: {
-      int d = ls->depth - 1;
-      if (d < 0 || d >= STACK_MAX) break;
-      line_entry *e = &ls->stack[d];
-      if (!e->lt || e->frame != frame) break;
+      if (!top_timed || ls->stack[d - 1].frame != frame) break;
+      line_entry *e = &ls->stack[d - 1];
+      uint64_t t = now_ns();
       line_close(e, t);
       e->line = PyFrame_GetLineNumber(frame);
       e->line_t0 = t;
@@ -455,13 +471,15 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
       break;
     }
     case PyTrace_RETURN: {
-      if (ls->depth == 0) break;
-      int d = --ls->depth;
+      if (d == 0) break;
+      d = --ls->depth;
       if (d >= STACK_MAX) break;
       line_entry *e = &ls->stack[d];
+      int caller_timed = d > 0 && ls->stack[d - 1].lt;
+      if (!e->lt && !caller_timed) break;
+      uint64_t t = now_ns();
       if (e->lt) line_close(e, t);
-      if (d > 0 && d - 1 < STACK_MAX && ls->stack[d - 1].lt)
-        ls->stack[d - 1].child_ns += t - e->t_call;
+      if (caller_timed) ls->stack[d - 1].child_ns += t - e->t_call;
       break;
     }
   }
@@ -678,6 +696,37 @@ static PyObject *lines_start(PyObject *m, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* Line timing around the calls of one function (the @mlprof.lines wrapper):
+ * lines_enter() sets the trace function on this thread only, while
+ * lines_local(True) is in force and the trace function is not on every
+ * thread already; lines_exit() removes it when the outermost such call ends.
+ * The rest of the program runs untraced. */
+static int lines_local_on;
+static __thread int local_depth;
+
+static PyObject *lines_local(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0) return NULL;
+  if (v && setup_cache() < 0) return NULL;
+  lines_local_on = v;
+  Py_RETURN_NONE;
+}
+
+static PyObject *lines_enter(PyObject *m, PyObject *unused) {
+  if (lines_local_on && !lines_on && local_depth++ == 0) {
+    if (!ls) ls = thread_alloc(sizeof *ls, 1);
+    if (ls) ls->depth = 0, ls->gen = lines_gen;
+    PyEval_SetTrace(trace_fn, NULL);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *lines_exit(PyObject *m, PyObject *unused) {
+  if (local_depth > 0 && --local_depth == 0 && !lines_on)
+    PyEval_SetTrace(NULL, NULL);
+  Py_RETURN_NONE;
+}
+
 static PyObject *lines_stop(PyObject *m, PyObject *unused) {
   if (!lines_on) Py_RETURN_NONE;
   lines_on = 0;
@@ -734,6 +783,11 @@ PyMethodDef mlprof__calls_methods[] = {
      "lines_add_name('module:qualname'): times the lines of that function."},
     {"lines_start", lines_start, METH_NOARGS, "Starts timing lines."},
     {"lines_stop", lines_stop, METH_NOARGS, "Stops timing lines."},
+    {"lines_local", lines_local, METH_O,
+     "lines_local(on): lines_enter/lines_exit time lines on their thread."},
+    {"lines_enter", lines_enter, METH_NOARGS,
+     "Times lines on this thread (until the matching lines_exit)."},
+    {"lines_exit", lines_exit, METH_NOARGS, "Ends a lines_enter."},
     {"lines_stats", lines_stats, METH_NOARGS,
      "[(code, [(line, hits, total_ns, exclusive_ns)])]"},
     {"lines_clear", lines_clear, METH_NOARGS, "Forgets the line timings."},

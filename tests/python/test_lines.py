@@ -78,12 +78,30 @@ def looped(n):
     return total
 
 
-def test_decorator_and_hits(tmp_path):
-    deco = mlprof.lines(looped)
-    assert deco is looped
+def lines_traced():
+    """Whether this frame gets line events (the trace function switches
+    them off in frames it sees and does not time)."""
+    return sys._getframe(1).f_trace_lines
+
+
+def probe():
+    return lines_traced()
+
+
+def test_decorator_hits_and_only_its_calls_traced(tmp_path):
+    wrapped = mlprof.lines(looped)
+    assert wrapped.__wrapped__ is looped
+
+    @mlprof.lines
+    def calls_probe():
+        return probe()
+
     with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
                          sample_interval=0) as p:
-        looped(5)
+        wrapped(5)
+        assert probe() is True            # outside: no trace function
+        assert calls_probe() is False     # inside: seen, not timed
+        assert probe() is True
         r = rows_of(p.summary(), looped)
     assert r[3]["hits"] == 5  # total += i
     assert r[2]["hits"] == 6  # the for line: 5 iterations and the exit
