@@ -237,8 +237,15 @@ static void states_free(void *p) {
   free(h->lines);
   free(h);
 }
+/* A forked child leaves the calls kept before the fork to its parent, which
+ * sends them. */
+static void forget_pending(void) {
+  if (cs) cs->npending = 0;
+}
+
 static void states_key_make(void) {
   if (pthread_key_create(&states_key, states_free) != 0) states_key = 0;
+  pthread_atfork(NULL, NULL, forget_pending);
 }
 
 /* n zeroed bytes of this thread's call (lines 0) or line (1) state, freed

@@ -256,3 +256,25 @@ def test_run_calls_with_forked_workers(tmp_path, build_dir):
     # the parent runs no leaf; the pool's workers and the forked child do
     assert sum(leafs.values()) == 4 * 50 + 7, leafs
     assert sum(1 for v in leafs.values() if v) >= 2, leafs
+
+
+def test_min_duration_forked_child_leaves_kept_calls_to_parent(tmp_path):
+    out = tmp_path / "f.mlprof"
+    with mlprof.Profiler(output=str(out), backend="calls", sample_interval=0,
+                         calls_options={"include": ["test_calls"],
+                                        "min_duration": 0.005}):
+        def body():
+            nap(0.01)  # kept, waiting for body to end
+            pid = os.fork()
+            if pid == 0:
+                from mlprof import _mlprof
+                _mlprof.calls_stop()  # ends body here: sends its tree
+                _mlprof.shutdown()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return pid
+        pid = body()
+    child = tmp_path / ("f-%d.mlprof" % pid)
+    assert names(mlprof.read_events(str(out))["spans"])["test_calls.nap"] == 1
+    assert "test_calls.nap" not in names(
+        mlprof.read_events(str(child))["spans"])
