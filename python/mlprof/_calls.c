@@ -47,6 +47,14 @@
 #define CODE_SET_EXTRA _PyCode_SetExtra
 #endif
 
+#if PY_VERSION_HEX < 0x030B0000
+/* Python 3.9 and 3.10 have the frame's fields, not the accessor. */
+static PyObject *PyFrame_GetGlobals(PyFrameObject *frame) {
+  Py_XINCREF(frame->f_globals);
+  return frame->f_globals;
+}
+#endif
+
 mlprof__py_recorder mlprof__py_rec;
 
 static uint64_t now_ns(void) {
