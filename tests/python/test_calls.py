@@ -278,3 +278,20 @@ def test_min_duration_forked_child_leaves_kept_calls_to_parent(tmp_path):
     assert names(mlprof.read_events(str(out))["spans"])["test_calls.nap"] == 1
     assert "test_calls.nap" not in names(
         mlprof.read_events(str(child))["spans"])
+
+
+def test_calls_with_torch_backend(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    def step():
+        return torch.ones(8, 8) @ torch.ones(8, 8)
+
+    out = str(tmp_path / "t.mlprof")
+    with mlprof.Profiler(output=out, backend=("calls", "torch"),
+                         sample_interval=0,
+                         calls_options={"include": ["test_calls"]}) as p:
+        assert p.backends == {"calls", "torch"}
+        step()
+    n = names(mlprof.read_events(out)["spans"])
+    assert n["test_calls.test_calls_with_torch_backend.<locals>.step"] == 1
+    assert n["aten::matmul"] >= 1
