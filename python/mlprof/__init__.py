@@ -15,6 +15,7 @@ Profiler joins the session that is already running. See docs/python.md.
 """
 import functools
 import json
+import linecache
 import os
 import warnings
 
@@ -22,14 +23,19 @@ from . import _mlprof
 from ._mlprof import Error, Zone
 
 __all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
-           "version", "read_events", "report"]
+           "lines", "version", "read_events", "report"]
 
 __version__ = _mlprof.version()
 # The categories' names, in the order of their numbers (from the C header).
 CATEGORIES = _mlprof.CATEGORIES
 
-# Profiler(backend=...): None is the default, "mlprof".
-BACKENDS = (None, "mlprof", "torch")
+# Profiler(backend=...): None is the default, "mlprof"; "calls" and
+# "torch" combine: backend=("calls", "torch").
+BACKENDS = (None, "mlprof", "torch", "calls")
+
+# Profiler(calls_options=...) and their defaults.
+CALLS_OPTIONS = {"include": (), "exclude": (), "builtins": False,
+                 "max_depth": 0, "min_duration": 0.0}
 
 # Formats of Profiler.export and the file suffix each one gets.
 EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
@@ -106,11 +112,24 @@ class Profiler(_mlprof.ProfilerBase):
         at the end of each scheduled window (mlprof.torch.import_profile).
     torch_options: with backend="torch", more arguments for
         torch.profiler.profile (record_shapes=True, activities=...).
+        backend="calls" makes every Python function call a zone named by
+        its qualified name (module.Class.method), on its thread's timeline
+        with the other zones; combine as backend=("calls", "torch").
+    calls_options: with backend="calls", a dict of: include / exclude
+        (lists of module names or path prefixes; mlprof's own code is never
+        traced), builtins (True: C functions too; default False), max_depth
+        (calls nested deeper are not recorded; 0: no limit), min_duration
+        (seconds: shorter calls are dropped and counted; the kept ones go on
+        a track per thread, "calls TID", see docs/python.md).
+    lines: functions (or code objects) whose lines are timed: per line,
+        hits, total time, time less the calls made from it, share of the
+        function; summary()["lines"]. Also prof.lines(fn), @mlprof.lines.
     """
 
     def __init__(self, output=None, sample_interval=None, gpu=None,
                  enabled=True, memory_cap=None, schedule=None, flush_ms=None,
-                 backend=None, torch_options=None):
+                 backend=None, torch_options=None, calls_options=None,
+                 lines=None):
         if sample_interval is not None and not sample_interval >= 0:
             raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
@@ -118,10 +137,17 @@ class Profiler(_mlprof.ProfilerBase):
         if schedule is not None and not callable(schedule):
             raise TypeError("schedule must be mlprof.schedule(...) or a "
                             "callable step -> 'record'|'warmup'|'none'")
-        if backend not in BACKENDS:
-            raise ValueError("backend must be one of %s, not %r"
+        backends = set(backend) if isinstance(backend, (tuple, list, set,
+                                                         frozenset)) \
+            else {backend}
+        if not backends or not backends <= set(BACKENDS):
+            raise ValueError("backend must be one of %s (or a tuple of "
+                             "them), not %r"
                              % (", ".join(map(repr, BACKENDS)), backend))
-        if torch_options and backend != "torch":
+        backends = {b or "mlprof" for b in backends}
+        if len(backends) > 1:
+            backends.discard("mlprof")  # zones are always recorded
+        if torch_options and "torch" not in backends:
             raise ValueError("torch_options need backend='torch'")
         if {"schedule", "on_trace_ready"} & set(torch_options or ()):
             raise ValueError("torch_options: the Profiler sets torch's "
@@ -133,10 +159,24 @@ class Profiler(_mlprof.ProfilerBase):
         self.memory_cap = memory_cap
         self.schedule = schedule
         self.flush_ms = flush_ms
-        self.backend = backend or "mlprof"
+        if calls_options and "calls" not in backends:
+            raise ValueError("calls_options need backend='calls'")
+        unknown = set(calls_options or ()) - set(CALLS_OPTIONS)
+        if unknown:
+            raise ValueError("calls_options: unknown %s (known: %s)"
+                             % (", ".join(sorted(unknown)),
+                                ", ".join(CALLS_OPTIONS)))
+        self.calls_options = dict(CALLS_OPTIONS, **(calls_options or {}))
+        if not self.calls_options["min_duration"] >= 0:
+            raise ValueError("calls_options: min_duration must be >= 0 "
+                             "seconds")
+        self.backends = frozenset(backends)
+        # The single backend's name (backend=("calls", "torch"): "torch").
+        self.backend = "torch" if "torch" in backends else min(backends)
         self.torch_options = dict(torch_options or {})
-        if self.backend == "torch":
+        if "torch" in backends:
             _torch_backend()  # fails here when torch is missing
+        self._lines = [_code_of(f) for f in (lines or ())]
         self._torch = None       # the running torch.profiler.profile
         self.joined = False      # True: the session was running already
         self.running = False
@@ -182,14 +222,44 @@ class Profiler(_mlprof.ProfilerBase):
                             gpu=self.gpu is not False)
 
     def _start_torch(self):
-        if self.backend == "torch":
+        self._start_tracers()
+        if "torch" in self.backends:
             self._torch = _torch_backend()._start_torch_profiler(self)
 
     def _stop_torch(self):
-        """Stops torch.profiler, importing the window it was recording."""
+        """Stops torch.profiler, importing the window it was recording, and
+        the call and line tracers."""
         tp, self._torch = self._torch, None
-        if tp is not None:
-            tp.stop()
+        try:
+            if tp is not None:
+                tp.stop()
+        finally:
+            _mlprof.calls_stop()
+            _mlprof.lines_local(False)
+            _mlprof.lines_stop()
+
+    def _start_tracers(self):
+        if "calls" in self.backends:
+            o = self.calls_options
+            _mlprof.calls_start(
+                include=tuple(o["include"]), exclude=tuple(o["exclude"]),
+                builtins=bool(o["builtins"]), max_depth=int(o["max_depth"]),
+                min_duration_ns=int(round(o["min_duration"] * 1e9)))
+        for code in self._lines:
+            _mlprof.lines_add(code)
+        _mlprof.lines_local(True)  # functions wrapped by @mlprof.lines
+        if self._lines or _lines_global:
+            _mlprof.lines_start()
+
+    def lines(self, fn):
+        """Times the lines of fn (a function or code object) from now on;
+        returns fn, so it also serves as a decorator."""
+        code = _code_of(fn)
+        self._lines.append(code)
+        if self.running:
+            _mlprof.lines_add(code)
+            _mlprof.lines_start()
+        return fn
 
     def stop(self):
         """Stops recording. A session this Profiler started is closed (its
@@ -284,7 +354,9 @@ class Profiler(_mlprof.ProfilerBase):
         (schema mlprof.report/1, docs/json-schema.md: zones, processes,
         threads, counters, units, resources, steps, findings, leaks...) as a
         dict, plus "session": this Profiler's path, joined, running, steps
-        and process (CPU time and peak memory of this process so far)."""
+        and process (CPU time and peak memory of this process so far); with
+        backend="calls", "calls" (dropped_short: calls under min_duration);
+        when lines are timed, "lines" (mlprof.line_table())."""
         if self.running:
             _mlprof.flush()
         d = report(self.profile_paths(), sort=sort, top=top)
@@ -297,6 +369,10 @@ class Profiler(_mlprof.ProfilerBase):
         d["session"] = {"path": self.path, "joined": self.joined,
                         "running": self.running, "steps": self.step_num,
                         "process": _mlprof.resources()}
+        if "calls" in self.backends:
+            d["calls"] = {"dropped_short": _mlprof.calls_dropped()}
+        if self._lines or _lines_chosen:
+            d["lines"] = line_table()
         return d
 
     def export(self, path, formats=("json", "csv", "text", "trace"),
@@ -368,6 +444,91 @@ def _torch_backend():
         raise Error("backend='torch' needs PyTorch, which cannot be "
                     "imported: %s" % e) from None
     return mt
+
+
+def _code_of(fn):
+    """The code object of a function, method or code object."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", fn)
+    if type(code).__name__ != "code":
+        raise TypeError("lines: a Python function or code object, not %s"
+                        % type(fn).__name__)
+    return code
+
+
+# What @mlprof.lines chose (any Profiler that starts times their lines), and
+# among them what needs the trace function on every thread (names, generator
+# and coroutine functions) rather than around each call of a wrapper.
+_lines_chosen = []
+_lines_global = []
+
+_CO_SUSPENDS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
+
+
+def lines(fn):
+    """Decorator: the lines of fn are timed while a Profiler runs (its
+    summary()["lines"]). Returns a wrapper that switches line events on, on
+    its thread, for the duration of each call, so the rest of the program
+    runs untraced. Also takes a "module:qualname" string (the function need
+    not exist yet); that, and generator or coroutine functions (returned
+    unchanged), are timed through a trace function on every thread."""
+    if isinstance(fn, str):
+        _mlprof.lines_add_name(fn)
+    else:
+        code = _code_of(fn)
+        _mlprof.lines_add(code)
+    _lines_chosen.append(fn)
+    if not isinstance(fn, str):
+        if not code.co_flags & _CO_SUSPENDS:
+            enter, leave = _mlprof.lines_enter, _mlprof.lines_exit
+
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                enter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    leave()
+            return wrapper
+    _lines_global.append(fn)
+    if _mlprof.output_path():
+        _mlprof.lines_start()
+    return fn
+
+
+def line_table():
+    """The line timings so far: one row per line that ran, of every timed
+    function, in source order: function, file, line, hits, total_ns,
+    exclusive_ns (less the calls made from the line), share (% of the
+    function's time) and source."""
+    rows = []
+    for code, stats in _mlprof.lines_stats():
+        total = sum(s[2] for s in stats) or 1
+        fn = getattr(code, "co_qualname", code.co_name)
+        for line, hits, tot, excl in stats:
+            rows.append({"function": fn, "file": code.co_filename,
+                         "line": line, "hits": hits, "total_ns": tot,
+                         "exclusive_ns": excl,
+                         "share": round(100.0 * tot / total, 2),
+                         "source": linecache.getline(code.co_filename,
+                                                     line).rstrip()})
+    return rows
+
+
+def _start_from_env():
+    """Starts the tracers that MLPROF_CALLS=1 and MLPROF_LINES=
+    "module:function,..." ask for, in the session that runs (the hook that
+    `python -m mlprof run --calls/--lines` and the start-up injection of
+    `mlprof run` call). Returns the started Profiler, or None."""
+    calls = os.environ.get("MLPROF_CALLS", "") not in ("", "0")
+    names = [n for n in os.environ.get("MLPROF_LINES", "").split(",") if n]
+    if not calls and not names:
+        return None
+    for n in names:
+        lines(n)
+    prof = Profiler(backend="calls" if calls else None).start()
+    import atexit
+    atexit.register(prof.stop)
+    return prof
 
 
 def _qualname(f):

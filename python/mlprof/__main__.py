@@ -16,6 +16,8 @@ USAGE = """usage: python -m mlprof run [mlprof run options] script.py [ARGS...]
 
 Runs the script under `mlprof run` with this Python ({python}).
 mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q (see mlprof run --help).
+Python options: --calls (every Python call a zone), --lines MODULE:FUNCTION
+(that function's line timings; repeatable; MODULE may be the script's name).
 """
 
 # Options of `mlprof run` that take a value.
@@ -54,16 +56,28 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE.format(python=sys.executable))
         return 0 if argv else 2
+    if argv[0] == "_traced":
+        return run_traced(argv[1:])
     cmd, rest = argv[0], argv[1:]
     if cmd != "run":
         return _exec(argv)
     opts = []
+    env = dict(os.environ)
     i = 0
     while i < len(rest):
         a = rest[i]
         if a == "--":
             i += 1
             break
+        if a == "--calls":
+            env["MLPROF_CALLS"] = "1"
+            i += 1
+            continue
+        if a == "--lines" and i + 1 < len(rest):
+            env["MLPROF_LINES"] = ",".join(
+                filter(None, [env.get("MLPROF_LINES"), rest[i + 1]]))
+            i += 2
+            continue
         if a in VALUE_OPTS and i + 1 < len(rest):
             opts += [a, rest[i + 1]]
             i += 2
@@ -82,12 +96,47 @@ def main(argv=None):
         sys.stderr.write("python -m mlprof run: %s: no such file\n"
                          % target[0])
         return 2
-    env = dict(os.environ)
+    if env.get("MLPROF_CALLS") or env.get("MLPROF_LINES"):
+        target = ["-m", "mlprof", "_traced"] + target
     # The child Python must find this package as this one does.
     here = os.path.dirname(PACKAGE)
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"]
                                 if env.get("PYTHONPATH") else "")
     return _exec(["run"] + opts + ["--", sys.executable] + target, env)
+
+
+def run_traced(argv):
+    """python -m mlprof _traced script.py ARGS | -m module ARGS: runs the
+    program as the main module with the tracers MLPROF_CALLS and
+    MLPROF_LINES ask for (mlprof._start_from_env) running."""
+    import runpy
+    import mlprof
+    if not argv or (argv[0] in ("-m", "-c") and len(argv) < 2):
+        sys.stderr.write("python -m mlprof _traced: no program given\n")
+        return 2
+    if argv[0] == "-m":
+        main_name = argv[1].rpartition(".")[2]
+    else:
+        main_name = os.path.splitext(os.path.basename(argv[0]))[0]
+    # MODULE:FUNCTION naming the program itself means its __main__.
+    names = []
+    for n in os.environ.get("MLPROF_LINES", "").split(","):
+        mod, _, fn = n.partition(":")
+        names.append("__main__:" + fn if mod == main_name
+                     else n)
+    os.environ["MLPROF_LINES"] = ",".join(names)
+    mlprof._start_from_env()
+    if argv[0] == "-m":
+        sys.argv = [argv[1]] + argv[2:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    elif argv[0] == "-c":
+        sys.argv = ["-c"] + argv[2:]
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+    else:
+        sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+    return 0
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@
 
 #include <mlprof.h>
 
+#include "_calls.h"
 #include "analyze/stats.h"
 #include "export/export.h"
 #include "format/reader.h"
@@ -1265,8 +1266,9 @@ static int ev_header(void *ud, const mlprof__header *h) {
 static int ev_name(void *ud, const mlprof__name *n) {
   events_ctx *c = ud;
   PyObject *k = PyLong_FromUnsignedLong(n->id);
-  PyObject *v =
-      Py_BuildValue("(iiN)", n->kind, n->category, str_n(n->name, n->name_len));
+  PyObject *v = Py_BuildValue("(iiNNI)", n->kind, n->category,
+                              str_n(n->name, n->name_len), str_z(n->file),
+                              (unsigned)n->line);
   int rc = (k && v && PyDict_SetItem(c->names, k, v) == 0) ? 0 : MLPROF_ENOMEM;
   Py_XDECREF(k);
   Py_XDECREF(v);
@@ -1289,6 +1291,14 @@ static int ev_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   PyObject *d = dict_of(7, "tid", U64(tid), "name", name_of(c, name), "depth",
                         U64(depth), "begin_ns", U64(begin), "end_ns", U64(end),
                         "meta", PyDict_New(), "units", PyDict_New());
+  /* The call site's file and line, when it has one (the call tracer's). */
+  PyObject *k = PyLong_FromUnsignedLong(name);
+  PyObject *t = k ? PyDict_GetItem(c->names, k) : NULL;
+  Py_XDECREF(k);
+  if (d && t && PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(t, 3)) &&
+      (PyDict_SetItemString(d, "file", PyTuple_GET_ITEM(t, 3)) < 0 ||
+       PyDict_SetItemString(d, "line", PyTuple_GET_ITEM(t, 4)) < 0))
+    Py_CLEAR(d);
   if (!d || PyList_Append(c->spans, d) < 0) {
     Py_XDECREF(d);
     return MLPROF_ENOMEM;
@@ -1479,12 +1489,15 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__mlprof(void) {
   PyObject *m = NULL;
   if (api_setup() < 0) return NULL;
+  mlprof__py_rec =
+      (mlprof__py_recorder){api.zone_begin_site, api.zone_end, api.track_spans};
   if (PyType_Ready(&ZoneType) < 0 || PyType_Ready(&MetaZoneType) < 0 ||
       PyType_Ready(&ProfilerType) < 0 || PyType_Ready(&NoopZoneType) < 0 ||
       PyType_Ready(&NoopProfilerType) < 0)
     return NULL;
   m = PyModule_Create(&module_def);
   if (!m) return NULL;
+  if (PyModule_AddFunctions(m, mlprof__calls_methods) < 0) goto fail;
   noop_zone_singleton = PyObject_CallNoArgs((PyObject *)&NoopZoneType);
   if (!noop_zone_singleton) goto fail;
   ErrorObject = PyErr_NewException("mlprof.Error", PyExc_RuntimeError, NULL);
