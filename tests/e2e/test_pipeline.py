@@ -198,8 +198,11 @@ def check_abi(prefix, flags, tmp_path):
     subprocess.run(["cc", os.path.join(ABI, "layout.c"), "-o", str(exe),
                     *flags], check=True)
     lib = os.path.join(str(prefix), "lib")
-    env = dict(os.environ, LD_LIBRARY_PATH=":".join(
-        str(p.parent) for p in prefix.rglob("libmlprof.so")))
+    # A sanitizer build's library wants its runtime first, which a plain
+    # program built against the header does not load first.
+    env = dict(os.environ, ASAN_OPTIONS="verify_asan_link_order=0",
+               LD_LIBRARY_PATH=":".join(
+                   str(p.parent) for p in prefix.rglob("libmlprof.so")))
     got = subprocess.run([str(exe)], env=env, check=True, capture_output=True,
                          text=True).stdout
     so = next(prefix.rglob("libmlprof.so"))
