@@ -137,8 +137,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
-    int rd;
-    if (!rc) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
+    int rd = 0;
+    if (!rc && t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
@@ -184,7 +184,7 @@ static int second_pass(const mlprof__job *job, unsigned want,
     if (fb) mlprof__findings_profile_begin(fb, i, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
-    int rd;
+    int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
     if (t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
     if (fb) mlprof__findings_profile_end(fb);
