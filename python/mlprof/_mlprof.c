@@ -1125,8 +1125,7 @@ static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
   mlprof__sort_key sort;
   if (parse_sort(sortobj, &sort) < 0) return NULL;
   mlprof__analysis a;
-  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0)
-    return NULL;
+  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) return NULL;
   mlprof__out o;
   int rc = mlprof__out_open(&o, -1);
   if (!rc) rc = mlprof__export_json(&a.r, &a.res, &a.f, &o);
@@ -1194,8 +1193,7 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
   } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
              !strcmp(format, "text")) {
     mlprof__analysis a;
-    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0)
-      goto fail;
+    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) goto fail;
     export_ctx c = {.r = &a.r, .res = &a.res, .f = &a.f, .format = format};
     Py_BEGIN_ALLOW_THREADS rc =
         mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
