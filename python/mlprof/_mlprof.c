@@ -34,7 +34,7 @@
 #include <mlprof.h>
 
 #include "_calls.h"
-#include "analyze/stats.h"
+#include "analyze/analysis.h"
 #include "export/export.h"
 #include "format/reader.h"
 #include "model/job.h"
@@ -1086,33 +1086,26 @@ static int parse_sort(PyObject *o, mlprof__sort_key *key) {
   return 0;
 }
 
-/* Opens the job and builds its report, its resource summary and its
- * findings, as `mlprof report` does; 0, or -1 with an exception set. */
+/* Opens the job and runs the analyses `mlprof report` runs (report,
+ * resources, findings) into *a; 0, or -1 with an exception set. */
 static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
-                        mlprof__report *r, mlprof__resources *res,
-                        mlprof__findings *f) {
+                        mlprof__analysis *a) {
   PyObject *holder;
   const char **paths;
   size_t n;
   if (take_paths(pathseq, &holder, &paths, &n) < 0) return -1;
+  mlprof__analysis_opts o;
+  mlprof__analysis_opts_init(&o);
+  o.want = MLPROF__ANALYSIS_FINDINGS;
+  o.sort = sort;
+  o.top = top;
   mlprof__job job;
   char err[512];
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = mlprof__job_open(&job, paths, n, err, sizeof err);
   if (!rc) {
-    rc = mlprof__report_build(&job, r, res, err, sizeof err);
-    if (!rc) {
-      mlprof__findings_opts fo;
-      mlprof__findings_opts_init(&fo);
-      /* Findings use every zone: sort only after them. */
-      rc = mlprof__findings_build(&job, r, res, &fo, f, err, sizeof err);
-      if (rc) {
-        mlprof__report_free(r);
-        mlprof__resources_free(res);
-      }
-    }
+    rc = mlprof__analysis_run(&job, &o, a, err, sizeof err);
     mlprof__job_close(&job);
-    if (!rc) mlprof__report_sort(r, sort, top);
   }
   Py_END_ALLOW_THREADS free(paths);
   Py_DECREF(holder);
@@ -1135,20 +1128,15 @@ static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
     return NULL;
   mlprof__sort_key sort;
   if (parse_sort(sortobj, &sort) < 0) return NULL;
-  mlprof__report r;
-  mlprof__resources res = {0};
-  mlprof__findings f = {0};
-  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res, &f) < 0)
-    return NULL;
+  mlprof__analysis a;
+  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) return NULL;
   mlprof__out o;
   int rc = mlprof__out_open(&o, -1);
-  if (!rc) rc = mlprof__export_json(&r, &res, &f, &o);
+  if (!rc) rc = mlprof__export_json(&a.r, &a.res, &a.f, &o);
   PyObject *s =
       rc ? NULL : PyUnicode_DecodeUTF8(o.buf, (Py_ssize_t)o.len, "replace");
   if (!rc) mlprof__out_close(&o);
-  mlprof__report_free(&r);
-  mlprof__resources_free(&res);
-  mlprof__findings_free(&f);
+  mlprof__analysis_free(&a);
   if (rc) PyErr_NoMemory();
   return s;
 }
@@ -1208,17 +1196,12 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
     Py_DECREF(holder);
   } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
              !strcmp(format, "text")) {
-    mlprof__report r;
-    mlprof__resources res = {0};
-    mlprof__findings f = {0};
-    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &r, &res, &f) < 0)
-      goto fail;
-    export_ctx c = {.r = &r, .res = &res, .f = &f, .format = format};
+    mlprof__analysis a;
+    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) goto fail;
+    export_ctx c = {.r = &a.r, .res = &a.res, .f = &a.f, .format = format};
     Py_BEGIN_ALLOW_THREADS rc =
         mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
-    Py_END_ALLOW_THREADS mlprof__report_free(&r);
-    mlprof__resources_free(&res);
-    mlprof__findings_free(&f);
+    Py_END_ALLOW_THREADS mlprof__analysis_free(&a);
   } else {
     PyErr_Format(PyExc_ValueError,
                  "unknown format '%s': use json, csv, text or trace", format);

@@ -8,6 +8,7 @@
 
 #include "../base/base.h"
 #include "../model/job.h"
+#include "analysis.h"
 
 int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
                      char *err, size_t errlen) {
@@ -15,34 +16,13 @@ int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
   mlprof__job job;
   int rc = mlprof__job_open(&job, &path, 1, err, errlen);
   if (rc) return rc;
-  mlprof__stats *s = mlprof__stats_new();
-  if (!s) rc = MLPROF_ENOMEM;
-  if (s) mlprof__stats_keep_durations(s, keep_durations);
-  /* As mlprof__report_build, without the resources: damage and a read that
-   * stops part-way are recorded in the report's warnings, not errors. */
-  for (size_t i = 0; i < job.count && !rc; i++) {
-    mlprof__visitor v;
-    mlprof__read_report rep;
-    char why[256] = "";
-    memset(&rep, 0, sizeof rep);
-    rc = mlprof__stats_profile_begin(s, &job.profiles[i], &v);
-    if (rc) break;
-    int rd = mlprof__read_file(job.profiles[i].path, &v, &rep, why, sizeof why);
-    if (rd == MLPROF_ENOMEM) {
-      rc = rd;
-      break;
-    }
-    if (rd && !why[0]) snprintf(why, sizeof why, "%s", mlprof_strerror(rd));
-    rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
-  }
+  mlprof__analysis_opts o;
+  mlprof__analysis_opts_init(&o);
+  o.keep_durations = keep_durations;
+  mlprof__analysis a;
+  rc = mlprof__analysis_run(&job, &o, &a, err, errlen);
   mlprof__job_close(&job);
-  if (rc) {
-    mlprof__stats_free(s);
-    snprintf(err, errlen, "out of memory");
-    return rc;
-  }
-  rc = mlprof__stats_finish(s, r);
-  if (rc) snprintf(err, errlen, "out of memory");
+  if (!rc) *r = a.r; /* the only analysis built: the caller's now */
   return rc;
 }
 

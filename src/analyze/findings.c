@@ -393,56 +393,79 @@ static void pass_free(pass *ps) {
   mlprof__slo_abort(ps->slo);
 }
 
-int mlprof__findings_build(const mlprof__job *job, const mlprof__report *r,
-                           const mlprof__resources *res,
-                           const mlprof__findings_opts *opts,
-                           mlprof__findings *f, char *err, size_t errlen) {
+struct mlprof__findings_builder {
+  pass ps;
+  mlprof__findings *f;
+};
+
+void mlprof__findings_abort(mlprof__findings_builder *b) {
+  if (!b) return;
+  pass_free(&b->ps);
+  mlprof__findings_free(b->f);
+  free(b);
+}
+
+mlprof__findings_builder *mlprof__findings_begin(
+    const mlprof__job *job, const mlprof__report *r,
+    const mlprof__resources *res, const mlprof__findings_opts *opts,
+    mlprof__findings *f) {
   memset(f, 0, sizeof *f);
   mlprof__findings_opts_init(&f->opts);
   if (opts) f->opts = *opts;
   if (!f->opts.slo_window_ns) f->opts.slo_window_ns = 1000000000ull;
-  pass ps = {.p = {.job = job, .r = r, .res = res}};
-  int rc = 0;
+  mlprof__findings_builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->f = f;
+  b->ps.p = (mlprof__fpass){.job = job, .r = r, .res = res};
   size_t nprof = job->count ? job->count : 1;
-  ps.p.marks = calloc(nprof, sizeof *ps.p.marks);
-  ps.p.track_spans = calloc(nprof, sizeof *ps.p.track_spans);
-  if (!ps.p.marks || !ps.p.track_spans) rc = MLPROF_ENOMEM;
-  if (!rc && f->opts.nslo && !(ps.slo = mlprof__slo_begin(&f->opts)))
-    rc = MLPROF_ENOMEM;
-  const mlprof__visitor v = {
-      .ud = &ps, .name = on_name, .span = on_span, .step = on_step};
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    const mlprof__job_profile *jp = &job->profiles[i];
-    ps.profile = i;
-    ps.offset = jp->offset_ns;
-    ps.proc = proc_series(res, jp, MLPROF__COL_RSS);
-    ps.cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
-    ps.sys = NULL;
-    for (size_t k = 0; res && k < res->nseries && ps.cpu; k++)
-      if (res->series[k].subject == MLPROF__SUBJECT_SYSTEM &&
-          !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
-        ps.sys = &res->series[k];
-    f->sampled |= ps.proc != NULL;
-    mlprof__read_report rep;
-    int rd = mlprof__read_file(jp->path, &v, &rep, NULL, 0);
-    /* Damage and unreadable files are the report's to show. */
-    if (rd == MLPROF_ENOMEM) rc = rd;
-    profile_end(&ps);
+  b->ps.p.marks = calloc(nprof, sizeof *b->ps.p.marks);
+  b->ps.p.track_spans = calloc(nprof, sizeof *b->ps.p.track_spans);
+  if (!b->ps.p.marks || !b->ps.p.track_spans ||
+      (f->opts.nslo && !(b->ps.slo = mlprof__slo_begin(&f->opts)))) {
+    mlprof__findings_abort(b);
+    return NULL;
   }
+  return b;
+}
+
+void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
+                                    mlprof__visitor *v) {
+  pass *ps = &b->ps;
+  const mlprof__resources *res = ps->p.res;
+  const mlprof__job_profile *jp = &ps->p.job->profiles[index];
+  ps->profile = index;
+  ps->offset = jp->offset_ns;
+  ps->proc = proc_series(res, jp, MLPROF__COL_RSS);
+  ps->cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
+  ps->sys = NULL;
+  for (size_t k = 0; res && k < res->nseries && ps->cpu; k++)
+    if (res->series[k].subject == MLPROF__SUBJECT_SYSTEM &&
+        !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
+      ps->sys = &res->series[k];
+  b->f->sampled |= ps->proc != NULL;
+  *v = (mlprof__visitor){
+      .ud = ps, .name = on_name, .span = on_span, .step = on_step};
+}
+
+void mlprof__findings_profile_end(mlprof__findings_builder *b) {
+  profile_end(&b->ps);
+}
+
+int mlprof__findings_finish(mlprof__findings_builder *b) {
+  pass *ps = &b->ps;
+  mlprof__findings *f = b->f;
   f->opts.slo = NULL;
   f->opts.nslo = 0;
-  if (!rc) rc = mlprof__steps_finish(&ps.p, &f->steps);
-  if (!rc && ps.slo) {
-    rc = mlprof__slo_finish(ps.slo, f);
-    ps.slo = NULL;
+  int rc = mlprof__steps_finish(&ps->p, &f->steps);
+  if (!rc && ps->slo) {
+    rc = mlprof__slo_finish(ps->slo, f);
+    ps->slo = NULL;
   }
-  if (!rc) rc = mlprof__leaks_find(&ps.p, f);
-  if (!rc) rc = mlprof__bottlenecks_find(&ps.p, f);
-  pass_free(&ps);
-  if (rc) {
-    mlprof__findings_free(f);
-    snprintf(err, errlen, "out of memory");
-  }
+  if (!rc) rc = mlprof__leaks_find(&ps->p, f);
+  if (!rc) rc = mlprof__bottlenecks_find(&ps->p, f);
+  pass_free(ps);
+  if (rc) mlprof__findings_free(f);
+  free(b);
   return rc;
 }
 

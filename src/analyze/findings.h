@@ -178,15 +178,26 @@ typedef struct {
   mlprof__findings_opts opts; /* as used (slo not kept) */
 } mlprof__findings;
 
-/* Reads the spans of every profile of job once more and builds the
- * findings from them, from r (its zone statistics) and from res (samples;
- * may be NULL or unsampled: causes are then left unclassified and said so).
- * Returns 0, or MLPROF_ENOMEM with a reason in err (*f is then empty).
- * Damage in a file is not an error here. Release with mlprof__findings_free. */
-int mlprof__findings_build(const mlprof__job *job, const mlprof__report *r,
-                           const mlprof__resources *res,
-                           const mlprof__findings_opts *opts,
-                           mlprof__findings *f, char *err, size_t errlen);
+/* The builder, fed the spans of one profile at a time by the analysis
+ * driver (analysis.h), in a pass after the one that built r (its zone
+ * statistics) and res (samples: may be NULL or unsampled, then causes are
+ * left unclassified and said so). begin (NULL when out of memory; opts NULL
+ * for the defaults, its objectives not kept), then for each profile of job
+ * in order profile_begin (fills *v with the callbacks to read it with), the
+ * read, profile_end; then finish, which also uses res->zones, so it comes
+ * after the zone pass. finish returns 0 or MLPROF_ENOMEM (*f is then
+ * empty); finish and abort free the builder. Damage in a file is not an
+ * error here. Release *f with mlprof__findings_free. */
+typedef struct mlprof__findings_builder mlprof__findings_builder;
+mlprof__findings_builder *mlprof__findings_begin(
+    const mlprof__job *job, const mlprof__report *r,
+    const mlprof__resources *res, const mlprof__findings_opts *opts,
+    mlprof__findings *f);
+void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
+                                    mlprof__visitor *v);
+void mlprof__findings_profile_end(mlprof__findings_builder *b);
+int mlprof__findings_finish(mlprof__findings_builder *b);
+void mlprof__findings_abort(mlprof__findings_builder *b);
 
 void mlprof__findings_free(mlprof__findings *f);
 

@@ -394,19 +394,23 @@ typedef struct {
                          weighted sum */
 } zone_acc;
 
-typedef struct {
-  builder *b;
-  series *proc; /* the current profile's process series, or NULL */
-  series *sys;  /* its host's system series, or NULL */
+struct mlprof__zone_pass {
+  mlprof__resources *r;
+  const mlprof__series *proc; /* the current profile's process series, or
+                                 NULL */
+  const mlprof__series *sys;  /* its host's system series, or NULL */
+  const char *host;           /* its host (a string of r) */
   uint64_t offset;
   zone_acc *zones;
   size_t nzones, cap;
   mlprof__map zone_of; /* name id of this profile -> zone index */
   mlprof__map by_hash; /* zone name hash -> zone index, across profiles */
-} zpass;
+};
+
+typedef struct mlprof__zone_pass zpass;
 
 /* First index with t >= x. */
-static size_t lower(const series *s, uint64_t x) {
+static size_t lower(const mlprof__series *s, uint64_t x) {
   size_t lo = 0, hi = s->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -420,8 +424,8 @@ static size_t lower(const series *s, uint64_t x) {
 
 /* Mean of v over the samples covering [b, e]: those inside it, else the
  * first one after it. NAN when none. */
-static double covering_mean(const series *s, const double *v, uint64_t b,
-                            uint64_t e) {
+static double covering_mean(const mlprof__series *s, const double *v,
+                            uint64_t b, uint64_t e) {
   size_t i = lower(s, b);
   double sum = 0;
   uint64_t n = 0;
@@ -450,7 +454,7 @@ static int z_name(void *ud, const mlprof__name *n) {
       return MLPROF_ENOMEM;
     /* Kept whole (NULs included) to match the report's zone names. */
     char *copy = mlprof__dup(n->name, n->name_len);
-    mlprof__resources *r = z->b->r;
+    mlprof__resources *r = z->r;
     if (!copy || mlprof__grow(&r->strings, &r->strings_cap, r->nstrings + 1,
                               sizeof *r->strings) != 0) {
       free(copy);
@@ -478,7 +482,7 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   uint64_t b = begin + z->offset, e = end + z->offset;
   double w = (double)(end - begin) + 1; /* zero-length spans count a little */
   if (z->proc && z->proc->n) {
-    const series *ps = z->proc;
+    const mlprof__series *ps = z->proc;
     double cpu = covering_mean(ps, ps->v[MLPROF__COL_CPU_PCT], b, e);
     if (!isnan(cpu)) {
       a->w[0] += w;
@@ -503,13 +507,13 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
   }
   /* every GPU of the host */
-  builder *bd = z->b;
+  const mlprof__resources *r = z->r;
   double gsum = 0;
   int gn = 0;
-  for (size_t g = 0; g < bd->ngpus; g++) {
-    if ((bd->gpus[g].key >> 32) != bd->host) continue;
-    double u =
-        covering_mean(&bd->gpus[g], bd->gpus[g].v[MLPROF__COL_GPU_UTIL], b, e);
+  for (size_t g = 0; g < r->nseries; g++) {
+    const mlprof__series *gs = &r->series[g];
+    if (gs->subject != MLPROF__SUBJECT_GPU || gs->hostname != z->host) continue;
+    double u = covering_mean(gs, gs->v[MLPROF__COL_GPU_UTIL], b, e);
     if (!isnan(u)) {
       gsum += u;
       gn++;
@@ -811,59 +815,6 @@ void mlprof__resources_abort(builder *b) {
   builder_free(b);
 }
 
-/* The zone pass: spans of every profile whose process or host was sampled. */
-static int zone_pass(builder *b, const mlprof__job *job, char *err,
-                     size_t errlen) {
-  mlprof__resources *r = b->r;
-  zpass z = {.b = b};
-  int rc = 0;
-  for (size_t i = 0; i < b->nprocs && !rc; i++) rc = series_sort(&b->procs[i]);
-  for (size_t i = 0; i < b->ngpus && !rc; i++) rc = series_sort(&b->gpus[i]);
-  for (size_t i = 0; i < b->nsys && !rc; i++) rc = series_sort(&b->sys[i]);
-  for (size_t i = 0; i < job->count && !rc && b->nprocs; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    b->host = host_index(b, p->hostname ? p->hostname : "");
-    uint32_t at = mlprof__map_get(
-        &b->proc_index, (uint64_t)b->host << 32 | (p->pid & 0xffffffffu));
-    z.proc = at == MLPROF__NONE ? NULL : &b->procs[at];
-    uint32_t sat = mlprof__map_get(&b->sys_index, (uint64_t)b->host << 32);
-    z.sys = sat == MLPROF__NONE ? NULL : &b->sys[sat];
-    int gpus = 0;
-    for (size_t g = 0; g < b->ngpus; g++)
-      gpus |= (b->gpus[g].key >> 32) == b->host;
-    if (!z.proc && !gpus) continue;
-    z.offset = p->offset_ns;
-    mlprof__map_clear(&z.zone_of);
-    mlprof__visitor v = {.ud = &z, .name = z_name, .span = z_span};
-    mlprof__read_report rep;
-    int rd = mlprof__read_file(p->path, &v, &rep, err, errlen);
-    /* A file that went away or broke since the first read keeps what it
-     * gave; only memory is fatal here. */
-    if (rd == MLPROF_ENOMEM) rc = rd;
-    if (!rc) rc = b->err;
-  }
-  size_t cap = 0;
-  for (size_t i = 0; i < z.nzones && !rc; i++) {
-    zone_acc *a = &z.zones[i];
-    if (!a->w[0] && !a->w[1] && !a->w[2] && !a->w[3]) continue;
-    if (mlprof__grow(&r->zones, &cap, r->nzones + 1, sizeof *r->zones) != 0) {
-      rc = MLPROF_ENOMEM;
-      break;
-    }
-    mlprof__zone_samples *zs = &r->zones[r->nzones++];
-    *zs = (mlprof__zone_samples){.zone = a->zone, .zone_len = a->len};
-    if (a->w[0]) zs->has_cpu = 1, zs->cpu_pct = a->sum[0] / a->w[0];
-    if (a->w[1]) zs->has_gpu = 1, zs->gpu_util_pct = a->sum[1] / a->w[1];
-    if (a->w[2]) zs->has_rss = 1, zs->rss_change_bytes = a->sum[2] / a->w[2];
-    if (a->w[3]) zs->has_iowait = 1, zs->iowait_pct = a->sum[3] / a->w[3];
-  }
-  if (!rc && r->nzones) qsort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
-  free(z.zones);
-  mlprof__map_clear(&z.zone_of);
-  mlprof__map_clear(&z.by_hash);
-  return rc;
-}
-
 /* Moves the builder's series into r->series (processes, GPUs, systems). */
 static int keep_series(builder *b) {
   mlprof__resources *r = b->r;
@@ -893,11 +844,12 @@ static int keep_series(builder *b) {
   return 0;
 }
 
-int mlprof__resources_finish(builder *b, const mlprof__job *job, char *err,
-                             size_t errlen) {
+int mlprof__resources_finish(builder *b, const mlprof__job *job) {
   mlprof__resources *r = b->r;
   int rc = b->err;
-  if (!rc) rc = zone_pass(b, job, err, errlen);
+  for (size_t i = 0; i < b->nprocs && !rc; i++) rc = series_sort(&b->procs[i]);
+  for (size_t i = 0; i < b->ngpus && !rc; i++) rc = series_sort(&b->gpus[i]);
+  for (size_t i = 0; i < b->nsys && !rc; i++) rc = series_sort(&b->sys[i]);
   if (!rc) {
     /* Each process subject to its own profile, by host and pid: with
      * several (exec keeps the pid), the latest to start before the last
@@ -946,38 +898,83 @@ int mlprof__resources_finish(builder *b, const mlprof__job *job, char *err,
     energy(b);
     rc = keep_series(b);
   }
-  if (rc) {
-    if (rc == MLPROF_ENOMEM && err) snprintf(err, errlen, "out of memory");
-    mlprof__resources_free(r);
-  }
+  if (rc) mlprof__resources_free(r);
   builder_free(b);
   return rc;
 }
 
-int mlprof__resources_build(const mlprof__job *job, mlprof__resources *r,
-                            char *err, size_t errlen) {
-  builder *b = mlprof__resources_begin(r);
-  if (!b) {
-    if (err) snprintf(err, errlen, "out of memory");
-    return MLPROF_ENOMEM;
+/* ---- zone averages: the pass after the samples' -------------------------
+ */
+
+int mlprof__resources_zones_begin(mlprof__resources *r, zpass **z) {
+  *z = NULL;
+  for (size_t i = 0; i < r->nseries; i++)
+    if (r->series[i].subject == MLPROF__SUBJECT_PROCESS) {
+      if (!(*z = calloc(1, sizeof **z))) return MLPROF_ENOMEM;
+      (*z)->r = r;
+      return 0;
+    }
+  return 0;
+}
+
+int mlprof__resources_zones_profile(zpass *z, const mlprof__job_profile *p,
+                                    mlprof__visitor *v) {
+  const mlprof__resources *r = z->r;
+  const char *host = p->hostname ? p->hostname : "";
+  int gpus = 0;
+  z->proc = z->sys = NULL;
+  z->host = NULL;
+  for (size_t i = 0; i < r->nseries; i++) {
+    const mlprof__series *s = &r->series[i];
+    if (strcmp(s->hostname, host) != 0) continue;
+    z->host = s->hostname;
+    if (s->subject == MLPROF__SUBJECT_PROCESS &&
+        s->id == (p->pid & 0xffffffffu))
+      z->proc = s;
+    else if (s->subject == MLPROF__SUBJECT_SYSTEM)
+      z->sys = s;
+    else if (s->subject == MLPROF__SUBJECT_GPU)
+      gpus = 1;
   }
+  if (!z->proc && !gpus) return 0;
+  z->offset = p->offset_ns;
+  mlprof__map_clear(&z->zone_of);
+  *v = (mlprof__visitor){.ud = z, .name = z_name, .span = z_span};
+  return 1;
+}
+
+static void zones_free(zpass *z) {
+  free(z->zones);
+  mlprof__map_clear(&z->zone_of);
+  mlprof__map_clear(&z->by_hash);
+  free(z);
+}
+
+void mlprof__resources_zones_abort(zpass *z) {
+  if (z) zones_free(z);
+}
+
+int mlprof__resources_zones_finish(zpass *z) {
+  mlprof__resources *r = z->r;
+  size_t cap = 0;
   int rc = 0;
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    mlprof__visitor v;
-    rc = mlprof__resources_profile_begin(b, &job->profiles[i], i, &v);
-    if (rc) break;
-    mlprof__read_report rep;
-    int rd = mlprof__read_file(job->profiles[i].path, &v, &rep, err, errlen);
-    /* Damage and unreadable files are the report's to show. */
-    if (rd == MLPROF_ENOMEM) rc = rd;
-    if (!rc) rc = mlprof__resources_profile_end(b);
+  for (size_t i = 0; i < z->nzones && !rc; i++) {
+    zone_acc *a = &z->zones[i];
+    if (!a->w[0] && !a->w[1] && !a->w[2] && !a->w[3]) continue;
+    if (mlprof__grow(&r->zones, &cap, r->nzones + 1, sizeof *r->zones) != 0) {
+      rc = MLPROF_ENOMEM;
+      break;
+    }
+    mlprof__zone_samples *zs = &r->zones[r->nzones++];
+    *zs = (mlprof__zone_samples){.zone = a->zone, .zone_len = a->len};
+    if (a->w[0]) zs->has_cpu = 1, zs->cpu_pct = a->sum[0] / a->w[0];
+    if (a->w[1]) zs->has_gpu = 1, zs->gpu_util_pct = a->sum[1] / a->w[1];
+    if (a->w[2]) zs->has_rss = 1, zs->rss_change_bytes = a->sum[2] / a->w[2];
+    if (a->w[3]) zs->has_iowait = 1, zs->iowait_pct = a->sum[3] / a->w[3];
   }
-  if (rc) {
-    if (err) snprintf(err, errlen, "out of memory");
-    mlprof__resources_abort(b);
-    return rc;
-  }
-  return mlprof__resources_finish(b, job, err, errlen);
+  if (!rc && r->nzones) qsort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
+  zones_free(z);
+  return rc;
 }
 
 void mlprof__resources_free(mlprof__resources *r) {

@@ -139,20 +139,14 @@ typedef struct {
   size_t nstrings, strings_cap;
 } mlprof__resources;
 
-/* Reads the samples of every profile of job (and, when there are process
- * samples, the spans again for the zone averages). Returns 0, or
- * MLPROF_ENOMEM / a read error with a one-line reason in err; *r is then
- * empty. Damage in a file is not an error here (the report shows it). */
-int mlprof__resources_build(const mlprof__job *job, mlprof__resources *r,
-                            char *err, size_t errlen);
-
-/* The same in steps, for a caller that reads each profile once for several
- * analyses (mlprof__report_build_sampled): begin, then for each profile of
- * job in order profile_begin (fills *v with the callbacks to read it with:
- * name, source, sample), the read, profile_end; then finish, which reads the
- * spans again only when some process was sampled. Every step returns 0 or
- * MLPROF_ENOMEM; finish also a read error with a reason in err. finish and
- * abort free the builder; after a failure *r is empty. */
+/* The builder, fed one profile at a time by the analysis driver
+ * (analysis.h): begin, then for each profile of the job in order
+ * profile_begin (fills *v with the callbacks to read it with: name, source,
+ * sample), the read, profile_end; then finish, which completes *r but for
+ * its zones (r->zones, the zone pass below). Damage in a file is not an
+ * error here (the report shows it). begin returns NULL when out of memory;
+ * the other steps return 0 or MLPROF_ENOMEM. finish and abort free the
+ * builder; after a failure *r is empty. */
 typedef struct mlprof__resources_builder mlprof__resources_builder;
 mlprof__resources_builder *mlprof__resources_begin(mlprof__resources *r);
 int mlprof__resources_profile_begin(mlprof__resources_builder *b,
@@ -160,8 +154,23 @@ int mlprof__resources_profile_begin(mlprof__resources_builder *b,
                                     mlprof__visitor *v);
 int mlprof__resources_profile_end(mlprof__resources_builder *b);
 int mlprof__resources_finish(mlprof__resources_builder *b,
-                             const mlprof__job *job, char *err, size_t errlen);
+                             const mlprof__job *job);
 void mlprof__resources_abort(mlprof__resources_builder *b);
+
+/* The zone pass: the spans again, once r's samples are known (after
+ * mlprof__resources_finish), to average them over each zone into r->zones.
+ * begin sets *z to NULL when no process was sampled (no pass is needed),
+ * else to a new pass; it returns 0 or MLPROF_ENOMEM. zones_profile returns
+ * 1 and fills *v when profile p (its process or its host's GPUs) was
+ * sampled, 0 when p need not be read for it. finish fills r->zones and
+ * frees z: 0 or MLPROF_ENOMEM (then r->zones is left partial; free r). */
+typedef struct mlprof__zone_pass mlprof__zone_pass;
+int mlprof__resources_zones_begin(mlprof__resources *r, mlprof__zone_pass **z);
+int mlprof__resources_zones_profile(mlprof__zone_pass *z,
+                                    const mlprof__job_profile *p,
+                                    mlprof__visitor *v);
+int mlprof__resources_zones_finish(mlprof__zone_pass *z);
+void mlprof__resources_zones_abort(mlprof__zone_pass *z);
 
 void mlprof__resources_free(mlprof__resources *r);
 

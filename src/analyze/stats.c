@@ -184,9 +184,8 @@ struct mlprof__stats {
   uint32_t last_tid, last_thread;
   int end_seen;
   uint64_t end_ns, end_dropped, last_ns;
-  size_t first_open;   /* r.open entries of this profile start here */
-  mlprof__visitor fwd; /* another analysis sharing the read, or zeros */
-  int keep_durations;  /* hand the sorted durations to the report */
+  size_t first_open;  /* r.open entries of this profile start here */
+  int keep_durations; /* hand the sorted durations to the report */
 };
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -344,10 +343,6 @@ static int on_header(void *ud, const mlprof__header *h) {
 
 static int on_name(void *ud, const mlprof__name *n) {
   mlprof__stats *s = ud;
-  if (s->fwd.name) {
-    int rc = s->fwd.name(s->fwd.ud, n);
-    if (rc) return rc;
-  }
   uint32_t k = str_intern(s, n->name, n->name_len);
   if (k == MLPROF__NONE) return MLPROF_ENOMEM;
   if (!s->strs[k].category) s->strs[k].category = n->category;
@@ -555,17 +550,6 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   return 0;
 }
 
-static int fwd_source(void *ud, const char *name, size_t nlen, int available,
-                      const char *reason, size_t rlen) {
-  mlprof__stats *s = ud;
-  return s->fwd.source(s->fwd.ud, name, nlen, available, reason, rlen);
-}
-
-static int fwd_sample(void *ud, const mlprof__sample_row *row) {
-  mlprof__stats *s = ud;
-  return s->fwd.sample(s->fwd.ud, row);
-}
-
 /* ---- profiles -------------------------------------------------------------
  */
 
@@ -629,15 +613,7 @@ int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
       .meta = on_meta,
       .end = on_end,
   };
-  s->fwd = (mlprof__visitor){0};
   return 0;
-}
-
-void mlprof__stats_forward(mlprof__stats *s, mlprof__visitor *v,
-                           const mlprof__visitor *extra) {
-  s->fwd = *extra;
-  v->source = extra->source ? fwd_source : NULL;
-  v->sample = extra->sample ? fwd_sample : NULL;
 }
 
 typedef struct {
@@ -935,51 +911,6 @@ void mlprof__stats_free(mlprof__stats *s) {
   mlprof__map_clear(&s->tids);
   mlprof__report_free(&s->r);
   free(s);
-}
-
-int mlprof__report_build(const mlprof__job *job, mlprof__report *r,
-                         mlprof__resources *res, char *err, size_t errlen) {
-  memset(r, 0, sizeof *r);
-  mlprof__stats *s = mlprof__stats_new();
-  mlprof__resources_builder *rb = NULL;
-  int rc = s ? 0 : MLPROF_ENOMEM;
-  if (!rc && res && !(rb = mlprof__resources_begin(res))) rc = MLPROF_ENOMEM;
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    mlprof__visitor v, rv;
-    mlprof__read_report rep;
-    char why[256] = "";
-    memset(&rep, 0, sizeof rep);
-    rc = mlprof__stats_profile_begin(s, &job->profiles[i], &v);
-    if (!rc && rb) {
-      rc = mlprof__resources_profile_begin(rb, &job->profiles[i], i, &rv);
-      mlprof__stats_forward(s, &v, &rv);
-    }
-    if (rc) break;
-    int rd =
-        mlprof__read_file(job->profiles[i].path, &v, &rep, why, sizeof why);
-    if (rd == MLPROF_ENOMEM) {
-      rc = rd;
-      break;
-    }
-    if (rd && !why[0]) snprintf(why, sizeof why, "%s", mlprof_strerror(rd));
-    rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
-    if (!rc && rb) rc = mlprof__resources_profile_end(rb);
-  }
-  if (rc) {
-    mlprof__stats_free(s);
-    mlprof__resources_abort(rb);
-    snprintf(err, errlen, "out of memory");
-    return rc;
-  }
-  rc = mlprof__stats_finish(s, r);
-  if (rc) {
-    mlprof__resources_abort(rb);
-    snprintf(err, errlen, "out of memory");
-    return rc;
-  }
-  if (rb && (rc = mlprof__resources_finish(rb, job, err, errlen)))
-    mlprof__report_free(r);
-  return rc;
 }
 
 static uint64_t sort_value(const mlprof__zone_stats *z, mlprof__sort_key key) {

@@ -159,7 +159,8 @@ typedef struct {
   size_t nwarnings;
 } mlprof__report;
 
-/* The builder, for tests and callers that drive the reader themselves. */
+/* The builder, fed one profile at a time by the analysis driver
+ * (analysis.h) and by tests that drive the reader themselves. */
 typedef struct mlprof__stats mlprof__stats;
 
 /* A new, empty builder, or NULL when out of memory. */
@@ -190,24 +191,6 @@ void mlprof__stats_keep_durations(mlprof__stats *s, int keep);
 
 /* Frees an unfinished builder (NULL is fine). */
 void mlprof__stats_free(mlprof__stats *s);
-
-/* Lets another analysis share the read of the current profile: after
- * mlprof__stats_profile_begin filled *v, names are passed on to extra's name
- * callback too, and v's source and sample callbacks pass to extra's (extra
- * is copied; its ud is used as is). Until the next profile_begin. */
-void mlprof__stats_forward(mlprof__stats *s, mlprof__visitor *v,
-                           const mlprof__visitor *extra);
-
-/* Reads every profile of job and builds its report and, when res is not
- * NULL, the resource summary in the same read of each profile (plus a read
- * of the spans of the sampled processes, for the zone averages, only when
- * some process was sampled). Damage and a read that fails part-way are not
- * errors: they are recorded in the process and in the warnings. Returns 0,
- * or MLPROF_ENOMEM (or a read error of that second read) with a one-line
- * reason in err; then *r and *res are both empty. Release *res with
- * mlprof__resources_free. */
-int mlprof__report_build(const mlprof__job *job, mlprof__report *r,
-                         mlprof__resources *res, char *err, size_t errlen);
 
 /* Orders the zones by key, largest first (ties by name), and keeps the first
  * top in r->order (0: all). */

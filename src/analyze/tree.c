@@ -69,7 +69,7 @@ typedef struct {
   uint64_t width;              /* steps per bucket */
 } thread_state;
 
-typedef struct {
+struct mlprof__tree_builder {
   mlprof__tree *t;
   gname *g;            /* parallel to t->names */
   mlprof__map gmap;    /* hash of a string -> first index with that hash */
@@ -92,7 +92,9 @@ typedef struct {
   size_t best_nmarks;
   mlprof__tree_step_bucket *best_b;
   uint64_t best_width;
-} builder;
+};
+
+typedef struct mlprof__tree_builder builder;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -500,17 +502,35 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
 }
 
 /* Name 0 is "", so a label or host of 0 reads as none. */
-static int builder_init(builder *b, mlprof__tree *t) {
-  memset(b, 0, sizeof *b);
+builder *mlprof__tree_begin(mlprof__tree *t) {
   memset(t, 0, sizeof *t);
+  builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
   b->t = t;
   b->free_list = NONE;
-  return intern(b, "", 0) == NONE ? MLPROF_ENOMEM : 0;
+  if (intern(b, "", 0) == NONE) {
+    mlprof__tree_abort(b);
+    return NULL;
+  }
+  return b;
 }
 
-/* Ends a profile: pending spans (parents still open) go to the top of the
- * tree; the busiest thread's marks are kept. */
-static int profile_end(builder *b) {
+void mlprof__tree_profile_begin(builder *b, const mlprof__job_profile *p,
+                                mlprof__visitor *v) {
+  b->p = p;
+  b->host = 0;
+  *v = (mlprof__visitor){.ud = b,
+                         .header = on_header,
+                         .name = on_name,
+                         .span = on_span,
+                         .step = on_step,
+                         .sample = on_sample,
+                         .counter = on_counter};
+}
+
+/* Pending spans (parents still open) go to the top of the tree; the busiest
+ * thread's marks are kept. */
+int mlprof__tree_profile_end(builder *b) {
   int rc = 0;
   for (size_t i = 0; i < b->nth; i++) {
     thread_state *th = &b->th[i];
@@ -596,38 +616,27 @@ static void builder_free(builder *b) {
   free(b->pool);
   free(b->best_marks);
   free(b->best_b);
+  free(b);
 }
 
-int mlprof__tree_build(const mlprof__job *job, mlprof__tree *t, char *err,
-                       size_t errlen) {
-  builder b;
-  int rc = builder_init(&b, t);
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    b.p = &job->profiles[i];
-    b.host = 0;
-    mlprof__visitor v = {.ud = &b,
-                         .header = on_header,
-                         .name = on_name,
-                         .span = on_span,
-                         .step = on_step,
-                         .sample = on_sample,
-                         .counter = on_counter};
-    mlprof__read_report rep;
-    memset(&rep, 0, sizeof rep);
-    int rd = mlprof__read_file(b.p->path, &v, &rep, NULL, 0);
-    if (rd == MLPROF_ENOMEM) rc = rd;
-    /* Any other stop (damage, a file gone) keeps what was read. */
-    if (!rc) rc = profile_end(&b);
-  }
+void mlprof__tree_abort(builder *b) {
+  if (!b) return;
+  mlprof__tree_free(b->t);
+  builder_free(b);
+}
+
+int mlprof__tree_finish(builder *b) {
+  mlprof__tree *t = b->t;
+  int rc = 0;
   for (size_t i = 0; i < t->nseries && !rc; i++)
     rc = series_sort(&t->series[i]);
-  if (!rc && b.best_nmarks) {
-    qsort(b.best_marks, b.best_nmarks, sizeof *b.best_marks, cmp_u64);
-    t->marks = b.best_marks;
-    t->nmarks = b.best_nmarks;
-    b.best_marks = NULL;
+  if (!rc && b->best_nmarks) {
+    qsort(b->best_marks, b->best_nmarks, sizeof *b->best_marks, cmp_u64);
+    t->marks = b->best_marks;
+    t->nmarks = b->best_nmarks;
+    b->best_marks = NULL;
     /* Buckets of complete steps: those between two marks. */
-    uint64_t w = b.best_width, steps = b.best_nmarks - 1;
+    uint64_t w = b->best_width, steps = b->best_nmarks - 1;
     size_t nb = (size_t)((steps + w - 1) / w);
     if (nb > MLPROF__TREE_STEP_BUCKETS) nb = MLPROF__TREE_STEP_BUCKETS;
     t->buckets = calloc(nb ? nb : 1, sizeof *t->buckets);
@@ -635,7 +644,7 @@ int mlprof__tree_build(const mlprof__job *job, mlprof__tree *t, char *err,
       rc = MLPROF_ENOMEM;
     } else {
       for (size_t k = 0; k < nb; k++) {
-        t->buckets[k] = b.best_b[k];
+        t->buckets[k] = b->best_b[k];
         t->buckets[k].first_step = k * w;
         uint64_t last = (k + 1) * w < steps ? (k + 1) * w : steps;
         t->buckets[k].steps = last - k * w;
@@ -643,11 +652,8 @@ int mlprof__tree_build(const mlprof__job *job, mlprof__tree *t, char *err,
       t->nbuckets = nb;
     }
   }
-  builder_free(&b);
-  if (rc) {
-    mlprof__tree_free(t);
-    snprintf(err, errlen, "out of memory");
-  }
+  builder_free(b);
+  if (rc) mlprof__tree_free(t);
   return rc;
 }
 

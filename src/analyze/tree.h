@@ -47,7 +47,7 @@ typedef struct {
   uint32_t label;   /* index into names: command, GPU model, "" */
   uint32_t measure; /* index into names: the measure or counter name */
   size_t n, cap;
-  uint64_t *t; /* job time, ascending after mlprof__tree_build */
+  uint64_t *t; /* job time, ascending after mlprof__tree_finish */
   double *v;
 } mlprof__tree_series;
 
@@ -73,11 +73,21 @@ typedef struct {
   size_t names_cap, nodes_cap, series_cap;
 } mlprof__tree;
 
-/* Reads every profile of job. Damage is not an error (what is intact is
- * used). Returns 0, or MLPROF_ENOMEM with a one-line reason in err; then *t
- * is empty. Release with mlprof__tree_free. */
-int mlprof__tree_build(const mlprof__job *job, mlprof__tree *t, char *err,
-                       size_t errlen);
+/* The builder, fed one profile at a time by the analysis driver
+ * (analysis.h): begin, then for each profile of the job in order
+ * profile_begin (fills *v with the callbacks to read it with), the read,
+ * profile_end; then finish. A read that stops early (damage, a file gone)
+ * keeps what it gave. begin returns NULL when out of memory; profile_end and
+ * finish return 0 or MLPROF_ENOMEM. finish and abort free the builder; after
+ * a failure or abort *t is empty. Release *t with mlprof__tree_free. */
+typedef struct mlprof__tree_builder mlprof__tree_builder;
+mlprof__tree_builder *mlprof__tree_begin(mlprof__tree *t);
+void mlprof__tree_profile_begin(mlprof__tree_builder *b,
+                                const mlprof__job_profile *p,
+                                mlprof__visitor *v);
+int mlprof__tree_profile_end(mlprof__tree_builder *b);
+int mlprof__tree_finish(mlprof__tree_builder *b);
+void mlprof__tree_abort(mlprof__tree_builder *b);
 
 void mlprof__tree_free(mlprof__tree *t);
 

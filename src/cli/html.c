@@ -54,35 +54,15 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("html", fmt, arg);
 }
 
-int mlprof__dash_build(const mlprof__job *job, size_t top, mlprof__dash *d,
-                       char *err, size_t errlen) {
-  memset(d, 0, sizeof *d);
-  int rc = mlprof__report_build(job, &d->r, &d->res, err, errlen);
-  if (rc) return rc;
-  mlprof__findings_opts fo;
-  mlprof__findings_opts_init(&fo);
-  /* Findings use every zone: sort only after them. */
-  rc = mlprof__findings_build(job, &d->r, &d->res, &fo, &d->f, err, errlen);
-  if (!rc) rc = mlprof__tree_build(job, &d->tree, err, errlen);
-  if (rc) {
-    mlprof__report_free(&d->r);
-    mlprof__resources_free(&d->res);
-    mlprof__findings_free(&d->f);
-    return rc;
-  }
-  mlprof__report_sort(&d->r, MLPROF__SORT_TOTAL, top);
-  return 0;
-}
-
-void mlprof__dash_free(mlprof__dash *d) {
-  mlprof__report_free(&d->r);
-  mlprof__resources_free(&d->res);
-  mlprof__findings_free(&d->f);
-  mlprof__tree_free(&d->tree);
+void mlprof__dash_opts(mlprof__analysis_opts *o, size_t top) {
+  mlprof__analysis_opts_init(o);
+  o->want = MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES |
+            MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE;
+  o->top = top;
 }
 
 typedef struct {
-  const mlprof__dash *d;
+  const mlprof__analysis *d;
   const mlprof__html_opts *opts;
 } page;
 
@@ -188,8 +168,10 @@ int mlprof__cmd_html(int argc, char **argv) {
       return rc;
     }
   }
-  mlprof__dash d;
-  rc = mlprof__dash_build(&job, top, &d, err, sizeof err);
+  mlprof__analysis_opts ao;
+  mlprof__dash_opts(&ao, top);
+  mlprof__analysis d;
+  rc = mlprof__analysis_run(&job, &ao, &d, err, sizeof err);
   mlprof__job_close(&job);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
@@ -207,7 +189,7 @@ int mlprof__cmd_html(int argc, char **argv) {
                             .compare = c.nruns >= 2 ? &c : NULL};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
-  mlprof__dash_free(&d);
+  mlprof__analysis_free(&d);
   mlprof__compare_free(&c);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);

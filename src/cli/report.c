@@ -8,8 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../analyze/findings.h"
-#include "../analyze/stats.h"
+#include "../analyze/analysis.h"
 #include "../export/export.h"
 #include "../model/job.h"
 #include "cli.h"
@@ -299,50 +298,48 @@ int mlprof__cmd_report(int argc, char **argv) {
   }
   /* The zone table alone needs neither the samples nor the findings. */
   int analyse = !(format == FORMAT_CSV && which_table == TABLE_ZONES);
-  mlprof__report r;
-  mlprof__resources res = {0};
-  mlprof__findings f = {0};
-  rc = mlprof__report_build(&job, &r, analyse ? &res : NULL, err, sizeof err);
-  if (!rc && analyse &&
-      (rc = mlprof__findings_build(&job, &r, &res, &fo, &f, err, sizeof err))) {
-    mlprof__report_free(&r);
-    mlprof__resources_free(&res);
-  }
+  mlprof__analysis_opts ao;
+  mlprof__analysis_opts_init(&ao);
+  if (analyse) ao.want = MLPROF__ANALYSIS_FINDINGS;
+  ao.findings = fo;
+  ao.sort = sort;
+  ao.top = top;
+  mlprof__analysis a;
+  rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
   mlprof__job_close(&job);
   free_slo(slo, nslo);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
     return 3;
   }
-  for (size_t i = 0; i < f.nslo; i++)
-    if (!f.slo[i].count) {
+  const mlprof__report *r = &a.r;
+  const mlprof__findings *f = &a.f;
+  for (size_t i = 0; i < f->nslo; i++)
+    if (!f->slo[i].count) {
       fputs("mlprof report: warning: --slo ", stderr);
-      fwrite(f.slo[i].zone, 1, f.slo[i].zone_len, stderr);
+      fwrite(f->slo[i].zone, 1, f->slo[i].zone_len, stderr);
       fputs(": no such zone in the profiles (no calls)\n", stderr);
     }
-  mlprof__report_sort(&r, sort, top);
   /* Text carries its warnings in its header; the machine formats keep them
    * in the data (JSON) or have no room for them (CSV), so say them here. */
   if (format != FORMAT_TEXT)
-    for (size_t i = 0; i < r.nwarnings; i++)
-      fprintf(stderr, "mlprof report: warning: %s\n", r.warnings[i]);
+    for (size_t i = 0; i < r->nwarnings; i++)
+      fprintf(stderr, "mlprof report: warning: %s\n", r->warnings[i]);
 
   mlprof__out o;
   if (mlprof__out_open(&o, STDOUT_FILENO)) {
-    mlprof__report_free(&r);
-    mlprof__resources_free(&res);
-    mlprof__findings_free(&f);
+    mlprof__analysis_free(&a);
     fprintf(stderr, "mlprof report: out of memory\n");
     return 3;
   }
   if (format == FORMAT_JSON)
-    rc = mlprof__export_json(&r, &res, &f, &o);
+    rc = mlprof__export_json(r, &a.res, f, &o);
   else if (format == FORMAT_CSV && which_table == TABLE_FINDINGS)
-    rc = mlprof__export_findings_csv(&f, &o);
+    rc = mlprof__export_findings_csv(f, &o);
   else if (format == FORMAT_CSV)
-    rc = mlprof__export_csv(&r, &o);
+    rc = mlprof__export_csv(r, &o);
   else
-    rc = mlprof__export_text(&r, &res, &f, &o);
+    rc = mlprof__export_text(r, &a.res, f, &o);
   int wrc = mlprof__out_flush(&o);
   if (!rc) rc = wrc;
   if (rc)
@@ -350,10 +347,8 @@ int mlprof__cmd_report(int argc, char **argv) {
             rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
   mlprof__out_close(&o);
   size_t missed = 0;
-  for (size_t i = 0; i < f.nslo; i++) missed += f.slo[i].over > 0;
-  mlprof__report_free(&r);
-  mlprof__resources_free(&res);
-  mlprof__findings_free(&f);
+  for (size_t i = 0; i < f->nslo; i++) missed += f->slo[i].over > 0;
+  mlprof__analysis_free(&a);
   if (rc) return 3;
   if (slo_fail && missed) {
     fprintf(stderr,

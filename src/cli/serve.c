@@ -93,7 +93,7 @@ static int fail_usage(const char *fmt, const char *arg) {
 typedef struct {
   atomic_int refs;
   int ok;
-  mlprof__dash d;
+  mlprof__analysis d;
   char *data; /* the page data JSON */
   size_t data_len;
   char error[256];
@@ -276,7 +276,7 @@ static int resolve(const server *s, const char *rel, char *out) {
 
 static void build_put(run_build *b) {
   if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
-  if (b->ok) mlprof__dash_free(&b->d);
+  if (b->ok) mlprof__analysis_free(&b->d);
   free(b->data);
   free(b);
 }
@@ -316,7 +316,9 @@ static run_build *build_run(char **files, size_t nf, const char *rel) {
   char err[256];
   int rc = open_job(files, nf, &job, err, sizeof err);
   if (!rc) {
-    rc = mlprof__dash_build(&job, MLPROF__DASH_TOP, &b->d, err, sizeof err);
+    mlprof__analysis_opts ao;
+    mlprof__dash_opts(&ao, MLPROF__DASH_TOP);
+    rc = mlprof__analysis_run(&job, &ao, &b->d, err, sizeof err);
     mlprof__job_close(&job);
   }
   if (rc) {

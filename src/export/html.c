@@ -350,17 +350,3 @@ int mlprof__export_html(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o) {
   return mlprof__export_html_page(r, res, f, NULL, NULL, o);
 }
-
-int mlprof__export_html_job(const mlprof__job *job, const mlprof__report *r,
-                            const mlprof__resources *res,
-                            const mlprof__findings *f,
-                            const mlprof__html_opts *opts, mlprof__out *o,
-                            char *err, size_t errlen) {
-  mlprof__tree tree;
-  int rc = mlprof__tree_build(job, &tree, err, errlen);
-  if (rc) return rc;
-  rc = mlprof__export_html_page(r, res, f, &tree, opts, o);
-  mlprof__tree_free(&tree);
-  if (rc) snprintf(err, errlen, "%s", mlprof_strerror(rc));
-  return rc;
-}

@@ -63,19 +63,8 @@ int mlprof__export_html_page(const mlprof__report *r,
                              const mlprof__html_opts *opts, mlprof__out *o);
 
 /* The page for a report without a call tree (no flame graph, no step
- * breakdown; series from res). Prefer mlprof__export_html_job. */
+ * breakdown; series from res). */
 int mlprof__export_html(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o);
-
-/* The full page for a job whose report r, resources res and findings f
- * (both may be NULL) were built already: reads the job once more for the call
- * tree, series and steps, then writes the page (data_url NULL: a static file).
- * Returns 0, MLPROF_ENOMEM or the writer's error, with a one-line reason in
- * err. */
-int mlprof__export_html_job(const mlprof__job *job, const mlprof__report *r,
-                            const mlprof__resources *res,
-                            const mlprof__findings *f,
-                            const mlprof__html_opts *opts, mlprof__out *o,
-                            char *err, size_t errlen);
 
 #endif

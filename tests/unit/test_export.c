@@ -10,6 +10,7 @@
 #include "export/export.h"
 #include "format/wire.h"
 #include "model/job.h"
+#include "analyse.h"
 #include "synth.h"
 #include "builder.h"
 #include "test.h"
@@ -715,7 +716,11 @@ static int sampled_report(mlprof__report *r, mlprof__resources *res) {
   sampled_job j;
   if (open_sampled(&j)) return -1;
   char err[256];
-  int rc = mlprof__report_build(&j.job, r, res, err, sizeof err);
+  mlprof__analysis a;
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES,
+                   &a, err, sizeof err);
+  *r = a.r;
+  *res = a.res;
   close_sampled(&j);
   return rc;
 }

@@ -10,6 +10,7 @@
 #include "analyze/resources.h"
 #include "analyze/stats.h"
 #include "model/job.h"
+#include "analyse.h"
 #include "synth.h"
 #include "test.h"
 
@@ -130,11 +131,17 @@ static int sb_build(sb *b, uint64_t end_ns, const mlprof__findings_opts *o,
   const char *paths[] = {b->path};
   memset(out, 0, sizeof *out);
   int rc = mlprof__job_open(&out->job, paths, 1, err, sizeof err);
-  if (!rc)
-    rc = mlprof__report_build(&out->job, &out->r, &out->res, err, sizeof err);
-  if (!rc)
-    rc = mlprof__findings_build(&out->job, &out->r, &out->res, o, &out->f, err,
-                                sizeof err);
+  if (!rc) {
+    mlprof__analysis_opts ao;
+    mlprof__analysis_opts_init(&ao);
+    ao.want = MLPROF__ANALYSIS_FINDINGS;
+    if (o) ao.findings = *o;
+    mlprof__analysis a;
+    rc = mlprof__analysis_run(&out->job, &ao, &a, err, sizeof err);
+    out->r = a.r;
+    out->res = a.res;
+    out->f = a.f;
+  }
   unlink(b->path);
   rmdir(b->dir);
   if (rc) fprintf(stderr, "  build: %s\n", err);

@@ -8,6 +8,7 @@
 #include "analyze/stats.h"
 #include "format/wire.h"
 #include "model/job.h"
+#include "analyse.h"
 #include "synth.h"
 #include "test.h"
 
@@ -435,9 +436,10 @@ static void test_resources_exact(void) {
   sampled_job j;
   CHECK_EQ(open_sampled(&j), 0);
   setenv("MLPROF_CARBON_G_PER_KWH", "500", 1);
-  mlprof__resources r;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__resources_build(&j.job, &r, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_RESOURCES, &a, err, sizeof err);
+  mlprof__resources r = a.res;
   unsetenv("MLPROF_CARBON_G_PER_KWH");
   /* job order: root (offset 0), child (offset 500) */
   CHECK_EQ(j.job.profiles[1].pid, 200);
@@ -544,10 +546,12 @@ static void test_resources_exact(void) {
 static void test_resources_with_report(void) {
   sampled_job j;
   CHECK_EQ(open_sampled(&j), 0);
-  mlprof__report rep;
-  mlprof__resources r;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__report_build(&j.job, &rep, &r, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES,
+                   &a, err, sizeof err);
+  mlprof__report rep = a.r;
+  mlprof__resources r = a.res;
   close_sampled(&j);
   if (rc) TEST_FAIL("build: %s", err);
   CHECK_EQ(rep.nprocs, 2);
@@ -576,12 +580,14 @@ static void test_resources_unsampled(void) {
   char err[256];
   const char *paths[] = {path};
   CHECK_EQ(mlprof__job_open(&job, paths, 1, err, sizeof err), 0);
-  mlprof__resources r;
-  int rc = mlprof__resources_build(&job, &r, err, sizeof err);
+  mlprof__analysis a;
+  int rc = analyse(&job, MLPROF__ANALYSIS_RESOURCES, &a, err, sizeof err);
+  mlprof__resources r = a.res;
   mlprof__job_close(&job);
   unlink(path);
   rmdir(dir);
   CHECK_EQ(rc, 0);
+  CHECK_EQ(a.reads, 1); /* nothing sampled: no zone pass */
   CHECK(!r.sampled);
   CHECK_EQ(r.nsubjects, 0);
   CHECK_EQ(r.tree.nm, 0);
@@ -590,10 +596,81 @@ static void test_resources_unsampled(void) {
   mlprof__resources_free(&r);
 }
 
+/* ---- the analysis driver: one read per pass ------------------------------ */
+
+/* The statistics, the samples and the tree share the first read of each
+ * profile; the findings and the zone averages the second: a dashboard reads
+ * each profile twice, a report of zones once (it used to be eight and one). */
+static void test_analysis_reads_once_per_pass(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  static const struct {
+    unsigned want;
+    size_t reads; /* per profile */
+  } cases[] = {
+      {MLPROF__ANALYSIS_STATS, 1},
+      {MLPROF__ANALYSIS_TREE, 1},
+      {MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_TREE, 1},
+      {MLPROF__ANALYSIS_RESOURCES, 2}, /* sampled: the zone averages */
+      {MLPROF__ANALYSIS_FINDINGS, 2},
+      {MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mlprof__analysis a;
+    char err[256];
+    int rc = analyse(&j.job, cases[i].want, &a, err, sizeof err);
+    size_t reads = a.reads;
+    mlprof__analysis_free(&a);
+    if (rc) {
+      close_sampled(&j);
+      TEST_FAIL("run: %s", err);
+    }
+    if (reads != cases[i].reads * j.job.count) {
+      close_sampled(&j);
+      TEST_FAIL("want %#x: %zu reads of %zu profiles", cases[i].want, reads,
+                j.job.count);
+    }
+  }
+  close_sampled(&j);
+}
+
+/* What an analysis gives alone, it gives beside the others in one read. */
+static void test_analysis_shared_read_matches_alone(void) {
+  sampled_job j;
+  CHECK_EQ(open_sampled(&j), 0);
+  mlprof__analysis all, tree, res;
+  char err[256];
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE,
+                   &all, err, sizeof err);
+  if (!rc) rc = analyse(&j.job, MLPROF__ANALYSIS_TREE, &tree, err, sizeof err);
+  if (!rc)
+    rc = analyse(&j.job, MLPROF__ANALYSIS_RESOURCES, &res, err, sizeof err);
+  close_sampled(&j);
+  if (rc) TEST_FAIL("run: %s", err);
+  CHECK_EQ(all.have, MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES |
+                         MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE);
+  CHECK_EQ(all.r.spans, 2);
+  CHECK_EQ(all.tree.spans, tree.tree.spans);
+  CHECK_EQ(all.tree.nnodes, tree.tree.nnodes);
+  CHECK_EQ(all.tree.nseries, tree.tree.nseries);
+  CHECK_EQ(all.res.nsubjects, res.res.nsubjects);
+  CHECK_EQ(all.res.nseries, res.res.nseries);
+  CHECK_EQ(all.res.nzones, res.res.nzones);
+  CHECK_NEAR(mlprof__resources_zone(&all.res, "fwd", 3)->cpu_pct, 50);
+  CHECK_NEAR(all.res.cpu_energy_j, res.res.cpu_energy_j);
+  CHECK(all.f.sampled);
+  mlprof__analysis_free(&all);
+  mlprof__analysis_free(&tree);
+  mlprof__analysis_free(&res);
+}
+
 const mlprof_test mlprof_tests_stats[] = {
     {"resources_exact", test_resources_exact},
     {"resources_with_report", test_resources_with_report},
     {"resources_unsampled", test_resources_unsampled},
+    {"analysis_reads_once_per_pass", test_analysis_reads_once_per_pass},
+    {"analysis_shared_read_matches_alone",
+     test_analysis_shared_read_matches_alone},
     {"one_zone_exact", test_one_zone_exact},
     {"percentiles_nearest_rank", test_percentiles_nearest_rank},
     {"nested_self_time", test_nested_self_time},

@@ -32,6 +32,7 @@
 #include "analyze/tree.h"
 #include "export/html.h"
 #include "model/job.h"
+#include "analyse.h"
 #include "synth.h"
 #include "test.h"
 
@@ -250,9 +251,10 @@ static const struct {
 static void test_tree_shape_totals_and_self(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
-  mlprof__tree t;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_TREE, &a, err, sizeof err);
+  mlprof__tree t = a.tree;
   tree_job_close(&j);
   if (rc) TEST_FAIL("tree_build: %s", err);
   CHECK_EQ(t.spans, 21 + 6 + 4);
@@ -285,9 +287,10 @@ static void test_tree_shape_totals_and_self(void) {
 static void test_tree_series_sorted_and_kept(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
-  mlprof__tree t;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_TREE, &a, err, sizeof err);
+  mlprof__tree t = a.tree;
   tree_job_close(&j);
   if (rc) TEST_FAIL("tree_build: %s", err);
   /* cpu_user_pct of the system (energy_j is not kept), and the counter. */
@@ -328,9 +331,10 @@ static void test_tree_series_sorted_and_kept(void) {
 static void test_tree_step_buckets(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
-  mlprof__tree t;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_TREE, &a, err, sizeof err);
+  mlprof__tree t = a.tree;
   tree_job_close(&j);
   if (rc) TEST_FAIL("tree_build: %s", err);
   CHECK_EQ(t.nmarks, 3);
@@ -354,15 +358,14 @@ static void test_tree_step_buckets(void) {
 static void test_tree_steps_match_report(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
-  mlprof__tree t;
-  mlprof__report r;
-  mlprof__resources res;
-  mlprof__findings f;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
-  if (!rc) rc = mlprof__report_build(&j.job, &r, &res, err, sizeof err);
-  if (!rc)
-    rc = mlprof__findings_build(&j.job, &r, &res, NULL, &f, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_TREE | MLPROF__ANALYSIS_FINDINGS,
+                   &a, err, sizeof err);
+  mlprof__tree t = a.tree;
+  mlprof__report r = a.r;
+  mlprof__resources res = a.res;
+  mlprof__findings f = a.f;
   tree_job_close(&j);
   if (rc) TEST_FAIL("build: %s", err);
   CHECK_EQ(f.steps.source, MLPROF__STEPS_MARKS);
@@ -408,8 +411,9 @@ static void test_tree_many_steps_fold_into_buckets(void) {
   char err[256];
   const char *paths[] = {path};
   CHECK_EQ(mlprof__job_open(&job, paths, 1, err, sizeof err), 0);
-  mlprof__tree t;
-  int rc = mlprof__tree_build(&job, &t, err, sizeof err);
+  mlprof__analysis a;
+  int rc = analyse(&job, MLPROF__ANALYSIS_TREE, &a, err, sizeof err);
+  mlprof__tree t = a.tree;
   mlprof__job_close(&job);
   unlink(path);
   rmdir(dir);
@@ -496,11 +500,12 @@ static int parse_page_tree(const char *s, page_tree *pt) {
 static void test_html_data_tree_marks_and_steps(void) {
   tree_job j;
   CHECK_EQ(tree_job_open(&j), 0);
-  mlprof__tree t;
-  mlprof__report r;
+  mlprof__analysis a;
   char err[256];
-  int rc = mlprof__tree_build(&j.job, &t, err, sizeof err);
-  if (!rc) rc = mlprof__report_build(&j.job, &r, NULL, err, sizeof err);
+  int rc = analyse(&j.job, MLPROF__ANALYSIS_TREE | MLPROF__ANALYSIS_STATS, &a,
+                   err, sizeof err);
+  mlprof__tree t = a.tree;
+  mlprof__report r = a.r;
   tree_job_close(&j);
   if (rc) TEST_FAIL("build: %s", err);
   mlprof__out o;
@@ -572,10 +577,11 @@ static void test_html_data_empty_tree(void) {
   char err[256];
   const char *paths[] = {path};
   CHECK_EQ(mlprof__job_open(&job, paths, 1, err, sizeof err), 0);
-  mlprof__tree t;
-  mlprof__report r;
-  int rc = mlprof__tree_build(&job, &t, err, sizeof err);
-  if (!rc) rc = mlprof__report_build(&job, &r, NULL, err, sizeof err);
+  mlprof__analysis a;
+  int rc = analyse(&job, MLPROF__ANALYSIS_TREE | MLPROF__ANALYSIS_STATS, &a,
+                   err, sizeof err);
+  mlprof__tree t = a.tree;
+  mlprof__report r = a.r;
   mlprof__job_close(&job);
   unlink(path);
   rmdir(dir);

@@ -1,0 +1,232 @@
+/* The analysis driver (analysis.h): one read of each profile per pass, each
+ * record forwarded by a tee visitor to every analysis of that pass. Filters
+ * on spans (zone, thread, process, step, time window) belong here, in the
+ * tee, so that every analysis sees the same spans. */
+#include "analysis.h"
+
+#include <mlprof.h>
+#include <stdio.h>
+#include <string.h>
+
+/* At most this many analyses share a pass. */
+#define TEE_MAX 4
+
+typedef struct {
+  mlprof__visitor v[TEE_MAX];
+  size_t n;
+} tee;
+
+/* Forwards a callback to every member that has it, in order; the first
+ * non-zero return stops the read. */
+#define TEE(cb, params, ...)                          \
+  static int tee_##cb params {                        \
+    const tee *m = ud;                                \
+    for (size_t i = 0; i < m->n; i++)                 \
+      if (m->v[i].cb) {                               \
+        int rc = m->v[i].cb(m->v[i].ud, __VA_ARGS__); \
+        if (rc) return rc;                            \
+      }                                               \
+    return 0;                                         \
+  }
+
+TEE(header, (void *ud, const mlprof__header *h), h)
+TEE(name, (void *ud, const mlprof__name *n), n)
+TEE(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name,
+    len)
+TEE(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)
+TEE(span,
+    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin,
+     uint64_t end),
+    tid, name, depth, begin, end)
+TEE(span_meta, (void *ud, uint32_t tid, uint32_t key, uint32_t value), tid, key,
+    value)
+TEE(span_units, (void *ud, uint32_t tid, uint32_t name, uint64_t n), tid, name,
+    n)
+TEE(counter, (void *ud, uint32_t tid, uint32_t name, uint64_t t, double v), tid,
+    name, t, v)
+TEE(units, (void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n), tid,
+    name, t, n)
+TEE(step, (void *ud, uint32_t tid, uint64_t t), tid, t)
+TEE(open,
+    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin),
+    tid, name, depth, begin)
+TEE(meta,
+    (void *ud, const char *key, size_t klen, const char *value, size_t vlen),
+    key, klen, value, vlen)
+TEE(end, (void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched),
+    end_ns, dropped, unmatched)
+TEE(source,
+    (void *ud, const char *name, size_t nlen, int available, const char *reason,
+     size_t rlen),
+    name, nlen, available, reason, rlen)
+TEE(sample, (void *ud, const mlprof__sample_row *row), row)
+
+/* The visitor to read with: the one member as it is (no forwarding cost for
+ * a pass of one analysis), else the tee, with only the callbacks some
+ * member has so the reader skips what nobody reads. */
+static mlprof__visitor tee_visitor(const tee *t) {
+  if (t->n == 1) return t->v[0];
+  mlprof__visitor v = {.ud = (void *)t};
+#define HAS(cb)                     \
+  for (size_t i = 0; i < t->n; i++) \
+    if (t->v[i].cb) v.cb = tee_##cb;
+  HAS(header)
+  HAS(name)
+  HAS(thread)
+  HAS(events)
+  HAS(span)
+  HAS(span_meta)
+  HAS(span_units)
+  HAS(counter)
+  HAS(units)
+  HAS(step)
+  HAS(open)
+  HAS(meta)
+  HAS(end)
+  HAS(source)
+  HAS(sample)
+#undef HAS
+  return v;
+}
+
+/* Reads profile p through the members of t: 0 when it was read (damage and
+ * a read that stops early included: why says why), or MLPROF_ENOMEM. */
+static int read_profile(mlprof__analysis *a, const mlprof__job_profile *p,
+                        const tee *t, mlprof__read_report *rep, int *rd,
+                        char *why, size_t whylen) {
+  mlprof__visitor v = tee_visitor(t);
+  memset(rep, 0, sizeof *rep);
+  why[0] = '\0';
+  a->reads++;
+  *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+  if (*rd == MLPROF_ENOMEM) return *rd;
+  if (*rd && !why[0]) snprintf(why, whylen, "%s", mlprof_strerror(*rd));
+  return 0;
+}
+
+void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->want = MLPROF__ANALYSIS_STATS;
+  mlprof__findings_opts_init(&o->findings);
+  o->sort = MLPROF__SORT_TOTAL;
+}
+
+/* Pass 1: every profile once, for the statistics, the samples and the
+ * tree, which need nothing but the records. */
+static int first_pass(const mlprof__job *job, unsigned want,
+                      const mlprof__analysis_opts *opts, mlprof__analysis *a) {
+  mlprof__stats *s = NULL;
+  mlprof__resources_builder *rb = NULL;
+  mlprof__tree_builder *tb = NULL;
+  int rc = 0;
+  if (want & MLPROF__ANALYSIS_STATS) {
+    if (!(s = mlprof__stats_new())) rc = MLPROF_ENOMEM;
+    if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
+  }
+  if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
+      !(rb = mlprof__resources_begin(&a->res)))
+    rc = MLPROF_ENOMEM;
+  if (!rc && (want & MLPROF__ANALYSIS_TREE) &&
+      !(tb = mlprof__tree_begin(&a->tree)))
+    rc = MLPROF_ENOMEM;
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    tee t = {.n = 0};
+    if (s) rc = mlprof__stats_profile_begin(s, p, &t.v[t.n++]);
+    if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
+    if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
+    mlprof__read_report rep;
+    char why[256];
+    int rd = 0;
+    if (!rc && t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
+    if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
+    if (!rc && rb) rc = mlprof__resources_profile_end(rb);
+    if (!rc && tb) rc = mlprof__tree_profile_end(tb);
+  }
+  if (rc) {
+    mlprof__stats_free(s);
+    mlprof__resources_abort(rb);
+    mlprof__tree_abort(tb);
+    return rc;
+  }
+  /* Each finish frees its builder, whatever the outcome. */
+  if (s) rc = mlprof__stats_finish(s, &a->r);
+  if (rb) {
+    int rrc = mlprof__resources_finish(rb, job);
+    if (!rc) rc = rrc;
+  }
+  if (tb) {
+    int trc = mlprof__tree_finish(tb);
+    if (!rc) rc = trc;
+  }
+  return rc;
+}
+
+/* Pass 2, only when wanted: the spans again, for the analyses that need
+ * the samples' series of pass 1 while they read them (the findings, and the
+ * resources' zone averages when some process was sampled). Profiles that
+ * neither needs are not read. */
+static int second_pass(const mlprof__job *job, unsigned want,
+                       const mlprof__analysis_opts *opts, mlprof__analysis *a) {
+  mlprof__zone_pass *zp = NULL;
+  mlprof__findings_builder *fb = NULL;
+  int rc = 0;
+  if (want & MLPROF__ANALYSIS_RESOURCES)
+    rc = mlprof__resources_zones_begin(&a->res, &zp);
+  if (!rc && (want & MLPROF__ANALYSIS_FINDINGS) &&
+      !(fb = mlprof__findings_begin(job, &a->r, &a->res, &opts->findings,
+                                    &a->f)))
+    rc = MLPROF_ENOMEM;
+  for (size_t i = 0; i < job->count && !rc && (zp || fb); i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    tee t = {.n = 0};
+    if (zp) t.n += (size_t)mlprof__resources_zones_profile(zp, p, &t.v[t.n]);
+    if (fb) mlprof__findings_profile_begin(fb, i, &t.v[t.n++]);
+    mlprof__read_report rep;
+    char why[256];
+    int rd = 0;
+    /* A file that went away or broke since pass 1 keeps what it gave. */
+    if (t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
+    if (fb) mlprof__findings_profile_end(fb);
+  }
+  if (rc) {
+    mlprof__resources_zones_abort(zp);
+    mlprof__findings_abort(fb);
+    return rc;
+  }
+  /* The findings use the zone averages: those first. */
+  if (zp) rc = mlprof__resources_zones_finish(zp);
+  if (fb && rc)
+    mlprof__findings_abort(fb);
+  else if (fb)
+    rc = mlprof__findings_finish(fb);
+  return rc;
+}
+
+int mlprof__analysis_run(const mlprof__job *job,
+                         const mlprof__analysis_opts *opts, mlprof__analysis *a,
+                         char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
+  unsigned want = opts->want;
+  if (want & MLPROF__ANALYSIS_FINDINGS)
+    want |= MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES;
+  a->have = want;
+  int rc = first_pass(job, want, opts, a);
+  if (!rc) rc = second_pass(job, want, opts, a);
+  if (rc) {
+    mlprof__analysis_free(a);
+    snprintf(err, errlen, "out of memory");
+    return rc;
+  }
+  if (want & MLPROF__ANALYSIS_STATS)
+    mlprof__report_sort(&a->r, opts->sort, opts->top);
+  return 0;
+}
+
+void mlprof__analysis_free(mlprof__analysis *a) {
+  mlprof__report_free(&a->r);
+  mlprof__resources_free(&a->res);
+  mlprof__findings_free(&a->f);
+  mlprof__tree_free(&a->tree);
+  memset(a, 0, sizeof *a);
+}
