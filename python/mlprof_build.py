@@ -16,6 +16,7 @@ ROOT = os.path.dirname(HERE)
 # The extension's own C files (relative to python/); one line per file.
 EXT_OWN = [
     "mlprof/_mlprof.c",
+    "mlprof/_hooks.c",
 ]
 
 
