@@ -62,6 +62,7 @@ static __thread struct {
   PyObject **bwd; /* BackwardZones open, innermost last */
   size_t nbwd, capbwd;
   uint64_t calls;      /* hooked module calls begun on this thread */
+  int backward_off;    /* this forward of the model gets no backward zones */
   PyObject *walked;    /* output node -> (nodes just outside, last cands) */
   PyObject *ends;      /* node -> EndHook put on it in this forward */
   PyObject *measuring; /* torch profiler counting a module's own FLOPs */
@@ -317,8 +318,10 @@ typedef struct {
   PyObject_HEAD PyObject *key; /* the module's key in the ModelProfile */
   const mlprof_site *fwd, *bwd, *over;
   int root, leaf, backward, flops;
-  PyObject *params; /* tuple of the module's parameters */
-  PyObject *sh;     /* tuple, SH_* */
+  unsigned long every; /* the model's: backward zones in 1 forward of every */
+  unsigned long forwards; /* the model's forwards begun */
+  PyObject *params;       /* tuple of the module's parameters */
+  PyObject *sh;           /* tuple, SH_* */
 } Layer;
 
 /* Appends the tensors in x (a tensor, or lists, tuples and dicts of them)
@@ -394,7 +397,10 @@ static PyObject *Layer_pre(Layer *l, PyObject *const *args, Py_ssize_t n) {
     return NULL;
   }
   if (thread_init() < 0) return NULL;
-  if (l->root) thread_reset(l);
+  if (l->root) {
+    thread_reset(l);
+    ts.backward_off = l->forwards++ % l->every != 0;
+  }
   PyObject *measure = PyTuple_GET_ITEM(l->sh, SH_MEASURE);
   if (PySet_GET_SIZE(measure) && !ts.measuring) {
     int want = PySet_Contains(measure, l->key);
@@ -590,7 +596,7 @@ static PyObject *Layer_post(Layer *l, PyObject *const *args, Py_ssize_t n) {
     mlprof__py_zone_exit();
     over = 0;
   }
-  if (l->backward) {
+  if (l->backward && !ts.backward_off) {
     PyObject *g = PyObject_CallNoArgs(PyTuple_GET_ITEM(sh, SH_GRAD_ENABLED));
     if (!g) goto fail;
     int on = g == Py_True;
@@ -668,16 +674,23 @@ static PyTypeObject LayerType = {
 };
 
 /* layer_hooks(key, forward_zone, backward_zone, hooks_zone, root, leaf,
- * backward, flops, params, shared) -> LayerHooks. Holds no reference to
+ * backward, flops, backward_every, params, shared) -> LayerHooks. The
+ * root's backward_every decides: the forwards of the model numbered 0,
+ * N, 2N, ... get backward zones. Holds no reference to
  * the module (the hooks get it as their argument), so the module's hooks
  * make no cycle the collector would have to find. */
 static PyObject *mod_layer_hooks(PyObject *m, PyObject *args) {
   PyObject *key, *zf, *zb, *zo, *params, *sh;
   int root, leaf, backward, flops;
-  if (!PyArg_ParseTuple(args, "UOOOppppO!O!:layer_hooks", &key, &zf, &zb, &zo,
-                        &root, &leaf, &backward, &flops, &PyTuple_Type, &params,
-                        &PyTuple_Type, &sh))
+  unsigned long every;
+  if (!PyArg_ParseTuple(args, "UOOOppppkO!O!:layer_hooks", &key, &zf, &zb, &zo,
+                        &root, &leaf, &backward, &flops, &every, &PyTuple_Type,
+                        &params, &PyTuple_Type, &sh))
     return NULL;
+  if (every < 1) {
+    PyErr_SetString(PyExc_ValueError, "backward_every must be at least 1");
+    return NULL;
+  }
   if (PyTuple_GET_SIZE(sh) != SH_N) {
     PyErr_SetString(PyExc_ValueError, "layer_hooks: shared has a wrong size");
     return NULL;
@@ -718,6 +731,8 @@ static PyObject *mod_layer_hooks(PyObject *m, PyObject *args) {
   l->leaf = leaf;
   l->backward = backward;
   l->flops = flops;
+  l->every = every;
+  l->forwards = 0;
   l->params = params;
   l->sh = sh;
   return (PyObject *)l;
@@ -726,6 +741,7 @@ static PyObject *mod_layer_hooks(PyObject *m, PyObject *args) {
 PyMethodDef mlprof__hooks_methods[] = {
     {"layer_hooks", mod_layer_hooks, METH_VARARGS,
      "layer_hooks(key, forward_zone, backward_zone, hooks_zone, root, leaf, "
-     "backward, flops, params, shared) -> the hooks of one module "
+     "backward, flops, backward_every, params, shared) -> the hooks of one "
+     "module "
      "(mlprof.torch)."},
     {NULL, NULL, 0, NULL}};
