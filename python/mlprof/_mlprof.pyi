@@ -91,3 +91,10 @@ def export(paths: _Paths, out: Union[str, PathLike], format: str,
            sort: str = ..., top: int = ...) -> None: ...
 def read_events(path: Union[str, PathLike]) -> Dict[str, Any]: ...
 def resources() -> Dict[str, Any]: ...
+
+def layer_hooks(key: str, forward_zone: Zone, backward_zone: Zone,
+                hooks_zone: Zone, root: bool, leaf: bool, backward: bool,
+                flops: bool, backward_every: int, params: Tuple[Any, ...],
+                shared: Tuple[Any, ...]) -> Any:
+    """One module's hooks for mlprof.torch.profile_model (_hooks.c): the
+    methods pre(module, inputs) and post(module, inputs, output)."""
