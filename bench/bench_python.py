@@ -231,24 +231,33 @@ def bench_hook_cost():
     timed(20)  # warm up
     k = 20 if QUICK else 50
     rounds = 5 if QUICK else 15
-    base, hooked = [], []
+    # Without hooks; forward zones only; backward zones every forward; the
+    # default (backward zones in one forward in mt.BACKWARD_EVERY).
+    kinds = (None, {"backward": False}, {"backward_every": 1}, {})
+    t = [[] for _ in kinds]
     for _ in range(rounds):
-        base.append(timed(k))
-        with mt.profile_model(model, prof) as mp:
-            hooked.append(timed(k))
+        for i, kw in enumerate(kinds):
+            if kw is None:
+                t[i].append(timed(k))
+                continue
+            with mt.profile_model(model, prof, **kw) as mp:
+                t[i].append(timed(k))
     s = prof.summary()
     prof.stop()
     modules = len(mp.names)
-    b, h = min(base), min(hooked)
+    b, fo, every, h = (min(x) for x in t)
     over = next((z for z in s["zones"] if z["name"] == mt.OVERHEAD_ZONE),
                 None)
     print("profile_model hooks on %d x Linear(8, 8), forward+backward "
           "(%d modules hooked, best of %d rounds of %d steps, thread CPU "
           "time)" % (len(model), modules, rounds, k))
     print("  without hooks (baseline)  %8.3f ms/step" % (b / 1e6))
-    print("  with hooks                %8.3f ms/step  +%.2f µs per module "
-          "per forward+backward (budget <= 5)"
-          % (h / 1e6, (h - b) / modules / 1e3))
+    for name, v in (("forward zones only", fo),
+                    ("backward zones every step", every),
+                    ("default (backward 1 in %d)" % mt.BACKWARD_EVERY, h)):
+        print("  %-26s%8.3f ms/step  +%.2f µs per module per step%s"
+              % (name, v / 1e6, (v - b) / modules / 1e3,
+                 " (budget <= 5)" if v is h else ""))
     if over is not None:
         print("  of which in the '%s' zone (walk, hooks on the graph): "
               "%.2f µs per module call" % (mt.OVERHEAD_ZONE,

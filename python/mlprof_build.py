@@ -17,6 +17,7 @@ ROOT = os.path.dirname(HERE)
 EXT_OWN = [
     "mlprof/_mlprof.c",
     "mlprof/_calls.c",
+    "mlprof/_hooks.c",
 ]
 
 

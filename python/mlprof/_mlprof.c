@@ -34,6 +34,7 @@
 #include <mlprof.h>
 
 #include "_calls.h"
+#include "_hooks.h"
 #include "analyze/analysis.h"
 #include "export/export.h"
 #include "format/reader.h"
@@ -300,6 +301,19 @@ static PyObject *Zone_exit(PyObject *z, PyObject *const *args,
                            Py_ssize_t nargs) {
   zone_exit();
   Py_RETURN_FALSE; /* never swallows the exception */
+}
+
+void mlprof__py_zone_enter(const mlprof_site *site) { zone_enter(site); }
+
+void mlprof__py_zone_exit(void) { zone_exit(); }
+
+void mlprof__py_count(const char *unit, uint64_t n) { api.count(unit, n); }
+
+const mlprof_site *mlprof__py_zone_site(PyObject *zone) {
+  if (PyObject_TypeCheck(zone, &ZoneType)) return ((ZoneObject *)zone)->site;
+  PyErr_Format(PyExc_TypeError, "a mlprof Zone is needed, not %.100s",
+               Py_TYPE(zone)->tp_name);
+  return NULL;
 }
 
 static PyObject *Zone_repr(ZoneObject *z) {
@@ -1522,6 +1536,7 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     goto fail;
   }
   if (PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0) goto fail;
+  if (PyModule_AddFunctions(m, mlprof__hooks_methods) < 0) goto fail;
   return m;
 fail_error:
   Py_DECREF(ErrorObject);

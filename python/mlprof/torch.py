@@ -16,7 +16,6 @@ from the project's C analysis. Imported only when torch is installed:
 import math
 import os
 import tempfile
-import threading
 import time
 import warnings
 
@@ -158,177 +157,29 @@ def _mha_flops(m, inputs):
 OVERHEAD_ZONE = "mlprof hooks"
 
 
-class _ThreadState(threading.local):
-    def __init__(self):
-        self.stack = []      # (module, zone's exit, calls) of forward zones open
-        self.backward = []   # _BackwardZone objects open
-        self.walked = {}     # modules walked in this forward (_last_nodes)
-        self.ends = {}       # node -> states of the zones ending there
-        self.calls = 0       # hooked module calls begun on this thread
-        self.measuring = None  # (module, torch profiler): _own_flops
-
-
 def _is_leaf(m):
     return isinstance(m, nn.MultiheadAttention) or not any(
         True for _ in m.children())
 
 
-_MAX_BACKWARD_NODES = 20000
 # The node that stores a parameter's gradient: the graph outside a module.
 _ACCUMULATE_GRAD = type((torch.zeros(1, requires_grad=True) * 1)
                         .grad_fn.next_functions[0][0])
 
 
-def _last_nodes(y, xs, walked):
-    """The autograd nodes a module's backward ends with: those its forward
-    made (reachable from its output, the graph of its input tensors xs
-    excluded) that feed none of the others. None past _MAX_BACKWARD_NODES
-    nodes (the walk left the module through a tensor captured from outside).
-
-    walked: the modules already walked in this forward (those inside this
-    one), by output node: (the nodes just outside the module, its last
-    nodes with what each feeds). The walk crosses such a module from its
-    output straight to its outside, so each node is walked once, not once
-    per enclosing module."""
-    # Plain loops: this runs after every module call, generators cost more.
-    outside = set()
-    for x in xs:
-        g = x.grad_fn
-        if g is not None:
-            outside.add(g)
-    root = y.grad_fn
-    inside, stack, cands = set(), [root], []
-    while stack:
-        node = stack.pop()
-        if node in inside:
-            continue
-        inside.add(node)
-        if len(inside) > _MAX_BACKWARD_NODES:
-            return None
-        crossed = walked.get(node)
-        if crossed is not None:
-            nexts, last = crossed
-            cands.extend(last)
-        else:
-            nexts = []
-            for n, _ in node.next_functions:
-                if n is not None and type(n) is not _ACCUMULATE_GRAD:
-                    nexts.append(n)
-            cands.append((node, nexts))
-        for n in nexts:
-            if n not in outside and n not in inside:
-                stack.append(n)
-    last, out = [], set()
-    for c in cands:
-        for n in c[1]:
-            if n in inside:
-                break
-        else:
-            last.append(c)
-        for n in c[1]:
-            if n not in inside:
-                out.add(n)
-    walked[root] = (out, last)
-    return [node for node, _ in last]
+def _own_flops_begin():
+    """A started torch profiler counting FLOPs, to count those of a module's
+    own operators (a module whose children did not run); None when a torch
+    profiler runs already."""
+    if torch.autograd._profiler_enabled():
+        return None
+    p = torch.autograd.profiler.profile(with_flops=True)
+    p.__enter__()
+    return p
 
 
-# The objects below live from a module's forward to its backward: each is
-# one object for Python's collector, where closures were several (the
-# function and a cell per variable), and objects that outlive a forward
-# bring on the collector's full passes, the largest cost of the hooks.
-
-class _BackwardZone:
-    """One module call's backward zone. Called as the hook on the module's
-    output: the gradient of its output is ready, the zone begins; ended by
-    _EndHook when the last of its nodes ran."""
-    __slots__ = ("ends", "left", "open", "zone", "flops", "st")
-
-    def __call__(self, grad):
-        # A hook on a tensor changed in place later (ReLU(inplace=True))
-        # runs where the tensor was made: after the module's nodes. No
-        # zone then, rather than one that would close another's.
-        if self.left == self.ends:
-            self.open = True
-            self.st.backward.append(self)
-            self.zone.__enter__()
-            if self.flops:
-                _mlprof.count("flops", self.flops)
-
-    def close(self):
-        """Ends the zone if open (the innermost open on the thread)."""
-        if self.open:
-            self.open = False
-            self.zone.__exit__(None, None, None)
-
-
-class _EndHook:
-    """The hook on a node that backward zones end with: the zones of a
-    module and of those around it share it (closed inner first, as they
-    were added)."""
-    __slots__ = ("zones", "st")
-
-    def __call__(self, grad_inputs, grad_outputs):
-        bw = self.st.backward
-        for z in self.zones:
-            z.left -= 1
-            if z.left == 0 and z.open:
-                if bw and bw[-1] is z:
-                    bw.pop()
-                z.close()
-
-
-def _backward_zone(zb, y, xs, flops, st):
-    """A zone around a module's backward: from when the gradient of its
-    output is ready (a hook on the output, put before the hooks of the
-    modules inside so that zones nest) to when the last of its nodes ran.
-    xs: the module's input tensors. st.backward holds the zones open on the
-    thread, st.walked the modules walked in this forward (_last_nodes),
-    st.ends the hooks put on nodes in this forward."""
-    last = _last_nodes(y, xs, st.walked)
-    if not last:
-        return
-    # The hooks must not refer to the nodes: a node's hooks would then be a
-    # cycle through it that Python's collector clears, hooks and all.
-    z = _BackwardZone()
-    z.ends = z.left = len(last)
-    z.open, z.zone, z.flops, z.st = False, zb, flops, st
-    # The tensor's hook dictionary, set directly: Tensor.register_hook's
-    # handle costs about a microsecond, and the hooks are never removed
-    # one by one (they go with the graph). Hooks run in the order of the
-    # dict (CPython's own order, not OrderedDict's): the enclosing module's,
-    # registered last, must run first.
-    hooks = y._backward_hooks
-    if hooks is None:
-        y._backward_hooks = {z: z}
-        y.grad_fn._register_hook_dict(y)
-    else:
-        rest = list(hooks.items())
-        hooks.clear()
-        hooks[z] = z
-        hooks.update(rest)
-    for node in last:
-        end = st.ends.get(node)
-        if end is None:
-            end = st.ends[node] = _EndHook()
-            end.zones, end.st = [], st
-            node.register_hook(end)
-        end.zones.append(z)
-
-
-def _own_flops_begin(st, module):
-    """Starts counting the FLOPs of module's own operators (torch's
-    profiler with FLOPs) for a module whose children did not run, unless a
-    torch profiler runs already."""
-    if st.measuring is None and not torch.autograd._profiler_enabled():
-        p = torch.autograd.profiler.profile(with_flops=True)
-        p.__enter__()
-        st.measuring = (module, p)
-
-
-def _own_flops_end(st):
-    """The FLOPs torch counted since _own_flops_begin (ends it)."""
-    p = st.measuring[1]
-    st.measuring = None
+def _own_flops_end(p):
+    """The FLOPs torch counted since _own_flops_begin (stops it)."""
     p.__exit__(None, None, None)
     return sum(e.flops for e in p.function_events)
 
@@ -339,7 +190,12 @@ class ModelProfile:
     from the profiler's summary. Layers are keyed by their path in the model
     (the model itself by its class name)."""
 
-    def __init__(self, model, prof, depth, backward, flops):
+    def __init__(self, model, prof, depth, backward, flops, backward_every):
+        if isinstance(backward_every, bool) or not isinstance(
+                backward_every, int) or backward_every < 1:
+            raise ValueError("profile_model: backward_every must be an "
+                             "integer >= 1, not %r" % (backward_every,))
+        self.backward_every = backward_every
         self.model = model
         self.prof = prof
         self.depth = depth
@@ -350,9 +206,12 @@ class ModelProfile:
         self.labels = {}         # key -> zone name without ":forward"
         self.types = {}          # key -> class name
         self.paths = {}          # key -> path in the model ("": itself)
-        self._state = _ThreadState()
-        self._flop_shapes = {}
-        self._measure = set()    # keys whose own operators' FLOPs to count
+        # What the hooks of all layers share (_hooks.c, SH_*).
+        self._shared = (self.flops, self.calls, self.innermost,
+                        set(),  # keys whose own operators' FLOPs to count
+                        {},     # (key, input shape) -> FLOPs
+                        module_flops, _own_flops_begin, _own_flops_end,
+                        torch.is_grad_enabled, torch.Tensor, _ACCUMULATE_GRAD)
         root_name = type(model).__name__
         self.root_name = root_name
         self.names = []
@@ -380,102 +239,20 @@ class ModelProfile:
                 self.leaves.add(key)
 
     def _install(self, m, key, leaf, is_root, backward, flops):
+        """The forward hooks of one module, in C (_hooks.c): its forward
+        zone, FLOPs and calls, and after the forward, when gradients are
+        on, its backward zone: hooks on its output and on the autograd
+        nodes its backward ends with (found by a walk of the graph it
+        made). That work is in the zone OVERHEAD_ZONE, not in the module's
+        self time."""
         label = self.labels[key]
-        zf = self.prof.zone(label + FORWARD, "forward")
-        zb = self.prof.zone(label + BACKWARD, "backward")
-        zo = self.prof.zone(OVERHEAD_ZONE)
-        enter, leave = zf.__enter__, zf.__exit__
-        over_enter, over_leave = zo.__enter__, zo.__exit__
-        st = self._state
-        count = _mlprof.count
-        flop_cache = self._flop_shapes
-        measure = self._measure
-        grad_enabled = torch.is_grad_enabled
-        params = list(m.parameters())
-        mp = self
-
-        def pre(module, inputs):
-            stack = st.stack
-            if is_root:
-                # Left by an exception in an earlier forward (this
-                # profile's modules all run inside the root's forward), or
-                # by a backward through part of the graph (autograd.grad).
-                st.walked.clear()
-                st.ends.clear()
-                while stack:
-                    stack.pop()[1](None, None, None)
-                while st.backward:
-                    st.backward.pop().close()
-                if st.measuring is not None:
-                    _own_flops_end(st)
-            if key in measure:
-                over_enter()
-                _own_flops_begin(st, module)
-                over_leave(None, None, None)
-            st.calls += 1
-            stack.append((module, leave, st.calls))
-            enter()
-
-        def post(module, inputs, output):
-            stack = st.stack
-            # This module's zone, closing any left open inside it.
-            calls = None
-            while stack:
-                mod, z_leave, calls = stack.pop()
-                if mod is module:
-                    break
-                z_leave(None, None, None)
-                calls = None
-            inner = calls == st.calls  # no hooked module ran inside
-            xs = _tensors(inputs)
-            f = 0
-            if flops and (leaf or inner):
-                shape_key = (key, xs[0].shape if xs else None)
-                f = flop_cache.get(shape_key)
-                if f is None and leaf:
-                    f = flop_cache[shape_key] = module_flops(
-                        module, inputs, output)
-                if f is None:
-                    measure.add(key)  # counted in the next call (below)
-                    f = 0
-                else:
-                    mp.flops[key] = f
-                if f:
-                    count("flops", f)
-            if inner:
-                mp.innermost.add(key)
-            else:
-                mp.innermost.discard(key)
-            mp.calls[key] = mp.calls.get(key, 0) + 1
-            if calls is not None:
-                leave(None, None, None)
-            if st.measuring is not None and st.measuring[0] is module:
-                over_enter()  # torch's profiler stops outside the zone
-                f = _own_flops_end(st)
-                measure.discard(key)
-                if inner:  # its children still did not run
-                    flop_cache[shape_key] = mp.flops[key] = f
-                over_leave(None, None, None)
-            if backward and grad_enabled():
-                y = _first_tensor(output)
-                # A module that changed its input in place (ReLU(inplace=
-                # True)) returns it: a hook on it would run where the
-                # tensor was made, before the module's backward, not after.
-                if y is not None and y.grad_fn is not None and \
-                        not any(x is y for x in xs):
-                    over_enter()
-                    # The gradient of the input only when it needs one,
-                    # the weights' only when they do.
-                    bf = f * (any(x.requires_grad for x in xs) +
-                              any(p.requires_grad for p in params))
-                    _backward_zone(zb, y, xs, bf, st)
-                    over_leave(None, None, None)
-            if is_root:  # the graph's nodes are not kept alive
-                st.walked.clear()
-                st.ends.clear()
-
-        self.handles.append(m.register_forward_pre_hook(pre))
-        self.handles.append(m.register_forward_hook(post))
+        h = _mlprof.layer_hooks(
+            key, self.prof.zone(label + FORWARD, "forward"),
+            self.prof.zone(label + BACKWARD, "backward"),
+            self.prof.zone(OVERHEAD_ZONE), is_root, leaf, backward, flops,
+            self.backward_every, tuple(m.parameters()), self._shared)
+        self.handles.append(m.register_forward_pre_hook(h.pre))
+        self.handles.append(m.register_forward_hook(h.post))
 
     def remove(self):
         """Removes every hook profile_model installed."""
@@ -579,14 +356,24 @@ class ModelProfile:
         return "\n".join(lines)
 
 
-def profile_model(model, prof, depth=None, backward=True, flops=True):
+# Backward zones in one forward of the model in this many by default: a
+# forward with them costs about 14 µs per module (the hooks torch runs on
+# the autograd graph, docs/python.md), one without about 3 µs; so about
+# 4 µs per module per step, within the 5 µs budget.
+BACKWARD_EVERY = 10
+
+
+def profile_model(model, prof, depth=None, backward=True, flops=True,
+                  backward_every=BACKWARD_EVERY):
     """Installs hooks on model's modules (down to `depth` levels below the
     model; None: all): one zone per module call, "PATH (Type):forward"
     (category forward; the model itself is named after its class) and
     "PATH (Type):backward" (category backward); forward FLOPs of the
-    innermost modules that ran as "flops" units of their zones. Returns a
-    ModelProfile (remove() takes the hooks away)."""
-    return ModelProfile(model, prof, depth, backward, flops)
+    innermost modules that ran as "flops" units of their zones. Backward
+    zones are recorded for the model's 1st forward and then every
+    backward_every-th (1: every forward). Returns a ModelProfile (remove()
+    takes the hooks away)."""
+    return ModelProfile(model, prof, depth, backward, flops, backward_every)
 
 
 # ---- data loading, preprocessing, training --------------------------------

@@ -43,7 +43,7 @@ def trained(tmp_path_factory):
     model = SmallCNN()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with mlprof.Profiler(output=out) as prof:
-        mp = mt.profile_model(model, prof)
+        mp = mt.profile_model(model, prof, backward_every=1)
         res = mt.profile_training(model, make_loader(), opt,
                                   nn.CrossEntropyLoss(), 8, prof=prof,
                                   model_profile=mp)

@@ -56,7 +56,7 @@ def inside(inner, outer):
 def record(tmp_path, model, steps=3, shape=(6, 32)):
     path = str(tmp_path / "bw.mlprof")
     with mlprof.Profiler(output=path, sample_interval=0) as prof:
-        mp = mt.profile_model(model, prof)
+        mp = mt.profile_model(model, prof, backward_every=1)
         for _ in range(steps):
             with prof.zone("train_step"):
                 model(torch.randn(*shape)).sum().backward()

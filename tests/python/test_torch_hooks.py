@@ -1,6 +1,7 @@
 """profile_model's layer data (issue #11): the hooks' own time kept out of
 the modules' zones, modules that never ran (PyTorch's fast paths), layer
 names with their type, backward FLOPs of the gradients computed."""
+import pytest
 import torch
 from torch import nn
 
@@ -19,7 +20,7 @@ def test_hooks_time_is_its_own_zone_not_the_containers_self_time(tmp_path):
     steps, n = 4, 50
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(n)])
     with mlprof.Profiler(output=str(tmp_path / "o.mlprof")) as prof:
-        with mt.profile_model(model, prof):
+        with mt.profile_model(model, prof, backward_every=1):
             for _ in range(steps):
                 model(torch.randn(4, 8)).sum().backward()
         z = zones(prof.summary())
@@ -108,3 +109,27 @@ def test_backward_flops_count_only_the_gradients_computed(tmp_path):
     assert bwd(0) == mp.flops["0"]
     assert bwd(1) == 2 * mp.flops["1"]
     assert bwd(2) == mp.flops["2"]
+
+
+def test_backward_zones_every_nth_forward(tmp_path):
+    """backward_every=3: the model's forwards 0, 3 and 6 of 7 get backward
+    zones (the hooks on the autograd graph cost most, issue #11); every
+    forward gets its forward zone."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    with mlprof.Profiler(output=str(tmp_path / "e.mlprof")) as prof:
+        with mt.profile_model(model, prof, backward_every=3):
+            for _ in range(7):
+                model(torch.randn(4, 8)).sum().backward()
+        z = zones(prof.summary())
+    for name in ("Sequential", "0 (Linear)", "1 (Tanh)", "2 (Linear)"):
+        assert z[name + ":forward"]["count"] == 7, name
+        assert z[name + ":backward"]["count"] == 3, name
+    assert z[mt.OVERHEAD_ZONE]["count"] == 3 * 4
+
+
+def test_backward_every_must_be_a_positive_integer(tmp_path):
+    model = nn.Linear(2, 2)
+    with mlprof.Profiler(output=str(tmp_path / "v.mlprof")) as prof:
+        for bad in (0, -1, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="backward_every"):
+                mt.profile_model(model, prof, backward_every=bad)
