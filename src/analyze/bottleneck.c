@@ -132,6 +132,13 @@ static double severity(double impact, double weight) {
   return s > 100 ? 100 : s < 0 ? 0 : s;
 }
 
+/* The profiler's own work ("mlprof hooks": the PyTorch layer hooks) is
+ * recorded in zones named "mlprof ..." so that it stays out of the user's
+ * zones' self time; it is no hotspot of the user's code to act on. */
+static int own_zone(const mlprof__zone_stats *z) {
+  return z->name_len > 7 && memcmp(z->name, "mlprof ", 7) == 0;
+}
+
 /* Where the data-bound finding points: the data zone with most time. */
 static const mlprof__zone_stats *data_zone(const mlprof__report *r) {
   const mlprof__zone_stats *best = NULL;
@@ -295,7 +302,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
   }
   for (size_t i = 0; i < r->nzones; i++) {
     const mlprof__zone_stats *z = &r->zones[i];
-    if (!z->count || z == folded) continue;
+    if (!z->count || z == folded || own_zone(z)) continue;
     if (f->steps.source == MLPROF__STEPS_ZONE &&
         same_name(z->name, z->name_len, f->steps.zone, f->steps.zone_len))
       continue;

@@ -397,6 +397,26 @@ static void test_compute_and_wait_classified(void) {
   built_free(&x);
 }
 
+/* The profiler's own zone ("mlprof hooks") is never a finding, however
+ * much time it takes; the user's zone beside it still is. */
+static void test_profilers_own_zone_is_no_finding(void) {
+  static const char *const zones[] = {"crunch", "mlprof hooks"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++, t += 80 * MS) {
+    span(&b, 0, 0, t, t + 20 * MS);
+    span(&b, 1, 0, t + 20 * MS, t + 80 * MS);
+  }
+  built x;
+  CHECK_EQ(sb_build(&b, t, NULL, &x), 0);
+  CHECK(finding(&x.f, "hotspot", "crunch"));
+  for (size_t i = 0; i < x.f.nfindings; i++)
+    CHECK(!x.f.findings[i].zone ||
+          strcmp(x.f.findings[i].zone, "mlprof hooks") != 0);
+  built_free(&x);
+}
+
 static void test_half_busy_is_neither(void) {
   static const char *const zones[] = {"crunch", "wait"};
   sb b;
@@ -854,6 +874,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"parent_classified_on_own_time", test_parent_classified_on_own_time},
     {"unsampled_zones_are_not_classified",
      test_unsampled_zones_are_not_classified},
+    {"profilers_own_zone_is_no_finding", test_profilers_own_zone_is_no_finding},
     {"erratic_zone_flagged_steady_not", test_erratic_zone_flagged_steady_not},
     {"gpu_underutilized", test_gpu_underutilized},
     {"leak_found_once", test_leak_found_once},
