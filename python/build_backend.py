@@ -119,10 +119,12 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with tempfile.TemporaryDirectory() as tmp:
         so = _compile(tmp)
         files = []
-        for fn in sorted(os.listdir(pkg)):
-            if fn.endswith(".py"):
-                with open(os.path.join(pkg, fn), "rb") as f:
-                    files.append(("mlprof/" + fn, f.read()))
+        # The package's modules, and the start-up module of `mlprof run`.
+        for sub in ("", "_startup/"):
+            for fn in sorted(os.listdir(os.path.join(pkg, sub))):
+                if fn.endswith(".py"):
+                    with open(os.path.join(pkg, sub, fn), "rb") as f:
+                        files.append(("mlprof/" + sub + fn, f.read()))
         with open(so, "rb") as f:
             files.append(("mlprof/" + os.path.basename(so), f.read()))
         di = _dist_info(version)

@@ -29,6 +29,7 @@ setup(
     version=mb.version(),
     description="Low-overhead profiler for ML pipelines (C core, CPython API)",
     packages=["mlprof"],
+    package_data={"mlprof": ["_startup/sitecustomize.py"]},
     ext_modules=[ext],
     python_requires=">=3.9",
     zip_safe=False,

@@ -17,7 +17,8 @@ USAGE = """usage: python -m mlprof run [mlprof run options] script.py [ARGS...]
        python -m mlprof report|trace ...   (as the mlprof command)
 
 Runs the script under `mlprof run` with this Python ({python}).
-mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q (see mlprof run --help).
+mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q, --no-torch,
+--layers (see mlprof run --help).
 """
 
 # Options of `mlprof run` that take a value.
@@ -80,8 +81,10 @@ def main(argv=None):
                          % target[0])
         return 2
     env = dict(os.environ)
-    # The child Python must find this package as this one does.
+    # The child Python must find this package as this one does, and load
+    # this package's start-up module (mlprof/_startup/sitecustomize.py).
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["MLPROF_PY_STARTUP"] = os.path.join(here, "mlprof", "_startup")
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"]
                                 if env.get("PYTHONPATH") else "")
     os.execve(cli, [cli, "run"] + opts + ["--", sys.executable] + target, env)
