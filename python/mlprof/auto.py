@@ -181,9 +181,9 @@ def _patch_torch(torch, layers):
     torch.autograd.backward = _zoned(torch.autograd.backward,
                                      Zone("backward", "backward"))
 
-    # Optimizer: zero_grad on the base classes; step as each optimizer class
-    # is first instantiated (subclasses define their own step), with a step
-    # mark after each step of the first optimizer that steps.
+    # Optimizer: zero_grad on the base classes; step on each subclass (they
+    # define their own), those defined later as they are first instantiated,
+    # with a step mark after each step of the first optimizer that steps.
     z_zero = Zone("zero_grad", "optimizer")
     for cls in (torch.optim.Optimizer, nn.Module):
         cls.zero_grad = _zoned(cls.zero_grad, z_zero)
@@ -215,6 +215,11 @@ def _patch_torch(torch, layers):
         optimizer_step._mlprof = True
         cls.step = optimizer_step
 
+    classes = torch.optim.Optimizer.__subclasses__()
+    while classes:
+        cls = classes.pop()
+        classes += cls.__subclasses__()
+        wrap_step(cls)
     opt_init = torch.optim.Optimizer.__init__
 
     @functools.wraps(opt_init)

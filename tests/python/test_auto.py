@@ -280,3 +280,32 @@ def test_parse_options(capsys):
                                                      "layers": None}
     assert auto.parse_options("layers,bogus=1") == {"layers": None}
     assert "'bogus'" in capsys.readouterr().err
+
+
+def test_install_after_torch_import(tmp_path):
+    """mlprof.auto.install() in a process that made its optimizer before:
+    its class's step is instrumented too."""
+    code = textwrap.dedent("""
+        import sys, torch
+        import mlprof
+        from mlprof import auto
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with mlprof.Profiler(output=sys.argv[1], sample_interval=0) as prof:
+            auto.install()
+            for _ in range(4):
+                opt.zero_grad()
+                model(torch.randn(2, 3)).sum().backward()
+                opt.step()
+        """)
+    out = tmp_path / "p.mlprof"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+        mlprof.__file__)))
+    env.pop("MLPROF_OUTPUT", None)
+    subprocess.run([sys.executable, "-c", code, str(out)], check=True,
+                   env=env, timeout=300)
+    rep = mlprof.report(str(out))
+    counts = {z["name"]: z["count"] for z in rep["zones"]}
+    assert counts == {"Linear": 4, "backward": 4, "optimizer_step": 4,
+                      "zero_grad": 4}
+    assert rep["steps"]["count"] == 3
