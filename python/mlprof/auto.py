@@ -108,7 +108,11 @@ def _instrument_torch(torch, layers):
         from . import distributed
     except ImportError:
         return
-    distributed.install()
+    try:
+        distributed.install()
+    except Exception as e:
+        _mlprof.meta("mlprof.distributed", "not instrumented: %s: %s"
+                     % (type(e).__name__, e))
 
 
 class _State(threading.local):

@@ -309,3 +309,23 @@ def test_install_after_torch_import(tmp_path):
     assert counts == {"Linear": 4, "backward": 4, "optimizer_step": 4,
                       "zero_grad": 4}
     assert rep["steps"]["count"] == 3
+
+
+def test_torch_that_cannot_be_patched(build_dir, tmp_path):
+    """A torch unlike any mlprof knows (here a stand-in without nn): the
+    program runs on and the profile says why torch was not instrumented."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("__version__ = '0.0'\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake") + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    r, out = run(build_dir, tmp_path, """
+        import torch
+        print(torch.__version__)
+        """, env=env)
+    assert r.returncode == 0 and r.stdout == "0.0\n", r.stderr
+    meta = [p["meta"] for p in report(build_dir, out)["processes"]
+            if p["meta"]]
+    assert meta[0]["mlprof.torch"].startswith(
+        "not instrumented: AttributeError: ")
+    assert "PyTorch was imported but could not be instrumented" in r.stderr
