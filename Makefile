@@ -70,6 +70,7 @@ browser-test: all
 bench-python: python-test
 	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_python.py
 	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_calls.py
+	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_auto.py
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -516,11 +516,18 @@ def line_table():
 
 def _start_from_env():
     """Starts the tracers that MLPROF_CALLS=1 and MLPROF_LINES=
-    "module:function,..." ask for, in the session that runs (the hook that
-    `python -m mlprof run --calls/--lines` and the start-up injection of
-    `mlprof run` call). Returns the started Profiler, or None."""
-    calls = os.environ.get("MLPROF_CALLS", "") not in ("", "0")
-    names = [n for n in os.environ.get("MLPROF_LINES", "").split(",") if n]
+    "module:function,..." ask for (the hook of `python -m mlprof run
+    --calls/--lines`). Returns the started Profiler, or None."""
+    return _start_tracers(
+        os.environ.get("MLPROF_CALLS", "") not in ("", "0"),
+        [n for n in os.environ.get("MLPROF_LINES", "").split(",") if n])
+
+
+def _start_tracers(calls, names):
+    """Starts call tracing (calls true) and the line timings of the
+    functions named "module:function" in the session that runs (also the
+    start-up module's, for `mlprof run --calls/--lines`), until exit.
+    Returns the started Profiler, or None when neither is asked for."""
     if not calls and not names:
         return None
     for n in names:

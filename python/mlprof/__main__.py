@@ -15,7 +15,8 @@ USAGE = """usage: python -m mlprof run [mlprof run options] script.py [ARGS...]
        python -m mlprof report|trace|... (as the mlprof command)
 
 Runs the script under `mlprof run` with this Python ({python}).
-mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q (see mlprof run --help).
+mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q, --no-torch,
+--layers (see mlprof run --help).
 Python options: --calls (every Python call a zone), --lines MODULE:FUNCTION
 (that function's line timings; repeatable; MODULE may be the script's name).
 """
@@ -98,8 +99,10 @@ def main(argv=None):
         return 2
     if env.get("MLPROF_CALLS") or env.get("MLPROF_LINES"):
         target = ["-m", "mlprof", "_traced"] + target
-    # The child Python must find this package as this one does.
+    # The child Python must find this package as this one does, and load
+    # this package's start-up module (mlprof/_startup/sitecustomize.py).
     here = os.path.dirname(PACKAGE)
+    env["MLPROF_PY_STARTUP"] = os.path.join(PACKAGE, "_startup")
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"]
                                 if env.get("PYTHONPATH") else "")
     return _exec(["run"] + opts + ["--", sys.executable] + target, env)

@@ -714,6 +714,12 @@ const char *mlprof__proc_end(const mlprof__proc_stats *p) {
   return p->alive == 1 ? "running" : p->alive == 0 ? "killed" : "unknown";
 }
 
+const char *mlprof__proc_meta(const mlprof__proc_stats *p, const char *key) {
+  for (size_t k = 0; k < p->nmeta; k++)
+    if (strcmp(p->meta[k].key, key) == 0) return p->meta[k].value;
+  return NULL;
+}
+
 /* One line per thing a reader of the report must know before trusting it. */
 static int make_warnings(mlprof__report *r) {
   size_t cap = 0;
@@ -747,6 +753,17 @@ static int make_warnings(mlprof__report *r) {
                        who, p->read.damaged_chunks, p->read.skipped_bytes,
                        p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
                        p->read.problem);
+    /* mlprof run's start-up module could not load mlprof in a Python (the
+     * key is set by python/mlprof/_startup); said once, not again for the
+     * forked children that inherit it. */
+    const char *py = mlprof__proc_meta(p, "mlprof.python");
+    const char *parent_py =
+        p->parent >= 0
+            ? mlprof__proc_meta(&r->procs[p->parent], "mlprof.python")
+            : NULL;
+    if (!rc && py && strncmp(py, "not loaded", 10) == 0 &&
+        !(parent_py && strcmp(parent_py, py) == 0))
+      rc = add_warning(r, &cap, "%s: python instrumentation %.400s", who, py);
     if (p->exec_into >= 0) continue; /* counted in the program it became */
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,

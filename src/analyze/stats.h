@@ -203,6 +203,10 @@ void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top);
  * another host). */
 const char *mlprof__proc_end(const mlprof__proc_stats *p);
 
+/* The value of the session metadata key of a process (NUL-terminated, owned
+ * by the report), or NULL when it has none. */
+const char *mlprof__proc_meta(const mlprof__proc_stats *p, const char *key);
+
 void mlprof__report_free(mlprof__report *r);
 
 #endif

@@ -46,12 +46,23 @@ static void usage(FILE *out) {
       "      --memory-mb N    event buffer cap per process (default 64)\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
+      "      --no-torch       Python: do not record PyTorch's steps (data,\n"
+      "                       forward, backward, optimizer) in programs that\n"
+      "                       import torch\n"
+      "      --layers         Python: also a zone per module of each model\n"
+      "                       (forward and backward), as mlprof.torch's\n"
+      "                       profile_model\n"
+      "      --calls          Python: every Python function call a zone\n"
+      "                       (backend=\"calls\")\n"
+
       "  -q, --quiet          do not print the summary\n"
       "  -h, --help           this help\n"
       "\n"
       "Programs that are statically linked cannot be profiled this way; link\n"
       "them with -lmlprof instead. Zones come from instrumented code (the C\n"
-      "API, the Python package).\n");
+      "API, the Python package) and, in Python programs, from what mlprof\n"
+      "loads into every Python process: PyTorch's training steps with no\n"
+      "code change (docs/python.md).\n");
 }
 
 /* The library to preload: $MLPROF_LIB, else next to this executable (build
@@ -85,6 +96,51 @@ static int find_library(char *out, size_t len) {
           "../lib or ../_lib; set MLPROF_LIB to its path\n",
           exe, MLPROF_INSTALL_LIBDIR);
   return -1;
+}
+
+/* Every Python process of the tree loads mlprof's start-up module
+ * (python/mlprof/_startup/sitecustomize.py) from the first directory of
+ * PYTHONPATH, and reads the Python flags given (py_options, "no-torch,...")
+ * from MLPROF_PY_OPTIONS. The module is taken from $MLPROF_PY_STARTUP (set by
+ * python -m mlprof run), else from the package built next to this executable
+ * (make python-test), the package this executable is shipped in, or
+ * PREFIX/share/mlprof; without one, Python runs without it. -1 on error. */
+static int python_env(const char *py_options) {
+  char exe[PATH_MAX], dir[PATH_MAX + 64] = "", file[PATH_MAX + 96];
+  const char *env = getenv("MLPROF_PY_STARTUP");
+  if (env && *env) {
+    snprintf(file, sizeof file, "%s/sitecustomize.py", env);
+    if (access(file, R_OK) != 0) {
+      fprintf(stderr, "mlprof run: MLPROF_PY_STARTUP=%s: %s: %s\n", env, file,
+              strerror(errno));
+      return -1;
+    }
+    snprintf(dir, sizeof dir, "%s", env);
+  } else {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    static const char *const places[] = {"%s/python/mlprof/_startup",
+                                         "%s/../_startup",
+                                         "%s/../share/mlprof/python-startup"};
+    for (size_t i = 0; i < sizeof places / sizeof places[0] && !dir[0]; i++) {
+      snprintf(file, sizeof file, places[i], exe);
+      strcat(file, "/sitecustomize.py");
+      if (access(file, R_OK) == 0) snprintf(dir, sizeof dir, places[i], exe);
+    }
+  }
+  setenv("MLPROF_PY_OPTIONS", py_options, 1);
+  if (!dir[0]) return 0;
+  const char *old = getenv("PYTHONPATH");
+  size_t len = strlen(dir) + (old ? strlen(old) : 0) + 2;
+  char *path = malloc(len);
+  if (!path) return -1;
+  snprintf(path, len, "%s%s%s", dir, old && *old ? ":" : "",
+           old && *old ? old : "");
+  setenv("PYTHONPATH", path, 1);
+  free(path);
+  return 0;
 }
 
 /* Profiles in dir, leaving out the file named skip (this process's own). */
@@ -236,13 +292,25 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"sample-ms", required_argument, NULL, 's'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
+      /* Flags for Python processes ('P'): passed on in MLPROF_PY_OPTIONS. */
+      {"no-torch", no_argument, NULL, 'P'},
+      {"layers", no_argument, NULL, 'P'},
+      {"calls", no_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL;
   long flush_ms = 0, memory_mb = 0, sample_ms = 100;
-  int quiet = 0, c;
+  int quiet = 0, c, which;
+  char py_options[256] = "";
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
-  while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
     switch (c) {
+      case 'P': {
+        size_t used = strlen(py_options);
+        snprintf(py_options + used, sizeof py_options - used, "%s%s%s%s",
+                 used ? "," : "", opts[which].name, optarg ? "=" : "",
+                 optarg ? optarg : "");
+        break;
+      }
       case 'o':
         out = optarg;
         break;
@@ -280,7 +348,8 @@ int mlprof__cmd_run(int argc, char **argv) {
   char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
       own[PATH_MAX + 64] = "";
   int created;
-  if (find_library(lib, sizeof lib) != 0) return 2;
+  if (find_library(lib, sizeof lib) != 0 || python_env(py_options) != 0)
+    return 2;
   if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
   if (!realpath(dir, absdir)) return 2;
   strcat(absdir, "/");

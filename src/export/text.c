@@ -40,12 +40,50 @@ static void cell_num(mlprof__table *t, double v) {
     mlprof__table_cell(t, "%.4g", v);
 }
 
+/* Why no zone was recorded, from what mlprof run's Python start-up module
+ * noted in the processes' metadata (python/mlprof/auto.py). */
+static void no_zones_reason(const mlprof__report *r, mlprof__out *o) {
+  size_t loaded = 0, torch_on = 0, torch_off = 0, torch_failed = 0;
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const char *py = mlprof__proc_meta(&r->procs[i], "mlprof.python");
+    const char *pt = mlprof__proc_meta(&r->procs[i], "mlprof.torch");
+    loaded += py && strcmp(py, "loaded") == 0;
+    torch_on += pt && strncmp(pt, "instrumented", 12) == 0;
+    torch_off += pt && strncmp(pt, "off", 3) == 0;
+    torch_failed += pt && strncmp(pt, "not instrumented", 16) == 0;
+  }
+  if (!loaded) {
+    mlprof__out_lit(o, "no code in these processes marks any");
+    return;
+  }
+  mlprof__out_printf(o,
+                     "mlprof's Python instrumentation was loaded in %zu "
+                     "process%s, and ",
+                     loaded, loaded == 1 ? "" : "es");
+  if (torch_on)
+    mlprof__out_lit(o,
+                    "PyTorch was instrumented, but no DataLoader batch, "
+                    "module call, backward or optimizer step ran");
+  else if (torch_failed)
+    mlprof__out_lit(o,
+                    "PyTorch was imported but could not be instrumented "
+                    "(mlprof.torch in the session metadata says why)");
+  else if (torch_off)
+    mlprof__out_lit(o, "PyTorch's steps were switched off (--no-torch)");
+  else
+    mlprof__out_lit(o,
+                    "the program did not import torch (PyTorch's steps are "
+                    "recorded with no code change in programs that do)");
+}
+
 static int zones_section(const mlprof__report *r, mlprof__out *o) {
   if (!r->nzones) {
     /* What a first run of an unmodified program shows: say what to do. */
+    mlprof__out_lit(o, "\nNo zones recorded: ");
+    no_zones_reason(r, o);
     mlprof__out_lit(
         o,
-        "\nNo zones recorded: no code in these processes marks any. To time "
+        ". To time "
         "parts of a program:\n"
         "  Python   with prof.zone(\"forward\"): ...   (prof = "
         "mlprof.Profiler(); docs/python.md)\n"

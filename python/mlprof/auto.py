@@ -1,0 +1,237 @@
+"""What `mlprof run` loads into every Python process, through its start-up
+module (mlprof/_startup/sitecustomize.py): PyTorch training recorded with no
+code change, once the program imports torch (docs/python.md, "Python under
+mlprof run").
+
+When the program imports torch, these become zones of its profile:
+
+    data_wait      the main process's wait for each DataLoader batch (data)
+    data_fetch     a batch made from the dataset, in the DataLoader worker
+                   processes' own profiles (data)
+    data_collate   collating it, inside data_fetch (data)
+    CLASS          each root module call: a module called while no other
+                   module runs (the model, the loss), named by its class
+                   (forward)
+    backward       torch.autograd.backward and Tensor.backward (backward)
+    optimizer_step, zero_grad   each optimizer's step and zero_grad
+                   (optimizer)
+
+and a step mark follows each step of the first optimizer that steps, so the
+report's step breakdown and findings work on an unmodified script. torch is
+never imported here: it is patched right after the program imports it.
+"""
+import functools
+import importlib.util
+import sys
+import threading
+import weakref
+
+from . import _mlprof
+
+# The options `mlprof run` passes on from its Python flags (MLPROF_PY_OPTIONS:
+# "no-torch,layers,calls"): one word each, "word=value" for a flag with a
+# value.
+OPTIONS = ("no-torch", "layers", "calls")
+
+
+def parse_options(text):
+    """{option: value} of MLPROF_PY_OPTIONS (value None for a flag without
+    one); unknown words are left out with a line on stderr."""
+    opts = {}
+    for word in filter(None, text.split(",")):
+        name, eq, value = word.partition("=")
+        if name in OPTIONS:
+            opts[name] = value if eq else None
+        else:
+            sys.stderr.write("mlprof: this mlprof package does not know the "
+                             "option %r of mlprof run; ignored\n" % name)
+    return opts
+
+
+def install(options=""):
+    """Loads the instrumentation that the options ask for into this
+    process's session (the preloaded library's, under `mlprof run`)."""
+    opts = parse_options(options)
+    _mlprof.meta("mlprof.python", "loaded")
+    if "calls" in opts:
+        from . import _start_tracers
+        _start_tracers(True, ())
+    if "no-torch" in opts:
+        _mlprof.meta("mlprof.torch", "off (--no-torch)")
+    else:
+        after_import("torch", functools.partial(
+            _instrument_torch, layers="layers" in opts))
+
+
+def after_import(name, callback):
+    """Calls callback(module) once top-level module `name` is imported: now
+    when it is, else right after the program imports it (a meta-path finder
+    that wraps the loader's exec_module). Never imports it."""
+    if name in sys.modules:
+        callback(sys.modules[name])
+        return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+class _AfterImport:
+    def __init__(self, name, callback):
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run, callback = loader.exec_module, self.callback
+
+        def exec_module(module):
+            del loader.exec_module  # back to the loader's own
+            run(module)
+            callback(module)
+        loader.exec_module = exec_module
+        return spec
+
+
+def _instrument_torch(torch, layers):
+    """Patches torch (see the module's doc); a failure is recorded in the
+    session metadata ("mlprof.torch"), never raised into the program."""
+    try:
+        _patch_torch(torch, layers)
+    except Exception as e:
+        _mlprof.meta("mlprof.torch", "not instrumented: %s: %s"
+                     % (type(e).__name__, e))
+        return
+    _mlprof.meta("mlprof.torch", "instrumented (torch %s%s)"
+                 % (torch.__version__, ", --layers" if layers else ""))
+    # torch.distributed's collectives, by mlprof.distributed (when this
+    # package has it): install() patches them once a process group exists.
+    try:
+        from . import distributed
+    except ImportError:
+        return
+    try:
+        distributed.install()
+    except Exception as e:
+        _mlprof.meta("mlprof.distributed", "not instrumented: %s: %s"
+                     % (type(e).__name__, e))
+
+
+class _State(threading.local):
+    in_module = False    # a module call runs on this thread
+    in_step = False      # an optimizer step runs on this thread
+
+
+def _zoned(fn, zone):
+    """fn with a zone around each call."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with zone:
+            return fn(*args, **kwargs)
+    wrapper._mlprof = True
+    return wrapper
+
+
+def _patch_torch(torch, layers):
+    Zone = _mlprof.Zone
+    st = _State()
+    nn, data = torch.nn, torch.utils.data
+
+    # Data: the main process's wait for a batch; in whichever process makes
+    # batches (the workers), the fetch and the collate inside it.
+    base_iter = data.dataloader._BaseDataLoaderIter
+    base_iter.__next__ = _zoned(base_iter.__next__, Zone("data_wait", "data"))
+    fetch = data._utils.fetch
+    z_fetch = Zone("data_fetch", "data")
+    for cls in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
+        cls.fetch = _zoned(cls.fetch, z_fetch)
+    z_collate = Zone("data_collate", "data")
+    fetcher_init = fetch._BaseDatasetFetcher.__init__
+
+    @functools.wraps(fetcher_init)
+    def init_fetcher(self, *args, **kwargs):
+        fetcher_init(self, *args, **kwargs)
+        self.collate_fn = _zoned(self.collate_fn, z_collate)
+    fetch._BaseDatasetFetcher.__init__ = init_fetcher
+
+    # Forward: one zone per root module call, named by the module's class.
+    call = nn.Module.__call__
+    zones = {}
+    with_layers = weakref.WeakSet()
+    prof = None
+    if layers:
+        from . import Profiler
+        from .torch import profile_model
+        prof = Profiler().start()  # joins the session of the run
+
+    @functools.wraps(call)
+    def module_call(self, *args, **kwargs):
+        if st.in_module:
+            return call(self, *args, **kwargs)
+        cls = type(self)
+        zone = zones.get(cls)
+        if zone is None:
+            zone = zones[cls] = Zone(cls.__name__, "forward")
+        if prof is not None and self not in with_layers:
+            with_layers.add(self)
+            profile_model(self, prof)
+        st.in_module = True
+        try:
+            with zone:
+                return call(self, *args, **kwargs)
+        finally:
+            st.in_module = False
+    nn.Module.__call__ = module_call
+
+    # Backward: Tensor.backward calls torch.autograd.backward.
+    torch.autograd.backward = _zoned(torch.autograd.backward,
+                                     Zone("backward", "backward"))
+
+    # Optimizer: zero_grad on the base classes; step on each subclass (they
+    # define their own), those defined later as they are first instantiated,
+    # with a step mark after each step of the first optimizer that steps.
+    z_zero = Zone("zero_grad", "optimizer")
+    for cls in (torch.optim.Optimizer, nn.Module):
+        cls.zero_grad = _zoned(cls.zero_grad, z_zero)
+    z_step = Zone("optimizer_step", "optimizer")
+    marker = [lambda: None]  # weak reference to the optimizer that marks
+
+    def wrap_step(cls):
+        step = cls.step
+        if getattr(step, "_mlprof", False):
+            return
+
+        @functools.wraps(step)  # keeps torch's own "hooked" flag too
+        def optimizer_step(self, *args, **kwargs):
+            if st.in_step:  # a subclass's step calling its base's
+                return step(self, *args, **kwargs)
+            st.in_step = True
+            try:
+                with z_step:
+                    out = step(self, *args, **kwargs)
+            finally:
+                st.in_step = False
+            first = marker[0]()
+            if first is None:
+                marker[0] = weakref.ref(self)
+                first = self
+            if first is self:
+                _mlprof.step()
+            return out
+        optimizer_step._mlprof = True
+        cls.step = optimizer_step
+
+    classes = torch.optim.Optimizer.__subclasses__()
+    while classes:
+        cls = classes.pop()
+        classes += cls.__subclasses__()
+        wrap_step(cls)
+    opt_init = torch.optim.Optimizer.__init__
+
+    @functools.wraps(opt_init)
+    def init_optimizer(self, *args, **kwargs):
+        opt_init(self, *args, **kwargs)
+        wrap_step(type(self))
+    torch.optim.Optimizer.__init__ = init_optimizer
