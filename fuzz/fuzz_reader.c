@@ -184,6 +184,7 @@ static void read_once(const uint8_t *data, size_t size) {
       .counter = on_counter,
       .units = on_units,
       .step = on_step,
+      .step_end = on_step,
       .open = on_open,
       .meta = on_meta,
       .end = on_end,

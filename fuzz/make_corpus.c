@@ -112,6 +112,8 @@ static void events(buf *f, buf *p, uint64_t tid, uint64_t base) {
   put_uv(p, 3), put_sv(p, -100), put_uv(p, 10);
   put_u8(p, MLPROF__REC_STEP);
   put_sv(p, 1000);
+  put_u8(p, MLPROF__REC_STEP_END);
+  put_sv(p, 50);
   put_u8(p, MLPROF__REC_OPEN);
   put_uv(p, 1), put_uv(p, 1), put_sv(p, 5);
   chunk(f, MLPROF__CHUNK_EVENTS, p);

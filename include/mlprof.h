@@ -178,6 +178,10 @@ MLPROF_EXPORT void mlprof_counter(const char *name, double value);
 MLPROF_EXPORT void mlprof_count(const char *name, uint64_t n);
 /* Marks the boundary between two steps (iterations) of the workload. */
 MLPROF_EXPORT void mlprof_step(void);
+/* Ends the thread's current step without starting another: the time until
+ * its next mlprof_step() is in no step (a pause in recording, the end of a
+ * scheduled window). */
+MLPROF_EXPORT void mlprof_step_end(void);
 
 /* Session metadata (model name, batch size, git commit...). Copied. */
 MLPROF_EXPORT void mlprof_meta(const char *key, const char *value);
@@ -238,6 +242,7 @@ MLPROF_EXPORT const char *mlprof_version(void);
 #define MLPROF_COUNTER(name, value) ((void)0)
 #define MLPROF_COUNT(name, n) ((void)0)
 #define MLPROF_STEP() ((void)0)
+#define MLPROF_STEP_END() ((void)0)
 
 #else
 
@@ -281,6 +286,7 @@ static inline void mlprof__scope_end(const int *owed) {
 #define MLPROF_COUNTER(name, value) mlprof_counter((name), (value))
 #define MLPROF_COUNT(name, n) mlprof_count((name), (n))
 #define MLPROF_STEP() mlprof_step()
+#define MLPROF_STEP_END() mlprof_step_end()
 
 #endif /* MLPROF_DISABLE */
 

@@ -299,8 +299,14 @@ class Profiler(_mlprof.ProfilerBase):
 
     def step(self):
         """Marks the end of a step (iteration). With a schedule, the next
-        step is recorded only when the schedule says 'record'."""
-        _mlprof.step()  # ends a recorded step; nothing while recording is off
+        step is recorded only when the schedule says 'record'; where a
+        window of recorded steps ends, the step ends without a next one
+        (the time until the next window is no step)."""
+        if (self.running and self.schedule is not None and self.enabled
+                and self.schedule(self.step_num + 1) != "record"):
+            _mlprof.step_end()  # nothing while recording is off
+        else:
+            _mlprof.step()  # ends a recorded step, begins the next
         self.step_num += 1
         if self.running and self.schedule is not None:
             was = _mlprof.is_enabled()

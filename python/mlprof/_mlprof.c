@@ -57,6 +57,7 @@
   X(void, counter, (const char *, double))                             \
   X(void, count, (const char *, uint64_t))                             \
   X(void, step, (void))                                                \
+  X(void, step_end, (void))                                            \
   X(void, meta, (const char *, const char *))                          \
   X(void, thread_name, (const char *))                                 \
   X(int, track_spans, (const char *, const mlprof_span *, size_t))     \
@@ -827,6 +828,11 @@ static PyObject *mod_step(PyObject *m, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *mod_step_end(PyObject *m, PyObject *unused) {
+  api.step_end();
+  Py_RETURN_NONE;
+}
+
 static PyObject *mod_meta(PyObject *m, PyObject *args) {
   PyObject *k, *v;
   if (!PyArg_ParseTuple(args, "OO:meta", &k, &v)) return NULL;
@@ -1444,6 +1450,8 @@ static PyMethodDef module_methods[] = {
     {"count", (PyCFunction)(void (*)(void))mod_count, METH_FASTCALL,
      "count(unit, n): n units for the innermost open zone."},
     {"step", mod_step, METH_NOARGS, "Marks a step boundary."},
+    {"step_end", mod_step_end, METH_NOARGS,
+     "Ends the current step; none follows until the next step mark."},
     {"meta", mod_meta, METH_VARARGS, "meta(key, value): session metadata."},
     {"zone_meta", mod_zone_meta, METH_VARARGS,
      "zone_meta(key, value): metadata on the innermost open zone."},

@@ -47,6 +47,7 @@ TEE(counter, (void *ud, uint32_t tid, uint32_t name, uint64_t t, double v), tid,
 TEE(units, (void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n), tid,
     name, t, n)
 TEE(step, (void *ud, uint32_t tid, uint64_t t), tid, t)
+TEE(step_end, (void *ud, uint32_t tid, uint64_t t), tid, t)
 TEE(open,
     (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin),
     tid, name, depth, begin)
@@ -80,6 +81,7 @@ static mlprof__visitor tee_visitor(const tee *t) {
   HAS(counter)
   HAS(units)
   HAS(step)
+  HAS(step_end)
   HAS(open)
   HAS(meta)
   HAS(end)

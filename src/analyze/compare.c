@@ -48,10 +48,8 @@ int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
   for (size_t t = 0; t < rep->nthreads; t++) {
     const mlprof__thread_stats *th = &rep->threads[t];
     run->busy_ns += th->busy_ns;
-    if (th->steps >= 2) {
-      run->intervals += th->steps - 1;
-      sum += (double)th->step_mean_ns * (double)(th->steps - 1);
-    }
+    run->intervals += th->marks.steps;
+    sum += (double)th->step_mean_ns * (double)th->marks.steps;
   }
   run->step_mean_ns = run->intervals ? sum / (double)run->intervals : NAN;
   return 0;

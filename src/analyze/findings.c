@@ -42,15 +42,14 @@ typedef struct {
   uint64_t total[MLPROF__NPARTS];  /* every part time of the thread so far */
   uint64_t at_top[MLPROF__NPARTS]; /* total at the last depth-0 span's end */
   uint64_t cur[MLPROF__NPARTS];    /* part time of the step under way */
-  uint64_t nmarks, last_mark;
-  uint64_t inside;  /* spans ended since the last depth-0 span */
-  uint64_t *mark_t; /* job times of the marks */
-  size_t mark_cap;
+  uint64_t last_mark;
+  int in_step;     /* a mark came, and no step end since */
+  uint64_t inside; /* spans ended since the last depth-0 span */
 } thread_st;
 
 typedef struct {
   mlprof__fpass p;
-  size_t zcap, rcap, scap;
+  size_t zcap, rcap;
   mlprof__map zone_by_hash; /* name hash (probed on collision) -> zone */
   mlprof__map rss_index;    /* profile << 32 | zone -> index in p.rss */
   mlprof__slo_acc *slo;
@@ -253,7 +252,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     if (part != MLPROF__PART_OTHER) {
       uint64_t mine = dur > below ? dur - below : 0;
       th->total[part] += mine;
-      if (th->nmarks) th->cur[part] += mine;
+      if (th->in_step) th->cur[part] += mine;
       covered = dur > below ? dur : below;
     }
     /* Its own time: the samples over it less those over its children. */
@@ -302,19 +301,16 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
-static int on_step(void *ud, uint32_t tid, uint64_t t) {
-  pass *ps = ud;
+/* A mark (end == 0) or a step end at t: the step under way, if any, ends
+ * there (as in mlprof__marks, whose counts and durations the breakdown
+ * takes); a mark begins the next. */
+static int step_entry(pass *ps, uint32_t tid, uint64_t t, int end) {
   thread_st *th = thread_of(ps, tid);
-  if (!th || mlprof__grow(&th->mark_t, &th->mark_cap, th->nmarks + 1,
-                          sizeof *th->mark_t))
-    return MLPROF_ENOMEM;
+  if (!th) return MLPROF_ENOMEM;
   mlprof__fpass *p = &ps->p;
   uint64_t jt = t + ps->offset;
-  if (th->nmarks) {
+  if (th->in_step) {
     uint64_t dur = t > th->last_mark ? t - th->last_mark : 0;
-    if (mlprof__grow(&p->step_ns, &ps->scap, p->nsteps + 1, sizeof *p->step_ns))
-      return MLPROF_ENOMEM;
-    p->step_ns[p->nsteps++] = dur;
     uint64_t sum = 0;
     for (int k = 0; k < MLPROF__NPARTS; k++) sum += th->cur[k];
     /* A part span across a mark lands whole in the step where it ends:
@@ -325,12 +321,20 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
     uint64_t first = th->last_mark + ps->offset;
     if (!p->step_first || first < p->step_first) p->step_first = first;
     if (jt > p->step_last) p->step_last = jt;
-    if (th->nmarks == 1) p->step_threads++;
   }
   memset(th->cur, 0, sizeof th->cur);
-  th->mark_t[th->nmarks++] = jt;
-  th->last_mark = t;
+  /* Times run forward, as in mlprof__marks. */
+  if (t > th->last_mark) th->last_mark = t;
+  th->in_step = !end;
   return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 0);
+}
+
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 1);
 }
 
 /* The samples of jp's process holding column col, or NULL. */
@@ -349,21 +353,9 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
-/* Keeps the marks of the thread with the most, frees the threads. */
+/* Frees the threads. */
 static void profile_end(pass *ps) {
-  thread_st *best = NULL;
-  for (size_t i = 0; i < ps->nthreads; i++)
-    if (!best || ps->threads[i].nmarks > best->nmarks) best = &ps->threads[i];
-  mlprof__marks *m = &ps->p.marks[ps->profile];
-  if (best && best->nmarks) {
-    m->t = best->mark_t;
-    m->n = best->nmarks;
-    best->mark_t = NULL;
-  }
-  for (size_t i = 0; i < ps->nthreads; i++) {
-    free(ps->threads[i].acc);
-    free(ps->threads[i].mark_t);
-  }
+  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
   ps->nthreads = 0;
   ps->nnames = 0;
   ps->last_thread = NULL;
@@ -372,10 +364,7 @@ static void profile_end(pass *ps) {
 }
 
 static void pass_free(pass *ps) {
-  for (size_t i = 0; i < ps->nthreads; i++) {
-    free(ps->threads[i].acc);
-    free(ps->threads[i].mark_t);
-  }
+  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
   free(ps->threads);
   free(ps->names);
   mlprof__map_clear(&ps->tids);
@@ -385,11 +374,7 @@ static void pass_free(pass *ps) {
   for (size_t i = 0; i < ps->p.nzones; i++) free(ps->p.zones[i].name);
   free(ps->p.zones);
   free(ps->p.rss);
-  if (ps->p.marks && ps->p.job)
-    for (size_t i = 0; i < ps->p.job->count; i++) free(ps->p.marks[i].t);
-  free(ps->p.marks);
   free(ps->p.track_spans);
-  free(ps->p.step_ns);
   mlprof__slo_abort(ps->slo);
 }
 
@@ -418,9 +403,8 @@ mlprof__findings_builder *mlprof__findings_begin(
   b->f = f;
   b->ps.p = (mlprof__fpass){.job = job, .r = r, .res = res};
   size_t nprof = job->count ? job->count : 1;
-  b->ps.p.marks = calloc(nprof, sizeof *b->ps.p.marks);
   b->ps.p.track_spans = calloc(nprof, sizeof *b->ps.p.track_spans);
-  if (!b->ps.p.marks || !b->ps.p.track_spans ||
+  if (!b->ps.p.track_spans ||
       (f->opts.nslo && !(b->ps.slo = mlprof__slo_begin(&f->opts)))) {
     mlprof__findings_abort(b);
     return NULL;
@@ -443,8 +427,11 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
         !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
       ps->sys = &res->series[k];
   b->f->sampled |= ps->proc != NULL;
-  *v = (mlprof__visitor){
-      .ud = ps, .name = on_name, .span = on_span, .step = on_step};
+  *v = (mlprof__visitor){.ud = ps,
+                         .name = on_name,
+                         .span = on_span,
+                         .step = on_step,
+                         .step_end = on_step_end};
 }
 
 void mlprof__findings_profile_end(mlprof__findings_builder *b) {

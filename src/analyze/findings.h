@@ -227,13 +227,6 @@ typedef struct {
   double sum;
 } mlprof__rss_acc;
 
-/* Step marks of a profile: the job times of the marks of its thread with
- * the most. */
-typedef struct {
-  uint64_t *t;
-  size_t n;
-} mlprof__marks;
-
 /* What the span pass gathered, for the analyses. */
 typedef struct {
   const mlprof__job *job;
@@ -243,15 +236,13 @@ typedef struct {
   size_t nzones;
   mlprof__rss_acc *rss;
   size_t nrss;
-  mlprof__marks *marks; /* per profile of the job */
   /* Per profile of the job: spans on tracks, another profiler's events
    * (torch.profiler's operators), whose buffers live in that process. */
   uint64_t *track_spans;
-  uint64_t *step_ns; /* durations of the steps between marks */
-  size_t nsteps;
-  size_t step_threads;
+  /* The steps of every thread (r's marks): their parts, and the job time
+   * from the first one's beginning to the last one's end. */
   uint64_t step_part[MLPROF__NPARTS];
-  uint64_t step_first, step_last; /* job time */
+  uint64_t step_first, step_last;
 } mlprof__fpass;
 
 /* The pass's zone named name, or NULL. */

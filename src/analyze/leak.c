@@ -3,7 +3,8 @@
  * Each memory series (a process's RSS and GPU memory; a GPU's memory used
  * when no process GPU memory was sampled) is put on an axis of steps (the
  * step marks of the process's own profile, at least 10; a sample between
- * two marks gets a fractional step) or else of minutes. Windows of an
+ * two marks gets a fractional step, one between a step end and the next
+ * mark is left out) or else of minutes. Windows of an
  * eighth of the points, moving by half a window, are tested for a trend:
  * Mann-Kendall z >= 3 (about p = 0.001, one-sided) and a Theil-Sen slope at
  * least the threshold. Consecutive growing windows (they overlap) merge into
@@ -174,32 +175,74 @@ static void find_growths(const points *p, const limits *l, growth *out,
     out[(*nout)++] = all;
 }
 
-/* The job profile of host/pid with the most step marks, or -1. */
-static int profile_of(const mlprof__fpass *p, const char *host, uint64_t pid,
-                      int any_pid) {
-  int best = -1;
-  for (size_t i = 0; i < p->job->count; i++) {
-    const mlprof__job_profile *jp = &p->job->profiles[i];
-    if (strcmp(jp->hostname ? jp->hostname : "", host) != 0) continue;
-    if (!any_pid && jp->pid != pid) continue;
-    if (best < 0 || p->marks[i].n > p->marks[best].n) best = (int)i;
+/* The step marks of profile prof's thread with the most, or NULL. */
+static const mlprof__marks *marks_of(const mlprof__report *r, size_t prof) {
+  const mlprof__marks *best = NULL;
+  for (size_t i = 0; i < r->nthreads; i++) {
+    const mlprof__marks *m = &r->threads[i].marks;
+    if (r->threads[i].proc == prof && (!best || m->marks > best->marks))
+      best = m;
   }
   return best;
 }
 
-/* Step coordinate of job time t over marks m (t within them). */
-static double step_at(const uint64_t *m, size_t n, uint64_t t) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (m[mid] <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
+/* The job profile of host/pid with the most step marks, or -1. */
+static int profile_of(const mlprof__fpass *p, const char *host, uint64_t pid,
+                      int any_pid) {
+  int best = -1;
+  uint64_t most = 0;
+  for (size_t i = 0; i < p->job->count; i++) {
+    const mlprof__job_profile *jp = &p->job->profiles[i];
+    if (strcmp(jp->hostname ? jp->hostname : "", host) != 0) continue;
+    if (!any_pid && jp->pid != pid) continue;
+    const mlprof__marks *m = marks_of(p->r, i);
+    uint64_t n = m ? m->marks : 0;
+    if (best < 0 || n > most) {
+      best = (int)i;
+      most = n;
+    }
   }
-  size_t i = lo ? lo - 1 : 0;
-  if (i + 1 >= n || m[i + 1] == m[i]) return (double)i;
-  return (double)i + (double)(t - m[i]) / (double)(m[i + 1] - m[i]);
+  return best;
+}
+
+/* A step axis over a thread's marks, read forward: entry a is the last at
+ * or before the time asked, b the one after it (if has_b); k steps end at
+ * or before a. */
+typedef struct {
+  mlprof__marks_cursor c;
+  uint64_t a, b, k, last;
+  int a_end, b_end, has_a, has_b;
+} step_axis;
+
+static void axis_init(step_axis *x, const mlprof__marks *m) {
+  memset(x, 0, sizeof *x);
+  mlprof__marks_cursor_init(&x->c, m);
+  x->has_a = mlprof__marks_next(&x->c, &x->a, &x->a_end);
+  x->has_b = x->has_a && mlprof__marks_next(&x->c, &x->b, &x->b_end);
+}
+
+/* Step coordinate of job time t into *at: k + the fraction of step k that
+ * has passed. 0 when t is in no step (before the first mark, after the last
+ * entry, or between a step end and the next mark). Times asked should
+ * ascend; an earlier one reads the marks again. */
+static int step_at(step_axis *x, const mlprof__marks *m, uint64_t t,
+                   double *at) {
+  if (t < x->last) axis_init(x, m);
+  x->last = t;
+  if (!x->has_a || t < x->a) return 0;
+  while (x->has_b && x->b <= t) {
+    x->k += !x->a_end;
+    x->a = x->b;
+    x->a_end = x->b_end;
+    x->has_b = mlprof__marks_next(&x->c, &x->b, &x->b_end);
+  }
+  if (t == x->a)
+    *at = (double)x->k;
+  else if (x->a_end || !x->has_b)
+    return 0;
+  else
+    *at = (double)x->k + (double)(t - x->a) / (double)(x->b - x->a);
+  return 1;
 }
 
 static int zone_cmp(const void *a, const void *b) {
@@ -242,8 +285,10 @@ static int analyse(const mlprof__fpass *p, mlprof__findings *f, size_t *cap,
   if (valid < 10) return 0;
   int prof =
       profile_of(p, s->hostname, s->id, s->subject != MLPROF__SUBJECT_PROCESS);
-  const mlprof__marks *m = prof >= 0 ? &p->marks[prof] : NULL;
-  int by_steps = m && m->n >= 10;
+  const mlprof__marks *m = prof >= 0 ? marks_of(p->r, (size_t)prof) : NULL;
+  int by_steps = m && m->marks >= 10;
+  step_axis axis;
+  if (by_steps) axis_init(&axis, m);
   points pt = {0};
   pt.x = malloc(valid * sizeof *pt.x);
   pt.tm = malloc(valid * sizeof *pt.tm);
@@ -253,10 +298,10 @@ static int analyse(const mlprof__fpass *p, mlprof__findings *f, size_t *cap,
   if (!pt.x || !pt.tm || !pt.y || !pt.t) rc = MLPROF_ENOMEM;
   for (size_t i = 0; i < s->n && !rc; i++) {
     if (isnan(v[i])) continue;
-    if (by_steps && (s->t[i] < m->t[0] || s->t[i] > m->t[m->n - 1])) continue;
-    pt.t[pt.n] = s->t[i];
     pt.tm[pt.n] = (double)s->t[i] / 60e9;
-    pt.x[pt.n] = by_steps ? step_at(m->t, m->n, s->t[i]) : pt.tm[pt.n];
+    pt.x[pt.n] = pt.tm[pt.n];
+    if (by_steps && !step_at(&axis, m, s->t[i], &pt.x[pt.n])) continue;
+    pt.t[pt.n] = s->t[i];
     pt.y[pt.n++] = v[i] / MB;
   }
   growth g[8];

@@ -149,8 +149,6 @@ typedef struct {
                       whose parent has not ended yet */
   size_t child_cap, child_top; /* child[child_top..] count as 0 */
   uint32_t last_zone;          /* zone of the span just read, for its units */
-  uint64_t last_step;
-  u64vec step_intervals;
 } thread_build;
 
 typedef struct {
@@ -483,20 +481,24 @@ static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   return add_units(s, MLPROF__NONE, name, n);
 }
 
-static int on_step(void *ud, uint32_t tid, uint64_t t) {
-  mlprof__stats *s = ud;
+static int step_entry(mlprof__stats *s, uint32_t tid, uint64_t t, int end) {
   uint32_t th = thread_of(s, tid);
   if (th == MLPROF__NONE) return MLPROF_ENOMEM;
-  thread_build *tb = &s->tb[th];
-  tb->last_zone = MLPROF__NONE;
+  s->tb[th].last_zone = MLPROF__NONE;
   see_time(s, t);
-  if (s->r.threads[th].steps > 0 &&
-      u64vec_push(&tb->step_intervals,
-                  t > tb->last_step ? t - tb->last_step : 0))
-    return MLPROF_ENOMEM;
-  tb->last_step = t;
-  s->r.threads[th].steps++;
+  mlprof__thread_stats *ts = &s->r.threads[th];
+  uint64_t jt = s->r.procs[s->r.nprocs - 1].offset_ns + t;
+  if (mlprof__marks_add(&ts->marks, jt, end)) return MLPROF_ENOMEM;
+  ts->steps = ts->marks.marks;
   return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 0);
+}
+
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 1);
 }
 
 static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -609,6 +611,7 @@ int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
       .counter = on_counter,
       .units = on_units,
       .step = on_step,
+      .step_end = on_step_end,
       .open = on_open,
       .meta = on_meta,
       .end = on_end,
@@ -870,16 +873,11 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
   rc = finish_zones(s);
   for (size_t i = 0; i < r->nthreads && !rc; i++) {
     mlprof__thread_stats *t = &r->threads[i];
-    u64vec *iv = &s->tb[i].step_intervals;
-    if (iv->n) {
-      uint64_t sum = 0;
-      for (size_t k = 0; k < iv->n; k++) sum += iv->v[k];
-      t->step_mean_ns = sum / iv->n;
-      sort_u64(iv->v, iv->n);
-      t->step_p50_ns = percentile(iv->v, iv->n, 50);
+    const mlprof__marks *m = &t->marks;
+    if (m->steps) {
+      t->step_mean_ns = m->total_ns / m->steps;
+      t->step_p50_ns = mlprof__marks_percentile(&m, 1, 50);
     }
-    free(iv->v);
-    *iv = (u64vec){0};
   }
   for (size_t i = 0; i < r->ncounters; i++) {
     mlprof__counter_stats *c = &r->counters[i];
@@ -914,7 +912,6 @@ void mlprof__stats_free(mlprof__stats *s) {
   for (size_t i = 0; i < s->r.nzones; i++) free(s->zb[i].durations.v);
   for (size_t i = 0; i < s->r.nthreads; i++) {
     free(s->tb[i].child);
-    free(s->tb[i].step_intervals.v);
   }
   for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
   free(s->zb);
@@ -997,7 +994,10 @@ void mlprof__report_free(mlprof__report *r) {
     }
     free(p->meta);
   }
-  for (size_t i = 0; i < r->nthreads; i++) free(r->threads[i].name);
+  for (size_t i = 0; i < r->nthreads; i++) {
+    free(r->threads[i].name);
+    mlprof__marks_free(&r->threads[i].marks);
+  }
   for (size_t i = 0; i < r->ncounters; i++) free(r->counters[i].name);
   for (size_t i = 0; i < r->nunits; i++) free(r->units[i].name);
   for (size_t i = 0; i < r->nopen; i++) free(r->open[i].name);

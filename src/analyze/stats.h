@@ -26,6 +26,7 @@
 #include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
+#include "marks.h"
 #include "resources.h"
 
 typedef enum {
@@ -107,8 +108,10 @@ typedef struct {
   char *name; /* "" when the thread was never named */
   size_t name_len;
   uint64_t spans, busy_ns, dropped;
-  /* Step marks: count, and the interval between consecutive marks. */
+  /* Step marks: count, and the steps' mean and median (a step: from a mark
+   * to the next mark or step end). */
   uint64_t steps, step_mean_ns, step_p50_ns;
+  mlprof__marks marks; /* the marks and step ends, in job time */
 } mlprof__thread_stats;
 
 typedef struct {

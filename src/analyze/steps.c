@@ -1,7 +1,7 @@
 /* Step breakdown: where each step's time goes (docs/findings.md).
  *
- * Steps are the intervals between consecutive step marks of a thread (every
- * thread with two marks or more counts), or, when no thread marked steps,
+ * Steps are the intervals from each step mark of a thread to its next mark
+ * or step end (every thread with a step counts), or, when there are none,
  * the spans of the outermost repeated zone: the depth-0 zone with two spans
  * or more, most of them holding other zones, and the largest total. A step's
  * time is split into parts by the zones inside it: a zone with a part takes its
@@ -108,17 +108,6 @@ int mlprof__zone_part(uint8_t category, const char *name, size_t len,
   return best;
 }
 
-static int u64_cmp(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static uint64_t nearest_rank(const uint64_t *a, size_t n, unsigned p) {
-  if (!n) return 0;
-  size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
-  return a[rank ? rank - 1 : 0];
-}
-
 static void fill_shares(mlprof__steps *s) {
   uint64_t parts = 0;
   for (int k = 0; k < MLPROF__PART_OTHER; k++) parts += s->part_ns[k];
@@ -131,14 +120,21 @@ static void fill_shares(mlprof__steps *s) {
 
 int mlprof__steps_finish(mlprof__fpass *p, mlprof__steps *s) {
   memset(s, 0, sizeof *s);
-  if (p->nsteps) {
+  const mlprof__report *r = p->r;
+  for (size_t i = 0; i < r->nthreads; i++) {
+    const mlprof__marks *m = &r->threads[i].marks;
+    s->count += m->steps;
+    s->total_ns += m->total_ns;
+    s->threads += m->steps > 0;
+  }
+  if (s->count) {
+    const mlprof__marks **all = malloc(r->nthreads * sizeof *all);
+    if (!all) return MLPROF_ENOMEM;
+    for (size_t i = 0; i < r->nthreads; i++) all[i] = &r->threads[i].marks;
     s->source = MLPROF__STEPS_MARKS;
-    s->count = p->nsteps;
-    s->threads = p->step_threads;
-    for (size_t i = 0; i < p->nsteps; i++) s->total_ns += p->step_ns[i];
-    qsort(p->step_ns, p->nsteps, sizeof *p->step_ns, u64_cmp);
-    s->p50_ns = nearest_rank(p->step_ns, p->nsteps, 50);
-    s->p90_ns = nearest_rank(p->step_ns, p->nsteps, 90);
+    s->p50_ns = mlprof__marks_percentile(all, r->nthreads, 50);
+    s->p90_ns = mlprof__marks_percentile(all, r->nthreads, 90);
+    free(all);
     memcpy(s->part_ns, p->step_part, sizeof s->part_ns);
     s->first_ns = p->step_first;
     s->last_ns = p->step_last;

@@ -61,12 +61,10 @@ typedef struct {
   uint64_t tid;
   uint32_t *pend; /* per depth: first node of the forest, NONE */
   size_t npend;
-  uint64_t steps;               /* marks seen */
+  mlprof__marks marks;          /* its marks and step ends, job time */
   uint64_t cur[MLPROF__NPARTS]; /* the current step's time so far */
-  uint64_t *marks;
-  size_t nmarks, marks_cap;
-  mlprof__tree_step_bucket *b; /* MLPROF__TREE_STEP_BUCKETS, lazily */
-  uint64_t width;              /* steps per bucket */
+  mlprof__tree_step_bucket *b;  /* MLPROF__TREE_STEP_BUCKETS, lazily */
+  uint64_t width;               /* steps per bucket */
 } thread_state;
 
 struct mlprof__tree_builder {
@@ -88,8 +86,7 @@ struct mlprof__tree_builder {
   size_t npool, pool_cap;
   uint32_t free_list;
   /* the busiest thread so far */
-  uint64_t *best_marks;
-  size_t best_nmarks;
+  mlprof__marks best_marks;
   mlprof__tree_step_bucket *best_b;
   uint64_t best_width;
 };
@@ -289,22 +286,22 @@ static int commit(builder *b, uint32_t i, uint32_t gparent) {
   return 0;
 }
 
-/* Adds ns of part to the step the thread is in. Step k runs from the
- * thread's mark k to mark k + 1 (0-based), as the report counts steps: time
- * before the first mark is in no step, and the time of a step reaches its
- * bucket only when the mark that ends it comes (step_end), so a step cut
- * short by the end of the profile is left out. */
+/* Adds ns of part to the step the thread is in. A step runs from a mark to
+ * the thread's next mark or step end, as the report counts steps: time
+ * before the first mark or after a step end is in no step, and the time of
+ * a step reaches its bucket only when the entry that ends it comes
+ * (step_end), so a step cut short by the end of the profile is left out. */
 static void bucket_add(thread_state *th, int part, uint64_t ns) {
-  if (th->steps) th->cur[part] += ns;
+  if (th->marks.in_step) th->cur[part] += ns;
 }
 
-/* The mark ending step th->steps - 1, dur long: its time goes to its
+/* The entry ending step th->marks.steps - 1, dur long: its time goes to its
  * bucket, two buckets merging into one whenever the steps outgrow them. As
  * the report counts a step, its parts are scaled to fit in it (a part's
  * span across a mark lands whole in the step where it ends), and the rest
  * of its time, in zones without a part or in none, is "other". */
 static void step_end(thread_state *th, uint64_t dur) {
-  uint64_t k = (th->steps - 1) / th->width;
+  uint64_t k = (th->marks.steps - 1) / th->width;
   while (k >= MLPROF__TREE_STEP_BUCKETS) {
     for (size_t i = 0; i < MLPROF__TREE_STEP_BUCKETS / 2; i++)
       for (int p = 0; p < MLPROF__NPARTS; p++)
@@ -313,7 +310,7 @@ static void step_end(thread_state *th, uint64_t dur) {
     memset(th->b + MLPROF__TREE_STEP_BUCKETS / 2, 0,
            MLPROF__TREE_STEP_BUCKETS / 2 * sizeof *th->b);
     th->width *= 2;
-    k = (th->steps - 1) / th->width;
+    k = (th->marks.steps - 1) / th->width;
   }
   uint64_t sum = 0, parts = 0;
   for (int p = 0; p < MLPROF__PART_OTHER; p++) sum += th->cur[p];
@@ -388,27 +385,24 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
-static int on_step(void *ud, uint32_t tid, uint64_t t) {
-  builder *b = ud;
+static int step_entry(builder *b, uint32_t tid, uint64_t t, int end) {
   thread_state *th = thread_of(b, tid);
   if (!th) return MLPROF_ENOMEM;
-  if (th->nmarks == th->marks_cap) {
-    size_t cap = th->marks_cap ? th->marks_cap * 2 : 64;
-    uint64_t *m = realloc(th->marks, cap * sizeof *m);
-    if (!m) return MLPROF_ENOMEM;
-    th->marks = m;
-    th->marks_cap = cap;
-  }
-  uint64_t jt = t + b->p->offset_ns;
   if (!th->b && !(th->b = calloc(MLPROF__TREE_STEP_BUCKETS, sizeof *th->b)))
     return MLPROF_ENOMEM;
-  if (th->steps) {
-    uint64_t last = th->marks[th->nmarks - 1];
-    step_end(th, jt > last ? jt - last : 0);
-  }
-  th->marks[th->nmarks++] = jt;
-  th->steps++;
+  uint64_t steps = th->marks.steps, total = th->marks.total_ns;
+  if (mlprof__marks_add(&th->marks, t + b->p->offset_ns, end))
+    return MLPROF_ENOMEM;
+  if (th->marks.steps > steps) step_end(th, th->marks.total_ns - total);
   return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 0);
+}
+
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  return step_entry(ud, tid, t, 1);
 }
 
 /* The series of (this profile's host, subject, id, measure), made when new
@@ -524,6 +518,7 @@ void mlprof__tree_profile_begin(builder *b, const mlprof__job_profile *p,
                          .name = on_name,
                          .span = on_span,
                          .step = on_step,
+                         .step_end = on_step_end,
                          .sample = on_sample,
                          .counter = on_counter};
 }
@@ -543,18 +538,17 @@ int mlprof__tree_profile_end(builder *b) {
         list = next;
       }
     }
-    if (!rc && th->nmarks > b->best_nmarks) {
-      free(b->best_marks);
+    if (!rc && th->marks.marks > b->best_marks.marks) {
+      mlprof__marks_free(&b->best_marks);
       free(b->best_b);
       b->best_marks = th->marks;
-      b->best_nmarks = th->nmarks;
       b->best_b = th->b;
       b->best_width = th->width;
-      th->marks = NULL;
+      memset(&th->marks, 0, sizeof th->marks);
       th->b = NULL;
     }
     free(th->pend);
-    free(th->marks);
+    mlprof__marks_free(&th->marks);
     free(th->b);
   }
   b->nth = 0;
@@ -563,11 +557,6 @@ int mlprof__tree_profile_end(builder *b) {
   b->npool = 0;
   b->free_list = NONE;
   return rc;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
 }
 
 typedef struct {
@@ -609,12 +598,12 @@ static void builder_free(builder *b) {
   mlprof__map_clear(&b->tids);
   for (size_t i = 0; i < b->nth; i++) {
     free(b->th[i].pend);
-    free(b->th[i].marks);
+    mlprof__marks_free(&b->th[i].marks);
     free(b->th[i].b);
   }
   free(b->th);
   free(b->pool);
-  free(b->best_marks);
+  mlprof__marks_free(&b->best_marks);
   free(b->best_b);
   free(b);
 }
@@ -625,18 +614,31 @@ void mlprof__tree_abort(builder *b) {
   builder_free(b);
 }
 
+/* Fills t->marks with m's marks evenly picked (tree.h). */
+static int keep_marks(mlprof__tree *t, const mlprof__marks *m) {
+  uint64_t n = m->marks;
+  size_t k = n < MLPROF__TREE_MAX_MARKS ? (size_t)n : MLPROF__TREE_MAX_MARKS;
+  if (!(t->marks = malloc(k * sizeof *t->marks))) return MLPROF_ENOMEM;
+  mlprof__marks_cursor c;
+  mlprof__marks_cursor_init(&c, m);
+  uint64_t at, j = 0;
+  int end;
+  while (t->nmarks < k && mlprof__marks_next(&c, &at, &end)) {
+    if (end) continue;
+    if (j++ == n * t->nmarks / k) t->marks[t->nmarks++] = at;
+  }
+  return 0;
+}
+
 int mlprof__tree_finish(builder *b) {
   mlprof__tree *t = b->t;
   int rc = 0;
   for (size_t i = 0; i < t->nseries && !rc; i++)
     rc = series_sort(&t->series[i]);
-  if (!rc && b->best_nmarks) {
-    qsort(b->best_marks, b->best_nmarks, sizeof *b->best_marks, cmp_u64);
-    t->marks = b->best_marks;
-    t->nmarks = b->best_nmarks;
-    b->best_marks = NULL;
-    /* Buckets of complete steps: those between two marks. */
-    uint64_t w = b->best_width, steps = b->best_nmarks - 1;
+  if (!rc && b->best_marks.marks) rc = keep_marks(t, &b->best_marks);
+  if (!rc && b->best_marks.marks) {
+    /* Buckets of complete steps. */
+    uint64_t w = b->best_width, steps = b->best_marks.steps;
     size_t nb = (size_t)((steps + w - 1) / w);
     if (nb > MLPROF__TREE_STEP_BUCKETS) nb = MLPROF__TREE_STEP_BUCKETS;
     t->buckets = calloc(nb ? nb : 1, sizeof *t->buckets);

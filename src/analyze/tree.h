@@ -7,7 +7,8 @@
  *   self time is that less its children's totals.
  * - time series of sampled measures (CPU, memory, GPU, power, temperature;
  *   per host and subject) and of counters, job time ascending.
- * - step marks of the thread with the most marks, and per step the self
+ * - step marks of the thread with the most marks, and per step (from a mark
+ *   to the next mark or step end) the self
  *   time of that thread's zones by part of a step (data, forward, backward,
  *   optimizer, communication, other: a zone's category, else words of its
  *   name, else the part of the zone enclosing it), in at most
@@ -29,6 +30,9 @@
 #define MLPROF__TREE_MAX_NODES 1000000
 #define MLPROF__TREE_STEP_BUCKETS 512
 #define MLPROF__TREE_MAX_COUNTERS 64
+/* Step marks kept for the dashboard: as many points as it draws
+ * (MLPROF__HTML_MAX_POINTS). */
+#define MLPROF__TREE_MAX_MARKS 2000
 
 typedef struct {
   uint32_t name;   /* index into mlprof__tree.names */
@@ -64,7 +68,9 @@ typedef struct {
   size_t nnodes;
   mlprof__tree_series *series;
   size_t nseries;
-  uint64_t *marks; /* job times of the step marks of the busiest thread */
+  /* Job times of the step marks of the busiest thread: of its n marks, the
+   * i-th of k = min(n, MLPROF__TREE_MAX_MARKS) is mark n * i / k. */
+  uint64_t *marks;
   size_t nmarks;
   mlprof__tree_step_bucket *buckets; /* complete steps only */
   size_t nbuckets;

@@ -480,6 +480,14 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         if (v->step) rc = v->step(ud, tid, (uint64_t)t);
         break;
       }
+      case MLPROF__REC_STEP_END: {
+        int64_t delta = mlprof__get_sv(c);
+        if (c->err) goto cut;
+        if (!step_time(&t, delta)) goto range;
+        if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
+        if (v->step_end) rc = v->step_end(ud, tid, (uint64_t)t);
+        break;
+      }
       case MLPROF__REC_OPEN: {
         uint64_t name = mlprof__get_uv(c);
         uint64_t depth = mlprof__get_uv(c);

@@ -75,6 +75,9 @@ typedef struct {
   int (*counter)(void *ud, uint32_t tid, uint32_t name, uint64_t t, double v);
   int (*units)(void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n);
   int (*step)(void *ud, uint32_t tid, uint64_t t);
+  /* The thread's step ends at t and none follows until its next step mark
+   * (since 1.3). */
+  int (*step_end)(void *ud, uint32_t tid, uint64_t t);
   int (*open)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
               uint64_t begin);
   int (*meta)(void *ud, const char *key, size_t klen, const char *value,

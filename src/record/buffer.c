@@ -359,6 +359,11 @@ void mlprof_step(void) {
   put_event(MLPROF__EV_STEP, NULL, 0, 1);
 }
 
+void mlprof_step_end(void) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  put_event(MLPROF__EV_STEP_END, NULL, 0, 1);
+}
+
 void mlprof_zone_meta(const char *key, const char *value) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
   if (!mlprof__tls.depth) return; /* no open zone to attach it to */

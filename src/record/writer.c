@@ -472,6 +472,9 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
     case MLPROF__EV_STEP:
       commit(w, record(w, t, MLPROF__REC_STEP, 0, 1, ns, 0));
       return 1;
+    case MLPROF__EV_STEP_END:
+      commit(w, record(w, t, MLPROF__REC_STEP_END, 0, 1, ns, 0));
+      return 1;
     default:
       return 1;
   }

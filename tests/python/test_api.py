@@ -200,7 +200,33 @@ def test_schedule_steps_are_the_active_steps(tmp_path):
     s = prof.summary()
     assert zones_by_name(s)["train"]["count"] == 3
     assert s["steps"]["count"] == 3
-    assert s["threads"][0]["steps"] == 4  # the marks around steps 3, 4, 5
+    # A mark begins steps 3, 4 and 5; a step end closes the window.
+    assert s["threads"][0]["steps"] == 3
+
+
+def test_schedule_windows_are_steps_and_gaps_are_not(tmp_path, build_dir):
+    """With repeat=2 the time between the two windows is no step: exactly
+    active x repeat steps, none as long as a gap."""
+    sch = mlprof.schedule(wait=2, warmup=1, active=3, repeat=2)
+    with mlprof.Profiler(output=str(tmp_path / "s.mlprof"),
+                         schedule=sch) as prof:
+        for i in range(14):
+            with prof.zone("train", "forward", step=i):
+                time.sleep(0.002)
+            if sch(i) != "record":
+                time.sleep(0.05)  # a gap far longer than any step
+            prof.step()
+    s = prof.summary()
+    assert zones_by_name(s)["train"]["count"] == 6
+    assert s["steps"]["count"] == 6
+    assert s["steps"]["p90_ns"] < 40e6
+    assert s["threads"][0]["steps"] == 6  # a mark begins each step
+    r = json.loads(subprocess.run(
+        [os.path.join(build_dir, "mlprof"), "report", prof.path, "--format",
+         "json"],
+        check=True, capture_output=True, text=True).stdout)
+    assert r["steps"]["count"] == 6
+    assert r["steps"]["p90_ns"] < 40e6
 
 
 def test_threads_are_recorded_with_names(prof):

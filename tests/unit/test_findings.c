@@ -89,6 +89,13 @@ static void mark(sb *b, uint64_t t) {
   b->ev_t = t;
 }
 
+static void step_end(sb *b, uint64_t t) {
+  ev_room(b);
+  p_u8(&b->ev, MLPROF__REC_STEP_END);
+  p_sv(&b->ev, (int64_t)t - (int64_t)b->ev_t);
+  b->ev_t = t;
+}
+
 static void sm_room(sb *b) {
   if (b->sm.n > 7000) sm_flush(b);
   if (!b->sm.n) p_uv(&b->sm, 0);
@@ -119,6 +126,7 @@ typedef struct {
   mlprof__report r;
   mlprof__resources res;
   mlprof__findings f;
+  mlprof__tree tree;
 } built;
 
 static int sb_build(sb *b, uint64_t end_ns, const mlprof__findings_opts *o,
@@ -134,13 +142,14 @@ static int sb_build(sb *b, uint64_t end_ns, const mlprof__findings_opts *o,
   if (!rc) {
     mlprof__analysis_opts ao;
     mlprof__analysis_opts_init(&ao);
-    ao.want = MLPROF__ANALYSIS_FINDINGS;
+    ao.want = MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE;
     if (o) ao.findings = *o;
     mlprof__analysis a;
     rc = mlprof__analysis_run(&out->job, &ao, &a, err, sizeof err);
     out->r = a.r;
     out->res = a.res;
     out->f = a.f;
+    out->tree = a.tree;
   }
   unlink(b->path);
   rmdir(b->dir);
@@ -150,6 +159,7 @@ static int sb_build(sb *b, uint64_t end_ns, const mlprof__findings_opts *o,
 
 static void built_free(built *x) {
   mlprof__findings_free(&x->f);
+  mlprof__tree_free(&x->tree);
   mlprof__resources_free(&x->res);
   mlprof__report_free(&x->r);
   mlprof__job_close(&x->job);
@@ -259,6 +269,56 @@ static void test_steps_from_marks(void) {
   CHECK_EQ_U64(s->part_ns[MLPROF__PART_OPTIMIZER], 9 * 10 * MS);
   CHECK_EQ_U64(s->part_ns[MLPROF__PART_OTHER], 9 * 15 * MS);
   CHECK(fabs(s->share[MLPROF__PART_DATA] - 0.3) < 1e-9);
+  built_free(&x);
+}
+
+/* Two recorded windows of 3 steps of 100 ms, as a schedule records them: a
+ * mark where each window begins, a mark between its steps, a step end
+ * where it ends. The 2 s between the windows (a data span of 1.5 s in
+ * them) is no step for the statistics, the breakdown or the tree. */
+static void test_steps_end_between_windows(void) {
+  sb b;
+  CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
+  uint64_t t = 10 * MS;
+  for (int w = 0; w < 2; w++) {
+    mark(&b, t);
+    for (int s = 0; s < 3; s++) {
+      span(&b, 1, 1, t, t + 30 * MS);           /* data */
+      span(&b, 2, 1, t + 30 * MS, t + 80 * MS); /* forward */
+      span(&b, 0, 0, t, t + 100 * MS);          /* iteration */
+      t += 100 * MS;
+      if (s < 2) mark(&b, t);
+    }
+    step_end(&b, t);
+    span(&b, 1, 0, t + 100 * MS, t + 1600 * MS); /* data, in no step */
+    t += 2000 * MS;
+  }
+  built x;
+  CHECK_EQ(sb_build(&b, t, NULL, &x), 0);
+  const mlprof__steps *s = &x.f.steps;
+  CHECK_EQ(s->source, MLPROF__STEPS_MARKS);
+  CHECK_EQ_U64(s->count, 6);
+  CHECK_EQ_U64(s->total_ns, 600 * MS);
+  CHECK_EQ_U64(s->p50_ns, 100 * MS);
+  CHECK_EQ_U64(s->p90_ns, 100 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_DATA], 6 * 30 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_FORWARD], 6 * 50 * MS);
+  CHECK_EQ_U64(s->part_ns[MLPROF__PART_OTHER], 6 * 20 * MS);
+  CHECK_EQ_U64(s->last_ns - s->first_ns, 2600 * MS);
+  CHECK_EQ(x.r.nthreads, 1);
+  const mlprof__thread_stats *th = &x.r.threads[0];
+  CHECK_EQ_U64(th->steps, 6); /* marks */
+  CHECK_EQ_U64(th->marks.steps, 6);
+  CHECK_EQ_U64(th->step_mean_ns, 100 * MS);
+  CHECK_EQ_U64(th->step_p50_ns, 100 * MS);
+  CHECK_EQ(x.tree.nmarks, 6);
+  uint64_t steps = 0, data = 0;
+  for (size_t i = 0; i < x.tree.nbuckets; i++) {
+    steps += x.tree.buckets[i].steps;
+    data += x.tree.buckets[i].part_ns[MLPROF__PART_DATA];
+  }
+  CHECK_EQ_U64(steps, 6);
+  CHECK_EQ_U64(data, 6 * 30 * MS);
   built_free(&x);
 }
 
@@ -865,6 +925,7 @@ static void test_slo_windows(void) {
 const mlprof_test mlprof_tests_findings[] = {
     {"part_names", test_part_names},
     {"steps_from_marks", test_steps_from_marks},
+    {"steps_end_between_windows", test_steps_end_between_windows},
     {"steps_from_outermost_zone", test_steps_from_outermost_zone},
     {"track_is_not_the_step", test_track_is_not_the_step},
     {"data_bound_found", test_data_bound_found},

@@ -159,6 +159,8 @@ static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
   put_uv(&p, 3), put_sv(&p, -100), put_uv(&p, 10);
   put_u8(&p, MLPROF__REC_STEP);
   put_sv(&p, 1000);
+  put_u8(&p, MLPROF__REC_STEP_END);
+  put_sv(&p, 0);
   put_u8(&p, MLPROF__REC_OPEN);
   put_uv(&p, 6), put_uv(&p, 1), put_sv(&p, 5);
   off[4] = chunk(f, MLPROF__CHUNK_EVENTS, &p);
@@ -204,6 +206,7 @@ static const char std_log_body[] =
     "counter 7 2 @1600 2.5\n"
     "units 7 3 @1500 10\n"
     "step 7 @2500\n"
+    "step_end 7 @2500\n"
     "open 7 6 d1 @2505\n"
     "events 8 dropped=3\n"
     "span 8 6 d0 3000..3100\n"
@@ -296,6 +299,11 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   return 0;
 }
 
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  logf_(ud, "step_end %u @%" PRIu64 "\n", tid, t);
+  return 0;
+}
+
 static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin) {
   logf_(ud, "open %u %u d%u @%" PRIu64 "\n", tid, name, depth, begin);
@@ -328,6 +336,7 @@ static mlprof__visitor log_visitor(logger *l) {
       .counter = on_counter,
       .units = on_units,
       .step = on_step,
+      .step_end = on_step_end,
       .open = on_open,
       .meta = on_meta,
       .end = on_end,

@@ -20,7 +20,8 @@
 typedef struct {
   char names[MAX_NAMES][32];
   uint8_t kinds[MAX_NAMES], cats[MAX_NAMES];
-  uint64_t spans, span_ns_total, opens, steps, counters, units, span_units;
+  uint64_t spans, span_ns_total, opens, steps, step_ends, counters, units,
+      span_units;
   uint64_t per_name[MAX_NAMES];
   uint32_t max_depth;
   uint64_t dropped_end, unmatched_end;
@@ -81,6 +82,11 @@ static int rb_step(void *ud, uint32_t tid, uint64_t t) {
   return 0;
 }
 
+static int rb_step_end(void *ud, uint32_t tid, uint64_t t) {
+  ((readback *)ud)->step_ends++;
+  return 0;
+}
+
 static int rb_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                       double v) {
   readback *r = ud;
@@ -134,6 +140,7 @@ static int read_back(const char *path, readback *r) {
                        .span = rb_span,
                        .open = rb_open,
                        .step = rb_step,
+                       .step_end = rb_step_end,
                        .counter = rb_counter,
                        .units = rb_units,
                        .span_units = rb_span_units,
@@ -199,6 +206,7 @@ static void zones_round_trip(void) {
     mlprof_zone_end();
     mlprof_step();
   }
+  mlprof_step_end();
   mlprof_count("outside", 5);
   mlprof_counter("loss", 0.25);
   mlprof_zone_begin("still_open");
@@ -218,6 +226,7 @@ static void zones_round_trip(void) {
   CHECK_EQ_U64(r.span_units, 3000); /* attributed to "inner" spans */
   CHECK_EQ_U64(r.units, 5);         /* outside any zone */
   CHECK_EQ_U64(r.steps, 1000);
+  CHECK_EQ_U64(r.step_ends, 1);
   CHECK_EQ_U64(r.counters, 1);
   CHECK(r.last_counter == 0.25);
   CHECK_STR(r.meta_key, "shape");

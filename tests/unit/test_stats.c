@@ -4,6 +4,7 @@
 #include <mlprof.h>
 #include <stdlib.h>
 
+#include "analyze/marks.h"
 #include "analyze/resources.h"
 #include "analyze/stats.h"
 #include "format/wire.h"
@@ -664,6 +665,67 @@ static void test_analysis_shared_read_matches_alone(void) {
   mlprof__analysis_free(&res);
 }
 
+static int u64_order(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Two sequences of marks and step ends spanning many blocks, with steps
+ * from 0 ns to hours: the cursor gives back every entry kept, the counts
+ * hold, and each percentile is the nearest rank of the sorted durations. */
+static void test_marks_exact(void) {
+  enum { N = 20000 };
+  mlprof__marks m[2] = {{0}};
+  uint64_t *want = malloc(2 * N * sizeof *want), *times = malloc(N * 8);
+  int *ends = malloc(N * sizeof *ends);
+  size_t nwant = 0;
+  uint64_t rnd = 12345;
+  for (int s = 0; s < 2; s++) {
+    uint64_t t = 1000 + (uint64_t)s, kept = 0;
+    int in_step = 0;
+    for (int i = 0; i < N; i++) {
+      rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+      uint64_t d = (rnd >> 33) % 7 == 0 ? (rnd >> 20) : (rnd >> 50);
+      int end = (rnd >> 10) % 5 == 0;
+      t += d;
+      CHECK_EQ(mlprof__marks_add(&m[s], t, end), 0);
+      if (end && !in_step) continue; /* an end with no step is dropped */
+      if (in_step) want[nwant++] = t - times[kept - 1];
+      times[kept] = t;
+      ends[kept++] = end;
+      in_step = !end;
+    }
+    if (s == 0) {
+      mlprof__marks_cursor c;
+      mlprof__marks_cursor_init(&c, &m[0]);
+      uint64_t t0;
+      int e, i = 0;
+      while (mlprof__marks_next(&c, &t0, &e)) {
+        CHECK_EQ_U64(t0, times[i]);
+        CHECK_EQ(e, ends[i]);
+        i++;
+      }
+      CHECK_EQ_U64((uint64_t)i, kept);
+      CHECK_EQ_U64(m[0].marks + m[0].ends, kept);
+      CHECK(m[0].nblocks > 2);
+    }
+  }
+  CHECK_EQ_U64(m[0].steps + m[1].steps, nwant);
+  qsort(want, nwant, sizeof *want, u64_order);
+  const mlprof__marks *both[] = {&m[0], &m[1]};
+  static const unsigned pcts[] = {1, 50, 90, 99, 100};
+  for (size_t k = 0; k < sizeof pcts / sizeof pcts[0]; k++) {
+    size_t rank = (nwant * pcts[k] + 99) / 100;
+    CHECK_EQ_U64(mlprof__marks_percentile(both, 2, pcts[k]), want[rank - 1]);
+  }
+  CHECK_EQ_U64(mlprof__marks_percentile(both, 0, 50), 0);
+  mlprof__marks_free(&m[0]);
+  mlprof__marks_free(&m[1]);
+  free(want);
+  free(times);
+  free(ends);
+}
+
 const mlprof_test mlprof_tests_stats[] = {
     {"resources_exact", test_resources_exact},
     {"resources_with_report", test_resources_with_report},
@@ -683,4 +745,5 @@ const mlprof_test mlprof_tests_stats[] = {
     {"killed_and_damaged_profile", test_killed_and_damaged_profile},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
+    {"marks_exact", test_marks_exact},
     {NULL, NULL}};
