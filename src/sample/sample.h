@@ -12,13 +12,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MLPROF__ROW_MEASURES 32
+#include "../format/subject.h"
 
-typedef enum {
-  MLPROF__SUBJECT_SYSTEM = 0,  /* id 0 */
-  MLPROF__SUBJECT_PROCESS = 1, /* id: pid */
-  MLPROF__SUBJECT_GPU = 2,     /* id: device index */
-} mlprof__subject;
+#define MLPROF__ROW_MEASURES 32
 
 /* One measure. Names carry their unit as a suffix ("rss_bytes", "cpu_pct",
  * "power_w", "temp_c", "energy_j"); see docs/sampling.md for the list.
