@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../base/base.h"
+#include "record.h"
 #include "mlprof.h"
 
 #define MLPROF__HIDDEN __attribute__((visibility("hidden")))
@@ -241,10 +242,6 @@ MLPROF__HIDDEN int mlprof__writer_spans(mlprof__writer *w, const char *track,
 MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
 
 /* ---- session (session.c) ------------------------------------------------ */
-
-/* For `mlprof run`: the next session samples the tree rooted at pid instead
- * of its own process. */
-MLPROF__HIDDEN void mlprof__session_sample_tree(pid_t pid);
 
 /* Session metadata and thread names share one lock (rarely taken). */
 extern MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock;

@@ -528,16 +528,14 @@ void mlprof_set_enabled(int on) {
 
 int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
 
-/* Defined by programs that embed this library and decide themselves
- * whether to start a session: the mlprof command (its own sampling session)
- * and the Python extension (which joins a session already running). */
-extern const int mlprof__no_autostart
-    __attribute__((weak, visibility("hidden")));
-
+#ifdef MLPROF_AUTOSTART
 /* Preloaded by `mlprof run`, or linked into a program started with
- * MLPROF_OUTPUT set: record without a code change. */
+ * MLPROF_OUTPUT set: record without a code change. libmlprof (shared and
+ * static) is built with MLPROF_AUTOSTART; the mlprof command, which starts a
+ * sampling session of its own, links the recording layer built without it.
+ * It lives here, not in a file of its own, so that a static link pulls it in
+ * with the session. */
 __attribute__((constructor)) static void autostart(void) {
-  if (&mlprof__no_autostart) return;
   const char *out = mlprof__env("MLPROF_OUTPUT");
   if (!out || !*out) return;
   int rc = mlprof_init(NULL);
@@ -545,3 +543,4 @@ __attribute__((constructor)) static void autostart(void) {
     mlprof__warn_once(NULL, "cannot start profiling to %s: %s (%s)", out,
                       mlprof_strerror(rc), strerror(errno));
 }
+#endif
