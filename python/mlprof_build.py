@@ -3,8 +3,9 @@
 The C source lists are the project's own, src/sources/NAME.txt (one path a
 line), which CMakeLists.txt reads too. The package holds three programs:
 the extension mlprof._mlprof (its own files below, plus the analysis side:
-core and common), the recording library mlprof/_lib/libmlprof.so (record and
-common) and the command mlprof/_bin/mlprof (cli, core, record, common)."""
+ANALYSIS), the recording library mlprof/_lib/libmlprof.so (record, sample,
+format, base; record built with MLPROF_AUTOSTART) and the command
+mlprof/_bin/mlprof (cli, serve and both sides)."""
 import os
 import re
 import shlex
@@ -35,9 +36,20 @@ def sources(name):
                 if line.strip() and not line.startswith("#")]
 
 
+# The layers (src/sources/NAME.txt) of the analysis side.
+ANALYSIS = ["export", "analyze", "model", "format", "base"]
+
+
+def layers(names):
+    """The C files of the named layers, each once, in order."""
+    out = []
+    for name in names:
+        out += [s for s in sources(name) if s not in out]
+    return out
+
+
 def ext_sources():
-    return [os.path.join(HERE, f) for f in EXT_OWN] + sources("core") + \
-        sources("common")
+    return [os.path.join(HERE, f) for f in EXT_OWN] + layers(ANALYSIS)
 
 
 def version():

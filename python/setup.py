@@ -20,35 +20,41 @@ class BuildMlprof(build_ext):
     def build_extension(self, ext):
         mb.check_tree()
         http_cflags, http_libs = mb.http_flags()
-        record = mb.sources("record") + mb.sources("common")
-        core = mb.sources("core")
+        recording = mb.layers(["record", "sample"])
+        lower = mb.layers(["format", "base"])
+        core = mb.layers(["export", "analyze", "model"])
         # The packaged command has mlprof serve: the build requires
         # libmicrohttpd (http_flags says so when it is missing).
         cli = mb.sources("cli") + mb.sources("serve")
         cc = self.compiler
 
-        def compile_one(src):
-            return cc.compile([src], output_dir=self.build_temp,
-                              macros=mb.DEFINES + [("MLPROF_WITH_SERVE", None)],
-                              include_dirs=mb.INCLUDE_DIRS,
+        def compile_one(src, autostart=False):
+            # libmlprof's recording layer starts a session by itself
+            # (MLPROF_OUTPUT); the command's, compiled apart, does not.
+            macros = mb.DEFINES + [("MLPROF_WITH_SERVE", None)]
+            if autostart:
+                macros = macros + [("MLPROF_AUTOSTART", None)]
+            return cc.compile([src], output_dir=os.path.join(
+                                  self.build_temp, "lib" if autostart else ""),
+                              macros=macros, include_dirs=mb.INCLUDE_DIRS,
                               extra_postargs=mb.CFLAGS + http_cflags)[0]
 
-        every = mb.ext_sources() + mb.sources("record") + cli
+        every = mb.ext_sources() + recording + cli
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
             obj = dict(zip(every, ex.map(compile_one, every)))
+            lib = list(ex.map(lambda s: compile_one(s, True), recording))
         out = os.path.dirname(self.get_ext_fullpath(ext.name))
         cc.link_shared_object([obj[s] for s in mb.ext_sources()],
                               self.get_ext_fullpath(ext.name),
                               libraries=mb.LIBS)
         soname = "libmlprof.so." + mb.version().split(".")[0]
-        cc.link_shared_object([obj[s] for s in record], "libmlprof.so",
+        cc.link_shared_object(lib + [obj[s] for s in lower], "libmlprof.so",
                               output_dir=os.path.join(out, "_lib"),
                               libraries=mb.LIBS,
                               extra_postargs=["-Wl,-soname," + soname])
-        cc.link_executable([obj[s] for s in cli + core + record], "mlprof",
-                           output_dir=os.path.join(out, "_bin"),
-                           libraries=mb.LIBS,
-                           extra_postargs=http_libs)
+        cc.link_executable([obj[s] for s in cli + core + recording + lower],
+                           "mlprof", output_dir=os.path.join(out, "_bin"),
+                           libraries=mb.LIBS, extra_postargs=http_libs)
 
 
 setup(

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <mlprof.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,4 +362,20 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
   memset(d, 0, sizeof *d);
+}
+
+/* The uniform shift's note (d->shift.detected), one line. */
+void mlprof__diff_shift_note(char *b, size_t len, const mlprof__diff *d) {
+  const mlprof__diff_shift *s = &d->shift;
+  char who[64];
+  if (s->agreeing == s->zones)
+    snprintf(who, sizeof who, "all %zu zones", s->zones);
+  else
+    snprintf(who, sizeof who, "%zu of %zu zones", s->agreeing, s->zones);
+  snprintf(b, len,
+           "%s are %.1f%% %s (spread %.1f%%): a change of machine speed or "
+           "load more likely than of code; rerun both interleaved or on an "
+           "idle machine",
+           who, fabs(s->ratio - 1) * 100, s->ratio > 1 ? "slower" : "faster",
+           s->spread * 100);
 }

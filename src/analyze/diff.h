@@ -163,4 +163,8 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
 
 void mlprof__diff_free(mlprof__diff *d);
 
+/* The uniform shift's note (d->shift.detected) as one sentence in b: how
+ * many zones moved together, by how much, and what to do about it. */
+void mlprof__diff_shift_note(char *b, size_t len, const mlprof__diff *d);
+
 #endif

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../format/wire.h"
-#include "../sample/sample.h"
 #include "mlprof.h"
 #include "stats.h"
 

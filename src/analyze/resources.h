@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "../model/job.h"
-#include "../sample/sample.h" /* mlprof__subject */
+#include "../format/subject.h"
 
 /* mlprof__subject_stats.subject of the tree totals. */
 #define MLPROF__SUBJECT_TREE 255

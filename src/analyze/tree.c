@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "../format/wire.h"
-#include "../sample/sample.h"
+#include "../format/subject.h"
 #include "findings.h"
 #include "stats.h"
 

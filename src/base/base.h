@@ -36,4 +36,16 @@ void mlprof__map_clear(mlprof__map *m);
  * for a negative or absurd value. */
 void mlprof__fmt_duration(char *b, size_t len, double ns);
 
+/* The value of the environment variable name (MLPROF_...), or NULL when
+ * unset or when the process runs with privileges its caller does not have
+ * (setuid, setgid, file capabilities: AT_SECURE): such a caller must not
+ * choose where the profile goes or which library is loaded. Every variable
+ * the recording library and its sampler read goes through here. */
+const char *mlprof__env(const char *name);
+
+/* Writes "mlprof[PID]: " and the formatted line to stderr without
+ * allocating; with flag, only the first time flag is seen clear. */
+void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif

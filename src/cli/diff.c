@@ -11,6 +11,7 @@
 
 #include "../analyze/compare.h"
 #include "../analyze/diff.h"
+#include "../export/diff.h"
 #include "../export/escape.h"
 #include "cli.h"
 #include "../export/table.h"
@@ -122,22 +123,6 @@ static void fmt_note(char *b, size_t len, const mlprof__diff *d,
   }
 }
 
-/* The uniform shift's note (d->shift.detected), one line. */
-static void fmt_shift(char *b, size_t len, const mlprof__diff *d) {
-  const mlprof__diff_shift *s = &d->shift;
-  char who[64];
-  if (s->agreeing == s->zones)
-    snprintf(who, sizeof who, "all %zu zones", s->zones);
-  else
-    snprintf(who, sizeof who, "%zu of %zu zones", s->agreeing, s->zones);
-  snprintf(b, len,
-           "%s are %.1f%% %s (spread %.1f%%): a change of machine speed or "
-           "load more likely than of code; rerun both interleaved or on an "
-           "idle machine",
-           who, fabs(s->ratio - 1) * 100, s->ratio > 1 ? "slower" : "faster",
-           s->spread * 100);
-}
-
 static void run_line(mlprof__out *o, const char *what, const char *path,
                      const mlprof__report *r) {
   char wall[32];
@@ -200,7 +185,7 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
   if (d->shift.detected) {
     char note[512];
-    fmt_shift(note, sizeof note, d);
+    mlprof__diff_shift_note(note, sizeof note, d);
     mlprof__out_printf(o, "\nnote: %s\n", note);
     if (!d->shift.deviating)
       mlprof__out_printf(o,
@@ -237,159 +222,6 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
   else
     mlprof__out_lit(o, "\nno regression\n");
   return rc;
-}
-
-/* ---- JSON ---------------------------------------------------------------- */
-
-static void json_run(mlprof__out *o, const char *path,
-                     const mlprof__report *r) {
-  mlprof__out_lit(o, "{\"path\":");
-  mlprof__out_json_str(o, path, strlen(path));
-  mlprof__out_lit(o, ",\"wall_ns\":");
-  mlprof__out_u64(o, r->wall_ns);
-  mlprof__out_lit(o, ",\"spans\":");
-  mlprof__out_u64(o, r->spans);
-  mlprof__out_lit(o, ",\"zones\":");
-  mlprof__out_u64(o, r->nzones);
-  mlprof__out_lit(o, ",\"warnings\":[");
-  for (size_t i = 0; i < r->nwarnings; i++) {
-    if (i) mlprof__out_lit(o, ",");
-    mlprof__out_json_str(o, r->warnings[i], strlen(r->warnings[i]));
-  }
-  mlprof__out_lit(o, "]}");
-}
-
-static void json_side(mlprof__out *o, const mlprof__zone_stats *z,
-                      double median) {
-  if (!z) {
-    mlprof__out_lit(o, "null");
-    return;
-  }
-  mlprof__out_lit(o, "{\"count\":");
-  mlprof__out_u64(o, z->count);
-  mlprof__out_lit(o, ",\"total_ns\":");
-  mlprof__out_u64(o, z->total_ns);
-  mlprof__out_lit(o, ",\"mean_ns\":");
-  mlprof__out_u64(o, mlprof__round_ns(z->mean_ns));
-  mlprof__out_lit(o, ",\"median_ns\":");
-  mlprof__out_f64(o, median);
-  mlprof__out_lit(o, ",\"p99_ns\":");
-  mlprof__out_u64(o, z->p99_ns);
-  mlprof__out_lit(o, "}");
-}
-
-static void json_test(mlprof__out *o, const mlprof__mwu *t,
-                      const mlprof__diff_zone *z) {
-  double pairs = (double)z->base->count * (double)z->next->count;
-  mlprof__out_printf(
-      o, "{\"method\":\"%s\",\"u\":", t->exact ? "exact" : "normal");
-  mlprof__out_f64(o, t->u);
-  mlprof__out_lit(o, ",\"z\":");
-  mlprof__out_f64(o, t->z);
-  mlprof__out_lit(o, ",\"p\":");
-  mlprof__out_f64(o, t->p);
-  mlprof__out_lit(o, ",\"p_longer\":");
-  mlprof__out_f64(o, t->u / pairs);
-  mlprof__out_lit(o, "}");
-}
-
-static void json_shift(mlprof__out *o, const mlprof__diff *d) {
-  const mlprof__diff_shift *s = &d->shift;
-  mlprof__out_printf(o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu",
-                     s->detected ? "true" : "false", s->zones, s->agreeing);
-  mlprof__out_lit(o, ",\"ratio\":");
-  mlprof__out_f64(o, s->ratio);
-  mlprof__out_lit(o, ",\"change\":");
-  mlprof__out_f64(o, s->ratio - 1);
-  mlprof__out_lit(o, ",\"spread\":");
-  mlprof__out_f64(o, s->spread);
-  mlprof__out_lit(o, ",\"deviating\":[");
-  for (size_t i = 0, k = 0; s->detected && i < d->nzones; i++) {
-    const mlprof__diff_zone *z = &d->zones[i];
-    if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED) continue;
-    if (k++) mlprof__out_lit(o, ",");
-    mlprof__out_json_str(o, z->name, z->name_len);
-  }
-  mlprof__out_lit(o, "],\"note\":");
-  if (s->detected) {
-    char note[512];
-    fmt_shift(note, sizeof note, d);
-    mlprof__out_json_str(o, note, strlen(note));
-  } else {
-    mlprof__out_lit(o, "null");
-  }
-  mlprof__out_lit(o, "}");
-}
-
-static int diff_json(const mlprof__diff *d, const mlprof__diff_options *opt,
-                     const char *bpath, const mlprof__report *base,
-                     const char *npath, const mlprof__report *next,
-                     mlprof__out *o) {
-  mlprof__out_printf(
-      o, "{\"schema\":\"mlprof.diff/1\",\"generator\":\"mlprof %s\"",
-      mlprof_version());
-  mlprof__out_lit(o, ",\n\"base\":");
-  json_run(o, bpath, base);
-  mlprof__out_lit(o, ",\n\"new\":");
-  json_run(o, npath, next);
-  mlprof__out_lit(o, ",\n\"threshold\":");
-  mlprof__out_f64(o, opt->threshold);
-  mlprof__out_lit(o, ",\"alpha\":");
-  mlprof__out_f64(o, opt->alpha);
-  mlprof__out_lit(o, ",\"min_count\":");
-  mlprof__out_u64(o, opt->min_count);
-  mlprof__out_lit(o, ",\"zone_patterns\":[");
-  for (size_t i = 0; i < opt->nzones; i++) {
-    if (i) mlprof__out_lit(o, ",");
-    mlprof__out_json_str(o, opt->zones[i], strlen(opt->zones[i]));
-  }
-  mlprof__out_printf(o, "],\"regression\":%s",
-                     d->regression ? "true" : "false");
-  mlprof__out_lit(o, ",\n\"summary\":{");
-  for (int v = 0; v < MLPROF__VERDICT_COUNT; v++)
-    mlprof__out_printf(o, "\"%s\":%zu,",
-                       mlprof__verdict_name((mlprof__verdict)v), d->count[v]);
-  mlprof__out_printf(o, "\"filtered\":%zu},\n\"uniform_shift\":", d->filtered);
-  json_shift(o, d);
-  mlprof__out_lit(o, ",\n\"zones\":[");
-  for (size_t i = 0; i < d->nzones; i++) {
-    const mlprof__diff_zone *z = &d->zones[i];
-    mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
-    mlprof__out_json_str(o, z->name, z->name_len);
-    mlprof__out_printf(
-        o, ",\"category\":\"%s\",\"verdict\":\"%s\",\"too_few\":%s",
-        mlprof_category_name(z->category), mlprof__verdict_name(z->verdict),
-        z->too_few ? "true" : "false");
-    mlprof__out_lit(o, ",\"base\":");
-    json_side(o, z->base, z->median_base);
-    mlprof__out_lit(o, ",\"new\":");
-    json_side(o, z->next, z->median_new);
-    mlprof__out_lit(o, ",\"ratio\":");
-    mlprof__out_f64(o, z->ratio);
-    mlprof__out_lit(o, ",\"change\":");
-    mlprof__out_f64(o, z->ratio - 1);
-    mlprof__out_lit(o, ",\"test\":");
-    if (z->tested)
-      json_test(o, &z->test, z);
-    else
-      mlprof__out_lit(o, "null");
-    mlprof__out_lit(o, ",\"vs_shift\":");
-    if (d->shift.detected && z->in_shift) {
-      mlprof__out_lit(o, "{\"ratio\":");
-      mlprof__out_f64(o, z->shift_ratio);
-      mlprof__out_lit(o, ",\"change\":");
-      mlprof__out_f64(o, z->shift_ratio - 1);
-      mlprof__out_printf(o, ",\"verdict\":\"%s\",\"test\":",
-                         mlprof__verdict_name(z->shift_verdict));
-      json_test(o, &z->shift_test, z);
-      mlprof__out_lit(o, "}");
-    } else {
-      mlprof__out_lit(o, "null");
-    }
-    mlprof__out_lit(o, "}");
-  }
-  mlprof__out_lit(o, "]}\n");
-  return 0;
 }
 
 /* ---- JUnit XML ----------------------------------------------------------- */
@@ -487,7 +319,7 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                      opt->threshold, opt->alpha);
   if (d->shift.detected) {
     char note[512];
-    fmt_shift(note, sizeof note, d);
+    mlprof__diff_shift_note(note, sizeof note, d);
     mlprof__out_lit(o, "<property name=\"uniform_shift\" value=\"");
     xml_cstr(o, note);
     mlprof__out_lit(o, "\"/>\n");
@@ -642,7 +474,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
     } else {
       int wrc;
       if (format == FORMAT_JSON)
-        wrc = diff_json(&d, &opt, bpath, &base, npath, &next, &o);
+        wrc =
+            mlprof__export_diff_json(&d, &opt, bpath, &base, npath, &next, &o);
       else if (format == FORMAT_JUNIT)
         wrc = diff_junit(&d, &opt, bpath, npath, &o);
       else

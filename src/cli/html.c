@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dash.h"
+#include "../analyze/dashboard.h"
 
 static const char usage[] =
     "usage: mlprof html [options] PATH... -o FILE\n"
@@ -52,13 +52,6 @@ static const char usage[] =
 
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("html", fmt, arg);
-}
-
-void mlprof__dash_opts(mlprof__analysis_opts *o, size_t top) {
-  mlprof__analysis_opts_init(o);
-  o->want = MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES |
-            MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE;
-  o->top = top;
 }
 
 typedef struct {

@@ -20,11 +20,7 @@
 
 #include "cli.h"
 #include "mlprof.h"
-#include "record/internal.h"
-
-/* This program samples the command's process tree with a session of its own;
- * it must not also start one from MLPROF_OUTPUT (see session.c). */
-const int mlprof__no_autostart = 1;
+#include "../record/record.h"
 
 #ifndef MLPROF_INSTALL_LIBDIR
 #define MLPROF_INSTALL_LIBDIR "lib"

@@ -32,10 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../analyze/dashboard.h"
 #include "../export/html.h"
 #include "../export/prom.h"
 #include "cli.h"
-#include "dash.h"
 
 #define MAX_RUNS 1000
 #define MAX_DEPTH 4

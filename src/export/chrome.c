@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sample/sample.h"
+#include "../format/subject.h"
 #include "export.h"
 
 typedef struct {

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../sample/sample.h"
+#include "../base/base.h"
+#include "record.h"
 #include "mlprof.h"
 
 #define MLPROF__HIDDEN __attribute__((visibility("hidden")))
@@ -227,13 +228,12 @@ MLPROF__HIDDEN void mlprof__writer_poke(void);
 /* Final flush, open zones and END chunk (saying how the process ended,
  * MLPROF__END_*, with status); stops the thread, frees w. */
 MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w, int how, int status);
-/* Queues sample rows measured at raw time t_raw for the next flush; any
- * thread. Names, labels and reasons are interned here. */
-MLPROF__HIDDEN void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
-                                        const mlprof__row *rows, int n);
-/* Queues a sampling source's status (a SOURCES entry); any thread. */
-MLPROF__HIDDEN void mlprof__writer_source(mlprof__writer *w, const char *name,
-                                          int available, const char *reason);
+struct mlprof__sample_sink; /* src/sample/sample.h */
+
+/* Fills sink so that a sampler's rows and source statuses are queued for
+ * w's next flush (names, labels and reasons interned). */
+MLPROF__HIDDEN void mlprof__writer_sink(mlprof__writer *w,
+                                        struct mlprof__sample_sink *sink);
 /* Queues spans measured elsewhere on the named track (mlprof_track_spans,
  * arguments checked); waits for a flush rather than queue past the memory
  * cap. Returns 0, or MLPROF_ENOMEM when some were dropped. */
@@ -242,25 +242,7 @@ MLPROF__HIDDEN int mlprof__writer_spans(mlprof__writer *w, const char *track,
 /* In a forked child: release the parent's writer without touching its file. */
 MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
 
-/* ---- sampler (src/sample/sampler.c) ------------------------------------- */
-
-typedef struct mlprof__sampler mlprof__sampler;
-
-/* Starts the sampler thread: every interval_ms, rows of every source go to
- * w. tree != 0 samples the process tree rooted at that pid, else the calling
- * process; root prefixes every /proc and /sys path ("" normally); no_gpu
- * leaves the nvml source out, with that reason. */
-MLPROF__HIDDEN int mlprof__sampler_start(mlprof__sampler **s, mlprof__writer *w,
-                                         uint32_t interval_ms, pid_t tree,
-                                         const char *root, int no_gpu);
-/* Stops the thread (a last tick is not taken) and frees s. */
-MLPROF__HIDDEN void mlprof__sampler_stop(mlprof__sampler *s);
-
 /* ---- session (session.c) ------------------------------------------------ */
-
-/* For `mlprof run`: the next session samples the tree rooted at pid instead
- * of its own process. */
-MLPROF__HIDDEN void mlprof__session_sample_tree(pid_t pid);
 
 /* Session metadata and thread names share one lock (rarely taken). */
 extern MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock;
@@ -289,9 +271,5 @@ MLPROF__HIDDEN void mlprof__session_before_exit(int status);
  * mlprof__altstack_free at thread exit (NULL: nothing of ours). */
 MLPROF__HIDDEN void *mlprof__altstack_setup(void);
 MLPROF__HIDDEN void mlprof__altstack_free(void *stack);
-
-/* Writes one line to stderr, once per key, without allocating. */
-MLPROF__HIDDEN void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 #endif

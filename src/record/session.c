@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../format/wire.h"
+#include "../sample/sample.h"
 #include "internal.h"
 
 MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -27,25 +28,6 @@ static int want_enabled = 1;
 static mlprof_config config;   /* of the running session, for forked children */
 static char base_output[4096]; /* the output as given: directory or file */
 static char path[4096];        /* this process's profile file */
-
-/* ---- warnings ----------------------------------------------------------- */
-
-void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {
-  if (flag && (atomic_load_explicit(flag, memory_order_relaxed) ||
-               atomic_exchange(flag, 1)))
-    return;
-  char line[512];
-  int n = snprintf(line, sizeof line, "mlprof[%d]: ", (int)getpid());
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-  va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-  if (len > sizeof line - 2) len = sizeof line - 2;
-  line[len++] = '\n';
-  ssize_t ignored = write(STDERR_FILENO, line, len);
-  (void)ignored;
-}
 
 /* ---- metadata ----------------------------------------------------------- */
 
@@ -119,8 +101,6 @@ void mlprof_config_init(mlprof_config *cfg) {
 }
 
 void mlprof__session_sample_tree(pid_t pid) { sample_tree = pid; }
-
-const char *mlprof__env(const char *name) { return secure_getenv(name); }
 
 static unsigned long env_ulong(const char *name, unsigned long dflt) {
   const char *v = mlprof__env(name);
@@ -418,8 +398,11 @@ static int session_start(const char *output, int child) {
   }
   if (config.sample_interval_ms > 0) {
     const char *root = mlprof__env("MLPROF_SYSFS_ROOT");
-    rc = mlprof__sampler_start(&sampler, w, (uint32_t)config.sample_interval_ms,
-                               sample_tree, root, config.no_gpu);
+    mlprof__sample_sink sink;
+    mlprof__writer_sink(w, &sink);
+    rc = mlprof__sampler_start(&sampler, &sink,
+                               (uint32_t)config.sample_interval_ms, sample_tree,
+                               root, config.no_gpu);
     if (rc != 0) {
       sampler = NULL;
       mlprof__warn_once(NULL, "cannot start the sampler: %s; recording goes on",
@@ -545,16 +528,14 @@ void mlprof_set_enabled(int on) {
 
 int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
 
-/* Defined by programs that embed this library and decide themselves
- * whether to start a session: the mlprof command (its own sampling session)
- * and the Python extension (which joins a session already running). */
-extern const int mlprof__no_autostart
-    __attribute__((weak, visibility("hidden")));
-
+#ifdef MLPROF_AUTOSTART
 /* Preloaded by `mlprof run`, or linked into a program started with
- * MLPROF_OUTPUT set: record without a code change. */
+ * MLPROF_OUTPUT set: record without a code change. libmlprof (shared and
+ * static) is built with MLPROF_AUTOSTART; the mlprof command, which starts a
+ * sampling session of its own, links the recording layer built without it.
+ * It lives here, not in a file of its own, so that a static link pulls it in
+ * with the session. */
 __attribute__((constructor)) static void autostart(void) {
-  if (&mlprof__no_autostart) return;
   const char *out = mlprof__env("MLPROF_OUTPUT");
   if (!out || !*out) return;
   int rc = mlprof_init(NULL);
@@ -562,3 +543,4 @@ __attribute__((constructor)) static void autostart(void) {
     mlprof__warn_once(NULL, "cannot start profiling to %s: %s (%s)", out,
                       mlprof_strerror(rc), strerror(errno));
 }
+#endif

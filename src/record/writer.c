@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../format/wire.h"
+#include "../sample/sample.h"
 #include "internal.h"
 
 #define OUT_FLUSH_BYTES (1u << 20)
@@ -511,8 +512,9 @@ static int drain(mlprof__writer *w, mlprof__thread *t) {
 
 /* ---- samples ------------------------------------------------------------ */
 
-void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
-                         const mlprof__row *rows, int n) {
+static void writer_rows(void *ctx, uint64_t t_raw, const mlprof__row *rows,
+                        int n) {
+  mlprof__writer *w = ctx;
   pthread_mutex_lock(&w->pending_lock);
   for (int i = 0; i < n; i++) {
     if (w->nrows == w->rows_cap) {
@@ -547,8 +549,9 @@ void mlprof__writer_rows(mlprof__writer *w, uint64_t t_raw,
   pthread_mutex_unlock(&w->pending_lock);
 }
 
-void mlprof__writer_source(mlprof__writer *w, const char *name, int available,
-                           const char *reason) {
+static void writer_source(void *ctx, const char *name, int available,
+                          const char *reason) {
+  mlprof__writer *w = ctx;
   pthread_mutex_lock(&w->pending_lock);
   put_str(&w->sources, name);
   uint8_t *p = room(&w->sources, 1);
@@ -559,6 +562,15 @@ void mlprof__writer_source(mlprof__writer *w, const char *name, int available,
   put_str(&w->sources, reason ? reason : "");
   w->nsources++;
   pthread_mutex_unlock(&w->pending_lock);
+}
+
+static uint64_t writer_now(void) { return mlprof__now(); }
+
+void mlprof__writer_sink(mlprof__writer *w, mlprof__sample_sink *sink) {
+  *sink = (mlprof__sample_sink){.ctx = w,
+                                .now = writer_now,
+                                .rows = writer_rows,
+                                .source = writer_source};
 }
 
 /* Writes the queued source statuses and sample rows. */

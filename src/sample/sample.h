@@ -12,13 +12,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MLPROF__ROW_MEASURES 32
+#include "../base/base.h"
+#include "../format/subject.h"
 
-typedef enum {
-  MLPROF__SUBJECT_SYSTEM = 0,  /* id 0 */
-  MLPROF__SUBJECT_PROCESS = 1, /* id: pid */
-  MLPROF__SUBJECT_GPU = 2,     /* id: device index */
-} mlprof__subject;
+#define MLPROF__ROW_MEASURES 32
 
 /* One measure. Names carry their unit as a suffix ("rss_bytes", "cpu_pct",
  * "power_w", "temp_c", "energy_j"); see docs/sampling.md for the list.
@@ -86,12 +83,35 @@ extern const mlprof__source mlprof__source_thermal;
 extern const mlprof__source mlprof__source_energy;
 extern const mlprof__source mlprof__source_nvml;
 
-/* The value of the library's environment variable name (MLPROF_...), or
- * NULL when unset or when the process runs with privileges its caller does
- * not have (setuid, setgid, file capabilities: AT_SECURE): such a caller
- * must not choose where the profile goes or which library is loaded. Every
- * variable the recording library reads goes through here. */
-const char *mlprof__env(const char *name);
+/* Where the sampler's rows go: the recording library gives one that queues
+ * them for its profile's writer, tests give their own. The sampler knows
+ * nothing else of the recorder. Every function is called from the sampler's
+ * thread. */
+typedef struct mlprof__sample_sink {
+  void *ctx;
+  /* The recorder's clock (its raw timestamps), read once per tick before the
+   * sources: the time the tick's rows carry. */
+  uint64_t (*now)(void);
+  /* Takes n rows measured at t (a value of now); names, labels and reasons
+   * live only until the call returns. */
+  void (*rows)(void *ctx, uint64_t t, const mlprof__row *rows, int n);
+  /* Takes a source's status: available, or not with a one-line reason. */
+  void (*source)(void *ctx, const char *name, int available,
+                 const char *reason);
+} mlprof__sample_sink;
+
+typedef struct mlprof__sampler mlprof__sampler;
+
+/* Starts the sampler thread: every interval_ms, rows of every source go to
+ * the sink (copied: sink need not outlive the call). tree != 0 samples the
+ * process tree rooted at that pid, else the calling process; root prefixes
+ * every /proc and /sys path ("" or NULL normally); no_gpu leaves the nvml
+ * source out, with that reason. Returns 0, MLPROF_ENOMEM or MLPROF_ETHREAD. */
+int mlprof__sampler_start(mlprof__sampler **s, const mlprof__sample_sink *sink,
+                          uint32_t interval_ms, pid_t tree, const char *root,
+                          int no_gpu);
+/* Stops the thread (a last tick is not taken) and frees s. */
+void mlprof__sampler_stop(mlprof__sampler *s);
 
 /* Reads root + path (path absolute, e.g. "/proc/self/stat") into buf,
  * NUL-terminated. Returns the length, or -1 with errno set. The one helper

@@ -3,13 +3,15 @@
  * the profiled process (its own process and the system) and by `mlprof run`
  * (the whole process tree of the command, from outside). */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../record/internal.h"
+#include "mlprof.h"
 #include "sample.h"
 
 #define MAX_PIDS 1024
@@ -17,7 +19,7 @@
 #define MAX_SOURCES 16
 
 struct mlprof__sampler {
-  mlprof__writer *w;
+  mlprof__sample_sink sink;
   uint64_t interval_ns;
   pid_t tree; /* sample this process's tree; 0: only the calling process */
   int no_gpu;
@@ -32,6 +34,12 @@ struct mlprof__sampler {
   mlprof__row rows[MAX_ROWS];
 };
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void open_sources(mlprof__sampler *s) {
   for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++) {
     const mlprof__source *src = mlprof__sources[i];
@@ -40,7 +48,7 @@ static void open_sources(mlprof__sampler *s) {
       snprintf(why, sizeof why, "GPU sampling switched off (MLPROF_GPU=0)");
     else
       s->open[i] = src->open(&s->state[i], s->root, why, sizeof why) == 0;
-    mlprof__writer_source(s->w, src->name, s->open[i], s->open[i] ? "" : why);
+    s->sink.source(s->sink.ctx, src->name, s->open[i], s->open[i] ? "" : why);
   }
 }
 
@@ -52,8 +60,8 @@ static void tick(mlprof__sampler *s, uint64_t n) {
     s->pids[0] = getpid();
     ctx.npids = 1;
   }
-  uint64_t raw = mlprof__now();
-  ctx.now_ns = mlprof__mono_ns();
+  uint64_t raw = s->sink.now();
+  ctx.now_ns = mono_ns();
   for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++) {
     if (!s->open[i]) continue;
     const mlprof__source *src = mlprof__sources[i];
@@ -63,11 +71,11 @@ static void tick(mlprof__sampler *s, uint64_t n) {
     if (rows < 0) {
       /* Failed for good (a GPU lost): say so once, go on without it. */
       mlprof__warn_once(NULL, "sampling source %s stopped: %s", src->name, why);
-      mlprof__writer_source(s->w, src->name, 0, why);
+      s->sink.source(s->sink.ctx, src->name, 0, why);
       src->close(s->state[i]);
       s->open[i] = 0;
     } else if (rows > 0) {
-      mlprof__writer_rows(s->w, raw, s->rows, rows);
+      s->sink.rows(s->sink.ctx, raw, s->rows, rows);
     }
   }
 }
@@ -84,7 +92,7 @@ static void *sampler_main(void *arg) {
     pthread_mutex_lock(&s->lock);
     uint64_t at = (uint64_t)next.tv_sec * 1000000000u + (uint64_t)next.tv_nsec +
                   s->interval_ns;
-    uint64_t now = mlprof__mono_ns();
+    uint64_t now = mono_ns();
     if (at < now) at = now; /* overran (a stalled /proc read): no burst */
     next.tv_sec = (time_t)(at / 1000000000u);
     next.tv_nsec = (long)(at % 1000000000u);
@@ -98,12 +106,12 @@ static void *sampler_main(void *arg) {
   return NULL;
 }
 
-int mlprof__sampler_start(mlprof__sampler **out, mlprof__writer *w,
-                          uint32_t interval_ms, pid_t tree, const char *root,
-                          int no_gpu) {
+int mlprof__sampler_start(mlprof__sampler **out,
+                          const mlprof__sample_sink *sink, uint32_t interval_ms,
+                          pid_t tree, const char *root, int no_gpu) {
   mlprof__sampler *s = calloc(1, sizeof *s);
   if (!s) return MLPROF_ENOMEM;
-  s->w = w;
+  s->sink = *sink;
   s->interval_ns = (uint64_t)interval_ms * 1000000u;
   s->tree = tree;
   s->no_gpu = no_gpu;

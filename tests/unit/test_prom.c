@@ -10,7 +10,6 @@
 #include "analyze/stats.h"
 #include "export/prom.h"
 #include "format/wire.h"
-#include "sample/sample.h"
 #include "builder.h"
 #include "test.h"
 

@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1186,8 +1187,65 @@ static void test_sources_list(void) {
   rm_tree(root);
 }
 
+/* ---- the sampler and its sink ------------------------------------------- */
+
+/* A sink of the test's own: the sampler reaches the recorder only through
+ * one, so any consumer can take its rows. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int nsources, nvml_off, rows, system_rows, bad_time;
+  uint64_t clock;
+} got = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static uint64_t sink_now(void) {
+  return __atomic_add_fetch(&got.clock, 1000, __ATOMIC_RELAXED);
+}
+
+static void sink_rows(void *ctx, uint64_t t, const mlprof__row *r, int n) {
+  pthread_mutex_lock(&got.lock);
+  if (ctx != &got || t == 0 || t % 1000 != 0) got.bad_time++;
+  for (int i = 0; i < n; i++)
+    got.system_rows += r[i].subject == MLPROF__SUBJECT_SYSTEM;
+  got.rows += n;
+  pthread_cond_signal(&got.cond);
+  pthread_mutex_unlock(&got.lock);
+}
+
+static void sink_source(void *ctx, const char *name, int available,
+                        const char *reason) {
+  pthread_mutex_lock(&got.lock);
+  got.nsources++;
+  if (strcmp(name, "nvml") == 0 && !available && strstr(reason, "switched off"))
+    got.nvml_off = 1;
+  pthread_mutex_unlock(&got.lock);
+}
+
+static void test_sampler_sink(void) {
+  mlprof__sample_sink sink = {
+      .ctx = &got, .now = sink_now, .rows = sink_rows, .source = sink_source};
+  mlprof__sampler *s;
+  CHECK_EQ(mlprof__sampler_start(&s, &sink, 5, 0, "", 1), 0);
+  /* Waits for rows from two ticks at least; the bound only keeps a broken
+   * sampler from hanging the run. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 30;
+  pthread_mutex_lock(&got.lock);
+  while (got.system_rows < 2 &&
+         pthread_cond_timedwait(&got.cond, &got.lock, &until) == 0) {
+  }
+  pthread_mutex_unlock(&got.lock);
+  mlprof__sampler_stop(s);
+  CHECK_EQ(got.nsources, mlprof__nsources);
+  CHECK_EQ(got.nvml_off, 1);
+  CHECK(got.system_rows >= 2);
+  CHECK_EQ(got.bad_time, 0);
+}
+
 const mlprof_test mlprof_tests_sample[] = {
     {"read_at", test_read_at},
+    {"sampler_sink", test_sampler_sink},
     {"proc_tree_fixture", test_proc_tree_fixture},
     {"proc_tree_children", test_proc_tree_children},
     {"proc_tree_live", test_proc_tree_live},

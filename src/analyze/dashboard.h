@@ -1,11 +1,12 @@
-/* What mlprof html and mlprof serve draw: a job's report, resources,
- * findings (default options) and call tree, from one analysis run. */
-#ifndef MLPROF_CLI_DASH_H
-#define MLPROF_CLI_DASH_H
+/* The dashboard's data model: what mlprof html and mlprof serve draw (a
+ * job's report, resources, findings with default options and call tree),
+ * from one analysis run. */
+#ifndef MLPROF_DASHBOARD_H
+#define MLPROF_DASHBOARD_H
 
 #include <stddef.h>
 
-#include "../analyze/analysis.h"
+#include "analysis.h"
 
 /* Zones in a dashboard at most (the largest by total time). */
 #define MLPROF__DASH_TOP 2000
