@@ -146,7 +146,7 @@ def test_unsampled_profile_says_so(tmp_path):
 
 
 def test_parent_sleeping_around_busy_children_waits(tmp_path):
-    # "schedule" sleeps 30 ms of its own around two busy children: its own
+    # "schedule" sleeps 100 ms of its own around two busy children: its own
     # time waits; the CPU of its children is not its own.
     rep = report_json(run(tmp_path, "findings_pipeline", "nested", 30))
     assert [f["type"] for f in by_zone(rep, "schedule")] == ["io_wait"], \

@@ -4,8 +4,10 @@
  * loader), else does almost nothing; "read_input" waits 25 ms on a pipe
  * nobody writes to (I/O wait: no CPU); "forward" (category forward) keeps a
  * core busy for 30 ms (compute); then a step mark.
- * nested: each step is "schedule", which sleeps 30 ms itself around two
- * busy children, "forward" and "loss", 25 ms each; then a step mark. */
+ * nested: each step is "schedule", which sleeps 2 x 50 ms itself around two
+ * busy children, "forward" and "loss", 20 ms each; then a step mark. The
+ * sleeps are long beside the kernel's 10 ms CPU accounting ticks, so the
+ * ticks of the children that fall into the parent's own time stay few. */
 #include <mlprof.h>
 #include <poll.h>
 #include <stdio.h>
@@ -42,16 +44,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < steps; i++) {
       {
         MLPROF_ZONE("schedule");
-        struct timespec d = {0, 15 * 1000000L};
+        struct timespec d = {0, 50 * 1000000L};
         nanosleep(&d, NULL);
         {
           MLPROF_ZONE_CAT("forward", MLPROF_CAT_FORWARD);
-          busy_ms(25);
+          busy_ms(20);
         }
         nanosleep(&d, NULL);
         {
           MLPROF_ZONE("loss");
-          busy_ms(25);
+          busy_ms(20);
         }
       }
       mlprof_step();
