@@ -902,15 +902,10 @@ static int64_t env_int(const char *const *names) {
 }
 
 static void put_header(mlprof__writer *w) {
-  static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
-                                          "PMI_RANK", "SLURM_PROCID", NULL};
-  static const char *const world_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                           "PMI_SIZE", "SLURM_NTASKS", NULL};
-  static const char *const local_vars[] = {
-      "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-      "SLURM_LOCALID", NULL};
-  static const char *const job_vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
-                                         "OMPI_MCA_ess_base_jobid", NULL};
+  static const char *const rank_vars[] = {MLPROF__RANK_VARS, NULL};
+  static const char *const world_vars[] = {MLPROF__WORLD_VARS, NULL};
+  static const char *const local_vars[] = {MLPROF__LOCAL_RANK_VARS, NULL};
+  static const char *const job_vars[] = {MLPROF__JOB_VARS, NULL};
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   uint64_t mono_now = mlprof__mono_ns();
