@@ -16,6 +16,7 @@ Profiler joins the session that is already running. See docs/python.md.
 import functools
 import json
 import os
+import sys
 import warnings
 
 from . import _mlprof
@@ -162,6 +163,9 @@ class Profiler(_mlprof.ProfilerBase):
         self.step_num = 0
         _watch_multiprocessing()
         self._apply_enabled()
+        if "torch.distributed" in sys.modules:
+            from . import distributed  # records its operations from now on
+            distributed.install()
         try:
             self._start_torch()
         except BaseException:
