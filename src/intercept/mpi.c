@@ -38,23 +38,18 @@ typedef struct { /* Open MPI's layout */
 #define CLOCK_ROUNDS 16
 
 /* The PMPI functions used, looked up once. */
-#define PMPI_LIST(X)                                                           \
-  X(Init)                                                                      \
-  X(Init_thread)                                                               \
-  X(Finalize)                                                                  \
-  X(Comm_rank)                                                                 \
-  X(Comm_size) X(Comm_dup) X(Comm_free) X(Comm_group) X(Group_translate_ranks) \
-      X(Group_free) X(Type_size) X(Get_count) X(Send) X(Ssend) X(Recv)         \
-          X(Isend) X(Irecv) X(Sendrecv) X(Wait) X(Waitall) X(Waitany)          \
-              X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Barrier) \
-                  X(Bcast) X(Reduce) X(Allreduce) X(Scan) X(Allgather)         \
-                      X(Allgatherv) X(Gather) X(Gatherv) X(Scatter)            \
-                          X(Scatterv) X(Alltoall) X(Alltoallv)                 \
-                              X(Reduce_scatter) X(Reduce_scatter_block)        \
-                                  X(Ibarrier) X(Ibcast) X(Ireduce)             \
-                                      X(Iallreduce) X(Iallgather) X(Igather)   \
-                                          X(Iscatter) X(Ialltoall)             \
-                                              X(Ireduce_scatter_block)
+/* clang-format off */
+#define PMPI_LIST(X)                                                          \
+  X(Init) X(Init_thread) X(Finalize) X(Comm_rank) X(Comm_size) X(Comm_dup)    \
+  X(Comm_free) X(Comm_group) X(Group_translate_ranks) X(Group_free)           \
+  X(Type_size) X(Get_count) X(Send) X(Ssend) X(Recv) X(Isend) X(Irecv)        \
+  X(Sendrecv) X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall)    \
+  X(Testany) X(Testsome) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Scan)   \
+  X(Allgather) X(Allgatherv) X(Gather) X(Gatherv) X(Scatter) X(Scatterv)      \
+  X(Alltoall) X(Alltoallv) X(Reduce_scatter) X(Reduce_scatter_block)         \
+  X(Ibarrier) X(Ibcast) X(Ireduce) X(Iallreduce) X(Iallgather) X(Igather)     \
+  X(Iscatter) X(Ialltoall) X(Ireduce_scatter_block)
+/* clang-format on */
 
 enum {
 #define PMPI_ENUM(name) F_##name,
