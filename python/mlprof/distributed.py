@@ -99,6 +99,14 @@ def _reduce_op(c10d, op):
     return "other"
 
 
+def _next_seq(c10d, group):
+    """The number of this collective on group (None: the world)."""
+    key = group if group is not None else c10d.GroupMember.WORLD
+    with _lock:
+        _seq[key] = seq = _seq.get(key, 0) + 1
+    return seq
+
+
 def _describe(c10d, name, spec, bound):
     """Records what the operation moves into the zone that is open."""
     payload, peer, collective = spec
@@ -116,10 +124,7 @@ def _describe(c10d, name, spec, bound):
     _mlprof.count("elements", elements)
     gname = _group_name(c10d, group)
     if collective:
-        key = group if group is not None else c10d.GroupMember.WORLD
-        with _lock:
-            _seq[key] = seq = _seq.get(key, 0) + 1
-        _mlprof.count("seq", seq)
+        _mlprof.count("seq", _next_seq(c10d, group))
     _mlprof.zone_meta("group", gname)
     if tensors:
         _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))
@@ -191,10 +196,19 @@ def _wrap(c10d, name, fn, spec):
     defaults = {k: p.default for k, p in params.items()
                 if p.default is not inspect.Parameter.empty}
     zone = _mlprof.Zone(name, "communication")
+    group_at = names.index("group") if "group" in names else len(names)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if getattr(_inside, "on", False) or not _mlprof.is_enabled():
+        if getattr(_inside, "on", False):
+            return fn(*args, **kwargs)
+        if not _mlprof.is_enabled():
+            # Collectives are numbered while recording is off too, so that
+            # ranks switching it at different times still agree.
+            if spec[2]:
+                group = kwargs.get("group", args[group_at]
+                                   if group_at < len(args) else None)
+                _next_seq(c10d, group)
             return fn(*args, **kwargs)
         _inside.on = True
         try:

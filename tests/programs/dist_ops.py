@@ -28,6 +28,9 @@ with mlprof.Profiler(output=sys.argv[1] + "/") as prof:
     dist.broadcast(torch.zeros(100, dtype=torch.float64), src=1)  # 800
     dist.all_gather([torch.zeros(5, dtype=torch.int32) for _ in range(size)],
                     torch.zeros(5, dtype=torch.int32))       # 20
+    prof.set_enabled(rank != 0)  # rank 0 does not record this one
+    dist.all_reduce(torch.ones(2))                           # 8
+    prof.set_enabled(True)
     work = dist.all_reduce(torch.ones(300), async_op=True)   # 1200
     work.wait()
     nxt, prev = (rank + 1) % size, (rank - 1) % size
