@@ -10,3 +10,11 @@ echo "== sampler at 10 Hz (bench_sampler)"
 echo
 echo "== report and trace at scale (bench_report)"
 "$B/bench_report" "$B/mlprof"
+if [ -x "$B/bench_mpi" ] && command -v mpirun >/dev/null; then
+  echo
+  echo "== capture cost per MPI collective (bench_mpi, 2 ranks)"
+  d=$(mktemp -d)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    "$B/mlprof" run -q -o "$d/run" -- mpirun -np 2 --oversubscribe "$B/bench_mpi"
+  rm -rf "$d"
+fi

@@ -17,6 +17,7 @@ import functools
 import json
 import linecache
 import os
+import sys
 import warnings
 
 from . import _mlprof
@@ -202,6 +203,9 @@ class Profiler(_mlprof.ProfilerBase):
         self.step_num = 0
         _watch_multiprocessing()
         self._apply_enabled()
+        if "torch.distributed" in sys.modules:
+            from . import distributed  # records its operations from now on
+            distributed.install()
         try:
             self._start_torch()
         except BaseException:

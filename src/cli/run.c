@@ -18,9 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../format/wire.h"
+#include "../record/record.h"
 #include "cli.h"
 #include "mlprof.h"
-#include "../record/record.h"
 
 #ifndef MLPROF_INSTALL_LIBDIR
 #define MLPROF_INSTALL_LIBDIR "lib"
@@ -157,8 +158,21 @@ static int count_profiles(const char *dir, const char *skip) {
   return n;
 }
 
+/* This process's rank when a launcher started it as one of several ranks
+ * (`mpirun -np 4 mlprof run -o DIR -- prog`), else -1. */
+static long launched_rank(void) {
+  static const char *const worlds[] = {MLPROF__WORLD_VARS},
+                           *const ranks[] = {MLPROF__RANK_VARS};
+  for (size_t i = 0; i < sizeof worlds / sizeof *worlds; i++) {
+    const char *w = getenv(worlds[i]), *r = getenv(ranks[i]);
+    if (w && r && atol(w) > 1) return atol(r);
+  }
+  return -1;
+}
+
 /* Creates the run directory; refuses one that already holds profiles, which
- * would otherwise be merged with this run's. */
+ * would otherwise be merged with this run's, unless this is one rank of a
+ * launched job: the other ranks' profiles belong there. */
 static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
   if (given) {
     if (snprintf(dir, len, "%s", given) >= (int)len) return -1;
@@ -182,7 +196,7 @@ static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
     fprintf(stderr, "mlprof run: %s: %s\n", dir, strerror(errno));
     return -1;
   }
-  if (n > 0) {
+  if (n > 0 && launched_rank() < 0) {
     fprintf(stderr,
             "mlprof run: %s already holds %d profile(s); choose another -o or "
             "remove them\n",
@@ -447,8 +461,9 @@ int mlprof__cmd_run(int argc, char **argv) {
     fprintf(stderr, "mlprof run: no profile was written to %s: %s\n", dir, why);
     return rc;
   }
-  if (!quiet) {
-    /* The summary goes to stderr, out of the way of the command's output. */
+  if (!quiet && launched_rank() <= 0) {
+    /* The summary goes to stderr (rank 0's only, in a launched job), out of the
+     * way of the command's output. */
     fflush(stdout);
     int saved = dup(STDOUT_FILENO);
     dup2(STDERR_FILENO, STDOUT_FILENO);

@@ -255,7 +255,7 @@ static int parse_header(reader *r, mlprof__cursor *c) {
   if (argc > (uint64_t)(c->end - c->p))
     return damage(r, c->p, "argc %llu larger than the chunk",
                   (unsigned long long)argc);
-  size_t room = (size_t)(c->end - r->payload) + (size_t)argc + 3;
+  size_t room = (size_t)(c->end - r->payload) + (size_t)argc + 4;
   int rc = scratch_reserve(r, room);
   if (rc) return rc;
   const char **argv = malloc((argc ? argc : 1) * sizeof *argv);
@@ -271,13 +271,17 @@ static int parse_header(reader *r, mlprof__cursor *c) {
   }
   const char *clk = mlprof__get_str(c, &clen);
   uint64_t flush = mlprof__get_uv(c);
-  uint64_t seq = c->p < c->end && !c->err ? mlprof__get_uv(c) : 0; /* 1.2 */
+  uint64_t seq = c->p < c->end && !c->err ? mlprof__get_uv(c) : 0;  /* 1.2 */
+  h.local_rank = c->p < c->end && !c->err ? mlprof__get_sv(c) : -1; /* 1.3 */
+  size_t jlen = 0;
+  const char *job = c->p < c->end && !c->err ? mlprof__get_str(c, &jlen) : "";
   if (c->err)
     rc = damage(r, c->p, "field cut short");
   else if (flush > UINT32_MAX || seq > UINT32_MAX)
     rc = damage(r, c->p, "flush interval or exec number out of range");
   else {
     h.clock = copy_str(&w, clk, clen);
+    h.job_id = copy_str(&w, job, jlen);
     h.argc = (uint32_t)argc;
     h.argv = argv;
     h.flush_interval_ms = (uint32_t)flush;
@@ -758,6 +762,8 @@ static int damaged_header(reader *r, uint64_t pos, uint32_t len, int *taken) {
                       .version_minor = r->minor,
                       .rank = -1,
                       .world_size = -1,
+                      .local_rank = -1,
+                      .job_id = "",
                       .hostname = "",
                       .exe = "",
                       .clock = "",

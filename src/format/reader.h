@@ -22,7 +22,9 @@ typedef struct {
   /* 1: the HEADER chunk was damaged; every field above is unknown (0, -1,
    * "", no arguments) and the rest of the file is read as usual. */
   int damaged;
-  uint32_t exec_seq; /* n: the program the n-th exec of process pid started */
+  uint32_t exec_seq;  /* n: the program the n-th exec of process pid started */
+  int64_t local_rank; /* rank on its host; -1: unknown (1.3) */
+  const char *job_id; /* the launcher's job id, NUL-terminated; "" unknown */
 } mlprof__header;
 
 typedef struct {

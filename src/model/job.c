@@ -117,6 +117,8 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->ppid = h->ppid;
   p->rank = h->rank;
   p->world_size = h->world_size;
+  p->local_rank = h->local_rank;
+  p->job_id = strdup(h->job_id);
   p->start_wall_ns = h->start_wall_ns;
   p->start_mono_ns = h->start_mono_ns;
   p->header_damaged = h->damaged;
@@ -127,7 +129,8 @@ static int take_header(void *ud, const mlprof__header *h) {
   const char *arg0 = h->argc && *h->argv[0] ? h->argv[0] : h->exe;
   const char *slash = strrchr(arg0, '/');
   p->name = strdup(slash && slash[1] ? slash + 1 : arg0);
-  if (!p->hostname || !p->exe || !p->cmdline || !p->name) return MLPROF_ENOMEM;
+  if (!p->job_id || !p->hostname || !p->exe || !p->cmdline || !p->name)
+    return MLPROF_ENOMEM;
   return HEADER_TAKEN;
 }
 
@@ -312,6 +315,7 @@ void mlprof__job_close(mlprof__job *job) {
   for (size_t i = 0; i < job->count; i++) {
     mlprof__job_profile *p = &job->profiles[i];
     free(p->path);
+    free(p->job_id);
     free(p->hostname);
     free(p->exe);
     free(p->cmdline);

@@ -11,7 +11,8 @@
 typedef struct {
   char *path;
   uint64_t pid, ppid;
-  int64_t rank, world_size;
+  int64_t rank, world_size, local_rank; /* -1: unknown */
+  char *job_id;                         /* the launcher's job id, "" */
   char *hostname, *exe;
   char *cmdline; /* argv joined with spaces */
   /* The process's name wherever one is shown: the last part of argv[0] (as

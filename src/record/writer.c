@@ -917,10 +917,10 @@ static int64_t env_int(const char *const *names) {
 }
 
 static void put_header(mlprof__writer *w) {
-  static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK",
-                                          "PMI_RANK", "SLURM_PROCID", NULL};
-  static const char *const world_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                           "PMI_SIZE", "SLURM_NTASKS", NULL};
+  static const char *const rank_vars[] = {MLPROF__RANK_VARS, NULL};
+  static const char *const world_vars[] = {MLPROF__WORLD_VARS, NULL};
+  static const char *const local_vars[] = {MLPROF__LOCAL_RANK_VARS, NULL};
+  static const char *const job_vars[] = {MLPROF__JOB_VARS, NULL};
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   uint64_t mono_now = mlprof__mono_ns();
@@ -960,6 +960,12 @@ static void put_header(mlprof__writer *w) {
   put_str(&b, mlprof__clock_name());
   put_uv(&b, w->flush_ms);
   put_uv(&b, mlprof__exec_seq);
+  if ((p = room(&b, 10)))
+    b.len = (size_t)(mlprof__put_sv(p, env_int(local_vars)) - b.p);
+  const char *job = NULL;
+  for (const char *const *v = job_vars; *v && !job; v++)
+    if ((job = mlprof__env(*v)) && !*job) job = NULL;
+  put_str(&b, job ? job : "");
   if (b.p) put_chunk(w, MLPROF__CHUNK_HEADER, b.p, b.len, 0);
   free(b.p);
 }

@@ -673,6 +673,9 @@ static void test_versions(void) {
   f.n = 0;
   file_header(&f, 1, 7);
   header_payload(&p, 1, 0, 0, 0, "h");
+  put_uv(&p, 0);   /* exec_seq (1.2) */
+  put_sv(&p, -1);  /* local rank (1.3) */
+  put_str(&p, ""); /* job id (1.3) */
   put_str(&p, "a field from version 1.7");
   chunk(&f, MLPROF__CHUNK_HEADER, &p);
   rc = read_logged(f.d, f.n, &l, &rep, err, sizeof err);
@@ -1111,6 +1114,65 @@ static void test_job_dir(void) {
   CHECK(job.profiles == NULL);
 }
 
+/* A 1.3 profile of rank `rank` of 4 (local rank `local`) of job "job7",
+ * started at wall on host; its monotonic start is 5000 whatever the host. */
+static void write_rank_profile(const char *name, uint64_t pid, int rank,
+                               int local, uint64_t wall, const char *host) {
+  buf f = {0}, p = {0};
+  char path[128];
+  file_header(&f, 1, 3);
+  put_uv(&p, pid);
+  put_uv(&p, 1);
+  put_uv(&p, wall);
+  put_uv(&p, 5000);
+  put_sv(&p, rank);
+  put_sv(&p, 4);
+  put_str(&p, host);
+  put_str(&p, "/usr/bin/python3.11");
+  put_uv(&p, 0);
+  put_str(&p, "tsc");
+  put_uv(&p, 200);
+  put_uv(&p, 0);
+  put_sv(&p, local);
+  put_str(&p, "job7");
+  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+  write_file(path, &f);
+  free(f.d);
+  free(p.d);
+}
+
+/* The ranks of one job on two hosts, copied into one directory, are one job
+ * on the wall clock; local rank and job id come from 1.3 headers, and are
+ * unknown in older files. */
+static void test_job_ranks(void) {
+  make_tmp_dir();
+  write_rank_profile("r0.mlprof", 300, 0, 0, 1000000, "node1");
+  write_rank_profile("r1.mlprof", 301, 1, 1, 1000400, "node1");
+  write_rank_profile("r2.mlprof", 300, 2, 0, 1000100, "node2");
+  write_rank_profile("r3.mlprof", 301, 3, 1, 1000300, "node2");
+  write_profile("old.mlprof", 500, 1, 1000200, 5000, "node2");
+  mlprof__job job;
+  char err[256] = "";
+  const char *paths[] = {tmp_dir};
+  int rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  remove_tmp_dir();
+  if (rc || job.count != 5) TEST_FAIL("job_open: %d %s", rc, err);
+  const mlprof__job_profile *ps = job.profiles;
+  static const int64_t rank[] = {0, 2, 0, 3, 1}, local[] = {0, 0, -1, 1, 1};
+  static const uint64_t at[] = {0, 100, 200, 300, 400};
+  for (int i = 0; i < 5; i++) {
+    CHECK_EQ(ps[i].rank, rank[i]);
+    CHECK_EQ(ps[i].local_rank, local[i]);
+    CHECK_EQ_U64(ps[i].offset_ns, at[i]);
+    CHECK_STR(ps[i].job_id, i == 2 ? "" : "job7");
+  }
+  /* Same pids on two hosts are two processes, neither the other's parent. */
+  CHECK_EQ(ps[0].parent, -1);
+  CHECK_EQ(ps[1].parent, -1);
+  mlprof__job_close(&job);
+}
+
 /* A profile of pid 100 on node1 that is program `seq` of its chain of
  * execs, started at mono. */
 static void write_exec_profile(const char *name, uint64_t seq, uint64_t mono) {
@@ -1296,6 +1358,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"oversized_length", test_oversized_length},
     {"random_bytes", test_random_bytes},
     {"first_chunk_must_be_header", test_first_chunk_must_be_header},
+    {"job_ranks", test_job_ranks},
     {"versions", test_versions},
     {"unknown_chunk_and_trailing_bytes", test_unknown_chunk_and_trailing_bytes},
     {"bad_records", test_bad_records},

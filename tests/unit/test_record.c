@@ -240,6 +240,41 @@ static void zones_round_trip(void) {
   mlprof_zone_end();
 }
 
+static int copy_header(void *ud, const mlprof__header *h) {
+  snprintf(ud, 64, "%lld %lld %lld %s", (long long)h->rank,
+           (long long)h->world_size, (long long)h->local_rank, h->job_id);
+  return 0;
+}
+
+/* The launchers' variables reach the header: torchrun's win over Slurm's. */
+static void header_has_ranks(void) {
+  setenv("RANK", "5", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("SLURM_LOCALID", "3", 1);
+  setenv("TORCHELASTIC_RUN_ID", "job-abc", 1);
+  setenv("SLURM_JOB_ID", "77", 1);
+  CHECK_EQ(start("ranks.mlprof", 0), 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  unsetenv("LOCAL_RANK");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  CHECK_EQ(start("ranks-slurm.mlprof", 0), 0);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  unsetenv("SLURM_LOCALID");
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  char got[64] = "", got_slurm[64] = "";
+  mlprof__visitor v = {.ud = got, .header = copy_header};
+  mlprof__read_report rep;
+  CHECK_EQ(mlprof__read_file(temp_path("ranks.mlprof"), &v, &rep, NULL, 0), 0);
+  v.ud = got_slurm;
+  CHECK_EQ(
+      mlprof__read_file(temp_path("ranks-slurm.mlprof"), &v, &rep, NULL, 0), 0);
+  CHECK_STR(got, "5 8 1 job-abc");
+  CHECK_STR(got_slurm, "5 8 3 77");
+}
+
 static void disabled_records_nothing(void) {
   CHECK_EQ(start("off.mlprof", 0), 0);
   mlprof_set_enabled(0);
@@ -935,6 +970,7 @@ static void track_spans_from_threads(void) {
 
 const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
+    {"header_has_ranks", header_has_ranks},
     {"disabled_records_nothing", disabled_records_nothing},
     {"end_recorded_after_switch_off", end_recorded_after_switch_off},
     {"off_inside_recorded_zone_keeps_pairing",

@@ -1,0 +1,361 @@
+"""torch.distributed capture: every collective and point-to-point operation
+recorded as a zone of category communication (docs/distributed.md).
+
+    import mlprof.distributed
+    mlprof.distributed.install()   # what Profiler.start and `mlprof run` do
+
+install() wraps the operations of torch.distributed (and of its
+distributed_c10d module, where torch's own helpers find them), so a call
+made anywhere is recorded once: a zone named after the operation
+("all_reduce"), with units "bytes" (this rank's payload), "elements" and,
+for a collective, "seq" (its number on its process group, the same on every
+rank), and metadata "group" ("world" or "ranks 0,2"), "dtype", "op" (the
+reduction) and "peer" or "root" (global ranks). An asynchronous operation
+(async_op=True, isend, irecv, batch_isend_irecv) also gets a span
+"all_reduce done" from its call to its completion on the track
+"torch.distributed" (see _done). DistributedDataParallel's gradient
+all-reduces go through the default communication hook, registered at the
+first forward unless the user registered a hook of their own.
+
+init_process_group and destroy_process_group record the rank, world size
+and backend, and this rank's clock offset to rank 0, measured by round
+trips through the group's store. Nothing here imports torch: install()
+does nothing until the program has imported torch.distributed.
+"""
+import datetime
+import functools
+import sys
+import threading
+
+from . import _mlprof
+
+__all__ = ["install"]
+
+TRACK = "torch.distributed"
+CLOCK_ROUNDS = 16
+CLOCK_TIMEOUT = datetime.timedelta(seconds=10)
+
+_lock = threading.Lock()
+_installed = False
+_inside = threading.local()  # an operation of ours is running on this thread
+_groups = {}  # process group (None: the world) -> its name in the profile
+_seq = {}     # process group -> collectives so far
+_syncs = [0]  # clock exchanges so far (each gets keys of its own)
+
+
+def _tensor_list(ts):
+    return [t for t in (ts or ()) if t is not None]
+
+
+# name: (the argument holding the payload, or a function of the bound
+# arguments giving a list of tensors; the argument naming the peer or root
+# and which it is; collective)
+def _p2p(arg):
+    return lambda a: [op.tensor for op in a[arg]]
+
+
+_OPS = {
+    "all_reduce": ("tensor", None, True),
+    "broadcast": ("tensor", ("src", "root"), True),
+    "reduce": ("tensor", ("dst", "root"), True),
+    "all_gather": ("tensor", None, True),
+    "_all_gather_base": ("input_tensor", None, True),
+    "all_gather_into_tensor": ("input_tensor", None, True),
+    "gather": ("tensor", ("dst", "root"), True),
+    "scatter": ("tensor", ("src", "root"), True),
+    "reduce_scatter": (lambda a: _tensor_list(a["input_list"]), None, True),
+    "_reduce_scatter_base": ("input", None, True),
+    "reduce_scatter_tensor": ("input", None, True),
+    "all_to_all": (lambda a: _tensor_list(a["input_tensor_list"]), None,
+                   True),
+    "all_to_all_single": ("input", None, True),
+    "barrier": (None, None, True),
+    "monitored_barrier": (None, None, True),
+    "send": ("tensor", ("dst", "peer"), False),
+    "recv": ("tensor", ("src", "peer"), False),
+    "isend": ("tensor", ("dst", "peer"), False),
+    "irecv": ("tensor", ("src", "peer"), False),
+    "batch_isend_irecv": (_p2p("p2p_op_list"), None, False),
+}
+_ASYNC = {"isend", "irecv", "batch_isend_irecv"}
+
+
+def _group_name(c10d, group):
+    name = _groups.get(group)
+    if name is None:
+        if group is None or group is c10d.GroupMember.WORLD:
+            name = "world"
+        else:
+            ranks = c10d.get_process_group_ranks(group)
+            name = "ranks " + ",".join(map(str, ranks))
+        _groups[group] = name
+    return name
+
+
+def _reduce_op(c10d, op):
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
+        if op == getattr(c10d.ReduceOp, name, None):
+            return name.lower()
+    return "other"
+
+
+def _next_seq(c10d, group):
+    """The number of this collective on group (None: the world)."""
+    key = group if group is not None else c10d.GroupMember.WORLD
+    with _lock:
+        _seq[key] = seq = _seq.get(key, 0) + 1
+    return seq
+
+
+def _describe(c10d, name, spec, bound):
+    """Records what the operation moves into the zone that is open."""
+    payload, peer, collective = spec
+    if payload is None:
+        tensors = []
+    elif callable(payload):
+        tensors = payload(bound)
+    else:
+        tensors = [bound[payload]]
+    group = bound.get("group")
+    if name == "batch_isend_irecv" and bound["p2p_op_list"]:
+        group = bound["p2p_op_list"][0].group
+    elements = sum(t.numel() for t in tensors)
+    _mlprof.count("bytes", sum(t.numel() * t.element_size() for t in tensors))
+    _mlprof.count("elements", elements)
+    gname = _group_name(c10d, group)
+    if collective:
+        _mlprof.count("seq", _next_seq(c10d, group))
+    _mlprof.zone_meta("group", gname)
+    if tensors:
+        _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))
+    if "op" in bound:
+        _mlprof.zone_meta("op", _reduce_op(c10d, bound["op"]))
+    if peer is not None and bound.get(peer[0]) is not None:
+        _mlprof.zone_meta(peer[1], str(bound[peer[0]]))
+    elif name == "batch_isend_irecv":
+        peers = sorted({op.peer for op in bound["p2p_op_list"]})
+        _mlprof.zone_meta("peer", ",".join(map(str, peers)))
+
+
+def _record_done(name, begin_ns):
+    try:
+        _mlprof.track_spans(TRACK, [(name + " done", "communication",
+                                     begin_ns, _mlprof.monotonic_ns())])
+    except Exception:
+        pass
+
+
+# Works without a future (gloo's point-to-point operations): completed, as
+# far as anyone can see, when the program's wait() on them returns (a second
+# waiter would steal gloo's completion from the program). id(work) ->
+# [name, begin_ns, works of the call not yet waited for, the works].
+_unwaited = {}
+MAX_UNWAITED = 4096  # Works never waited for are forgotten past this
+
+
+def _wait_hook(work_type):
+    wait = work_type.wait
+
+    @functools.wraps(wait)
+    def timed_wait(self, *args, **kwargs):
+        result = wait(self, *args, **kwargs)
+        if _unwaited:
+            with _lock:
+                entry = _unwaited.pop(id(self), None)
+                if entry is not None:
+                    entry[2] -= 1
+            if entry is not None and entry[2] == 0:
+                _record_done(entry[0], entry[1])
+        return result
+
+    work_type.wait = timed_wait
+
+
+def _done(name, begin_ns, works):
+    """Records the span from begin_ns to the completion of works: when
+    their futures complete, or, for Works without one, when the program's
+    wait() has returned on each."""
+    import torch
+    try:
+        futs = [w.get_future() for w in works]
+    except RuntimeError:
+        with _lock:
+            if len(_unwaited) + len(works) <= MAX_UNWAITED:
+                entry = [name, begin_ns, len(works), works]
+                for w in works:
+                    _unwaited[id(w)] = entry
+        return
+    fut = futs[0] if len(futs) == 1 else torch.futures.collect_all(futs)
+    fut.then(lambda _fut: _record_done(name, begin_ns))
+
+
+def _wrap(c10d, name, fn, spec):
+    import inspect
+    params = inspect.signature(fn).parameters
+    names = list(params)
+    defaults = {k: p.default for k, p in params.items()
+                if p.default is not inspect.Parameter.empty}
+    zone = _mlprof.Zone(name, "communication")
+    group_at = names.index("group") if "group" in names else len(names)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(_inside, "on", False):
+            return fn(*args, **kwargs)
+        if not _mlprof.is_enabled():
+            # Collectives are numbered while recording is off too, so that
+            # ranks switching it at different times still agree.
+            if spec[2]:
+                group = kwargs.get("group", args[group_at]
+                                   if group_at < len(args) else None)
+                _next_seq(c10d, group)
+            return fn(*args, **kwargs)
+        _inside.on = True
+        try:
+            begin_ns = _mlprof.monotonic_ns()
+            with zone:
+                result = fn(*args, **kwargs)
+                try:
+                    bound = dict(defaults)
+                    bound.update(zip(names, args))
+                    bound.update(kwargs)
+                    if name in ("recv", "irecv") and bound.get("src") is None \
+                            and isinstance(result, int):
+                        bound["src"] = result  # who sent it
+                    _describe(c10d, name, spec, bound)
+                    if result is not None and (name in _ASYNC or
+                                               bound.get("async_op")):
+                        works = result if isinstance(result, list) else [result]
+                        _done(name, begin_ns, works)
+                except Exception:
+                    pass  # recording must never break the program's call
+            return result
+        finally:
+            _inside.on = False
+
+    wrapper._mlprof_wrapped = fn
+    return wrapper
+
+
+def _clock_sync(c10d, key):
+    """Measures this rank's CLOCK_MONOTONIC offset to rank 0's by round trips
+    through the default group's store and records it as META key (as
+    src/intercept/mpi.c does: "OFFSET_NS UNCERTAINTY_NS AT_NS"). Gives up,
+    recording nothing, when a rank does not answer within CLOCK_TIMEOUT."""
+    store = c10d._get_default_store()
+    rank, size = c10d.get_rank(), c10d.get_world_size()
+    _syncs[0] += 1
+    base = "mlprof/clock/%d/" % _syncs[0]
+    now = _mlprof.monotonic_ns
+    if rank == 0:
+        for r in range(1, size):
+            for k in range(CLOCK_ROUNDS):
+                store.wait(["%s%d/%d/ping" % (base, r, k)], CLOCK_TIMEOUT)
+                store.set("%s%d/%d/pong" % (base, r, k), str(now()))
+        _mlprof.meta(key, "0 0 %d" % now())
+        return
+    best = None
+    for k in range(CLOCK_ROUNDS):
+        t0 = now()
+        store.set("%s%d/%d/ping" % (base, rank, k), "")
+        pong = "%s%d/%d/pong" % (base, rank, k)
+        store.wait([pong], CLOCK_TIMEOUT)
+        t = int(store.get(pong))
+        t1 = now()
+        if best is None or t1 - t0 < best[0]:
+            at = t0 + (t1 - t0) // 2
+            best = (t1 - t0, t - at, at)
+    rtt, offset, at = best
+    _mlprof.meta(key, "%d %d %d" % (offset, (rtt + 1) // 2, at))
+
+
+def _started(c10d, clock_key):
+    _mlprof.meta("dist.rank", str(c10d.get_rank()))
+    _mlprof.meta("dist.world_size", str(c10d.get_world_size()))
+    _mlprof.meta("dist.backend", str(c10d.get_backend()))
+    if clock_key:
+        try:
+            _clock_sync(c10d, clock_key)
+        except Exception:
+            pass  # a rank that does not answer: no offset, the run goes on
+
+
+def _wrap_lifecycle(c10d):
+    init, destroy = c10d.init_process_group, c10d.destroy_process_group
+
+    @functools.wraps(init)
+    def init_process_group(*args, **kwargs):
+        result = init(*args, **kwargs)
+        _started(c10d, "dist.clock.init")
+        return result
+
+    @functools.wraps(destroy)
+    def destroy_process_group(group=None):
+        if group is None and c10d.is_initialized():
+            try:
+                _clock_sync(c10d, "dist.clock.final")
+            except Exception:
+                pass
+        return destroy(group)
+
+    return {"init_process_group": init_process_group,
+            "destroy_process_group": destroy_process_group}
+
+
+def _hook_ddp():
+    """Routes DDP's gradient all-reduces through the default communication
+    hook (which calls the wrapped all_reduce), unless the user registers a
+    hook of their own before the first forward."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    forward, register = DDP.forward, DDP.register_comm_hook
+    builtin = DDP._register_builtin_comm_hook
+
+    @functools.wraps(forward)
+    def ddp_forward(self, *args, **kwargs):
+        if not self.__dict__.get("_mlprof_hooked"):
+            self.__dict__["_mlprof_hooked"] = True
+            register(self, self.process_group, default_hooks.allreduce_hook)
+        return forward(self, *args, **kwargs)
+
+    @functools.wraps(register)
+    def register_comm_hook(self, state, hook):
+        self.__dict__["_mlprof_hooked"] = True
+        return register(self, state, hook)
+
+    @functools.wraps(builtin)
+    def register_builtin_comm_hook(self, comm_hook_type):
+        self.__dict__["_mlprof_hooked"] = True
+        return builtin(self, comm_hook_type)
+
+    DDP.forward = ddp_forward
+    DDP.register_comm_hook = register_comm_hook
+    DDP._register_builtin_comm_hook = register_builtin_comm_hook
+
+
+def install():
+    """Records torch.distributed's operations from now on (once per process;
+    later calls do nothing). Returns True when torch.distributed is
+    recorded, False when the program has not imported it (nothing is
+    imported here) or it is not available."""
+    global _installed
+    dist = sys.modules.get("torch.distributed")
+    with _lock:
+        if _installed:
+            return True
+        if dist is None or not dist.is_available():
+            return False
+        _installed = True
+    import torch.distributed.distributed_c10d as c10d
+    patched = {name: _wrap(c10d, name, getattr(c10d, name), spec)
+               for name, spec in _OPS.items() if hasattr(c10d, name)}
+    patched.update(_wrap_lifecycle(c10d))
+    for name, fn in patched.items():
+        setattr(c10d, name, fn)
+        if hasattr(dist, name):
+            setattr(dist, name, fn)
+    _hook_ddp()
+    _wait_hook(c10d.Work)
+    if c10d.is_initialized():
+        _started(c10d, None)
+    return True

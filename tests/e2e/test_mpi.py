@@ -1,0 +1,122 @@
+"""MPI capture (src/intercept/mpi.c): Open MPI, 4 ranks of
+tests/programs/mpi_ops.c under `mlprof run`, in both launch orders. Each
+rank's profile holds its rank, every operation with its exact bytes, peers and
+sequence numbers, and its clock offset to rank 0."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from conftest import MLPROF, mlprof, program
+
+MPI_OPS = program("mpi_ops")
+pytestmark = pytest.mark.skipif(
+    not shutil.which("mpirun") or not os.path.exists(MPI_OPS),
+    reason="no Open MPI (scripts/install-deps.sh installs it)")
+
+MPIRUN = ["mpirun", "-np", "4", "--oversubscribe"]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader,tcp")
+
+
+def run_mpi(cmd):
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def ranks(out):
+    """{rank: (zones, track spans, meta)} of the mpi_ops profiles in out,
+    read through `mlprof trace`."""
+    found = {}
+    for path in glob.glob(os.path.join(out, "mpi_ops-*.mlprof")):
+        trace = path + ".json"
+        mlprof("trace", path, "-o", trace)
+        with open(trace) as f:
+            d = json.load(f)
+        name = [e for e in d["traceEvents"] if e.get("name") == "process_name"]
+        rank = int(name[0]["args"]["name"].split("(rank ")[1].rstrip(")"))
+        spans = [e for e in d["traceEvents"] if e["ph"] == "X"]
+        zones = sorted((e for e in spans if e["tid"] < 2**31),
+                       key=lambda e: e["ts"])
+        track = [e for e in spans if e["tid"] >= 2**31]
+        found[rank] = (zones, track, d["otherData"]["meta"])
+    assert sorted(found) == [0, 1, 2, 3]
+    return found
+
+
+@pytest.mark.parametrize("order", ["mlprof_outside", "mlprof_inside"])
+def test_every_operation_with_its_bytes(tmp_path, order):
+    out = str(tmp_path / "run")
+    if order == "mlprof_outside":
+        run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+                 *MPIRUN, MPI_OPS])
+    else:
+        run_mpi([*MPIRUN, MLPROF, "run", "-q", "-o",
+                 out, "--", MPI_OPS])
+    world_seqs = []
+    for rank, (zones, track, meta) in ranks(out).items():
+        assert (meta["dist.rank"], meta["dist.world_size"]) == (str(rank), "4")
+        assert meta["dist.backend"] == "mpi"
+        got = Counter((z["name"], z.get("args", {}).get("bytes"))
+                      for z in zones)
+        assert got == Counter({
+            ("MPI_Allreduce", 8000): 3, ("MPI_Allreduce", 400): 1,
+            ("MPI_Allreduce", 128): 1, ("MPI_Bcast", 1024): 1,
+            ("MPI_Reduce", 400): 1, ("MPI_Allgather", 40): 1,
+            ("MPI_Alltoall", 80): 1, ("MPI_Barrier", 0): 2,
+            ("MPI_Send", 123): 1, ("MPI_Recv", 123): 1,
+            ("MPI_Irecv", 512): 1, ("MPI_Isend", 512): 1,
+            ("MPI_Iallreduce", 128): 1, ("MPI_Waitall", None): 1}), rank
+        assert all(z["cat"] == "communication" for z in zones)
+        by = {z["name"]: z["args"] for z in zones if "args" in z}
+        nxt, prev = (rank + 1) % 4, (rank + 3) % 4
+        assert (by["MPI_Send"]["peer"], by["MPI_Send"]["tag"]) == (str(nxt), "7")
+        # Received from MPI_ANY_SOURCE: the peer is the rank that sent.
+        assert (by["MPI_Recv"]["peer"], by["MPI_Recv"]["tag"]) == (str(prev), "7")
+        assert by["MPI_Irecv"]["peer"] == str(prev)
+        assert by["MPI_Bcast"]["root"] == "1"
+        half = [z["args"] for z in zones
+                if z.get("args", {}).get("comm", "world") != "world"]
+        assert half == [{"comm": "ranks 0,2" if rank % 2 == 0 else "ranks 1,3",
+                         "bytes": 128, "seq": 1}]
+        world_seqs.append([(z["name"], z["args"]["seq"]) for z in zones
+                           if z.get("args", {}).get("comm") == "world"
+                           and "seq" in z["args"]])
+        # Nonblocking operations: a span from the start to the completion.
+        done = {s["name"]: s for s in track}
+        assert sorted(done) == ["MPI_Iallreduce done", "MPI_Irecv done",
+                                "MPI_Isend done"]
+        wait = next(z for z in zones if z["name"] == "MPI_Waitall")
+        for s in done.values():
+            assert s["ts"] + s["dur"] >= wait["ts"] - 0.002
+    # The same collectives carry the same numbers on every rank.
+    assert world_seqs[0] == [(n, i + 1) for i, (n, _) in enumerate(world_seqs[0])]
+    assert len(world_seqs[0]) == 11
+    assert all(s == world_seqs[0] for s in world_seqs)
+
+
+def test_clock_offsets_match_shifted_clocks(tmp_path):
+    """Each rank's CLOCK_MONOTONIC is moved by 7 s x rank (a time namespace):
+    the offsets recorded at MPI_Init and MPI_Finalize are those shifts, within
+    the uncertainty each states."""
+    if subprocess.run(["unshare", "--time", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no time namespaces here (needs root and Linux 5.6)")
+    out = str(tmp_path / "run")
+    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
+               f" --fork {MPI_OPS}")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+             *MPIRUN, "sh", "-c", shifted])
+    for rank, (_, _, meta) in ranks(out).items():
+        for key in ("dist.clock.init", "dist.clock.final"):
+            offset, uncertainty, at = map(int, meta[key].split())
+            want = -7 * rank * 10**9
+            assert abs(offset - want) <= uncertainty, (rank, key, meta[key])
+            assert uncertainty < 10**8 and at > 0
+            if rank == 0:
+                assert (offset, uncertainty) == (0, 0)

@@ -1,0 +1,133 @@
+"""torch.distributed capture (mlprof/distributed.py): 4 gloo ranks on
+127.0.0.1 run tests/programs/dist_ops.py (DDP, then direct collectives and
+point-to-point operations) under the Python Profiler. Each rank's profile
+holds every operation with its exact bytes, the same sequence numbers as the
+other ranks, asynchronous operations timed to their completion, and the
+rank's clock offset to rank 0."""
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available() or \
+        not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available",
+                allow_module_level=True)
+
+from conftest import BUILD, ROOT  # noqa: E402
+
+PROGRAM = os.path.join(ROOT, "tests", "programs", "dist_ops.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(out, prefix=()):
+    """Runs the 4 ranks, each command prefixed by prefix(rank)."""
+    port = str(free_port())
+    procs = []
+    for rank in range(4):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="4",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(
+            [*(prefix(rank) if prefix else ()), sys.executable, PROGRAM, out],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True))
+    for p in procs:
+        output = p.communicate(timeout=240)[0]
+        assert p.returncode == 0, output[-3000:]
+
+
+def profiles(out):
+    """{rank: (zones, track spans, meta)}, read through `mlprof trace`."""
+    found = {}
+    for path in glob.glob(os.path.join(out, "*.mlprof")):
+        subprocess.run([os.path.join(BUILD, "mlprof"), "trace", path, "-o",
+                        path + ".json"], check=True, capture_output=True)
+        with open(path + ".json") as f:
+            d = json.load(f)
+        meta = d["otherData"]["meta"]
+        spans = [e for e in d["traceEvents"] if e["ph"] == "X"
+                 and e.get("cat") == "communication"]
+        zones = sorted((e for e in spans if e["tid"] < 2**31),
+                       key=lambda e: e["ts"])
+        found[int(meta["dist.rank"])] = (
+            zones, [e for e in spans if e["tid"] >= 2**31], meta)
+    assert sorted(found) == [0, 1, 2, 3]
+    return found
+
+
+def test_operations_bytes_and_sequence_numbers(tmp_path):
+    out = str(tmp_path / "run")
+    run_ranks(out)
+    world = []
+    for rank, (zones, track, meta) in sorted(profiles(out).items()):
+        assert (meta["dist.world_size"], meta["dist.backend"]) == ("4", "gloo")
+        got = Counter((z["name"], z["args"]["bytes"]) for z in zones)
+        sent = [("send", 24)] if rank % 2 == 0 else [("recv", 24)]
+        assert got == Counter({
+            ("all_reduce", 964): 3,  # DDP's gradient bucket, each step
+            ("all_reduce", 4000): 1, ("broadcast", 800): 1,
+            ("all_gather", 20): 1, ("all_reduce", 1200): 1,
+            ("batch_isend_irecv", 56): 1, sent[0]: 1,
+            ("all_reduce", 16): 1, ("barrier", 0): 1,
+            **({} if rank == 0 else {("all_reduce", 8): 1})}), rank
+        args = {z["name"]: z["args"] for z in zones}
+        assert args["broadcast"]["root"] == "1"
+        assert args["broadcast"]["dtype"] == "float64"
+        assert args["all_gather"]["elements"] == 5
+        assert args["all_reduce"]["op"] == "sum"
+        p2p = args["send"] if rank % 2 == 0 else args["recv"]
+        # recv from any rank: the peer is the rank that sent it
+        assert p2p["peer"] == str((rank + 1) % 4 if rank % 2 == 0
+                                  else (rank - 1) % 4)
+        half = [z["args"] for z in zones
+                if z["args"]["group"] != "world"]
+        assert [(h["group"], h["seq"]) for h in half] == [
+            ("ranks 0,2" if rank % 2 == 0 else "ranks 1,3", 1)]
+        world.append([(z["name"], z["args"]["bytes"], z["args"]["seq"])
+                      for z in zones if z["args"]["group"] == "world"
+                      and "seq" in z["args"]])
+        # Asynchronous: DDP's three buckets, the async all_reduce and the
+        # batch, each a span from its call to its completion.
+        done = Counter(s["name"] for s in track)
+        assert done == Counter({"all_reduce done": 4,
+                                "batch_isend_irecv done": 1})
+        call = next(z for z in zones if z["args"]["bytes"] == 1200)
+        span = min((s for s in track if s["name"] == "all_reduce done"),
+                   key=lambda s: abs(s["ts"] - call["ts"]))
+        assert abs(span["ts"] - call["ts"]) < 100  # µs: the same call
+        assert span["ts"] + span["dur"] >= call["ts"] + call["dur"] - 0.002
+        for key in ("dist.clock.init", "dist.clock.final"):
+            offset, uncertainty, at = map(int, meta[key].split())
+            # One host, one clock: the true offset is 0.
+            assert abs(offset) <= uncertainty, (rank, key, meta[key])
+    # Rank 0 did not record one all_reduce, but numbered it.
+    assert [s for _, _, s in world[1]] == list(range(1, 10))
+    assert world[0] == [w for w in world[1] if w[1] != 8]
+    assert all(w == world[1] for w in world[2:])
+
+
+def test_clock_offsets_match_shifted_clocks(tmp_path):
+    """Each rank's CLOCK_MONOTONIC moved by 3 s x rank (a time namespace):
+    the recorded offsets are those shifts within their stated uncertainty."""
+    if subprocess.run(["unshare", "--time", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no time namespaces here (needs root and Linux 5.6)")
+    out = str(tmp_path / "run")
+    run_ranks(out, prefix=lambda rank: [
+        "unshare", "--time", "--monotonic", str(3 * rank), "--fork"])
+    for rank, (_, _, meta) in profiles(out).items():
+        for key in ("dist.clock.init", "dist.clock.final"):
+            offset, uncertainty, _ = map(int, meta[key].split())
+            assert abs(offset + 3 * rank * 10**9) <= uncertainty, (rank, meta)
