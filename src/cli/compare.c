@@ -181,10 +181,12 @@ int mlprof__cmd_compare(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default:
-        rc = mlprof__filter_option("compare", ch, optarg, &filter);
-        if (rc < 0)
+      default: {
+        int frc = mlprof__filter_option("compare", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
           rc = mlprof__option_error("compare", ch, argv, optind, optopt);
+      }
     }
   }
   size_t nruns = (size_t)(argc - optind);

@@ -608,9 +608,12 @@ int mlprof__cmd_diff(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default:
-        rc = mlprof__filter_option("diff", ch, optarg, &filter);
-        if (rc < 0) rc = mlprof__option_error("diff", ch, argv, optind, optopt);
+      default: {
+        int frc = mlprof__filter_option("diff", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("diff", ch, argv, optind, optopt);
+      }
     }
   }
   if (rc < 0 && argc - optind != 2)

@@ -134,9 +134,12 @@ int mlprof__cmd_html(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default:
-        rc = mlprof__filter_option("html", ch, optarg, &filter);
-        if (rc < 0) rc = mlprof__option_error("html", ch, argv, optind, optopt);
+      default: {
+        int frc = mlprof__filter_option("html", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("html", ch, argv, optind, optopt);
+      }
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
