@@ -19,6 +19,8 @@ int mlprof__cmd_serve(int argc, char **argv);
 /* diff exits 1 for a regression, 3 when the work itself failed. */
 int mlprof__cmd_diff(int argc, char **argv);
 int mlprof__cmd_compare(int argc, char **argv);
+/* top runs until q, SIGINT or SIGTERM, or --count updates; then exits 0. */
+int mlprof__cmd_top(int argc, char **argv);
 
 /* "mlprof CMD: " + fmt (one %s: arg) + " (see mlprof CMD --help)" on
  * stderr; returns 2, the exit status of bad usage. */
