@@ -1181,7 +1181,7 @@ static int export_report_fn(void *vctx, mlprof__out *o, char *err,
 static int export_trace_fn(void *vctx, mlprof__out *o, char *err,
                            size_t errlen) {
   export_ctx *c = vctx;
-  return mlprof__export_chrome(c->job, o, NULL, err, errlen);
+  return mlprof__export_chrome(c->job, NULL, o, NULL, err, errlen);
 }
 
 /* export(paths, out_path, format, sort="total", top=0): format is text,

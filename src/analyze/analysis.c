@@ -1,11 +1,12 @@
 /* The analysis driver (analysis.h): one read of each profile per pass, each
- * record forwarded by a tee visitor to every analysis of that pass. Filters
- * on spans (zone, thread, process, step, time window) belong here, in the
- * tee, so that every analysis sees the same spans. */
+ * record forwarded by a tee visitor to every analysis of that pass, through
+ * the filter (filter.h) when there is one, so that every analysis sees the
+ * same records. */
 #include "analysis.h"
 
 #include <mlprof.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* At most this many analyses share a pass. */
@@ -93,10 +94,12 @@ static mlprof__visitor tee_visitor(const tee *t) {
 
 /* Reads profile p through the members of t: 0 when it was read (damage and
  * a read that stops early included: why says why), or MLPROF_ENOMEM. */
-static int read_profile(mlprof__analysis *a, const mlprof__job_profile *p,
-                        const tee *t, mlprof__read_report *rep, int *rd,
-                        char *why, size_t whylen) {
+static int read_profile(mlprof__analysis *a, mlprof__filtered *fd, size_t i,
+                        const mlprof__job_profile *p, const tee *t,
+                        mlprof__read_report *rep, int *rd, char *why,
+                        size_t whylen) {
   mlprof__visitor v = tee_visitor(t);
+  if (fd) mlprof__filter_visitor(fd, i, &v, &v);
   memset(rep, 0, sizeof *rep);
   why[0] = '\0';
   a->reads++;
@@ -116,7 +119,8 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
 /* Pass 1: every profile once, for the statistics, the samples and the
  * tree, which need nothing but the records. */
 static int first_pass(const mlprof__job *job, unsigned want,
-                      const mlprof__analysis_opts *opts, mlprof__analysis *a) {
+                      const mlprof__analysis_opts *opts, mlprof__filtered *fd,
+                      mlprof__analysis *a) {
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
@@ -140,7 +144,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
-    if (!rc && t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
+    if (!rc && t.n)
+      rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
@@ -169,7 +174,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
  * resources' zone averages when some process was sampled). Profiles that
  * neither needs are not read. */
 static int second_pass(const mlprof__job *job, unsigned want,
-                       const mlprof__analysis_opts *opts, mlprof__analysis *a) {
+                       const mlprof__analysis_opts *opts, mlprof__filtered *fd,
+                       mlprof__analysis *a) {
   mlprof__zone_pass *zp = NULL;
   mlprof__findings_builder *fb = NULL;
   int rc = 0;
@@ -188,7 +194,7 @@ static int second_pass(const mlprof__job *job, unsigned want,
     char why[256];
     int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
-    if (t.n) rc = read_profile(a, p, &t, &rep, &rd, why, sizeof why);
+    if (t.n) rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
     if (fb) mlprof__findings_profile_end(fb);
   }
   if (rc) {
@@ -205,6 +211,33 @@ static int second_pass(const mlprof__job *job, unsigned want,
   return rc;
 }
 
+/* Removes the zones f does not show from r. */
+static void keep_zones(mlprof__report *r, const mlprof__filter *f) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->nzones; i++) {
+    mlprof__zone_stats *z = &r->zones[i];
+    if (mlprof__filter_zone(f, z->name, z->category)) {
+      r->zones[n++] = *z;
+      continue;
+    }
+    free(z->name);
+    free(z->units);
+    free(z->durations);
+  }
+  r->nzones = n;
+}
+
+/* Adds line to r's warnings. Returns 0 or MLPROF_ENOMEM. */
+static int add_warning(mlprof__report *r, const char *line) {
+  char **w = realloc(r->warnings, (r->nwarnings + 1) * sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  r->warnings = w;
+  if (!(w[r->nwarnings] = mlprof__dup(line, strlen(line))))
+    return MLPROF_ENOMEM;
+  r->nwarnings++;
+  return 0;
+}
+
 int mlprof__analysis_run(const mlprof__job *job,
                          const mlprof__analysis_opts *opts, mlprof__analysis *a,
                          char *err, size_t errlen) {
@@ -213,13 +246,24 @@ int mlprof__analysis_run(const mlprof__job *job,
   if (want & MLPROF__ANALYSIS_FINDINGS)
     want |= MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES;
   a->have = want;
-  int rc = first_pass(job, want, opts, a);
-  if (!rc) rc = second_pass(job, want, opts, a);
+  const mlprof__filter *f = opts->filter;
+  mlprof__filtered *fd = NULL;
+  char warn[512] = "";
+  int rc = 0;
+  if (f && mlprof__filter_records(f))
+    rc = mlprof__filter_prepare(f, job, 0, &fd, warn, sizeof warn);
+  if (!rc) rc = first_pass(job, want, opts, fd, a);
+  if (!rc) rc = second_pass(job, want, opts, fd, a);
+  mlprof__filtered_free(fd);
+  if (!rc && warn[0] && (want & MLPROF__ANALYSIS_STATS))
+    rc = add_warning(&a->r, warn);
   if (rc) {
     mlprof__analysis_free(a);
     snprintf(err, errlen, "out of memory");
     return rc;
   }
+  if ((want & MLPROF__ANALYSIS_STATS) && f && mlprof__filter_zones(f))
+    keep_zones(&a->r, f);
   if (want & MLPROF__ANALYSIS_STATS)
     mlprof__report_sort(&a->r, opts->sort, opts->top);
   return 0;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "../model/job.h"
+#include "filter.h"
 #include "findings.h"
 #include "resources.h"
 #include "stats.h"
@@ -39,6 +40,10 @@ typedef struct {
    * which use every zone. */
   mlprof__sort_key sort;
   size_t top; /* 0: all */
+  /* What enters the analyses and which zones the report keeps (filter.h;
+   * borrowed), or NULL: everything. Zones not shown are removed from the
+   * report after the findings, which use every zone. */
+  const mlprof__filter *filter;
 } mlprof__analysis_opts;
 
 /* The statistics alone, findings options at their defaults, every zone by

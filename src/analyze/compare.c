@@ -10,8 +10,9 @@
 #include "../model/job.h"
 #include "analysis.h"
 
-int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
-                     char *err, size_t errlen) {
+int mlprof__run_load(const char *path, int keep_durations,
+                     const mlprof__filter *filter, mlprof__report *r, char *err,
+                     size_t errlen) {
   memset(r, 0, sizeof *r);
   mlprof__job job;
   int rc = mlprof__job_open(&job, &path, 1, err, errlen);
@@ -19,6 +20,7 @@ int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
   mlprof__analysis_opts o;
   mlprof__analysis_opts_init(&o);
   o.keep_durations = keep_durations;
+  o.filter = filter;
   mlprof__analysis a;
   rc = mlprof__analysis_run(&job, &o, &a, err, errlen);
   mlprof__job_close(&job);
@@ -233,7 +235,8 @@ static int split_labels(char *list, char **labels, size_t n) {
 }
 
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
-                         const char *labels, char *err, size_t errlen) {
+                         const char *labels, const mlprof__filter *filter,
+                         char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
   char *list = labels ? mlprof__dup(labels, strlen(labels)) : NULL;
   char **lab = calloc(n ? n : 1, sizeof *lab);
@@ -261,7 +264,7 @@ int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
   }
   for (size_t i = 0; i < n && !rc; i++) {
     mlprof__report r;
-    rc = mlprof__run_load(paths[i], 0, &r, err, errlen);
+    rc = mlprof__run_load(paths[i], 0, filter, &r, err, errlen);
     if (!rc && (rc = mlprof__compare_add(c, lab[i], paths[i], &r))) {
       mlprof__report_free(&r);
       snprintf(err, errlen, "out of memory");

@@ -20,15 +20,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter.h"
 #include "stats.h"
 
 /* Builds the report of one run: path is a profile file or a run directory.
- * keep_durations: keep each zone's sorted durations (mlprof diff). Returns
+ * keep_durations: keep each zone's sorted durations (mlprof diff); filter
+ * (NULL: none) as mlprof__analysis_opts.filter. Returns
  * 0; MLPROF_ENOMEM with "out of memory" in err; or another negative error
  * with a one-line reason in err when path cannot be opened or is not a
  * profile (bad input). */
-int mlprof__run_load(const char *path, int keep_durations, mlprof__report *r,
-                     char *err, size_t errlen);
+int mlprof__run_load(const char *path, int keep_durations,
+                     const mlprof__filter *filter, mlprof__report *r, char *err,
+                     size_t errlen);
 
 typedef struct {
   char *label, *path; /* owned */
@@ -82,12 +85,13 @@ void mlprof__compare_free(mlprof__compare *c);
  * comparison: what mlprof compare and mlprof html --compare share. labels:
  * n non-empty labels separated by commas, or NULL for the base name of each
  * path (trailing slashes ignored; the whole path for runs whose base names
- * are equal). Returns 0; MLPROF_ENOMEM with "out of memory" in err; or
- * another negative error with a one-line reason in err when labels does not
- * hold n labels or a run cannot be read (bad usage or input). On error *c
- * is left empty. */
+ * are equal); filter (NULL: none) applies to every run. Returns 0;
+ * MLPROF_ENOMEM with "out of memory" in err; or another negative error with a
+ * one-line reason in err when labels does not hold n labels or a run cannot be
+ * read (bad usage or input). On error *c is left empty. */
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
-                         const char *labels, char *err, size_t errlen);
+                         const char *labels, const mlprof__filter *filter,
+                         char *err, size_t errlen);
 
 /* One line naming the fastest run and by how much, into b (labels included
  * as they are: the caller escapes the line for its format). */

@@ -90,6 +90,7 @@ static void out_fail(mlprof__out *o, int err, int sys_errno) {
 
 int mlprof__out_flush(mlprof__out *o) {
   if (o->fd < 0) return o->err;
+  o->flushed += o->len;
   size_t off = 0;
   while (off < o->len && !o->err) {
     ssize_t w = write(o->fd, o->buf + off, o->len - off);

@@ -17,9 +17,15 @@ typedef struct {
   int fd; /* -1: the output stays in memory and grows */
   char *buf;
   size_t len, cap;
-  int err;       /* 0, MLPROF_EIO or MLPROF_ENOMEM */
-  int sys_errno; /* errno of the write that failed */
+  int err;          /* 0, MLPROF_EIO or MLPROF_ENOMEM */
+  int sys_errno;    /* errno of the write that failed */
+  uint64_t flushed; /* bytes handed to fd so far */
 } mlprof__out;
+
+/* Bytes written so far, buffered or not. */
+static inline uint64_t mlprof__out_pos(const mlprof__out *o) {
+  return o->flushed + o->len;
+}
 
 /* Prepares a writer to fd (a 1 MiB buffer), or in memory when fd is -1.
  * Returns 0 or MLPROF_ENOMEM (then *o needs no mlprof__out_close). */

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "../analyze/filter.h"
 #include "../export/escape.h"
 #include "../model/job.h"
 
@@ -18,6 +19,8 @@ int mlprof__cmd_serve(int argc, char **argv);
 /* diff exits 1 for a regression, 3 when the work itself failed. */
 int mlprof__cmd_diff(int argc, char **argv);
 int mlprof__cmd_compare(int argc, char **argv);
+/* top runs until q, SIGINT or SIGTERM, or --count updates; then exits 0. */
+int mlprof__cmd_top(int argc, char **argv);
 
 /* "mlprof CMD: " + fmt (one %s: arg) + " (see mlprof CMD --help)" on
  * stderr; returns 2, the exit status of bad usage. */
@@ -35,6 +38,41 @@ int mlprof__parse_count(const char *s, uint64_t *out);
  * skipped files, on stderr. Returns 0, or 2 (the exit status) on error. */
 int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
                          const char *const *paths, size_t npaths);
+
+/* The filter options (filter.c), shared by report, html, trace, diff and
+ * compare: their getopt_long codes, the entries of a long option table, the
+ * help text. */
+enum {
+  MLPROF__OPT_ZONE = 3000,
+  MLPROF__OPT_EXCLUDE,
+  MLPROF__OPT_CATEGORY,
+  MLPROF__OPT_PROCESS,
+  MLPROF__OPT_THREAD,
+  MLPROF__OPT_TRACK,
+  MLPROF__OPT_RANK,
+  MLPROF__OPT_STEPS,
+  MLPROF__OPT_SKIP_WARMUP,
+  MLPROF__OPT_WINDOW
+};
+#define MLPROF__FILTER_OPTIONS                                             \
+  {"zone", required_argument, NULL, MLPROF__OPT_ZONE},                     \
+      {"exclude", required_argument, NULL, MLPROF__OPT_EXCLUDE},           \
+      {"category", required_argument, NULL, MLPROF__OPT_CATEGORY},         \
+      {"process", required_argument, NULL, MLPROF__OPT_PROCESS},           \
+      {"thread", required_argument, NULL, MLPROF__OPT_THREAD},             \
+      {"track", required_argument, NULL, MLPROF__OPT_TRACK},               \
+      {"rank", required_argument, NULL, MLPROF__OPT_RANK},                 \
+      {"steps", required_argument, NULL, MLPROF__OPT_STEPS},               \
+      {"skip-warmup", required_argument, NULL, MLPROF__OPT_SKIP_WARMUP}, { \
+    "window", required_argument, NULL, MLPROF__OPT_WINDOW                  \
+  }
+extern const char mlprof__filter_help[];
+
+/* Applies filter option ch (a getopt_long code) with its argument to *f.
+ * Returns 0; -1 when ch is no filter option; else the exit status after a
+ * message on stderr (2 bad usage, 3 out of memory). */
+int mlprof__filter_option(const char *cmd, int ch, const char *arg,
+                          mlprof__filter *f);
 
 typedef int (*mlprof__write_fn)(void *ctx, mlprof__out *o, char *err,
                                 size_t errlen);

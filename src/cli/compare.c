@@ -147,14 +147,17 @@ int mlprof__cmd_compare(int argc, char **argv) {
       {"format", required_argument, NULL, 'f'},
       {"top", required_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   const char *labels_arg = NULL;
-  int json = 0, top_given = 0;
+  int json = 0, top_given = 0, rc = -1;
   size_t top = 0;
+  mlprof__filter filter = {0};
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":l:f:n:h", options, NULL)) != -1) {
+  while (rc < 0 &&
+         (ch = getopt_long(argc, argv, ":l:f:n:h", options, NULL)) != -1) {
     switch (ch) {
       case 'l':
         labels_arg = optarg;
@@ -165,29 +168,40 @@ int mlprof__cmd_compare(int argc, char **argv) {
         else if (strcmp(optarg, "json") == 0)
           json = 1;
         else
-          return fail_usage("unknown format '%s': use text or json", optarg);
+          rc = fail_usage("unknown format '%s': use text or json", optarg);
         break;
       case 'n':
         if (mlprof__parse_count(optarg, &top))
-          return fail_usage("--top wants a whole number (0 for all), not '%s'",
-                            optarg);
+          rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
+                          optarg);
         top_given = 1;
         break;
       case 'h':
         fputs(usage, stdout);
-        return 0;
-      default:
-        return mlprof__option_error("compare", ch, argv, optind, optopt);
+        fputs(mlprof__filter_help, stdout);
+        rc = 0;
+        break;
+      default: {
+        int frc = mlprof__filter_option("compare", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("compare", ch, argv, optind, optopt);
+      }
     }
   }
   size_t nruns = (size_t)(argc - optind);
-  if (nruns < 2)
-    return fail_usage(
+  if (rc < 0 && nruns < 2)
+    rc = fail_usage(
         "%s", nruns ? "wants at least two runs to compare" : "no run given");
+  if (rc >= 0) {
+    mlprof__filter_free(&filter);
+    return rc;
+  }
   mlprof__compare c;
   char err[512];
-  int rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns,
-                                labels_arg, err, sizeof err);
+  rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns,
+                            labels_arg, &filter, err, sizeof err);
+  mlprof__filter_free(&filter);
   if (rc) {
     fprintf(stderr, "mlprof compare: %s\n", err);
     rc = rc == MLPROF_ENOMEM ? 1 : 2;

@@ -364,9 +364,10 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
 
 /* ---- command ------------------------------------------------------------- */
 
-static int load(const char *path, mlprof__report *r) {
+static int load(const char *path, const mlprof__filter *filter,
+                mlprof__report *r) {
   char err[512];
-  int rc = mlprof__run_load(path, 1, r, err, sizeof err);
+  int rc = mlprof__run_load(path, 1, filter, r, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof diff: %s\n", err);
     return rc == MLPROF_ENOMEM ? 3 : 2;
@@ -387,6 +388,7 @@ int mlprof__cmd_diff(int argc, char **argv) {
       {"zone", required_argument, NULL, 'z'},
       {"format", required_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
   int format = FORMAT_TEXT;
@@ -397,6 +399,7 @@ int mlprof__cmd_diff(int argc, char **argv) {
   }
   size_t nzones = 0;
   int rc = -1;
+  mlprof__filter filter = {0};
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
@@ -434,10 +437,15 @@ int mlprof__cmd_diff(int argc, char **argv) {
         break;
       case 'h':
         fputs(usage, stdout);
+        fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default:
-        rc = mlprof__option_error("diff", ch, argv, optind, optopt);
+      default: {
+        int frc = mlprof__filter_option("diff", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("diff", ch, argv, optind, optopt);
+      }
     }
   }
   if (rc < 0 && argc - optind != 2)
@@ -446,6 +454,7 @@ int mlprof__cmd_diff(int argc, char **argv) {
                               : "wants exactly two runs: BASE NEW");
   if (rc >= 0) {
     free(zones);
+    mlprof__filter_free(&filter);
     return rc;
   }
   opt.zones = zones;
@@ -453,8 +462,9 @@ int mlprof__cmd_diff(int argc, char **argv) {
   const char *bpath = argv[optind], *npath = argv[optind + 1];
   mlprof__report base = {0}, next = {0};
   mlprof__diff d = {0};
-  rc = load(bpath, &base);
-  if (!rc) rc = load(npath, &next);
+  rc = load(bpath, &filter, &base);
+  if (!rc) rc = load(npath, &filter, &next);
+  mlprof__filter_free(&filter);
   if (!rc && mlprof__diff_build(&base, &next, &opt, &d)) {
     fprintf(stderr, "mlprof diff: out of memory\n");
     rc = 3;

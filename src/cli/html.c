@@ -79,6 +79,10 @@ static int is_profile_of(const mlprof__job *job, const char *output) {
   return 0;
 }
 
+static int html_write(char **argv, int argc, const char *output,
+                      const char *title, const char *labels, size_t top,
+                      int compare, const mlprof__filter *filter);
+
 int mlprof__cmd_html(int argc, char **argv) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
@@ -87,17 +91,20 @@ int mlprof__cmd_html(int argc, char **argv) {
       {"compare", no_argument, NULL, 'c'},
       {"labels", required_argument, NULL, 'l'},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   const char *output = "report.html", *title = NULL, *labels = NULL;
   size_t top = MLPROF__DASH_TOP;
-  int compare = 0;
+  int compare = 0, rc = -1;
+  mlprof__filter filter = {0};
   opterr = 0;
   optind = 0;
   int ch;
-  while ((ch = getopt_long(argc, argv, ":o:n:cl:h", options, NULL)) != -1) {
+  while (rc < 0 &&
+         (ch = getopt_long(argc, argv, ":o:n:cl:h", options, NULL)) != -1) {
     switch (ch) {
       case 'o':
-        if (!optarg[0]) return fail_usage("%s", "-o wants a file name");
+        if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
         output = optarg;
         break;
       case 'T':
@@ -105,8 +112,8 @@ int mlprof__cmd_html(int argc, char **argv) {
         break;
       case 'n':
         if (mlprof__parse_count(optarg, &top))
-          return fail_usage("--top wants a whole number (0 for all), not '%s'",
-                            optarg);
+          rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
+                          optarg);
         break;
       case 'c':
         compare = 1;
@@ -117,18 +124,38 @@ int mlprof__cmd_html(int argc, char **argv) {
         break;
       case 'h':
         fputs(usage, stdout);
-        return 0;
-      default:
-        return mlprof__option_error("html", ch, argv, optind, optopt);
+        fputs(mlprof__filter_help, stdout);
+        rc = 0;
+        break;
+      default: {
+        int frc = mlprof__filter_option("html", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("html", ch, argv, optind, optopt);
+      }
     }
   }
-  if (optind >= argc) return fail_usage("%s", "no profile given");
+  if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
   struct stat st;
-  if (stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (rc < 0 && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
     fprintf(stderr, "mlprof html: %s is a directory; -o wants a file name\n",
             output);
-    return 2;
+    rc = 2;
   }
+  if (rc >= 0) {
+    mlprof__filter_free(&filter);
+    return rc;
+  }
+  rc = html_write(argv, argc, output, title, labels, top, compare, &filter);
+  mlprof__filter_free(&filter);
+  return rc;
+}
+
+/* mlprof html once its options are read. */
+static int html_write(char **argv, int argc, const char *output,
+                      const char *title, const char *labels, size_t top,
+                      int compare, const mlprof__filter *filter) {
+  struct stat st;
   const char *const *paths = (const char *const *)argv + optind;
   size_t npaths = (size_t)(argc - optind);
   char err[512];
@@ -151,8 +178,8 @@ int mlprof__cmd_html(int argc, char **argv) {
       if (is_profile_of(&other, output)) rc = 2;
       mlprof__job_close(&other);
     }
-    if (!rc && (rc = mlprof__compare_load(&c, paths, npaths, labels, err,
-                                          sizeof err))) {
+    if (!rc && (rc = mlprof__compare_load(&c, paths, npaths, labels, filter,
+                                          err, sizeof err))) {
       fprintf(stderr, "mlprof html: %s\n", err);
       rc = rc == MLPROF_ENOMEM ? 1 : 2;
     }
@@ -163,6 +190,7 @@ int mlprof__cmd_html(int argc, char **argv) {
   }
   mlprof__analysis_opts ao;
   mlprof__dash_opts(&ao, top);
+  ao.filter = filter;
   mlprof__analysis d;
   rc = mlprof__analysis_run(&job, &ao, &d, err, sizeof err);
   mlprof__job_close(&job);

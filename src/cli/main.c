@@ -36,6 +36,7 @@ static const struct {
      "runs of several configurations side by side"},
     {"diff", mlprof__cmd_diff,
      "per-zone regression test of NEW against BASE (CI gate)"},
+    {"top", mlprof__cmd_top, "a live terminal view of a running job"},
 };
 
 static void usage(FILE *out) {

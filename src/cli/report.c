@@ -148,6 +148,7 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
       {"html", required_argument, NULL, OPT_HTML},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   int format = FORMAT_TEXT, top_given = 0, which_table = TABLE_ZONES;
   int slo_fail = 0;
@@ -159,6 +160,7 @@ int mlprof__cmd_report(int argc, char **argv) {
   const char *table = NULL, *html = NULL;
   mlprof__sort_key sort = MLPROF__SORT_TOTAL;
   size_t top = 0;
+  mlprof__filter filter = {0};
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
@@ -242,10 +244,14 @@ int mlprof__cmd_report(int argc, char **argv) {
         break;
       case 'h':
         fputs(usage, stdout);
+        fputs(mlprof__filter_help, stdout);
         free_slo(slo, nslo);
+        mlprof__filter_free(&filter);
         return 0;
       default:
-        rc = mlprof__option_error("report", ch, argv, optind, optopt);
+        rc = mlprof__filter_option("report", ch, optarg, &filter);
+        if (rc < 0)
+          rc = mlprof__option_error("report", ch, argv, optind, optopt);
     }
   }
   if (!rc && optind >= argc) rc = fail_usage("%s", "no profile given");
@@ -259,6 +265,12 @@ int mlprof__cmd_report(int argc, char **argv) {
   if (!rc && slo_fail && format == FORMAT_CSV && which_table != TABLE_FINDINGS)
     rc = fail_usage("--slo-fail does not apply to --table %s",
                     table ? table : "zones");
+  int filtered =
+      mlprof__filter_records(&filter) || mlprof__filter_zones(&filter);
+  if (!rc && filtered && html)
+    rc = fail_usage("%s", "filters do not apply to --html: use mlprof html");
+  if (!rc && filtered && which_table == TABLE_SAMPLES)
+    rc = fail_usage("%s", "filters do not apply to --table samples");
   if (!rc && html) {
     /* The dashboard is mlprof html's: one way to make it. */
     free_slo(slo, nslo);
@@ -277,6 +289,7 @@ int mlprof__cmd_report(int argc, char **argv) {
     rc = fail_usage("--table %s applies to --format csv only", table);
   if (rc) {
     free_slo(slo, nslo);
+    mlprof__filter_free(&filter);
     return rc;
   }
   fo.slo = slo;
@@ -288,12 +301,14 @@ int mlprof__cmd_report(int argc, char **argv) {
   if (mlprof__cli_job_open("report", &job, (const char *const *)argv + optind,
                            (size_t)(argc - optind))) {
     free_slo(slo, nslo);
+    mlprof__filter_free(&filter);
     return 2;
   }
   if (which_table == TABLE_SAMPLES) {
     rc = samples_csv(&job);
     mlprof__job_close(&job);
     free_slo(slo, nslo);
+    mlprof__filter_free(&filter);
     return rc;
   }
   /* The zone table alone needs neither the samples nor the findings. */
@@ -304,10 +319,12 @@ int mlprof__cmd_report(int argc, char **argv) {
   ao.findings = fo;
   ao.sort = sort;
   ao.top = top;
+  ao.filter = &filter;
   mlprof__analysis a;
   rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
   mlprof__job_close(&job);
   free_slo(slo, nslo);
+  mlprof__filter_free(&filter);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
     return 3;

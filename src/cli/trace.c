@@ -1,5 +1,6 @@
 /* mlprof trace: a Chrome trace event file (Perfetto, chrome://tracing). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <mlprof.h>
 #include <stdio.h>
@@ -30,6 +31,12 @@ static const char usage[] =
     "options:\n"
     "  -o, --output FILE  where to write (default trace.json); - for standard\n"
     "                     output. The file appears only once it is complete.\n"
+    "      --max-mb MB    keep the longest spans that fit in MB megabytes\n"
+    "                     (10^6 bytes): the shorter ones are left out\n"
+    "                     (counters, samples and step marks are all kept)\n"
+    "      --warn-mb MB   warn when the trace is larger (default 256:\n"
+    "                     chrome://tracing fails above ~256 MB of JSON,\n"
+    "                     Perfetto's UI above ~1 GB)\n"
     "  -h, --help         show this help\n"
     "\n"
     "exit status: 0 done, 1 the trace could not be written, 2 bad usage or\n"
@@ -39,6 +46,10 @@ static const char usage[] =
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("trace", fmt, arg);
 }
+
+static int trace_write(char **paths, size_t npaths, const char *output,
+                       mlprof__filter *filter, uint64_t max_bytes,
+                       uint64_t warn_bytes);
 
 /* Whether path names the same file as one of the job's profiles: writing
  * there would replace the profile with its own trace. */
@@ -82,12 +93,48 @@ static void warn_reads(const mlprof__job *job,
 /* Exports job to o; returns 0 or an mlprof error with a reason in err. */
 typedef struct {
   const mlprof__job *job;
+  const mlprof__filter *filter;
   mlprof__chrome_result *res;
 } trace_job;
 
 static int write_trace(void *ctx, mlprof__out *o, char *err, size_t errlen) {
   const trace_job *t = ctx;
-  return mlprof__export_chrome(t->job, o, t->res, err, errlen);
+  return mlprof__export_chrome(t->job, t->filter, o, t->res, err, errlen);
+}
+
+/* For --max-mb: the least span duration that keeps the trace within max
+ * bytes, found by writing it once to /dev/null with the bytes of its spans
+ * by duration; 0 when everything fits, UINT64_MAX when no span does. *fits
+ * is 0 when what is not a span alone is larger than max. */
+static int min_duration(const trace_job *t, uint64_t max, uint64_t *min_ns,
+                        int *fits, char *err, size_t errlen) {
+  uint64_t bytes[MLPROF__CHROME_BUCKETS] = {0};
+  mlprof__chrome_result res = {.span_bytes = bytes};
+  mlprof__out o;
+  int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || mlprof__out_open(&o, fd)) {
+    if (fd >= 0) close(fd);
+    snprintf(err, errlen, "cannot open /dev/null to size the trace");
+    return MLPROF_EIO;
+  }
+  int rc = mlprof__export_chrome(t->job, t->filter, &o, &res, err, errlen);
+  mlprof__out_flush(&o);
+  mlprof__out_close(&o);
+  close(fd);
+  if (rc) return rc;
+  uint64_t spans = 0;
+  for (int b = 0; b < MLPROF__CHROME_BUCKETS; b++) spans += bytes[b];
+  uint64_t other = res.bytes - spans;
+  *min_ns = 0;
+  *fits = other <= max;
+  if (res.bytes <= max) return 0;
+  /* The longest buckets first, while they fit. */
+  uint64_t total = other;
+  int b = MLPROF__CHROME_BUCKETS;
+  while (b > 0 && total + bytes[b - 1] <= max) total += bytes[--b];
+  *min_ns =
+      b < MLPROF__CHROME_BUCKETS ? mlprof__chrome_bucket_min(b) : UINT64_MAX;
+  return 0;
 }
 
 /* To standard output (-o -): there is no file to replace. */
@@ -106,6 +153,30 @@ static int export_stdout(trace_job *t, char *err, size_t errlen) {
   return rc;
 }
 
+/* What --max-mb left out, and a trace too large for a viewer. */
+static void report_size(const mlprof__chrome_result *res, uint64_t min_ns,
+                        uint64_t max_bytes, int fits, uint64_t warn_bytes) {
+  char d[32];
+  if (max_bytes && (!fits || min_ns == UINT64_MAX))
+    fprintf(stderr,
+            "mlprof trace: warning: no span fits in --max-mb %.3g beside the "
+            "counters, samples and marks (%.3g MB)\n",
+            (double)max_bytes / 1e6, (double)res->bytes / 1e6);
+  else if (min_ns) {
+    mlprof__fmt_duration(d, sizeof d, (double)min_ns);
+    fprintf(stderr,
+            "mlprof trace: kept the spans of %s or longer to fit --max-mb "
+            "%.3g (%.3g MB)\n",
+            d, (double)max_bytes / 1e6, (double)res->bytes / 1e6);
+  }
+  if (res->bytes > warn_bytes)
+    fprintf(stderr,
+            "mlprof trace: warning: the trace is %.3g MB: chrome://tracing "
+            "fails above ~256 MB of JSON and Perfetto's UI above ~1 GB; keep "
+            "less with --window T0:T1, --steps A:B or --max-mb MB\n",
+            (double)res->bytes / 1e6);
+}
+
 static double seconds_since(const struct timespec *t0) {
   struct timespec t1;
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -113,34 +184,79 @@ static double seconds_since(const struct timespec *t0) {
          (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* A size in MB (10^6 bytes), more than 0. */
+static int parse_mb(const char *s, uint64_t *bytes) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v > 0) || v > 1e12) return -1;
+  *bytes = (uint64_t)(v * 1e6);
+  return 0;
+}
+
+enum { OPT_MAX_MB = 1000, OPT_WARN_MB };
+
 int mlprof__cmd_trace(int argc, char **argv) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
+      {"max-mb", required_argument, NULL, OPT_MAX_MB},
+      {"warn-mb", required_argument, NULL, OPT_WARN_MB},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   const char *output = "trace.json";
+  uint64_t max_bytes = 0, warn_bytes = 256000000;
+  mlprof__filter filter = {0};
+  int rc = -1;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
-  while ((ch = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
+  while (rc < 0 &&
+         (ch = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
     switch (ch) {
       case 'o':
-        if (!optarg[0]) return fail_usage("%s", "-o wants a file name");
+        if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
         output = optarg;
+        break;
+      case OPT_MAX_MB:
+      case OPT_WARN_MB:
+        if (parse_mb(optarg, ch == OPT_MAX_MB ? &max_bytes : &warn_bytes))
+          rc =
+              fail_usage(ch == OPT_MAX_MB
+                             ? "--max-mb wants a size in MB above 0, not '%s'"
+                             : "--warn-mb wants a size in MB above 0, not '%s'",
+                         optarg);
         break;
       case 'h':
         fputs(usage, stdout);
-        return 0;
-      default:
-        return mlprof__option_error("trace", ch, argv, optind, optopt);
+        fputs(mlprof__filter_help, stdout);
+        rc = 0;
+        break;
+      default: {
+        int frc = mlprof__filter_option("trace", ch, optarg, &filter);
+        if (frc > 0) rc = frc;
+        if (frc < 0)
+          rc = mlprof__option_error("trace", ch, argv, optind, optopt);
+      }
     }
   }
-  if (optind >= argc) return fail_usage("%s", "no profile given");
+  if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (rc >= 0) {
+    mlprof__filter_free(&filter);
+    return rc;
+  }
+  rc = trace_write(argv + optind, (size_t)(argc - optind), output, &filter,
+                   max_bytes, warn_bytes);
+  mlprof__filter_free(&filter);
+  return rc;
+}
 
+/* mlprof trace once its options are read. */
+static int trace_write(char **paths, size_t npaths, const char *output,
+                       mlprof__filter *filter, uint64_t max_bytes,
+                       uint64_t warn_bytes) {
   char err[512];
   mlprof__job job;
-  if (mlprof__cli_job_open("trace", &job, (const char *const *)argv + optind,
-                           (size_t)(argc - optind)))
+  if (mlprof__cli_job_open("trace", &job, (const char *const *)paths, npaths))
     return 2;
   int to_stdout = strcmp(output, "-") == 0;
   struct stat st;
@@ -160,22 +276,28 @@ int mlprof__cmd_trace(int argc, char **argv) {
   mlprof__chrome_result res = {
       .reads = calloc(job.count, sizeof *res.reads),
       .read_errors = calloc(job.count, sizeof *res.read_errors)};
-  trace_job tj = {.job = &job, .res = &res};
-  int rc;
+  trace_job tj = {.job = &job, .filter = filter, .res = &res};
+  int rc = 0, fits = 1;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if (!res.reads || !res.read_errors) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
-  } else if (to_stdout) {
+  } else if (max_bytes) {
+    rc = min_duration(&tj, max_bytes, &filter->min_ns, &fits, err, sizeof err);
+  }
+  if (!rc && to_stdout) {
     rc = export_stdout(&tj, err, sizeof err);
-  } else {
+  } else if (!rc) {
     rc = mlprof__cli_write_file(output, write_trace, &tj, err, sizeof err);
   }
   if (rc) {
     fprintf(stderr, "mlprof trace: %s\n", err);
   } else {
     warn_reads(&job, &res);
+    if (res.warning[0])
+      fprintf(stderr, "mlprof trace: warning: %s\n", res.warning);
+    report_size(&res, filter->min_ns, max_bytes, fits, warn_bytes);
     double secs = seconds_since(&t0);
     fprintf(stderr,
             "mlprof trace: %llu events from %zu profile%s to %s in %.2f s\n",

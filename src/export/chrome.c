@@ -67,6 +67,7 @@ typedef struct {
   mlprof__map named;    /* pseudo-processes already named */
   mlprof__map unprofiled; /* host << 32 | pid -> n: pid UNPROFILED_PID + n */
   uint64_t next_pseudo;   /* pid for the next process without a profile */
+  uint64_t *span_bytes;   /* mlprof__chrome_result.span_bytes */
 } chrome;
 
 /* Pseudo-processes for what is not a profiled process; above any Linux pid
@@ -135,10 +136,19 @@ static uint32_t name_of(const chrome *c, uint32_t id) {
   return mlprof__map_get(&c->ids, id);
 }
 
+int mlprof__chrome_bucket(uint64_t ns) {
+  if (ns < 4) return (int)ns;
+  int e = 63 - __builtin_clzll(ns);
+  return 4 * (e - 1) + (int)((ns >> (e - 2)) & 3);
+}
+
+uint64_t mlprof__chrome_bucket_min(int b) {
+  if (b < 4) return (uint64_t)b;
+  return (uint64_t)(4 + b % 4) << (b / 4 - 1);
+}
+
 /* Writes the span held back on thread t, with its args. */
-static void flush_span(chrome *c, thread_state *t) {
-  if (!t->pending) return;
-  t->pending = 0;
+static void write_span(chrome *c, thread_state *t) {
   const name_entry *n = &c->names[t->name];
   uint8_t cat = n->category < MLPROF_CAT_COUNT ? n->category : 0;
   /* The common event, name included, in one reservation. */
@@ -182,6 +192,16 @@ static void flush_span(chrome *c, thread_state *t) {
     t->nargs = 0;
   }
   mlprof__out_lit(c->o, "}");
+}
+
+static void flush_span(chrome *c, thread_state *t) {
+  if (!t->pending) return;
+  t->pending = 0;
+  uint64_t at = mlprof__out_pos(c->o);
+  write_span(c, t);
+  if (c->span_bytes)
+    c->span_bytes[mlprof__chrome_bucket(t->end - t->begin)] +=
+        mlprof__out_pos(c->o) - at;
 }
 
 /* The thread of a record that is not a span's metadata or units: the span it
@@ -619,12 +639,14 @@ static void write_other_data(chrome *c, size_t profiles) {
   mlprof__out_lit(c->o, "}}}\n");
 }
 
-int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
-                          mlprof__chrome_result *res, char *err,
+int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
+                          mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen) {
   chrome c;
   memset(&c, 0, sizeof c);
   c.o = o;
+  c.span_bytes = res ? res->span_bytes : NULL;
+  uint64_t start = mlprof__out_pos(o);
   c.last_thread = MLPROF__NONE;
   mlprof__map seen = {0};
   int rc = mlprof__out_open(&c.arena, -1);
@@ -650,6 +672,12 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
   };
   c.job = job;
   rc = plan_pids(&c, &seen);
+  mlprof__filtered *fd = NULL;
+  if (res) res->warning[0] = '\0';
+  if (!rc && filter &&
+      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
+    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
+                                res ? sizeof res->warning : errlen);
   if (rc) snprintf(err, errlen, "out of memory");
   mlprof__out_lit(o, "{\"traceEvents\":[\n");
   for (size_t i = 0; i < job->count && !rc; i++) {
@@ -663,7 +691,9 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
     mlprof__read_report rep;
     memset(&rep, 0, sizeof rep);
     char why[256] = "";
-    int rd = mlprof__read_file(p->path, &v, &rep, why, sizeof why);
+    mlprof__visitor fv = v;
+    if (fd) mlprof__filter_visitor(fd, i, &v, &fv);
+    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
     if (o->err) {
       rc = o->err;
       snprintf(err, errlen, "cannot write the trace");
@@ -689,7 +719,11 @@ int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
   } else if (rc == MLPROF_ENOMEM) {
     snprintf(err, errlen, "out of memory");
   }
-  if (res) res->events = c.events;
+  if (res) {
+    res->events = c.events;
+    res->bytes = mlprof__out_pos(o) - start;
+  }
+  mlprof__filtered_free(fd);
   for (size_t i = 0; i < c.nthreads; i++) free(c.threads[i].args);
   for (size_t i = 0; i < c.nmeta; i++) {
     free(c.meta[i].key);

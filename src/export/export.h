@@ -59,8 +59,20 @@ int mlprof__export_samples_csv(const mlprof__job *job, mlprof__out *o,
                                mlprof__read_report *reads, char *err,
                                size_t errlen);
 
+/* Span durations in buckets, four per power of two, for sizing a trace by
+ * the durations its spans keep (mlprof trace --max-mb). */
+#define MLPROF__CHROME_BUCKETS 252
+/* The bucket of a duration, and the least duration of a bucket. */
+int mlprof__chrome_bucket(uint64_t ns);
+uint64_t mlprof__chrome_bucket_min(int b);
+
 typedef struct {
-  uint64_t events;            /* trace events written */
+  uint64_t events; /* trace events written */
+  uint64_t bytes;  /* the trace's size */
+  /* NULL, or MLPROF__CHROME_BUCKETS counters: the bytes of the span events
+   * of each duration bucket are added to them. */
+  uint64_t *span_bytes;
+  char warning[512];          /* the filter's (mlprof__filter_prepare), or "" */
   mlprof__read_report *reads; /* one per profile of the job, in job order */
   char (*read_errors)[256];   /* per profile: why its read stopped, or "" */
 } mlprof__chrome_result;
@@ -77,12 +89,17 @@ typedef struct {
  * timeline. Nothing is collected in memory but names and one pending span
  * per thread.
  *
- * res (may be NULL) receives the event count and, when its arrays are set
+ * filter (NULL: none) chooses the records and leaves out the spans of the
+ * zones it does not show (filter.h).
+ *
+ * res (may be NULL) receives the event count, the size and, when its arrays
+ * are set
  * (job->count entries each), what each read found: damage is not an error,
  * and a read that stops part-way keeps what it wrote. Returns 0, MLPROF_ENOMEM
  * or the writer's error, with a one-line reason in err. */
-int mlprof__export_chrome(const mlprof__job *job, mlprof__out *o,
-                          mlprof__chrome_result *res, char *err, size_t errlen);
+int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
+                          mlprof__out *o, mlprof__chrome_result *res, char *err,
+                          size_t errlen);
 
 /* The comparison as one JSON object of schema "mlprof.compare/1"
  * (docs/json-schema.md), every label, path and zone name escaped by

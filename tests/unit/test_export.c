@@ -620,7 +620,7 @@ static void test_chrome_trace(void) {
   mlprof__read_report reads[1];
   char why[1][256];
   mlprof__chrome_result res = {.reads = reads, .read_errors = why};
-  rc = mlprof__export_chrome(&job, &o, &res, err, sizeof err);
+  rc = mlprof__export_chrome(&job, NULL, &o, &res, err, sizeof err);
   mlprof__job_close(&job);
   unlink(path);
   if (rc) TEST_FAIL("export: %s", err);
@@ -680,7 +680,7 @@ static void test_chrome_trace_of_killed_profile(void) {
   mlprof__read_report reads[1];
   char why[1][256];
   mlprof__chrome_result res = {.reads = reads, .read_errors = why};
-  int rc = mlprof__export_chrome(&job, &o, &res, err, sizeof err);
+  int rc = mlprof__export_chrome(&job, NULL, &o, &res, err, sizeof err);
   mlprof__job_close(&job);
   unlink(path);
   CHECK_EQ(rc, 0);
@@ -848,7 +848,7 @@ static void test_chrome_sample_counters(void) {
   CHECK_EQ(mlprof__out_open(&o, -1), 0);
   char err[256];
   mlprof__chrome_result res = {0};
-  int rc = mlprof__export_chrome(&j.job, &o, &res, err, sizeof err);
+  int rc = mlprof__export_chrome(&j.job, NULL, &o, &res, err, sizeof err);
   close_sampled(&j);
   if (rc) TEST_FAIL("export: %s", err);
   const char *s = text_of(&o);

@@ -1,0 +1,468 @@
+/* Filters (filter.h): selectors matched against each profile once, then a
+ * visitor that sits between the reader and an analysis or export and drops
+ * what the filter leaves out. */
+#include "filter.h"
+
+#include <fnmatch.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "../format/wire.h"
+
+/* The longest PROCESS part of a track. */
+#define TRACK_PROC_MAX 255
+
+int mlprof__filter_add(mlprof__filter *f, int kind, const char *s, char *err,
+                       size_t errlen) {
+  if (kind == MLPROF__SEL_TRACK) {
+    const char *slash = strchr(s, '/');
+    if (!slash || slash == s || !slash[1] || slash - s > TRACK_PROC_MAX) {
+      snprintf(err, errlen,
+               "--track wants PROCESS/THREAD (a pid or name each), not '%s'",
+               s);
+      return MLPROF_EINVAL;
+    }
+  }
+  if (kind == MLPROF__SEL_RANK) {
+    char *end = NULL;
+    long long r = strtoll(s, &end, 10);
+    if (end == s || *end || r < 0) {
+      snprintf(err, errlen, "--rank wants a rank (0 or more), not '%s'", s);
+      return MLPROF_EINVAL;
+    }
+  }
+  if (mlprof__grow(&f->sel, &f->cap, f->nsel + 1, sizeof *f->sel)) {
+    snprintf(err, errlen, "out of memory");
+    return MLPROF_ENOMEM;
+  }
+  f->sel[f->nsel++] = (mlprof__selector){.kind = kind, .s = s};
+  return 0;
+}
+
+void mlprof__filter_free(mlprof__filter *f) {
+  free(f->sel);
+  memset(f, 0, sizeof *f);
+}
+
+static int has_kind(const mlprof__filter *f, int kind) {
+  for (size_t i = 0; i < f->nsel; i++)
+    if (f->sel[i].kind == kind) return 1;
+  return 0;
+}
+
+int mlprof__filter_records(const mlprof__filter *f) {
+  return f->steps || f->window || f->min_ns ||
+         has_kind(f, MLPROF__SEL_PROCESS) || has_kind(f, MLPROF__SEL_THREAD) ||
+         has_kind(f, MLPROF__SEL_TRACK) || has_kind(f, MLPROF__SEL_RANK);
+}
+
+int mlprof__filter_zones(const mlprof__filter *f) {
+  return f->categories || has_kind(f, MLPROF__SEL_ZONE) ||
+         has_kind(f, MLPROF__SEL_EXCLUDE);
+}
+
+int mlprof__filter_zone(const mlprof__filter *f, const char *name,
+                        uint8_t category) {
+  if (f->categories &&
+      !(category < MLPROF_CAT_COUNT && (f->categories >> category) & 1))
+    return 0;
+  int any = 0, match = 0;
+  for (size_t i = 0; i < f->nsel; i++) {
+    const mlprof__selector *s = &f->sel[i];
+    if (s->kind == MLPROF__SEL_EXCLUDE && fnmatch(s->s, name, 0) == 0) return 0;
+    if (s->kind == MLPROF__SEL_ZONE) {
+      any = 1;
+      match |= fnmatch(s->s, name, 0) == 0;
+    }
+  }
+  return !any || match;
+}
+
+/* Whether pattern names the thing numbered id or named name: all digits and
+ * equal to id, or a glob matching name. */
+static int matches(const char *pattern, uint64_t id, const char *name) {
+  uint64_t n;
+  char *end = NULL;
+  if (pattern[0] >= '0' && pattern[0] <= '9') {
+    n = strtoull(pattern, &end, 10);
+    if (!*end && n == id) return 1;
+  }
+  return name && fnmatch(pattern, name, 0) == 0;
+}
+
+/* The PROCESS part of a track matches profile p. */
+static int track_process(const char *track, const mlprof__job_profile *p) {
+  char proc[TRACK_PROC_MAX + 1];
+  size_t n = (size_t)(strchr(track, '/') - track);
+  memcpy(proc, track, n);
+  proc[n] = '\0';
+  return matches(proc, p->pid, p->name);
+}
+
+/* What one profile keeps. */
+typedef struct {
+  int keep;                  /* 0: nothing of it (process, rank, no steps) */
+  uint64_t lo, hi;           /* records that begin in [lo, hi), profile time */
+  int threads;               /* 1: only the threads in tids */
+  mlprof__map tids;          /* tid -> 1 */
+  int has_steps;             /* it had step marks (pre-pass) */
+  int has_spans;             /* it had spans (pre-pass for steps) */
+  uint64_t step_lo, step_hi; /* job time, when has_steps */
+} prof;
+
+struct mlprof__filtered {
+  const mlprof__filter *f;
+  const mlprof__job *job;
+  int zones;
+  prof *p;
+  /* The profile being read. */
+  const prof *cur;
+  mlprof__visitor inner;
+  mlprof__map names; /* name id -> 1 shown, 2 not */
+  int drop_args;     /* the last span was dropped: its meta and units too */
+};
+
+/* ---- the pre-pass: thread names and step marks ------------------------- */
+
+typedef struct {
+  uint64_t count, at_from, at_to; /* marks; times of marks from and to */
+} mark_thread;
+
+typedef struct {
+  const mlprof__filter *f;
+  const mlprof__job_profile *jp;
+  prof *p;
+  mark_thread *marks;
+  size_t nmarks, mcap;
+  mlprof__map mtids; /* tid -> index in marks */
+} prepass;
+
+/* Whether thread tid (name, or NULL) of this profile is selected. */
+static int thread_selected(const prepass *pp, uint64_t tid, const char *name) {
+  for (size_t i = 0; i < pp->f->nsel; i++) {
+    const mlprof__selector *s = &pp->f->sel[i];
+    if (s->kind == MLPROF__SEL_THREAD && matches(s->s, tid, name)) return 1;
+    if (s->kind == MLPROF__SEL_TRACK && track_process(s->s, pp->jp) &&
+        matches(strchr(s->s, '/') + 1, tid, name))
+      return 1;
+  }
+  return 0;
+}
+
+static int pre_tid(prepass *pp, uint64_t tid, const char *name) {
+  if (!pp->p->threads || !thread_selected(pp, tid, name)) return 0;
+  return mlprof__map_put(&pp->p->tids, tid, 1);
+}
+
+static int pre_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  (void)len;
+  return pre_tid(ud, tid, name);
+}
+
+static int pre_events(void *ud, uint32_t tid, uint64_t dropped) {
+  (void)dropped;
+  return pre_tid(ud, tid, NULL);
+}
+
+static int pre_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                    uint64_t begin, uint64_t end) {
+  (void)tid, (void)name, (void)depth, (void)begin, (void)end;
+  ((prepass *)ud)->p->has_spans = 1;
+  return 0;
+}
+
+static int pre_step(void *ud, uint32_t tid, uint64_t t) {
+  prepass *pp = ud;
+  if (!pp->f->steps) return 0;
+  uint32_t k = mlprof__map_get(&pp->mtids, tid);
+  if (k == MLPROF__NONE) {
+    if (mlprof__grow(&pp->marks, &pp->mcap, pp->nmarks + 1,
+                     sizeof *pp->marks) ||
+        mlprof__map_put(&pp->mtids, tid, (uint32_t)pp->nmarks))
+      return MLPROF_ENOMEM;
+    k = (uint32_t)pp->nmarks++;
+    memset(&pp->marks[k], 0, sizeof pp->marks[k]);
+  }
+  mark_thread *m = &pp->marks[k];
+  if (m->count == pp->f->step_from) m->at_from = t;
+  if (m->count == pp->f->step_to) m->at_to = t;
+  m->count++;
+  return 0;
+}
+
+/* Reads profile jp for its thread names, step marks and whether it has
+ * spans into *p. A read that
+ * fails keeps what it gave: the analysis says why. */
+static int prepass_read(const mlprof__filter *f, const mlprof__job_profile *jp,
+                        prof *p) {
+  prepass pp = {.f = f, .jp = jp, .p = p};
+  mlprof__visitor v = {.ud = &pp,
+                       .thread = p->threads ? pre_thread : NULL,
+                       .events = p->threads ? pre_events : NULL,
+                       .span = f->steps ? pre_span : NULL,
+                       .step = f->steps ? pre_step : NULL};
+  mlprof__read_report rep;
+  int rc = mlprof__read_file(jp->path, &v, &rep, NULL, 0);
+  rc = rc == MLPROF_ENOMEM ? rc : 0;
+  /* The thread with the most marks gives the steps. */
+  const mark_thread *best = NULL;
+  for (size_t i = 0; i < pp.nmarks; i++)
+    if (!best || pp.marks[i].count > best->count) best = &pp.marks[i];
+  if (best && best->count) {
+    p->has_steps = 1;
+    if (f->step_from >= best->count) {
+      p->step_lo = p->step_hi = 0; /* past the last mark: nothing */
+    } else {
+      p->step_lo = best->at_from + jp->offset_ns;
+      p->step_hi =
+          f->step_to < best->count ? best->at_to + jp->offset_ns : UINT64_MAX;
+    }
+  }
+  free(pp.marks);
+  mlprof__map_clear(&pp.mtids);
+  return rc;
+}
+
+/* ---- preparing ---------------------------------------------------------- */
+
+static int process_selected(const mlprof__filter *f,
+                            const mlprof__job_profile *jp) {
+  int any_proc = 0, proc = 0, any_rank = 0, rank = 0;
+  for (size_t i = 0; i < f->nsel; i++) {
+    const mlprof__selector *s = &f->sel[i];
+    if (s->kind == MLPROF__SEL_PROCESS) {
+      any_proc = 1;
+      proc |= matches(s->s, jp->pid, jp->name);
+    } else if (s->kind == MLPROF__SEL_RANK) {
+      any_rank = 1;
+      rank |= jp->rank >= 0 && strtoll(s->s, NULL, 10) == jp->rank;
+    }
+  }
+  return (!any_proc || proc) && (!any_rank || rank);
+}
+
+/* In profile time: a job time t for a profile starting at off. */
+static uint64_t to_profile(uint64_t t, uint64_t off) {
+  return t == UINT64_MAX ? t : t > off ? t - off : 0;
+}
+
+int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
+                           int zones, mlprof__filtered **out, char *warn,
+                           size_t warnlen) {
+  warn[0] = '\0';
+  mlprof__filtered *fd = calloc(1, sizeof *fd);
+  if (!fd) return MLPROF_ENOMEM;
+  fd->f = f;
+  fd->job = job;
+  fd->zones = zones;
+  fd->p = calloc(job->count ? job->count : 1, sizeof *fd->p);
+  if (!fd->p) {
+    free(fd);
+    return MLPROF_ENOMEM;
+  }
+  int threads =
+      has_kind(f, MLPROF__SEL_THREAD) || has_kind(f, MLPROF__SEL_TRACK);
+  int rc = 0;
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    prof *p = &fd->p[i];
+    p->keep = process_selected(f, &job->profiles[i]);
+    p->lo = 0;
+    p->hi = UINT64_MAX;
+    p->threads = threads;
+    if (p->keep && (threads || f->steps))
+      rc = prepass_read(f, &job->profiles[i], p);
+  }
+  size_t nosteps = 0;
+  const char *first = NULL;
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    prof *p = &fd->p[i];
+    const mlprof__job_profile *jp = &job->profiles[i];
+    uint64_t lo = 0, hi = UINT64_MAX; /* job time */
+    if (f->window) {
+      lo = f->t0;
+      hi = f->t1;
+    }
+    if (f->steps && p->keep) {
+      /* Its own steps, else its nearest ancestor's. */
+      int a = (int)i;
+      while (a >= 0 && !fd->p[a].has_steps) a = job->profiles[a].parent;
+      if (a < 0) {
+        p->keep = 0;
+        /* A process without spans (mlprof run's own) goes unmentioned. */
+        if (p->has_spans && !nosteps++) first = jp->name;
+      } else {
+        if (fd->p[a].step_lo > lo) lo = fd->p[a].step_lo;
+        if (fd->p[a].step_hi < hi) hi = fd->p[a].step_hi;
+      }
+    }
+    p->lo = to_profile(lo, jp->offset_ns);
+    p->hi = to_profile(hi, jp->offset_ns);
+  }
+  if (nosteps)
+    snprintf(warn, warnlen,
+             "%zu process%s left out: no step marks in %s or its parents "
+             "(%s, the first)",
+             nosteps, nosteps == 1 ? "" : "es", nosteps == 1 ? "it" : "them",
+             first ? first : "?");
+  if (rc) {
+    mlprof__filtered_free(fd);
+    return rc;
+  }
+  *out = fd;
+  return 0;
+}
+
+void mlprof__filtered_free(mlprof__filtered *fd) {
+  if (!fd) return;
+  for (size_t i = 0; i < fd->job->count; i++) mlprof__map_clear(&fd->p[i].tids);
+  free(fd->p);
+  mlprof__map_clear(&fd->names);
+  free(fd);
+}
+
+/* ---- the filtering visitor ----------------------------------------------- */
+
+/* Callbacks the filter passes on unchanged. */
+#define FWD(cb, params, ...)                                           \
+  static int f_##cb params {                                           \
+    const mlprof__filtered *fd = ud;                                   \
+    return fd->inner.cb ? fd->inner.cb(fd->inner.ud, __VA_ARGS__) : 0; \
+  }
+
+FWD(header, (void *ud, const mlprof__header *h), h)
+FWD(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name,
+    len)
+FWD(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)
+FWD(meta,
+    (void *ud, const char *key, size_t klen, const char *value, size_t vlen),
+    key, klen, value, vlen)
+FWD(end, (void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched),
+    end_ns, dropped, unmatched)
+FWD(source,
+    (void *ud, const char *name, size_t nlen, int available, const char *reason,
+     size_t rlen),
+    name, nlen, available, reason, rlen)
+#undef FWD
+
+static int in_time(const prof *p, uint64_t t) {
+  return t >= p->lo && t < p->hi;
+}
+
+static int thread_kept(const prof *p, uint32_t tid) {
+  return !p->threads || mlprof__map_get(&p->tids, tid) != MLPROF__NONE;
+}
+
+/* Whether a record of thread tid at time t is kept. */
+static int kept(const mlprof__filtered *fd, uint32_t tid, uint64_t t) {
+  return fd->cur->keep && thread_kept(fd->cur, tid) && in_time(fd->cur, t);
+}
+
+static int zone_kept(const mlprof__filtered *fd, uint32_t name) {
+  return !fd->zones || mlprof__map_get(&fd->names, name) != 2;
+}
+
+static int f_name(void *ud, const mlprof__name *n) {
+  mlprof__filtered *fd = ud;
+  if (fd->zones && n->kind == MLPROF__NAME_ZONE &&
+      mlprof__map_put(&fd->names, n->id,
+                      mlprof__filter_zone(fd->f, n->name, n->category) ? 1 : 2))
+    return MLPROF_ENOMEM;
+  return fd->inner.name ? fd->inner.name(fd->inner.ud, n) : 0;
+}
+
+static int f_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                  uint64_t begin, uint64_t end) {
+  mlprof__filtered *fd = ud;
+  fd->drop_args = !kept(fd, tid, begin) || !zone_kept(fd, name) ||
+                  end - begin < fd->f->min_ns;
+  if (fd->drop_args || !fd->inner.span) return 0;
+  return fd->inner.span(fd->inner.ud, tid, name, depth, begin, end);
+}
+
+static int f_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  mlprof__filtered *fd = ud;
+  if (fd->drop_args || !fd->inner.span_meta) return 0;
+  return fd->inner.span_meta(fd->inner.ud, tid, key, value);
+}
+
+static int f_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  mlprof__filtered *fd = ud;
+  if (fd->drop_args || !fd->inner.span_units) return 0;
+  return fd->inner.span_units(fd->inner.ud, tid, name, n);
+}
+
+static int f_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                     double v) {
+  mlprof__filtered *fd = ud;
+  if (!kept(fd, tid, t) || !fd->inner.counter) return 0;
+  return fd->inner.counter(fd->inner.ud, tid, name, t, v);
+}
+
+static int f_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                   uint64_t n) {
+  mlprof__filtered *fd = ud;
+  if (!kept(fd, tid, t) || !fd->inner.units) return 0;
+  return fd->inner.units(fd->inner.ud, tid, name, t, n);
+}
+
+/* A step mark at the window's end is kept: it closes the last step. */
+static int f_step(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__filtered *fd = ud;
+  const prof *p = fd->cur;
+  if (!p->keep || !thread_kept(p, tid) || t < p->lo ||
+      (t > p->hi && p->hi != UINT64_MAX) || !fd->inner.step)
+    return 0;
+  return fd->inner.step(fd->inner.ud, tid, t);
+}
+
+static int f_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                  uint64_t begin) {
+  mlprof__filtered *fd = ud;
+  if (!kept(fd, tid, begin) || !zone_kept(fd, name) || !fd->inner.open)
+    return 0;
+  return fd->inner.open(fd->inner.ud, tid, name, depth, begin);
+}
+
+static int f_sample(void *ud, const mlprof__sample_row *row) {
+  mlprof__filtered *fd = ud;
+  if (!fd->cur->keep || !in_time(fd->cur, row->t) || !fd->inner.sample)
+    return 0;
+  return fd->inner.sample(fd->inner.ud, row);
+}
+
+void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
+                            const mlprof__visitor *inner,
+                            mlprof__visitor *out) {
+  const prof *p = &fd->p[i];
+  int zones = fd->zones && mlprof__filter_zones(fd->f);
+  if (!zones && p->keep && !p->threads && p->lo == 0 && p->hi == UINT64_MAX &&
+      !fd->f->min_ns) {
+    *out = *inner;
+    return;
+  }
+  fd->cur = p;
+  fd->inner = *inner;
+  fd->drop_args = 0;
+  mlprof__map_clear(&fd->names);
+  /* Only what inner reads, so the reader still skips the rest (out may be
+   * inner: read fd->inner from here on). */
+  *out = (mlprof__visitor){.ud = fd};
+  if (fd->inner.header) out->header = f_header;
+  if (fd->inner.thread) out->thread = f_thread;
+  if (fd->inner.events) out->events = f_events;
+  if (fd->inner.meta) out->meta = f_meta;
+  if (fd->inner.end) out->end = f_end;
+  if (fd->inner.source) out->source = f_source;
+  if (fd->inner.name || zones) out->name = f_name;
+  if (fd->inner.span) out->span = f_span;
+  if (fd->inner.span_meta) out->span_meta = f_span_meta;
+  if (fd->inner.span_units) out->span_units = f_span_units;
+  if (fd->inner.counter) out->counter = f_counter;
+  if (fd->inner.units) out->units = f_units;
+  if (fd->inner.step) out->step = f_step;
+  if (fd->inner.open) out->open = f_open;
+  if (fd->inner.sample) out->sample = f_sample;
+}

@@ -1,0 +1,97 @@
+/* Filters: which records of a job enter an analysis or an export, and which
+ * zones are shown (docs/guide.md, "Filters").
+ *
+ * Two kinds, with different effects on the numbers:
+ * - zone filters (zone and exclude patterns, categories) choose which zones
+ *   are shown. Every span still counts where it is nested: a parent's self
+ *   time, the step breakdown and the findings are those of the whole job.
+ *   The analysis driver applies them to the finished report; the trace
+ *   leaves the spans of the other zones out.
+ * - record filters (processes, threads, tracks, ranks, steps, a time window)
+ *   choose which records enter at all: spans (by their begin), zones still
+ *   open, counters, units, step marks and samples. The analysis then sees
+ *   the job as if nothing else had been recorded, so a span whose children
+ *   fall outside a window has them in its self time.
+ *
+ * Steps are the intervals between consecutive step marks of a process's
+ * thread with the most marks, numbered from 0: step k runs from mark k to
+ * mark k+1. Steps A:B select, per process, the time from mark A to mark B
+ * (B open: to the profile's end). A process without step marks takes its
+ * nearest ancestor's steps; with none, it is left out (and a warning says
+ * so). */
+#ifndef MLPROF_FILTER_H
+#define MLPROF_FILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../format/reader.h"
+#include "../model/job.h"
+
+/* What a selector matches. */
+enum {
+  MLPROF__SEL_ZONE,    /* a zone name (a glob, fnmatch(3)) */
+  MLPROF__SEL_EXCLUDE, /* a zone name not to show (a glob) */
+  MLPROF__SEL_PROCESS, /* a pid, or a process name (a glob) */
+  MLPROF__SEL_THREAD,  /* a tid, or a thread name (a glob) */
+  MLPROF__SEL_TRACK,   /* PROCESS/THREAD: one process's threads */
+  MLPROF__SEL_RANK,    /* a rank (a number) */
+  MLPROF__NSEL
+};
+
+typedef struct {
+  int kind;
+  const char *s; /* borrowed: the caller keeps it alive */
+} mlprof__selector;
+
+/* A filter, empty when zeroed (every record, every zone). Selectors of one
+ * kind are alternatives; kinds, steps and the window must all hold. */
+typedef struct {
+  mlprof__selector *sel; /* owned (mlprof__filter_free) */
+  size_t nsel, cap;
+  unsigned categories; /* 1 << mlprof_category for each one shown; 0: all */
+  int steps;           /* 1: only steps step_from to step_to (exclusive) */
+  uint64_t step_from, step_to; /* step_to UINT64_MAX: to the end */
+  int window;                  /* 1: only records that begin in [t0, t1) */
+  uint64_t t0, t1;             /* job time, ns; t1 UINT64_MAX: open */
+  uint64_t min_ns;             /* spans shorter than this are left out */
+} mlprof__filter;
+
+/* Adds a selector. Returns 0, or MLPROF_ENOMEM, or MLPROF_EINVAL with a
+ * one-line reason in err (a track without '/', a rank that is no number). */
+int mlprof__filter_add(mlprof__filter *f, int kind, const char *s, char *err,
+                       size_t errlen);
+void mlprof__filter_free(mlprof__filter *f);
+
+/* Whether f has any record filter (then a job must be prepared) or any
+ * zone filter. */
+int mlprof__filter_records(const mlprof__filter *f);
+int mlprof__filter_zones(const mlprof__filter *f);
+
+/* Whether a zone of this name and category is shown. */
+int mlprof__filter_zone(const mlprof__filter *f, const char *name,
+                        uint8_t category);
+
+/* A filter applied to one job: what each profile keeps. */
+typedef struct mlprof__filtered mlprof__filtered;
+
+/* Prepares f for job (both must outlive *out); zones != 0 makes the
+ * visitors also leave out the spans of zones not shown (for exports). Reads
+ * the profiles once more when threads are selected by name or steps are
+ * selected (their names and step marks). warn gets one line on processes
+ * left out that the user may not expect ("" when none). Returns 0 or
+ * MLPROF_ENOMEM. */
+int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
+                           int zones, mlprof__filtered **out, char *warn,
+                           size_t warnlen);
+
+/* The visitor to read profile i of the job with: it forwards to inner what
+ * the filter keeps (inner itself when it keeps everything). One profile at
+ * a time: the next call replaces the last one's state. */
+void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
+                            const mlprof__visitor *inner, mlprof__visitor *out);
+
+/* Frees what mlprof__filter_prepare made (NULL is fine). */
+void mlprof__filtered_free(mlprof__filtered *fd);
+
+#endif

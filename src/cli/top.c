@@ -1,0 +1,469 @@
+/* mlprof top: a live view of a running job, redrawn every interval from the
+ * run directory's profiles through the analysis driver with a time window
+ * (the last interval), in plain ANSI: no curses, so it works wherever a
+ * terminal does (ssh, tmux), and as plain lines when it is not on one. */
+#include <errno.h>
+#include <getopt.h>
+#include <mlprof.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../analyze/analysis.h"
+#include "../export/table.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: mlprof top [options] DIR\n"
+    "\n"
+    "A live view of a running job's run directory (mlprof run -o DIR),\n"
+    "redrawn every interval from what the profiles hold so far: processes\n"
+    "and threads, the step rate and step time with its breakdown, the\n"
+    "busiest zones of the last interval, CPU, RSS and GPU memory per\n"
+    "process, GPU use, warnings and findings. Each update reads the profiles\n"
+    "through the same analysis as mlprof report --window (the last interval,\n"
+    "less the profiles' flush interval: what is not on disk yet).\n"
+    "On a terminal the screen is redrawn in place; otherwise (or with\n"
+    "--plain) each update is printed as plain lines.\n"
+    "\n"
+    "options:\n"
+    "  -i, --interval S   seconds between updates (default 1)\n"
+    "  -c, --count N      stop after N updates (default: until q or Ctrl-C)\n"
+    "  -s, --sort KEY     order zones by total (default), self, mean, p99\n"
+    "                     or count\n"
+    "  -n, --top N        zones shown (default: as many as fit; 15 in plain\n"
+    "                     lines)\n"
+    "      --plain        plain lines even on a terminal\n"
+    "  -h, --help         show this help\n"
+    "\n"
+    "keys: q quits; t, s, m, p, c sort the zones by total, self, mean, p99,\n"
+    "count.\n"
+    "\n"
+    "exit status: 0 done, 2 bad usage or DIR is not a directory.\n";
+
+#define PLAIN_TOP 15
+/* Data reach the files every flush interval (MLPROF_FLUSH_MS, 200 ms by
+ * default): the window ends that long (and a little) before now. */
+#define LAG_NS 250000000ull
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) {
+  (void)sig;
+  stop = 1;
+}
+
+static int fail_usage(const char *fmt, const char *arg) {
+  return mlprof__usage_error("top", fmt, arg);
+}
+
+typedef struct {
+  const char *dir;
+  uint64_t interval_ns;
+  mlprof__sort_key sort;
+  size_t top; /* 0: as many as fit */
+  int tty;    /* redraw in place */
+  unsigned rows, cols;
+} view;
+
+/* Now on the job's timeline: its time 0 is the earliest profile's start. */
+static uint64_t job_now(const mlprof__job *job) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  const mlprof__job_profile *p = &job->profiles[0];
+  uint64_t zero = p->start_wall_ns - p->offset_ns;
+  return now > zero ? now - zero : 0;
+}
+
+/* A measure of s with a value in the window, or NULL. */
+static const mlprof__measure_stats *measure(const mlprof__subject_stats *s,
+                                            const char *name) {
+  const mlprof__measure_stats *m = mlprof__subject_measure(s, name);
+  return m && m->count ? m : NULL;
+}
+
+/* The processes: pid, name, alive, spans and threads in the window, and
+ * their last CPU, RSS and GPU memory. */
+static void show_processes(const mlprof__analysis *a, mlprof__out *o) {
+  static const char *const heads[] = {"process", "pid",  "state", "threads",
+                                      "spans",   "cpu%", "rss",   "gpu mem"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrlrrrrr")) return;
+  const mlprof__report *r = &a->r;
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const mlprof__proc_stats *p = &r->procs[i];
+    if (p->exec_into >= 0) continue; /* shown as the program it became */
+    mlprof__table_name(&t, p->name, strlen(p->name), 24);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)p->pid);
+    mlprof__table_cell(&t, "%s",
+                       p->alive == 1   ? "running"
+                       : p->alive == 0 ? "ended"
+                                       : "?");
+    mlprof__table_cell(&t, "%zu", p->threads);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)p->spans);
+    const mlprof__measure_stats *cpu = NULL, *rss = NULL, *gpu = NULL;
+    for (size_t k = 0; k < a->res.nsubjects; k++) {
+      const mlprof__subject_stats *s = &a->res.subjects[k];
+      if (s->subject != MLPROF__SUBJECT_PROCESS || s->process != (int)i)
+        continue;
+      cpu = measure(s, "cpu_pct");
+      rss = measure(s, "rss_bytes");
+      gpu = measure(s, "gpu_mem_bytes");
+    }
+    if (cpu)
+      mlprof__table_cell(&t, "%.0f", cpu->last);
+    else
+      mlprof__table_cell(&t, "-");
+    if (rss)
+      mlprof__table_cell(&t, "%.1f MB", rss->last / 1e6);
+    else
+      mlprof__table_cell(&t, "-");
+    if (gpu)
+      mlprof__table_cell(&t, "%.1f MB", gpu->last / 1e6);
+    else
+      mlprof__table_cell(&t, "-");
+  }
+  mlprof__table_print(&t, o);
+}
+
+/* The busiest threads of the window, by the time in their zones. */
+static void show_threads(const mlprof__report *r, size_t max, mlprof__out *o) {
+  static const char *const heads[] = {"thread", "process", "tid", "spans",
+                                      "busy"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrr")) return;
+  size_t shown = 0;
+  char d[32];
+  for (size_t i = 0; i < r->nthreads && shown < max; i++) {
+    const mlprof__thread_stats *th = &r->threads[i];
+    if (!th->spans) continue;
+    shown++;
+    mlprof__table_name(&t, th->name_len ? th->name : "-",
+                       th->name_len ? th->name_len : 1, 20);
+    const char *pn = r->procs[th->proc].name;
+    mlprof__table_name(&t, pn, strlen(pn), 20);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)th->tid);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)th->spans);
+    mlprof__fmt_duration(d, sizeof d, (double)th->busy_ns);
+    mlprof__table_cell(&t, "%s", d);
+  }
+  mlprof__table_print(&t, o);
+}
+
+static void show_zones(const mlprof__report *r, mlprof__out *o) {
+  static const char *const heads[] = {"zone", "count", "total",
+                                      "self", "mean",  "p99"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrrrr")) return;
+  char d[32];
+  for (size_t i = 0; i < r->norder; i++) {
+    const mlprof__zone_stats *z = &r->zones[r->order[i]];
+    mlprof__table_name(&t, z->name, z->name_len, 40);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)z->count);
+    uint64_t v[] = {z->total_ns, z->self_ns, mlprof__round_ns(z->mean_ns),
+                    z->p99_ns};
+    for (size_t k = 0; k < 4; k++) {
+      mlprof__fmt_duration(d, sizeof d, (double)v[k]);
+      mlprof__table_cell(&t, "%s", d);
+    }
+  }
+  mlprof__table_print(&t, o);
+}
+
+/* The steps of the window: rate, time and where it goes. */
+static void show_steps(const mlprof__steps *s, uint64_t window_ns,
+                       mlprof__out *o) {
+  if (!s->count) {
+    mlprof__out_lit(o, "steps: none in this interval\n");
+    return;
+  }
+  char mean[32], p90[32];
+  mlprof__fmt_duration(mean, sizeof mean, s->mean_ns);
+  mlprof__fmt_duration(p90, sizeof p90, (double)s->p90_ns);
+  mlprof__out_printf(o, "steps: %.1f/s, step time mean %s, p90 %s:",
+                     (double)s->count * 1e9 / (double)window_ns, mean, p90);
+  for (int k = 0; k < MLPROF__NPARTS; k++)
+    mlprof__out_printf(o, " %s %.0f%%", mlprof__part_name(k),
+                       s->share[k] * 100);
+  mlprof__out_lit(o, "\n");
+}
+
+static void show_gpus(const mlprof__resources *res, mlprof__out *o) {
+  if (!res->sampled) return;
+  if (!res->ngpus) {
+    mlprof__out_printf(o, "GPU: none (%s)\n",
+                       res->gpu_absent ? res->gpu_absent : "no GPU found");
+    return;
+  }
+  mlprof__out_lit(o, "GPU:");
+  for (size_t k = 0; k < res->nsubjects; k++) {
+    const mlprof__subject_stats *s = &res->subjects[k];
+    if (s->subject != MLPROF__SUBJECT_GPU) continue;
+    const mlprof__measure_stats *u = measure(s, "gpu_util_pct");
+    mlprof__out_printf(o, " %llu:", (unsigned long long)s->id);
+    if (u)
+      mlprof__out_printf(o, " %.0f%%", u->last);
+    else
+      mlprof__out_lit(o, " -");
+  }
+  mlprof__out_lit(o, "\n");
+}
+
+/* One update into o (memory): the job now, through the window. */
+static void update(const view *v, mlprof__out *o) {
+  const char *dir = v->dir;
+  mlprof__job job;
+  char err[512];
+  time_t wall = time(NULL);
+  char clock[16];
+  strftime(clock, sizeof clock, "%H:%M:%S", localtime(&wall));
+  mlprof__out_lit(o, "mlprof top ");
+  mlprof__out_text_str(o, dir, strlen(dir));
+  mlprof__out_printf(o, "  %s", clock);
+  if (mlprof__job_open(&job, &dir, 1, err, sizeof err)) {
+    mlprof__out_lit(o, "  waiting: ");
+    mlprof__out_text_str(o, err, strlen(err));
+    mlprof__out_lit(o, "\n");
+    return;
+  }
+  uint64_t now = job_now(&job), t1 = now > LAG_NS ? now - LAG_NS : 0;
+  mlprof__filter f = {.window = 1,
+                      .t0 = t1 > v->interval_ns ? t1 - v->interval_ns : 0,
+                      .t1 = t1};
+  if (f.t1 <= f.t0) f.t1 = f.t0 + 1;
+  mlprof__analysis_opts ao;
+  mlprof__analysis_opts_init(&ao);
+  ao.want = MLPROF__ANALYSIS_FINDINGS;
+  ao.filter = &f;
+  ao.sort = v->sort;
+  /* The rest of the screen is the zones'. */
+  ao.top = v->top                               ? v->top
+           : v->tty && v->rows > 24 + job.count ? v->rows - 20 - job.count
+           : v->tty                             ? 4
+                                                : PLAIN_TOP;
+  mlprof__analysis a;
+  int rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
+  mlprof__job_close(&job);
+  if (rc) {
+    mlprof__out_printf(o, "  %s\n", err);
+    return;
+  }
+  const mlprof__report *r = &a.r;
+  mlprof__out_printf(o,
+                     "  job time %.1f s, last %.3g s  [q quit; sort: t s m p "
+                     "c; now %s]\n",
+                     (double)t1 / 1e9, (double)(f.t1 - f.t0) / 1e9,
+                     mlprof__sort_key_name(v->sort));
+  uint64_t spans = 0;
+  for (size_t i = 0; i < r->nzones; i++) spans += r->zones[i].count;
+  mlprof__out_printf(o, "%zu processes, %zu threads, %llu spans\n", r->nprocs,
+                     r->nthreads, (unsigned long long)spans);
+  show_steps(&a.f.steps, f.t1 - f.t0, o);
+  show_gpus(&a.res, o);
+  mlprof__out_lit(o, "\n");
+  show_processes(&a, o);
+  mlprof__out_lit(o, "\n");
+  show_threads(r, 5, o);
+  mlprof__out_printf(o, "\nzones of the last interval by %s\n",
+                     mlprof__sort_key_name(v->sort));
+  show_zones(r, o);
+  for (size_t i = 0; i < r->nwarnings; i++) {
+    mlprof__out_lit(o, "warning: ");
+    mlprof__out_text_str(o, r->warnings[i], strlen(r->warnings[i]));
+    mlprof__out_lit(o, "\n");
+  }
+  for (size_t i = 0; i < a.f.nfindings && i < 3; i++) {
+    const mlprof__finding *fi = &a.f.findings[i];
+    mlprof__out_lit(o, "finding: ");
+    if (fi->zone) {
+      mlprof__out_text_str(o, fi->zone, fi->zone_len);
+      mlprof__out_lit(o, ": ");
+    }
+    mlprof__out_text_str(o, fi->summary, strlen(fi->summary));
+    mlprof__out_lit(o, "\n");
+  }
+  mlprof__analysis_free(&a);
+}
+
+/* Writes the update: in place on a terminal (each line cut to its width,
+ * no more lines than it has), else as it is, then a blank line. */
+static void draw(const view *v, const mlprof__out *m) {
+  mlprof__out o;
+  if (mlprof__out_open(&o, STDOUT_FILENO)) return;
+  if (!v->tty) {
+    mlprof__out_write(&o, m->buf, m->len);
+    mlprof__out_lit(&o, "\n");
+  } else {
+    mlprof__out_lit(&o, "\033[H");
+    size_t row = 0;
+    for (size_t i = 0; i < m->len && row < v->rows;) {
+      const char *nl = memchr(m->buf + i, '\n', m->len - i);
+      size_t n = nl ? (size_t)(nl - (m->buf + i)) : m->len - i;
+      mlprof__out_write(&o, m->buf + i, n < v->cols ? n : v->cols);
+      mlprof__out_lit(&o, "\033[K");
+      if (++row < v->rows) mlprof__out_lit(&o, "\r\n");
+      i += n + 1;
+    }
+    mlprof__out_lit(&o, "\033[J");
+  }
+  mlprof__out_flush(&o);
+  mlprof__out_close(&o);
+}
+
+static void term_size(view *v) {
+  struct winsize ws;
+  v->rows = 24;
+  v->cols = 80;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+    v->rows = ws.ws_row;
+    v->cols = ws.ws_col;
+  }
+}
+
+/* Waits up to ns for a key; applies it. Returns 1 when it means quit. */
+static int wait_key(view *v, int keys, uint64_t ns) {
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t spent = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
+                     (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec;
+    if (stop) return 1;
+    if (spent >= ns) return 0;
+    int ms = (int)((ns - spent + 999999) / 1000000);
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    int n = poll(&p, keys ? 1 : 0, ms);
+    if (n <= 0 || !(p.revents & POLLIN)) continue;
+    char c;
+    if (read(STDIN_FILENO, &c, 1) != 1) return 0; /* end of input */
+    static const struct {
+      char key;
+      mlprof__sort_key sort;
+    } sorts[] = {{'t', MLPROF__SORT_TOTAL},
+                 {'s', MLPROF__SORT_SELF},
+                 {'m', MLPROF__SORT_MEAN},
+                 {'p', MLPROF__SORT_P99},
+                 {'c', MLPROF__SORT_COUNT}};
+    if (c == 'q' || c == 'Q') return 1;
+    for (size_t i = 0; i < sizeof sorts / sizeof sorts[0]; i++)
+      if (c == sorts[i].key) {
+        v->sort = sorts[i].sort;
+        return 0; /* redraw now */
+      }
+  }
+}
+
+int mlprof__cmd_top(int argc, char **argv) {
+  enum { OPT_PLAIN = 1000 };
+  static const struct option options[] = {
+      {"interval", required_argument, NULL, 'i'},
+      {"count", required_argument, NULL, 'c'},
+      {"sort", required_argument, NULL, 's'},
+      {"top", required_argument, NULL, 'n'},
+      {"plain", no_argument, NULL, OPT_PLAIN},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  view v = {.interval_ns = 1000000000ull, .sort = MLPROF__SORT_TOTAL};
+  uint64_t count = 0;
+  int plain = 0;
+  opterr = 0;
+  optind = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":i:c:s:n:h", options, NULL)) != -1) {
+    switch (ch) {
+      case 'i': {
+        char *end = NULL;
+        double s = strtod(optarg, &end);
+        if (end == optarg || *end || !(s >= 0.1) || s > 3600)
+          return fail_usage(
+              "--interval wants seconds between 0.1 and 3600, not '%s'",
+              optarg);
+        v.interval_ns = (uint64_t)(s * 1e9);
+        break;
+      }
+      case 'c':
+        if (mlprof__parse_count(optarg, &count) || !count)
+          return fail_usage(
+              "--count wants a number of updates (1 or more), "
+              "not '%s'",
+              optarg);
+        break;
+      case 's':
+        if (mlprof__sort_key_parse(optarg, &v.sort))
+          return fail_usage(
+              "unknown sort key '%s': use total, self, mean, p99 or count",
+              optarg);
+        break;
+      case 'n':
+        if (mlprof__parse_count(optarg, &v.top))
+          return fail_usage(
+              "--top wants a whole number (0: as many as fit), "
+              "not '%s'",
+              optarg);
+        break;
+      case OPT_PLAIN:
+        plain = 1;
+        break;
+      case 'h':
+        fputs(usage, stdout);
+        return 0;
+      default:
+        return mlprof__option_error("top", ch, argv, optind, optopt);
+    }
+  }
+  if (argc - optind != 1)
+    return fail_usage("%s", optind >= argc ? "no run directory given"
+                                           : "wants one run directory");
+  v.dir = argv[optind];
+  struct stat st;
+  if (stat(v.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(
+        stderr, "mlprof top: %s: %s\n", v.dir,
+        errno && stat(v.dir, &st) != 0 ? strerror(errno) : "not a directory");
+    return 2;
+  }
+  v.tty = !plain && isatty(STDOUT_FILENO);
+  int keys = isatty(STDIN_FILENO);
+  struct termios saved, raw;
+  if (keys && tcgetattr(STDIN_FILENO, &saved) == 0) {
+    raw = saved;
+    raw.c_lflag &= (tcflag_t) ~(ICANON | ECHO);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+  } else {
+    keys = 0;
+  }
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  if (v.tty) fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout);
+  fflush(stdout);
+  for (uint64_t n = 0; !stop && (!count || n < count); n++) {
+    if (v.tty) term_size(&v);
+    mlprof__out m;
+    if (mlprof__out_open(&m, -1)) break;
+    update(&v, &m);
+    draw(&v, &m);
+    mlprof__out_close(&m);
+    if (count && n + 1 == count) break;
+    if (wait_key(&v, keys, v.interval_ns)) break;
+  }
+  if (v.tty) fputs("\033[?25h\033[?1049l", stdout);
+  fflush(stdout);
+  if (keys) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  return 0;
+}

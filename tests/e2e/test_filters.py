@@ -1,0 +1,138 @@
+"""Filters (docs/guide.md, "Filters") in every front end: report, trace,
+html, compare and diff, on a real run of tests/programs/findings_pipeline
+(nested: each step is "schedule" holding "forward" and "loss", then a step
+mark)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import MLPROF, mlprof, program, zone
+
+STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("filters") / "run"
+    mlprof("run", "-o", out, "--", program("findings_pipeline"), "nested",
+           STEPS)
+    return out
+
+
+def report(*args):
+    return json.loads(mlprof("report", "--format", "json", "--top", "0",
+                             *args).stdout)
+
+
+def test_report_steps_select_those_steps(run):
+    full = report(run)
+    assert full["steps"]["count"] == STEPS - 1  # intervals between marks
+    r = report(run, "--steps", "2:5")
+    assert zone(r, "schedule")["count"] == 3
+    assert zone(r, "forward")["count"] == 3
+    assert r["steps"]["count"] == 3
+    warm = report(run, "--skip-warmup", "8")
+    assert zone(warm, "schedule")["count"] == 1
+    assert warm["warnings"] == []  # mlprof run's own process has no spans
+
+
+def test_report_zone_filters_keep_self_time(run):
+    full = report(run)
+    r = report(run, "--exclude", "loss")
+    assert [z["name"] for z in r["zones"]] == ["schedule", "forward"]
+    assert zone(r, "schedule")["self_ns"] == zone(full, "schedule")["self_ns"]
+    assert r["steps"] == full["steps"]
+    cat = report(run, "--category", "forward")
+    assert [z["name"] for z in cat["zones"]] == ["forward"]
+    only = report(run, "--zone", "sch*")
+    assert [z["name"] for z in only["zones"]] == ["schedule"]
+
+
+def test_report_window_and_processes(run):
+    full = report(run)
+    first = zone(full, "schedule")
+    # The first 250 ms hold fewer schedules than the whole run.
+    r = report(run, "--window", ":250ms")
+    assert 0 < zone(r, "schedule")["count"] < first["count"]
+    none = report(run, "--process", "no-such-process")
+    assert none["zones"] == []
+    by_name = report(run, "--process", "findings_pipeline")
+    assert zone(by_name, "schedule")["count"] == first["count"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "5:3"], "--steps wants A:B"),
+    (["--steps", "x"], "--steps wants A:B"),
+    (["--window", "10:20"], "--window wants T0:T1"),
+    (["--category", "gpu"], "unknown category 'gpu'"),
+    (["--track", "main"], "--track wants PROCESS/THREAD"),
+    (["--rank", "-1"], "--rank wants a rank"),
+    (["--skip-warmup", "-2"], "--skip-warmup wants a number"),
+])
+def test_bad_filters_are_usage_errors(run, args, message):
+    for cmd in ("report", "trace", "html", "compare", "diff"):
+        paths = [run, run] if cmd in ("compare", "diff") else [run]
+        p = mlprof(cmd, *args, *paths, check=False)
+        assert p.returncode == 2, (cmd, p.stderr)
+        assert message in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+
+
+def trace_events(path):
+    with open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def test_trace_filters(run, tmp_path):
+    out = tmp_path / "t.json"
+    p = mlprof("trace", run, "-o", out, "--zone", "forward", "--steps", "2:5")
+    spans = [e for e in trace_events(out) if e["ph"] == "X"]
+    assert [e["name"] for e in spans] == ["forward"] * 3
+    steps = [e for e in trace_events(out) if e["ph"] == "i"]
+    assert len(steps) == 4  # marks 2 to 5
+    assert "warning" not in p.stderr
+
+
+def test_trace_max_mb_keeps_the_longest_spans(tmp_path):
+    run = tmp_path / "run"
+    mlprof("run", "-o", run, "--", program("inference_loop"), 300)
+    full, small = tmp_path / "full.json", tmp_path / "small.json"
+    mlprof("trace", run, "-o", full)
+    size = os.path.getsize(full)
+    limit = size / 2 / 1e6
+    p = mlprof("trace", run, "-o", small, "--max-mb", f"{limit:.6f}")
+    assert os.path.getsize(small) <= limit * 1e6
+    assert "kept the spans of" in p.stderr
+    kept = [e["dur"] for e in trace_events(small) if e["ph"] == "X"]
+    every = [e["dur"] for e in trace_events(full) if e["ph"] == "X"]
+    assert 0 < len(kept) < len(every)
+    # The longest ones: nothing left out is longer than what was kept.
+    assert sorted(every)[-len(kept):] == sorted(kept)
+
+
+def test_trace_size_warning(run, tmp_path):
+    out = tmp_path / "t.json"
+    p = mlprof("trace", run, "-o", out, "--warn-mb", "0.001")
+    assert "warning: the trace is" in p.stderr
+    assert "chrome://tracing fails above ~256 MB" in p.stderr
+    assert "--window T0:T1" in p.stderr
+    quiet = mlprof("trace", run, "-o", out)
+    assert "warning: the trace is" not in quiet.stderr
+
+
+def test_html_takes_filters(run, tmp_path):
+    out = tmp_path / "r.html"
+    mlprof("html", run, "-o", out, "--steps", "1:3", "--exclude", "loss")
+    assert out.stat().st_size > 0
+
+
+def test_compare_and_diff_restricted(run):
+    c = json.loads(mlprof("compare", run, run, "-f", "json", "-l", "a,b",
+                          "--exclude", "loss").stdout)
+    assert sorted(z["name"] for z in c["zones"]) == ["forward", "schedule"]
+    d = json.loads(mlprof("diff", run, run, "-f", "json", "--steps",
+                          "0:3").stdout)
+    for z in d["zones"]:
+        assert z["base"]["count"] == 3 and z["new"]["count"] == 3
