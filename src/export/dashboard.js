@@ -607,6 +607,7 @@
       el('div', {class: 'rankings'}, [ranking(rk.step, steps ? 'by step time' : 'by wall time (not every run has steps)'), ranking(rk.total, 'by wall time')])]));
     var top = zones.slice(0, 20);
     out.push(card('Mean per zone and run (' + top.length + ' of ' + zones.length + ', largest total first; ★ fastest)', groupedBars(top, runs)));
+    out.push(compareDists());
     var h1 = el('tr', null, [el('th', {rowspan: 2, text: 'zone'}), el('th', {rowspan: 2, class: 'l', text: 'fastest'})].concat(runs.map(function (r, i) {
       return el('th', {colspan: 3, class: 'run', style: 'border-top:3px solid ' + runColor(i), text: r.label});
     })));
@@ -628,6 +629,113 @@
       el('div', {style: 'max-height:520px;overflow:auto'}, el('table', {id: 'compare-zones'}, [el('thead', null, [h1, h2]), el('tbody', null, body)]))));
     var warn = [];
     runs.forEach(function (r) { arr(r.warnings).forEach(function (w) { warn.push(r.label + ': ' + w); }); });
+    if (warn.length) out.push(card('Warnings', el('ul', null, warn.map(function (w) { return el('li', {class: 'warn', text: w}); }))));
+    return out;
+  }
+
+  /* ---- distributions (D.compare_dist, D.diff_dist) ----------------------- */
+  /* A zone's distribution: its percentiles 0, 5, ..., 100 (21 values, ns). */
+  function distBox(q) {
+    return 'p5 ' + fmtNs(q[1]) + ', p25 ' + fmtNs(q[5]) + ', median ' + fmtNs(q[10]) + ', p75 ' + fmtNs(q[15]) +
+      ', p95 ' + fmtNs(q[19]) + '\nmin ' + fmtNs(q[0]) + ', max ' + fmtNs(q[20]);
+  }
+  /* One violin (the density between consecutive percentiles, 5% of the
+   * spans each, up to p95) with a box (p25-p75, median) and whiskers
+   * (p5-p95) per row
+   * on one axis, [min, largest p95]; a row's max beyond it is a mark at the
+   * right edge. rows: [{label, color, q}] (q null: absent). */
+  function distPlot(rows, title) {
+    var W = 900, L = 160, Rm = 60, rowH = 30, T = 4, B = 20, H = T + rows.length * rowH + B;
+    var lo = Infinity, hi = 0;
+    rows.forEach(function (r) { if (r.q) { lo = Math.min(lo, r.q[0]); hi = Math.max(hi, r.q[19]); } });
+    if (!isFinite(lo)) return el('p', {class: 'muted', text: 'no durations'});
+    if (hi <= lo) hi = lo + 1;
+    hi += (hi - lo) * 0.05;
+    function X(v) { return L + (Math.min(v, hi) - lo) / (hi - lo) * (W - L - Rm); }
+    var minW = (hi - lo) / 300, dmax = 0;
+    function dens(q, i) { return 0.05 / Math.max(minW, q[i + 1] - q[i]); }
+    rows.forEach(function (r) { if (r.q) for (var i = 0; i < 19; i++) dmax = Math.max(dmax, dens(r.q, i)); });
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'dist'});
+    if (title) g.appendChild(sv('title', {text: title}));
+    for (var k = 0; k <= 4; k++) {
+      var v = lo + (hi - lo) * k / 4;
+      g.appendChild(sv('line', {x1: X(v), x2: X(v), y1: T, y2: H - B, stroke: '#eef0f4'}));
+      g.appendChild(sv('text', {x: X(v), y: H - 6, 'text-anchor': k === 0 ? 'start' : k === 4 ? 'end' : 'middle', text: fmtNs(v)}));
+    }
+    rows.forEach(function (r, j) {
+      var cy = T + j * rowH + rowH / 2, half = rowH / 2 - 2, q = r.q;
+      g.appendChild(sv('text', {x: L - 6, y: cy + 4, 'text-anchor': 'end', text: r.label.length > 24 ? r.label.slice(0, 23) + '…' : r.label}));
+      if (!q) { g.appendChild(sv('text', {x: L + 2, y: cy + 4, class: 'absent', text: 'absent'})); return; }
+      var up = [], down = [];
+      for (var i = 0; i < 19; i++) {
+        var h = dens(q, i) / dmax * half;
+        up.push(X(q[i]).toFixed(1) + ',' + (cy - h).toFixed(1), X(q[i + 1]).toFixed(1) + ',' + (cy - h).toFixed(1));
+        down.unshift(X(q[i]).toFixed(1) + ',' + (cy + h).toFixed(1), X(q[i + 1]).toFixed(1) + ',' + (cy + h).toFixed(1));
+      }
+      var tipText = r.label + '\n' + distBox(q);
+      g.appendChild(titled(sv('polygon', {points: up.concat(down).join(' '), fill: r.color, 'fill-opacity': 0.25, stroke: r.color, 'stroke-width': 0.8}), tipText));
+      g.appendChild(sv('line', {x1: X(q[1]), x2: X(q[19]), y1: cy, y2: cy, stroke: r.color}));
+      g.appendChild(titled(sv('rect', {x: X(q[5]), y: cy - 5, width: Math.max(1, X(q[15]) - X(q[5])), height: 10, fill: '#fff', 'fill-opacity': 0.6, stroke: r.color}), tipText));
+      g.appendChild(sv('line', {x1: X(q[10]), x2: X(q[10]), y1: cy - 7, y2: cy + 7, stroke: r.color, 'stroke-width': 2.5, class: 'median'}));
+      if (q[20] > hi) g.appendChild(titled(sv('text', {x: W - Rm + 4, y: cy + 4, fill: r.color, text: '▸ ' + fmtNs(q[20])}), 'max ' + fmtNs(q[20]) + ' (beyond the axis)'));
+    });
+    return g;
+  }
+  /* Distribution plots of the first n zones: one card of small plots. */
+  function distCard(title, zones, n) {
+    var kids = zones.slice(0, n).map(function (z) {
+      return el('div', {class: 'distz'}, [el('div', {class: 'mono', text: z.name}), distPlot(z.rows, z.name)]);
+    });
+    return card(title, [el('p', {class: 'hint', text: 'Per zone, each run\'s durations: shaded, the density between consecutive 5% percentiles up to p95; box p25–p75 with the median, whiskers p5–p95; a max beyond the axis is marked ▸. Hover for the figures.'})].concat(kids));
+  }
+  function compareDists() {
+    var runs = arr(C().runs), dist = arr(D.compare_dist);
+    return distCard('Distribution per zone and run (first 20)', arr(C().zones).map(function (z, k) {
+      return {name: z.name, rows: runs.map(function (r, i) { return {label: r.label, color: runColor(i), q: arr(dist[k])[i] || null}; })};
+    }), 20);
+  }
+
+  /* Diff: what mlprof diff says of two runs (D.diff, schema mlprof.diff/1)
+   * with each side's distribution; the other views show NEW. */
+  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)'};
+  function fmtChange(x) { return x === null || x === undefined ? '–' : !isFinite(x) ? '+inf' : (x >= 0 ? '+' : '') + num(100 * x, 1) + '%'; }
+  function fmtP(t) { return !t ? '–' : t.p < 1e-300 ? '<1e-300' : t.p.toPrecision(2); }
+  function diffNote(z, shift) {
+    if (shift.detected && z.vs_shift) return z.vs_shift.verdict === 'unchanged' ? 'with the common shift' : fmtChange(z.vs_shift.change) + ' beyond the common shift';
+    if (z.verdict === 'new') return 'not in BASE';
+    if (z.verdict === 'removed') return 'not in NEW';
+    if (z.too_few) return 'too few samples';
+    return z.test ? '' : 'no durations';
+  }
+  function viewDiff() {
+    var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
+    var th = num(100 * d.threshold, 1) + '%';
+    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th : 'no regression';
+    out.push(card('Verdict', [el('p', {id: 'diff-verdict', class: d.regression ? 'bad' : '', text: verdict}),
+      figures([['base', d.base.path], ['new', d.new.path], ['threshold (ratio of medians)', th], ['alpha (Mann-Whitney U, two-sided)', String(d.alpha)],
+        ['min spans a side', String(d.min_count)], ['slower / faster', sm.slower + ' / ' + sm.faster], ['unchanged', String(sm.unchanged)],
+        ['new / removed', sm['new'] + ' / ' + sm.removed]]),
+      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null]));
+    var heads = ['zone', 'verdict', 'base n', 'new n', 'base p50', 'new p50', 'change', 'p', 'note'];
+    var body = zones.map(function (z) {
+      return el('tr', null, [el('td', {class: 'name', title: z.name, text: z.name}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[z.verdict] + ';font-weight:600', text: z.verdict}),
+        el('td', {text: z.base ? z.base.count : '–'}), el('td', {text: z['new'] ? z['new'].count : '–'}),
+        el('td', {text: z.base ? fmtNs(z.base.median_ns) : '–'}), el('td', {text: z['new'] ? fmtNs(z['new'].median_ns) : '–'}),
+        el('td', {text: fmtChange(z.change)}), el('td', {title: z.test ? 'U ' + z.test.u + ' (' + z.test.method + '), P(new longer) ' + num(z.test.p_longer) : null, text: fmtP(z.test)}),
+        el('td', {class: 'l', text: diffNote(z, shift)})]);
+    });
+    out.push(card('Zones (' + zones.length + (sm.filtered ? ', ' + sm.filtered + ' left out' : '') + '; change = median NEW / median BASE − 1)',
+      el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'diff-zones'}, [el('thead', null, el('tr', null, heads.map(function (h, i) {
+        return el('th', {class: i === 1 || i === 8 ? 'l' : '', text: h});
+      }))), el('tbody', null, body)]))));
+    var dist = arr(D.diff_dist);
+    out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
+      var q = arr(dist[k]);
+      return {name: z.name + '  ' + z.verdict + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
+    }), 30));
+    var warn = [];
+    [['base', d.base], ['new', d['new']]].forEach(function (r) { arr(r[1].warnings).forEach(function (w) { warn.push(r[0] + ': ' + w); }); });
     if (warn.length) out.push(card('Warnings', el('ul', null, warn.map(function (w) { return el('li', {class: 'warn', text: w}); }))));
     return out;
   }
@@ -662,6 +770,8 @@
     var nav = document.getElementById('nav');
     /* The Compare view exists only when the page holds several runs. */
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
+    /* A diff page opens on its Diff view. */
+    if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {
       nav.appendChild(el('button', {'data-tab': t[0], id: 'tab-' + t[0], text: t[1], onclick: function () {
         state.tab = t[0]; if (location.hash !== '#' + t[0]) history.replaceState(null, '', '#' + t[0]); render();

@@ -239,3 +239,48 @@ test('live page shows a zone recorded after it opened', async () => {
   assert.equal(code, 0);
   await new Promise((resolve) => { if (rec.exitCode !== null) resolve(); else rec.on('exit', resolve); });
 });
+
+// Two runs of the workload side by side, the second with a slower forward.
+function workloadRuns(name, jobs) {
+  const specs = jobs.map(([dir, ...f]) => path.join(tmp, name + '-' + dir) + (f.length ? ':' + f.join(',') : ''));
+  for (const s of specs) fs.mkdirSync(s.split(':')[0]);
+  execFileSync(path.join(build, 'workload'), ['--interleave', '2', '200', ...specs], { stdio: 'ignore', timeout: 120000 });
+  return specs.map((s) => s.split(':')[0]);
+}
+
+test('diff page: verdicts and a distribution per zone and side', async () => {
+  const [base, slow] = workloadRuns('diff', [['base'], ['slow', 'forward=40']]);
+  const file = path.join(tmp, 'diff.html');
+  run(['html', '--diff', base, slow, '-o', file]);
+  const { page, errors } = await openPage('file://' + file);
+  // The page opens on its Diff view.
+  assert.equal(await page.getAttribute('#tab-diff', 'class'), 'on');
+  const Df = await page.evaluate(() => JSON.parse(document.getElementById('mlprof-data').textContent).diff);
+  const rows = await page.$$eval('#diff-zones tbody tr', (r) => r.map((x) => [x.children[0].textContent, x.children[1].textContent]));
+  assert.deepEqual(rows, Df.zones.map((z) => [z.name, z.verdict]));
+  assert.deepEqual(rows.find((r) => r[0] === 'forward'), ['forward', 'slower']);
+  assert.match(await page.textContent('#diff-verdict'), /^REGRESSION: 1 zone significantly slower by more than 5.0%/);
+  // Four zones, two sides: a violin, a box and a median line each.
+  assert.equal(await page.$$eval('svg.dist', (s) => s.length), 4);
+  assert.equal(await page.$$eval('svg.dist polygon', (s) => s.length), 8);
+  assert.equal(await page.$$eval('svg.dist line.median', (s) => s.length), 8);
+  // forward's NEW median is drawn right of its BASE median.
+  const xs = await page.$$eval('svg.dist', (svgs) => {
+    const fw = svgs.find((s) => s.querySelector('title').textContent.startsWith('forward '));
+    return Array.from(fw.querySelectorAll('line.median')).map((l) => +l.getAttribute('x1'));
+  });
+  assert.ok(xs[1] > xs[0] + 100, `medians at ${xs}`);
+  for (const view of VIEWS) await page.click('#tab-' + view);
+  await page.click('#tab-diff');
+  await page.screenshot({ path: path.join(shots, 'diff.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+  // The compare view draws the same distributions, one row per run.
+  const cmp = path.join(tmp, 'diff-compare.html');
+  run(['html', '--compare', base, slow, '-o', cmp]);
+  const c = await openPage('file://' + cmp + '#compare');
+  assert.equal(await c.page.$$eval('svg.dist', (s) => s.length), 4);
+  assert.equal(await c.page.$$eval('svg.dist polygon', (s) => s.length), 8);
+  assert.deepEqual(c.errors, []);
+  await c.page.close();
+});
