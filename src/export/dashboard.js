@@ -14,7 +14,7 @@
     ['memory', 'Memory'], ['gpu', 'GPU'], ['findings', 'Findings'],
     ['processes', 'Processes']];
   var state = {tab: 'overview', sortKey: 'total_ns', sortDesc: true, zoom: null,
-    flameRoot: -1};
+    flameRoot: -1, byModule: false, openModules: {}};
   var tip;
 
   /* ---- DOM helpers -------------------------------------------------------- */
@@ -425,8 +425,9 @@
         render();
       }});
     }));
-    var body = zs.map(function (z) {
-      return el('tr', null, ZCOLS.map(function (c) {
+    var body = (state.byModule ? byModule(zs) : zs).map(function (z) {
+      if (z.members) return moduleRow(z);
+      return el('tr', z.module ? {class: 'member'} : null, ZCOLS.map(function (c) {
         var v = z[c[0]];
         if (c[0] === 'name') return el('td', {class: 'name', title: z.name, text: z.name});
         if (c[0] === 'category' || c[0] === 'count') return el('td', {text: v});
@@ -436,12 +437,67 @@
     });
     var top = zs.slice(0, 25);
     return [
-      card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))),
+      card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', [moduleToggle(),
+        el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))]),
       card('Mean and standard deviation (first 25 in this order)', barChart(top.map(function (z, i) {
         return {name: z.name, value: z.mean_ns, err: z.std_ns, color: COLORS[i % COLORS.length],
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
       card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])];
+  }
+
+  /* Python call zones (backend="calls": `module.Class.method`,
+   * `module.function`) collapsed into one row per module, which a click
+   * opens. The module is the dotted prefix before the first class (a
+   * capitalised part) or the function whose `<locals>` follow, else every
+   * part but the last. Other names (spaces, no dot, the main script's
+   * `Class.method`, which has no module) stay rows. */
+  function moduleOf(name) {
+    if (!/^[A-Za-z_]\w*(\.(<\w+>|[A-Za-z_]\w*))+$/.test(name)) return null;
+    var parts = name.split('.'), end = parts.length - 1;
+    for (var i = 0; i < parts.length; i++)
+      if (/^[A-Z]/.test(parts[i]) || parts[i + 1] === '<locals>') { end = i; break; }
+    return end > 0 ? parts.slice(0, end).join('.') : null;
+  }
+  function byModule(zs) {
+    var groups = {}, out = [];
+    zs.forEach(function (z) {
+      var m = moduleOf(z.name);
+      if (m === null) { out.push(z); return; }
+      var g = groups[m];
+      if (!g) {
+        g = groups[m] = {name: m, members: [], count: 0, total_ns: 0, self_ns: 0, share: 0, max_ns: 0};
+        out.push(g);
+      }
+      g.members.push(z);
+      g.count += z.count; g.total_ns += z.total_ns; g.self_ns += z.self_ns; g.share += z.share;
+      g.max_ns = Math.max(g.max_ns, z.max_ns);
+    });
+    var rows = [];
+    out.forEach(function (g) {
+      if (!g.members) { rows.push(g); return; }
+      g.mean_ns = g.total_ns / Math.max(1, g.count);
+      rows.push(g);
+      if (state.openModules[g.name]) g.members.forEach(function (z) { rows.push(Object.assign({module: g.name}, z)); });
+    });
+    return rows;
+  }
+  function moduleRow(g) {
+    var open = !!state.openModules[g.name];
+    return el('tr', {class: 'module', 'data-module': g.name, onclick: function () { state.openModules[g.name] = !open; render(); }}, ZCOLS.map(function (c) {
+      if (c[0] === 'name') return el('td', {class: 'name', title: g.name}, [(open ? '▾ ' : '▸ ') + g.name, el('span', {class: 'tag', text: g.members.length + (g.members.length === 1 ? ' function' : ' functions')})]);
+      if (c[0] === 'category') return el('td', {text: 'module'});
+      if (c[0] === 'count') return el('td', {text: g.count});
+      if (c[0] === 'share') return el('td', {text: num(100 * g.share) + '%'});
+      if (c[0] === 'total_ns' || c[0] === 'self_ns' || c[0] === 'mean_ns' || c[0] === 'max_ns') return el('td', {text: fmtNs(g[c[0]])});
+      return el('td', {class: 'muted', text: '–'});
+    }));
+  }
+  function moduleToggle() {
+    if (!arr(R().zones).some(function (z) { return moduleOf(z.name) !== null; })) return null;
+    var box = el('input', {type: 'checkbox', id: 'by-module', onchange: function () { state.byModule = box.checked; render(); }});
+    box.checked = state.byModule;
+    return el('label', {class: 'hint'}, [box, ' Collapse Python calls (module.function, module.Class.method) by module; click a module to open it. A module\'s total adds its functions\' totals, so nested calls count more than once.']);
   }
 
   function chartCard(title, list, fmt, extra) {
@@ -740,6 +796,92 @@
     return out;
   }
 
+  /* Layers: the zones of mlprof.torch.profile_model, `PATH (Type):forward`
+   * and `:backward` (the model itself `Type:forward`), one row per module,
+   * with the modules it hooked from the session metadata mlprof.layers:*
+   * (those without a zone never ran). */
+  function layerMeta() {
+    var out = [];
+    arr(R().processes).forEach(function (p) {
+      Object.keys(p.meta || {}).forEach(function (k) {
+        if (k.indexOf('mlprof.layers:') !== 0) return;
+        try { out = out.concat(arr(JSON.parse(p.meta[k]))); } catch (e) { /* not ours: ignore */ }
+      });
+    });
+    return out;
+  }
+  function layerRows() {
+    var meta = layerMeta(), rows = {}, order = [];
+    function row(label) {
+      if (!rows[label]) { rows[label] = {label: label, fwd: null, bwd: null}; order.push(label); }
+      return rows[label];
+    }
+    meta.forEach(function (m) {
+      if (typeof m.zone !== 'string') return;
+      var r = row(m.zone);
+      r.path = String(m.path === undefined ? '' : m.path); r.type = String(m.type || ''); r.leaf = !!m.leaf;
+      r.params = typeof m.params === 'number' ? m.params : null; r.hooked = true;
+    });
+    arr(R().zones).forEach(function (z) {
+      var m = /^(.*):(forward|backward)$/.exec(z.name);
+      if (!m) return;
+      var pt = /^(.+) \(([^()]+)\)$/.exec(m[1]);
+      if (!pt && !rows[m[1]]) return; /* not a layer zone */
+      var r = row(m[1]);
+      if (!r.hooked) { r.path = pt[1]; r.type = pt[2]; r.params = null; }
+      r[m[2] === 'forward' ? 'fwd' : 'bwd'] = z;
+    });
+    return order.map(function (k) { return rows[k]; });
+  }
+  function hasLayers() { return layerRows().length > 0; }
+  function flopsOf(z) {
+    var u = z ? arr(z.units).filter(function (x) { return x.unit === 'flops'; })[0] : null;
+    return u ? {perCall: u.n / Math.max(1, z.count), perS: u.per_s} : null;
+  }
+  function fmtSI(x, unit) {
+    if (x === null || x === undefined || !isFinite(x)) return '–';
+    var p = ['', 'k', 'M', 'G', 'T', 'P'], i = 0;
+    while (Math.abs(x) >= 1000 && i < p.length - 1) { x /= 1000; i++; }
+    return num(x) + ' ' + p[i] + unit;
+  }
+  function viewLayers() {
+    var rows = layerRows(), ran = rows.filter(function (r) { return r.fwd; });
+    /* Slowest and most variable among the leaves that ran (every module
+     * that ran when the profile does not say which are leaves). */
+    var pool = ran.filter(function (r) { return r.leaf; });
+    if (!pool.length) pool = ran;
+    function time(r) { return r.fwd.total_ns + (r.bwd ? r.bwd.total_ns : 0); }
+    function cv(r) { return r.fwd.count > 1 && r.fwd.mean_ns > 0 ? r.fwd.std_ns / r.fwd.mean_ns : -1; }
+    var slowest = pool.slice().sort(function (a, b) { return time(b) - time(a); })[0];
+    var variable = pool.filter(function (r) { return cv(r) >= 0; }).sort(function (a, b) { return cv(b) - cv(a); })[0];
+    var never = rows.filter(function (r) { return !r.fwd; });
+    var out = [], figs = [['modules', String(rows.length)], ['ran', String(ran.length)], ['never ran', String(never.length)]];
+    if (slowest) figs.push(['slowest', slowest.label + ' ' + fmtNs(time(slowest))]);
+    if (variable) figs.push(['most variable (forward std / mean)', variable.label + ' ' + num(100 * cv(variable)) + '%']);
+    out.push(card('Layers', [figures(figs), el('p', {class: 'hint', text: 'One row per module hooked by mlprof.torch.profile_model: forward and backward time, FLOPs per call and achieved FLOP/s (from the "flops" units of the forward zone), parameters (its children\'s included). Marked: the slowest leaf by forward + backward total, the most variable leaf by forward std / mean; greyed: modules hooked that never ran.'})]));
+    var heads = ['module', 'type', 'params', 'fwd n', 'fwd mean', 'fwd p50', 'fwd p99', 'fwd share', 'bwd n', 'bwd mean', 'bwd p50', 'bwd p99', 'bwd share', 'FLOPs/call', 'FLOP/s'];
+    var body = rows.map(function (r) {
+      var f = flopsOf(r.fwd), cls = !r.fwd ? 'never' : r === slowest ? 'slowest' : r === variable ? 'variable' : '';
+      var side = function (z) {
+        if (!z) return [el('td', {colspan: 5, class: 'muted', text: r.fwd ? 'no backward zone' : ''})];
+        return [el('td', {text: z.count}), el('td', {text: fmtNs(z.mean_ns)}), el('td', {text: fmtNs(z.p50_ns)}), el('td', {text: fmtNs(z.p99_ns)}), el('td', {text: num(100 * z.share) + '%'})];
+      };
+      var note = !r.fwd ? 'never ran' : [r === slowest ? 'slowest' : '', r === variable ? 'most variable' : ''].filter(Boolean).join(', ');
+      var params = r.params === null || r.params === undefined ? '–' : r.params < 1000 ? String(r.params) : fmtSI(r.params, '');
+      return el('tr', {class: cls}, [el('td', {class: 'name', title: r.label}, [r.path || r.label, note ? el('span', {class: 'tag', text: note}) : null]),
+        el('td', {class: 'l', text: r.type}), el('td', {text: params})].concat(side(r.fwd), r.fwd ? side(r.bwd) : [el('td', {colspan: 5})],
+        [el('td', {text: f ? fmtSI(f.perCall, '') : '–'}), el('td', {text: f ? fmtSI(f.perS, 'FLOP/s') : '–'})]));
+    });
+    out.push(card('Modules (' + rows.length + ', in model order)', el('div', {style: 'max-height:560px;overflow:auto'},
+      el('table', {id: 'layers'}, [el('thead', null, el('tr', null, heads.map(function (h, i) { return el('th', {class: i < 2 ? 'l' : '', text: h}); }))), el('tbody', null, body)]))));
+    var top = ran.slice().sort(function (a, b) { return time(b) - time(a); }).slice(0, 25);
+    if (top.length) out.push(card('Forward and backward mean per call (25 slowest by total)', barChart(top.map(function (r) {
+      return {name: r.path || r.label, value: r.fwd.mean_ns + (r.bwd ? r.bwd.mean_ns : 0), color: r === slowest ? 'var(--bad)' : PART_COLORS.forward,
+        tip: r.label + '\nforward ' + fmtNs(r.fwd.mean_ns) + ', backward ' + (r.bwd ? fmtNs(r.bwd.mean_ns) : '–')};
+    }), fmtNs)));
+    return out;
+  }
+
   var VIEWS = {overview: viewOverview, zones: viewZones, timeline: viewTimeline, memory: viewMemory,
     gpu: viewGpu, findings: viewFindings, processes: viewProcesses};
 
@@ -770,6 +912,7 @@
     var nav = document.getElementById('nav');
     /* The Compare view exists only when the page holds several runs. */
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
+    if (hasLayers()) { TABS.splice(2, 0, ['layers', 'Layers']); VIEWS.layers = viewLayers; }
     /* A diff page opens on its Diff view. */
     if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {
