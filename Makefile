@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all demo test check noserve-check bench install deps sanitize tsan fuzz clean python-test bench-python browser-test format format-check
+.PHONY: all demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test bench-python browser-test format format-check
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -56,14 +56,17 @@ bench: all
 	sh bench/run.sh $(BUILD)
 
 # The Python package, installed into $(BUILD)/python, and its tests.
-python-test: all
+python-install: all
 	rm -rf $(BUILD)/python && /usr/bin/python3 -m pip install -q --no-deps --no-build-isolation --target $(BUILD)/python ./python
+
+python-test: python-install
 	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q tests/python
 
 # The HTML report and the live dashboard in headless Debian Chromium
 # (playwright-core from npm, no browser download); screenshots go to
 # $(BUILD)/screenshots. MLPROF_UPDATE_DOCS=1 refreshes docs/screenshot-overview.png.
-browser-test: all
+# The Layers and call views are drawn from profiles the Python package makes.
+browser-test: python-install
 	cd tests/browser && npm ci --no-audit --no-fund
 	cd tests/browser && MLPROF_BUILD=$(abspath $(BUILD)) node --test test.mjs
 

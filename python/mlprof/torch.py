@@ -13,6 +13,7 @@ from the project's C analysis. Imported only when torch is installed:
         ... train ...
     print(mp.report())
 """
+import json
 import math
 import os
 import tempfile
@@ -29,6 +30,7 @@ __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
            "matmul_flops", "format_training", "import_profile"]
 
 FORWARD, BACKWARD = ":forward", ":backward"
+LAYERS_META = "mlprof.layers:"  # + the model's class name
 
 # ---- FLOPs ---------------------------------------------------------------
 #
@@ -206,6 +208,7 @@ class ModelProfile:
         self.labels = {}         # key -> zone name without ":forward"
         self.types = {}          # key -> class name
         self.paths = {}          # key -> path in the model ("": itself)
+        self.params = {}         # key -> parameters, its children's included
         # What the hooks of all layers share (_hooks.c, SH_*).
         self._shared = (self.flops, self.calls, self.innermost,
                         set(),  # keys whose own operators' FLOPs to count
@@ -231,12 +234,20 @@ class ModelProfile:
                 skip_under.append(name)
             self.types[key] = type(m).__name__
             self.paths[key] = name
+            self.params[key] = sum(p.numel() for p in m.parameters())
             self.labels[key] = key if name == "" else \
                 "%s (%s)" % (name, type(m).__name__)
             self._install(m, key, leaf, name == "", backward, flops)
             self.names.append(key)
             if leaf:
                 self.leaves.add(key)
+        # Every hooked module in the session metadata, so that a profile
+        # tells which never ran (no zone) and their parameters (mlprof html's
+        # Layers view): JSON [{"zone", "path", "type", "leaf", "params"}].
+        prof.meta(LAYERS_META + root_name, json.dumps(
+            [{"zone": self.labels[k], "path": self.paths[k],
+              "type": self.types[k], "leaf": k in self.leaves,
+              "params": self.params[k]} for k in self.names]))
 
     def _install(self, m, key, leaf, is_root, backward, flops):
         """The forward hooks of one module, in C (_hooks.c): its forward

@@ -235,8 +235,9 @@ static int split_labels(char *list, char **labels, size_t n) {
 }
 
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
-                         const char *labels, const mlprof__filter *filter,
-                         char *err, size_t errlen) {
+                         int keep_durations, const char *labels,
+                         const mlprof__filter *filter, char *err,
+                         size_t errlen) {
   memset(c, 0, sizeof *c);
   char *list = labels ? mlprof__dup(labels, strlen(labels)) : NULL;
   char **lab = calloc(n ? n : 1, sizeof *lab);
@@ -264,7 +265,7 @@ int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
   }
   for (size_t i = 0; i < n && !rc; i++) {
     mlprof__report r;
-    rc = mlprof__run_load(paths[i], 0, filter, &r, err, errlen);
+    rc = mlprof__run_load(paths[i], keep_durations, filter, &r, err, errlen);
     if (!rc && (rc = mlprof__compare_add(c, lab[i], paths[i], &r))) {
       mlprof__report_free(&r);
       snprintf(err, errlen, "out of memory");

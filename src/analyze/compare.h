@@ -82,7 +82,9 @@ int mlprof__compare_finish(mlprof__compare *c);
 void mlprof__compare_free(mlprof__compare *c);
 
 /* Loads the runs at paths[0..n) (n >= 1) into *c (empty) and finishes the
- * comparison: what mlprof compare and mlprof html --compare share. labels:
+ * comparison: what mlprof compare and mlprof html --compare share.
+ * keep_durations: keep each zone's sorted durations (the page's
+ * distributions), as mlprof__run_load. labels:
  * n non-empty labels separated by commas, or NULL for the base name of each
  * path (trailing slashes ignored; the whole path for runs whose base names
  * are equal); filter (NULL: none) applies to every run. Returns 0;
@@ -90,8 +92,9 @@ void mlprof__compare_free(mlprof__compare *c);
  * one-line reason in err when labels does not hold n labels or a run cannot be
  * read (bad usage or input). On error *c is left empty. */
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
-                         const char *labels, const mlprof__filter *filter,
-                         char *err, size_t errlen);
+                         int keep_durations, const char *labels,
+                         const mlprof__filter *filter, char *err,
+                         size_t errlen);
 
 /* One line naming the fastest run and by how much, into b (labels included
  * as they are: the caller escapes the line for its format). */

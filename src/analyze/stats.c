@@ -121,8 +121,7 @@ static void sort_u64(uint64_t *a, size_t n) {
   sort_u64_depth(a, n, depth);
 }
 
-/* Nearest rank: the value of rank ceil(p * n / 100) in sorted a. */
-static uint64_t percentile(const uint64_t *a, size_t n, unsigned p) {
+uint64_t mlprof__percentile_sorted(const uint64_t *a, size_t n, unsigned p) {
   if (n == 0) return 0;
   size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
   return a[rank ? rank - 1 : 0];
@@ -800,10 +799,10 @@ static int finish_zones(mlprof__stats *s) {
     sort_u64(d->v, d->n);
     z->min_ns = d->n ? d->v[0] : 0;
     z->max_ns = d->n ? d->v[d->n - 1] : 0;
-    z->p50_ns = percentile(d->v, d->n, 50);
-    z->p90_ns = percentile(d->v, d->n, 90);
-    z->p95_ns = percentile(d->v, d->n, 95);
-    z->p99_ns = percentile(d->v, d->n, 99);
+    z->p50_ns = mlprof__percentile_sorted(d->v, d->n, 50);
+    z->p90_ns = mlprof__percentile_sorted(d->v, d->n, 90);
+    z->p95_ns = mlprof__percentile_sorted(d->v, d->n, 95);
+    z->p99_ns = mlprof__percentile_sorted(d->v, d->n, 99);
     if (d->n) {
       /* Two passes over the raw durations: exact where a running sum of
        * squares would cancel. */

@@ -192,6 +192,10 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *r);
  * mlprof__report_free. Off by default. */
 void mlprof__stats_keep_durations(mlprof__stats *s, int keep);
 
+/* Percentile p (0 to 100) of n sorted values by nearest rank (above): the
+ * value of rank ceil(p * n / 100), the smallest for p 0; 0 for none. */
+uint64_t mlprof__percentile_sorted(const uint64_t *a, size_t n, unsigned p);
+
 /* Frees an unfinished builder (NULL is fine). */
 void mlprof__stats_free(mlprof__stats *s);
 

@@ -199,7 +199,7 @@ int mlprof__cmd_compare(int argc, char **argv) {
   }
   mlprof__compare c;
   char err[512];
-  rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns,
+  rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns, 0,
                             labels_arg, &filter, err, sizeof err);
   mlprof__filter_free(&filter);
   if (rc) {

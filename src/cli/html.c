@@ -16,6 +16,7 @@
 static const char usage[] =
     "usage: mlprof html [options] PATH... -o FILE\n"
     "       mlprof html --compare [--labels A,B,...] RUN RUN... -o FILE\n"
+    "       mlprof html --diff BASE NEW -o FILE\n"
     "\n"
     "Writes one self-contained HTML file (no network: inline styles, script\n"
     "and SVG charts) to open in any browser: run overview, step-time\n"
@@ -31,7 +32,15 @@ static const char usage[] =
     "workload: the dashboard shows the first, and a Compare view holds what\n"
     "mlprof compare says of them all (per zone mean of each run, speedups\n"
     "against the slowest and the first, the fastest run; a grouped bar chart\n"
-    "of the means; rankings and the recommendation).\n"
+    "of the means; per zone, each run's distribution of durations; rankings\n"
+    "and the recommendation).\n"
+    "\n"
+    "With --diff, the dashboard shows NEW and opens on a Diff view holding\n"
+    "what mlprof diff says of BASE and NEW with its defaults (threshold 5%,\n"
+    "alpha 0.01, at least 5 spans a side): per zone the verdict, ratio of\n"
+    "medians, p-value and the uniform-shift note, with each side's\n"
+    "distribution of durations. The page is written whatever the verdicts\n"
+    "(mlprof diff is the regression gate).\n"
     "\n"
     "options:\n"
     "  -o, --output FILE  the HTML file to write (default report.html)\n"
@@ -41,6 +50,7 @@ static const char usage[] =
     "                     (implies --compare; default: each path's base name)\n"
     "  -n, --top N        zones in the page at most, largest total first\n"
     "                     (default 2000; 0 for all)\n"
+    "  -d, --diff         BASE NEW: the page of a regression test (above)\n"
     "  -h, --help         show this help\n"
     "\n"
     "The file is written under a temporary name and renamed when complete;\n"
@@ -48,7 +58,7 @@ static const char usage[] =
     "dies\n"
     "of that signal (status 130 or 143 in a shell).\n"
     "exit status: 0 done, 1 the file could not be written, 2 bad usage or\n"
-    "unreadable input.\n";
+    "unreadable input (with --diff, also: no zone to compare).\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("html", fmt, arg);
@@ -81,7 +91,7 @@ static int is_profile_of(const mlprof__job *job, const char *output) {
 
 static int html_write(char **argv, int argc, const char *output,
                       const char *title, const char *labels, size_t top,
-                      int compare, const mlprof__filter *filter);
+                      int compare, int diff, const mlprof__filter *filter);
 
 int mlprof__cmd_html(int argc, char **argv) {
   static const struct option options[] = {
@@ -90,18 +100,19 @@ int mlprof__cmd_html(int argc, char **argv) {
       {"top", required_argument, NULL, 'n'},
       {"compare", no_argument, NULL, 'c'},
       {"labels", required_argument, NULL, 'l'},
+      {"diff", no_argument, NULL, 'd'},
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   const char *output = "report.html", *title = NULL, *labels = NULL;
   size_t top = MLPROF__DASH_TOP;
-  int compare = 0, rc = -1;
+  int compare = 0, diff = 0, rc = -1;
   mlprof__filter filter = {0};
   opterr = 0;
   optind = 0;
   int ch;
   while (rc < 0 &&
-         (ch = getopt_long(argc, argv, ":o:n:cl:h", options, NULL)) != -1) {
+         (ch = getopt_long(argc, argv, ":o:n:cl:dh", options, NULL)) != -1) {
     switch (ch) {
       case 'o':
         if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
@@ -122,6 +133,9 @@ int mlprof__cmd_html(int argc, char **argv) {
         labels = optarg;
         compare = 1;
         break;
+      case 'd':
+        diff = 1;
+        break;
       case 'h':
         fputs(usage, stdout);
         fputs(mlprof__filter_help, stdout);
@@ -136,6 +150,10 @@ int mlprof__cmd_html(int argc, char **argv) {
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (rc < 0 && diff && compare)
+    rc = fail_usage("%s", "--diff takes no --compare or --labels");
+  if (rc < 0 && diff && argc - optind != 2)
+    rc = fail_usage("%s", "--diff wants two runs: BASE NEW");
   struct stat st;
   if (rc < 0 && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
     fprintf(stderr, "mlprof html: %s is a directory; -o wants a file name\n",
@@ -146,21 +164,59 @@ int mlprof__cmd_html(int argc, char **argv) {
     mlprof__filter_free(&filter);
     return rc;
   }
-  rc = html_write(argv, argc, output, title, labels, top, compare, &filter);
+  rc = html_write(argv, argc, output, title, labels, top, compare, diff,
+                  &filter);
   mlprof__filter_free(&filter);
   return rc;
+}
+
+/* The diff of --diff: BASE and NEW read keeping their durations, compared
+ * with mlprof diff's defaults. Returns 0 or the exit status (then nothing
+ * is left to free). */
+static int diff_load(const char *const *paths, const mlprof__filter *filter,
+                     mlprof__report *base, mlprof__report *next,
+                     const mlprof__diff_options *opt, mlprof__diff *d) {
+  char err[512];
+  *base = (mlprof__report){0};
+  *next = (mlprof__report){0};
+  int rc = mlprof__run_load(paths[0], 1, filter, base, err, sizeof err);
+  if (!rc) rc = mlprof__run_load(paths[1], 1, filter, next, err, sizeof err);
+  if (!rc && mlprof__diff_build(base, next, opt, d)) {
+    snprintf(err, sizeof err, "out of memory");
+    rc = MLPROF_ENOMEM;
+  }
+  if (!rc && d->nzones == 0) {
+    mlprof__diff_free(d);
+    snprintf(err, sizeof err, "neither run has any zone to compare");
+    rc = MLPROF_EINVAL;
+  }
+  if (!rc) return 0;
+  fprintf(stderr, "mlprof html: %s\n", err);
+  mlprof__report_free(base);
+  mlprof__report_free(next);
+  return rc == MLPROF_ENOMEM ? 1 : 2;
+}
+
+static void diff_free(mlprof__diff *d, mlprof__report *base,
+                      mlprof__report *next) {
+  mlprof__diff_free(d);
+  mlprof__report_free(base);
+  mlprof__report_free(next);
 }
 
 /* mlprof html once its options are read. */
 static int html_write(char **argv, int argc, const char *output,
                       const char *title, const char *labels, size_t top,
-                      int compare, const mlprof__filter *filter) {
+                      int compare, int diff, const mlprof__filter *filter) {
   struct stat st;
   const char *const *paths = (const char *const *)argv + optind;
   size_t npaths = (size_t)(argc - optind);
   char err[512];
   mlprof__job job;
-  if (mlprof__cli_job_open("html", &job, paths, compare ? 1 : npaths)) return 2;
+  /* The dashboard is the first run's, or NEW's for a diff. */
+  if (mlprof__cli_job_open("html", &job, paths + diff,
+                           compare || diff ? 1 : npaths))
+    return 2;
   if (is_profile_of(&job, output)) {
     mlprof__job_close(&job);
     return 2;
@@ -168,8 +224,9 @@ static int html_write(char **argv, int argc, const char *output,
   /* Compared runs: each read on its own (the dashboard is the first's). */
   mlprof__compare c = {0};
   int rc = 0;
-  if (compare) {
-    for (size_t i = 1; i < npaths && !rc; i++) {
+  if (compare || diff) {
+    for (size_t i = 0; i < npaths && !rc; i++) {
+      if (i == (size_t)diff) continue; /* the dashboard's, checked */
       mlprof__job other;
       if (mlprof__cli_job_open("html", &other, paths + i, 1)) {
         rc = 2;
@@ -178,8 +235,9 @@ static int html_write(char **argv, int argc, const char *output,
       if (is_profile_of(&other, output)) rc = 2;
       mlprof__job_close(&other);
     }
-    if (!rc && (rc = mlprof__compare_load(&c, paths, npaths, labels, filter,
-                                          err, sizeof err))) {
+    if (!rc && compare &&
+        (rc = mlprof__compare_load(&c, paths, npaths, 1, labels, filter, err,
+                                   sizeof err))) {
       fprintf(stderr, "mlprof html: %s\n", err);
       rc = rc == MLPROF_ENOMEM ? 1 : 2;
     }
@@ -188,6 +246,15 @@ static int html_write(char **argv, int argc, const char *output,
       return rc;
     }
   }
+  mlprof__diff_options dopt = {
+      .threshold = 0.05, .alpha = 0.01, .min_count = 5};
+  mlprof__report base, next;
+  mlprof__diff dd = {0};
+  if (diff && (rc = diff_load(paths, filter, &base, &next, &dopt, &dd))) {
+    mlprof__job_close(&job);
+    return rc;
+  }
+  mlprof__html_diff hd = {&dd, &dopt, paths[0], paths[1], &base, &next};
   mlprof__analysis_opts ao;
   mlprof__dash_opts(&ao, top);
   ao.filter = filter;
@@ -197,21 +264,27 @@ static int html_write(char **argv, int argc, const char *output,
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
     mlprof__compare_free(&c);
+    if (diff) diff_free(&dd, &base, &next);
     return 1;
   }
   for (size_t i = 0; i < d.r.nwarnings; i++)
     fprintf(stderr, "mlprof html: warning: %s\n", d.r.warnings[i]);
+  for (size_t w = 0; diff && w < base.nwarnings; w++)
+    fprintf(stderr, "mlprof html: warning: %s: %s\n", paths[0],
+            base.warnings[w]);
   for (size_t i = 1; i < c.nruns; i++)
     for (size_t w = 0; w < c.runs[i].report.nwarnings; w++)
       fprintf(stderr, "mlprof html: warning: %s: %s\n", c.runs[i].path,
               c.runs[i].report.warnings[w]);
   /* One run has nothing to compare: no Compare view. */
-  mlprof__html_opts opts = {.title = title ? title : argv[optind],
-                            .compare = c.nruns >= 2 ? &c : NULL};
+  mlprof__html_opts opts = {.title = title ? title : paths[diff],
+                            .compare = c.nruns >= 2 ? &c : NULL,
+                            .diff = diff ? &hd : NULL};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__analysis_free(&d);
   mlprof__compare_free(&c);
+  if (diff) diff_free(&dd, &base, &next);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
     return 1;

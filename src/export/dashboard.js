@@ -14,7 +14,7 @@
     ['memory', 'Memory'], ['gpu', 'GPU'], ['findings', 'Findings'],
     ['processes', 'Processes']];
   var state = {tab: 'overview', sortKey: 'total_ns', sortDesc: true, zoom: null,
-    flameRoot: -1};
+    flameRoot: -1, byModule: false, openModules: {}};
   var tip;
 
   /* ---- DOM helpers -------------------------------------------------------- */
@@ -425,8 +425,9 @@
         render();
       }});
     }));
-    var body = zs.map(function (z) {
-      return el('tr', null, ZCOLS.map(function (c) {
+    var body = (state.byModule ? byModule(zs) : zs).map(function (z) {
+      if (z.members) return moduleRow(z);
+      return el('tr', z.module ? {class: 'member'} : null, ZCOLS.map(function (c) {
         var v = z[c[0]];
         if (c[0] === 'name') return el('td', {class: 'name', title: z.name, text: z.name});
         if (c[0] === 'category' || c[0] === 'count') return el('td', {text: v});
@@ -436,12 +437,67 @@
     });
     var top = zs.slice(0, 25);
     return [
-      card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))),
+      card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', [moduleToggle(),
+        el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))]),
       card('Mean and standard deviation (first 25 in this order)', barChart(top.map(function (z, i) {
         return {name: z.name, value: z.mean_ns, err: z.std_ns, color: COLORS[i % COLORS.length],
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
       card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])];
+  }
+
+  /* Python call zones (backend="calls": `module.Class.method`,
+   * `module.function`) collapsed into one row per module, which a click
+   * opens. The module is the dotted prefix before the first class (a
+   * capitalised part) or the function whose `<locals>` follow, else every
+   * part but the last. Other names (spaces, no dot, the main script's
+   * `Class.method`, which has no module) stay rows. */
+  function moduleOf(name) {
+    if (!/^[A-Za-z_]\w*(\.(<\w+>|[A-Za-z_]\w*))+$/.test(name)) return null;
+    var parts = name.split('.'), end = parts.length - 1;
+    for (var i = 0; i < parts.length; i++)
+      if (/^[A-Z]/.test(parts[i]) || parts[i + 1] === '<locals>') { end = i; break; }
+    return end > 0 ? parts.slice(0, end).join('.') : null;
+  }
+  function byModule(zs) {
+    var groups = {}, out = [];
+    zs.forEach(function (z) {
+      var m = moduleOf(z.name);
+      if (m === null) { out.push(z); return; }
+      var g = groups[m];
+      if (!g) {
+        g = groups[m] = {name: m, members: [], count: 0, total_ns: 0, self_ns: 0, share: 0, max_ns: 0};
+        out.push(g);
+      }
+      g.members.push(z);
+      g.count += z.count; g.total_ns += z.total_ns; g.self_ns += z.self_ns; g.share += z.share;
+      g.max_ns = Math.max(g.max_ns, z.max_ns);
+    });
+    var rows = [];
+    out.forEach(function (g) {
+      if (!g.members) { rows.push(g); return; }
+      g.mean_ns = g.total_ns / Math.max(1, g.count);
+      rows.push(g);
+      if (state.openModules[g.name]) g.members.forEach(function (z) { rows.push(Object.assign({module: g.name}, z)); });
+    });
+    return rows;
+  }
+  function moduleRow(g) {
+    var open = !!state.openModules[g.name];
+    return el('tr', {class: 'module', 'data-module': g.name, onclick: function () { state.openModules[g.name] = !open; render(); }}, ZCOLS.map(function (c) {
+      if (c[0] === 'name') return el('td', {class: 'name', title: g.name}, [(open ? '▾ ' : '▸ ') + g.name, el('span', {class: 'tag', text: g.members.length + (g.members.length === 1 ? ' function' : ' functions')})]);
+      if (c[0] === 'category') return el('td', {text: 'module'});
+      if (c[0] === 'count') return el('td', {text: g.count});
+      if (c[0] === 'share') return el('td', {text: num(100 * g.share) + '%'});
+      if (c[0] === 'total_ns' || c[0] === 'self_ns' || c[0] === 'mean_ns' || c[0] === 'max_ns') return el('td', {text: fmtNs(g[c[0]])});
+      return el('td', {class: 'muted', text: '–'});
+    }));
+  }
+  function moduleToggle() {
+    if (!arr(R().zones).some(function (z) { return moduleOf(z.name) !== null; })) return null;
+    var box = el('input', {type: 'checkbox', id: 'by-module', onchange: function () { state.byModule = box.checked; render(); }});
+    box.checked = state.byModule;
+    return el('label', {class: 'hint'}, [box, ' Collapse Python calls (module.function, module.Class.method) by module; click a module to open it. A module\'s total adds its functions\' totals, so nested calls count more than once.']);
   }
 
   function chartCard(title, list, fmt, extra) {
@@ -607,6 +663,7 @@
       el('div', {class: 'rankings'}, [ranking(rk.step, steps ? 'by step time' : 'by wall time (not every run has steps)'), ranking(rk.total, 'by wall time')])]));
     var top = zones.slice(0, 20);
     out.push(card('Mean per zone and run (' + top.length + ' of ' + zones.length + ', largest total first; ★ fastest)', groupedBars(top, runs)));
+    out.push(compareDists());
     var h1 = el('tr', null, [el('th', {rowspan: 2, text: 'zone'}), el('th', {rowspan: 2, class: 'l', text: 'fastest'})].concat(runs.map(function (r, i) {
       return el('th', {colspan: 3, class: 'run', style: 'border-top:3px solid ' + runColor(i), text: r.label});
     })));
@@ -629,6 +686,199 @@
     var warn = [];
     runs.forEach(function (r) { arr(r.warnings).forEach(function (w) { warn.push(r.label + ': ' + w); }); });
     if (warn.length) out.push(card('Warnings', el('ul', null, warn.map(function (w) { return el('li', {class: 'warn', text: w}); }))));
+    return out;
+  }
+
+  /* ---- distributions (D.compare_dist, D.diff_dist) ----------------------- */
+  /* A zone's distribution: its percentiles 0, 5, ..., 100 (21 values, ns). */
+  function distBox(q) {
+    return 'p5 ' + fmtNs(q[1]) + ', p25 ' + fmtNs(q[5]) + ', median ' + fmtNs(q[10]) + ', p75 ' + fmtNs(q[15]) +
+      ', p95 ' + fmtNs(q[19]) + '\nmin ' + fmtNs(q[0]) + ', max ' + fmtNs(q[20]);
+  }
+  /* One violin (the density between consecutive percentiles, 5% of the
+   * spans each, up to p95) with a box (p25-p75, median) and whiskers
+   * (p5-p95) per row
+   * on one axis, [min, largest p95]; a row's max beyond it is a mark at the
+   * right edge. rows: [{label, color, q}] (q null: absent). */
+  function distPlot(rows, title) {
+    var W = 900, L = 160, Rm = 60, rowH = 30, T = 4, B = 20, H = T + rows.length * rowH + B;
+    var lo = Infinity, hi = 0;
+    rows.forEach(function (r) { if (r.q) { lo = Math.min(lo, r.q[0]); hi = Math.max(hi, r.q[19]); } });
+    if (!isFinite(lo)) return el('p', {class: 'muted', text: 'no durations'});
+    if (hi <= lo) hi = lo + 1;
+    hi += (hi - lo) * 0.05;
+    function X(v) { return L + (Math.min(v, hi) - lo) / (hi - lo) * (W - L - Rm); }
+    var minW = (hi - lo) / 300, dmax = 0;
+    function dens(q, i) { return 0.05 / Math.max(minW, q[i + 1] - q[i]); }
+    rows.forEach(function (r) { if (r.q) for (var i = 0; i < 19; i++) dmax = Math.max(dmax, dens(r.q, i)); });
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'dist'});
+    if (title) g.appendChild(sv('title', {text: title}));
+    for (var k = 0; k <= 4; k++) {
+      var v = lo + (hi - lo) * k / 4;
+      g.appendChild(sv('line', {x1: X(v), x2: X(v), y1: T, y2: H - B, stroke: '#eef0f4'}));
+      g.appendChild(sv('text', {x: X(v), y: H - 6, 'text-anchor': k === 0 ? 'start' : k === 4 ? 'end' : 'middle', text: fmtNs(v)}));
+    }
+    rows.forEach(function (r, j) {
+      var cy = T + j * rowH + rowH / 2, half = rowH / 2 - 2, q = r.q;
+      g.appendChild(sv('text', {x: L - 6, y: cy + 4, 'text-anchor': 'end', text: r.label.length > 24 ? r.label.slice(0, 23) + '…' : r.label}));
+      if (!q) { g.appendChild(sv('text', {x: L + 2, y: cy + 4, class: 'absent', text: 'absent'})); return; }
+      var up = [], down = [];
+      for (var i = 0; i < 19; i++) {
+        var h = dens(q, i) / dmax * half;
+        up.push(X(q[i]).toFixed(1) + ',' + (cy - h).toFixed(1), X(q[i + 1]).toFixed(1) + ',' + (cy - h).toFixed(1));
+        down.unshift(X(q[i]).toFixed(1) + ',' + (cy + h).toFixed(1), X(q[i + 1]).toFixed(1) + ',' + (cy + h).toFixed(1));
+      }
+      var tipText = r.label + '\n' + distBox(q);
+      g.appendChild(titled(sv('polygon', {points: up.concat(down).join(' '), fill: r.color, 'fill-opacity': 0.25, stroke: r.color, 'stroke-width': 0.8}), tipText));
+      g.appendChild(sv('line', {x1: X(q[1]), x2: X(q[19]), y1: cy, y2: cy, stroke: r.color}));
+      g.appendChild(titled(sv('rect', {x: X(q[5]), y: cy - 5, width: Math.max(1, X(q[15]) - X(q[5])), height: 10, fill: '#fff', 'fill-opacity': 0.6, stroke: r.color}), tipText));
+      g.appendChild(sv('line', {x1: X(q[10]), x2: X(q[10]), y1: cy - 7, y2: cy + 7, stroke: r.color, 'stroke-width': 2.5, class: 'median'}));
+      if (q[20] > hi) g.appendChild(titled(sv('text', {x: W - Rm + 4, y: cy + 4, fill: r.color, text: '▸ ' + fmtNs(q[20])}), 'max ' + fmtNs(q[20]) + ' (beyond the axis)'));
+    });
+    return g;
+  }
+  /* Distribution plots of the first n zones: one card of small plots. */
+  function distCard(title, zones, n) {
+    var kids = zones.slice(0, n).map(function (z) {
+      return el('div', {class: 'distz'}, [el('div', {class: 'mono', text: z.name}), distPlot(z.rows, z.name)]);
+    });
+    return card(title, [el('p', {class: 'hint', text: 'Per zone, each run\'s durations: shaded, the density between consecutive 5% percentiles up to p95; box p25–p75 with the median, whiskers p5–p95; a max beyond the axis is marked ▸. Hover for the figures.'})].concat(kids));
+  }
+  function compareDists() {
+    var runs = arr(C().runs), dist = arr(D.compare_dist);
+    return distCard('Distribution per zone and run (first 20)', arr(C().zones).map(function (z, k) {
+      return {name: z.name, rows: runs.map(function (r, i) { return {label: r.label, color: runColor(i), q: arr(dist[k])[i] || null}; })};
+    }), 20);
+  }
+
+  /* Diff: what mlprof diff says of two runs (D.diff, schema mlprof.diff/1)
+   * with each side's distribution; the other views show NEW. */
+  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)'};
+  function fmtChange(x) { return x === null || x === undefined ? '–' : !isFinite(x) ? '+inf' : (x >= 0 ? '+' : '') + num(100 * x, 1) + '%'; }
+  function fmtP(t) { return !t ? '–' : t.p < 1e-300 ? '<1e-300' : t.p.toPrecision(2); }
+  function diffNote(z, shift) {
+    if (shift.detected && z.vs_shift) return z.vs_shift.verdict === 'unchanged' ? 'with the common shift' : fmtChange(z.vs_shift.change) + ' beyond the common shift';
+    if (z.verdict === 'new') return 'not in BASE';
+    if (z.verdict === 'removed') return 'not in NEW';
+    if (z.too_few) return 'too few samples';
+    return z.test ? '' : 'no durations';
+  }
+  function viewDiff() {
+    var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
+    var th = num(100 * d.threshold, 1) + '%';
+    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th : 'no regression';
+    out.push(card('Verdict', [el('p', {id: 'diff-verdict', class: d.regression ? 'bad' : '', text: verdict}),
+      figures([['base', d.base.path], ['new', d.new.path], ['threshold (ratio of medians)', th], ['alpha (Mann-Whitney U, two-sided)', String(d.alpha)],
+        ['min spans a side', String(d.min_count)], ['slower / faster', sm.slower + ' / ' + sm.faster], ['unchanged', String(sm.unchanged)],
+        ['new / removed', sm['new'] + ' / ' + sm.removed]]),
+      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null]));
+    var heads = ['zone', 'verdict', 'base n', 'new n', 'base p50', 'new p50', 'change', 'p', 'note'];
+    var body = zones.map(function (z) {
+      return el('tr', null, [el('td', {class: 'name', title: z.name, text: z.name}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[z.verdict] + ';font-weight:600', text: z.verdict}),
+        el('td', {text: z.base ? z.base.count : '–'}), el('td', {text: z['new'] ? z['new'].count : '–'}),
+        el('td', {text: z.base ? fmtNs(z.base.median_ns) : '–'}), el('td', {text: z['new'] ? fmtNs(z['new'].median_ns) : '–'}),
+        el('td', {text: fmtChange(z.change)}), el('td', {title: z.test ? 'U ' + z.test.u + ' (' + z.test.method + '), P(new longer) ' + num(z.test.p_longer) : null, text: fmtP(z.test)}),
+        el('td', {class: 'l', text: diffNote(z, shift)})]);
+    });
+    out.push(card('Zones (' + zones.length + (sm.filtered ? ', ' + sm.filtered + ' left out' : '') + '; change = median NEW / median BASE − 1)',
+      el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'diff-zones'}, [el('thead', null, el('tr', null, heads.map(function (h, i) {
+        return el('th', {class: i === 1 || i === 8 ? 'l' : '', text: h});
+      }))), el('tbody', null, body)]))));
+    var dist = arr(D.diff_dist);
+    out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
+      var q = arr(dist[k]);
+      return {name: z.name + '  ' + z.verdict + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
+    }), 30));
+    var warn = [];
+    [['base', d.base], ['new', d['new']]].forEach(function (r) { arr(r[1].warnings).forEach(function (w) { warn.push(r[0] + ': ' + w); }); });
+    if (warn.length) out.push(card('Warnings', el('ul', null, warn.map(function (w) { return el('li', {class: 'warn', text: w}); }))));
+    return out;
+  }
+
+  /* Layers: the zones of mlprof.torch.profile_model, `PATH (Type):forward`
+   * and `:backward` (the model itself `Type:forward`), one row per module,
+   * with the modules it hooked from the session metadata mlprof.layers:*
+   * (those without a zone never ran). */
+  function layerMeta() {
+    var out = [];
+    arr(R().processes).forEach(function (p) {
+      Object.keys(p.meta || {}).forEach(function (k) {
+        if (k.indexOf('mlprof.layers:') !== 0) return;
+        try { out = out.concat(arr(JSON.parse(p.meta[k]))); } catch (e) { /* not ours: ignore */ }
+      });
+    });
+    return out;
+  }
+  function layerRows() {
+    var meta = layerMeta(), rows = {}, order = [];
+    function row(label) {
+      if (!rows[label]) { rows[label] = {label: label, fwd: null, bwd: null}; order.push(label); }
+      return rows[label];
+    }
+    meta.forEach(function (m) {
+      if (typeof m.zone !== 'string') return;
+      var r = row(m.zone);
+      r.path = String(m.path === undefined ? '' : m.path); r.type = String(m.type || ''); r.leaf = !!m.leaf;
+      r.params = typeof m.params === 'number' ? m.params : null; r.hooked = true;
+    });
+    arr(R().zones).forEach(function (z) {
+      var m = /^(.*):(forward|backward)$/.exec(z.name);
+      if (!m) return;
+      var pt = /^(.+) \(([^()]+)\)$/.exec(m[1]);
+      if (!pt && !rows[m[1]]) return; /* not a layer zone */
+      var r = row(m[1]);
+      if (!r.hooked) { r.path = pt[1]; r.type = pt[2]; r.params = null; }
+      r[m[2] === 'forward' ? 'fwd' : 'bwd'] = z;
+    });
+    return order.map(function (k) { return rows[k]; });
+  }
+  function hasLayers() { return layerRows().length > 0; }
+  function flopsOf(z) {
+    var u = z ? arr(z.units).filter(function (x) { return x.unit === 'flops'; })[0] : null;
+    return u ? {perCall: u.n / Math.max(1, z.count), perS: u.per_s} : null;
+  }
+  function fmtSI(x, unit) {
+    if (x === null || x === undefined || !isFinite(x)) return '–';
+    var p = ['', 'k', 'M', 'G', 'T', 'P'], i = 0;
+    while (Math.abs(x) >= 1000 && i < p.length - 1) { x /= 1000; i++; }
+    return num(x) + ' ' + p[i] + unit;
+  }
+  function viewLayers() {
+    var rows = layerRows(), ran = rows.filter(function (r) { return r.fwd; });
+    /* Slowest and most variable among the leaves that ran (every module
+     * that ran when the profile does not say which are leaves). */
+    var pool = ran.filter(function (r) { return r.leaf; });
+    if (!pool.length) pool = ran;
+    function time(r) { return r.fwd.total_ns + (r.bwd ? r.bwd.total_ns : 0); }
+    function cv(r) { return r.fwd.count > 1 && r.fwd.mean_ns > 0 ? r.fwd.std_ns / r.fwd.mean_ns : -1; }
+    var slowest = pool.slice().sort(function (a, b) { return time(b) - time(a); })[0];
+    var variable = pool.filter(function (r) { return cv(r) >= 0; }).sort(function (a, b) { return cv(b) - cv(a); })[0];
+    var never = rows.filter(function (r) { return !r.fwd; });
+    var out = [], figs = [['modules', String(rows.length)], ['ran', String(ran.length)], ['never ran', String(never.length)]];
+    if (slowest) figs.push(['slowest', slowest.label + ' ' + fmtNs(time(slowest))]);
+    if (variable) figs.push(['most variable (forward std / mean)', variable.label + ' ' + num(100 * cv(variable)) + '%']);
+    out.push(card('Layers', [figures(figs), el('p', {class: 'hint', text: 'One row per module hooked by mlprof.torch.profile_model: forward and backward time, FLOPs per call and achieved FLOP/s (from the "flops" units of the forward zone), parameters (its children\'s included). Marked: the slowest leaf by forward + backward total, the most variable leaf by forward std / mean; greyed: modules hooked that never ran.'})]));
+    var heads = ['module', 'type', 'params', 'fwd n', 'fwd mean', 'fwd p50', 'fwd p99', 'fwd share', 'bwd n', 'bwd mean', 'bwd p50', 'bwd p99', 'bwd share', 'FLOPs/call', 'FLOP/s'];
+    var body = rows.map(function (r) {
+      var f = flopsOf(r.fwd), cls = !r.fwd ? 'never' : r === slowest ? 'slowest' : r === variable ? 'variable' : '';
+      var side = function (z) {
+        if (!z) return [el('td', {colspan: 5, class: 'muted', text: r.fwd ? 'no backward zone' : ''})];
+        return [el('td', {text: z.count}), el('td', {text: fmtNs(z.mean_ns)}), el('td', {text: fmtNs(z.p50_ns)}), el('td', {text: fmtNs(z.p99_ns)}), el('td', {text: num(100 * z.share) + '%'})];
+      };
+      var note = !r.fwd ? 'never ran' : [r === slowest ? 'slowest' : '', r === variable ? 'most variable' : ''].filter(Boolean).join(', ');
+      var params = r.params === null || r.params === undefined ? '–' : r.params < 1000 ? String(r.params) : fmtSI(r.params, '');
+      return el('tr', {class: cls}, [el('td', {class: 'name', title: r.label}, [r.path || r.label, note ? el('span', {class: 'tag', text: note}) : null]),
+        el('td', {class: 'l', text: r.type}), el('td', {text: params})].concat(side(r.fwd), r.fwd ? side(r.bwd) : [el('td', {colspan: 5})],
+        [el('td', {text: f ? fmtSI(f.perCall, '') : '–'}), el('td', {text: f ? fmtSI(f.perS, 'FLOP/s') : '–'})]));
+    });
+    out.push(card('Modules (' + rows.length + ', in model order)', el('div', {style: 'max-height:560px;overflow:auto'},
+      el('table', {id: 'layers'}, [el('thead', null, el('tr', null, heads.map(function (h, i) { return el('th', {class: i < 2 ? 'l' : '', text: h}); }))), el('tbody', null, body)]))));
+    var top = ran.slice().sort(function (a, b) { return time(b) - time(a); }).slice(0, 25);
+    if (top.length) out.push(card('Forward and backward mean per call (25 slowest by total)', barChart(top.map(function (r) {
+      return {name: r.path || r.label, value: r.fwd.mean_ns + (r.bwd ? r.bwd.mean_ns : 0), color: r === slowest ? 'var(--bad)' : PART_COLORS.forward,
+        tip: r.label + '\nforward ' + fmtNs(r.fwd.mean_ns) + ', backward ' + (r.bwd ? fmtNs(r.bwd.mean_ns) : '–')};
+    }), fmtNs)));
     return out;
   }
 
@@ -662,6 +912,9 @@
     var nav = document.getElementById('nav');
     /* The Compare view exists only when the page holds several runs. */
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
+    if (hasLayers()) { TABS.splice(2, 0, ['layers', 'Layers']); VIEWS.layers = viewLayers; }
+    /* A diff page opens on its Diff view. */
+    if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {
       nav.appendChild(el('button', {'data-tab': t[0], id: 'tab-' + t[0], text: t[1], onclick: function () {
         state.tab = t[0]; if (location.hash !== '#' + t[0]) history.replaceState(null, '', '#' + t[0]); render();

@@ -244,6 +244,58 @@ static int tree_json(const mlprof__tree *tree, mlprof__out *o) {
   return 0;
 }
 
+/* A zone's distribution (html.h), or null. */
+static void dist_json(mlprof__out *o, const mlprof__zone_stats *z) {
+  if (!z || !z->durations) {
+    mlprof__out_lit(o, "null");
+    return;
+  }
+  for (unsigned k = 0; k <= MLPROF__HTML_DIST_STEPS; k++) {
+    mlprof__out_str(o, k ? "," : "[");
+    mlprof__out_u64(
+        o, mlprof__percentile_sorted(z->durations, z->count,
+                                     k * 100 / MLPROF__HTML_DIST_STEPS));
+  }
+  mlprof__out_lit(o, "]");
+}
+
+/* "compare", "compare_dist", "diff" and "diff_dist" (html.h). */
+static int runs_json(const mlprof__html_opts *opts, mlprof__out *o) {
+  int rc = 0;
+  const mlprof__compare *c = opts->compare;
+  mlprof__out_lit(o, ",\n\"compare\":");
+  if (c)
+    rc = mlprof__compare_json(c, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"compare_dist\":[");
+  for (size_t i = 0; c && i < c->nzones; i++) {
+    mlprof__out_str(o, i ? ",\n[" : "[");
+    for (size_t k = 0; k < c->nruns; k++) {
+      if (k) mlprof__out_lit(o, ",");
+      dist_json(o, c->zones[i].stats[k]);
+    }
+    mlprof__out_lit(o, "]");
+  }
+  const mlprof__html_diff *df = opts->diff;
+  mlprof__out_lit(o, "],\n\"diff\":");
+  if (!rc && df)
+    rc = mlprof__export_diff_json(df->d, df->opt, df->bpath, df->base,
+                                  df->npath, df->next, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"diff_dist\":[");
+  for (size_t i = 0; df && i < df->d->nzones; i++) {
+    mlprof__out_str(o, i ? ",\n[" : "[");
+    dist_json(o, df->d->zones[i].base);
+    mlprof__out_lit(o, ",");
+    dist_json(o, df->d->zones[i].next);
+    mlprof__out_lit(o, "]");
+  }
+  mlprof__out_lit(o, "]");
+  return rc;
+}
+
 int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__resources *res,
                              const mlprof__findings *f,
@@ -296,11 +348,8 @@ int mlprof__export_html_data(const mlprof__report *r,
     }
     mlprof__out_lit(o, "]");
   }
-  mlprof__out_lit(o, "],\n\"compare\":");
-  if (!rc && opts->compare)
-    rc = mlprof__compare_json(opts->compare, o);
-  else
-    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, "]");
+  if (!rc) rc = runs_json(opts, o);
   mlprof__out_lit(o, "}\n");
   free(idx);
   return rc ? rc : o->err;

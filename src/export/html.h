@@ -19,6 +19,7 @@
 #include "../analyze/stats.h"
 #include "../analyze/tree.h"
 #include "../model/job.h"
+#include "diff.h"
 #include "escape.h"
 
 /* Points per time series at most (min and max of equal runs of samples). */
@@ -27,6 +28,18 @@
 #define MLPROF__HTML_MAX_NODES 5000
 /* Process series in the page at most (the processes with the largest RSS). */
 #define MLPROF__HTML_MAX_PROCESSES 16
+/* A zone's distribution in the page: its percentiles 0, 100 / STEPS, ...,
+ * 100 (nearest rank, stats.h). */
+#define MLPROF__HTML_DIST_STEPS 20
+
+/* What mlprof diff found between two runs, for the page's Diff view (the
+ * arguments of mlprof__export_diff_json). */
+typedef struct {
+  const mlprof__diff *d;
+  const mlprof__diff_options *opt;
+  const char *bpath, *npath;
+  const mlprof__report *base, *next; /* built keeping durations */
+} mlprof__html_diff;
 
 typedef struct {
   const char *title;    /* page title; NULL: "mlprof report" */
@@ -35,6 +48,7 @@ typedef struct {
                            file that makes no request */
   const mlprof__compare *compare; /* finished, two runs or more: the page's
                                      Compare view; NULL: no such view */
+  const mlprof__html_diff *diff;  /* the page's Diff view; NULL: none */
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -45,10 +59,15 @@ typedef struct {
  * ns of step marks], "step_buckets": [[first step, steps, data, forward,
  * backward, optimizer, communication, other ns summed over the steps]],
  * "title", "live", "data_url", "compare": mlprof__compare_json of
- * opts->compare, or null}. tree may be NULL: then the series come from
- * res (per process CPU, RSS, GPU memory; per GPU utilization and memory)
- * and there is no call tree, marks or step breakdown. Returns 0 or the
- * writer's error. */
+ * opts->compare, or null, "compare_dist": per zone of "compare", per run,
+ * the zone's distribution or null, "diff": mlprof__export_diff_json of
+ * opts->diff, or null, "diff_dist": per zone of "diff", [base, new]
+ * distributions}. A distribution is the zone's percentiles 0, 5, ..., 100
+ * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
+ * the run has no such zone or its durations were not kept. tree may be NULL:
+ * then the series come from res (per process CPU, RSS, GPU memory; per GPU
+ * utilization and memory) and there is no call tree, marks or step breakdown.
+ * Returns 0 or the writer's error. */
 int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__resources *res,
                              const mlprof__findings *f,

@@ -239,3 +239,133 @@ test('live page shows a zone recorded after it opened', async () => {
   assert.equal(code, 0);
   await new Promise((resolve) => { if (rec.exitCode !== null) resolve(); else rec.on('exit', resolve); });
 });
+
+// Two runs of the workload side by side, the second with a slower forward.
+function workloadRuns(name, jobs) {
+  const specs = jobs.map(([dir, ...f]) => path.join(tmp, name + '-' + dir) + (f.length ? ':' + f.join(',') : ''));
+  for (const s of specs) fs.mkdirSync(s.split(':')[0]);
+  execFileSync(path.join(build, 'workload'), ['--interleave', '2', '200', ...specs], { stdio: 'ignore', timeout: 120000 });
+  return specs.map((s) => s.split(':')[0]);
+}
+
+test('diff page: verdicts and a distribution per zone and side', async () => {
+  const [base, slow] = workloadRuns('diff', [['base'], ['slow', 'forward=40']]);
+  const file = path.join(tmp, 'diff.html');
+  run(['html', '--diff', base, slow, '-o', file]);
+  const { page, errors } = await openPage('file://' + file);
+  // The page opens on its Diff view.
+  assert.equal(await page.getAttribute('#tab-diff', 'class'), 'on');
+  const Df = await page.evaluate(() => JSON.parse(document.getElementById('mlprof-data').textContent).diff);
+  const rows = await page.$$eval('#diff-zones tbody tr', (r) => r.map((x) => [x.children[0].textContent, x.children[1].textContent]));
+  assert.deepEqual(rows, Df.zones.map((z) => [z.name, z.verdict]));
+  assert.deepEqual(rows.find((r) => r[0] === 'forward'), ['forward', 'slower']);
+  assert.match(await page.textContent('#diff-verdict'), /^REGRESSION: 1 zone significantly slower by more than 5.0%/);
+  // Four zones, two sides: a violin, a box and a median line each.
+  assert.equal(await page.$$eval('svg.dist', (s) => s.length), 4);
+  assert.equal(await page.$$eval('svg.dist polygon', (s) => s.length), 8);
+  assert.equal(await page.$$eval('svg.dist line.median', (s) => s.length), 8);
+  // forward's NEW median is drawn right of its BASE median.
+  const xs = await page.$$eval('svg.dist', (svgs) => {
+    const fw = svgs.find((s) => s.querySelector('title').textContent.startsWith('forward '));
+    return Array.from(fw.querySelectorAll('line.median')).map((l) => +l.getAttribute('x1'));
+  });
+  assert.ok(xs[1] > xs[0] + 100, `medians at ${xs}`);
+  for (const view of VIEWS) await page.click('#tab-' + view);
+  await page.click('#tab-diff');
+  await page.screenshot({ path: path.join(shots, 'diff.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+  // The compare view draws the same distributions, one row per run.
+  const cmp = path.join(tmp, 'diff-compare.html');
+  run(['html', '--compare', base, slow, '-o', cmp]);
+  const c = await openPage('file://' + cmp + '#compare');
+  assert.equal(await c.page.$$eval('svg.dist', (s) => s.length), 4);
+  assert.equal(await c.page.$$eval('svg.dist polygon', (s) => s.length), 8);
+  assert.deepEqual(c.errors, []);
+  await c.page.close();
+});
+
+// A Python script run with the package built as make python-test builds it.
+function python(script, ...args) {
+  const prog = path.join(tmp, 'script.py');
+  fs.writeFileSync(prog, script.join('\n'));
+  execFileSync('/usr/bin/python3', [prog, ...args], { stdio: 'ignore', timeout: 300000,
+    env: { ...process.env, PYTHONPATH: path.join(build, 'python') } });
+}
+
+test('layers view: one row per module, never-run modules marked', async () => {
+  const prof = path.join(tmp, 'layers.mlprof');
+  python(['import sys, torch', 'from torch import nn', 'import mlprof, mlprof.torch as mt',
+    'class Net(nn.Module):',
+    '    def __init__(self):',
+    '        super().__init__()',
+    '        self.features = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 8, 3))',
+    '        self.head = nn.Linear(8 * 4 * 4, 10)',
+    '        self.unused = nn.Linear(3, 3)',
+    '    def forward(self, x):',
+    '        return self.head(self.features(x).flatten(1))',
+    'model = Net()',
+    'with mlprof.Profiler(output=sys.argv[1]) as prof:',
+    '    with mt.profile_model(model, prof, backward_every=1):',
+    '        for _ in range(10):',
+    '            model(torch.randn(8, 1, 8, 8)).sum().backward()'], prof);
+  const file = path.join(tmp, 'layers.html');
+  run(['html', prof, '-o', file]);
+  const { page, errors } = await openPage('file://' + file + '#layers');
+  assert.equal(await page.getAttribute('#tab-layers', 'class'), 'on');
+  const rows = await page.$$eval('#layers tbody tr', (r) => r.map((x) => [x.children[0].firstChild.textContent,
+    x.children[1].textContent, x.children[2].textContent, x.className]));
+  assert.deepEqual(rows.map((r) => r[0]), ['Net', 'features', 'features.0', 'features.1', 'features.2', 'head', 'unused']);
+  assert.deepEqual(rows.map((r) => r[1]), ['Net', 'Sequential', 'Conv2d', 'ReLU', 'Conv2d', 'Linear', 'Linear']);
+  assert.deepEqual(rows.find((r) => r[0] === 'head').slice(1, 3), ['Linear', '1.29 k']);
+  assert.deepEqual(rows.find((r) => r[0] === 'unused').slice(2), ['12', 'never']);
+  assert.match(await page.textContent('#layers tr.never'), /never ran/);
+  // The slowest leaf is marked, and is one of the leaves.
+  const slow = rows.filter((r) => /slowest/.test(r[3])).map((r) => r[0]);
+  assert.equal(slow.length, 1);
+  assert.ok(['features.0', 'features.1', 'features.2', 'head'].includes(slow[0]), slow[0]);
+  // Forward FLOP/s from the flops units: head's 2*8*128*10 + 80 per call.
+  const head = await page.$$eval('#layers tbody tr', (r) => r.find((x) => x.children[0].firstChild.textContent === 'head').children[13].textContent);
+  assert.equal(head, '20.6 k');
+  await page.screenshot({ path: path.join(shots, 'layers.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+  // A profile without layer zones has no Layers tab.
+  const plain = await openPage('file://' + path.join(tmp, 'diff.html'));
+  assert.equal(await plain.page.$$eval('#tab-layers', (x) => x.length), 0);
+  await plain.page.close();
+});
+
+test('zones view: Python calls collapse by module', async () => {
+  const prof = path.join(tmp, 'calls.mlprof');
+  python(['import sys, json', 'import mlprof',
+    'class Model:',
+    '    def step(self):',
+    '        return sum(range(100))',
+    'with mlprof.Profiler(output=sys.argv[1], backend="calls"):',
+    '    for _ in range(5):',
+    '        Model().step()',
+    '        json.loads("[1]")'], prof);
+  const file = path.join(tmp, 'calls.html');
+  run(['html', prof, '-o', file]);
+  const { page, errors } = await openPage('file://' + file + '#zones');
+  const names = async () => page.$$eval('#zones tbody td.name', (t) => t.map((x) => x.firstChild.textContent));
+  const flat = await names();
+  assert.ok(flat.includes('json.decoder.JSONDecoder.decode') && flat.includes('Model.step'), flat.join());
+  await page.click('#by-module');
+  const grouped = await names();
+  // json.loads and json.decoder.JSONDecoder.* under two modules; the main
+  // script's Model.step has no module and stays a row.
+  assert.ok(grouped.includes('▸ json') && grouped.includes('▸ json.decoder'), grouped.join());
+  assert.ok(grouped.includes('Model.step'));
+  assert.ok(!grouped.some((n) => n.startsWith('json.decoder.JSONDecoder')));
+  const counts = await page.$$eval('#zones tr.module', (r) => Object.fromEntries(r.map((x) => [x.getAttribute('data-module'), +x.children[2].textContent])));
+  const R = await page.evaluate(() => JSON.parse(document.getElementById('mlprof-data').textContent).report.zones);
+  const sum = R.filter((z) => z.name.startsWith('json.decoder.')).reduce((a, z) => a + z.count, 0);
+  assert.equal(counts['json.decoder'], sum);
+  await page.click('#zones tr.module[data-module="json.decoder"]');
+  const open = await names();
+  assert.ok(open.includes('▾ json.decoder') && open.includes('json.decoder.JSONDecoder.decode'), open.join());
+  assert.deepEqual(errors, []);
+  await page.close();
+});

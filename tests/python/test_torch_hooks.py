@@ -1,6 +1,8 @@
 """profile_model's layer data (issue #11): the hooks' own time kept out of
 the modules' zones, modules that never ran (PyTorch's fast paths), layer
 names with their type, backward FLOPs of the gradients computed."""
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -133,3 +135,30 @@ def test_backward_every_must_be_a_positive_integer(tmp_path):
         for bad in (0, -1, 1.5, True, "2"):
             with pytest.raises(ValueError, match="backward_every"):
                 mt.profile_model(model, prof, backward_every=bad)
+
+
+def test_hooked_modules_are_in_the_session_metadata(tmp_path):
+    """Which modules were hooked, with their parameters, reaches the profile
+    (session metadata), so that mlprof html marks those that never ran."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 1).eval()
+    out = str(tmp_path / "m.mlprof")
+    with mlprof.Profiler(output=out) as prof:
+        mp = mt.profile_model(enc, prof)
+        with torch.no_grad():
+            enc(torch.randn(2, 4, 16))
+        rows = {r["path"]: r for r in mp.layers(prof.summary())}
+        mp.remove()
+    meta = mlprof.report(out)["processes"][0]["meta"]
+    layers = json.loads(meta[mt.LAYERS_META + "TransformerEncoder"])
+    assert [m["zone"] for m in layers] == [r["name"] for r in rows.values()]
+    by_path = {m["path"]: m for m in layers}
+    assert by_path["layers.0.linear1"] == {
+        "zone": "layers.0.linear1 (Linear)", "path": "layers.0.linear1",
+        "type": "Linear", "leaf": True, "params": 16 * 32 + 32}
+    assert by_path[""]["params"] == sum(p.numel() for p in enc.parameters())
+    assert not by_path["layers.0"]["leaf"]
+    # Never ran: hooked, yet no zone in the profile.
+    names = {z["name"] for z in mlprof.report(out)["zones"]}
+    assert "layers.0.linear1 (Linear):forward" not in names
+    assert not rows["layers.0.linear1"]["ran"]
