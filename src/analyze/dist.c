@@ -613,7 +613,10 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
 
 /* Rank r's monotonic time t on rank 0's clock. */
 static double aligned(const mlprof__dist_rank *r, int64_t t) {
-  return (double)t + r->offset_ns + r->drift * (double)(t - (int64_t)r->at_ns);
+  int64_t c = t < (int64_t)r->at_ns       ? (int64_t)r->at_ns
+              : t > (int64_t)r->at_end_ns ? (int64_t)r->at_end_ns
+                                          : t;
+  return (double)t + r->offset_ns + r->drift * (double)(c - (int64_t)r->at_ns);
 }
 
 static void clocks(mlprof__dist_builder *b) {
@@ -630,19 +633,16 @@ static void clocks(mlprof__dist_builder *b) {
       int k = rs->has_init ? 0 : 1;
       x->clock = 1;
       x->offset_ns = (double)rs->off[k];
-      x->at_ns = (uint64_t)rs->at[k];
+      x->at_ns = x->at_end_ns = (uint64_t)rs->at[k];
       x->uncertainty_ns = (double)rs->unc[k];
-      /* A drift only where the two measurements disagree beyond their
-       * uncertainties; else the more certain one. */
-      int64_t diff = rs->off[1] - rs->off[0];
-      if (rs->has_init && rs->has_final && rs->at[1] > rs->at[0] &&
-          (diff > 0 ? diff : -diff) > rs->unc[0] + rs->unc[1]) {
-        x->drift = (double)diff / (double)(rs->at[1] - rs->at[0]);
+      /* Between the two measurements the offset moves linearly; before the
+       * first and after the last it stays (a drift measured over a short
+       * run would be extrapolated with its error). */
+      if (rs->has_init && rs->has_final && rs->at[1] > rs->at[0]) {
+        x->drift =
+            (double)(rs->off[1] - rs->off[0]) / (double)(rs->at[1] - rs->at[0]);
+        x->at_end_ns = (uint64_t)rs->at[1];
         if (rs->unc[1] > rs->unc[0]) x->uncertainty_ns = (double)rs->unc[1];
-      } else if (rs->has_init && rs->has_final && rs->unc[1] < rs->unc[0]) {
-        x->offset_ns = (double)rs->off[1];
-        x->at_ns = (uint64_t)rs->at[1];
-        x->uncertainty_ns = (double)rs->unc[1];
       }
       continue;
     }

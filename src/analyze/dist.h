@@ -51,12 +51,13 @@ typedef struct {
   int profile;    /* its profile in the job, -1 when none was found */
   char *hostname; /* owned, or NULL */
   /* The clock: a time t of this rank's CLOCK_MONOTONIC is rank 0's
-   * t + offset_ns + drift * (t - at_ns), within +- uncertainty_ns. */
+   * t + offset_ns + drift * (c - at_ns), within +- uncertainty_ns, where c
+   * is t held between at_ns and at_end_ns (the two measurements). */
   int clock; /* how it is known: 0 not at all, 1 measured (dist.clock.*),
                 2 measured and narrowed by the collectives' constraint,
                 3 from the collectives' constraint alone */
   double offset_ns, drift, uncertainty_ns;
-  uint64_t at_ns;
+  uint64_t at_ns, at_end_ns;
   /* Over its steps (or its whole run when no rank marked steps). */
   uint64_t steps;
   uint64_t run_ns;          /* the steps' time */
