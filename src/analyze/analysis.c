@@ -178,6 +178,7 @@ static int second_pass(const mlprof__job *job, unsigned want,
                        mlprof__analysis *a) {
   mlprof__zone_pass *zp = NULL;
   mlprof__findings_builder *fb = NULL;
+  mlprof__dist_builder *db = NULL;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_RESOURCES)
     rc = mlprof__resources_zones_begin(&a->res, &zp);
@@ -185,29 +186,40 @@ static int second_pass(const mlprof__job *job, unsigned want,
       !(fb = mlprof__findings_begin(job, &a->r, &a->res, &opts->findings,
                                     &a->f)))
     rc = MLPROF_ENOMEM;
+  if (fb && !(db = mlprof__dist_begin(job, &a->f.dist))) rc = MLPROF_ENOMEM;
   for (size_t i = 0; i < job->count && !rc && (zp || fb); i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     tee t = {.n = 0};
     if (zp) t.n += (size_t)mlprof__resources_zones_profile(zp, p, &t.v[t.n]);
     if (fb) mlprof__findings_profile_begin(fb, i, &t.v[t.n++]);
+    if (db) mlprof__dist_profile_begin(db, i, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
     if (t.n) rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
     if (fb) mlprof__findings_profile_end(fb);
+    if (!rc && db) rc = mlprof__dist_profile_end(db);
   }
   if (rc) {
     mlprof__resources_zones_abort(zp);
+    mlprof__dist_abort(db);
     mlprof__findings_abort(fb);
     return rc;
   }
   /* The findings use the zone averages: those first. */
   if (zp) rc = mlprof__resources_zones_finish(zp);
-  if (fb && rc)
+  if (fb && rc) {
+    mlprof__dist_abort(db);
     mlprof__findings_abort(fb);
-  else if (fb)
+  } else if (fb) {
     rc = mlprof__findings_finish(fb);
+    /* The distributed findings join the others, already sorted. */
+    if (rc)
+      mlprof__dist_abort(db);
+    else
+      rc = mlprof__dist_finish(db, &a->f);
+  }
   return rc;
 }
 

@@ -545,7 +545,11 @@ int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f) {
         "no process was sampled: dominant zones are listed but their cause "
         "(compute, memory, I/O) is not classified, and leaks are not looked "
         "for; run under `mlprof run` or set MLPROF_SAMPLE_MS";
+  mlprof__findings_sort(f);
+  return 0;
+}
+
+void mlprof__findings_sort(mlprof__findings *f) {
   if (f->nfindings > 1)
     qsort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
-  return 0;
 }

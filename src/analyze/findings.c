@@ -474,5 +474,6 @@ void mlprof__findings_free(mlprof__findings *f) {
     free(f->slo[i].windows);
   }
   free(f->slo);
+  mlprof__dist_free(&f->dist);
   memset(f, 0, sizeof *f);
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../model/job.h"
+#include "dist.h"
 #include "resources.h"
 #include "stats.h"
 
@@ -164,7 +165,7 @@ typedef struct {
   size_t windows_missed; /* windows where a call went over */
 } mlprof__slo_result;
 
-typedef struct {
+typedef struct mlprof__findings {
   int sampled;      /* some process of the job was sampled */
   const char *note; /* what could not be analysed and why, or NULL */
   mlprof__steps steps;
@@ -176,6 +177,9 @@ typedef struct {
   mlprof__slo_result *slo;
   size_t nslo;
   mlprof__findings_opts opts; /* as used (slo not kept) */
+  /* A job of several ranks (dist.h; filled by the analysis driver with the
+   * findings, its own findings among the ones above). */
+  mlprof__dist dist;
 } mlprof__findings;
 
 /* The builder, fed the spans of one profile at a time by the analysis
@@ -263,6 +267,8 @@ mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
                                      const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void mlprof__finding_ev(mlprof__finding *x, const char *key, double value);
+/* Sorts f's findings, most severe first. */
+void mlprof__findings_sort(mlprof__findings *f);
 
 /* Median of a (n values, reordered); NAN when n is 0. */
 double mlprof__median(double *a, size_t n);

@@ -477,6 +477,110 @@ static void slo(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, "]");
 }
 
+static void distributed(const mlprof__dist *d, mlprof__out *o) {
+  if (!d->nranks) {
+    mlprof__out_lit(o, ",\n\"distributed\":null");
+    return;
+  }
+  static const char *const clocks[] = {"unknown", "measured", "narrowed",
+                                       "collectives"};
+  mlprof__out_lit(o, ",\n\"distributed\":{\"ranks\":[");
+  for (size_t r = 0; r < d->nranks; r++) {
+    const mlprof__dist_rank *x = &d->ranks[r];
+    mlprof__out_printf(o, "%s{\"rank\":", r ? ",\n" : "\n");
+    mlprof__out_i64(o, x->rank);
+    field_opt_str(o, "host", x->hostname);
+    field_cstr(o, "clock", clocks[x->clock]);
+    field_f64(o, "offset_ns", x->offset_ns);
+    field_f64(o, "drift", x->drift);
+    field_num(o, "uncertainty_ns",
+              isfinite(x->uncertainty_ns) ? x->uncertainty_ns : NAN);
+    field_u64(o, "steps", x->steps);
+    field_u64(o, "run_ns", x->run_ns);
+    field_u64(o, "compute_ns", x->compute_ns);
+    field_u64(o, "exposed_comm_ns", x->exposed_ns);
+    field_u64(o, "wait_ns", x->wait_ns);
+    field_u64(o, "async_comm_ns", x->async_ns);
+    field_u64(o, "overlap_ns", x->overlap_ns);
+    field_f64(o, "overlap_share", x->overlap_share);
+    field_u64(o, "straggler_steps", x->straggler_steps);
+    field_u64(o, "waits_within_uncertainty", x->waits_uncertain);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "],\n\"steps\":[");
+  for (size_t k = 0; k < d->nsteps; k++) {
+    const mlprof__dist_step *s = &d->steps[k];
+    mlprof__out_printf(o, "%s{\"step\":", k ? ",\n" : "\n");
+    mlprof__out_u64(o, s->index);
+    mlprof__out_lit(o, ",\"straggler\":");
+    mlprof__out_i64(o, s->straggler);
+    field_u64(o, "delay_ns", s->delay_ns);
+    field_f64(o, "imbalance", s->imbalance);
+    field_u64(o, "mean_compute_ns", s->mean_compute_ns);
+    field_u64(o, "max_compute_ns", s->max_compute_ns);
+    field_u64(o, "wait_ns", s->wait_ns);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "],\n\"collectives\":[");
+  for (size_t k = 0; k < d->ncolls; k++) {
+    const mlprof__dist_coll *c = &d->colls[k];
+    mlprof__out_printf(o, "%s{\"op\":", k ? ",\n" : "\n");
+    mlprof__out_json_str(o, mlprof__op_name(c->op),
+                         strlen(mlprof__op_name(c->op)));
+    field_u64(o, "size_bytes", c->size_bytes);
+    field_u64(o, "ranks", c->ranks);
+    field_u64(o, "count", c->count);
+    field_u64(o, "bytes", c->bytes);
+    field_u64(o, "time_ns", c->time_ns);
+    field_u64(o, "wait_ns", c->wait_ns);
+    field_u64(o, "transfer_ns", c->transfer_ns);
+    field_num(o, "algbw_bytes_per_s", c->algbw);
+    field_num(o, "busbw_bytes_per_s", c->busbw);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "],\n\"links\":[");
+  for (size_t k = 0; k < d->nlinks; k++) {
+    const mlprof__dist_link *l = &d->links[k];
+    mlprof__out_printf(o, "%s{\"src\":", k ? ",\n" : "\n");
+    mlprof__out_i64(o, l->src);
+    mlprof__out_lit(o, ",\"dst\":");
+    mlprof__out_i64(o, l->dst);
+    field_u64(o, "count", l->count);
+    field_u64(o, "bytes", l->bytes);
+    field_u64(o, "time_ns", l->time_ns);
+    field_num(o, "bandwidth_bytes_per_s", l->bandwidth);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "],\"slowest_link\":");
+  if (d->slowest_link < 0)
+    mlprof__out_lit(o, "null");
+  else
+    mlprof__out_i64(o, d->slowest_link);
+  field_u64(o, "matched_collectives", d->matched);
+  field_u64(o, "unmatched_operations", d->unmatched);
+  field_f64(o, "load_balance", d->load_balance);
+  field_f64(o, "comm_efficiency", d->comm_efficiency);
+  field_f64(o, "parallel_efficiency", d->parallel_efficiency);
+  mlprof__out_lit(o, ",\"straggler\":");
+  if (d->straggler < 0) {
+    mlprof__out_lit(o, "null");
+  } else {
+    mlprof__out_lit(o, "{\"rank\":");
+    mlprof__out_i64(o, d->straggler);
+    field_u64(o, "delay_ns", mlprof__round_ns(d->delay_ns));
+    mlprof__out_lit(o, ",\"zones\":[");
+    for (size_t k = 0; k < d->nzones; k++) {
+      mlprof__out_str(o, k ? ",{\"zone\":" : "{\"zone\":");
+      mlprof__out_json_str(o, d->zones[k].name, strlen(d->zones[k].name));
+      field_u64(o, "straggler_ns", d->zones[k].straggler_ns);
+      field_u64(o, "others_mean_ns", mlprof__round_ns(d->zones[k].others_ns));
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "]}");
+  }
+  mlprof__out_lit(o, "}");
+}
+
 int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_printf(o,
@@ -507,6 +611,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
     findings(f, o);
     leaks(f, o);
     slo(f, o);
+    distributed(&f->dist, o);
   }
   mlprof__out_lit(o, "\n}\n");
   return o->err;

@@ -736,6 +736,108 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   return rc ? rc : o->err;
 }
 
+/* A job of several ranks: the clocks, each rank's time, the collectives
+ * and the point-to-point links. */
+static int dist_section(const mlprof__findings *f, mlprof__out *o) {
+  const mlprof__dist *d = &f->dist;
+  if (!d->nranks) return 0;
+  mlprof__out_printf(
+      o,
+      "\nDistributed: %zu ranks, %zu steps; load balance %.0f%%, "
+      "communication efficiency %.0f%%, parallel efficiency "
+      "%.0f%%\n",
+      d->nranks, d->nsteps, 100 * d->load_balance, 100 * d->comm_efficiency,
+      100 * d->parallel_efficiency);
+  if (d->straggler >= 0) {
+    char delay[32];
+    mlprof__fmt_duration(delay, sizeof delay, d->delay_ns);
+    mlprof__out_printf(o, "Straggler: rank %" PRId64 ", %s behind a step",
+                       d->straggler, delay);
+    for (size_t k = 0; k < d->nzones; k++) {
+      mlprof__fmt_duration(
+          delay, sizeof delay,
+          (double)d->zones[k].straggler_ns - d->zones[k].others_ns);
+      mlprof__out_str(o, k ? ", " : "; more time in ");
+      mlprof__out_text_str(o, d->zones[k].name, strlen(d->zones[k].name));
+      mlprof__out_printf(o, " (+%s)", delay);
+    }
+    mlprof__out_lit(o, "\n");
+  }
+  static const char *const heads[] = {
+      "rank",    "host",         "clock offset", "drift",   "uncertainty",
+      "compute", "exposed comm", "waiting",      "overlap", "straggler steps"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "rlrrrrrrrr")) return MLPROF_ENOMEM;
+  for (size_t r = 0; r < d->nranks; r++) {
+    const mlprof__dist_rank *x = &d->ranks[r];
+    char b[32];
+    mlprof__table_cell(&t, "%" PRId64, x->rank);
+    mlprof__table_name(&t, x->hostname ? x->hostname : "",
+                       x->hostname ? strlen(x->hostname) : 0, 24);
+    mlprof__fmt_duration(b, sizeof b, fabs(x->offset_ns));
+    mlprof__table_cell(&t, "%s%s", x->offset_ns < 0 ? "-" : "", b);
+    mlprof__table_cell(&t, "%.3g ppm", x->drift * 1e6);
+    if (isfinite(x->uncertainty_ns)) {
+      mlprof__fmt_duration(b, sizeof b, x->uncertainty_ns);
+      mlprof__table_cell(&t, "±%s", b);
+    } else {
+      mlprof__table_cell(&t, "unknown");
+    }
+    cell_dur(&t, x->compute_ns);
+    cell_dur(&t, x->exposed_ns);
+    mlprof__fmt_duration(b, sizeof b, (double)x->wait_ns);
+    mlprof__table_cell(&t, "%s%s", b, x->waits_uncertain ? " ~" : "");
+    mlprof__table_cell(&t, "%.0f%%", 100 * x->overlap_share);
+    mlprof__table_cell(&t, "%" PRIu64, x->straggler_steps);
+  }
+  int rc = mlprof__table_print(&t, o);
+  if (rc) return rc;
+  for (size_t r = 0; r < d->nranks; r++)
+    if (d->ranks[r].waits_uncertain) {
+      mlprof__out_lit(o,
+                      "~: some waits are shorter than the clocks' "
+                      "uncertainty\n");
+      break;
+    }
+  if (d->ncolls) {
+    static const char *const ch[] = {
+        "collective", "size",    "ranks",    "count",     "bytes",
+        "time",       "waiting", "transfer", "algbw B/s", "busbw B/s"};
+    if (mlprof__table_open(&t, ch, "lrrrrrrrrr")) return MLPROF_ENOMEM;
+    for (size_t k = 0; k < d->ncolls; k++) {
+      const mlprof__dist_coll *c = &d->colls[k];
+      mlprof__table_cell(&t, "%s", mlprof__op_name(c->op));
+      cell_num(&t, (double)c->size_bytes);
+      mlprof__table_cell(&t, "%zu", c->ranks);
+      mlprof__table_cell(&t, "%" PRIu64, c->count);
+      cell_num(&t, (double)c->bytes);
+      cell_dur(&t, c->time_ns);
+      cell_dur(&t, c->wait_ns);
+      cell_dur(&t, c->transfer_ns);
+      cell_num(&t, c->algbw);
+      cell_num(&t, c->busbw);
+    }
+    if ((rc = mlprof__table_print(&t, o))) return rc;
+  }
+  if (d->nlinks) {
+    static const char *const lh[] = {"from",  "to",   "count",
+                                     "bytes", "time", "bandwidth B/s"};
+    if (mlprof__table_open(&t, lh, "rrrrrr")) return MLPROF_ENOMEM;
+    for (size_t k = 0; k < d->nlinks; k++) {
+      const mlprof__dist_link *l = &d->links[k];
+      mlprof__table_cell(&t, "%" PRId64, l->src);
+      mlprof__table_cell(&t, "%" PRId64 "%s", l->dst,
+                         (int)k == d->slowest_link ? " (slowest)" : "");
+      mlprof__table_cell(&t, "%" PRIu64, l->count);
+      cell_num(&t, (double)l->bytes);
+      cell_dur(&t, l->time_ns);
+      cell_num(&t, l->bandwidth);
+    }
+    if ((rc = mlprof__table_print(&t, o))) return rc;
+  }
+  return 0;
+}
+
 int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o) {
   char wall[32], sampled[64] = "";
@@ -771,8 +873,9 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
       return rc;
     /* What is wrong and what to do, right after the zones. */
     if (sections[i] == zones_section && f &&
-        ((rc = breakdown_section(f, o)) || (rc = findings_section(f, o)) ||
-         (rc = leaks_section(f, o)) || (rc = slo_section(f, o))))
+        ((rc = breakdown_section(f, o)) || (rc = dist_section(f, o)) ||
+         (rc = findings_section(f, o)) || (rc = leaks_section(f, o)) ||
+         (rc = slo_section(f, o))))
       return rc;
   }
   return o->err;

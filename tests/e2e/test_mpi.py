@@ -120,3 +120,56 @@ def test_clock_offsets_match_shifted_clocks(tmp_path):
             assert uncertainty < 10**8 and at > 0
             if rank == 0:
                 assert (offset, uncertainty) == (0, 0)
+
+
+def report_dist(out):
+    r = subprocess.run([MLPROF, "report", "--format", "json", out],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+STRAGGLER = [MPI_OPS, "straggler", "20", "10"]
+
+
+def check_straggler(report):
+    d = report["distributed"]
+    assert len(d["ranks"]) == 4 and len(d["steps"]) == 20
+    assert d["straggler"]["rank"] == 2
+    assert abs(d["straggler"]["delay_ns"] - 10e6) < 2e6, d["straggler"]
+    [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
+    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, 4)
+    for r in d["ranks"]:
+        if r["rank"] != 2:
+            assert r["wait_ns"] > 20 * 8e6, r
+    assert any(f["type"] == "straggler" for f in report["findings"])
+
+
+@pytest.mark.parametrize("order", ["mlprof_outside", "mlprof_inside"])
+def test_straggler_named(tmp_path, order):
+    """Rank 2 works 10 ms longer each of 20 steps: the report names it, its
+    delay, the others' waiting and the all-reduces' exact bytes."""
+    out = str(tmp_path / "run")
+    if order == "mlprof_outside":
+        run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, *STRAGGLER])
+    else:
+        run_mpi([*MPIRUN, MLPROF, "run", "-q", "-o", out, "--", *STRAGGLER])
+    check_straggler(report_dist(out))
+
+
+def test_straggler_on_shifted_clocks(tmp_path):
+    """The same with each rank's CLOCK_MONOTONIC moved by 7 s x rank: the
+    report's offsets are the shifts within their uncertainty, and the
+    straggler and waits are as on one clock."""
+    if subprocess.run(["unshare", "--time", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no time namespaces here (needs root and Linux 5.6)")
+    out = str(tmp_path / "run")
+    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
+               f" --fork {' '.join(STRAGGLER)}")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+             *MPIRUN, "sh", "-c", shifted])
+    report = report_dist(out)
+    check_straggler(report)
+    for r in report["distributed"]["ranks"]:
+        assert abs(r["offset_ns"] + 7e9 * r["rank"]) <= r["uncertainty_ns"] + 1

@@ -1,15 +1,42 @@
 /* Known MPI operations for tests/e2e/test_mpi.py, run on 4 ranks under
  * `mlprof run`. Every count and size here is what the test expects to find
  * in each rank's profile: change them together. */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* `mpi_ops straggler STEPS MS`: STEPS steps of 5 ms of work then an
+ * all-reduce of 1000 doubles, rank 2 working MS ms longer each step. Steps
+ * are marked through the preloaded libmlprof when there is one. */
+static int straggler(int steps, int ms) {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step");
+  void (*step_end)(void) =
+      (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step_end");
+  static double d[1000], dr[1000];
+  for (int i = 0; i < steps; i++) {
+    if (step) step();
+    long ns = (5 + (rank == 2 ? ms : 0)) * 1000000L;
+    struct timespec t = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&t, NULL);
+    MPI_Allreduce(d, dr, 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (step_end) step_end();
+  MPI_Finalize();
+  return 0;
+}
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc == 4 && !strcmp(argv[1], "straggler"))
+    return straggler(atoi(argv[2]), atoi(argv[3]));
   static double d[1000], dr[1000];
   static int in[1024], out[1024];
   static char text[1000];

@@ -1,0 +1,1110 @@
+/* The distributed analysis (dist.h). One read of each profile gathers its
+ * communication operations, its steps and its zones' time; finish puts the
+ * ranks on rank 0's clock, matches the collectives across ranks by group
+ * and seq, and derives waiting, load balance, bandwidths and findings. */
+#include "dist.h"
+
+#include <math.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "../format/wire.h"
+#include "findings.h"
+
+#define ABSENT INT64_MIN
+
+static const char *const op_names[MLPROF__NOPS] = {
+    "other",     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+    "broadcast", "reduce",     "gather",     "scatter",        "scan",
+    "barrier",   "send",       "recv",       "sendrecv"};
+
+const char *mlprof__op_name(int op) {
+  return op >= 0 && op < MLPROF__NOPS ? op_names[op] : "other";
+}
+
+int mlprof__op_of(const char *name, size_t len) {
+  /* Lower case, no "MPI_" prefix, no " done" suffix, no underscores. */
+  char s[64];
+  size_t n = 0;
+  if (len >= 4 && !strncmp(name, "MPI_", 4)) name += 4, len -= 4;
+  if (len >= 5 && !memcmp(name + len - 5, " done", 5)) len -= 5;
+  for (size_t i = 0; i < len && n < sizeof s - 1; i++)
+    if (name[i] != '_')
+      s[n++] =
+          (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+  s[n] = '\0';
+  static const struct {
+    const char *prefix;
+    int op;
+  } kinds[] = {{"reducescatter", MLPROF__OP_REDUCE_SCATTER},
+               {"allreduce", MLPROF__OP_ALL_REDUCE},
+               {"allgather", MLPROF__OP_ALL_GATHER},
+               {"alltoall", MLPROF__OP_ALL_TO_ALL},
+               {"broadcast", MLPROF__OP_BROADCAST},
+               {"bcast", MLPROF__OP_BROADCAST},
+               {"reduce", MLPROF__OP_REDUCE},
+               {"gather", MLPROF__OP_GATHER},
+               {"scatter", MLPROF__OP_SCATTER},
+               {"scan", MLPROF__OP_SCAN},
+               {"barrier", MLPROF__OP_BARRIER},
+               {"sendrecv", MLPROF__OP_SENDRECV},
+               {"send", MLPROF__OP_SEND},
+               {"ssend", MLPROF__OP_SEND},
+               {"recv", MLPROF__OP_RECV}};
+  /* A nonblocking MPI operation: Iallreduce, Isend. */
+  for (int pass = 0; pass < 2; pass++) {
+    const char *t = s + pass;
+    if (pass && s[0] != 'i') break;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+      if (!strncmp(t, kinds[k].prefix, strlen(kinds[k].prefix)))
+        return kinds[k].op;
+  }
+  return MLPROF__OP_OTHER;
+}
+
+double mlprof__op_bus_factor(int op, size_t n) {
+  if (n == 0) return 0;
+  switch (op) {
+    case MLPROF__OP_ALL_REDUCE:
+      return 2.0 * (double)(n - 1) / (double)n;
+    case MLPROF__OP_ALL_GATHER:
+    case MLPROF__OP_REDUCE_SCATTER:
+    case MLPROF__OP_ALL_TO_ALL:
+      return (double)(n - 1) / (double)n;
+    case MLPROF__OP_BROADCAST:
+    case MLPROF__OP_REDUCE:
+    case MLPROF__OP_GATHER:
+    case MLPROF__OP_SCATTER:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int is_collective(int op) {
+  return op >= MLPROF__OP_ALL_REDUCE && op <= MLPROF__OP_BARRIER;
+}
+
+/* Whether no participant can leave before the last one entered. */
+static int synchronises(int op) {
+  return op == MLPROF__OP_ALL_REDUCE || op == MLPROF__OP_ALL_GATHER ||
+         op == MLPROF__OP_REDUCE_SCATTER || op == MLPROF__OP_ALL_TO_ALL ||
+         op == MLPROF__OP_BARRIER;
+}
+
+/* A string of the job (zone or group name), interned across profiles. */
+typedef struct {
+  char *s;
+  uint64_t *rank_ns; /* zones: time per rank (not communication), or NULL */
+  int comm;
+} jstr;
+
+/* One profile's name id. */
+typedef struct {
+  uint32_t str; /* index of its jstr */
+  int op;       /* communication zones: MLPROF__OP_*, else -1 */
+  int done;     /* "NAME done": a nonblocking operation's completion */
+  uint8_t kind;
+} pname;
+
+/* A communication span waiting for the metadata and units that follow it
+ * on its thread. */
+typedef struct {
+  uint32_t tid;
+  int live;
+  int op, done;
+  uint64_t b, e, bytes, seq;
+  int has_seq;
+  uint32_t group;
+  int64_t peer, root;
+  /* The last blocking communication interval pushed from this thread. */
+  uint64_t last_b, last_e;
+  int has_last;
+} pending;
+
+typedef struct {
+  uint64_t b, e;
+} ival;
+
+typedef struct {
+  uint64_t b, e, comm, wait;
+} rstep;
+
+typedef struct {
+  int op;
+  uint32_t group;
+  int64_t root;
+  uint64_t bytes; /* summed over the participants */
+  uint32_t nparts;
+  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT */
+} inst;
+
+typedef struct {
+  int profile;
+  int64_t start_mono, start_wall;
+  const char *host;
+  int has_init, has_final;
+  int64_t off[2], unc[2], at[2];
+  rstep *steps;
+  size_t nsteps;
+  uint64_t async_ns, waitzone_ns, exposed_ns;
+  uint64_t end_ns;
+} rankst;
+
+typedef struct {
+  int64_t src, dst;
+  uint64_t count, bytes, time_ns;
+} link_acc;
+
+struct mlprof__dist_builder {
+  const mlprof__job *job;
+  mlprof__dist *d;
+  size_t nranks;
+  rankst *ranks;
+  jstr *strs;
+  size_t nstrs, strcap;
+  mlprof__map str_index;
+  inst *insts;
+  size_t ninsts, instcap;
+  mlprof__map inst_index;
+  uint64_t unmatched;
+  link_acc *links;
+  size_t nlinks, linkcap;
+  mlprof__map link_index;
+  /* The profile being read. */
+  int64_t rank; /* -1: not a rank's */
+  int has_clock[2];
+  int64_t off[2], unc[2], at[2];
+  pname *names;
+  size_t nnames, namecap;
+  pending *pend;
+  size_t npend, pendcap;
+  ival *comm;
+  size_t ncomm, commcap;
+  uint64_t *marks;
+  size_t nmarks, markcap;
+  uint64_t step_end;
+  int has_step_end;
+  uint32_t step_tid;
+  int has_step_tid;
+  uint64_t async_ns, waitzone_ns, end_ns;
+  uint64_t ops; /* communication operations seen */
+  size_t profile;
+};
+
+static uint64_t fnv(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The index of the string s (n bytes), added when new; MLPROF__NONE when
+ * out of memory. */
+static uint32_t intern(mlprof__dist_builder *b, const char *s, size_t n) {
+  uint64_t key = fnv(s, n);
+  for (;; key++) {
+    uint32_t i = mlprof__map_get(&b->str_index, key);
+    if (i == MLPROF__NONE) break;
+    if (strlen(b->strs[i].s) == n && !memcmp(b->strs[i].s, s, n)) return i;
+  }
+  if (b->nstrs >= MLPROF__NONE - 1 ||
+      mlprof__grow(&b->strs, &b->strcap, b->nstrs + 1, sizeof *b->strs))
+    return MLPROF__NONE;
+  char *c = mlprof__dup(s, n);
+  if (!c || mlprof__map_put(&b->str_index, key, (uint32_t)b->nstrs)) {
+    free(c);
+    return MLPROF__NONE;
+  }
+  b->strs[b->nstrs] = (jstr){.s = c};
+  return (uint32_t)b->nstrs++;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  mlprof__dist_builder *b = ud;
+  if (mlprof__grow(&b->names, &b->namecap, (size_t)n->id + 1, sizeof *b->names))
+    return MLPROF_ENOMEM;
+  while (b->nnames <= n->id)
+    b->names[b->nnames++] = (pname){.str = MLPROF__NONE, .op = -1};
+  pname *p = &b->names[n->id];
+  *p = (pname){.str = MLPROF__NONE, .op = -1, .kind = n->kind};
+  if (n->kind != MLPROF__NAME_ZONE && n->kind != MLPROF__NAME_STRING &&
+      n->kind != MLPROF__NAME_UNIT)
+    return 0;
+  if ((p->str = intern(b, n->name, n->name_len)) == MLPROF__NONE)
+    return MLPROF_ENOMEM;
+  if (n->kind == MLPROF__NAME_ZONE && n->category == MLPROF_CAT_COMM) {
+    p->op = mlprof__op_of(n->name, n->name_len);
+    p->done = n->name_len > 5 && !memcmp(n->name + n->name_len - 5, " done", 5);
+    b->strs[p->str].comm = 1;
+  }
+  return 0;
+}
+
+static const char *str_of(const mlprof__dist_builder *b, uint32_t id) {
+  if (id >= b->nnames || b->names[id].str == MLPROF__NONE) return "";
+  return b->strs[b->names[id].str].s;
+}
+
+static pending *pending_of(mlprof__dist_builder *b, uint32_t tid) {
+  for (size_t i = 0; i < b->npend; i++)
+    if (b->pend[i].tid == tid) return &b->pend[i];
+  if (mlprof__grow(&b->pend, &b->pendcap, b->npend + 1, sizeof *b->pend))
+    return NULL;
+  b->pend[b->npend] = (pending){.tid = tid};
+  return &b->pend[b->npend++];
+}
+
+static int add_link(mlprof__dist_builder *b, int64_t dst, uint64_t bytes,
+                    uint64_t dur) {
+  uint64_t key = (uint64_t)b->rank << 32 | (uint32_t)dst;
+  uint32_t i = mlprof__map_get(&b->link_index, key);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&b->links, &b->linkcap, b->nlinks + 1, sizeof *b->links) ||
+        mlprof__map_put(&b->link_index, key, (uint32_t)b->nlinks))
+      return MLPROF_ENOMEM;
+    i = (uint32_t)b->nlinks++;
+    b->links[i] = (link_acc){.src = b->rank, .dst = dst};
+  }
+  b->links[i].count++;
+  b->links[i].bytes += bytes;
+  b->links[i].time_ns += dur;
+  return 0;
+}
+
+static int add_inst(mlprof__dist_builder *b, const pending *p) {
+  if (p->group == MLPROF__NONE || b->rank < 0 ||
+      (uint64_t)b->rank >= b->nranks || p->seq >= (1ull << 40))
+    return 0;
+  uint64_t key = (uint64_t)p->group << 40 | p->seq;
+  uint32_t i = mlprof__map_get(&b->inst_index, key);
+  if (i == MLPROF__NONE) {
+    if (b->ninsts >= MLPROF__NONE - 1 ||
+        mlprof__grow(&b->insts, &b->instcap, b->ninsts + 1, sizeof *b->insts))
+      return MLPROF_ENOMEM;
+    inst *x = &b->insts[b->ninsts];
+    *x = (inst){.op = p->op, .group = p->group, .root = p->root};
+    x->enter = malloc(2 * b->nranks * sizeof *x->enter);
+    if (!x->enter ||
+        mlprof__map_put(&b->inst_index, key, (uint32_t)b->ninsts)) {
+      free(x->enter);
+      return MLPROF_ENOMEM;
+    }
+    x->exit = x->enter + b->nranks;
+    for (size_t r = 0; r < 2 * b->nranks; r++) x->enter[r] = ABSENT;
+    i = (uint32_t)b->ninsts++;
+  }
+  inst *x = &b->insts[i];
+  int64_t mono = b->ranks[b->rank].start_mono;
+  int64_t en = mono + (int64_t)p->b, ex = mono + (int64_t)p->e;
+  size_t r = (size_t)b->rank;
+  /* A nonblocking collective has its start zone and its "done" span: keep
+   * the longer, start to completion. */
+  if (x->enter[r] == ABSENT) {
+    x->nparts++;
+    x->bytes += p->bytes;
+  } else if (ex - en <= x->exit[r] - x->enter[r]) {
+    return 0;
+  }
+  x->enter[r] = en;
+  x->exit[r] = ex;
+  return 0;
+}
+
+/* What the span in p says, once its metadata and units are known. */
+static int flush(mlprof__dist_builder *b, pending *p) {
+  if (!p->live) return 0;
+  p->live = 0;
+  uint64_t dur = p->e - p->b;
+  b->ops++;
+  if (p->done) {
+    b->async_ns += dur;
+  } else {
+    if (p->op == MLPROF__OP_OTHER) b->waitzone_ns += dur;
+    /* A communication zone around the previous one replaces it. */
+    if (p->has_last && b->ncomm && p->b <= p->last_b && p->e >= p->last_e &&
+        b->comm[b->ncomm - 1].b == p->last_b &&
+        b->comm[b->ncomm - 1].e == p->last_e)
+      b->ncomm--;
+    if (mlprof__grow(&b->comm, &b->commcap, b->ncomm + 1, sizeof *b->comm))
+      return MLPROF_ENOMEM;
+    b->comm[b->ncomm++] = (ival){p->b, p->e};
+    p->last_b = p->b;
+    p->last_e = p->e;
+    p->has_last = 1;
+  }
+  if ((p->op == MLPROF__OP_SEND || p->op == MLPROF__OP_SENDRECV) &&
+      p->peer >= 0 && b->rank >= 0 && !p->done)
+    if (add_link(b, p->peer, p->bytes, dur)) return MLPROF_ENOMEM;
+  if (is_collective(p->op) && p->has_seq) return add_inst(b, p);
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  (void)depth;
+  mlprof__dist_builder *b = ud;
+  pending *p = pending_of(b, tid);
+  if (!p) return MLPROF_ENOMEM;
+  int rc = flush(b, p);
+  if (rc || name >= b->nnames || end < begin) return rc;
+  const pname *n = &b->names[name];
+  if (n->op >= 0) {
+    p->live = 1;
+    p->op = n->op;
+    p->done = n->done;
+    p->b = begin;
+    p->e = end;
+    p->bytes = p->seq = 0;
+    p->has_seq = 0;
+    p->group = MLPROF__NONE;
+    p->peer = p->root = -1;
+    return 0;
+  }
+  if (n->str == MLPROF__NONE || b->rank < 0 || (uint64_t)b->rank >= b->nranks)
+    return 0;
+  jstr *z = &b->strs[n->str];
+  if (!z->rank_ns && !(z->rank_ns = calloc(b->nranks, sizeof *z->rank_ns)))
+    return MLPROF_ENOMEM;
+  z->rank_ns[b->rank] += end - begin;
+  return 0;
+}
+
+static int64_t parse_i64(const char *s, int64_t dflt) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  return end == s ? dflt : (int64_t)v;
+}
+
+static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  mlprof__dist_builder *b = ud;
+  pending *p = pending_of(b, tid);
+  if (!p) return MLPROF_ENOMEM;
+  if (!p->live) return 0;
+  const char *k = str_of(b, key), *v = str_of(b, value);
+  if (!strcmp(k, "group") || !strcmp(k, "comm"))
+    p->group = value < b->nnames ? b->names[value].str : MLPROF__NONE;
+  else if (!strcmp(k, "peer"))
+    p->peer = parse_i64(v, -1);
+  else if (!strcmp(k, "root"))
+    p->root = parse_i64(v, -1);
+  return 0;
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  mlprof__dist_builder *b = ud;
+  pending *p = pending_of(b, tid);
+  if (!p) return MLPROF_ENOMEM;
+  if (!p->live) return 0;
+  const char *u = str_of(b, name);
+  if (!strcmp(u, "bytes")) p->bytes = n;
+  if (!strcmp(u, "seq")) {
+    p->seq = n;
+    p->has_seq = 1;
+  }
+  return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__dist_builder *b = ud;
+  if (!b->has_step_tid) {
+    b->step_tid = tid;
+    b->has_step_tid = 1;
+  }
+  if (tid != b->step_tid) return 0;
+  if (mlprof__grow(&b->marks, &b->markcap, b->nmarks + 1, sizeof *b->marks))
+    return MLPROF_ENOMEM;
+  b->marks[b->nmarks++] = t;
+  b->has_step_end = 0;
+  return 0;
+}
+
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__dist_builder *b = ud;
+  if (b->has_step_tid && tid == b->step_tid) {
+    b->step_end = t;
+    b->has_step_end = 1;
+  }
+  return 0;
+}
+
+static int on_meta(void *ud, const char *key, size_t klen, const char *value,
+                   size_t vlen) {
+  mlprof__dist_builder *b = ud;
+  char v[128];
+  if (vlen >= sizeof v) return 0;
+  memcpy(v, value, vlen);
+  v[vlen] = '\0';
+  int which = klen == 15 && !memcmp(key, "dist.clock.init", 15)    ? 0
+              : klen == 16 && !memcmp(key, "dist.clock.final", 16) ? 1
+                                                                   : -1;
+  long long off, unc, at;
+  if (which >= 0 && sscanf(v, "%lld %lld %lld", &off, &unc, &at) == 3 &&
+      unc >= 0) {
+    b->has_clock[which] = 1;
+    b->off[which] = off;
+    b->unc[which] = unc;
+    b->at[which] = at;
+  }
+  return 0;
+}
+
+static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
+                  uint64_t unmatched) {
+  (void)dropped;
+  (void)unmatched;
+  mlprof__dist_builder *b = ud;
+  b->end_ns = end_ns;
+  return 0;
+}
+
+void mlprof__dist_abort(mlprof__dist_builder *b) {
+  if (!b) return;
+  for (size_t i = 0; i < b->nstrs; i++) {
+    free(b->strs[i].s);
+    free(b->strs[i].rank_ns);
+  }
+  free(b->strs);
+  mlprof__map_clear(&b->str_index);
+  for (size_t i = 0; i < b->ninsts; i++) free(b->insts[i].enter);
+  free(b->insts);
+  mlprof__map_clear(&b->inst_index);
+  free(b->links);
+  mlprof__map_clear(&b->link_index);
+  for (size_t r = 0; r < b->nranks; r++) free(b->ranks[r].steps);
+  free(b->ranks);
+  free(b->names);
+  free(b->pend);
+  free(b->comm);
+  free(b->marks);
+  free(b);
+}
+
+mlprof__dist_builder *mlprof__dist_begin(const mlprof__job *job,
+                                         mlprof__dist *d) {
+  memset(d, 0, sizeof *d);
+  d->slowest_link = -1;
+  d->straggler = -1;
+  mlprof__dist_builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->job = job;
+  b->d = d;
+  int64_t max = -1;
+  for (size_t i = 0; i < job->count; i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    if (p->rank > max && p->rank < (1 << 20)) max = p->rank;
+    if (p->world_size > max + 1 && p->world_size <= (1 << 20))
+      max = p->world_size - 1;
+  }
+  b->nranks = (size_t)(max + 1);
+  if (b->nranks && !(b->ranks = calloc(b->nranks, sizeof *b->ranks))) {
+    mlprof__dist_abort(b);
+    return NULL;
+  }
+  for (size_t r = 0; r < b->nranks; r++) b->ranks[r].profile = -1;
+  return b;
+}
+
+void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
+                                mlprof__visitor *v) {
+  const mlprof__job_profile *p = &b->job->profiles[index];
+  b->profile = index;
+  b->rank = p->rank < (int64_t)b->nranks ? p->rank : -1;
+  /* A rank's children (data loader workers) share its rank: the first
+   * profile of a rank holds its operations. */
+  if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
+  b->has_clock[0] = b->has_clock[1] = 0;
+  b->nnames = b->npend = b->ncomm = b->nmarks = 0;
+  b->has_step_end = b->has_step_tid = 0;
+  b->async_ns = b->waitzone_ns = b->end_ns = b->ops = 0;
+  if (b->rank >= 0) {
+    rankst *r = &b->ranks[b->rank];
+    r->start_mono = (int64_t)p->start_mono_ns;
+    r->start_wall = (int64_t)p->start_wall_ns;
+  }
+  *v = (mlprof__visitor){.ud = b,
+                         .name = on_name,
+                         .span = on_span,
+                         .span_meta = on_span_meta,
+                         .span_units = on_span_units,
+                         .step = on_step,
+                         .step_end = on_step_end,
+                         .meta = on_meta,
+                         .end = on_end};
+}
+
+static int cmp_ival(const void *a, const void *b) {
+  const ival *x = a, *y = b;
+  return (x->b > y->b) - (x->b < y->b);
+}
+
+/* The step of rs holding local time t, or -1. */
+static long step_at(const rankst *rs, uint64_t t) {
+  size_t lo = 0, hi = rs->nsteps;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (rs->steps[mid].e <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < rs->nsteps && rs->steps[lo].b <= t ? (long)lo : -1;
+}
+
+int mlprof__dist_profile_end(mlprof__dist_builder *b) {
+  for (size_t i = 0; i < b->npend; i++)
+    if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
+  if (b->rank < 0 || !b->ops) return 0;
+  rankst *rs = &b->ranks[b->rank];
+  const mlprof__job_profile *p = &b->job->profiles[b->profile];
+  rs->profile = (int)b->profile;
+  rs->host = p->hostname;
+  for (int k = 0; k < 2; k++) {
+    rs->has_init |= k == 0 && b->has_clock[0];
+    rs->has_final |= k == 1 && b->has_clock[1];
+    rs->off[k] = b->off[k];
+    rs->unc[k] = b->unc[k];
+    rs->at[k] = b->at[k];
+  }
+  rs->async_ns = b->async_ns;
+  rs->waitzone_ns = b->waitzone_ns;
+  rs->end_ns = b->end_ns;
+  /* Steps between consecutive marks, the last to its end when marked;
+   * without marks, the whole run is one step. */
+  size_t n = b->nmarks ? b->nmarks - !b->has_step_end : 1;
+  if (!(rs->steps = calloc(n ? n : 1, sizeof *rs->steps))) return MLPROF_ENOMEM;
+  if (!b->nmarks) {
+    rs->steps[0] = (rstep){.b = 0, .e = b->end_ns};
+  } else {
+    for (size_t k = 0; k < n; k++)
+      rs->steps[k] =
+          (rstep){.b = b->marks[k],
+                  .e = k + 1 < b->nmarks ? b->marks[k + 1] : b->step_end};
+  }
+  rs->nsteps = n;
+  qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
+  /* Blocking communication, overlaps merged, cut by the steps. */
+  uint64_t cb = 0, ce = 0;
+  for (size_t i = 0; i <= b->ncomm; i++) {
+    if (i < b->ncomm && b->comm[i].b <= ce && i) {
+      if (b->comm[i].e > ce) ce = b->comm[i].e;
+      continue;
+    }
+    if (i) {
+      rs->exposed_ns += ce - cb;
+      for (long k = step_at(rs, cb) >= 0 ? step_at(rs, cb) : 0;
+           k < (long)rs->nsteps && rs->steps[k].b < ce; k++) {
+        uint64_t lo = cb > rs->steps[k].b ? cb : rs->steps[k].b;
+        uint64_t hi = ce < rs->steps[k].e ? ce : rs->steps[k].e;
+        if (hi > lo) rs->steps[k].comm += hi - lo;
+      }
+    }
+    if (i < b->ncomm) {
+      cb = b->comm[i].b;
+      ce = b->comm[i].e;
+    }
+  }
+  return 0;
+}
+
+/* ---- finish ---------------------------------------------------------- */
+
+/* Rank r's monotonic time t on rank 0's clock. */
+static double aligned(const mlprof__dist_rank *r, int64_t t) {
+  int64_t c = t < (int64_t)r->at_ns       ? (int64_t)r->at_ns
+              : t > (int64_t)r->at_end_ns ? (int64_t)r->at_end_ns
+                                          : t;
+  return (double)t + r->offset_ns + r->drift * (double)(c - (int64_t)r->at_ns);
+}
+
+static void clocks(mlprof__dist_builder *b) {
+  mlprof__dist *d = b->d;
+  const rankst *r0 = &b->ranks[0];
+  for (size_t r = 0; r < b->nranks; r++) {
+    const rankst *rs = &b->ranks[r];
+    mlprof__dist_rank *x = &d->ranks[r];
+    if (r == 0) {
+      x->clock = 1;
+      continue;
+    }
+    if (rs->has_init || rs->has_final) {
+      int k = rs->has_init ? 0 : 1;
+      x->clock = 1;
+      x->offset_ns = (double)rs->off[k];
+      x->at_ns = x->at_end_ns = (uint64_t)rs->at[k];
+      x->uncertainty_ns = (double)rs->unc[k];
+      /* Between the two measurements the offset moves linearly; before the
+       * first and after the last it stays (a drift measured over a short
+       * run would be extrapolated with its error). */
+      if (rs->has_init && rs->has_final && rs->at[1] > rs->at[0]) {
+        x->drift =
+            (double)(rs->off[1] - rs->off[0]) / (double)(rs->at[1] - rs->at[0]);
+        x->at_end_ns = (uint64_t)rs->at[1];
+        if (rs->unc[1] > rs->unc[0]) x->uncertainty_ns = (double)rs->unc[1];
+      }
+      continue;
+    }
+    /* Unmeasured: one host shares CLOCK_MONOTONIC; across hosts, the wall
+     * clocks at the starts. */
+    x->uncertainty_ns = INFINITY;
+    if (rs->host && r0->host && strcmp(rs->host, r0->host))
+      x->offset_ns = (double)((rs->start_wall - rs->start_mono) -
+                              (r0->start_wall - r0->start_mono));
+  }
+  /* Narrow each rank's offset by the collectives that synchronise it with
+   * rank 0: it cannot leave one before rank 0 entered, nor enter after
+   * rank 0 left. */
+  for (size_t r = 1; r < b->nranks; r++) {
+    mlprof__dist_rank *x = &d->ranks[r];
+    double lo = -INFINITY, hi = INFINITY;
+    for (size_t i = 0; i < b->ninsts; i++) {
+      const inst *c = &b->insts[i];
+      if (!synchronises(c->op) || c->enter[0] == ABSENT ||
+          c->enter[r] == ABSENT)
+        continue;
+      double e0 = (double)c->enter[0], x0 = (double)c->exit[0];
+      double er = aligned(x, c->enter[r]), xr = aligned(x, c->exit[r]);
+      if (e0 - xr > lo) lo = e0 - xr;
+      if (x0 - er < hi) hi = x0 - er;
+    }
+    double u = x->uncertainty_ns;
+    if (lo < -u) lo = -u;
+    if (hi > u) hi = u;
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) continue;
+    if (hi - lo >= 2 * u) continue;
+    x->offset_ns += (lo + hi) / 2;
+    x->uncertainty_ns = (hi - lo) / 2;
+    x->clock = isfinite(u) ? 2 : 3;
+  }
+}
+
+static int bucket_cmp(const void *a, const void *b) {
+  const mlprof__dist_coll *x = a, *y = b;
+  if (x->op != y->op) return x->op - y->op;
+  return (x->size_bytes > y->size_bytes) - (x->size_bytes < y->size_bytes);
+}
+
+static uint64_t pow2_floor(uint64_t v) {
+  uint64_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return v ? p : 0;
+}
+
+/* Waiting and transfer of every collective, per rank and step, and the
+ * table by kind and size. */
+static int collectives(mlprof__dist_builder *b) {
+  mlprof__dist *d = b->d;
+  size_t n = b->nranks, cap = 0;
+  double *en = malloc(2 * n * sizeof *en);
+  if (!en) return MLPROF_ENOMEM;
+  double *ex = en + n;
+  for (size_t i = 0; i < b->ninsts; i++) {
+    const inst *c = &b->insts[i];
+    const char *g = b->strs[c->group].s;
+    size_t expect = !strcmp(g, "world") ? n : 0;
+    if (!strncmp(g, "ranks ", 6) && !strstr(g, "...")) {
+      expect = 1;
+      for (const char *s = g; *s; s++) expect += *s == ',';
+    }
+    if (c->nparts < 2 || (expect && c->nparts != expect)) {
+      b->unmatched += c->nparts;
+      continue;
+    }
+    d->matched++;
+    double last = -INFINITY, lastu = 0, rootin = NAN;
+    for (size_t r = 0; r < n; r++) {
+      if (c->enter[r] == ABSENT) continue;
+      en[r] = aligned(&d->ranks[r], c->enter[r]);
+      ex[r] = aligned(&d->ranks[r], c->exit[r]);
+      if (en[r] > last) {
+        last = en[r];
+        lastu = d->ranks[r].uncertainty_ns;
+      }
+      if ((int64_t)r == c->root) rootin = en[r];
+    }
+    double time = 0, wait = 0, transfer = 0;
+    for (size_t r = 0; r < n; r++) {
+      if (c->enter[r] == ABSENT) continue;
+      double dur = ex[r] - en[r], w;
+      /* Who waits for whom: everyone for the last to arrive; a broadcast's
+       * or scatter's receivers for the root; a reduce's or gather's root
+       * for the last. */
+      if (c->op == MLPROF__OP_BROADCAST || c->op == MLPROF__OP_SCATTER)
+        w = (int64_t)r == c->root || isnan(rootin) ? 0 : rootin - en[r];
+      else if ((c->op == MLPROF__OP_REDUCE || c->op == MLPROF__OP_GATHER) &&
+               (int64_t)r != c->root)
+        w = 0;
+      else
+        w = last - en[r];
+      if (w < 0) w = 0;
+      if (w > dur) w = dur;
+      double u = d->ranks[r].uncertainty_ns + lastu;
+      if (w > 0 && w < u) d->ranks[r].waits_uncertain++;
+      time += dur;
+      wait += w;
+      transfer += dur - w;
+      rankst *rs = &b->ranks[r];
+      long k = step_at(rs, (uint64_t)(c->enter[r] - rs->start_mono));
+      if (k >= 0) rs->steps[k].wait += (uint64_t)w;
+      d->ranks[r].wait_ns += (uint64_t)w;
+    }
+    /* nccl-tests' size: the whole buffer gathered or scattered. */
+    uint64_t size = c->bytes / c->nparts;
+    if (c->op == MLPROF__OP_ALL_GATHER || c->op == MLPROF__OP_GATHER ||
+        c->op == MLPROF__OP_SCATTER)
+      size = c->bytes;
+    mlprof__dist_coll key = {.op = c->op, .size_bytes = pow2_floor(size)};
+    mlprof__dist_coll *t = NULL;
+    for (size_t k = 0; k < d->ncolls && !t; k++)
+      if (!bucket_cmp(&key, &d->colls[k]) && d->colls[k].ranks == c->nparts)
+        t = &d->colls[k];
+    if (!t) {
+      if (mlprof__grow(&d->colls, &cap, d->ncolls + 1, sizeof *d->colls)) {
+        free(en);
+        return MLPROF_ENOMEM;
+      }
+      t = &d->colls[d->ncolls++];
+      *t = key;
+      t->ranks = c->nparts;
+    }
+    t->count++;
+    t->bytes += size;
+    t->time_ns += (uint64_t)(time / c->nparts);
+    t->wait_ns += (uint64_t)(wait / c->nparts);
+    t->transfer_ns += (uint64_t)(transfer / c->nparts);
+  }
+  free(en);
+  for (size_t k = 0; k < d->ncolls; k++) {
+    mlprof__dist_coll *t = &d->colls[k];
+    t->algbw = t->transfer_ns && t->bytes
+                   ? (double)t->bytes * 1e9 / (double)t->transfer_ns
+                   : NAN;
+    double f = mlprof__op_bus_factor(t->op, t->ranks);
+    t->busbw = f > 0 ? t->algbw * f : NAN;
+  }
+  if (d->ncolls > 1) qsort(d->colls, d->ncolls, sizeof *d->colls, bucket_cmp);
+  d->unmatched = b->unmatched;
+  return 0;
+}
+
+static int steps(mlprof__dist_builder *b) {
+  mlprof__dist *d = b->d;
+  size_t n = b->nranks, ns = SIZE_MAX;
+  for (size_t r = 0; r < n; r++)
+    if (b->ranks[r].nsteps < ns) ns = b->ranks[r].nsteps;
+  if (!ns || ns == SIZE_MAX) return 0;
+  if (!(d->steps = calloc(ns, sizeof *d->steps))) return MLPROF_ENOMEM;
+  d->nsteps = ns;
+  for (size_t k = 0; k < ns; k++) {
+    mlprof__dist_step *s = &d->steps[k];
+    double sum = 0, max = -1;
+    for (size_t r = 0; r < n; r++) {
+      const rstep *st = &b->ranks[r].steps[k];
+      uint64_t len = st->e - st->b, comp = len > st->comm ? len - st->comm : 0;
+      sum += (double)comp;
+      if ((double)comp > max) {
+        max = (double)comp;
+        s->straggler = (int64_t)r;
+      }
+      s->wait_ns += st->wait;
+      mlprof__dist_rank *x = &d->ranks[r];
+      x->steps++;
+      x->run_ns += len;
+      x->compute_ns += comp;
+    }
+    double mean = sum / (double)n;
+    s->index = k;
+    s->mean_compute_ns = (uint64_t)mean;
+    s->max_compute_ns = (uint64_t)max;
+    s->imbalance = mean > 0 ? (max - mean) / mean : 0;
+    double others = n > 1 ? (sum - max) / (double)(n - 1) : max;
+    s->delay_ns = (uint64_t)(max - others);
+    d->ranks[s->straggler].straggler_steps++;
+  }
+  return 0;
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int link_cmp(const void *a, const void *b) {
+  const mlprof__dist_link *x = a, *y = b;
+  if (x->src != y->src) return (x->src > y->src) - (x->src < y->src);
+  return (x->dst > y->dst) - (x->dst < y->dst);
+}
+
+static int zone_diffs(mlprof__dist_builder *b) {
+  mlprof__dist *d = b->d;
+  if (d->straggler < 0) return 0;
+  size_t s = (size_t)d->straggler, n = b->nranks;
+  for (size_t i = 0; i < b->nstrs; i++) {
+    const jstr *z = &b->strs[i];
+    if (!z->rank_ns || z->comm) continue;
+    double others = 0;
+    for (size_t r = 0; r < n; r++)
+      if (r != s) others += (double)z->rank_ns[r];
+    others /= (double)(n - 1);
+    double extra = (double)z->rank_ns[s] - others;
+    if (extra <= 0) continue;
+    size_t k = d->nzones;
+    while (k > 0 && extra > (double)d->zones[k - 1].straggler_ns -
+                                d->zones[k - 1].others_ns)
+      k--;
+    if (k >= MLPROF__DIST_ZONES) continue;
+    if (d->nzones == MLPROF__DIST_ZONES) free(d->zones[--d->nzones].name);
+    memmove(&d->zones[k + 1], &d->zones[k], (d->nzones - k) * sizeof *d->zones);
+    d->nzones++;
+    d->zones[k] = (mlprof__dist_zone){.name = mlprof__dup(z->s, strlen(z->s)),
+                                      .straggler_ns = z->rank_ns[s],
+                                      .others_ns = others};
+    if (!d->zones[k].name) return MLPROF_ENOMEM;
+  }
+  return 0;
+}
+
+/* Thresholds of the findings (docs/distributed.md). */
+#define STRAGGLER_SHARE 0.5  /* of the steps it straggled in */
+#define STRAGGLER_DELAY 0.05 /* mean delay over the mean compute */
+#define IMBALANCE_MIN 0.10   /* mean imbalance for load_imbalance */
+#define COMM_BOUND 0.30      /* transfer over the run */
+#define SYNC_BOUND 0.20      /* waiting + small collectives over the run */
+#define SMALL_BYTES 4096     /* a collective this small is a sync */
+#define SLOW_LINK 0.5        /* bandwidth under half the median's */
+
+static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
+  mlprof__dist *d = b->d;
+  size_t n = d->nranks;
+  double run = 0, wait = 0, exposed = 0, mean_comp = 0, imb = 0;
+  for (size_t r = 0; r < n; r++) {
+    run += (double)d->ranks[r].run_ns;
+    wait += (double)d->ranks[r].wait_ns;
+    exposed += (double)d->ranks[r].exposed_ns;
+  }
+  for (size_t k = 0; k < d->nsteps; k++) {
+    mean_comp += (double)d->steps[k].mean_compute_ns;
+    imb += d->steps[k].imbalance;
+  }
+  if (d->nsteps) {
+    mean_comp /= (double)d->nsteps;
+    imb /= (double)d->nsteps;
+  }
+  mlprof__finding *x;
+  if (d->straggler >= 0) {
+    const mlprof__dist_rank *s = &d->ranks[d->straggler];
+    char where[160] = "";
+    if (d->nzones)
+      snprintf(where, sizeof where, "; it spends %.3g ms more in %s",
+               ((double)d->zones[0].straggler_ns - d->zones[0].others_ns) /
+                   1e6 / (double)d->nsteps,
+               d->zones[0].name);
+    if (!(x = mlprof__finding_add(
+              f, "straggler", NULL, 0,
+              "rank %lld is the slowest in %llu of %zu steps, %.3g ms behind "
+              "the others a step; they wait for it%s",
+              (long long)d->straggler, (unsigned long long)s->straggler_steps,
+              d->nsteps, d->delay_ns / 1e6, where)))
+      return MLPROF_ENOMEM;
+    x->severity = fmin(100, 100 * d->delay_ns / (mean_comp + d->delay_ns) * 2);
+    mlprof__finding_ev(x, "rank", (double)d->straggler);
+    mlprof__finding_ev(x, "straggler_steps", (double)s->straggler_steps);
+    mlprof__finding_ev(x, "steps", (double)d->nsteps);
+    mlprof__finding_ev(x, "delay_ns", d->delay_ns);
+    mlprof__finding_ev(x, "imbalance_share", imb);
+    mlprof__finding_ev(x, "load_balance_share", d->load_balance);
+    x->recommendation =
+        "look at what this rank does differently (its zones above: data, "
+        "host, GPU, input sizes); balance the work or the data across ranks";
+  } else if (imb >= IMBALANCE_MIN) {
+    if (!(x = mlprof__finding_add(
+              f, "load_imbalance", NULL, 0,
+              "the ranks' compute differs by %.0f%% a step on average, "
+              "without one rank always the slowest",
+              imb * 100)))
+      return MLPROF_ENOMEM;
+    x->severity = fmin(100, imb * 100);
+    mlprof__finding_ev(x, "imbalance_share", imb);
+    mlprof__finding_ev(x, "load_balance_share", d->load_balance);
+    x->recommendation =
+        "balance the work per step across ranks (sequence lengths, batch "
+        "composition); the slowest rank sets every step's time";
+  }
+  double transfer = exposed - wait;
+  if (run > 0 && transfer / run >= COMM_BOUND) {
+    if (!(x = mlprof__finding_add(
+              f, "communication_bound", NULL, 0,
+              "%.0f%% of the ranks' time is communication not overlapped "
+              "with computation (waiting excluded)",
+              100 * transfer / run)))
+      return MLPROF_ENOMEM;
+    x->severity = fmin(100, 100 * transfer / run);
+    mlprof__finding_ev(x, "transfer_share", transfer / run);
+    mlprof__finding_ev(x, "comm_efficiency_share", d->comm_efficiency);
+    x->recommendation =
+        "overlap communication with computation (DDP buckets, nonblocking "
+        "operations), send less (gradient compression, larger batches per "
+        "step) or use a faster interconnect or backend (NCCL)";
+  }
+  /* Synchronisation: waiting that no straggler explains, or many small
+   * collectives (barriers, metrics all-reduced each step). */
+  uint64_t small = 0, small_ns = 0;
+  for (size_t k = 0; k < d->ncolls; k++)
+    if (d->colls[k].size_bytes < SMALL_BYTES) {
+      small += d->colls[k].count;
+      small_ns += d->colls[k].time_ns;
+    }
+  double sync = (d->straggler >= 0 ? 0 : wait) + (double)small_ns * (double)n;
+  if (run > 0 && sync / run >= SYNC_BOUND) {
+    if (!(x = mlprof__finding_add(
+              f, "synchronisation_bound", NULL, 0,
+              "%.0f%% of the ranks' time goes to synchronisation: %llu small "
+              "collectives (under %d bytes) and waiting",
+              100 * sync / run, (unsigned long long)small, SMALL_BYTES)))
+      return MLPROF_ENOMEM;
+    x->severity = fmin(100, 100 * sync / run);
+    mlprof__finding_ev(x, "sync_share", sync / run);
+    mlprof__finding_ev(x, "small_collectives", (double)small);
+    mlprof__finding_ev(x, "wait_ns", wait);
+    x->recommendation =
+        "remove barriers that order nothing, all-reduce metrics every N "
+        "steps instead of every step, avoid .item() and other host syncs in "
+        "the step";
+  }
+  if (d->slowest_link >= 0 && d->nlinks >= 3) {
+    double *bw = malloc(d->nlinks * sizeof *bw);
+    if (!bw) return MLPROF_ENOMEM;
+    for (size_t k = 0; k < d->nlinks; k++) bw[k] = d->links[k].bandwidth;
+    qsort(bw, d->nlinks, sizeof *bw, dbl_cmp);
+    double med = d->nlinks % 2
+                     ? bw[d->nlinks / 2]
+                     : (bw[d->nlinks / 2 - 1] + bw[d->nlinks / 2]) / 2;
+    free(bw);
+    const mlprof__dist_link *l = &d->links[d->slowest_link];
+    if (l->bandwidth < SLOW_LINK * med) {
+      if (!(x = mlprof__finding_add(
+                f, "slow_link", NULL, 0,
+                "messages from rank %lld to rank %lld move at %.3g MB/s, "
+                "%.0f%% of the median link's %.3g MB/s",
+                (long long)l->src, (long long)l->dst, l->bandwidth / 1e6,
+                100 * l->bandwidth / med, med / 1e6)))
+        return MLPROF_ENOMEM;
+      x->severity = fmin(100, 100 * (1 - l->bandwidth / med));
+      mlprof__finding_ev(x, "src_rank", (double)l->src);
+      mlprof__finding_ev(x, "dst_rank", (double)l->dst);
+      mlprof__finding_ev(x, "bandwidth_bytes_per_s", l->bandwidth);
+      mlprof__finding_ev(x, "median_bandwidth_bytes_per_s", med);
+      x->recommendation =
+          "check the path between these ranks (host placement, network "
+          "interface, a receiver that posts its receive late)";
+    }
+  }
+  mlprof__findings_sort(f);
+  return 0;
+}
+
+static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
+  mlprof__dist *d = b->d;
+  size_t n = b->nranks, have = 0;
+  for (size_t r = 0; r < n; r++) have += b->ranks[r].profile >= 0;
+  if (n < 2 || have != n) return 0;
+  if (!(d->ranks = calloc(n, sizeof *d->ranks))) return MLPROF_ENOMEM;
+  d->nranks = n;
+  for (size_t r = 0; r < n; r++) {
+    const rankst *rs = &b->ranks[r];
+    mlprof__dist_rank *x = &d->ranks[r];
+    x->rank = (int64_t)r;
+    x->profile = rs->profile;
+    if (rs->host && !(x->hostname = mlprof__dup(rs->host, strlen(rs->host))))
+      return MLPROF_ENOMEM;
+    x->exposed_ns = rs->exposed_ns;
+    x->async_ns = rs->async_ns;
+    x->overlap_ns =
+        rs->async_ns > rs->waitzone_ns ? rs->async_ns - rs->waitzone_ns : 0;
+    x->overlap_share =
+        x->exposed_ns + x->overlap_ns
+            ? (double)x->overlap_ns / (double)(x->exposed_ns + x->overlap_ns)
+            : 0;
+  }
+  clocks(b);
+  int rc = collectives(b);
+  if (!rc) rc = steps(b);
+  if (rc) return rc;
+  double sum = 0, max = 0, maxrun = 0;
+  for (size_t r = 0; r < n; r++) {
+    double u = (double)d->ranks[r].compute_ns;
+    sum += u;
+    if (u > max) max = u;
+    if ((double)d->ranks[r].run_ns > maxrun)
+      maxrun = (double)d->ranks[r].run_ns;
+  }
+  d->load_balance = max > 0 ? sum / (double)n / max : 1;
+  d->comm_efficiency = maxrun > 0 ? max / maxrun : 1;
+  d->parallel_efficiency = d->load_balance * d->comm_efficiency;
+  /* The straggler overall: the slowest in most steps, when that is at least
+   * half of them and its delay matters. */
+  double mean_comp = 0;
+  for (size_t k = 0; k < d->nsteps; k++)
+    mean_comp += (double)d->steps[k].mean_compute_ns / (double)d->nsteps;
+  for (size_t r = 0; r < n && d->nsteps; r++) {
+    const mlprof__dist_rank *x = &d->ranks[r];
+    if ((double)x->straggler_steps < STRAGGLER_SHARE * (double)d->nsteps)
+      continue;
+    double delay = 0;
+    for (size_t k = 0; k < d->nsteps; k++)
+      if (d->steps[k].straggler == (int64_t)r)
+        delay += (double)d->steps[k].delay_ns;
+    delay /= (double)x->straggler_steps;
+    if (delay >= STRAGGLER_DELAY * mean_comp && delay > 0 &&
+        (d->straggler < 0 || delay > d->delay_ns)) {
+      d->straggler = (int64_t)r;
+      d->delay_ns = delay;
+    }
+  }
+  if ((rc = zone_diffs(b))) return rc;
+  if (b->nlinks) {
+    if (!(d->links = calloc(b->nlinks, sizeof *d->links))) return MLPROF_ENOMEM;
+    d->nlinks = b->nlinks;
+    for (size_t k = 0; k < b->nlinks; k++) {
+      const link_acc *l = &b->links[k];
+      d->links[k] = (mlprof__dist_link){
+          .src = l->src,
+          .dst = l->dst,
+          .count = l->count,
+          .bytes = l->bytes,
+          .time_ns = l->time_ns,
+          .bandwidth =
+              l->time_ns ? (double)l->bytes * 1e9 / (double)l->time_ns : NAN};
+    }
+    qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
+    for (size_t k = 0; k < d->nlinks; k++)
+      if (d->links[k].bytes && isfinite(d->links[k].bandwidth) &&
+          (d->slowest_link < 0 ||
+           d->links[k].bandwidth < d->links[d->slowest_link].bandwidth))
+        d->slowest_link = (int)k;
+  }
+  return findings(b, f);
+}
+
+int mlprof__dist_finish(mlprof__dist_builder *b, mlprof__findings *f) {
+  mlprof__dist *d = b->d;
+  int rc = finish(b, f);
+  mlprof__dist_abort(b);
+  if (rc) mlprof__dist_free(d);
+  return rc;
+}
+
+void mlprof__dist_free(mlprof__dist *d) {
+  if (!d) return;
+  for (size_t r = 0; r < d->nranks; r++) free(d->ranks[r].hostname);
+  free(d->ranks);
+  free(d->steps);
+  free(d->colls);
+  free(d->links);
+  for (size_t k = 0; k < d->nzones; k++) free(d->zones[k].name);
+  memset(d, 0, sizeof *d);
+  d->slowest_link = -1;
+  d->straggler = -1;
+}

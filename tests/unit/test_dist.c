@@ -1,0 +1,374 @@
+/* The distributed analysis (src/analyze/dist.c) on synthetic jobs of
+ * several ranks, fed through its visitor as the reader would: steps of
+ * compute then an all-reduce that every rank leaves together, on clocks
+ * with injected offsets and drift. */
+#include <inttypes.h>
+#include <mlprof.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analyze/dist.h"
+#include "analyze/findings.h"
+#include "format/wire.h"
+#include "test.h"
+
+#define NR 4
+#define MS 1000000.0
+
+typedef struct {
+  size_t nranks, nsteps;
+  double compute_ms[NR];  /* per rank, each step */
+  double noise;           /* +- share of compute, varying by step and rank */
+  double rotate_ms;       /* extra compute of rank (step % nranks) */
+  double transfer_ms;     /* after the last arrival */
+  double offset_ns[NR];   /* rank 0's clock less this rank's */
+  double drift[NR];       /* the offset's change per ns */
+  int measured;           /* dist.clock.init/final recorded */
+  double measured_unc_ns; /* their stated uncertainty */
+  double measured_err_ns; /* and their error (within it) */
+  int hosts;              /* each rank on a host of its own */
+  double wall_err_ns;     /* the wall clocks' error, rank r: r x this */
+  uint64_t bytes;         /* of each all-reduce */
+  int barrier;            /* a barrier after each all-reduce */
+} sim;
+
+/* The local CLOCK_MONOTONIC of rank r at rank 0's time t. */
+static double local_of(const sim *s, size_t r, double t) {
+  return t - s->offset_ns[r] - s->drift[r] * (t - 1e9);
+}
+
+static double noise(size_t r, size_t k) {
+  uint32_t x = (uint32_t)(r * 2654435761u + k * 40503u + 12345u);
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  x ^= x >> 15;
+  return (double)(x % 2001) / 1000.0 - 1.0; /* -1..1 */
+}
+
+typedef struct {
+  mlprof__visitor v;
+  uint32_t id;
+} feed;
+
+static uint32_t name(feed *f, uint8_t kind, uint8_t cat, const char *s) {
+  mlprof__name n = {.id = ++f->id,
+                    .kind = kind,
+                    .category = cat,
+                    .name = s,
+                    .name_len = strlen(s),
+                    .function = "",
+                    .file = ""};
+  f->v.name(f->v.ud, &n);
+  return n.id;
+}
+
+static void meta(feed *f, const char *k, const char *v) {
+  f->v.meta(f->v.ud, k, strlen(k), v, strlen(v));
+}
+
+/* Runs the analysis over the simulated job into *d and *fs. */
+static int run_sim(const sim *s, mlprof__findings *fs) {
+  static char hosts[NR][8];
+  mlprof__job_profile p[NR];
+  mlprof__job job = {.profiles = p, .count = s->nranks};
+  double start = 1e9; /* rank 0's time of every profile's start */
+  for (size_t r = 0; r < s->nranks; r++) {
+    snprintf(hosts[r], sizeof hosts[r], "h%zu", s->hosts ? r : 0);
+    double mono = local_of(s, r, start);
+    p[r] = (mlprof__job_profile){
+        .path = "p",
+        .pid = 100 + r,
+        .rank = (int64_t)r,
+        .world_size = (int64_t)s->nranks,
+        .hostname = hosts[r],
+        .start_mono_ns = (uint64_t)mono,
+        /* wall = rank 0's clock + 1e12, wrong by
+         * r x wall_err */
+        .start_wall_ns = (uint64_t)(start + 1e12 + (double)r * s->wall_err_ns),
+        .parent = -1};
+  }
+  memset(fs, 0, sizeof *fs);
+  mlprof__dist_builder *b = mlprof__dist_begin(&job, &fs->dist);
+  if (!b) return -1;
+  for (size_t r = 0; r < s->nranks; r++) {
+    feed f = {.id = 0};
+    mlprof__dist_profile_begin(b, r, &f.v);
+    uint32_t compute = name(&f, MLPROF__NAME_ZONE, 0, "compute");
+    uint32_t ar = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Allreduce");
+    uint32_t bar = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Barrier");
+    uint32_t kcomm = name(&f, MLPROF__NAME_STRING, 0, "comm");
+    uint32_t world = name(&f, MLPROF__NAME_STRING, 0, "world");
+    uint32_t ubytes = name(&f, MLPROF__NAME_UNIT, 0, "bytes");
+    uint32_t useq = name(&f, MLPROF__NAME_UNIT, 0, "seq");
+    double s0 = (double)p[r].start_mono_ns, t = start, last = 0;
+    uint64_t seq = 0;
+    for (size_t k = 0; k < s->nsteps; k++) {
+      double c[NR], latest = 0;
+      for (size_t q = 0; q < s->nranks; q++) {
+        c[q] = s->compute_ms[q] * MS * (1 + s->noise * noise(q, k));
+        if (q == k % s->nranks) c[q] += s->rotate_ms * MS;
+        if (t + c[q] > latest) latest = t + c[q];
+      }
+      double ex = latest + s->transfer_ms * MS;
+#define LT(x) ((uint64_t)(local_of(s, r, (x)) - s0))
+      f.v.step(f.v.ud, 1, LT(t));
+      f.v.span(f.v.ud, 1, compute, 0, LT(t), LT(t + c[r]));
+      f.v.span(f.v.ud, 1, ar, 0, LT(t + c[r]), LT(ex));
+      f.v.span_meta(f.v.ud, 1, kcomm, world);
+      f.v.span_units(f.v.ud, 1, ubytes, s->bytes);
+      f.v.span_units(f.v.ud, 1, useq, ++seq);
+      t = ex;
+      if (s->barrier) {
+        /* Rank r arrives r x 10 µs late; all leave 20 µs after the last. */
+        double en = t + (double)r * 1e4, out = t + 5e4;
+        f.v.span(f.v.ud, 1, bar, 0, LT(en), LT(out));
+        f.v.span_meta(f.v.ud, 1, kcomm, world);
+        f.v.span_units(f.v.ud, 1, ubytes, 0);
+        f.v.span_units(f.v.ud, 1, useq, ++seq);
+        t = out;
+      }
+      last = t;
+    }
+    f.v.step_end(f.v.ud, 1, LT(last));
+    if (s->measured) {
+      for (int m = 0; m < 2; m++) {
+        double at0 = m ? last : start; /* rank 0's time of the exchange */
+        double at = local_of(s, r, at0);
+        double off = r ? at0 - at + s->measured_err_ns : 0;
+        char v[96];
+        snprintf(v, sizeof v, "%lld %lld %lld", (long long)llround(off),
+                 (long long)(r ? s->measured_unc_ns : 0), (long long)at);
+        meta(&f, m ? "dist.clock.final" : "dist.clock.init", v);
+      }
+    }
+#undef LT
+    f.v.end(f.v.ud, (uint64_t)(local_of(s, r, last) - s0), 0, 0);
+    if (mlprof__dist_profile_end(b)) return -1;
+  }
+  return mlprof__dist_finish(b, fs);
+}
+
+static sim base(void) {
+  sim s = {.nranks = NR,
+           .nsteps = 10,
+           .compute_ms = {10, 10, 10, 10},
+           .transfer_ms = 1,
+           .measured = 1,
+           .measured_unc_ns = 2000,
+           .bytes = 1 << 20};
+  return s;
+}
+
+static const mlprof__finding *find(const mlprof__findings *f,
+                                   const char *type) {
+  for (size_t i = 0; i < f->nfindings; i++)
+    if (!strcmp(f->findings[i].type, type)) return &f->findings[i];
+  return NULL;
+}
+
+static void near(double got, double want, double share, const char *what,
+                 int *bad) {
+  if (!(fabs(got - want) <= share * fabs(want))) {
+    fprintf(stderr, "  %s: %g, want %g within %g%%\n", what, got, want,
+            share * 100);
+    *bad = 1;
+  }
+}
+
+static void test_dist_straggler_named(void) {
+  sim s = base();
+  s.compute_ms[2] = 13; /* 3 ms late each step */
+  s.noise = 0.01;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  CHECK_EQ(d->nranks, 4);
+  CHECK_EQ(d->nsteps, 10);
+  CHECK_EQ(d->straggler, 2);
+  CHECK_EQ(d->ranks[2].straggler_steps, 10);
+  int bad = 0;
+  near(d->delay_ns, 3 * MS, 0.10, "delay", &bad);
+  for (size_t k = 0; k < d->nsteps; k++)
+    near((double)d->steps[k].delay_ns, 3 * MS, 0.10, "step delay", &bad);
+  /* The others wait for it about the delay a step; it hardly waits. */
+  for (size_t r = 0; r < NR; r++)
+    if (r != 2)
+      near((double)d->ranks[r].wait_ns / 10, 3 * MS, 0.10, "wait", &bad);
+  CHECK(d->ranks[2].wait_ns < 10 * 0.1 * 3 * MS);
+  CHECK(!bad);
+  CHECK(find(&f, "straggler"));
+  CHECK(!find(&f, "load_imbalance"));
+  /* Exact counts and bytes; nccl-tests' bus factor 2(n-1)/n. */
+  CHECK_EQ(d->matched, 10);
+  CHECK_EQ(d->unmatched, 0);
+  CHECK_EQ(d->ncolls, 1);
+  CHECK_EQ(d->colls[0].op, MLPROF__OP_ALL_REDUCE);
+  CHECK_EQ(d->colls[0].count, 10);
+  CHECK_EQ_U64(d->colls[0].bytes, 10ull << 20);
+  CHECK_EQ_U64(d->colls[0].size_bytes, 1ull << 20);
+  CHECK(fabs(d->colls[0].busbw / d->colls[0].algbw - 1.5) < 1e-9);
+  /* Transfer is the 1 ms after the last arrival. */
+  near((double)d->colls[0].transfer_ns, 10 * MS, 0.01, "transfer", &bad);
+  CHECK(d->nzones >= 1);
+  CHECK_STR(d->zones[0].name, "compute");
+  CHECK(!bad);
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_balanced_no_finding(void) {
+  sim s = base();
+  s.noise = 0.03; /* noise alone */
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.straggler, -1);
+  CHECK_EQ(f.nfindings, 0);
+  CHECK(f.dist.load_balance > 0.95);
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_imbalance_without_straggler(void) {
+  sim s = base();
+  s.rotate_ms = 3; /* a different slowest rank each step */
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.straggler, -1);
+  CHECK(find(&f, "load_imbalance"));
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_communication_bound(void) {
+  sim s = base();
+  s.transfer_ms = 8; /* 8 of every 18 ms moving data */
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK(find(&f, "communication_bound"));
+  CHECK(!find(&f, "straggler"));
+  mlprof__findings_free(&f);
+  s = base();
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK(!find(&f, "communication_bound"));
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_synchronisation_bound(void) {
+  sim s = base();
+  s.compute_ms[0] = s.compute_ms[1] = s.compute_ms[2] = s.compute_ms[3] = 0.1;
+  s.transfer_ms = 0.02;
+  s.bytes = 8; /* a metric all-reduced every step, then a barrier */
+  s.barrier = 1;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK(find(&f, "synchronisation_bound"));
+  CHECK_EQ(f.dist.ncolls, 2); /* all_reduce of 8 bytes, barrier */
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_alignment_recovers_offsets(void) {
+  sim s = base();
+  s.offset_ns[1] = -7e9; /* a time namespace 7 s ahead */
+  s.offset_ns[2] = 0.5e9;
+  s.offset_ns[3] = 123456;
+  s.drift[1] = 2e-5; /* 20 ppm */
+  s.drift[3] = -1e-5;
+  s.measured_err_ns = 1500; /* within the stated 2 µs */
+  s.hosts = 1;
+  s.compute_ms[2] = 13;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  for (size_t r = 1; r < NR; r++) {
+    const mlprof__dist_rank *x = &d->ranks[r];
+    CHECK(x->clock >= 1);
+    /* At a local time: the offset stated, against the injected one. */
+    double t0 = 1.005e9, local = local_of(&s, r, t0);
+    double c = fmin(fmax(local, (double)x->at_ns), (double)x->at_end_ns);
+    double got = x->offset_ns + x->drift * (c - (double)x->at_ns);
+    double want = t0 - local;
+    if (!(fabs(got - want) <= x->uncertainty_ns + 1)) {
+      fprintf(stderr, "  rank %zu: offset %f, want %f within %f\n", r, got,
+              want, x->uncertainty_ns);
+      CHECK(0);
+    }
+    CHECK(fabs(x->drift - s.drift[r]) < 1e-7);
+  }
+  /* Aligned, the straggler and the waits are as on one clock. */
+  CHECK_EQ(d->straggler, 2);
+  int bad = 0;
+  near((double)d->ranks[0].wait_ns / 10, 3 * MS, 0.02, "wait", &bad);
+  CHECK(!bad);
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_barrier_constraint(void) {
+  /* No measured offsets, hosts whose wall clocks are 5 ms apart a rank:
+   * the collectives alone place the ranks within the 1 ms every rank
+   * spends in each all-reduce after the last arrival. */
+  sim s = base();
+  s.measured = 0;
+  s.hosts = 1;
+  s.wall_err_ns = 5e6;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  for (size_t r = 1; r < NR; r++) {
+    const mlprof__dist_rank *x = &d->ranks[r];
+    CHECK_EQ(x->clock, 3);
+    CHECK(x->uncertainty_ns <= 1.01 * MS);
+    CHECK(fabs(x->offset_ns) <= x->uncertainty_ns + 1);
+  }
+  mlprof__findings_free(&f);
+  /* Measured offsets of +-10 ms are narrowed the same way. */
+  s = base();
+  s.measured_unc_ns = 1e7;
+  s.measured_err_ns = 4e6;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  for (size_t r = 1; r < NR; r++) {
+    const mlprof__dist_rank *x = &f.dist.ranks[r];
+    CHECK_EQ(x->clock, 2);
+    CHECK(x->uncertainty_ns <= 1.01 * MS);
+    CHECK(fabs(x->offset_ns) <= x->uncertainty_ns + 1);
+  }
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_op_kinds(void) {
+  CHECK_EQ(mlprof__op_of("MPI_Allreduce", 13), MLPROF__OP_ALL_REDUCE);
+  CHECK_EQ(mlprof__op_of("MPI_Iallreduce done", 19), MLPROF__OP_ALL_REDUCE);
+  CHECK_EQ(mlprof__op_of("all_reduce", 10), MLPROF__OP_ALL_REDUCE);
+  CHECK_EQ(mlprof__op_of("all_gather_into_tensor", 22), MLPROF__OP_ALL_GATHER);
+  CHECK_EQ(mlprof__op_of("MPI_Reduce_scatter_block", 24),
+           MLPROF__OP_REDUCE_SCATTER);
+  CHECK_EQ(mlprof__op_of("MPI_Bcast", 9), MLPROF__OP_BROADCAST);
+  CHECK_EQ(mlprof__op_of("MPI_Isend", 9), MLPROF__OP_SEND);
+  CHECK_EQ(mlprof__op_of("irecv", 5), MLPROF__OP_RECV);
+  CHECK_EQ(mlprof__op_of("MPI_Sendrecv", 12), MLPROF__OP_SENDRECV);
+  CHECK_EQ(mlprof__op_of("MPI_Waitall", 11), MLPROF__OP_OTHER);
+  CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_REDUCE, 8) - 1.75) < 1e-12);
+  CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_GATHER, 4) - 0.75) < 1e-12);
+  CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_TO_ALL, 2) - 0.5) < 1e-12);
+  CHECK(mlprof__op_bus_factor(MLPROF__OP_BROADCAST, 4) == 1);
+  CHECK(mlprof__op_bus_factor(MLPROF__OP_BARRIER, 4) == 0);
+}
+
+static void test_dist_one_rank_is_not_a_job(void) {
+  sim s = base();
+  s.nranks = 1;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.nranks, 0);
+  CHECK_EQ(f.nfindings, 0);
+  mlprof__findings_free(&f);
+}
+
+const mlprof_test mlprof_tests_dist[] = {
+    {"straggler_named", test_dist_straggler_named},
+    {"balanced_no_finding", test_dist_balanced_no_finding},
+    {"imbalance_without_straggler", test_dist_imbalance_without_straggler},
+    {"communication_bound", test_dist_communication_bound},
+    {"synchronisation_bound", test_dist_synchronisation_bound},
+    {"alignment_recovers_offsets", test_dist_alignment_recovers_offsets},
+    {"barrier_constraint", test_dist_barrier_constraint},
+    {"op_kinds", test_dist_op_kinds},
+    {"one_rank_is_not_a_job", test_dist_one_rank_is_not_a_job},
+    {NULL, NULL}};
