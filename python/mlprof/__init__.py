@@ -276,6 +276,7 @@ class Profiler(_mlprof.ProfilerBase):
             self._stop_torch()
         finally:
             self.running = False
+            _record_lines()
             if self.joined:
                 _mlprof.set_enabled(self._was_enabled)
                 _mlprof.flush()
@@ -368,6 +369,7 @@ class Profiler(_mlprof.ProfilerBase):
         backend="calls", "calls" (dropped_short: calls under min_duration);
         when lines are timed, "lines" (mlprof.line_table())."""
         if self.running:
+            _record_lines()
             _mlprof.flush()
         d = report(self.profile_paths(), sort=sort, top=top)
         if self.running:
@@ -398,6 +400,7 @@ class Profiler(_mlprof.ProfilerBase):
                 raise ValueError("unknown format %r: use json, csv, text or "
                                  "trace" % (f,))
         if self.running:
+            _record_lines()
             _mlprof.flush()
         paths = self.profile_paths()
         base = os.fspath(path)
@@ -522,6 +525,21 @@ def line_table():
                          "source": linecache.getline(code.co_filename,
                                                      line).rstrip()})
     return rows
+
+
+def _record_lines():
+    """Hands the line timings so far to the session, which writes them into
+    the profile (a LINES chunk per function, docs/format.md) at its next
+    flush; `mlprof report` shows them."""
+    if not _mlprof.output_path():
+        return
+    for code, stats in _mlprof.lines_stats():
+        _mlprof.lines_record(
+            getattr(code, "co_qualname", code.co_name), code.co_filename,
+            code.co_firstlineno,
+            [(line, hits, tot, excl,
+              linecache.getline(code.co_filename, line).rstrip())
+             for line, hits, tot, excl in stats])
 
 
 def _start_from_env():
