@@ -534,6 +534,8 @@ def _record_lines():
     if not _mlprof.output_path():
         return
     for code, stats in _mlprof.lines_stats():
+        if not stats:
+            continue  # none of its lines ran
         _mlprof.lines_record(
             getattr(code, "co_qualname", code.co_name), code.co_filename,
             code.co_firstlineno,
@@ -549,6 +551,16 @@ def _start_from_env():
     return _start_tracers(
         os.environ.get("MLPROF_CALLS", "") not in ("", "0"),
         [n for n in os.environ.get("MLPROF_LINES", "").split(",") if n])
+
+
+def _main_names(names, main):
+    """names ("module:function") with the module `main`, the program run as
+    __main__, written as __main__ (None: none is)."""
+    out = []
+    for n in names:
+        mod, _, fn = n.partition(":")
+        out.append("__main__:" + fn if main and mod == main else n)
+    return out
 
 
 def _start_tracers(calls, names):
