@@ -171,6 +171,14 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   return 0;
 }
 
+static int on_lines(void *ud, const mlprof__line_table *t) {
+  touch(ud, t->function, strlen(t->function));
+  touch(ud, t->file, strlen(t->file));
+  for (uint32_t i = 0; i < t->n; i++)
+    touch(ud, t->rows[i].source, strlen(t->rows[i].source));
+  return 0;
+}
+
 static void read_once(const uint8_t *data, size_t size) {
   state s = {0};
   mlprof__visitor v = {
@@ -190,6 +198,7 @@ static void read_once(const uint8_t *data, size_t size) {
       .end = on_end,
       .source = on_source,
       .sample = on_sample,
+      .lines = on_lines,
   };
   mlprof__read_report rep;
   char err[256];

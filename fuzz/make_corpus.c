@@ -207,5 +207,22 @@ int main(int argc, char **argv) {
   many_names(&f, &p);
   end(&f, &p);
   save(argv[1], "many-names.mlprof", &f);
+
+  f.n = 0;
+  start(&f, &p);
+  for (int k = 0; k < 2; k++) { /* the second table replaces the first */
+    put_str(&p, "train_step");
+    put_str(&p, "train.py");
+    put_uv(&p, 10);
+    put_uv(&p, 2);
+    for (uint64_t line = 11; line <= 12; line++) {
+      put_uv(&p, line), put_uv(&p, 3 + (uint64_t)k), put_uv(&p, 900);
+      put_uv(&p, 700);
+      put_str(&p, "loss = model(<batch>)");
+    }
+    chunk(&f, MLPROF__CHUNK_LINES, &p);
+  }
+  end(&f, &p);
+  save(argv[1], "lines.mlprof", &f);
   return 0;
 }

@@ -213,6 +213,27 @@ typedef struct mlprof_span {
 MLPROF_EXPORT int mlprof_track_spans(const char *track,
                                      const mlprof_span *spans, size_t n);
 
+/* Line timings of one function (a line profiler's table), recorded after the
+ * fact: per line, how often it ran, the time from it to the next line
+ * (total) and that less the calls made from it (exclusive), and its source
+ * text. The Python package records the functions it times this way. */
+typedef struct mlprof_line {
+  uint32_t line;                         /* line number in file */
+  uint64_t hits, total_ns, exclusive_ns; /* so far, cumulative */
+  const char *source;                    /* the line's text, or NULL */
+  uint64_t reserved[2]; /* zero: later versions may give them meaning */
+} mlprof_line;
+
+/* Sets the line table of function `function` of `file` starting at line
+ * first_line: the latest set for one (function, file, first_line) replaces
+ * the earlier ones and goes into the profile at the next flush (and at the
+ * end of the session). Everything is copied. Returns 0, MLPROF_EINVAL (no
+ * function or file, n lines but no table, a reserved field set, a table past
+ * 16 MiB encoded; nothing recorded) or MLPROF_ENOMEM. */
+MLPROF_EXPORT int mlprof_lines_set(const char *function, const char *file,
+                                   uint32_t first_line,
+                                   const mlprof_line *lines, size_t n);
+
 /* Events this process could not record because the memory cap was reached. */
 MLPROF_EXPORT uint64_t mlprof_dropped(void);
 

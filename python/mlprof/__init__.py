@@ -276,6 +276,7 @@ class Profiler(_mlprof.ProfilerBase):
             self._stop_torch()
         finally:
             self.running = False
+            _record_lines()
             if self.joined:
                 _mlprof.set_enabled(self._was_enabled)
                 _mlprof.flush()
@@ -368,6 +369,7 @@ class Profiler(_mlprof.ProfilerBase):
         backend="calls", "calls" (dropped_short: calls under min_duration);
         when lines are timed, "lines" (mlprof.line_table())."""
         if self.running:
+            _record_lines()
             _mlprof.flush()
         d = report(self.profile_paths(), sort=sort, top=top)
         if self.running:
@@ -398,6 +400,7 @@ class Profiler(_mlprof.ProfilerBase):
                 raise ValueError("unknown format %r: use json, csv, text or "
                                  "trace" % (f,))
         if self.running:
+            _record_lines()
             _mlprof.flush()
         paths = self.profile_paths()
         base = os.fspath(path)
@@ -524,6 +527,23 @@ def line_table():
     return rows
 
 
+def _record_lines():
+    """Hands the line timings so far to the session, which writes them into
+    the profile (a LINES chunk per function, docs/format.md) at its next
+    flush; `mlprof report` shows them."""
+    if not _mlprof.output_path():
+        return
+    for code, stats in _mlprof.lines_stats():
+        if not stats:
+            continue  # none of its lines ran
+        _mlprof.lines_record(
+            getattr(code, "co_qualname", code.co_name), code.co_filename,
+            code.co_firstlineno,
+            [(line, hits, tot, excl,
+              linecache.getline(code.co_filename, line).rstrip())
+             for line, hits, tot, excl in stats])
+
+
 def _start_from_env():
     """Starts the tracers that MLPROF_CALLS=1 and MLPROF_LINES=
     "module:function,..." ask for (the hook of `python -m mlprof run
@@ -531,6 +551,16 @@ def _start_from_env():
     return _start_tracers(
         os.environ.get("MLPROF_CALLS", "") not in ("", "0"),
         [n for n in os.environ.get("MLPROF_LINES", "").split(",") if n])
+
+
+def _main_names(names, main):
+    """names ("module:function") with the module `main`, the program run as
+    __main__, written as __main__ (None: none is)."""
+    out = []
+    for n in names:
+        mod, _, fn = n.partition(":")
+        out.append("__main__:" + fn if main and mod == main else n)
+    return out
 
 
 def _start_tracers(calls, names):

@@ -122,12 +122,8 @@ def run_traced(argv):
     else:
         main_name = os.path.splitext(os.path.basename(argv[0]))[0]
     # MODULE:FUNCTION naming the program itself means its __main__.
-    names = []
-    for n in os.environ.get("MLPROF_LINES", "").split(","):
-        mod, _, fn = n.partition(":")
-        names.append("__main__:" + fn if mod == main_name
-                     else n)
-    os.environ["MLPROF_LINES"] = ",".join(names)
+    os.environ["MLPROF_LINES"] = ",".join(mlprof._main_names(
+        os.environ.get("MLPROF_LINES", "").split(","), main_name))
     mlprof._start_from_env()
     if argv[0] == "-m":
         sys.argv = [argv[1]] + argv[2:]

@@ -42,27 +42,29 @@
 
 /* ---- the recording library in use: libmlprof.so, loaded once ----------- */
 
-#define MLPROF_API(X)                                                  \
-  X(void, config_init, (mlprof_config *))                              \
-  X(int, init, (const mlprof_config *))                                \
-  X(int, shutdown, (void))                                             \
-  X(int, flush, (void))                                                \
-  X(const char *, output_path, (void))                                 \
-  X(void, set_enabled, (int))                                          \
-  X(int, is_enabled, (void))                                           \
-  X(int, zone_begin_site, (const mlprof_site *))                       \
-  X(void, zone_end, (void))                                            \
-  X(const mlprof_site *, site_intern, (const char *, mlprof_category)) \
-  X(void, zone_meta, (const char *, const char *))                     \
-  X(void, counter, (const char *, double))                             \
-  X(void, count, (const char *, uint64_t))                             \
-  X(void, step, (void))                                                \
-  X(void, step_end, (void))                                            \
-  X(void, meta, (const char *, const char *))                          \
-  X(void, thread_name, (const char *))                                 \
-  X(int, track_spans, (const char *, const mlprof_span *, size_t))     \
-  X(uint64_t, dropped, (void))                                         \
-  X(const char *, strerror, (int))                                     \
+#define MLPROF_API(X)                                                    \
+  X(void, config_init, (mlprof_config *))                                \
+  X(int, init, (const mlprof_config *))                                  \
+  X(int, shutdown, (void))                                               \
+  X(int, flush, (void))                                                  \
+  X(const char *, output_path, (void))                                   \
+  X(void, set_enabled, (int))                                            \
+  X(int, is_enabled, (void))                                             \
+  X(int, zone_begin_site, (const mlprof_site *))                         \
+  X(void, zone_end, (void))                                              \
+  X(const mlprof_site *, site_intern, (const char *, mlprof_category))   \
+  X(void, zone_meta, (const char *, const char *))                       \
+  X(void, counter, (const char *, double))                               \
+  X(void, count, (const char *, uint64_t))                               \
+  X(void, step, (void))                                                  \
+  X(void, step_end, (void))                                              \
+  X(void, meta, (const char *, const char *))                            \
+  X(void, thread_name, (const char *))                                   \
+  X(int, track_spans, (const char *, const mlprof_span *, size_t))       \
+  X(int, lines_set,                                                      \
+    (const char *, const char *, uint32_t, const mlprof_line *, size_t)) \
+  X(uint64_t, dropped, (void))                                           \
+  X(const char *, strerror, (int))                                       \
   X(const char *, version, (void))
 
 static struct {
@@ -972,6 +974,55 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   return PyLong_FromSize_t(n);
 }
 
+/* lines_record(function, file, first_line, rows): one function's line
+ * timings into the profile (mlprof_lines_set); rows are (line, hits,
+ * total_ns, exclusive_ns, source) tuples. */
+static PyObject *mod_lines_record(PyObject *m, PyObject *args) {
+  PyObject *fo, *fileo, *seq, *fkeep = NULL, *filekeep = NULL, *keep = NULL,
+                              *items = NULL;
+  unsigned int first;
+  if (!PyArg_ParseTuple(args, "OOIO:lines_record", &fo, &fileo, &first, &seq))
+    return NULL;
+  const char *f = c_name(fo, "function", &fkeep);
+  const char *file = f ? c_name(fileo, "file", &filekeep) : NULL;
+  mlprof_line *rows = NULL;
+  int rc = 0, bad = 1;
+  if (!file || !(keep = PyList_New(0)) || !(items = PySequence_Tuple(seq)))
+    goto out;
+  size_t n = (size_t)PyTuple_GET_SIZE(items);
+  if (!(rows = PyMem_Calloc(n ? n : 1, sizeof *rows))) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    PyObject *t = PyTuple_GET_ITEM(items, i), *src, *owner;
+    mlprof_line *l = &rows[i];
+    if (!PyArg_ParseTuple(t,
+                          "IKKKO;a row is (line, hits, total_ns, "
+                          "exclusive_ns, source)",
+                          &l->line, &l->hits, &l->total_ns, &l->exclusive_ns,
+                          &src) ||
+        !(l->source = c_name(src, "source", &owner)))
+      goto out;
+    if (owner && PyList_Append(keep, owner) < 0) {
+      Py_DECREF(owner);
+      goto out;
+    }
+    Py_XDECREF(owner);
+  }
+  bad = 0;
+  rc = api.lines_set(f, file, first, rows, n);
+out:
+  PyMem_Free(rows);
+  Py_XDECREF(items);
+  Py_XDECREF(keep);
+  Py_XDECREF(fkeep);
+  Py_XDECREF(filekeep);
+  if (bad) return NULL;
+  if (rc) return raise_mlprof(rc, "lines_record");
+  Py_RETURN_NONE;
+}
+
 static PyObject *mod_dropped(PyObject *m, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(api.dropped());
 }
@@ -1460,6 +1511,10 @@ static PyMethodDef module_methods[] = {
      "track_spans(track, spans) -> int: records spans measured elsewhere on "
      "a track;\nspans are (name, category, begin_ns, end_ns[, unit, units]) "
      "tuples, CLOCK_MONOTONIC ns."},
+    {"lines_record", mod_lines_record, METH_VARARGS,
+     "lines_record(function, file, first_line, rows): a function's line "
+     "timings\ninto the profile; rows are (line, hits, total_ns, "
+     "exclusive_ns, source)."},
     {"dropped", mod_dropped, METH_NOARGS, "Events lost to the memory cap."},
     {"version", mod_version, METH_NOARGS, "Version of the recording library."},
     {"open_depth", mod_open_depth, METH_NOARGS,

@@ -22,6 +22,7 @@ never imported here: it is patched right after the program imports it.
 """
 import functools
 import importlib.util
+import os
 import sys
 import threading
 import weakref
@@ -29,18 +30,22 @@ import weakref
 from . import _mlprof
 
 # The options `mlprof run` passes on from its Python flags (MLPROF_PY_OPTIONS:
-# "no-torch,layers,calls"): one word each, "word=value" for a flag with a
-# value.
-OPTIONS = ("no-torch", "layers", "calls")
+# "no-torch,layers,calls,lines=train:step"): one word each, "word=value" for
+# a flag with a value; a flag given several times keeps each value, in a
+# list.
+OPTIONS = ("no-torch", "layers", "calls", "lines")
 
 
 def parse_options(text):
     """{option: value} of MLPROF_PY_OPTIONS (value None for a flag without
-    one); unknown words are left out with a line on stderr."""
+    one, a list of the values for "lines"); unknown words are left out with
+    a line on stderr."""
     opts = {}
     for word in filter(None, text.split(",")):
         name, eq, value = word.partition("=")
-        if name in OPTIONS:
+        if name == "lines":
+            opts.setdefault(name, []).append(value)
+        elif name in OPTIONS:
             opts[name] = value if eq else None
         else:
             sys.stderr.write("mlprof: this mlprof package does not know the "
@@ -53,14 +58,30 @@ def install(options=""):
     process's session (the preloaded library's, under `mlprof run`)."""
     opts = parse_options(options)
     _mlprof.meta("mlprof.python", "loaded")
-    if "calls" in opts:
-        from . import _start_tracers
-        _start_tracers(True, ())
+    if "calls" in opts or "lines" in opts:
+        from . import _start_tracers, _main_names
+        _start_tracers("calls" in opts,
+                       _main_names(opts.get("lines", ()), _program_module()))
     if "no-torch" in opts:
         _mlprof.meta("mlprof.torch", "off (--no-torch)")
     else:
         after_import("torch", functools.partial(
             _instrument_torch, layers="layers" in opts))
+
+
+def _program_module():
+    """The module name the program run as __main__ goes by: the script's
+    file name without .py, the module of `python -m MODULE`; None for
+    `python -c` and an interactive Python."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 == "-m":
+        orig = getattr(sys, "orig_argv", [])
+        if "-m" in orig[:-1]:
+            return orig[orig.index("-m") + 1].rpartition(".")[2]
+        return None
+    if argv0.endswith(".py"):
+        return os.path.basename(argv0)[:-3]
+    return None
 
 
 def after_import(name, callback):

@@ -62,6 +62,7 @@ TEE(source,
      size_t rlen),
     name, nlen, available, reason, rlen)
 TEE(sample, (void *ud, const mlprof__sample_row *row), row)
+TEE(lines, (void *ud, const mlprof__line_table *lt), lt)
 
 /* The visitor to read with: the one member as it is (no forwarding cost for
  * a pass of one analysis), else the tee, with only the callbacks some
@@ -88,6 +89,7 @@ static mlprof__visitor tee_visitor(const tee *t) {
   HAS(end)
   HAS(source)
   HAS(sample)
+  HAS(lines)
 #undef HAS
   return v;
 }
@@ -124,9 +126,12 @@ static int first_pass(const mlprof__job *job, unsigned want,
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
+  mlprof__lines_builder *lb = NULL;
+  mlprof__lines lines;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
-    if (!(s = mlprof__stats_new())) rc = MLPROF_ENOMEM;
+    if (!(s = mlprof__stats_new()) || !(lb = mlprof__lines_begin(&lines)))
+      rc = MLPROF_ENOMEM;
     if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
   }
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
@@ -141,6 +146,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (s) rc = mlprof__stats_profile_begin(s, p, &t.v[t.n++]);
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
+    if (!rc && lb) mlprof__lines_profile_begin(lb, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -149,8 +155,11 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
+    if (!rc && lb) rc = mlprof__lines_profile_end(lb);
   }
+  mlprof__lines_finish(lb);
   if (rc) {
+    if (lb) mlprof__lines_free(&lines);
     mlprof__stats_free(s);
     mlprof__resources_abort(rb);
     mlprof__tree_abort(tb);
@@ -158,6 +167,10 @@ static int first_pass(const mlprof__job *job, unsigned want,
   }
   /* Each finish frees its builder, whatever the outcome. */
   if (s) rc = mlprof__stats_finish(s, &a->r);
+  if (s && !rc)
+    a->r.lines = lines;
+  else if (lb)
+    mlprof__lines_free(&lines);
   if (rb) {
     int rrc = mlprof__resources_finish(rb, job);
     if (!rc) rc = rrc;

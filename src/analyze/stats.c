@@ -974,6 +974,7 @@ void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top) {
 }
 
 void mlprof__report_free(mlprof__report *r) {
+  mlprof__lines_free(&r->lines);
   for (size_t i = 0; i < r->nzones; i++) {
     free(r->zones[i].name);
     free(r->zones[i].units);

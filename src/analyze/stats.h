@@ -26,6 +26,7 @@
 #include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
+#include "lines.h"
 #include "marks.h"
 #include "resources.h"
 
@@ -160,6 +161,8 @@ typedef struct {
   /* One line each: killed processes, damage, dropped events... */
   char **warnings;
   size_t nwarnings;
+  /* Line timings (filled by the analysis driver, freed with the report). */
+  mlprof__lines lines;
 } mlprof__report;
 
 /* The builder, fed one profile at a time by the analysis driver

@@ -51,6 +51,10 @@ static void usage(FILE *out) {
       "                       profile_model\n"
       "      --calls          Python: every Python function call a zone\n"
       "                       (backend=\"calls\")\n"
+      "      --lines MODULE:FUNCTION\n"
+      "                       Python: time the lines of that function (the\n"
+      "                       script's own: its file name or __main__ as\n"
+      "                       MODULE); repeat for more\n"
 
       "  -q, --quiet          do not print the summary\n"
       "  -h, --help           this help\n"
@@ -306,11 +310,12 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"no-torch", no_argument, NULL, 'P'},
       {"layers", no_argument, NULL, 'P'},
       {"calls", no_argument, NULL, 'P'},
+      {"lines", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL;
   long flush_ms = 0, memory_mb = 0, sample_ms = 100;
   int quiet = 0, c, which;
-  char py_options[256] = "";
+  char py_options[1024] = "";
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   while ((c = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
     switch (c) {

@@ -40,6 +40,12 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o);
 
 /* The zone table (r->order) as CSV with a header row, times in ns. */
+/* The line timings of r (lines.c): a table per function for the text
+ * report (returns 0 or the first error), the key "lines" for the JSON one;
+ * nothing when no lines were timed. */
+int mlprof__export_lines_text(const mlprof__report *r, mlprof__out *o);
+void mlprof__export_lines_json(const mlprof__report *r, mlprof__out *o);
+
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
 
 /* The findings as CSV, most severe first: rank, severity, type, zone,

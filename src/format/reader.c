@@ -94,9 +94,9 @@ typedef struct {
   char why[200]; /* the latest problem, for a format error */
 } reader;
 
-static const char *const chunk_type_names[] = {"unknown", "HEADER",  "NAMES",
-                                               "THREAD",  "EVENTS",  "META",
-                                               "END",     "SOURCES", "SAMPLES"};
+static const char *const chunk_type_names[] = {
+    "unknown", "HEADER", "NAMES",   "THREAD",  "EVENTS",
+    "META",    "END",    "SOURCES", "SAMPLES", "LINES"};
 
 static const char *const kind_names[] = {"zone", "counter", "unit", "string",
                                          "measure"};
@@ -593,6 +593,45 @@ static int parse_samples(reader *r, mlprof__cursor *c) {
   return 0;
 }
 
+static int parse_lines(reader *r, mlprof__cursor *c) {
+  /* Every string takes at least its length byte, so the payload's size
+   * bounds both the copied strings and the rows. */
+  size_t plen = (size_t)(c->end - c->p);
+  int rc = scratch_reserve(r, 2 * plen + 2);
+  if (rc) return rc;
+  char *w = r->scratch;
+  size_t flen, filelen;
+  const char *f = mlprof__get_str(c, &flen);
+  const char *file = mlprof__get_str(c, &filelen);
+  uint64_t first = mlprof__get_uv(c), n = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (first > UINT32_MAX || n > (uint64_t)(c->end - c->p) / 5)
+    return damage(r, r->payload, "line or count out of range");
+  mlprof__line_table t = {copy_str(&w, f, flen), copy_str(&w, file, filelen),
+                          (uint32_t)first, (uint32_t)n, NULL};
+  mlprof__line_row *rows = calloc(n ? n : 1, sizeof *rows);
+  if (!rows) return MLPROF_ENOMEM;
+  for (uint64_t i = 0; i < n; i++) {
+    const uint8_t *rec = c->p;
+    uint64_t line = mlprof__get_uv(c);
+    rows[i].hits = mlprof__get_uv(c);
+    rows[i].total_ns = mlprof__get_uv(c);
+    rows[i].exclusive_ns = mlprof__get_uv(c);
+    size_t slen;
+    const char *src = mlprof__get_str(c, &slen);
+    if (c->err || line > UINT32_MAX) {
+      free(rows);
+      return damage(r, rec, "line cut short or out of range");
+    }
+    rows[i].line = (uint32_t)line;
+    rows[i].source = copy_str(&w, src, slen);
+  }
+  t.rows = rows;
+  rc = r->v->lines ? r->v->lines(r->v->ud, &t) : 0;
+  free(rows);
+  return rc;
+}
+
 /* Parses one chunk whose length and CRC were checked. */
 static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
                        uint32_t len) {
@@ -620,6 +659,8 @@ static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
       return parse_sources(r, &c);
     case MLPROF__CHUNK_SAMPLES:
       return parse_samples(r, &c);
+    case MLPROF__CHUNK_LINES:
+      return parse_lines(r, &c);
     default: /* a chunk type from a newer minor version */
       return 0;
   }

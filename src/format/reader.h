@@ -56,6 +56,22 @@ typedef struct {
   const mlprof__sample_measure *m;
 } mlprof__sample_row;
 
+/* One line of a function's line timings (a LINES chunk, since 1.4). */
+typedef struct {
+  uint32_t line;
+  uint64_t hits, total_ns, exclusive_ns;
+  const char *source; /* NUL-terminated, "" when absent */
+} mlprof__line_row;
+
+/* A function's line timings; a later one for the same (function, file,
+ * first_line) supersedes it (the counts are cumulative). */
+typedef struct {
+  const char *function, *file; /* NUL-terminated */
+  uint32_t first_line;
+  uint32_t n;
+  const mlprof__line_row *rows;
+} mlprof__line_table;
+
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then
  * returns that value. Every name id passed to a callback was announced by a
@@ -89,6 +105,7 @@ typedef struct {
   int (*source)(void *ud, const char *name, size_t nlen, int available,
                 const char *reason, size_t rlen);
   int (*sample)(void *ud, const mlprof__sample_row *row);
+  int (*lines)(void *ud, const mlprof__line_table *t);
 } mlprof__visitor;
 
 /* What a read found besides the data. */

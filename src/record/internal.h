@@ -249,6 +249,10 @@ extern MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock;
 /* Copies pending session metadata into out as a META payload; returns its
  * length (0: nothing new). Caller frees *out. */
 MLPROF__HIDDEN size_t mlprof__meta_take(uint8_t **out);
+/* Calls put with each LINES payload set since the previous call
+ * (mlprof_lines_set, lines.c), under the metadata lock. */
+MLPROF__HIDDEN void mlprof__lines_take(
+    void (*put)(void *ctx, const uint8_t *payload, size_t len), void *ctx);
 /* Called by a forked child's first event to start its own profile. */
 MLPROF__HIDDEN void mlprof__session_child_start(void);
 extern MLPROF__HIDDEN _Atomic int mlprof__child_pending;

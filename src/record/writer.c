@@ -819,6 +819,10 @@ static void emit_open(mlprof__writer *w, mlprof__thread *t) {
   events_flush(w);
 }
 
+static void put_lines(void *w, const uint8_t *payload, size_t len) {
+  put_chunk(w, MLPROF__CHUNK_LINES, payload, len, 0);
+}
+
 static void flush_all(mlprof__writer *w) {
   mlprof__timebase_calibrate(&w->tb, mlprof__clock_anchor());
   emit_thread_names(w);
@@ -826,6 +830,7 @@ static void flush_all(mlprof__writer *w) {
   size_t mlen = mlprof__meta_take(&meta);
   if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen, 0);
   free(meta);
+  mlprof__lines_take(put_lines, w);
   samples_flush(w);
   tracks_flush(w);
   mlprof__thread *t = mlprof__threads_head();

@@ -31,6 +31,13 @@ int main(void) {
   FIELD(mlprof_span, unit);
   FIELD(mlprof_span, units);
   FIELD(mlprof_span, reserved);
+  printf("sizeof(mlprof_line) %zu\n", sizeof(mlprof_line));
+  FIELD(mlprof_line, line);
+  FIELD(mlprof_line, hits);
+  FIELD(mlprof_line, total_ns);
+  FIELD(mlprof_line, exclusive_ns);
+  FIELD(mlprof_line, source);
+  FIELD(mlprof_line, reserved);
   for (int e = MLPROF__ERR_LAST + 1; e <= 0; e++)
     printf("%d %s: %s\n", e, mlprof_err_name(e), mlprof_strerror(e));
   for (int c = 0; c < MLPROF_CAT_COUNT; c++)

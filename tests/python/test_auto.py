@@ -153,6 +153,33 @@ def test_calls_flag(build_dir, tmp_path):
     assert counts.get("fib") == 177, counts
 
 
+def test_lines_flag(build_dir, tmp_path):
+    """mlprof run --lines script:step: the script's own function (named by
+    its file name) has its lines timed, and `mlprof report` shows them from
+    the profile, in JSON and as a text table, the source escaped."""
+    r, out = run(build_dir, tmp_path, """
+        def step(n):
+            s = 0
+            for i in range(n):
+                s += i  # <b>\x1b[31m
+            return s
+        for _ in range(3):
+            step(100)
+        """, "--lines", "script:step", "--lines", "other:thing")
+    assert r.returncode == 0, r.stderr
+    rows = {x["line"]: x for x in report(build_dir, out)["lines"]}
+    assert sorted(rows) == [3, 4, 5, 6], rows
+    assert rows[5]["hits"] == 300 and rows[6]["hits"] == 3
+    assert rows[5]["function"] == "step" and rows[5]["first_line"] == 2
+    assert rows[5]["source"] == "        s += i  # <b>\x1b[31m"
+    assert abs(sum(x["share"] for x in rows.values()) - 100) < 0.01
+    text = subprocess.run([os.path.join(build_dir, "mlprof"), "report",
+                           str(out)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "\nLines of step (" in text and "\x1b" not in text, text
+    assert "300" in text.split("Lines of step")[1]
+
+
 def test_first_optimizer_marks_steps(build_dir, tmp_path):
     """Two optimizers (a GAN's): one step mark per iteration."""
     r, out = run(build_dir, tmp_path, """
@@ -294,6 +321,8 @@ def test_parse_options(capsys):
     assert auto.parse_options("no-torch,layers") == {"no-torch": None,
                                                      "layers": None}
     assert auto.parse_options("layers,bogus=1") == {"layers": None}
+    assert auto.parse_options("lines=a:f,lines=b:g") == {"lines": ["a:f",
+                                                                   "b:g"]}
     assert "'bogus'" in capsys.readouterr().err
 
 

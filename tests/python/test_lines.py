@@ -138,3 +138,32 @@ def test_run_lines_module_function(tmp_path, build_dir):
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     shares = [x["share"] for x in rows if x["function"] == "main"]
     assert len(shares) == 2 and abs(shares[0] - 75) <= 5, rows
+
+
+def test_lines_in_the_profile(tmp_path, build_dir):
+    """The line timings of a Profiler's functions are in its profile file:
+    `mlprof report` shows them (JSON key lines, a text table), the same as
+    summary()["lines"]; without timed lines the report has no such key."""
+    with mlprof.Profiler(output=str(tmp_path / "p.mlprof"),
+                         lines=[sleeper]) as prof:
+        sleeper()
+    cli = os.path.join(build_dir, "mlprof")
+    rep = subprocess.run([cli, "report", "-f", "json", prof.path],
+                         capture_output=True, text=True, check=True).stdout
+    import json
+    got = {r["line"]: r for r in json.loads(rep)["lines"]}
+    want = {r["line"]: r for r in mlprof.line_table()}
+    assert set(got) == set(want) and len(got) == 4, (got, want)
+    for line, r in want.items():
+        for k in ("function", "file", "hits", "total_ns", "exclusive_ns",
+                  "source"):
+            assert got[line][k] == r[k], (k, got[line], r)
+    text = subprocess.run([cli, "report", prof.path], capture_output=True,
+                          text=True, check=True).stdout
+    assert "Lines of sleeper (" in text and "callee()" in text, text
+    _mlprof.lines_clear()
+    with mlprof.Profiler(output=str(tmp_path / "q.mlprof")) as prof:
+        pass
+    rep = subprocess.run([cli, "report", "-f", "json", prof.path],
+                         capture_output=True, text=True, check=True).stdout
+    assert "lines" not in json.loads(rep)

@@ -1348,6 +1348,65 @@ static void test_job_errors(void) {
   CHECK(mlprof__job_open(&job, paths, 0, err, sizeof err) < 0);
 }
 
+/* What the lines callback saw, as text. */
+static int log_lines(void *ud, const mlprof__line_table *t) {
+  buf *b = ud;
+  char line[256];
+  int n = snprintf(line, sizeof line, "%s %s:%u n=%u\n", t->function, t->file,
+                   t->first_line, t->n);
+  put(b, line, (size_t)n);
+  for (uint32_t i = 0; i < t->n; i++) {
+    const mlprof__line_row *r = &t->rows[i];
+    n = snprintf(line, sizeof line, " %u %llu %llu %llu [%s]\n", r->line,
+                 (unsigned long long)r->hits, (unsigned long long)r->total_ns,
+                 (unsigned long long)r->exclusive_ns, r->source);
+    put(b, line, (size_t)n);
+  }
+  return 0;
+}
+
+static void lines_payload(buf *p, const char *fn, uint64_t n) {
+  put_str(p, fn);
+  put_str(p, "train.py");
+  put_uv(p, 10);
+  put_uv(p, n);
+}
+
+static void test_lines_chunk(void) {
+  buf f = {0}, p = {0}, got = {0};
+  profile_start(&f);
+  lines_payload(&p, "step", 2);
+  put_uv(&p, 11), put_uv(&p, 3), put_uv(&p, 900), put_uv(&p, 700);
+  put_str(&p, "x = load(<b>)");
+  put_uv(&p, 12), put_uv(&p, 3), put_uv(&p, 100), put_uv(&p, 100);
+  put_str(&p, "");
+  chunk(&f, MLPROF__CHUNK_LINES, &p);
+  /* Damaged: more lines than the payload can hold, then a row cut short. */
+  lines_payload(&p, "bad", 1000);
+  put_uv(&p, 11);
+  chunk(&f, MLPROF__CHUNK_LINES, &p);
+  lines_payload(&p, "cut", 1);
+  put_uv(&p, 11), put_uv(&p, 1), put_uv(&p, 1), put_uv(&p, 1);
+  put_uv(&p, 50); /* a 50-byte source, 0 there */
+  chunk(&f, MLPROF__CHUNK_LINES, &p);
+  mlprof__visitor v = {.ud = &got, .lines = log_lines};
+  mlprof__read_report rep;
+  int rc = mlprof__read_mem(f.d, f.n, &v, &rep, NULL, 0);
+  put(&got, "", 1);
+  CHECK_EQ(rc, 0);
+  CHECK_STR((char *)got.d,
+            "step train.py:10 n=2\n"
+            " 11 3 900 700 [x = load(<b>)]\n"
+            " 12 3 100 100 []\n");
+  CHECK_EQ_U64(rep.damaged_chunks, 2);
+  /* A reader that takes no lines skips them. */
+  rc = mlprof__read_mem(f.d, f.n, NULL, &rep, NULL, 0);
+  CHECK_EQ(rc, 0);
+  free(f.d);
+  free(p.d);
+  free(got.d);
+}
+
 const mlprof_test mlprof_tests_reader[] = {
     {"round_trip", test_round_trip},
     {"null_visitor_and_report", test_null_visitor_and_report},
@@ -1372,5 +1431,6 @@ const mlprof_test mlprof_tests_reader[] = {
     {"job_exec_chain", test_job_exec_chain},
     {"end_how", test_end_how},
     {"job_errors", test_job_errors},
+    {"lines_chunk", test_lines_chunk},
     {NULL, NULL},
 };

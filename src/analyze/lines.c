@@ -1,0 +1,153 @@
+/* Line timings from the profiles' LINES chunks (lines.h). */
+#include "lines.h"
+
+#include <mlprof.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+
+struct mlprof__lines_builder {
+  mlprof__lines *out;
+  mlprof__lines cur; /* this profile's latest table of each function */
+  size_t cap_out, cap_cur;
+  int err;
+};
+
+static void func_free(mlprof__line_func *f) {
+  for (size_t i = 0; i < f->n; i++) free(f->rows[i].source);
+  free(f->rows);
+  free(f->function);
+  free(f->file);
+}
+
+void mlprof__lines_free(mlprof__lines *l) {
+  for (size_t i = 0; i < l->n; i++) func_free(&l->funcs[i]);
+  free(l->funcs);
+  memset(l, 0, sizeof *l);
+}
+
+static mlprof__line_func *find(mlprof__lines *l, const char *function,
+                               const char *file, uint32_t first) {
+  for (size_t i = 0; i < l->n; i++) {
+    mlprof__line_func *f = &l->funcs[i];
+    if (f->first_line == first && strcmp(f->function, function) == 0 &&
+        strcmp(f->file, file) == 0)
+      return f;
+  }
+  return NULL;
+}
+
+static int by_line(const void *a, const void *b) {
+  const mlprof__line_stat *x = a, *y = b;
+  return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* A copy of t as a function's table; 0 or MLPROF_ENOMEM (f then freed). */
+static int copy_table(mlprof__line_func *f, const mlprof__line_table *t) {
+  memset(f, 0, sizeof *f);
+  f->function = mlprof__dup(t->function, strlen(t->function));
+  f->file = mlprof__dup(t->file, strlen(t->file));
+  f->first_line = t->first_line;
+  f->rows = calloc(t->n ? t->n : 1, sizeof *f->rows);
+  int bad = !f->function || !f->file || !f->rows;
+  for (uint32_t i = 0; i < t->n && !bad; i++) {
+    const mlprof__line_row *r = &t->rows[i];
+    f->rows[i] = (mlprof__line_stat){r->line, r->hits, r->total_ns,
+                                     r->exclusive_ns, NULL};
+    bad = !(f->rows[i].source = mlprof__dup(r->source, strlen(r->source)));
+    f->n = i + 1;
+  }
+  if (bad) {
+    func_free(f);
+    return MLPROF_ENOMEM;
+  }
+  qsort(f->rows, f->n, sizeof *f->rows, by_line);
+  return 0;
+}
+
+static int on_lines(void *ud, const mlprof__line_table *t) {
+  mlprof__lines_builder *b = ud;
+  mlprof__line_func f;
+  if (copy_table(&f, t)) return MLPROF_ENOMEM;
+  mlprof__line_func *old = find(&b->cur, t->function, t->file, t->first_line);
+  if (old) {
+    func_free(old);
+    *old = f;
+    return 0;
+  }
+  if (mlprof__grow(&b->cur.funcs, &b->cap_cur, b->cur.n + 1,
+                   sizeof *b->cur.funcs)) {
+    func_free(&f);
+    return MLPROF_ENOMEM;
+  }
+  b->cur.funcs[b->cur.n++] = f;
+  return 0;
+}
+
+mlprof__lines_builder *mlprof__lines_begin(mlprof__lines *out) {
+  mlprof__lines_builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  memset(out, 0, sizeof *out);
+  b->out = out;
+  return b;
+}
+
+void mlprof__lines_profile_begin(mlprof__lines_builder *b, mlprof__visitor *v) {
+  *v = (mlprof__visitor){.ud = b, .lines = on_lines};
+}
+
+/* Adds g's lines to f's (both by line). 0 or MLPROF_ENOMEM. */
+static int add_rows(mlprof__line_func *f, mlprof__line_func *g) {
+  size_t n = f->n;
+  mlprof__line_stat *rows = realloc(f->rows, (n + g->n) * sizeof *rows + 1);
+  if (!rows) return MLPROF_ENOMEM;
+  f->rows = rows;
+  for (size_t i = 0; i < g->n; i++) {
+    size_t j = 0;
+    while (j < n && rows[j].line != g->rows[i].line) j++;
+    if (j == n) {
+      rows[f->n++] = g->rows[i];
+      g->rows[i].source = NULL; /* moved */
+      continue;
+    }
+    rows[j].hits += g->rows[i].hits;
+    rows[j].total_ns += g->rows[i].total_ns;
+    rows[j].exclusive_ns += g->rows[i].exclusive_ns;
+  }
+  qsort(f->rows, f->n, sizeof *f->rows, by_line);
+  return 0;
+}
+
+int mlprof__lines_profile_end(mlprof__lines_builder *b) {
+  int rc = 0;
+  for (size_t i = 0; i < b->cur.n && !rc; i++) {
+    mlprof__line_func *g = &b->cur.funcs[i];
+    mlprof__line_func *f = find(b->out, g->function, g->file, g->first_line);
+    if (f) {
+      rc = add_rows(f, g);
+    } else if (mlprof__grow(&b->out->funcs, &b->cap_out, b->out->n + 1,
+                            sizeof *b->out->funcs)) {
+      rc = MLPROF_ENOMEM;
+    } else {
+      b->out->funcs[b->out->n++] = *g;
+      memset(g, 0, sizeof *g); /* moved */
+    }
+  }
+  mlprof__lines_free(&b->cur);
+  b->cap_cur = 0;
+  if (rc) b->err = rc;
+  return rc;
+}
+
+void mlprof__lines_finish(mlprof__lines_builder *b) {
+  if (!b) return;
+  mlprof__lines_free(&b->cur);
+  if (b->err) mlprof__lines_free(b->out);
+  for (size_t i = 0; i < b->out->n; i++) {
+    mlprof__line_func *f = &b->out->funcs[i];
+    f->total_ns = 0;
+    for (size_t j = 0; j < f->n; j++) f->total_ns += f->rows[j].total_ns;
+  }
+  free(b);
+}
