@@ -116,14 +116,15 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
   o->sort = MLPROF__SORT_TOTAL;
 }
 
-/* Pass 1: every profile once, for the statistics, the samples and the
- * tree, which need nothing but the records. */
+/* Pass 1: every profile once, for the statistics, the samples, the tree
+ * and the pyramid, which need nothing but the records. */
 static int first_pass(const mlprof__job *job, unsigned want,
                       const mlprof__analysis_opts *opts, mlprof__filtered *fd,
                       mlprof__analysis *a) {
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
+  mlprof__lod_builder *lb = NULL;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
     if (!(s = mlprof__stats_new())) rc = MLPROF_ENOMEM;
@@ -135,12 +136,16 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (!rc && (want & MLPROF__ANALYSIS_TREE) &&
       !(tb = mlprof__tree_begin(&a->tree)))
     rc = MLPROF_ENOMEM;
+  if (!rc && (want & MLPROF__ANALYSIS_LOD) &&
+      !(lb = mlprof__lod_begin(&a->lod, opts->lod_items)))
+    rc = MLPROF_ENOMEM;
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     tee t = {.n = 0};
     if (s) rc = mlprof__stats_profile_begin(s, p, &t.v[t.n++]);
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
+    if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -149,11 +154,13 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
+    if (!rc && lb) rc = mlprof__lod_profile_end(lb);
   }
   if (rc) {
     mlprof__stats_free(s);
     mlprof__resources_abort(rb);
     mlprof__tree_abort(tb);
+    mlprof__lod_abort(lb);
     return rc;
   }
   /* Each finish frees its builder, whatever the outcome. */
@@ -165,6 +172,10 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (tb) {
     int trc = mlprof__tree_finish(tb);
     if (!rc) rc = trc;
+  }
+  if (lb) {
+    int lrc = mlprof__lod_finish(lb);
+    if (!rc) rc = lrc;
   }
   return rc;
 }
@@ -274,5 +285,6 @@ void mlprof__analysis_free(mlprof__analysis *a) {
   mlprof__resources_free(&a->res);
   mlprof__findings_free(&a->f);
   mlprof__tree_free(&a->tree);
+  mlprof__lod_free(&a->lod);
   memset(a, 0, sizeof *a);
 }
