@@ -207,7 +207,8 @@ static int html_write(char **argv, int argc, const char *output,
               c.runs[i].report.warnings[w]);
   /* One run has nothing to compare: no Compare view. */
   mlprof__html_opts opts = {.title = title ? title : argv[optind],
-                            .compare = c.nruns >= 2 ? &c : NULL};
+                            .compare = c.nruns >= 2 ? &c : NULL,
+                            .lod = &d.lod};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__analysis_free(&d);

@@ -15,6 +15,7 @@
 
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
+#include "../analyze/lod.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
 #include "../analyze/tree.h"
@@ -35,6 +36,10 @@ typedef struct {
                            file that makes no request */
   const mlprof__compare *compare; /* finished, two runs or more: the page's
                                      Compare view; NULL: no such view */
+  const mlprof__lod *lod; /* the span timeline's pyramid; NULL: none */
+  /* live page: the URL that answers a window of the timeline
+   * (mlprof__export_timeline_json), ?t0=&t1=&res= appended; NULL: none */
+  const char *timeline_url;
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -45,7 +50,9 @@ typedef struct {
  * ns of step marks], "step_buckets": [[first step, steps, data, forward,
  * backward, optimizer, communication, other ns summed over the steps]],
  * "title", "live", "data_url", "compare": mlprof__compare_json of
- * opts->compare, or null}. tree may be NULL: then the series come from
+ * opts->compare, or null, "timeline": mlprof__export_timeline_json of
+ * opts->lod with at most MLPROF__DASH_LOD_ITEMS items, or null,
+ * "timeline_url"}. tree may be NULL: then the series come from
  * res (per process CPU, RSS, GPU memory; per GPU utilization and memory)
  * and there is no call tree, marks or step breakdown. Returns 0 or the
  * writer's error. */
@@ -54,6 +61,19 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__findings *f,
                              const mlprof__tree *tree,
                              const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The pyramid l for the time window [t0, t1) of the job: {"names": [...],
+ * "tracks": [[pid, rank (-1: unknown), process name, tid, thread name,
+ * depth]...] (names as indices into names), "levels": [{"res": ns,
+ * "items": [[track, begin, duration, zone name, count, busy ns, begin,
+ * ...]...]}...]}: the levels from the coarsest down to the coarsest of
+ * resolution at most res (0: down to the finest kept), while they hold at
+ * most max_items items in the window together; an item's begin is the
+ * previous item's in the array plus the number written (the first: job
+ * ns). Returns 0 or the writer's error. */
+int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0,
+                                 uint64_t t1, uint64_t res, size_t max_items,
+                                 mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
 int mlprof__export_html_page(const mlprof__report *r,
