@@ -258,8 +258,8 @@ static size_t begins_from(const mlprof__lod_run *r, uint64_t t) {
   return lo;
 }
 
-int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0,
-                                 uint64_t t1, uint64_t res, size_t max_items,
+int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                                 uint64_t res, size_t max_items,
                                  mlprof__out *o) {
   mlprof__out_lit(o, "{\"names\":[");
   for (size_t i = 0; i < l->nnames; i++) {
@@ -296,7 +296,8 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0,
     /* The coarsest level always goes: without it nothing draws. */
     if (k + 1 < MLPROF__LOD_LEVELS && total + n > max_items) break;
     total += n;
-    mlprof__out_str(o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
+    mlprof__out_str(
+        o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
     mlprof__out_u64(o, mlprof__lod_res(k));
     mlprof__out_lit(o, ",\"items\":[");
     int first = 1;
@@ -385,6 +386,17 @@ int mlprof__export_html_data(const mlprof__report *r,
   mlprof__out_lit(o, "],\n\"compare\":");
   if (!rc && opts->compare)
     rc = mlprof__compare_json(opts->compare, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\n\"timeline\":");
+  if (!rc && opts->lod)
+    rc = mlprof__export_timeline_json(opts->lod, 0, UINT64_MAX, 0,
+                                      MLPROF__DASH_LOD_ITEMS, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\"timeline_url\":");
+  if (opts->timeline_url)
+    json_cstr(o, opts->timeline_url);
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, "}\n");

@@ -36,7 +36,7 @@ typedef struct {
                            file that makes no request */
   const mlprof__compare *compare; /* finished, two runs or more: the page's
                                      Compare view; NULL: no such view */
-  const mlprof__lod *lod; /* the span timeline's pyramid; NULL: none */
+  const mlprof__lod *lod;         /* the span timeline's pyramid; NULL: none */
   /* live page: the URL that answers a window of the timeline
    * (mlprof__export_timeline_json), ?t0=&t1=&res= appended; NULL: none */
   const char *timeline_url;
@@ -71,8 +71,8 @@ int mlprof__export_html_data(const mlprof__report *r,
  * most max_items items in the window together; an item's begin is the
  * previous item's in the array plus the number written (the first: job
  * ns). Returns 0 or the writer's error. */
-int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0,
-                                 uint64_t t1, uint64_t res, size_t max_items,
+int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                                 uint64_t res, size_t max_items,
                                  mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
