@@ -657,7 +657,7 @@
         }
         runs[a[0]] = r;
       });
-      return {res: lv.res, runs: runs, names: arr(t.names)};
+      return {res: lv.res, exact: !!lv.exact, runs: runs, names: arr(t.names)};
     });
   }
   function tlData() {
@@ -695,7 +695,7 @@
     if (d && d.t0 <= v0 && d.t1 >= v1) cand = cand.concat(d.levels);
     cand.sort(function (a, b) { return b.res - a.res; });
     var best = cand[cand.length - 1] || null;
-    for (var i = 0; i < cand.length; i++) if (cand[i].res <= nsPx) { best = cand[i]; break; }
+    for (var i = 0; i < cand.length; i++) if (cand[i].res <= nsPx || cand[i].exact) { best = cand[i]; break; }
     return best;
   }
   function tlFirst(r, t) { /* first item ending after t */
@@ -800,7 +800,7 @@
   /* Live: asks the server for the view (and as much again each side) when
    * the best level at hand is coarser than a pixel. */
   function tlAsk(lv, nsPx) {
-    if (!D.timeline_url || !lv || lv.res <= Math.max(nsPx, 1)) return;
+    if (!D.timeline_url || !lv || lv.exact || lv.res <= Math.max(nsPx, 1)) return;
     var d = TL.detail, w = TL.v1 - TL.v0;
     if (d && d.t0 <= TL.v0 && d.t1 >= TL.v1 && d.want <= Math.max(nsPx, 1)) return;
     clearTimeout(TL.timer);

@@ -288,9 +288,11 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
   for (size_t k = MLPROF__LOD_LEVELS; k-- > l->first;) {
     if (k + 1 < MLPROF__LOD_LEVELS && mlprof__lod_res(k + 1) <= res) break;
     size_t n = 0;
+    int exact = 1;
     for (size_t i = 0; i < l->ntracks; i++) {
       const mlprof__lod_run *r = &l->tracks[i].lv[k];
       size_t a = mlprof__lod_find(r, t0), b = begins_from(r, t1);
+      for (size_t j = a; j < b && exact; j++) exact = r->items[j].count == 1;
       n += b > a ? b - a : 0;
     }
     /* The coarsest level always goes: without it nothing draws. */
@@ -299,6 +301,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     mlprof__out_str(
         o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
     mlprof__out_u64(o, mlprof__lod_res(k));
+    if (exact) mlprof__out_lit(o, ",\"exact\":true");
     mlprof__out_lit(o, ",\"items\":[");
     int first = 1;
     for (size_t i = 0; i < l->ntracks; i++) {
@@ -326,6 +329,8 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
       mlprof__out_lit(o, "]");
     }
     mlprof__out_lit(o, "]}");
+    /* Spans kept whole at this level stay whole at every finer one. */
+    if (exact) break;
   }
   mlprof__out_lit(o, "]}");
   return o->err;

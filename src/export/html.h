@@ -68,7 +68,9 @@ int mlprof__export_html_data(const mlprof__report *r,
  * "items": [[track, begin, duration, zone name, count, busy ns, begin,
  * ...]...]}...]}: the levels from the coarsest down to the coarsest of
  * resolution at most res (0: down to the finest kept), while they hold at
- * most max_items items in the window together; an item's begin is the
+ * most max_items items in the window together, and down to the first that
+ * merges no span in the window ("exact": true; the finer ones are the
+ * same); an item's begin is the
  * previous item's in the array plus the number written (the first: job
  * ns). Returns 0 or the writer's error. */
 int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
