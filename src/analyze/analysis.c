@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* At most this many analyses share a pass. */
-#define TEE_MAX 4
+#define TEE_MAX 5
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
@@ -118,19 +118,20 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
   o->sort = MLPROF__SORT_TOTAL;
 }
 
-/* Pass 1: every profile once, for the statistics, the samples and the
- * tree, which need nothing but the records. */
+/* Pass 1: every profile once, for the statistics, the samples, the tree
+ * and the pyramid, which need nothing but the records. */
 static int first_pass(const mlprof__job *job, unsigned want,
                       const mlprof__analysis_opts *opts, mlprof__filtered *fd,
                       mlprof__analysis *a) {
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
-  mlprof__lines_builder *lb = NULL;
+  mlprof__lines_builder *lnb = NULL;
   mlprof__lines lines;
+  mlprof__lod_builder *lb = NULL;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
-    if (!(s = mlprof__stats_new()) || !(lb = mlprof__lines_begin(&lines)))
+    if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)))
       rc = MLPROF_ENOMEM;
     if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
   }
@@ -140,13 +141,17 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (!rc && (want & MLPROF__ANALYSIS_TREE) &&
       !(tb = mlprof__tree_begin(&a->tree)))
     rc = MLPROF_ENOMEM;
+  if (!rc && (want & MLPROF__ANALYSIS_LOD) &&
+      !(lb = mlprof__lod_begin(&a->lod, opts->lod_items)))
+    rc = MLPROF_ENOMEM;
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     tee t = {.n = 0};
     if (s) rc = mlprof__stats_profile_begin(s, p, &t.v[t.n++]);
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
-    if (!rc && lb) mlprof__lines_profile_begin(lb, &t.v[t.n++]);
+    if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
+    if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -155,21 +160,23 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
-    if (!rc && lb) rc = mlprof__lines_profile_end(lb);
+    if (!rc && lnb) rc = mlprof__lines_profile_end(lnb);
+    if (!rc && lb) rc = mlprof__lod_profile_end(lb);
   }
-  mlprof__lines_finish(lb);
+  mlprof__lines_finish(lnb);
   if (rc) {
-    if (lb) mlprof__lines_free(&lines);
+    if (lnb) mlprof__lines_free(&lines);
     mlprof__stats_free(s);
     mlprof__resources_abort(rb);
     mlprof__tree_abort(tb);
+    mlprof__lod_abort(lb);
     return rc;
   }
   /* Each finish frees its builder, whatever the outcome. */
   if (s) rc = mlprof__stats_finish(s, &a->r);
   if (s && !rc)
     a->r.lines = lines;
-  else if (lb)
+  else if (lnb)
     mlprof__lines_free(&lines);
   if (rb) {
     int rrc = mlprof__resources_finish(rb, job);
@@ -178,6 +185,10 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (tb) {
     int trc = mlprof__tree_finish(tb);
     if (!rc) rc = trc;
+  }
+  if (lb) {
+    int lrc = mlprof__lod_finish(lb);
+    if (!rc) rc = lrc;
   }
   return rc;
 }
@@ -299,5 +310,6 @@ void mlprof__analysis_free(mlprof__analysis *a) {
   mlprof__resources_free(&a->res);
   mlprof__findings_free(&a->f);
   mlprof__tree_free(&a->tree);
+  mlprof__lod_free(&a->lod);
   memset(a, 0, sizeof *a);
 }

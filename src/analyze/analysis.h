@@ -1,11 +1,13 @@
 /* The analysis driver: the one place where a job's profiles are read for
  * analysis and where their records enter every analysis (statistics,
- * resources, findings with steps, leaks and latency objectives, call tree).
+ * resources, findings with steps, leaks and latency objectives, call tree,
+ * the timeline's level-of-detail pyramid).
  * Every front end (report, html, serve, compare, diff, the Python module)
  * calls mlprof__analysis_run and renders what it returns.
  *
  * Passes (docs/architecture.md): the first reads each profile once and feeds
- * the statistics, the samples and the tree through one visitor. A second
+ * the statistics, the samples, the tree and the pyramid through one
+ * visitor. A second
  * read of the spans is made only when an analysis needs the first pass's
  * results while it reads them: the findings (the samples' series over each
  * span) and the resources' zone averages (the same, only when some process
@@ -19,6 +21,7 @@
 #include "../model/job.h"
 #include "filter.h"
 #include "findings.h"
+#include "lod.h"
 #include "resources.h"
 #include "stats.h"
 #include "tree.h"
@@ -28,7 +31,8 @@ enum {
   MLPROF__ANALYSIS_STATS = 1,     /* the report: zones, processes, threads */
   MLPROF__ANALYSIS_RESOURCES = 2, /* the samples' summary */
   MLPROF__ANALYSIS_FINDINGS = 4,  /* needs, so implies, the two above */
-  MLPROF__ANALYSIS_TREE = 8       /* the dashboard's tree and series */
+  MLPROF__ANALYSIS_TREE = 8,      /* the dashboard's tree and series */
+  MLPROF__ANALYSIS_LOD = 16       /* the span timeline's pyramid */
 };
 
 typedef struct {
@@ -44,6 +48,7 @@ typedef struct {
    * borrowed), or NULL: everything. Zones not shown are removed from the
    * report after the findings, which use every zone. */
   const mlprof__filter *filter;
+  size_t lod_items; /* the pyramid's items at most (lod.h); 0: no cap */
 } mlprof__analysis_opts;
 
 /* The statistics alone, findings options at their defaults, every zone by
@@ -56,6 +61,7 @@ typedef struct {
   mlprof__resources res;
   mlprof__findings f;
   mlprof__tree tree;
+  mlprof__lod lod;
   size_t reads; /* profile files read, for tests and benchmarks */
 } mlprof__analysis;
 

@@ -10,9 +10,17 @@
 
 /* Zones in a dashboard at most (the largest by total time). */
 #define MLPROF__DASH_TOP 2000
+/* Items of the span timeline's pyramid (lod.h) in a page at most, about
+ * 25 bytes each: the page stays under 5 MB at any profile size. */
+#define MLPROF__DASH_LOD_ITEMS 120000
+/* Items the live server keeps (32 bytes each) to answer for any window. */
+#define MLPROF__DASH_LOD_LIVE_ITEMS 8000000
+/* Items in the answer for one window at most. */
+#define MLPROF__DASH_LOD_WINDOW_ITEMS 200000
 
 /* Sets *o to the dashboard's analyses: all of them, zones sorted by total,
- * the first top kept (0: all). Run them with mlprof__analysis_run. */
+ * the first top kept (0: all), the pyramid capped at MLPROF__DASH_LOD_ITEMS.
+ * Run them with mlprof__analysis_run. */
 void mlprof__dash_opts(mlprof__analysis_opts *o, size_t top);
 
 #endif

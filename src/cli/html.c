@@ -279,7 +279,8 @@ static int html_write(char **argv, int argc, const char *output,
   /* One run has nothing to compare: no Compare view. */
   mlprof__html_opts opts = {.title = title ? title : paths[diff],
                             .compare = c.nruns >= 2 ? &c : NULL,
-                            .diff = diff ? &hd : NULL};
+                            .diff = diff ? &hd : NULL,
+                            .lod = &d.lod};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__analysis_free(&d);

@@ -63,6 +63,9 @@ static const char usage[] =
     "  /                 index of the runs\n"
     "  /run/RUN/         dashboard of RUN (its path under DIR)\n"
     "  /data/RUN         the dashboard's data: the JSON report and series\n"
+    "  /timeline/RUN?t0=NS&t1=NS&res=NS\n"
+    "                    the span timeline of RUN from t0 to t1 (job ns),\n"
+    "                    spans shorter than res merged\n"
     "  /api/runs         the runs as JSON\n"
     "  /metrics          every run in the Prometheus text format\n"
     "\n"
@@ -318,6 +321,7 @@ static run_build *build_run(char **files, size_t nf, const char *rel) {
   if (!rc) {
     mlprof__analysis_opts ao;
     mlprof__dash_opts(&ao, MLPROF__DASH_TOP);
+    ao.lod_items = MLPROF__DASH_LOD_LIVE_ITEMS;
     rc = mlprof__analysis_run(&job, &ao, &b->d, err, sizeof err);
     mlprof__job_close(&job);
   }
@@ -331,9 +335,11 @@ static run_build *build_run(char **files, size_t nf, const char *rel) {
     snprintf(b->error, sizeof b->error, "out of memory");
     return b;
   }
-  char url[MAX_REL + 16];
+  char url[MAX_REL + 16], tl[MAX_REL + 16];
   snprintf(url, sizeof url, "/data/%s", rel);
-  mlprof__html_opts opts = {.title = rel, .data_url = url};
+  snprintf(tl, sizeof tl, "/timeline/%s", rel);
+  mlprof__html_opts opts = {
+      .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
   if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                                &o)) {
     snprintf(b->error, sizeof b->error, "out of memory");
@@ -623,9 +629,31 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
   return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
 }
 
-/* /run/REL/ and /data/REL. */
+/* The GET argument name as job ns into *v: 0, or -1 when absent or not a
+ * number. */
+static int ns_arg(struct MHD_Connection *conn, const char *name, uint64_t *v) {
+  const char *a =
+      MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+  if (!a || *a < '0' || *a > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(a, &end, 10);
+  if (*end || errno) return -1;
+  *v = x;
+  return 0;
+}
+
+enum { ROUTE_PAGE, ROUTE_DATA, ROUTE_TIMELINE };
+
+/* /run/REL/, /data/REL and /timeline/REL?t0=&t1=&res=. */
 static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
-                                 const char *rest, int data) {
+                                 const char *rest, int route) {
+  uint64_t t0 = 0, t1 = 0, res = 0;
+  if (route == ROUTE_TIMELINE &&
+      (ns_arg(conn, "t0", &t0) || ns_arg(conn, "t1", &t1) ||
+       ns_arg(conn, "res", &res) || t1 <= t0))
+    return send_text(s, conn, 400,
+                     "bad window: want t0, t1 and res in ns, t0 < t1\n");
   char rel[MAX_REL];
   size_t n = strlen(rest);
   if (n == 0 || n >= sizeof rel)
@@ -648,18 +676,24 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
     build_put(b);
     return send_text(s, conn, 500, "out of memory\n");
   }
-  if (data) {
+  if (route == ROUTE_DATA) {
     mlprof__out_write(&o, b->data, b->data_len);
+  } else if (route == ROUTE_TIMELINE) {
+    mlprof__export_timeline_json(&b->d.lod, t0, t1, res,
+                                 MLPROF__DASH_LOD_WINDOW_ITEMS, &o);
   } else {
-    char url[MAX_REL + 16];
+    char url[MAX_REL + 16], tl[MAX_REL + 16];
     snprintf(url, sizeof url, "/data/%s", rel);
-    mlprof__html_opts opts = {.title = rel, .data_url = url};
+    snprintf(tl, sizeof tl, "/timeline/%s", rel);
+    mlprof__html_opts opts = {
+        .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
     mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                              &o);
   }
   build_put(b);
-  return send_out(s, conn, &o,
-                  data ? "application/json" : "text/html; charset=utf-8");
+  return send_out(
+      s, conn, &o,
+      route == ROUTE_PAGE ? "text/html; charset=utf-8" : "application/json");
 }
 
 /* Whether a request may see the profiles: no token is asked for, or it
@@ -756,8 +790,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     return page_index(s, conn);
   if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
   if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
-  if (strncmp(url, "/run/", 5) == 0) return run_route(s, conn, url + 5, 0);
-  if (strncmp(url, "/data/", 6) == 0) return run_route(s, conn, url + 6, 1);
+  if (strncmp(url, "/run/", 5) == 0)
+    return run_route(s, conn, url + 5, ROUTE_PAGE);
+  if (strncmp(url, "/data/", 6) == 0)
+    return run_route(s, conn, url + 6, ROUTE_DATA);
+  if (strncmp(url, "/timeline/", 10) == 0)
+    return run_route(s, conn, url + 10, ROUTE_TIMELINE);
   if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
   return send_text(s, conn, 404, "not found\n");
 }

@@ -10,7 +10,7 @@
   var PARTS = ['data', 'forward', 'backward', 'optimizer', 'communication', 'other'];
   var PART_COLORS = {data: '#0c8599', forward: '#2f6fde', backward: '#ae3ec9',
     optimizer: '#2b8a3e', communication: '#e8590c', other: '#adb5bd'};
-  var TABS = [['overview', 'Overview'], ['zones', 'Zones'], ['timeline', 'Timeline'],
+  var TABS = [['overview', 'Overview'], ['zones', 'Zones'], ['timeline', 'Timeline'], ['spans', 'Spans'],
     ['memory', 'Memory'], ['gpu', 'GPU'], ['findings', 'Findings'],
     ['processes', 'Processes']];
   var state = {tab: 'overview', sortKey: 'total_ns', sortDesc: true, zoom: null,
@@ -882,8 +882,280 @@
     return out;
   }
 
+  /* ---- span timeline (canvas) ---------------------------------------------
+   * Lanes per process and thread (rank first when known), one row per
+   * nesting depth, from the pyramid of the page's data (D.timeline): at each
+   * zoom the coarsest level whose resolution is below a pixel. Live, a zoom
+   * finer than the page's finest level asks the server for the window
+   * (D.timeline_url) and draws its answer. */
+  var TL = {v0: null, v1: null, sel: null, detail: null, asked: 0, timer: 0,
+    decoded: null, src: null, frameMs: [], canvas: null, info: null};
+  var ROW = 14, LANE_HEAD = 16, AXIS = 22, STRIP = 38;
+
+  /* The levels of a timeline JSON object, decoded into typed arrays. */
+  function tlDecode(t) {
+    return arr(t.levels).map(function (lv) {
+      var runs = {};
+      arr(lv.items).forEach(function (a) {
+        var n = (a.length - 1) / 5, r = {b: new Float64Array(n), e: new Float64Array(n),
+          name: new Uint32Array(n), count: new Float64Array(n), busy: new Float64Array(n)};
+        var b = 0;
+        for (var i = 0; i < n; i++) {
+          var k = 1 + 5 * i;
+          b += a[k];
+          r.b[i] = b; r.e[i] = b + a[k + 1]; r.name[i] = a[k + 2]; r.count[i] = a[k + 3]; r.busy[i] = a[k + 4];
+        }
+        runs[a[0]] = r;
+      });
+      return {res: lv.res, exact: !!lv.exact, runs: runs, names: arr(t.names)};
+    });
+  }
+  function tlData() {
+    if (TL.src !== D.timeline) { TL.src = D.timeline; TL.decoded = D.timeline ? tlDecode(D.timeline) : []; }
+    return TL.decoded;
+  }
+  /* Lanes: [{label, tracks: [track index by depth]}], ordered by rank, pid, tid. */
+  function tlLanes() {
+    var t = D.timeline, names = arr(t.names), lanes = {}, list = [];
+    arr(t.tracks).forEach(function (x, i) {
+      var key = x[0] + '/' + x[3], l = lanes[key];
+      if (!l) {
+        l = lanes[key] = {rank: x[1], pid: x[0], tid: x[3], tracks: [],
+          label: (x[1] >= 0 ? 'rank ' + x[1] + ' · ' : '') + names[x[2]] + ' ' + x[0] + ' · thread ' + (names[x[4]] || '') + ' ' + x[3]};
+        list.push(l);
+      }
+      l.tracks[x[5]] = i;
+    });
+    list.sort(function (a, b) { return (a.rank - b.rank) || (a.pid - b.pid) || (a.tid - b.tid); });
+    var y = AXIS;
+    list.forEach(function (l) { l.y = y; y += LANE_HEAD + l.tracks.length * ROW + 4; });
+    return {list: list, h: y};
+  }
+  function tlExtent() {
+    var lv = tlData(), t1 = R().wall_ns || 0;
+    if (lv.length) Object.keys(lv[0].runs).forEach(function (k) { var r = lv[0].runs[k]; if (r.e.length) t1 = Math.max(t1, r.e[r.e.length - 1]); });
+    return [0, Math.max(t1, 1)];
+  }
+  /* The level to draw [v0, v1] with at nsPx ns a pixel: the coarsest below a
+   * pixel, else the finest, from the page's levels and the server's answer
+   * when it covers the view. */
+  function tlLevel(v0, v1, nsPx) {
+    var cand = tlData().slice();
+    var d = TL.detail;
+    if (d && d.t0 <= v0 && d.t1 >= v1) cand = cand.concat(d.levels);
+    cand.sort(function (a, b) { return b.res - a.res; });
+    var best = cand[cand.length - 1] || null;
+    for (var i = 0; i < cand.length; i++) if (cand[i].res <= nsPx || cand[i].exact) { best = cand[i]; break; }
+    return best;
+  }
+  function tlFirst(r, t) { /* first item ending after t */
+    var lo = 0, hi = r.e.length;
+    while (lo < hi) { var m = (lo + hi) >> 1; if (r.e[m] > t) hi = m; else lo = m + 1; }
+    return lo;
+  }
+  /* Calls fn(lane, depth, run, i) for every item of the view. */
+  function tlEach(lanes, lv, v0, v1, fn) {
+    if (!lv) return;
+    lanes.list.forEach(function (l) {
+      l.tracks.forEach(function (ti, depth) {
+        var r = lv.runs[ti];
+        if (!r) return;
+        for (var i = tlFirst(r, v0); i < r.b.length && r.b[i] < v1; i++) fn(l, depth, r, i);
+      });
+    });
+  }
+  function tlColor(name) {
+    var h = 0;
+    for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+    return COLORS[Math.abs(h) % COLORS.length];
+  }
+  /* Ticks at round values (1, 2, 5 times a power of ten) about every px pixels. */
+  function niceStep(range, count) {
+    var raw = range / Math.max(1, count), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+  function tlSeries() {
+    var want = ['cpu_pct', 'rss_bytes', 'gpu_util_pct', 'cpu_user_pct'];
+    return series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; }).slice(0, 6);
+  }
+  function tlDraw() {
+    var c = TL.canvas;
+    if (!c || !c.isConnected || !D.timeline) return;
+    var start = performance.now();
+    var W = c.parentNode.clientWidth || 1100, lanes = tlLanes(), ser = tlSeries();
+    var H = Math.min(lanes.h + ser.length * STRIP + 4, 6000), dpr = window.devicePixelRatio || 1;
+    if (c.width !== Math.round(W * dpr) || c.height !== Math.round(H * dpr)) {
+      c.width = Math.round(W * dpr); c.height = Math.round(H * dpr);
+      c.style.width = W + 'px'; c.style.height = H + 'px';
+    }
+    var g = c.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, W, H);
+    g.font = '11px system-ui,sans-serif';
+    g.textBaseline = 'middle';
+    var v0 = TL.v0, v1 = TL.v1, nsPx = (v1 - v0) / W;
+    function X(t) { return (t - v0) / nsPx; }
+    /* axis */
+    var step = niceStep(v1 - v0, W / 110);
+    g.fillStyle = '#4a5263'; g.strokeStyle = '#e3e6eb';
+    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      g.beginPath(); g.moveTo(X(t) + 0.5, AXIS - 4); g.lineTo(X(t) + 0.5, H); g.stroke();
+      g.fillText(fmtNs(t), X(t) + 3, 8);
+    }
+    /* step marks */
+    g.strokeStyle = '#9aa1ad'; g.setLineDash([4, 3]);
+    arr(D.marks).forEach(function (m) { if (m >= v0 && m <= v1) { g.beginPath(); g.moveTo(X(m) + 0.5, AXIS); g.lineTo(X(m) + 0.5, H); g.stroke(); } });
+    g.setLineDash([]);
+    lanes.list.forEach(function (l) { g.fillStyle = '#1d2330'; g.fillText(l.label, 4, l.y + LANE_HEAD / 2); });
+    var lv = tlLevel(v0, v1, nsPx), names = lv ? lv.names : [], drawn = 0;
+    tlEach(lanes, lv, v0, v1, function (l, depth, r, i) {
+      var x = Math.max(X(r.b[i]), -1), w = Math.max(X(r.e[i]) - x, 1), y = l.y + LANE_HEAD + depth * ROW;
+      var name = names[r.name[i]] || '', sel = TL.sel && TL.sel.r === r && TL.sel.i === i;
+      g.globalAlpha = r.count[i] > 1 ? 0.55 : 1;
+      g.fillStyle = sel ? '#1d2330' : tlColor(name);
+      g.fillRect(x, y, Math.min(w, W + 2), ROW - 1);
+      g.globalAlpha = 1;
+      if (w > 40) {
+        g.fillStyle = '#fff';
+        g.fillText((r.count[i] > 1 ? r.count[i] + '× ' : '') + name, Math.max(x, 0) + 3, y + ROW / 2, Math.min(w, W) - 6);
+      }
+      drawn++;
+    });
+    /* sampled series beneath, on the same time axis */
+    var y0 = lanes.h;
+    ser.forEach(function (s, k) {
+      var y = y0 + k * STRIP, vmax = 0, fmt = fmtUnit(s.measure);
+      s.v.forEach(function (v) { if (v > vmax) vmax = v; });
+      g.strokeStyle = COLORS[k % COLORS.length]; g.beginPath();
+      var on = false;
+      for (var i = 0; i < s.t.length; i++) {
+        var px = X(s.t[i]), py = y + STRIP - 4 - (vmax > 0 ? s.v[i] / vmax : 0) * (STRIP - 12);
+        if (on) g.lineTo(px, py); else { g.moveTo(px, py); on = true; }
+      }
+      g.stroke();
+      g.fillStyle = '#4a5263';
+      g.fillText(subjectName(s) + ' ' + s.measure + ' (max ' + fmt(vmax) + ')', 4, y + 6);
+    });
+    c.setAttribute('data-res', lv ? lv.res : 0);
+    c.setAttribute('data-drawn', drawn);
+    TL.frameMs.push(performance.now() - start);
+    if (TL.frameMs.length > 600) TL.frameMs.shift();
+    tlAsk(lv, nsPx);
+  }
+  function tlRedraw() {
+    if (TL.frame) return;
+    TL.frame = requestAnimationFrame(function () { TL.frame = 0; tlDraw(); tlInfo(); });
+  }
+  /* Live: asks the server for the view (and as much again each side) when
+   * the best level at hand is coarser than a pixel. */
+  function tlAsk(lv, nsPx) {
+    if (!D.timeline_url || !lv || lv.exact || lv.res <= Math.max(nsPx, 1)) return;
+    var d = TL.detail, w = TL.v1 - TL.v0;
+    if (d && d.t0 <= TL.v0 && d.t1 >= TL.v1 && d.want <= Math.max(nsPx, 1)) return;
+    clearTimeout(TL.timer);
+    TL.timer = setTimeout(function () {
+      var t0 = Math.max(0, Math.floor(TL.v0 - w)), t1 = Math.ceil(TL.v1 + w), res = Math.max(1, Math.floor(nsPx));
+      var id = ++TL.asked;
+      fetch(D.timeline_url + '?t0=' + t0 + '&t1=' + t1 + '&res=' + res, {cache: 'no-store'}).then(function (resp) {
+        if (!resp.ok) throw new Error('HTTP ' + resp.status);
+        return resp.json();
+      }).then(function (t) {
+        if (id !== TL.asked) return;
+        TL.detail = {t0: t0, t1: t1, want: res, levels: tlDecode(t)};
+        tlRedraw();
+      }).catch(function (e) { if (window.console) console.warn('timeline: ' + e.message); });
+    }, 80);
+  }
+  /* The item at canvas point (x, y), or null. */
+  function tlHit(x, y) {
+    var W = TL.canvas.clientWidth, nsPx = (TL.v1 - TL.v0) / W, t = TL.v0 + x * nsPx, lanes = tlLanes(), hit = null;
+    var lv = tlLevel(TL.v0, TL.v1, nsPx);
+    tlEach(lanes, lv, t - 2 * nsPx, t + 2 * nsPx, function (l, depth, r, i) {
+      var ty = l.y + LANE_HEAD + depth * ROW;
+      if (y >= ty && y < ty + ROW) hit = {r: r, i: i, lane: l, depth: depth, lv: lv};
+    });
+    return hit;
+  }
+  function tlInfo() {
+    var box = TL.info, s = TL.sel;
+    if (!box) return;
+    while (box.firstChild) box.removeChild(box.firstChild);
+    if (!s) { box.appendChild(el('p', {class: 'muted', text: 'Click a span for its details.'})); return; }
+    var r = s.r, i = s.i, name = s.lv.names[r.name[i]] || '', dur = r.e[i] - r.b[i], self = r.busy[i];
+    var kids = s.lv.runs[s.lane.tracks[s.depth + 1]];
+    if (kids && r.count[i] === 1) for (var k = tlFirst(kids, r.b[i]); k < kids.b.length && kids.b[k] < r.e[i]; k++) self -= kids.busy[k];
+    var rows = [['zone', name], ['begin', fmtNs(r.b[i])], ['duration', fmtNs(dur)], ['where', s.lane.label + ' · depth ' + s.depth]];
+    if (r.count[i] > 1) rows.push(['merged', r.count[i] + ' spans shorter than ' + fmtNs(s.lv.res) + ', ' + fmtNs(r.busy[i]) + ' busy; zoom in to see them']);
+    else rows.push(['self', fmtNs(Math.max(self, 0))]);
+    box.appendChild(el('table', {id: 'span-detail'}, rows.map(function (x) { return el('tr', null, [el('td', {text: x[0]}), el('td', {class: 'name', text: x[1]})]); })));
+  }
+  function tlZoom(f, at) {
+    var w = TL.v1 - TL.v0, nw = Math.max(w * f, 1000);
+    var full = tlExtent();
+    nw = Math.min(nw, (full[1] - full[0]) * 1.05);
+    TL.v0 = at - (at - TL.v0) * nw / w; TL.v1 = TL.v0 + nw;
+    tlRedraw();
+  }
+  function tlPan(dt) { TL.v0 += dt; TL.v1 += dt; tlRedraw(); }
+  function viewSpans() {
+    if (!D.timeline) return [card('Spans', el('p', {class: 'muted', text: 'This page holds no span timeline.'}))];
+    if (TL.v0 === null) { var e = tlExtent(); TL.v0 = e[0]; TL.v1 = e[1]; }
+    var c = el('canvas', {id: 'span-canvas', tabindex: 0, class: 'spans'});
+    TL.canvas = c;
+    TL.info = el('div', {id: 'span-info'});
+    var drag = null, moved = false;
+    c.addEventListener('wheel', function (ev) {
+      ev.preventDefault();
+      var x = ev.offsetX, at = TL.v0 + x * (TL.v1 - TL.v0) / c.clientWidth;
+      tlZoom(Math.pow(1.2, ev.deltaY / 100), at);
+    }, {passive: false});
+    c.addEventListener('mousedown', function (ev) { drag = ev.clientX; moved = false; c.focus(); });
+    window.addEventListener('mouseup', function () { drag = null; });
+    c.addEventListener('mousemove', function (ev) {
+      if (drag === null) return;
+      var dx = ev.clientX - drag;
+      if (Math.abs(dx) > 2) moved = true;
+      drag = ev.clientX;
+      tlPan(-dx * (TL.v1 - TL.v0) / c.clientWidth);
+    });
+    c.addEventListener('click', function (ev) {
+      if (moved) return;
+      TL.sel = tlHit(ev.offsetX, ev.offsetY);
+      tlRedraw();
+    });
+    c.addEventListener('keydown', function (ev) {
+      var w = TL.v1 - TL.v0, mid = (TL.v0 + TL.v1) / 2, k = ev.key;
+      if (k === 'ArrowLeft' || k === 'a') tlPan(-w / 10);
+      else if (k === 'ArrowRight' || k === 'd') tlPan(w / 10);
+      else if (k === 'ArrowUp' || k === 'w' || k === '+' || k === '=') tlZoom(0.8, mid);
+      else if (k === 'ArrowDown' || k === 's' || k === '-') tlZoom(1.25, mid);
+      else if (k === '0' || k === 'Home') { var e = tlExtent(); TL.v0 = e[0]; TL.v1 = e[1]; tlRedraw(); }
+      else if (k === 'Escape') { TL.sel = null; tlRedraw(); }
+      else return;
+      ev.preventDefault();
+    });
+    tlRedraw();
+    return [card('Spans', [el('p', {class: 'hint', text: 'Wheel or W/S (↑/↓) to zoom, drag or A/D (←/→) to pan, 0 to see all; click a span for its details. ' +
+      'Pale bars merge spans shorter than a pixel.' + (D.timeline_url ? ' Zoomed in, the server sends every span of the window.' : '')}),
+      el('div', {class: 'spans-box'}, c)]), card('Span', TL.info)];
+  }
+  /* For the browser tests: set the view, read what the last frame drew. */
+  window.mlprofTimeline = {
+    view: function () { return [TL.v0, TL.v1]; },
+    setView: function (a, b) { TL.v0 = a; TL.v1 = b; tlRedraw(); },
+    frameMs: function () { return TL.frameMs.slice(); },
+    drawn: function () {
+      var W = TL.canvas ? TL.canvas.clientWidth : 1, out = [], lv = tlLevel(TL.v0, TL.v1, (TL.v1 - TL.v0) / W);
+      tlEach(tlLanes(), lv, TL.v0, TL.v1, function (l, depth, r, i) {
+        out.push({name: lv.names[r.name[i]], begin: r.b[i], end: r.e[i], count: r.count[i], pid: l.pid, tid: l.tid, depth: depth});
+      });
+      return {res: lv ? lv.res : 0, items: out};
+    }
+  };
+
   var VIEWS = {overview: viewOverview, zones: viewZones, timeline: viewTimeline, memory: viewMemory,
-    gpu: viewGpu, findings: viewFindings, processes: viewProcesses};
+    gpu: viewGpu, findings: viewFindings, processes: viewProcesses, spans: viewSpans};
 
   function render() {
     var main = document.getElementById('main');

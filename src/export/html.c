@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analyze/dashboard.h"
 #include "export.h"
 #include "html_assets.h"
 
@@ -296,6 +297,97 @@ static int runs_json(const mlprof__html_opts *opts, mlprof__out *o) {
   return rc;
 }
 
+/* The first item of r that begins at or after t (r->n when none). */
+static size_t begins_from(const mlprof__lod_run *r, uint64_t t) {
+  size_t lo = 0, hi = r->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (r->items[mid].begin >= t)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                                 uint64_t res, size_t max_items,
+                                 mlprof__out *o) {
+  mlprof__out_lit(o, "{\"names\":[");
+  for (size_t i = 0; i < l->nnames; i++) {
+    if (i) mlprof__out_lit(o, ",");
+    mlprof__out_json_str(o, l->names[i], l->name_lens[i]);
+  }
+  mlprof__out_lit(o, "],\n\"tracks\":[");
+  for (size_t i = 0; i < l->ntracks; i++) {
+    const mlprof__lod_track *t = &l->tracks[i];
+    mlprof__out_str(o, i ? ",[" : "[");
+    mlprof__out_u64(o, t->pid);
+    mlprof__out_lit(o, ",");
+    mlprof__out_i64(o, t->rank);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, t->process);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, t->tid);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, t->thread);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, t->depth);
+    mlprof__out_lit(o, "]");
+  }
+  mlprof__out_lit(o, "],\n\"levels\":[");
+  size_t total = 0;
+  for (size_t k = MLPROF__LOD_LEVELS; k-- > l->first;) {
+    if (k + 1 < MLPROF__LOD_LEVELS && mlprof__lod_res(k + 1) <= res) break;
+    size_t n = 0;
+    int exact = 1;
+    for (size_t i = 0; i < l->ntracks; i++) {
+      const mlprof__lod_run *r = &l->tracks[i].lv[k];
+      size_t a = mlprof__lod_find(r, t0), b = begins_from(r, t1);
+      for (size_t j = a; j < b && exact; j++) exact = r->items[j].count == 1;
+      n += b > a ? b - a : 0;
+    }
+    /* The coarsest level always goes: without it nothing draws. */
+    if (k + 1 < MLPROF__LOD_LEVELS && total + n > max_items) break;
+    total += n;
+    mlprof__out_str(
+        o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
+    mlprof__out_u64(o, mlprof__lod_res(k));
+    if (exact) mlprof__out_lit(o, ",\"exact\":true");
+    mlprof__out_lit(o, ",\"items\":[");
+    int first = 1;
+    for (size_t i = 0; i < l->ntracks; i++) {
+      const mlprof__lod_run *r = &l->tracks[i].lv[k];
+      size_t a = mlprof__lod_find(r, t0), b = begins_from(r, t1);
+      if (b <= a) continue;
+      mlprof__out_str(o, first ? "[" : ",\n[");
+      first = 0;
+      mlprof__out_u64(o, i);
+      uint64_t prev = 0;
+      for (size_t j = a; j < b; j++) {
+        const mlprof__lod_item *it = &r->items[j];
+        mlprof__out_lit(o, ",");
+        mlprof__out_u64(o, it->begin - prev);
+        mlprof__out_lit(o, ",");
+        mlprof__out_u64(o, it->end - it->begin);
+        mlprof__out_lit(o, ",");
+        mlprof__out_u64(o, it->name);
+        mlprof__out_lit(o, ",");
+        mlprof__out_u64(o, it->count);
+        mlprof__out_lit(o, ",");
+        mlprof__out_u64(o, it->busy_ns);
+        prev = it->begin;
+      }
+      mlprof__out_lit(o, "]");
+    }
+    mlprof__out_lit(o, "]}");
+    /* Spans kept whole at this level stay whole at every finer one. */
+    if (exact) break;
+  }
+  mlprof__out_lit(o, "]}");
+  return o->err;
+}
+
 int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__resources *res,
                              const mlprof__findings *f,
@@ -350,6 +442,17 @@ int mlprof__export_html_data(const mlprof__report *r,
   }
   mlprof__out_lit(o, "]");
   if (!rc) rc = runs_json(opts, o);
+  mlprof__out_lit(o, ",\n\"timeline\":");
+  if (!rc && opts->lod)
+    rc = mlprof__export_timeline_json(opts->lod, 0, UINT64_MAX, 0,
+                                      MLPROF__DASH_LOD_ITEMS, o);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\"timeline_url\":");
+  if (opts->timeline_url)
+    json_cstr(o, opts->timeline_url);
+  else
+    mlprof__out_lit(o, "null");
   mlprof__out_lit(o, "}\n");
   free(idx);
   return rc ? rc : o->err;

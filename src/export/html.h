@@ -15,6 +15,7 @@
 
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
+#include "../analyze/lod.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
 #include "../analyze/tree.h"
@@ -49,6 +50,10 @@ typedef struct {
   const mlprof__compare *compare; /* finished, two runs or more: the page's
                                      Compare view; NULL: no such view */
   const mlprof__html_diff *diff;  /* the page's Diff view; NULL: none */
+  const mlprof__lod *lod;         /* the span timeline's pyramid; NULL: none */
+  /* live page: the URL that answers a window of the timeline
+   * (mlprof__export_timeline_json), ?t0=&t1=&res= appended; NULL: none */
+  const char *timeline_url;
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -62,7 +67,9 @@ typedef struct {
  * opts->compare, or null, "compare_dist": per zone of "compare", per run,
  * the zone's distribution or null, "diff": mlprof__export_diff_json of
  * opts->diff, or null, "diff_dist": per zone of "diff", [base, new]
- * distributions}. A distribution is the zone's percentiles 0, 5, ..., 100
+ * distributions, "timeline": mlprof__export_timeline_json of opts->lod with
+ * at most MLPROF__DASH_LOD_ITEMS items, or null, "timeline_url"}. A
+ * distribution is the zone's percentiles 0, 5, ..., 100
  * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
  * the run has no such zone or its durations were not kept. tree may be NULL:
  * then the series come from res (per process CPU, RSS, GPU memory; per GPU
@@ -73,6 +80,21 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__findings *f,
                              const mlprof__tree *tree,
                              const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The pyramid l for the time window [t0, t1) of the job: {"names": [...],
+ * "tracks": [[pid, rank (-1: unknown), process name, tid, thread name,
+ * depth]...] (names as indices into names), "levels": [{"res": ns,
+ * "items": [[track, begin, duration, zone name, count, busy ns, begin,
+ * ...]...]}...]}: the levels from the coarsest down to the coarsest of
+ * resolution at most res (0: down to the finest kept), while they hold at
+ * most max_items items in the window together, and down to the first that
+ * merges no span in the window ("exact": true; the finer ones are the
+ * same); an item's begin is the
+ * previous item's in the array plus the number written (the first: job
+ * ns). Returns 0 or the writer's error. */
+int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                                 uint64_t res, size_t max_items,
+                                 mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
 int mlprof__export_html_page(const mlprof__report *r,

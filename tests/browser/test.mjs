@@ -1,7 +1,8 @@
 // The dashboard in a real browser: Debian's headless Chromium driven by
 // playwright-core (no browser download). The static report and the live
 // page load with no console error, every view draws its SVG charts, zoom and
-// sorting work, and the live page shows a zone recorded after it opened.
+// sorting work, the live page shows a zone recorded after it opened, and
+// the span timeline of a large live run shows every span of a 1 ms window.
 // Screenshots go to build/screenshots/ (MLPROF_UPDATE_DOCS=1 also refreshes
 // docs/screenshot-overview.png).
 import { test, before, after } from 'node:test';
@@ -20,7 +21,7 @@ const mlprof = path.join(build, 'mlprof');
 const shots = path.join(build, 'screenshots');
 const chromePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mlprof-browser-'));
-const VIEWS = ['overview', 'zones', 'timeline', 'memory', 'gpu', 'findings', 'processes'];
+const VIEWS = ['overview', 'zones', 'timeline', 'spans', 'memory', 'gpu', 'findings', 'processes'];
 // Views that must draw at least one chart on a sampled run without a GPU.
 const MUST_DRAW = ['overview', 'zones', 'timeline', 'memory', 'processes'];
 
@@ -368,4 +369,84 @@ test('zones view: Python calls collapse by module', async () => {
   assert.ok(open.includes('▾ json.decoder') && open.includes('json.decoder.JSONDecoder.decode'), open.join());
   assert.deepEqual(errors, []);
   await page.close();
+});
+
+// A served run of 400 000 spans of about 2 µs: the page holds a bounded
+// pyramid; zoomed to 1 ms, the server sends that window's spans, each drawn
+// as itself. The frame time while panning is printed, not asserted.
+test('span timeline: every span of a 1 ms window, keys, frame time', async () => {
+  const runs = path.join(tmp, 'tl-runs');
+  fs.mkdirSync(runs);
+  run(['run', '-q', '-o', path.join(runs, 'big'), '--', path.join(build, 'workload'), '100000'],
+    { env: { ...process.env, MLPROF_WORK: '2000' } });
+  const srv = spawn(mlprof, ['serve', runs, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(srv);
+  const base = await new Promise((resolve, reject) => {
+    let buf = '';
+    srv.stderr.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) resolve(`http://127.0.0.1:${m[1]}`);
+    });
+    setTimeout(() => reject(new Error('serve did not start: ' + buf)), 10000);
+  });
+  const bad = await fetch(base + '/timeline/big?t0=5&t1=1');
+  assert.equal(bad.status, 400);
+  const { page, errors } = await openPage(base + '/run/big/#spans');
+  await page.waitForSelector('#span-canvas[data-drawn]');
+  const all = await page.evaluate(() => window.mlprofTimeline.drawn());
+  assert.ok(all.items.length > 0);
+  // The whole run at once draws merged summaries, not 400 000 bars.
+  assert.ok(all.items.some((x) => x.count > 1), 'summaries at full view');
+  // Zoom to a 1 ms window where the spans are densest (a loaded machine
+  // preempts the workload for milliseconds at times).
+  const [v0, v1] = await page.evaluate(() => window.mlprofTimeline.view());
+  const dense = all.items.reduce((x, y) => (y.count > x.count ? y : x));
+  const t0 = Math.round(dense.begin), t1 = t0 + 1000000;
+  await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t1]);
+  await waitFor(async () => (await page.evaluate(() => window.mlprofTimeline.drawn())).res <= 1000, 10000, 'the window from the server');
+  const win = await page.evaluate(() => window.mlprofTimeline.drawn());
+  const inside = win.items.filter((x) => x.begin >= t0 && x.begin < t1);
+  assert.ok(inside.every((x) => x.count === 1), 'each span as itself');
+  // The same window from mlprof trace: the same spans.
+  const trace = JSON.parse(run(['trace', path.join(runs, 'big'), '-o', '-', '--window', `${t0}ns:${t1}ns`]).toString());
+  const want = trace.traceEvents.filter((e) => e.ph === 'X').map((e) => e.name).sort();
+  assert.ok(want.length > 20, `${want.length} spans in 1 ms`);
+  assert.deepEqual(inside.map((x) => x.name).sort(), want);
+  // A click shows a span's details.
+  const box = await page.locator('#span-canvas').boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + 22 + 16 + 5);
+  await page.waitForSelector('#span-detail');
+  assert.match(await page.textContent('#span-detail'), /duration.*self/s);
+  // Keys: zoom in, pan right, reset.
+  await page.focus('#span-canvas');
+  const w0 = t1 - t0;
+  await page.keyboard.press('w');
+  await page.waitForTimeout(50);
+  let [a, b] = await page.evaluate(() => window.mlprofTimeline.view());
+  assert.ok(b - a < w0);
+  await page.keyboard.press('ArrowRight');
+  await page.waitForTimeout(50);
+  const [a2] = await page.evaluate(() => window.mlprofTimeline.view());
+  assert.ok(a2 > a);
+  await page.keyboard.press('0');
+  await page.waitForTimeout(50);
+  [a, b] = await page.evaluate(() => window.mlprofTimeline.view());
+  assert.deepEqual([a, b], [v0, v1]);
+  // Frame time while panning the whole run and a 10 ms window.
+  for (const width of [v1 - v0, 10000000]) {
+    await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t0 + width]);
+    await page.waitForTimeout(300);
+    const n0 = (await page.evaluate(() => window.mlprofTimeline.frameMs())).length;
+    for (let i = 0; i < 60; i++) await page.keyboard.press(i % 30 < 15 ? 'd' : 'a');
+    await page.waitForTimeout(100);
+    const ms = (await page.evaluate(() => window.mlprofTimeline.frameMs())).slice(n0).sort((x, y) => x - y);
+    const mean = ms.reduce((x, y) => x + y, 0) / ms.length;
+    console.log(`span timeline frame time, ${(width / 1e6).toFixed(0)} ms wide: mean ${mean.toFixed(2)} ms, p95 ${ms[Math.floor(ms.length * 0.95)].toFixed(2)} ms over ${ms.length} frames`);
+  }
+  await page.screenshot({ path: path.join(shots, 'spans.png') });
+  assert.deepEqual(errors, []);
+  await page.close();
+  srv.kill('SIGTERM');
+  await new Promise((resolve) => srv.on('exit', resolve));
 });

@@ -1,0 +1,325 @@
+/* The timeline's level-of-detail pyramid (lod.h). */
+#include "lod.h"
+
+#include <mlprof.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "../format/wire.h"
+
+#define NONE MLPROF__NONE
+
+/* A track's bucket being filled at one level. */
+typedef struct {
+  uint64_t bucket, longest;
+  int open;
+} open_bucket;
+
+/* A thread of the profile being read: its tracks by depth. */
+typedef struct {
+  uint64_t tid;
+  uint32_t name;   /* NONE until its name is met */
+  uint32_t *track; /* per depth: index into tracks, NONE */
+  size_t ndepth;
+} thread_slot;
+
+struct mlprof__lod_builder {
+  mlprof__lod *l;
+  mlprof__map gmap;  /* hash of a string -> first index with that hash */
+  uint32_t *gnext;   /* chain of indices with the same hash */
+  open_bucket *open; /* MLPROF__LOD_LEVELS per track */
+  /* per profile */
+  const mlprof__job_profile *p;
+  size_t index;
+  uint32_t process;
+  mlprof__map ids;  /* file name id -> global name */
+  mlprof__map tids; /* tid -> slot */
+  thread_slot *th;
+  size_t nth, th_cap;
+};
+
+typedef struct mlprof__lod_builder builder;
+
+uint64_t mlprof__lod_res(size_t k) { return MLPROF__LOD_RES0_NS << (2 * k); }
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The index of the string s (n bytes) in l->names, added when new; NONE when
+ * out of memory. */
+static uint32_t intern(builder *b, const char *s, size_t n) {
+  mlprof__lod *l = b->l;
+  uint64_t h = hash_bytes(s, n);
+  uint32_t first = mlprof__map_get(&b->gmap, h);
+  for (uint32_t i = first; i != NONE; i = b->gnext[i])
+    if (l->name_lens[i] == n && memcmp(l->names[i], s, n) == 0) return i;
+  if (l->nnames >= NONE - 1) return NONE;
+  if (l->nnames == l->names_cap) {
+    size_t cap = l->names_cap ? l->names_cap * 2 : 64;
+    char **names = realloc(l->names, cap * sizeof *names);
+    if (!names) return NONE;
+    l->names = names;
+    size_t *lens = realloc(l->name_lens, cap * sizeof *lens);
+    if (!lens) return NONE;
+    l->name_lens = lens;
+    uint32_t *next = realloc(b->gnext, cap * sizeof *next);
+    if (!next) return NONE;
+    b->gnext = next;
+    l->names_cap = cap;
+  }
+  char *copy = mlprof__dup(s, n);
+  uint32_t id = (uint32_t)l->nnames;
+  if (!copy || mlprof__map_put(&b->gmap, h, id)) {
+    free(copy);
+    return NONE;
+  }
+  l->names[id] = copy;
+  l->name_lens[id] = n;
+  b->gnext[id] = first;
+  l->nnames++;
+  return id;
+}
+
+static thread_slot *slot_of(builder *b, uint64_t tid) {
+  uint32_t i = mlprof__map_get(&b->tids, tid);
+  if (i != NONE) return &b->th[i];
+  if (mlprof__grow(&b->th, &b->th_cap, b->nth + 1, sizeof *b->th) ||
+      mlprof__map_put(&b->tids, tid, (uint32_t)b->nth))
+    return NULL;
+  thread_slot *s = &b->th[b->nth++];
+  memset(s, 0, sizeof *s);
+  s->tid = tid;
+  s->name = NONE;
+  return s;
+}
+
+/* The track of (thread s, depth), made when new; NULL when out of memory. */
+static mlprof__lod_track *track_of(builder *b, thread_slot *s, uint32_t depth) {
+  mlprof__lod *l = b->l;
+  if (depth >= s->ndepth) {
+    size_t n = (size_t)depth + 1;
+    uint32_t *t = realloc(s->track, n * sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = s->ndepth; i < n; i++) t[i] = NONE;
+    s->track = t;
+    s->ndepth = n;
+  }
+  if (s->track[depth] != NONE) return &l->tracks[s->track[depth]];
+  size_t cap = l->tracks_cap;
+  if (mlprof__grow(&l->tracks, &l->tracks_cap, l->ntracks + 1,
+                   sizeof *l->tracks))
+    return NULL;
+  if (l->tracks_cap != cap) {
+    open_bucket *o =
+        realloc(b->open, l->tracks_cap * MLPROF__LOD_LEVELS * sizeof *o);
+    if (!o) return NULL;
+    b->open = o;
+  }
+  memset(&b->open[l->ntracks * MLPROF__LOD_LEVELS], 0,
+         MLPROF__LOD_LEVELS * sizeof *b->open);
+  mlprof__lod_track *t = &l->tracks[l->ntracks];
+  memset(t, 0, sizeof *t);
+  t->profile = b->index;
+  t->pid = b->p->pid;
+  t->rank = b->p->rank;
+  t->tid = s->tid;
+  t->process = b->process;
+  t->thread = NONE;
+  t->depth = depth;
+  s->track[depth] = (uint32_t)l->ntracks++;
+  return t;
+}
+
+/* Past the cap, drops the finest level left but the coarsest. */
+static void keep_cap(mlprof__lod *l) {
+  while (l->cap_items && l->items > l->cap_items &&
+         l->first + 1 < MLPROF__LOD_LEVELS) {
+    for (size_t i = 0; i < l->ntracks; i++) {
+      mlprof__lod_run *r = &l->tracks[i].lv[l->first];
+      l->items -= r->n;
+      free(r->items);
+      memset(r, 0, sizeof *r);
+    }
+    l->first++;
+  }
+}
+
+/* Adds the span [begin, end) of zone name to level k of track t. */
+static int level_add(builder *b, size_t t, size_t k, uint32_t name,
+                     uint64_t begin, uint64_t end) {
+  mlprof__lod *l = b->l;
+  mlprof__lod_run *r = &l->tracks[t].lv[k];
+  open_bucket *o = &b->open[t * MLPROF__LOD_LEVELS + k];
+  uint64_t res = mlprof__lod_res(k), dur = end - begin;
+  int small = dur < res;
+  if (small && o->open && o->bucket == begin / res &&
+      r->items[r->n - 1].count < UINT32_MAX) {
+    mlprof__lod_item *it = &r->items[r->n - 1];
+    if (begin < it->begin) it->begin = begin;
+    if (end > it->end) it->end = end;
+    it->busy_ns += dur;
+    it->count++;
+    if (dur > o->longest) {
+      o->longest = dur;
+      it->name = name;
+    }
+    return 0;
+  }
+  if (mlprof__grow(&r->items, &r->cap, r->n + 1, sizeof *r->items))
+    return MLPROF_ENOMEM;
+  r->items[r->n++] = (mlprof__lod_item){
+      .begin = begin, .end = end, .busy_ns = dur, .name = name, .count = 1};
+  l->items++;
+  *o = (open_bucket){.bucket = begin / res, .longest = dur, .open = small};
+  return 0;
+}
+
+static int on_header(void *ud, const mlprof__header *h) {
+  (void)h;
+  builder *b = ud;
+  const char *s = b->p->name ? b->p->name : "";
+  return (b->process = intern(b, s, strlen(s))) == NONE ? MLPROF_ENOMEM : 0;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  builder *b = ud;
+  if (n->kind != MLPROF__NAME_ZONE) return 0;
+  uint32_t id = intern(b, n->name, n->name_len);
+  if (id == NONE || mlprof__map_put(&b->ids, n->id, id)) return MLPROF_ENOMEM;
+  return 0;
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  builder *b = ud;
+  thread_slot *s = slot_of(b, tid);
+  if (!s || (s->name = intern(b, name, len)) == NONE) return MLPROF_ENOMEM;
+  return 0;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  builder *b = ud;
+  mlprof__lod *l = b->l;
+  if (depth >= MLPROF__LOD_MAX_DEPTH) return 0;
+  uint32_t gid = mlprof__map_get(&b->ids, name);
+  if (gid == NONE) return 0;
+  thread_slot *s = slot_of(b, tid);
+  mlprof__lod_track *t = s ? track_of(b, s, depth) : NULL;
+  if (!t) return MLPROF_ENOMEM;
+  size_t ti = (size_t)(t - l->tracks);
+  uint64_t dur = end > begin ? end - begin : 0;
+  begin += b->p->offset_ns;
+  end = begin + dur;
+  l->spans++;
+  for (size_t k = l->first; k < MLPROF__LOD_LEVELS; k++)
+    if (level_add(b, ti, k, gid, begin, end)) return MLPROF_ENOMEM;
+  keep_cap(l);
+  return 0;
+}
+
+mlprof__lod_builder *mlprof__lod_begin(mlprof__lod *l, size_t max_items) {
+  memset(l, 0, sizeof *l);
+  l->cap_items = max_items;
+  builder *b = calloc(1, sizeof *b);
+  if (b) b->l = l;
+  return b;
+}
+
+int mlprof__lod_profile_begin(builder *b, const mlprof__job_profile *p,
+                              size_t index, mlprof__visitor *v) {
+  b->p = p;
+  b->index = index;
+  *v = (mlprof__visitor){.ud = b,
+                         .header = on_header,
+                         .name = on_name,
+                         .thread = on_thread,
+                         .span = on_span};
+  /* A profile whose header is damaged calls no header callback. */
+  return on_header(b, NULL);
+}
+
+/* Names the profile's tracks after their threads; forgets its ids. */
+int mlprof__lod_profile_end(builder *b) {
+  mlprof__lod *l = b->l;
+  uint32_t empty = intern(b, "", 0);
+  if (empty == NONE) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < b->nth; i++) {
+    thread_slot *s = &b->th[i];
+    for (size_t d = 0; d < s->ndepth; d++)
+      if (s->track[d] != NONE)
+        l->tracks[s->track[d]].thread = s->name == NONE ? empty : s->name;
+    free(s->track);
+  }
+  b->nth = 0;
+  mlprof__map_clear(&b->tids);
+  mlprof__map_clear(&b->ids);
+  return 0;
+}
+
+static int cmp_item(const void *x, const void *y) {
+  const mlprof__lod_item *a = x, *b = y;
+  if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+  return (a->end > b->end) - (a->end < b->end);
+}
+
+static void builder_free(builder *b) {
+  for (size_t i = 0; i < b->nth; i++) free(b->th[i].track);
+  free(b->th);
+  free(b->gnext);
+  free(b->open);
+  mlprof__map_clear(&b->gmap);
+  mlprof__map_clear(&b->ids);
+  mlprof__map_clear(&b->tids);
+  free(b);
+}
+
+/* Spans of one depth of a thread do not overlap, so they arrive in order;
+ * a clock that stepped back may still break it: sort those runs. */
+int mlprof__lod_finish(builder *b) {
+  mlprof__lod *l = b->l;
+  for (size_t i = 0; i < l->ntracks; i++)
+    for (size_t k = l->first; k < MLPROF__LOD_LEVELS; k++) {
+      mlprof__lod_run *r = &l->tracks[i].lv[k];
+      for (size_t j = 1; j < r->n; j++)
+        if (cmp_item(&r->items[j - 1], &r->items[j]) > 0) {
+          qsort(r->items, r->n, sizeof *r->items, cmp_item);
+          break;
+        }
+    }
+  builder_free(b);
+  return 0;
+}
+
+void mlprof__lod_abort(builder *b) {
+  if (!b) return;
+  mlprof__lod_free(b->l);
+  builder_free(b);
+}
+
+void mlprof__lod_free(mlprof__lod *l) {
+  for (size_t i = 0; i < l->nnames; i++) free(l->names[i]);
+  free(l->names);
+  free(l->name_lens);
+  for (size_t i = 0; i < l->ntracks; i++)
+    for (size_t k = 0; k < MLPROF__LOD_LEVELS; k++)
+      free(l->tracks[i].lv[k].items);
+  free(l->tracks);
+  memset(l, 0, sizeof *l);
+}
+
+size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t) {
+  size_t lo = 0, hi = r->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (r->items[mid].end > t)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}

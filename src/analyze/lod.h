@@ -1,0 +1,87 @@
+/* The span timeline's level-of-detail pyramid, built in one streaming pass
+ * over every profile of a job, so that a timeline of any size draws from a
+ * bounded number of items at any zoom.
+ *
+ * A track is one nesting depth of one thread of one process. Level k has
+ * the resolution MLPROF__LOD_RES0_NS * 4^k: a span at least that long is
+ * kept as it is (an item of count 1); shorter spans of one track starting
+ * in the same bucket of that width, with no longer span between them, merge
+ * into one summary item (their first begin, last end, summed duration, the
+ * zone of the longest). Every span is counted once at every level and each
+ * level keeps the summed durations, and a track of duration T holds at most
+ * about 3 T / resolution items at a level.
+ *
+ * Memory is bounded by a cap on the items of all levels: past it, the
+ * finest level left is dropped (the coarsest is always kept). Spans nested
+ * deeper than MLPROF__LOD_MAX_DEPTH are left out. */
+#ifndef MLPROF_LOD_H
+#define MLPROF_LOD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/job.h"
+
+#define MLPROF__LOD_LEVELS 16
+#define MLPROF__LOD_RES0_NS 1000ull
+#define MLPROF__LOD_MAX_DEPTH 256
+
+typedef struct {
+  uint64_t begin, end; /* job ns: first begin and last end of its spans */
+  uint64_t busy_ns;    /* their summed durations */
+  uint32_t name;       /* index into mlprof__lod.names: the longest's zone */
+  uint32_t count;      /* spans; 1: one span as recorded */
+} mlprof__lod_item;
+
+typedef struct {
+  mlprof__lod_item *items; /* by begin (and end) after finish */
+  size_t n, cap;
+} mlprof__lod_run;
+
+typedef struct {
+  size_t profile; /* index into the job's profiles */
+  uint64_t pid, tid;
+  int64_t rank;             /* -1: unknown */
+  uint32_t process, thread; /* index into names: process name, thread name */
+  uint32_t depth;
+  mlprof__lod_run lv[MLPROF__LOD_LEVELS]; /* empty below first */
+} mlprof__lod_track;
+
+typedef struct {
+  char **names; /* zone, process and thread names */
+  size_t *name_lens;
+  size_t nnames;
+  mlprof__lod_track *tracks; /* in the order first met */
+  size_t ntracks;
+  size_t first; /* the finest level kept */
+  size_t items; /* items of the levels kept */
+  uint64_t spans;
+  /* internal */
+  size_t names_cap, tracks_cap, cap_items;
+} mlprof__lod;
+
+/* The resolution of level k in ns. */
+uint64_t mlprof__lod_res(size_t k);
+
+/* The builder, fed one profile at a time by the analysis driver
+ * (analysis.h) as the tree's is: begin (at most max_items items kept; 0:
+ * no cap), then per profile profile_begin (fills *v), the read,
+ * profile_end; then finish. begin returns NULL when out of memory;
+ * profile_end and finish return 0 or MLPROF_ENOMEM. finish and abort free
+ * the builder; after a failure or abort *l is empty. Release *l with
+ * mlprof__lod_free. */
+typedef struct mlprof__lod_builder mlprof__lod_builder;
+mlprof__lod_builder *mlprof__lod_begin(mlprof__lod *l, size_t max_items);
+int mlprof__lod_profile_begin(mlprof__lod_builder *b,
+                              const mlprof__job_profile *p, size_t index,
+                              mlprof__visitor *v);
+int mlprof__lod_profile_end(mlprof__lod_builder *b);
+int mlprof__lod_finish(mlprof__lod_builder *b);
+void mlprof__lod_abort(mlprof__lod_builder *b);
+
+void mlprof__lod_free(mlprof__lod *l);
+
+/* The index of the first item of r that ends after t (r->n when none). */
+size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t);
+
+#endif
