@@ -35,7 +35,7 @@
 #include "../analyze/dashboard.h"
 #include "../export/html.h"
 #include "../export/prom.h"
-#include "cli.h"
+#include "../cli/cli.h"
 
 #define MAX_RUNS 1000
 #define MAX_DEPTH 4
