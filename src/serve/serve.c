@@ -12,7 +12,6 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <mlprof.h>
@@ -35,7 +34,7 @@
 #include "../analyze/dashboard.h"
 #include "../export/html.h"
 #include "../export/prom.h"
-#include "../cli/cli.h"
+#include "serve.h"
 
 #define MAX_RUNS 1000
 #define MAX_DEPTH 4
@@ -50,41 +49,6 @@
 #define FIRST_S 10
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
-
-static const char usage[] =
-    "usage: mlprof serve [DIR] [--port N] [--bind ADDR] [--allow-host NAME]\n"
-    "                    [--no-token]\n"
-    "\n"
-    "Serves the dashboard of every run directory under DIR (default: the\n"
-    "current directory; a run directory holds *.mlprof files), live: a page\n"
-    "polls its data every second, and profiles still being written by\n"
-    "mlprof run show new zones and samples within two seconds.\n"
-    "\n"
-    "  /                 index of the runs\n"
-    "  /run/RUN/         dashboard of RUN (its path under DIR)\n"
-    "  /data/RUN         the dashboard's data: the JSON report and series\n"
-    "  /api/runs         the runs as JSON\n"
-    "  /metrics          every run in the Prometheus text format\n"
-    "\n"
-    "options:\n"
-    "  -p, --port N      TCP port (default 8050; 0 picks a free one)\n"
-    "  -b, --bind ADDR   address to listen on (default 127.0.0.1, loopback\n"
-    "                    only; 0.0.0.0 or :: exposes the profiles to the\n"
-    "                    network: then a request needs the token in the\n"
-    "                    printed URL, kept in a cookie afterwards)\n"
-    "  --allow-host NAME also answer requests for NAME (Host header), besides\n"
-    "                    localhost and IP literals (repeatable)\n"
-    "  --no-token        on a non-loopback address, ask no token: anyone who\n"
-    "                    reaches the port sees the profiles\n"
-    "  -h, --help        show this help\n"
-    "\n"
-    "Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.\n"
-    "exit status: 0 stopped by a signal, 1 the server could not start, 2 bad\n"
-    "usage.\n";
-
-static int fail_usage(const char *fmt, const char *arg) {
-  return mlprof__usage_error("serve", fmt, arg);
-}
 
 /* ---- runs and their cached dashboards ------------------------------------ */
 
@@ -112,12 +76,10 @@ typedef struct {
   int building;
 } run_cache;
 
-#define MAX_ALLOW 32
-
 typedef struct {
   char root[PATH_MAX];
   int loopback;
-  const char *allow[MAX_ALLOW]; /* --allow-host names */
+  const char *allow[MLPROF__SERVE_MAX_ALLOW]; /* --allow-host names */
   size_t nallow;
   char token[33]; /* hex; empty: no token asked for */
   char set_cookie[128];
@@ -860,62 +822,29 @@ static void front_door(struct MHD_Daemon *d, int lfd,
   for (size_t i = 0; i < n; i++) close(w[i].fd);
 }
 
-int mlprof__cmd_serve(int argc, char **argv) {
-  static const struct option options[] = {
-      {"port", required_argument, NULL, 'p'},
-      {"bind", required_argument, NULL, 'b'},
-      {"allow-host", required_argument, NULL, 'a'},
-      {"no-token", no_argument, NULL, 'T'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+int mlprof__serve_address(const char *addr, unsigned port,
+                          struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((unsigned short)port);
+  } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons((unsigned short)port);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+int mlprof__serve_run(const mlprof__serve_opts *o) {
   static server s;
   memset(&s, 0, sizeof s);
-  const char *bind_addr = "127.0.0.1";
-  long port = 8050;
-  int no_token = 0;
-  opterr = 0;
-  optind = 0;
-  int ch;
-  while ((ch = getopt_long(argc, argv, ":p:b:h", options, NULL)) != -1) {
-    switch (ch) {
-      case 'p': {
-        char *end;
-        errno = 0;
-        port = strtol(optarg, &end, 10);
-        if (errno || *end || !optarg[0] || port < 0 || port > 65535)
-          return fail_usage("--port wants a number from 0 to 65535, not '%s'",
-                            optarg);
-        break;
-      }
-      case 'b':
-        bind_addr = optarg;
-        break;
-      case 'a':
-        if (!optarg[0] || strlen(optarg) > 253 ||
-            strspn(optarg,
-                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                   "0123456789.-_:") != strlen(optarg))
-          return fail_usage(
-              "--allow-host wants a host name (letters, digits, "
-              "'.', '-', '_', ':'), not '%s'",
-              optarg);
-        if (s.nallow == MAX_ALLOW)
-          return fail_usage("%s", "at most 32 --allow-host names");
-        s.allow[s.nallow++] = optarg;
-        break;
-      case 'T':
-        no_token = 1;
-        break;
-      case 'h':
-        fputs(usage, stdout);
-        return 0;
-      default:
-        return mlprof__option_error("serve", ch, argv, optind, optopt);
-    }
-  }
-  if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
-  const char *dir = optind < argc ? argv[optind] : ".";
-
+  memcpy(s.allow, o->allow, sizeof s.allow);
+  s.nallow = o->nallow;
+  const char *dir = o->dir, *bind_addr = o->bind;
   if (!realpath(dir, s.root)) {
     fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));
     return 2;
@@ -925,28 +854,20 @@ int mlprof__cmd_serve(int argc, char **argv) {
     fprintf(stderr, "mlprof serve: %s is not a directory\n", dir);
     return 2;
   }
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
+  struct sockaddr_storage ss = o->addr;
   /* epoll: connections are not bounded by select()'s FD_SETSIZE. The
    * listening socket is front_door's. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                    MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-  if (inet_pton(AF_INET, bind_addr, &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons((unsigned short)port);
-    s.loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
-  } else if (inet_pton(AF_INET6, bind_addr, &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons((unsigned short)port);
+  if (ss.ss_family == AF_INET6) {
     s.loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
     flags |= MHD_USE_IPv6;
   } else {
-    return fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'",
-                      bind_addr);
+    s.loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
   }
-  if (!s.loopback && !no_token) {
+  if (!s.loopback && !o->no_token) {
     unsigned char r[16];
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
       fprintf(stderr, "mlprof serve: no random bytes for a token: %s\n",
@@ -1001,8 +922,10 @@ int mlprof__cmd_serve(int argc, char **argv) {
         MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
   }
   if (!d) {
-    fprintf(stderr, "mlprof serve: cannot listen on %s port %ld: %s\n",
-            bind_addr, port, errno ? strerror(errno) : "libmicrohttpd failed");
+    fprintf(stderr, "mlprof serve: cannot listen on %s port %u: %s\n",
+            bind_addr,
+            ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port),
+            errno ? strerror(errno) : "libmicrohttpd failed");
     if (lfd >= 0) close(lfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
