@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../analyze/dashboard.h"
+#include "../base/base.h"
 #include "../export/html.h"
 #include "../export/prom.h"
 #include "serve.h"
@@ -117,13 +118,7 @@ static size_t profiles_of(const char *dir, char ***out, uint64_t *sig) {
       continue;
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (n == cap) {
-      size_t c = cap ? cap * 2 : 16;
-      char **f = realloc(files, c * sizeof *f);
-      if (!f) break;
-      files = f;
-      cap = c;
-    }
+    if (mlprof__grow(&files, &cap, n + 1, sizeof *files)) break;
     if (!(files[n] = strdup(path))) break;
     n++;
     uint64_t parts[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
@@ -152,13 +147,7 @@ static void find_runs(const char *root, const char *rel, int depth,
   size_t nf = profiles_of(dir, &files, &sig);
   free_list(files, nf);
   if (nf && *n < MAX_RUNS) {
-    if (*n == *cap) {
-      size_t c = *cap ? *cap * 2 : 16;
-      char **r = realloc(*runs, c * sizeof *r);
-      if (!r) return;
-      *runs = r;
-      *cap = c;
-    }
+    if (mlprof__grow(runs, cap, *n + 1, sizeof **runs)) return;
     if (((*runs)[*n] = strdup(rel))) (*n)++;
   }
   if (depth >= MAX_DEPTH) return;
@@ -175,13 +164,7 @@ static void find_runs(const char *root, const char *rel, int depth,
             (int)sizeof path ||
         lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
       continue; /* symlinked directories are not followed */
-    if (ns == cs) {
-      size_t c = cs ? cs * 2 : 16;
-      char **s = realloc(subs, c * sizeof *s);
-      if (!s) break;
-      subs = s;
-      cs = c;
-    }
+    if (mlprof__grow(&subs, &cs, ns + 1, sizeof *subs)) break;
     if (!(subs[ns] = strdup(e->d_name))) break;
     ns++;
   }
@@ -313,15 +296,9 @@ static run_cache *cache_entry(server *s, const char *rel) {
   pthread_mutex_lock(&s->lock);
   for (size_t i = 0; i < s->ncache && !c; i++)
     if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
-  if (!c && s->ncache == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 16;
-    run_cache **x = realloc(s->cache, cap * sizeof *x);
-    if (x) {
-      s->cache = x;
-      s->cap = cap;
-    }
-  }
-  if (!c && s->ncache < s->cap && (c = calloc(1, sizeof *c))) {
+  if (!c &&
+      !mlprof__grow(&s->cache, &s->cap, s->ncache + 1, sizeof *s->cache) &&
+      (c = calloc(1, sizeof *c))) {
     if ((c->rel = strdup(rel))) {
       pthread_mutex_init(&c->lock, NULL);
       pthread_cond_init(&c->done, NULL);
