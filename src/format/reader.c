@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/base.h"
 #include "mlprof.h"
 #include "wire.h"
 
@@ -42,14 +43,10 @@ static int64_t source_get(source *s, uint64_t pos, size_t n,
   size_t skip = (size_t)(pos - s->off);
   size_t have = s->avail - skip;
   if (have < n && !s->eof) {
-    if (n > s->cap) {
-      size_t cap = s->cap ? s->cap : SOURCE_FIRST_CAP;
-      while (cap < n) cap *= 2;
-      uint8_t *nb = realloc(s->buf, cap);
-      if (!nb) return MLPROF_ENOMEM;
-      s->buf = nb;
-      s->cap = cap;
-    }
+    /* At least SOURCE_FIRST_CAP: the room is what one read() may fill. */
+    if (mlprof__grow(&s->buf, &s->cap,
+                     n > SOURCE_FIRST_CAP ? n : SOURCE_FIRST_CAP, 1))
+      return MLPROF_ENOMEM;
     memmove(s->buf, s->buf + skip, have);
     s->base = s->buf;
     s->off = pos;
@@ -218,12 +215,7 @@ static inline int need_name(reader *r, const uint8_t *rec, uint64_t id,
 }
 
 static int scratch_reserve(reader *r, size_t n) {
-  if (n <= r->scratch_cap) return 0;
-  char *s = realloc(r->scratch, n);
-  if (!s) return MLPROF_ENOMEM;
-  r->scratch = s;
-  r->scratch_cap = n;
-  return 0;
+  return mlprof__grow(&r->scratch, &r->scratch_cap, n, 1);
 }
 
 /* Copies a string field to *w with a NUL; the caller reserved the room. */
