@@ -422,12 +422,12 @@ static int parse_events(reader *r, mlprof__cursor *c) {
           rc = v->span(ud, tid, (uint32_t)name, (uint32_t)depth, b, e);
         break;
       }
-      case MLPROF__REC_COUNTER: {
+      case MLPROF__REC_GAUGE: {
         uint64_t name = mlprof__get_uv(c);
         int64_t delta = mlprof__get_sv(c);
         double val = mlprof__get_f64(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_COUNTER)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_GAUGE)) || r->bad)
           return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
@@ -440,7 +440,7 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         int64_t delta = mlprof__get_sv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNITS)) || r->bad)
           return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
@@ -463,7 +463,7 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         uint64_t name = mlprof__get_uv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNITS)) || r->bad)
           return rc;
         if (v->span_units) rc = v->span_units(ud, tid, (uint32_t)name, n);
         break;

@@ -430,9 +430,9 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
           t->wdropped++; /* no memory for its name */
       }
       return 1;
-    case MLPROF__EV_COUNTER: {
-      uint32_t id = name_id(w, site, MLPROF__NAME_COUNTER);
-      uint8_t *q = id ? record(w, t, MLPROF__REC_COUNTER, id, 1, ns, 8) : NULL;
+    case MLPROF__EV_GAUGE: {
+      uint32_t id = name_id(w, site, MLPROF__NAME_GAUGE);
+      uint8_t *q = id ? record(w, t, MLPROF__REC_GAUGE, id, 1, ns, 8) : NULL;
       if (!id) t->wdropped++;
       if (q) {
         memcpy(q, &e[1].ts, 8); /* the double's bits, little-endian */
@@ -441,7 +441,7 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
       return 2;
     }
     case MLPROF__EV_UNITS: {
-      uint32_t id = name_id(w, site, MLPROF__NAME_UNIT);
+      uint32_t id = name_id(w, site, MLPROF__NAME_UNITS);
       if (id)
         on_units(w, t, id, ns, e[1].ts);
       else
@@ -703,7 +703,7 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
     const mlprof_span *in = &spans[i];
     s[i] = (ext_span){in->site, NULL, in->begin_ns, in->end_ns, in->units, 0};
     if (in->unit && in->units)
-      s[i].unit = mlprof__intern(MLPROF__NAME_UNIT, 0, in->unit);
+      s[i].unit = mlprof__intern(MLPROF__NAME_UNITS, 0, in->unit);
   }
   if (nest(s, n) != 0) {
     free(s);
@@ -767,7 +767,7 @@ static void tracks_flush(mlprof__writer *w) {
       uint64_t a0 = w->tb.a0.mono;
       mlprof__frame f = {.begin = e->begin > a0 ? e->begin - a0 : 0,
                          .site_id = name_id(w, e->site, MLPROF__NAME_ZONE)};
-      uint32_t u = e->unit ? name_id(w, e->unit, MLPROF__NAME_UNIT) : 0;
+      uint32_t u = e->unit ? name_id(w, e->unit, MLPROF__NAME_UNITS) : 0;
       if (u) {
         f.units[0][0] = u;
         f.units[0][1] = e->units;
