@@ -98,8 +98,8 @@ tsan:
 fuzz:
 	sh fuzz/run.sh 60
 
-# C sources in the style of .clang-format (the generated html_assets.h aside).
-FORMAT_FILES = $(shell git ls-files '*.c' '*.h' | grep -v html_assets.h)
+# C sources in the style of .clang-format.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h')
 format:
 	clang-format -i $(FORMAT_FILES)
 

@@ -76,13 +76,13 @@ static void *worker(void *arg) {
       for (int i = 0; i < DIM; i++)
         state[i] = (float)((i * 31 + r) % 17) / 17.0f;
       for (int t = 0; t < prompt; t++) decode_token(state);
-      mlprof_count("prompt_tokens", (uint64_t)prompt);
+      mlprof_units_add("prompt_tokens", (uint64_t)prompt);
     }
     for (int t = 0; t < answer; t++) {
       decode_token(state);
-      mlprof_count("tokens", 1);
+      mlprof_units_add("tokens", 1);
     }
-    mlprof_counter("kv_cache_tokens", prompt + answer);
+    mlprof_gauge_set("kv_cache_tokens", prompt + answer);
     mlprof_step();
   }
   return NULL;

@@ -8,6 +8,7 @@ FLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -Werror 
 mkdir -p build-fuzz fuzz/corpus
 $CC $FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   fuzz/fuzz_reader.c src/format/reader.c src/format/crc32.c src/base/error.c \
+  src/base/grow.c \
   -lpthread -o build-fuzz/fuzz_reader
 $CC $FLAGS fuzz/make_corpus.c src/format/crc32.c -lpthread \
   -o build-fuzz/make_corpus

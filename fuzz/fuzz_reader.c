@@ -105,14 +105,14 @@ static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
 
 static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   (void)tid, (void)n;
-  check_name(ud, name, MLPROF__NAME_UNIT);
+  check_name(ud, name, MLPROF__NAME_UNITS);
   return 0;
 }
 
 static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                       double v) {
   (void)tid, (void)v;
-  check_name(ud, name, MLPROF__NAME_COUNTER);
+  check_name(ud, name, MLPROF__NAME_GAUGE);
   see_time(ud, t);
   return 0;
 }
@@ -120,7 +120,7 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
 static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                     uint64_t n) {
   (void)tid, (void)n;
-  check_name(ud, name, MLPROF__NAME_UNIT);
+  check_name(ud, name, MLPROF__NAME_UNITS);
   see_time(ud, t);
   return 0;
 }

@@ -77,8 +77,8 @@ static void names(buf *f, buf *p) {
     uint8_t kind, cat;
     const char *name;
   } n[] = {{MLPROF__NAME_ZONE, 2, "forward"},
-           {MLPROF__NAME_COUNTER, 0, "loss"},
-           {MLPROF__NAME_UNIT, 0, "tokens"},
+           {MLPROF__NAME_GAUGE, 0, "loss"},
+           {MLPROF__NAME_UNITS, 0, "tokens"},
            {MLPROF__NAME_STRING, 0, "model"},
            {MLPROF__NAME_STRING, 0, "gpt"}};
   put_uv(p, 5);
@@ -105,7 +105,7 @@ static void events(buf *f, buf *p, uint64_t tid, uint64_t base) {
   put_uv(p, 4), put_uv(p, 5);
   put_u8(p, MLPROF__REC_SPAN_UNITS);
   put_uv(p, 3), put_uv(p, 64);
-  put_u8(p, MLPROF__REC_COUNTER);
+  put_u8(p, MLPROF__REC_GAUGE);
   put_uv(p, 2), put_sv(p, 600);
   put(p, &loss, 8);
   put_u8(p, MLPROF__REC_UNITS);

@@ -8,7 +8,7 @@
  *   void decode(void) {
  *     MLPROF_ZONE("decode");          // ends when the enclosing scope ends
  *     ...
- *     mlprof_count("tokens", 1);
+ *     mlprof_units_add("tokens", 1);
  *   }
  *
  * The session starts by itself when MLPROF_OUTPUT is set in the environment
@@ -171,11 +171,12 @@ MLPROF_EXPORT const mlprof_site *mlprof_site_intern(const char *name,
  * zone; more are dropped and counted). Both strings are copied. */
 MLPROF_EXPORT void mlprof_zone_meta(const char *key, const char *value);
 
-/* A counter value (gauge): loss, learning rate, queue length... */
-MLPROF_EXPORT void mlprof_counter(const char *name, double value);
-/* Adds n units of work (samples, tokens, bytes) for throughput; attributed to
- * the innermost open zone of this thread. */
-MLPROF_EXPORT void mlprof_count(const char *name, uint64_t n);
+/* Sets the gauge `name` to value at this time: loss, learning rate, queue
+ * length... (a time series of values). */
+MLPROF_EXPORT void mlprof_gauge_set(const char *name, double value);
+/* Adds n units of work named `name` (samples, tokens, bytes) for throughput;
+ * attributed to the innermost open zone of this thread. */
+MLPROF_EXPORT void mlprof_units_add(const char *name, uint64_t n);
 /* Marks the boundary between two steps (iterations) of the workload. */
 MLPROF_EXPORT void mlprof_step(void);
 /* Ends the thread's current step without starting another: the time until
@@ -234,6 +235,12 @@ MLPROF_EXPORT int mlprof_lines_set(const char *function, const char *file,
                                    uint32_t first_line,
                                    const mlprof_line *lines, size_t n);
 
+/* Deprecated names (docs/guide.md, "Deprecated names"), kept so that
+ * programs built with them build and run: mlprof_counter is
+ * mlprof_gauge_set, mlprof_count is mlprof_units_add. */
+MLPROF_EXPORT void mlprof_counter(const char *name, double value);
+MLPROF_EXPORT void mlprof_count(const char *name, uint64_t n);
+
 /* Events this process could not record because the memory cap was reached. */
 MLPROF_EXPORT uint64_t mlprof_dropped(void);
 
@@ -260,6 +267,8 @@ MLPROF_EXPORT const char *mlprof_version(void);
 #define MLPROF_ZONE_CAT(name, cat) ((void)0)
 #define MLPROF_ZONE_BEGIN(name) ((void)0)
 #define MLPROF_ZONE_END() ((void)0)
+#define MLPROF_GAUGE(name, value) ((void)0)
+#define MLPROF_UNITS(name, n) ((void)0)
 #define MLPROF_COUNTER(name, value) ((void)0)
 #define MLPROF_COUNT(name, n) ((void)0)
 #define MLPROF_STEP() ((void)0)
@@ -304,8 +313,11 @@ static inline void mlprof__scope_end(const int *owed) {
     (void)mlprof_zone_begin_site(&mlprof__site_);       \
   } while (0)
 #define MLPROF_ZONE_END() mlprof_zone_end()
-#define MLPROF_COUNTER(name, value) mlprof_counter((name), (value))
-#define MLPROF_COUNT(name, n) mlprof_count((name), (n))
+#define MLPROF_GAUGE(name, value) mlprof_gauge_set((name), (value))
+#define MLPROF_UNITS(name, n) mlprof_units_add((name), (n))
+/* Deprecated: MLPROF_GAUGE and MLPROF_UNITS under their former names. */
+#define MLPROF_COUNTER(name, value) MLPROF_GAUGE(name, value)
+#define MLPROF_COUNT(name, n) MLPROF_UNITS(name, n)
 #define MLPROF_STEP() mlprof_step()
 #define MLPROF_STEP_END() mlprof_step_end()
 

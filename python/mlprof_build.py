@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -76,6 +77,16 @@ def http_flags():
                          "(Debian: apt-get install pkg-config "
                          "libmicrohttpd-dev)")
     return shlex.split(out[0]), shlex.split(out[1])
+
+
+def generate_assets(out_dir):
+    """Writes out_dir/html_assets.h, which src/export/html.c includes: the
+    dashboard's CSS and JavaScript as C strings (scripts/embed-assets.py,
+    which CMake runs too)."""
+    os.makedirs(out_dir, exist_ok=True)
+    subprocess.run([sys.executable,
+                    os.path.join(ROOT, "scripts", "embed-assets.py"),
+                    os.path.join(out_dir, "html_assets.h")], check=True)
 
 
 INCLUDE_DIRS = [os.path.join(ROOT, "include"), os.path.join(ROOT, "src")]

@@ -27,6 +27,8 @@ class BuildMlprof(build_ext):
         # libmicrohttpd (http_flags says so when it is missing).
         cli = mb.sources("cli") + mb.sources("serve")
         cc = self.compiler
+        generated = os.path.join(self.build_temp, "generated")
+        mb.generate_assets(generated)
 
         def compile_one(src, autostart=False):
             # libmlprof's recording layer starts a session by itself
@@ -36,7 +38,8 @@ class BuildMlprof(build_ext):
                 macros = macros + [("MLPROF_AUTOSTART", None)]
             return cc.compile([src], output_dir=os.path.join(
                                   self.build_temp, "lib" if autostart else ""),
-                              macros=macros, include_dirs=mb.INCLUDE_DIRS,
+                              macros=macros,
+                              include_dirs=mb.INCLUDE_DIRS + [generated],
                               extra_postargs=mb.CFLAGS + http_cflags)[0]
 
         every = mb.ext_sources() + recording + cli

@@ -2,7 +2,7 @@
 """Checks that every layer of src/ includes only the layers it may use.
 
 The layers (docs/architecture.md): base < format < sample < record, and
-format < model < analyze < export < (serve, cli); a layer may use those
+format < model < analyze < export < serve < cli; a layer may use those
 before it, never those after. intercept is part of the recording library.
 The sources include each other by relative paths ("../format/wire.h"), which
 include directories cannot forbid, so this script is the check: it reads

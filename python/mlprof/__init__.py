@@ -24,7 +24,8 @@ from . import _mlprof
 from ._mlprof import Error, Zone
 
 __all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
-           "lines", "version", "read_events", "report"]
+           "gauge", "units", "zone_meta", "lines", "version", "read_events",
+           "report"]
 
 __version__ = _mlprof.version()
 # The categories' names, in the order of their numbers (from the C header).
@@ -321,7 +322,7 @@ class Profiler(_mlprof.ProfilerBase):
         if self._torch is not None:
             self._torch.step()  # imports a window that just ended
 
-    # ---- recording helpers (zone, record_metric, record_throughput are in C)
+    # ---- recording helpers (zone, gauge, units are in C)
 
     def function(self, fn=None, *, name=None, category=None):
         """Decorator: a zone around every call of the function, named after
@@ -343,10 +344,6 @@ class Profiler(_mlprof.ProfilerBase):
     def thread_name(self, name):
         """Names the calling thread in the profile."""
         _mlprof.thread_name(name)
-
-    def counter(self, name, value):
-        """A gauge value without attaching it to the open zone."""
-        _mlprof.counter(name, value)
 
     # ---- reading back ----------------------------------------------------
 
@@ -647,6 +644,14 @@ _default = _mlprof.ProfilerBase()
 def zone(name, category=None, **metadata):
     """A zone in whatever session runs (no Profiler object needed)."""
     return _default.zone(name, category, **metadata)
+
+
+# gauge(name, value) and units(name, n) in whatever session runs, as
+# Profiler.gauge and Profiler.units; zone_meta(key, value): key=value on the
+# innermost open zone of the thread (mlprof_zone_meta).
+gauge = _mlprof.gauge
+units = _mlprof.units
+zone_meta = _mlprof.zone_meta
 
 
 def profile(fn=None, *, name=None, category=None):

@@ -106,7 +106,7 @@ static PyObject *BackwardZone_call(BackwardZone *z, PyObject *args,
     ts.bwd[ts.nbwd++] = (PyObject *)z;
     z->open = 1;
     mlprof__py_zone_enter(z->site);
-    if (z->flops) mlprof__py_count("flops", z->flops);
+    if (z->flops) mlprof__py_units_add("flops", z->flops);
   }
   Py_RETURN_NONE;
 }
@@ -564,7 +564,7 @@ static PyObject *Layer_post(Layer *l, PyObject *const *args, Py_ssize_t n) {
         goto fail;
       nf = PyLong_AsUnsignedLongLong(f);
       if (PyErr_Occurred()) goto fail;
-      if (nf) mlprof__py_count("flops", nf);
+      if (nf) mlprof__py_units_add("flops", nf);
     }
   }
   PyObject *innermost = PyTuple_GET_ITEM(sh, SH_INNERMOST);

@@ -13,7 +13,7 @@
 void mlprof__py_zone_enter(const mlprof_site *site);
 void mlprof__py_zone_exit(void);
 /* n units for the calling thread's innermost open zone. */
-void mlprof__py_count(const char *unit, uint64_t n);
+void mlprof__py_units_add(const char *name, uint64_t n);
 /* The site of a mlprof._mlprof.Zone; NULL with a TypeError for anything
  * else. */
 const mlprof_site *mlprof__py_zone_site(PyObject *zone);

@@ -54,8 +54,8 @@
   X(void, zone_end, (void))                                              \
   X(const mlprof_site *, site_intern, (const char *, mlprof_category))   \
   X(void, zone_meta, (const char *, const char *))                       \
-  X(void, counter, (const char *, double))                               \
-  X(void, count, (const char *, uint64_t))                               \
+  X(void, gauge_set, (const char *, double))                             \
+  X(void, units_add, (const char *, uint64_t))                           \
   X(void, step, (void))                                                  \
   X(void, step_end, (void))                                              \
   X(void, meta, (const char *, const char *))                            \
@@ -310,7 +310,9 @@ void mlprof__py_zone_enter(const mlprof_site *site) { zone_enter(site); }
 
 void mlprof__py_zone_exit(void) { zone_exit(); }
 
-void mlprof__py_count(const char *unit, uint64_t n) { api.count(unit, n); }
+void mlprof__py_units_add(const char *name, uint64_t n) {
+  api.units_add(name, n);
+}
 
 const mlprof_site *mlprof__py_zone_site(PyObject *zone) {
   if (PyObject_TypeCheck(zone, &ZoneType)) return ((ZoneObject *)zone)->site;
@@ -585,8 +587,8 @@ slow:;
   return (PyObject *)mz;
 }
 
-/* record_metric(name, value): a counter value, and name=value on the
- * innermost open zone of this thread (so the metric lands in that zone). */
+/* record_metric(name, value), deprecated: gauge(name, value), and
+ * name=value on the innermost open zone of this thread. */
 static PyObject *Profiler_record_metric(ProfilerObject *self,
                                         PyObject *const *args,
                                         Py_ssize_t nargs) {
@@ -599,7 +601,7 @@ static PyObject *Profiler_record_metric(ProfilerObject *self,
   PyObject *keep;
   const char *name = c_name(args[0], "metric name", &keep);
   if (!name) return NULL;
-  api.counter(name, v);
+  api.gauge_set(name, v);
   char buf[64];
   PyOS_snprintf(buf, sizeof buf, "%.17g", v);
   api.zone_meta(name, buf);
@@ -608,7 +610,7 @@ static PyObject *Profiler_record_metric(ProfilerObject *self,
   Py_RETURN_NONE;
 }
 
-/* record_throughput(n, unit="samples"): n units for the innermost zone. */
+/* record_throughput(n, unit="samples"), deprecated: units(unit, n). */
 static PyObject *Profiler_record_throughput(ProfilerObject *self,
                                             PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"n", "unit", NULL};
@@ -625,7 +627,46 @@ static PyObject *Profiler_record_throughput(ProfilerObject *self,
   PyObject *keep = NULL;
   const char *u = unit ? c_name(unit, "unit", &keep) : "samples";
   if (!u) return NULL;
-  api.count(u, (uint64_t)n);
+  api.units_add(u, (uint64_t)n);
+  Py_XDECREF(keep);
+  Py_RETURN_NONE;
+}
+
+/* gauge(name, value) and units(name, n): the module's functions and the
+ * profiler's methods (self unused), as mlprof_gauge_set and
+ * mlprof_units_add. */
+static PyObject *mod_gauge(PyObject *m, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "gauge(name, value)");
+    return NULL;
+  }
+  double v = PyFloat_AsDouble(args[1]);
+  if (v == -1.0 && PyErr_Occurred()) return NULL;
+  PyObject *keep;
+  const char *name = c_name(args[0], "gauge name", &keep);
+  if (!name) return NULL;
+  api.gauge_set(name, v);
+  Py_XDECREF(keep);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_units(PyObject *m, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "units(name, n)");
+    return NULL;
+  }
+  unsigned long long n = PyLong_AsUnsignedLongLong(args[1]);
+  if (n == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError))
+      PyErr_SetString(PyExc_ValueError, "units wants a whole number >= 0");
+    return NULL;
+  }
+  PyObject *keep;
+  const char *name = c_name(args[0], "units name", &keep);
+  if (!name) return NULL;
+  api.units_add(name, (uint64_t)n);
   Py_XDECREF(keep);
   Py_RETURN_NONE;
 }
@@ -635,15 +676,22 @@ static PyMethodDef Profiler_methods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "zone(name, category=None, **metadata): a context manager recording a "
      "zone.\nWithout metadata the same cached object is returned for a name."},
+    {"gauge", (PyCFunction)(void (*)(void))mod_gauge, METH_FASTCALL,
+     "gauge(name, value): sets the gauge name to value (a time series: loss, "
+     "learning rate, queue depth)."},
+    {"units", (PyCFunction)(void (*)(void))mod_units, METH_FASTCALL,
+     "units(name, n): n units of work (samples, tokens, bytes) for the "
+     "innermost open zone."},
+    {"counter", (PyCFunction)(void (*)(void))mod_gauge, METH_FASTCALL,
+     "Deprecated: gauge(name, value)."},
     {"record_metric", (PyCFunction)(void (*)(void))Profiler_record_metric,
      METH_FASTCALL,
-     "record_metric(name, value): a counter value, also attached to the "
-     "innermost open zone."},
+     "Deprecated: gauge(name, value), and name=value on the innermost open "
+     "zone."},
     {"record_throughput",
      (PyCFunction)(void (*)(void))Profiler_record_throughput,
      METH_VARARGS | METH_KEYWORDS,
-     "record_throughput(n, unit='samples'): n units of work for the innermost "
-     "open zone."},
+     "Deprecated: record_throughput(n, unit='samples') is units(unit, n)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject ProfilerType = {
@@ -791,38 +839,6 @@ static PyObject *mod_set_enabled(PyObject *m, PyObject *arg) {
 
 static PyObject *mod_is_enabled(PyObject *m, PyObject *unused) {
   return PyBool_FromLong(api.is_enabled());
-}
-
-static PyObject *mod_counter(PyObject *m, PyObject *const *args,
-                             Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "counter(name, value)");
-    return NULL;
-  }
-  double v = PyFloat_AsDouble(args[1]);
-  if (v == -1.0 && PyErr_Occurred()) return NULL;
-  PyObject *keep;
-  const char *name = c_name(args[0], "counter name", &keep);
-  if (!name) return NULL;
-  api.counter(name, v);
-  Py_XDECREF(keep);
-  Py_RETURN_NONE;
-}
-
-static PyObject *mod_count(PyObject *m, PyObject *const *args,
-                           Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "count(unit, n)");
-    return NULL;
-  }
-  unsigned long long n = PyLong_AsUnsignedLongLong(args[1]);
-  if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-  PyObject *keep;
-  const char *name = c_name(args[0], "unit", &keep);
-  if (!name) return NULL;
-  api.count(name, (uint64_t)n);
-  Py_XDECREF(keep);
-  Py_RETURN_NONE;
 }
 
 static PyObject *mod_step(PyObject *m, PyObject *unused) {
@@ -1496,10 +1512,10 @@ static PyMethodDef module_methods[] = {
      "The current profile file, or None."},
     {"set_enabled", mod_set_enabled, METH_O, "Run-time switch."},
     {"is_enabled", mod_is_enabled, METH_NOARGS, "Whether recording is on."},
-    {"counter", (PyCFunction)(void (*)(void))mod_counter, METH_FASTCALL,
-     "counter(name, value): a gauge value."},
-    {"count", (PyCFunction)(void (*)(void))mod_count, METH_FASTCALL,
-     "count(unit, n): n units for the innermost open zone."},
+    {"gauge", (PyCFunction)(void (*)(void))mod_gauge, METH_FASTCALL,
+     "gauge(name, value): sets the gauge name to value."},
+    {"units", (PyCFunction)(void (*)(void))mod_units, METH_FASTCALL,
+     "units(name, n): n units of work for the innermost open zone."},
     {"step", mod_step, METH_NOARGS, "Marks a step boundary."},
     {"step_end", mod_step_end, METH_NOARGS,
      "Ends the current step; none follows until the next step mark."},

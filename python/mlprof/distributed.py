@@ -120,11 +120,11 @@ def _describe(c10d, name, spec, bound):
     if name == "batch_isend_irecv" and bound["p2p_op_list"]:
         group = bound["p2p_op_list"][0].group
     elements = sum(t.numel() for t in tensors)
-    _mlprof.count("bytes", sum(t.numel() * t.element_size() for t in tensors))
-    _mlprof.count("elements", elements)
+    _mlprof.units("bytes", sum(t.numel() * t.element_size() for t in tensors))
+    _mlprof.units("elements", elements)
     gname = _group_name(c10d, group)
     if collective:
-        _mlprof.count("seq", _next_seq(c10d, group))
+        _mlprof.units("seq", _next_seq(c10d, group))
     _mlprof.zone_meta("group", gname)
     if tensors:
         _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))

@@ -23,7 +23,7 @@ import warnings
 import torch
 from torch import nn
 
-from . import Error, Profiler, _mlprof
+from . import Error, Profiler, _mlprof, zone_meta
 
 __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
            "profile_preprocessing", "profile_training", "module_flops",
@@ -488,8 +488,9 @@ def profile_data_loading(loader, num_batches, prof=None):
                 except StopIteration:
                     break
                 n, b = _batch_info(batch)
-                prof.record_throughput(n, "samples")
-                prof.record_metric("batch_bytes", b)
+                prof.units("samples", n)
+                prof.gauge("batch_bytes", b)
+                zone_meta("batch_bytes", b)
             samples += n
             nbytes += b
             batches += 1
@@ -535,7 +536,7 @@ def profile_preprocessing(fn, samples, prof=None, name="preprocess"):
     for x in samples:
         with zone:
             results.append(fn(x))
-            prof.record_throughput(1, "samples")
+            prof.units("samples", 1)
         n += 1
     elapsed = time.perf_counter() - t0
     s = prof.summary()
@@ -588,9 +589,10 @@ def profile_training(model, loader, optimizer, loss_fn, num_batches,
                 with zones["optimizer"]:
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
-                prof.record_throughput(_batch_info(inputs)[0], "samples")
+                prof.units("samples", _batch_info(inputs)[0])
                 lv = float(loss.detach())
-                prof.record_metric("loss", lv)
+                prof.gauge("loss", lv)
+                zone_meta("loss", lv)
                 losses.append(lv)
             prof.step()
             steps += 1

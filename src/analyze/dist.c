@@ -231,7 +231,7 @@ static int on_name(void *ud, const mlprof__name *n) {
   pname *p = &b->names[n->id];
   *p = (pname){.str = MLPROF__NONE, .op = -1, .kind = n->kind};
   if (n->kind != MLPROF__NAME_ZONE && n->kind != MLPROF__NAME_STRING &&
-      n->kind != MLPROF__NAME_UNIT)
+      n->kind != MLPROF__NAME_UNITS)
     return 0;
   if ((p->str = intern(b, n->name, n->name_len)) == MLPROF__NONE)
     return MLPROF_ENOMEM;

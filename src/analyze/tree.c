@@ -172,13 +172,7 @@ static int on_name(void *ud, const mlprof__name *n) {
 static thread_state *thread_of(builder *b, uint64_t tid) {
   uint32_t i = mlprof__map_get(&b->tids, tid);
   if (i != NONE) return &b->th[i];
-  if (b->nth == b->th_cap) {
-    size_t cap = b->th_cap ? b->th_cap * 2 : 8;
-    thread_state *th = realloc(b->th, cap * sizeof *th);
-    if (!th) return NULL;
-    b->th = th;
-    b->th_cap = cap;
-  }
+  if (mlprof__grow(&b->th, &b->th_cap, b->nth + 1, sizeof *b->th)) return NULL;
   if (mlprof__map_put(&b->tids, tid, (uint32_t)b->nth)) return NULL;
   thread_state *s = &b->th[b->nth++];
   memset(s, 0, sizeof *s);
@@ -193,14 +187,9 @@ static uint32_t node_new(builder *b, uint32_t name) {
     i = b->free_list;
     b->free_list = b->pool[i].next;
   } else {
-    if (b->npool == b->pool_cap) {
-      size_t cap = b->pool_cap ? b->pool_cap * 2 : 256;
-      if (cap >= NONE) return NONE;
-      tnode *p = realloc(b->pool, cap * sizeof *p);
-      if (!p) return NONE;
-      b->pool = p;
-      b->pool_cap = cap;
-    }
+    if (b->npool >= NONE - 1 ||
+        mlprof__grow(&b->pool, &b->pool_cap, b->npool + 1, sizeof *b->pool))
+      return NONE;
     i = (uint32_t)b->npool++;
   }
   tnode *n = &b->pool[i];
@@ -244,13 +233,8 @@ static int commit(builder *b, uint32_t i, uint32_t gparent) {
   uint64_t key = ((uint64_t)(uint32_t)(gparent + 1) << 32) | n->name;
   uint32_t g = mlprof__map_get(&b->nodemap, key);
   if (g == NONE && t->nnodes < MLPROF__TREE_MAX_NODES) {
-    if (t->nnodes == t->nodes_cap) {
-      size_t cap = t->nodes_cap ? t->nodes_cap * 2 : 256;
-      mlprof__tree_node *nodes = realloc(t->nodes, cap * sizeof *nodes);
-      if (!nodes) return MLPROF_ENOMEM;
-      t->nodes = nodes;
-      t->nodes_cap = cap;
-    }
+    if (mlprof__grow(&t->nodes, &t->nodes_cap, t->nnodes + 1, sizeof *t->nodes))
+      return MLPROF_ENOMEM;
     g = (uint32_t)t->nnodes;
     if (mlprof__map_put(&b->nodemap, key, g)) return MLPROF_ENOMEM;
     t->nodes[g] = (mlprof__tree_node){
@@ -333,14 +317,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (gid == NONE) return 0;
   thread_state *th = thread_of(b, tid);
   if (!th) return MLPROF_ENOMEM;
-  if (th->npend < (size_t)depth + 2) {
-    size_t n = (size_t)depth + 2;
-    uint32_t *p = realloc(th->pend, n * sizeof *p);
-    if (!p) return MLPROF_ENOMEM;
-    for (size_t i = th->npend; i < n; i++) p[i] = NONE;
-    th->pend = p;
-    th->npend = n;
-  }
+  size_t had = th->npend;
+  if (mlprof__grow(&th->pend, &th->npend, (size_t)depth + 2, sizeof *th->pend))
+    return MLPROF_ENOMEM;
+  for (size_t i = had; i < th->npend; i++) th->pend[i] = NONE;
   uint64_t dur = end > begin ? end - begin : 0;
   uint32_t kids = th->pend[depth + 1];
   th->pend[depth + 1] = NONE;
@@ -427,13 +407,9 @@ static mlprof__tree_series *series_of(builder *b, uint8_t subject, uint64_t id,
     i = mlprof__map_get(&b->seriesmap, key);
   }
   if (!create) return NULL;
-  if (t->nseries == t->series_cap) {
-    size_t cap = t->series_cap ? t->series_cap * 2 : 16;
-    mlprof__tree_series *s = realloc(t->series, cap * sizeof *s);
-    if (!s) return NULL;
-    t->series = s;
-    t->series_cap = cap;
-  }
+  if (mlprof__grow(&t->series, &t->series_cap, t->nseries + 1,
+                   sizeof *t->series))
+    return NULL;
   if (mlprof__map_put(&b->seriesmap, key, (uint32_t)t->nseries)) return NULL;
   mlprof__tree_series *s = &t->series[t->nseries++];
   memset(s, 0, sizeof *s);

@@ -6,18 +6,8 @@
 #include "mlprof.h"
 
 #ifdef MLPROF_WITH_SERVE
-#define SERVE mlprof__cmd_serve
 #define SERVE_HELP "a live dashboard of run directories over HTTP"
 #else
-/* Stands in for serve in a build without libmicrohttpd. */
-static int serve_missing(int argc, char **argv) {
-  fprintf(stderr,
-          "mlprof serve: this mlprof was built without libmicrohttpd; install "
-          "libmicrohttpd-dev and rebuild (mlprof html writes a dashboard "
-          "file)\n");
-  return 2;
-}
-#define SERVE serve_missing
 #define SERVE_HELP "(not in this build: it needs libmicrohttpd)"
 #endif
 
@@ -31,7 +21,7 @@ static const struct {
     {"report", mlprof__cmd_report, "statistics per zone, process and thread"},
     {"trace", mlprof__cmd_trace, "export a Chrome/Perfetto trace (JSON)"},
     {"html", mlprof__cmd_html, "a self-contained HTML dashboard of profiles"},
-    {"serve", SERVE, SERVE_HELP},
+    {"serve", mlprof__cmd_serve, SERVE_HELP},
     {"compare", mlprof__cmd_compare,
      "runs of several configurations side by side"},
     {"diff", mlprof__cmd_diff,

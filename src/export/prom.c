@@ -203,15 +203,9 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
           for (f = 0; f < nfams && strcmp(fams[f].name, name); f++) {
           }
           if (f < nfams) continue;
-          if (nfams == capfams) {
-            size_t cap = capfams ? capfams * 2 : 32;
-            fam *x = realloc(fams, cap * sizeof *x);
-            if (!x) {
-              rc = MLPROF_ENOMEM;
-              break;
-            }
-            fams = x;
-            capfams = cap;
+          if (mlprof__grow(&fams, &capfams, nfams + 1, sizeof *fams)) {
+            rc = MLPROF_ENOMEM;
+            break;
           }
           snprintf(fams[nfams++].name, sizeof fams[0].name, "%s", name);
         }

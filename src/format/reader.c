@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/base.h"
 #include "mlprof.h"
 #include "wire.h"
 
@@ -42,14 +43,10 @@ static int64_t source_get(source *s, uint64_t pos, size_t n,
   size_t skip = (size_t)(pos - s->off);
   size_t have = s->avail - skip;
   if (have < n && !s->eof) {
-    if (n > s->cap) {
-      size_t cap = s->cap ? s->cap : SOURCE_FIRST_CAP;
-      while (cap < n) cap *= 2;
-      uint8_t *nb = realloc(s->buf, cap);
-      if (!nb) return MLPROF_ENOMEM;
-      s->buf = nb;
-      s->cap = cap;
-    }
+    /* At least SOURCE_FIRST_CAP: the room is what one read() may fill. */
+    if (mlprof__grow(&s->buf, &s->cap,
+                     n > SOURCE_FIRST_CAP ? n : SOURCE_FIRST_CAP, 1))
+      return MLPROF_ENOMEM;
     memmove(s->buf, s->buf + skip, have);
     s->base = s->buf;
     s->off = pos;
@@ -218,12 +215,7 @@ static inline int need_name(reader *r, const uint8_t *rec, uint64_t id,
 }
 
 static int scratch_reserve(reader *r, size_t n) {
-  if (n <= r->scratch_cap) return 0;
-  char *s = realloc(r->scratch, n);
-  if (!s) return MLPROF_ENOMEM;
-  r->scratch = s;
-  r->scratch_cap = n;
-  return 0;
+  return mlprof__grow(&r->scratch, &r->scratch_cap, n, 1);
 }
 
 /* Copies a string field to *w with a NUL; the caller reserved the room. */
@@ -430,12 +422,12 @@ static int parse_events(reader *r, mlprof__cursor *c) {
           rc = v->span(ud, tid, (uint32_t)name, (uint32_t)depth, b, e);
         break;
       }
-      case MLPROF__REC_COUNTER: {
+      case MLPROF__REC_GAUGE: {
         uint64_t name = mlprof__get_uv(c);
         int64_t delta = mlprof__get_sv(c);
         double val = mlprof__get_f64(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_COUNTER)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_GAUGE)) || r->bad)
           return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
@@ -448,7 +440,7 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         int64_t delta = mlprof__get_sv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNITS)) || r->bad)
           return rc;
         if (!step_time(&t, delta)) goto range;
         if ((uint64_t)t > rep->last_ns) rep->last_ns = (uint64_t)t;
@@ -471,7 +463,7 @@ static int parse_events(reader *r, mlprof__cursor *c) {
         uint64_t name = mlprof__get_uv(c);
         uint64_t n = mlprof__get_uv(c);
         if (c->err) goto cut;
-        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNIT)) || r->bad)
+        if ((rc = need_name(r, rec, name, MLPROF__NAME_UNITS)) || r->bad)
           return rc;
         if (v->span_units) rc = v->span_units(ud, tid, (uint32_t)name, n);
         break;

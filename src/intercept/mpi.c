@@ -218,8 +218,8 @@ static void note(MPI_Comm comm, uint64_t bytes, int peer, int root, int tag,
   if (peer >= 0) peer = world_rank(c, peer);
   if (root >= 0) root = world_rank(c, root);
   pthread_mutex_unlock(&lock);
-  mlprof_count("bytes", bytes);
-  if (seq) mlprof_count("seq", seq);
+  mlprof_units_add("bytes", bytes);
+  if (seq) mlprof_units_add("seq", seq);
   mlprof_zone_meta("comm", name);
   if (peer != NO_RANK) meta_int("peer", peer);
   if (root != NO_RANK) meta_int("root", root);

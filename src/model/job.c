@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/base.h"
 #include "mlprof.h"
 
 /* What the header callback returns to stop the read once it has the header;
@@ -27,15 +28,9 @@ typedef struct {
 /* Appends s, which the list then owns (freed here on failure). */
 static int strlist_push(strlist *l, char *s) {
   if (!s) return MLPROF_ENOMEM;
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 16;
-    char **v = realloc(l->v, cap * sizeof *v);
-    if (!v) {
-      free(s);
-      return MLPROF_ENOMEM;
-    }
-    l->v = v;
-    l->cap = cap;
+  if (mlprof__grow(&l->v, &l->cap, l->n + 1, sizeof *l->v)) {
+    free(s);
+    return MLPROF_ENOMEM;
   }
   l->v[l->n++] = s;
   return 0;

@@ -340,19 +340,27 @@ static void put_event(unsigned kind, const mlprof_site *site, uint64_t payload,
   s->pos = e + slots;
 }
 
-void mlprof_counter(const char *name, double value) {
+void mlprof_gauge_set(const char *name, double value) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
-  const mlprof_site *site = mlprof__intern(MLPROF__NAME_COUNTER, 0, name);
+  const mlprof_site *site = mlprof__intern(MLPROF__NAME_GAUGE, 0, name);
   uint64_t bits;
   memcpy(&bits, &value, sizeof bits);
-  if (site) put_event(MLPROF__EV_COUNTER, site, bits, 2);
+  if (site) put_event(MLPROF__EV_GAUGE, site, bits, 2);
 }
 
-void mlprof_count(const char *name, uint64_t n) {
+void mlprof_units_add(const char *name, uint64_t n) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
-  const mlprof_site *site = mlprof__intern(MLPROF__NAME_UNIT, 0, name);
+  const mlprof_site *site = mlprof__intern(MLPROF__NAME_UNITS, 0, name);
   if (site) put_event(MLPROF__EV_UNITS, site, n, 2);
 }
+
+/* The deprecated names (include/mlprof.h), kept for programs built with
+ * them. */
+void mlprof_counter(const char *name, double value) {
+  mlprof_gauge_set(name, value);
+}
+
+void mlprof_count(const char *name, uint64_t n) { mlprof_units_add(name, n); }
 
 void mlprof_step(void) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;

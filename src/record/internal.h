@@ -81,7 +81,7 @@ typedef struct {
 enum {
   MLPROF__EV_BEGIN = 0,    /* p = site */
   MLPROF__EV_END = 1,      /* p = kind only */
-  MLPROF__EV_COUNTER = 2,  /* p = site | kind; next slot: ts = double bits */
+  MLPROF__EV_GAUGE = 2,    /* p = site | kind; next slot: ts = double bits */
   MLPROF__EV_UNITS = 3,    /* p = site | kind; next slot: ts = n */
   MLPROF__EV_META = 4,     /* p = key site | kind; next slot: ts = value site */
   MLPROF__EV_STEP = 5,     /* p = kind only */

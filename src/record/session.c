@@ -32,7 +32,7 @@ static char path[4096];        /* this process's profile file */
 /* ---- metadata ----------------------------------------------------------- */
 
 static struct { char *key, *value; } * meta;
-static size_t nmeta;
+static size_t nmeta, meta_cap;
 static int meta_dirty;
 
 void mlprof_meta(const char *key, const char *value) {
@@ -41,14 +41,11 @@ void mlprof_meta(const char *key, const char *value) {
   size_t i = 0;
   while (i < nmeta && strcmp(meta[i].key, key) != 0) i++;
   if (i == nmeta) {
-    void *n = realloc(meta, (nmeta + 1) * sizeof *meta);
     char *k = strdup(key);
-    if (!n || !k) {
+    if (!k || mlprof__grow(&meta, &meta_cap, nmeta + 1, sizeof *meta)) {
       free(k);
-      if (n) meta = n;
       goto out;
     }
-    meta = n;
     meta[nmeta].key = k;
     meta[nmeta++].value = NULL;
   }

@@ -117,14 +117,7 @@ struct mlprof__writer {
 /* ---- byte buffers ------------------------------------------------------- */
 
 static int reserve(bytes *b, size_t n) {
-  if (b->len + n <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 4096;
-  while (cap < b->len + n) cap *= 2;
-  uint8_t *p = realloc(b->p, cap);
-  if (!p) return -1;
-  b->p = p;
-  b->cap = cap;
-  return 0;
+  return mlprof__grow(&b->p, &b->cap, b->len + n, 1) ? -1 : 0;
 }
 
 /* Room for n more bytes at the end of b; NULL when memory is short, and the
@@ -437,9 +430,9 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
           t->wdropped++; /* no memory for its name */
       }
       return 1;
-    case MLPROF__EV_COUNTER: {
-      uint32_t id = name_id(w, site, MLPROF__NAME_COUNTER);
-      uint8_t *q = id ? record(w, t, MLPROF__REC_COUNTER, id, 1, ns, 8) : NULL;
+    case MLPROF__EV_GAUGE: {
+      uint32_t id = name_id(w, site, MLPROF__NAME_GAUGE);
+      uint8_t *q = id ? record(w, t, MLPROF__REC_GAUGE, id, 1, ns, 8) : NULL;
       if (!id) t->wdropped++;
       if (q) {
         memcpy(q, &e[1].ts, 8); /* the double's bits, little-endian */
@@ -448,7 +441,7 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
       return 2;
     }
     case MLPROF__EV_UNITS: {
-      uint32_t id = name_id(w, site, MLPROF__NAME_UNIT);
+      uint32_t id = name_id(w, site, MLPROF__NAME_UNITS);
       if (id)
         on_units(w, t, id, ns, e[1].ts);
       else
@@ -517,14 +510,9 @@ static void writer_rows(void *ctx, uint64_t t_raw, const mlprof__row *rows,
   mlprof__writer *w = ctx;
   pthread_mutex_lock(&w->pending_lock);
   for (int i = 0; i < n; i++) {
-    if (w->nrows == w->rows_cap) {
-      size_t cap = w->rows_cap ? w->rows_cap * 2 : 64;
-      pending_row *p =
-          cap <= MAX_PENDING_ROWS ? realloc(w->rows, cap * sizeof *p) : NULL;
-      if (!p) break;
-      w->rows = p;
-      w->rows_cap = cap;
-    }
+    if (w->nrows == MAX_PENDING_ROWS ||
+        mlprof__grow(&w->rows, &w->rows_cap, w->nrows + 1, sizeof *w->rows))
+      break;
     const mlprof__row *r = &rows[i];
     pending_row *p = &w->rows[w->nrows];
     p->raw = t_raw;
@@ -715,7 +703,7 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
     const mlprof_span *in = &spans[i];
     s[i] = (ext_span){in->site, NULL, in->begin_ns, in->end_ns, in->units, 0};
     if (in->unit && in->units)
-      s[i].unit = mlprof__intern(MLPROF__NAME_UNIT, 0, in->unit);
+      s[i].unit = mlprof__intern(MLPROF__NAME_UNITS, 0, in->unit);
   }
   if (nest(s, n) != 0) {
     free(s);
@@ -737,14 +725,7 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
     }
     size_t k = n - done < room ? n - done : room;
     if (!k) break;
-    if (tr->n + k > tr->cap) {
-      size_t cap = tr->cap ? tr->cap : 1024;
-      while (cap < tr->n + k) cap *= 2;
-      ext_span *p = realloc(tr->spans, cap * sizeof *p);
-      if (!p) break;
-      tr->spans = p;
-      tr->cap = cap;
-    }
+    if (mlprof__grow(&tr->spans, &tr->cap, tr->n + k, sizeof *tr->spans)) break;
     memcpy(tr->spans + tr->n, s + done, k * sizeof *s);
     tr->n += k;
     w->queued += k;
@@ -786,7 +767,7 @@ static void tracks_flush(mlprof__writer *w) {
       uint64_t a0 = w->tb.a0.mono;
       mlprof__frame f = {.begin = e->begin > a0 ? e->begin - a0 : 0,
                          .site_id = name_id(w, e->site, MLPROF__NAME_ZONE)};
-      uint32_t u = e->unit ? name_id(w, e->unit, MLPROF__NAME_UNIT) : 0;
+      uint32_t u = e->unit ? name_id(w, e->unit, MLPROF__NAME_UNITS) : 0;
       if (u) {
         f.units[0][0] = u;
         f.units[0][1] = e->units;

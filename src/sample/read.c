@@ -154,14 +154,9 @@ size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max) {
     if (p <= 0 || p == pid) continue;
     pid_t pp = parent_of(root, p);
     if (pp <= 0) continue; /* gone, or a root of the system */
-    if (nl == cap) {
-      if (cap >= TREE_MAX_PROCS) break;
-      size_t ncap = cap ? cap * 2 : 256;
-      link_t *nlinks = realloc(links, ncap * sizeof *links);
-      if (!nlinks) break;
-      links = nlinks;
-      cap = ncap;
-    }
+    if (nl == TREE_MAX_PROCS ||
+        mlprof__grow(&links, &cap, nl + 1, sizeof *links))
+      break;
     links[nl].pid = p;
     links[nl].ppid = pp;
     nl++;

@@ -69,6 +69,9 @@ def lib():
     need names no C literal would hold), with a fresh session per test."""
     so = ctypes.CDLL(LIBRARY)
     so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]
+    so.mlprof_gauge_set.argtypes = [ctypes.c_char_p, ctypes.c_double]
+    so.mlprof_units_add.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+    # The deprecated names, still exported.
     so.mlprof_counter.argtypes = [ctypes.c_char_p, ctypes.c_double]
     so.mlprof_count.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
     so.mlprof_zone_meta.argtypes = [ctypes.c_char_p, ctypes.c_char_p]

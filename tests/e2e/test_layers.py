@@ -61,3 +61,11 @@ def test_an_unknown_layer_fails(tmp_path):
     r = check(str(root))
     assert r.returncode == 1
     assert "src/gizmo: a layer this script does not know" in r.stderr
+
+
+def test_the_server_may_not_use_the_command_line(tmp_path):
+    root = copy_src(tmp_path)
+    add_include(root / "src" / "serve" / "serve.c", '#include "../cli/cli.h"')
+    r = check(str(root))
+    assert r.returncode == 1
+    assert "serve includes cli/cli.h: serve may not use cli" in r.stderr

@@ -24,9 +24,9 @@ def record_hostile(so, path):
         for _ in range(3):
             so.mlprof_zone_begin(name)
             so.mlprof_zone_meta(b"k\"<>", name)
-            so.mlprof_count(name, 2)
+            so.mlprof_units_add(name, 2)
             so.mlprof_zone_end()
-        so.mlprof_counter(name, 1.5)
+        so.mlprof_gauge_set(name, 1.5)
     so.mlprof_thread_name(b'thr"\xff<b>')
     assert so.mlprof_shutdown() == 0
 
@@ -66,7 +66,7 @@ def test_trace_event_format(lib, tmp_path):
         lib.mlprof_zone_begin(b"inner")
         lib.mlprof_zone_end()
         lib.mlprof_zone_end()
-        lib.mlprof_counter(b"loss", 1.0 / (i + 1))
+        lib.mlprof_gauge_set(b"loss", 1.0 / (i + 1))
         lib.mlprof_step()
     assert lib.mlprof_shutdown() == 0
     trace = tmp_path / "t.json"

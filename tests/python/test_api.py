@@ -79,14 +79,15 @@ def test_exception_inside_zone_closes_it(prof):
     assert d == {"fails_inner": 1, "fails": 0, "after": 0}
 
 
-def test_metric_and_throughput_land_in_innermost_zone(prof):
+def test_gauges_and_units_land_in_innermost_zone(prof):
     for i in range(5):
         with prof.zone("step_zone"):
             with prof.zone("batch_zone"):
-                prof.record_throughput(32)
-                prof.record_throughput(1000, unit="tokens")
-                prof.record_metric("loss", 0.5)
-            prof.record_throughput(2, unit="bytes")
+                prof.units("samples", 32)
+                mlprof.units("tokens", 1000)  # whatever session runs
+                prof.gauge("loss", 0.5)
+            prof.units("bytes", 2)
+        mlprof.gauge("lr", 0.25 * i)
     z = zones_by_name(prof.summary())
     batch = by_name(z["batch_zone"]["units"], "unit")
     step = by_name(z["step_zone"]["units"], "unit")
@@ -94,12 +95,32 @@ def test_metric_and_throughput_land_in_innermost_zone(prof):
     assert "samples" not in step and step["bytes"]["n"] == 10
     assert batch["samples"]["per_s"] > 0
     for sp in spans(prof, "batch_zone"):
-        assert sp["meta"] == {"loss": "0.5"}
+        assert sp["meta"] == {}
         assert sp["units"] == {"samples": 32, "tokens": 1000}
+    gauges = by_name(prof.summary()["counters"])
+    assert gauges["loss"]["count"] == 5 and gauges["loss"]["mean"] == 0.5
+    assert gauges["lr"]["count"] == 5 and gauges["lr"]["last"] == 1.0
+
+
+def test_deprecated_names_still_record(prof):
+    """record_throughput(n, unit), record_metric (a gauge and the value on
+    the innermost zone) and counter: docs/python.md, Deprecated names."""
+    for i in range(5):
+        with prof.zone("step_zone"):
+            with prof.zone("batch_zone"):
+                prof.record_throughput(32)
+                prof.record_throughput(1000, unit="tokens")
+                prof.record_metric("loss", 0.5)
+            prof.counter("lr", 0.25)
+    z = zones_by_name(prof.summary())
+    batch = by_name(z["batch_zone"]["units"], "unit")
+    assert batch["samples"]["n"] == 160 and batch["tokens"]["n"] == 5000
+    for sp in spans(prof, "batch_zone"):
+        assert sp["meta"] == {"loss": "0.5"}
     for sp in spans(prof, "step_zone"):
         assert sp["meta"] == {}
-    loss = by_name(prof.summary()["counters"])["loss"]
-    assert loss["count"] == 5 and loss["mean"] == 0.5
+    gauges = by_name(prof.summary()["counters"])
+    assert gauges["loss"]["count"] == 5 and gauges["lr"]["count"] == 5
 
 
 def test_zone_metadata_and_category(prof):
@@ -140,6 +161,12 @@ def test_bad_arguments(prof):
         prof.zone("x", "no-such-category")
     with pytest.raises(ValueError):
         prof.zone("a\0b")
+    with pytest.raises(ValueError):
+        prof.units("samples", -1)
+    with pytest.raises(TypeError):
+        prof.gauge("m", "not a number")
+    with pytest.raises(TypeError):
+        prof.units(3, "samples")  # the name comes first, as in C
     with pytest.raises(ValueError):
         prof.record_throughput(-1)
     with pytest.raises(TypeError):
@@ -250,7 +277,7 @@ def test_threads_are_recorded_with_names(prof):
 def test_export_formats(prof, tmp_path):
     for i in range(5):
         with prof.zone("exported", i=i):
-            prof.record_throughput(3)
+            prof.units("samples", 3)
         prof.step()
     out = prof.export(str(tmp_path / "rep"))
     assert set(out) == {"json", "csv", "text", "trace"}
@@ -359,7 +386,7 @@ SCRIPT = textwrap.dedent("""
     print("pid", os.getpid())
     for i in range(40):
         with prof.zone("script_zone"):
-            prof.record_throughput(2)
+            prof.units("samples", 2)
         prof.step()
     s = prof.summary()
     print("zones", [(z["name"], z["count"]) for z in s["zones"]])
@@ -450,13 +477,14 @@ def test_names_that_are_not_utf8_never_raise(prof, recwarn):
     odd = "half\ud800pair"
     with prof.zone(name):
         with prof.zone(odd, "data", **{name: name}):
-            prof.record_metric(name, 1.0)
-            prof.record_throughput(2, unit=name)
+            prof.gauge(name, 1.0)
+            mlprof.zone_meta(name, 1)
+            prof.units(name, 2)
     with mlprof.zone(name, category="io"):
         pass
     mlprof.profile(name=odd)(lambda: None)()
-    prof.counter(odd, 2.0)
-    _mlprof.count(name, 3)
+    prof.gauge(odd, 2.0)
+    _mlprof.units(name, 3)
     prof.meta(name, odd)
     prof.thread_name(name)
     t0 = _mlprof.monotonic_ns()

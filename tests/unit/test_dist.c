@@ -99,8 +99,8 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
     uint32_t bar = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Barrier");
     uint32_t kcomm = name(&f, MLPROF__NAME_STRING, 0, "comm");
     uint32_t world = name(&f, MLPROF__NAME_STRING, 0, "world");
-    uint32_t ubytes = name(&f, MLPROF__NAME_UNIT, 0, "bytes");
-    uint32_t useq = name(&f, MLPROF__NAME_UNIT, 0, "seq");
+    uint32_t ubytes = name(&f, MLPROF__NAME_UNITS, 0, "bytes");
+    uint32_t useq = name(&f, MLPROF__NAME_UNITS, 0, "seq");
     double s0 = (double)p[r].start_mono_ns, t = start, last = 0;
     uint64_t seq = 0;
     for (size_t k = 0; k < s->nsteps; k++) {

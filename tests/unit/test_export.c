@@ -396,7 +396,7 @@ static int hostile_report(mlprof__report *r) {
   mlprof__stats_profile_begin(s, &p, &v);
   const char *names[] = {hostile, "=HYPERLINK(\"x\")", "loss\x7f", "tok\xc3"};
   const uint8_t kinds[] = {MLPROF__NAME_ZONE, MLPROF__NAME_ZONE,
-                           MLPROF__NAME_COUNTER, MLPROF__NAME_UNIT};
+                           MLPROF__NAME_GAUGE, MLPROF__NAME_UNITS};
   for (uint32_t i = 0; i < 4; i++) {
     mlprof__name n = {.id = i + 1,
                       .kind = kinds[i],
@@ -542,8 +542,8 @@ static void write_profile(const char *path, int with_end) {
   chunk(f, MLPROF__CHUNK_HEADER, &p);
   p_uv(&p, 6);
   p_name(&p, 1, MLPROF__NAME_ZONE, MLPROF_CAT_FORWARD, hostile);
-  p_name(&p, 2, MLPROF__NAME_COUNTER, 0, "loss");
-  p_name(&p, 3, MLPROF__NAME_UNIT, 0, "tokens");
+  p_name(&p, 2, MLPROF__NAME_GAUGE, 0, "loss");
+  p_name(&p, 3, MLPROF__NAME_UNITS, 0, "tokens");
   p_name(&p, 4, MLPROF__NAME_STRING, 0, "key");
   p_name(&p, 5, MLPROF__NAME_STRING, 0, "val\n\xff");
   p_name(&p, 6, MLPROF__NAME_ZONE, 0, "inner");
@@ -570,7 +570,7 @@ static void write_profile(const char *path, int with_end) {
   p_u8(&p, MLPROF__REC_SPAN_UNITS);
   p_uv(&p, 3);
   p_uv(&p, 64);
-  p_u8(&p, MLPROF__REC_COUNTER); /* loss at 3500 */
+  p_u8(&p, MLPROF__REC_GAUGE); /* loss at 3500 */
   p_uv(&p, 2);
   p_sv(&p, 3500);
   p_f64(&p, 0.25);

@@ -115,8 +115,8 @@ static size_t profile_start(buf *f) {
   put_uv(&p, 6);
   name_entry(&p, 1, MLPROF__NAME_ZONE, MLPROF_CAT_FORWARD, "forward", 7, "step",
              "train.py", 42);
-  name_entry(&p, 2, MLPROF__NAME_COUNTER, 0, "loss", 4, "", "", 0);
-  name_entry(&p, 3, MLPROF__NAME_UNIT, 0, "tokens", 6, "", "", 0);
+  name_entry(&p, 2, MLPROF__NAME_GAUGE, 0, "loss", 4, "", "", 0);
+  name_entry(&p, 3, MLPROF__NAME_UNITS, 0, "tokens", 6, "", "", 0);
   name_entry(&p, 4, MLPROF__NAME_STRING, 0, "model", 5, "", "", 0);
   name_entry(&p, 5, MLPROF__NAME_STRING, 0, "gpt", 3, "", "", 0);
   name_entry(&p, 6, MLPROF__NAME_ZONE, MLPROF_CAT_BACKWARD, "back\0ward", 9,
@@ -153,7 +153,7 @@ static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
   put_uv(&p, 4), put_uv(&p, 5);
   put_u8(&p, MLPROF__REC_SPAN_UNITS);
   put_uv(&p, 3), put_uv(&p, 64);
-  put_u8(&p, MLPROF__REC_COUNTER);
+  put_u8(&p, MLPROF__REC_GAUGE);
   put_uv(&p, 2), put_sv(&p, 600), put_f64(&p, 2.5);
   put_u8(&p, MLPROF__REC_UNITS);
   put_uv(&p, 3), put_sv(&p, -100), put_uv(&p, 10);
@@ -170,7 +170,7 @@ static void std_profile(buf *f, size_t off[STD_CHUNKS + 1]) {
   put_uv(&p, 3000);
   put_u8(&p, MLPROF__REC_SPAN);
   put_uv(&p, 6), put_uv(&p, 0), put_sv(&p, 0), put_uv(&p, 100);
-  put_u8(&p, MLPROF__REC_COUNTER);
+  put_u8(&p, MLPROF__REC_GAUGE);
   put_uv(&p, 2), put_sv(&p, -3000), put_f64(&p, -0.1);
   off[5] = chunk(f, MLPROF__CHUNK_EVENTS, &p);
 
@@ -926,7 +926,7 @@ static void test_many_names(void) {
     char name[32];
     snprintf(name, sizeof name, "n%" PRIu64, id);
     name_entry(&p, id,
-               (uint8_t)(i % 2 ? MLPROF__NAME_ZONE : MLPROF__NAME_COUNTER), 0,
+               (uint8_t)(i % 2 ? MLPROF__NAME_ZONE : MLPROF__NAME_GAUGE), 0,
                name, strlen(name), "", "", 0);
   }
   chunk(&f, MLPROF__CHUNK_NAMES, &p);

@@ -199,7 +199,7 @@ static void zones_round_trip(void) {
     MLPROF_ZONE_CAT("step", MLPROF_CAT_FORWARD);
     {
       MLPROF_ZONE("inner");
-      mlprof_count("tokens", 3);
+      mlprof_units_add("tokens", 3);
     }
     mlprof_zone_begin("dynamic");
     mlprof_zone_meta("shape", "[8, 3]");
@@ -207,8 +207,8 @@ static void zones_round_trip(void) {
     mlprof_step();
   }
   mlprof_step_end();
-  mlprof_count("outside", 5);
-  mlprof_counter("loss", 0.25);
+  MLPROF_UNITS("outside", 5);
+  MLPROF_GAUGE("loss", 0.25);
   mlprof_zone_begin("still_open");
   CHECK_EQ(mlprof_shutdown(), 0);
   CHECK_EQ(mlprof_shutdown(), MLPROF_ENOTSTARTED);
@@ -221,7 +221,7 @@ static void zones_round_trip(void) {
   CHECK_EQ_U64(r.per_name[name_id(&r, "inner")], 1000);
   CHECK_EQ_U64(r.per_name[name_id(&r, "dynamic")], 1000);
   CHECK_EQ(r.cats[name_id(&r, "step")], MLPROF_CAT_FORWARD);
-  CHECK_EQ(r.kinds[name_id(&r, "tokens")], MLPROF__NAME_UNIT);
+  CHECK_EQ(r.kinds[name_id(&r, "tokens")], MLPROF__NAME_UNITS);
   CHECK_EQ(r.max_depth, 1);
   CHECK_EQ_U64(r.span_units, 3000); /* attributed to "inner" spans */
   CHECK_EQ_U64(r.units, 5);         /* outside any zone */
@@ -275,13 +275,33 @@ static void header_has_ranks(void) {
   CHECK_STR(got_slurm, "5 8 3 77");
 }
 
+/* The deprecated names record what the new ones do. */
+static void deprecated_names_still_record(void) {
+  CHECK_EQ(start("old-names.mlprof", 0), 0);
+  {
+    MLPROF_ZONE("work");
+    mlprof_count("tokens", 2);
+    MLPROF_COUNT("tokens", 3);
+  }
+  mlprof_counter("loss", 0.5);
+  MLPROF_COUNTER("loss", 0.75);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  readback r;
+  CHECK_EQ(read_back(temp_path("old-names.mlprof"), &r), 0);
+  CHECK_EQ(r.kinds[name_id(&r, "tokens")], MLPROF__NAME_UNITS);
+  CHECK_EQ(r.kinds[name_id(&r, "loss")], MLPROF__NAME_GAUGE);
+  CHECK_EQ_U64(r.span_units, 5);
+  CHECK_EQ_U64(r.counters, 2);
+  CHECK(r.last_counter == 0.75);
+}
+
 static void disabled_records_nothing(void) {
   CHECK_EQ(start("off.mlprof", 0), 0);
   mlprof_set_enabled(0);
   CHECK_EQ(mlprof_is_enabled(), 0);
   for (int i = 0; i < 100; i++) {
     MLPROF_ZONE("hidden");
-    mlprof_counter("c", 1);
+    mlprof_gauge_set("c", 1);
   }
   mlprof_set_enabled(1);
   { MLPROF_ZONE("shown"); }
@@ -971,6 +991,7 @@ static void track_spans_from_threads(void) {
 const mlprof_test mlprof_tests_record[] = {
     {"zones_round_trip", zones_round_trip},
     {"header_has_ranks", header_has_ranks},
+    {"deprecated_names_still_record", deprecated_names_still_record},
     {"disabled_records_nothing", disabled_records_nothing},
     {"end_recorded_after_switch_off", end_recorded_after_switch_off},
     {"off_inside_recorded_zone_keeps_pairing",

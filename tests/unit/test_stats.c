@@ -221,13 +221,13 @@ static void test_processes_merge_by_name(void) {
   fixture f = {0};
   profile(&f, 100, 0);
   name(&f, 1, MLPROF__NAME_ZONE, 0, "step");
-  name(&f, 2, MLPROF__NAME_COUNTER, 0, "loss");
+  name(&f, 2, MLPROF__NAME_GAUGE, 0, "loss");
   span(&f, 1, 1, 0, 0, 400);
   f.v.counter(f.v.ud, 1, 2, 100, 2.0);
   f.v.counter(f.v.ud, 1, 2, 900, 1.0);
   end_clean(&f, 1000);
   profile(&f, 200, 500);
-  name(&f, 5, MLPROF__NAME_COUNTER, 0, "loss");
+  name(&f, 5, MLPROF__NAME_GAUGE, 0, "loss");
   name(&f, 9, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "step");
   span(&f, 3, 9, 0, 0, 600);
   f.v.counter(f.v.ud, 3, 5, 300, 4.0); /* job time 800: not the last */
@@ -258,7 +258,7 @@ static void test_units_inside_and_outside_zones(void) {
   fixture f = {0};
   profile(&f, 100, 0);
   name(&f, 1, MLPROF__NAME_ZONE, 0, "decode");
-  name(&f, 2, MLPROF__NAME_UNIT, 0, "tokens");
+  name(&f, 2, MLPROF__NAME_UNITS, 0, "tokens");
   name(&f, 3, MLPROF__NAME_STRING, 0, "batch");
   name(&f, 4, MLPROF__NAME_STRING, 0, "7");
   span(&f, 1, 1, 0, 0, 500000000); /* 0.5 s */

@@ -68,7 +68,7 @@ static void ev_mark(events *e, uint64_t at) {
 }
 
 static void ev_counter(events *e, uint32_t name, uint64_t at, double v) {
-  p_u8(&e->p, MLPROF__REC_COUNTER);
+  p_u8(&e->p, MLPROF__REC_GAUGE);
   p_uv(&e->p, name);
   p_sv(&e->p, (int64_t)at - (int64_t)e->t);
   p_f64(&e->p, v);
@@ -103,7 +103,7 @@ static void zone_names(FILE *f) {
   p_name(&p, RECURSE, MLPROF__NAME_ZONE, 0, "recurse");
   p_name(&p, ORPHAN, MLPROF__NAME_ZONE, 0, "orphan");
   p_name(&p, DEEP, MLPROF__NAME_ZONE, 0, "deep");
-  p_name(&p, LOSS, MLPROF__NAME_COUNTER, 0, "loss");
+  p_name(&p, LOSS, MLPROF__NAME_GAUGE, 0, "loss");
   p_name(&p, CPU_USER, MLPROF__NAME_MEASURE, 0, "cpu_user_pct");
   p_name(&p, ENERGY, MLPROF__NAME_MEASURE, 0, "energy_j");
   p_name(&p, HOSTILE_ID, MLPROF__NAME_ZONE, 0, HOSTILE);

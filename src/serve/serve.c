@@ -1,0 +1,981 @@
+/* mlprof serve: the dashboard of the run directories under DIR over HTTP
+ * (libmicrohttpd), updated while the runs are still being written.
+ *
+ * Safety: binds 127.0.0.1 unless told otherwise; answers only requests
+ * whose one Host is localhost, an IP literal (loopback ones on loopback)
+ * or an --allow-host name (no DNS rebinding); bound elsewhere, asks for a
+ * random token unless --no-token; it
+ * serves its own pages and the runs it found under DIR, nothing else: a
+ * path with an empty, "." or ".." component is refused, the directory it
+ * names must resolve (symlinks followed) inside DIR, and only regular
+ * *.mlprof files that are not symlinks are read. Only GET and HEAD. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <mlprof.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../analyze/dashboard.h"
+#include "../base/base.h"
+#include "../export/html.h"
+#include "../export/prom.h"
+#include "serve.h"
+
+#define MAX_RUNS 1000
+#define MAX_DEPTH 4
+#define MAX_FILES 4096
+#define MAX_REL 1024
+#define MAX_CONNECTIONS 2048u
+#define PER_IP 64
+#define IDLE_S 10
+/* Connections that have not sent their first bytes yet, and how long they
+ * may take. */
+#define MAX_WAITING 256
+#define FIRST_S 10
+/* A run's dashboard is rebuilt at most this often while it changes. */
+#define MIN_REBUILD_NS 500000000ull
+
+/* ---- runs and their cached dashboards ------------------------------------ */
+
+/* One reading of a run, never changed once made: the requests that use it
+ * hold a reference, and the last one frees it. */
+typedef struct {
+  atomic_int refs;
+  int ok;
+  mlprof__analysis d;
+  char *data; /* the page data JSON */
+  size_t data_len;
+  char error[256];
+} run_build;
+
+/* A run's latest build. A run is read by one request at a time, without
+ * any other lock: meanwhile the other requests for it get its previous
+ * build, or wait for the first one; requests for other runs go on. */
+typedef struct {
+  char *rel;            /* path under the root, "." for the root itself */
+  pthread_mutex_t lock; /* guards what follows, held briefly */
+  pthread_cond_t done;  /* a build ended */
+  run_build *cur;       /* holds a reference; NULL before the first */
+  uint64_t sig;         /* of the profiles' names, sizes and mtimes read */
+  uint64_t built;       /* CLOCK_MONOTONIC ns of the last build's start */
+  int building;
+} run_cache;
+
+typedef struct {
+  char root[PATH_MAX];
+  int loopback;
+  const char *allow[MLPROF__SERVE_MAX_ALLOW]; /* --allow-host names */
+  size_t nallow;
+  char token[33]; /* hex; empty: no token asked for */
+  char set_cookie[128];
+  pthread_mutex_t lock; /* guards the list of entries, held briefly */
+  run_cache **cache;    /* entries never move: pointers stay valid */
+  size_t ncache, cap;
+} server;
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), k = strlen(suf);
+  return n > k && strcmp(s + n - k, suf) == 0;
+}
+
+/* The regular, non-symlink *.mlprof files of dir (sorted), and a signature
+ * of their names, sizes and mtimes. Returns how many (at most max). */
+static size_t profiles_of(const char *dir, char ***out, uint64_t *sig) {
+  DIR *d = opendir(dir);
+  *out = NULL;
+  *sig = 1469598103934665603ull;
+  if (!d) return 0;
+  char **files = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < MAX_FILES) {
+    if (e->d_name[0] == '.' || !has_suffix(e->d_name, ".mlprof")) continue;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+        (int)sizeof path)
+      continue;
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (mlprof__grow(&files, &cap, n + 1, sizeof *files)) break;
+    if (!(files[n] = strdup(path))) break;
+    n++;
+    uint64_t parts[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                         (uint64_t)st.st_mtim.tv_nsec};
+    for (const char *c = e->d_name; *c; c++)
+      *sig = (*sig ^ (unsigned char)*c) * 1099511628211ull;
+    for (int k = 0; k < 3; k++) *sig = (*sig ^ parts[k]) * 1099511628211ull;
+  }
+  closedir(d);
+  *out = files;
+  return n;
+}
+
+static void free_list(char **l, size_t n) {
+  for (size_t i = 0; i < n; i++) free(l[i]);
+  free(l);
+}
+
+/* The run directories under root, depth first, as paths relative to it. */
+static void find_runs(const char *root, const char *rel, int depth,
+                      char ***runs, size_t *n, size_t *cap) {
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/%s", root, rel) >= (int)sizeof dir) return;
+  char **files;
+  uint64_t sig;
+  size_t nf = profiles_of(dir, &files, &sig);
+  free_list(files, nf);
+  if (nf && *n < MAX_RUNS) {
+    if (mlprof__grow(runs, cap, *n + 1, sizeof **runs)) return;
+    if (((*runs)[*n] = strdup(rel))) (*n)++;
+  }
+  if (depth >= MAX_DEPTH) return;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char **subs = NULL;
+  size_t ns = 0, cs = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+            (int)sizeof path ||
+        lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      continue; /* symlinked directories are not followed */
+    if (mlprof__grow(&subs, &cs, ns + 1, sizeof *subs)) break;
+    if (!(subs[ns] = strdup(e->d_name))) break;
+    ns++;
+  }
+  closedir(d);
+  for (size_t i = 0; i < ns; i++) {
+    char r[MAX_REL];
+    if (snprintf(r, sizeof r, "%s%s%s", strcmp(rel, ".") ? rel : "",
+                 strcmp(rel, ".") ? "/" : "", subs[i]) < (int)sizeof r)
+      find_runs(root, r, depth + 1, runs, n, cap);
+  }
+  free_list(subs, ns);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* 0 when rel (already percent-decoded) is a path under the root that may
+ * be served; -1 otherwise. "." alone is the root. */
+static int rel_ok(const char *rel) {
+  size_t n = strlen(rel);
+  if (n == 0 || n >= MAX_REL) return -1;
+  if (strcmp(rel, ".") == 0) return 0;
+  if (rel[0] == '/') return -1;
+  const char *p = rel;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t k = e ? (size_t)(e - p) : strlen(p);
+    if (k == 0 || (k == 1 && p[0] == '.') ||
+        (k == 2 && p[0] == '.' && p[1] == '.'))
+      return -1;
+    for (size_t i = 0; i < k; i++)
+      if ((unsigned char)p[i] < 0x20 || p[i] == '\\') return -1;
+    if (!e) break;
+    p = e + 1;
+    if (!*p) return -1; /* trailing slash is stripped by the caller */
+  }
+  return 0;
+}
+
+/* Resolves rel under the root: 0 with the real path in out when it is the
+ * root or inside it. */
+static int resolve(const server *s, const char *rel, char *out) {
+  char path[PATH_MAX * 2];
+  snprintf(path, sizeof path, "%s/%s", s->root, rel);
+  if (!realpath(path, out)) return -1;
+  size_t n = strlen(s->root);
+  if (strcmp(out, s->root) == 0) return 0;
+  if (strncmp(out, s->root, n) == 0 &&
+      (out[n] == '/' || (n == 1 && s->root[0] == '/')))
+    return 0;
+  return -1;
+}
+
+static void build_put(run_build *b) {
+  if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
+  if (b->ok) mlprof__analysis_free(&b->d);
+  free(b->data);
+  free(b);
+}
+
+/* Opens the profiles of a run, leaving out files that cannot be opened yet
+ * (a profile whose header is still being written). */
+static int open_job(char **files, size_t n, mlprof__job *job, char *err,
+                    size_t errlen) {
+  if (mlprof__job_open(job, (const char *const *)files, n, err, errlen) == 0)
+    return 0;
+  char **ok = malloc(n * sizeof *ok);
+  size_t k = 0;
+  if (!ok) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    mlprof__job one;
+    if (mlprof__job_open(&one, (const char *const *)&files[i], 1, NULL, 0) ==
+        0) {
+      mlprof__job_close(&one);
+      ok[k++] = files[i];
+    }
+  }
+  int rc = k ? mlprof__job_open(job, (const char *const *)ok, k, err, errlen)
+             : MLPROF_EFORMAT;
+  if (!k) snprintf(err, errlen, "no readable profile yet");
+  free(ok);
+  return rc;
+}
+
+/* Reads the run rel (its profiles files) into a new build with one
+ * reference; a run that cannot be read gives a build with the reason in
+ * error. NULL when out of memory. */
+static run_build *build_run(char **files, size_t nf, const char *rel) {
+  run_build *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  atomic_init(&b->refs, 1);
+  mlprof__job job;
+  char err[256];
+  int rc = open_job(files, nf, &job, err, sizeof err);
+  if (!rc) {
+    mlprof__analysis_opts ao;
+    mlprof__dash_opts(&ao, MLPROF__DASH_TOP);
+    ao.lod_items = MLPROF__DASH_LOD_LIVE_ITEMS;
+    rc = mlprof__analysis_run(&job, &ao, &b->d, err, sizeof err);
+    mlprof__job_close(&job);
+  }
+  if (rc) {
+    snprintf(b->error, sizeof b->error, "%s", err);
+    return b;
+  }
+  b->ok = 1;
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    return b;
+  }
+  char url[MAX_REL + 16], tl[MAX_REL + 16];
+  snprintf(url, sizeof url, "/data/%s", rel);
+  snprintf(tl, sizeof tl, "/timeline/%s", rel);
+  mlprof__html_opts opts = {
+      .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
+  if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
+                               &o)) {
+    snprintf(b->error, sizeof b->error, "out of memory");
+    mlprof__out_close(&o);
+    return b;
+  }
+  b->data = o.buf; /* kept: freed by build_put */
+  b->data_len = o.len;
+  return b;
+}
+
+/* The entry of rel, made on first use. NULL when out of memory. */
+static run_cache *cache_entry(server *s, const char *rel) {
+  run_cache *c = NULL;
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < s->ncache && !c; i++)
+    if (strcmp(s->cache[i]->rel, rel) == 0) c = s->cache[i];
+  if (!c &&
+      !mlprof__grow(&s->cache, &s->cap, s->ncache + 1, sizeof *s->cache) &&
+      (c = calloc(1, sizeof *c))) {
+    if ((c->rel = strdup(rel))) {
+      pthread_mutex_init(&c->lock, NULL);
+      pthread_cond_init(&c->done, NULL);
+      s->cache[s->ncache++] = c;
+    } else {
+      free(c);
+      c = NULL;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+/* The latest build of rel, read again when its profiles changed (at most
+ * every MIN_REBUILD_NS), with a reference for the caller (build_put). NULL
+ * when rel is not a run (404). */
+static run_build *run_get(server *s, const char *rel) {
+  char real[PATH_MAX];
+  if (resolve(s, rel, real)) return NULL;
+  char **files;
+  uint64_t sig;
+  size_t nf = profiles_of(real, &files, &sig);
+  run_cache *c = nf ? cache_entry(s, rel) : NULL;
+  run_build *b = NULL, *old = NULL;
+  if (c) {
+    pthread_mutex_lock(&c->lock);
+    while (!c->cur && c->building) pthread_cond_wait(&c->done, &c->lock);
+    uint64_t t = now_ns();
+    if (!c->building &&
+        (!c->cur || (c->sig != sig && t - c->built >= MIN_REBUILD_NS))) {
+      c->building = 1;
+      c->sig = sig;
+      c->built = t;
+      pthread_mutex_unlock(&c->lock);
+      b = build_run(files, nf, rel);
+      pthread_mutex_lock(&c->lock);
+      c->building = 0;
+      pthread_cond_broadcast(&c->done);
+      if (b) {
+        old = c->cur;
+        c->cur = b;
+      }
+    }
+    if ((b = c->cur)) atomic_fetch_add(&b->refs, 1);
+    pthread_mutex_unlock(&c->lock);
+  }
+  build_put(old);
+  free_list(files, nf);
+  return b;
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+/* Whether t is the token, compared in a time that does not tell how much
+ * of a guessed token was right. */
+static int token_eq(const server *s, const char *t) {
+  if (!t) return 0;
+  size_t n = strlen(s->token);
+  unsigned char diff = strlen(t) != n;
+  for (size_t i = 0; i < n && t[i]; i++)
+    diff |= (unsigned char)(t[i] ^ s->token[i]);
+  return diff == 0;
+}
+
+static enum MHD_Result send_buf(const server *s, struct MHD_Connection *conn,
+                                unsigned status, const char *type, char *buf,
+                                size_t len, int must_free) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      len, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+  if (!r) {
+    if (must_free) free(buf);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", type);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(r, "X-Frame-Options", "DENY");
+  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  /* The token came in the URL: from now on the cookie carries it, so the
+   * page's own requests need no token in their URLs. */
+  if (s->token[0] && token_eq(s, MHD_lookup_connection_value(
+                                     conn, MHD_GET_ARGUMENT_KIND, "token")))
+    MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, s->set_cookie);
+  if (strncmp(type, "text/html", 9) == 0)
+    MHD_add_response_header(
+        r, "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; script-src "
+        "'unsafe-inline'; img-src data:; connect-src 'self'");
+  enum MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result send_text(const server *s, struct MHD_Connection *conn,
+                                 unsigned status, const char *msg) {
+  return send_buf(s, conn, status, "text/plain; charset=utf-8", (char *)msg,
+                  strlen(msg), 0);
+}
+
+/* Sends the memory writer's buffer (taken) or 500 when it failed. */
+static enum MHD_Result send_out(const server *s, struct MHD_Connection *conn,
+                                mlprof__out *o, const char *type) {
+  if (o->err) {
+    mlprof__out_close(o);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  char *buf = o->buf;
+  o->buf = NULL;
+  return send_buf(s, conn, 200, type, buf, o->len, 1);
+}
+
+/* Percent-encodes a path for an href: unreserved bytes and '/' as they
+ * are. */
+static void out_url_path(mlprof__out *o, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+        c == '~' || c == '/') {
+      mlprof__out_write(o, s, 1);
+    } else {
+      char b[3] = {'%', hex[c >> 4], hex[c & 15]};
+      mlprof__out_write(o, b, 3);
+    }
+  }
+}
+
+static size_t list_runs(server *s, char ***runs) {
+  size_t n = 0, cap = 0;
+  *runs = NULL;
+  find_runs(s->root, ".", 0, runs, &n, &cap);
+  if (n) qsort(*runs, n, sizeof **runs, cmp_str);
+  return n;
+}
+
+static enum MHD_Result page_index(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    free_list(runs, n);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  mlprof__out_lit(
+      &o,
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
+      "charset=\"utf-8\"><title>mlprof runs</title><style>"
+      "body{font:14px system-ui,sans-serif;margin:24px;color:#1d2330}"
+      "table{border-collapse:collapse}td,th{padding:4px 12px;"
+      "border-bottom:1px solid #dde1e8;text-align:left}"
+      "a{color:#2f6fde}</style></head><body><h1>mlprof runs</h1>"
+      "<p>Runs under <code>");
+  mlprof__out_html_text(&o, s->root, strlen(s->root));
+  mlprof__out_lit(&o,
+                  "</code> (<a href=\"/metrics\">metrics</a>, <a "
+                  "href=\"/api/runs\">JSON</a>)</p>\n<table><tr><th>run</th>"
+                  "<th>profiles</th><th>size</th><th>last written</th></tr>\n");
+  if (!n)
+    mlprof__out_lit(&o,
+                    "<tr><td colspan=\"4\">No run directories (directories "
+                    "holding *.mlprof files) yet.</td></tr>\n");
+  for (size_t i = 0; i < n; i++) {
+    char dir[PATH_MAX * 2];
+    snprintf(dir, sizeof dir, "%s/%s", s->root, runs[i]);
+    char **files;
+    uint64_t sig;
+    size_t nf = profiles_of(dir, &files, &sig);
+    uint64_t bytes = 0;
+    time_t last = 0;
+    for (size_t k = 0; k < nf; k++) {
+      struct stat st;
+      if (lstat(files[k], &st) == 0) {
+        bytes += (uint64_t)st.st_size;
+        if (st.st_mtime > last) last = st.st_mtime;
+      }
+    }
+    free_list(files, nf);
+    char when[64] = "";
+    struct tm tm;
+    if (last && localtime_r(&last, &tm))
+      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    mlprof__out_lit(&o, "<tr><td><a href=\"/run/");
+    out_url_path(&o, runs[i]);
+    mlprof__out_lit(&o, "/\">");
+    mlprof__out_html_text(&o, runs[i], strlen(runs[i]));
+    mlprof__out_printf(
+        &o, "</a></td><td>%zu</td><td>%.1f MB</td><td>%s</td></tr>\n", nf,
+        (double)bytes / 1e6, when);
+  }
+  mlprof__out_lit(&o, "</table></body></html>\n");
+  free_list(runs, n);
+  return send_out(s, conn, &o, "text/html; charset=utf-8");
+}
+
+static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    free_list(runs, n);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  mlprof__out_lit(&o, "{\"runs\":[");
+  for (size_t i = 0; i < n; i++) {
+    mlprof__out_str(&o, i ? ",\n{\"run\":" : "\n{\"run\":");
+    mlprof__out_json_str(&o, runs[i], strlen(runs[i]));
+    mlprof__out_lit(&o, ",\"page\":");
+    mlprof__out out2;
+    /* The URLs, percent-encoded, as JSON strings. */
+    if (mlprof__out_open(&out2, -1) == 0) {
+      mlprof__out_lit(&out2, "/run/");
+      out_url_path(&out2, runs[i]);
+      mlprof__out_lit(&out2, "/");
+      mlprof__out_json_str(&o, out2.buf, out2.len);
+      mlprof__out_lit(&o, ",\"data\":");
+      out2.len = 0;
+      mlprof__out_lit(&out2, "/data/");
+      out_url_path(&out2, runs[i]);
+      mlprof__out_json_str(&o, out2.buf, out2.len);
+      mlprof__out_close(&out2);
+    } else {
+      mlprof__out_lit(&o, "null,\"data\":null");
+    }
+    mlprof__out_lit(&o, "}");
+  }
+  mlprof__out_lit(&o, "]}\n");
+  free_list(runs, n);
+  return send_out(s, conn, &o, "application/json");
+}
+
+static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
+  char **runs;
+  size_t n = list_runs(s, &runs);
+  mlprof__prom_run *pr = calloc(n ? n : 1, sizeof *pr);
+  mlprof__out o;
+  if (!pr || mlprof__out_open(&o, -1)) {
+    free(pr);
+    free_list(runs, n);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  run_build **b = calloc(n ? n : 1, sizeof *b);
+  if (!b) {
+    free(pr);
+    free_list(runs, n);
+    mlprof__out_close(&o);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    b[i] = run_get(s, runs[i]);
+    if (b[i] && b[i]->ok)
+      pr[k++] = (mlprof__prom_run){
+          .run = runs[i], .r = &b[i]->d.r, .res = &b[i]->d.res};
+  }
+  mlprof__export_prom(pr, k, &o);
+  for (size_t i = 0; i < n; i++) build_put(b[i]);
+  free(b);
+  free(pr);
+  free_list(runs, n);
+  return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+/* The GET argument name as job ns into *v: 0, or -1 when absent or not a
+ * number. */
+static int ns_arg(struct MHD_Connection *conn, const char *name, uint64_t *v) {
+  const char *a =
+      MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+  if (!a || *a < '0' || *a > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(a, &end, 10);
+  if (*end || errno) return -1;
+  *v = x;
+  return 0;
+}
+
+enum { ROUTE_PAGE, ROUTE_DATA, ROUTE_TIMELINE };
+
+/* /run/REL/, /data/REL and /timeline/REL?t0=&t1=&res=. */
+static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
+                                 const char *rest, int route) {
+  uint64_t t0 = 0, t1 = 0, res = 0;
+  if (route == ROUTE_TIMELINE &&
+      (ns_arg(conn, "t0", &t0) || ns_arg(conn, "t1", &t1) ||
+       ns_arg(conn, "res", &res) || t1 <= t0))
+    return send_text(s, conn, 400,
+                     "bad window: want t0, t1 and res in ns, t0 < t1\n");
+  char rel[MAX_REL];
+  size_t n = strlen(rest);
+  if (n == 0 || n >= sizeof rel)
+    return send_text(s, conn, 404, "no such run\n");
+  memcpy(rel, rest, n + 1);
+  if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
+  if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
+    return send_text(s, conn, 403, "forbidden path\n");
+  run_build *b = run_get(s, rel);
+  if (!b) return send_text(s, conn, 404, "no such run\n");
+  if (!b->data) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "cannot read this run: %s\n", b->error);
+    build_put(b);
+    return send_buf(s, conn, 503, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) {
+    build_put(b);
+    return send_text(s, conn, 500, "out of memory\n");
+  }
+  if (route == ROUTE_DATA) {
+    mlprof__out_write(&o, b->data, b->data_len);
+  } else if (route == ROUTE_TIMELINE) {
+    mlprof__export_timeline_json(&b->d.lod, t0, t1, res,
+                                 MLPROF__DASH_LOD_WINDOW_ITEMS, &o);
+  } else {
+    char url[MAX_REL + 16], tl[MAX_REL + 16];
+    snprintf(url, sizeof url, "/data/%s", rel);
+    snprintf(tl, sizeof tl, "/timeline/%s", rel);
+    mlprof__html_opts opts = {
+        .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
+    mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
+                             &o);
+  }
+  build_put(b);
+  return send_out(
+      s, conn, &o,
+      route == ROUTE_PAGE ? "text/html; charset=utf-8" : "application/json");
+}
+
+/* Whether a request may see the profiles: no token is asked for, or it
+ * brings the token in its URL (?token=) or in the cookie set then. */
+static int token_ok(const server *s, struct MHD_Connection *conn) {
+  if (!s->token[0]) return 1;
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(s->set_cookie, "="),
+           s->set_cookie);
+  return token_eq(s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+                                                 "token")) ||
+         token_eq(s, MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, name));
+}
+
+/* Whether h, a Host header, names this server, so that a page of another
+ * site cannot reach it by DNS rebinding (its name resolved to us): an
+ * --allow-host name, localhost, or an IP literal (IPv6 in brackets), each
+ * with an optional port; on a loopback listener only loopback literals. An
+ * IP literal is safe: no DNS answer can make it mean another site. */
+static int host_ok(const server *s, const char *h) {
+  char name[256];
+  int bracket = h[0] == '[';
+  const char *start = h + bracket;
+  size_t len = bracket ? strcspn(start, "]") : strcspn(h, ":");
+  if (bracket && start[len] != ']') return 0;
+  const char *port = start + len + bracket;
+  if (!len || len >= sizeof name) return 0;
+  memcpy(name, start, len);
+  name[len] = '\0';
+  if (*port && (*port != ':' || strlen(port + 1) > 5 ||
+                strspn(port + 1, "0123456789") != strlen(port + 1)))
+    return 0;
+  for (size_t i = 0; i < s->nallow; i++)
+    if (strcasecmp(name, s->allow[i]) == 0) return 1;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (bracket)
+    return inet_pton(AF_INET6, name, &a6) == 1 &&
+           (!s->loopback || IN6_IS_ADDR_LOOPBACK(&a6));
+  if (inet_pton(AF_INET, name, &a4) == 1)
+    return !s->loopback || (ntohl(a4.s_addr) >> 24) == 127;
+  return strcasecmp(name, "localhost") == 0;
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) (*(int *)cls)++;
+  return MHD_YES;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+                              const char *url, const char *method,
+                              const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
+  server *s = cls;
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    if (*upload_size) {
+      *upload_size = 0; /* discard a body */
+      return MHD_YES;
+    }
+    return send_text(s, conn, 405, "only GET and HEAD\n");
+  }
+  if (!*con_cls) {
+    /* First call: headers only; answer on the second. */
+    *con_cls = (void *)1;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  int hosts = 0;
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
+  if (hosts > 1) return send_text(s, conn, 400, "more than one Host header\n");
+  const char *host =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (host && !host_ok(s, host)) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "Host '%.200s' is not this server's name (DNS rebinding?); "
+             "mlprof serve --allow-host NAME accepts it\n",
+             host);
+    return send_buf(s, conn, 403, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
+  if (!token_ok(s, conn))
+    return send_text(s, conn, 403,
+                     "token required: open the URL mlprof serve printed "
+                     "(?token=...)\n");
+  if (!url || url[0] != '/') return send_text(s, conn, 400, "bad request\n");
+  if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+    return page_index(s, conn);
+  if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
+  if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
+  if (strncmp(url, "/run/", 5) == 0)
+    return run_route(s, conn, url + 5, ROUTE_PAGE);
+  if (strncmp(url, "/data/", 6) == 0)
+    return run_route(s, conn, url + 6, ROUTE_DATA);
+  if (strncmp(url, "/timeline/", 10) == 0)
+    return run_route(s, conn, url + 10, ROUTE_TIMELINE);
+  if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
+  return send_text(s, conn, 404, "not found\n");
+}
+
+/* MHD unescapes the path into place; a %00 would cut it short, so keep the
+ * length it reports and refuse a NUL inside. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+  size_t n = MHD_http_unescape(s);
+  if (strlen(s) != n) {
+    /* A NUL inside: make the path unservable. */
+    strcpy(s, "/..");
+    return 3;
+  }
+  return n;
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) { stop_signal = sig; }
+
+/* What the first bytes of a connection are: 1 the start of an HTTP request
+ * (a method in capitals, then a space), -1 anything else, 0 too few yet. */
+static int http_start(const char *b, size_t n) {
+  for (size_t i = 0; i < n && i < 16; i++) {
+    if (b[i] == ' ') return i ? 1 : -1;
+    if (b[i] < 'A' || b[i] > 'Z') return -1;
+  }
+  return n >= 16 ? -1 : 0;
+}
+
+/* Answers 400 and closes fd, having read what it sent (closing with unread
+ * bytes would reset the connection and lose the answer). */
+static void refuse(int fd) {
+  static const char bad[] =
+      "HTTP/1.1 400 Bad Request\r\n"
+      "Content-Type: text/plain; charset=utf-8\r\n"
+      "Content-Length: 12\r\nConnection: close\r\n\r\n"
+      "bad request\n";
+  char buf[4096];
+  for (int i = 0; i < 16 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++) {
+  }
+  if (send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+    shutdown(fd, SHUT_WR);
+  close(fd);
+}
+
+typedef struct {
+  int fd;
+  uint64_t since;
+  struct sockaddr_storage addr;
+  socklen_t len;
+} waiting;
+
+/* Accepts connections until a signal (left unblocked by wait_mask while it
+ * waits) stops the server, and hands the daemon those that begin like an
+ * HTTP request. Anything else gets 400 at once (libmicrohttpd waits for a
+ * whole line, then closes without a word); a connection that sends nothing
+ * for FIRST_S is closed, and when MAX_WAITING wait, the oldest. */
+static void front_door(struct MHD_Daemon *d, int lfd,
+                       const sigset_t *wait_mask) {
+  static waiting w[MAX_WAITING];
+  static struct pollfd p[MAX_WAITING + 1];
+  size_t n = 0;
+  while (!stop_signal) {
+    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    for (size_t i = 0; i < n; i++)
+      p[i + 1] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
+    struct timespec tick = {1, 0};
+    if (ppoll(p, n + 1, &tick, wait_mask) < 0) continue; /* a signal */
+    uint64_t t = now_ns();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      char b[16];
+      ssize_t got = p[i + 1].revents ? recv(w[i].fd, b, sizeof b, MSG_PEEK) : 0;
+      int v = got > 0 ? http_start(b, (size_t)got) : 0;
+      if (v > 0)
+        MHD_add_connection(d, w[i].fd, (struct sockaddr *)&w[i].addr,
+                           w[i].len); /* closes it on failure */
+      else if (v < 0)
+        refuse(w[i].fd);
+      else if ((p[i + 1].revents && got <= 0) ||
+               t - w[i].since > FIRST_S * 1000000000ull)
+        close(w[i].fd); /* gone, or silent */
+      else
+        w[k++] = w[i];
+    }
+    n = k;
+    if (!(p[0].revents & POLLIN)) continue;
+    for (;;) {
+      waiting c = {.since = t, .len = sizeof c.addr};
+      c.fd = accept4(lfd, (struct sockaddr *)&c.addr, &c.len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c.fd < 0) break;
+      if (n == MAX_WAITING) {
+        close(w[0].fd);
+        memmove(w, w + 1, --n * sizeof *w);
+      }
+      w[n++] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) close(w[i].fd);
+}
+
+int mlprof__serve_address(const char *addr, unsigned port,
+                          struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((unsigned short)port);
+  } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons((unsigned short)port);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+int mlprof__serve_run(const mlprof__serve_opts *o) {
+  static server s;
+  memset(&s, 0, sizeof s);
+  memcpy(s.allow, o->allow, sizeof s.allow);
+  s.nallow = o->nallow;
+  const char *dir = o->dir, *bind_addr = o->bind;
+  if (!realpath(dir, s.root)) {
+    fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));
+    return 2;
+  }
+  struct stat st;
+  if (stat(s.root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof serve: %s is not a directory\n", dir);
+    return 2;
+  }
+  struct sockaddr_storage ss = o->addr;
+  /* epoll: connections are not bounded by select()'s FD_SETSIZE. The
+   * listening socket is front_door's. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                   MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+  if (ss.ss_family == AF_INET6) {
+    s.loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    flags |= MHD_USE_IPv6;
+  } else {
+    s.loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (!s.loopback && !o->no_token) {
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+      fprintf(stderr, "mlprof serve: no random bytes for a token: %s\n",
+              strerror(errno));
+      return 1;
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+      snprintf(s.token + 2 * i, 3, "%02x", r[i]);
+  }
+  pthread_mutex_init(&s.lock, NULL);
+
+  /* The signals stop the main thread only: block them in the server's
+   * threads, which inherit this mask. */
+  sigset_t mask, old;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, &old);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  /* Slow clients cost a descriptor each, not a thread: one address holds at
+   * most PER_IP of them, so it cannot take every place, and a connection
+   * idle for IDLE_S is closed. */
+  struct rlimit nofile;
+  unsigned limit = MAX_CONNECTIONS;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < limit + 64u)
+    limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64u : 64u;
+  int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (lfd >= 0) {
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ss.ss_family == AF_INET6)
+      setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
+  socklen_t sslen = ss.ss_family == AF_INET6 ? sizeof *v6 : sizeof *v4;
+  struct MHD_Daemon *d = NULL;
+  if (lfd >= 0 && bind(lfd, (struct sockaddr *)&ss, sslen) == 0 &&
+      listen(lfd, 128) == 0 &&
+      getsockname(lfd, (struct sockaddr *)&ss, &sslen) == 0) {
+    errno = 0;
+    d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, &s, MHD_OPTION_THREAD_POOL_SIZE, 4u,
+        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+  }
+  if (!d) {
+    fprintf(stderr, "mlprof serve: cannot listen on %s port %u: %s\n",
+            bind_addr,
+            ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port),
+            errno ? strerror(errno) : "libmicrohttpd failed");
+    if (lfd >= 0) close(lfd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 1;
+  }
+  unsigned real_port =
+      ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
+  int v6addr = strchr(bind_addr, ':') != NULL;
+  /* Cookies are shared by every port of a host: one name per port. */
+  snprintf(s.set_cookie, sizeof s.set_cookie,
+           "mlprof-token-%u=%s; Path=/; HttpOnly; SameSite=Strict", real_port,
+           s.token);
+  fprintf(stderr, "mlprof serve: %s on http://%s%s%s:%u/%s%s%s\n", s.root,
+          v6addr ? "[" : "", bind_addr, v6addr ? "]" : "", real_port,
+          s.token[0] ? "?token=" : "", s.token,
+          s.loopback ? ""
+          : s.token[0]
+              ? " (not loopback: reachable from the network, with the token)"
+              : " (not loopback: reachable from the network, --no-token: by "
+                "anyone)");
+  fflush(stderr);
+
+  sigset_t wait_mask = old;
+  sigdelset(&wait_mask, SIGINT);
+  sigdelset(&wait_mask, SIGTERM);
+  front_door(d, lfd, &wait_mask);
+  fprintf(stderr, "mlprof serve: stopping (%s)\n",
+          stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  MHD_stop_daemon(d);
+  close(lfd);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  for (size_t i = 0; i < s.ncache; i++) {
+    build_put(s.cache[i]->cur);
+    pthread_mutex_destroy(&s.cache[i]->lock);
+    pthread_cond_destroy(&s.cache[i]->done);
+    free(s.cache[i]->rel);
+    free(s.cache[i]);
+  }
+  free(s.cache);
+  pthread_mutex_destroy(&s.lock);
+  return 0;
+}
