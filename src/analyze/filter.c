@@ -347,6 +347,13 @@ FWD(source,
     name, nlen, available, reason, rlen)
 #undef FWD
 
+/* A process's line timings go with the process. */
+static int f_lines(void *ud, const mlprof__line_table *lt) {
+  const mlprof__filtered *fd = ud;
+  if (!fd->cur->keep || !fd->inner.lines) return 0;
+  return fd->inner.lines(fd->inner.ud, lt);
+}
+
 static int in_time(const prof *p, uint64_t t) {
   return t >= p->lo && t < p->hi;
 }
@@ -408,14 +415,24 @@ static int f_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   return fd->inner.units(fd->inner.ud, tid, name, t, n);
 }
 
-/* A step mark at the window's end is kept: it closes the last step. */
+/* Whether a step mark or step end at t is kept: one at the window's end is,
+ * as it closes the last step. */
+static int step_kept(const mlprof__filtered *fd, uint32_t tid, uint64_t t) {
+  const prof *p = fd->cur;
+  return p->keep && thread_kept(p, tid) && t >= p->lo &&
+         (t <= p->hi || p->hi == UINT64_MAX);
+}
+
 static int f_step(void *ud, uint32_t tid, uint64_t t) {
   mlprof__filtered *fd = ud;
-  const prof *p = fd->cur;
-  if (!p->keep || !thread_kept(p, tid) || t < p->lo ||
-      (t > p->hi && p->hi != UINT64_MAX) || !fd->inner.step)
-    return 0;
+  if (!step_kept(fd, tid, t) || !fd->inner.step) return 0;
   return fd->inner.step(fd->inner.ud, tid, t);
+}
+
+static int f_step_end(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__filtered *fd = ud;
+  if (!step_kept(fd, tid, t) || !fd->inner.step_end) return 0;
+  return fd->inner.step_end(fd->inner.ud, tid, t);
 }
 
 static int f_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -463,6 +480,8 @@ void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
   if (fd->inner.counter) out->counter = f_counter;
   if (fd->inner.units) out->units = f_units;
   if (fd->inner.step) out->step = f_step;
+  if (fd->inner.step_end) out->step_end = f_step_end;
+  if (fd->inner.lines) out->lines = f_lines;
   if (fd->inner.open) out->open = f_open;
   if (fd->inner.sample) out->sample = f_sample;
 }

@@ -308,6 +308,47 @@ static void test_filter_window(void) {
   CHECK_EQ(c.steps, 1);        /* marks 0 and 100 */
 }
 
+/* Step ends pass a filter as marks do: steps stay the steps between a mark
+ * and the next mark or step end, not across a gap. */
+static void test_filter_keeps_step_ends(void) {
+  filter_job j;
+  snprintf(j.dir, sizeof j.dir, "/tmp/mlprof-filter-XXXXXX");
+  if (!mkdtemp(j.dir)) TEST_FAIL("cannot make a directory");
+  snprintf(j.train, sizeof j.train, "%s/train-300.mlprof", j.dir);
+  snprintf(j.child, sizeof j.child, "%s/none", j.dir);
+  FILE *f = synth_open(j.train, 1);
+  if (!f) TEST_FAIL("cannot write job");
+  synth_header(f, 300, 1, 1000, "h", "train");
+  names(f);
+  payload p = {.n = 0};
+  int64_t t = 0;
+  events_begin(&p, 1);
+  step_mark(&p, &t, 0);
+  step_mark(&p, &t, 100);
+  p_u8(&p, MLPROF__REC_STEP_END); /* the window ends: a gap until 400 */
+  p_sv(&p, 200 - t);
+  t = 200;
+  step_mark(&p, &t, 400);
+  p_u8(&p, MLPROF__REC_STEP_END);
+  p_sv(&p, 500 - t);
+  t = 500;
+  chunk(f, MLPROF__CHUNK_EVENTS, &p);
+  synth_end(f, 600);
+  fclose(f);
+  char err[256];
+  const char *dir = j.dir;
+  if (mlprof__job_open(&j.job, &dir, 1, err, sizeof err))
+    TEST_FAIL("cannot open job");
+  counts all, windowed;
+  mlprof__filter none = {0}, w = {.window = 1, .t0 = 0, .t1 = 1000};
+  int rc = run(&j, &none, &all);
+  if (!rc) rc = run(&j, &w, &windowed);
+  remove_job(&j);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(all.steps, 3);
+  CHECK_EQ(windowed.steps, 3);
+}
+
 static void test_filter_bad_selectors(void) {
   mlprof__filter f = {0};
   char err[256];
@@ -357,6 +398,7 @@ const mlprof_test mlprof_tests_filter[] = {
     {"steps", test_filter_steps},
     {"steps_without_marks", test_filter_steps_without_marks},
     {"window", test_filter_window},
+    {"keeps_step_ends", test_filter_keeps_step_ends},
     {"bad_selectors", test_filter_bad_selectors},
     {"trace_buckets", test_filter_trace_buckets},
     {NULL, NULL}};
