@@ -26,9 +26,8 @@ typedef struct {
 
 struct mlprof__lod_builder {
   mlprof__lod *l;
-  mlprof__map gmap;  /* hash of a string -> first index with that hash */
-  uint32_t *gnext;   /* chain of indices with the same hash */
-  open_bucket *open; /* MLPROF__LOD_LEVELS per track */
+  mlprof__strindex names; /* the lookup of l->names */
+  open_bucket *open;      /* MLPROF__LOD_LEVELS per track */
   /* per profile */
   const mlprof__job_profile *p;
   size_t index;
@@ -43,46 +42,12 @@ typedef struct mlprof__lod_builder builder;
 
 uint64_t mlprof__lod_res(size_t k) { return MLPROF__LOD_RES0_NS << (2 * k); }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The index of the string s (n bytes) in l->names, added when new; NONE when
  * out of memory. */
 static uint32_t intern(builder *b, const char *s, size_t n) {
   mlprof__lod *l = b->l;
-  uint64_t h = hash_bytes(s, n);
-  uint32_t first = mlprof__map_get(&b->gmap, h);
-  for (uint32_t i = first; i != NONE; i = b->gnext[i])
-    if (l->name_lens[i] == n && memcmp(l->names[i], s, n) == 0) return i;
-  if (l->nnames >= NONE - 1) return NONE;
-  if (l->nnames == l->names_cap) {
-    size_t cap = l->names_cap ? l->names_cap * 2 : 64;
-    char **names = realloc(l->names, cap * sizeof *names);
-    if (!names) return NONE;
-    l->names = names;
-    size_t *lens = realloc(l->name_lens, cap * sizeof *lens);
-    if (!lens) return NONE;
-    l->name_lens = lens;
-    uint32_t *next = realloc(b->gnext, cap * sizeof *next);
-    if (!next) return NONE;
-    b->gnext = next;
-    l->names_cap = cap;
-  }
-  char *copy = mlprof__dup(s, n);
-  uint32_t id = (uint32_t)l->nnames;
-  if (!copy || mlprof__map_put(&b->gmap, h, id)) {
-    free(copy);
-    return NONE;
-  }
-  l->names[id] = copy;
-  l->name_lens[id] = n;
-  b->gnext[id] = first;
-  l->nnames++;
-  return id;
+  return mlprof__strindex_intern(&b->names, &l->names, &l->name_lens,
+                                 &l->nnames, &l->names_cap, s, n);
 }
 
 static thread_slot *slot_of(builder *b, uint64_t tid) {
@@ -270,9 +235,8 @@ static int cmp_item(const void *x, const void *y) {
 static void builder_free(builder *b) {
   for (size_t i = 0; i < b->nth; i++) free(b->th[i].track);
   free(b->th);
-  free(b->gnext);
   free(b->open);
-  mlprof__map_clear(&b->gmap);
+  mlprof__strindex_free(&b->names);
   mlprof__map_clear(&b->ids);
   mlprof__map_clear(&b->tids);
   free(b);

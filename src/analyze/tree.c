@@ -69,10 +69,10 @@ typedef struct {
 
 struct mlprof__tree_builder {
   mlprof__tree *t;
-  gname *g;            /* parallel to t->names */
-  mlprof__map gmap;    /* hash of a string -> first index with that hash */
-  uint32_t *gnext;     /* chain of indices with the same hash */
-  mlprof__map nodemap; /* (parent + 1, name) -> global node */
+  gname *g; /* parallel to t->names */
+  size_t g_cap;
+  mlprof__strindex names; /* the lookup of t->names */
+  mlprof__map nodemap;    /* (parent + 1, name) -> global node */
   mlprof__map seriesmap;
   size_t ncounters;
   /* per profile */
@@ -93,56 +93,23 @@ struct mlprof__tree_builder {
 
 typedef struct mlprof__tree_builder builder;
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The global index of the string s (n bytes), added when new; NONE when out
  * of memory. */
 static uint32_t intern(builder *b, const char *s, size_t n) {
   mlprof__tree *t = b->t;
-  uint64_t h = hash_bytes(s, n);
-  uint32_t first = mlprof__map_get(&b->gmap, h);
-  for (uint32_t i = first; i != NONE; i = b->gnext[i])
-    if (t->name_lens[i] == n && memcmp(t->names[i], s, n) == 0) return i;
-  if (t->nnames >= NONE - 1) return NONE;
-  if (t->nnames == t->names_cap) {
-    size_t cap = t->names_cap ? t->names_cap * 2 : 64;
-    char **names = realloc(t->names, cap * sizeof *names);
-    if (!names) return NONE;
-    t->names = names;
-    size_t *lens = realloc(t->name_lens, cap * sizeof *lens);
-    if (!lens) return NONE;
-    t->name_lens = lens;
-    gname *g = realloc(b->g, cap * sizeof *g);
-    if (!g) return NONE;
-    b->g = g;
-    uint32_t *next = realloc(b->gnext, cap * sizeof *next);
-    if (!next) return NONE;
-    b->gnext = next;
-    t->names_cap = cap;
-  }
-  char *copy = mlprof__dup(s, n);
-  if (!copy) return NONE;
-  uint32_t id = (uint32_t)t->nnames;
-  if (mlprof__map_put(&b->gmap, h, id)) {
-    free(copy);
-    return NONE;
-  }
-  t->names[id] = copy;
-  t->name_lens[id] = n;
-  t->nnames++;
-  b->gnext[id] = first;
+  size_t before = t->nnames;
+  /* Room in b->g first, so that a name in the table always has its entry. */
+  if (mlprof__grow(&b->g, &b->g_cap, before + 1, sizeof *b->g)) return NONE;
+  uint32_t id = mlprof__strindex_intern(&b->names, &t->names, &t->name_lens,
+                                        &t->nnames, &t->names_cap, s, n);
+  if (id == NONE || id < before) return id;
   gname *g = &b->g[id];
   memset(g, 0, sizeof *g);
-  g->s = copy;
+  g->s = t->names[id];
   g->len = n;
   g->measure = -1;
   for (size_t k = 0; k < sizeof kept_measures / sizeof kept_measures[0]; k++)
-    if (strcmp(copy, kept_measures[k]) == 0 && strlen(copy) == n)
+    if (strcmp(g->s, kept_measures[k]) == 0 && strlen(g->s) == n)
       g->measure = (int8_t)k;
   return id;
 }
@@ -566,8 +533,7 @@ static int series_sort(mlprof__tree_series *s) {
 
 static void builder_free(builder *b) {
   free(b->g);
-  free(b->gnext);
-  mlprof__map_clear(&b->gmap);
+  mlprof__strindex_free(&b->names);
   mlprof__map_clear(&b->nodemap);
   mlprof__map_clear(&b->seriesmap);
   mlprof__map_clear(&b->ids);

@@ -32,6 +32,26 @@ int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
 /* Frees the map's memory and leaves it empty and usable. */
 void mlprof__map_clear(mlprof__map *m);
 
+/* The lookup of a table of distinct byte strings whose ids are dense (0,
+ * 1, ...): the strings themselves live in the owner's arrays (a name and a
+ * length per id), which the analyses hand to the exporters. Zero it to
+ * start. */
+typedef struct {
+  mlprof__map first; /* hash of a string -> the latest id with that hash */
+  uint32_t *next;    /* per id: the previous id with the same hash */
+  size_t next_cap;
+} mlprof__strindex;
+
+/* The id of the string s (n bytes) among the owner's *count strings
+ * (*names, *lens, capacity *cap), appended as a copy when new: its id is
+ * then the old *count. Returns MLPROF__NONE when memory is short (nothing
+ * added). */
+uint32_t mlprof__strindex_intern(mlprof__strindex *ix, char ***names,
+                                 size_t **lens, size_t *count, size_t *cap,
+                                 const char *s, size_t n);
+/* Frees the lookup; the owner's strings stay. */
+void mlprof__strindex_free(mlprof__strindex *ix);
+
 /* A duration keeping 3 significant digits: 812 ns, 1.25 µs, 12.5 ms; "-"
  * for a negative or absurd value. */
 void mlprof__fmt_duration(char *b, size_t len, double ns);

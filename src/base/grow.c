@@ -76,3 +76,43 @@ char *mlprof__dup(const char *s, size_t n) {
   d[n] = '\0';
   return d;
 }
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+uint32_t mlprof__strindex_intern(mlprof__strindex *ix, char ***names,
+                                 size_t **lens, size_t *count, size_t *cap,
+                                 const char *s, size_t n) {
+  uint64_t h = hash_bytes(s, n);
+  uint32_t first = mlprof__map_get(&ix->first, h);
+  for (uint32_t i = first; i != MLPROF__NONE; i = ix->next[i])
+    if ((*lens)[i] == n && memcmp((*names)[i], s, n) == 0) return i;
+  /* The two arrays grow alike from *cap; should the second fail, the first
+   * is only larger than *cap says, which its next growth takes in. */
+  size_t id = *count, names_cap = *cap;
+  if (id >= MLPROF__NONE - 1 ||
+      mlprof__grow(names, &names_cap, id + 1, sizeof **names) ||
+      mlprof__grow(lens, cap, id + 1, sizeof **lens) ||
+      mlprof__grow(&ix->next, &ix->next_cap, id + 1, sizeof *ix->next))
+    return MLPROF__NONE;
+  char *copy = mlprof__dup(s, n);
+  if (!copy || mlprof__map_put(&ix->first, h, (uint32_t)id)) {
+    free(copy);
+    return MLPROF__NONE;
+  }
+  (*names)[id] = copy;
+  (*lens)[id] = n;
+  ix->next[id] = first;
+  *count = id + 1;
+  return (uint32_t)id;
+}
+
+void mlprof__strindex_free(mlprof__strindex *ix) {
+  mlprof__map_clear(&ix->first);
+  free(ix->next);
+  memset(ix, 0, sizeof *ix);
+}
