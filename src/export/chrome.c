@@ -55,7 +55,8 @@ typedef struct {
   mlprof__kv *meta; /* session metadata of the whole job */
   size_t nmeta, mcap;
   /* The profile being read. */
-  uint64_t pid, offset_ns, end_ns;
+  const mlprof__job_profile *prof;
+  uint64_t pid, end_ns;
   int end_seen;
   size_t host;
   /* Samples: where each subject's counters go. */
@@ -158,7 +159,7 @@ static void write_span(chrome *c, thread_state *t) {
   p = PUT_LIT(p, "\"ph\":\"X\",");
   p = put(p, t->ids, t->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t->begin);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t->begin));
   p = PUT_LIT(p, ",\"dur\":");
   p = mlprof__fmt_us(p, t->end - t->begin);
   p = PUT_LIT(p, ",\"name\":");
@@ -298,7 +299,7 @@ static void counter_start(chrome *c, uint64_t t, uint32_t name,
   p = PUT_LIT(p, "\"ph\":\"C\",\"pid\":");
   p = mlprof__fmt_u64(p, c->pid);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
   p = PUT_LIT(p, ",\"name\":");
   mlprof__out_end(c->o, p);
   put_name(c, name);
@@ -341,7 +342,7 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",");
   p = put(p, ts->ids, ts->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
   p = PUT_LIT(p, ",\"name\":\"step\",\"args\":{\"step\":");
   p = mlprof__fmt_u64(p, ts->steps++);
   p = PUT_LIT(p, "}}");
@@ -426,7 +427,7 @@ static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
 
 static int on_sample(void *ud, const mlprof__sample_row *row) {
   chrome *c = ud;
-  uint64_t t = c->offset_ns + row->t, pid;
+  uint64_t t = mlprof__job_time(c->prof, row->t), pid;
   int rc = 0;
   char pre[48];
   switch (row->subject) {
@@ -551,7 +552,7 @@ static void profile_finish(chrome *c, const mlprof__read_report *rep) {
     p = PUT_LIT(p, "\"ph\":\"X\",");
     p = put(p, t->ids, t->ids_len);
     p = PUT_LIT(p, ",\"ts\":");
-    p = mlprof__fmt_us(p, c->offset_ns + z->begin);
+    p = mlprof__fmt_us(p, mlprof__job_time(c->prof, z->begin));
     p = PUT_LIT(p, ",\"dur\":");
     p = mlprof__fmt_us(p, end > z->begin ? end - z->begin : 0);
     p = PUT_LIT(p, ",\"name\":");
@@ -684,7 +685,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     const mlprof__job_profile *p = &job->profiles[i];
     c.pid = c.tpids[i];
     c.host = c.hosts[i];
-    c.offset_ns = p->offset_ns;
+    c.prof = p;
     c.end_seen = 0;
     c.end_ns = 0;
     profile_start(&c, p, i);

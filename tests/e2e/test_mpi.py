@@ -173,3 +173,39 @@ def test_straggler_on_shifted_clocks(tmp_path):
     check_straggler(report)
     for r in report["distributed"]["ranks"]:
         assert abs(r["offset_ns"] + 7e9 * r["rank"]) <= r["uncertainty_ns"] + 1
+
+
+def job_trace(out):
+    """The Chrome trace of the whole run directory: (events, {pid: rank})."""
+    trace = os.path.join(out, "job.json")
+    mlprof("trace", out, "-o", trace)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    rank_of = {}
+    for e in events:
+        if e.get("name") == "process_name" and "(rank " in e["args"]["name"]:
+            rank_of[e["pid"]] = int(
+                e["args"]["name"].split("rank ")[1].split()[0].rstrip(")"))
+    return events, rank_of
+
+
+def test_trace_aligns_shifted_clocks(tmp_path):
+    """Each rank's CLOCK_MONOTONIC is moved by 7 s x rank: in the job's trace
+    the ranks are put on rank 0's clock, so the four participants of each
+    barrier leave it within 1 ms of each other."""
+    if subprocess.run(["unshare", "--time", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no time namespaces here (needs root and Linux 5.6)")
+    out = str(tmp_path / "run")
+    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
+               f" --fork {MPI_OPS}")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+             *MPIRUN, "sh", "-c", shifted])
+    events, rank_of = job_trace(out)
+    leave = {}
+    for e in events:
+        if e["ph"] == "X" and e["name"] == "MPI_Barrier":
+            leave.setdefault(rank_of[e["pid"]], []).append(e["ts"] + e["dur"])
+    assert sorted(leave) == [0, 1, 2, 3]
+    for ends in zip(*(sorted(v) for v in leave.values())):
+        assert max(ends) - min(ends) < 1000, ends
