@@ -713,9 +713,7 @@ static int plan_pids(chrome *c, mlprof__map *seen) {
     const mlprof__job_profile *p = &job->profiles[i];
     c->tpids[i] = trace_pid(seen, p, i, &oom);
     const char *h = p->hostname ? p->hostname : "";
-    uint64_t hash = 1469598103934665603ull;
-    for (const char *q = h; *q; q++)
-      hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
+    uint64_t hash = fnv(h, strlen(h), FNV_START);
     uint32_t k = mlprof__map_get(&by_hash, hash);
     /* A collision of two hostnames only shares their pseudo-processes. */
     if (k == MLPROF__NONE) {
