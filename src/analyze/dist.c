@@ -146,8 +146,6 @@ typedef struct {
   int profile;
   int64_t start_mono, start_wall;
   const char *host;
-  int has_init, has_final;
-  int64_t off[2], unc[2], at[2];
   rstep *steps;
   size_t nsteps;
   uint64_t async_ns, waitzone_ns, exposed_ns;
@@ -176,8 +174,6 @@ struct mlprof__dist_builder {
   mlprof__map link_index;
   /* The profile being read. */
   int64_t rank; /* -1: not a rank's */
-  int has_clock[2];
-  int64_t off[2], unc[2], at[2];
   pname *names;
   size_t nnames, namecap;
   pending *pend;
@@ -430,27 +426,6 @@ static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
   return 0;
 }
 
-static int on_meta(void *ud, const char *key, size_t klen, const char *value,
-                   size_t vlen) {
-  mlprof__dist_builder *b = ud;
-  char v[128];
-  if (vlen >= sizeof v) return 0;
-  memcpy(v, value, vlen);
-  v[vlen] = '\0';
-  int which = klen == 15 && !memcmp(key, "dist.clock.init", 15)    ? 0
-              : klen == 16 && !memcmp(key, "dist.clock.final", 16) ? 1
-                                                                   : -1;
-  long long off, unc, at;
-  if (which >= 0 && sscanf(v, "%lld %lld %lld", &off, &unc, &at) == 3 &&
-      unc >= 0) {
-    b->has_clock[which] = 1;
-    b->off[which] = off;
-    b->unc[which] = unc;
-    b->at[which] = at;
-  }
-  return 0;
-}
-
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
                   uint64_t unmatched) {
   (void)dropped;
@@ -515,7 +490,6 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
   /* A rank's children (data loader workers) share its rank: the first
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
-  b->has_clock[0] = b->has_clock[1] = 0;
   b->nnames = b->npend = b->ncomm = b->nmarks = 0;
   b->has_step_end = b->has_step_tid = 0;
   b->async_ns = b->waitzone_ns = b->end_ns = b->ops = 0;
@@ -531,7 +505,6 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
                          .span_units = on_span_units,
                          .step = on_step,
                          .step_end = on_step_end,
-                         .meta = on_meta,
                          .end = on_end};
 }
 
@@ -561,13 +534,6 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   const mlprof__job_profile *p = &b->job->profiles[b->profile];
   rs->profile = (int)b->profile;
   rs->host = p->hostname;
-  for (int k = 0; k < 2; k++) {
-    rs->has_init |= k == 0 && b->has_clock[0];
-    rs->has_final |= k == 1 && b->has_clock[1];
-    rs->off[k] = b->off[k];
-    rs->unc[k] = b->unc[k];
-    rs->at[k] = b->at[k];
-  }
   rs->async_ns = b->async_ns;
   rs->waitzone_ns = b->waitzone_ns;
   rs->end_ns = b->end_ns;
@@ -629,20 +595,20 @@ static void clocks(mlprof__dist_builder *b) {
       x->clock = 1;
       continue;
     }
-    if (rs->has_init || rs->has_final) {
-      int k = rs->has_init ? 0 : 1;
+    /* Measured: the job read the offsets and the drift between them. */
+    const mlprof__job_profile *p =
+        rs->profile >= 0 ? &b->job->profiles[rs->profile] : NULL;
+    if (p && (p->has_clock[0] || p->has_clock[1])) {
+      int k = p->has_clock[0] ? 0 : 1;
       x->clock = 1;
-      x->offset_ns = (double)rs->off[k];
-      x->at_ns = x->at_end_ns = (uint64_t)rs->at[k];
-      x->uncertainty_ns = (double)rs->unc[k];
-      /* Between the two measurements the offset moves linearly; before the
-       * first and after the last it stays (a drift measured over a short
-       * run would be extrapolated with its error). */
-      if (rs->has_init && rs->has_final && rs->at[1] > rs->at[0]) {
-        x->drift =
-            (double)(rs->off[1] - rs->off[0]) / (double)(rs->at[1] - rs->at[0]);
-        x->at_end_ns = (uint64_t)rs->at[1];
-        if (rs->unc[1] > rs->unc[0]) x->uncertainty_ns = (double)rs->unc[1];
+      x->offset_ns = (double)p->clock_off_ns[k];
+      x->at_ns = x->at_end_ns = (uint64_t)p->clock_at_ns[k];
+      x->uncertainty_ns = (double)p->clock_unc_ns[k];
+      if (p->drift_to_ns > p->drift_from_ns) {
+        x->drift = p->drift;
+        x->at_end_ns = (uint64_t)p->clock_at_ns[1];
+        if (p->clock_unc_ns[1] > p->clock_unc_ns[0])
+          x->uncertainty_ns = (double)p->clock_unc_ns[1];
       }
       continue;
     }

@@ -39,6 +39,13 @@ typedef struct {
   uint64_t begin;
 } open_zone;
 
+/* A collective's slice that flow arrows start from. */
+typedef struct {
+  char ids[48];
+  size_t ids_len;
+  uint64_t ts; /* job time */
+} anchor;
+
 typedef struct {
   mlprof__out *o;
   uint64_t events;
@@ -55,7 +62,8 @@ typedef struct {
   mlprof__kv *meta; /* session metadata of the whole job */
   size_t nmeta, mcap;
   /* The profile being read. */
-  uint64_t pid, offset_ns, end_ns;
+  const mlprof__job_profile *prof;
+  uint64_t pid, end_ns;
   int end_seen;
   size_t host;
   /* Samples: where each subject's counters go. */
@@ -68,6 +76,11 @@ typedef struct {
   mlprof__map unprofiled; /* host << 32 | pid -> n: pid UNPROFILED_PID + n */
   uint64_t next_pseudo;   /* pid for the next process without a profile */
   uint64_t *span_bytes;   /* mlprof__chrome_result.span_bytes */
+  /* Collectives: group and seq -> the first participant's slice met. */
+  mlprof__map colls;
+  anchor *anchors;
+  size_t nanchors, anchcap;
+  uint64_t flows; /* flow ids given */
 } chrome;
 
 /* Pseudo-processes for what is not a profiled process; above any Linux pid
@@ -158,7 +171,7 @@ static void write_span(chrome *c, thread_state *t) {
   p = PUT_LIT(p, "\"ph\":\"X\",");
   p = put(p, t->ids, t->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t->begin);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t->begin));
   p = PUT_LIT(p, ",\"dur\":");
   p = mlprof__fmt_us(p, t->end - t->begin);
   p = PUT_LIT(p, ",\"name\":");
@@ -189,27 +202,95 @@ static void write_span(chrome *c, thread_state *t) {
         put_name(c, (uint32_t)t->args[i].b);
     }
     mlprof__out_lit(c->o, "}");
-    t->nargs = 0;
   }
   mlprof__out_lit(c->o, "}");
 }
 
-static void flush_span(chrome *c, thread_state *t) {
-  if (!t->pending) return;
+static uint64_t fnv(const char *s, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+#define FNV_START 1469598103934665603ull
+
+/* Whether name (an index) is the JSON string lit. */
+static int name_is(const chrome *c, uint32_t name, const char *lit) {
+  const name_entry *n = &c->names[name];
+  return n->len == strlen(lit) && !memcmp(c->arena.buf + n->off, lit, n->len);
+}
+
+static void flow_event(chrome *c, const char *ph, const char *ids,
+                       size_t ids_len, uint64_t ts) {
+  char *p = mlprof__out_space(c->o, 192);
+  p = event_start(c, p);
+  p = put(p, ph, strlen(ph));
+  p = PUT_LIT(p, ",\"cat\":\"collective\",\"name\":\"collective\",\"id\":");
+  p = mlprof__fmt_u64(p, c->flows);
+  p = PUT_LIT(p, ",");
+  p = put(p, ids, ids_len);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = mlprof__fmt_us(p, ts);
+  p = PUT_LIT(p, "}");
+  mlprof__out_end(c->o, p);
+}
+
+/* A collective's slice (units "seq" and metadata "comm" or "group", as
+ * dist.c matches them): the first participant met is the anchor, each other
+ * one gets a flow arrow from it. Returns 0 or MLPROF_ENOMEM. */
+static int link_collective(chrome *c, const thread_state *t) {
+  uint64_t seq = 0, key = FNV_START;
+  int has_group = 0;
+  for (size_t i = 0; i < t->nargs; i++) {
+    const span_arg *a = &t->args[i];
+    if (a->is_units && name_is(c, a->a, "\"seq\"")) seq = a->b;
+    if (!a->is_units &&
+        (name_is(c, a->a, "\"comm\"") || name_is(c, a->a, "\"group\""))) {
+      const name_entry *g = &c->names[a->b];
+      key = fnv(c->arena.buf + g->off, g->len, key);
+      has_group = 1;
+    }
+  }
+  if (!seq || !has_group) return 0;
+  key = fnv((const char *)&seq, sizeof seq, key);
+  uint64_t ts = mlprof__job_time(c->prof, t->begin);
+  uint32_t at = mlprof__map_get(&c->colls, key);
+  if (at == MLPROF__NONE) {
+    if (c->nanchors >= MLPROF__NONE - 1 ||
+        mlprof__grow(&c->anchors, &c->anchcap, c->nanchors + 1,
+                     sizeof *c->anchors) ||
+        mlprof__map_put(&c->colls, key, (uint32_t)c->nanchors))
+      return MLPROF_ENOMEM;
+    anchor *a = &c->anchors[c->nanchors++];
+    memcpy(a->ids, t->ids, t->ids_len);
+    a->ids_len = t->ids_len;
+    a->ts = ts;
+    return 0;
+  }
+  const anchor *a = &c->anchors[at];
+  c->flows++;
+  flow_event(c, "\"ph\":\"s\"", a->ids, a->ids_len, a->ts);
+  flow_event(c, "\"ph\":\"f\",\"bp\":\"e\"", t->ids, t->ids_len, ts);
+  return 0;
+}
+
+/* Writes the span held back on t. Returns 0 or MLPROF_ENOMEM. */
+static int flush_span(chrome *c, thread_state *t) {
+  if (!t->pending) return 0;
   t->pending = 0;
   uint64_t at = mlprof__out_pos(c->o);
   write_span(c, t);
   if (c->span_bytes)
     c->span_bytes[mlprof__chrome_bucket(t->end - t->begin)] +=
         mlprof__out_pos(c->o) - at;
+  int rc = link_collective(c, t);
+  t->nargs = 0;
+  return rc;
 }
 
 /* The thread of a record that is not a span's metadata or units: the span it
  * held back is now complete. NULL when out of memory. */
 static thread_state *record_thread(chrome *c, uint32_t tid) {
   thread_state *t = thread_of(c, tid);
-  if (t) flush_span(c, t);
-  return t;
+  return t && !flush_span(c, t) ? t : NULL;
 }
 
 /* Callbacks return the writer's error as soon as there is one, so a full
@@ -298,7 +379,7 @@ static void counter_start(chrome *c, uint64_t t, uint32_t name,
   p = PUT_LIT(p, "\"ph\":\"C\",\"pid\":");
   p = mlprof__fmt_u64(p, c->pid);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
   p = PUT_LIT(p, ",\"name\":");
   mlprof__out_end(c->o, p);
   put_name(c, name);
@@ -341,7 +422,7 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",");
   p = put(p, ts->ids, ts->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, c->offset_ns + t);
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
   p = PUT_LIT(p, ",\"name\":\"step\",\"args\":{\"step\":");
   p = mlprof__fmt_u64(p, ts->steps++);
   p = PUT_LIT(p, "}}");
@@ -426,7 +507,7 @@ static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
 
 static int on_sample(void *ud, const mlprof__sample_row *row) {
   chrome *c = ud;
-  uint64_t t = c->offset_ns + row->t, pid;
+  uint64_t t = mlprof__job_time(c->prof, row->t), pid;
   int rc = 0;
   char pre[48];
   switch (row->subject) {
@@ -497,16 +578,46 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   return 0;
 }
 
+static int has_clock(const mlprof__job_profile *p) {
+  return p->has_clock[0] || p->has_clock[1];
+}
+
+/* Whether p is the profile of its rank: the one that measured its clock or,
+ * when none did, one that is not a child of a process of the same rank (a
+ * launcher's wrapper, a DataLoader worker carry the rank too). */
+static int is_rank(const mlprof__job *job, const mlprof__job_profile *p) {
+  if (p->rank < 0) return 0;
+  if (has_clock(p)) return 1;
+  for (size_t i = 0; i < job->count; i++)
+    if (job->profiles[i].rank == p->rank && has_clock(&job->profiles[i]))
+      return 0;
+  return p->parent < 0 || job->profiles[p->parent].rank != p->rank;
+}
+
 /* Process name and sort order, before any event of the profile. */
 static void profile_start(chrome *c, const mlprof__job_profile *p,
                           size_t index) {
   const char *base = p->name ? p->name : "";
   char label[512];
-  if (p->rank >= 0)
+  /* A rank is shown as such, first and in rank order; its children (which
+   * carry its rank) under their own names. */
+  int ranks = is_rank(c->job, p);
+  if (ranks) {
+    snprintf(label, sizeof label, "rank %lld (%s)", (long long)p->rank,
+             p->hostname ? p->hostname : "");
+    index = (size_t)p->rank;
+  } else if (p->rank >= 0) {
     snprintf(label, sizeof label, "%s %llu (rank %lld)", base,
              (unsigned long long)p->pid, (long long)p->rank);
-  else
+  } else {
     snprintf(label, sizeof label, "%s %llu", base, (unsigned long long)p->pid);
+  }
+  /* Other processes of a job of ranks after the ranks. */
+  for (size_t i = 0; i < c->job->count && !ranks; i++)
+    if (c->job->profiles[i].rank >= 0) {
+      index += c->job->count;
+      break;
+    }
   char *w = mlprof__out_space(c->o, 96);
   w = event_start(c, w);
   w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
@@ -538,9 +649,12 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
 }
 
 /* Completes the profile: held-back spans, then the zones still open, which
- * last until the profile's end. Leaves the per-profile state empty. */
-static void profile_finish(chrome *c, const mlprof__read_report *rep) {
-  for (size_t i = 0; i < c->nthreads; i++) flush_span(c, &c->threads[i]);
+ * last until the profile's end. Leaves the per-profile state empty. Returns
+ * 0 or MLPROF_ENOMEM. */
+static int profile_finish(chrome *c, const mlprof__read_report *rep) {
+  int rc = 0;
+  for (size_t i = 0; i < c->nthreads; i++)
+    if (flush_span(c, &c->threads[i])) rc = MLPROF_ENOMEM;
   uint64_t end = rep->last_ns;
   if (c->end_seen && c->end_ns > end) end = c->end_ns;
   for (size_t i = 0; i < c->nopen; i++) {
@@ -551,7 +665,7 @@ static void profile_finish(chrome *c, const mlprof__read_report *rep) {
     p = PUT_LIT(p, "\"ph\":\"X\",");
     p = put(p, t->ids, t->ids_len);
     p = PUT_LIT(p, ",\"ts\":");
-    p = mlprof__fmt_us(p, c->offset_ns + z->begin);
+    p = mlprof__fmt_us(p, mlprof__job_time(c->prof, z->begin));
     p = PUT_LIT(p, ",\"dur\":");
     p = mlprof__fmt_us(p, end > z->begin ? end - z->begin : 0);
     p = PUT_LIT(p, ",\"name\":");
@@ -569,6 +683,7 @@ static void profile_finish(chrome *c, const mlprof__read_report *rep) {
   mlprof__map_clear(&c->ids);
   mlprof__map_clear(&c->tids);
   c->last_thread = MLPROF__NONE;
+  return rc;
 }
 
 /* Chrome keys processes by pid: profiles that share one (pid reuse, other
@@ -598,9 +713,7 @@ static int plan_pids(chrome *c, mlprof__map *seen) {
     const mlprof__job_profile *p = &job->profiles[i];
     c->tpids[i] = trace_pid(seen, p, i, &oom);
     const char *h = p->hostname ? p->hostname : "";
-    uint64_t hash = 1469598103934665603ull;
-    for (const char *q = h; *q; q++)
-      hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
+    uint64_t hash = fnv(h, strlen(h), FNV_START);
     uint32_t k = mlprof__map_get(&by_hash, hash);
     /* A collision of two hostnames only shares their pseudo-processes. */
     if (k == MLPROF__NONE) {
@@ -684,7 +797,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     const mlprof__job_profile *p = &job->profiles[i];
     c.pid = c.tpids[i];
     c.host = c.hosts[i];
-    c.offset_ns = p->offset_ns;
+    c.prof = p;
     c.end_seen = 0;
     c.end_ns = 0;
     profile_start(&c, p, i);
@@ -704,7 +817,10 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       snprintf(err, errlen, "out of memory");
       break;
     }
-    profile_finish(&c, &rep);
+    if ((rc = profile_finish(&c, &rep))) {
+      snprintf(err, errlen, "out of memory");
+      break;
+    }
     if (res && res->reads) res->reads[i] = rep;
     if (res && res->read_errors)
       snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
@@ -736,6 +852,8 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   mlprof__map_clear(&c.first_of);
   mlprof__map_clear(&c.named);
   mlprof__map_clear(&c.unprofiled);
+  mlprof__map_clear(&c.colls);
+  free(c.anchors);
   free(c.threads);
   free(c.names);
   free(c.open);

@@ -1,9 +1,11 @@
 /* A job: the profiles named on a command line, placed on one timeline. See
- * job.h. Only each profile's HEADER chunk is read here. */
+ * job.h. Only each profile's HEADER chunk is read here, and a rank's META
+ * chunks for its clock offsets. */
 #include "job.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +128,69 @@ static int take_header(void *ud, const mlprof__header *h) {
   p->name = strdup(slash && slash[1] ? slash + 1 : arg0);
   if (!p->job_id || !p->hostname || !p->exe || !p->cmdline || !p->name)
     return MLPROF_ENOMEM;
-  return HEADER_TAKEN;
+  /* A rank's clock offsets are in META chunks further on. */
+  return p->rank >= 0 ? 0 : HEADER_TAKEN;
+}
+
+/* Between the two measurements the offset moves linearly; before the first
+ * and after the last it stays (a drift measured over a short run would be
+ * extrapolated with its error). */
+static void set_drift(mlprof__job_profile *p) {
+  const int64_t *at = p->clock_at_ns, *off = p->clock_off_ns;
+  int64_t s = (int64_t)p->start_mono_ns;
+  if (!p->has_clock[0] || !p->has_clock[1] || at[1] <= at[0] || at[0] < s)
+    return;
+  p->drift = (double)(off[1] - off[0]) / (double)(at[1] - at[0]);
+  p->drift_from_ns = (uint64_t)(at[0] - s);
+  p->drift_to_ns = (uint64_t)(at[1] - s);
+}
+
+/* See job.h. dist.clock.init and dist.clock.final are
+ * "OFFSET_NS UNCERTAINTY_NS AT_NS". */
+int mlprof__job_take_meta(void *ud, const char *key, size_t klen,
+                          const char *value, size_t vlen) {
+  mlprof__job_profile *p = ud;
+  int k = klen == 15 && !memcmp(key, "dist.clock.init", 15)    ? 0
+          : klen == 16 && !memcmp(key, "dist.clock.final", 16) ? 1
+                                                               : -1;
+  char v[128];
+  long long off, unc, at;
+  if (k < 0 || vlen >= sizeof v) return 0;
+  memcpy(v, value, vlen);
+  v[vlen] = '\0';
+  if (sscanf(v, "%lld %lld %lld", &off, &unc, &at) == 3 && unc >= 0 &&
+      at >= 0) {
+    p->has_clock[k] = 1;
+    p->clock_off_ns[k] = off;
+    p->clock_unc_ns[k] = unc;
+    p->clock_at_ns[k] = at;
+    set_drift(p);
+  }
+  return 0;
+}
+
+static int has_clock(const mlprof__job_profile *p) {
+  return p->has_clock[0] || p->has_clock[1];
+}
+
+/* What moves p's start from its own clock onto rank 0's (r0), in the base
+ * (monotonic or wall) of the job: 0 for a profile of no measured rank. */
+static int64_t clock_shift(const mlprof__job_profile *p,
+                           const mlprof__job_profile *r0, int one_host) {
+  if (!r0 || !has_clock(p)) return 0;
+  int64_t off = p->clock_off_ns[p->has_clock[0] ? 0 : 1];
+  if (one_host) return off;
+  return off + ((int64_t)p->start_mono_ns - (int64_t)p->start_wall_ns) -
+         ((int64_t)r0->start_mono_ns - (int64_t)r0->start_wall_ns);
+}
+
+/* See job.h. */
+uint64_t mlprof__job_time(const mlprof__job_profile *p, uint64_t t) {
+  uint64_t c = t < p->drift_from_ns ? p->drift_from_ns
+               : t > p->drift_to_ns ? p->drift_to_ns
+                                    : t;
+  return p->offset_ns + t +
+         (uint64_t)llround(p->drift * (double)(c - p->drift_from_ns));
 }
 
 static int cmp_profile(const void *a, const void *b) {
@@ -157,16 +221,29 @@ static void arrange(mlprof__job *job) {
       host = ps[i].hostname;
     else if (!ps[i].header_damaged && strcmp(ps[i].hostname, host) != 0)
       one_host = 0;
-  uint64_t min = UINT64_MAX;
+  /* Ranks that measured their clock are placed on rank 0's; a rank's
+   * children (no measurement, same rank and host) move with it. */
+  const mlprof__job_profile *r0 = NULL;
+  for (size_t i = 0; i < n && !r0; i++)
+    if (ps[i].rank == 0 && has_clock(&ps[i])) r0 = &ps[i];
+  int64_t min = INT64_MAX;
   for (size_t i = 0; i < n; i++) {
-    uint64_t s = one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns;
-    if (!ps[i].header_damaged && s < min) min = s;
+    const mlprof__job_profile *clocked = &ps[i];
+    for (size_t j = 0; j < n && !has_clock(clocked); j++)
+      if (ps[i].rank >= 0 && has_clock(&ps[j]) && ps[j].rank == ps[i].rank &&
+          !strcmp(ps[j].hostname, ps[i].hostname) &&
+          !strcmp(ps[j].job_id, ps[i].job_id))
+        clocked = &ps[j];
+    int64_t s = (int64_t)(one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns);
+    /* offset_ns holds the start on the common clock until min is known. */
+    ps[i].offset_ns = (uint64_t)(s + clock_shift(clocked, r0, one_host));
+    if (!ps[i].header_damaged && (int64_t)ps[i].offset_ns < min)
+      min = (int64_t)ps[i].offset_ns;
   }
   for (size_t i = 0; i < n; i++)
-    ps[i].offset_ns =
-        ps[i].header_damaged
-            ? 0
-            : (one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns) - min;
+    ps[i].offset_ns = ps[i].header_damaged || (int64_t)ps[i].offset_ns < min
+                          ? 0
+                          : (uint64_t)((int64_t)ps[i].offset_ns - min);
   qsort(ps, n, sizeof *ps, cmp_profile);
   /* A pid can be reused: the parent is the latest process with that pid on
    * the same host that started no later than the child. */
@@ -270,7 +347,8 @@ int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
   skipped sk = {0};
   for (size_t i = 0; i < files.n && !rc; i++) {
     mlprof__job_profile *p = &job->profiles[job->count];
-    mlprof__visitor v = {.ud = p, .header = take_header};
+    mlprof__visitor v = {
+        .ud = p, .header = take_header, .meta = mlprof__job_take_meta};
     p->path = files.v[i];
     files.v[i] = NULL;
     job->count++;

@@ -20,10 +20,22 @@ typedef struct {
   char *name;
   uint64_t start_wall_ns;
   uint64_t start_mono_ns;
+  /* A rank's measured clock offsets to rank 0 (dist.clock.init, .final;
+   * docs/distributed.md, "Clock offsets"): rank 0's CLOCK_MONOTONIC read at
+   * clock_at_ns[k] on this one was clock_at_ns[k] + clock_off_ns[k], within
+   * +- clock_unc_ns[k]; has_clock[k] says whether it was recorded. */
+  int has_clock[2];
+  int64_t clock_off_ns[2], clock_unc_ns[2], clock_at_ns[2];
   /* Add to a time of this profile to place it on the job's timeline, whose 0
-   * is the earliest start. Monotonic starts when all profiles come from one
-   * host, wall-clock starts otherwise. */
+   * is the earliest start: use mlprof__job_time, which adds the drift. The
+   * starts are monotonic when all profiles come from one host, wall-clock
+   * otherwise; a rank's is moved onto rank 0's clock by its measured offset
+   * (its children's by their rank's). */
   uint64_t offset_ns;
+  /* Between its two measurements a rank's offset moves by drift ns per ns
+   * (times drift_from_ns..drift_to_ns of this profile); 0 otherwise. */
+  double drift;
+  uint64_t drift_from_ns, drift_to_ns;
   int parent; /* index of the parent process's profile, -1 */
   /* 1: its HEADER chunk was damaged: pid, host and start are unknown (0,
    * ""), and it is placed at the job's time 0. */
@@ -55,5 +67,15 @@ typedef struct {
 int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
                      char *err, size_t errlen);
 void mlprof__job_close(mlprof__job *job);
+
+/* A META entry of the profile ud (an mlprof__job_profile *), as a reader's
+ * meta callback: dist.clock.init and .final set its clock and drift, an
+ * unreadable value or another key is passed over. Returns 0. */
+int mlprof__job_take_meta(void *ud, const char *key, size_t klen,
+                          const char *value, size_t vlen);
+
+/* Time t of profile p on the job's timeline: offset_ns + t, plus the drift
+ * accumulated since the first measurement (held after the last). */
+uint64_t mlprof__job_time(const mlprof__job_profile *p, uint64_t t);
 
 #endif

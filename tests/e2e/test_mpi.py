@@ -39,7 +39,7 @@ def ranks(out):
         with open(trace) as f:
             d = json.load(f)
         name = [e for e in d["traceEvents"] if e.get("name") == "process_name"]
-        rank = int(name[0]["args"]["name"].split("(rank ")[1].rstrip(")"))
+        rank = int(name[0]["args"]["name"].split()[1])
         spans = [e for e in d["traceEvents"] if e["ph"] == "X"]
         zones = sorted((e for e in spans if e["tid"] < 2**31),
                        key=lambda e: e["ts"])
@@ -173,3 +173,79 @@ def test_straggler_on_shifted_clocks(tmp_path):
     check_straggler(report)
     for r in report["distributed"]["ranks"]:
         assert abs(r["offset_ns"] + 7e9 * r["rank"]) <= r["uncertainty_ns"] + 1
+
+
+def job_trace(out):
+    """The Chrome trace of the whole run directory: (events, {pid: rank})."""
+    trace = os.path.join(out, "job.json")
+    mlprof("trace", out, "-o", trace)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    rank_of = {}
+    for e in events:
+        if (e.get("name") == "process_name"
+                and e["args"]["name"].startswith("rank ")):
+            rank_of[e["pid"]] = int(e["args"]["name"].split()[1])
+    return events, rank_of
+
+
+def test_trace_aligns_shifted_clocks(tmp_path):
+    """Each rank's CLOCK_MONOTONIC is moved by 7 s x rank: in the job's trace
+    the ranks are put on rank 0's clock, so the four participants of each
+    barrier leave it within 1 ms of each other."""
+    if subprocess.run(["unshare", "--time", "--fork", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no time namespaces here (needs root and Linux 5.6)")
+    out = str(tmp_path / "run")
+    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
+               f" --fork {MPI_OPS}")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+             *MPIRUN, "sh", "-c", shifted])
+    events, rank_of = job_trace(out)
+    leave = {}
+    for e in events:
+        if e["ph"] == "X" and e["name"] == "MPI_Barrier":
+            leave.setdefault(rank_of[e["pid"]], []).append(e["ts"] + e["dur"])
+    assert sorted(leave) == [0, 1, 2, 3]
+    for ends in zip(*(sorted(v) for v in leave.values())):
+        assert max(ends) - min(ends) < 1000, ends
+
+
+def test_trace_links_collectives(tmp_path):
+    """The job's trace has a process "rank N (host)" per rank, sorted by
+    rank, and a flow arrow from one participant of each collective to every
+    other, bound to the collective's slices (matched by comm and seq)."""
+    out = str(tmp_path / "run")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, MPI_OPS])
+    events, rank_of = job_trace(out)
+    host = os.uname().nodename
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("name") == "process_name" and e["pid"] in rank_of}
+    assert sorted(names.values()) == [f"rank {r} ({host})" for r in range(4)]
+    order = {e["pid"]: e["args"]["sort_index"] for e in events
+             if e.get("name") == "process_sort_index" and e["pid"] in rank_of}
+    assert sorted(order, key=order.get) == sorted(rank_of, key=rank_of.get)
+    slices = [e for e in events if e["ph"] == "X" and e["pid"] in rank_of]
+    coll = {}
+    for e in slices:
+        if "seq" in e.get("args", {}):
+            coll.setdefault((e["args"]["comm"], e["args"]["seq"]), []).append(e)
+
+    def slice_at(f):
+        [s] = [e for e in coll_slices
+               if (e["pid"], e["tid"]) == (f["pid"], f["tid"])
+               and e["ts"] == f["ts"]]
+        return s
+
+    coll_slices = [e for v in coll.values() for e in v]
+    flows = {}
+    for e in events:
+        if e["ph"] in "sf" and e.get("cat") == "collective":
+            flows.setdefault(e["id"], {})[e["ph"]] = e
+    # Every collective of n participants has n - 1 arrows.
+    assert len(flows) == sum(len(v) - 1 for v in coll.values()) > 0
+    for f in flows.values():
+        a, b = slice_at(f["s"]), slice_at(f["f"])
+        assert rank_of[a["pid"]] != rank_of[b["pid"]]
+        assert (a["args"]["comm"], a["args"]["seq"]) == (
+            b["args"]["comm"], b["args"]["seq"])

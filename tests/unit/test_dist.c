@@ -63,8 +63,9 @@ static uint32_t name(feed *f, uint8_t kind, uint8_t cat, const char *s) {
   return n.id;
 }
 
-static void meta(feed *f, const char *k, const char *v) {
-  f->v.meta(f->v.ud, k, strlen(k), v, strlen(v));
+/* A META entry, read as the job reads it. */
+static void meta(mlprof__job_profile *p, const char *k, const char *v) {
+  mlprof__job_take_meta(p, k, strlen(k), v, strlen(v));
 }
 
 /* Runs the analysis over the simulated job into *d and *fs. */
@@ -139,7 +140,7 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
         char v[96];
         snprintf(v, sizeof v, "%lld %lld %lld", (long long)llround(off),
                  (long long)(r ? s->measured_unc_ns : 0), (long long)at);
-        meta(&f, m ? "dist.clock.final" : "dist.clock.init", v);
+        meta(&p[r], m ? "dist.clock.final" : "dist.clock.init", v);
       }
     }
 #undef LT

@@ -649,8 +649,8 @@ static void test_chrome_trace(void) {
   CHECK(strstr(s, "\"ts\":4.000,\"dur\":1.000,"));
   CHECK(strstr(s, "\"args\":{\"open\":true}}"));
   CHECK(strstr(s,
-               "\"name\":\"process_name\",\"args\":{\"name\":\"py\\u003cth"
-               "\\u003eon 4242 (rank 0)\"}"));
+               "\"name\":\"process_name\",\"args\":{\"name\":\"rank 0 "
+               "(node\\\"1)\"}"));
   CHECK(strstr(
       s, "\"name\":\"thread_name\",\"args\":{\"name\":\"main\\u001b[31m\"}"));
   CHECK(strstr(s, "\"meta\":{\"model\":\"r\\\"n\\u003c/script\\u003e\"}"));
