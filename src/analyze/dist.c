@@ -191,16 +191,10 @@ struct mlprof__dist_builder {
   size_t profile;
 };
 
-static uint64_t fnv(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The index of the string s (n bytes), added when new; MLPROF__NONE when
  * out of memory. */
 static uint32_t intern(mlprof__dist_builder *b, const char *s, size_t n) {
-  uint64_t key = fnv(s, n);
+  uint64_t key = mlprof__hash(s, n, MLPROF__HASH_START);
   for (;; key++) {
     uint32_t i = mlprof__map_get(&b->str_index, key);
     if (i == MLPROF__NONE) break;

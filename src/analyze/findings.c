@@ -69,16 +69,9 @@ typedef struct {
   thread_st *last_thread;
 } pass;
 
-static uint64_t hash_name(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The pass's zone named s, added if new; MLPROF__NONE when out of memory. */
 static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
-  uint64_t h = hash_name(s, n);
+  uint64_t h = mlprof__hash(s, n, MLPROF__HASH_START);
   for (;; h++) {
     uint32_t at = mlprof__map_get(&ps->zone_by_hash, h);
     if (at == MLPROF__NONE) break;

@@ -79,20 +79,13 @@ struct mlprof__resources_builder {
 
 typedef struct mlprof__resources_builder builder;
 
-static uint64_t hash_of(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The index in r->strings of a copy of s (n bytes), or MLPROF__NONE when out
  * of memory. Strings are compared up to their first NUL, as every consumer
  * of these strings reads them. */
 static uint32_t intern_at(builder *b, const char *s, size_t n) {
   const char *nul = memchr(s, '\0', n);
   if (nul) n = (size_t)(nul - s);
-  uint64_t h = hash_of(s, n);
+  uint64_t h = mlprof__hash(s, n, MLPROF__HASH_START);
   uint32_t at = mlprof__map_get(&b->strings, h);
   mlprof__resources *r = b->r;
   if (at != MLPROF__NONE && strlen(r->strings[at]) == n &&
@@ -443,7 +436,7 @@ static double covering_mean(const mlprof__series *s, const double *v,
 static int z_name(void *ud, const mlprof__name *n) {
   zpass *z = ud;
   if (n->kind != MLPROF__NAME_ZONE) return 0;
-  uint64_t h = hash_of(n->name, n->name_len);
+  uint64_t h = mlprof__hash(n->name, n->name_len, MLPROF__HASH_START);
   uint32_t at = mlprof__map_get(&z->by_hash, h);
   if (at != MLPROF__NONE && (z->zones[at].len != n->name_len ||
                              memcmp(z->zones[at].zone, n->name, n->name_len)))

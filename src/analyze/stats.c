@@ -185,17 +185,10 @@ struct mlprof__stats {
   int keep_durations; /* hand the sorted durations to the report */
 };
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-  return h;
-}
-
 /* The index of the string s in the table, added if new; MLPROF__NONE when out
  * of memory. */
 static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
-  uint64_t h = hash_bytes(str, len);
+  uint64_t h = mlprof__hash(str, len, MLPROF__HASH_START);
   if (s->str_slot_cap) {
     for (size_t i = h & (s->str_slot_cap - 1);;
          i = (i + 1) & (s->str_slot_cap - 1)) {

@@ -32,6 +32,11 @@ int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
 /* Frees the map's memory and leaves it empty and usable. */
 void mlprof__map_clear(mlprof__map *m);
 
+/* FNV-1a over n bytes, continuing from h (MLPROF__HASH_START to begin):
+ * hash maps' keys for strings, and signatures. */
+#define MLPROF__HASH_START 1469598103934665603ull
+uint64_t mlprof__hash(const void *s, size_t n, uint64_t h);
+
 /* The lookup of a table of distinct byte strings whose ids are dense (0,
  * 1, ...): the strings themselves live in the owner's arrays (a name and a
  * length per id), which the analyses hand to the exporters. Zero it to

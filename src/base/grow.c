@@ -77,17 +77,16 @@ char *mlprof__dup(const char *s, size_t n) {
   return d;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+uint64_t mlprof__hash(const void *s, size_t n, uint64_t h) {
+  const unsigned char *p = s;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 
 uint32_t mlprof__strindex_intern(mlprof__strindex *ix, char ***names,
                                  size_t **lens, size_t *count, size_t *cap,
                                  const char *s, size_t n) {
-  uint64_t h = hash_bytes(s, n);
+  uint64_t h = mlprof__hash(s, n, MLPROF__HASH_START);
   uint32_t first = mlprof__map_get(&ix->first, h);
   for (uint32_t i = first; i != MLPROF__NONE; i = ix->next[i])
     if ((*lens)[i] == n && memcmp((*names)[i], s, n) == 0) return i;

@@ -206,12 +206,6 @@ static void write_span(chrome *c, thread_state *t) {
   mlprof__out_lit(c->o, "}");
 }
 
-static uint64_t fnv(const char *s, size_t n, uint64_t h) {
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-  return h;
-}
-#define FNV_START 1469598103934665603ull
-
 /* Whether name (an index) is the JSON string lit. */
 static int name_is(const chrome *c, uint32_t name, const char *lit) {
   const name_entry *n = &c->names[name];
@@ -237,7 +231,7 @@ static void flow_event(chrome *c, const char *ph, const char *ids,
  * dist.c matches them): the first participant met is the anchor, each other
  * one gets a flow arrow from it. Returns 0 or MLPROF_ENOMEM. */
 static int link_collective(chrome *c, const thread_state *t) {
-  uint64_t seq = 0, key = FNV_START;
+  uint64_t seq = 0, key = MLPROF__HASH_START;
   int has_group = 0;
   for (size_t i = 0; i < t->nargs; i++) {
     const span_arg *a = &t->args[i];
@@ -245,12 +239,12 @@ static int link_collective(chrome *c, const thread_state *t) {
     if (!a->is_units &&
         (name_is(c, a->a, "\"comm\"") || name_is(c, a->a, "\"group\""))) {
       const name_entry *g = &c->names[a->b];
-      key = fnv(c->arena.buf + g->off, g->len, key);
+      key = mlprof__hash(c->arena.buf + g->off, g->len, key);
       has_group = 1;
     }
   }
   if (!seq || !has_group) return 0;
-  key = fnv((const char *)&seq, sizeof seq, key);
+  key = mlprof__hash(&seq, sizeof seq, key);
   uint64_t ts = mlprof__job_time(c->prof, t->begin);
   uint32_t at = mlprof__map_get(&c->colls, key);
   if (at == MLPROF__NONE) {
@@ -713,7 +707,7 @@ static int plan_pids(chrome *c, mlprof__map *seen) {
     const mlprof__job_profile *p = &job->profiles[i];
     c->tpids[i] = trace_pid(seen, p, i, &oom);
     const char *h = p->hostname ? p->hostname : "";
-    uint64_t hash = fnv(h, strlen(h), FNV_START);
+    uint64_t hash = mlprof__hash(h, strlen(h), MLPROF__HASH_START);
     uint32_t k = mlprof__map_get(&by_hash, hash);
     /* A collision of two hostnames only shares their pseudo-processes. */
     if (k == MLPROF__NONE) {

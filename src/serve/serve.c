@@ -105,7 +105,7 @@ static int has_suffix(const char *s, const char *suf) {
 static size_t profiles_of(const char *dir, char ***out, uint64_t *sig) {
   DIR *d = opendir(dir);
   *out = NULL;
-  *sig = 1469598103934665603ull;
+  *sig = MLPROF__HASH_START;
   if (!d) return 0;
   char **files = NULL;
   size_t n = 0, cap = 0;
@@ -123,9 +123,8 @@ static size_t profiles_of(const char *dir, char ***out, uint64_t *sig) {
     n++;
     uint64_t parts[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
                          (uint64_t)st.st_mtim.tv_nsec};
-    for (const char *c = e->d_name; *c; c++)
-      *sig = (*sig ^ (unsigned char)*c) * 1099511628211ull;
-    for (int k = 0; k < 3; k++) *sig = (*sig ^ parts[k]) * 1099511628211ull;
+    *sig = mlprof__hash(e->d_name, strlen(e->d_name), *sig);
+    *sig = mlprof__hash(parts, sizeof parts, *sig);
   }
   closedir(d);
   *out = files;
