@@ -489,7 +489,30 @@
         return {name: z.name, value: z.mean_ns, err: z.std_ns, color: zoneColor(z.name),
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
-      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])];
+      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])].concat(linesCards());
+  }
+
+  /* Line timings (R().lines, one row per line): each timed function's
+   * source with a heat bar per line, its share of the function's time. */
+  function linesCards() {
+    var funcs = [], by = {};
+    arr(R().lines).forEach(function (l) {
+      var k = l.file + ':' + l.first_line + ':' + l.function;
+      if (!by[k]) { by[k] = {name: l.function, file: l.file, first: l.first_line, rows: []}; funcs.push(by[k]); }
+      by[k].rows.push(l);
+    });
+    return funcs.map(function (f) {
+      var body = f.rows.map(function (l) {
+        var share = Math.max(0, Math.min(100, +l.share || 0));
+        return el('tr', null, [el('td', {text: l.line}), el('td', {text: l.hits}), el('td', {text: fmtNs(l.total_ns)}),
+          el('td', {text: fmtNs(l.exclusive_ns)}),
+          el('td', {class: 'heat', title: num(share) + '% of the function\'s time'}, [el('i', {style: 'width:' + share.toFixed(1) + '%'}), el('span', {text: num(share) + '%'})]),
+          el('td', {class: 'src', text: l.source})]);
+      });
+      return card('Lines of ' + f.name + ' (' + f.file + ':' + f.first + ')', el('table', {class: 'lines'}, [
+        el('thead', null, el('tr', null, ['line', 'hits', 'total', 'exclusive', 'share', 'source'].map(function (h, i) { return el('th', {class: i === 5 ? 'l' : '', text: h}); }))),
+        el('tbody', null, body)]));
+    });
   }
 
   /* Python call zones (backend="calls": `module.Class.method`,

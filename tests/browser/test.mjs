@@ -355,6 +355,35 @@ function python(script, ...args) {
     env: { ...process.env, PYTHONPATH: path.join(build, 'python') } });
 }
 
+test('zones view: line timings as source with a heat bar per line, escaped', async () => {
+  const prof = path.join(tmp, 'lines.mlprof');
+  python(['import sys, time', 'import mlprof',
+    'def work():',
+    '    time.sleep(0.09)',
+    '    s = "<img src=x onerror=alert(1)>"; time.sleep(0.03)',
+    '    return s',
+    'with mlprof.Profiler(output=sys.argv[1], lines=[work]):',
+    '    work()'], prof);
+  const file = path.join(tmp, 'lines.html');
+  run(['html', prof, '-o', file]);
+  const { page, errors } = await openPage('file://' + file + '#zones');
+  const rows = await page.$$eval('table.lines tbody tr', (r) => r.map((x) => ({
+    share: parseFloat(x.querySelector('td.heat span').textContent),
+    width: parseFloat(x.querySelector('td.heat i').style.width),
+    src: x.querySelector('td.src').textContent,
+    markup: x.querySelector('td.src').children.length,
+  })));
+  assert.equal(rows.length, 3, JSON.stringify(rows));
+  assert.ok(Math.abs(rows[0].share - 75) <= 5 && Math.abs(rows[1].share - 25) <= 5, JSON.stringify(rows));
+  rows.forEach((r) => assert.ok(Math.abs(r.width - r.share) <= 0.1, JSON.stringify(r)));
+  assert.match(rows[1].src, /<img src=x onerror=alert\(1\)>/);
+  assert.equal(await page.$$eval('#main img', (i) => i.length), 0);
+  assert.ok(rows.every((r) => r.markup === 0));
+  await page.screenshot({ path: path.join(shots, 'lines.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test('layers view: one row per module, never-run modules marked', async () => {
   const prof = path.join(tmp, 'layers.mlprof');
   python(['import sys, torch', 'from torch import nn', 'import mlprof, mlprof.torch as mt',
