@@ -8,8 +8,11 @@
   var COLORS = ['#2f6fde', '#e8590c', '#2b8a3e', '#ae3ec9', '#c8372d', '#0c8599',
     '#d98a00', '#5c7cfa', '#862e9c', '#495057'];
   var PARTS = ['data', 'forward', 'backward', 'optimizer', 'communication', 'other'];
+  /* One colour per zone category (and step part), the same in every chart;
+   * zones without a category take one of NAME_COLORS by their name. */
   var PART_COLORS = {data: '#0c8599', forward: '#2f6fde', backward: '#ae3ec9',
-    optimizer: '#2b8a3e', communication: '#e8590c', other: '#adb5bd'};
+    optimizer: '#2b8a3e', communication: '#e8590c', io: '#d98a00', other: '#adb5bd'};
+  var NAME_COLORS = ['#c8372d', '#8d6e63', '#e64980', '#74b816', '#495057', '#7048e8'];
   var TABS = [['overview', 'Overview'], ['zones', 'Zones'], ['timeline', 'Timeline'], ['spans', 'Spans'],
     ['memory', 'Memory'], ['gpu', 'GPU'], ['findings', 'Findings'],
     ['processes', 'Processes']];
@@ -79,6 +82,11 @@
     return num(b) + ' ' + u[i];
   }
   function fmtUnit(name) {
+    if (/_ns$/.test(name)) return fmtNs;
+    if (/_share$/.test(name)) return function (v) { return num(100 * v) + '%'; };
+    if (/_mb$/.test(name)) return function (v) { return num(v) + ' MB'; };
+    if (/_mb_per_(min|step)$/.test(name)) return function (v) { return num(v) + ' MB/' + name.replace(/.*_/, ''); };
+    if (/_bytes_per_s$/.test(name)) return function (v) { return fmtBytes(v) + '/s'; };
     if (/_bytes(_s)?$/.test(name)) return function (v) { return fmtBytes(v) + (/_s$/.test(name) ? '/s' : ''); };
     if (/_pct$/.test(name)) return function (v) { return num(v) + '%'; };
     if (/_w$/.test(name)) return function (v) { return num(v) + ' W'; };
@@ -117,6 +125,42 @@
     return arr(res.tree.measures).filter(function (x) { return x.name === name; })[0] || null;
   }
 
+  var zoneCats = {src: null, cat: {}};
+  /* The colour of a zone: its category's, else one picked by its name. */
+  function zoneColor(name) {
+    if (zoneCats.src !== R().zones) {
+      zoneCats = {src: R().zones, cat: {}};
+      arr(R().zones).forEach(function (z) { zoneCats.cat[z.name] = z.category; });
+    }
+    var c = PART_COLORS[zoneCats.cat[name]];
+    if (c) return c;
+    var h = 0;
+    for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+    return NAME_COLORS[Math.abs(h) % NAME_COLORS.length];
+  }
+
+  /* ---- axes ------------------------------------------------------------- */
+  /* A step of 1, 2 or 5 times a power of ten giving about count steps over
+   * range; in minutes (0.5, 1, 2, 5, ...) for time above half a minute, so
+   * fmtNs prints it round. */
+  function niceStep(range, count, time) {
+    var raw = range / Math.max(1, count);
+    if (time && raw >= 30e9) return 60e9 * niceStep(raw / 60e9, 1);
+    if (!(raw > 0)) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+  /* The multiples of step in [lo, hi]. */
+  function ticks(lo, hi, step) {
+    var out = [];
+    for (var k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(k * step);
+    return out;
+  }
+  /* A tick label without the trailing zeros num() pads with (2.50 → 2.5). */
+  function tickText(fmt, v) {
+    return fmt(v).replace(/^(-?\d+\.\d*?)0+(?!\d)/, '$1').replace(/^(-?\d+)\.(?!\d)/, '$1');
+  }
+
   /* ---- charts ----------------------------------------------------------- */
   function showTip(ev, s) {
     tip.textContent = s;
@@ -133,11 +177,12 @@
     opts = opts || {};
     var W = 900, H = opts.height || 200, L = 70, Rm = 10, T = 10, B = 24;
     var fmt = opts.fmt || function (v) { return num(v); };
-    var tmin = Infinity, tmax = -Infinity;
+    /* Every chart on the job's time, from its start. */
+    var tmin = 0, tmax = R().wall_ns || 0, any = false;
     list.forEach(function (s) {
-      if (s.t.length) { tmin = Math.min(tmin, s.t[0]); tmax = Math.max(tmax, s.t[s.t.length - 1]); }
+      if (s.t.length) { any = true; tmax = Math.max(tmax, s.t[s.t.length - 1]); }
     });
-    if (!isFinite(tmin)) return el('p', {class: 'muted', text: 'no samples'});
+    if (!any) return el('p', {class: 'muted', text: 'no samples'});
     if (state.zoom) { tmin = state.zoom[0]; tmax = state.zoom[1]; }
     if (tmax <= tmin) tmax = tmin + 1;
     var vmax = 0, vmin = 0;
@@ -146,21 +191,22 @@
         if (s.t[i] >= tmin && s.t[i] <= tmax) { vmax = Math.max(vmax, s.v[i]); vmin = Math.min(vmin, s.v[i]); }
     });
     if (vmax <= vmin) vmax = vmin + 1;
-    vmax *= 1.05;
+    var vstep = niceStep(vmax - vmin, 4);
+    vmin = Math.floor(vmin / vstep + 1e-9) * vstep; vmax = Math.ceil(vmax / vstep - 1e-9) * vstep;
     function X(t) { return L + (t - tmin) / (tmax - tmin) * (W - L - Rm); }
     function Y(v) { return T + (1 - (v - vmin) / (vmax - vmin)) * (H - T - B); }
     var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'chart'});
     var clip = 'c' + Math.random().toString(36).slice(2);
     g.appendChild(sv('defs', null, sv('clipPath', {id: clip}, sv('rect', {x: L, y: 0, width: W - L - Rm, height: H}))));
-    for (var k = 0; k <= 4; k++) {
-      var v = vmin + (vmax - vmin) * k / 4, y = Y(v);
+    ticks(vmin, vmax, vstep).forEach(function (v) {
+      var y = Y(v);
       g.appendChild(sv('line', {x1: L, x2: W - Rm, y1: y, y2: y, stroke: '#eef0f4'}));
-      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', text: fmt(v)}));
-    }
-    for (k = 0; k <= 5; k++) {
-      var t = tmin + (tmax - tmin) * k / 5;
-      g.appendChild(sv('text', {x: X(t), y: H - 6, 'text-anchor': k === 0 ? 'start' : k === 5 ? 'end' : 'middle', text: fmtNs(t)}));
-    }
+      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', class: 'tick y', text: tickText(fmt, v)}));
+    });
+    ticks(tmin, tmax, niceStep(tmax - tmin, 6, true)).forEach(function (t) {
+      var x = X(t);
+      g.appendChild(sv('text', {x: x, y: H - 6, 'text-anchor': x < L + 20 ? 'start' : x > W - Rm - 20 ? 'end' : 'middle', class: 'tick x', text: tickText(fmtNs, t)}));
+    });
     var plot = sv('g', {'clip-path': 'url(#' + clip + ')'});
     arr(opts.bands).forEach(function (b) {
       var x0 = X(b.t0), x1 = X(b.t1);
@@ -234,7 +280,7 @@
     rows.forEach(function (r, i) {
       var y = i * rowH + 4, w = r.value / vmax * (W - L - 90);
       g.appendChild(sv('text', {x: L - 6, y: y + 13, 'text-anchor': 'end', text: r.name.length > 34 ? r.name.slice(0, 33) + '…' : r.name}));
-      g.appendChild(titled(sv('rect', {x: L, y: y + 2, width: Math.max(1, w), height: rowH - 6, fill: r.color || COLORS[0], rx: 2}), r.tip || (r.name + ': ' + fmt(r.value))));
+      g.appendChild(titled(sv('rect', {x: L, y: y + 2, width: Math.max(1, w), height: rowH - 6, fill: r.color || COLORS[0], 'data-name': r.name, rx: 2}), r.tip || (r.name + ': ' + fmt(r.value))));
       if (r.err) {
         var x0 = L + Math.max(0, r.value - r.err) / vmax * (W - L - 90), x1 = L + (r.value + r.err) / vmax * (W - L - 90);
         g.appendChild(sv('line', {x1: x0, x2: x1, y1: y + rowH / 2 - 1, y2: y + rowH / 2 - 1, stroke: '#1d2330'}));
@@ -251,14 +297,15 @@
     var tot = buckets.map(function (b) {
       var s = 0; for (var p = 0; p < PARTS.length; p++) s += b[2 + p] / Math.max(1, b[1]); return s;
     });
-    var vmax = Math.max.apply(null, tot.concat([1])) * 1.05;
-    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%'});
+    var vmax = Math.max.apply(null, tot.concat([1])), step = niceStep(vmax, 4, true);
+    vmax = Math.ceil(vmax / step - 1e-9) * step;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'steps'});
     var bw = (W - L - 10) / buckets.length;
-    for (var k = 0; k <= 4; k++) {
-      var y = T + (1 - k / 4) * (H - T - B);
+    ticks(0, vmax, step).forEach(function (v) {
+      var y = T + (1 - v / vmax) * (H - T - B);
       g.appendChild(sv('line', {x1: L, x2: W - 10, y1: y, y2: y, stroke: '#eef0f4'}));
-      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', text: fmtNs(vmax * k / 4)}));
-    }
+      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', class: 'tick y', text: tickText(fmtNs, v)}));
+    });
     buckets.forEach(function (b, i) {
       var y0 = H - B, n = Math.max(1, b[1]);
       PARTS.forEach(function (p, j) {
@@ -305,15 +352,14 @@
     function draw(i, x, d, scale) {
       var n = nodes[i], w = n[2] * scale;
       if (w < 0.5) return;
-      var name = names[n[0]], hue = 0;
-      for (var k = 0; k < Math.min(name.length, 12); k++) hue = (hue * 31 + name.charCodeAt(k)) % 360;
-      var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: 'hsl(' + (hue % 50 + 10) + ',75%,' + (58 + hue % 15) + '%)', style: 'cursor:pointer'}),
+      var name = names[n[0]];
+      var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: zoneColor(name), 'data-zone': name, style: 'cursor:pointer'}),
         name + '\ntotal ' + fmtNs(n[2]) + ' (' + num(100 * n[2] / total) + '%), ' + n[3] + ' calls');
       r.addEventListener('click', function () { state.flameRoot = i; render(); });
       g.appendChild(r);
       if (w > 40) {
         var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
-        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', fill: '#1d2330', text: label}));
+        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', fill: '#fff', text: label}));
       }
       var cx = x;
       (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
@@ -344,7 +390,7 @@
           f.flagged ? el('span', {class: 'muted', text: '  (' + f.flagged + ')'}) : null]),
         f.summary ? el('p', {text: f.summary}) : null,
         rows.length ? el('div', null, rows.map(function (r) {
-          var v = typeof r[1] === 'number' ? (/_ns$/.test(r[0]) ? fmtNs(r[1]) : /_bytes$/.test(r[0]) ? fmtBytes(r[1]) : num(r[1])) : String(r[1]);
+          var v = typeof r[1] === 'number' ? fmtUnit(r[0])(r[1]) : String(r[1]);
           return el('span', {class: 'chip'}, [el('span', {class: 'muted', text: r[0] + ' '}), v]);
         })) : null,
         f.recommendation ? el('p', null, [el('b', {text: 'What to do: '}), f.recommendation]) : null,
@@ -403,7 +449,7 @@
     if (f.length) out.push(card('Top findings', findingsList(f, 3)));
     var zs = arr(r.zones).slice().sort(function (a, b) { return b.total_ns - a.total_ns; }).slice(0, 10);
     out.push(card('Top zones by total time', barChart(zs.map(function (z, i) {
-      return {name: z.name, value: z.total_ns, color: COLORS[i % COLORS.length]};
+      return {name: z.name, value: z.total_ns, color: zoneColor(z.name)};
     }), fmtNs)));
     var cpuS = series(function (s) { return s.subject === 'process' && s.measure === 'cpu_pct'; });
     if (cpuS.length) out.push(card('CPU % per process', lineChart(cpuS.slice(0, 8).map(function (s) { return {name: subjectName(s), t: s.t, v: s.v}; }), {fmt: function (v) { return num(v) + '%'; }, marks: D.marks, height: 160})));
@@ -440,10 +486,33 @@
       card('Zones (' + zs.length + (R().zones_total > zs.length ? ' of ' + R().zones_total : '') + ')', [moduleToggle(),
         el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'zones'}, [el('thead', null, head), el('tbody', null, body)]))]),
       card('Mean and standard deviation (first 25 in this order)', barChart(top.map(function (z, i) {
-        return {name: z.name, value: z.mean_ns, err: z.std_ns, color: COLORS[i % COLORS.length],
+        return {name: z.name, value: z.mean_ns, err: z.std_ns, color: zoneColor(z.name),
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
-      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])];
+      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])].concat(linesCards());
+  }
+
+  /* Line timings (R().lines, one row per line): each timed function's
+   * source with a heat bar per line, its share of the function's time. */
+  function linesCards() {
+    var funcs = [], by = {};
+    arr(R().lines).forEach(function (l) {
+      var k = l.file + ':' + l.first_line + ':' + l.function;
+      if (!by[k]) { by[k] = {name: l.function, file: l.file, first: l.first_line, rows: []}; funcs.push(by[k]); }
+      by[k].rows.push(l);
+    });
+    return funcs.map(function (f) {
+      var body = f.rows.map(function (l) {
+        var share = Math.max(0, Math.min(100, +l.share || 0));
+        return el('tr', null, [el('td', {text: l.line}), el('td', {text: l.hits}), el('td', {text: fmtNs(l.total_ns)}),
+          el('td', {text: fmtNs(l.exclusive_ns)}),
+          el('td', {class: 'heat', title: num(share) + '% of the function\'s time'}, [el('i', {style: 'width:' + share.toFixed(1) + '%'}), el('span', {text: num(share) + '%'})]),
+          el('td', {class: 'src', text: l.source})]);
+      });
+      return card('Lines of ' + f.name + ' (' + f.file + ':' + f.first + ')', el('table', {class: 'lines'}, [
+        el('thead', null, el('tr', null, ['line', 'hits', 'total', 'exclusive', 'share', 'source'].map(function (h, i) { return el('th', {class: i === 5 ? 'l' : '', text: h}); }))),
+        el('tbody', null, body)]));
+    });
   }
 
   /* Python call zones (backend="calls": `module.Class.method`,
@@ -611,6 +680,12 @@
   function C() { return D.compare || null; }
   function hasCompare() { return !!(C() && arr(C().runs).length >= 2); }
   function runColor(i) { return COLORS[i % COLORS.length]; }
+  /* The run strictly fastest at zone z, or -1 on a tie (or none). */
+  function soleFastest(z) {
+    var best = arr(z.runs)[z.fastest];
+    if (!best) return -1;
+    return arr(z.runs).some(function (s, i) { return s && i !== z.fastest && s.mean_ns <= best.mean_ns; }) ? -1 : z.fastest;
+  }
   function fmtX(x) { return x === null || x === undefined || !isFinite(x) ? '–' : x.toFixed(2) + '×'; }
   /* Zone means grouped by zone, one bar per run (horizontal, so long zone
    * names fit): zones [{name, runs: [stats or null]}]. */
@@ -634,7 +709,7 @@
         g.appendChild(titled(sv('rect', {x: L, y: y + 1, width: w, height: barH - 2, fill: runColor(i), rx: 1}),
           z.name + '\n' + r.label + ': mean ' + fmtNs(s.mean_ns) + ', p50 ' + fmtNs(s.p50_ns) + ', p99 ' + fmtNs(s.p99_ns) +
           '\n' + fmtX(s.speedup_vs_slowest) + ' vs slowest, ' + fmtX(s.speedup_vs_first) + ' vs first'));
-        g.appendChild(sv('text', {x: L + w + 4, y: y + barH - 2, text: fmtNs(s.mean_ns) + (z.fastest === i ? ' ★' : '')}));
+        g.appendChild(sv('text', {x: L + w + 4, y: y + barH - 2, text: fmtNs(s.mean_ns) + (soleFastest(z) === i ? ' ★' : '')}));
       });
     });
     var legend = el('div', {class: 'legend'}, runs.map(function (r, i) {
@@ -671,9 +746,10 @@
       return [el('th', {text: 'mean'}), el('th', {text: 'vs slowest'}), el('th', {text: 'vs first'})];
     })));
     var body = zones.map(function (z) {
-      var cells = [el('td', {class: 'name', title: z.name, text: z.name}), el('td', {class: 'name', text: (runs[z.fastest] || {}).label})];
+      var sole = soleFastest(z);
+      var cells = [el('td', {class: 'name', title: z.name, text: z.name}), el('td', {class: 'name', text: sole >= 0 ? (runs[sole] || {}).label : 'tie'})];
       runs.forEach(function (r, i) {
-        var s = arr(z.runs)[i], best = z.fastest === i && runs.length > 1;
+        var s = arr(z.runs)[i], best = sole === i && runs.length > 1;
         if (!s) { cells.push(el('td', {colspan: 3, class: 'muted', text: 'absent'})); return; }
         cells.push(el('td', {class: best ? 'fastest' : '', title: 'count ' + s.count + ', p50 ' + fmtNs(s.p50_ns) + ', p99 ' + fmtNs(s.p99_ns), text: fmtNs(s.mean_ns)}),
           el('td', {class: best ? 'fastest' : '', text: fmtX(s.speedup_vs_slowest)}),
@@ -713,11 +789,10 @@
     rows.forEach(function (r) { if (r.q) for (var i = 0; i < 19; i++) dmax = Math.max(dmax, dens(r.q, i)); });
     var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'dist'});
     if (title) g.appendChild(sv('title', {text: title}));
-    for (var k = 0; k <= 4; k++) {
-      var v = lo + (hi - lo) * k / 4;
+    ticks(lo, hi, niceStep(hi - lo, 4, true)).forEach(function (v) {
       g.appendChild(sv('line', {x1: X(v), x2: X(v), y1: T, y2: H - B, stroke: '#eef0f4'}));
-      g.appendChild(sv('text', {x: X(v), y: H - 6, 'text-anchor': k === 0 ? 'start' : k === 4 ? 'end' : 'middle', text: fmtNs(v)}));
-    }
+      g.appendChild(sv('text', {x: X(v), y: H - 6, 'text-anchor': 'middle', class: 'tick x', text: tickText(fmtNs, v)}));
+    });
     rows.forEach(function (r, j) {
       var cy = T + j * rowH + rowH / 2, half = rowH / 2 - 2, q = r.q;
       g.appendChild(sv('text', {x: L - 6, y: cy + 4, 'text-anchor': 'end', text: r.label.length > 24 ? r.label.slice(0, 23) + '…' : r.label}));
@@ -964,17 +1039,6 @@
       });
     });
   }
-  function tlColor(name) {
-    var h = 0;
-    for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
-    return COLORS[Math.abs(h) % COLORS.length];
-  }
-  /* Ticks at round values (1, 2, 5 times a power of ten) about every px pixels. */
-  function niceStep(range, count) {
-    var raw = range / Math.max(1, count), p = Math.pow(10, Math.floor(Math.log10(raw)));
-    var m = raw / p;
-    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
-  }
   function tlSeries() {
     var want = ['cpu_pct', 'rss_bytes', 'gpu_util_pct', 'cpu_user_pct'];
     return series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; }).slice(0, 6);
@@ -997,12 +1061,11 @@
     var v0 = TL.v0, v1 = TL.v1, nsPx = (v1 - v0) / W;
     function X(t) { return (t - v0) / nsPx; }
     /* axis */
-    var step = niceStep(v1 - v0, W / 110);
     g.fillStyle = '#4a5263'; g.strokeStyle = '#e3e6eb';
-    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+    ticks(v0, v1, niceStep(v1 - v0, W / 110, true)).forEach(function (t) {
       g.beginPath(); g.moveTo(X(t) + 0.5, AXIS - 4); g.lineTo(X(t) + 0.5, H); g.stroke();
-      g.fillText(fmtNs(t), X(t) + 3, 8);
-    }
+      g.fillText(tickText(fmtNs, t), X(t) + 3, 8);
+    });
     /* step marks */
     g.strokeStyle = '#9aa1ad'; g.setLineDash([4, 3]);
     arr(D.marks).forEach(function (m) { if (m >= v0 && m <= v1) { g.beginPath(); g.moveTo(X(m) + 0.5, AXIS); g.lineTo(X(m) + 0.5, H); g.stroke(); } });
@@ -1013,7 +1076,7 @@
       var x = Math.max(X(r.b[i]), -1), w = Math.max(X(r.e[i]) - x, 1), y = l.y + LANE_HEAD + depth * ROW;
       var name = names[r.name[i]] || '', sel = TL.sel && TL.sel.r === r && TL.sel.i === i;
       g.globalAlpha = r.count[i] > 1 ? 0.55 : 1;
-      g.fillStyle = sel ? '#1d2330' : tlColor(name);
+      g.fillStyle = sel ? '#1d2330' : zoneColor(name);
       g.fillRect(x, y, Math.min(w, W + 2), ROW - 1);
       g.globalAlpha = 1;
       if (w > 40) {

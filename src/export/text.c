@@ -579,7 +579,14 @@ static void evidence_value(char *b, size_t len, const char *key, double v) {
     mlprof__fmt_duration(b, len, (double)mlprof__round_ns(v));
   else if (ends_with(key, "_share"))
     snprintf(b, len, "%.1f%%", v * 100);
-  else if (ends_with(key, "_bytes") || ends_with(key, "_pct"))
+  else if (ends_with(key, "_mb"))
+    snprintf(b, len, "%.1f MB", v);
+  else if (ends_with(key, "_mb_per_min"))
+    snprintf(b, len, "%.2f MB/min", v);
+  else if (ends_with(key, "_mb_per_step"))
+    snprintf(b, len, "%.3f MB/step", v);
+  else if (ends_with(key, "_bytes") || ends_with(key, "_bytes_per_s") ||
+           ends_with(key, "_pct"))
     fmt_measure(b, len, key, v);
   else if (v == floor(v) && fabs(v) < 1e15)
     snprintf(b, len, "%.0f", v);

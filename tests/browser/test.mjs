@@ -110,6 +110,67 @@ test('static report: every view draws, no console errors', async () => {
   await page.close();
 });
 
+// A tick label in its base unit (ns, bytes, %, W, or a plain number).
+const UNITS = { ns: 1, 'µs': 1e3, ms: 1e6, s: 1e9, min: 60e9, B: 1, kB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12, '%': 1, W: 1, '': 1 };
+function tickValue(label) {
+  const m = /^(-?\d+(?:\.\d+)?)\s*(.*)$/.exec(label);
+  assert.ok(m && m[2] in UNITS, `tick label ${JSON.stringify(label)}`);
+  return Number(m[1]) * UNITS[m[2]];
+}
+// Ticks are multiples of one step of 1, 2 or 5 times a power of ten (or of
+// whole or half minutes).
+function assertRound(labels, what) {
+  const v = labels.map(tickValue);
+  assert.ok(v.length >= 2, `${what}: ${labels}`);
+  const step = v[1] - v[0], p = Math.pow(10, Math.floor(Math.log10(step) + 1e-9));
+  const m = Math.round(step / p * 1e6) / 1e6;
+  assert.ok([1, 2, 5].includes(m) || (step % 30e9 === 0 && labels.some((l) => / min$/.test(l))), `${what}: step ${step} in ${labels}`);
+  v.forEach((x, i) => {
+    assert.ok(Math.abs(x / step - Math.round(x / step)) < 1e-6, `${what}: ${labels[i]} not a multiple of ${step}`);
+    if (i) assert.ok(Math.abs(x - v[i - 1] - step) <= step * 1e-6, `${what}: uneven ${labels}`);
+  });
+}
+
+test('axes at round values, one colour per zone in every chart', async () => {
+  const file = path.join(tmp, 'report.html');
+  const { page, errors } = await openPage('file://' + file + '#timeline');
+  const charts = await page.$$eval('#main svg.chart', (gs) => gs.map((g) => ({
+    x: [...g.querySelectorAll('text.tick.x')].map((t) => t.textContent),
+    y: [...g.querySelectorAll('text.tick.y')].map((t) => t.textContent),
+  })));
+  assert.ok(charts.length >= 2, `${charts.length} timeline charts`);
+  charts.forEach((c, i) => {
+    assertRound(c.x, `chart ${i} time axis`);
+    assertRound(c.y, `chart ${i} value axis`);
+    assert.equal(tickValue(c.y[0]), 0, `chart ${i}: samples >= 0, axis from ${c.y[0]}`);
+  });
+  // All on the job's time from its start: the same first time tick.
+  assert.deepEqual(new Set(charts.map((c) => c.x[0])), new Set([charts[0].x[0]]));
+  await page.click('#tab-overview');
+  const steps = await page.$$eval('svg.steps text.tick.y', (t) => t.map((x) => x.textContent));
+  if (steps.length) assertRound(steps, 'step chart');
+  const top = await page.$$eval('#main rect[data-name]', (r) => r.map((x) => [x.getAttribute('data-name'), x.getAttribute('fill')]));
+  await page.click('#tab-zones');
+  const mean = await page.$$eval('#main rect[data-name]', (r) => r.map((x) => [x.getAttribute('data-name'), x.getAttribute('fill')]));
+  const flame = await page.$$eval('svg.flame rect[data-zone]', (r) => r.map((x) => [x.getAttribute('data-zone'), x.getAttribute('fill')]));
+  const cats = await page.evaluate(() => Object.fromEntries(JSON.parse(document.getElementById('mlprof-data').textContent).report.zones.map((z) => [z.name, z.category])));
+  const colour = {}, byCat = {};
+  let shared = 0;
+  for (const [name, fill] of top.concat(mean, flame)) {
+    if (!(name in cats)) continue; // the step parts' bars
+    if (name in colour) { assert.equal(fill, colour[name], `zone ${name}: two colours`); shared++; }
+    colour[name] = fill;
+    if (cats[name] !== 'none' && cats[name] !== 'user') {
+      if (cats[name] in byCat) assert.equal(fill, byCat[cats[name]], `category ${cats[name]}: two colours`);
+      byCat[cats[name]] = fill;
+    }
+  }
+  assert.ok(shared > 0 && Object.keys(byCat).length >= 2, `${shared} zones in several charts, categories ${Object.keys(byCat)}`);
+  await page.screenshot({ path: path.join(shots, 'zones-colours.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test('hostile zone names stay text', async () => {
   const prog = path.join(tmp, 'hostile.py');
   fs.writeFileSync(prog, [
@@ -293,6 +354,35 @@ function python(script, ...args) {
   execFileSync('/usr/bin/python3', [prog, ...args], { stdio: 'ignore', timeout: 300000,
     env: { ...process.env, PYTHONPATH: path.join(build, 'python') } });
 }
+
+test('zones view: line timings as source with a heat bar per line, escaped', async () => {
+  const prof = path.join(tmp, 'lines.mlprof');
+  python(['import sys, time', 'import mlprof',
+    'def work():',
+    '    time.sleep(0.09)',
+    '    s = "<img src=x onerror=alert(1)>"; time.sleep(0.03)',
+    '    return s',
+    'with mlprof.Profiler(output=sys.argv[1], lines=[work]):',
+    '    work()'], prof);
+  const file = path.join(tmp, 'lines.html');
+  run(['html', prof, '-o', file]);
+  const { page, errors } = await openPage('file://' + file + '#zones');
+  const rows = await page.$$eval('table.lines tbody tr', (r) => r.map((x) => ({
+    share: parseFloat(x.querySelector('td.heat span').textContent),
+    width: parseFloat(x.querySelector('td.heat i').style.width),
+    src: x.querySelector('td.src').textContent,
+    markup: x.querySelector('td.src').children.length,
+  })));
+  assert.equal(rows.length, 3, JSON.stringify(rows));
+  assert.ok(Math.abs(rows[0].share - 75) <= 5 && Math.abs(rows[1].share - 25) <= 5, JSON.stringify(rows));
+  rows.forEach((r) => assert.ok(Math.abs(r.width - r.share) <= 0.1, JSON.stringify(r)));
+  assert.match(rows[1].src, /<img src=x onerror=alert\(1\)>/);
+  assert.equal(await page.$$eval('#main img', (i) => i.length), 0);
+  assert.ok(rows.every((r) => r.markup === 0));
+  await page.screenshot({ path: path.join(shots, 'lines.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
 
 test('layers view: one row per module, never-run modules marked', async () => {
   const prof = path.join(tmp, 'layers.mlprof');

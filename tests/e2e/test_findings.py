@@ -3,6 +3,7 @@ behaviour (tests/programs/findings_*.c), sampled from outside by
 `mlprof run` every 10 ms."""
 import csv
 import io
+import re
 
 from conftest import mlprof, program, report_json
 
@@ -16,6 +17,15 @@ def run(tmp_path, name, *args):
 
 def by_zone(rep, zone):
     return [f for f in rep["findings"] if f["zone"] == zone]
+
+
+def evidence_of(text):
+    """The key=value pairs of the text report's evidence lines."""
+    out = []
+    for line in text.splitlines():
+        if line.strip().startswith("evidence:"):
+            out += re.findall(r"(\w+)=([^,]+)", line)
+    return out
 
 
 def test_slow_data_loader_is_the_top_finding(tmp_path):
@@ -67,6 +77,11 @@ def test_leak_of_1_mb_per_step(tmp_path):
     assert "alloc" in [z["name"] for z in leak["zones"]]
     text = mlprof("report", tmp_path / "run").stdout
     assert "Leaks (sustained growth" in text
+    # Every evidence value whose key names a unit is printed with it.
+    ev = dict(evidence_of(text))
+    assert re.fullmatch(r"[\d.]+ MB", ev["growth_mb"]), ev
+    assert re.fullmatch(r"[\d.]+ MB/step", ev["slope_mb_per_step"]), ev
+    assert re.fullmatch(r"[\d.]+ MB/min", ev["slope_mb_per_min"]), ev
 
 
 def test_noisy_flat_memory_is_no_leak(tmp_path):
