@@ -1217,6 +1217,116 @@
     }
   };
 
+  /* ---- distributed -------------------------------------------------------
+   * The ranks of a distributed job (D.report.distributed, docs/distributed.md):
+   * per rank compute, communication and waiting per step, the straggler,
+   * imbalance over the steps, the collectives and the rank x rank bytes. */
+  function DI() { return R().distributed || null; }
+  function hasDist() { return !!(DI() && arr(DI().ranks).length); }
+  function distRankBars(d) {
+    var parts = [['compute', PART_COLORS.forward], ['communication', PART_COLORS.communication], ['waiting', '#c8372d']];
+    var rows = arr(d.ranks).map(function (x) {
+      var n = Math.max(1, x.steps);
+      return {x: x, v: [x.compute_ns / n, Math.max(0, x.exposed_comm_ns - x.wait_ns) / n, x.wait_ns / n]};
+    });
+    var vmax = 1;
+    rows.forEach(function (r) { vmax = Math.max(vmax, r.v[0] + r.v[1] + r.v[2]); });
+    var W = 900, rowH = 22, L = 120, H = rows.length * rowH + 8, straggler = d.straggler ? d.straggler.rank : null;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', id: 'dist-bars'});
+    rows.forEach(function (r, i) {
+      var y = i * rowH + 4, x0 = L, bad = r.x.rank === straggler;
+      g.appendChild(sv('text', {x: L - 6, y: y + 13, 'text-anchor': 'end', class: bad ? 'straggler' : null, text: 'rank ' + r.x.rank + (bad ? ' straggler' : '')}));
+      r.v.forEach(function (v, j) {
+        var w = v / vmax * (W - L - 110);
+        if (w <= 0) return;
+        g.appendChild(titled(sv('rect', {x: x0, y: y + 2, width: w, height: rowH - 7, fill: parts[j][1]}),
+          'rank ' + r.x.rank + ': ' + parts[j][0] + ' ' + fmtNs(v) + ' per step'));
+        x0 += w;
+      });
+      g.appendChild(sv('text', {x: x0 + 6, y: y + 13, text: fmtNs(r.v[0] + r.v[1] + r.v[2]) + ' per step'}));
+    });
+    var legend = el('div', {class: 'legend'}, parts.map(function (p) {
+      return el('span', null, [el('i', {style: 'background:' + p[1] + ';height:10px'}), p[0] === 'communication' ? 'communication (not waiting)' : p[0]]);
+    }));
+    return el('div', null, [legend, g]);
+  }
+  /* Imbalance per step as bars coloured by the step's straggler. */
+  function distStepChart(d) {
+    var steps = arr(d.steps), W = 900, H = 200, L = 70, B = 24, T = 10;
+    var vmax = 0.01, ranks = {};
+    steps.forEach(function (s) { vmax = Math.max(vmax, s.imbalance || 0); ranks[s.straggler] = true; });
+    vmax *= 1.05;
+    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', id: 'dist-steps'});
+    for (var k = 0; k <= 4; k++) {
+      var y = T + (1 - k / 4) * (H - T - B);
+      g.appendChild(sv('line', {x1: L, x2: W - 10, y1: y, y2: y, stroke: '#eef0f4'}));
+      g.appendChild(sv('text', {x: L - 4, y: y + 4, 'text-anchor': 'end', text: num(100 * vmax * k / 4) + '%'}));
+    }
+    var bw = (W - L - 10) / Math.max(1, steps.length);
+    steps.forEach(function (s, i) {
+      var h = (s.imbalance || 0) / vmax * (H - T - B);
+      g.appendChild(titled(sv('rect', {x: L + i * bw + 0.5, y: H - B - h, width: Math.max(0.5, bw - 1), height: h,
+        fill: COLORS[s.straggler % COLORS.length]}),
+        'step ' + s.step + ': imbalance ' + num(100 * s.imbalance) + '%, straggler rank ' + s.straggler +
+        ' (' + fmtNs(s.delay_ns) + ' behind), mean compute ' + fmtNs(s.mean_compute_ns) + ', waiting ' + fmtNs(s.wait_ns)));
+    });
+    if (steps.length) {
+      g.appendChild(sv('text', {x: L, y: H - 6, text: 'step ' + steps[0].step}));
+      g.appendChild(sv('text', {x: W - 10, y: H - 6, 'text-anchor': 'end', text: 'step ' + steps[steps.length - 1].step}));
+    }
+    var legend = el('div', {class: 'legend'}, Object.keys(ranks).map(function (r) {
+      return el('span', null, [el('i', {style: 'background:' + COLORS[r % COLORS.length] + ';height:10px'}), 'straggler rank ' + r]);
+    }));
+    return el('div', null, [legend, g]);
+  }
+  function distTable(id, heads, rows) {
+    return el('table', {id: id}, [el('thead', null, el('tr', null, heads.map(function (h) { return el('th', {text: h}); }))),
+      el('tbody', null, rows)]);
+  }
+  /* Bytes sent from each rank (rows) to each (columns), shaded by bytes. */
+  function distMatrix(d) {
+    var links = arr(d.links), ranks = arr(d.ranks).map(function (x) { return x.rank; }), cell = {}, bmax = 1;
+    if (!links.length) return el('p', {class: 'muted', text: 'No point-to-point traffic recorded.'});
+    links.forEach(function (l, i) { cell[l.src + '/' + l.dst] = {l: l, slow: i === d.slowest_link}; bmax = Math.max(bmax, l.bytes); });
+    return distTable('dist-matrix', ['from \\ to'].concat(ranks.map(function (r) { return 'rank ' + r; })), ranks.map(function (src) {
+      return el('tr', null, [el('td', {text: 'rank ' + src})].concat(ranks.map(function (dst) {
+        var c = cell[src + '/' + dst];
+        if (!c) return el('td', {class: 'muted', text: '–'});
+        return el('td', {class: c.slow ? 'slow' : null, style: 'background:rgba(47,111,222,' + (0.08 + 0.5 * c.l.bytes / bmax).toFixed(2) + ')',
+          title: c.l.count + ' messages, ' + fmtBytes(c.l.bytes) + ' in ' + fmtNs(c.l.time_ns) + ', ' + fmtBytes(c.l.bandwidth_bytes_per_s) + '/s' + (c.slow ? ' (slowest link)' : ''),
+          text: fmtBytes(c.l.bytes)});
+      })));
+    }));
+  }
+  function viewDistributed() {
+    var d = DI(), st = d.straggler, rk = arr(d.ranks);
+    var out = [card('Distributed', [figures([['ranks', String(rk.length)], ['steps matched', String(arr(d.steps).length)],
+      ['load balance', num(100 * d.load_balance) + '%'], ['communication efficiency', num(100 * d.comm_efficiency) + '%'],
+      ['parallel efficiency', num(100 * d.parallel_efficiency) + '%'],
+      ['straggler', st ? 'rank ' + st.rank + ', ' + fmtNs(st.delay_ns) + ' behind a step' : 'none'],
+      ['collectives matched', String(d.matched_collectives)]]),
+      st && arr(st.zones).length ? el('p', null, ['Where the straggler spends more: '].concat(arr(st.zones).map(function (z) {
+        return el('span', {class: 'chip', text: z.zone + ' ' + fmtNs(z.straggler_ns) + ' vs ' + fmtNs(z.others_mean_ns)});
+      }))) : null,
+      el('p', {class: 'hint', text: 'Times per rank over the steps matched across ranks. Communication is the time in blocking communication; waiting is the part spent for the last participant of a collective to arrive. Ranks are aligned on rank 0\'s clock.'})])];
+    out.push(card('Per rank: compute, communication and waiting per step', distRankBars(d)));
+    out.push(card('Ranks', distTable('dist-ranks', ['rank', 'host', 'clock', 'offset', 'uncertainty', 'steps', 'compute', 'exposed comm', 'waiting', 'overlap', 'straggler steps'], rk.map(function (x) {
+      return el('tr', {class: st && x.rank === st.rank ? 'straggler' : null}, [el('td', {text: x.rank}), el('td', {class: 'l', text: x.host || '–'}),
+        el('td', {text: x.clock}), el('td', {text: fmtNs(x.offset_ns)}), el('td', {text: x.uncertainty_ns === null ? '–' : '±' + fmtNs(x.uncertainty_ns)}),
+        el('td', {text: x.steps}), el('td', {text: fmtNs(x.compute_ns)}), el('td', {text: fmtNs(x.exposed_comm_ns)}), el('td', {text: fmtNs(x.wait_ns)}),
+        el('td', {text: num(100 * x.overlap_share) + '%'}), el('td', {text: x.straggler_steps})]);
+    }))));
+    if (arr(d.steps).length) out.push(card('Imbalance per step ((max − mean) / mean of the ranks\' compute), coloured by the step\'s straggler', distStepChart(d)));
+    out.push(card('Collectives', arr(d.collectives).length ? distTable('dist-colls', ['collective', 'size', 'ranks', 'count', 'bytes', 'time', 'waiting', 'transfer', 'algbw', 'busbw'],
+      arr(d.collectives).map(function (c) {
+        return el('tr', null, [el('td', {class: 'name', text: c.op}), el('td', {text: fmtBytes(c.size_bytes)}), el('td', {text: c.ranks}), el('td', {text: c.count}),
+          el('td', {text: fmtBytes(c.bytes)}), el('td', {text: fmtNs(c.time_ns)}), el('td', {text: fmtNs(c.wait_ns)}), el('td', {text: fmtNs(c.transfer_ns)}),
+          el('td', {text: fmtBytes(c.algbw_bytes_per_s) + '/s'}), el('td', {text: fmtBytes(c.busbw_bytes_per_s) + '/s'})]);
+      })) : el('p', {class: 'muted', text: 'No collectives matched across ranks.'})));
+    out.push(card('Point-to-point bytes, rank × rank (sender\'s records)', distMatrix(d)));
+    return out;
+  }
+
   var VIEWS = {overview: viewOverview, zones: viewZones, timeline: viewTimeline, memory: viewMemory,
     gpu: viewGpu, findings: viewFindings, processes: viewProcesses, spans: viewSpans};
 
@@ -1248,6 +1358,7 @@
     /* The Compare view exists only when the page holds several runs. */
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
     if (hasLayers()) { TABS.splice(2, 0, ['layers', 'Layers']); VIEWS.layers = viewLayers; }
+    if (hasDist()) { TABS.push(['distributed', 'Distributed']); VIEWS.distributed = viewDistributed; }
     /* A diff page opens on its Diff view. */
     if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {

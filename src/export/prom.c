@@ -256,6 +256,100 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
   return rc;
 }
 
+static int has_ranks(const mlprof__prom_run *run) {
+  return run->dist && run->dist->nranks;
+}
+
+/* Per rank of each distributed run: its figures over its steps, and which
+ * rank is the straggler; per run the POP efficiencies. */
+static void ranks(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
+  static const struct {
+    const char *name, *help;
+    size_t off;
+    int kind; /* 0 a count, 1 ns as seconds, 2 the straggler flag */
+  } figs[] = {
+      {"mlprof_rank_steps", "Steps of the rank matched across ranks.",
+       offsetof(mlprof__dist_rank, steps), 0},
+      {"mlprof_rank_run_seconds", "Time of the rank's steps.",
+       offsetof(mlprof__dist_rank, run_ns), 1},
+      {"mlprof_rank_compute_seconds",
+       "Time of the rank's steps less its exposed communication.",
+       offsetof(mlprof__dist_rank, compute_ns), 1},
+      {"mlprof_rank_exposed_communication_seconds",
+       "Time the rank spent in blocking communication.",
+       offsetof(mlprof__dist_rank, exposed_ns), 1},
+      {"mlprof_rank_wait_seconds",
+       "Of the exposed communication, time waiting for the last participant "
+       "of a collective.",
+       offsetof(mlprof__dist_rank, wait_ns), 1},
+      {"mlprof_rank_async_communication_seconds",
+       "Nonblocking operations, start to completion.",
+       offsetof(mlprof__dist_rank, async_ns), 1},
+      {"mlprof_rank_overlap_seconds",
+       "Of the asynchronous communication, time overlapped by computation.",
+       offsetof(mlprof__dist_rank, overlap_ns), 1},
+      {"mlprof_rank_straggler_steps", "Steps where the rank computed longest.",
+       offsetof(mlprof__dist_rank, straggler_steps), 0},
+      {"mlprof_rank_straggler",
+       "1 for the straggler of the job (docs/distributed.md), 0 for the "
+       "other ranks.",
+       0, 2}};
+  size_t i;
+  for (i = 0; i < n && !has_ranks(&runs[i]); i++) {
+  }
+  if (i == n) return;
+  for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++) {
+    family(o, figs[f].name, "gauge", figs[f].help);
+    for (i = 0; i < n; i++) {
+      if (!has_ranks(&runs[i])) continue;
+      const mlprof__dist *d = runs[i].dist;
+      for (size_t r = 0; r < d->nranks; r++) {
+        const mlprof__dist_rank *x = &d->ranks[r];
+        char id[24];
+        char *e = mlprof__fmt_i64(id, x->rank);
+        const char *host = x->hostname ? x->hostname : "";
+        mlprof__out_str(o, figs[f].name);
+        mlprof__out_lit(o, "{");
+        run_label(o, &runs[i]);
+        label(o, "rank", id, (size_t)(e - id), 0);
+        label(o, "host", host, strlen(host), 0);
+        mlprof__out_lit(o, "}");
+        uint64_t v = 0;
+        if (figs[f].kind == 2)
+          v = x->rank == d->straggler;
+        else
+          memcpy(&v, (const char *)x + figs[f].off, sizeof v);
+        value(o, figs[f].kind == 1 ? (double)v / 1e9 : (double)v);
+      }
+    }
+  }
+  static const struct {
+    const char *name, *help;
+    size_t off;
+  } effs[] = {{"mlprof_dist_load_balance",
+               "Mean over max of the ranks' compute time (POP).",
+               offsetof(mlprof__dist, load_balance)},
+              {"mlprof_dist_communication_efficiency",
+               "Max compute time over max run time of the ranks (POP).",
+               offsetof(mlprof__dist, comm_efficiency)},
+              {"mlprof_dist_parallel_efficiency",
+               "Load balance times communication efficiency (POP).",
+               offsetof(mlprof__dist, parallel_efficiency)}};
+  for (size_t f = 0; f < sizeof effs / sizeof effs[0]; f++) {
+    family(o, effs[f].name, "gauge", effs[f].help);
+    for (i = 0; i < n; i++) {
+      if (!has_ranks(&runs[i])) continue;
+      double v;
+      memcpy(&v, (const char *)runs[i].dist + effs[f].off, sizeof v);
+      mlprof__out_str(o, effs[f].name);
+      mlprof__out_lit(o, "{");
+      run_label(o, &runs[i]);
+      mlprof__out_lit(o, "}");
+      value(o, v);
+    }
+  }
+}
+
 int mlprof__export_prom(const mlprof__prom_run *runs, size_t n,
                         mlprof__out *o) {
   run_gauge(o, runs, n, "mlprof_run_wall_seconds", "Wall time of the run.", 0);
@@ -265,6 +359,7 @@ int mlprof__export_prom(const mlprof__prom_run *runs, size_t n,
   run_gauge(o, runs, n, "mlprof_run_processes", "Profiles of the run.", 3);
   run_gauge(o, runs, n, "mlprof_run_zones", "Distinct zone names.", 4);
   zones(o, runs, n);
+  ranks(o, runs, n);
   int rc = resources(o, runs, n);
   return rc ? rc : o->err;
 }

@@ -13,6 +13,12 @@
  *   Measure names are sanitised to [a-zA-Z0-9_], units spelled out
  *   (cpu_user_s: cpu_user_seconds, disk_read_bytes_s:
  *   disk_read_bytes_per_second).
+ * - mlprof_rank_<figure>: per rank of a distributed job (labels run, rank,
+ *   host; docs/distributed.md): steps, run, compute, exposed communication,
+ *   waiting, asynchronous communication, overlap (seconds over its steps),
+ *   straggler steps, and mlprof_rank_straggler (1 for the straggler
+ *   overall, else 0); mlprof_dist_load_balance, _communication_efficiency,
+ *   _parallel_efficiency per run. None for a run without ranks.
  * Label values are escaped (backslash, quote, newline) and made valid UTF-8,
  * so a zone name cannot break the format. */
 #ifndef MLPROF_PROM_H
@@ -20,6 +26,7 @@
 
 #include <stddef.h>
 
+#include "../analyze/dist.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
 #include "escape.h"
@@ -28,6 +35,7 @@ typedef struct {
   const char *run; /* the run label's value */
   const mlprof__report *r;
   const mlprof__resources *res; /* may be NULL */
+  const mlprof__dist *dist;     /* may be NULL: no ranks */
 } mlprof__prom_run;
 
 /* Writes the metrics of n runs. Returns 0, MLPROF_ENOMEM or the writer's

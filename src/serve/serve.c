@@ -553,8 +553,10 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
   for (size_t i = 0; i < n; i++) {
     b[i] = run_get(s, runs[i]);
     if (b[i] && b[i]->ok)
-      pr[k++] = (mlprof__prom_run){
-          .run = runs[i], .r = &b[i]->d.r, .res = &b[i]->d.res};
+      pr[k++] = (mlprof__prom_run){.run = runs[i],
+                                   .r = &b[i]->d.r,
+                                   .res = &b[i]->d.res,
+                                   .dist = &b[i]->d.f.dist};
   }
   mlprof__export_prom(pr, k, &o);
   for (size_t i = 0; i < n; i++) build_put(b[i]);

@@ -540,3 +540,45 @@ test('span timeline: every span of a 1 ms window, keys, frame time', async () =>
   srv.kill('SIGTERM');
   await new Promise((resolve) => srv.on('exit', resolve));
 });
+
+test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x rank bytes', async (t) => {
+  const mpiOps = path.join(build, 'mpi_ops');
+  let mpirun;
+  try { mpirun = execFileSync('sh', ['-c', 'command -v mpirun']).toString().trim(); } catch { mpirun = ''; }
+  if (!mpirun || !fs.existsSync(mpiOps)) { t.skip('no Open MPI (scripts/install-deps.sh installs it)'); return; }
+  const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_btl: 'self,vader,tcp' };
+  const mpi = ['--', mpirun, '-np', '4', '--oversubscribe', mpiOps];
+  // Rank 2 works 10 ms longer in each of 20 steps.
+  run(['run', '-q', '-o', path.join(tmp, 'straggler'), ...mpi, 'straggler', '20', '10'], { env, timeout: 300000 });
+  const file = path.join(tmp, 'dist.html');
+  run(['html', path.join(tmp, 'straggler'), '-o', file]);
+  const { page, errors } = await openPage('file://' + file + '#distributed');
+  assert.equal(await page.getAttribute('#tab-distributed', 'class'), 'on');
+  const ranks = await page.$$eval('#dist-ranks tbody tr', (r) => r.map((x) => [x.children[0].textContent, x.className, x.children[5].textContent]));
+  assert.deepEqual(ranks.map((r) => r[0]), ['0', '1', '2', '3']);
+  assert.deepEqual(ranks.map((r) => r[1]), ['', '', 'straggler', '']);
+  assert.deepEqual(ranks.map((r) => r[2]), ['20', '20', '20', '20']);
+  assert.match(await page.textContent('#main .grid'), /straggler\s*rank 2, /);
+  // The stacked bars: one row per rank, the straggler's label marked.
+  assert.deepEqual(await page.$$eval('#dist-bars text.straggler', (x) => x.map((e) => e.textContent)), ['rank 2 straggler']);
+  assert.equal(await page.$$eval('#dist-steps rect', (x) => x.length), 20);
+  const colls = await page.$$eval('#dist-colls tbody tr', (r) => r.map((x) => [x.children[0].textContent, x.children[2].textContent, x.children[3].textContent]));
+  assert.ok(colls.some((c) => c[0] === 'all_reduce' && c[1] === '4' && c[2] === '20'), JSON.stringify(colls));
+  assert.match(await page.textContent('#main'), /No point-to-point traffic recorded/);
+  await page.screenshot({ path: path.join(shots, 'distributed.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+  // The operations run: each rank sends to the next, so the matrix has a
+  // cell on that diagonal alone.
+  run(['run', '-q', '-o', path.join(tmp, 'ops'), ...mpi], { env, timeout: 300000 });
+  run(['html', path.join(tmp, 'ops'), '-o', file]);
+  const ops = await openPage('file://' + file + '#distributed');
+  const cells = await ops.page.$$eval('#dist-matrix tbody tr', (r) => r.map((x) => Array.from(x.children).slice(1).map((c) => c.textContent !== '–')));
+  assert.deepEqual(cells, [0, 1, 2, 3].map((s) => [0, 1, 2, 3].map((d) => d === (s + 1) % 4)));
+  assert.deepEqual(ops.errors, []);
+  await ops.page.close();
+  // A run of one process has no Distributed tab.
+  const plain = await openPage('file://' + path.join(tmp, 'report.html'));
+  assert.equal(await plain.page.$$eval('#tab-distributed', (x) => x.length), 0);
+  await plain.page.close();
+});

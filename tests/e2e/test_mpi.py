@@ -5,6 +5,7 @@ sequence numbers, and its clock offset to rank 0."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -249,3 +250,36 @@ def test_trace_links_collectives(tmp_path):
         assert rank_of[a["pid"]] != rank_of[b["pid"]]
         assert (a["args"]["comm"], a["args"]["seq"]) == (
             b["args"]["comm"], b["args"]["seq"])
+
+
+def test_metrics_per_rank(tmp_path):
+    """mlprof serve's /metrics on the straggler run: every figure per rank
+    of the 4, rank 2 flagged as the straggler, valid for promtool."""
+    from test_html import Server
+    out = str(tmp_path / "run")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, *STRAGGLER])
+    srv = Server(tmp_path)
+    try:
+        st, _, body = srv.get("/metrics", timeout=120)
+    finally:
+        assert srv.stop() == 0
+    assert st == 200
+    text = body.decode()
+    flags = dict(re.findall(
+        r'^mlprof_rank_straggler\{run="run",rank="(\d)",host="[^"]*"\} (\S+)$',
+        text, re.M))
+    assert flags == {"0": "0", "1": "0", "2": "1", "3": "0"}
+    steps = re.findall(r'^mlprof_rank_steps\{run="run",rank="\d",[^}]*\} (\S+)$',
+                       text, re.M)
+    assert steps == ["20"] * 4
+    waits = dict(re.findall(
+        r'^mlprof_rank_wait_seconds\{run="run",rank="(\d)",[^}]*\} (\S+)$',
+        text, re.M))
+    assert all(float(waits[r]) > 20 * 8e-3 for r in "013"), waits
+    assert re.search(r'^mlprof_dist_load_balance\{run="run"\} 0\.\d+$', text,
+                     re.M)
+    promtool = shutil.which("promtool")
+    if promtool:
+        check = subprocess.run([promtool, "check", "metrics"], input=body,
+                               capture_output=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr

@@ -6,6 +6,7 @@
 #include <mlprof.h>
 #include <stdlib.h>
 
+#include "analyze/dist.h"
 #include "analyze/resources.h"
 #include "analyze/stats.h"
 #include "export/prom.h"
@@ -455,6 +456,102 @@ static void test_prom_lossy_names_stay_apart(void) {
   mlprof__report_free(&r);
 }
 
+/* A job of two ranks, rank 1 the straggler on a host with a hostile name,
+ * beside a run without ranks: the per-rank families carry both ranks of the
+ * first run only, each figure exactly. */
+static void test_prom_ranks(void) {
+  mlprof__report r;
+  CHECK_EQ(report_of(&r), 0);
+  char host0[] = "n0", host1[] = "n\"1";
+  mlprof__dist_rank rk[2] = {{.rank = 0,
+                              .hostname = host0,
+                              .steps = 20,
+                              .run_ns = 3000000000,
+                              .compute_ns = 1000000000,
+                              .exposed_ns = 2000000000,
+                              .wait_ns = 1500000000,
+                              .async_ns = 7,
+                              .overlap_ns = 5},
+                             {.rank = 1,
+                              .hostname = host1,
+                              .steps = 20,
+                              .run_ns = 3000000000,
+                              .compute_ns = 2500000000,
+                              .exposed_ns = 500000000,
+                              .straggler_steps = 19}};
+  mlprof__dist d = {.nranks = 2,
+                    .ranks = rk,
+                    .straggler = 1,
+                    .load_balance = 0.75,
+                    .comm_efficiency = 0.75,
+                    .parallel_efficiency = 0.5625};
+  mlprof__dist none = {.straggler = -1};
+  mlprof__prom_run runs[] = {{.run = "a", .r = &r, .dist = &d},
+                             {.run = "b", .r = &r, .dist = &none},
+                             {.run = "c", .r = &r, .dist = NULL}};
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_prom(runs, 3, &o), 0);
+  const char *s = text_of(&o);
+  vstate v;
+  if (prom_valid(&v, s, o.len))
+    TEST_FAIL("invalid exposition: %s\n%s", v.why, s);
+  /* 5 run gauges x 3 runs, 7 per zone x 2 zones x 3 runs; 9 rank families
+   * x 2 ranks, 3 efficiencies x 1 run. */
+  CHECK_EQ(v.samples, 15 + 42 + 18 + 3);
+  CHECK_EQ(v.nfam, 7 + 9 + 3);
+  vstate_free(&v);
+  CHECK(strstr(s,
+               "# HELP mlprof_rank_compute_seconds Time of the rank's "
+               "steps less its exposed communication.\n"
+               "# TYPE mlprof_rank_compute_seconds gauge\n"
+               "mlprof_rank_compute_seconds{run=\"a\",rank=\"0\",host="
+               "\"n0\"} 1\n"
+               "mlprof_rank_compute_seconds{run=\"a\",rank=\"1\",host="
+               "\"n\\\"1\"} 2.5\n#"));
+  CHECK(strstr(s,
+               "mlprof_rank_steps{run=\"a\",rank=\"1\",host=\"n\\\"1\"} "
+               "20\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_run_seconds{run=\"a\",rank=\"0\",host=\"n0\"} "
+               "3\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_exposed_communication_seconds{run=\"a\",rank="
+               "\"0\",host=\"n0\"} 2\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_wait_seconds{run=\"a\",rank=\"0\",host="
+               "\"n0\"} 1.5\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_async_communication_seconds{run=\"a\",rank="
+               "\"0\",host=\"n0\"} 0.000000007\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_overlap_seconds{run=\"a\",rank=\"0\",host="
+               "\"n0\"} 0.000000005\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_straggler_steps{run=\"a\",rank=\"1\",host="
+               "\"n\\\"1\"} 19\n"));
+  CHECK(strstr(s,
+               "mlprof_rank_straggler{run=\"a\",rank=\"0\",host=\"n0\"} "
+               "0\n"
+               "mlprof_rank_straggler{run=\"a\",rank=\"1\",host=\"n\\\"1\"} "
+               "1\n#"));
+  CHECK(strstr(s,
+               "# TYPE mlprof_dist_load_balance gauge\n"
+               "mlprof_dist_load_balance{run=\"a\"} 0.75\n#"));
+  CHECK(strstr(s, "mlprof_dist_communication_efficiency{run=\"a\"} 0.75\n"));
+  CHECK(strstr(s, "mlprof_dist_parallel_efficiency{run=\"a\"} 0.5625\n"));
+  CHECK(strstr(s, "run=\"b\",rank") == NULL);
+  CHECK(strstr(s, "run=\"c\",rank") == NULL);
+  /* Without a run of ranks, no such family at all. */
+  o.len = 0;
+  CHECK_EQ(mlprof__export_prom(runs + 1, 2, &o), 0);
+  s = text_of(&o);
+  CHECK(strstr(s, "mlprof_rank_") == NULL);
+  CHECK(strstr(s, "mlprof_dist_") == NULL);
+  mlprof__out_close(&o);
+  mlprof__report_free(&r);
+}
+
 /* Every 2-byte zone name gives a valid exposition: a brute-force sweep of
  * the label escaper through the exporter. */
 static void test_prom_label_all_byte_pairs(void) {
@@ -492,5 +589,6 @@ const mlprof_test mlprof_tests_prom[] = {
     {"run_and_zone_families", test_prom_run_and_zone_families},
     {"resources", test_prom_resources},
     {"lossy_names_stay_apart", test_prom_lossy_names_stay_apart},
+    {"ranks", test_prom_ranks},
     {"label_all_byte_pairs", test_prom_label_all_byte_pairs},
     {NULL, NULL}};
