@@ -70,7 +70,7 @@ static void meta(mlprof__job_profile *p, const char *k, const char *v) {
 
 /* Runs the analysis over the simulated job into *d and *fs. */
 static int run_sim(const sim *s, mlprof__findings *fs) {
-  static char hosts[NR][8];
+  static char hosts[NR][24];
   mlprof__job_profile p[NR];
   mlprof__job job = {.profiles = p, .count = s->nranks};
   double start = 1e9; /* rank 0's time of every profile's start */
