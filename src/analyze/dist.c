@@ -485,6 +485,13 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
   b->nnames = b->npend = b->ncomm = b->nmarks = 0;
+  /* Only the ranks of a job of several hold anything to analyse: the other
+   * profiles are not read for it (their step marks alone would cost 8 bytes
+   * each). */
+  if (b->rank < 0 || b->nranks < 2) {
+    *v = (mlprof__visitor){.ud = b};
+    return;
+  }
   b->has_step_end = b->has_step_tid = 0;
   b->async_ns = b->waitzone_ns = b->end_ns = b->ops = 0;
   if (b->rank >= 0) {
