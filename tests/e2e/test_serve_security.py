@@ -156,9 +156,11 @@ SERVER_PORT = [0]
 
 @pytest.fixture
 def big_and_small(small):
-    # 8 million spans: reading them takes seconds, a small run milliseconds.
+    # 20 million spans: reading them takes seconds (4 s here, idle), a small
+    # run milliseconds. With 8 million a fast idle machine read the big run
+    # before the three small requests were through.
     subprocess.run([MLPROF, "run", "-q", "-o", small / "big", "--",
-                    program("workload"), "2000000"], check=True, timeout=300,
+                    program("workload"), "5000000"], check=True, timeout=300,
                    env={**os.environ, "MLPROF_WORK": "0"},
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     srv = Server(small)
