@@ -659,28 +659,40 @@ static int fd_of(const char *path) {
   return -1;
 }
 
-/* The program closes the profile's descriptor and gets its number back for
- * a file of its own (a daemon closing every descriptor): the profile goes
- * on in its own file, the program's file holds only the program's data. */
-static void reused_descriptor_is_not_written(void) {
-  CHECK_EQ(start_unsampled("fd.mlprof"), 0);
+/* A daemon's move: the program closes the profile's descriptor (after
+ * removing the profile, with gone) and opens a file of its own, mine (the
+ * path is written there), which gets the old number (a daemon's next open
+ * would; dup2 makes it so if a number below was free); it writes "mine".
+ * *own gets the program's descriptor, -1 when a check failed. */
+static void program_takes_descriptor(const char *leaf, int gone, char *mine,
+                                     size_t len, int *own) {
+  *own = -1;
+  CHECK_EQ(start_unsampled(leaf), 0);
   { MLPROF_ZONE("before"); }
   CHECK_EQ(mlprof_flush(), 0);
-  int fd = fd_of(temp_path("fd.mlprof"));
+  int fd = fd_of(temp_path(leaf));
   CHECK(fd >= 0);
+  if (gone) CHECK_EQ(unlink(temp_path(leaf)), 0);
   close(fd);
-  char mine[256];
-  snprintf(mine, sizeof mine, "%s", temp_path("mine.txt"));
-  /* The program's file takes the profile's old number (a daemon's next
-   * open would; dup2 makes it so if the number below was free). */
-  int own = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  CHECK(own >= 0);
-  if (own != fd) {
-    CHECK_EQ(dup2(own, fd), fd);
-    close(own);
-    own = fd;
+  snprintf(mine, len, "%s.mine", temp_path(leaf));
+  int d = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(d >= 0);
+  if (d != fd) {
+    CHECK_EQ(dup2(d, fd), fd);
+    close(d);
+    d = fd;
   }
-  CHECK_EQ(write(own, "mine", 4), 4);
+  CHECK_EQ(write(d, "mine", 4), 4);
+  *own = d;
+}
+
+/* The profile goes on in its own file; the program's file holds only the
+ * program's data. */
+static void reused_descriptor_is_not_written(void) {
+  char mine[300];
+  int own;
+  program_takes_descriptor("fd.mlprof", 0, mine, sizeof mine, &own);
+  if (own < 0) return;
   { MLPROF_ZONE("after"); }
   CHECK_EQ(mlprof_shutdown(), 0);
   close(own);
@@ -693,25 +705,10 @@ static void reused_descriptor_is_not_written(void) {
 
 /* As above, and the profile's path is gone too: the profile stops. */
 static void reused_descriptor_of_removed_profile_stops(void) {
-  CHECK_EQ(start_unsampled("fdgone.mlprof"), 0);
-  { MLPROF_ZONE("before"); }
-  CHECK_EQ(mlprof_flush(), 0);
-  int fd = fd_of(temp_path("fdgone.mlprof"));
-  CHECK(fd >= 0);
-  CHECK_EQ(unlink(temp_path("fdgone.mlprof")), 0);
-  close(fd);
-  char mine[256];
-  snprintf(mine, sizeof mine, "%s", temp_path("mine2.txt"));
-  /* The program's file takes the profile's old number (a daemon's next
-   * open would; dup2 makes it so if the number below was free). */
-  int own = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  CHECK(own >= 0);
-  if (own != fd) {
-    CHECK_EQ(dup2(own, fd), fd);
-    close(own);
-    own = fd;
-  }
-  CHECK_EQ(write(own, "mine", 4), 4);
+  char mine[300];
+  int own;
+  program_takes_descriptor("fdgone.mlprof", 1, mine, sizeof mine, &own);
+  if (own < 0) return;
   { MLPROF_ZONE("after"); }
   CHECK_EQ(mlprof_shutdown(), MLPROF_EIO);
   close(own);
