@@ -10,13 +10,95 @@
 #include <string.h>
 
 #include "../base/base.h"
+#include "findings.h"
 #include "../format/wire.h"
 
 /* The longest PROCESS part of a track. */
 #define TRACK_PROC_MAX 255
 
+/* One end of a range: "" is open (def), else a count or a duration. */
+static int range_end(const char *s, size_t n, int duration, uint64_t def,
+                     uint64_t *out) {
+  char b[64];
+  if (n >= sizeof b) return -1;
+  memcpy(b, s, n);
+  b[n] = '\0';
+  if (!n) {
+    *out = def;
+    return 0;
+  }
+  if (strspn(b, "0") == n || (duration && strcmp(b, "0s") == 0)) {
+    *out = 0;
+    return 0;
+  }
+  return duration ? mlprof__duration_parse(b, out)
+                  : mlprof__parse_count(b, out);
+}
+
+/* "A:B" into [*lo, *hi): A empty is 0, B empty is UINT64_MAX. */
+static int parse_range(const char *s, int duration, uint64_t *lo,
+                       uint64_t *hi) {
+  const char *colon = strchr(s, ':');
+  if (!colon || strchr(colon + 1, ':')) return -1;
+  if (range_end(s, (size_t)(colon - s), duration, 0, lo) ||
+      range_end(colon + 1, strlen(colon + 1), duration, UINT64_MAX, hi))
+    return -1;
+  return *lo < *hi ? 0 : -1;
+}
+
+/* The fields other than selectors; EINVAL with err set on bad input. */
+static int add_field(mlprof__filter *f, int kind, const char *s, char *err,
+                     size_t errlen) {
+  uint64_t a, b;
+  switch (kind) {
+    case MLPROF__FILTER_CATEGORY:
+      for (int c = 0; c < MLPROF_CAT_COUNT; c++)
+        if (strcmp(s, mlprof_category_name((mlprof_category)c)) == 0) {
+          f->categories |= 1u << c;
+          return 0;
+        }
+      snprintf(err, errlen,
+               "unknown category '%s': use data, forward, backward, "
+               "optimizer, communication, io, user or none",
+               s);
+      return MLPROF_EINVAL;
+    case MLPROF__FILTER_STEPS:
+    case MLPROF__FILTER_SKIP_WARMUP:
+      if (kind == MLPROF__FILTER_STEPS ? parse_range(s, 0, &a, &b)
+                                       : mlprof__parse_count(s, &a)) {
+        snprintf(err, errlen,
+                 kind == MLPROF__FILTER_STEPS
+                     ? "--steps wants A:B, steps from 0 with A < B (e.g. "
+                       "10:20), not '%s'"
+                     : "--skip-warmup wants a number of steps, not '%s'",
+                 s);
+        return MLPROF_EINVAL;
+      }
+      f->step_from = a;
+      f->step_to = kind == MLPROF__FILTER_STEPS ? b : UINT64_MAX;
+      f->steps = 1;
+      return 0;
+    case MLPROF__FILTER_WINDOW:
+      if (parse_range(s, 1, &a, &b)) {
+        snprintf(err, errlen,
+                 "--window wants T0:T1, durations with a unit and T0 < T1 "
+                 "(e.g. 10s:20s), not '%s'",
+                 s);
+        return MLPROF_EINVAL;
+      }
+      f->t0 = a;
+      f->t1 = b;
+      f->window = 1;
+      return 0;
+  }
+  snprintf(err, errlen, "no such filter option");
+  return MLPROF_EINVAL;
+}
+
 int mlprof__filter_add(mlprof__filter *f, int kind, const char *s, char *err,
                        size_t errlen) {
+  if (kind < 0 || kind >= MLPROF__NSEL)
+    return add_field(f, kind, s, err, errlen);
   if (kind == MLPROF__SEL_TRACK) {
     const char *slash = strchr(s, '/');
     if (!slash || slash == s || !slash[1] || slash - s > TRACK_PROC_MAX) {

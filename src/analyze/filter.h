@@ -36,7 +36,13 @@ enum {
   MLPROF__SEL_THREAD,  /* a tid, or a thread name (a glob) */
   MLPROF__SEL_TRACK,   /* PROCESS/THREAD: one process's threads */
   MLPROF__SEL_RANK,    /* a rank (a number) */
-  MLPROF__NSEL
+  MLPROF__NSEL,
+  /* The options that set the other fields (mlprof__filter_add). */
+  MLPROF__FILTER_CATEGORY = MLPROF__NSEL, /* a category's name */
+  MLPROF__FILTER_STEPS,                   /* A:B, steps from 0 */
+  MLPROF__FILTER_SKIP_WARMUP,             /* N: the same as steps N: */
+  MLPROF__FILTER_WINDOW,                  /* T0:T1, durations with a unit */
+  MLPROF__FILTER_NKINDS
 };
 
 typedef struct {
@@ -57,8 +63,13 @@ typedef struct {
   uint64_t min_ns;             /* spans shorter than this are left out */
 } mlprof__filter;
 
-/* Adds a selector. Returns 0, or MLPROF_ENOMEM, or MLPROF_EINVAL with a
- * one-line reason in err (a track without '/', a rank that is no number). */
+/* Adds to f what the filter option kind (a selector or MLPROF__FILTER_*)
+ * says with its argument s, as the command line's --zone, --steps, ...
+ * spell it (docs/guide.md, "Filters"): the one parser of these options, for
+ * the CLI and the Python module. A selector borrows s. Returns 0, or
+ * MLPROF_ENOMEM, or MLPROF_EINVAL with a one-line reason in err naming the
+ * command-line option (a track without '/', steps 5:3, an unknown
+ * category); f is then unchanged. */
 int mlprof__filter_add(mlprof__filter *f, int kind, const char *s, char *err,
                        size_t errlen);
 void mlprof__filter_free(mlprof__filter *f);

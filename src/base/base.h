@@ -57,6 +57,9 @@ uint32_t mlprof__strindex_intern(mlprof__strindex *ix, char ***names,
 /* Frees the lookup; the owner's strings stay. */
 void mlprof__strindex_free(mlprof__strindex *ix);
 
+/* A count: digits only, no sign, no overflow. Returns 0, or -1. */
+int mlprof__parse_count(const char *s, uint64_t *out);
+
 /* A duration keeping 3 significant digits: 812 ns, 1.25 µs, 12.5 ms; "-"
  * for a negative or absurd value. */
 void mlprof__fmt_duration(char *b, size_t len, double ns);

@@ -26,3 +26,14 @@ void mlprof__fmt_duration(char *b, size_t len, double ns) {
     return;
   }
 }
+
+int mlprof__parse_count(const char *s, uint64_t *out) {
+  if (!*s) return -1;
+  uint64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  *out = v;
+  return 0;
+}

@@ -27,17 +27,6 @@ int mlprof__option_error(const char *cmd, int ch, char **argv, int optind_,
                              optopt_ ? opt : argv[optind_ - 1]);
 }
 
-int mlprof__parse_count(const char *s, uint64_t *out) {
-  if (!*s) return -1;
-  uint64_t v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return -1;
-    v = v * 10 + (uint64_t)(*s - '0');
-  }
-  *out = v;
-  return 0;
-}
-
 int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
                          const char *const *paths, size_t npaths) {
   char err[512];

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../analyze/filter.h"
+#include "../base/base.h"
 #include "../export/escape.h"
 #include "../model/job.h"
 
@@ -31,41 +32,28 @@ int mlprof__usage_error(const char *cmd, const char *fmt, const char *arg);
 int mlprof__option_error(const char *cmd, int ch, char **argv, int optind_,
                          int optopt_);
 
-/* A count: digits only, no sign, no overflow. Returns 0, or -1. */
-int mlprof__parse_count(const char *s, uint64_t *out);
-
 /* mlprof__job_open for subcommand cmd: prints the error, or the warning on
  * skipped files, on stderr. Returns 0, or 2 (the exit status) on error. */
 int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
                          const char *const *paths, size_t npaths);
 
-/* The filter options (filter.c), shared by report, html, trace, diff and
- * compare: their getopt_long codes, the entries of a long option table, the
- * help text. */
-enum {
-  MLPROF__OPT_ZONE = 3000,
-  MLPROF__OPT_EXCLUDE,
-  MLPROF__OPT_CATEGORY,
-  MLPROF__OPT_PROCESS,
-  MLPROF__OPT_THREAD,
-  MLPROF__OPT_TRACK,
-  MLPROF__OPT_RANK,
-  MLPROF__OPT_STEPS,
-  MLPROF__OPT_SKIP_WARMUP,
-  MLPROF__OPT_WINDOW
-};
-#define MLPROF__FILTER_OPTIONS                                             \
-  {"zone", required_argument, NULL, MLPROF__OPT_ZONE},                     \
-      {"exclude", required_argument, NULL, MLPROF__OPT_EXCLUDE},           \
-      {"category", required_argument, NULL, MLPROF__OPT_CATEGORY},         \
-      {"process", required_argument, NULL, MLPROF__OPT_PROCESS},           \
-      {"thread", required_argument, NULL, MLPROF__OPT_THREAD},             \
-      {"track", required_argument, NULL, MLPROF__OPT_TRACK},               \
-      {"rank", required_argument, NULL, MLPROF__OPT_RANK},                 \
-      {"steps", required_argument, NULL, MLPROF__OPT_STEPS},               \
-      {"skip-warmup", required_argument, NULL, MLPROF__OPT_SKIP_WARMUP}, { \
-    "window", required_argument, NULL, MLPROF__OPT_WINDOW                  \
-  }
+/* The filter options (filter.c), shared by report, html, trace, diff,
+ * compare and serve: their getopt_long codes, the entries of a long option
+ * table, the help text. */
+#define MLPROF__OPT_FILTER 3000 /* + the filter option's kind (filter.h) */
+#define MLPROF__FILTER_OPTION(name, kind) \
+  { name, required_argument, NULL, MLPROF__OPT_FILTER + (kind) }
+#define MLPROF__FILTER_OPTIONS                                          \
+  MLPROF__FILTER_OPTION("zone", MLPROF__SEL_ZONE),                      \
+      MLPROF__FILTER_OPTION("exclude", MLPROF__SEL_EXCLUDE),            \
+      MLPROF__FILTER_OPTION("category", MLPROF__FILTER_CATEGORY),       \
+      MLPROF__FILTER_OPTION("process", MLPROF__SEL_PROCESS),            \
+      MLPROF__FILTER_OPTION("thread", MLPROF__SEL_THREAD),              \
+      MLPROF__FILTER_OPTION("track", MLPROF__SEL_TRACK),                \
+      MLPROF__FILTER_OPTION("rank", MLPROF__SEL_RANK),                  \
+      MLPROF__FILTER_OPTION("steps", MLPROF__FILTER_STEPS),             \
+      MLPROF__FILTER_OPTION("skip-warmup", MLPROF__FILTER_SKIP_WARMUP), \
+      MLPROF__FILTER_OPTION("window", MLPROF__FILTER_WINDOW)
 extern const char mlprof__filter_help[];
 
 /* Applies filter option ch (a getopt_long code) with its argument to *f.

@@ -357,7 +357,16 @@ static void test_filter_bad_selectors(void) {
   CHECK(strstr(err, "PROCESS/THREAD"));
   CHECK_EQ(mlprof__filter_add(&f, MLPROF__SEL_RANK, "x1", err, 256),
            MLPROF_EINVAL);
+  CHECK_EQ(mlprof__filter_add(&f, MLPROF__FILTER_STEPS, "5:3", err, 256),
+           MLPROF_EINVAL);
+  CHECK(strstr(err, "--steps wants A:B"));
+  CHECK_EQ(mlprof__filter_add(&f, MLPROF__FILTER_CATEGORY, "gpu", err, 256),
+           MLPROF_EINVAL);
   CHECK_EQ(f.nsel, 0);
+  CHECK_EQ(f.steps + f.categories, 0);
+  CHECK_EQ(mlprof__filter_add(&f, MLPROF__FILTER_WINDOW, "1s:", err, 256), 0);
+  CHECK_EQ(f.t0, 1000000000ull);
+  CHECK_EQ(f.t1, UINT64_MAX);
   mlprof__filter_free(&f);
 }
 
