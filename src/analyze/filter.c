@@ -210,7 +210,9 @@ struct mlprof__filtered {
 /* ---- the pre-pass: thread names and step marks ------------------------- */
 
 typedef struct {
-  uint64_t count, at_from, at_to; /* marks; times of marks from and to */
+  uint64_t count;          /* marks: steps begun */
+  uint64_t at_from, at_to; /* the begin of step from, the end of step to-1 */
+  int in_step, have_to;    /* a step is under way; at_to is known */
 } mark_thread;
 
 typedef struct {
@@ -256,8 +258,9 @@ static int pre_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
-static int pre_step(void *ud, uint32_t tid, uint64_t t) {
-  prepass *pp = ud;
+/* A step mark (end 0) or step end at t: a step runs from a mark to the
+ * next entry, mark or end, as the analyses count them (marks.h). */
+static int pre_entry(prepass *pp, uint32_t tid, uint64_t t, int end) {
   if (!pp->f->steps) return 0;
   uint32_t k = mlprof__map_get(&pp->mtids, tid);
   if (k == MLPROF__NONE) {
@@ -269,10 +272,23 @@ static int pre_step(void *ud, uint32_t tid, uint64_t t) {
     memset(&pp->marks[k], 0, sizeof pp->marks[k]);
   }
   mark_thread *m = &pp->marks[k];
+  if (m->in_step && m->count == pp->f->step_to && !m->have_to) {
+    m->at_to = t;
+    m->have_to = 1;
+  }
+  m->in_step = !end;
+  if (end) return 0;
   if (m->count == pp->f->step_from) m->at_from = t;
-  if (m->count == pp->f->step_to) m->at_to = t;
   m->count++;
   return 0;
+}
+
+static int pre_step(void *ud, uint32_t tid, uint64_t t) {
+  return pre_entry(ud, tid, t, 0);
+}
+
+static int pre_step_end(void *ud, uint32_t tid, uint64_t t) {
+  return pre_entry(ud, tid, t, 1);
 }
 
 /* Reads profile jp for its thread names, step marks and whether it has
@@ -285,7 +301,8 @@ static int prepass_read(const mlprof__filter *f, const mlprof__job_profile *jp,
                        .thread = p->threads ? pre_thread : NULL,
                        .events = p->threads ? pre_events : NULL,
                        .span = f->steps ? pre_span : NULL,
-                       .step = f->steps ? pre_step : NULL};
+                       .step = f->steps ? pre_step : NULL,
+                       .step_end = f->steps ? pre_step_end : NULL};
   mlprof__read_report rep;
   int rc = mlprof__read_file(jp->path, &v, &rep, NULL, 0);
   rc = rc == MLPROF_ENOMEM ? rc : 0;
@@ -299,8 +316,7 @@ static int prepass_read(const mlprof__filter *f, const mlprof__job_profile *jp,
       p->step_lo = p->step_hi = 0; /* past the last mark: nothing */
     } else {
       p->step_lo = best->at_from + jp->offset_ns;
-      p->step_hi =
-          f->step_to < best->count ? best->at_to + jp->offset_ns : UINT64_MAX;
+      p->step_hi = best->have_to ? best->at_to + jp->offset_ns : UINT64_MAX;
     }
   }
   free(pp.marks);

@@ -13,12 +13,13 @@
  *   the job as if nothing else had been recorded, so a span whose children
  *   fall outside a window has them in its self time.
  *
- * Steps are the intervals between consecutive step marks of a process's
- * thread with the most marks, numbered from 0: step k runs from mark k to
- * mark k+1. Steps A:B select, per process, the time from mark A to mark B
- * (B open: to the profile's end). A process without step marks takes its
- * nearest ancestor's steps; with none, it is left out (and a warning says
- * so). */
+ * Steps are those of a process's thread with the most step marks, as the
+ * analyses count them (marks.h), numbered from 0: step k runs from mark k to
+ * the next mark or step end. Steps A:B select, per process, the time from
+ * the begin of step A to the end of step B-1 (B open, or step B-1 never
+ * ended: to the profile's end); a gap after a step end within is kept. A
+ * process without step marks takes its nearest ancestor's steps; with none, it
+ * is left out (and a warning says so). */
 #ifndef MLPROF_FILTER_H
 #define MLPROF_FILTER_H
 

@@ -308,15 +308,16 @@ static void test_filter_window(void) {
   CHECK_EQ(c.steps, 1);        /* marks 0 and 100 */
 }
 
-/* Step ends pass a filter as marks do: steps stay the steps between a mark
- * and the next mark or step end, not across a gap. */
-static void test_filter_keeps_step_ends(void) {
-  filter_job j;
-  snprintf(j.dir, sizeof j.dir, "/tmp/mlprof-filter-XXXXXX");
-  if (!mkdtemp(j.dir)) TEST_FAIL("cannot make a directory");
-  snprintf(j.train, sizeof j.train, "%s/train-300.mlprof", j.dir);
-  snprintf(j.child, sizeof j.child, "%s/none", j.dir);
-  FILE *f = synth_open(j.train, 1);
+/* A job of one process with step ends, as a schedule records them: marks at
+ * 0 and 100, an end at 200 (a gap until 400), a mark at 400, an end at 500.
+ * Its steps: 0 is 0..100, 1 is 100..200, 2 is 400..500. "fwd" spans of 20 ns
+ * begin at 10, 110, 250 (in the gap), 410 and 520 (after the last end). */
+static void write_step_end_job(filter_job *j) {
+  snprintf(j->dir, sizeof j->dir, "/tmp/mlprof-filter-XXXXXX");
+  if (!mkdtemp(j->dir)) TEST_FAIL("cannot make a directory");
+  snprintf(j->train, sizeof j->train, "%s/train-300.mlprof", j->dir);
+  snprintf(j->child, sizeof j->child, "%s/none", j->dir);
+  FILE *f = synth_open(j->train, 1);
   if (!f) TEST_FAIL("cannot write job");
   synth_header(f, 300, 1, 1000, "h", "train");
   names(f);
@@ -324,21 +325,33 @@ static void test_filter_keeps_step_ends(void) {
   int64_t t = 0;
   events_begin(&p, 1);
   step_mark(&p, &t, 0);
+  span(&p, &t, FWD, 0, 10, 20);
   step_mark(&p, &t, 100);
+  span(&p, &t, FWD, 0, 110, 20);
   p_u8(&p, MLPROF__REC_STEP_END); /* the window ends: a gap until 400 */
   p_sv(&p, 200 - t);
   t = 200;
+  span(&p, &t, FWD, 0, 250, 20);
   step_mark(&p, &t, 400);
+  span(&p, &t, FWD, 0, 410, 20);
   p_u8(&p, MLPROF__REC_STEP_END);
   p_sv(&p, 500 - t);
   t = 500;
+  span(&p, &t, FWD, 0, 520, 20);
   chunk(f, MLPROF__CHUNK_EVENTS, &p);
   synth_end(f, 600);
   fclose(f);
   char err[256];
-  const char *dir = j.dir;
-  if (mlprof__job_open(&j.job, &dir, 1, err, sizeof err))
+  const char *dir = j->dir;
+  if (mlprof__job_open(&j->job, &dir, 1, err, sizeof err))
     TEST_FAIL("cannot open job");
+}
+
+/* Step ends pass a filter as marks do: steps stay the steps between a mark
+ * and the next mark or step end, not across a gap. */
+static void test_filter_keeps_step_ends(void) {
+  filter_job j;
+  write_step_end_job(&j);
   counts all, windowed;
   mlprof__filter none = {0}, w = {.window = 1, .t0 = 0, .t1 = 1000};
   int rc = run(&j, &none, &all);
@@ -347,6 +360,28 @@ static void test_filter_keeps_step_ends(void) {
   CHECK_EQ(rc, 0);
   CHECK_EQ(all.steps, 3);
   CHECK_EQ(windowed.steps, 3);
+}
+
+/* Steps A:B end where step B-1 ends, at a step end as at a mark: the gap
+ * after an end and what follows the last end are in no selected step. */
+static void test_filter_steps_end_at_step_ends(void) {
+  filter_job j;
+  write_step_end_job(&j);
+  counts one, last, all;
+  mlprof__filter f1 = {.steps = 1, .step_from = 1, .step_to = 2};
+  mlprof__filter f2 = {.steps = 1, .step_from = 2, .step_to = 3};
+  mlprof__filter fa = {.steps = 1, .step_from = 0, .step_to = UINT64_MAX};
+  int rc = run(&j, &f1, &one);
+  if (!rc) rc = run(&j, &f2, &last);
+  if (!rc) rc = run(&j, &fa, &all);
+  remove_job(&j);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(one.fwd, 1); /* 110, not 250 in the gap */
+  CHECK_EQ(one.steps, 1);
+  CHECK_EQ(last.fwd, 1); /* 410, not 520 after the end */
+  CHECK_EQ(last.steps, 1);
+  CHECK_EQ(all.fwd, 5); /* an open range: to the profile's end */
+  CHECK_EQ(all.steps, 3);
 }
 
 static void test_filter_bad_selectors(void) {
@@ -408,6 +443,7 @@ const mlprof_test mlprof_tests_filter[] = {
     {"steps_without_marks", test_filter_steps_without_marks},
     {"window", test_filter_window},
     {"keeps_step_ends", test_filter_keeps_step_ends},
+    {"steps_end_at_step_ends", test_filter_steps_end_at_step_ends},
     {"bad_selectors", test_filter_bad_selectors},
     {"trace_buckets", test_filter_trace_buckets},
     {NULL, NULL}};
