@@ -11,7 +11,7 @@
 
 static const char usage[] =
     "usage: mlprof serve [DIR] [--port N] [--bind ADDR] [--allow-host NAME]\n"
-    "                    [--no-token]\n"
+    "                    [--no-token] [filters]\n"
     "\n"
     "Serves the dashboard of every run directory under DIR (default: the\n"
     "current directory; a run directory holds *.mlprof files), live: a page\n"
@@ -39,6 +39,9 @@ static const char usage[] =
     "                    reaches the port sees the profiles\n"
     "  -h, --help        show this help\n"
     "\n"
+    "The filters below apply to every run served, as mlprof html applies\n"
+    "them: its page, data, timeline and /metrics.\n"
+    "\n"
     "Stops cleanly on SIGINT (Ctrl-C) or SIGTERM.\n"
     "exit status: 0 stopped by a signal, 1 the server could not start, 2 bad\n"
     "usage.\n";
@@ -47,15 +50,17 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("serve", fmt, arg);
 }
 
-int mlprof__cmd_serve(int argc, char **argv) {
+/* mlprof serve with its filter options into *filter (the caller frees). */
+static int serve(int argc, char **argv, mlprof__filter *filter) {
   static const struct option options[] = {
       {"port", required_argument, NULL, 'p'},
       {"bind", required_argument, NULL, 'b'},
       {"allow-host", required_argument, NULL, 'a'},
       {"no-token", no_argument, NULL, 'T'},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  mlprof__serve_opts o = {.bind = "127.0.0.1"};
+  mlprof__serve_opts o = {.bind = "127.0.0.1", .filter = filter};
   long port = 8050;
   opterr = 0;
   optind = 0;
@@ -92,9 +97,16 @@ int mlprof__cmd_serve(int argc, char **argv) {
         break;
       case 'h':
         fputs(usage, stdout);
+        fputs(mlprof__filter_help, stdout);
         return 0;
-      default:
+      default: {
+        int frc = mlprof__filter_option("serve", ch, optarg, filter);
+        if (frc >= 0) {
+          if (frc) return frc;
+          break;
+        }
         return mlprof__option_error("serve", ch, argv, optind, optopt);
+      }
     }
   }
   if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
@@ -110,4 +122,11 @@ int mlprof__cmd_serve(int argc, char **argv) {
           "file)\n");
   return 2;
 #endif
+}
+
+int mlprof__cmd_serve(int argc, char **argv) {
+  mlprof__filter filter = {0};
+  int rc = serve(argc, argv, &filter);
+  mlprof__filter_free(&filter);
+  return rc;
 }

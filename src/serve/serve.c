@@ -82,7 +82,8 @@ typedef struct {
   int loopback;
   const char *allow[MLPROF__SERVE_MAX_ALLOW]; /* --allow-host names */
   size_t nallow;
-  char token[33]; /* hex; empty: no token asked for */
+  const mlprof__filter *filter; /* --zone, --steps...: NULL for none */
+  char token[33];               /* hex; empty: no token asked for */
   char set_cookie[128];
   pthread_mutex_t lock; /* guards the list of entries, held briefly */
   run_cache **cache;    /* entries never move: pointers stay valid */
@@ -249,10 +250,11 @@ static int open_job(char **files, size_t n, mlprof__job *job, char *err,
   return rc;
 }
 
-/* Reads the run rel (its profiles files) into a new build with one
- * reference; a run that cannot be read gives a build with the reason in
- * error. NULL when out of memory. */
-static run_build *build_run(char **files, size_t nf, const char *rel) {
+/* Reads the run rel (its profiles files) through filter (NULL: none) into a
+ * new build with one reference; a run that cannot be read gives a build with
+ * the reason in error. NULL when out of memory. */
+static run_build *build_run(char **files, size_t nf, const char *rel,
+                            const mlprof__filter *filter) {
   run_build *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   atomic_init(&b->refs, 1);
@@ -263,6 +265,7 @@ static run_build *build_run(char **files, size_t nf, const char *rel) {
     mlprof__analysis_opts ao;
     mlprof__dash_opts(&ao, MLPROF__DASH_TOP);
     ao.lod_items = MLPROF__DASH_LOD_LIVE_ITEMS;
+    ao.filter = filter;
     rc = mlprof__analysis_run(&job, &ao, &b->d, err, sizeof err);
     mlprof__job_close(&job);
   }
@@ -335,7 +338,7 @@ static run_build *run_get(server *s, const char *rel) {
       c->sig = sig;
       c->built = t;
       pthread_mutex_unlock(&c->lock);
-      b = build_run(files, nf, rel);
+      b = build_run(files, nf, rel, s->filter);
       pthread_mutex_lock(&c->lock);
       c->building = 0;
       pthread_cond_broadcast(&c->done);
@@ -857,6 +860,7 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   memset(&s, 0, sizeof s);
   memcpy(s.allow, o->allow, sizeof s.allow);
   s.nallow = o->nallow;
+  s.filter = o->filter;
   const char *dir = o->dir, *bind_addr = o->bind;
   if (!realpath(dir, s.root)) {
     fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));

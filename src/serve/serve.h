@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "../analyze/filter.h"
+
 #define MLPROF__SERVE_MAX_ALLOW 32
 
 typedef struct {
@@ -15,6 +17,9 @@ typedef struct {
   const char *allow[MLPROF__SERVE_MAX_ALLOW]; /* Host names also answered */
   size_t nallow;
   int no_token; /* off loopback, ask no token */
+  /* Applied to every run served (pages, data, timeline, /metrics) as the
+   * analysis applies it (borrowed; must outlive the server), or NULL. */
+  const mlprof__filter *filter;
 } mlprof__serve_opts;
 
 /* The IPv4 or IPv6 literal addr with port into *ss. Returns 0, or -1 when

@@ -136,3 +136,36 @@ def test_compare_and_diff_restricted(run):
                           "0:3").stdout)
     for z in d["zones"]:
         assert z["base"]["count"] == 3 and z["new"]["count"] == 3
+
+
+def test_serve_applies_filters_to_every_run(run):
+    import test_html  # its Server (a module attribute: not collected again)
+    whole = test_html.Server(run.parent)
+    srv = test_html.Server(run.parent, "--zone", "forward", "--steps", "2:5")
+    try:
+        st, _, body = srv.get("/data/" + run.name)
+        assert st == 200
+        r = json.loads(body)["report"]
+        assert [(z["name"], z["count"]) for z in r["zones"]] == [("forward", 3)]
+        assert r["steps"]["count"] == 3
+        st, _, body = srv.get("/metrics")
+        counts = [line for line in body.decode().splitlines()
+                  if line.startswith("mlprof_zone_duration_seconds_count")]
+        assert len(counts) == 1 and 'zone="forward"' in counts[0]
+        assert counts[0].endswith(" 3")
+        # The timeline is the analysis's too: steps 2 to 5 only.
+        window = "?t0=0&t1=100000000000&res=0"
+        st, _, some = srv.get("/timeline/" + run.name + window)
+        st2, _, every = whole.get("/timeline/" + run.name + window)
+        assert st == st2 == 200
+        assert 0 < len(some) < len(every)
+    finally:
+        assert srv.stop() == 0
+        assert whole.stop() == 0
+
+
+def test_serve_bad_filter_is_a_usage_error(run):
+    p = mlprof("serve", run, "--steps", "5:3", check=False)
+    assert p.returncode == 2
+    assert "mlprof serve: --steps wants A:B" in p.stderr
+    assert "--skip-warmup N" in mlprof("serve", "--help").stdout
