@@ -355,7 +355,7 @@ class Profiler(_mlprof.ProfilerBase):
             raise Error("no profile: start() the Profiler first")
         return _descendant_profiles(mine)
 
-    def summary(self, sort="total", top=0):
+    def summary(self, sort="total", top=0, **filters):
         """What was recorded so far, analysed in process as `mlprof report`
         does: mlprof.report() of this process's profile and of its
         descendants' (forked DataLoader workers), that is the JSON report
@@ -364,11 +364,13 @@ class Profiler(_mlprof.ProfilerBase):
         dict, plus "session": this Profiler's path, joined, running, steps
         and process (CPU time and peak memory of this process so far); with
         backend="calls", "calls" (dropped_short: calls under min_duration);
-        when lines are timed, "lines" (mlprof.line_table())."""
+        when lines are timed, "lines" (mlprof.line_table()). filters:
+        those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
+        rank=...)."""
         if self.running:
             _record_lines()
             _mlprof.flush()
-        d = report(self.profile_paths(), sort=sort, top=top)
+        d = report(self.profile_paths(), sort=sort, top=top, **filters)
         if self.running:
             # This process's own profile has no closing chunk yet: it is
             # still being written, which is no cause for a warning.
@@ -668,14 +670,27 @@ def profile(fn=None, *, name=None, category=None):
     return wrap(fn) if fn is not None else wrap
 
 
-def report(paths, sort="total", top=0):
+def report(paths, sort="total", top=0, *, zone=None, exclude=None,
+           category=None, process=None, thread=None, track=None, rank=None,
+           steps=None, skip_warmup=None, window=None):
     """The report of profile files or run directories, as `mlprof report
     -f json` writes it (schema mlprof.report/1, docs/json-schema.md), as a
     dict: statistics, resources, steps, findings and leaks. Profiler.summary
-    is this for its own session, plus "session"."""
+    is this for its own session, plus "session".
+
+    The filters are mlprof report's options of the same names, with the
+    same specs (docs/guide.md, "Filters"): zone="fwd*", exclude=...,
+    category="data", process=..., thread=..., track="PROC/THREAD", rank=0,
+    steps="10:20", skip_warmup=5, window="10s:20s"; a list gives
+    alternatives, as a repeated option does. A bad spec raises ValueError."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
-    return json.loads(_mlprof.report_json(list(paths), sort=sort, top=top))
+    filters = {"zone": zone, "exclude": exclude, "category": category,
+               "process": process, "thread": thread, "track": track,
+               "rank": rank, "steps": steps, "skip_warmup": skip_warmup,
+               "window": window}
+    return json.loads(_mlprof.report_json(list(paths), sort=sort, top=top,
+                                          filters=filters))
 
 
 def read_events(path):

@@ -1173,10 +1173,104 @@ static int parse_sort(PyObject *o, mlprof__sort_key *key) {
   return 0;
 }
 
+/* The filters of mlprof.report(): keyword -> the filter option it is
+ * (src/analyze/filter.h, which parses every spec). */
+static const struct {
+  const char *kw;
+  int kind;
+} filter_kws[] = {
+    {"zone", MLPROF__SEL_ZONE},
+    {"exclude", MLPROF__SEL_EXCLUDE},
+    {"category", MLPROF__FILTER_CATEGORY},
+    {"process", MLPROF__SEL_PROCESS},
+    {"thread", MLPROF__SEL_THREAD},
+    {"track", MLPROF__SEL_TRACK},
+    {"rank", MLPROF__SEL_RANK},
+    {"steps", MLPROF__FILTER_STEPS},
+    {"skip_warmup", MLPROF__FILTER_SKIP_WARMUP},
+    {"window", MLPROF__FILTER_WINDOW},
+};
+
+/* Adds one spec (a str, or an int as its digits) of filter option kind to
+ * f; the str it reads is kept in holder (the filter borrows it). 0, or -1
+ * with ValueError (a bad spec) or another exception set. */
+static int add_filter_spec(mlprof__filter *f, int kind, PyObject *v,
+                           PyObject *holder) {
+  PyObject *str =
+      PyUnicode_Check(v) || PyLong_Check(v) ? PyObject_Str(v) : NULL;
+  if (!str) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_TypeError,
+                   "a filter wants a str or an int (or a list of them), not "
+                   "%.64s",
+                   Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  int rc = PyList_Append(holder, str);
+  const char *s = rc < 0 ? NULL : PyUnicode_AsUTF8(str);
+  Py_DECREF(str);
+  if (!s) return -1;
+  char err[512];
+  rc = mlprof__filter_add(f, kind, s, err, sizeof err);
+  if (rc) {
+    PyErr_SetString(rc == MLPROF_ENOMEM ? PyExc_MemoryError : PyExc_ValueError,
+                    err);
+    return -1;
+  }
+  return 0;
+}
+
+/* The filter a dict {keyword: spec or list of specs} (None: none) says,
+ * into *f (zeroed), with the strs it borrows in a new list *holder. 0, or
+ * -1 with an exception set (f then freed). */
+static int take_filter(PyObject *d, mlprof__filter *f, PyObject **holder) {
+  memset(f, 0, sizeof *f);
+  if (!(*holder = PyList_New(0))) return -1;
+  if (!d || d == Py_None) return 0;
+  if (!PyDict_Check(d)) {
+    PyErr_SetString(PyExc_TypeError, "filters wants a dict");
+    goto fail;
+  }
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(d, &pos, &key, &value)) {
+    const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+    size_t i = 0, n = sizeof filter_kws / sizeof filter_kws[0];
+    while (k && i < n && strcmp(k, filter_kws[i].kw) != 0) i++;
+    if (!k || i == n) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError,
+                     "unknown filter %R: use zone, exclude, category, "
+                     "process, thread, track, rank, steps, skip_warmup or "
+                     "window",
+                     key);
+      goto fail;
+    }
+    if (value == Py_None) continue;
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+      PyObject *seq = PySequence_Fast(value, "");
+      for (Py_ssize_t j = 0; seq && j < PySequence_Fast_GET_SIZE(seq); j++)
+        if (add_filter_spec(f, filter_kws[i].kind,
+                            PySequence_Fast_GET_ITEM(seq, j), *holder) < 0)
+          Py_CLEAR(seq);
+      if (!seq) goto fail;
+      Py_DECREF(seq);
+    } else if (add_filter_spec(f, filter_kws[i].kind, value, *holder) < 0) {
+      goto fail;
+    }
+  }
+  return 0;
+fail:
+  mlprof__filter_free(f);
+  Py_CLEAR(*holder);
+  return -1;
+}
+
 /* Opens the job and runs the analyses `mlprof report` runs (report,
- * resources, findings) into *a; 0, or -1 with an exception set. */
+ * resources, findings) through filter (NULL: none) into *a; 0, or -1 with
+ * an exception set. */
 static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
-                        mlprof__analysis *a) {
+                        const mlprof__filter *filter, mlprof__analysis *a) {
   PyObject *holder;
   const char **paths;
   size_t n;
@@ -1186,6 +1280,7 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   o.want = MLPROF__ANALYSIS_FINDINGS;
   o.sort = sort;
   o.top = top;
+  o.filter = filter;
   mlprof__job job;
   char err[512];
   int rc;
@@ -1203,20 +1298,28 @@ static int build_report(PyObject *pathseq, mlprof__sort_key sort, size_t top,
   return 0;
 }
 
-/* report_json(paths, sort="total", top=0) -> str: the whole JSON report
- * (schema mlprof.report/1, docs/json-schema.md), resources and findings
- * included; mlprof.report() and Profiler.summary() are this, parsed. */
+/* report_json(paths, sort="total", top=0, filters=None) -> str: the whole
+ * JSON report (schema mlprof.report/1, docs/json-schema.md), resources and
+ * findings included; filters: {keyword: spec or list of specs}, the
+ * command line's filter options (take_filter). mlprof.report() and
+ * Profiler.summary() are this, parsed. */
 static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"paths", "sort", "top", NULL};
-  PyObject *paths, *sortobj = NULL;
+  static char *kwlist[] = {"paths", "sort", "top", "filters", NULL};
+  PyObject *paths, *sortobj = NULL, *filters = NULL, *holder;
   Py_ssize_t top = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|On:report_json", kwlist, &paths,
-                                   &sortobj, &top))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OnO:report_json", kwlist,
+                                   &paths, &sortobj, &top, &filters))
     return NULL;
   mlprof__sort_key sort;
-  if (parse_sort(sortobj, &sort) < 0) return NULL;
+  mlprof__filter filter;
+  if (parse_sort(sortobj, &sort) < 0 ||
+      take_filter(filters, &filter, &holder) < 0)
+    return NULL;
   mlprof__analysis a;
-  if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) return NULL;
+  int brc = build_report(paths, sort, top < 0 ? 0 : (size_t)top, &filter, &a);
+  mlprof__filter_free(&filter);
+  Py_DECREF(holder);
+  if (brc < 0) return NULL;
   mlprof__out o;
   int rc = mlprof__out_open(&o, -1);
   if (!rc) rc = mlprof__export_json(&a.r, &a.res, &a.f, &o);
@@ -1284,7 +1387,8 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
   } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
              !strcmp(format, "text")) {
     mlprof__analysis a;
-    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, &a) < 0) goto fail;
+    if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, NULL, &a) < 0)
+      goto fail;
     export_ctx c = {.r = &a.r, .res = &a.res, .f = &a.f, .format = format};
     Py_BEGIN_ALLOW_THREADS rc =
         mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
@@ -1540,8 +1644,9 @@ static PyMethodDef module_methods[] = {
      "profiles(paths) -> list of header facts on one timeline."},
     {"report_json", (PyCFunction)(void (*)(void))mod_report_json,
      METH_VARARGS | METH_KEYWORDS,
-     "report_json(paths, sort='total', top=0) -> str: the JSON report "
-     "(schema mlprof.report/1),\nresources and findings included."},
+     "report_json(paths, sort='total', top=0, filters=None) -> str: the "
+     "JSON report\n(schema mlprof.report/1), resources and findings "
+     "included; filters: {name: spec}\nas mlprof report's filter options."},
     {"export", (PyCFunction)(void (*)(void))mod_export,
      METH_VARARGS | METH_KEYWORDS,
      "export(paths, out, format, sort='total', top=0): json, csv, text or "

@@ -552,3 +552,42 @@ def test_report_and_summary_are_the_json_report(tmp_path, build_dir):
     assert s["session"]["path"] == p.path
     top = mlprof.report([p.path], sort="count", top=1)
     assert top["sort"] == "count" and len(top["zones"]) == 1
+
+
+def test_summary_and_report_take_the_cli_filters(tmp_path, build_dir):
+    """summary(...) and mlprof.report(...) filter as `mlprof report` does
+    with the options of the same names: one parser of the specs."""
+    p = mlprof.Profiler(output=str(tmp_path / "f.mlprof"))
+    with p:
+        for _ in range(8):
+            with p.zone("load", "data"):
+                pass
+            with p.zone("fwd", "forward"):
+                pass
+            p.step()
+        s = p.summary(zone="fwd", skip_warmup=2)
+    assert [(z["name"], z["count"]) for z in s["zones"]] == [("fwd", 5)]
+    cases = [
+        ({"steps": "2:5", "exclude": ["load"]},
+         ["--steps", "2:5", "--exclude", "load"]),
+        ({"category": "data", "rank": None}, ["--category", "data"]),
+        ({"window": "0s:3600s", "zone": ["f*", "l*"]},
+         ["--window", "0s:3600s", "--zone", "f*", "--zone", "l*"]),
+    ]
+    for kw, args in cases:
+        cli = json.loads(subprocess.run(
+            [os.path.join(build_dir, "mlprof"), "report", "-f", "json", p.path,
+             *args], capture_output=True, text=True, check=True).stdout)
+        r = mlprof.report(p.path, **kw)
+        for k in ("zones", "steps"):
+            assert r[k] == cli[k], (kw, k)
+    assert [z["name"] for z in mlprof.report(p.path, steps="2:5",
+                                             exclude="load")["zones"]] == ["fwd"]
+    with pytest.raises(ValueError, match="--steps wants A:B"):
+        mlprof.report(p.path, steps="5:3")
+    with pytest.raises(ValueError, match="unknown category 'gpu'"):
+        p.summary(category="gpu")
+    with pytest.raises(TypeError):
+        mlprof.report(p.path, stpes="1:2")
+    with pytest.raises(TypeError):
+        mlprof.report(p.path, zone=1.5)
