@@ -70,6 +70,9 @@ typedef struct {
   size_t top; /* 0: as many as fit */
   int tty;    /* redraw in place */
   unsigned rows, cols;
+  /* Plain lines: hashes of the warnings printed, each printed once (on a
+   * terminal the warnings stay on the screen, redrawn in place). */
+  mlprof__map warned;
 } view;
 
 /* Now on the job's timeline: its time 0 is the earliest profile's start. */
@@ -216,8 +219,25 @@ static void show_gpus(const mlprof__resources *res, mlprof__out *o) {
   mlprof__out_lit(o, "\n");
 }
 
+/* The warnings of r: on a terminal all of them (in place, they do not
+ * scroll by), in plain lines those not printed before. */
+static void show_warnings(view *v, const mlprof__report *r, mlprof__out *o) {
+  for (size_t i = 0; i < r->nwarnings; i++) {
+    const char *w = r->warnings[i];
+    size_t n = strlen(w);
+    if (!v->tty) {
+      uint64_t h = mlprof__hash(w, n, MLPROF__HASH_START);
+      if (mlprof__map_get(&v->warned, h) != MLPROF__NONE) continue;
+      if (mlprof__map_put(&v->warned, h, 1)) return; /* no memory: skip */
+    }
+    mlprof__out_lit(o, "warning: ");
+    mlprof__out_text_str(o, w, n);
+    mlprof__out_lit(o, "\n");
+  }
+}
+
 /* One update into o (memory): the job now, through the window. */
-static void update(const view *v, mlprof__out *o) {
+static void update(view *v, mlprof__out *o) {
   const char *dir = v->dir;
   mlprof__job job;
   char err[512];
@@ -274,11 +294,7 @@ static void update(const view *v, mlprof__out *o) {
   mlprof__out_printf(o, "\nzones of the last interval by %s\n",
                      mlprof__sort_key_name(v->sort));
   show_zones(r, o);
-  for (size_t i = 0; i < r->nwarnings; i++) {
-    mlprof__out_lit(o, "warning: ");
-    mlprof__out_text_str(o, r->warnings[i], strlen(r->warnings[i]));
-    mlprof__out_lit(o, "\n");
-  }
+  show_warnings(v, r, o);
   for (size_t i = 0; i < a.f.nfindings && i < 3; i++) {
     const mlprof__finding *fi = &a.f.findings[i];
     mlprof__out_lit(o, "finding: ");
@@ -465,5 +481,6 @@ int mlprof__cmd_top(int argc, char **argv) {
   if (keys) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  mlprof__map_clear(&v.warned);
   return 0;
 }

@@ -41,6 +41,17 @@ def test_top_plain_lines(live):
     assert "steps: " in p.stdout
 
 
+def test_top_plain_lines_print_each_warning_once(live):
+    """The job is still running: its warning ("still running") holds at
+    every update, and plain lines print it once, not once an update."""
+    p = mlprof("top", live, "--count", "3", "--interval", "0.3")
+    assert p.stdout.count("mlprof top ") == 3
+    warnings = [line for line in p.stdout.splitlines()
+                if line.startswith("warning: ")]
+    assert any("still running" in w for w in warnings), p.stdout
+    assert len(warnings) == len(set(warnings)), warnings
+
+
 @pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
 def test_top_in_a_terminal(live, tmp_path):
     sock = f"mlprof-top-{os.getpid()}"
