@@ -85,6 +85,14 @@ static double zone_mean(const mlprof__zone_stats *z) {
   return z && z->count ? z->mean_ns : NAN;
 }
 
+int mlprof__compare_tied(const mlprof__compare_zone *z, size_t r) {
+  const mlprof__zone_stats *a = z->stats[z->fastest], *b = z->stats[r];
+  if (!a || !b || !a->count || !b->count) return 0;
+  double se = sqrt(a->std_ns * a->std_ns / (double)a->count +
+                   b->std_ns * b->std_ns / (double)b->count);
+  return b->mean_ns - a->mean_ns <= 1.96 * se;
+}
+
 /* Sorts run indices by key (NAN last), shortest first, stable. */
 static void rank_runs(size_t *order, const double *key, size_t n) {
   for (size_t i = 0; i < n; i++) order[i] = i;
@@ -155,6 +163,8 @@ int mlprof__compare_finish(mlprof__compare *c) {
       if (!have || m > zone_mean(z->stats[z->slowest])) z->slowest = r;
       have = 1;
     }
+    for (size_t r = 0; r < n; r++)
+      z->tie |= r != z->fastest && mlprof__compare_tied(z, r);
     double slow = zone_mean(z->stats[z->slowest]),
            first = zone_mean(z->stats[0]);
     for (size_t r = 0; r < n; r++) {

@@ -7,7 +7,11 @@
  *   of the zone's mean durations (> 1: run i is faster). "vs slowest" takes
  *   for j the run with the largest mean for that zone, so it is >= 1; "vs
  *   first" takes the first run given.
- * - fastest run of a zone: the smallest mean (ties: the earlier run).
+ * - fastest run of a zone: the smallest mean (ties: the earlier run). It is
+ *   a tie when another run's mean is within noise of it: its excess over
+ *   the fastest mean is at most 1.96 standard errors of the difference of
+ *   the two means (sqrt(std_a^2/n_a + std_b^2/n_b), a 95% interval), equal
+ *   means included. Text, JSON and the page all use this one rule.
  * - step time of a run: the mean interval between consecutive step marks,
  *   over every thread of the run (each interval weighs the same).
  * - ranking by total: by the job's wall time, shortest first. Ranking by
@@ -52,6 +56,7 @@ typedef struct {
   const mlprof__zone_stats **stats;
   double *vs_slowest, *vs_first;
   size_t fastest, slowest; /* run indices */
+  int tie;                 /* another run is within noise of the fastest */
   uint64_t max_total;      /* largest total over the runs (the order) */
 } mlprof__compare_zone;
 
@@ -68,6 +73,10 @@ typedef struct {
   size_t best, worst;
   double best_vs_slowest, best_vs_first;
 } mlprof__compare;
+
+/* Whether run r's mean for zone z is within noise of the fastest run's
+ * (the fastest itself is); 0 when r has no such zone. */
+int mlprof__compare_tied(const mlprof__compare_zone *z, size_t r);
 
 /* Adds a run: takes the report (*r is emptied) and copies label and path.
  * Returns 0 or MLPROF_ENOMEM (then *r is still the caller's). */

@@ -121,7 +121,10 @@ static int compare_text(const mlprof__compare *c, size_t top, mlprof__out *o) {
       mlprof__table_cell(&t, "%s", vs);
       mlprof__table_cell(&t, "%s", vf);
       mlprof__table_cell(&t, "%s",
-                         c->nruns > 1 && i == z->fastest ? "fastest" : "");
+                         c->nruns < 2                  ? ""
+                         : !mlprof__compare_tied(z, i) ? ""
+                         : z->tie                      ? "tie"
+                                                       : "fastest");
     }
   }
   rc = mlprof__table_print(&t, o);

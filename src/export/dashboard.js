@@ -680,11 +680,10 @@
   function C() { return D.compare || null; }
   function hasCompare() { return !!(C() && arr(C().runs).length >= 2); }
   function runColor(i) { return COLORS[i % COLORS.length]; }
-  /* The run strictly fastest at zone z, or -1 on a tie (or none). */
+  /* The run fastest at zone z, or -1 on a tie (another run within noise:
+   * z.tie, compare.h's rule) or none. */
   function soleFastest(z) {
-    var best = arr(z.runs)[z.fastest];
-    if (!best) return -1;
-    return arr(z.runs).some(function (s, i) { return s && i !== z.fastest && s.mean_ns <= best.mean_ns; }) ? -1 : z.fastest;
+    return arr(z.runs)[z.fastest] && !z.tie ? z.fastest : -1;
   }
   function fmtX(x) { return x === null || x === undefined || !isFinite(x) ? '–' : x.toFixed(2) + '×'; }
   /* Zone means grouped by zone, one bar per run (horizontal, so long zone

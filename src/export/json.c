@@ -679,10 +679,10 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_str(o, k ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
     mlprof__out_printf(o,
-                       ",\"category\":\"%s\",\"fastest\":%zu,\"slowest\":%zu,"
-                       "\"runs\":[",
+                       ",\"category\":\"%s\",\"fastest\":%zu,\"tie\":%s,"
+                       "\"slowest\":%zu,\"runs\":[",
                        mlprof_category_name(z->category), z->fastest,
-                       z->slowest);
+                       z->tie ? "true" : "false", z->slowest);
     for (size_t i = 0; i < c->nruns; i++) {
       const mlprof__zone_stats *s = z->stats[i];
       if (i) mlprof__out_lit(o, ",");

@@ -259,9 +259,25 @@ def test_compare_ranks_three_labelled_runs(runs):
             assert run["speedup_vs_first"] == pytest.approx(m[0] / m[i], rel=1e-9)
             assert run["count"] == STEPS
 
+    assert not any(z["tie"] for z in doc["zones"])  # 3x and 9x the work
+
     text = mlprof("compare", *paths, "--labels", ",".join(labels)).stdout
     assert "Recommendation: use fast" in text
     assert "fastest" in text
+
+
+def test_compare_of_equal_runs_marks_a_tie_not_a_fastest(runs):
+    """The same run twice: equal means, within noise of each other. Neither
+    is "fastest" in the text; both are "tie", and the JSON (the page's
+    source) says tie."""
+    doc = json.loads(mlprof("compare", runs["base"], runs["base"], "-l",
+                            "a,b", "--format", "json").stdout)
+    assert doc["zones"] and all(z["tie"] for z in doc["zones"])
+    text = mlprof("compare", runs["base"], runs["base"], "-l", "a,b").stdout
+    zones = text.split("\nZones")[1].split("\nRecommendation")[0]
+    assert "fastest" not in zones
+    rows = [line for line in zones.splitlines() if line.endswith(" tie")]
+    assert len(rows) == 2 * len(doc["zones"]), zones
 
 
 def test_compare_default_labels_and_bad_usage(runs, tmp_path):
