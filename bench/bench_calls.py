@@ -3,7 +3,10 @@ a baseline measured in the same run:
 
   - added ns per Python call, against plain Python and against cProfile's
     added cost on the same code (budget: <= 0.6x cProfile's), on a
-    recursive fib and on a flat loop of calls to a small function;
+    recursive fib and on a flat loop of calls to a small function; beside
+    it, the profile-function path (builtins=True: neither fib nor the loop
+    calls a builtin, so only the mechanism differs) and the mechanism alone
+    (include matching nothing: every call seen, none recorded);
   - bytes per traced call in the profile file;
   - line timings: the cost on the chosen function, and on the rest of the
     program while a chosen function exists (budget: rest within 5% of
@@ -62,36 +65,61 @@ def best(fn, arg):
     return b
 
 
-def under_cprofile(fn, arg):
-    p = cProfile.Profile()
-    p.enable()
-    try:
-        return best(fn, arg)
-    finally:
-        p.disable()
-
-
-def under_mlprof(fn, arg, out, **kw):
-    with mlprof.Profiler(output=out, sample_interval=0, memory_cap=1 << 30,
-                         **kw):
-        return best(fn, arg)
+def timed(fn, arg):
+    t0 = time.perf_counter_ns()
+    fn(arg)
+    return time.perf_counter_ns() - t0
 
 
 def bench_calls(name, fn, arg, calls):
+    """Each way of running fn once per round, the rounds interleaved (a
+    loaded machine slows them alike); the best round of each."""
     d = tempfile.mkdtemp(prefix="mlprof-bench-calls-")
-    plain = best(fn, arg)
-    cprof = under_cprofile(fn, arg)
-    out = os.path.join(d, "c.mlprof")
-    ml = under_mlprof(fn, arg, out, backend="calls")
+    cprofile = cProfile.Profile()
+
+    def mlprof_run(key, r, **calls_options):
+        out = os.path.join(d, "%s%d.mlprof" % (key, r))
+        with mlprof.Profiler(output=out, sample_interval=0,
+                             memory_cap=1 << 30, backend="calls",
+                             calls_options=calls_options):
+            return timed(fn, arg)
+
+    def cprofile_run(r):
+        cprofile.enable()
+        try:
+            return timed(fn, arg)
+        finally:
+            cprofile.disable()
+
+    ways = {
+        "plain": lambda r: timed(fn, arg),
+        "cprofile": cprofile_run,
+        "mlprof": lambda r: mlprof_run("c", r),
+        "profile_fn": lambda r: mlprof_run("p", r, builtins=True),
+        "alone": lambda r: mlprof_run("n", r, include=["no.such.module"]),
+    }
+    t = {k: float("inf") for k in ways}
+    for r in range(REPEAT):
+        for k, way in ways.items():
+            t[k] = min(t[k], way(r))
+    with mlprof.Profiler(output=os.path.join(d, "mech.mlprof"),
+                         sample_interval=0, backend="calls") as p:
+        pass
+    mechanism = p.summary()["calls"]["mechanism"]
     empty = os.path.join(d, "e.mlprof")
-    under_mlprof(lambda _: None, None, empty, backend="calls")
-    size = os.path.getsize(out) - os.path.getsize(empty)
-    added_c = (cprof - plain) / calls
-    added_m = (ml - plain) / calls
-    print("%-22s plain %6.1f ns/call  cProfile +%6.1f  mlprof calls +%6.1f "
-          "ns/call  ratio %.2fx cProfile's (budget <= 0.60)  %.1f bytes/call"
-          % (name, plain / calls, added_c, added_m, added_m / added_c,
-             size / (calls * REPEAT)))
+    with mlprof.Profiler(output=empty, sample_interval=0, backend="calls"):
+        pass
+    size = os.path.getsize(os.path.join(d, "c0.mlprof")) - \
+        os.path.getsize(empty)
+    added = {k: (t[k] - t["plain"]) / calls for k in t}
+    print("%-22s plain %5.1f ns/call  cProfile +%5.1f  mlprof calls (%s) "
+          "+%5.1f ns/call = %.2fx cProfile's (budget <= 0.60)  %.1f "
+          "bytes/call\n%22s [mechanism alone +%5.1f; profile function path "
+          "+%5.1f = %.2fx]"
+          % (name, t["plain"] / calls, added["cprofile"], mechanism,
+             added["mlprof"], added["mlprof"] / added["cprofile"],
+             size / calls, "", added["alone"], added["profile_fn"],
+             added["profile_fn"] / added["cprofile"]))
 
 
 def chosen_too(n):

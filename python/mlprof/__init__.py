@@ -363,7 +363,8 @@ class Profiler(_mlprof.ProfilerBase):
         threads, counters, units, resources, steps, findings, leaks...) as a
         dict, plus "session": this Profiler's path, joined, running, steps
         and process (CPU time and peak memory of this process so far); with
-        backend="calls", "calls" (dropped_short: calls under min_duration);
+        backend="calls", "calls" (dropped_short: calls under min_duration;
+        mechanism: "eval_frame" or "profile", docs/python.md);
         when lines are timed, "lines" (mlprof.line_table()). filters:
         those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
         rank=...)."""
@@ -381,7 +382,8 @@ class Profiler(_mlprof.ProfilerBase):
                         "running": self.running, "steps": self.step_num,
                         "process": _mlprof.resources()}
         if "calls" in self.backends:
-            d["calls"] = {"dropped_short": _mlprof.calls_dropped()}
+            d["calls"] = {"dropped_short": _mlprof.calls_dropped(),
+                          "mechanism": _mlprof.calls_mechanism()}
         if self._lines or _lines_chosen:
             d["lines"] = line_table()
         return d

@@ -88,7 +88,8 @@ static PyObject *opt_include, *opt_exclude; /* tuples of str */
 static int opt_builtins, opt_max_depth;
 static uint64_t opt_min_ns;
 static int calls_on, lines_on;
-static int paused; /* set_all is running: its own calls are not traced */
+static int calls_hooked; /* calls go through the frame evaluation hook */
+static int paused;       /* set_all is running: its own calls are not traced */
 static uint64_t dropped_short; /* calls shorter than the minimum */
 static PyObject *sites;        /* (name, file, line) -> capsule of a site */
 static PyObject *line_names;   /* {"module:qualname"} whose lines are timed */
@@ -152,26 +153,26 @@ static int wanted(const char *mod, const char *file) {
   return !any_matches(opt_exclude, mod, file);
 }
 
-/* The cache entry of frame's code, made or refreshed; NULL when memory is
- * short (the call is then not traced). */
-static code_info *info_of(PyFrameObject *frame) {
-  PyCodeObject *co = PyFrame_GetCode(frame);
+/* The cache entry of code co (globals: its frame's, borrowed), made or
+ * refreshed; NULL when memory is short (the call is then not traced). An
+ * exception pending (a generator resumed by throw()) is kept. */
+static code_info *code_info_of(PyCodeObject *co, PyObject *globals) {
   void *p = NULL;
   CODE_GET_EXTRA((PyObject *)co, extra_index, &p);
   code_info *ci = p;
-  if (ci && ci->gen == options_gen) goto out;
+  if (ci && ci->gen == options_gen) return ci;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
   if (!ci) {
     ci = PyMem_RawCalloc(1, sizeof *ci);
     if (!ci || CODE_SET_EXTRA((PyObject *)co, extra_index, ci) < 0) {
       PyMem_RawFree(ci);
-      ci = NULL;
-      PyErr_Clear();
-      goto out;
+      PyErr_Restore(et, ev, tb);
+      return NULL;
     }
   }
   ci->gen = options_gen;
   ci->site = NULL;
-  PyObject *globals = PyFrame_GetGlobals(frame);
   PyObject *mod = globals ? PyDict_GetItemString(globals, "__name__") : NULL;
   const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : "";
   const char *f = PyUnicode_AsUTF8(co->co_filename);
@@ -195,9 +196,16 @@ static code_info *info_of(PyFrameObject *frame) {
       Py_DECREF(name);
     }
   }
+  PyErr_Restore(et, ev, tb);
+  return ci;
+}
+
+/* The cache entry of frame's code (code_info_of). */
+static code_info *info_of(PyFrameObject *frame) {
+  PyCodeObject *co = PyFrame_GetCode(frame);
+  PyObject *globals = PyFrame_GetGlobals(frame);
+  code_info *ci = code_info_of(co, globals);
   Py_XDECREF(globals);
-  PyErr_Clear();
-out:
   Py_DECREF(co);
   return ci;
 }
@@ -392,6 +400,63 @@ static int profile_fn(PyObject *obj, PyFrameObject *frame, int what,
   }
   return 0;
 }
+
+/* ---- calls: the frame evaluation hook (PEP 523) ------------------------
+ *
+ * On Python 3.9 to 3.11 the tracer wraps the interpreter's frame evaluation
+ * function instead: one C call per Python call and per generator or
+ * coroutine resume, with no frame object made (the profile function's
+ * cost), on every thread of the interpreter at once. The hook returns when
+ * the frame returns, yields or raises (NULL), so each span ends there. With
+ * a hook set, 3.11 evaluates Python-to-Python calls through C recursion
+ * rather than inline; that is part of the cost bench/bench_calls.py
+ * measures. The profile function stays for builtins (C calls have no frame)
+ * and for an interpreter whose hook someone else holds. */
+#if PY_VERSION_HEX < 0x030C0000
+#define CALLS_HOOK 1
+#if PY_VERSION_HEX >= 0x030B0000
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+typedef struct _PyInterpreterFrame eval_frame;
+#else
+typedef PyFrameObject eval_frame;
+#endif
+
+/* 1 for the evaluation that only makes a generator or coroutine (3.11 runs
+ * its frame up to RETURN_GENERATOR): not a resume, no span. */
+static int makes_generator(eval_frame *f) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return (f->f_code->co_flags &
+          (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+         f->owner != FRAME_OWNED_BY_GENERATOR;
+#else
+  return 0;
+#endif
+}
+
+static PyObject *eval_hook(PyThreadState *ts, eval_frame *f, int throwflag) {
+  call_state *s = paused || makes_generator(f) ? NULL : state();
+  if (!s) return _PyEval_EvalFrameDefault(ts, f, throwflag);
+  unsigned gen = calls_gen;
+  code_info *ci = code_info_of(f->f_code, f->f_globals);
+  call_begin(s, ci ? ci->site : NULL);
+  PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
+  if (gen == calls_gen) call_end(s); /* not after calls_stop() */
+  return r;
+}
+
+/* Sets (on) or removes the hook; 0, or -1 when another one is in place
+ * (it is left there). */
+static int hook_set(int on) {
+  PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+  _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(in);
+  if (cur != _PyEval_EvalFrameDefault && cur != eval_hook) return -1;
+  _PyInterpreterState_SetEvalFrameFunc(
+      in, on ? eval_hook : _PyEval_EvalFrameDefault);
+  return 0;
+}
+#endif
 
 /* ---- lines: the trace function ---------------------------------------------
  */
@@ -608,6 +673,10 @@ static PyObject *calls_start(PyObject *m, PyObject *args, PyObject *kw) {
   calls_gen++;
   dropped_short = 0;
   calls_on = 1;
+#ifdef CALLS_HOOK
+  calls_hooked = !builtins && hook_set(1) == 0;
+  if (calls_hooked) Py_RETURN_NONE;
+#endif
   if (set_all(0, profile_fn) < 0) {
     calls_on = 0;
     set_all(0, NULL);
@@ -621,7 +690,13 @@ static PyObject *calls_start(PyObject *m, PyObject *args, PyObject *kw) {
 static PyObject *calls_stop(PyObject *m, PyObject *unused) {
   if (!calls_on) Py_RETURN_NONE;
   calls_on = 0;
-  int rc = set_all(0, NULL);
+  int rc = 0;
+#ifdef CALLS_HOOK
+  if (calls_hooked)
+    hook_set(0); /* a hook set since by someone else stays */
+  else
+#endif
+    rc = set_all(0, NULL);
   call_state *s = state();
   while (s && s->depth > 0) call_end(s);
   if (s) send_pending(s);
@@ -632,6 +707,11 @@ static PyObject *calls_stop(PyObject *m, PyObject *unused) {
 
 static PyObject *calls_dropped(PyObject *m, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(dropped_short);
+}
+
+/* How calls are traced: "eval_frame" (the hook) or "profile". */
+static PyObject *calls_mechanism(PyObject *m, PyObject *unused) {
+  return PyUnicode_FromString(calls_hooked ? "eval_frame" : "profile");
 }
 
 static void line_table_free(PyObject *cap) {
@@ -793,6 +873,8 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_stop", calls_stop, METH_NOARGS, "Stops tracing calls."},
     {"calls_dropped", calls_dropped, METH_NOARGS,
      "Calls dropped for lasting less than the minimum duration."},
+    {"calls_mechanism", calls_mechanism, METH_NOARGS,
+     "How calls are traced: 'eval_frame' or 'profile'."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},
     {"lines_add_name", lines_add_name, METH_O,
      "lines_add_name('module:qualname'): times the lines of that function."},

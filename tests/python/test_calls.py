@@ -296,3 +296,188 @@ def test_calls_with_torch_backend(tmp_path):
     n = names(mlprof.read_events(out)["spans"])
     assert n["test_calls.test_calls_with_torch_backend.<locals>.step"] == 1
     assert n["aten::matmul"] >= 1
+
+
+def test_run_calls_leaves_out_the_start_up(tmp_path, build_dir):
+    """`mlprof run --calls` (the start-up module starts the tracer): neither
+    mlprof's start-up module nor the program's own sitecustomize, which it
+    runs, is traced; the program is."""
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text(textwrap.dedent("""
+        import os
+        def mark():
+            os.environ["OWN_SITECUSTOMIZE"] = "ran"
+        mark()
+    """))
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        def main():
+            print(os.environ.get("OWN_SITECUSTOMIZE"))
+        main()
+    """))
+    startup = os.path.join(os.path.dirname(mlprof.__file__), "_startup")
+    env = child_env(MLPROF_PY_STARTUP=startup)
+    env["PYTHONPATH"] = str(own) + os.pathsep + env["PYTHONPATH"]
+    out = tmp_path / "run"
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "run", "--calls",
+                        "-q", "-o", str(out) + "/", "--", sys.executable,
+                        str(script)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ran\n"
+    spans = [s for f in os.listdir(out)
+             for s in mlprof.read_events(str(out / f))["spans"]]
+    assert names(spans)["main"] == 1
+    assert not [s["name"] for s in spans
+                if s["name"].startswith("sitecustomize")
+                or s["file"].startswith((startup, str(own)))]
+
+
+needs_hook = pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="the frame evaluation hook is used on Python 3.9-3.11")
+
+
+@needs_hook
+def test_mechanism_eval_frame_unless_builtins(tmp_path):
+    def run(**opts):
+        with mlprof.Profiler(output=str(tmp_path / "m.mlprof"),
+                             backend="calls", sample_interval=0,
+                             calls_options=opts) as p:
+            fib(5)
+        return p.summary()["calls"]["mechanism"]
+
+    assert run() == "eval_frame"
+    assert run(builtins=True) == "profile"
+
+
+FOREIGN_HOOK = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#if PY_VERSION_HEX >= 0x030B0000
+typedef struct _PyInterpreterFrame frame;
+#else
+typedef struct _frame frame;
+#endif
+static long evals;
+static PyObject *hook(PyThreadState *ts, frame *f, int exc) {
+  evals++;
+  return _PyEval_EvalFrameDefault(ts, f, exc);
+}
+static PyInterpreterState *interp(void) {
+  return PyThreadState_GetInterpreter(PyThreadState_Get());
+}
+static PyObject *set(PyObject *m, PyObject *on) {
+  _PyInterpreterState_SetEvalFrameFunc(
+      interp(), PyObject_IsTrue(on) ? hook : _PyEval_EvalFrameDefault);
+  Py_RETURN_NONE;
+}
+static PyObject *state(PyObject *m, PyObject *unused) {
+  return Py_BuildValue("(Nl)", PyBool_FromLong(
+      _PyInterpreterState_GetEvalFrameFunc(interp()) == hook), evals);
+}
+static PyMethodDef methods[] = {{"set", set, METH_O, NULL},
+                                {"state", state, METH_NOARGS, NULL},
+                                {NULL, NULL, 0, NULL}};
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "foreign_hook", NULL,
+                                 -1, methods};
+PyMODINIT_FUNC PyInit_foreign_hook(void) { return PyModule_Create(&def); }
+"""
+
+
+def foreign_hook(tmp_path):
+    """A module whose set(True) puts a frame evaluation hook of its own in
+    place (as torch.compile does), built with the C compiler."""
+    import importlib.util
+    import shutil
+    import sysconfig
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = tmp_path / "foreign_hook.c"
+    src.write_text(FOREIGN_HOOK)
+    so = tmp_path / ("foreign_hook" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([cc, "-shared", "-fPIC", "-I",
+                    sysconfig.get_paths()["include"], str(src), "-o",
+                    str(so)], check=True)
+    spec = importlib.util.spec_from_file_location("foreign_hook", so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@needs_hook
+def test_hook_of_another_is_kept_and_calls_still_traced(tmp_path):
+    fh = foreign_hook(tmp_path)
+    fh.set(True)
+    try:
+        out = str(tmp_path / "f.mlprof")
+        with mlprof.Profiler(output=out, backend="calls", sample_interval=0,
+                             calls_options={"include": ["test_calls"]}) as p:
+            fib(8)
+        assert p.summary()["calls"]["mechanism"] == "profile"
+        assert names(mlprof.read_events(out)["spans"])["test_calls.fib"] == \
+            fib_calls(8)
+        on, before = fh.state()
+        fib(3)
+        on, after = fh.state()
+        assert on and after - before == fib_calls(3)
+    finally:
+        fh.set(False)
+
+
+@needs_hook
+def test_hook_set_by_another_while_tracing_is_not_removed(tmp_path):
+    fh = foreign_hook(tmp_path)
+    try:
+        with mlprof.Profiler(output=str(tmp_path / "g.mlprof"),
+                             backend="calls", sample_interval=0):
+            fh.set(True)  # replaces the tracer's hook (calls untraced since)
+        assert fh.state()[0]
+    finally:
+        fh.set(False)
+
+
+def catcher():
+    try:
+        yield 1
+    except KeyError:
+        yield "caught"
+
+
+def test_generator_throw_delivers_the_exception(tmp_path):
+    g = catcher()
+    next(g)  # the first resume under the tracer is the throw
+
+    def body():
+        assert g.throw(KeyError) == "caught"
+
+    spans = traced(tmp_path, body)
+    assert names(spans)["test_calls.catcher"] == 1
+
+
+def deep(n):
+    return deep(n + 1)
+
+
+def test_recursion_error_closes_every_span(tmp_path):
+    def body():
+        with mlprof.zone("before"):
+            pass
+        try:
+            deep(0)
+        except RecursionError:
+            pass
+        with mlprof.zone("after"):
+            pass
+
+    spans = traced(tmp_path, body,
+                   calls_options={"include": ["test_calls"]})
+    by = {s["name"]: s for s in spans}
+    assert by["after"]["depth"] == by["before"]["depth"]
+    n = names(spans)["test_calls.deep"]
+    assert 100 < n <= sys.getrecursionlimit()
+    assert len({s["depth"] for s in spans
+                if s["name"] == "test_calls.deep"}) == n

@@ -2,10 +2,10 @@
 PYTHONPATH, so every Python process of the run imports it before the
 program's code runs (docs/python.md, "Python under mlprof run").
 
-It loads mlprof.auto into the session that the preloaded library runs in
-this process, with the options of `mlprof run`'s Python flags
-(MLPROF_PY_OPTIONS), then runs the program's own sitecustomize, if one is
-on the path, as Python would have. It never stops the program: when this
+It runs the program's own sitecustomize, if one is on the path, as Python
+would have, then loads mlprof.auto into the session that the preloaded
+library runs in this process, with the options of `mlprof run`'s Python
+flags (MLPROF_PY_OPTIONS). It never stops the program: when this
 interpreter cannot load mlprof (another Python version, no package), the
 profile's session metadata says why (key "mlprof.python") and the report
 shows it."""
@@ -63,5 +63,10 @@ def _chain(here):
     spec.loader.exec_module(module)  # its errors are reported as Python would
 
 
-_load(_here())
-_chain(_here())
+# The program's own sitecustomize first, so that what mlprof records (the
+# call tracer of --calls included) starts with the program and not with
+# this start-up work; mlprof loads even when that module fails.
+try:
+    _chain(_here())
+finally:
+    _load(_here())
