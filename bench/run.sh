@@ -10,6 +10,9 @@ echo "== sampler at 10 Hz (bench_sampler)"
 echo
 echo "== report and trace at scale (bench_report)"
 "$B/bench_report" "$B/mlprof"
+echo
+echo "== distributed report, 64 ranks x 1 M spans (bench_dist)"
+"$B/bench_dist" "$B/mlprof"
 if [ -x "$B/bench_mpi" ] && command -v mpirun >/dev/null; then
   echo
   echo "== capture cost per MPI collective (bench_mpi, 2 ranks)"

@@ -3,12 +3,18 @@
  * Each input is read twice: as it is, which mostly exercises chunk framing
  * and resynchronisation (a random mutation rarely keeps a CRC right), and
  * with the CRC of every framed chunk recomputed, so that mutations reach the
- * payload parsers. The visitor reads every string it is given up to and
+ * payload parsers; the second also from a file as a job opens it
+ * (mlprof__read_file_meta: EVENTS and other chunks passed over by their
+ * length, unchecked). The visitor reads every string it is given up to and
  * including its NUL, so that ASan sees any overread, and checks the reader's
  * promises; a broken promise aborts. */
+#define _GNU_SOURCE
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "format/reader.h"
 #include "format/wire.h"
@@ -179,7 +185,19 @@ static int on_lines(void *ud, const mlprof__line_table *t) {
   return 0;
 }
 
-static void read_once(const uint8_t *data, size_t size) {
+/* Reads the bytes from a file, as a job opens it. */
+static int read_meta(const uint8_t *data, size_t size, const mlprof__visitor *v,
+                     mlprof__read_report *rep, char *err, size_t errlen) {
+  int fd = memfd_create("fuzz", 0);
+  if (fd < 0 || write(fd, data, size) != (ssize_t)size) abort();
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int rc = mlprof__read_file_meta(path, v, rep, err, errlen);
+  close(fd);
+  return rc;
+}
+
+static void read_once(const uint8_t *data, size_t size, int meta_only) {
   state s = {0};
   mlprof__visitor v = {
       .ud = &s,
@@ -202,7 +220,8 @@ static void read_once(const uint8_t *data, size_t size) {
   };
   mlprof__read_report rep;
   char err[256];
-  int rc = mlprof__read_mem(data, size, &v, &rep, err, sizeof err);
+  int rc = meta_only ? read_meta(data, size, &v, &rep, err, sizeof err)
+                     : mlprof__read_mem(data, size, &v, &rep, err, sizeof err);
   if (rc != 0 && rc != MLPROF_EFORMAT) abort();
   if (strlen(err) >= sizeof err || strlen(rep.problem) >= sizeof rep.problem)
     abort();
@@ -237,12 +256,13 @@ static void fix_crcs(uint8_t *d, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  read_once(data, size);
+  read_once(data, size, 0);
   uint8_t *copy = malloc(size ? size : 1);
   if (!copy) return 0;
   memcpy(copy, data, size);
   fix_crcs(copy, size);
-  read_once(copy, size);
+  read_once(copy, size, 0);
+  read_once(copy, size, 1);
   free(copy);
   return 0;
 }

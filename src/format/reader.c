@@ -34,12 +34,47 @@ typedef struct {
 #define SOURCE_FIRST_CAP (64u << 10)
 #define SCAN_WINDOW (64u << 10)
 
+/* Moves the input on to pos, past the bytes held: those between are not
+ * wanted. A file is seeked; a pipe is read through. Returns 0 (pos may then
+ * still be past the end of the input), MLPROF_EIO or MLPROF_ENOMEM. */
+static int source_jump(source *s, uint64_t pos) {
+  if (s->eof) return 0;
+  if (lseek(s->fd, (off_t)pos, SEEK_SET) == (off_t)pos) {
+    s->off = pos;
+    s->avail = 0;
+    return 0;
+  }
+  while (s->off + s->avail < pos && !s->eof) {
+    s->off += s->avail;
+    s->avail = 0;
+    if (mlprof__grow(&s->buf, &s->cap, SOURCE_FIRST_CAP, 1))
+      return MLPROF_ENOMEM;
+    s->base = s->buf;
+    uint64_t left = pos - s->off;
+    ssize_t r = read(s->fd, s->buf, left < s->cap ? (size_t)left : s->cap);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      s->errnum = errno;
+      return MLPROF_EIO;
+    }
+    if (r == 0) s->eof = 1;
+    s->avail = (size_t)r;
+  }
+  return 0;
+}
+
 /* Points *p at offset pos of the input and returns how many of the n bytes
  * wanted from there are available: fewer only where the input ends. pos must
- * not be before the pos of an earlier call (bytes before it are dropped).
- * Returns MLPROF_EIO or MLPROF_ENOMEM on failure. */
+ * not be before the pos of an earlier call (bytes before it are dropped);
+ * past the bytes held, those in between are passed over unread where the
+ * input can seek. Returns MLPROF_EIO or MLPROF_ENOMEM on failure. */
 static int64_t source_get(source *s, uint64_t pos, size_t n,
                           const uint8_t **p) {
+  if (pos > s->off + s->avail) {
+    int rc = source_jump(s, pos);
+    if (rc) return rc;
+    if (pos > s->off + s->avail) return 0; /* past the end */
+  }
   size_t skip = (size_t)(pos - s->off);
   size_t have = s->avail - skip;
   if (have < n && !s->eof) {
@@ -88,6 +123,9 @@ typedef struct {
   uint16_t chunk_type;
   int bad; /* it is damaged: stop parsing it */
   int seen_header;
+  /* Only HEADER, META and END chunks are read: the others are passed over
+   * by their length, unchecked. */
+  int meta_only;
   char why[200]; /* the latest problem, for a format error */
 } reader;
 
@@ -823,6 +861,21 @@ static int read_all(reader *r) {
     const uint8_t *chunk = NULL;
     uint32_t len = 0;
     const char *why = "";
+    if (r->meta_only && r->seen_header) {
+      /* Most of a profile is EVENTS: passed over without a byte of it
+       * read. A frame that does not look whole is checked below. */
+      n = source_get(&r->src, pos, MLPROF__CHUNK_HEADER_SIZE, &p);
+      if (n < 0) return (int)n;
+      if (n == MLPROF__CHUNK_HEADER_SIZE &&
+          !memcmp(p, MLPROF__CHUNK_MAGIC, 4) &&
+          mlprof__get_u32(p + 8) <= MLPROF__CHUNK_MAX &&
+          mlprof__get_u16(p + 4) != MLPROF__CHUNK_META &&
+          mlprof__get_u16(p + 4) != MLPROF__CHUNK_END) {
+        r->rep->clean_end = 0;
+        pos += MLPROF__CHUNK_HEADER_SIZE + (uint64_t)mlprof__get_u32(p + 8);
+        continue;
+      }
+    }
     int st = check_chunk(r, pos, &chunk, &len, &why);
     if (st < 0) return st;
     if (!r->seen_header && st == CHUNK_BAD && len &&
@@ -876,12 +929,15 @@ static int read_all(reader *r) {
 }
 
 /* The shared path of both entry points. err gets prefix + the reason. */
-static int read_source(source *src, const char *prefix,
+static int read_source(source *src, const char *prefix, int meta_only,
                        const mlprof__visitor *v, mlprof__read_report *rep,
                        char *err, size_t errlen) {
   static const mlprof__visitor no_visitor;
   mlprof__read_report local;
-  reader r = {.src = *src, .v = v ? v : &no_visitor, .rep = rep ? rep : &local};
+  reader r = {.src = *src,
+              .v = v ? v : &no_visitor,
+              .rep = rep ? rep : &local,
+              .meta_only = meta_only};
   memset(r.rep, 0, sizeof *r.rep);
   int rc = read_all(&r);
   if (err && errlen) {
@@ -899,9 +955,9 @@ static int read_source(source *src, const char *prefix,
   return rc;
 }
 
-/* See reader.h. err names the file: "PATH: reason". */
-int mlprof__read_file(const char *path, const mlprof__visitor *v,
-                      mlprof__read_report *rep, char *err, size_t errlen) {
+/* Both file entry points. err names the file: "PATH: reason". */
+static int read_path(const char *path, int meta_only, const mlprof__visitor *v,
+                     mlprof__read_report *rep, char *err, size_t errlen) {
   char prefix[4096 + 3];
   snprintf(prefix, sizeof prefix, "%s: ", path);
   source src = {.fd = open(path, O_RDONLY | O_CLOEXEC)};
@@ -910,9 +966,21 @@ int mlprof__read_file(const char *path, const mlprof__visitor *v,
     if (err && errlen) snprintf(err, errlen, "%s%s", prefix, strerror(errno));
     return MLPROF_EIO;
   }
-  int rc = read_source(&src, prefix, v, rep, err, errlen);
+  int rc = read_source(&src, prefix, meta_only, v, rep, err, errlen);
   close(src.fd);
   return rc;
+}
+
+/* See reader.h. */
+int mlprof__read_file(const char *path, const mlprof__visitor *v,
+                      mlprof__read_report *rep, char *err, size_t errlen) {
+  return read_path(path, 0, v, rep, err, errlen);
+}
+
+/* See reader.h. */
+int mlprof__read_file_meta(const char *path, const mlprof__visitor *v,
+                           mlprof__read_report *rep, char *err, size_t errlen) {
+  return read_path(path, 1, v, rep, err, errlen);
 }
 
 /* See reader.h. */
@@ -920,5 +988,5 @@ int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen) {
   static const uint8_t empty[1];
   source src = {.fd = -1, .base = data ? data : empty, .avail = len, .eof = 1};
-  return read_source(&src, "", v, rep, err, errlen);
+  return read_source(&src, "", 0, v, rep, err, errlen);
 }

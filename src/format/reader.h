@@ -128,6 +128,14 @@ typedef struct {
 int mlprof__read_file(const char *path, const mlprof__visitor *v,
                       mlprof__read_report *rep, char *err, size_t errlen);
 
+/* Reads what opening a job needs of a file: its HEADER, META and END
+ * chunks. Every other chunk is passed over by its length, neither read nor
+ * checked, so the time and I/O do not grow with the events; *rep counts only
+ * the chunks read (damage and a truncated tail in the chunks passed over go
+ * unseen). Returns as mlprof__read_file. */
+int mlprof__read_file_meta(const char *path, const mlprof__visitor *v,
+                           mlprof__read_report *rep, char *err, size_t errlen);
+
 /* The same over bytes in memory (tests and the fuzzer). */
 int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen);

@@ -1,6 +1,7 @@
 /* A job: the profiles named on a command line, placed on one timeline. See
  * job.h. Only each profile's HEADER chunk is read here, and a rank's META
- * chunks for its clock offsets. */
+ * chunks for its clock offsets: its EVENTS, most of its bytes, are passed
+ * over unread (mlprof__read_file_meta). */
 #include "job.h"
 
 #include <dirent.h>
@@ -352,7 +353,7 @@ int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
     p->path = files.v[i];
     files.v[i] = NULL;
     job->count++;
-    rc = mlprof__read_file(p->path, &v, NULL, err, errlen);
+    rc = mlprof__read_file_meta(p->path, &v, NULL, err, errlen);
     if (rc == HEADER_TAKEN) {
       rc = 0;
     } else if (rc == MLPROF_EFORMAT && !named(p->path, paths, npaths)) {

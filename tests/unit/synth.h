@@ -1,4 +1,5 @@
-/* Synthetic profiles for the tests: chunks written by hand, byte by byte as
+/* Synthetic profiles for the tests (and the generated jobs of
+ * bench/bench_dist.c): chunks written by hand, byte by byte as
  * docs/format.md describes them, independent of the recording library. */
 #ifndef MLPROF_SYNTH_H
 #define MLPROF_SYNTH_H
@@ -12,8 +13,14 @@
 #include "format/wire.h"
 #include "sample/sample.h"
 
+/* A payload's room; a file defining it larger before including this one
+ * writes larger chunks (at most MLPROF__CHUNK_MAX). */
+#ifndef SYNTH_PAYLOAD_BYTES
+#define SYNTH_PAYLOAD_BYTES 8192
+#endif
+
 typedef struct {
-  uint8_t b[8192];
+  uint8_t b[SYNTH_PAYLOAD_BYTES];
   size_t n;
 } payload;
 
@@ -71,17 +78,19 @@ static inline FILE *synth_open(const char *path, uint16_t minor) {
   return f;
 }
 
-/* A HEADER chunk: no rank, one argv entry (exe). */
-static inline void synth_header(FILE *f, uint64_t pid, uint64_t ppid,
-                                uint64_t start_mono, const char *host,
-                                const char *exe) {
+/* A HEADER chunk of rank `rank` of `world` (-1: unknown), one argv entry
+ * (exe). */
+static inline void synth_rank_header(FILE *f, uint64_t pid, uint64_t ppid,
+                                     uint64_t start_wall, uint64_t start_mono,
+                                     int64_t rank, int64_t world,
+                                     const char *host, const char *exe) {
   payload p = {.n = 0};
   p_uv(&p, pid);
   p_uv(&p, ppid);
-  p_uv(&p, 1700000000000000000ull + start_mono);
+  p_uv(&p, start_wall);
   p_uv(&p, start_mono);
-  p_sv(&p, -1);
-  p_sv(&p, -1);
+  p_sv(&p, rank);
+  p_sv(&p, world);
   p_cstr(&p, host);
   p_cstr(&p, exe);
   p_uv(&p, 1);
@@ -89,6 +98,83 @@ static inline void synth_header(FILE *f, uint64_t pid, uint64_t ppid,
   p_cstr(&p, "monotonic");
   p_uv(&p, 200);
   chunk(f, MLPROF__CHUNK_HEADER, &p);
+}
+
+/* A HEADER chunk: no rank, one argv entry (exe). */
+static inline void synth_header(FILE *f, uint64_t pid, uint64_t ppid,
+                                uint64_t start_mono, const char *host,
+                                const char *exe) {
+  synth_rank_header(f, pid, ppid, 1700000000000000000ull + start_mono,
+                    start_mono, -1, -1, host, exe);
+}
+
+/* A META chunk of one entry. */
+static inline void synth_meta(FILE *f, const char *key, const char *value) {
+  payload p = {.n = 0};
+  p_uv(&p, 1);
+  p_cstr(&p, key);
+  p_cstr(&p, value);
+  chunk(f, MLPROF__CHUNK_META, &p);
+}
+
+/* The EVENTS chunks of one thread of file f, filled record by record:
+ * times are ns since the profile's start, each record's relative to the
+ * one before it as the format has it. */
+typedef struct {
+  FILE *f;
+  uint32_t tid;
+  uint64_t t;
+  payload p;
+} synth_events;
+
+/* Writes the chunk being filled, if any. */
+static inline void synth_ev_flush(synth_events *e) {
+  if (e->p.n) chunk(e->f, MLPROF__CHUNK_EVENTS, &e->p);
+}
+
+/* Room for one more record (at most 64 bytes). */
+static inline void synth_ev_room(synth_events *e) {
+  if (e->p.n + 64 > sizeof e->p.b) synth_ev_flush(e);
+  if (!e->p.n) {
+    p_uv(&e->p, e->tid);
+    p_uv(&e->p, 0); /* dropped */
+    p_uv(&e->p, 0); /* base */
+    e->t = 0;
+  }
+}
+
+static inline void synth_ev_span(synth_events *e, uint32_t name, uint32_t depth,
+                                 uint64_t b, uint64_t end) {
+  synth_ev_room(e);
+  p_u8(&e->p, MLPROF__REC_SPAN);
+  p_uv(&e->p, name);
+  p_uv(&e->p, depth);
+  p_sv(&e->p, (int64_t)b - (int64_t)e->t);
+  p_uv(&e->p, end - b);
+  e->t = b;
+}
+
+/* Metadata and units of the span just added. */
+static inline void synth_ev_span_meta(synth_events *e, uint32_t key,
+                                      uint32_t value) {
+  synth_ev_room(e);
+  p_u8(&e->p, MLPROF__REC_SPAN_META);
+  p_uv(&e->p, key);
+  p_uv(&e->p, value);
+}
+static inline void synth_ev_span_units(synth_events *e, uint32_t name,
+                                       uint64_t n) {
+  synth_ev_room(e);
+  p_u8(&e->p, MLPROF__REC_SPAN_UNITS);
+  p_uv(&e->p, name);
+  p_uv(&e->p, n);
+}
+
+static inline void synth_ev_step(synth_events *e, uint64_t t) {
+  synth_ev_room(e);
+  p_u8(&e->p, MLPROF__REC_STEP);
+  p_sv(&e->p, (int64_t)t - (int64_t)e->t);
+  e->t = t;
 }
 
 static inline void synth_end(FILE *f, uint64_t end_ns) {

@@ -1,8 +1,10 @@
 /* The profile reader (format/reader.c) and job opening (model/job.c), driven
  * by profiles built here byte by byte with the wire.h encoders. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "format/reader.h"
@@ -1114,13 +1116,13 @@ static void test_job_dir(void) {
   CHECK(job.profiles == NULL);
 }
 
-/* A 1.3 profile of rank `rank` of 4 (local rank `local`) of job "job7",
- * started at wall on host; its monotonic start is 5000 whatever the host. */
-static void write_rank_profile(const char *name, uint64_t pid, int rank,
-                               int local, uint64_t wall, const char *host) {
-  buf f = {0}, p = {0};
-  char path[128];
-  file_header(&f, 1, 3);
+/* The file header and HEADER of a 1.3 profile of rank `rank` of 4 (local
+ * rank `local`) of job "job7", started at wall on host; its monotonic start
+ * is 5000 whatever the host. */
+static void rank_start(buf *f, uint64_t pid, int rank, int local, uint64_t wall,
+                       const char *host) {
+  buf p = {0};
+  file_header(f, 1, 3);
   put_uv(&p, pid);
   put_uv(&p, 1);
   put_uv(&p, wall);
@@ -1135,11 +1137,137 @@ static void write_rank_profile(const char *name, uint64_t pid, int rank,
   put_uv(&p, 0);
   put_sv(&p, local);
   put_str(&p, "job7");
-  chunk(&f, MLPROF__CHUNK_HEADER, &p);
+  chunk(f, MLPROF__CHUNK_HEADER, &p);
+  free(p.d);
+}
+
+/* A rank's profile of its header alone (rank_start). */
+static void write_rank_profile(const char *name, uint64_t pid, int rank,
+                               int local, uint64_t wall, const char *host) {
+  buf f = {0};
+  char path[128];
+  rank_start(&f, pid, rank, local, wall, host);
   snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
   write_file(path, &f);
   free(f.d);
+}
+
+/* Appends a META chunk of one entry. */
+static void meta_chunk(buf *f, const char *key, const char *value) {
+  buf p = {0};
+  put_uv(&p, 1);
+  put_str(&p, key);
+  put_str(&p, value);
+  chunk(f, MLPROF__CHUNK_META, &p);
   free(p.d);
+}
+
+/* Appends an EVENTS chunk of n spans of zone 1 (which no NAMES announced:
+ * read, each would be a lost name), its payload damaged when `damaged`. */
+static void events_chunk(buf *f, size_t n, int damaged) {
+  buf p = {0};
+  put_uv(&p, 7);
+  put_uv(&p, 0);
+  put_uv(&p, 0);
+  for (size_t i = 0; i < n; i++) {
+    put_u8(&p, MLPROF__REC_SPAN);
+    put_uv(&p, 1), put_uv(&p, 0), put_sv(&p, 100), put_uv(&p, 50);
+  }
+  size_t at = chunk(f, MLPROF__CHUNK_EVENTS, &p);
+  if (damaged) f->d[at + MLPROF__CHUNK_HEADER_SIZE + 5] ^= 0x10;
+  free(p.d);
+}
+
+static int count_meta(void *ud, const char *key, size_t klen, const char *value,
+                      size_t vlen) {
+  (*(int *)ud)++;
+  return 0;
+}
+
+/* Reads path as a job opens it: *metas gets the META entries seen. */
+static int read_meta(const char *path, mlprof__read_report *rep, int *metas) {
+  *metas = 0;
+  mlprof__visitor v = {.ud = metas, .meta = count_meta};
+  return mlprof__read_file_meta(path, &v, rep, NULL, 0);
+}
+
+/* Opening a job reads a rank's header and META chunks and passes over its
+ * EVENTS unread, from a file (seeked) or a pipe (read through): a damaged
+ * EVENTS chunk goes unseen, and the clock offsets in META chunks after
+ * large EVENTS chunks still place the rank on rank 0's clock. */
+static void test_job_meta_only(void) {
+  make_tmp_dir();
+  buf f = {0};
+  rank_start(&f, 300, 0, 0, 1000000, "node1");
+  meta_chunk(&f, "dist.clock.init", "0 0 5000");
+  events_chunk(&f, 100, 0);
+  meta_chunk(&f, "dist.clock.final", "0 0 1005000");
+  char r0[128], r1[128];
+  snprintf(r0, sizeof r0, "%s/r0.mlprof", tmp_dir);
+  write_file(r0, &f);
+  f.n = 0;
+  /* Rank 1's clock is 700 ns behind rank 0's at its start and 900 ns 1 ms
+   * later; each META follows EVENTS larger than the reader's first buffer. */
+  rank_start(&f, 301, 1, 1, 1000400, "node1");
+  events_chunk(&f, 40000, 1);
+  meta_chunk(&f, "dist.clock.init", "700 10 5000");
+  events_chunk(&f, 40000, 0);
+  meta_chunk(&f, "dist.clock.final", "900 10 1005000");
+  events_chunk(&f, 40000, 0);
+  {
+    buf p = {0};
+    put_uv(&p, 2000000), put_uv(&p, 0), put_uv(&p, 0);
+    chunk(&f, MLPROF__CHUNK_END, &p);
+    free(p.d);
+  }
+  snprintf(r1, sizeof r1, "%s/r1.mlprof", tmp_dir);
+  write_file(r1, &f);
+
+  mlprof__read_report full, meta, piped;
+  int metas, piped_metas;
+  int rc_full = mlprof__read_file(r1, NULL, &full, NULL, 0);
+  int rc_meta = read_meta(r1, &meta, &metas);
+  int fds[2];
+  if (pipe(fds)) abort();
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    ssize_t w = write(fds[1], f.d, f.n);
+    _exit(w == (ssize_t)f.n ? 0 : 1);
+  }
+  close(fds[1]);
+  char fdpath[64];
+  snprintf(fdpath, sizeof fdpath, "/dev/fd/%d", fds[0]);
+  int rc_piped = read_meta(fdpath, &piped, &piped_metas);
+  close(fds[0]);
+  int status;
+  waitpid(pid, &status, 0);
+
+  mlprof__job job;
+  char err[256] = "";
+  const char *paths[] = {tmp_dir};
+  int rc = mlprof__job_open(&job, paths, 1, err, sizeof err);
+  remove_tmp_dir();
+  free(f.d);
+  CHECK_EQ(rc_full, 0);
+  CHECK_EQ_U64(full.damaged_chunks, 1);
+  CHECK_EQ(rc_meta, 0);
+  CHECK_EQ(metas, 2);
+  CHECK_EQ_U64(meta.damaged_chunks, 0);
+  CHECK_EQ_U64(meta.chunks, 4); /* HEADER, 2 META, END */
+  CHECK(meta.clean_end);
+  CHECK_EQ(rc_piped, 0);
+  CHECK_EQ(piped_metas, 2);
+  CHECK_EQ_U64(piped.damaged_chunks, 0);
+  CHECK_EQ_U64(piped.chunks, 4);
+  if (rc || job.count != 2) TEST_FAIL("job_open: %d %s", rc, err);
+  const mlprof__job_profile *p1 = &job.profiles[1];
+  CHECK_EQ(p1->rank, 1);
+  CHECK(p1->has_clock[0] && p1->has_clock[1]);
+  CHECK_EQ_U64(p1->offset_ns, 700);
+  CHECK(fabs(p1->drift - 200e-6) < 1e-12);
+  CHECK_EQ_U64(mlprof__job_time(p1, 1000000), 700 + 1000000 + 200);
+  mlprof__job_close(&job);
 }
 
 /* The ranks of one job on two hosts, copied into one directory, are one job
@@ -1418,6 +1546,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"random_bytes", test_random_bytes},
     {"first_chunk_must_be_header", test_first_chunk_must_be_header},
     {"job_ranks", test_job_ranks},
+    {"job_meta_only", test_job_meta_only},
     {"versions", test_versions},
     {"unknown_chunk_and_trailing_bytes", test_unknown_chunk_and_trailing_bytes},
     {"bad_records", test_bad_records},
