@@ -263,6 +263,62 @@ static void keep_zones(mlprof__report *r, const mlprof__filter *f) {
   r->nzones = n;
 }
 
+/* What f does to a name of the tree (filter.h). */
+enum { FATE_KNOWN = 1, FATE_SHOWN = 2, FATE_EXCLUDED = 4 };
+
+/* The fate of name k of t, worked out on first use into how[k]. */
+static unsigned name_fate(const mlprof__tree *t, const mlprof__filter *f,
+                          uint8_t *how, uint32_t k) {
+  if (!how[k]) {
+    how[k] = FATE_KNOWN;
+    if (mlprof__filter_zone(f, t->names[k], t->categories[k]))
+      how[k] |= FATE_SHOWN;
+    if (mlprof__filter_excluded(f, t->names[k])) how[k] |= FATE_EXCLUDED;
+  }
+  return how[k];
+}
+
+/* Narrows t to the zones f shows, in place (docs/guide.md, "Filters"): the
+ * roots become the outermost nodes of zones shown, merged by name; under
+ * them, a node of an excluded zone is removed and its children merged into
+ * its parent, whose frame keeps the removed zone's own time. Parents stay
+ * before children. Returns 0 or MLPROF_ENOMEM (t is then half done: free
+ * it). */
+static int keep_subtrees(mlprof__tree *t, const mlprof__filter *f) {
+  /* Per old node: the new node its children go under; NONE outside every
+   * subtree kept. New nodes are made in old order, never after the old
+   * node being read, so t->nodes is rewritten as it is read. */
+  uint32_t *up = malloc((t->nnodes ? t->nnodes : 1) * sizeof *up);
+  uint8_t *how = calloc(t->nnames ? t->nnames : 1, 1);
+  mlprof__map made = {0}; /* (new parent + 1, name) -> new node */
+  int rc = up && how ? 0 : MLPROF_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < t->nnodes && !rc; i++) {
+    mlprof__tree_node x = t->nodes[i];
+    uint32_t at = x.parent == MLPROF__NONE ? MLPROF__NONE : up[x.parent];
+    unsigned fate = name_fate(t, f, how, x.name);
+    if (at == MLPROF__NONE ? !(fate & FATE_SHOWN) : (fate & FATE_EXCLUDED)) {
+      up[i] = at;
+      continue;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)(at + 1) << 32) | x.name;
+    uint32_t k = mlprof__map_get(&made, key);
+    if (k == MLPROF__NONE) {
+      k = (uint32_t)n;
+      if ((rc = mlprof__map_put(&made, key, k))) break;
+      t->nodes[n++] = (mlprof__tree_node){.name = x.name, .parent = at};
+    }
+    t->nodes[k].total_ns += x.total_ns;
+    t->nodes[k].count += x.count;
+    up[i] = k;
+  }
+  if (!rc) t->nnodes = n;
+  free(up);
+  free(how);
+  mlprof__map_clear(&made);
+  return rc;
+}
+
 /* Adds line to r's warnings. Returns 0 or MLPROF_ENOMEM. */
 static int add_warning(mlprof__report *r, const char *line) {
   char **w = realloc(r->warnings, (r->nwarnings + 1) * sizeof *w);
@@ -293,6 +349,8 @@ int mlprof__analysis_run(const mlprof__job *job,
   mlprof__filtered_free(fd);
   if (!rc && warn[0] && (want & MLPROF__ANALYSIS_STATS))
     rc = add_warning(&a->r, warn);
+  if (!rc && (want & MLPROF__ANALYSIS_TREE) && f && mlprof__filter_zones(f))
+    rc = keep_subtrees(&a->tree, f);
   if (rc) {
     mlprof__analysis_free(a);
     snprintf(err, errlen, "out of memory");

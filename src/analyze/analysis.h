@@ -44,9 +44,10 @@ typedef struct {
    * which use every zone. */
   mlprof__sort_key sort;
   size_t top; /* 0: all */
-  /* What enters the analyses and which zones the report keeps (filter.h;
-   * borrowed), or NULL: everything. Zones not shown are removed from the
-   * report after the findings, which use every zone. */
+  /* What enters the analyses and which zones the report and the call tree
+   * keep (filter.h; borrowed), or NULL: everything. Zones not shown are
+   * removed from the report and the tree after the findings, which use
+   * every zone. */
   const mlprof__filter *filter;
   size_t lod_items; /* the pyramid's items at most (lod.h); 0: no cap */
 } mlprof__analysis_opts;

@@ -146,21 +146,33 @@ int mlprof__filter_zones(const mlprof__filter *f) {
          has_kind(f, MLPROF__SEL_EXCLUDE);
 }
 
-int mlprof__filter_zone(const mlprof__filter *f, const char *name,
-                        uint8_t category) {
+/* Whether the zone patterns and categories select the zone (exclusions
+ * aside). */
+static int selected(const mlprof__filter *f, const char *name,
+                    uint8_t category) {
   if (f->categories &&
       !(category < MLPROF_CAT_COUNT && (f->categories >> category) & 1))
     return 0;
   int any = 0, match = 0;
-  for (size_t i = 0; i < f->nsel; i++) {
-    const mlprof__selector *s = &f->sel[i];
-    if (s->kind == MLPROF__SEL_EXCLUDE && fnmatch(s->s, name, 0) == 0) return 0;
-    if (s->kind == MLPROF__SEL_ZONE) {
+  for (size_t i = 0; i < f->nsel; i++)
+    if (f->sel[i].kind == MLPROF__SEL_ZONE) {
       any = 1;
-      match |= fnmatch(s->s, name, 0) == 0;
+      match |= fnmatch(f->sel[i].s, name, 0) == 0;
     }
-  }
   return !any || match;
+}
+
+int mlprof__filter_excluded(const mlprof__filter *f, const char *name) {
+  for (size_t i = 0; i < f->nsel; i++)
+    if (f->sel[i].kind == MLPROF__SEL_EXCLUDE &&
+        fnmatch(f->sel[i].s, name, 0) == 0)
+      return 1;
+  return 0;
+}
+
+int mlprof__filter_zone(const mlprof__filter *f, const char *name,
+                        uint8_t category) {
+  return selected(f, name, category) && !mlprof__filter_excluded(f, name);
 }
 
 /* Whether pattern names the thing numbered id or named name: all digits and

@@ -5,8 +5,9 @@
  * - zone filters (zone and exclude patterns, categories) choose which zones
  *   are shown. Every span still counts where it is nested: a parent's self
  *   time, the step breakdown and the findings are those of the whole job.
- *   The analysis driver applies them to the finished report; the trace
- *   leaves the spans of the other zones out.
+ *   The analysis driver applies them to the finished report and call tree
+ *   (the tree keeps the subtrees of the zones shown, without the excluded
+ *   zones); the trace leaves the spans of the other zones out.
  * - record filters (processes, threads, tracks, ranks, steps, a time window)
  *   choose which records enter at all: spans (by their begin), zones still
  *   open, counters, units, step marks and samples. The analysis then sees
@@ -80,9 +81,12 @@ void mlprof__filter_free(mlprof__filter *f);
 int mlprof__filter_records(const mlprof__filter *f);
 int mlprof__filter_zones(const mlprof__filter *f);
 
-/* Whether a zone of this name and category is shown. */
+/* Whether a zone of this name and category is shown: the zone patterns
+ * (any) and categories select it, and no exclude pattern matches it. */
 int mlprof__filter_zone(const mlprof__filter *f, const char *name,
                         uint8_t category);
+/* Whether an exclude pattern matches the zone name. */
+int mlprof__filter_excluded(const mlprof__filter *f, const char *name);
 
 /* A filter applied to one job: what each profile keeps. */
 typedef struct mlprof__filtered mlprof__filtered;

@@ -43,7 +43,8 @@ typedef struct {
   /* Step part of its zones (mlprof__zone_part), outermost and nested; from
    * the first zone that had this name. */
   uint8_t part_top, part_nested;
-  int8_t measure; /* index in kept_measures, -1 */
+  uint8_t category; /* the first not none that a name record gave it */
+  int8_t measure;   /* index in kept_measures, -1 */
   uint8_t is_zone;
 } gname;
 
@@ -128,6 +129,8 @@ static int on_name(void *ud, const mlprof__name *n) {
   uint32_t id = intern(b, n->name, n->name_len);
   if (id == NONE) return MLPROF_ENOMEM;
   gname *g = &b->g[id];
+  /* As the report takes a zone's category (stats.c). */
+  if (!g->category) g->category = n->category;
   if (n->kind == MLPROF__NAME_ZONE && !g->is_zone) {
     g->is_zone = 1;
     g->part_top = (uint8_t)mlprof__zone_part(n->category, g->s, g->len, 0);
@@ -575,6 +578,9 @@ static int keep_marks(mlprof__tree *t, const mlprof__marks *m) {
 int mlprof__tree_finish(builder *b) {
   mlprof__tree *t = b->t;
   int rc = 0;
+  if (!(t->categories = malloc(t->nnames ? t->nnames : 1))) rc = MLPROF_ENOMEM;
+  for (size_t i = 0; i < t->nnames && !rc; i++)
+    t->categories[i] = b->g[i].category;
   for (size_t i = 0; i < t->nseries && !rc; i++)
     rc = series_sort(&t->series[i]);
   if (!rc && b->best_marks.marks) rc = keep_marks(t, &b->best_marks);
@@ -605,6 +611,7 @@ void mlprof__tree_free(mlprof__tree *t) {
   for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
   free(t->names);
   free(t->name_lens);
+  free(t->categories);
   free(t->nodes);
   for (size_t i = 0; i < t->nseries; i++) {
     free(t->series[i].t);

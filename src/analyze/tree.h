@@ -64,6 +64,9 @@ typedef struct {
   char **names; /* every distinct string met: zone, measure, host, label */
   size_t *name_lens;
   size_t nnames;
+  /* Per name: the category of its zones as the report gives it (the first
+   * one not none), none for other names. */
+  uint8_t *categories;
   mlprof__tree_node *nodes; /* parents before children */
   size_t nnodes;
   mlprof__tree_series *series;

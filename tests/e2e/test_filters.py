@@ -128,6 +128,41 @@ def test_html_takes_filters(run, tmp_path):
     assert out.stat().st_size > 0
 
 
+def tree_paths(data):
+    """The page's call tree as {"a/b": (total_ns, count)}."""
+    nodes, names = data["tree"]["nodes"], data["tree"]["names"]
+    paths = {}
+    for i, n in enumerate(nodes):
+        path, k = [], i
+        while k >= 0:
+            path.insert(0, names[nodes[k][0]])
+            k = nodes[k][1]
+        paths["/".join(path)] = (n[2], n[3])
+    return paths
+
+
+def test_html_tree_narrowed_by_zone_filters(run, tmp_path):
+    import test_html  # its page_data (a module attribute: not collected again)
+    full = report(run)
+    out = tmp_path / "r.html"
+
+    def tree(*args):
+        mlprof("html", run, "-o", out, *args)
+        return tree_paths(test_html.page_data(out.read_text()))
+
+    fwd = zone(full, "forward")
+    assert tree("--zone", "forward") == {
+        "forward": (fwd["total_ns"], fwd["count"])}
+    assert tree("--category", "forward") == tree("--zone", "forward")
+    # An excluded root: its children become the roots.
+    assert set(tree("--exclude", "schedule")) == {"forward", "loss"}
+    # Inside a zone's subtree, an excluded zone goes, the parent stays whole.
+    sched = zone(full, "schedule")
+    assert tree("--zone", "schedule", "--exclude", "loss") == {
+        "schedule": (sched["total_ns"], sched["count"]),
+        "schedule/forward": (fwd["total_ns"], fwd["count"])}
+
+
 def test_compare_and_diff_restricted(run):
     c = json.loads(mlprof("compare", run, run, "-f", "json", "-l", "a,b",
                           "--exclude", "loss").stdout)
@@ -147,6 +182,8 @@ def test_serve_applies_filters_to_every_run(run):
         assert st == 200
         r = json.loads(body)["report"]
         assert [(z["name"], z["count"]) for z in r["zones"]] == [("forward", 3)]
+        assert {p: c for p, (_, c) in tree_paths(json.loads(body)).items()} \
+            == {"forward": 3}
         assert r["steps"]["count"] == 3
         st, _, body = srv.get("/metrics")
         counts = [line for line in body.decode().splitlines()

@@ -24,6 +24,7 @@
  *   HOSTILE [200, 250) at depth 1. B samples: system cpu_user_pct 10 at
  *   500 and 20 at 1500 (job 1000 and 2000). */
 #include <math.h>
+#include <stdarg.h>
 #include <mlprof.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -456,6 +457,123 @@ static void test_downsample_keeps_extremes(void) {
 
 /* ---- the dashboard's data ------------------------------------------------ */
 
+/* The tree of the job through the zone filters given as pairs of a kind
+ * and a pattern (MLPROF__FILTER_CATEGORY for a category), ended by -1. */
+static int filtered_tree(mlprof__tree *t, ...) {
+  tree_job j;
+  if (tree_job_open(&j)) return -1;
+  mlprof__filter f = {0};
+  char err[256];
+  int rc = 0;
+  va_list ap;
+  va_start(ap, t);
+  for (int kind; !rc && (kind = va_arg(ap, int)) >= 0;)
+    rc =
+        mlprof__filter_add(&f, kind, va_arg(ap, const char *), err, sizeof err);
+  va_end(ap);
+  mlprof__analysis_opts o;
+  mlprof__analysis_opts_init(&o);
+  o.want = MLPROF__ANALYSIS_TREE;
+  o.filter = &f;
+  mlprof__analysis a;
+  if (!rc) rc = mlprof__analysis_run(&j.job, &o, &a, err, sizeof err);
+  if (!rc) *t = a.tree;
+  mlprof__filter_free(&f);
+  tree_job_close(&j);
+  return rc;
+}
+
+typedef struct {
+  const char *path;
+  uint64_t total, count, self;
+} node_want;
+
+/* t has exactly the nodes of want (n), parents before children. */
+static void check_nodes(const mlprof__tree *t, const node_want *want,
+                        size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    long k = node_at(t, want[i].path);
+    if (k < 0) TEST_FAIL("no single node for %s (%ld)", want[i].path, k);
+    if (t->nodes[k].total_ns != want[i].total ||
+        t->nodes[k].count != want[i].count || self_of(t, k) != want[i].self)
+      TEST_FAIL("%s: total %" PRIu64 " count %" PRIu64 " self %" PRIu64
+                ", want %" PRIu64 " %" PRIu64 " %" PRIu64,
+                want[i].path, t->nodes[k].total_ns, t->nodes[k].count,
+                self_of(t, k), want[i].total, want[i].count, want[i].self);
+  }
+  CHECK_EQ(t->nnodes, n);
+  for (size_t i = 0; i < t->nnodes; i++)
+    if (t->nodes[i].parent != UINT32_MAX) CHECK(t->nodes[i].parent < i);
+}
+
+/* --zone and --category: the outermost nodes of the zones shown are the
+ * roots, merged by name, with their whole subtrees. */
+static void test_tree_zone_filter_keeps_subtrees(void) {
+  static const node_want fwd[] = {{"forward", 1600, 5, 600},
+                                  {"forward/attn", 550, 4, 550},
+                                  {"forward/mlp", 450, 3, 450}};
+  mlprof__tree t;
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_ZONE, "forward", -1), 0);
+  check_nodes(&t, fwd, 3);
+  mlprof__tree_free(&t);
+  /* attn has no category: kept inside forward's subtree. */
+  CHECK_EQ(filtered_tree(&t, MLPROF__FILTER_CATEGORY, "forward", -1), 0);
+  check_nodes(&t, fwd, 3);
+  mlprof__tree_free(&t);
+  /* attn under forward and under backward: one root. */
+  static const node_want attn[] = {{"attn", 850, 7, 850}};
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_ZONE, "at*", -1), 0);
+  check_nodes(&t, attn, 1);
+  mlprof__tree_free(&t);
+  /* A zone shown nowhere: an empty tree. */
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_ZONE, "nothing", -1), 0);
+  CHECK_EQ(t.nnodes, 0);
+  mlprof__tree_free(&t);
+}
+
+/* --exclude: the node goes, its children move up into its parent and merge
+ * with their namesakes there; the parent's total is unchanged, so its
+ * frame keeps the removed zone's own time. */
+static void test_tree_exclude_moves_children_up(void) {
+  static const node_want want[] = {
+      /* self 500 + forward's 600 + backward's 750 */
+      {"step", 3500, 5, 1850},          {"step/get_batch", 300, 3, 300},
+      {"step/attn", 850, 7, 850},       {"step/mlp", 450, 3, 450},
+      {"step/" HOSTILE, 50, 1, 50},     {"recurse", 300, 1, 200},
+      {"recurse/recurse", 100, 1, 100}, {"orphan", 100, 1, 100},
+  };
+  mlprof__tree t;
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_EXCLUDE, "forward",
+                         MLPROF__SEL_EXCLUDE, "backward", -1),
+           0);
+  check_nodes(&t, want, sizeof want / sizeof want[0]);
+  mlprof__tree_free(&t);
+  /* An excluded root: its children are roots. A zone excluded at every
+   * depth (recurse) leaves nothing. */
+  static const node_want top[] = {
+      {"get_batch", 300, 3, 300},    {"forward", 1600, 5, 600},
+      {"forward/attn", 550, 4, 550}, {"forward/mlp", 450, 3, 450},
+      {"backward", 1050, 3, 750},    {"backward/attn", 300, 3, 300},
+      {HOSTILE, 50, 1, 50},          {"orphan", 100, 1, 100},
+  };
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_EXCLUDE, "step", MLPROF__SEL_EXCLUDE,
+                         "recurse", -1),
+           0);
+  check_nodes(&t, top, sizeof top / sizeof top[0]);
+  mlprof__tree_free(&t);
+  /* Inside a zone's subtree. */
+  static const node_want inside[] = {
+      {"step", 3500, 5, 500},           {"step/get_batch", 300, 3, 300},
+      {"step/forward", 1600, 5, 1150},  {"step/forward/mlp", 450, 3, 450},
+      {"step/backward", 1050, 3, 1050}, {"step/" HOSTILE, 50, 1, 50},
+  };
+  CHECK_EQ(filtered_tree(&t, MLPROF__SEL_ZONE, "step", MLPROF__SEL_EXCLUDE,
+                         "attn", -1),
+           0);
+  check_nodes(&t, inside, sizeof inside / sizeof inside[0]);
+  mlprof__tree_free(&t);
+}
+
 /* Parses the "tree" object of the page's data: nodes as [name, parent,
  * total, count] and the names, JSON-escaped, as they are written. */
 typedef struct {
@@ -605,6 +723,8 @@ const mlprof_test mlprof_tests_tree[] = {
     {"series_sorted_and_kept", test_tree_series_sorted_and_kept},
     {"step_buckets", test_tree_step_buckets},
     {"steps_match_report", test_tree_steps_match_report},
+    {"zone_filter_keeps_subtrees", test_tree_zone_filter_keeps_subtrees},
+    {"exclude_moves_children_up", test_tree_exclude_moves_children_up},
     {"many_steps_fold_into_buckets", test_tree_many_steps_fold_into_buckets},
     {"downsample_keeps_extremes", test_downsample_keeps_extremes},
     {"html_data_tree_marks_and_steps", test_html_data_tree_marks_and_steps},
