@@ -553,7 +553,9 @@ def _trampoline(fn):
            "co_firstlineno": code.co_firstlineno}
     if hasattr(code, "co_qualname"):
         new["co_qualname"] = code.co_qualname
-    return inner.replace(**new)
+    trampoline = inner.replace(**new)
+    _mlprof.lines_trampoline(trampoline)
+    return trampoline
 
 
 def _intercept(fn):
@@ -733,16 +735,16 @@ def line_table():
 _recorded = {}  # code -> its line timings as last handed to the session
 
 
-def _record_lines():
-    """Hands the line timings that changed since the last call to the
-    session, which writes them into the profile (a LINES chunk per
-    function, docs/format.md) at its next flush; `mlprof report` shows
-    them."""
+def _record_lines(changed_only=False):
+    """Hands the line timings (changed_only: those that changed since they
+    were last handed over) to the session, which writes them into the
+    profile (a LINES chunk per function, docs/format.md) at its next flush;
+    `mlprof report` shows them."""
     if not _mlprof.output_path():
         return
     for code, stats in _mlprof.lines_stats():
-        if not stats or _recorded.get(code) == stats:
-            continue  # none of its lines ran, or none since
+        if not stats or changed_only and _recorded.get(code) == stats:
+            continue  # none of its lines ran (since)
         _recorded[code] = stats
         _mlprof.lines_record(
             getattr(code, "co_qualname", code.co_name), code.co_filename,
@@ -771,7 +773,7 @@ def _keep_recording():
         while True:
             time.sleep(LINES_RECORD_S)
             try:
-                _record_lines()
+                _record_lines(changed_only=True)
             except Error:
                 pass  # the session is closing
     threading.Thread(target=run, name="mlprof-lines", daemon=True).start()

@@ -86,6 +86,7 @@ typedef struct {
   unsigned gen;            /* options generation the decision belongs to */
   const mlprof_site *site; /* NULL: not traced */
   line_table *lt;          /* set when the code's lines are timed */
+  int trampoline; /* a chosen function's (lines_trampoline): never traced */
 } code_info;
 
 static Py_ssize_t extra_index = -1;
@@ -165,7 +166,7 @@ static code_info *info_of(PyFrameObject *frame) {
   void *p = NULL;
   CODE_GET_EXTRA((PyObject *)co, extra_index, &p);
   code_info *ci = p;
-  if (ci && ci->gen == options_gen) goto out;
+  if (ci && (ci->gen == options_gen || ci->trampoline)) goto out;
   if (!ci) {
     ci = PyMem_RawCalloc(1, sizeof *ci);
     if (!ci || CODE_SET_EXTRA((PyObject *)co, extra_index, ci) < 0) {
@@ -697,8 +698,9 @@ static int line_table_attach(PyObject *code, code_info *ci) {
   return rc;
 }
 
-/* lines_add(code): the code's lines are timed from now on. */
-static PyObject *lines_add(PyObject *m, PyObject *code) {
+/* The cache entry of a code object, made when missing; NULL with an
+ * exception. */
+static code_info *info_of_code(PyObject *code) {
   if (!PyCode_Check(code))
     return PyErr_Format(PyExc_TypeError,
                         "lines: a function or code object, "
@@ -715,7 +717,23 @@ static PyObject *lines_add(PyObject *m, PyObject *code) {
       return NULL;
     }
   }
-  if (line_table_attach(code, ci) < 0) return NULL;
+  return ci;
+}
+
+/* lines_add(code): the code's lines are timed from now on. */
+static PyObject *lines_add(PyObject *m, PyObject *code) {
+  code_info *ci = info_of_code(code);
+  if (!ci || line_table_attach(code, ci) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* lines_trampoline(code): code is a chosen function's trampoline, which
+ * has its name: its frames are neither timed nor zones. */
+static PyObject *lines_trampoline(PyObject *m, PyObject *code) {
+  code_info *ci = info_of_code(code);
+  if (!ci) return NULL;
+  ci->trampoline = 1;
+  ci->site = NULL;
   Py_RETURN_NONE;
 }
 
@@ -858,6 +876,8 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_dropped", calls_dropped, METH_NOARGS,
      "Calls dropped for lasting less than the minimum duration."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},
+    {"lines_trampoline", lines_trampoline, METH_O,
+     "lines_trampoline(code): a trampoline's code, never traced."},
     {"lines_add_name", lines_add_name, METH_O,
      "lines_add_name('module:qualname'): times the lines of that function."},
     {"lines_start", lines_start, METH_NOARGS, "Starts timing lines."},

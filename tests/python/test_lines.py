@@ -343,3 +343,22 @@ def test_killed_job_keeps_its_line_timings(tmp_path, build_dir):
     rows = json.loads(rep.stdout)["lines"]
     hits = {x["line"]: x["hits"] for x in rows if x["function"] == "busy"}
     assert hits.get(6, 0) > 10, rows
+
+
+def fact(n):
+    return 1 if n <= 1 else n * fact(n - 1)
+
+
+def test_recursion_by_name_with_calls(tmp_path):
+    """The trampoline has its function's name but is neither timed nor a
+    zone: a recursive function chosen by name has one table, and each call
+    one zone."""
+    mlprof.lines("%s:fact" % __name__)
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, backend="calls") as p:
+        assert fact(5) == 120
+        s = p.summary()
+    rows = [r for r in s["lines"] if r["function"] == "fact"]
+    assert [r["hits"] for r in rows] == [5], rows
+    zones = [z for z in s["zones"] if z["name"].endswith(".fact")]
+    assert [z["count"] for z in zones] == [5], zones
