@@ -701,17 +701,21 @@ static int line_table_attach(PyObject *code, code_info *ci) {
 /* The cache entry of a code object, made when missing; NULL with an
  * exception. */
 static code_info *info_of_code(PyObject *code) {
-  if (!PyCode_Check(code))
-    return PyErr_Format(PyExc_TypeError,
-                        "lines: a function or code object, "
-                        "not %.100s",
-                        Py_TYPE(code)->tp_name);
+  if (!PyCode_Check(code)) {
+    PyErr_Format(PyExc_TypeError,
+                 "lines: a function or code object, not %.100s",
+                 Py_TYPE(code)->tp_name);
+    return NULL;
+  }
   if (setup_cache() < 0) return NULL;
   void *p = NULL;
   CODE_GET_EXTRA(code, extra_index, &p);
   code_info *ci = p;
   if (!ci) {
-    if (!(ci = PyMem_RawCalloc(1, sizeof *ci))) return PyErr_NoMemory();
+    if (!(ci = PyMem_RawCalloc(1, sizeof *ci))) {
+      PyErr_NoMemory();
+      return NULL;
+    }
     if (CODE_SET_EXTRA(code, extra_index, ci) < 0) {
       PyMem_RawFree(ci);
       return NULL;
