@@ -18,6 +18,7 @@ import json
 import linecache
 import os
 import sys
+import types
 import warnings
 
 from . import _mlprof
@@ -477,7 +478,7 @@ def _code_of(fn):
     """The code object of a function, method or code object (a function
     whose calls are intercepted: its own code, not the trampoline's)."""
     f = getattr(fn, "__func__", fn)
-    if f in _originals:
+    if isinstance(f, types.FunctionType) and f in _originals:
         return _originals[f]
     code = getattr(f, "__code__", fn)
     if type(code).__name__ != "code":
@@ -546,7 +547,7 @@ def _trampoline(fn):
     inner = [c for c in outer.co_consts if type(c) is type(code)][0]
     original = type(fn)(code, fn.__globals__, fn.__name__, None,
                         fn.__closure__)
-    consts = tuple(_mlprof.lines_call if c is _CALL or c == _CALL else
+    consts = tuple(_mlprof.lines_call if c == _CALL else
                    original if c == _ORIGINAL else c
                    for c in inner.co_consts)
     new = {"co_consts": consts, "co_name": code.co_name,
@@ -576,7 +577,6 @@ def _restore(fn):
 def _functions_of(code):
     """The functions whose code is `code`."""
     import gc
-    import types
     return [f for f in gc.get_referrers(code)
             if type(f) is types.FunctionType and f.__code__ is code]
 

@@ -362,3 +362,19 @@ def test_recursion_by_name_with_calls(tmp_path):
     assert [r["hits"] for r in rows] == [5], rows
     zones = [z for z in s["zones"] if z["name"].endswith(".fact")]
     assert [z["count"] for z in zones] == [5], zones
+
+
+def by_code(a):
+    return a * 3
+
+
+def test_code_object_reached_through_its_function(tmp_path):
+    """A code object is reached through the function found for it: no
+    trace function on every thread."""
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, lines=[by_code.__code__]) as p:
+        for i in range(50):
+            by_code(i)
+        assert probe() is True
+        r = rows_of(p.summary(), by_code)
+    assert r[1]["hits"] == 50, r
