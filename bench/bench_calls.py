@@ -122,37 +122,54 @@ def bench_calls(name, fn, arg, calls):
              added["profile_fn"] / added["cprofile"]))
 
 
-def chosen_too(n):
+def chosen_name(n):
     t = 0
     for i in range(n):
         t += i
     return t
 
 
+def chosen_deco(n):
+    t = 0
+    for i in range(n):
+        t += i
+    return t
+
+
+def chosen_gen(n):
+    yield n
+
+
 def bench_lines():
+    """Each way of choosing a function: its loop's cost per line and fib's
+    (not chosen) against both untraced, in the same run."""
     n = FLAT
     plain_chosen = best(chosen, n)
     plain_rest = best(fib, FIB)
     d = tempfile.mkdtemp(prefix="mlprof-bench-lines-")
-    wrapped = mlprof.lines(chosen)
-    with mlprof.Profiler(output=os.path.join(d, "l.mlprof"),
-                         sample_interval=0):
-        traced_chosen = best(wrapped, n)
-        traced_rest = best(fib, FIB)
+    rows = []
+
+    def measure(label, fn, **kw):
+        with mlprof.Profiler(output=os.path.join(d, "%d.mlprof" % len(rows)),
+                             sample_interval=0, **kw):
+            rows.append((label, best(fn, n) if fn else None, best(fib, FIB)))
+
+    measure("Profiler(lines=[fn])", chosen, lines=[chosen])
+    mlprof.lines("%s:chosen_name" % __name__)
+    measure("mlprof.lines('module:function')", chosen_name)
+    measure("@mlprof.lines", mlprof.lines(chosen_deco))
+    measure("a generator function (trace function on every thread)", None,
+            lines=[chosen_gen])
     plain_rest = min(plain_rest, best(fib, FIB))  # before and after: noise
-    print("lines, @mlprof.lines: chosen function %.1f -> %.1f ns per loop "
-          "line (x%.1f); rest of the program (fib, not chosen) %.2f -> "
-          "%.2f ms (%+.1f%%, budget <= +5%%)"
-          % (plain_chosen / n, traced_chosen / n, traced_chosen / plain_chosen,
-             plain_rest / 1e6, traced_rest / 1e6,
-             100.0 * (traced_rest - plain_rest) / plain_rest))
-    with mlprof.Profiler(output=os.path.join(d, "g.mlprof"),
-                         sample_interval=0, lines=[chosen_too]):
-        traced_rest = best(fib, FIB)
-    print("lines, Profiler(lines=[fn]) (trace function on every thread): "
-          "rest of the program %.2f -> %.2f ms (%+.1f%%)"
-          % (plain_rest / 1e6, traced_rest / 1e6,
-             100.0 * (traced_rest - plain_rest) / plain_rest))
+    print("lines: untraced, the chosen loop %.1f ns per line, the rest of the "
+          "program (fib(%d), not chosen) %.2f ms"
+          % (plain_chosen / n, FIB, plain_rest / 1e6))
+    for label, chosen_ns, rest_ns in rows:
+        print("lines, %s: %srest %.2f ms (%+.1f%%, budget <= +5%%)"
+              % (label, "chosen %.1f ns per line (x%.1f); "
+                 % (chosen_ns / n, chosen_ns / plain_chosen)
+                 if chosen_ns else "", rest_ns / 1e6,
+                 100.0 * (rest_ns - plain_rest) / plain_rest))
 
 
 def main():

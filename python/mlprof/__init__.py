@@ -18,6 +18,7 @@ import json
 import linecache
 import os
 import sys
+import types
 import warnings
 
 from . import _mlprof
@@ -178,7 +179,10 @@ class Profiler(_mlprof.ProfilerBase):
         self.torch_options = dict(torch_options or {})
         if "torch" in backends:
             _torch_backend()  # fails here when torch is missing
-        self._lines = [_code_of(f) for f in (lines or ())]
+        for f in lines or ():
+            _code_of(f)  # a function or code object
+        self._lines = list(lines or ())
+        self._intercepted = []  # functions to restore at stop
         self._torch = None       # the running torch.profiler.profile
         self.joined = False      # True: the session was running already
         self.running = False
@@ -242,6 +246,11 @@ class Profiler(_mlprof.ProfilerBase):
             _mlprof.calls_stop()
             _mlprof.lines_local(False)
             _mlprof.lines_stop()
+            for f in self._intercepted:
+                if not any(f is c for c in _lines_chosen):
+                    _restore(f)
+            self._intercepted = []
+            _traced.difference_update(map(id, self._lines))
 
     def _start_tracers(self):
         if "calls" in self.backends:
@@ -250,20 +259,29 @@ class Profiler(_mlprof.ProfilerBase):
                 include=tuple(o["include"]), exclude=tuple(o["exclude"]),
                 builtins=bool(o["builtins"]), max_depth=int(o["max_depth"]),
                 min_duration_ns=int(round(o["min_duration"] * 1e9)))
-        for code in self._lines:
-            _mlprof.lines_add(code)
-        _mlprof.lines_local(True)  # functions wrapped by @mlprof.lines
-        if self._lines or _lines_global:
+        _mlprof.lines_local(True)  # chosen functions' trampolines
+        for f in self._lines:
+            self._reach(f)
+        if _traced:
             _mlprof.lines_start()
+        if self._lines or _lines_chosen:
+            _keep_recording()
+
+    def _reach(self, obj):
+        fns = _reach(obj)
+        if fns is None:
+            _needs_trace(id(obj))
+        else:
+            self._intercepted += fns
 
     def lines(self, fn):
         """Times the lines of fn (a function or code object) from now on;
         returns fn, so it also serves as a decorator."""
-        code = _code_of(fn)
-        self._lines.append(code)
+        _code_of(fn)
+        self._lines.append(fn)
         if self.running:
-            _mlprof.lines_add(code)
-            _mlprof.lines_start()
+            self._reach(fn)
+            _keep_recording()
         return fn
 
     def stop(self):
@@ -461,51 +479,241 @@ def _torch_backend():
 
 
 def _code_of(fn):
-    """The code object of a function, method or code object."""
-    code = getattr(getattr(fn, "__func__", fn), "__code__", fn)
+    """The code object of a function, method or code object (a function
+    whose calls are intercepted: its own code, not the trampoline's)."""
+    f = getattr(fn, "__func__", fn)
+    if isinstance(f, types.FunctionType) and f in _originals:
+        return _originals[f]
+    code = getattr(f, "__code__", fn)
     if type(code).__name__ != "code":
         raise TypeError("lines: a Python function or code object, not %s"
                         % type(fn).__name__)
     return code
 
 
-# What @mlprof.lines chose (any Profiler that starts times their lines), and
-# among them what needs the trace function on every thread (names, generator
-# and coroutine functions) rather than around each call of a wrapper.
-_lines_chosen = []
-_lines_global = []
+# ---- line timings ---------------------------------------------------------
+#
+# A chosen plain function is reached through its function object: its
+# __code__ becomes a trampoline with the same signature that calls the
+# function's own code through _mlprof.lines_call, which switches line events
+# on, on its thread, for that call only. Every reference to the function
+# (taken before, `from m import f`, bound methods) goes through it, and
+# assigning __code__ invalidates the call sites CPython specialised for the
+# old code. The rest of the program runs untraced. What cannot be reached so
+# (generator and coroutine functions, nested functions and code objects
+# chosen by name or code, names not found yet) needs the trace function on
+# every thread; a name is resolved when its module has been imported, or
+# else at its first call, and the trace function is released once nothing
+# needs it.
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_CO_VARARGS, _CO_VARKEYWORDS, _CO_NESTED = 0x04, 0x08, 0x10
 _CO_SUSPENDS = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
+_CALL, _ORIGINAL = "\x00mlprof.lines_call", "\x00mlprof.original"
+
+_originals = {}      # intercepted function -> its own code
+_lines_chosen = []   # what @mlprof.lines chose (every Profiler times it)
+_awaited = {}        # "module:qualname" -> its module's name, not imported
+_traced = set()      # choices that need the trace function on every thread
+LINES_RECORD_S = 1.0  # how often the line timings reach the session
+
+
+def _trampoline(fn):
+    """A code object with fn's signature, name, file and first line whose
+    body, on that one line, is `return lines_call(ORIGINAL, <arguments>)`,
+    ORIGINAL a function of fn's own code, globals and closure (its defaults
+    are applied by the trampoline). It has fn's free variables, as
+    assigning __code__ requires, and does not read them."""
+    code = fn.__code__
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    pos, kw = list(names[:npos]), list(names[npos:npos + nkw])
+    rest = iter(names[npos + nkw:])
+    star = next(rest) if code.co_flags & _CO_VARARGS else None
+    dstar = next(rest) if code.co_flags & _CO_VARKEYWORDS else None
+    params = pos[:]
+    if code.co_posonlyargcount:
+        params.insert(code.co_posonlyargcount, "/")
+    params += ["*" + star] if star else ["*"] if kw else []
+    params += kw + (["**" + dstar] if dstar else [])
+    args = [repr(_ORIGINAL)] + pos + (["*" + star] if star else []) + \
+        ["%s=%s" % (k, k) for k in kw] + (["**" + dstar] if dstar else [])
+    free = code.co_freevars
+    src = "def outer():\n"
+    if free:
+        src += " %s = None\n" % " = ".join(free)
+    src += " def f(%s): return %r(%s)%s\n" % (
+        ", ".join(params), _CALL, ", ".join(args),
+        "; " + ", ".join(free) + "," if free else "")
+    with warnings.catch_warnings():  # calling a str constant
+        warnings.simplefilter("ignore", SyntaxWarning)
+        outer = compile(src, code.co_filename, "exec").co_consts[0]
+    inner = [c for c in outer.co_consts if type(c) is type(code)][0]
+    original = type(fn)(code, fn.__globals__, fn.__name__, None,
+                        fn.__closure__)
+    consts = tuple(_mlprof.lines_call if c == _CALL else
+                   original if c == _ORIGINAL else c
+                   for c in inner.co_consts)
+    new = {"co_consts": consts, "co_name": code.co_name,
+           "co_firstlineno": code.co_firstlineno}
+    if hasattr(code, "co_qualname"):
+        new["co_qualname"] = code.co_qualname
+    trampoline = inner.replace(**new)
+    _mlprof.lines_trampoline(trampoline)
+    return trampoline
+
+
+def _intercept(fn):
+    """Makes fn's calls time its lines (while a Profiler runs) through its
+    trampoline; True when it did now, False when fn was already."""
+    if fn in _originals:
+        return False
+    code = fn.__code__
+    fn.__code__ = _trampoline(fn)
+    _originals[fn] = code
+    return True
+
+
+def _restore(fn):
+    fn.__code__ = _originals.pop(fn)
+
+
+def _functions_of(code):
+    """The functions whose code is `code`."""
+    import gc
+    return [f for f in gc.get_referrers(code)
+            if type(f) is types.FunctionType and f.__code__ is code]
+
+
+def _reach(obj, by_code=False):
+    """Chooses obj (a function, method or code object) for line timing.
+    Returns the functions this call intercepted (a plain function, or the
+    functions of a code object that is neither nested nor chosen by code
+    alone when by_code), or None when obj needs the trace function on every
+    thread (generators, coroutines, nested code chosen by code or name)."""
+    code = _code_of(obj)
+    _mlprof.lines_add(code)
+    f = getattr(obj, "__func__", obj)
+    if code.co_flags & _CO_SUSPENDS:
+        return None
+    if f is code:
+        if code.co_flags & _CO_NESTED:
+            return None  # functions of it made later would escape
+        fns = _functions_of(code)
+        if not fns:
+            return None
+    else:
+        fns = [f]
+    return [f for f in fns if _intercept(f)]
+
+
+def _resolve_name(name):
+    """Reaches the function named "module:qualname" when its module is
+    imported and it is found there; True when it is reached so."""
+    mod, _, q = name.partition(":")
+    obj = sys.modules.get(mod)
+    if obj is None or "<locals>" in q:
+        return False
+    for part in q.split("."):
+        obj = getattr(obj, part, None)
+    f = getattr(obj, "__func__", obj)
+    code = getattr(f, "__code__", None)
+    if code is None or getattr(code, "co_qualname", q) != q or \
+            code.co_flags & _CO_SUSPENDS or \
+            code.co_filename.startswith(_PACKAGE):
+        return False  # (mlprof's own __main__ runs before the program's)
+    return _reach(f) is not None
+
+
+def _choose_name(name):
+    """Chooses "module:qualname": reached at once when its module is
+    imported, when it is imported (_ImportHook), or else through the trace
+    function until its first call (_found)."""
+    _mlprof.lines_add_name(name)
+    if _resolve_name(name):
+        return
+    mod = name.partition(":")[0]
+    if mod not in sys.modules and "<locals>" not in name:
+        _awaited[name] = mod
+        if not any(isinstance(f, _ImportHook) for f in sys.meta_path):
+            sys.meta_path.insert(0, _ImportHook())
+        return
+    _needs_trace(name)
+
+
+def _needs_trace(choice):
+    _traced.add(choice)
+    _mlprof.lines_resolver(_found)
+    if _mlprof.output_path():
+        _mlprof.lines_start()
+
+
+def _found(code):
+    """The trace function's first sight of code chosen by name: its
+    functions are reached through their trampolines from now on (not a
+    nested or generator function's); the trace function is released when
+    no choice needs it any more."""
+    q = getattr(code, "co_qualname", code.co_name)
+    names = {"%s:%s" % (f.__globals__.get("__name__"), q)
+             for f in _functions_of(code)} & _traced
+    if not names or _reach(code) is None:
+        return
+    for n in names:
+        _traced.discard(n)
+    if not _traced:
+        _mlprof.lines_release()
+
+
+class _ImportHook:
+    """On sys.meta_path while chosen names' modules are not imported: runs
+    _resolve_name on them once their module's code has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _awaited.values():
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is not None and not isinstance(loader, type) and \
+                hasattr(loader, "exec_module"):
+            run = loader.exec_module
+
+            def exec_module(module):
+                del loader.exec_module  # this loader's own again
+                run(module)
+                _imported(name)
+            loader.exec_module = exec_module
+        return spec
+
+
+def _imported(mod):
+    for n in [n for n, m in _awaited.items() if m == mod]:
+        del _awaited[n]
+        if not _resolve_name(n):
+            _needs_trace(n)
 
 
 def lines(fn):
     """Decorator: the lines of fn are timed while a Profiler runs (its
-    summary()["lines"]). Returns a wrapper that switches line events on, on
-    its thread, for the duration of each call, so the rest of the program
-    runs untraced. Also takes a "module:qualname" string (the function need
-    not exist yet); that, and generator or coroutine functions (returned
-    unchanged), are timed through a trace function on every thread."""
+    summary()["lines"]). Returns fn, whose calls from then on (through any
+    reference) switch line events on, on their thread, for the duration of
+    the call, so the rest of the program runs untraced. Also takes a
+    "module:qualname" string (the function need not exist yet). Generator
+    and coroutine functions are timed through a trace function on every
+    thread."""
     if isinstance(fn, str):
-        _mlprof.lines_add_name(fn)
-    else:
-        code = _code_of(fn)
-        _mlprof.lines_add(code)
+        _choose_name(fn)
+    elif _reach(fn) is None:
+        _needs_trace(fn)
     _lines_chosen.append(fn)
-    if not isinstance(fn, str):
-        if not code.co_flags & _CO_SUSPENDS:
-            enter, leave = _mlprof.lines_enter, _mlprof.lines_exit
-
-            @functools.wraps(fn)
-            def wrapper(*args, **kwargs):
-                enter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    leave()
-            return wrapper
-    _lines_global.append(fn)
     if _mlprof.output_path():
-        _mlprof.lines_start()
+        _keep_recording()
     return fn
 
 
@@ -528,21 +736,51 @@ def line_table():
     return rows
 
 
-def _record_lines():
-    """Hands the line timings so far to the session, which writes them into
-    the profile (a LINES chunk per function, docs/format.md) at its next
-    flush; `mlprof report` shows them."""
+_recorded = {}  # code -> its line timings as last handed to the session
+
+
+def _record_lines(changed_only=False):
+    """Hands the line timings (changed_only: those that changed since they
+    were last handed over) to the session, which writes them into the
+    profile (a LINES chunk per function, docs/format.md) at its next flush;
+    `mlprof report` shows them."""
     if not _mlprof.output_path():
         return
     for code, stats in _mlprof.lines_stats():
-        if not stats:
-            continue  # none of its lines ran
+        if not stats or changed_only and _recorded.get(code) == stats:
+            continue  # none of its lines ran (since)
+        _recorded[code] = stats
         _mlprof.lines_record(
             getattr(code, "co_qualname", code.co_name), code.co_filename,
             code.co_firstlineno,
             [(line, hits, tot, excl,
               linecache.getline(code.co_filename, line).rstrip())
              for line, hits, tot, excl in stats])
+
+
+_recorder_pid = None
+
+
+def _keep_recording():
+    """Starts, once per process, a daemon thread that hands the line
+    timings to the session every LINES_RECORD_S seconds, so a job that
+    is killed keeps them up to the last second."""
+    global _recorder_pid
+    if _recorder_pid == os.getpid():
+        return
+    _recorder_pid = os.getpid()
+    import threading
+    import time
+
+    def run():
+        sys.settrace(None)  # not traced itself
+        while True:
+            time.sleep(LINES_RECORD_S)
+            try:
+                _record_lines(changed_only=True)
+            except Error:
+                pass  # the session is closing
+    threading.Thread(target=run, name="mlprof-lines", daemon=True).start()
 
 
 def _start_from_env():

@@ -18,11 +18,16 @@
  * whole trees at a time, through mlprof_track_spans onto a track per thread
  * ("calls <tid>"); shorter calls are counted as dropped.
  *
- * Lines (Profiler(lines=[fn])): a C trace function (PyEval_SetTrace) times
- * the lines of the chosen code objects only: every other frame gets
- * f_trace_lines = False at its first event, so it sends no line events. Per
- * line: hits, time to the next line (total), and that less the time of the
- * calls made from it (exclusive).
+ * Lines: a C trace function (PyEval_SetTrace) times the lines of the chosen
+ * code objects only: every other frame gets f_trace_lines = False at its
+ * first event, so it sends no line events. Per line: hits, time to the next
+ * line (total), and that less the time of the calls made from it
+ * (exclusive). A chosen plain function is called through lines_call (the
+ * Python side makes its __code__ a trampoline to it), which sets the trace
+ * function on its thread for the duration of the call only; code that
+ * cannot be reached that way (generators, names not resolved yet) is found
+ * by the trace function on every thread, which a name's resolution can
+ * release (lines_release).
  *
  * Threads: both functions are set on every thread that exists at start, and
  * threading.setprofile/settrace hooks install them in threads started later.
@@ -73,6 +78,7 @@ typedef struct {
   PyObject *code; /* strong reference */
   int first;      /* co_firstlineno */
   int n;          /* lines from first */
+  int named;      /* chosen by name, not yet handed to the resolver */
   line_stat *lines;
 } line_table;
 
@@ -80,6 +86,7 @@ typedef struct {
   unsigned gen;            /* options generation the decision belongs to */
   const mlprof_site *site; /* NULL: not traced */
   line_table *lt;          /* set when the code's lines are timed */
+  int trampoline; /* a chosen function's (lines_trampoline): never traced */
 } code_info;
 
 static Py_ssize_t extra_index = -1;
@@ -160,7 +167,7 @@ static code_info *code_info_of(PyCodeObject *co, PyObject *globals) {
   void *p = NULL;
   CODE_GET_EXTRA((PyObject *)co, extra_index, &p);
   code_info *ci = p;
-  if (ci && ci->gen == options_gen) return ci;
+  if (ci && (ci->gen == options_gen || ci->trampoline)) return ci;
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
   if (!ci) {
@@ -183,8 +190,9 @@ static code_info *code_info_of(PyCodeObject *co, PyObject *globals) {
 #endif
   if (m && line_names && PySet_GET_SIZE(line_names) && !ci->lt) {
     PyObject *key = PyUnicode_FromFormat("%s:%U", m, q);
-    if (key && PySet_Contains(line_names, key) == 1)
-      line_table_attach((PyObject *)co, ci);
+    if (key && PySet_Contains(line_names, key) == 1 &&
+        line_table_attach((PyObject *)co, ci) == 0)
+      ci->lt->named = 1;
     Py_XDECREF(key);
   }
   if (calls_on && m && f && wanted(m, f)) {
@@ -465,15 +473,27 @@ typedef struct {
   line_table *lt;       /* NULL: a frame whose lines are not timed */
   PyFrameObject *frame; /* borrowed; only compared */
   uint64_t t_call, line_t0, child_ns;
-  int line; /* -1: none yet */
+  int line;   /* -1: none yet */
+  int pinned; /* a frame the resolver saw: holds the trace function */
 } line_entry;
 
 typedef struct line_state {
   unsigned gen;
   int depth;
+  int pins; /* pinned entries on the stack */
   line_entry stack[STACK_MAX];
 } line_state;
 static unsigned lines_gen;
+static PyObject *line_resolver; /* called with code chosen by name, once */
+
+/* Timed calls running on this thread through lines_call. */
+static __thread int local_depth;
+
+/* Whether this thread keeps the trace function when it is not on every
+ * thread: a lines_call or a pinned frame runs here. */
+static int trace_held(void) {
+  return local_depth || (ls && ls->gen == lines_gen && ls->pins);
+}
 
 static void line_close(line_entry *e, uint64_t t) {
   if (e->line < 0) return;
@@ -520,11 +540,16 @@ static int lines_off(PyObject *frame) {
 static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
                     PyObject *arg) {
   if (paused) return 0;
+  if (!lines_on && !trace_held()) {
+    /* Released (lines_release): this thread no longer needs it. */
+    PyEval_SetTrace(NULL, NULL);
+    return 0;
+  }
   if (!ls) ls = thread_alloc(sizeof *ls, 1);
   if (!ls) return 0;
   if (ls->gen != lines_gen) {
     ls->gen = lines_gen;
-    ls->depth = 0;
+    ls->depth = ls->pins = 0;
   }
   /* The clock is read only for a timed frame and the calls it makes. */
   int d = ls->depth;
@@ -534,10 +559,21 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
       code_info *ci = info_of(frame);
       line_table *lt = ci ? ci->lt : NULL;
       if (!lt && lines_off((PyObject *)frame) < 0) PyErr_Clear();
+      int pin = 0;
+      if (lt && lt->named && line_resolver) {
+        /* The resolver may release the trace function: this call keeps it
+         * on its thread until it returns. */
+        lt->named = 0;
+        pin = d < STACK_MAX;
+        ls->pins += pin;
+        PyObject *r = PyObject_CallOneArg(line_resolver, (PyObject *)lt->code);
+        if (!r) PyErr_WriteUnraisable(line_resolver);
+        Py_XDECREF(r);
+      }
       ls->depth++;
       if (d < STACK_MAX)
-        ls->stack[d] =
-            (line_entry){lt, frame, lt || top_timed ? now_ns() : 0, 0, 0, -1};
+        ls->stack[d] = (line_entry){
+            lt, frame, lt || top_timed ? now_ns() : 0, 0, 0, -1, pin};
       break;
     }
     case PyTrace_LINE: {
@@ -555,6 +591,7 @@ static int trace_fn(PyObject *obj, PyFrameObject *frame, int what,
       d = --ls->depth;
       if (d >= STACK_MAX) break;
       line_entry *e = &ls->stack[d];
+      ls->pins -= e->pinned;
       int caller_timed = d > 0 && ls->stack[d - 1].lt;
       if (!e->lt && !caller_timed) break;
       uint64_t t = now_ns();
@@ -741,25 +778,46 @@ static int line_table_attach(PyObject *code, code_info *ci) {
   return rc;
 }
 
-/* lines_add(code): the code's lines are timed from now on. */
-static PyObject *lines_add(PyObject *m, PyObject *code) {
-  if (!PyCode_Check(code))
-    return PyErr_Format(PyExc_TypeError,
-                        "lines: a function or code object, "
-                        "not %.100s",
-                        Py_TYPE(code)->tp_name);
+/* The cache entry of a code object, made when missing; NULL with an
+ * exception. */
+static code_info *info_of_code(PyObject *code) {
+  if (!PyCode_Check(code)) {
+    PyErr_Format(PyExc_TypeError,
+                 "lines: a function or code object, not %.100s",
+                 Py_TYPE(code)->tp_name);
+    return NULL;
+  }
   if (setup_cache() < 0) return NULL;
   void *p = NULL;
   CODE_GET_EXTRA(code, extra_index, &p);
   code_info *ci = p;
   if (!ci) {
-    if (!(ci = PyMem_RawCalloc(1, sizeof *ci))) return PyErr_NoMemory();
+    if (!(ci = PyMem_RawCalloc(1, sizeof *ci))) {
+      PyErr_NoMemory();
+      return NULL;
+    }
     if (CODE_SET_EXTRA(code, extra_index, ci) < 0) {
       PyMem_RawFree(ci);
       return NULL;
     }
   }
-  if (line_table_attach(code, ci) < 0) return NULL;
+  return ci;
+}
+
+/* lines_add(code): the code's lines are timed from now on. */
+static PyObject *lines_add(PyObject *m, PyObject *code) {
+  code_info *ci = info_of_code(code);
+  if (!ci || line_table_attach(code, ci) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* lines_trampoline(code): code is a chosen function's trampoline, which
+ * has its name: its frames are neither timed nor zones. */
+static PyObject *lines_trampoline(PyObject *m, PyObject *code) {
+  code_info *ci = info_of_code(code);
+  if (!ci) return NULL;
+  ci->trampoline = 1;
+  ci->site = NULL;
   Py_RETURN_NONE;
 }
 
@@ -791,13 +849,13 @@ static PyObject *lines_start(PyObject *m, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
-/* Line timing around the calls of one function (the @mlprof.lines wrapper):
- * lines_enter() sets the trace function on this thread only, while
- * lines_local(True) is in force and the trace function is not on every
- * thread already; lines_exit() removes it when the outermost such call ends.
- * The rest of the program runs untraced. */
+/* lines_call(fn, *args, **kwargs): fn(*args, **kwargs) with line events
+ * on, on this thread, while lines_local(True) is in force (the trampoline
+ * of a chosen function calls its original code through this). The trace
+ * function is set when the outermost such call begins, unless it is on
+ * every thread already, and removed when that call ends. The rest of the
+ * program runs untraced. */
 static int lines_local_on;
-static __thread int local_depth;
 
 static PyObject *lines_local(PyObject *m, PyObject *on) {
   int v = PyObject_IsTrue(on);
@@ -807,22 +865,50 @@ static PyObject *lines_local(PyObject *m, PyObject *on) {
   Py_RETURN_NONE;
 }
 
-static PyObject *lines_enter(PyObject *m, PyObject *unused) {
-  if (lines_local_on && !lines_on && local_depth++ == 0) {
+static PyObject *lines_call(PyObject *m, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames) {
+  if (nargs < 1)
+    return PyErr_Format(PyExc_TypeError, "lines_call: a function to call");
+  int counted = lines_local_on;
+  if (counted && !lines_on && !trace_held()) {
     if (!ls) ls = thread_alloc(sizeof *ls, 1);
-    if (ls) ls->depth = 0, ls->gen = lines_gen;
+    if (ls) ls->depth = ls->pins = 0, ls->gen = lines_gen;
     PyEval_SetTrace(trace_fn, NULL);
   }
+  local_depth += counted;
+  PyObject *r =
+      PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+  local_depth -= counted;
+  if (counted && !lines_on && !trace_held()) PyEval_SetTrace(NULL, NULL);
+  return r;
+}
+
+/* lines_resolver(fn): fn(code) is called once for each code object chosen
+ * by name, at its first call seen by the trace function (None: not). */
+static PyObject *lines_resolver(PyObject *m, PyObject *fn) {
+  Py_XSETREF(line_resolver, fn == Py_None ? NULL : (Py_INCREF(fn), fn));
   Py_RETURN_NONE;
 }
 
-static PyObject *lines_exit(PyObject *m, PyObject *unused) {
-  if (local_depth > 0 && --local_depth == 0 && !lines_on)
-    PyEval_SetTrace(NULL, NULL);
+/* lines_release(): the trace function leaves every thread (each at its next
+ * event, once no timed call runs there) and threads started later; the
+ * chosen code is reached through lines_call. */
+static PyObject *lines_release(PyObject *m, PyObject *unused) {
+  if (!lines_on) Py_RETURN_NONE;
+  lines_on = 0;
+  PyObject *threading = PyImport_ImportModule("threading");
+  PyObject *r = threading
+                    ? PyObject_CallMethod(threading, "settrace", "O", Py_None)
+                    : NULL;
+  Py_XDECREF(threading);
+  if (!r) return NULL;
+  Py_DECREF(r);
+  if (!trace_held()) PyEval_SetTrace(NULL, NULL);
   Py_RETURN_NONE;
 }
 
 static PyObject *lines_stop(PyObject *m, PyObject *unused) {
+  lines_gen++; /* frames pinned by the resolver hold it no more */
   if (!lines_on) Py_RETURN_NONE;
   lines_on = 0;
   if (set_all(1, NULL) < 0) return NULL;
@@ -876,15 +962,21 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_mechanism", calls_mechanism, METH_NOARGS,
      "How calls are traced: 'eval_frame' or 'profile'."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},
+    {"lines_trampoline", lines_trampoline, METH_O,
+     "lines_trampoline(code): a trampoline's code, never traced."},
     {"lines_add_name", lines_add_name, METH_O,
      "lines_add_name('module:qualname'): times the lines of that function."},
     {"lines_start", lines_start, METH_NOARGS, "Starts timing lines."},
     {"lines_stop", lines_stop, METH_NOARGS, "Stops timing lines."},
     {"lines_local", lines_local, METH_O,
-     "lines_local(on): lines_enter/lines_exit time lines on their thread."},
-    {"lines_enter", lines_enter, METH_NOARGS,
-     "Times lines on this thread (until the matching lines_exit)."},
-    {"lines_exit", lines_exit, METH_NOARGS, "Ends a lines_enter."},
+     "lines_local(on): lines_call times lines on its thread."},
+    {"lines_call", (PyCFunction)(void (*)(void))lines_call,
+     METH_FASTCALL | METH_KEYWORDS,
+     "lines_call(fn, *args, **kwargs): fn's call with line events on."},
+    {"lines_resolver", lines_resolver, METH_O,
+     "lines_resolver(fn): fn(code) at the first call of code chosen by name."},
+    {"lines_release", lines_release, METH_NOARGS,
+     "The trace function leaves the threads that need it no more."},
     {"lines_stats", lines_stats, METH_NOARGS,
      "[(code, [(line, hits, total_ns, exclusive_ns)])]"},
     {"lines_clear", lines_clear, METH_NOARGS, "Forgets the line timings."},

@@ -1,5 +1,6 @@
 """Line timings of chosen functions: Profiler(lines=[fn]), prof.lines(fn),
 @mlprof.lines, `python -m mlprof run --lines MODULE:FUNCTION`."""
+import json
 import os
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def probe():
 
 def test_decorator_hits_and_only_its_calls_traced(tmp_path):
     wrapped = mlprof.lines(looped)
-    assert wrapped.__wrapped__ is looped
+    assert wrapped is looped  # its calls are intercepted, not wrapped
 
     @mlprof.lines
     def calls_probe():
@@ -167,3 +168,213 @@ def test_lines_in_the_profile(tmp_path, build_dir):
     rep = subprocess.run([cli, "report", "-f", "json", prof.path],
                          capture_output=True, text=True, check=True).stdout
     assert "lines" not in json.loads(rep)
+
+
+def add(a, b):
+    return a + b
+
+
+class Adder:
+    def plus(self, a):
+        return a + 1
+
+
+def add_loop(n, fn):
+    t = 0
+    for i in range(n):
+        t += fn(i, 1)  # one call site, specialised by CPython after a few
+    return t
+
+
+def test_every_reference_and_specialised_call_site_counted(tmp_path):
+    """A function chosen by object is reached through the function object:
+    a call site CPython specialised for it before it was chosen, a
+    reference taken before, and bound methods count every hit; the rest of
+    the program gets no line events; stop restores the function."""
+    before = add
+    code = add.__code__
+    add_loop(1000, add)  # specialises the call site
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, lines=[add, Adder.plus]) as p:
+        add_loop(1000, add)
+        add_loop(500, before)
+        a = Adder()
+        for i in range(300):
+            a.plus(i)
+        assert probe() is True  # not chosen: no trace function here
+        r = rows_of(p.summary(), add)
+        m = rows_of(p.summary(), Adder.plus)
+    assert r[1]["hits"] == 1500, r
+    assert m[1]["hits"] == 300, m
+    assert add.__code__ is code and Adder.plus.__code__ is not None
+    add_loop(1000, add)
+    assert rows_of({"lines": mlprof.line_table()}, add)[1]["hits"] == 1500
+
+
+def test_trampoline_keeps_signature_and_closure(tmp_path):
+    k = 10
+
+    def sig(a, /, b, c=3, *rest, d, e=5, **kw):
+        return (a, b, c, rest, d, e, kw, k)
+
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, lines=[sig]) as p:
+        assert sig(1, 2, d=4) == (1, 2, 3, (), 4, 5, {}, 10)
+        assert sig(1, b=2, c=0, d=4, z=9) == (1, 2, 0, (), 4, 5, {"z": 9}, 10)
+        assert sig(1, 2, 3, 6, 7, d=4) == (1, 2, 3, (6, 7), 4, 5, {}, 10)
+        with pytest.raises(TypeError):
+            sig(a=1, b=2, d=4)  # a is positional-only
+        k = 11
+        assert sig(1, 2, d=4)[-1] == 11  # the same cell
+        r = rows_of(p.summary(), sig)
+    assert r[1]["hits"] == 4, r
+
+
+def gen_fn(n):
+    for i in range(n):
+        yield i
+
+
+def test_generator_through_the_trace_function(tmp_path):
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, lines=[gen_fn]) as p:
+        assert sum(gen_fn(4)) == 6
+        assert probe() is False  # the trace function on every thread
+        r = rows_of(p.summary(), gen_fn)
+    assert r[2]["hits"] == 4, r
+    assert probe() is True
+
+
+def run_child(tmp_path, build_dir, src, *args):
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(src))
+    return subprocess.run(
+        [sys.executable, "-m", "mlprof", "run", *args, "-q", "-o",
+         str(tmp_path / "o") + "/", str(script)],
+        env=child_env(MLPROF_CLI=os.path.join(build_dir, "mlprof")),
+        capture_output=True, text=True, timeout=120)
+
+
+def test_name_of_a_module_imported_later(tmp_path, build_dir):
+    """A name whose module is imported after the choice is reached through
+    the function object when the import runs: no trace function at any
+    time, every call counted."""
+    (tmp_path / "later_mod.py").write_text(textwrap.dedent("""
+        def work(n):
+            t = 0
+            for i in range(n):
+                t += i
+            return t
+    """))
+    r = run_child(tmp_path, build_dir, """
+        import json, sys
+
+        def traced():  # whether the trace function saw this frame
+            return not sys._getframe().f_trace_lines
+
+        assert not traced()
+        from later_mod import work
+        assert not traced()
+        for _ in range(7):
+            work(3)
+        import mlprof
+        print(json.dumps(mlprof.line_table()))
+    """, "--lines", "later_mod:work")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    hits = {x["line"]: x["hits"] for x in rows if x["function"] == "work"}
+    assert hits == {3: 7, 4: 28, 5: 21, 6: 7}, rows
+
+
+def test_name_in_main_released_after_first_call(tmp_path, build_dir):
+    """A function of the script (defined as it runs) is found by the trace
+    function at its first call, and reached through the function object
+    from then on: the trace function leaves, and every call is counted,
+    the first one included."""
+    r = run_child(tmp_path, build_dir, """
+        import json, sys
+
+        def traced():  # whether the trace function saw this frame
+            return not sys._getframe().f_trace_lines
+
+        def step(i):
+            return i * 2
+
+        assert traced()  # not found yet
+        step(0)
+        assert not traced()
+        for i in range(99):
+            step(i)
+        import mlprof
+        print(json.dumps(mlprof.line_table()))
+    """, "--lines", "prog:step")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    hits = [x["hits"] for x in rows if x["function"] == "step"]
+    assert hits == [100], rows
+
+
+def test_killed_job_keeps_its_line_timings(tmp_path, build_dir):
+    """Line timings reach the profile while the job runs: a process
+    SIGKILLed while its chosen function runs has them in its report."""
+    script = tmp_path / "killed.py"
+    out = tmp_path / "k.mlprof"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        import mlprof
+
+        def busy():
+            time.sleep(0.01)
+            return 1
+
+        with mlprof.Profiler(output=sys.argv[1], sample_interval=0,
+                             lines=[busy]):
+            end = time.monotonic() + 2.5  # the timings go every second
+            while time.monotonic() < end:
+                busy()
+            os.kill(os.getpid(), signal.SIGKILL)
+    """))
+    r = subprocess.run([sys.executable, str(script), str(out)],
+                       env=child_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == -9, r.stderr
+    rep = subprocess.run([os.path.join(build_dir, "mlprof"), "report", "-f",
+                          "json", str(out)], capture_output=True, text=True)
+    rows = json.loads(rep.stdout)["lines"]
+    hits = {x["line"]: x["hits"] for x in rows if x["function"] == "busy"}
+    assert hits.get(6, 0) > 10, rows
+
+
+def fact(n):
+    return 1 if n <= 1 else n * fact(n - 1)
+
+
+def test_recursion_by_name_with_calls(tmp_path):
+    """The trampoline has its function's name but is neither timed nor a
+    zone: a recursive function chosen by name has one table, and each call
+    one zone."""
+    mlprof.lines("%s:fact" % __name__)
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, backend="calls") as p:
+        assert fact(5) == 120
+        s = p.summary()
+    rows = [r for r in s["lines"] if r["function"] == "fact"]
+    assert [r["hits"] for r in rows] == [5], rows
+    zones = [z for z in s["zones"] if z["name"].endswith(".fact")]
+    assert [z["count"] for z in zones] == [5], zones
+
+
+def by_code(a):
+    return a * 3
+
+
+def test_code_object_reached_through_its_function(tmp_path):
+    """A code object is reached through the function found for it: no
+    trace function on every thread."""
+    with mlprof.Profiler(output=str(tmp_path / "l.mlprof"),
+                         sample_interval=0, lines=[by_code.__code__]) as p:
+        for i in range(50):
+            by_code(i)
+        assert probe() is True
+        r = rows_of(p.summary(), by_code)
+    assert r[1]["hits"] == 50, r
