@@ -32,6 +32,7 @@ from . import _mlprof
 __all__ = ["install"]
 
 TRACK = "torch.distributed"
+DDP_TRACK = "DDP"
 CLOCK_ROUNDS = 16
 CLOCK_TIMEOUT = datetime.timedelta(seconds=10)
 
@@ -302,12 +303,47 @@ def _wrap_lifecycle(c10d):
             "destroy_process_group": destroy_process_group}
 
 
+class _Buckets:
+    """The state of mlprof's DDP hook: the process group, and the futures of
+    the buckets launched so far in this backward pass."""
+
+    def __init__(self, group):
+        self.group, self.futures = group, []
+
+
+def _record_ddp_wait(begin_ns):
+    try:
+        _mlprof.track_spans(DDP_TRACK, [("DDP wait", "communication",
+                                         begin_ns, _mlprof.monotonic_ns())])
+    except Exception:
+        pass
+
+
+def _ddp_hook(state, bucket):
+    """torch's default hook (allreduce_hook), and the wait that follows the
+    last bucket: once it is launched the rank has computed its gradients,
+    and DDP, in C++, waits for every bucket's all-reduce before backward
+    returns. That wait, from the last launch to the last completion, is
+    recorded as a span "DDP wait" (blocking communication: a rank behind
+    the others makes it long on theirs)."""
+    import torch
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    fut = default_hooks.allreduce_hook(state.group, bucket)
+    state.futures.append(fut)
+    if bucket.is_last():
+        futs, state.futures = state.futures, []
+        if _mlprof.is_enabled():
+            begin_ns = _mlprof.monotonic_ns()
+            torch.futures.collect_all(futs).then(
+                lambda _fut: _record_ddp_wait(begin_ns))
+    return fut
+
+
 def _hook_ddp():
     """Routes DDP's gradient all-reduces through the default communication
     hook (which calls the wrapped all_reduce), unless the user registers a
     hook of their own before the first forward."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     forward, register = DDP.forward, DDP.register_comm_hook
     builtin = DDP._register_builtin_comm_hook
 
@@ -315,7 +351,7 @@ def _hook_ddp():
     def ddp_forward(self, *args, **kwargs):
         if not self.__dict__.get("_mlprof_hooked"):
             self.__dict__["_mlprof_hooked"] = True
-            register(self, self.process_group, default_hooks.allreduce_hook)
+            register(self, _Buckets(self.process_group), _ddp_hook)
         return forward(self, *args, **kwargs)
 
     @functools.wraps(register)
