@@ -134,6 +134,37 @@ def test_clock_offsets_match_shifted_clocks(tmp_path):
             assert abs(offset + 3 * rank * 10**9) <= uncertainty, (rank, meta)
 
 
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+@pytest.mark.skipif(not os.path.exists(FAKETIME),
+                    reason="no libfaketime (Debian package faketime)")
+def test_faketime_offsets_and_aligned_barrier(tmp_path):
+    """Every rank under libfaketime, the odd ones 50 ms ahead
+    (FAKETIME=+0.05; libfaketime moves CLOCK_MONOTONIC too, onto the wall
+    clock's origin, from the real clocks each process reads at its start:
+    the ranks' clocks differ by the 50 ms only, to the few µs of those reads,
+    allowed beside the stated uncertainty). The recorded offsets are -50 ms
+    on the odd ranks and 0 on the even ones, and in the job's trace the four
+    ranks leave the barrier within 1 ms of each other."""
+    out = str(tmp_path / "run")
+    run_ranks(out, prefix=lambda rank: [
+        "env", "LD_PRELOAD=" + FAKETIME, "FAKETIME=+0.0%d" % (rank % 2 * 5)])
+    for rank, (_, _, meta) in profiles(out).items():
+        for key in ("dist.clock.init", "dist.clock.final"):
+            offset, uncertainty, _ = map(int, meta[key].split())
+            want = -50 * 10**6 * (rank % 2)
+            assert abs(offset - want) <= uncertainty + 20000, (rank, meta[key])
+    trace = os.path.join(out, "job.json")
+    subprocess.run([os.path.join(BUILD, "mlprof"), "trace", out, "-o", trace],
+                   check=True, capture_output=True)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    ends = [e["ts"] + e["dur"] for e in events
+            if e["ph"] == "X" and e["name"] == "barrier"]
+    assert len(ends) == 4 and max(ends) - min(ends) < 1000, ends
+
+
 # The straggler: dist_straggler.py, DDP with rank SLOW sleeping DELAY_MS in
 # each step's forward, under torch.distributed.run. torch 1.13's launcher
 # fails on Python 3.11 when no redirect is given (its Std.from_str("0")
