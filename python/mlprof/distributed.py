@@ -138,10 +138,11 @@ def _describe(c10d, name, spec, bound):
         _mlprof.zone_meta("peer", ",".join(map(str, peers)))
 
 
-def _record_done(name, begin_ns):
+def _record_span(track, name, begin_ns):
+    """A communication span from begin_ns to now on track."""
     try:
-        _mlprof.track_spans(TRACK, [(name + " done", "communication",
-                                     begin_ns, _mlprof.monotonic_ns())])
+        _mlprof.track_spans(track, [(name, "communication", begin_ns,
+                                     _mlprof.monotonic_ns())])
     except Exception:
         pass
 
@@ -166,7 +167,7 @@ def _wait_hook(work_type):
                 if entry is not None:
                     entry[2] -= 1
             if entry is not None and entry[2] == 0:
-                _record_done(entry[0], entry[1])
+                _record_span(TRACK, entry[0] + " done", entry[1])
         return result
 
     work_type.wait = timed_wait
@@ -187,7 +188,7 @@ def _done(name, begin_ns, works):
                     _unwaited[id(w)] = entry
         return
     fut = futs[0] if len(futs) == 1 else torch.futures.collect_all(futs)
-    fut.then(lambda _fut: _record_done(name, begin_ns))
+    fut.then(lambda _fut: _record_span(TRACK, name + " done", begin_ns))
 
 
 def _wrap(c10d, name, fn, spec):
@@ -311,14 +312,6 @@ class _Buckets:
         self.group, self.futures = group, []
 
 
-def _record_ddp_wait(begin_ns):
-    try:
-        _mlprof.track_spans(DDP_TRACK, [("DDP wait", "communication",
-                                         begin_ns, _mlprof.monotonic_ns())])
-    except Exception:
-        pass
-
-
 def _ddp_hook(state, bucket):
     """torch's default hook (allreduce_hook), and the wait that follows the
     last bucket: once it is launched the rank has computed its gradients,
@@ -329,13 +322,17 @@ def _ddp_hook(state, bucket):
     import torch
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     fut = default_hooks.allreduce_hook(state.group, bucket)
-    state.futures.append(fut)
-    if bucket.is_last():
-        futs, state.futures = state.futures, []
-        if _mlprof.is_enabled():
-            begin_ns = _mlprof.monotonic_ns()
-            torch.futures.collect_all(futs).then(
-                lambda _fut: _record_ddp_wait(begin_ns))
+    try:
+        state.futures.append(fut)
+        if bucket.is_last():
+            futs, state.futures = state.futures, []
+            if _mlprof.is_enabled():
+                begin_ns = _mlprof.monotonic_ns()
+                torch.futures.collect_all(futs).then(
+                    lambda _fut: _record_span(DDP_TRACK, "DDP wait",
+                                              begin_ns))
+    except Exception:
+        pass  # recording must never break the program's backward
     return fut
 
 

@@ -204,7 +204,8 @@ def check_straggler(report):
     slow = next(r for r in d["ranks"] if r["rank"] == SLOW)
     for r in d["ranks"]:
         if r["rank"] != SLOW:
-            more = (r["exposed_comm_ns"] - slow["exposed_comm_ns"]) / r["steps"]
+            more = (r["exposed_comm_ns"] - slow["exposed_comm_ns"]) \
+                / r["steps"]
             assert abs(more - delay) < 0.2 * delay, (r, slow)
     got = {(c["op"], c["count"], c["bytes"], c["ranks"])
            for c in d["collectives"]}
