@@ -5,7 +5,7 @@
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
 build="cmake gcc make pkg-config python3 libmicrohttpd-dev"
-check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev"
+check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev faketime"
 all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium nodejs"
 case "${1:-all}" in
   build) want=$build ;;

@@ -32,6 +32,7 @@ from . import _mlprof
 __all__ = ["install"]
 
 TRACK = "torch.distributed"
+DDP_TRACK = "DDP"
 CLOCK_ROUNDS = 16
 CLOCK_TIMEOUT = datetime.timedelta(seconds=10)
 
@@ -137,10 +138,11 @@ def _describe(c10d, name, spec, bound):
         _mlprof.zone_meta("peer", ",".join(map(str, peers)))
 
 
-def _record_done(name, begin_ns):
+def _record_span(track, name, begin_ns):
+    """A communication span from begin_ns to now on track."""
     try:
-        _mlprof.track_spans(TRACK, [(name + " done", "communication",
-                                     begin_ns, _mlprof.monotonic_ns())])
+        _mlprof.track_spans(track, [(name, "communication", begin_ns,
+                                     _mlprof.monotonic_ns())])
     except Exception:
         pass
 
@@ -165,7 +167,7 @@ def _wait_hook(work_type):
                 if entry is not None:
                     entry[2] -= 1
             if entry is not None and entry[2] == 0:
-                _record_done(entry[0], entry[1])
+                _record_span(TRACK, entry[0] + " done", entry[1])
         return result
 
     work_type.wait = timed_wait
@@ -186,7 +188,7 @@ def _done(name, begin_ns, works):
                     _unwaited[id(w)] = entry
         return
     fut = futs[0] if len(futs) == 1 else torch.futures.collect_all(futs)
-    fut.then(lambda _fut: _record_done(name, begin_ns))
+    fut.then(lambda _fut: _record_span(TRACK, name + " done", begin_ns))
 
 
 def _wrap(c10d, name, fn, spec):
@@ -302,12 +304,43 @@ def _wrap_lifecycle(c10d):
             "destroy_process_group": destroy_process_group}
 
 
+class _Buckets:
+    """The state of mlprof's DDP hook: the process group, and the futures of
+    the buckets launched so far in this backward pass."""
+
+    def __init__(self, group):
+        self.group, self.futures = group, []
+
+
+def _ddp_hook(state, bucket):
+    """torch's default hook (allreduce_hook), and the wait that follows the
+    last bucket: once it is launched the rank has computed its gradients,
+    and DDP, in C++, waits for every bucket's all-reduce before backward
+    returns. That wait, from the last launch to the last completion, is
+    recorded as a span "DDP wait" (blocking communication: a rank behind
+    the others makes it long on theirs)."""
+    import torch
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    fut = default_hooks.allreduce_hook(state.group, bucket)
+    try:
+        state.futures.append(fut)
+        if bucket.is_last():
+            futs, state.futures = state.futures, []
+            if _mlprof.is_enabled():
+                begin_ns = _mlprof.monotonic_ns()
+                torch.futures.collect_all(futs).then(
+                    lambda _fut: _record_span(DDP_TRACK, "DDP wait",
+                                              begin_ns))
+    except Exception:
+        pass  # recording must never break the program's backward
+    return fut
+
+
 def _hook_ddp():
     """Routes DDP's gradient all-reduces through the default communication
     hook (which calls the wrapped all_reduce), unless the user registers a
     hook of their own before the first forward."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     forward, register = DDP.forward, DDP.register_comm_hook
     builtin = DDP._register_builtin_comm_hook
 
@@ -315,7 +348,7 @@ def _hook_ddp():
     def ddp_forward(self, *args, **kwargs):
         if not self.__dict__.get("_mlprof_hooked"):
             self.__dict__["_mlprof_hooked"] = True
-            register(self, self.process_group, default_hooks.allreduce_hook)
+            register(self, _Buckets(self.process_group), _ddp_hook)
         return forward(self, *args, **kwargs)
 
     @functools.wraps(register)

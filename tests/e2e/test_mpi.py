@@ -212,6 +212,43 @@ def test_trace_aligns_shifted_clocks(tmp_path):
         assert max(ends) - min(ends) < 1000, ends
 
 
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+@pytest.mark.skipif(not os.path.exists(FAKETIME),
+                    reason="no libfaketime (Debian package faketime)")
+def test_faketime_offsets_and_aligned_barriers(tmp_path):
+    """Every rank under libfaketime, the odd ones 50 ms ahead
+    (FAKETIME=+0.05). libfaketime moves CLOCK_MONOTONIC too, onto the wall
+    clock's origin, in each process from the real clocks read at its start:
+    the ranks' clocks differ by the 50 ms only (to the few µs of those
+    reads, allowed beside the stated uncertainty). The offsets recorded at
+    MPI_Init and MPI_Finalize are -50 ms on the odd ranks and 0 on the even
+    ones, and in the job's trace every barrier's participants leave it
+    within 1 ms of each other. libfaketime goes first in LD_PRELOAD: after
+    libmlprof it crashes the program at exit (its fstat, which mlprof's
+    last write calls, uses a semaphore its exit handler has closed)."""
+    out = str(tmp_path / "run")
+    shifted = (f"LD_PRELOAD={FAKETIME}:$LD_PRELOAD "
+               "FAKETIME=+0.0$((OMPI_COMM_WORLD_RANK % 2 * 5)) "
+               f"exec {MPI_OPS}")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
+             *MPIRUN, "sh", "-c", shifted])
+    for rank, (_, _, meta) in ranks(out).items():
+        for key in ("dist.clock.init", "dist.clock.final"):
+            offset, uncertainty, _ = map(int, meta[key].split())
+            want = -50 * 10**6 * (rank % 2)
+            assert abs(offset - want) <= uncertainty + 20000, (rank, meta[key])
+    events, rank_of = job_trace(out)
+    leave = {}
+    for e in events:
+        if e["ph"] == "X" and e["name"] == "MPI_Barrier":
+            leave.setdefault(rank_of[e["pid"]], []).append(e["ts"] + e["dur"])
+    assert sorted(leave) == [0, 1, 2, 3]
+    for ends in zip(*(sorted(v) for v in leave.values())):
+        assert max(ends) - min(ends) < 1000, ends
+
+
 def test_trace_links_collectives(tmp_path):
     """The job's trace has a process "rank N (host)" per rank, sorted by
     rank, and a flow arrow from one participant of each collective to every
