@@ -112,7 +112,8 @@ def run_traced(argv):
     """python -m mlprof _traced script.py ARGS | -m module ARGS: runs the
     program as the main module with the tracers MLPROF_CALLS and
     MLPROF_LINES ask for (mlprof._start_from_env) running."""
-    import runpy
+    import pkgutil  # noqa: F401  runpy's run_path imports it (and typing):
+    import runpy    # imported here, they are not traced as the program's
     import mlprof
     if not argv or (argv[0] in ("-m", "-c") and len(argv) < 2):
         sys.stderr.write("python -m mlprof _traced: no program given\n")

@@ -335,6 +335,28 @@ def test_run_calls_leaves_out_the_start_up(tmp_path, build_dir):
                 or s["file"].startswith((startup, str(own)))]
 
 
+def test_python_m_mlprof_run_calls_traces_the_program_not_runpy(tmp_path,
+                                                                build_dir):
+    """`python -m mlprof run --calls script.py`: the modules runpy imports
+    to run the script (pkgutil, and typing through it) are imported before
+    the tracer starts, so their import is not traced as the program's."""
+    script = tmp_path / "prog.py"
+    script.write_text("def main():\n    return 1\n\nmain()\n")
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "mlprof", "run", "--calls",
+                        "-q", "-o", str(out) + "/", str(script)],
+                       env=child_env(MLPROF_CLI=os.path.join(build_dir,
+                                                             "mlprof")),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    spans = [s for f in os.listdir(out)
+             for s in mlprof.read_events(str(out / f))["spans"]]
+    assert names(spans)["main"] == 1
+    assert not [s["name"] for s in spans
+                if s["name"].startswith("typing.")
+                or s["name"] in ("pkgutil", "typing")]
+
+
 needs_hook = pytest.mark.skipif(
     sys.version_info >= (3, 12),
     reason="the frame evaluation hook is used on Python 3.9-3.11")
