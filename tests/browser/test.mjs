@@ -643,6 +643,12 @@ test('span timeline: 10 M spans served, every span of a 1 ms window, details, ke
     }), [t0, t0 + width, 3000]);
     console.log(`span timeline panning ${(width / 1e6).toFixed(0)} ms wide, ${5 * steps} spans: draw ${stat(r.draw)}; between frames ${stat(r.gaps)} over ${r.gaps.length} frames`);
   }
+  // The static page of the same run stays within its budget.
+  const html = path.join(tmp, 'tl-big.html');
+  run(['html', path.join(runs, 'big'), '-o', html]);
+  const size = fs.statSync(html).size;
+  console.log(`span timeline: the static page of ${5 * steps} spans is ${(size / 1e6).toFixed(2)} MB`);
+  assert.ok(size <= 5e6, `${size} bytes`);
   const mem = fs.readFileSync(`/proc/${srv.pid}/status`, 'utf8').match(/VmHWM:\s+(\d+)/)[1];
   console.log(`span timeline: serve's peak RSS ${(mem / 1024).toFixed(0)} MB for ${5 * steps} spans`);
   await page.screenshot({ path: path.join(shots, 'spans.png') });
@@ -676,6 +682,11 @@ test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x ran
   assert.ok(colls.some((c) => c[0] === 'all_reduce' && c[1] === '4' && c[2] === '20'), JSON.stringify(colls));
   assert.match(await page.textContent('#main'), /No point-to-point traffic recorded/);
   await page.screenshot({ path: path.join(shots, 'distributed.png'), fullPage: true });
+  // A collective's span: its communicator, bytes and sequence number.
+  const coll = await clickSpan(page, 'MPI_Allreduce');
+  assert.equal(coll.comm, 'world');
+  assert.match(coll['bytes (units)'], /^\d+/);
+  assert.match(coll['seq (units)'], /^\d+$/);
   assert.deepEqual(errors, []);
   await page.close();
   // The operations run: each rank sends to the next, so the matrix has a
