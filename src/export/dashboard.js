@@ -963,7 +963,7 @@
    * zoom the coarsest level whose resolution is below a pixel. Live, a zoom
    * finer than the page's finest level asks the server for the window
    * (D.timeline_url) and draws its answer. */
-  var TL = {v0: null, v1: null, sel: null, detail: null, asked: 0, timer: 0,
+  var TL = {v0: null, v1: null, sel: null, detail: null, busy: false, timer: 0,
     decoded: null, src: null, frameMs: [], canvas: null, info: null, args: null, argsSrc: null};
   var ROW = 14, LANE_HEAD = 16, AXIS = 22, STRIP = 38;
 
@@ -1111,23 +1111,27 @@
     TL.frame = requestAnimationFrame(function () { TL.frame = 0; tlDraw(); tlInfo(); });
   }
   /* Live: asks the server for the view (and as much again each side) when
-   * the best level at hand is coarser than a pixel. */
+   * the best level at hand is coarser than a pixel. One question at a time,
+   * at most one each 80 ms, for the view as it is when asked: while the view
+   * moves, each answer is drawn and the next one asked for where it went. */
   function tlAsk(lv, nsPx) {
     if (!D.timeline_url || !lv || lv.exact || lv.res <= Math.max(nsPx, 1)) return;
-    var d = TL.detail, w = TL.v1 - TL.v0;
+    var d = TL.detail;
     if (d && d.t0 <= TL.v0 && d.t1 >= TL.v1 && d.want <= Math.max(nsPx, 1)) return;
-    clearTimeout(TL.timer);
+    if (TL.timer || TL.busy) return;
     TL.timer = setTimeout(function () {
-      var t0 = Math.max(0, Math.floor(TL.v0 - w)), t1 = Math.ceil(TL.v1 + w), res = Math.max(1, Math.floor(nsPx));
-      var id = ++TL.asked;
+      TL.timer = 0;
+      TL.busy = true;
+      var w = TL.v1 - TL.v0, t0 = Math.max(0, Math.floor(TL.v0 - w)), t1 = Math.ceil(TL.v1 + w);
+      var res = Math.max(1, Math.floor(w / (TL.canvas.clientWidth || 1)));
       fetch(D.timeline_url + '?t0=' + t0 + '&t1=' + t1 + '&res=' + res, {cache: 'no-store'}).then(function (resp) {
         if (!resp.ok) throw new Error('HTTP ' + resp.status);
         return resp.json();
       }).then(function (t) {
-        if (id !== TL.asked) return;
+        TL.busy = false;
         TL.detail = {t0: t0, t1: t1, want: res, levels: tlDecode(t)};
         tlRedraw();
-      }).catch(function (e) { if (window.console) console.warn('timeline: ' + e.message); });
+      }).catch(function (e) { TL.busy = false; if (window.console) console.warn('timeline: ' + e.message); });
     }, 80);
   }
   /* The item at canvas point (x, y), or null. */

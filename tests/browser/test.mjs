@@ -615,33 +615,41 @@ test('span timeline: 10 M spans served, every span of a 1 ms window, details, ke
   await page.waitForTimeout(50);
   [a, b] = await page.evaluate(() => window.mlprofTimeline.view());
   assert.deepEqual([a, b], [v0, v1]);
-  // Panning for 3 s, a step each animation frame, the whole run and a
-  // 10 ms window (which asks the server as it goes): the time each frame's
-  // drawing took, and the time between frames, which holds everything the
-  // page did meanwhile (the server's answers decoded included).
+  // Panning for 3 s, a step of 2% each animation frame: the whole run back
+  // and forth, and a 10 ms window on through the run (4 widths at least),
+  // which must ask the server for the window ahead as it goes, not once it
+  // stops. Printed: the time each frame's drawing took, redraws on the
+  // server's answers included, and the time between frames, which holds
+  // everything the page did meanwhile (the answers' decoding too).
   const stat = (xs) => {
     xs.sort((x, y) => x - y);
     return `mean ${(xs.reduce((x, y) => x + y, 0) / xs.length).toFixed(2)} ms, p95 ${xs[Math.floor(xs.length * 0.95)].toFixed(2)} ms, max ${xs[xs.length - 1].toFixed(2)} ms`;
   };
-  for (const width of [v1 - v0, 10000000]) {
-    const r = await page.evaluate(([a, b, ms]) => new Promise((resolve) => {
+  for (const [width, back] of [[v1 - v0, true], [10000000, false]]) {
+    const r = await page.evaluate(([a, b, ms, back]) => new Promise((resolve) => {
       const T = window.mlprofTimeline, gaps = [];
       T.setView(a, b);
-      let n0 = null, last = null, start = null;
+      performance.clearResourceTimings();
+      let n0 = null, last = null, start = null, moved = 0;
       const tick = (now) => {
         if (n0 === null) n0 = T.frameMs().length;
         else gaps.push(now - last);
         last = now;
         if (start === null) start = now;
-        const [v0, v1] = T.view(), d = (Math.floor((now - start) / 1000) % 2 ? -1 : 1) * (v1 - v0) / 100;
-        if (now - start < ms) {
+        const [v0, v1] = T.view(), d = (back && Math.floor((now - start) / 1000) % 2 ? -1 : 1) * (v1 - v0) / 50;
+        if (now - start < ms || (!back && moved < 4 * (v1 - v0))) {
           T.setView(v0 + d, v1 + d);
+          moved += Math.abs(d);
           requestAnimationFrame(tick);
-        } else resolve({ draw: T.frameMs().slice(n0), gaps });
+        } else {
+          const asked = performance.getEntriesByType('resource').filter((e) => e.name.includes('/timeline/big?') && e.startTime <= now).length;
+          resolve({ draw: T.frameMs().slice(n0), gaps, asked });
+        }
       };
       requestAnimationFrame(() => requestAnimationFrame(tick));
-    }), [t0, t0 + width, 3000]);
-    console.log(`span timeline panning ${(width / 1e6).toFixed(0)} ms wide, ${5 * steps} spans: draw ${stat(r.draw)}; between frames ${stat(r.gaps)} over ${r.gaps.length} frames`);
+    }), [t0, t0 + width, 3000, back]);
+    console.log(`span timeline panning ${(width / 1e6).toFixed(0)} ms wide, ${5 * steps} spans: draw ${stat(r.draw)}; between frames ${stat(r.gaps)} over ${r.gaps.length} frames; ${r.asked} windows asked of the server`);
+    if (!back) assert.ok(r.asked >= 1, 'windows asked while panning');
   }
   // The static page of the same run stays within its budget.
   const html = path.join(tmp, 'tl-big.html');
