@@ -464,7 +464,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
 
 int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
                              uint64_t end, mlprof__out *o) {
-  if (track >= l->ntracks) return MLPROF_EINVAL;
+  if (track >= l->ntracks || end < begin) return MLPROF_EINVAL;
   const mlprof__lod_track *t = &l->tracks[track];
   size_t n;
   const mlprof__lod_arg *a = mlprof__lod_args(t, begin, end, &n);

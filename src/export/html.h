@@ -109,8 +109,8 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
 /* The details of the span [begin, end) (job ns) of the pyramid's track:
  * {"self_ns": its duration less its children's (from the finest level),
  * "args": [metadata, units] as in mlprof__export_timeline_json,
- * "args_missed": n}. Returns 0, MLPROF_EINVAL when there is no such track,
- * or the writer's error. */
+ * "args_missed": n}. Returns 0, MLPROF_EINVAL when there is no such track
+ * or end < begin, or the writer's error. */
 int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
                              uint64_t end, mlprof__out *o);
 

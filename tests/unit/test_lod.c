@@ -245,6 +245,8 @@ static void test_lod_keeps_span_metadata(void) {
             "{\"self_ns\":600000000,\"args\":[[[\"\\u003c/script\\u003e"
             "\\u003cb\\u003e\",\"\\u003c/script\\u003e\\u003cb\\u003e\"]"
             "],[[\"bytes\",4096]]],\"args_missed\":0}\n");
+  CHECK_EQ(mlprof__export_span_json(&l, 1, 900 * MS, 100 * MS, &o),
+           MLPROF_EINVAL);
   CHECK_EQ(mlprof__export_span_json(&l, 2, 100 * MS, 900 * MS, &o),
            MLPROF_EINVAL);
   mlprof__out_close(&o);
