@@ -13,10 +13,16 @@
 /* Items of the span timeline's pyramid (lod.h) in a page at most, about
  * 25 bytes each: the page stays under 5 MB at any profile size. */
 #define MLPROF__DASH_LOD_ITEMS 120000
-/* Items the live server keeps (32 bytes each) to answer for any window. */
-#define MLPROF__DASH_LOD_LIVE_ITEMS 8000000
+/* Items the live server keeps (32 bytes each) to answer for any window:
+ * enough that 10 million spans of a few microseconds stay whole in the
+ * finest level beside the coarser ones (about twice as many items), so a
+ * millisecond of such a run shows each span. */
+#define MLPROF__DASH_LOD_LIVE_ITEMS 24000000
 /* Items in the answer for one window at most. */
 #define MLPROF__DASH_LOD_WINDOW_ITEMS 200000
+/* Bytes of span metadata and units in a static page at most; past it the
+ * page has none (mlprof serve answers them per span). */
+#define MLPROF__DASH_LOD_ARGS_BYTES (1u << 20)
 
 /* Sets *o to the dashboard's analyses: all of them, zones sorted by total,
  * the first top kept (0: all), the pyramid capped at MLPROF__DASH_LOD_ITEMS.

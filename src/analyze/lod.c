@@ -22,17 +22,22 @@ typedef struct {
   uint32_t name;   /* NONE until its name is met */
   uint32_t *track; /* per depth: index into tracks, NONE */
   size_t ndepth;
+  /* its latest span, which metadata and units records follow: the track
+   * (NONE: a span left out) and the span's time */
+  uint32_t last;
+  uint64_t last_begin, last_end;
 } thread_slot;
 
 struct mlprof__lod_builder {
   mlprof__lod *l;
   mlprof__strindex names; /* the lookup of l->names */
+  mlprof__strindex strs;  /* the lookup of l->strs */
   open_bucket *open;      /* MLPROF__LOD_LEVELS per track */
   /* per profile */
   const mlprof__job_profile *p;
   size_t index;
   uint32_t process;
-  mlprof__map ids;  /* file name id -> global name */
+  mlprof__map ids;  /* file name id -> index into l->names or l->strs */
   mlprof__map tids; /* tid -> slot */
   thread_slot *th;
   size_t nth, th_cap;
@@ -60,6 +65,7 @@ static thread_slot *slot_of(builder *b, uint64_t tid) {
   memset(s, 0, sizeof *s);
   s->tid = tid;
   s->name = NONE;
+  s->last = NONE;
   return s;
 }
 
@@ -151,10 +157,19 @@ static int on_header(void *ud, const mlprof__header *h) {
   return (b->process = intern(b, s, strlen(s))) == NONE ? MLPROF_ENOMEM : 0;
 }
 
+/* Zone names go to l->names; metadata strings and unit names (the reader
+ * checks each id's kind) to l->strs. */
 static int on_name(void *ud, const mlprof__name *n) {
   builder *b = ud;
-  if (n->kind != MLPROF__NAME_ZONE) return 0;
-  uint32_t id = intern(b, n->name, n->name_len);
+  mlprof__lod *l = b->l;
+  uint32_t id;
+  if (n->kind == MLPROF__NAME_ZONE)
+    id = intern(b, n->name, n->name_len);
+  else if (n->kind == MLPROF__NAME_STRING || n->kind == MLPROF__NAME_UNITS)
+    id = mlprof__strindex_intern(&b->strs, &l->strs, &l->str_lens, &l->nstrs,
+                                 &l->strs_cap, n->name, n->name_len);
+  else
+    return 0;
   if (id == NONE || mlprof__map_put(&b->ids, n->id, id)) return MLPROF_ENOMEM;
   return 0;
 }
@@ -170,21 +185,56 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
   builder *b = ud;
   mlprof__lod *l = b->l;
+  thread_slot *s = slot_of(b, tid);
+  if (!s) return MLPROF_ENOMEM;
+  s->last = NONE;
   if (depth >= MLPROF__LOD_MAX_DEPTH) return 0;
   uint32_t gid = mlprof__map_get(&b->ids, name);
   if (gid == NONE) return 0;
-  thread_slot *s = slot_of(b, tid);
-  mlprof__lod_track *t = s ? track_of(b, s, depth) : NULL;
+  mlprof__lod_track *t = track_of(b, s, depth);
   if (!t) return MLPROF_ENOMEM;
   size_t ti = (size_t)(t - l->tracks);
   uint64_t dur = end > begin ? end - begin : 0;
   begin += b->p->offset_ns;
   end = begin + dur;
+  s->last = (uint32_t)ti;
+  s->last_begin = begin;
+  s->last_end = end;
   l->spans++;
   for (size_t k = l->first; k < MLPROF__LOD_LEVELS; k++)
     if (level_add(b, ti, k, gid, begin, end)) return MLPROF_ENOMEM;
   keep_cap(l);
   return 0;
+}
+
+/* Adds an entry to the thread's latest span kept. */
+static int arg_add(builder *b, uint32_t tid, uint32_t key, uint32_t value,
+                   uint64_t n) {
+  mlprof__lod *l = b->l;
+  thread_slot *s = slot_of(b, tid);
+  if (!s) return MLPROF_ENOMEM;
+  uint32_t k = mlprof__map_get(&b->ids, key);
+  uint32_t v = value == NONE ? NONE : mlprof__map_get(&b->ids, value);
+  if (s->last == NONE || k == NONE || (value != NONE && v == NONE)) return 0;
+  if (l->cap_items && l->args >= l->cap_items) {
+    l->args_missed++;
+    return 0;
+  }
+  mlprof__lod_track *t = &l->tracks[s->last];
+  if (mlprof__grow(&t->args, &t->args_cap, t->nargs + 1, sizeof *t->args))
+    return MLPROF_ENOMEM;
+  t->args[t->nargs++] = (mlprof__lod_arg){
+      .begin = s->last_begin, .end = s->last_end, .key = k, .value = v, .n = n};
+  l->args++;
+  return 0;
+}
+
+static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
+  return arg_add(ud, tid, key, value, 0);
+}
+
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  return arg_add(ud, tid, name, NONE, n);
 }
 
 mlprof__lod_builder *mlprof__lod_begin(mlprof__lod *l, size_t max_items) {
@@ -203,7 +253,9 @@ int mlprof__lod_profile_begin(builder *b, const mlprof__job_profile *p,
                          .header = on_header,
                          .name = on_name,
                          .thread = on_thread,
-                         .span = on_span};
+                         .span = on_span,
+                         .span_meta = on_span_meta,
+                         .span_units = on_span_units};
   /* A profile whose header is damaged calls no header callback. */
   return on_header(b, NULL);
 }
@@ -232,29 +284,44 @@ static int cmp_item(const void *x, const void *y) {
   return (a->end > b->end) - (a->end < b->end);
 }
 
+static int cmp_arg(const void *x, const void *y) {
+  const mlprof__lod_arg *a = x, *b = y;
+  if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+  return (a->end > b->end) - (a->end < b->end);
+}
+
 static void builder_free(builder *b) {
   for (size_t i = 0; i < b->nth; i++) free(b->th[i].track);
   free(b->th);
   free(b->open);
   mlprof__strindex_free(&b->names);
+  mlprof__strindex_free(&b->strs);
   mlprof__map_clear(&b->ids);
   mlprof__map_clear(&b->tids);
   free(b);
 }
 
 /* Spans of one depth of a thread do not overlap, so they arrive in order;
- * a clock that stepped back may still break it: sort those runs. */
+ * a clock that stepped back may still break it: sort those runs (a span's
+ * metadata then may change order). */
 int mlprof__lod_finish(builder *b) {
   mlprof__lod *l = b->l;
-  for (size_t i = 0; i < l->ntracks; i++)
+  for (size_t i = 0; i < l->ntracks; i++) {
+    mlprof__lod_track *t = &l->tracks[i];
     for (size_t k = l->first; k < MLPROF__LOD_LEVELS; k++) {
-      mlprof__lod_run *r = &l->tracks[i].lv[k];
+      mlprof__lod_run *r = &t->lv[k];
       for (size_t j = 1; j < r->n; j++)
         if (cmp_item(&r->items[j - 1], &r->items[j]) > 0) {
           qsort(r->items, r->n, sizeof *r->items, cmp_item);
           break;
         }
     }
+    for (size_t j = 1; j < t->nargs; j++)
+      if (cmp_arg(&t->args[j - 1], &t->args[j]) > 0) {
+        qsort(t->args, t->nargs, sizeof *t->args, cmp_arg);
+        break;
+      }
+  }
   builder_free(b);
   return 0;
 }
@@ -269,9 +336,14 @@ void mlprof__lod_free(mlprof__lod *l) {
   for (size_t i = 0; i < l->nnames; i++) free(l->names[i]);
   free(l->names);
   free(l->name_lens);
-  for (size_t i = 0; i < l->ntracks; i++)
+  for (size_t i = 0; i < l->nstrs; i++) free(l->strs[i]);
+  free(l->strs);
+  free(l->str_lens);
+  for (size_t i = 0; i < l->ntracks; i++) {
     for (size_t k = 0; k < MLPROF__LOD_LEVELS; k++)
       free(l->tracks[i].lv[k].items);
+    free(l->tracks[i].args);
+  }
   free(l->tracks);
   memset(l, 0, sizeof *l);
 }
@@ -286,4 +358,23 @@ size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t) {
       lo = mid + 1;
   }
   return lo;
+}
+
+const mlprof__lod_arg *mlprof__lod_args(const mlprof__lod_track *t,
+                                        uint64_t begin, uint64_t end,
+                                        size_t *n) {
+  size_t lo = 0, hi = t->nargs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const mlprof__lod_arg *a = &t->args[mid];
+    if (a->begin < begin || (a->begin == begin && a->end < end))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t j = lo;
+  while (j < t->nargs && t->args[j].begin == begin && t->args[j].end == end)
+    j++;
+  *n = j - lo;
+  return t->args + lo;
 }

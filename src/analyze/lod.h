@@ -13,7 +13,11 @@
  *
  * Memory is bounded by a cap on the items of all levels: past it, the
  * finest level left is dropped (the coarsest is always kept). Spans nested
- * deeper than MLPROF__LOD_MAX_DEPTH are left out. */
+ * deeper than MLPROF__LOD_MAX_DEPTH are left out.
+ *
+ * A span's metadata and units (mlprof_zone_meta, mlprof_units_add) are kept
+ * beside the levels, per track, for the span's details; past the same cap,
+ * those of later spans are not kept and counted. */
 #ifndef MLPROF_LOD_H
 #define MLPROF_LOD_H
 
@@ -38,6 +42,15 @@ typedef struct {
   size_t n, cap;
 } mlprof__lod_run;
 
+/* One metadata entry (key = value) or units count of the span [begin, end)
+ * of a track. */
+typedef struct {
+  uint64_t begin, end; /* job ns */
+  uint32_t key;        /* index into mlprof__lod.strs: metadata key or unit */
+  uint32_t value;      /* index into strs: the value; MLPROF__NONE: units */
+  uint64_t n;          /* units: how many */
+} mlprof__lod_arg;
+
 typedef struct {
   size_t profile; /* index into the job's profiles */
   uint64_t pid, tid;
@@ -45,6 +58,8 @@ typedef struct {
   uint32_t process, thread; /* index into names: process name, thread name */
   uint32_t depth;
   mlprof__lod_run lv[MLPROF__LOD_LEVELS]; /* empty below first */
+  mlprof__lod_arg *args; /* by begin after finish, a span's in record order */
+  size_t nargs, args_cap;
 } mlprof__lod_track;
 
 typedef struct {
@@ -53,11 +68,16 @@ typedef struct {
   size_t nnames;
   mlprof__lod_track *tracks; /* in the order first met */
   size_t ntracks;
+  char **strs; /* metadata keys and values, unit names */
+  size_t *str_lens;
+  size_t nstrs;
   size_t first; /* the finest level kept */
   size_t items; /* items of the levels kept */
   uint64_t spans;
+  size_t args;          /* metadata entries and units kept */
+  uint64_t args_missed; /* not kept: past the cap */
   /* internal */
-  size_t names_cap, tracks_cap, cap_items;
+  size_t names_cap, tracks_cap, strs_cap, cap_items;
 } mlprof__lod;
 
 /* The resolution of level k in ns. */
@@ -83,5 +103,11 @@ void mlprof__lod_free(mlprof__lod *l);
 
 /* The index of the first item of r that ends after t (r->n when none). */
 size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t);
+
+/* The metadata and units of track t's span [begin, end): *n entries from
+ * the one returned (*n = 0 when it has none). */
+const mlprof__lod_arg *mlprof__lod_args(const mlprof__lod_track *t,
+                                        uint64_t begin, uint64_t end,
+                                        size_t *n);
 
 #endif

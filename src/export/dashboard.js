@@ -962,8 +962,8 @@
    * zoom the coarsest level whose resolution is below a pixel. Live, a zoom
    * finer than the page's finest level asks the server for the window
    * (D.timeline_url) and draws its answer. */
-  var TL = {v0: null, v1: null, sel: null, detail: null, asked: 0, timer: 0,
-    decoded: null, src: null, frameMs: [], canvas: null, info: null};
+  var TL = {v0: null, v1: null, sel: null, detail: null, busy: false, timer: 0,
+    decoded: null, src: null, frameMs: [], canvas: null, info: null, args: null, argsSrc: null};
   var ROW = 14, LANE_HEAD = 16, AXIS = 22, STRIP = 38;
 
   /* The levels of a timeline JSON object, decoded into typed arrays. */
@@ -1110,23 +1110,27 @@
     TL.frame = requestAnimationFrame(function () { TL.frame = 0; tlDraw(); tlInfo(); });
   }
   /* Live: asks the server for the view (and as much again each side) when
-   * the best level at hand is coarser than a pixel. */
+   * the best level at hand is coarser than a pixel. One question at a time,
+   * at most one each 80 ms, for the view as it is when asked: while the view
+   * moves, each answer is drawn and the next one asked for where it went. */
   function tlAsk(lv, nsPx) {
     if (!D.timeline_url || !lv || lv.exact || lv.res <= Math.max(nsPx, 1)) return;
-    var d = TL.detail, w = TL.v1 - TL.v0;
+    var d = TL.detail;
     if (d && d.t0 <= TL.v0 && d.t1 >= TL.v1 && d.want <= Math.max(nsPx, 1)) return;
-    clearTimeout(TL.timer);
+    if (TL.timer || TL.busy) return;
     TL.timer = setTimeout(function () {
-      var t0 = Math.max(0, Math.floor(TL.v0 - w)), t1 = Math.ceil(TL.v1 + w), res = Math.max(1, Math.floor(nsPx));
-      var id = ++TL.asked;
+      TL.timer = 0;
+      TL.busy = true;
+      var w = TL.v1 - TL.v0, t0 = Math.max(0, Math.floor(TL.v0 - w)), t1 = Math.ceil(TL.v1 + w);
+      var res = Math.max(1, Math.floor(w / (TL.canvas.clientWidth || 1)));
       fetch(D.timeline_url + '?t0=' + t0 + '&t1=' + t1 + '&res=' + res, {cache: 'no-store'}).then(function (resp) {
         if (!resp.ok) throw new Error('HTTP ' + resp.status);
         return resp.json();
       }).then(function (t) {
-        if (id !== TL.asked) return;
+        TL.busy = false;
         TL.detail = {t0: t0, t1: t1, want: res, levels: tlDecode(t)};
         tlRedraw();
-      }).catch(function (e) { if (window.console) console.warn('timeline: ' + e.message); });
+      }).catch(function (e) { TL.busy = false; if (window.console) console.warn('timeline: ' + e.message); });
     }, 80);
   }
   /* The item at canvas point (x, y), or null. */
@@ -1148,9 +1152,41 @@
     var kids = s.lv.runs[s.lane.tracks[s.depth + 1]];
     if (kids && r.count[i] === 1) for (var k = tlFirst(kids, r.b[i]); k < kids.b.length && kids.b[k] < r.e[i]; k++) self -= kids.busy[k];
     var rows = [['zone', name], ['begin', fmtNs(r.b[i])], ['duration', fmtNs(dur)], ['where', s.lane.label + ' · depth ' + s.depth]];
+    var more = s.more;
     if (r.count[i] > 1) rows.push(['merged', r.count[i] + ' spans shorter than ' + fmtNs(s.lv.res) + ', ' + fmtNs(r.busy[i]) + ' busy; zoom in to see them']);
-    else rows.push(['self', fmtNs(Math.max(self, 0))]);
+    else {
+      rows.push(['self', fmtNs(Math.max(more && more.self_ns !== undefined ? more.self_ns : self, 0))]);
+      if (!more || typeof more === 'string') rows.push(['metadata', more || 'asking the server…']);
+      else {
+        var a = more.args;
+        arr(a[0]).forEach(function (m) { rows.push([m[0], m[1]]); });
+        arr(a[1]).forEach(function (u) { rows.push([u[0] + ' (units)', u[1] >= 1e4 ? u[1] + ' = ' + fmtSI(u[1], '') : String(u[1])]); });
+        if (!arr(a[0]).length && !arr(a[1]).length) rows.push(['metadata', 'none']);
+        if (more.args_missed) rows.push(['note', more.args_missed + ' metadata entries and units of the run were not kept (too many); this span may lack some']);
+      }
+    }
     box.appendChild(el('table', {id: 'span-detail'}, rows.map(function (x) { return el('tr', null, [el('td', {text: x[0]}), el('td', {class: 'name', text: x[1]})]); })));
+  }
+  /* Calls done with the metadata and units of track's span [b, e]: {args:
+   * [[[key, value]...], [[unit, n]...]], args_missed, self_ns (live)}, or a
+   * sentence saying why there are none. Live, the server answers
+   * (D.span_url); a static page has them embedded (D.timeline.args) when
+   * they fit its budget. */
+  function tlArgs(track, b, e, done) {
+    if (D.span_url) {
+      fetch(D.span_url + '?track=' + track + '&t0=' + b + '&t1=' + e, {cache: 'no-store'}).then(function (resp) {
+        if (!resp.ok) throw new Error('HTTP ' + resp.status);
+        return resp.json();
+      }).then(done, function (err) { done('cannot ask the server: ' + err.message); });
+      return;
+    }
+    var a = D.timeline.args;
+    if (a === null) { done('too many to embed in this page: open the run with mlprof serve for metadata'); return; }
+    if (TL.argsSrc !== a) {
+      TL.argsSrc = a; TL.args = {};
+      arr(a).forEach(function (x) { TL.args[x[0] + ':' + x[1] + ':' + x[2]] = x.slice(3); });
+    }
+    done({args: TL.args[track + ':' + b + ':' + e] || [[], []], args_missed: D.timeline.args_missed || 0});
   }
   function tlZoom(f, at) {
     var w = TL.v1 - TL.v0, nw = Math.max(w * f, 1000);
@@ -1183,7 +1219,9 @@
     });
     c.addEventListener('click', function (ev) {
       if (moved) return;
-      TL.sel = tlHit(ev.offsetX, ev.offsetY);
+      var sel = TL.sel = tlHit(ev.offsetX, ev.offsetY);
+      if (sel && sel.r.count[sel.i] === 1)
+        tlArgs(sel.lane.tracks[sel.depth], sel.r.b[sel.i], sel.r.e[sel.i], function (x) { sel.more = x; if (TL.sel === sel) tlInfo(); });
       tlRedraw();
     });
     c.addEventListener('keydown', function (ev) {
@@ -1210,7 +1248,8 @@
     drawn: function () {
       var W = TL.canvas ? TL.canvas.clientWidth : 1, out = [], lv = tlLevel(TL.v0, TL.v1, (TL.v1 - TL.v0) / W);
       tlEach(tlLanes(), lv, TL.v0, TL.v1, function (l, depth, r, i) {
-        out.push({name: lv.names[r.name[i]], begin: r.b[i], end: r.e[i], count: r.count[i], pid: l.pid, tid: l.tid, depth: depth});
+        out.push({name: lv.names[r.name[i]], begin: r.b[i], end: r.e[i], count: r.count[i], pid: l.pid, tid: l.tid, depth: depth,
+          track: l.tracks[depth], y: l.y + LANE_HEAD + depth * ROW + ROW / 2});
       });
       return {res: lv ? lv.res : 0, items: out};
     }

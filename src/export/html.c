@@ -310,9 +310,73 @@ static size_t begins_from(const mlprof__lod_run *r, uint64_t t) {
   return lo;
 }
 
+/* A span's n entries a: [["key","value"]...],[["unit",n]...]. */
+static void span_args_json(const mlprof__lod *l, const mlprof__lod_arg *a,
+                           size_t n, mlprof__out *o) {
+  for (int units = 0; units < 2; units++) {
+    mlprof__out_str(o, units ? ",[" : "[");
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+      if ((a[i].value == MLPROF__NONE) != units) continue;
+      mlprof__out_str(o, first ? "[" : ",[");
+      first = 0;
+      mlprof__out_json_str(o, l->strs[a[i].key], l->str_lens[a[i].key]);
+      mlprof__out_lit(o, ",");
+      if (units)
+        mlprof__out_u64(o, a[i].n);
+      else
+        mlprof__out_json_str(o, l->strs[a[i].value], l->str_lens[a[i].value]);
+      mlprof__out_lit(o, "]");
+    }
+    mlprof__out_lit(o, "]");
+  }
+}
+
+/* "args" of mlprof__export_timeline_json: those of the items of level k in
+ * [t0, t1) that are one span each, or null past max_bytes. */
+static int timeline_args(const mlprof__lod *l, size_t k, uint64_t t0,
+                         uint64_t t1, size_t max_bytes, mlprof__out *o) {
+  mlprof__out a;
+  if (mlprof__out_open(&a, -1)) return MLPROF_ENOMEM;
+  int first = 1;
+  for (size_t i = 0; i < l->ntracks && a.len <= max_bytes; i++) {
+    const mlprof__lod_track *t = &l->tracks[i];
+    const mlprof__lod_run *r = &t->lv[k];
+    if (!t->nargs) continue;
+    for (size_t j = mlprof__lod_find(r, t0), b = begins_from(r, t1);
+         j < b && a.len <= max_bytes; j++) {
+      size_t n;
+      const mlprof__lod_item *it = &r->items[j];
+      const mlprof__lod_arg *x =
+          it->count == 1 ? mlprof__lod_args(t, it->begin, it->end, &n) : NULL;
+      if (!x || !n) continue;
+      mlprof__out_str(&a, first ? "[" : ",\n[");
+      first = 0;
+      mlprof__out_u64(&a, i);
+      mlprof__out_lit(&a, ",");
+      mlprof__out_u64(&a, it->begin);
+      mlprof__out_lit(&a, ",");
+      mlprof__out_u64(&a, it->end);
+      mlprof__out_lit(&a, ",");
+      span_args_json(l, x, n, &a);
+      mlprof__out_lit(&a, "]");
+    }
+  }
+  int rc = a.err;
+  if (!rc && a.len <= max_bytes) {
+    mlprof__out_lit(o, ",\n\"args\":[");
+    mlprof__out_write(o, a.buf, a.len);
+    mlprof__out_lit(o, "]");
+  } else if (!rc) {
+    mlprof__out_lit(o, ",\n\"args\":null");
+  }
+  mlprof__out_close(&a);
+  return rc;
+}
+
 int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
                                  uint64_t res, size_t max_items,
-                                 mlprof__out *o) {
+                                 size_t args_bytes, mlprof__out *o) {
   mlprof__out_lit(o, "{\"names\":[");
   for (size_t i = 0; i < l->nnames; i++) {
     if (i) mlprof__out_lit(o, ",");
@@ -336,7 +400,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     mlprof__out_lit(o, "]");
   }
   mlprof__out_lit(o, "],\n\"levels\":[");
-  size_t total = 0;
+  size_t total = 0, finest = MLPROF__LOD_LEVELS;
   for (size_t k = MLPROF__LOD_LEVELS; k-- > l->first;) {
     if (k + 1 < MLPROF__LOD_LEVELS && mlprof__lod_res(k + 1) <= res) break;
     size_t n = 0;
@@ -350,6 +414,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     /* The coarsest level always goes: without it nothing draws. */
     if (k + 1 < MLPROF__LOD_LEVELS && total + n > max_items) break;
     total += n;
+    finest = k;
     mlprof__out_str(
         o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
     mlprof__out_u64(o, mlprof__lod_res(k));
@@ -384,7 +449,49 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     /* Spans kept whole at this level stay whole at every finer one. */
     if (exact) break;
   }
-  mlprof__out_lit(o, "]}");
+  mlprof__out_lit(o, "]");
+  /* The finest level written holds every span a coarser one kept whole. */
+  int rc = 0;
+  if (args_bytes && finest < MLPROF__LOD_LEVELS)
+    rc = timeline_args(l, finest, t0, t1, args_bytes, o);
+  if (l->args_missed) {
+    mlprof__out_lit(o, ",\"args_missed\":");
+    mlprof__out_u64(o, l->args_missed);
+  }
+  mlprof__out_lit(o, "}");
+  return rc ? rc : o->err;
+}
+
+int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
+                             uint64_t end, mlprof__out *o) {
+  if (track >= l->ntracks || end < begin) return MLPROF_EINVAL;
+  const mlprof__lod_track *t = &l->tracks[track];
+  size_t n;
+  const mlprof__lod_arg *a = mlprof__lod_args(t, begin, end, &n);
+  /* Self time: less the spans one deeper on its thread that begin inside
+   * it, at the finest level (a summary at most to the span's end). */
+  uint64_t self = end - begin;
+  for (size_t i = 0; i < l->ntracks; i++) {
+    const mlprof__lod_track *c = &l->tracks[i];
+    if (c->profile != t->profile || c->tid != t->tid ||
+        c->depth != t->depth + 1)
+      continue;
+    const mlprof__lod_run *r = &c->lv[l->first];
+    for (size_t j = begins_from(r, begin); j < r->n; j++) {
+      const mlprof__lod_item *it = &r->items[j];
+      if (it->begin >= end) break;
+      uint64_t d =
+          it->busy_ns < end - it->begin ? it->busy_ns : end - it->begin;
+      self -= d < self ? d : self;
+    }
+  }
+  mlprof__out_lit(o, "{\"self_ns\":");
+  mlprof__out_u64(o, self);
+  mlprof__out_lit(o, ",\"args\":[");
+  span_args_json(l, a, n, o);
+  mlprof__out_lit(o, "],\"args_missed\":");
+  mlprof__out_u64(o, l->args_missed);
+  mlprof__out_lit(o, "}\n");
   return o->err;
 }
 
@@ -444,13 +551,19 @@ int mlprof__export_html_data(const mlprof__report *r,
   if (!rc) rc = runs_json(opts, o);
   mlprof__out_lit(o, ",\n\"timeline\":");
   if (!rc && opts->lod)
-    rc = mlprof__export_timeline_json(opts->lod, 0, UINT64_MAX, 0,
-                                      MLPROF__DASH_LOD_ITEMS, o);
+    rc = mlprof__export_timeline_json(
+        opts->lod, 0, UINT64_MAX, 0, MLPROF__DASH_LOD_ITEMS,
+        opts->span_url ? 0 : MLPROF__DASH_LOD_ARGS_BYTES, o);
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, ",\"timeline_url\":");
   if (opts->timeline_url)
     json_cstr(o, opts->timeline_url);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\"span_url\":");
+  if (opts->span_url)
+    json_cstr(o, opts->span_url);
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, "}\n");

@@ -54,6 +54,9 @@ typedef struct {
   /* live page: the URL that answers a window of the timeline
    * (mlprof__export_timeline_json), ?t0=&t1=&res= appended; NULL: none */
   const char *timeline_url;
+  /* live page: the URL that answers a span's details
+   * (mlprof__export_span_json), ?track=&t0=&t1= appended; NULL: none */
+  const char *span_url;
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -68,7 +71,9 @@ typedef struct {
  * the zone's distribution or null, "diff": mlprof__export_diff_json of
  * opts->diff, or null, "diff_dist": per zone of "diff", [base, new]
  * distributions, "timeline": mlprof__export_timeline_json of opts->lod with
- * at most MLPROF__DASH_LOD_ITEMS items, or null, "timeline_url"}. A
+ * at most MLPROF__DASH_LOD_ITEMS items (and args in at most
+ * MLPROF__DASH_LOD_ARGS_BYTES when the page is static), or null,
+ * "timeline_url", "span_url"}. A
  * distribution is the zone's percentiles 0, 5, ..., 100
  * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
  * the run has no such zone or its durations were not kept. tree may be NULL:
@@ -85,16 +90,29 @@ int mlprof__export_html_data(const mlprof__report *r,
  * "tracks": [[pid, rank (-1: unknown), process name, tid, thread name,
  * depth]...] (names as indices into names), "levels": [{"res": ns,
  * "items": [[track, begin, duration, zone name, count, busy ns, begin,
- * ...]...]}...]}: the levels from the coarsest down to the coarsest of
+ * ...]...]}...], "args": [[track, begin, end, metadata, units]...],
+ * "args_missed": n}: the levels from the coarsest down to the coarsest of
  * resolution at most res (0: down to the finest kept), while they hold at
  * most max_items items in the window together, and down to the first that
  * merges no span in the window ("exact": true; the finer ones are the
  * same); an item's begin is the
  * previous item's in the array plus the number written (the first: job
- * ns). Returns 0 or the writer's error. */
+ * ns). "args" (when args_bytes is not 0): the metadata ([["key", "value"]
+ * ...]) and units ([["unit", n]...]) of the spans of the finest level
+ * written that have some, or null when they take more than args_bytes.
+ * "args_missed" (when not 0): metadata entries and units the pyramid did
+ * not keep (its cap). Returns 0 or the writer's error. */
 int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
                                  uint64_t res, size_t max_items,
-                                 mlprof__out *o);
+                                 size_t args_bytes, mlprof__out *o);
+
+/* The details of the span [begin, end) (job ns) of the pyramid's track:
+ * {"self_ns": its duration less its children's (from the finest level),
+ * "args": [metadata, units] as in mlprof__export_timeline_json,
+ * "args_missed": n}. Returns 0, MLPROF_EINVAL when there is no such track
+ * or end < begin, or the writer's error. */
+int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
+                             uint64_t end, mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
 int mlprof__export_html_page(const mlprof__report *r,

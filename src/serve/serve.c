@@ -279,11 +279,15 @@ static run_build *build_run(char **files, size_t nf, const char *rel,
     snprintf(b->error, sizeof b->error, "out of memory");
     return b;
   }
-  char url[MAX_REL + 16], tl[MAX_REL + 16];
+  char url[MAX_REL + 16], tl[MAX_REL + 16], sp[MAX_REL + 16];
   snprintf(url, sizeof url, "/data/%s", rel);
   snprintf(tl, sizeof tl, "/timeline/%s", rel);
-  mlprof__html_opts opts = {
-      .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
+  snprintf(sp, sizeof sp, "/span/%s", rel);
+  mlprof__html_opts opts = {.title = rel,
+                            .data_url = url,
+                            .lod = &b->d.lod,
+                            .timeline_url = tl,
+                            .span_url = sp};
   if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                                &o)) {
     snprintf(b->error, sizeof b->error, "out of memory");
@@ -583,17 +587,23 @@ static int ns_arg(struct MHD_Connection *conn, const char *name, uint64_t *v) {
   return 0;
 }
 
-enum { ROUTE_PAGE, ROUTE_DATA, ROUTE_TIMELINE };
+enum { ROUTE_PAGE, ROUTE_DATA, ROUTE_TIMELINE, ROUTE_SPAN };
 
-/* /run/REL/, /data/REL and /timeline/REL?t0=&t1=&res=. */
+/* /run/REL/, /data/REL, /timeline/REL?t0=&t1=&res= and
+ * /span/REL?track=&t0=&t1=. */
 static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
                                  const char *rest, int route) {
-  uint64_t t0 = 0, t1 = 0, res = 0;
+  uint64_t t0 = 0, t1 = 0, res = 0, track = 0;
   if (route == ROUTE_TIMELINE &&
       (ns_arg(conn, "t0", &t0) || ns_arg(conn, "t1", &t1) ||
        ns_arg(conn, "res", &res) || t1 <= t0))
     return send_text(s, conn, 400,
                      "bad window: want t0, t1 and res in ns, t0 < t1\n");
+  if (route == ROUTE_SPAN &&
+      (ns_arg(conn, "track", &track) || ns_arg(conn, "t0", &t0) ||
+       ns_arg(conn, "t1", &t1) || t1 < t0))
+    return send_text(s, conn, 400,
+                     "bad span: want track, t0 and t1 in ns, t0 <= t1\n");
   char rel[MAX_REL];
   size_t n = strlen(rest);
   if (n == 0 || n >= sizeof rel)
@@ -620,13 +630,24 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
     mlprof__out_write(&o, b->data, b->data_len);
   } else if (route == ROUTE_TIMELINE) {
     mlprof__export_timeline_json(&b->d.lod, t0, t1, res,
-                                 MLPROF__DASH_LOD_WINDOW_ITEMS, &o);
+                                 MLPROF__DASH_LOD_WINDOW_ITEMS, 0, &o);
+  } else if (route == ROUTE_SPAN) {
+    if (mlprof__export_span_json(&b->d.lod, track, t0, t1, &o) ==
+        MLPROF_EINVAL) {
+      build_put(b);
+      mlprof__out_close(&o);
+      return send_text(s, conn, 404, "no such track\n");
+    }
   } else {
-    char url[MAX_REL + 16], tl[MAX_REL + 16];
+    char url[MAX_REL + 16], tl[MAX_REL + 16], sp[MAX_REL + 16];
     snprintf(url, sizeof url, "/data/%s", rel);
     snprintf(tl, sizeof tl, "/timeline/%s", rel);
-    mlprof__html_opts opts = {
-        .title = rel, .data_url = url, .lod = &b->d.lod, .timeline_url = tl};
+    snprintf(sp, sizeof sp, "/span/%s", rel);
+    mlprof__html_opts opts = {.title = rel,
+                              .data_url = url,
+                              .lod = &b->d.lod,
+                              .timeline_url = tl,
+                              .span_url = sp};
     mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                              &o);
   }
@@ -736,6 +757,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     return run_route(s, conn, url + 6, ROUTE_DATA);
   if (strncmp(url, "/timeline/", 10) == 0)
     return run_route(s, conn, url + 10, ROUTE_TIMELINE);
+  if (strncmp(url, "/span/", 6) == 0)
+    return run_route(s, conn, url + 6, ROUTE_SPAN);
   if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
   return send_text(s, conn, 404, "not found\n");
 }

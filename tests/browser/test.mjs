@@ -50,6 +50,26 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
+// mlprof serve on root at a free port: {base URL, stop()}.
+async function serve(root) {
+  const srv = spawn(mlprof, ['serve', root, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(srv);
+  const base = await new Promise((resolve, reject) => {
+    let buf = '';
+    srv.stderr.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) resolve(`http://127.0.0.1:${m[1]}`);
+    });
+    setTimeout(() => reject(new Error('serve did not start: ' + buf)), 10000);
+  });
+  const stop = () => {
+    srv.kill('SIGTERM');
+    return new Promise((resolve) => srv.on('exit', resolve));
+  };
+  return { base, stop, pid: srv.pid };
+}
+
 async function openPage(url) {
   const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
   const errors = [];
@@ -59,6 +79,37 @@ async function openPage(url) {
   await page.goto(url);
   await page.waitForSelector('#main .card');
   return { page, errors };
+}
+
+// Zooms the span timeline onto a span named `name` until it is drawn as
+// itself, a third of the canvas wide, clicks it and returns the rows of its
+// details once they are complete (live: the server answered).
+async function clickSpan(page, name) {
+  await page.click('#tab-spans');
+  await page.waitForSelector('#span-canvas[data-drawn]');
+  let x;
+  for (let i = 0; i < 8; i++) {
+    const d = await page.evaluate(() => window.mlprofTimeline.drawn());
+    x = d.items.find((y) => y.name === name);
+    assert.ok(x, `a span ${name} drawn`);
+    if (x.count === 1) break;
+    const w = Math.max(x.end - x.begin, 1000);
+    await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [x.begin - w / 4, x.end + w / 4]);
+    await page.waitForTimeout(300);
+  }
+  const w = x.end - x.begin;
+  await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [x.begin - w, x.end + w]);
+  await page.waitForTimeout(100);
+  const box = await page.locator('#span-canvas').boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + x.y);
+  await page.waitForSelector('#span-detail');
+  let rows;
+  await waitFor(async () => {
+    rows = await page.$$eval('#span-detail tr', (r) => r.map((t) => [t.children[0].textContent, t.children[1].textContent]));
+    return !rows.some((r) => /asking the server/.test(r[1]));
+  }, 10000, 'the span details');
+  assert.equal(rows[0][1], name);
+  return Object.fromEntries(rows);
 }
 
 async function countSvg(page) {
@@ -179,19 +230,44 @@ test('hostile zone names stay text', async () => {
     'so.mlprof_zone_begin.argtypes = [ctypes.c_char_p]',
     'for n in [b"<img src=x onerror=window.__pwned=1>", b"</script><script>window.__pwned=2</script>", b"\\xff\\xfe bad"]:',
     '    so.mlprof_zone_begin(n); so.mlprof_zone_end()',
-  ].join('\n'));
+    // A span with hostile metadata and units, long enough to click.
+    'so.mlprof_zone_begin(b"with_meta"); time.sleep(0.02)',
+    'so.mlprof_zone_meta(b"dtype", b"float32")',
+    'so.mlprof_zone_meta(b"<img src=x onerror=window.__pwned=3>", b"</script><img src=x onerror=window.__pwned=4>")',
+    'so.mlprof_units_add(b"<b>bytes</b>", 123456)',
+    'so.mlprof_zone_end()',
+  ].join('\n').replace('import ctypes, sys', 'import ctypes, sys, time'));
   const runDir = path.join(tmp, 'hostile');
   run(['run', '-q', '-o', runDir, '--', 'python3', prog, path.join(build, 'libmlprof.so')]);
   const file = path.join(tmp, 'hostile.html');
   run(['html', runDir, '-o', file]);
+  const want = {
+    dtype: 'float32',
+    '<img src=x onerror=window.__pwned=3>': '</script><img src=x onerror=window.__pwned=4>',
+    '<b>bytes</b> (units)': '123456 = 123 k',
+  };
   const { page, errors } = await openPage('file://' + file);
   for (const view of VIEWS) await page.click('#tab-' + view);
+  // The static page holds the metadata of its spans.
+  const rows = await clickSpan(page, 'with_meta');
+  for (const [k, v] of Object.entries(want)) assert.equal(rows[k], v, k);
   await page.click('#tab-zones');
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.equal(await page.$$eval('#main img', (x) => x.length), 0);
   assert.match(await page.textContent('#zones'), /<img src=x/);
   assert.deepEqual(errors, []);
   await page.close();
+  // Served, the server answers them for the span clicked.
+  const srv = await serve(tmp);
+  const live = await openPage(srv.base + '/run/hostile/#spans');
+  const liveRows = await clickSpan(live.page, 'with_meta');
+  for (const [k, v] of Object.entries(want)) assert.equal(liveRows[k], v, k);
+  assert.match(liveRows.self, /ms$/);
+  assert.equal(await live.page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await live.page.$$eval('#main img', (x) => x.length), 0);
+  assert.deepEqual(live.errors, []);
+  await live.page.close();
+  await srv.stop();
 });
 
 test('compare page: labelled runs side by side, labels stay text', async () => {
@@ -461,38 +537,38 @@ test('zones view: Python calls collapse by module', async () => {
   await page.close();
 });
 
-// A served run of 400 000 spans of about 2 µs: the page holds a bounded
-// pyramid; zoomed to 1 ms, the server sends that window's spans, each drawn
-// as itself. The frame time while panning is printed, not asserted.
-test('span timeline: every span of a 1 ms window, keys, frame time', async () => {
+// A served run of 10 million spans (2 million steps: a span "step" holding
+// four zones of 2 µs, the workload's --after, recorded after the fact in a
+// second or two): the page holds a bounded pyramid; zoomed to 1 ms, the
+// server sends that window's spans, each drawn as itself, and a click shows
+// a span's self time and units from the server. The timings (serve's first
+// read, the endpoint, the frame time while panning) and serve's memory are
+// printed, not asserted. MLPROF_TIMELINE_STEPS sets the steps.
+test('span timeline: 10 M spans served, every span of a 1 ms window, details, keys, frame time', async () => {
+  const steps = Number(process.env.MLPROF_TIMELINE_STEPS || 2000000);
   const runs = path.join(tmp, 'tl-runs');
   fs.mkdirSync(runs);
-  run(['run', '-q', '-o', path.join(runs, 'big'), '--', path.join(build, 'workload'), '100000'],
+  let t = performance.now();
+  run(['run', '-q', '-o', path.join(runs, 'big'), '--', path.join(build, 'workload'), '--after', String(steps)],
     { env: { ...process.env, MLPROF_WORK: '2000' } });
-  const srv = spawn(mlprof, ['serve', runs, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(srv);
-  const base = await new Promise((resolve, reject) => {
-    let buf = '';
-    srv.stderr.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (m) resolve(`http://127.0.0.1:${m[1]}`);
-    });
-    setTimeout(() => reject(new Error('serve did not start: ' + buf)), 10000);
-  });
-  const bad = await fetch(base + '/timeline/big?t0=5&t1=1');
-  assert.equal(bad.status, 400);
-  const { page, errors } = await openPage(base + '/run/big/#spans');
+  const recorded = performance.now() - t;
+  const srv = await serve(runs);
+  assert.equal((await fetch(srv.base + '/timeline/big?t0=5&t1=1')).status, 400);
+  assert.equal((await fetch(srv.base + '/span/big?track=x&t0=1&t1=2')).status, 400);
+  t = performance.now();
+  const data = await (await fetch(srv.base + '/data/big')).json();
+  const firstRead = performance.now() - t;
+  assert.equal(data.report.spans, 5 * steps);
+  assert.equal((await fetch(srv.base + '/span/big?track=99999&t0=1&t1=2')).status, 404);
+  console.log(`span timeline, ${5 * steps} spans: recorded in ${(recorded / 1000).toFixed(1)} s, serve's first read ${(firstRead / 1000).toFixed(1)} s`);
+  const { page, errors } = await openPage(srv.base + '/run/big/#spans');
   await page.waitForSelector('#span-canvas[data-drawn]');
   const all = await page.evaluate(() => window.mlprofTimeline.drawn());
   assert.ok(all.items.length > 0);
-  // The whole run at once draws merged summaries, not 400 000 bars.
+  // The whole run at once draws merged summaries, not 10 million bars.
   assert.ok(all.items.some((x) => x.count > 1), 'summaries at full view');
-  // Zoom to a 1 ms window where the spans are densest (a loaded machine
-  // preempts the workload for milliseconds at times).
   const [v0, v1] = await page.evaluate(() => window.mlprofTimeline.view());
-  const dense = all.items.reduce((x, y) => (y.count > x.count ? y : x));
-  const t0 = Math.round(dense.begin), t1 = t0 + 1000000;
+  const t0 = Math.round(v0 + (v1 - v0) * 0.37), t1 = t0 + 1000000;
   await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t1]);
   await waitFor(async () => (await page.evaluate(() => window.mlprofTimeline.drawn())).res <= 1000, 10000, 'the window from the server');
   const win = await page.evaluate(() => window.mlprofTimeline.drawn());
@@ -501,14 +577,30 @@ test('span timeline: every span of a 1 ms window, keys, frame time', async () =>
   // The same window from mlprof trace: the same spans.
   const trace = JSON.parse(run(['trace', path.join(runs, 'big'), '-o', '-', '--window', `${t0}ns:${t1}ns`]).toString());
   const want = trace.traceEvents.filter((e) => e.ph === 'X').map((e) => e.name).sort();
-  assert.ok(want.length > 20, `${want.length} spans in 1 ms`);
+  assert.ok(want.length > 500, `${want.length} spans in 1 ms`);
   assert.deepEqual(inside.map((x) => x.name).sort(), want);
-  // A click shows a span's details.
-  const box = await page.locator('#span-canvas').boundingBox();
-  await page.mouse.click(box.x + box.width / 2, box.y + 22 + 16 + 5);
-  await page.waitForSelector('#span-detail');
-  assert.match(await page.textContent('#span-detail'), /duration.*self/s);
+  // The endpoint's latency for that window and for the whole run, as the
+  // page asks (the view and as much again each side, a pixel's resolution).
+  const latency = async (a, b) => {
+    const ms = [];
+    for (let i = 0; i < 5; i++) {
+      const s0 = performance.now();
+      await (await fetch(`${srv.base}/timeline/big?t0=${Math.max(0, a - (b - a))}&t1=${b + (b - a)}&res=${Math.floor((b - a) / 1300)}`)).arrayBuffer();
+      ms.push(performance.now() - s0);
+    }
+    return ms.sort((x, y) => x - y)[2].toFixed(1);
+  };
+  console.log(`span timeline endpoint, median of 5: 1 ms window ${await latency(t0, t1)} ms, whole run ${await latency(v0, v1)} ms`);
+  // A click shows a span's details: self time from the server, units.
+  const load = await clickSpan(page, 'load');
+  assert.equal(load.duration, '2.00 µs');
+  assert.equal(load.self, '2.00 µs');
+  assert.equal(load['samples (units)'], '32');
+  const step = await clickSpan(page, 'step');
+  assert.equal(step.self, '0 ns');
+  assert.equal(step.metadata, 'none');
   // Keys: zoom in, pan right, reset.
+  await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t1]);
   await page.focus('#span-canvas');
   const w0 = t1 - t0;
   await page.keyboard.press('w');
@@ -523,22 +615,54 @@ test('span timeline: every span of a 1 ms window, keys, frame time', async () =>
   await page.waitForTimeout(50);
   [a, b] = await page.evaluate(() => window.mlprofTimeline.view());
   assert.deepEqual([a, b], [v0, v1]);
-  // Frame time while panning the whole run and a 10 ms window.
-  for (const width of [v1 - v0, 10000000]) {
-    await page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t0 + width]);
-    await page.waitForTimeout(300);
-    const n0 = (await page.evaluate(() => window.mlprofTimeline.frameMs())).length;
-    for (let i = 0; i < 60; i++) await page.keyboard.press(i % 30 < 15 ? 'd' : 'a');
-    await page.waitForTimeout(100);
-    const ms = (await page.evaluate(() => window.mlprofTimeline.frameMs())).slice(n0).sort((x, y) => x - y);
-    const mean = ms.reduce((x, y) => x + y, 0) / ms.length;
-    console.log(`span timeline frame time, ${(width / 1e6).toFixed(0)} ms wide: mean ${mean.toFixed(2)} ms, p95 ${ms[Math.floor(ms.length * 0.95)].toFixed(2)} ms over ${ms.length} frames`);
+  // Panning for 3 s, a step of 2% each animation frame: the whole run back
+  // and forth, and a 10 ms window on through the run (4 widths at least),
+  // which must ask the server for the window ahead as it goes, not once it
+  // stops. Printed: the time each frame's drawing took, redraws on the
+  // server's answers included, and the time between frames, which holds
+  // everything the page did meanwhile (the answers' decoding too).
+  const stat = (xs) => {
+    xs.sort((x, y) => x - y);
+    return `mean ${(xs.reduce((x, y) => x + y, 0) / xs.length).toFixed(2)} ms, p95 ${xs[Math.floor(xs.length * 0.95)].toFixed(2)} ms, max ${xs[xs.length - 1].toFixed(2)} ms`;
+  };
+  for (const [width, back] of [[v1 - v0, true], [10000000, false]]) {
+    const r = await page.evaluate(([a, b, ms, back]) => new Promise((resolve) => {
+      const T = window.mlprofTimeline, gaps = [];
+      T.setView(a, b);
+      performance.clearResourceTimings();
+      let n0 = null, last = null, start = null, moved = 0;
+      const tick = (now) => {
+        if (n0 === null) n0 = T.frameMs().length;
+        else gaps.push(now - last);
+        last = now;
+        if (start === null) start = now;
+        const [v0, v1] = T.view(), d = (back && Math.floor((now - start) / 1000) % 2 ? -1 : 1) * (v1 - v0) / 50;
+        if (now - start < ms || (!back && moved < 4 * (v1 - v0))) {
+          T.setView(v0 + d, v1 + d);
+          moved += Math.abs(d);
+          requestAnimationFrame(tick);
+        } else {
+          const asked = performance.getEntriesByType('resource').filter((e) => e.name.includes('/timeline/big?') && e.startTime <= now).length;
+          resolve({ draw: T.frameMs().slice(n0), gaps, asked });
+        }
+      };
+      requestAnimationFrame(() => requestAnimationFrame(tick));
+    }), [t0, t0 + width, 3000, back]);
+    console.log(`span timeline panning ${(width / 1e6).toFixed(0)} ms wide, ${5 * steps} spans: draw ${stat(r.draw)}; between frames ${stat(r.gaps)} over ${r.gaps.length} frames; ${r.asked} windows asked of the server`);
+    if (!back) assert.ok(r.asked >= 1, 'windows asked while panning');
   }
+  // The static page of the same run stays within its budget.
+  const html = path.join(tmp, 'tl-big.html');
+  run(['html', path.join(runs, 'big'), '-o', html]);
+  const size = fs.statSync(html).size;
+  console.log(`span timeline: the static page of ${5 * steps} spans is ${(size / 1e6).toFixed(2)} MB`);
+  assert.ok(size <= 5e6, `${size} bytes`);
+  const mem = fs.readFileSync(`/proc/${srv.pid}/status`, 'utf8').match(/VmHWM:\s+(\d+)/)[1];
+  console.log(`span timeline: serve's peak RSS ${(mem / 1024).toFixed(0)} MB for ${5 * steps} spans`);
   await page.screenshot({ path: path.join(shots, 'spans.png') });
   assert.deepEqual(errors, []);
   await page.close();
-  srv.kill('SIGTERM');
-  await new Promise((resolve) => srv.on('exit', resolve));
+  await srv.stop();
 });
 
 test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x rank bytes', async (t) => {
@@ -566,6 +690,11 @@ test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x ran
   assert.ok(colls.some((c) => c[0] === 'all_reduce' && c[1] === '4' && c[2] === '20'), JSON.stringify(colls));
   assert.match(await page.textContent('#main'), /No point-to-point traffic recorded/);
   await page.screenshot({ path: path.join(shots, 'distributed.png'), fullPage: true });
+  // A collective's span: its communicator, bytes and sequence number.
+  const coll = await clickSpan(page, 'MPI_Allreduce');
+  assert.equal(coll.comm, 'world');
+  assert.match(coll['bytes (units)'], /^\d+/);
+  assert.match(coll['seq (units)'], /^\d+$/);
   assert.deepEqual(errors, []);
   await page.close();
   // The operations run: each rank sends to the next, so the matrix has a

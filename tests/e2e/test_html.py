@@ -194,6 +194,32 @@ def test_html_stays_small_for_many_spans_and_names(lib, tmp_path):
         assert sum(sum(a[4::5]) for a in lv["items"]) == 400000
 
 
+def test_html_timeline_embeds_span_units(tmp_path):
+    # 20 000 steps of 2 ms zones: the page's finest level keeps some "load"
+    # spans whole, and with each its 32 units "samples" (workload --after).
+    run = tmp_path / "long"
+    subprocess.run([MLPROF, "run", "-q", "-o", run, "--", program("workload"),
+                    "--after", "20000"], check=True, timeout=120,
+                   env={**os.environ, "MLPROF_WORK": "2000000"},
+                   stdout=subprocess.DEVNULL)
+    out = tmp_path / "long.html"
+    mlprof("html", run, "-o", out)
+    assert out.stat().st_size < 5_000_000
+    t = page_data(out.read_text())["timeline"]
+    names, finest = t["names"], t["levels"][-1]
+    whole = set()
+    for a in finest["items"]:
+        b = 0
+        for k in range(1, len(a), 5):
+            b += a[k]
+            if a[k + 3] == 1 and names[a[k + 2]] == "load":
+                whole.add((a[0], b, b + a[k + 1]))
+    assert len(whole) > 100
+    args = {(x[0], x[1], x[2]): x[3:] for x in t["args"]}
+    assert set(args) == whole
+    assert all(v == [[], [["samples", 32]]] for v in args.values())
+
+
 def test_html_usage_errors(tmp_path):
     assert mlprof("html", check=False).returncode == 2
     p = mlprof("html", tmp_path / "missing", "-o", tmp_path / "x.html", check=False)

@@ -5,6 +5,7 @@
  *
  *   workload STEPS [ZONE=PERCENT]... [all=PERCENT]
  *   workload --interleave ROUNDS STEPS DIR[:ZONE=PERCENT,...]...
+ *   workload --after STEPS
  *
  * ZONE=PERCENT makes that zone do PERCENT more work (15: 15% slower);
  * all=PERCENT does it for every zone. MLPROF_WORK (iterations of the chain
@@ -15,7 +16,14 @@
  * (the order reversed every other round). Runs made apart, or side by side
  * on two vCPUs, differ by several percent on a shared machine (one vCPU gets
  * less of the host than the other); interleaved, every run meets the same
- * CPUs and the same drift, and only the work differs. */
+ * CPUs and the same drift, and only the work differs.
+ *
+ * --after records STEPS steps without running them: a span "step" holding
+ * the four zones, MLPROF_WORK ns each, one after the other from now on, with
+ * 32 units "samples" on each "load", given to the library after the fact
+ * (mlprof_track_spans, track "after"). Millions of spans in a second or two,
+ * each long enough to be drawn as itself in a millisecond of the timeline. */
+#include <time.h>
 #include <mlprof.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +95,40 @@ static void run_steps(long steps, uint64_t base, const double *percent) {
   }
 }
 
+static int after(long steps, uint64_t base) {
+  enum { BATCH = (NZONES + 1) * 8192 };
+  static mlprof_span buf[BATCH];
+  const mlprof_site *step = mlprof_site_intern("step", MLPROF_CAT_NONE);
+  const mlprof_site *site[NZONES];
+  for (size_t z = 0; z < NZONES; z++)
+    site[z] = mlprof_site_intern(zones[z], MLPROF_CAT_NONE);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  size_t n = 0;
+  for (long s = 0; s < steps; s++) {
+    buf[n++] =
+        (mlprof_span){.site = step, .begin_ns = t, .end_ns = t + NZONES * base};
+    for (size_t z = 0; z < NZONES; z++)
+      buf[n++] = (mlprof_span){.site = site[z],
+                               .begin_ns = t + z * base,
+                               .end_ns = t + (z + 1) * base,
+                               .unit = z ? NULL : "samples",
+                               .units = z ? 0 : 32};
+    t += NZONES * base + base / 4;
+    if (n + NZONES + 1 > BATCH || s + 1 == steps) {
+      int rc = mlprof_track_spans("after", buf, n);
+      if (rc) {
+        fprintf(stderr, "workload: %s\n", mlprof_strerror(rc));
+        return 1;
+      }
+      n = 0;
+    }
+  }
+  printf("%ld steps recorded after the fact\n", steps);
+  return 0;
+}
+
 #define MAX_RUNS 8
 
 static int interleave(int argc, char **argv, uint64_t base) {
@@ -134,6 +176,8 @@ int main(int argc, char **argv) {
   uint64_t base = w ? strtoull(w, NULL, 10) : 20000;
   if (argc > 1 && strcmp(argv[1], "--interleave") == 0)
     return interleave(argc, argv, base);
+  if (argc == 3 && strcmp(argv[1], "--after") == 0)
+    return after(atol(argv[2]), base);
   if (argc < 2) {
     fprintf(stderr, "usage: workload STEPS [ZONE=PERCENT]... [all=PERCENT]\n");
     return 2;

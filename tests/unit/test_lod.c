@@ -1,11 +1,13 @@
 /* The timeline's level-of-detail pyramid (src/analyze/lod.c), fed through
  * its visitor as the analysis driver feeds it, with spans made up here:
  * every span is counted once per level, totals are kept, the size of a level
- * is bounded by the time it covers, and the cap on items holds. */
+ * is bounded by the time it covers, the cap on items holds, and each span
+ * keeps its metadata and units for its details (src/export/html.c). */
 #include <mlprof.h>
 #include <stdlib.h>
 
 #include "analyze/lod.h"
+#include "export/html.h"
 #include "format/wire.h"
 #include "test.h"
 
@@ -168,10 +170,117 @@ static void test_lod_tracks_and_find(void) {
   mlprof__lod_free(&l);
 }
 
+/* One thread: "outer" [100, 900) ms holding "inner" [200, 300) and [400,
+ * 500), a span nested too deep after it, then "inner" [1000, 1100);
+ * metadata and units follow the span they belong to, as in a profile. */
+#define MS 1000000ull
+static int feed_args(mlprof__lod *l, size_t cap) {
+  static const struct {
+    uint32_t id, kind;
+    const char *s;
+  } names[] = {{1, MLPROF__NAME_ZONE, "outer"},
+               {2, MLPROF__NAME_ZONE, "inner"},
+               {3, MLPROF__NAME_STRING, "dtype"},
+               {4, MLPROF__NAME_STRING, "float32"},
+               {5, MLPROF__NAME_STRING, "</script><b>"},
+               {6, MLPROF__NAME_UNITS, "bytes"}};
+  mlprof__lod_builder *b = mlprof__lod_begin(l, cap);
+  mlprof__job_profile p = {.pid = 7, .rank = -1, .offset_ns = 0, .name = "p"};
+  mlprof__visitor v;
+  if (!b || mlprof__lod_profile_begin(b, &p, 0, &v)) goto fail;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    mlprof__name n = {.id = names[i].id,
+                      .kind = names[i].kind,
+                      .name = names[i].s,
+                      .name_len = strlen(names[i].s)};
+    if (v.name(v.ud, &n)) goto fail;
+  }
+  if (v.span(v.ud, 1, 2, 1, 200 * MS, 300 * MS) || v.span_meta(v.ud, 1, 3, 4) ||
+      v.span(v.ud, 1, 2, 1, 400 * MS, 500 * MS) ||
+      v.span(v.ud, 1, 1, 0, 100 * MS, 900 * MS) ||
+      v.span_units(v.ud, 1, 6, 4096) || v.span_meta(v.ud, 1, 5, 5) ||
+      v.span(v.ud, 1, 2, MLPROF__LOD_MAX_DEPTH, 950 * MS, 960 * MS) ||
+      v.span_meta(v.ud, 1, 3, 4) ||
+      v.span(v.ud, 1, 2, 1, 1000 * MS, 1100 * MS) ||
+      v.span_units(v.ud, 1, 6, 1) || mlprof__lod_profile_end(b))
+    goto fail;
+  return mlprof__lod_finish(b);
+fail:
+  mlprof__lod_abort(b);
+  return -1;
+}
+
+static void test_lod_keeps_span_metadata(void) {
+  mlprof__lod l;
+  if (feed_args(&l, 0)) TEST_FAIL("build failed");
+  CHECK_EQ(l.ntracks, 2);
+  CHECK_EQ(l.args, 4);
+  const mlprof__lod_track *inner = &l.tracks[0], *outer = &l.tracks[1];
+  CHECK_EQ(inner->depth, 1);
+  size_t n;
+  const mlprof__lod_arg *a = mlprof__lod_args(inner, 200 * MS, 300 * MS, &n);
+  CHECK_EQ(n, 1);
+  CHECK_STR(l.strs[a[0].key], "dtype");
+  CHECK_STR(l.strs[a[0].value], "float32");
+  mlprof__lod_args(inner, 400 * MS, 500 * MS, &n);
+  CHECK_EQ(n, 0);
+  /* The deep span's metadata is not the previous span's. */
+  a = mlprof__lod_args(inner, 1000 * MS, 1100 * MS, &n);
+  CHECK_EQ(n, 1);
+  CHECK(a[0].value == MLPROF__NONE && a[0].n == 1);
+  a = mlprof__lod_args(outer, 100 * MS, 900 * MS, &n);
+  CHECK_EQ(n, 2);
+  CHECK_STR(l.strs[a[0].key], "bytes");
+  CHECK_EQ_U64(a[0].n, 4096);
+  CHECK_STR(l.strs[a[1].value], "</script><b>");
+  mlprof__lod_args(outer, 100 * MS, 901 * MS, &n);
+  CHECK_EQ(n, 0);
+
+  /* The details: self time and the strings, escaped. */
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_span_json(&l, 1, 100 * MS, 900 * MS, &o), 0);
+  mlprof__out_write(&o, "", 1);
+  CHECK_STR(o.buf,
+            "{\"self_ns\":600000000,\"args\":[[[\"\\u003c/script\\u003e"
+            "\\u003cb\\u003e\",\"\\u003c/script\\u003e\\u003cb\\u003e\"]"
+            "],[[\"bytes\",4096]]],\"args_missed\":0}\n");
+  CHECK_EQ(mlprof__export_span_json(&l, 1, 900 * MS, 100 * MS, &o),
+           MLPROF_EINVAL);
+  CHECK_EQ(mlprof__export_span_json(&l, 2, 100 * MS, 900 * MS, &o),
+           MLPROF_EINVAL);
+  mlprof__out_close(&o);
+
+  /* The page embeds them within its budget, else says so. */
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_timeline_json(&l, 0, UINT64_MAX, 0, 1000, 4096, &o),
+           0);
+  mlprof__out_write(&o, "", 1);
+  CHECK(
+      strstr(o.buf,
+             "\"args\":[[0,200000000,300000000,[[\"dtype\",\"float32\"]],[]],\n"
+             "[0,1000000000,1100000000,[],[[\"bytes\",1]]],\n[1,100000000,"
+             "900000000,") != NULL);
+  mlprof__out_close(&o);
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_timeline_json(&l, 0, UINT64_MAX, 0, 1000, 40, &o), 0);
+  mlprof__out_write(&o, "", 1);
+  CHECK(strstr(o.buf, "\"args\":null}") != NULL);
+  mlprof__out_close(&o);
+  mlprof__lod_free(&l);
+
+  /* Past the cap, later ones are counted, not kept. */
+  if (feed_args(&l, 3)) TEST_FAIL("build failed");
+  CHECK_EQ(l.args, 3);
+  CHECK_EQ_U64(l.args_missed, 1);
+  mlprof__lod_free(&l);
+}
+
 const mlprof_test mlprof_tests_lod[] = {
     {"counts_each_span_once_per_level",
      test_lod_counts_each_span_once_per_level},
     {"level_size_bounded", test_lod_level_size_bounded},
     {"cap_drops_finest_levels", test_lod_cap_drops_finest_levels},
     {"tracks_and_find", test_lod_tracks_and_find},
+    {"keeps_span_metadata", test_lod_keeps_span_metadata},
     {NULL, NULL}};
