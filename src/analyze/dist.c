@@ -1189,7 +1189,7 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
     mlprof__finding_ev(x, "small_collectives", (double)small);
     mlprof__finding_ev(x, "wait_ns", cwait);
     mlprof__finding_ev(x, "host_syncs_per_step", per_step);
-    mlprof__finding_ev(x, "host_sync_ns_per_step",
+    mlprof__finding_ev(x, "host_sync_per_step_ns",
                        steps > 0 ? sync_ns / steps : 0);
     x->recommendation =
         frequent ? "accumulate metrics on the device and read them (.item(), "
