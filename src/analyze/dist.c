@@ -1175,14 +1175,14 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
     char host[160] = "";
     if (frequent)
       snprintf(host, sizeof host,
-               ", %.3g host syncs a step (.item(), .cpu() of device tensors) "
-               "taking %.3g ms a step",
+               "%.3g host syncs a step (.item(), .cpu() of device tensors) "
+               "taking %.3g ms a step, ",
                per_step, sync_ns / steps / 1e6);
     if (!(x = mlprof__finding_add(
               f, "synchronisation_bound", NULL, 0,
-              "%.0f%% of the ranks' time goes to synchronisation: %llu small "
-              "collectives (under %d bytes)%s and waiting",
-              100 * sync / run, (unsigned long long)small, SMALL_BYTES, host)))
+              "%.0f%% of the ranks' time goes to synchronisation: %s%llu "
+              "small collectives (under %d bytes) and waiting",
+              100 * sync / run, host, (unsigned long long)small, SMALL_BYTES)))
       return MLPROF_ENOMEM;
     x->severity = fmin(100, 100 * sync / run);
     mlprof__finding_ev(x, "sync_share", sync / run);
