@@ -1158,14 +1158,15 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
         "earlier, or post the receive early (irecv) and wait for it only "
         "when its data is needed";
   }
-  /* Synchronisation: collective waiting that no straggler explains, many
-   * small collectives (barriers, metrics all-reduced each step), and host
-   * syncs made every step (.item() on a device). */
+  /* Synchronisation: collective waiting that no straggler explains, the
+   * rest of the time in small collectives (barriers, metrics all-reduced
+   * each step: their waiting is counted once, above), and host syncs made
+   * every step (.item() on a device). */
   uint64_t small = 0, small_ns = 0;
   for (size_t k = 0; k < d->ncolls; k++)
     if (d->colls[k].size_bytes < SMALL_BYTES) {
       small += d->colls[k].count;
-      small_ns += d->colls[k].time_ns;
+      small_ns += d->colls[k].transfer_ns;
     }
   double per_step = steps > 0 ? syncs / steps : 0;
   int frequent = per_step >= SYNCS_PER_STEP;

@@ -327,6 +327,19 @@ static void test_dist_synchronisation_bound(void) {
   mlprof__findings_free(&f);
 }
 
+/* A straggler 3 ms late at a small all-reduce every step: the others'
+ * waiting there is the straggler's finding, not synchronisation too. */
+static void test_dist_straggler_at_small_collective(void) {
+  sim s = base();
+  s.compute_ms[2] = 13;
+  s.bytes = 8;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK(find(&f, "straggler"));
+  CHECK(!find(&f, "synchronisation_bound"));
+  mlprof__findings_free(&f);
+}
+
 static void test_dist_alignment_recovers_offsets(void) {
   sim s = base();
   s.offset_ns[1] = -7e9; /* a time namespace 7 s ahead */
@@ -544,6 +557,7 @@ const mlprof_test mlprof_tests_dist[] = {
     {"imbalance_without_straggler", test_dist_imbalance_without_straggler},
     {"communication_bound", test_dist_communication_bound},
     {"synchronisation_bound", test_dist_synchronisation_bound},
+    {"straggler_at_small_collective", test_dist_straggler_at_small_collective},
     {"alignment_recovers_offsets", test_dist_alignment_recovers_offsets},
     {"barrier_constraint", test_dist_barrier_constraint},
     {"op_kinds", test_dist_op_kinds},
