@@ -11,7 +11,9 @@ the same run:
     <= 5 µs), and on a ResNet-like CPU training step (<= 5% added);
   - Profiler(backend="torch") on the same step: torch.profiler's own cost,
     against the step without any profiler and with mlprof's zones only,
-    and the import of its events at stop().
+    and the import of its events at stop();
+  - a CPU tensor's .item() with the host-sync wrapper that
+    mlprof.distributed.install() puts on torch.Tensor, against torch's own.
 
 usage: python3 bench/bench_python.py [--quick]
 Needs the package importable (make bench-python installs it) and torch."""
@@ -349,6 +351,33 @@ def bench_torch_backend():
           "%d per step)" % (imp / 1e6, ops, imp / 1e3 / ops, ops // k))
 
 
+def bench_host_sync():
+    import torch
+    from mlprof import distributed
+    t = torch.tensor(1.0)
+
+    def run(n):
+        for _ in range(n):
+            t.item()
+
+    saved = {n: getattr(torch.Tensor, n) for n in distributed.SYNC_METHODS}
+    cuda_sync = torch.cuda.synchronize
+    plain, wrapped = float("inf"), float("inf")
+    for _ in range(3):  # alternated, against drift of the machine's speed
+        plain = min(plain, per_iter(run, N))
+        distributed._hook_host_syncs(torch)
+        try:
+            wrapped = min(wrapped, per_iter(run, N))
+        finally:
+            for name, fn in saved.items():
+                setattr(torch.Tensor, name, fn)
+            torch.cuda.synchronize = cuda_sync
+    print("CPU tensor .item() (%d iterations, best of %d x 3)" % (N, REPEAT))
+    print("  torch's own (baseline)           %7.1f ns/call" % plain)
+    print("  with mlprof's host-sync wrapper  %7.1f ns/call  +%.1f ns"
+          % (wrapped, wrapped - plain))
+
+
 def main():
     bench_zones()
     print()
@@ -362,6 +391,8 @@ def main():
     bench_hooks()
     print()
     bench_torch_backend()
+    print()
+    bench_host_sync()
 
 
 if __name__ == "__main__":

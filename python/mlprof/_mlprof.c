@@ -20,6 +20,7 @@
  * any CPython >= 3.9. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -360,6 +361,117 @@ static PyTypeObject ZoneType = {
     .tp_methods = Zone_methods,
     .tp_getset = Zone_getset,
     .tp_new = Zone_new,
+};
+
+/* ---- SyncMethod: a tensor method that is a host sync off the CPU --------- */
+
+/* SyncMethod(fn, zone) stands for torch's Tensor method fn
+ * (mlprof/distributed.py): called on a tensor whose is_cpu is True it is fn,
+ * with one attribute read more; on any other tensor the call is recorded as
+ * zone. A method descriptor with vectorcall, so `t.item()` makes no bound
+ * method; other attributes (__name__, __doc__) are fn's. */
+typedef struct {
+  PyObject_HEAD PyObject *fn;
+  const mlprof_site *site;
+  vectorcallfunc vectorcall;
+} SyncMethodObject;
+
+static PyTypeObject SyncMethodType;
+static PyObject *str_is_cpu;
+/* A call of ours is running on this thread: a tensor subclass's
+ * __torch_function__ calls torch.Tensor.NAME, this method, from within. */
+static __thread int syncing;
+
+static PyObject *SyncMethod_vectorcall(PyObject *o, PyObject *const *args,
+                                       size_t nargsf, PyObject *kwnames) {
+  SyncMethodObject *m = (SyncMethodObject *)o;
+  if (PyVectorcall_NARGS(nargsf) < 1 || syncing)
+    return PyObject_Vectorcall(m->fn, args, nargsf, kwnames);
+  PyObject *cpu = PyObject_GetAttr(args[0], str_is_cpu);
+  if (!cpu) PyErr_Clear(); /* not a tensor: fn says what is wrong */
+  Py_XDECREF(cpu);
+  if (!cpu || cpu == Py_True)
+    return PyObject_Vectorcall(m->fn, args, nargsf, kwnames);
+  syncing = 1;
+  zone_enter(m->site);
+  PyObject *r = PyObject_Vectorcall(m->fn, args, nargsf, kwnames);
+  zone_exit();
+  syncing = 0;
+  return r;
+}
+
+static PyObject *SyncMethod_new(PyTypeObject *type, PyObject *args,
+                                PyObject *kw) {
+  PyObject *fn, *zone;
+  if (kw && PyDict_GET_SIZE(kw)) {
+    PyErr_SetString(PyExc_TypeError, "SyncMethod takes no keywords");
+    return NULL;
+  }
+  if (!PyArg_ParseTuple(args, "OO!:SyncMethod", &fn, &ZoneType, &zone))
+    return NULL;
+  SyncMethodObject *m = PyObject_New(SyncMethodObject, &SyncMethodType);
+  if (!m) return NULL;
+  Py_INCREF(fn);
+  m->fn = fn;
+  m->site = ((ZoneObject *)zone)->site;
+  m->vectorcall = SyncMethod_vectorcall;
+  return (PyObject *)m;
+}
+
+static void SyncMethod_dealloc(SyncMethodObject *m) {
+  Py_XDECREF(m->fn);
+  PyObject_Free(m);
+}
+
+static PyObject *SyncMethod_get(PyObject *m, PyObject *obj, PyObject *type) {
+  if (!obj || obj == Py_None) {
+    Py_INCREF(m);
+    return m;
+  }
+  return PyMethod_New(m, obj);
+}
+
+static PyObject *SyncMethod_getattro(PyObject *o, PyObject *name) {
+  PyObject *r = PyObject_GenericGetAttr(o, name);
+  if (r || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(((SyncMethodObject *)o)->fn, name);
+}
+
+static PyObject *SyncMethod_get_doc(SyncMethodObject *m, void *c) {
+  return PyObject_GetAttrString(m->fn, "__doc__");
+}
+
+static PyObject *SyncMethod_repr(SyncMethodObject *m) {
+  return PyUnicode_FromFormat("<mlprof host sync %R>", m->fn);
+}
+
+static PyGetSetDef SyncMethod_getset[] = {
+    {"__doc__", (getter)SyncMethod_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef SyncMethod_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(SyncMethodObject, fn), READONLY,
+     "torch's method"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject SyncMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mlprof._mlprof.SyncMethod",
+    .tp_basicsize = sizeof(SyncMethodObject),
+    .tp_dealloc = (destructor)SyncMethod_dealloc,
+    .tp_vectorcall_offset = offsetof(SyncMethodObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = SyncMethod_getattro,
+    .tp_descr_get = SyncMethod_get,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc =
+        "SyncMethod(fn, zone): torch's Tensor method fn, recorded as "
+        "zone when\ncalled on a tensor that is not on the CPU.",
+    .tp_members = SyncMethod_members,
+    .tp_getset = SyncMethod_getset,
+    .tp_repr = (reprfunc)SyncMethod_repr,
+    .tp_new = SyncMethod_new,
 };
 
 /* ---- MetaZone: a zone with key=value metadata (slower path) -------------- */
@@ -1672,9 +1784,10 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
   if (api_setup() < 0) return NULL;
   mlprof__py_rec =
       (mlprof__py_recorder){api.zone_begin_site, api.zone_end, api.track_spans};
+  if (!(str_is_cpu = PyUnicode_InternFromString("is_cpu"))) return NULL;
   if (PyType_Ready(&ZoneType) < 0 || PyType_Ready(&MetaZoneType) < 0 ||
-      PyType_Ready(&ProfilerType) < 0 || PyType_Ready(&NoopZoneType) < 0 ||
-      PyType_Ready(&NoopProfilerType) < 0)
+      PyType_Ready(&SyncMethodType) < 0 || PyType_Ready(&ProfilerType) < 0 ||
+      PyType_Ready(&NoopZoneType) < 0 || PyType_Ready(&NoopProfilerType) < 0)
     return NULL;
   m = PyModule_Create(&module_def);
   if (!m) return NULL;
@@ -1690,6 +1803,7 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     PyTypeObject *type;
   } types[] = {{"Zone", &ZoneType},
                {"MetaZone", &MetaZoneType},
+               {"SyncMethod", &SyncMethodType},
                {"ProfilerBase", &ProfilerType},
                {"NoopZone", &NoopZoneType},
                {"NoopProfiler", &NoopProfilerType}};

@@ -17,6 +17,12 @@ reduction) and "peer" or "root" (global ranks). An asynchronous operation
 all-reduces go through the default communication hook, registered at the
 first forward unless the user registered a hook of their own.
 
+Host syncs: a tensor's .item(), .tolist() and .cpu() on a device (any
+device but the CPU), and torch.cuda.synchronize(), stall the host until the
+device catches up; each such call is a zone "host sync .item()" (and so on)
+that the distributed analysis counts a step. On a CPU tensor the call is no
+sync and goes straight to torch's (see _hook_host_syncs).
+
 init_process_group and destroy_process_group record the rank, world size
 and backend, and this rank's clock offset to rank 0, measured by round
 trips through the group's store. Nothing here imports torch: install()
@@ -366,6 +372,29 @@ def _hook_ddp():
     DDP._register_builtin_comm_hook = register_builtin_comm_hook
 
 
+SYNC_METHODS = ("item", "tolist", "cpu")
+
+
+def _hook_host_syncs(torch):
+    """Wraps the Tensor methods of SYNC_METHODS and
+    torch.cuda.synchronize so that each host sync is a zone. The methods
+    are _mlprof.SyncMethod: on a CPU tensor, no sync, they cost one
+    attribute read more than torch's (bench/bench_python.py)."""
+    for name in SYNC_METHODS:
+        fn = getattr(torch.Tensor, name)
+        zone = _mlprof.Zone("host sync .%s()" % name)
+        setattr(torch.Tensor, name, _mlprof.SyncMethod(fn, zone))
+    synchronize = torch.cuda.synchronize
+    zone = _mlprof.Zone("host sync torch.cuda.synchronize()")
+
+    @functools.wraps(synchronize)
+    def cuda_synchronize(*args, **kwargs):
+        with zone:
+            return synchronize(*args, **kwargs)
+    cuda_synchronize._mlprof_wrapped = synchronize
+    torch.cuda.synchronize = cuda_synchronize
+
+
 def install():
     """Records torch.distributed's operations from now on (once per process;
     later calls do nothing). Returns True when torch.distributed is
@@ -388,6 +417,7 @@ def install():
         if hasattr(dist, name):
             setattr(dist, name, fn)
     _hook_ddp()
+    _hook_host_syncs(sys.modules["torch"])
     _wait_hook(c10d.Work)
     if c10d.is_initialized():
         _started(c10d, None)

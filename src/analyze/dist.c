@@ -1,7 +1,9 @@
 /* The distributed analysis (dist.h). One read of each profile gathers its
- * communication operations, its steps and its zones' time; finish puts the
- * ranks on rank 0's clock, matches the collectives across ranks by group
- * and seq, and derives waiting, load balance, bandwidths and findings. */
+ * communication operations, its steps, its host syncs and its zones' time;
+ * finish puts the ranks on rank 0's clock, matches the collectives across
+ * ranks by group and seq and the point-to-point receives with their sends
+ * by group, ranks, tag and order, and derives waiting, load balance,
+ * bandwidths and findings. */
 #include "dist.h"
 
 #include <math.h>
@@ -107,6 +109,8 @@ typedef struct {
   uint32_t str; /* index of its jstr */
   int op;       /* communication zones: MLPROF__OP_*, else -1 */
   int done;     /* "NAME done": a nonblocking operation's completion */
+  int nb;       /* a nonblocking operation's start (MPI_Irecv, irecv) */
+  int sync;     /* "host sync ...": the host waited for the device */
   uint8_t kind;
 } pname;
 
@@ -119,7 +123,8 @@ typedef struct {
   uint64_t b, e, bytes, seq;
   int has_seq;
   uint32_t group;
-  int64_t peer, root;
+  int nb;
+  int64_t peer, root, source, tag, rtag; /* -1: none */
   /* The last blocking communication interval pushed from this thread. */
   uint64_t last_b, last_e;
   int has_last;
@@ -142,6 +147,22 @@ typedef struct {
   int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT */
 } inst;
 
+/* A point-to-point send or receive (the receive half of a sendrecv is one
+ * of its own), kept until every rank is read to match the two sides. */
+typedef struct {
+  uint32_t group;
+  uint8_t recv;
+  uint8_t blocked;       /* receives: [b, e] is where it blocked */
+  uint8_t nb;            /* an irecv, until its completion is found */
+  int64_t src, dst, tag; /* world ranks, tag -1 none */
+  int64_t post;          /* monotonic ns: its call (the order of posting) */
+  int64_t b, e;          /* monotonic ns: the send's call; the receive's
+                            blocking call (an irecv's: the wait that
+                            completed it) */
+  uint64_t bytes;        /* sends' */
+  int64_t wait;          /* receives, once matched: waiting for the sender */
+} p2p;
+
 typedef struct {
   int profile;
   int64_t start_mono, start_wall;
@@ -150,12 +171,8 @@ typedef struct {
   size_t nsteps;
   uint64_t async_ns, waitzone_ns, exposed_ns;
   uint64_t end_ns;
+  uint64_t syncs, sync_ns;
 } rankst;
-
-typedef struct {
-  int64_t src, dst;
-  uint64_t count, bytes, time_ns;
-} link_acc;
 
 struct mlprof__dist_builder {
   const mlprof__job *job;
@@ -169,9 +186,8 @@ struct mlprof__dist_builder {
   size_t ninsts, instcap;
   mlprof__map inst_index;
   uint64_t unmatched;
-  link_acc *links;
-  size_t nlinks, linkcap;
-  mlprof__map link_index;
+  p2p *p2ps;
+  size_t np2p, p2pcap;
   /* The profile being read. */
   int64_t rank; /* -1: not a rank's */
   pname *names;
@@ -180,6 +196,9 @@ struct mlprof__dist_builder {
   size_t npend, pendcap;
   ival *comm;
   size_t ncomm, commcap;
+  ival *dones, *waits; /* irecvs' completions, MPI_Wait* zones */
+  size_t ndones, donecap, nwaits, waitcap;
+  size_t first_p2p; /* the profile's first p2ps */
   uint64_t *marks;
   size_t nmarks, markcap;
   uint64_t step_end;
@@ -228,8 +247,13 @@ static int on_name(void *ud, const mlprof__name *n) {
   if (n->kind == MLPROF__NAME_ZONE && n->category == MLPROF_CAT_COMM) {
     p->op = mlprof__op_of(n->name, n->name_len);
     p->done = n->name_len > 5 && !memcmp(n->name + n->name_len - 5, " done", 5);
+    const char *s =
+        n->name_len > 4 && !memcmp(n->name, "MPI_", 4) ? n->name + 4 : n->name;
+    p->nb = (*s == 'I' || *s == 'i') && p->op == MLPROF__OP_RECV;
     b->strs[p->str].comm = 1;
   }
+  p->sync = n->kind == MLPROF__NAME_ZONE && n->name_len > 10 &&
+            !memcmp(n->name, "host sync ", 10);
   return 0;
 }
 
@@ -247,20 +271,30 @@ static pending *pending_of(mlprof__dist_builder *b, uint32_t tid) {
   return &b->pend[b->npend++];
 }
 
-static int add_link(mlprof__dist_builder *b, int64_t dst, uint64_t bytes,
-                    uint64_t dur) {
-  uint64_t key = (uint64_t)b->rank << 32 | (uint32_t)dst;
-  uint32_t i = mlprof__map_get(&b->link_index, key);
-  if (i == MLPROF__NONE) {
-    if (mlprof__grow(&b->links, &b->linkcap, b->nlinks + 1, sizeof *b->links) ||
-        mlprof__map_put(&b->link_index, key, (uint32_t)b->nlinks))
-      return MLPROF_ENOMEM;
-    i = (uint32_t)b->nlinks++;
-    b->links[i] = (link_acc){.src = b->rank, .dst = dst};
-  }
-  b->links[i].count++;
-  b->links[i].bytes += bytes;
-  b->links[i].time_ns += dur;
+/* Keeps the send (recv 0) or receive of p from src to dst. */
+static int add_p2p(mlprof__dist_builder *b, const pending *p, int recv,
+                   int64_t src, int64_t dst, int64_t tag) {
+  if (mlprof__grow(&b->p2ps, &b->p2pcap, b->np2p + 1, sizeof *b->p2ps))
+    return MLPROF_ENOMEM;
+  int64_t mono = b->ranks[b->rank].start_mono;
+  b->p2ps[b->np2p++] = (p2p){.group = p->group,
+                             .recv = (uint8_t)recv,
+                             .blocked = (uint8_t)(recv && !p->nb),
+                             .nb = (uint8_t)(recv && p->nb),
+                             .src = src,
+                             .dst = dst,
+                             .tag = tag,
+                             .post = mono + (int64_t)p->b,
+                             .b = mono + (int64_t)p->b,
+                             .e = mono + (int64_t)p->e,
+                             .bytes = recv ? 0 : p->bytes};
+  return 0;
+}
+
+static int add_ival(ival **v, size_t *n, size_t *cap, uint64_t lo,
+                    uint64_t hi) {
+  if (mlprof__grow(v, cap, *n + 1, sizeof **v)) return MLPROF_ENOMEM;
+  (*v)[(*n)++] = (ival){lo, hi};
   return 0;
 }
 
@@ -325,9 +359,22 @@ static int flush(mlprof__dist_builder *b, pending *p) {
     p->last_e = p->e;
     p->has_last = 1;
   }
-  if ((p->op == MLPROF__OP_SEND || p->op == MLPROF__OP_SENDRECV) &&
-      p->peer >= 0 && b->rank >= 0 && !p->done)
-    if (add_link(b, p->peer, p->bytes, dur)) return MLPROF_ENOMEM;
+  int rc = 0, me = b->rank >= 0;
+  if (p->done) {
+    if (p->op == MLPROF__OP_RECV)
+      rc = add_ival(&b->dones, &b->ndones, &b->donecap, p->b, p->e);
+  } else if (p->op == MLPROF__OP_OTHER)
+    rc = add_ival(&b->waits, &b->nwaits, &b->waitcap, p->b, p->e);
+  else if (p->op == MLPROF__OP_SEND && p->peer >= 0 && me)
+    rc = add_p2p(b, p, 0, b->rank, p->peer, p->tag);
+  else if (p->op == MLPROF__OP_RECV && p->peer >= 0 && me)
+    rc = add_p2p(b, p, 1, p->peer, b->rank, p->tag);
+  else if (p->op == MLPROF__OP_SENDRECV && me) {
+    if (p->peer >= 0) rc = add_p2p(b, p, 0, b->rank, p->peer, p->tag);
+    if (!rc && p->source >= 0)
+      rc = add_p2p(b, p, 1, p->source, b->rank, p->rtag);
+  }
+  if (rc) return rc;
   if (is_collective(p->op) && p->has_seq) return add_inst(b, p);
   return 0;
 }
@@ -345,16 +392,21 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     p->live = 1;
     p->op = n->op;
     p->done = n->done;
+    p->nb = n->nb;
     p->b = begin;
     p->e = end;
     p->bytes = p->seq = 0;
     p->has_seq = 0;
     p->group = MLPROF__NONE;
-    p->peer = p->root = -1;
+    p->peer = p->root = p->source = p->tag = p->rtag = -1;
     return 0;
   }
   if (n->str == MLPROF__NONE || b->rank < 0 || (uint64_t)b->rank >= b->nranks)
     return 0;
+  if (n->sync) {
+    b->ranks[b->rank].syncs++;
+    b->ranks[b->rank].sync_ns += end - begin;
+  }
   jstr *z = &b->strs[n->str];
   if (!z->rank_ns && !(z->rank_ns = calloc(b->nranks, sizeof *z->rank_ns)))
     return MLPROF_ENOMEM;
@@ -380,6 +432,12 @@ static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
     p->peer = parse_i64(v, -1);
   else if (!strcmp(k, "root"))
     p->root = parse_i64(v, -1);
+  else if (!strcmp(k, "source"))
+    p->source = parse_i64(v, -1);
+  else if (!strcmp(k, "tag"))
+    p->tag = parse_i64(v, -1);
+  else if (!strcmp(k, "recvtag"))
+    p->rtag = parse_i64(v, -1);
   return 0;
 }
 
@@ -440,8 +498,9 @@ void mlprof__dist_abort(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->ninsts; i++) free(b->insts[i].enter);
   free(b->insts);
   mlprof__map_clear(&b->inst_index);
-  free(b->links);
-  mlprof__map_clear(&b->link_index);
+  free(b->p2ps);
+  free(b->dones);
+  free(b->waits);
   for (size_t r = 0; r < b->nranks; r++) free(b->ranks[r].steps);
   free(b->ranks);
   free(b->names);
@@ -484,7 +543,8 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
   /* A rank's children (data loader workers) share its rank: the first
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
-  b->nnames = b->npend = b->ncomm = b->nmarks = 0;
+  b->nnames = b->npend = b->ncomm = b->nmarks = b->ndones = b->nwaits = 0;
+  b->first_p2p = b->np2p;
   /* Only the ranks of a job of several hold anything to analyse: the other
    * profiles are not read for it (their step marks alone would cost 8 bytes
    * each). */
@@ -527,6 +587,48 @@ static long step_at(const rankst *rs, uint64_t t) {
   return lo < rs->nsteps && rs->steps[lo].b <= t ? (long)lo : -1;
 }
 
+/* The last of v (n, sorted by begin) that begins at or before t, or -1. */
+static long last_at(const ival *v, size_t n, uint64_t t) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].b <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (long)lo - 1;
+}
+
+/* Where the profile's irecvs blocked: each completion ("MPI_Irecv done",
+ * from the call to the completion) belongs to the irecv called at its
+ * begin, and the receiver blocked in the MPI_Wait* zone that began after
+ * the call and ended with the completion. An irecv completed by a test, or
+ * by a wait of no zone (torch's), did not block. */
+static void irecvs(mlprof__dist_builder *b) {
+  qsort(b->dones, b->ndones, sizeof *b->dones, cmp_ival);
+  qsort(b->waits, b->nwaits, sizeof *b->waits, cmp_ival);
+  uint64_t mono = (uint64_t)b->ranks[b->rank].start_mono, prev = 0;
+  for (size_t i = b->first_p2p; i < b->np2p; i++) {
+    p2p *x = &b->p2ps[i];
+    if (!x->nb) continue;
+    x->nb = 0;
+    uint64_t post = (uint64_t)x->post - mono;
+    /* The call's zone begins just after its completion span, after the
+     * previous call's. */
+    long d = last_at(b->dones, b->ndones, post);
+    int mine = d >= 0 && b->dones[d].b >= prev;
+    prev = post + 1;
+    if (!mine) continue;
+    uint64_t done = b->dones[d].e;
+    long w = last_at(b->waits, b->nwaits, done);
+    if (w < 0 || b->waits[w].b < post || b->waits[w].e > done) continue;
+    x->b = (int64_t)(mono + b->waits[w].b);
+    x->e = (int64_t)(mono + b->waits[w].e);
+    x->blocked = 1;
+  }
+}
+
 int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->npend; i++)
     if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
@@ -551,6 +653,7 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
                   .e = k + 1 < b->nmarks ? b->marks[k + 1] : b->step_end};
   }
   rs->nsteps = n;
+  irecvs(b);
   qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
   /* Blocking communication, overlaps merged, cut by the steps. */
   uint64_t cb = 0, ce = 0;
@@ -756,6 +859,116 @@ static int collectives(mlprof__dist_builder *b) {
   return 0;
 }
 
+/* Sends before receives, each side in the order it was posted, for one
+ * group, sender, receiver and tag after the other (MPI's non-overtaking
+ * rule: the k-th send matches the k-th receive). */
+static int p2p_cmp(const void *a, const void *b) {
+  const p2p *x = a, *y = b;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  if (x->src != y->src) return x->src < y->src ? -1 : 1;
+  if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
+  if (x->tag != y->tag) return x->tag < y->tag ? -1 : 1;
+  if (x->recv != y->recv) return x->recv - y->recv;
+  return (x->post > y->post) - (x->post < y->post);
+}
+
+/* Receives by receiver and blocking interval. */
+static int blocked_cmp(const void *a, const void *b) {
+  const p2p *x = a, *y = b;
+  if (x->recv != y->recv) return y->recv - x->recv;
+  if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
+  if (x->b != y->b) return x->b < y->b ? -1 : 1;
+  return (x->e > y->e) - (x->e < y->e);
+}
+
+static int link_cmp(const void *a, const void *b) {
+  const mlprof__dist_link *x = a, *y = b;
+  if (x->src != y->src) return (x->src > y->src) - (x->src < y->src);
+  return (x->dst > y->dst) - (x->dst < y->dst);
+}
+
+/* Matches each receive with its send: a receiver that blocked before the
+ * sender called its send waited until then (within the receive); the rest
+ * is transfer. Fills the links, per rank and step the waiting. */
+static int p2p_match(mlprof__dist_builder *b) {
+  mlprof__dist *d = b->d;
+  size_t n = b->nranks, cap = 0;
+  if (!b->np2p) return 0;
+  qsort(b->p2ps, b->np2p, sizeof *b->p2ps, p2p_cmp);
+  for (size_t i = 0, j; i < b->np2p; i = j) {
+    const p2p *k = &b->p2ps[i];
+    size_t ns = 0, nr = 0;
+    for (j = i; j < b->np2p && b->p2ps[j].group == k->group &&
+                b->p2ps[j].src == k->src && b->p2ps[j].dst == k->dst &&
+                b->p2ps[j].tag == k->tag;
+         j++)
+      b->p2ps[j].recv ? nr++ : ns++;
+    if (!ns || k->src < 0 || (uint64_t)k->src >= n || k->dst < 0 ||
+        (uint64_t)k->dst >= n)
+      continue;
+    mlprof__dist_link *l = NULL;
+    for (size_t q = 0; q < d->nlinks && !l; q++)
+      if (d->links[q].src == k->src && d->links[q].dst == k->dst)
+        l = &d->links[q];
+    if (!l) {
+      if (mlprof__grow(&d->links, &cap, d->nlinks + 1, sizeof *d->links))
+        return MLPROF_ENOMEM;
+      l = &d->links[d->nlinks++];
+      *l = (mlprof__dist_link){.src = k->src, .dst = k->dst};
+    }
+    const mlprof__dist_rank *sr = &d->ranks[k->src], *rr = &d->ranks[k->dst];
+    for (size_t q = 0; q < ns; q++) {
+      const p2p *snd = &b->p2ps[i + q];
+      p2p *rcv = q < nr ? &b->p2ps[i + ns + q] : NULL;
+      l->count++;
+      l->bytes += snd->bytes;
+      if (!rcv || !rcv->blocked) {
+        l->time_ns += (uint64_t)(snd->e - snd->b);
+        continue;
+      }
+      double enter = aligned(sr, snd->b), rb = aligned(rr, rcv->b);
+      double dur = (double)(rcv->e - rcv->b), w = enter - rb;
+      if (w < 0) w = 0;
+      if (w > dur) w = dur;
+      rcv->wait = (int64_t)w;
+      l->matched++;
+      l->wait_ns += (uint64_t)w;
+      l->time_ns += (uint64_t)(dur - w);
+      if (w > 0 && w < sr->uncertainty_ns + rr->uncertainty_ns)
+        d->ranks[k->dst].waits_uncertain++;
+    }
+  }
+  /* A receiver blocked once for all the receives one wait completed: its
+   * waiting is the longest of theirs. */
+  qsort(b->p2ps, b->np2p, sizeof *b->p2ps, blocked_cmp);
+  for (size_t i = 0; i < b->np2p && b->p2ps[i].recv; i++) {
+    const p2p *x = &b->p2ps[i];
+    p2p *next = i + 1 < b->np2p ? &b->p2ps[i + 1] : NULL;
+    if (next && next->recv && !blocked_cmp(x, next)) {
+      if (next->wait < x->wait) next->wait = x->wait;
+      continue;
+    }
+    if (x->dst < 0 || (uint64_t)x->dst >= n || !x->wait) continue;
+    rankst *rs = &b->ranks[x->dst];
+    long s = step_at(rs, (uint64_t)(x->b - rs->start_mono));
+    if (s >= 0) rs->steps[s].wait += (uint64_t)x->wait;
+    d->ranks[x->dst].wait_ns += (uint64_t)x->wait;
+    d->ranks[x->dst].p2p_wait_ns += (uint64_t)x->wait;
+  }
+  for (size_t q = 0; q < d->nlinks; q++) {
+    mlprof__dist_link *l = &d->links[q];
+    l->bandwidth =
+        l->time_ns ? (double)l->bytes * 1e9 / (double)l->time_ns : NAN;
+  }
+  qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
+  for (size_t q = 0; q < d->nlinks; q++)
+    if (d->links[q].bytes && isfinite(d->links[q].bandwidth) &&
+        (d->slowest_link < 0 ||
+         d->links[q].bandwidth < d->links[d->slowest_link].bandwidth))
+      d->slowest_link = (int)q;
+  return 0;
+}
+
 static int steps(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   size_t n = b->nranks, ns = SIZE_MAX;
@@ -798,12 +1011,6 @@ static int dbl_cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static int link_cmp(const void *a, const void *b) {
-  const mlprof__dist_link *x = a, *y = b;
-  if (x->src != y->src) return (x->src > y->src) - (x->src < y->src);
-  return (x->dst > y->dst) - (x->dst < y->dst);
-}
-
 static int zone_diffs(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   if (d->straggler < 0) return 0;
@@ -834,22 +1041,30 @@ static int zone_diffs(mlprof__dist_builder *b) {
 }
 
 /* Thresholds of the findings (docs/distributed.md). */
-#define STRAGGLER_SHARE 0.5  /* of the steps it straggled in */
-#define STRAGGLER_DELAY 0.05 /* mean delay over the mean compute */
-#define IMBALANCE_MIN 0.10   /* mean imbalance for load_imbalance */
-#define COMM_BOUND 0.30      /* transfer over the run */
-#define SYNC_BOUND 0.20      /* waiting + small collectives over the run */
-#define SMALL_BYTES 4096     /* a collective this small is a sync */
-#define SLOW_LINK 0.5        /* bandwidth under half the median's */
+#define STRAGGLER_SHARE 0.5   /* of the steps it straggled in */
+#define STRAGGLER_DELAY 0.05  /* mean delay over the mean compute */
+#define IMBALANCE_MIN 0.10    /* mean imbalance for load_imbalance */
+#define COMM_BOUND 0.30       /* transfer over the run */
+#define SYNC_BOUND 0.20       /* waiting + small collectives over the run */
+#define SMALL_BYTES 4096      /* a collective this small is a sync */
+#define SLOW_LINK 0.5         /* bandwidth under half the median's */
+#define SLOW_LINK_BYTES 65536 /* mean message size of a link judged */
+#define LATE_SENDER 0.05      /* waiting in receives over the run */
+#define SYNCS_PER_STEP 1      /* host syncs a step that are a pattern */
 
 static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
   mlprof__dist *d = b->d;
   size_t n = d->nranks;
-  double run = 0, wait = 0, exposed = 0, mean_comp = 0, imb = 0;
+  double run = 0, wait = 0, p2p_wait = 0, exposed = 0, mean_comp = 0, imb = 0,
+         syncs = 0, sync_ns = 0, steps = 0;
   for (size_t r = 0; r < n; r++) {
     run += (double)d->ranks[r].run_ns;
     wait += (double)d->ranks[r].wait_ns;
+    p2p_wait += (double)d->ranks[r].p2p_wait_ns;
     exposed += (double)d->ranks[r].exposed_ns;
+    syncs += (double)d->ranks[r].host_syncs;
+    sync_ns += (double)d->ranks[r].host_sync_ns;
+    steps += (double)d->ranks[r].steps;
   }
   for (size_t k = 0; k < d->nsteps; k++) {
     mean_comp += (double)d->steps[k].mean_compute_ns;
@@ -915,41 +1130,92 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
         "operations), send less (gradient compression, larger batches per "
         "step) or use a faster interconnect or backend (NCCL)";
   }
-  /* Synchronisation: waiting that no straggler explains, or many small
-   * collectives (barriers, metrics all-reduced each step). */
+  /* A late sender: the link whose receiver waited longest for it. */
+  const mlprof__dist_link *late = NULL;
+  for (size_t k = 0; k < d->nlinks; k++)
+    if (d->links[k].wait_ns && (!late || d->links[k].wait_ns > late->wait_ns))
+      late = &d->links[k];
+  if (late && run > 0 && p2p_wait / run >= LATE_SENDER) {
+    const mlprof__dist_rank *rr = &d->ranks[late->dst];
+    double share = rr->run_ns ? (double)late->wait_ns / (double)rr->run_ns : 0;
+    if (!(x = mlprof__finding_add(
+              f, "late_sender", NULL, 0,
+              "rank %lld sends late: rank %lld waited %.3g ms in %llu "
+              "receives for it (%.0f%% of its time)",
+              (long long)late->src, (long long)late->dst,
+              (double)late->wait_ns / 1e6, (unsigned long long)late->matched,
+              100 * share)))
+      return MLPROF_ENOMEM;
+    x->severity = fmin(100, 200 * p2p_wait / run);
+    mlprof__finding_ev(x, "src_rank", (double)late->src);
+    mlprof__finding_ev(x, "dst_rank", (double)late->dst);
+    mlprof__finding_ev(x, "wait_ns", (double)late->wait_ns);
+    mlprof__finding_ev(x, "messages", (double)late->matched);
+    mlprof__finding_ev(x, "wait_share", share);
+    mlprof__finding_ev(x, "p2p_wait_share", p2p_wait / run);
+    x->recommendation =
+        "look at what the sender does before it sends (its zones) and send "
+        "earlier, or post the receive early (irecv) and wait for it only "
+        "when its data is needed";
+  }
+  /* Synchronisation: collective waiting that no straggler explains, the
+   * rest of the time in small collectives (barriers, metrics all-reduced
+   * each step: their waiting is counted once, above), and host syncs made
+   * every step (.item() on a device). */
   uint64_t small = 0, small_ns = 0;
   for (size_t k = 0; k < d->ncolls; k++)
     if (d->colls[k].size_bytes < SMALL_BYTES) {
       small += d->colls[k].count;
-      small_ns += d->colls[k].time_ns;
+      small_ns += d->colls[k].transfer_ns;
     }
-  double sync = (d->straggler >= 0 ? 0 : wait) + (double)small_ns * (double)n;
+  double per_step = steps > 0 ? syncs / steps : 0;
+  int frequent = per_step >= SYNCS_PER_STEP;
+  double cwait = d->straggler >= 0 ? 0 : wait - p2p_wait;
+  double sync = cwait + (double)small_ns * (double)n + (frequent ? sync_ns : 0);
   if (run > 0 && sync / run >= SYNC_BOUND) {
+    char host[160] = "";
+    if (frequent)
+      snprintf(host, sizeof host,
+               "%.3g host syncs a step (.item(), .cpu() of device tensors) "
+               "taking %.3g ms a step, ",
+               per_step, sync_ns / steps / 1e6);
     if (!(x = mlprof__finding_add(
               f, "synchronisation_bound", NULL, 0,
-              "%.0f%% of the ranks' time goes to synchronisation: %llu small "
-              "collectives (under %d bytes) and waiting",
-              100 * sync / run, (unsigned long long)small, SMALL_BYTES)))
+              "%.0f%% of the ranks' time goes to synchronisation: %s%llu "
+              "small collectives (under %d bytes) and waiting",
+              100 * sync / run, host, (unsigned long long)small, SMALL_BYTES)))
       return MLPROF_ENOMEM;
     x->severity = fmin(100, 100 * sync / run);
     mlprof__finding_ev(x, "sync_share", sync / run);
     mlprof__finding_ev(x, "small_collectives", (double)small);
-    mlprof__finding_ev(x, "wait_ns", wait);
+    mlprof__finding_ev(x, "wait_ns", cwait);
+    mlprof__finding_ev(x, "host_syncs_per_step", per_step);
+    mlprof__finding_ev(x, "host_sync_per_step_ns",
+                       steps > 0 ? sync_ns / steps : 0);
     x->recommendation =
-        "remove barriers that order nothing, all-reduce metrics every N "
-        "steps instead of every step, avoid .item() and other host syncs in "
-        "the step";
+        frequent ? "accumulate metrics on the device and read them (.item(), "
+                   ".cpu()) or all-reduce them every N steps instead of every "
+                   "step; remove barriers that order nothing"
+                 : "remove barriers that order nothing, all-reduce metrics "
+                   "every N steps instead of every step, avoid .item() and "
+                   "other host syncs in the step";
   }
-  if (d->slowest_link >= 0 && d->nlinks >= 3) {
-    double *bw = malloc(d->nlinks * sizeof *bw);
-    if (!bw) return MLPROF_ENOMEM;
-    for (size_t k = 0; k < d->nlinks; k++) bw[k] = d->links[k].bandwidth;
-    qsort(bw, d->nlinks, sizeof *bw, dbl_cmp);
-    double med = d->nlinks % 2
-                     ? bw[d->nlinks / 2]
-                     : (bw[d->nlinks / 2 - 1] + bw[d->nlinks / 2]) / 2;
-    free(bw);
-    const mlprof__dist_link *l = &d->links[d->slowest_link];
+  /* A slow link among those whose messages are large enough for their
+   * time to be bandwidth rather than latency. */
+  double *bw = d->nlinks ? malloc(d->nlinks * sizeof *bw) : NULL;
+  if (d->nlinks && !bw) return MLPROF_ENOMEM;
+  size_t nbw = 0;
+  const mlprof__dist_link *l = NULL;
+  for (size_t k = 0; k < d->nlinks; k++) {
+    const mlprof__dist_link *y = &d->links[k];
+    if (!isfinite(y->bandwidth) || y->bytes < SLOW_LINK_BYTES * y->count)
+      continue;
+    bw[nbw++] = y->bandwidth;
+    if (!l || y->bandwidth < l->bandwidth) l = y;
+  }
+  if (nbw >= 3) {
+    qsort(bw, nbw, sizeof *bw, dbl_cmp);
+    double med = nbw % 2 ? bw[nbw / 2] : (bw[nbw / 2 - 1] + bw[nbw / 2]) / 2;
     if (l->bandwidth < SLOW_LINK * med) {
       if (!(x = mlprof__finding_add(
                 f, "slow_link", NULL, 0,
@@ -968,6 +1234,7 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
           "interface, a receiver that posts its receive late)";
     }
   }
+  free(bw);
   mlprof__findings_sort(f);
   return 0;
 }
@@ -988,6 +1255,8 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
       return MLPROF_ENOMEM;
     x->exposed_ns = rs->exposed_ns;
     x->async_ns = rs->async_ns;
+    x->host_syncs = rs->syncs;
+    x->host_sync_ns = rs->sync_ns;
     x->overlap_ns =
         rs->async_ns > rs->waitzone_ns ? rs->async_ns - rs->waitzone_ns : 0;
     x->overlap_share =
@@ -997,6 +1266,7 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
   }
   clocks(b);
   int rc = collectives(b);
+  if (!rc) rc = p2p_match(b);
   if (!rc) rc = steps(b);
   if (rc) return rc;
   double sum = 0, max = 0, maxrun = 0;
@@ -1031,27 +1301,6 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
     }
   }
   if ((rc = zone_diffs(b))) return rc;
-  if (b->nlinks) {
-    if (!(d->links = calloc(b->nlinks, sizeof *d->links))) return MLPROF_ENOMEM;
-    d->nlinks = b->nlinks;
-    for (size_t k = 0; k < b->nlinks; k++) {
-      const link_acc *l = &b->links[k];
-      d->links[k] = (mlprof__dist_link){
-          .src = l->src,
-          .dst = l->dst,
-          .count = l->count,
-          .bytes = l->bytes,
-          .time_ns = l->time_ns,
-          .bandwidth =
-              l->time_ns ? (double)l->bytes * 1e9 / (double)l->time_ns : NAN};
-    }
-    qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
-    for (size_t k = 0; k < d->nlinks; k++)
-      if (d->links[k].bytes && isfinite(d->links[k].bandwidth) &&
-          (d->slowest_link < 0 ||
-           d->links[k].bandwidth < d->links[d->slowest_link].bandwidth))
-        d->slowest_link = (int)k;
-  }
   return findings(b, f);
 }
 

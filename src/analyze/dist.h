@@ -2,13 +2,16 @@
  * several ranks, the ranks' clocks on rank 0's, each rank's compute,
  * communication and waiting per step, the load balance and the straggler,
  * the collectives by kind and message size with their bandwidths, the
- * point-to-point links, and findings (straggler, load imbalance,
- * communication-bound, synchronisation-bound, slow link).
+ * point-to-point links with each receive matched to its send (the waiting
+ * for a late sender), and findings (straggler, load imbalance,
+ * communication-bound, synchronisation-bound with host syncs, late sender,
+ * slow link).
  *
  * Memory: per profile being read, its communication spans and its steps;
- * across the job, one entry per rank and step, and per collective matched
- * by group and sequence number one enter/exit pair per rank (the
- * per-collective table). No other span is kept. */
+ * across the job, one entry per rank and step, per collective matched by
+ * group and sequence number one enter/exit pair per rank (the
+ * per-collective table), and one record per point-to-point send or
+ * receive. No other span is kept. */
 #ifndef MLPROF_DIST_H
 #define MLPROF_DIST_H
 
@@ -63,14 +66,19 @@ typedef struct {
   uint64_t run_ns;          /* the steps' time */
   uint64_t compute_ns;      /* run_ns less exposed_ns */
   uint64_t exposed_ns;      /* blocking communication (the thread waited) */
-  uint64_t wait_ns;         /* of which waiting for the last participant */
+  uint64_t wait_ns;         /* of which waiting for the last participant,
+                               or in a receive for a late sender */
+  uint64_t p2p_wait_ns;     /* of wait_ns, in receives */
   uint64_t async_ns;        /* nonblocking operations, start to completion */
   uint64_t overlap_ns;      /* of which overlapped by computation */
   double overlap_share;     /* overlap_ns / (exposed_ns + overlap_ns) */
   uint64_t straggler_steps; /* steps where it computed longest */
-  /* Collective waits shorter than the clock uncertainty, which cannot be
-   * told from clock error. */
+  /* Waits shorter than the clock uncertainty, which cannot be told from
+   * clock error. */
   uint64_t waits_uncertain;
+  /* Zones "host sync ..." (a tensor's .item() on a device, ...): the host
+   * stalled until the device caught up. */
+  uint64_t host_syncs, host_sync_ns;
 } mlprof__dist_rank;
 
 typedef struct {
@@ -95,10 +103,16 @@ typedef struct {
   double algbw, busbw;  /* bytes per second over transfer_ns; NAN unknown */
 } mlprof__dist_coll;
 
-/* Point-to-point traffic from src to dst (what the sender recorded). */
+/* Point-to-point traffic from src to dst: the sender's messages, each
+ * matched with its receive where one was found (by group, ranks, tag and
+ * order). A matched message's time is its transfer, the receive's time
+ * after the sender entered its send; the time before is the receiver's
+ * waiting for a late sender. An unmatched one's time is the send's. */
 typedef struct {
   int64_t src, dst;
   uint64_t count, bytes, time_ns;
+  uint64_t matched; /* messages matched with their receive */
+  uint64_t wait_ns; /* the receiver's waiting for this sender */
   double bandwidth; /* bytes / time_ns in bytes per second */
 } mlprof__dist_link;
 

@@ -500,11 +500,14 @@ static void distributed(const mlprof__dist *d, mlprof__out *o) {
     field_u64(o, "compute_ns", x->compute_ns);
     field_u64(o, "exposed_comm_ns", x->exposed_ns);
     field_u64(o, "wait_ns", x->wait_ns);
+    field_u64(o, "p2p_wait_ns", x->p2p_wait_ns);
     field_u64(o, "async_comm_ns", x->async_ns);
     field_u64(o, "overlap_ns", x->overlap_ns);
     field_f64(o, "overlap_share", x->overlap_share);
     field_u64(o, "straggler_steps", x->straggler_steps);
     field_u64(o, "waits_within_uncertainty", x->waits_uncertain);
+    field_u64(o, "host_syncs", x->host_syncs);
+    field_u64(o, "host_sync_ns", x->host_sync_ns);
     mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "],\n\"steps\":[");
@@ -548,6 +551,8 @@ static void distributed(const mlprof__dist *d, mlprof__out *o) {
     field_u64(o, "count", l->count);
     field_u64(o, "bytes", l->bytes);
     field_u64(o, "time_ns", l->time_ns);
+    field_u64(o, "matched", l->matched);
+    field_u64(o, "wait_ns", l->wait_ns);
     field_num(o, "bandwidth_bytes_per_s", l->bandwidth);
     mlprof__out_lit(o, "}");
   }

@@ -806,6 +806,20 @@ static int dist_section(const mlprof__findings *f, mlprof__out *o) {
                       "uncertainty\n");
       break;
     }
+  uint64_t syncs = 0, sync_ns = 0, steps = 0;
+  for (size_t r = 0; r < d->nranks; r++) {
+    syncs += d->ranks[r].host_syncs;
+    sync_ns += d->ranks[r].host_sync_ns;
+    steps += d->ranks[r].steps;
+  }
+  if (syncs && steps) {
+    char b[32];
+    mlprof__fmt_duration(b, sizeof b, (double)sync_ns / (double)steps);
+    mlprof__out_printf(o,
+                       "Host syncs (.item(), .cpu() of device tensors): %.3g "
+                       "a step per rank, %s a step\n",
+                       (double)syncs / (double)steps, b);
+  }
   if (d->ncolls) {
     static const char *const ch[] = {
         "collective", "size",    "ranks",    "count",     "bytes",
@@ -827,9 +841,10 @@ static int dist_section(const mlprof__findings *f, mlprof__out *o) {
     if ((rc = mlprof__table_print(&t, o))) return rc;
   }
   if (d->nlinks) {
-    static const char *const lh[] = {"from",  "to",   "count",
-                                     "bytes", "time", "bandwidth B/s"};
-    if (mlprof__table_open(&t, lh, "rrrrrr")) return MLPROF_ENOMEM;
+    static const char *const lh[] = {
+        "from",         "to", "count", "bytes", "transfer", "receiver waiting",
+        "bandwidth B/s"};
+    if (mlprof__table_open(&t, lh, "rrrrrrr")) return MLPROF_ENOMEM;
     for (size_t k = 0; k < d->nlinks; k++) {
       const mlprof__dist_link *l = &d->links[k];
       mlprof__table_cell(&t, "%" PRId64, l->src);
@@ -838,6 +853,7 @@ static int dist_section(const mlprof__findings *f, mlprof__out *o) {
       mlprof__table_cell(&t, "%" PRIu64, l->count);
       cell_num(&t, (double)l->bytes);
       cell_dur(&t, l->time_ns);
+      cell_dur(&t, l->wait_ns);
       cell_num(&t, l->bandwidth);
     }
     if ((rc = mlprof__table_print(&t, o))) return rc;

@@ -11,7 +11,8 @@
  * "bytes" (the payload this rank contributes or receives, docs/distributed.md)
  * and, for collectives, "seq" (the collective's number on its communicator,
  * the same on every rank); metadata "comm" (world, self, or the world ranks
- * of its members), "peer" and "root" (world ranks), "tag". A nonblocking call
+ * of its members), "peer" and "root" (world ranks), "tag" (MPI_Sendrecv also
+ * "source" and "recvtag", what it received). A nonblocking call
  * is a zone for its start, and a span "MPI_Isend done" from its start to its
  * completion (in MPI_Wait*, MPI_Test*) on the track "MPI requests". MPI_Init
  * and MPI_Finalize record the rank and each rank's clock offset to rank 0. */
@@ -478,6 +479,7 @@ EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount,
     int from = world_rank(comm_of(comm), source);
     pthread_mutex_unlock(&lock);
     meta_int("source", from);
+    meta_int("recvtag", recvtag);
     note(comm, payload(sendcount, sendtype) + got, dest, NO_RANK, sendtag, 0);
   }
   return rc;

@@ -35,6 +35,12 @@ typedef struct {
   double wall_err_ns;     /* the wall clocks' error, rank r: r x this */
   uint64_t bytes;         /* of each all-reduce */
   int barrier;            /* a barrier after each all-reduce */
+  /* A ring after them: rank r sends to r + 1, then receives from r - 1. */
+  int ring;              /* 1 MPI_Recv, 2 MPI_Irecv then MPI_Wait */
+  double late_ms[NR];    /* rank r sends this late */
+  double link_ms[NR];    /* the message from r moves in this */
+  double syncs_per_step; /* "host sync .item()" zones, in the compute */
+  double sync_ms;        /* each */
 } sim;
 
 /* The local CLOCK_MONOTONIC of rank r at rank 0's time t. */
@@ -106,6 +112,22 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
     uint32_t world = name(&f, MLPROF__NAME_STRING, 0, "world");
     uint32_t ubytes = name(&f, MLPROF__NAME_UNITS, 0, "bytes");
     uint32_t useq = name(&f, MLPROF__NAME_UNITS, 0, "seq");
+    uint32_t send = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Send");
+    uint32_t recv = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM,
+                         s->ring == 2 ? "MPI_Irecv" : "MPI_Recv");
+    uint32_t done =
+        name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Irecv done");
+    uint32_t wait = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "MPI_Wait");
+    uint32_t kpeer = name(&f, MLPROF__NAME_STRING, 0, "peer");
+    uint32_t ktag = name(&f, MLPROF__NAME_STRING, 0, "tag");
+    uint32_t zero = name(&f, MLPROF__NAME_STRING, 0, "0");
+    uint32_t peers[NR];
+    for (size_t q = 0; q < s->nranks; q++) {
+      char v[8];
+      snprintf(v, sizeof v, "%zu", q);
+      peers[q] = name(&f, MLPROF__NAME_STRING, 0, v);
+    }
+    uint32_t sync = name(&f, MLPROF__NAME_ZONE, 0, "host sync .item()");
     double s0 = (double)p[r].start_mono_ns, t = start, last = 0;
     uint64_t seq = 0;
     for (size_t k = 0; k < s->nsteps; k++) {
@@ -119,6 +141,11 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
 #define LT(x) ((uint64_t)(local_of(s, r, (x)) - s0))
       VISIT(f.v, step, 1, LT(t));
       VISIT(f.v, span, 1, compute, 0, LT(t), LT(t + c[r]));
+      double syncs = floor((double)(k + 1) * s->syncs_per_step) -
+                     floor((double)k * s->syncs_per_step);
+      for (double i = 0; i < syncs; i++)
+        VISIT(f.v, span, 1, sync, 1, LT(t + i * s->sync_ms * MS),
+              LT(t + (i + 1) * s->sync_ms * MS));
       VISIT(f.v, span, 1, ar, 0, LT(t + c[r]), LT(ex));
       VISIT(f.v, span_meta, 1, kcomm, world);
       VISIT(f.v, span_units, 1, ubytes, s->bytes);
@@ -132,6 +159,37 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
         VISIT(f.v, span_units, 1, ubytes, 0);
         VISIT(f.v, span_units, 1, useq, ++seq);
         t = out;
+      }
+      if (s->ring) {
+        size_t n = s->nranks, from = (r + n - 1) % n, to = (r + 1) % n;
+        double se[NR], rx[NR], next = 0;
+        for (size_t q = 0; q < n; q++) se[q] = t + s->late_ms[q] * MS;
+        for (size_t q = 0; q < n; q++) {
+          size_t pr = (q + n - 1) % n;
+          rx[q] = fmax(se[q] + 0.05 * MS, se[pr]) + s->link_ms[pr] * MS;
+          if (rx[q] > next) next = rx[q];
+        }
+        VISIT(f.v, span, 1, send, 0, LT(se[r]), LT(se[r] + 0.05 * MS));
+        VISIT(f.v, span_meta, 1, kcomm, world);
+        VISIT(f.v, span_meta, 1, kpeer, peers[to]);
+        VISIT(f.v, span_meta, 1, ktag, zero);
+        VISIT(f.v, span_units, 1, ubytes, s->bytes);
+        double rb = se[r] + 0.05 * MS; /* the receive's call */
+        if (s->ring == 2) {
+          /* The completion on a track of its own, from just before the
+           * call's zone to just after the wait's. */
+          VISIT(f.v, span, 2, done, 0, LT(rb - 100), LT(rx[r] + 200));
+          VISIT(f.v, span, 1, recv, 0, LT(rb), LT(rb + 1000));
+          rb += 2000;
+        } else {
+          VISIT(f.v, span, 1, recv, 0, LT(rb), LT(rx[r]));
+        }
+        VISIT(f.v, span_meta, 1, kcomm, world);
+        VISIT(f.v, span_meta, 1, kpeer, peers[from]);
+        VISIT(f.v, span_meta, 1, ktag, zero);
+        VISIT(f.v, span_units, 1, ubytes, s->ring == 2 ? 0 : s->bytes);
+        if (s->ring == 2) VISIT(f.v, span, 1, wait, 0, LT(rb), LT(rx[r]));
+        t = next;
       }
       last = t;
     }
@@ -269,6 +327,19 @@ static void test_dist_synchronisation_bound(void) {
   mlprof__findings_free(&f);
 }
 
+/* A straggler 3 ms late at a small all-reduce every step: the others'
+ * waiting there is the straggler's finding, not synchronisation too. */
+static void test_dist_straggler_at_small_collective(void) {
+  sim s = base();
+  s.compute_ms[2] = 13;
+  s.bytes = 8;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK(find(&f, "straggler"));
+  CHECK(!find(&f, "synchronisation_bound"));
+  mlprof__findings_free(&f);
+}
+
 static void test_dist_alignment_recovers_offsets(void) {
   sim s = base();
   s.offset_ns[1] = -7e9; /* a time namespace 7 s ahead */
@@ -366,14 +437,135 @@ static void test_dist_one_rank_is_not_a_job(void) {
   mlprof__findings_free(&f);
 }
 
+/* A ring whose rank 1 sends 5 ms late each step: rank 2, its receiver,
+ * waits for it, the others do not; the link's time is the transfer. */
+static void late_sender(int ring) {
+  sim s = base();
+  s.ring = ring;
+  s.late_ms[1] = 5;
+  for (size_t r = 0; r < NR; r++) s.link_ms[r] = 0.1;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  int bad = 0;
+  double want = ring == 2 ? 4.95 * MS - 2000 : 4.95 * MS;
+  near((double)d->ranks[2].p2p_wait_ns / 10, want, 0.01, "rank 2", &bad);
+  for (size_t r = 0; r < NR; r++)
+    if (r != 2) CHECK_EQ_U64(d->ranks[r].p2p_wait_ns, 0);
+  CHECK(d->ranks[2].wait_ns >= d->ranks[2].p2p_wait_ns);
+  uint64_t steps = 0;
+  for (size_t k = 0; k < d->nsteps; k++) steps += d->steps[k].wait_ns;
+  CHECK(steps >= d->ranks[2].p2p_wait_ns);
+  CHECK_EQ(d->nlinks, NR);
+  const mlprof__dist_link *l = &d->links[1];
+  CHECK_EQ(l->src, 1);
+  CHECK_EQ(l->dst, 2);
+  CHECK_EQ(l->matched, 10);
+  near((double)l->wait_ns, 10 * want, 0.01, "link wait", &bad);
+  near((double)l->time_ns, 10 * 0.1 * MS, 0.05, "link transfer", &bad);
+  CHECK(!bad);
+  const mlprof__finding *x = find(&f, "late_sender");
+  CHECK(x);
+  if (x) CHECK(strstr(x->summary, "rank 1 sends late: rank 2 waited"));
+  /* Equal links however late the sender: none is slow. */
+  CHECK(!find(&f, "slow_link"));
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_late_sender_recv(void) { late_sender(1); }
+
+static void test_dist_late_sender_irecv(void) { late_sender(2); }
+
+static void test_dist_equal_links_no_finding(void) {
+  sim s = base();
+  s.ring = 1;
+  s.noise = 0.03;
+  for (size_t r = 0; r < NR; r++) {
+    s.link_ms[r] = 0.1;
+    s.late_ms[r] = 0.01 * (double)r; /* within the noise */
+  }
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.nlinks, NR);
+  CHECK(f.dist.slowest_link >= 0);
+  CHECK_EQ(f.nfindings, 0);
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_slow_link_named(void) {
+  sim s = base();
+  s.ring = 1;
+  for (size_t r = 0; r < NR; r++) s.link_ms[r] = 0.1;
+  s.link_ms[2] = 1; /* 2 -> 3 ten times slower */
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.slowest_link, 2);
+  const mlprof__finding *x = find(&f, "slow_link");
+  CHECK(x);
+  if (x) CHECK(strstr(x->summary, "from rank 2 to rank 3"));
+  CHECK(!find(&f, "late_sender"));
+  mlprof__findings_free(&f);
+  /* Messages of 1000 bytes: their time is latency, not bandwidth. */
+  s.bytes = 1000;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ(f.dist.slowest_link, 2);
+  CHECK(!find(&f, "slow_link"));
+  mlprof__findings_free(&f);
+}
+
+/* Two .item() syncs of 1.5 ms in each 10 ms step: synchronisation-bound,
+ * with the syncs a step in its evidence. */
+static void test_dist_host_syncs_every_step(void) {
+  sim s = base();
+  s.syncs_per_step = 2;
+  s.sync_ms = 1.5;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ_U64(f.dist.ranks[0].host_syncs, 20);
+  CHECK_EQ_U64(f.dist.ranks[3].host_sync_ns, (uint64_t)(20 * 1.5 * MS));
+  const mlprof__finding *x = find(&f, "synchronisation_bound");
+  CHECK(x);
+  if (x) {
+    CHECK(strstr(x->summary, "2 host syncs a step"));
+    CHECK(strstr(x->recommendation, "every N steps"));
+  }
+  mlprof__findings_free(&f);
+}
+
+/* Syncs as long in total (27% of the time) but every other step (a log,
+ * a checkpoint), or every step but short: no finding. */
+static void test_dist_rare_host_syncs_no_finding(void) {
+  sim s = base();
+  s.syncs_per_step = 0.5;
+  s.sync_ms = 6;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ_U64(f.dist.ranks[1].host_syncs, 5);
+  CHECK_EQ(f.nfindings, 0);
+  mlprof__findings_free(&f);
+  s.syncs_per_step = 2;
+  s.sync_ms = 0.01;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  CHECK_EQ_U64(f.dist.ranks[1].host_syncs, 20);
+  CHECK_EQ(f.nfindings, 0);
+  mlprof__findings_free(&f);
+}
+
 const mlprof_test mlprof_tests_dist[] = {
     {"straggler_named", test_dist_straggler_named},
     {"balanced_no_finding", test_dist_balanced_no_finding},
     {"imbalance_without_straggler", test_dist_imbalance_without_straggler},
     {"communication_bound", test_dist_communication_bound},
     {"synchronisation_bound", test_dist_synchronisation_bound},
+    {"straggler_at_small_collective", test_dist_straggler_at_small_collective},
     {"alignment_recovers_offsets", test_dist_alignment_recovers_offsets},
     {"barrier_constraint", test_dist_barrier_constraint},
     {"op_kinds", test_dist_op_kinds},
     {"one_rank_is_not_a_job", test_dist_one_rank_is_not_a_job},
+    {"late_sender_recv", test_dist_late_sender_recv},
+    {"late_sender_irecv", test_dist_late_sender_irecv},
+    {"equal_links_no_finding", test_dist_equal_links_no_finding},
+    {"slow_link_named", test_dist_slow_link_named},
+    {"host_syncs_every_step", test_dist_host_syncs_every_step},
+    {"rare_host_syncs_no_finding", test_dist_rare_host_syncs_no_finding},
     {NULL, NULL}};
