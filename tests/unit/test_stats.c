@@ -261,8 +261,10 @@ static void test_units_inside_and_outside_zones(void) {
   name(&f, 2, MLPROF__NAME_UNITS, 0, "tokens");
   name(&f, 3, MLPROF__NAME_STRING, 0, "batch");
   name(&f, 4, MLPROF__NAME_STRING, 0, "7");
+  name(&f, 5, MLPROF__NAME_UNITS, 0, "seq");
   span(&f, 1, 1, 0, 0, 500000000); /* 0.5 s */
   f.v.span_units(f.v.ud, 1, 2, 100);
+  f.v.span_units(f.v.ud, 1, 5, 41); /* a collective's number: no units */
   span(&f, 1, 1, 0, 500000000, 1000000000);
   if (f.v.span_meta)
     f.v.span_meta(f.v.ud, 1, 3, 4); /* between span and units */
