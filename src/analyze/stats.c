@@ -143,10 +143,11 @@ typedef struct {
 } str_entry;
 
 /* Past the budget of raw durations (mlprof__stats_budget), a zone counts
- * its durations in log-linear buckets instead: one a value below 64, then 64
- * a power of two (each 1/128 to 1/64 of its values wide), HIST_BUCKETS in
- * all (30 KB a zone). */
-#define SUB_BITS 6
+ * its durations in log-linear buckets instead: one a value below 256, then
+ * 256 a power of two (each 1/512 to 1/256 of its values wide, so that the
+ * buckets of the percentiles of a narrow distribution, a training step's,
+ * fit the budget of one selection pass), HIST_BUCKETS in all (114 KB). */
+#define SUB_BITS 8
 #define HIST_BUCKETS ((size_t)(64 - SUB_BITS + 1) << SUB_BITS)
 /* A selection pass that cannot collect the values of an interval counts
  * them in this many buckets of equal width, to narrow it for the next. */
@@ -375,13 +376,14 @@ static uint64_t hist_lo(size_t b, uint64_t *width) {
   return (uint64_t)((1u << SUB_BITS) | (b & ((1u << SUB_BITS) - 1))) << (k - 1);
 }
 
-/* Turns the zone whose raw durations take the most room into a histogram.
- * Returns 0 or MLPROF_ENOMEM. */
+/* Turns the zone whose raw durations take the most room into a histogram,
+ * when they take more than one. Returns 0, 1 when no zone does, or
+ * MLPROF_ENOMEM. */
 static int spill(mlprof__stats *s) {
   zone_build *big = NULL;
   for (size_t i = 0; i < s->r.nzones; i++)
     if (!big || s->zb[i].durations.cap > big->durations.cap) big = &s->zb[i];
-  if (!big || !big->durations.cap) return 0;
+  if (!big || big->durations.cap <= HIST_BUCKETS) return 1;
   if (!(big->hist = calloc(HIST_BUCKETS, sizeof *big->hist)))
     return MLPROF_ENOMEM;
   for (size_t k = 0; k < big->durations.n; k++)
@@ -393,7 +395,8 @@ static int spill(mlprof__stats *s) {
 }
 
 /* Keeps duration d of zone zi: raw while the budget has room, spilling the
- * largest zone when it has not. Returns 0 or MLPROF_ENOMEM. */
+ * largest zones when it has not (checked as the room grows: a job of many
+ * zones too small to spill may stay past it). Returns 0 or MLPROF_ENOMEM. */
 static int add_duration(mlprof__stats *s, uint32_t zi, uint64_t d) {
   zone_build *zb = &s->zb[zi];
   if (zb->hist) {
@@ -402,10 +405,11 @@ static int add_duration(mlprof__stats *s, uint32_t zi, uint64_t d) {
   }
   size_t cap = zb->durations.cap;
   if (u64vec_push(&zb->durations, d)) return MLPROF_ENOMEM;
+  if (zb->durations.cap == cap || s->keep_durations) return 0;
   s->held += zb->durations.cap - cap;
-  while (!s->keep_durations && s->held > s->budget)
-    if (spill(s)) return MLPROF_ENOMEM;
-  return 0;
+  int rc = 0;
+  while (!rc && s->held > s->budget) rc = spill(s);
+  return rc < 0 ? rc : 0;
 }
 
 /* ---- visitor callbacks ----------------------------------------------------
@@ -913,7 +917,6 @@ static void zone_finish(mlprof__stats *s, size_t i) {
     z->durations = d->v;
   else
     free(d->v);
-  s->held -= d->cap;
   *d = (u64vec){0};
 }
 

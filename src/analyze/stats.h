@@ -5,7 +5,9 @@
  * bytes a span) so percentiles are exact, up to a budget for the whole job
  * (mlprof__stats_budget); everything else is counters. Past the budget, the
  * zone whose durations take the most room counts them in a histogram
- * instead (log-linear buckets, 64 a power of two, 30 KB), and selection
+ * instead (log-linear buckets, 256 a power of two, 114 KB; only a zone of
+ * more durations than that spills, so many small zones may stay past the
+ * budget: memory is then bounded by the zones' number), and selection
  * passes over the profiles (mlprof__stats_select_begin) find its exact
  * percentiles: the first collects the values of the buckets that hold them
  * (when they fit the budget; else counts them in finer buckets, for another

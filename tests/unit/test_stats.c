@@ -746,8 +746,8 @@ static uint64_t xorshift(uint64_t *x) {
 }
 
 /* A duration of zone z drawn from kind: uniform over 1 ms; 64 clusters of
- * 3 adjacent values, 65536 apart, in one bucket of the histogram (for small
- * budgets: refined into buckets of about 1000 values, a cluster each, then
+ * 1000 adjacent values, 65536 apart, in one bucket of the histogram (for
+ * small budgets: refined into buckets about 1000 wide, a cluster each, then
  * collected); one value a zone; two narrow modes (many equal values) 25,000
  * times apart; a heavy tail (a value below 1000 doubled a geometric number
  * of times, up to 2^50). */
@@ -757,7 +757,7 @@ static uint64_t draw(dist_kind kind, uint32_t z, uint64_t *x) {
     case D_UNIFORM:
       return r % 1000000;
     case D_NARROW:
-      return (1ull << 30) + r % 64 * 65536 + (r >> 40) % 3;
+      return (1ull << 30) + r % 64 * 65536 + (r >> 40) % 1000;
     case D_CONSTANT:
       return 1000 + z;
     case D_BIMODAL:
@@ -858,10 +858,11 @@ static void check_same_zones(const mlprof__report *want,
 
 /* Past a budget of 0 (every zone spills, and every interval is refined to
  * one value), small ones (some zones keep their durations, the selection
- * collects) and one only the larger jobs outgrow: the same numbers as all
+ * collects) and one only the larger jobs outgrow (zones of 12,000 spans or
+ * more, so every one can spill): the same numbers as all
  * in memory, over several kinds of data, zone counts and profiles. */
 static void test_budget_exact_percentiles(void) {
-  static const size_t budgets[] = {0, 64, 700, 2500};
+  static const size_t budgets[] = {0, 5000, 50000, 150000};
   static const struct {
     size_t profiles;
     uint32_t zones;
@@ -869,7 +870,7 @@ static void test_budget_exact_percentiles(void) {
   for (int kind = 0; kind < D_KINDS; kind++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       budget_job j;
-      if (budget_job_write(&j, shapes[s].profiles, shapes[s].zones, 1500,
+      if (budget_job_write(&j, shapes[s].profiles, shapes[s].zones, 60000,
                            (dist_kind)kind, 7 + (uint64_t)kind * 31 + s)) {
         budget_job_remove(&j);
         TEST_FAIL("cannot write the job");
@@ -907,19 +908,39 @@ static void test_budget_exact_percentiles(void) {
  * completed; a filter applies to every pass alike. */
 static void test_budget_with_findings_and_filter(void) {
   budget_job j;
-  if (budget_job_write(&j, 2, 4, 3000, D_HEAVY, 99)) {
+  if (budget_job_write(&j, 3, 4, 60000, D_HEAVY, 99)) {
     budget_job_remove(&j);
     TEST_FAIL("cannot write the job");
   }
   unsigned want = MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE;
-  mlprof__filter f = {.min_ns = 5000};
+  mlprof__filter f = {.min_ns = 1000};
   mlprof__analysis all, a;
   CHECK_EQ(run_budget(&j, want, MLPROF__STATS_BUDGET, &f, &all), 0);
-  CHECK_EQ(run_budget(&j, want, 100, &f, &a), 0);
+  CHECK_EQ(run_budget(&j, want, 1000, &f, &a), 0);
   CHECK(a.reads > all.reads);
-  CHECK(all.r.zones[0].min_ns >= 5000);
+  CHECK(all.r.zones[0].min_ns >= 1000);
   check_same_zones(&all.r, &a.r);
   CHECK_EQ(a.f.nfindings, all.f.nfindings);
+  mlprof__analysis_free(&a);
+  mlprof__analysis_free(&all);
+  budget_job_remove(&j);
+}
+
+/* Zones with fewer durations than a histogram has buckets keep them raw
+ * past the budget: spilling them would take more room, not less. */
+static void test_budget_small_zones_stay_raw(void) {
+  budget_job j;
+  if (budget_job_write(&j, 2, 9, 3000, D_UNIFORM, 5)) {
+    budget_job_remove(&j);
+    TEST_FAIL("cannot write the job");
+  }
+  mlprof__analysis all, a;
+  CHECK_EQ(
+      run_budget(&j, MLPROF__ANALYSIS_STATS, MLPROF__STATS_BUDGET, NULL, &all),
+      0);
+  CHECK_EQ(run_budget(&j, MLPROF__ANALYSIS_STATS, 0, NULL, &a), 0);
+  CHECK_EQ(a.reads, j.n);
+  check_same_zones(&all.r, &a.r);
   mlprof__analysis_free(&a);
   mlprof__analysis_free(&all);
   budget_job_remove(&j);
@@ -947,4 +968,5 @@ const mlprof_test mlprof_tests_stats[] = {
     {"marks_exact", test_marks_exact},
     {"budget_exact_percentiles", test_budget_exact_percentiles},
     {"budget_with_findings_and_filter", test_budget_with_findings_and_filter},
+    {"budget_small_zones_stay_raw", test_budget_small_zones_stay_raw},
     {NULL, NULL}};
