@@ -898,6 +898,8 @@ static void zone_finish(mlprof__stats *s, size_t i) {
   if (z->count) z->mean_ns = (double)z->total_ns / (double)z->count;
   if (zb->hist) {
     if (z->count) z->std_ns = sqrt(zb->sq / (double)z->count);
+    free(zb->hist);
+    zb->hist = NULL;
     return;
   }
   sort_u64(d->v, d->n);
