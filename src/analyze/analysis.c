@@ -116,6 +116,30 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
   o->want = MLPROF__ANALYSIS_STATS;
   mlprof__findings_opts_init(&o->findings);
   o->sort = MLPROF__SORT_TOTAL;
+  o->durations_budget = MLPROF__STATS_BUDGET;
+}
+
+/* The statistics' selection passes (stats.h), when some zone outgrew the
+ * budget of raw durations: the spans again, for that zone's percentiles.
+ * Returns 0 or MLPROF_ENOMEM. */
+static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
+                         mlprof__analysis *a, mlprof__stats *s) {
+  int rc;
+  while ((rc = mlprof__stats_select_begin(s)) > 0) {
+    for (size_t i = 0; i < job->count; i++) {
+      tee t = {.n = 1};
+      mlprof__stats_select_profile(s, &t.v[0]);
+      mlprof__read_report rep;
+      char why[256];
+      int rd = 0;
+      /* A file that went away or broke since pass 1 keeps what it gave. */
+      if ((rc = read_profile(a, fd, i, &job->profiles[i], &t, &rep, &rd, why,
+                             sizeof why)))
+        return rc;
+    }
+    if ((rc = mlprof__stats_select_end(s))) return rc;
+  }
+  return rc;
 }
 
 /* Pass 1: every profile once, for the statistics, the samples, the tree
@@ -134,6 +158,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)))
       rc = MLPROF_ENOMEM;
     if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
+    if (s) mlprof__stats_budget(s, opts->durations_budget);
   }
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))
@@ -163,6 +188,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && lnb) rc = mlprof__lines_profile_end(lnb);
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
   }
+  if (!rc && s) rc = select_passes(job, fd, a, s);
   mlprof__lines_finish(lnb);
   if (rc) {
     if (lnb) mlprof__lines_free(&lines);

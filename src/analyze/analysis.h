@@ -12,7 +12,9 @@
  * results while it reads them: the findings (the samples' series over each
  * span) and the resources' zone averages (the same, only when some process
  * was sampled). So a report of zones reads each profile once, a dashboard
- * twice. */
+ * twice. A job whose spans outgrow the statistics' budget of raw durations
+ * (stats.h) is read again between the two, by the statistics alone, once or
+ * more, for its exact percentiles. */
 #ifndef MLPROF_ANALYSIS_H
 #define MLPROF_ANALYSIS_H
 
@@ -39,6 +41,9 @@ typedef struct {
   unsigned want; /* MLPROF__ANALYSIS_* or'ed */
   /* Keep each zone's sorted durations (mlprof__zone_stats.durations). */
   int keep_durations;
+  /* Raw durations the statistics hold at most (mlprof__stats_budget);
+   * mlprof__analysis_opts_init sets MLPROF__STATS_BUDGET. */
+  size_t durations_budget;
   mlprof__findings_opts findings; /* latency objectives, leak thresholds */
   /* The zones to show (mlprof__report_sort), applied after the findings,
    * which use every zone. */

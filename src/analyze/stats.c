@@ -121,10 +121,14 @@ static void sort_u64(uint64_t *a, size_t n) {
   sort_u64_depth(a, n, depth);
 }
 
+/* The nearest rank (1-based) of percentile p among n values, n > 0. */
+static uint64_t pct_rank(uint64_t n, unsigned p) {
+  uint64_t rank = (n * p + 99) / 100;
+  return rank ? rank : 1;
+}
+
 uint64_t mlprof__percentile_sorted(const uint64_t *a, size_t n, unsigned p) {
-  if (n == 0) return 0;
-  size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
-  return a[rank ? rank - 1 : 0];
+  return n ? a[pct_rank(n, p) - 1] : 0;
 }
 
 /* ---- the builder ----------------------------------------------------------
@@ -138,10 +142,40 @@ typedef struct {
   uint32_t zone, counter, unit; /* what the string names, MLPROF__NONE */
 } str_entry;
 
+/* Past the budget of raw durations (mlprof__stats_budget), a zone counts
+ * its durations in log-linear buckets instead: one a value below 256, then
+ * 256 a power of two (each 1/512 to 1/256 of its values wide, so that the
+ * buckets of the percentiles of a narrow distribution, a training step's,
+ * fit the budget of one selection pass), HIST_BUCKETS in all (114 KB). */
+#define SUB_BITS 8
+#define HIST_BUCKETS ((size_t)(64 - SUB_BITS + 1) << SUB_BITS)
+/* A selection pass that cannot collect the values of an interval counts
+ * them in this many buckets of equal width, to narrow it for the next. */
+#define REFINE_BUCKETS 4096
+
+static const unsigned pcts[4] = {50, 90, 95, 99};
+
 typedef struct {
   u64vec durations;
-  uint32_t str; /* its name in the string table, for the category */
+  uint64_t *hist; /* HIST_BUCKETS counts once the zone spilled, else NULL */
+  double sq;      /* a spilled zone's squared deviations from its mean */
+  uint32_t probe0, nprobes; /* its probes in the selection pass */
+  int done;                 /* its statistics are computed */
+  uint32_t str;             /* its name in the string table, for the category */
 } zone_build;
+
+/* What a selection pass looks for: the values of a spilled zone within
+ * [lo, hi], n of them by the pass before, where the percentiles pcts[k]
+ * of bit k of want lie, at rank[k] (1-based) among them. */
+typedef struct {
+  uint32_t zone;
+  unsigned want;
+  uint64_t rank[4];
+  uint64_t lo, hi, n;
+  /* Collecting: room for the n values, got of them so far. Refining (w,
+   * the buckets' width, not 0): REFINE_BUCKETS counts. */
+  uint64_t *v, got, w;
+} probe;
 
 typedef struct {
   uint64_t *child; /* child[d]: summed durations of ended spans at depth d
@@ -181,8 +215,12 @@ struct mlprof__stats {
   uint32_t last_tid, last_thread;
   int end_seen;
   uint64_t end_ns, end_dropped, last_ns;
-  size_t first_open;  /* r.open entries of this profile start here */
-  int keep_durations; /* hand the sorted durations to the report */
+  size_t first_open;   /* r.open entries of this profile start here */
+  int keep_durations;  /* hand the sorted durations to the report */
+  size_t budget, held; /* room for raw durations: at most, and taken */
+  probe *probes;       /* the selection pass's, by zone */
+  size_t nprobes, prcap;
+  unsigned passes; /* selection passes begun */
 };
 
 /* The index of the string s in the table, added if new; MLPROF__NONE when out
@@ -317,6 +355,63 @@ static void see_time(mlprof__stats *s, uint64_t t) {
   if (t > s->last_ns) s->last_ns = t;
 }
 
+/* ---- durations ------------------------------------------------------------
+ */
+
+static size_t hist_bucket(uint64_t v) {
+  if (v < (1u << SUB_BITS)) return (size_t)v;
+  int e = 63 - __builtin_clzll(v);
+  return (size_t)(e - SUB_BITS + 1) << SUB_BITS |
+         (size_t)(v >> (e - SUB_BITS) & ((1u << SUB_BITS) - 1));
+}
+
+/* The smallest value of bucket b and the buckets' width there. */
+static uint64_t hist_lo(size_t b, uint64_t *width) {
+  size_t k = b >> SUB_BITS;
+  if (k == 0) {
+    *width = 1;
+    return b;
+  }
+  *width = 1ull << (k - 1);
+  return (uint64_t)((1u << SUB_BITS) | (b & ((1u << SUB_BITS) - 1))) << (k - 1);
+}
+
+/* Turns the zone whose raw durations take the most room into a histogram,
+ * when they take more than one. Returns 0, 1 when no zone does, or
+ * MLPROF_ENOMEM. */
+static int spill(mlprof__stats *s) {
+  zone_build *big = NULL;
+  for (size_t i = 0; i < s->r.nzones; i++)
+    if (!big || s->zb[i].durations.cap > big->durations.cap) big = &s->zb[i];
+  if (!big || big->durations.cap <= HIST_BUCKETS) return 1;
+  if (!(big->hist = calloc(HIST_BUCKETS, sizeof *big->hist)))
+    return MLPROF_ENOMEM;
+  for (size_t k = 0; k < big->durations.n; k++)
+    big->hist[hist_bucket(big->durations.v[k])]++;
+  s->held -= big->durations.cap;
+  free(big->durations.v);
+  big->durations = (u64vec){0};
+  return 0;
+}
+
+/* Keeps duration d of zone zi: raw while the budget has room, spilling the
+ * largest zones when it has not (checked as the room grows: a job of many
+ * zones too small to spill may stay past it). Returns 0 or MLPROF_ENOMEM. */
+static int add_duration(mlprof__stats *s, uint32_t zi, uint64_t d) {
+  zone_build *zb = &s->zb[zi];
+  if (zb->hist) {
+    zb->hist[hist_bucket(d)]++;
+    return 0;
+  }
+  size_t cap = zb->durations.cap;
+  if (u64vec_push(&zb->durations, d)) return MLPROF_ENOMEM;
+  if (zb->durations.cap == cap || s->keep_durations) return 0;
+  s->held += zb->durations.cap - cap;
+  int rc = 0;
+  while (!rc && s->held > s->budget) rc = spill(s);
+  return rc < 0 ? rc : 0;
+}
+
 /* ---- visitor callbacks ----------------------------------------------------
  */
 
@@ -390,8 +485,11 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     tb->child_top = (size_t)depth + 1;
   }
 
-  if (u64vec_push(&s->zb[zi].durations, dur)) return MLPROF_ENOMEM;
+  if (add_duration(s, zi, dur)) return MLPROF_ENOMEM;
   mlprof__zone_stats *z = &s->r.zones[zi];
+  z->count++;
+  if (dur < z->min_ns) z->min_ns = dur;
+  if (dur > z->max_ns) z->max_ns = dur;
   z->total_ns += dur;
   z->self_ns += self;
   mlprof__thread_stats *th = &s->r.threads[t];
@@ -551,7 +649,9 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
 
 mlprof__stats *mlprof__stats_new(void) {
   mlprof__stats *s = calloc(1, sizeof *s);
-  if (s) s->last_thread = MLPROF__NONE;
+  if (!s) return NULL;
+  s->last_thread = MLPROF__NONE;
+  s->budget = MLPROF__STATS_BUDGET;
   return s;
 }
 
@@ -783,38 +883,55 @@ static int zone_units_cmp(const void *a, const void *b) {
   return (x->unit > y->unit) - (x->unit < y->unit);
 }
 
+static uint64_t *pct_slot(mlprof__zone_stats *z, unsigned k) {
+  uint64_t *slot[4] = {&z->p50_ns, &z->p90_ns, &z->p95_ns, &z->p99_ns};
+  return slot[k];
+}
+
+/* Computes zone i's statistics from its raw durations, or, for a spilled
+ * zone, from what the selection passes found; frees the durations unless
+ * the report keeps them. */
+static void zone_finish(mlprof__stats *s, size_t i) {
+  mlprof__zone_stats *z = &s->r.zones[i];
+  zone_build *zb = &s->zb[i];
+  u64vec *d = &zb->durations;
+  zb->done = 1;
+  if (!z->count) z->min_ns = 0;
+  if (z->count) z->mean_ns = (double)z->total_ns / (double)z->count;
+  if (zb->hist) {
+    if (z->count) z->std_ns = sqrt(zb->sq / (double)z->count);
+    free(zb->hist);
+    zb->hist = NULL;
+    return;
+  }
+  sort_u64(d->v, d->n);
+  for (unsigned k = 0; k < 4; k++)
+    *pct_slot(z, k) = mlprof__percentile_sorted(d->v, d->n, pcts[k]);
+  if (d->n) {
+    /* Two passes over the raw durations: exact where a running sum of
+     * squares would cancel. */
+    double sq = 0;
+    for (size_t k = 0; k < d->n; k++) {
+      double dev = (double)d->v[k] - z->mean_ns;
+      sq += dev * dev;
+    }
+    z->std_ns = sqrt(sq / (double)d->n);
+  }
+  if (s->keep_durations && d->n)
+    z->durations = d->v;
+  else
+    free(d->v);
+  *d = (u64vec){0};
+}
+
 static int finish_zones(mlprof__stats *s) {
   mlprof__report *r = &s->r;
   for (size_t i = 0; i < r->nzones; i++) {
     mlprof__zone_stats *z = &r->zones[i];
-    u64vec *d = &s->zb[i].durations;
     z->category = s->strs[s->zb[i].str].category;
-    z->count = d->n;
-    r->spans += d->n;
-    sort_u64(d->v, d->n);
-    z->min_ns = d->n ? d->v[0] : 0;
-    z->max_ns = d->n ? d->v[d->n - 1] : 0;
-    z->p50_ns = mlprof__percentile_sorted(d->v, d->n, 50);
-    z->p90_ns = mlprof__percentile_sorted(d->v, d->n, 90);
-    z->p95_ns = mlprof__percentile_sorted(d->v, d->n, 95);
-    z->p99_ns = mlprof__percentile_sorted(d->v, d->n, 99);
-    if (d->n) {
-      /* Two passes over the raw durations: exact where a running sum of
-       * squares would cancel. */
-      z->mean_ns = (double)z->total_ns / (double)d->n;
-      double sq = 0;
-      for (size_t k = 0; k < d->n; k++) {
-        double dev = (double)d->v[k] - z->mean_ns;
-        sq += dev * dev;
-      }
-      z->std_ns = sqrt(sq / (double)d->n);
-    }
+    r->spans += z->count;
+    if (!s->zb[i].done) zone_finish(s, i);
     z->share = r->wall_ns ? (double)z->total_ns / (double)r->wall_ns : 0;
-    if (s->keep_durations && d->n)
-      z->durations = d->v;
-    else
-      free(d->v);
-    *d = (u64vec){0};
   }
   if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
   for (size_t i = 0; i < s->nzu;) {
@@ -901,9 +1018,185 @@ void mlprof__stats_keep_durations(mlprof__stats *s, int keep) {
   s->keep_durations = keep;
 }
 
+void mlprof__stats_budget(mlprof__stats *s, size_t durations) {
+  s->budget = durations;
+}
+
+/* ---- selection passes -----------------------------------------------------
+ */
+
+/* Adds to the next selection pass the search for percentile pcts[k] of
+ * zone at rank (1-based) among its n values in [lo, hi]; answers it at once
+ * when the interval holds one value, or none (a file that changed between
+ * passes). Returns 0 or MLPROF_ENOMEM. */
+static int add_target(mlprof__stats *s, uint32_t zone, unsigned k, uint64_t lo,
+                      uint64_t hi, uint64_t n, uint64_t rank) {
+  if (lo >= hi || !n) {
+    *pct_slot(&s->r.zones[zone], k) = lo;
+    return 0;
+  }
+  probe *p = s->nprobes ? &s->probes[s->nprobes - 1] : NULL;
+  if (!p || p->zone != zone || p->lo != lo || p->hi != hi) {
+    if (mlprof__grow(&s->probes, &s->prcap, s->nprobes + 1, sizeof *s->probes))
+      return MLPROF_ENOMEM;
+    p = &s->probes[s->nprobes++];
+    *p = (probe){.zone = zone, .lo = lo, .hi = hi, .n = n};
+  }
+  p->want |= 1u << k;
+  p->rank[k] = rank;
+  return 0;
+}
+
+/* The bucket of the nb counts c holding rank (1-based; past their total,
+ * the last value), with in *below the count of the buckets before it; nb
+ * when c counts nothing. */
+static size_t bucket_of_rank(const uint64_t *c, size_t nb, uint64_t rank,
+                             uint64_t *below) {
+  uint64_t sum = 0;
+  size_t last = nb;
+  for (size_t b = 0; b < nb; b++) {
+    if (!c[b]) continue;
+    if (sum + c[b] >= rank) {
+      *below = sum;
+      return b;
+    }
+    sum += c[b];
+    last = b;
+  }
+  if (last < nb) *below = sum - c[last];
+  return last;
+}
+
+/* Adds the search for percentile k, rank rank among the values p counted
+ * in its buckets, within the bucket that holds it. */
+static int narrow(mlprof__stats *s, const probe *p, unsigned k) {
+  uint64_t below = 0;
+  size_t b = bucket_of_rank(p->v, REFINE_BUCKETS, p->rank[k], &below);
+  if (b == REFINE_BUCKETS) return add_target(s, p->zone, k, p->lo, p->lo, 0, 0);
+  /* b holds a value v, and b * w <= v - lo: no overflow. */
+  uint64_t lo = p->lo + b * p->w;
+  uint64_t hi = p->hi - lo < p->w - 1 ? p->hi : lo + (p->w - 1);
+  uint64_t rank = p->rank[k] - below;
+  return add_target(s, p->zone, k, lo, hi, p->v[b],
+                    rank < p->v[b] ? rank : p->v[b]);
+}
+
+/* Adds the searches for a spilled zone's percentiles within the buckets of
+ * its histogram that hold them. */
+static int hist_targets(mlprof__stats *s, uint32_t zi) {
+  const mlprof__zone_stats *z = &s->r.zones[zi];
+  const uint64_t *h = s->zb[zi].hist;
+  int rc = 0;
+  for (unsigned k = 0; k < 4 && !rc; k++) {
+    uint64_t rank = pct_rank(z->count, pcts[k]), below = 0, w;
+    size_t b = bucket_of_rank(h, HIST_BUCKETS, rank, &below);
+    uint64_t lo = hist_lo(b, &w), hi = lo + (w - 1);
+    if (lo < z->min_ns) lo = z->min_ns;
+    if (hi > z->max_ns) hi = z->max_ns;
+    rc = add_target(s, zi, k, lo, hi, h[b], rank - below);
+  }
+  return rc;
+}
+
+int mlprof__stats_select_begin(mlprof__stats *s) {
+  mlprof__report *r = &s->r;
+  if (!s->passes) {
+    int spilled = 0;
+    for (size_t i = 0; i < r->nzones; i++) spilled |= s->zb[i].hist != NULL;
+    if (!spilled) return 0;
+    /* The zones of raw durations first: their room goes to the passes. */
+    for (uint32_t i = 0; i < r->nzones; i++) {
+      if (!s->zb[i].hist) {
+        zone_finish(s, i);
+        continue;
+      }
+      r->zones[i].mean_ns =
+          (double)r->zones[i].total_ns / (double)r->zones[i].count;
+      if (hist_targets(s, i)) return MLPROF_ENOMEM;
+    }
+  } else if (!s->nprobes) {
+    return 0;
+  }
+  /* Collect the values of the smallest intervals that fit the budget. */
+  size_t room = s->budget;
+  for (size_t i = 0; i < r->nzones; i++) s->zb[i].nprobes = 0;
+  for (size_t i = 0; i < s->nprobes; i++) {
+    probe *p = &s->probes[i];
+    if (p->n <= room) {
+      room -= p->n;
+      p->v = malloc(p->n * sizeof *p->v);
+    } else {
+      p->w = (p->hi - p->lo) / REFINE_BUCKETS + 1;
+      p->v = calloc(REFINE_BUCKETS, sizeof *p->v);
+    }
+    if (!p->v) return MLPROF_ENOMEM;
+    zone_build *zb = &s->zb[p->zone];
+    if (!zb->nprobes++) zb->probe0 = (uint32_t)i;
+  }
+  s->passes++;
+  return 1;
+}
+
+static int on_select_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                          uint64_t begin, uint64_t end) {
+  (void)tid;
+  (void)depth;
+  mlprof__stats *s = ud;
+  str_entry *e = name_str(s, name);
+  if (!e || e->zone == MLPROF__NONE || !s->zb[e->zone].hist) return 0;
+  zone_build *zb = &s->zb[e->zone];
+  uint64_t d = end > begin ? end - begin : 0;
+  if (s->passes == 1) {
+    double dev = (double)d - s->r.zones[e->zone].mean_ns;
+    zb->sq += dev * dev;
+  }
+  for (probe *p = s->probes + zb->probe0, *pe = p + zb->nprobes; p < pe; p++) {
+    if (d < p->lo || d > p->hi) continue;
+    if (p->w)
+      p->v[(d - p->lo) / p->w]++;
+    else if (p->got < p->n)
+      p->v[p->got++] = d;
+  }
+  return 0;
+}
+
+void mlprof__stats_select_profile(mlprof__stats *s, mlprof__visitor *v) {
+  mlprof__map_clear(&s->names);
+  *v = (mlprof__visitor){.ud = s, .name = on_name, .span = on_select_span};
+}
+
+int mlprof__stats_select_end(mlprof__stats *s) {
+  probe *old = s->probes;
+  size_t n = s->nprobes;
+  s->probes = NULL;
+  s->nprobes = s->prcap = 0;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    probe *p = &old[i];
+    if (!p->w) sort_u64(p->v, p->got);
+    for (unsigned k = 0; k < 4 && !rc; k++) {
+      if (!(p->want >> k & 1)) continue;
+      if (p->w) {
+        rc = narrow(s, p, k);
+        continue;
+      }
+      uint64_t at = p->rank[k] < p->got ? p->rank[k] : p->got;
+      *pct_slot(&s->r.zones[p->zone], k) = at ? p->v[at - 1] : p->lo;
+    }
+    free(p->v);
+  }
+  free(old);
+  return rc;
+}
+
 void mlprof__stats_free(mlprof__stats *s) {
   if (!s) return;
-  for (size_t i = 0; i < s->r.nzones; i++) free(s->zb[i].durations.v);
+  for (size_t i = 0; i < s->r.nzones; i++) {
+    free(s->zb[i].durations.v);
+    free(s->zb[i].hist);
+  }
+  for (size_t i = 0; i < s->nprobes; i++) free(s->probes[i].v);
+  free(s->probes);
   for (size_t i = 0; i < s->r.nthreads; i++) {
     free(s->tb[i].child);
   }

@@ -1,8 +1,18 @@
 /* The report model: per-zone, per-process and per-thread statistics of a job,
  * built by streaming every profile through the reader.
  *
- * Memory: no span is kept. Each zone keeps the raw durations of its spans
- * (8 bytes a span) so percentiles are exact; everything else is counters.
+ * Memory: no span is kept. Zones keep the raw durations of their spans (8
+ * bytes a span) so percentiles are exact, up to a budget for the whole job
+ * (mlprof__stats_budget); everything else is counters. Past the budget, the
+ * zone whose durations take the most room counts them in a histogram
+ * instead (log-linear buckets, 256 a power of two, 114 KB; only a zone of
+ * more durations than that spills, so many small zones may stay past the
+ * budget: memory is then bounded by the zones' number), and selection
+ * passes over the profiles (mlprof__stats_select_begin) find its exact
+ * percentiles: the first collects the values of the buckets that hold them
+ * (when they fit the budget; else counts them in finer buckets, for another
+ * pass) and sums the squared deviations for the std. A job under the budget
+ * is read once and gets the same numbers as with no budget.
  *
  * Definitions (also in docs/json-schema.md):
  * - self time of a span: its duration minus the durations of its direct
@@ -194,6 +204,29 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *r);
  * mlprof diff) instead of freeing them: 8 bytes a span stay in memory until
  * mlprof__report_free. Off by default. */
 void mlprof__stats_keep_durations(mlprof__stats *s, int keep);
+
+/* The default budget: room for 2^24 raw durations (128 MB), so a job of up
+ * to 16 M spans (10 M, the report's budget in docs/guide.md, included) is
+ * read once. */
+#define MLPROF__STATS_BUDGET ((size_t)1 << 24)
+
+/* Sets the room for raw durations, in durations, for the whole job: what
+ * the zones keep in the first pass (counted as allocated) and what a
+ * selection pass collects. Not applied while keeping durations. */
+void mlprof__stats_budget(mlprof__stats *s, size_t durations);
+
+/* The selection passes, after the last mlprof__stats_profile_end: while
+ * mlprof__stats_select_begin returns 1, read every profile of the job
+ * again, in the first pass's order and through the same filter, each with
+ * the visitor mlprof__stats_select_profile fills (ud is s), then call
+ * mlprof__stats_select_end. select_begin returns 0 when no pass is needed
+ * (always, for a job under the budget), end returns 0; both return
+ * MLPROF_ENOMEM when out of memory (then free s). Skipping them leaves a
+ * spilled zone's percentiles and std at 0. A file that changed between
+ * passes gives percentiles from what it held, never a crash. */
+int mlprof__stats_select_begin(mlprof__stats *s);
+void mlprof__stats_select_profile(mlprof__stats *s, mlprof__visitor *v);
+int mlprof__stats_select_end(mlprof__stats *s);
 
 /* Percentile p (0 to 100) of n sorted values by nearest rank (above): the
  * value of rank ceil(p * n / 100), the smallest for p 0; 0 for none. */

@@ -4,6 +4,7 @@
 #include <mlprof.h>
 #include <stdlib.h>
 
+#include "analyze/filter.h"
 #include "analyze/marks.h"
 #include "analyze/resources.h"
 #include "analyze/stats.h"
@@ -728,6 +729,225 @@ static void test_marks_exact(void) {
   free(ends);
 }
 
+/* ---- the budget of raw durations: exact percentiles past it -------------- */
+
+typedef enum {
+  D_UNIFORM,
+  D_NARROW,
+  D_CONSTANT,
+  D_BIMODAL,
+  D_HEAVY,
+  D_KINDS
+} dist_kind;
+
+static uint64_t xorshift(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* A duration of zone z drawn from kind: uniform over 1 ms; 64 clusters of
+ * 1000 adjacent values, 65536 apart, in one bucket of the histogram (for
+ * small budgets: refined into buckets about 1000 wide, a cluster each, then
+ * collected); one value a zone; two narrow modes (many equal values) 25,000
+ * times apart; a heavy tail (a value below 1000 doubled a geometric number
+ * of times, up to 2^50). */
+static uint64_t draw(dist_kind kind, uint32_t z, uint64_t *x) {
+  uint64_t r = xorshift(x);
+  switch (kind) {
+    case D_UNIFORM:
+      return r % 1000000;
+    case D_NARROW:
+      return (1ull << 30) + r % 64 * 65536 + (r >> 40) % 1000;
+    case D_CONSTANT:
+      return 1000 + z;
+    case D_BIMODAL:
+      return r >> 63 ? 200 + r % 16 : 5000000 + r % 7;
+    default: {
+      int k = __builtin_ctzll(xorshift(x) | 1ull << 50);
+      return (r % 1000 + 1) << k;
+    }
+  }
+}
+
+typedef struct {
+  char dir[64];
+  char path[4][96];
+  size_t n;
+  mlprof__job job;
+} budget_job;
+
+/* A job of nprof profiles, each of spans spans on one thread over nzones
+ * zones, durations of kind (every span at depth 0, from time 0). */
+static int budget_job_write(budget_job *j, size_t nprof, uint32_t nzones,
+                            size_t spans, dist_kind kind, uint64_t seed) {
+  snprintf(j->dir, sizeof j->dir, "/tmp/mlprof-budget-XXXXXX");
+  if (!mkdtemp(j->dir)) return -1;
+  const char *paths[4];
+  uint64_t x = seed;
+  j->n = 0;
+  for (size_t k = 0; k < nprof; k++, j->n++) {
+    char *path = j->path[k];
+    snprintf(path, sizeof j->path[k], "%s/p-%zu.mlprof", j->dir, k);
+    paths[k] = path;
+    FILE *f = synth_open(path, 1);
+    if (!f) return -1;
+    synth_header(f, 100 + k, 1, 1000 + k, "h", "w");
+    payload p = {.n = 0};
+    p_uv(&p, nzones);
+    for (uint32_t z = 0; z < nzones; z++) {
+      char nm[16];
+      snprintf(nm, sizeof nm, "z%u", z);
+      p_name(&p, z + 1, MLPROF__NAME_ZONE, MLPROF_CAT_NONE, nm);
+    }
+    chunk(f, MLPROF__CHUNK_NAMES, &p);
+    synth_events e = {.f = f, .tid = 1};
+    for (size_t i = 0; i < spans; i++) {
+      uint32_t z = (uint32_t)(xorshift(&x) % nzones);
+      synth_ev_span(&e, z + 1, 0, 0, draw(kind, z, &x));
+    }
+    synth_ev_flush(&e);
+    synth_end(f, 1ull << 52);
+    fclose(f);
+  }
+  char err[256];
+  return mlprof__job_open(&j->job, paths, j->n, err, sizeof err);
+}
+
+static void budget_job_remove(budget_job *j) {
+  mlprof__job_close(&j->job);
+  for (size_t i = 0; i < j->n; i++) unlink(j->path[i]);
+  rmdir(j->dir);
+}
+
+static int run_budget(const budget_job *j, unsigned want, size_t budget,
+                      const mlprof__filter *f, mlprof__analysis *a) {
+  mlprof__analysis_opts o;
+  mlprof__analysis_opts_init(&o);
+  o.want = want;
+  o.durations_budget = budget;
+  o.filter = f;
+  char err[256];
+  return mlprof__analysis_run(&j->job, &o, a, err, sizeof err);
+}
+
+/* Every number of every zone, as the report built with every duration in
+ * memory has it; std to rounding (the squares are summed in another
+ * order). */
+static void check_same_zones(const mlprof__report *want,
+                             const mlprof__report *got) {
+  CHECK_EQ(got->nzones, want->nzones);
+  CHECK_EQ_U64(got->spans, want->spans);
+  for (size_t i = 0; i < want->nzones; i++) {
+    const mlprof__zone_stats *w = &want->zones[i], *g = &got->zones[i];
+    CHECK_STR(g->name, w->name);
+    CHECK_EQ_U64(g->count, w->count);
+    CHECK_EQ_U64(g->total_ns, w->total_ns);
+    CHECK_EQ_U64(g->self_ns, w->self_ns);
+    CHECK_EQ_U64(g->min_ns, w->min_ns);
+    CHECK_EQ_U64(g->max_ns, w->max_ns);
+    CHECK_EQ_U64(g->p50_ns, w->p50_ns);
+    CHECK_EQ_U64(g->p90_ns, w->p90_ns);
+    CHECK_EQ_U64(g->p95_ns, w->p95_ns);
+    CHECK_EQ_U64(g->p99_ns, w->p99_ns);
+    CHECK(g->mean_ns == w->mean_ns);
+    if (!(fabs(g->std_ns - w->std_ns) <= 1e-12 * w->std_ns))
+      TEST_FAIL("zone %s: std %.17g != %.17g", w->name, g->std_ns, w->std_ns);
+    CHECK_EQ(got->order[i], want->order[i]);
+  }
+}
+
+/* Past a budget of 0 (every zone spills, and every interval is refined to
+ * one value), small ones (some zones keep their durations, the selection
+ * collects) and one only the larger jobs outgrow (zones of 12,000 spans or
+ * more, so every one can spill): the same numbers as all
+ * in memory, over several kinds of data, zone counts and profiles. */
+static void test_budget_exact_percentiles(void) {
+  static const size_t budgets[] = {0, 5000, 50000, 150000};
+  static const struct {
+    size_t profiles;
+    uint32_t zones;
+  } shapes[] = {{1, 1}, {1, 5}, {3, 2}, {4, 9}};
+  for (int kind = 0; kind < D_KINDS; kind++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      budget_job j;
+      if (budget_job_write(&j, shapes[s].profiles, shapes[s].zones, 60000,
+                           (dist_kind)kind, 7 + (uint64_t)kind * 31 + s)) {
+        budget_job_remove(&j);
+        TEST_FAIL("cannot write the job");
+      }
+      mlprof__analysis all;
+      CHECK_EQ(run_budget(&j, MLPROF__ANALYSIS_STATS, MLPROF__STATS_BUDGET,
+                          NULL, &all),
+               0);
+      CHECK_EQ(all.reads, j.n); /* under the budget: one read */
+      for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        mlprof__analysis a;
+        CHECK_EQ(run_budget(&j, MLPROF__ANALYSIS_STATS, budgets[b], NULL, &a),
+                 0);
+        /* More spans than room: selection passes; else one read. */
+        if ((a.reads > j.n) != (all.r.spans > budgets[b])) {
+          mlprof__analysis_free(&a);
+          TEST_FAIL("kind %d shape %zu budget %zu: %zu reads of %zu", kind, s,
+                    budgets[b], a.reads, j.n);
+        }
+        check_same_zones(&all.r, &a.r);
+        mlprof__analysis_free(&a);
+        if (mlprof_test_failed) {
+          fprintf(stderr, "  kind %d, shape %zu, budget %zu\n", kind, s,
+                  budgets[b]);
+          break;
+        }
+      }
+      mlprof__analysis_free(&all);
+      budget_job_remove(&j);
+      if (mlprof_test_failed) return;
+    }
+}
+
+/* The findings and the tree read the report the selection passes
+ * completed; a filter applies to every pass alike. */
+static void test_budget_with_findings_and_filter(void) {
+  budget_job j;
+  if (budget_job_write(&j, 3, 4, 60000, D_HEAVY, 99)) {
+    budget_job_remove(&j);
+    TEST_FAIL("cannot write the job");
+  }
+  unsigned want = MLPROF__ANALYSIS_FINDINGS | MLPROF__ANALYSIS_TREE;
+  mlprof__filter f = {.min_ns = 1000};
+  mlprof__analysis all, a;
+  CHECK_EQ(run_budget(&j, want, MLPROF__STATS_BUDGET, &f, &all), 0);
+  CHECK_EQ(run_budget(&j, want, 1000, &f, &a), 0);
+  CHECK(a.reads > all.reads);
+  CHECK(all.r.zones[0].min_ns >= 1000);
+  check_same_zones(&all.r, &a.r);
+  CHECK_EQ(a.f.nfindings, all.f.nfindings);
+  mlprof__analysis_free(&a);
+  mlprof__analysis_free(&all);
+  budget_job_remove(&j);
+}
+
+/* Zones with fewer durations than a histogram has buckets keep them raw
+ * past the budget: spilling them would take more room, not less. */
+static void test_budget_small_zones_stay_raw(void) {
+  budget_job j;
+  if (budget_job_write(&j, 2, 9, 3000, D_UNIFORM, 5)) {
+    budget_job_remove(&j);
+    TEST_FAIL("cannot write the job");
+  }
+  mlprof__analysis all, a;
+  CHECK_EQ(
+      run_budget(&j, MLPROF__ANALYSIS_STATS, MLPROF__STATS_BUDGET, NULL, &all),
+      0);
+  CHECK_EQ(run_budget(&j, MLPROF__ANALYSIS_STATS, 0, NULL, &a), 0);
+  CHECK_EQ(a.reads, j.n);
+  check_same_zones(&all.r, &a.r);
+  mlprof__analysis_free(&a);
+  mlprof__analysis_free(&all);
+  budget_job_remove(&j);
+}
+
 const mlprof_test mlprof_tests_stats[] = {
     {"resources_exact", test_resources_exact},
     {"resources_with_report", test_resources_with_report},
@@ -748,4 +968,7 @@ const mlprof_test mlprof_tests_stats[] = {
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
     {"marks_exact", test_marks_exact},
+    {"budget_exact_percentiles", test_budget_exact_percentiles},
+    {"budget_with_findings_and_filter", test_budget_with_findings_and_filter},
+    {"budget_small_zones_stay_raw", test_budget_small_zones_stay_raw},
     {NULL, NULL}};
