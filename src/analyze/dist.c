@@ -104,9 +104,11 @@ typedef struct {
 
 /* One profile's name id. */
 typedef struct {
-  uint32_t str; /* index of its jstr */
-  int op;       /* communication zones: MLPROF__OP_*, else -1 */
-  int done;     /* "NAME done": a nonblocking operation's completion */
+  uint32_t str;  /* index of its jstr */
+  uint32_t call; /* communication zones: the jstr of the call's name (for
+                    "NAME done", NAME's) */
+  int op;        /* communication zones: MLPROF__OP_*, else -1 */
+  int done;      /* "NAME done": a nonblocking operation's completion */
   uint8_t kind;
 } pname;
 
@@ -116,6 +118,7 @@ typedef struct {
   uint32_t tid;
   int live;
   int op, done;
+  uint32_t call;
   uint64_t b, e, bytes, seq;
   int has_seq;
   uint32_t group;
@@ -129,6 +132,13 @@ typedef struct {
   uint64_t b, e;
 } ival;
 
+/* A collective's call zone or a "done" span, in the profile being read:
+ * the name of the call, and for a call zone its instance's key. */
+typedef struct {
+  uint32_t call, group;
+  uint64_t seq, b, e;
+} acall;
+
 typedef struct {
   uint64_t b, e, comm, wait;
 } rstep;
@@ -139,7 +149,9 @@ typedef struct {
   int64_t root;
   uint64_t bytes; /* summed over the participants */
   uint32_t nparts;
-  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT */
+  int matched;           /* set by collectives */
+  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT; once matched,
+                            exit is where the rank's waiting ends */
 } inst;
 
 typedef struct {
@@ -180,6 +192,8 @@ struct mlprof__dist_builder {
   size_t npend, pendcap;
   ival *comm;
   size_t ncomm, commcap;
+  acall *calls, *dones;
+  size_t ncalls, callcap, ndones, donecap;
   uint64_t *marks;
   size_t nmarks, markcap;
   uint64_t step_end;
@@ -229,6 +243,8 @@ static int on_name(void *ud, const mlprof__name *n) {
     p->op = mlprof__op_of(n->name, n->name_len);
     p->done = n->name_len > 5 && !memcmp(n->name + n->name_len - 5, " done", 5);
     b->strs[p->str].comm = 1;
+    p->call = p->done ? intern(b, n->name, n->name_len - 5) : p->str;
+    if (p->call == MLPROF__NONE) return MLPROF_ENOMEM;
   }
   return 0;
 }
@@ -290,8 +306,8 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
   int64_t mono = b->ranks[b->rank].start_mono;
   int64_t en = mono + (int64_t)p->b, ex = mono + (int64_t)p->e;
   size_t r = (size_t)b->rank;
-  /* A nonblocking collective has its start zone and its "done" span: keep
-   * the longer, start to completion. */
+  /* The same collective twice on a rank (a damaged profile): keep the
+   * longer. A nonblocking one's completion comes from pair_done. */
   if (x->enter[r] == ABSENT) {
     x->nparts++;
     x->bytes += p->bytes;
@@ -300,6 +316,24 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
   }
   x->enter[r] = en;
   x->exit[r] = ex;
+  return 0;
+}
+
+/* Keeps a collective's call zone or "done" span of a rank's profile, for
+ * pair_done. */
+static int keep_call(mlprof__dist_builder *b, const pending *p) {
+  if (b->rank < 0 || (uint64_t)b->rank >= b->nranks) return 0;
+  acall c = {
+      .call = p->call, .group = p->group, .seq = p->seq, .b = p->b, .e = p->e};
+  if (p->done) {
+    if (mlprof__grow(&b->dones, &b->donecap, b->ndones + 1, sizeof *b->dones))
+      return MLPROF_ENOMEM;
+    b->dones[b->ndones++] = c;
+  } else {
+    if (mlprof__grow(&b->calls, &b->callcap, b->ncalls + 1, sizeof *b->calls))
+      return MLPROF_ENOMEM;
+    b->calls[b->ncalls++] = c;
+  }
   return 0;
 }
 
@@ -328,6 +362,8 @@ static int flush(mlprof__dist_builder *b, pending *p) {
   if ((p->op == MLPROF__OP_SEND || p->op == MLPROF__OP_SENDRECV) &&
       p->peer >= 0 && b->rank >= 0 && !p->done)
     if (add_link(b, p->peer, p->bytes, dur)) return MLPROF_ENOMEM;
+  if (is_collective(p->op) && (p->done || p->has_seq) && keep_call(b, p))
+    return MLPROF_ENOMEM;
   if (is_collective(p->op) && p->has_seq) return add_inst(b, p);
   return 0;
 }
@@ -345,6 +381,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     p->live = 1;
     p->op = n->op;
     p->done = n->done;
+    p->call = n->call;
     p->b = begin;
     p->e = end;
     p->bytes = p->seq = 0;
@@ -447,6 +484,8 @@ void mlprof__dist_abort(mlprof__dist_builder *b) {
   free(b->names);
   free(b->pend);
   free(b->comm);
+  free(b->calls);
+  free(b->dones);
   free(b->marks);
   free(b);
 }
@@ -485,6 +524,7 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
   b->nnames = b->npend = b->ncomm = b->nmarks = 0;
+  b->ncalls = b->ndones = 0;
   /* Only the ranks of a job of several hold anything to analyse: the other
    * profiles are not read for it (their step marks alone would cost 8 bytes
    * each). */
@@ -527,10 +567,51 @@ static long step_at(const rankst *rs, uint64_t t) {
   return lo < rs->nsteps && rs->steps[lo].b <= t ? (long)lo : -1;
 }
 
+static int cmp_acall(const void *a, const void *b) {
+  const acall *x = a, *y = b;
+  if (x->call != y->call) return (x->call > y->call) - (x->call < y->call);
+  return (x->b > y->b) - (x->b < y->b);
+}
+
+/* A nonblocking collective's call zone is its start only: its "done" span,
+ * on a track, ends at its completion. The done span carries no group and
+ * no seq, so it is paired with its call zone here, by time. Both recorders
+ * (python/mlprof/distributed.py's wrapper, src/intercept/mpi.c's ISTART)
+ * read the done span's begin just before the call zone begins, after the
+ * thread's previous call returned: a done span belongs to the first
+ * unpaired call zone of the same name (begin order) that ends at or after
+ * its begin. Ending, not beginning, there: the zones' clock (the TSC) and
+ * the done spans' (CLOCK_MONOTONIC) may differ by a few ns, less than a
+ * call lasts. The completion becomes the rank's exit from the
+ * collective's instance (collectives then counts the wait up to it). */
+static void pair_done(mlprof__dist_builder *b) {
+  if (!b->ndones) return;
+  qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
+  qsort(b->dones, b->ndones, sizeof *b->dones, cmp_acall);
+  size_t r = (size_t)b->rank, i = 0;
+  int64_t mono = b->ranks[r].start_mono;
+  for (size_t k = 0; k < b->ndones; k++) {
+    const acall *d = &b->dones[k];
+    while (i < b->ncalls &&
+           (b->calls[i].call < d->call ||
+            (b->calls[i].call == d->call && b->calls[i].e < d->b)))
+      i++;
+    if (i == b->ncalls || b->calls[i].call != d->call) continue;
+    const acall *c = &b->calls[i++];
+    if (c->group == MLPROF__NONE || c->seq >= (1ull << 40)) continue;
+    uint32_t at =
+        mlprof__map_get(&b->inst_index, (uint64_t)c->group << 40 | c->seq);
+    if (at == MLPROF__NONE || b->insts[at].enter[r] == ABSENT) continue;
+    int64_t ex = mono + (int64_t)d->e;
+    if (ex > b->insts[at].exit[r]) b->insts[at].exit[r] = ex;
+  }
+}
+
 int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->npend; i++)
     if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
   if (b->rank < 0 || !b->ops) return 0;
+  pair_done(b);
   rankst *rs = &b->ranks[b->rank];
   const mlprof__job_profile *p = &b->job->profiles[b->profile];
   rs->profile = (int)b->profile;
@@ -668,7 +749,7 @@ static int collectives(mlprof__dist_builder *b) {
   if (!en) return MLPROF_ENOMEM;
   double *ex = en + n;
   for (size_t i = 0; i < b->ninsts; i++) {
-    const inst *c = &b->insts[i];
+    inst *c = &b->insts[i];
     const char *g = b->strs[c->group].s;
     size_t expect = !strcmp(g, "world") ? n : 0;
     if (!strncmp(g, "ranks ", 6) && !strstr(g, "...")) {
@@ -680,6 +761,7 @@ static int collectives(mlprof__dist_builder *b) {
       continue;
     }
     d->matched++;
+    c->matched = 1;
     double last = -INFINITY, lastu = 0, rootin = NAN;
     for (size_t r = 0; r < n; r++) {
       if (c->enter[r] == ABSENT) continue;
@@ -712,10 +794,7 @@ static int collectives(mlprof__dist_builder *b) {
       time += dur;
       wait += w;
       transfer += dur - w;
-      rankst *rs = &b->ranks[r];
-      long k = step_at(rs, (uint64_t)(c->enter[r] - rs->start_mono));
-      if (k >= 0) rs->steps[k].wait += (uint64_t)w;
-      d->ranks[r].wait_ns += (uint64_t)w;
+      c->exit[r] = c->enter[r] + (int64_t)w;
     }
     /* nccl-tests' size: the whole buffer gathered or scattered. */
     uint64_t size = c->bytes / c->nparts;
@@ -753,6 +832,36 @@ static int collectives(mlprof__dist_builder *b) {
   }
   if (d->ncolls > 1) qsort(d->colls, d->ncolls, sizeof *d->colls, bucket_cmp);
   d->unmatched = b->unmatched;
+  return 0;
+}
+
+/* Each rank's waiting per step: the union of its waits in the matched
+ * collectives (collectives left their ends in exit), so that nonblocking
+ * ones waiting at once for the same late rank count once. Each stretch
+ * counts in the step where it starts. */
+static int rank_waits(mlprof__dist_builder *b) {
+  ival *w = malloc((b->ninsts ? b->ninsts : 1) * sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  for (size_t r = 0; r < b->nranks; r++) {
+    rankst *rs = &b->ranks[r];
+    size_t nw = 0;
+    for (size_t i = 0; i < b->ninsts; i++) {
+      const inst *c = &b->insts[i];
+      if (c->matched && c->enter[r] != ABSENT && c->exit[r] > c->enter[r])
+        w[nw++] = (ival){(uint64_t)(c->enter[r] - rs->start_mono),
+                         (uint64_t)(c->exit[r] - rs->start_mono)};
+    }
+    qsort(w, nw, sizeof *w, cmp_ival);
+    for (size_t i = 0; i < nw;) {
+      uint64_t lo = w[i].b, hi = w[i].e;
+      for (i++; i < nw && w[i].b <= hi; i++)
+        if (w[i].e > hi) hi = w[i].e;
+      long k = step_at(rs, lo);
+      if (k >= 0) rs->steps[k].wait += hi - lo;
+      b->d->ranks[r].wait_ns += hi - lo;
+    }
+  }
+  free(w);
   return 0;
 }
 
@@ -997,6 +1106,7 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
   }
   clocks(b);
   int rc = collectives(b);
+  if (!rc) rc = rank_waits(b);
   if (!rc) rc = steps(b);
   if (rc) return rc;
   double sum = 0, max = 0, maxrun = 0;
