@@ -323,8 +323,11 @@ def _ddp_hook(state, bucket):
     last bucket: once it is launched the rank has computed its gradients,
     and DDP, in C++, waits for every bucket's all-reduce before backward
     returns. That wait, from the last launch to the last completion, is
-    recorded as a span "DDP wait" (blocking communication: a rank behind
-    the others makes it long on theirs)."""
+    recorded as a span "DDP wait": the blocking part of DDP's
+    communication, so that the analysis sees the rank's compute without it
+    (a rank behind the others makes it long on theirs). The waiting for
+    that rank is the buckets' own, their "all_reduce done" spans paired
+    with their zones by src/analyze/dist.c."""
     import torch
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     fut = default_hooks.allreduce_hook(state.group, bucket)

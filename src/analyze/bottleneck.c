@@ -303,6 +303,8 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
   for (size_t i = 0; i < r->nzones; i++) {
     const mlprof__zone_stats *z = &r->zones[i];
     if (!z->count || z == folded || own_zone(z)) continue;
+    const mlprof__fzone *fz = mlprof__fpass_zone(p, z->name, z->name_len);
+    if (fz && !fz->thread_spans) continue; /* on tracks only */
     if (f->steps.source == MLPROF__STEPS_ZONE &&
         same_name(z->name, z->name_len, f->steps.zone, f->steps.zone_len))
       continue;
@@ -333,7 +335,6 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     mlprof__zone_samples zcopy;
     const mlprof__zone_samples *zs = zs0;
     double busy = COMPUTE_CPU_PCT, idle = NAN;
-    const mlprof__fzone *fz = mlprof__fpass_zone(p, z->name, z->name_len);
     if (fz && fz->cpu_ns > 0) {
       if (zs0)
         zcopy = *zs0;

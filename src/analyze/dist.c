@@ -106,11 +106,13 @@ typedef struct {
 
 /* One profile's name id. */
 typedef struct {
-  uint32_t str; /* index of its jstr */
-  int op;       /* communication zones: MLPROF__OP_*, else -1 */
-  int done;     /* "NAME done": a nonblocking operation's completion */
-  int nb;       /* a nonblocking operation's start (MPI_Irecv, irecv) */
-  int sync;     /* "host sync ...": the host waited for the device */
+  uint32_t str;  /* index of its jstr */
+  int op;        /* communication zones: MLPROF__OP_*, else -1 */
+  uint32_t call; /* communication zones: the jstr of the call's name (for
+                    "NAME done", NAME's) */
+  int done;      /* "NAME done": a nonblocking operation's completion */
+  int nb;        /* a nonblocking operation's start (MPI_Irecv, irecv) */
+  int sync;      /* "host sync ...": the host waited for the device */
   uint8_t kind;
 } pname;
 
@@ -120,6 +122,7 @@ typedef struct {
   uint32_t tid;
   int live;
   int op, done;
+  uint32_t call;
   uint64_t b, e, bytes, seq;
   int has_seq;
   uint32_t group;
@@ -134,6 +137,13 @@ typedef struct {
   uint64_t b, e;
 } ival;
 
+/* A collective's call zone or a "done" span, in the profile being read:
+ * the name of the call, and for a call zone its instance's key. */
+typedef struct {
+  uint32_t call, group;
+  uint64_t seq, b, e;
+} acall;
+
 typedef struct {
   uint64_t b, e, comm, wait;
 } rstep;
@@ -144,7 +154,9 @@ typedef struct {
   int64_t root;
   uint64_t bytes; /* summed over the participants */
   uint32_t nparts;
-  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT */
+  int matched;           /* set by collectives */
+  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT; once matched,
+                            exit is where the rank's waiting ends */
 } inst;
 
 /* A point-to-point send or receive (the receive half of a sendrecv is one
@@ -196,7 +208,9 @@ struct mlprof__dist_builder {
   size_t npend, pendcap;
   ival *comm;
   size_t ncomm, commcap;
-  ival *dones, *waits; /* irecvs' completions, MPI_Wait* zones */
+  ival *dones, *waits;   /* irecvs' completions, MPI_Wait* zones */
+  acall *calls, *cdones; /* collectives' call zones and "done" spans */
+  size_t ncalls, callcap, ncdones, cdonecap;
   size_t ndones, donecap, nwaits, waitcap;
   size_t first_p2p; /* the profile's first p2ps */
   uint64_t *marks;
@@ -251,6 +265,8 @@ static int on_name(void *ud, const mlprof__name *n) {
         n->name_len > 4 && !memcmp(n->name, "MPI_", 4) ? n->name + 4 : n->name;
     p->nb = (*s == 'I' || *s == 'i') && p->op == MLPROF__OP_RECV;
     b->strs[p->str].comm = 1;
+    p->call = p->done ? intern(b, n->name, n->name_len - 5) : p->str;
+    if (p->call == MLPROF__NONE) return MLPROF_ENOMEM;
   }
   p->sync = n->kind == MLPROF__NAME_ZONE && n->name_len > 10 &&
             !memcmp(n->name, "host sync ", 10);
@@ -324,8 +340,8 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
   int64_t mono = b->ranks[b->rank].start_mono;
   int64_t en = mono + (int64_t)p->b, ex = mono + (int64_t)p->e;
   size_t r = (size_t)b->rank;
-  /* A nonblocking collective has its start zone and its "done" span: keep
-   * the longer, start to completion. */
+  /* The same collective twice on a rank (a damaged profile): keep the
+   * longer. A nonblocking one's completion comes from pair_done. */
   if (x->enter[r] == ABSENT) {
     x->nparts++;
     x->bytes += p->bytes;
@@ -334,6 +350,25 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
   }
   x->enter[r] = en;
   x->exit[r] = ex;
+  return 0;
+}
+
+/* Keeps a collective's call zone or "done" span of a rank's profile, for
+ * pair_done. */
+static int keep_call(mlprof__dist_builder *b, const pending *p) {
+  if (b->rank < 0 || (uint64_t)b->rank >= b->nranks) return 0;
+  acall c = {
+      .call = p->call, .group = p->group, .seq = p->seq, .b = p->b, .e = p->e};
+  if (p->done) {
+    if (mlprof__grow(&b->cdones, &b->cdonecap, b->ncdones + 1,
+                     sizeof *b->cdones))
+      return MLPROF_ENOMEM;
+    b->cdones[b->ncdones++] = c;
+  } else {
+    if (mlprof__grow(&b->calls, &b->callcap, b->ncalls + 1, sizeof *b->calls))
+      return MLPROF_ENOMEM;
+    b->calls[b->ncalls++] = c;
+  }
   return 0;
 }
 
@@ -375,6 +410,8 @@ static int flush(mlprof__dist_builder *b, pending *p) {
       rc = add_p2p(b, p, 1, p->source, b->rank, p->rtag);
   }
   if (rc) return rc;
+  if (is_collective(p->op) && (p->done || p->has_seq) && keep_call(b, p))
+    return MLPROF_ENOMEM;
   if (is_collective(p->op) && p->has_seq) return add_inst(b, p);
   return 0;
 }
@@ -393,6 +430,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     p->op = n->op;
     p->done = n->done;
     p->nb = n->nb;
+    p->call = n->call;
     p->b = begin;
     p->e = end;
     p->bytes = p->seq = 0;
@@ -506,6 +544,8 @@ void mlprof__dist_abort(mlprof__dist_builder *b) {
   free(b->names);
   free(b->pend);
   free(b->comm);
+  free(b->calls);
+  free(b->cdones);
   free(b->marks);
   free(b);
 }
@@ -544,6 +584,7 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
   b->nnames = b->npend = b->ncomm = b->nmarks = b->ndones = b->nwaits = 0;
+  b->ncalls = b->ncdones = 0;
   b->first_p2p = b->np2p;
   /* Only the ranks of a job of several hold anything to analyse: the other
    * profiles are not read for it (their step marks alone would cost 8 bytes
@@ -629,10 +670,51 @@ static void irecvs(mlprof__dist_builder *b) {
   }
 }
 
+static int cmp_acall(const void *a, const void *b) {
+  const acall *x = a, *y = b;
+  if (x->call != y->call) return (x->call > y->call) - (x->call < y->call);
+  return (x->b > y->b) - (x->b < y->b);
+}
+
+/* A nonblocking collective's call zone is its start only: its "done" span,
+ * on a track, ends at its completion. The done span carries no group and
+ * no seq, so it is paired with its call zone here, by time. Both recorders
+ * (python/mlprof/distributed.py's wrapper, src/intercept/mpi.c's ISTART)
+ * read the done span's begin just before the call zone begins, after the
+ * thread's previous call returned: a done span belongs to the first
+ * unpaired call zone of the same name (begin order) that ends at or after
+ * its begin. Ending, not beginning, there: the zones' clock (the TSC) and
+ * the done spans' (CLOCK_MONOTONIC) may differ by a few ns, less than a
+ * call lasts. The completion becomes the rank's exit from the
+ * collective's instance (collectives then counts the wait up to it). */
+static void pair_done(mlprof__dist_builder *b) {
+  if (!b->ncdones) return;
+  qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
+  qsort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
+  size_t r = (size_t)b->rank, i = 0;
+  int64_t mono = b->ranks[r].start_mono;
+  for (size_t k = 0; k < b->ncdones; k++) {
+    const acall *d = &b->cdones[k];
+    while (i < b->ncalls &&
+           (b->calls[i].call < d->call ||
+            (b->calls[i].call == d->call && b->calls[i].e < d->b)))
+      i++;
+    if (i == b->ncalls || b->calls[i].call != d->call) continue;
+    const acall *c = &b->calls[i++];
+    if (c->group == MLPROF__NONE || c->seq >= (1ull << 40)) continue;
+    uint32_t at =
+        mlprof__map_get(&b->inst_index, (uint64_t)c->group << 40 | c->seq);
+    if (at == MLPROF__NONE || b->insts[at].enter[r] == ABSENT) continue;
+    int64_t ex = mono + (int64_t)d->e;
+    if (ex > b->insts[at].exit[r]) b->insts[at].exit[r] = ex;
+  }
+}
+
 int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->npend; i++)
     if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
   if (b->rank < 0 || !b->ops) return 0;
+  pair_done(b);
   rankst *rs = &b->ranks[b->rank];
   const mlprof__job_profile *p = &b->job->profiles[b->profile];
   rs->profile = (int)b->profile;
@@ -771,7 +853,7 @@ static int collectives(mlprof__dist_builder *b) {
   if (!en) return MLPROF_ENOMEM;
   double *ex = en + n;
   for (size_t i = 0; i < b->ninsts; i++) {
-    const inst *c = &b->insts[i];
+    inst *c = &b->insts[i];
     const char *g = b->strs[c->group].s;
     size_t expect = !strcmp(g, "world") ? n : 0;
     if (!strncmp(g, "ranks ", 6) && !strstr(g, "...")) {
@@ -783,6 +865,7 @@ static int collectives(mlprof__dist_builder *b) {
       continue;
     }
     d->matched++;
+    c->matched = 1;
     double last = -INFINITY, lastu = 0, rootin = NAN;
     for (size_t r = 0; r < n; r++) {
       if (c->enter[r] == ABSENT) continue;
@@ -815,10 +898,7 @@ static int collectives(mlprof__dist_builder *b) {
       time += dur;
       wait += w;
       transfer += dur - w;
-      rankst *rs = &b->ranks[r];
-      long k = step_at(rs, (uint64_t)(c->enter[r] - rs->start_mono));
-      if (k >= 0) rs->steps[k].wait += (uint64_t)w;
-      d->ranks[r].wait_ns += (uint64_t)w;
+      c->exit[r] = c->enter[r] + (int64_t)w;
     }
     /* nccl-tests' size: the whole buffer gathered or scattered. */
     uint64_t size = c->bytes / c->nparts;
@@ -966,6 +1046,36 @@ static int p2p_match(mlprof__dist_builder *b) {
         (d->slowest_link < 0 ||
          d->links[q].bandwidth < d->links[d->slowest_link].bandwidth))
       d->slowest_link = (int)q;
+  return 0;
+}
+
+/* Each rank's waiting per step: the union of its waits in the matched
+ * collectives (collectives left their ends in exit), so that nonblocking
+ * ones waiting at once for the same late rank count once. Each stretch
+ * counts in the step where it starts. */
+static int rank_waits(mlprof__dist_builder *b) {
+  ival *w = malloc((b->ninsts ? b->ninsts : 1) * sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  for (size_t r = 0; r < b->nranks; r++) {
+    rankst *rs = &b->ranks[r];
+    size_t nw = 0;
+    for (size_t i = 0; i < b->ninsts; i++) {
+      const inst *c = &b->insts[i];
+      if (c->matched && c->enter[r] != ABSENT && c->exit[r] > c->enter[r])
+        w[nw++] = (ival){(uint64_t)(c->enter[r] - rs->start_mono),
+                         (uint64_t)(c->exit[r] - rs->start_mono)};
+    }
+    qsort(w, nw, sizeof *w, cmp_ival);
+    for (size_t i = 0; i < nw;) {
+      uint64_t lo = w[i].b, hi = w[i].e;
+      for (i++; i < nw && w[i].b <= hi; i++)
+        if (w[i].e > hi) hi = w[i].e;
+      long k = step_at(rs, lo);
+      if (k >= 0) rs->steps[k].wait += hi - lo;
+      b->d->ranks[r].wait_ns += hi - lo;
+    }
+  }
+  free(w);
   return 0;
 }
 
@@ -1266,6 +1376,7 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
   }
   clocks(b);
   int rc = collectives(b);
+  if (!rc) rc = rank_waits(b);
   if (!rc) rc = p2p_match(b);
   if (!rc) rc = steps(b);
   if (rc) return rc;

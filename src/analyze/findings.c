@@ -225,10 +225,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (!th) return MLPROF_ENOMEM;
   uint64_t dur = end > begin ? end - begin : 0;
   below_st all = {.part = 0};
-  if (ps->cpu)
+  /* The process's CPU is not a track's spans' (they are not its code). */
+  int track = tid >= MLPROF__TRACK_TID_BASE;
+  if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
             begin + ps->offset, end + ps->offset);
-  if (ps->sys)
+  if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset);
   below_st own = all;
@@ -261,7 +263,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     at->idle_ns += all.idle_ns;
     th->top = (size_t)depth + 1;
   }
-  if (depth == 0 && tid < MLPROF__TRACK_TID_BASE) {
+  if (depth == 0 && !track) {
     /* Every span that ended since the previous depth-0 span is inside this
      * one: its parts are what the totals gained since. A track's spans
      * (another profiler's operators) are never taken for the steps. */
@@ -284,9 +286,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   fz->cpu_ns += own.cpu_ns;
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
+  fz->thread_spans += !track;
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
-  if (tid >= MLPROF__TRACK_TID_BASE)
+  if (track)
     ps->p.track_spans[ps->profile]++;
   else if (ps->proc &&
            rss_change(ps, n->zone, begin + ps->offset, end + ps->offset))

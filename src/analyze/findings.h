@@ -221,6 +221,9 @@ typedef struct {
   double cpu_sum, cpu_ns;
   double idle_sum, idle_ns;          /* the host's cpu_idle_pct, the same way */
   uint64_t top_part[MLPROF__NPARTS]; /* their parts (other excluded) */
+  /* Spans on threads: a zone seen on tracks only (another profiler's
+   * events, operations in flight) is not the program's code. */
+  uint64_t thread_spans;
 } mlprof__fzone;
 
 /* RSS change of the spans of one zone in one process. */

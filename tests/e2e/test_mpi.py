@@ -158,6 +158,30 @@ def test_straggler_named(tmp_path, order):
     check_straggler(report_dist(out))
 
 
+def test_nonblocking_straggler_waits(tmp_path):
+    """MPI_Iallreduce then MPI_Wait, rank 2 10 ms late each of 20 steps: the
+    others wait about 10 ms a step (from their MPI_Iallreduce, whose
+    completion MPI_Wait saw), rank 2 hardly waits, and their waiting is not
+    taken for transfer (no communication_bound finding)."""
+    out = str(tmp_path / "run")
+    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, MPI_OPS,
+             "istraggler", "20", "10"])
+    report = report_dist(out)
+    d = report["distributed"]
+    assert d["straggler"]["rank"] == 2, d["straggler"]
+    [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
+    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, 4)
+    for r in d["ranks"]:
+        wait = r["wait_ns"] / r["steps"]
+        if r["rank"] != 2:
+            assert abs(wait - 10e6) < 2e6, r
+        else:
+            assert wait < 1e6, r
+    types = [f["type"] for f in report["findings"]]
+    assert "straggler" in types and "communication_bound" not in types, \
+        report["findings"]
+
+
 def test_straggler_on_shifted_clocks(tmp_path):
     """The same with each rank's CLOCK_MONOTONIC moved by 7 s x rank: the
     report's offsets are the shifts within their uncertainty, and the

@@ -10,8 +10,10 @@
 
 /* `mpi_ops straggler STEPS MS`: STEPS steps of 5 ms of work then an
  * all-reduce of 1000 doubles, rank 2 working MS ms longer each step. Steps
- * are marked through the preloaded libmlprof when there is one. */
-static int straggler(int steps, int ms) {
+ * are marked through the preloaded libmlprof when there is one.
+ * `mpi_ops istraggler STEPS MS`: the same with MPI_Iallreduce and MPI_Wait
+ * (nonblocking). */
+static int straggler(int steps, int ms, int nonblocking) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step");
@@ -23,7 +25,13 @@ static int straggler(int steps, int ms) {
     long ns = (5 + (rank == 2 ? ms : 0)) * 1000000L;
     struct timespec t = {ns / 1000000000L, ns % 1000000000L};
     nanosleep(&t, NULL);
-    MPI_Allreduce(d, dr, 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (nonblocking) {
+      MPI_Request req;
+      MPI_Iallreduce(d, dr, 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Allreduce(d, dr, 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
   }
   if (step_end) step_end();
   MPI_Finalize();
@@ -35,8 +43,9 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc == 4 && !strcmp(argv[1], "straggler"))
-    return straggler(atoi(argv[2]), atoi(argv[3]));
+  if (argc == 4 &&
+      (!strcmp(argv[1], "straggler") || !strcmp(argv[1], "istraggler")))
+    return straggler(atoi(argv[2]), atoi(argv[3]), argv[1][0] == 'i');
   static double d[1000], dr[1000];
   static int in[1024], out[1024];
   static char text[1000];

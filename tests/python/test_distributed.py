@@ -192,26 +192,35 @@ def report(out):
 
 def check_straggler(report):
     """Rank SLOW is named, DELAY_MS behind a step within 10%; the others
-    spend about DELAY_MS more a step in communication than it does (waiting
-    for it in DDP's all-reduce, at the end of backward); the collectives'
-    counts and bytes are exact."""
+    wait for it about DELAY_MS a step (in DDP's bucket all-reduce, whose
+    wait runs from its launch to its completion), it hardly waits, and
+    that waiting is not taken for communication (no communication_bound
+    finding: the straggler explains it); the collectives' counts and bytes
+    are exact; no finding judges the spans on tracks."""
     d = report["distributed"]
     assert len(d["ranks"]) == 4 and len(d["steps"]) >= STEPS - 1
     assert d["straggler"]["rank"] == SLOW, d["straggler"]
     delay = DELAY_MS * 1e6
     assert abs(d["straggler"]["delay_ns"] - delay) < 0.1 * delay, \
         d["straggler"]
-    slow = next(r for r in d["ranks"] if r["rank"] == SLOW)
     for r in d["ranks"]:
+        wait = r["wait_ns"] / r["steps"]
         if r["rank"] != SLOW:
-            more = (r["exposed_comm_ns"] - slow["exposed_comm_ns"]) \
-                / r["steps"]
-            assert abs(more - delay) < 0.2 * delay, (r, slow)
+            assert abs(wait - delay) < 0.2 * delay, r
+        else:
+            assert wait < 0.1 * delay, r
     got = {(c["op"], c["count"], c["bytes"], c["ranks"])
            for c in d["collectives"]}
     assert got == {("all_reduce", STEPS, STEPS * BUCKET_BYTES, 4),
                    ("all_reduce", STEPS, STEPS * 4, 4)}
-    assert any(f["type"] == "straggler" for f in report["findings"])
+    types = [f["type"] for f in report["findings"]]
+    assert "straggler" in types and "communication_bound" not in types, \
+        report["findings"]
+    # The spans on tracks (operations in flight) are not the program's code:
+    # no finding judges them.
+    assert not [f for f in report["findings"]
+                if f.get("zone") in ("all_reduce done", "DDP wait")], \
+        report["findings"]
 
 
 def test_straggler_under_the_profiler(tmp_path):

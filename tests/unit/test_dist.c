@@ -41,6 +41,12 @@ typedef struct {
   double link_ms[NR];    /* the message from r moves in this */
   double syncs_per_step; /* "host sync .item()" zones, in the compute */
   double sync_ms;        /* each */
+  /* Nonblocking all-reduces, each a short call zone and a "done" span on a
+   * track, as the recorders write them: 1, torch's (DDP's bucket, then
+   * DDP's wait on a track, then a blocking all_reduce of 4 bytes of the
+   * same name); 2, MPI's (two MPI_Iallreduce back to back, then an
+   * MPI_Waitall zone to their completion). */
+  int async;
 } sim;
 
 /* The local CLOCK_MONOTONIC of rank r at rank 0's time t. */
@@ -77,6 +83,12 @@ static uint32_t name(feed *f, uint8_t kind, uint8_t cat, const char *s) {
 static void meta(mlprof__job_profile *p, const char *k, const char *v) {
   mlprof__job_take_meta(p, k, strlen(k), v, strlen(v));
 }
+
+/* A span on a track (tid from MLPROF__TRACK_TID_BASE). */
+typedef struct {
+  uint32_t tid, name;
+  uint64_t b, e;
+} tspan;
 
 /* Runs the analysis over the simulated job into *d and *fs. */
 static int run_sim(const sim *s, mlprof__findings *fs) {
@@ -128,6 +140,16 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
       peers[q] = name(&f, MLPROF__NAME_STRING, 0, v);
     }
     uint32_t sync = name(&f, MLPROF__NAME_ZONE, 0, "host sync .item()");
+    uint32_t aname = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM,
+                          s->async == 1 ? "all_reduce" : "MPI_Iallreduce");
+    uint32_t adone =
+        name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM,
+             s->async == 1 ? "all_reduce done" : "MPI_Iallreduce done");
+    uint32_t await = name(&f, MLPROF__NAME_ZONE, MLPROF_CAT_COMM,
+                          s->async == 1 ? "DDP wait" : "MPI_Waitall");
+    /* The spans on tracks, read after the thread's (their own chunks). */
+    tspan tracked[3 * 16];
+    size_t ntracked = 0;
     double s0 = (double)p[r].start_mono_ns, t = start, last = 0;
     uint64_t seq = 0;
     for (size_t k = 0; k < s->nsteps; k++) {
@@ -146,10 +168,42 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
       for (double i = 0; i < syncs; i++)
         VISIT(f.v, span, 1, sync, 1, LT(t + i * s->sync_ms * MS),
               LT(t + (i + 1) * s->sync_ms * MS));
-      VISIT(f.v, span, 1, ar, 0, LT(t + c[r]), LT(ex));
-      VISIT(f.v, span_meta, 1, kcomm, world);
-      VISIT(f.v, span_units, 1, ubytes, s->bytes);
-      VISIT(f.v, span_units, 1, useq, ++seq);
+      if (s->async) {
+        /* Each call takes 10 µs; its done span starts 1 µs before it. */
+        int calls = s->async == 1 ? 1 : 2;
+        double en = t + c[r], fin = latest + 10e3 * calls + s->transfer_ms * MS;
+        for (int q = 0; q < calls; q++, en += 10e3) {
+          VISIT(f.v, span, 1, aname, 0, LT(en), LT(en + 10e3));
+          VISIT(f.v, span_meta, 1, kcomm, world);
+          VISIT(f.v, span_units, 1, ubytes, s->bytes);
+          VISIT(f.v, span_units, 1, useq, ++seq);
+          if (ntracked < sizeof tracked / sizeof *tracked)
+            tracked[ntracked++] =
+                (tspan){MLPROF__TRACK_TID_BASE, adone, LT(en - 1e3), LT(fin)};
+        }
+        if (s->async == 1) {
+          if (ntracked < sizeof tracked / sizeof *tracked)
+            tracked[ntracked++] =
+                (tspan){MLPROF__TRACK_TID_BASE + 1, await, LT(en), LT(fin)};
+        } else {
+          VISIT(f.v, span, 1, await, 0, LT(en), LT(fin));
+        }
+        t = fin;
+        ex = fin + 0.1 * MS; /* then a blocking one of the same name */
+        if (s->async == 1) {
+          VISIT(f.v, span, 1, aname, 0, LT(t), LT(ex));
+          VISIT(f.v, span_meta, 1, kcomm, world);
+          VISIT(f.v, span_units, 1, ubytes, 4);
+          VISIT(f.v, span_units, 1, useq, ++seq);
+        } else {
+          ex = t;
+        }
+      } else {
+        VISIT(f.v, span, 1, ar, 0, LT(t + c[r]), LT(ex));
+        VISIT(f.v, span_meta, 1, kcomm, world);
+        VISIT(f.v, span_units, 1, ubytes, s->bytes);
+        VISIT(f.v, span_units, 1, useq, ++seq);
+      }
       t = ex;
       if (s->barrier) {
         /* Rank r arrives r x 10 µs late; all leave 20 µs after the last. */
@@ -194,6 +248,9 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
       last = t;
     }
     VISIT(f.v, step_end, 1, LT(last));
+    for (size_t i = 0; i < ntracked; i++)
+      VISIT(f.v, span, tracked[i].tid, tracked[i].name, 0, tracked[i].b,
+            tracked[i].e);
     if (s->measured) {
       for (int m = 0; m < 2; m++) {
         double at0 = m ? last : start; /* rank 0's time of the exchange */
@@ -408,6 +465,37 @@ static void test_dist_barrier_constraint(void) {
   mlprof__findings_free(&f);
 }
 
+/* Nonblocking all-reduces, rank 2 3 ms late each step: each done span is
+ * paired with its call zone, so the others wait about 3 ms a step, it
+ * hardly waits, and the wait is not taken for transfer. */
+static void check_async(int async) {
+  sim s = base();
+  s.async = async;
+  s.compute_ms[2] = 13;
+  s.noise = 0.01;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  CHECK_EQ(d->straggler, 2);
+  int bad = 0;
+  for (size_t r = 0; r < NR; r++)
+    if (r != 2)
+      near((double)d->ranks[r].wait_ns / 10, 3 * MS, 0.10, "wait", &bad);
+  for (size_t k = 0; k < d->nsteps; k++)
+    near((double)d->steps[k].wait_ns, 3 * 3 * MS, 0.15, "step wait", &bad);
+  CHECK(!bad);
+  CHECK(d->ranks[2].wait_ns < 10 * 0.1 * 3 * MS);
+  CHECK(find(&f, "straggler"));
+  CHECK(!find(&f, "communication_bound"));
+  mlprof__findings_free(&f);
+}
+
+static void test_dist_async_waiting_torch(void) { check_async(1); }
+
+/* Two overlapping MPI_Iallreduce a step wait for the same rank: the
+ * waiting is counted once. */
+static void test_dist_async_waiting_mpi(void) { check_async(2); }
+
 static void test_dist_op_kinds(void) {
   CHECK_EQ(mlprof__op_of("MPI_Allreduce", 13), MLPROF__OP_ALL_REDUCE);
   CHECK_EQ(mlprof__op_of("MPI_Iallreduce done", 19), MLPROF__OP_ALL_REDUCE);
@@ -560,6 +648,8 @@ const mlprof_test mlprof_tests_dist[] = {
     {"straggler_at_small_collective", test_dist_straggler_at_small_collective},
     {"alignment_recovers_offsets", test_dist_alignment_recovers_offsets},
     {"barrier_constraint", test_dist_barrier_constraint},
+    {"async_waiting_torch", test_dist_async_waiting_torch},
+    {"async_waiting_mpi", test_dist_async_waiting_mpi},
     {"op_kinds", test_dist_op_kinds},
     {"one_rank_is_not_a_job", test_dist_one_rank_is_not_a_job},
     {"late_sender_recv", test_dist_late_sender_recv},

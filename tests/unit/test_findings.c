@@ -165,10 +165,11 @@ static void built_free(built *x) {
   mlprof__job_close(&x->job);
 }
 
+/* The finding of type (NULL: any) on zone (NULL: any), or NULL. */
 static const mlprof__finding *finding(const mlprof__findings *f,
                                       const char *type, const char *zone) {
   for (size_t i = 0; i < f->nfindings; i++)
-    if (!strcmp(f->findings[i].type, type) &&
+    if ((!type || !strcmp(f->findings[i].type, type)) &&
         (!zone || (f->findings[i].zone && !strcmp(f->findings[i].zone, zone))))
       return &f->findings[i];
   return NULL;
@@ -454,6 +455,37 @@ static void test_compute_and_wait_classified(void) {
   CHECK(fabs(w->severity - 50 * 0.9) < 1);
   CHECK_STR(x.f.findings[0].zone, "wait"); /* a wait can be hidden: first */
   CHECK_EQ(count_type(&x.f, "memory_leak"), 0);
+  built_free(&x);
+}
+
+/* Spans on a track are not the program's code: "all_reduce done" (a
+ * nonblocking collective in flight, on the track "torch.distributed") over
+ * every idle stretch is judged neither by the process's CPU nor at all,
+ * while the thread's zone there still waits. */
+static void test_track_spans_are_not_judged(void) {
+  static const char *const zones[] = {"crunch", "wait", "all_reduce done"};
+  static const uint8_t cats[] = {0, 0, MLPROF_CAT_COMM};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 3), 0);
+  write_mixed(&b, 95, 3);
+  ev_flush(&b);
+  payload p = {.n = 0};
+  p_uv(&p, MLPROF__TRACK_TID_BASE);
+  p_uv(&p, 0);
+  p_uv(&p, 0);
+  for (int i = 0; i < 20; i++) {
+    p_u8(&p, MLPROF__REC_SPAN);
+    p_uv(&p, Z_FIRST + 2);
+    p_uv(&p, 0);
+    p_sv(&p, i ? (int64_t)(80 * MS) : (int64_t)(40 * MS));
+    p_uv(&p, 40 * MS);
+  }
+  chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(finding(&x.f, "io_wait", "wait"));
+  CHECK(finding(&x.f, "compute", "crunch"));
+  CHECK(!finding(&x.f, NULL, "all_reduce done"));
   built_free(&x);
 }
 
@@ -928,6 +960,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"steps_end_between_windows", test_steps_end_between_windows},
     {"steps_from_outermost_zone", test_steps_from_outermost_zone},
     {"track_is_not_the_step", test_track_is_not_the_step},
+    {"track_spans_are_not_judged", test_track_spans_are_not_judged},
     {"data_bound_found", test_data_bound_found},
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
