@@ -228,9 +228,10 @@ typedef struct mlprof_line {
 /* Sets the line table of function `function` of `file` starting at line
  * first_line: the latest set for one (function, file, first_line) replaces
  * the earlier ones and goes into the profile at the next flush (and at the
- * end of the session). Everything is copied. Returns 0, MLPROF_EINVAL (no
- * function or file, n lines but no table, a reserved field set, a table past
- * 16 MiB encoded; nothing recorded) or MLPROF_ENOMEM. */
+ * end of the session); in a forked child, it starts the child's profile
+ * (whose line tables start empty). Everything is copied. Returns 0,
+ * MLPROF_EINVAL (no function or file, n lines but no table, a reserved field
+ * set, a table past 16 MiB encoded; nothing recorded) or MLPROF_ENOMEM. */
 MLPROF_EXPORT int mlprof_lines_set(const char *function, const char *file,
                                    uint32_t first_line,
                                    const mlprof_line *lines, size_t n);

@@ -744,8 +744,8 @@ def _record_lines(changed_only=False):
     were last handed over) to the session, which writes them into the
     profile (a LINES chunk per function, docs/format.md) at its next flush;
     `mlprof report` shows them."""
-    if not _mlprof.output_path():
-        return
+    if not (_mlprof.output_path() or _mlprof.is_enabled()):
+        return  # no session (a forked child's starts with these timings)
     for code, stats in _mlprof.lines_stats():
         if not stats or changed_only and _recorded.get(code) == stats:
             continue  # none of its lines ran (since)
@@ -781,6 +781,20 @@ def _keep_recording():
             except Error:
                 pass  # the session is closing
     threading.Thread(target=run, name="mlprof-lines", daemon=True).start()
+
+
+def _lines_after_fork():
+    """A forked child (a DataLoader worker) times its lines from zero into
+    its own profile, handed over every second as its parent's are: the
+    parent's timings stay the parent's, and a killed worker keeps its own."""
+    if _recorder_pid is None:
+        return
+    _mlprof.lines_clear()
+    _recorded.clear()
+    _keep_recording()
+
+
+os.register_at_fork(after_in_child=_lines_after_fork)
 
 
 def _start_from_env():

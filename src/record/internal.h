@@ -253,6 +253,8 @@ MLPROF__HIDDEN size_t mlprof__meta_take(uint8_t **out);
  * (mlprof_lines_set, lines.c), under the metadata lock. */
 MLPROF__HIDDEN void mlprof__lines_take(
     void (*put)(void *ctx, const uint8_t *payload, size_t len), void *ctx);
+/* In a forked child: forgets the parent's line timings. */
+MLPROF__HIDDEN void mlprof__lines_after_fork(void);
 /* Called by a forked child's first event to start its own profile. */
 MLPROF__HIDDEN void mlprof__session_child_start(void);
 extern MLPROF__HIDDEN _Atomic int mlprof__child_pending;

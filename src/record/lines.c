@@ -29,6 +29,8 @@ static uint8_t *put_s(uint8_t *p, const char *s) {
 int mlprof_lines_set(const char *function, const char *file,
                      uint32_t first_line, const mlprof_line *lines, size_t n) {
   if (!function || !file || (n && !lines)) return MLPROF_EINVAL;
+  /* A forked child's profile starts on its first event: this is one. */
+  if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
   size_t cap = str_room(function) + str_room(file) + 20;
   for (size_t i = 0; i < n; i++) {
     if (lines[i].reserved[0] || lines[i].reserved[1]) return MLPROF_EINVAL;
@@ -79,4 +81,13 @@ void mlprof__lines_take(void (*put)(void *ctx, const uint8_t *payload,
       entries[i].dirty = 0;
     }
   pthread_mutex_unlock(&mlprof__meta_lock);
+}
+
+/* A forked child's line timings are its own (the parent's stay the
+ * parent's): it starts with none. */
+void mlprof__lines_after_fork(void) {
+  for (size_t i = 0; i < nentries; i++) free(entries[i].payload);
+  free(entries);
+  entries = NULL;
+  nentries = 0;
 }

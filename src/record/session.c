@@ -352,6 +352,7 @@ static void fork_child(void) {
   pthread_mutex_unlock(&mlprof__meta_lock);
   pthread_mutex_unlock(&session_lock);
   mlprof__buffers_after_fork(); /* re-initialises the pool lock */
+  mlprof__lines_after_fork();
   mlprof__writer *w = atomic_exchange(&writer, NULL);
   if (!w) return;
   /* The parent's writer and sampler threads do not exist here (their memory

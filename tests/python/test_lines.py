@@ -345,6 +345,49 @@ def test_killed_job_keeps_its_line_timings(tmp_path, build_dir):
     assert hits.get(6, 0) > 10, rows
 
 
+def test_forked_worker_keeps_its_own_line_timings(tmp_path, build_dir):
+    """A worker forked after its parent timed lines times its own from zero
+    into its own profile, handed over while it runs: killed, it keeps
+    them, and the parent's are not counted again in the worker's."""
+    script = tmp_path / "worker.py"
+    out = tmp_path / "w.mlprof"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        import mlprof
+
+        def busy():
+            time.sleep(0.001)
+            return 1
+
+        with mlprof.Profiler(output=sys.argv[1], sample_interval=0,
+                             lines=[busy]):
+            for _ in range(500):
+                busy()
+            pid = os.fork()
+            if pid == 0:
+                for _ in range(7):
+                    busy()
+                time.sleep(2.5)  # the timings go every second
+                os.kill(os.getpid(), signal.SIGKILL)
+            os.waitpid(pid, 0)
+            print(pid)
+    """))
+    r = subprocess.run([sys.executable, str(script), str(out)],
+                       env=child_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    child = tmp_path / ("w-%s.mlprof" % r.stdout.split()[-1])
+
+    def hits(path):
+        rep = subprocess.run([os.path.join(build_dir, "mlprof"), "report",
+                              "-f", "json", str(path)], capture_output=True,
+                             text=True)
+        return {x["line"]: x["hits"] for x in json.loads(rep.stdout)["lines"]
+                if x["function"] == "busy"}
+    assert hits(out)[6] == 500
+    assert hits(child)[6] == 7
+
+
 def fact(n):
     return 1 if n <= 1 else n * fact(n - 1)
 
