@@ -5,9 +5,10 @@
  * with the CRC of every framed chunk recomputed, so that mutations reach the
  * payload parsers; the second also from a file as a job opens it
  * (mlprof__read_file_meta: EVENTS and other chunks passed over by their
- * length, unchecked). The visitor reads every string it is given up to and
- * including its NUL, so that ASan sees any overread, and checks the reader's
- * promises; a broken promise aborts. */
+ * length, unchecked), and the chunks of the first read again by their
+ * offsets (mlprof__read_fd_chunks), which must all verify. The visitor reads
+ * every string it is given up to and including its NUL, so that ASan sees any
+ * overread, and checks the reader's promises; a broken promise aborts. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,8 @@ typedef struct {
   uint64_t last; /* the latest time passed */
   size_t sink;
   int headers, damaged_header;
+  uint64_t *offs; /* the chunks passed, in order */
+  size_t noffs, offs_cap;
 } state;
 
 static void touch(state *s, const char *str, size_t len) {
@@ -185,6 +188,34 @@ static int on_lines(void *ud, const mlprof__line_table *t) {
   return 0;
 }
 
+static int on_chunk(void *ud, uint16_t type, uint64_t off, uint32_t len) {
+  (void)type;
+  state *s = ud;
+  if (len < MLPROF__CHUNK_HEADER_SIZE ||
+      (s->noffs && off < s->offs[s->noffs - 1] + MLPROF__CHUNK_HEADER_SIZE))
+    abort();
+  if (s->noffs == s->offs_cap) {
+    s->offs_cap = s->offs_cap ? 2 * s->offs_cap : 16;
+    s->offs = realloc(s->offs, s->offs_cap * sizeof *s->offs);
+    if (!s->offs) abort();
+  }
+  s->offs[s->noffs++] = off;
+  return 0;
+}
+
+/* Reads the chunks at offs again from a file: each one verifies. */
+static void read_chunks(const uint8_t *data, size_t size, const uint64_t *offs,
+                        size_t n) {
+  int fd = memfd_create("fuzz", 0);
+  if (fd < 0 || write(fd, data, size) != (ssize_t)size) abort();
+  mlprof__read_report rep;
+  char err[256];
+  if (mlprof__read_fd_chunks(fd, offs, n, NULL, &rep, err, sizeof err) != 0 ||
+      rep.chunks + rep.damaged_chunks != n)
+    abort();
+  close(fd);
+}
+
 /* Reads the bytes from a file, as a job opens it. */
 static int read_meta(const uint8_t *data, size_t size, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen) {
@@ -204,6 +235,7 @@ static void read_once(const uint8_t *data, size_t size, int meta_only) {
       .header = on_header,
       .name = on_name,
       .thread = on_thread,
+      .chunk = on_chunk,
       .span = on_span,
       .span_meta = on_span_meta,
       .span_units = on_span_units,
@@ -232,8 +264,10 @@ static void read_once(const uint8_t *data, size_t size, int meta_only) {
     if ((rep.damaged_chunks || rep.truncated_bytes) && !rep.problem[0]) abort();
     if (s.headers != 1 || (s.damaged_header && !rep.damaged_chunks)) abort();
     if (rep.lost_names > s.n || (rep.lost_names && !rep.problem[0])) abort();
+    if (!meta_only) read_chunks(data, size, s.offs, s.noffs);
   }
   free(s.names);
+  free(s.offs);
 }
 
 /* Recomputes the CRC of every chunk framed from the file header on. */

@@ -34,6 +34,8 @@ TEE(header, (void *ud, const mlprof__header *h), h)
 TEE(name, (void *ud, const mlprof__name *n), n)
 TEE(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name,
     len)
+TEE(chunk, (void *ud, uint16_t type, uint64_t off, uint32_t len), type, off,
+    len)
 TEE(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)
 TEE(span,
     (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin,
@@ -76,6 +78,7 @@ static mlprof__visitor tee_visitor(const tee *t) {
   HAS(header)
   HAS(name)
   HAS(thread)
+  HAS(chunk)
   HAS(events)
   HAS(span)
   HAS(span_meta)

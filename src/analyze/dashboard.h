@@ -13,11 +13,11 @@
 /* Items of the span timeline's pyramid (lod.h) in a page at most, about
  * 25 bytes each: the page stays under 5 MB at any profile size. */
 #define MLPROF__DASH_LOD_ITEMS 120000
-/* Items the live server keeps (32 bytes each) to answer for any window:
- * enough that 10 million spans of a few microseconds stay whole in the
- * finest level beside the coarser ones (about twice as many items), so a
- * millisecond of such a run shows each span. */
-#define MLPROF__DASH_LOD_LIVE_ITEMS 24000000
+/* Items the live server keeps (32 bytes each: 128 MB), whatever the run's
+ * size: the finer levels of a window come from the profiles' chunks
+ * (mlprof__lod_window). A run of up to about 2 million spans keeps them
+ * all. */
+#define MLPROF__DASH_LOD_LIVE_ITEMS 4000000
 /* Items in the answer for one window at most. */
 #define MLPROF__DASH_LOD_WINDOW_ITEMS 200000
 /* Bytes of span metadata and units in a static page at most; past it the

@@ -17,13 +17,21 @@
  *
  * A span's metadata and units (mlprof_zone_meta, mlprof_units_add) are kept
  * beside the levels, per track, for the span's details; past the same cap,
- * those of later spans are not kept and counted. */
+ * those of later spans are not kept and counted.
+ *
+ * The levels past the cap are not lost: the builder keeps an index of the
+ * chunks of each profile file (the EVENTS chunks with their thread and the
+ * time their spans cover, and the NAMES chunks), and mlprof__lod_window
+ * builds the finer levels of one time window from those chunks alone, with
+ * the same merging, so that a window shows every span there at any profile
+ * size. A read through a filter (filter.h) keeps no index. */
 #ifndef MLPROF_LOD_H
 #define MLPROF_LOD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/base.h"
 #include "../model/job.h"
 
 #define MLPROF__LOD_LEVELS 16
@@ -62,6 +70,27 @@ typedef struct {
   size_t nargs, args_cap;
 } mlprof__lod_track;
 
+/* A chunk of a profile file that a window may read again. */
+typedef struct {
+  uint64_t off;        /* its file offset */
+  uint64_t begin, end; /* EVENTS: job ns, the earliest begin and the latest
+                          end of its spans kept (begin > end: none) */
+  uint32_t len;        /* bytes, its frame included */
+  uint32_t tid;        /* EVENTS: its thread */
+  int names;           /* 1: a NAMES chunk, 0: EVENTS */
+} mlprof__lod_chunk;
+
+/* A profile file as the pyramid read it. */
+typedef struct {
+  char *path;
+  uint64_t dev, ino; /* the file read */
+  uint64_t size;     /* up to the end of its last chunk read */
+  uint64_t offset_ns;
+  mlprof__map ids;           /* file name id -> index into names or strs */
+  mlprof__lod_chunk *chunks; /* in file order */
+  size_t nchunks, chunks_cap;
+} mlprof__lod_file;
+
 typedef struct {
   char **names; /* zone, process and thread names */
   size_t *name_lens;
@@ -74,10 +103,16 @@ typedef struct {
   size_t first; /* the finest level kept */
   size_t items; /* items of the levels kept */
   uint64_t spans;
-  size_t args;          /* metadata entries and units kept */
-  uint64_t args_missed; /* not kept: past the cap */
+  size_t args;             /* metadata entries and units kept */
+  uint64_t args_missed;    /* not kept: past the cap */
+  mlprof__lod_file *files; /* per profile of the job, the index */
+  size_t nfiles;
+  int indexed; /* 1: every profile's chunks are in files */
+  /* A window (mlprof__lod_window): its levels [first, own) are its own,
+   * the coarser ones and the names its pyramid's; 0 for a pyramid. */
+  size_t own;
   /* internal */
-  size_t names_cap, tracks_cap, strs_cap, cap_items;
+  size_t names_cap, tracks_cap, strs_cap, cap_items, files_cap;
 } mlprof__lod;
 
 /* The resolution of level k in ns. */
@@ -100,6 +135,29 @@ int mlprof__lod_finish(mlprof__lod_builder *b);
 void mlprof__lod_abort(mlprof__lod_builder *b);
 
 void mlprof__lod_free(mlprof__lod *l);
+
+/* Builds into *w the window [t0, t1) (job ns) of the pyramid l at the
+ * finer levels l dropped, down to level k: from the chunks of l's files
+ * whose spans may make an item there (of track's thread only, when track
+ * is not SIZE_MAX), read again and merged as the pyramid merges, so that
+ * w's items in [t0, t1) at a level are those a pyramid without a cap holds
+ * there, and w's tracks have those spans' metadata and units (those of a
+ * span whose records went to a chunk not read are missing). w shares l's
+ * names and coarser levels: free it (mlprof__lod_window_free) before l.
+ * Only the files l read are opened, by their paths, and only when they are
+ * the same files (device, inode, not shorter). Returns 0; 1 when there is
+ * nothing to build (k >= l->first, l not indexed) or the chunks to read
+ * hold more than max_bytes, and *w is empty; MLPROF_EFORMAT or MLPROF_EIO
+ * with a one-line reason in err when a file changed or vanished since l
+ * read it; MLPROF_ENOMEM. */
+int mlprof__lod_window(const mlprof__lod *l, uint64_t t0, uint64_t t1, size_t k,
+                       size_t track, size_t max_bytes, mlprof__lod *w,
+                       char *err, size_t errlen);
+void mlprof__lod_window_free(mlprof__lod *w);
+
+/* The finest level a window of resolution res ns draws: the finest whose
+ * resolution is at most res, 0 when none is. */
+size_t mlprof__lod_level(uint64_t res);
 
 /* The index of the first item of r that ends after t (r->n when none). */
 size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t);

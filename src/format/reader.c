@@ -126,6 +126,9 @@ typedef struct {
   /* Only HEADER, META and END chunks are read: the others are passed over
    * by their length, unchecked. */
   int meta_only;
+  /* Only the chunks at these offsets are read (mlprof__read_fd_chunks). */
+  const uint64_t *only;
+  size_t nonly;
   char why[200]; /* the latest problem, for a format error */
 } reader;
 
@@ -671,6 +674,11 @@ static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
   r->chunk_type = mlprof__get_u16(chunk + 4);
   r->payload = c.p;
   r->bad = 0;
+  if (r->v->chunk) {
+    int rc = r->v->chunk(r->v->ud, r->chunk_type, off,
+                         MLPROF__CHUNK_HEADER_SIZE + len);
+    if (rc) return rc;
+  }
   switch (r->chunk_type) {
     case MLPROF__CHUNK_HEADER:
       if (r->seen_header) return damage(r, c.p, "a second HEADER chunk");
@@ -928,8 +936,43 @@ static int read_all(reader *r) {
   }
 }
 
-/* The shared path of both entry points. err gets prefix + the reason. */
+/* Reads the chunks at r->only: each must verify. */
+static int read_only(reader *r) {
+  const uint8_t *p;
+  int64_t n = source_get(&r->src, 0, MLPROF__FILE_HEADER_SIZE, &p);
+  if (n < 0) return (int)n;
+  int rc = check_file_header(r, p, n);
+  if (rc || (rc = names_init(r, 16, 60))) return rc;
+  r->seen_header = 1;
+  for (size_t i = 0; i < r->nonly; i++) {
+    const uint8_t *chunk;
+    uint32_t len = 0;
+    const char *why = "the file ends there";
+    uint64_t pos = r->only[i];
+    if (i && pos < r->only[i - 1] + MLPROF__CHUNK_HEADER_SIZE) {
+      note(r, "chunk offsets out of order at byte %llu",
+           (unsigned long long)pos);
+      return MLPROF_EFORMAT;
+    }
+    int st = check_chunk(r, pos, &chunk, &len, &why);
+    if (st < 0) return st;
+    if (st != CHUNK_OK) {
+      note(r, "no whole chunk at byte %llu (%s): the file changed",
+           (unsigned long long)pos, st == CHUNK_BAD ? why : "cut short");
+      return MLPROF_EFORMAT;
+    }
+    if ((rc = parse_chunk(r, pos, chunk, len))) return rc;
+    if (r->bad)
+      r->rep->damaged_chunks++;
+    else
+      r->rep->chunks++;
+  }
+  return 0;
+}
+
+/* The shared path of every entry point. err gets prefix + the reason. */
 static int read_source(source *src, const char *prefix, int meta_only,
+                       const uint64_t *only, size_t nonly,
                        const mlprof__visitor *v, mlprof__read_report *rep,
                        char *err, size_t errlen) {
   static const mlprof__visitor no_visitor;
@@ -937,9 +980,11 @@ static int read_source(source *src, const char *prefix, int meta_only,
   reader r = {.src = *src,
               .v = v ? v : &no_visitor,
               .rep = rep ? rep : &local,
-              .meta_only = meta_only};
+              .meta_only = meta_only,
+              .only = only,
+              .nonly = nonly};
   memset(r.rep, 0, sizeof *r.rep);
-  int rc = read_all(&r);
+  int rc = only ? read_only(&r) : read_all(&r);
   if (err && errlen) {
     err[0] = '\0';
     if (rc == MLPROF_EFORMAT)
@@ -966,7 +1011,7 @@ static int read_path(const char *path, int meta_only, const mlprof__visitor *v,
     if (err && errlen) snprintf(err, errlen, "%s%s", prefix, strerror(errno));
     return MLPROF_EIO;
   }
-  int rc = read_source(&src, prefix, meta_only, v, rep, err, errlen);
+  int rc = read_source(&src, prefix, meta_only, NULL, 0, v, rep, err, errlen);
   close(src.fd);
   return rc;
 }
@@ -988,5 +1033,19 @@ int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen) {
   static const uint8_t empty[1];
   source src = {.fd = -1, .base = data ? data : empty, .avail = len, .eof = 1};
-  return read_source(&src, "", 0, v, rep, err, errlen);
+  return read_source(&src, "", 0, NULL, 0, v, rep, err, errlen);
+}
+
+/* See reader.h. */
+int mlprof__read_fd_chunks(int fd, const uint64_t *offs, size_t n,
+                           const mlprof__visitor *v, mlprof__read_report *rep,
+                           char *err, size_t errlen) {
+  static const uint64_t none[1];
+  source src = {.fd = fd};
+  if (lseek(fd, 0, SEEK_SET) != 0) {
+    if (rep) memset(rep, 0, sizeof *rep);
+    if (err && errlen) snprintf(err, errlen, "%s", strerror(errno));
+    return MLPROF_EIO;
+  }
+  return read_source(&src, "", 0, n ? offs : none, n, v, rep, err, errlen);
 }

@@ -84,6 +84,10 @@ typedef struct {
   int (*header)(void *ud, const mlprof__header *h);
   int (*name)(void *ud, const mlprof__name *n);
   int (*thread)(void *ud, uint32_t tid, const char *name, size_t len);
+  /* Once per whole chunk, before its records: its MLPROF__CHUNK_* type, its
+   * file offset and its length (the frame's header included), so that a
+   * later mlprof__read_fd_chunks can read it again alone. */
+  int (*chunk)(void *ud, uint16_t type, uint64_t off, uint32_t len);
   /* Once per EVENTS chunk, before its records; dropped is cumulative. */
   int (*events)(void *ud, uint32_t tid, uint64_t dropped);
   int (*span)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
@@ -135,6 +139,16 @@ int mlprof__read_file(const char *path, const mlprof__visitor *v,
  * unseen). Returns as mlprof__read_file. */
 int mlprof__read_file_meta(const char *path, const mlprof__visitor *v,
                            mlprof__read_report *rep, char *err, size_t errlen);
+
+/* Reads only the chunks at the n offsets offs (ascending; offsets met
+ * through the chunk callback) of the profile open on fd, after checking its
+ * file header: the chunks that announce the names the others use must be
+ * among them. Every one must verify (frame and CRC): one that does not (the
+ * file changed since) ends the read with MLPROF_EFORMAT and a reason in err.
+ * No chunk is looked for elsewhere. Returns as mlprof__read_file. */
+int mlprof__read_fd_chunks(int fd, const uint64_t *offs, size_t n,
+                           const mlprof__visitor *v, mlprof__read_report *rep,
+                           char *err, size_t errlen);
 
 /* The same over bytes in memory (tests and the fuzzer). */
 int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,

@@ -48,6 +48,9 @@
  * may take. */
 #define MAX_WAITING 256
 #define FIRST_S 10
+/* Bytes of a run's profile chunks one timeline request may read again
+ * (mlprof__lod_window): about a million spans, a few tens of ms. */
+#define MAX_WINDOW_BYTES (8u << 20)
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 
@@ -628,15 +631,40 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
   }
   if (route == ROUTE_DATA) {
     mlprof__out_write(&o, b->data, b->data_len);
-  } else if (route == ROUTE_TIMELINE) {
-    mlprof__export_timeline_json(&b->d.lod, t0, t1, res,
-                                 MLPROF__DASH_LOD_WINDOW_ITEMS, 0, &o);
-  } else if (route == ROUTE_SPAN) {
-    if (mlprof__export_span_json(&b->d.lod, track, t0, t1, &o) ==
-        MLPROF_EINVAL) {
+  } else if (route == ROUTE_TIMELINE || route == ROUTE_SPAN) {
+    /* Levels finer than those kept come from the profiles' chunks in the
+     * window, when they are few enough; else the kept levels answer. */
+    mlprof__lod w;
+    char err[300];
+    int span = route == ROUTE_SPAN;
+    if (span && track >= b->d.lod.ntracks) {
       build_put(b);
       mlprof__out_close(&o);
       return send_text(s, conn, 404, "no such track\n");
+    }
+    int wrc = mlprof__lod_window(
+        &b->d.lod, t0, t1, span ? 0 : mlprof__lod_level(res),
+        span ? (size_t)track : SIZE_MAX, MAX_WINDOW_BYTES, &w, err, sizeof err);
+    const mlprof__lod *l = wrc ? &b->d.lod : &w;
+    if (wrc >= 0 && !span)
+      mlprof__export_timeline_json(l, t0, t1, res,
+                                   MLPROF__DASH_LOD_WINDOW_ITEMS, 0, &o);
+    else if (wrc >= 0)
+      mlprof__export_span_json(l, track, t0, t1, &o);
+    if (!wrc) mlprof__lod_window_free(&w);
+    if (wrc == MLPROF_ENOMEM) {
+      build_put(b);
+      mlprof__out_close(&o);
+      return send_text(s, conn, 500, "out of memory\n");
+    }
+    if (wrc < 0) {
+      char msg[400];
+      snprintf(msg, sizeof msg,
+               "this run changed since it was read (%s): reload\n", err);
+      build_put(b);
+      mlprof__out_close(&o);
+      return send_buf(s, conn, 409, "text/plain; charset=utf-8", msg,
+                      strlen(msg), 0);
     }
   } else {
     char url[MAX_REL + 16], tl[MAX_REL + 16], sp[MAX_REL + 16];

@@ -4,11 +4,16 @@
  * is bounded by the time it covers, the cap on items holds, and each span
  * keeps its metadata and units for its details (src/export/html.c). */
 #include <mlprof.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "analyze/lod.h"
+#include "analyze/analysis.h"
 #include "export/html.h"
 #include "format/wire.h"
+/* Small chunks: window edges fall near chunk edges. */
+#define SYNTH_PAYLOAD_BYTES 256
+#include "synth.h"
 #include "test.h"
 
 /* A deterministic pseudo-random sequence. */
@@ -276,7 +281,208 @@ static void test_lod_keeps_span_metadata(void) {
   mlprof__lod_free(&l);
 }
 
+/* Two profile files, 3 threads each, written chunk by chunk with the
+ * threads' chunks interleaved: per thread a long span over all of it (its
+ * chunk, the last, covers the whole run), depth-1 spans of 10 ns to 1 ms,
+ * some with metadata, holding depth-2 ones; a zone named in a second NAMES
+ * chunk half-way. Returns 0 with the file paths in a and b. */
+static int window_job(char *dir, char *a, char *b, size_t len) {
+  if (!mkdtemp(dir)) return -1;
+  snprintf(a, len, "%s/a.mlprof", dir);
+  snprintf(b, len, "%s/b.mlprof", dir);
+  for (int f = 0; f < 2; f++) {
+    FILE *fp = synth_open(f ? b : a, 1);
+    if (!fp) return -1;
+    synth_header(fp, 100 + (uint64_t)f, 1, 1000 + 3000000 * (uint64_t)f, "h",
+                 "/bin/train");
+    payload p = {.n = 0};
+    p_uv(&p, 6);
+    p_name(&p, 1, MLPROF__NAME_ZONE, 0, "run");
+    p_name(&p, 2, MLPROF__NAME_ZONE, 0, "step");
+    p_name(&p, 3, MLPROF__NAME_ZONE, 0, "kernel");
+    p_name(&p, 4, MLPROF__NAME_STRING, 0, "shape");
+    p_name(&p, 5, MLPROF__NAME_STRING, 0, "8x8");
+    p_name(&p, 6, MLPROF__NAME_UNITS, 0, "bytes");
+    chunk(fp, MLPROF__CHUNK_NAMES, &p);
+    synth_events ev[3];
+    uint64_t now[3] = {0, 0, 0}, s = 7 + (uint64_t)f;
+    for (uint32_t t = 0; t < 3; t++)
+      ev[t] = (synth_events){.f = fp, .tid = 10 + t};
+    for (int i = 0; i < 6000; i++) {
+      if (i == 3000) {
+        p_uv(&p, 1);
+        p_name(&p, 7, MLPROF__NAME_ZONE, 0, "late");
+        for (uint32_t t = 0; t < 3; t++) synth_ev_flush(&ev[t]);
+        for (uint32_t t = 0; t < 3; t++) ev[t].p.n = 0;
+        chunk(fp, MLPROF__CHUNK_NAMES, &p);
+      }
+      uint32_t t = (uint32_t)(next_rand(&s) % 3);
+      uint64_t dur = 10;
+      for (uint64_t e = next_rand(&s) % 6; e; e--) dur *= 10;
+      dur += next_rand(&s) % dur;
+      uint64_t begin = now[t] + 1 + next_rand(&s) % 300;
+      uint64_t kids = next_rand(&s) % 3;
+      for (uint64_t k = 0; k < kids; k++)
+        synth_ev_span(&ev[t], i >= 3000 ? 7 : 3, 2, begin + dur * k / kids + 1,
+                      begin + dur * (k + 1) / kids);
+      synth_ev_span(&ev[t], 2, 1, begin, begin + dur);
+      if (i % 7 == 0) {
+        synth_ev_span_meta(&ev[t], 4, 5);
+        synth_ev_span_units(&ev[t], 6, (uint64_t)i);
+      }
+      now[t] = begin + dur;
+    }
+    for (uint32_t t = 0; t < 3; t++) {
+      synth_ev_span(&ev[t], 1, 0, 0, now[t] + 1);
+      synth_ev_flush(&ev[t]);
+    }
+    synth_end(fp, now[0] + now[1] + now[2]);
+    if (fclose(fp)) return -1;
+  }
+  return 0;
+}
+
+/* The pyramid of the job of files a and b, at most cap items (0: all). */
+static int window_lod(const char *a, const char *b, size_t cap,
+                      mlprof__analysis *an) {
+  const char *paths[2] = {a, b};
+  mlprof__job job;
+  char err[256];
+  if (mlprof__job_open(&job, paths, 2, err, sizeof err)) return -1;
+  mlprof__analysis_opts o;
+  mlprof__analysis_opts_init(&o);
+  o.want = MLPROF__ANALYSIS_LOD;
+  o.lod_items = cap;
+  int rc = mlprof__analysis_run(&job, &o, an, err, sizeof err);
+  mlprof__job_close(&job);
+  return rc;
+}
+
+/* Whether level k of w holds in [t0, t1) the items full holds there. */
+static int same_items(const mlprof__lod *full, const mlprof__lod *w, size_t k,
+                      uint64_t t0, uint64_t t1, size_t *seen) {
+  if (full->ntracks != w->ntracks) return 0;
+  for (size_t i = 0; i < full->ntracks; i++) {
+    const mlprof__lod_run *x = &full->tracks[i].lv[k], *y = &w->tracks[i].lv[k];
+    size_t a = mlprof__lod_find(x, t0), c = mlprof__lod_find(y, t0);
+    for (; a < x->n && x->items[a].begin < t1; a++, c++) {
+      if (c >= y->n) return 0;
+      const mlprof__lod_item *p = &x->items[a], *q = &y->items[c];
+      if (p->begin != q->begin || p->end != q->end ||
+          p->busy_ns != q->busy_ns || p->name != q->name ||
+          p->count != q->count)
+        return 0;
+      (*seen)++;
+    }
+    if (c < y->n && y->items[c].begin < t1) return 0;
+  }
+  return 1;
+}
+
+/* A window built from the chunks holds at each level dropped the items of
+ * a pyramid without a cap there, with the spans' metadata, reading only
+ * the chunks near it; a file replaced since is an error. */
+static void test_lod_window_reads_chunks(void) {
+  char dir[] = "/tmp/mlprof-lodwin-XXXXXX", a[128], b[128];
+  if (window_job(dir, a, b, sizeof a)) TEST_FAIL("cannot write the job");
+  mlprof__analysis full, capped;
+  if (window_lod(a, b, 0, &full)) TEST_FAIL("cannot read the job");
+  if (window_lod(a, b, full.lod.items / 3, &capped))
+    TEST_FAIL("cannot read the job");
+  const mlprof__lod *l = &capped.lod;
+  CHECK(l->indexed);
+  CHECK(l->first >= 2);
+  CHECK_EQ(l->ntracks, full.lod.ntracks);
+  uint64_t end = 0, bytes = 0;
+  for (size_t i = 0; i < l->ntracks; i++) {
+    const mlprof__lod_run *r = &l->tracks[i].lv[MLPROF__LOD_LEVELS - 1];
+    if (r->n && r->items[r->n - 1].end > end) end = r->items[r->n - 1].end;
+  }
+  for (size_t i = 0; i < l->nfiles; i++)
+    for (size_t j = 0; j < l->files[i].nchunks; j++)
+      bytes += l->files[i].chunks[j].len;
+  mlprof__lod w;
+  char err[300];
+  uint64_t s = 99;
+  size_t seen = 0;
+  for (int n = 0; n < 300; n++) {
+    uint64_t width = 1000ull << (2 * (next_rand(&s) % 8));
+    uint64_t t0 = next_rand(&s) % end, t1 = t0 + width;
+    size_t k = (size_t)(next_rand(&s) % l->first);
+    /* A small window reads a part of the chunks: the long spans' and those
+     * near it. */
+    int rc = mlprof__lod_window(l, t0, t1, k, SIZE_MAX,
+                                width < 100000 ? (size_t)bytes / 2 : SIZE_MAX,
+                                &w, err, sizeof err);
+    if (rc) TEST_FAIL("window %d: %d %s", n, rc, err);
+    CHECK_EQ(w.first, k);
+    for (size_t j = k; j < l->first; j++)
+      if (!same_items(&full.lod, &w, j, t0, t1, &seen))
+        TEST_FAIL("window %d [%" PRIu64 ", %" PRIu64 ") level %zu differs", n,
+                  t0, t1, j);
+    mlprof__lod_window_free(&w);
+  }
+  CHECK(seen > 1000);
+  /* Past the bytes allowed, or coarse enough, it is not built. */
+  CHECK_EQ(mlprof__lod_window(l, 0, end, 0, SIZE_MAX, (size_t)bytes / 2, &w,
+                              err, sizeof err),
+           1);
+  CHECK_EQ(mlprof__lod_window(l, 0, end, l->first, SIZE_MAX, SIZE_MAX, &w, err,
+                              sizeof err),
+           1);
+
+  /* A span's window has its metadata and its children. */
+  size_t track = 0, found = 0;
+  for (size_t i = 0; i < full.lod.ntracks && !found; i++)
+    if (full.lod.tracks[i].depth == 1 && full.lod.tracks[i].nargs > 10) {
+      track = i;
+      found = 1;
+    }
+  CHECK(found);
+  const mlprof__lod_arg *x = &full.lod.tracks[track].args[10];
+  CHECK_EQ(mlprof__lod_window(l, x->begin, x->end, 0, track, SIZE_MAX, &w, err,
+                              sizeof err),
+           0);
+  size_t nf, nw;
+  const mlprof__lod_arg *af =
+      mlprof__lod_args(&full.lod.tracks[track], x->begin, x->end, &nf);
+  const mlprof__lod_arg *aw =
+      mlprof__lod_args(&w.tracks[track], x->begin, x->end, &nw);
+  CHECK_EQ(nf, 2);
+  CHECK_EQ(nw, nf);
+  for (size_t i = 0; i < nf && i < nw; i++)
+    CHECK(af[i].key == aw[i].key && af[i].value == aw[i].value &&
+          af[i].n == aw[i].n);
+  mlprof__out o1, o2;
+  CHECK_EQ(mlprof__out_open(&o1, -1), 0);
+  CHECK_EQ(mlprof__out_open(&o2, -1), 0);
+  CHECK_EQ(mlprof__export_span_json(&full.lod, track, x->begin, x->end, &o1),
+           0);
+  CHECK_EQ(mlprof__export_span_json(&w, track, x->begin, x->end, &o2), 0);
+  CHECK(o1.len == o2.len && memcmp(o1.buf, o2.buf, o1.len) == 0);
+  mlprof__out_close(&o1);
+  mlprof__out_close(&o2);
+  mlprof__lod_window_free(&w);
+
+  /* A file replaced since it was read. */
+  remove(b);
+  CHECK(mlprof__lod_window(l, 0, end, 0, SIZE_MAX, SIZE_MAX, &w, err,
+                           sizeof err) < 0);
+  CHECK(strstr(err, b) != NULL);
+  FILE *f = fopen(b, "wb");
+  if (f) fclose(f);
+  CHECK(mlprof__lod_window(l, 0, end, 0, SIZE_MAX, SIZE_MAX, &w, err,
+                           sizeof err) < 0);
+  CHECK(strstr(err, "since it was read") != NULL);
+  remove(a);
+  remove(b);
+  rmdir(dir);
+  mlprof__analysis_free(&full);
+  mlprof__analysis_free(&capped);
+}
+
 const mlprof_test mlprof_tests_lod[] = {
+    {"window_reads_chunks", test_lod_window_reads_chunks},
     {"counts_each_span_once_per_level",
      test_lod_counts_each_span_once_per_level},
     {"level_size_bounded", test_lod_level_size_bounded},
