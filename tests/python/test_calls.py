@@ -185,7 +185,8 @@ def test_max_depth(tmp_path):
 
 
 def nap(s):
-    time.sleep(s)
+    if s:  # time.sleep(0) yields the CPU: on a loaded machine, for >5 ms
+        time.sleep(s)
 
 
 def test_min_duration_drops_short_calls_and_counts_them(tmp_path):
@@ -199,11 +200,15 @@ def test_min_duration_drops_short_calls_and_counts_them(tmp_path):
                 nap(0)
         body()
         dropped = p.summary()["calls"]["dropped_short"]
-    assert dropped >= 10
     spans = mlprof.read_events(out)["spans"]
-    assert names(spans)["test_calls.nap"] == 1
+    naps = [s["end_ns"] - s["begin_ns"] for s in spans
+            if s["name"] == "test_calls.nap"]
+    # Every call is either kept, lasting the minimum, or dropped and
+    # counted; the short ones (a few µs) are dropped unless the machine
+    # took the CPU away from them in the middle.
+    assert all(d >= 5_000_000 for d in naps) and max(naps) >= 20_000_000
+    assert dropped == 11 - len(naps) and dropped >= 5, (dropped, naps)
     long = [s for s in spans if s["name"] == "test_calls.nap"][0]
-    assert long["end_ns"] - long["begin_ns"] >= 20_000_000
     # the kept call nests in its caller on the thread's calls track
     outer = [s for s in spans if s["name"].endswith("<locals>.body")][0]
     assert outer["tid"] == long["tid"] and outer["depth"] < long["depth"]
