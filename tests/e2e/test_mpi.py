@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import MLPROF, mlprof
+from conftest import MLPROF, mlprof, program, report_json
 from mpi_flavours import FLAVOURS
 
 
@@ -326,3 +326,16 @@ def test_metrics_per_rank(tmp_path, mpi):
         check = subprocess.run([promtool, "check", "metrics"], input=body,
                                capture_output=True, timeout=60)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_unknown_abi_passed_on_unrecorded(tmp_path):
+    """An MPI library of neither ABI mlprof knows (tests/programs/fake_mpi.c,
+    int handles but no MPICH symbol): every call reaches it, none is
+    recorded, and one warning says so."""
+    out = str(tmp_path / "run")
+    r = mlprof("run", "-q", "-o", out, "--", program("mpi_unknown"))
+    assert r.stdout.split() == ["3"], r.stdout
+    assert r.stderr.count("MPI calls not recorded") == 1, r.stderr
+    assert "neither Open MPI's nor MPICH's ABI" in r.stderr
+    assert not [z for z in report_json(out)["zones"]
+                if z["name"].startswith("MPI_")]
