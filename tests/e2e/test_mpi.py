@@ -341,3 +341,44 @@ def test_unknown_abi_passed_on_unrecorded(tmp_path):
     assert "neither Open MPI's nor MPICH's ABI" in r.stderr
     assert not [z for z in report_json(out)["zones"]
                 if z["name"].startswith("MPI_")]
+
+
+def test_abi_dependent_calls(tmp_path, mpi):
+    """tests/programs/mpi_abi.c on 2 ranks: what the ABIs spell differently
+    (MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_ANY_SOURCE, MPI_PROC_NULL, request
+    arrays) is recorded alike: the bytes of an in-place all-gather are the
+    receive part's, an ignored status still gives what was received, and
+    special ranks are -1 (any source) and -2 (no process)."""
+    mpi.require("mpi_abi")
+    out = str(tmp_path / "run")
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(2),
+             mpi.program("mpi_abi")])
+    name = os.path.basename(mpi.program("mpi_abi"))
+    paths = glob.glob(os.path.join(out, name + "-*.mlprof"))
+    assert len(paths) == 2
+    for path in paths:
+        mlprof("trace", path, "-o", path + ".json")
+        with open(path + ".json") as f:
+            d = json.load(f)
+        rank = int(d["otherData"]["meta"]["dist.rank"])
+        other = str(1 - rank)
+        spans = sorted((e for e in d["traceEvents"] if e["ph"] == "X"),
+                       key=lambda e: e["ts"])
+        # MPI_Sendrecv's send tag is its fifth metadata entry, past the 4 a
+        # zone keeps (MLPROF__META_PER_ZONE): not compared here.
+        zones = [(e["name"], {k: v for k, v in e.get("args", {}).items()
+                              if (e["name"], k) != ("MPI_Sendrecv", "tag")})
+                 for e in spans if e["tid"] < 2**31]
+        assert zones == [
+            ("MPI_Allgather", {"comm": "world", "bytes": 12, "seq": 1}),
+            ("MPI_Sendrecv", {"source": other, "recvtag": "5",
+                              "comm": "world", "bytes": 32, "peer": other}),
+            ("MPI_Irecv", {"comm": "world", "bytes": 8, "peer": "-1",
+                           "tag": "6"}),
+            ("MPI_Isend", {"comm": "world", "bytes": 8, "peer": "-2",
+                           "tag": "6"}),
+            ("MPI_Send", {"comm": "world", "bytes": 8, "peer": other,
+                          "tag": "6"}),
+        ], rank
+        assert sorted(e["name"] for e in spans if e["tid"] >= 2**31) == [
+            "MPI_Irecv done", "MPI_Isend done"]
