@@ -33,7 +33,7 @@
 /* A handle parameter is pointer-wide, which carries either ABI's handle: an
  * int handle arrives in the low half of a register or 8-byte stack slot
  * (x86-64, aarch64), the upper half undefined. Handles are passed on to PMPI
- * untouched; to compare one, key() takes the bits the ABI defines. Handles
+ * untouched; to compare one, hkey() takes the bits the ABI defines. Handles
  * in memory (requests, communicators returned) are read with handle_at(). */
 typedef void *MPI_Comm, *MPI_Datatype, *MPI_Op, *MPI_Request, *MPI_Group;
 typedef struct MPI_Status MPI_Status; /* laid out as the ABI says */
@@ -159,8 +159,8 @@ static handle handle_at(const void *p, int i) {
 /* A handle, to pass to PMPI. */
 #define H(k) ((void *)(k))
 
-/* A rank argument as recorded: a special one numbered as in Open MPI (the
- * header above), else r. */
+/* A rank argument as recorded: a special one numbered as in Open MPI
+ * (mpi_abi), else r. */
 static int special_rank(int r) {
   return r == abi->any_source  ? -1
          : r == abi->proc_null ? -2
