@@ -13,11 +13,11 @@ echo "== report and trace at scale (bench_report)"
 echo
 echo "== distributed report, 64 ranks x 1 M spans (bench_dist)"
 "$B/bench_dist" "$B/mlprof"
-if [ -x "$B/bench_mpi" ] && command -v mpirun >/dev/null; then
+if [ -x "$B/bench_mpi" ] && command -v mpirun.openmpi >/dev/null; then
   echo
   echo "== capture cost per MPI collective (bench_mpi, 2 ranks)"
   d=$(mktemp -d)
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    "$B/mlprof" run -q -o "$d/run" -- mpirun -np 2 --oversubscribe "$B/bench_mpi"
+    "$B/mlprof" run -q -o "$d/run" -- mpirun.openmpi -np 2 --oversubscribe "$B/bench_mpi"
   rm -rf "$d"
 fi

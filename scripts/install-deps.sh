@@ -5,7 +5,9 @@
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
 build="cmake gcc make pkg-config python3 libmicrohttpd-dev"
-check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev faketime"
+# Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
+# mpirun.mpich; which is the default mpirun does not matter).
+check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime"
 all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium nodejs"
 case "${1:-all}" in
   build) want=$build ;;

@@ -4,8 +4,11 @@
  * the first call. No MPI is needed to build mlprof or to run a program that
  * does not use MPI: the few types and constants used here are declared below.
  *
- * They are Open MPI's (handles are pointers to its predefined objects). With
- * another MPI (MPICH's handles are ints) every call is passed on unrecorded.
+ * Two ABIs are known, told apart at the first call by a symbol only that
+ * ABI's library defines (abis[] below): Open MPI's (handles are pointers to
+ * its predefined objects) and MPICH's, shared by MPICH, Intel MPI, Cray MPICH
+ * and MVAPICH (handles are ints). With another MPI every call is passed on
+ * unrecorded.
  *
  * Each call is a zone named after the function ("MPI_Allreduce") with units
  * "bytes" (the payload this rank contributes or receives, docs/distributed.md)
@@ -27,16 +30,64 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* A handle parameter is pointer-wide, which carries either ABI's handle: an
+ * int handle arrives in the low half of a register or 8-byte stack slot
+ * (x86-64, aarch64), the upper half undefined. Handles are passed on to PMPI
+ * untouched; to compare one, hkey() takes the bits the ABI defines. Handles
+ * in memory (requests, communicators returned) are read with handle_at(). */
 typedef void *MPI_Comm, *MPI_Datatype, *MPI_Op, *MPI_Request, *MPI_Group;
-typedef struct { /* Open MPI's layout */
-  int MPI_SOURCE, MPI_TAG, MPI_ERROR, cancelled_;
-  size_t ucount_;
-} MPI_Status;
+typedef struct MPI_Status MPI_Status; /* laid out as the ABI says */
+typedef uintptr_t handle;             /* a handle's key; 0 is none */
 
-#define IN_PLACE ((const void *)1)
-#define ANY_SOURCE (-1)
+/* Room for either ABI's MPI_Status (Open MPI's 24 bytes, MPICH's 20). */
+typedef union {
+  char bytes[32];
+  uint64_t align;
+} status_space;
+
 #define ERR_INTERN 17 /* returned when the MPI library cannot be found */
 #define CLOCK_ROUNDS 16
+
+enum { H_COMM_WORLD, H_COMM_SELF, H_BYTE, H_REQUEST_NULL, H_COUNT };
+
+/* What differs between the ABIs, read from each one's mpi.h. Ranks with a
+ * special meaning are recorded as Open MPI numbers them, whatever the ABI:
+ * -1 any source, -2 MPI_PROC_NULL, -4 MPI_ROOT. */
+typedef struct {
+  const char *symbol;           /* defined by this ABI's libraries only */
+  size_t handle_size;           /* of a handle in memory */
+  const char *objects[H_COUNT]; /* predefined handles: objects' symbols, */
+  handle values[H_COUNT];       /* or constants */
+  const void *in_place, *status_ignore;
+  int any_source, proc_null, root;
+  size_t source_at, tag_at; /* in MPI_Status */
+} mpi_abi;
+
+static const mpi_abi abis[] = {
+    {.symbol = "ompi_mpi_comm_world",
+     .handle_size = sizeof(void *),
+     .objects = {"ompi_mpi_comm_world", "ompi_mpi_comm_self", "ompi_mpi_byte",
+                 "ompi_request_null"},
+     .in_place = (const void *)1,
+     .status_ignore = NULL,
+     .any_source = -1,
+     .proc_null = -2,
+     .root = -4,
+     .source_at = 0,
+     .tag_at = 4},
+    /* MPICH's mpi.h defines MPI_DUP_FN as MPIR_Dup_fn, so every library of
+     * its ABI has that symbol. */
+    {.symbol = "MPIR_Dup_fn",
+     .handle_size = sizeof(int),
+     .values = {0x44000000, 0x44000001, 0x4c00010d, 0x2c000000},
+     .in_place = (const void *)-1,
+     .status_ignore = (const void *)1,
+     .any_source = -2,
+     .proc_null = -1,
+     .root = -3,
+     .source_at = 8,
+     .tag_at = 12},
+};
 
 /* The PMPI functions used, looked up once. */
 /* clang-format off */
@@ -66,10 +117,8 @@ static const char *const pmpi_names[F_COUNT] = {
 };
 
 static void *pmpi[F_COUNT];
-/* Open MPI's predefined objects; recording only when all were found. */
-static MPI_Comm comm_world, comm_self;
-static MPI_Datatype type_byte;
-static MPI_Request request_null;
+static const mpi_abi *abi; /* the library's; NULL: calls are not recorded */
+static handle predefined[H_COUNT];
 static int recording;
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
@@ -77,13 +126,46 @@ static void resolve(void) {
   for (int i = 0; i < F_COUNT; i++)
     if (!(pmpi[i] = dlsym(RTLD_NEXT, pmpi_names[i])))
       pmpi[i] = dlsym(RTLD_DEFAULT, pmpi_names[i]);
-  comm_world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
-  comm_self = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_self");
-  type_byte = dlsym(RTLD_DEFAULT, "ompi_mpi_byte");
-  request_null = dlsym(RTLD_DEFAULT, "ompi_request_null");
-  recording = comm_world && comm_self && type_byte && request_null;
+  for (size_t a = 0; a < sizeof abis / sizeof *abis && !abi; a++)
+    if (dlsym(RTLD_DEFAULT, abis[a].symbol)) abi = &abis[a];
+  for (int i = 0; abi && i < H_COUNT; i++)
+    if (!(predefined[i] = abi->objects[i]
+                              ? (handle)dlsym(RTLD_DEFAULT, abi->objects[i])
+                              : abi->values[i]))
+      abi = NULL;
+  recording = abi != NULL;
   if (!recording && pmpi[F_Init])
-    mlprof__warn_once(NULL, "MPI calls not recorded: not Open MPI");
+    mlprof__warn_once(NULL,
+                      "MPI calls not recorded: the MPI library has "
+                      "neither Open MPI's nor MPICH's ABI");
+}
+
+/* A handle parameter's key. */
+static handle hkey(const void *h) {
+  return abi->handle_size == sizeof(int) ? (uint32_t)(uintptr_t)h
+                                         : (uintptr_t)h;
+}
+
+/* The key of the i-th handle of the array at p. */
+static handle handle_at(const void *p, int i) {
+  if (abi->handle_size == sizeof(int)) {
+    uint32_t h;
+    memcpy(&h, (const int *)p + i, sizeof h);
+    return h;
+  }
+  return (handle)((void *const *)p)[i];
+}
+
+/* A handle, to pass to PMPI. */
+#define H(k) ((void *)(k))
+
+/* A rank argument as recorded: a special one numbered as in Open MPI
+ * (mpi_abi), else r. */
+static int special_rank(int r) {
+  return r == abi->any_source  ? -1
+         : r == abi->proc_null ? -2
+         : r == abi->root      ? -4
+                               : r;
 }
 
 /* The PMPI function `name` cast to type T, or a return of ERR_INTERN from
@@ -101,7 +183,7 @@ static void resolve(void) {
 /* What is known of a communicator: its name in the profile, its members'
  * world ranks (NULL for the world) and its collectives so far. */
 typedef struct {
-  MPI_Comm comm;
+  handle comm;
   int size;
   int *world;
   char name[64];
@@ -118,23 +200,26 @@ static void describe(comm_info *c) {
   typedef int (*group_fn)(MPI_Comm, MPI_Group *);
   typedef int (*translate_fn)(MPI_Group, int, const int *, MPI_Group, int *);
   typedef int (*free_fn)(MPI_Group *);
-  ((size_fn)pmpi[F_Comm_size])(c->comm, &c->size);
-  if (c->comm == comm_world || c->comm == comm_self || c->size <= 0) {
+  handle world_comm = predefined[H_COMM_WORLD];
+  ((size_fn)pmpi[F_Comm_size])(H(c->comm), &c->size);
+  if (c->comm == world_comm || c->comm == predefined[H_COMM_SELF] ||
+      c->size <= 0) {
     snprintf(c->name, sizeof c->name, "%s",
-             c->comm == comm_world ? "world" : "self");
+             c->comm == world_comm ? "world" : "self");
     return;
   }
-  MPI_Group mine, world;
+  MPI_Group mine = NULL, world = NULL; /* wide enough for either ABI */
   int *ranks = malloc(2 * (size_t)c->size * sizeof *ranks);
-  if (!ranks || ((group_fn)pmpi[F_Comm_group])(c->comm, &mine) ||
-      ((group_fn)pmpi[F_Comm_group])(comm_world, &world)) {
+  if (!ranks || ((group_fn)pmpi[F_Comm_group])(H(c->comm), &mine) ||
+      ((group_fn)pmpi[F_Comm_group])(H(world_comm), &world)) {
     free(ranks);
     snprintf(c->name, sizeof c->name, "size %d", c->size);
     return;
   }
   for (int i = 0; i < c->size; i++) ranks[i] = i;
   c->world = ranks + c->size;
-  ((translate_fn)pmpi[F_Group_translate_ranks])(mine, c->size, ranks, world,
+  ((translate_fn)pmpi[F_Group_translate_ranks])(H(handle_at(&mine, 0)), c->size,
+                                                ranks, H(handle_at(&world, 0)),
                                                 c->world);
   ((free_fn)pmpi[F_Group_free])(&mine);
   ((free_fn)pmpi[F_Group_free])(&world);
@@ -149,7 +234,7 @@ static void describe(comm_info *c) {
 
 /* The entry of comm (made on first use), or NULL past MAX_COMMS. Called
  * with lock held. */
-static comm_info *comm_of(MPI_Comm comm) {
+static comm_info *comm_of(handle comm) {
   for (int i = 0; i < ncomms; i++)
     if (comms[i].comm == comm) return &comms[i];
   if (ncomms == MAX_COMMS) return NULL;
@@ -160,9 +245,11 @@ static comm_info *comm_of(MPI_Comm comm) {
   return c;
 }
 
-/* A communicator's member `rank` as a world rank. Called with lock held. */
+/* A communicator's member `rank` as a world rank, a special rank as
+ * special_rank() says. Called with lock held. */
 static int world_rank(const comm_info *c, int rank) {
-  return c && c->world && rank >= 0 && rank < c->size ? c->world[rank] : rank;
+  if (rank < 0) return special_rank(rank);
+  return c && c->world && rank < c->size ? c->world[rank] : rank;
 }
 
 static int type_size(MPI_Datatype t) {
@@ -212,12 +299,12 @@ static void meta_int(const char *key, int v) {
 static void note(MPI_Comm comm, uint64_t bytes, int peer, int root, int tag,
                  int collective) {
   pthread_mutex_lock(&lock);
-  comm_info *c = comm_of(comm);
+  comm_info *c = comm_of(hkey(comm));
   char name[64];
   snprintf(name, sizeof name, "%s", c ? c->name : "?");
   uint64_t seq = c && collective ? ++c->seq : 0;
-  if (peer >= 0) peer = world_rank(c, peer);
-  if (root >= 0) root = world_rank(c, root);
+  if (peer != NO_RANK) peer = world_rank(c, peer);
+  if (root != NO_RANK) root = world_rank(c, root);
   pthread_mutex_unlock(&lock);
   mlprof_units_add("bytes", bytes);
   if (seq) mlprof_units_add("seq", seq);
@@ -231,46 +318,50 @@ static void note(MPI_Comm comm, uint64_t bytes, int peer, int root, int tag,
 /* ---- nonblocking requests ----------------------------------------------- */
 
 typedef struct {
-  MPI_Request req;
+  handle req;
   const mlprof_site *site;
   uint64_t begin_ns;
 } pending;
 
-#define MAX_PENDING 1024 /* a power of two */
+#define PENDING_BITS 10
+#define MAX_PENDING (1 << PENDING_BITS)
 static pending table[MAX_PENDING];
 
-static size_t slot_of(MPI_Request r) {
-  return (size_t)(((uintptr_t)r >> 4) * 0x9E3779B97F4A7C15ull) &
-         (MAX_PENDING - 1);
+/* A multiplicative hash's top bits: every bit of either ABI's handle
+ * counts (pointers' low bits are zero, ints' high bits alike). */
+static size_t slot_of(handle r) {
+  return (size_t)(((uint64_t)r * 0x9E3779B97F4A7C15ull) >> (64 - PENDING_BITS));
 }
 
 /* Remembers a request started by the call whose zone is open (on). */
 static void track(int on, MPI_Request *req, const mlprof_site *site,
                   uint64_t begin_ns) {
-  if (!on || !req || *req == request_null) return;
+  if (!on || !req) return;
+  handle r = handle_at(req, 0);
+  if (r == predefined[H_REQUEST_NULL]) return;
   pthread_mutex_lock(&lock);
-  for (size_t i = slot_of(*req), n = 0; n < MAX_PENDING;
+  for (size_t i = slot_of(r), n = 0; n < MAX_PENDING;
        i = (i + 1) & (MAX_PENDING - 1), n++)
     if (!table[i].req) {
-      table[i] = (pending){*req, site, begin_ns};
+      table[i] = (pending){r, site, begin_ns};
       break;
     }
   pthread_mutex_unlock(&lock);
 }
 
-/* Requests saved[i] that the call completed (now[i] became null): each is
- * recorded as a span from its start to now. */
-static void settle(const MPI_Request *saved, const MPI_Request *now, int n) {
-  if (!recording) return;
+/* Requests saved[k] that the call completed (now[k] became null), both
+ * arrays of n handles: each is recorded as a span from its start to now. */
+static void settle(const void *saved, const void *now, int n) {
   uint64_t end = mlprof__mono_ns();
+  handle null = predefined[H_REQUEST_NULL];
   for (int k = 0; k < n; k++) {
-    if (!saved[k] || saved[k] == request_null || now[k] != request_null)
-      continue;
+    handle r = handle_at(saved, k);
+    if (!r || r == null || handle_at(now, k) != null) continue;
     pending p = {0};
     pthread_mutex_lock(&lock);
-    for (size_t i = slot_of(saved[k]), m = 0; m < MAX_PENDING && table[i].req;
+    for (size_t i = slot_of(r), m = 0; m < MAX_PENDING && table[i].req;
          i = (i + 1) & (MAX_PENDING - 1), m++)
-      if (table[i].req == saved[k]) {
+      if (table[i].req == r) {
         p = table[i];
         /* Backward-shift deletion keeps every probe sequence whole. */
         size_t hole = i, j = i;
@@ -284,7 +375,7 @@ static void settle(const MPI_Request *saved, const MPI_Request *now, int n) {
             hole = j;
           }
         }
-        table[hole].req = NULL;
+        table[hole].req = 0;
         break;
       }
     pthread_mutex_unlock(&lock);
@@ -298,25 +389,31 @@ static void settle(const MPI_Request *saved, const MPI_Request *now, int n) {
   }
 }
 
-/* Copies of the request handles a Wait/Test call may complete. */
+/* Copies of the request handles a Wait/Test call may complete (none when
+ * calls are not recorded). */
 typedef struct {
-  MPI_Request *saved, small[16];
+  void *saved;
+  handle small[16];
 } saved_requests;
 
 static void save(saved_requests *s, const MPI_Request *reqs, int n) {
-  s->saved = s->small;
-  if (n > 16 && !(s->saved = malloc((size_t)n * sizeof *reqs))) n = 0;
-  if (n > 0) memcpy(s->saved, reqs, (size_t)n * sizeof *reqs);
+  s->saved = NULL;
+  if (!recording || !reqs || n <= 0) return;
+  size_t size = (size_t)n * abi->handle_size;
+  s->saved = size <= sizeof s->small ? s->small : malloc(size);
+  if (s->saved) memcpy(s->saved, reqs, size);
 }
 
 static void settle_saved(saved_requests *s, const MPI_Request *now, int n) {
-  if (s->saved && n > 0) settle(s->saved, now, n);
+  if (s->saved) settle(s->saved, now, n);
   if (s->saved != s->small) free(s->saved);
 }
 
 /* ---- clocks ------------------------------------------------------------- */
 
-static MPI_Comm clock_comm; /* a private duplicate of the world */
+/* A private duplicate of the world, as PMPI_Comm_dup wrote it (NULL: none);
+ * its handle is handle_at(&clock_comm, 0). */
+static MPI_Comm clock_comm;
 
 /* Measures this rank's CLOCK_MONOTONIC offset to rank 0's by round trips
  * (rank 0 answers each rank in turn with its clock; the round trip with the
@@ -329,19 +426,22 @@ static void clock_sync(const char *key) {
                          MPI_Status *);
   send_fn snd = (send_fn)pmpi[F_Send];
   recv_fn rcv = (recv_fn)pmpi[F_Recv];
-  int rank = comm_rank(clock_comm), size = comm_size(clock_comm);
+  MPI_Comm comm = H(handle_at(&clock_comm, 0));
+  MPI_Datatype byte = H(predefined[H_BYTE]);
+  status_space st;
+  MPI_Status *status = (MPI_Status *)&st;
+  int rank = comm_rank(comm), size = comm_size(comm);
   uint64_t t = 0, best_rtt = UINT64_MAX, at = mlprof__mono_ns();
   int64_t offset = 0;
   for (int r = 1; rank == 0 && r < size; r++)
     for (int k = 0; k < CLOCK_ROUNDS; k++) {
-      if (rcv(&t, 8, type_byte, r, 0, clock_comm, NULL)) return;
+      if (rcv(&t, 8, byte, r, 0, comm, status)) return;
       t = mlprof__mono_ns();
-      if (snd(&t, 8, type_byte, r, 0, clock_comm)) return;
+      if (snd(&t, 8, byte, r, 0, comm)) return;
     }
   for (int k = 0; rank > 0 && k < CLOCK_ROUNDS; k++) {
     uint64_t t0 = mlprof__mono_ns();
-    if (snd(&t0, 8, type_byte, 0, 0, clock_comm) ||
-        rcv(&t, 8, type_byte, 0, 0, clock_comm, NULL))
+    if (snd(&t0, 8, byte, 0, 0, comm) || rcv(&t, 8, byte, 0, 0, comm, status))
       return;
     uint64_t t1 = mlprof__mono_ns();
     if (t1 - t0 < best_rtt) {
@@ -359,13 +459,14 @@ static void clock_sync(const char *key) {
 
 static void started(void) {
   typedef int (*dup_fn)(MPI_Comm, MPI_Comm *);
+  MPI_Comm world = H(predefined[H_COMM_WORLD]);
   char v[16];
-  snprintf(v, sizeof v, "%d", comm_rank(comm_world));
+  snprintf(v, sizeof v, "%d", comm_rank(world));
   mlprof_meta("dist.rank", v);
-  snprintf(v, sizeof v, "%d", comm_size(comm_world));
+  snprintf(v, sizeof v, "%d", comm_size(world));
   mlprof_meta("dist.world_size", v);
   mlprof_meta("dist.backend", "mpi");
-  if (((dup_fn)pmpi[F_Comm_dup])(comm_world, &clock_comm) == 0)
+  if (((dup_fn)pmpi[F_Comm_dup])(world, &clock_comm) == 0)
     clock_sync("dist.clock.init");
   else
     clock_comm = NULL;
@@ -400,8 +501,8 @@ EXPORT int MPI_Finalize(void) {
 EXPORT int MPI_Comm_free(MPI_Comm *comm) {
   REAL(Comm_free, int (*)(MPI_Comm *));
   pthread_mutex_lock(&lock);
-  for (int i = 0; comm && i < ncomms; i++)
-    if (comms[i].comm == *comm) {
+  for (int i = 0; recording && comm && i < ncomms; i++)
+    if (comms[i].comm == handle_at(comm, 0)) {
       free(comms[i].world);
       comms[i] = comms[--ncomms];
       break;
@@ -434,13 +535,20 @@ EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest,
   return rc;
 }
 
+/* The status to give a receive: the caller's, or mine when the caller's
+ * is MPI_STATUS_IGNORE and the call's zone (on) needs what it received. */
+static MPI_Status *status_for(int on, MPI_Status *status, status_space *mine) {
+  return on && (const void *)status == abi->status_ignore ? (MPI_Status *)mine
+                                                          : status;
+}
+
 /* What a receive got: bytes, and the source and tag matched. */
 static uint64_t received(const MPI_Status *st, int *source, int *tag) {
   typedef int (*count_fn)(const MPI_Status *, MPI_Datatype, int *);
   int n = 0;
-  ((count_fn)pmpi[F_Get_count])(st, type_byte, &n);
-  *source = st->MPI_SOURCE;
-  *tag = st->MPI_TAG;
+  ((count_fn)pmpi[F_Get_count])(st, H(predefined[H_BYTE]), &n);
+  memcpy(source, (const char *)st + abi->source_at, sizeof *source);
+  memcpy(tag, (const char *)st + abi->tag_at, sizeof *tag);
   return n > 0 ? (uint64_t)n : 0;
 }
 
@@ -449,12 +557,12 @@ EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype type, int source,
   REAL(Recv,
        int (*)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *));
   SITE(Recv);
-  MPI_Status mine;
+  status_space mine;
   int on = begin(&site);
-  int rc = real(buf, count, type, source, tag, comm, status ? status : &mine);
-  if (status) mine = *status;
+  MPI_Status *st = status_for(on, status, &mine);
+  int rc = real(buf, count, type, source, tag, comm, st);
   if (on) {
-    uint64_t bytes = rc == 0 ? received(&mine, &source, &tag) : 0;
+    uint64_t bytes = rc == 0 ? received(st, &source, &tag) : 0;
     note(comm, bytes, source, NO_RANK, tag, 0);
   }
   return rc;
@@ -468,15 +576,15 @@ EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount,
   REAL(Sendrecv, int (*)(const void *, int, MPI_Datatype, int, int, void *, int,
                          MPI_Datatype, int, int, MPI_Comm, MPI_Status *));
   SITE(Sendrecv);
-  MPI_Status mine;
+  status_space mine;
   int on = begin(&site);
+  MPI_Status *st = status_for(on, status, &mine);
   int rc = real(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                recvtype, source, recvtag, comm, status ? status : &mine);
-  if (status) mine = *status;
+                recvtype, source, recvtag, comm, st);
   if (on) {
-    uint64_t got = rc == 0 ? received(&mine, &source, &recvtag) : 0;
+    uint64_t got = rc == 0 ? received(st, &source, &recvtag) : 0;
     pthread_mutex_lock(&lock);
-    int from = world_rank(comm_of(comm), source);
+    int from = world_rank(comm_of(hkey(comm)), source);
     pthread_mutex_unlock(&lock);
     meta_int("source", from);
     meta_int("recvtag", recvtag);
@@ -518,15 +626,16 @@ EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source,
 EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status) {
   REAL(Wait, int (*)(MPI_Request *, MPI_Status *));
   SITE(Wait);
-  MPI_Request saved = req ? *req : NULL;
+  saved_requests s;
+  save(&s, req, 1);
   int on = begin(&site);
   int rc = real(req, status);
   if (on) mlprof_zone_end();
-  if (req) settle(&saved, req, 1);
+  settle_saved(&s, req, 1);
   return rc;
 }
 
-EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
+EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status *statuses) {
   REAL(Waitall, int (*)(int, MPI_Request *, MPI_Status *));
   SITE(Waitall);
   saved_requests s;
@@ -552,7 +661,7 @@ EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index,
 }
 
 EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
-                        MPI_Status statuses[]) {
+                        MPI_Status *statuses) {
   REAL(Waitsome, int (*)(int, MPI_Request *, int *, int *, MPI_Status *));
   SITE(Waitsome);
   saved_requests s;
@@ -567,14 +676,15 @@ EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 /* Test calls are often made in a loop: no zone, only the completions. */
 EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
   REAL(Test, int (*)(MPI_Request *, int *, MPI_Status *));
-  MPI_Request saved = req ? *req : NULL;
+  saved_requests s;
+  save(&s, req, 1);
   int rc = real(req, flag, status);
-  if (req) settle(&saved, req, 1);
+  settle_saved(&s, req, 1);
   return rc;
 }
 
 EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag,
-                       MPI_Status statuses[]) {
+                       MPI_Status *statuses) {
   REAL(Testall, int (*)(int, MPI_Request *, int *, MPI_Status *));
   saved_requests s;
   save(&s, reqs, n);
@@ -594,7 +704,7 @@ EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag,
 }
 
 EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
-                        MPI_Status statuses[]) {
+                        MPI_Status *statuses) {
   REAL(Testsome, int (*)(int, MPI_Request *, int *, int *, MPI_Status *));
   saved_requests s;
   save(&s, reqs, n);
@@ -687,8 +797,8 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount,
       real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   if (on)
     note(comm,
-         sendbuf == IN_PLACE ? payload(recvcount, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? payload(recvcount, recvtype)
+                                  : payload(sendcount, sendtype),
          NO_RANK, NO_RANK, NO_RANK, 1);
   return rc;
 }
@@ -705,8 +815,8 @@ EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount,
                 recvtype, comm);
   if (on)
     note(comm,
-         sendbuf == IN_PLACE ? own_count(recvcounts, comm, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? own_count(recvcounts, comm, recvtype)
+                                  : payload(sendcount, sendtype),
          NO_RANK, NO_RANK, NO_RANK, 1);
   return rc;
 }
@@ -721,8 +831,8 @@ EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 root, comm);
   if (on)
     note(comm,
-         sendbuf == IN_PLACE ? payload(recvcount, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? payload(recvcount, recvtype)
+                                  : payload(sendcount, sendtype),
          NO_RANK, root, NO_RANK, 1);
   return rc;
 }
@@ -739,8 +849,8 @@ EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount,
                 recvtype, root, comm);
   if (on)
     note(comm,
-         sendbuf == IN_PLACE ? own_count(recvcounts, comm, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? own_count(recvcounts, comm, recvtype)
+                                  : payload(sendcount, sendtype),
          NO_RANK, root, NO_RANK, 1);
   return rc;
 }
@@ -755,8 +865,8 @@ EXPORT int MPI_Scatter(const void *sendbuf, int sendcount,
                 root, comm);
   if (on)
     note(comm,
-         recvbuf == IN_PLACE ? payload(sendcount, sendtype)
-                             : payload(recvcount, recvtype),
+         recvbuf == abi->in_place ? payload(sendcount, sendtype)
+                                  : payload(recvcount, recvtype),
          NO_RANK, root, NO_RANK, 1);
   return rc;
 }
@@ -773,8 +883,8 @@ EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
                 recvtype, root, comm);
   if (on)
     note(comm,
-         recvbuf == IN_PLACE ? own_count(sendcounts, comm, sendtype)
-                             : payload(recvcount, recvtype),
+         recvbuf == abi->in_place ? own_count(sendcounts, comm, sendtype)
+                                  : payload(recvcount, recvtype),
          NO_RANK, root, NO_RANK, 1);
   return rc;
 }
@@ -789,7 +899,7 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount,
       real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   if (on)
     note(comm,
-         (uint64_t)comm_size(comm) * (sendbuf == IN_PLACE
+         (uint64_t)comm_size(comm) * (sendbuf == abi->in_place
                                           ? payload(recvcount, recvtype)
                                           : payload(sendcount, sendtype)),
          NO_RANK, NO_RANK, NO_RANK, 1);
@@ -810,8 +920,8 @@ EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
                 rdispls, recvtype, comm);
   if (on)
     note(comm,
-         sendbuf == IN_PLACE ? sum_counts(recvcounts, comm, recvtype)
-                             : sum_counts(sendcounts, comm, sendtype),
+         sendbuf == abi->in_place ? sum_counts(recvcounts, comm, recvtype)
+                                  : sum_counts(sendcounts, comm, sendtype),
          NO_RANK, NO_RANK, NO_RANK, 1);
   return rc;
 }
@@ -912,8 +1022,8 @@ EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
   SITE(Iallgather);
   ISTART(real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
               req),
-         sendbuf == IN_PLACE ? payload(recvcount, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? payload(recvcount, recvtype)
+                                  : payload(sendcount, sendtype),
          NO_RANK);
 }
 
@@ -925,7 +1035,7 @@ EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount,
   SITE(Ialltoall);
   ISTART(real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
               req),
-         (uint64_t)comm_size(comm) * (sendbuf == IN_PLACE
+         (uint64_t)comm_size(comm) * (sendbuf == abi->in_place
                                           ? payload(recvcount, recvtype)
                                           : payload(sendcount, sendtype)),
          NO_RANK);
@@ -939,8 +1049,8 @@ EXPORT int MPI_Igather(const void *sendbuf, int sendcount,
   SITE(Igather);
   ISTART(real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
               comm, req),
-         sendbuf == IN_PLACE ? payload(recvcount, recvtype)
-                             : payload(sendcount, sendtype),
+         sendbuf == abi->in_place ? payload(recvcount, recvtype)
+                                  : payload(sendcount, sendtype),
          root);
 }
 
@@ -952,7 +1062,7 @@ EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount,
   SITE(Iscatter);
   ISTART(real(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
               comm, req),
-         recvbuf == IN_PLACE ? payload(sendcount, sendtype)
-                             : payload(recvcount, recvtype),
+         recvbuf == abi->in_place ? payload(sendcount, sendtype)
+                                  : payload(recvcount, recvtype),
          root);
 }

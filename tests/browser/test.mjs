@@ -668,7 +668,7 @@ test('span timeline: 10 M spans served, every span of a 1 ms window, details, ke
 test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x rank bytes', async (t) => {
   const mpiOps = path.join(build, 'mpi_ops');
   let mpirun;
-  try { mpirun = execFileSync('sh', ['-c', 'command -v mpirun']).toString().trim(); } catch { mpirun = ''; }
+  try { mpirun = execFileSync('sh', ['-c', 'command -v mpirun.openmpi']).toString().trim(); } catch { mpirun = ''; }
   if (!mpirun || !fs.existsSync(mpiOps)) { t.skip('no Open MPI (scripts/install-deps.sh installs it)'); return; }
   const env = { ...process.env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_btl: 'self,vader,tcp' };
   const mpi = ['--', mpirun, '-np', '4', '--oversubscribe', mpiOps];

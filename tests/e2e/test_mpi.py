@@ -1,7 +1,8 @@
-"""MPI capture (src/intercept/mpi.c): Open MPI, 4 ranks of
-tests/programs/mpi_ops.c under `mlprof run`, in both launch orders. Each
-rank's profile holds its rank, every operation with its exact bytes, peers and
-sequence numbers, and its clock offset to rank 0."""
+"""MPI capture (src/intercept/mpi.c): 4 ranks of tests/programs/mpi_ops.c
+under `mlprof run`, in both launch orders, with each MPI of
+tests/e2e/mpi_flavours.py (Open MPI, MPICH). Each rank's profile holds its
+rank, every operation with its exact bytes, peers and sequence numbers, and
+its clock offset to rank 0."""
 import glob
 import json
 import os
@@ -12,29 +13,22 @@ from collections import Counter
 
 import pytest
 
-from conftest import MLPROF, mlprof, program
-
-MPI_OPS = program("mpi_ops")
-pytestmark = pytest.mark.skipif(
-    not shutil.which("mpirun") or not os.path.exists(MPI_OPS),
-    reason="no Open MPI (scripts/install-deps.sh installs it)")
-
-MPIRUN = ["mpirun", "-np", "4", "--oversubscribe"]
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader,tcp")
+from conftest import MLPROF, mlprof, program, report_json
+from mpi_flavours import FLAVOURS
 
 
-def run_mpi(cmd):
-    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+@pytest.fixture(params=FLAVOURS)
+def mpi(request):
+    request.param.require("mpi_ops")
+    return request.param
 
 
-def ranks(out):
+def ranks(out, mpi, np=4):
     """{rank: (zones, track spans, meta)} of the mpi_ops profiles in out,
     read through `mlprof trace`."""
     found = {}
-    for path in glob.glob(os.path.join(out, "mpi_ops-*.mlprof")):
+    name = os.path.basename(mpi.program("mpi_ops"))
+    for path in glob.glob(os.path.join(out, name + "-*.mlprof")):
         trace = path + ".json"
         mlprof("trace", path, "-o", trace)
         with open(trace) as f:
@@ -46,21 +40,21 @@ def ranks(out):
                        key=lambda e: e["ts"])
         track = [e for e in spans if e["tid"] >= 2**31]
         found[rank] = (zones, track, d["otherData"]["meta"])
-    assert sorted(found) == [0, 1, 2, 3]
+    assert sorted(found) == list(range(np))
     return found
 
 
 @pytest.mark.parametrize("order", ["mlprof_outside", "mlprof_inside"])
-def test_every_operation_with_its_bytes(tmp_path, order):
+def test_every_operation_with_its_bytes(tmp_path, order, mpi):
     out = str(tmp_path / "run")
     if order == "mlprof_outside":
-        run_mpi([MLPROF, "run", "-q", "-o", out, "--",
-                 *MPIRUN, MPI_OPS])
+        mpi.run([MLPROF, "run", "-q", "-o", out, "--",
+                 *mpi.mpirun(), mpi.program("mpi_ops")])
     else:
-        run_mpi([*MPIRUN, MLPROF, "run", "-q", "-o",
-                 out, "--", MPI_OPS])
+        mpi.run([*mpi.mpirun(), MLPROF, "run", "-q", "-o",
+                 out, "--", mpi.program("mpi_ops")])
     world_seqs = []
-    for rank, (zones, track, meta) in ranks(out).items():
+    for rank, (zones, track, meta) in ranks(out, mpi).items():
         assert (meta["dist.rank"], meta["dist.world_size"]) == (str(rank), "4")
         assert meta["dist.backend"] == "mpi"
         got = Counter((z["name"], z.get("args", {}).get("bytes"))
@@ -101,7 +95,7 @@ def test_every_operation_with_its_bytes(tmp_path, order):
     assert all(s == world_seqs[0] for s in world_seqs)
 
 
-def test_clock_offsets_match_shifted_clocks(tmp_path):
+def test_clock_offsets_match_shifted_clocks(tmp_path, mpi):
     """Each rank's CLOCK_MONOTONIC is moved by 7 s x rank (a time namespace):
     the offsets recorded at MPI_Init and MPI_Finalize are those shifts, within
     the uncertainty each states."""
@@ -109,11 +103,11 @@ def test_clock_offsets_match_shifted_clocks(tmp_path):
                       capture_output=True).returncode != 0:
         pytest.skip("no time namespaces here (needs root and Linux 5.6)")
     out = str(tmp_path / "run")
-    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
-               f" --fork {MPI_OPS}")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
-             *MPIRUN, "sh", "-c", shifted])
-    for rank, (_, _, meta) in ranks(out).items():
+    shifted = (f"exec unshare --time --monotonic $(({mpi.rank_var} * 7))"
+               f" --fork {mpi.program('mpi_ops')}")
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--",
+             *mpi.mpirun(), "sh", "-c", shifted])
+    for rank, (_, _, meta) in ranks(out, mpi).items():
         for key in ("dist.clock.init", "dist.clock.final"):
             offset, uncertainty, at = map(int, meta[key].split())
             want = -7 * rank * 10**9
@@ -130,50 +124,59 @@ def report_dist(out):
     return json.loads(r.stdout)
 
 
-STRAGGLER = [MPI_OPS, "straggler", "20", "10"]
+def straggler(mpi):
+    """mpi_ops straggler: 20 steps, rank 2 % np 10 ms late in each, on as
+    many ranks (np) as leave a collective together (mpi_flavours.py)."""
+    return [mpi.program("mpi_ops"), "straggler", "20", "10"]
 
 
-def check_straggler(report):
+def check_straggler(report, np):
     d = report["distributed"]
-    assert len(d["ranks"]) == 4 and len(d["steps"]) == 20
-    assert d["straggler"]["rank"] == 2
+    assert len(d["ranks"]) == np and len(d["steps"]) == 20
+    assert d["straggler"]["rank"] == 2 % np
     assert abs(d["straggler"]["delay_ns"] - 10e6) < 2e6, d["straggler"]
     [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
-    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, 4)
+    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, np)
     for r in d["ranks"]:
-        if r["rank"] != 2:
+        if r["rank"] != 2 % np:
             assert r["wait_ns"] > 20 * 8e6, r
     assert any(f["type"] == "straggler" for f in report["findings"])
 
 
 @pytest.mark.parametrize("order", ["mlprof_outside", "mlprof_inside"])
-def test_straggler_named(tmp_path, order):
-    """Rank 2 works 10 ms longer each of 20 steps: the report names it, its
-    delay, the others' waiting and the all-reduces' exact bytes."""
+def test_straggler_named(tmp_path, order, mpi):
+    """Rank 2 (of 2 ranks, 0) works 10 ms longer each of 20 steps: the report
+    names it, its delay, the others' waiting and the all-reduces' exact
+    bytes."""
     out = str(tmp_path / "run")
+    np = mpi.lockstep_np()
     if order == "mlprof_outside":
-        run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, *STRAGGLER])
+        mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(np),
+                 *straggler(mpi)])
     else:
-        run_mpi([*MPIRUN, MLPROF, "run", "-q", "-o", out, "--", *STRAGGLER])
-    check_straggler(report_dist(out))
+        mpi.run([*mpi.mpirun(np), MLPROF, "run", "-q", "-o", out, "--",
+                 *straggler(mpi)])
+    check_straggler(report_dist(out), np)
 
 
-def test_nonblocking_straggler_waits(tmp_path):
-    """MPI_Iallreduce then MPI_Wait, rank 2 10 ms late each of 20 steps: the
-    others wait about 10 ms a step (from their MPI_Iallreduce, whose
-    completion MPI_Wait saw), rank 2 hardly waits, and their waiting is not
-    taken for transfer (no communication_bound finding)."""
+def test_nonblocking_straggler_waits(tmp_path, mpi):
+    """MPI_Iallreduce then MPI_Wait, rank 2 (of 2 ranks, 0) 10 ms late each
+    of 20 steps: the others wait about 10 ms a step (from their
+    MPI_Iallreduce, whose completion MPI_Wait saw), the straggler hardly
+    waits, and their waiting is not taken for transfer (no
+    communication_bound finding)."""
     out = str(tmp_path / "run")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, MPI_OPS,
-             "istraggler", "20", "10"])
+    np = mpi.lockstep_np()
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(np),
+             mpi.program("mpi_ops"), "istraggler", "20", "10"])
     report = report_dist(out)
     d = report["distributed"]
-    assert d["straggler"]["rank"] == 2, d["straggler"]
+    assert d["straggler"]["rank"] == 2 % np, d["straggler"]
     [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
-    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, 4)
+    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, np)
     for r in d["ranks"]:
         wait = r["wait_ns"] / r["steps"]
-        if r["rank"] != 2:
+        if r["rank"] != 2 % np:
             assert abs(wait - 10e6) < 2e6, r
         else:
             assert wait < 1e6, r
@@ -182,7 +185,7 @@ def test_nonblocking_straggler_waits(tmp_path):
         report["findings"]
 
 
-def test_straggler_on_shifted_clocks(tmp_path):
+def test_straggler_on_shifted_clocks(tmp_path, mpi):
     """The same with each rank's CLOCK_MONOTONIC moved by 7 s x rank: the
     report's offsets are the shifts within their uncertainty, and the
     straggler and waits are as on one clock."""
@@ -190,12 +193,13 @@ def test_straggler_on_shifted_clocks(tmp_path):
                       capture_output=True).returncode != 0:
         pytest.skip("no time namespaces here (needs root and Linux 5.6)")
     out = str(tmp_path / "run")
-    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
-               f" --fork {' '.join(STRAGGLER)}")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
-             *MPIRUN, "sh", "-c", shifted])
+    shifted = (f"exec unshare --time --monotonic $(({mpi.rank_var} * 7))"
+               f" --fork {' '.join(straggler(mpi))}")
+    np = mpi.lockstep_np()
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--",
+             *mpi.mpirun(np), "sh", "-c", shifted])
     report = report_dist(out)
-    check_straggler(report)
+    check_straggler(report, np)
     for r in report["distributed"]["ranks"]:
         assert abs(r["offset_ns"] + 7e9 * r["rank"]) <= r["uncertainty_ns"] + 1
 
@@ -214,23 +218,24 @@ def job_trace(out):
     return events, rank_of
 
 
-def test_trace_aligns_shifted_clocks(tmp_path):
+def test_trace_aligns_shifted_clocks(tmp_path, mpi):
     """Each rank's CLOCK_MONOTONIC is moved by 7 s x rank: in the job's trace
-    the ranks are put on rank 0's clock, so the four participants of each
+    the ranks are put on rank 0's clock, so the participants of each
     barrier are in it together, to 1 ms (assert_barriers_together)."""
     if subprocess.run(["unshare", "--time", "--fork", "true"],
                       capture_output=True).returncode != 0:
         pytest.skip("no time namespaces here (needs root and Linux 5.6)")
     out = str(tmp_path / "run")
-    shifted = ("exec unshare --time --monotonic $((OMPI_COMM_WORLD_RANK * 7))"
-               f" --fork {MPI_OPS}")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
-             *MPIRUN, "sh", "-c", shifted])
-    assert_barriers_together(out)
+    shifted = (f"exec unshare --time --monotonic $(({mpi.rank_var} * 7))"
+               f" --fork {mpi.program('mpi_ops')}")
+    np = mpi.lockstep_np()
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--",
+             *mpi.mpirun(np), "sh", "-c", shifted])
+    assert_barriers_together(out, np)
 
 
-def assert_barriers_together(out):
-    """In the job's trace of out, the spans of each barrier's four
+def assert_barriers_together(out, np):
+    """In the job's trace of out, the spans of each barrier's np
     participants hold a common instant to 1 ms: no one leaves before the
     last has come. Each zone opens before its call enters the barrier and
     closes after it left, by however long the machine took to run the rank
@@ -243,7 +248,7 @@ def assert_barriers_together(out):
         if e["ph"] == "X" and e["name"] == "MPI_Barrier":
             spans.setdefault(rank_of[e["pid"]], []).append(
                 (e["ts"], e["ts"] + e["dur"]))
-    assert sorted(spans) == [0, 1, 2, 3]
+    assert sorted(spans) == list(range(np))
     for one in zip(*(sorted(v) for v in spans.values())):
         assert max(b for b, _ in one) - min(e for _, e in one) < 1000, one
 
@@ -253,7 +258,7 @@ FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 @pytest.mark.skipif(not os.path.exists(FAKETIME),
                     reason="no libfaketime (Debian package faketime)")
-def test_faketime_offsets_and_aligned_barriers(tmp_path):
+def test_faketime_offsets_and_aligned_barriers(tmp_path, mpi):
     """Every rank under libfaketime, the odd ones 50 ms ahead
     (FAKETIME=+0.05). libfaketime moves CLOCK_MONOTONIC too, onto the wall
     clock's origin, in each process from the real clocks read at its start:
@@ -267,24 +272,26 @@ def test_faketime_offsets_and_aligned_barriers(tmp_path):
     closed)."""
     out = str(tmp_path / "run")
     shifted = (f"LD_PRELOAD={FAKETIME}:$LD_PRELOAD "
-               "FAKETIME=+0.0$((OMPI_COMM_WORLD_RANK % 2 * 5)) "
-               f"exec {MPI_OPS}")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--",
-             *MPIRUN, "sh", "-c", shifted])
-    for rank, (_, _, meta) in ranks(out).items():
+               f"FAKETIME=+0.0$(({mpi.rank_var} % 2 * 5)) "
+               f"exec {mpi.program('mpi_ops')}")
+    np = mpi.lockstep_np()
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--",
+             *mpi.mpirun(np), "sh", "-c", shifted])
+    for rank, (_, _, meta) in ranks(out, mpi, np).items():
         for key in ("dist.clock.init", "dist.clock.final"):
             offset, uncertainty, _ = map(int, meta[key].split())
             want = -50 * 10**6 * (rank % 2)
             assert abs(offset - want) <= uncertainty + 20000, (rank, meta[key])
-    assert_barriers_together(out)
+    assert_barriers_together(out, np)
 
 
-def test_trace_links_collectives(tmp_path):
+def test_trace_links_collectives(tmp_path, mpi):
     """The job's trace has a process "rank N (host)" per rank, sorted by
     rank, and a flow arrow from one participant of each collective to every
     other, bound to the collective's slices (matched by comm and seq)."""
     out = str(tmp_path / "run")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, MPI_OPS])
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(),
+             mpi.program("mpi_ops")])
     events, rank_of = job_trace(out)
     host = os.uname().nodename
     names = {e["pid"]: e["args"]["name"] for e in events
@@ -319,12 +326,14 @@ def test_trace_links_collectives(tmp_path):
             b["args"]["comm"], b["args"]["seq"])
 
 
-def test_metrics_per_rank(tmp_path):
-    """mlprof serve's /metrics on the straggler run: every figure per rank
-    of the 4, rank 2 flagged as the straggler, valid for promtool."""
+def test_metrics_per_rank(tmp_path, mpi):
+    """mlprof serve's /metrics on the straggler run: every figure per rank,
+    rank 2 % np flagged as the straggler, valid for promtool."""
     from test_html import Server
     out = str(tmp_path / "run")
-    run_mpi([MLPROF, "run", "-q", "-o", out, "--", *MPIRUN, *STRAGGLER])
+    np = mpi.lockstep_np()
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(np),
+             *straggler(mpi)])
     srv = Server(tmp_path)
     try:
         st, _, body = srv.get("/metrics", timeout=120)
@@ -335,14 +344,15 @@ def test_metrics_per_rank(tmp_path):
     flags = dict(re.findall(
         r'^mlprof_rank_straggler\{run="run",rank="(\d)",host="[^"]*"\} (\S+)$',
         text, re.M))
-    assert flags == {"0": "0", "1": "0", "2": "1", "3": "0"}
+    assert flags == {str(r): str(int(r == 2 % np)) for r in range(np)}
     steps = re.findall(r'^mlprof_rank_steps\{run="run",rank="\d",[^}]*\} (\S+)$',
                        text, re.M)
-    assert steps == ["20"] * 4
+    assert steps == ["20"] * np
     waits = dict(re.findall(
         r'^mlprof_rank_wait_seconds\{run="run",rank="(\d)",[^}]*\} (\S+)$',
         text, re.M))
-    assert all(float(waits[r]) > 20 * 8e-3 for r in "013"), waits
+    assert all(float(waits[str(r)]) > 20 * 8e-3
+               for r in range(np) if r != 2 % np), waits
     assert re.search(r'^mlprof_dist_load_balance\{run="run"\} 0\.\d+$', text,
                      re.M)
     promtool = shutil.which("promtool")
@@ -350,3 +360,57 @@ def test_metrics_per_rank(tmp_path):
         check = subprocess.run([promtool, "check", "metrics"], input=body,
                                capture_output=True, timeout=60)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_unknown_abi_passed_on_unrecorded(tmp_path):
+    """An MPI library of neither ABI mlprof knows (tests/programs/fake_mpi.c,
+    int handles but no MPICH symbol): every call reaches it, none is
+    recorded, and one warning says so."""
+    out = str(tmp_path / "run")
+    r = mlprof("run", "-q", "-o", out, "--", program("mpi_unknown"))
+    assert r.stdout.split() == ["3"], r.stdout
+    assert r.stderr.count("MPI calls not recorded") == 1, r.stderr
+    assert "neither Open MPI's nor MPICH's ABI" in r.stderr
+    assert not [z for z in report_json(out)["zones"]
+                if z["name"].startswith("MPI_")]
+
+
+def test_abi_dependent_calls(tmp_path, mpi):
+    """tests/programs/mpi_abi.c on 2 ranks: what the ABIs spell differently
+    (MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_ANY_SOURCE, MPI_PROC_NULL, request
+    arrays) is recorded alike: the bytes of an in-place all-gather are the
+    receive part's, an ignored status still gives what was received, and
+    special ranks are -1 (any source) and -2 (no process)."""
+    mpi.require("mpi_abi")
+    out = str(tmp_path / "run")
+    mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(2),
+             mpi.program("mpi_abi")])
+    name = os.path.basename(mpi.program("mpi_abi"))
+    paths = glob.glob(os.path.join(out, name + "-*.mlprof"))
+    assert len(paths) == 2
+    for path in paths:
+        mlprof("trace", path, "-o", path + ".json")
+        with open(path + ".json") as f:
+            d = json.load(f)
+        rank = int(d["otherData"]["meta"]["dist.rank"])
+        other = str(1 - rank)
+        spans = sorted((e for e in d["traceEvents"] if e["ph"] == "X"),
+                       key=lambda e: e["ts"])
+        # MPI_Sendrecv's send tag is its fifth metadata entry, past the 4 a
+        # zone keeps (MLPROF__META_PER_ZONE): not compared here.
+        zones = [(e["name"], {k: v for k, v in e.get("args", {}).items()
+                              if (e["name"], k) != ("MPI_Sendrecv", "tag")})
+                 for e in spans if e["tid"] < 2**31]
+        assert zones == [
+            ("MPI_Allgather", {"comm": "world", "bytes": 12, "seq": 1}),
+            ("MPI_Sendrecv", {"source": other, "recvtag": "5",
+                              "comm": "world", "bytes": 32, "peer": other}),
+            ("MPI_Irecv", {"comm": "world", "bytes": 8, "peer": "-1",
+                           "tag": "6"}),
+            ("MPI_Isend", {"comm": "world", "bytes": 8, "peer": "-2",
+                           "tag": "6"}),
+            ("MPI_Send", {"comm": "world", "bytes": 8, "peer": other,
+                          "tag": "6"}),
+        ], rank
+        assert sorted(e["name"] for e in spans if e["tid"] >= 2**31) == [
+            "MPI_Irecv done", "MPI_Isend done"]

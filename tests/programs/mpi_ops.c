@@ -9,20 +9,21 @@
 #include <time.h>
 
 /* `mpi_ops straggler STEPS MS`: STEPS steps of 5 ms of work then an
- * all-reduce of 1000 doubles, rank 2 working MS ms longer each step. Steps
- * are marked through the preloaded libmlprof when there is one.
- * `mpi_ops istraggler STEPS MS`: the same with MPI_Iallreduce and MPI_Wait
- * (nonblocking). */
+ * all-reduce of 1000 doubles, rank 2 (on 2 ranks rank 0) working MS ms
+ * longer each step. Steps are marked through the preloaded libmlprof when
+ * there is one. `mpi_ops istraggler STEPS MS`: the same with MPI_Iallreduce
+ * and MPI_Wait (nonblocking). */
 static int straggler(int steps, int ms, int nonblocking) {
-  int rank;
+  int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step");
   void (*step_end)(void) =
       (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step_end");
   static double d[1000], dr[1000];
   for (int i = 0; i < steps; i++) {
     if (step) step();
-    long ns = (5 + (rank == 2 ? ms : 0)) * 1000000L;
+    long ns = (5 + (rank == 2 % size ? ms : 0)) * 1000000L;
     struct timespec t = {ns / 1000000000L, ns % 1000000000L};
     nanosleep(&t, NULL);
     if (nonblocking) {
