@@ -167,7 +167,7 @@ MLPROF_EXPORT void mlprof_zone_end(void);
 MLPROF_EXPORT const mlprof_site *mlprof_site_intern(const char *name,
                                                     mlprof_category cat);
 
-/* Attaches key=value to the innermost open zone of this thread (at most 4 per
+/* Attaches key=value to the innermost open zone of this thread (at most 6 per
  * zone; more are dropped and counted). Both strings are copied. */
 MLPROF_EXPORT void mlprof_zone_meta(const char *key, const char *value);
 

@@ -130,7 +130,7 @@ missing:
  * owed, else 1 + the metadata keys attached to the zone so far, so that a
  * key past the library's limit is not dropped without a word. */
 #define OWED_MAX 1024
-#define ZONE_META_MAX 4 /* keys per zone the library keeps (mlprof.h) */
+#define ZONE_META_MAX 6 /* keys per zone the library keeps (mlprof.h) */
 typedef struct {
   uint32_t top;
   uint8_t owed[OWED_MAX];

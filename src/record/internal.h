@@ -100,7 +100,7 @@ typedef struct mlprof__buf {
   mlprof__ev ev[MLPROF__BUF_SLOTS];
 } mlprof__buf;
 
-#define MLPROF__META_PER_ZONE 4
+#define MLPROF__META_PER_ZONE 6
 #define MLPROF__MAX_DEPTH 256
 
 /* The writer's view of a thread: where it is in the thread's buffers and the

@@ -542,7 +542,7 @@ static void deep_nesting_drops_are_counted(void) {
 static void zone_meta_beyond_room_is_counted(void) {
   CHECK_EQ(start("meta.mlprof", 0), 0);
   mlprof_zone_begin("annotated");
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 8; i++) {
     char key[8];
     snprintf(key, sizeof key, "k%d", i);
     mlprof_zone_meta(key, "v");
