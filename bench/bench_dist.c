@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "format/reader.h"
+#include "bench.h"
 #include "mlprof.h"
 #include "model/job.h"
 
@@ -34,12 +35,6 @@
 #define SPANS_PER_STEP (7 + 2 * BLOCKS)
 #define RANKS_PER_HOST 8
 #define G0 10000000000000ll /* rank 0's clock at the job's start, ns */
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* -1..1, fixed by (rank, step, zone). */
 static double noise(uint64_t r, uint64_t k, uint64_t z) {
@@ -206,28 +201,6 @@ static int write_rank(const char *dir, const job_shape *j, const schedule *s,
   return fclose(f) ? -1 : 0;
 }
 
-/* Runs argv with stdout to out (or /dev/null); returns wall seconds, sets
- * the child's peak RSS. */
-static double run(char *const argv[], const char *out, long *maxrss_kb) {
-  fflush(stdout);
-  double t0 = now_s();
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen(out ? out : "/dev/null", "w", stdout)) _exit(127);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  int status;
-  struct rusage ru;
-  wait4(pid, &status, 0, &ru);
-  *maxrss_kb = ru.ru_maxrss;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "bench_dist: %s %s %s failed\n", argv[0], argv[1], argv[2]);
-    exit(1);
-  }
-  return now_s() - t0;
-}
-
 static int count_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                       uint64_t b, uint64_t e) {
   (*(uint64_t *)ud)++;
@@ -327,12 +300,12 @@ int main(int argc, char **argv) {
   long rss1, rss;
   char *oargv[] = {argv[1], "report", rank0, "--format",
                    "json",  "--top",  "0",   NULL};
-  double one = run(oargv, NULL, &rss1);
+  double one = run_child(oargv, NULL, &rss1);
   printf("baseline: %-18s %6.2f s, peak memory %.0f MB = %.2fx its file\n",
          "one rank's report", one, rss1 / 1024.0,
          rss1 * 1024.0 / (double)one_bytes);
   char *targv[] = {argv[1], "report", jobdir, NULL};
-  double t = run(targv, out, &rss);
+  double t = run_child(targv, out, &rss);
   int straggler_named = 0;
   char want[64];
   snprintf(want, sizeof want, "Straggler: rank %d,", j.straggler);
@@ -346,7 +319,7 @@ int main(int argc, char **argv) {
       straggler_named ? "named" : "NOT NAMED");
   char *jargv[] = {argv[1], "report", jobdir, "--format",
                    "json",  "--top",  "0",    NULL};
-  t = run(jargv, NULL, &rss);
+  t = run_child(jargv, NULL, &rss);
   printf(
       "%-28s %6.2f s = %.1fx the decoding pass, peak memory %.0f MB = "
       "%.1fx one rank's report\n",

@@ -19,13 +19,8 @@
 #include <unistd.h>
 
 #include "format/reader.h"
+#include "bench.h"
 #include "mlprof.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static const char *const layer[] = {"data",      "forward",   "attention",
                                     "mlp",       "norm",      "backward",
@@ -60,27 +55,6 @@ static int count_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                       uint64_t b, uint64_t e) {
   (*(uint64_t *)ud)++;
   return 0;
-}
-
-/* Runs argv with stdout to /dev/null; returns wall seconds, sets peak RSS. */
-static double run(char *const argv[], long *maxrss_kb) {
-  fflush(stdout);
-  double t0 = now_s();
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen("/dev/null", "w", stdout)) _exit(127);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  int status;
-  struct rusage ru;
-  wait4(pid, &status, 0, &ru);
-  *maxrss_kb = ru.ru_maxrss;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "bench_report: %s %s failed\n", argv[0], argv[1]);
-    exit(1);
-  }
-  return now_s() - t0;
 }
 
 /* Seconds to write and close `bytes` zero bytes in dir, 1 MiB at a time. */
@@ -157,21 +131,21 @@ int main(int argc, char **argv) {
   long rss;
   char *rargv[] = {argv[1], "report", path, "--format",
                    "json",  "--top",  "0",  NULL};
-  double t = run(rargv, &rss);
+  double t = run_child(rargv, NULL, &rss);
   printf(
       "%-26s %6.2f s (budget <= 10 s), peak memory %.0f MB = %.2fx the file "
       "(budget <= 3x); %.1fx the decoding pass\n",
       "mlprof report", t, rss / 1024.0, rss * 1024.0 / (double)st.st_size,
       t / decode);
   char *sargv[] = {argv[1], "trace", path, "-o", "-", NULL};
-  t = run(sargv, &rss);
+  t = run_child(sargv, NULL, &rss);
   printf(
       "%-26s %6.2f s = %.1f M events/s (budget >= 5), peak memory %.0f MB; "
       "decoding pass %.1f M spans/s\n",
       "mlprof trace, to /dev/null", t, (double)n / t / 1e6, rss / 1024.0,
       (double)n / decode / 1e6);
   char *targv[] = {argv[1], "trace", path, "-o", trace, NULL};
-  t = run(targv, &rss);
+  t = run_child(targv, NULL, &rss);
   stat(trace, &st);
   double disk = disk_write(dir, st.st_size);
   printf(
@@ -183,7 +157,7 @@ int main(int argc, char **argv) {
   char html[256];
   snprintf(html, sizeof html, "%s/report.html", dir);
   char *hargv[] = {argv[1], "html", path, "-o", html, NULL};
-  t = run(hargv, &rss);
+  t = run_child(hargv, NULL, &rss);
   stat(html, &st);
   printf(
       "%-26s %6.2f s, %.2f MB of HTML (budget <= 5 MB), peak memory %.0f MB\n",
@@ -207,8 +181,8 @@ int main(int argc, char **argv) {
   char *pargv[] = {argv[1], "report", steps, "--format",
                    "json",  "--top",  "0",   NULL};
   long span_rss;
-  run(rargv, &span_rss);
-  t = run(pargv, &rss);
+  run_child(rargv, NULL, &span_rss);
+  t = run_child(pargv, NULL, &rss);
   printf(
       "%-26s %6.2f s, %.1f MB of marks, peak memory %.0f MB = %.2fx the file "
       "(budget <= 3x); baseline: the spans' report %.2fx its file\n",

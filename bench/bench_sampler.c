@@ -12,13 +12,8 @@
 #include <unistd.h>
 
 #include "format/reader.h"
+#include "bench.h"
 #include "mlprof.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* A fixed amount of arithmetic; returns its wall time. With probe set, at
  * about a tenth of the way it reads the sampler's CPU time into *probe_cpu

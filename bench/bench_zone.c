@@ -12,16 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "mlprof.h"
 #include "record/internal.h"
 
 #define REPS 7
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -1,0 +1,42 @@
+/* What the C benchmarks share: a clock, and running a command as a child
+ * with its wall time and peak memory. */
+#ifndef MLPROF_BENCH_H
+#define MLPROF_BENCH_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Runs argv with stdout to out (NULL: /dev/null); returns its wall seconds
+ * and sets its peak RSS. A command that fails ends the benchmark. */
+static inline double run_child(char *const argv[], const char *out,
+                               long *maxrss_kb) {
+  fflush(stdout);
+  double t0 = now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(out ? out : "/dev/null", "w", stdout)) _exit(127);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  wait4(pid, &status, 0, &ru);
+  *maxrss_kb = ru.ru_maxrss;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "benchmark: %s %s failed\n", argv[0], argv[1]);
+    exit(1);
+  }
+  return now_s() - t0;
+}
+
+#endif
