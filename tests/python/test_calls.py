@@ -225,6 +225,18 @@ def test_bad_options():
     assert p.backends == {"calls"}
 
 
+def python_m_mlprof_run_calls(tmp_path, script, build_dir):
+    """Runs `python -m mlprof run --calls script`; returns its directory."""
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "mlprof", "run", "--calls",
+                        "-q", "-o", str(out) + "/", str(script)],
+                       env=child_env(MLPROF_CLI=os.path.join(build_dir,
+                                                             "mlprof")),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def test_run_calls_with_forked_workers(tmp_path, build_dir):
     script = tmp_path / "forky.py"
     script.write_text(textwrap.dedent("""
@@ -247,13 +259,7 @@ def test_run_calls_with_forked_workers(tmp_path, build_dir):
                 sys.exit(0)
             os.waitpid(pid, 0)
     """))
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "mlprof", "run", "--calls",
-                        "-q", "-o", str(out) + "/", str(script)],
-                       env=child_env(MLPROF_CLI=os.path.join(build_dir,
-                                                             "mlprof")),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    out = python_m_mlprof_run_calls(tmp_path, script, build_dir)
     leafs = {}
     for f in os.listdir(out):
         ev = mlprof.read_events(str(out / f))
@@ -347,13 +353,7 @@ def test_python_m_mlprof_run_calls_traces_the_program_not_runpy(tmp_path,
     the tracer starts, so their import is not traced as the program's."""
     script = tmp_path / "prog.py"
     script.write_text("def main():\n    return 1\n\nmain()\n")
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "mlprof", "run", "--calls",
-                        "-q", "-o", str(out) + "/", str(script)],
-                       env=child_env(MLPROF_CLI=os.path.join(build_dir,
-                                                             "mlprof")),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    out = python_m_mlprof_run_calls(tmp_path, script, build_dir)
     spans = [s for f in os.listdir(out)
              for s in mlprof.read_events(str(out / f))["spans"]]
     assert names(spans)["main"] == 1
