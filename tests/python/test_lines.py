@@ -338,11 +338,15 @@ def test_killed_job_keeps_its_line_timings(tmp_path, build_dir):
                        env=child_env(), capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == -9, r.stderr
+    assert busy_hits(build_dir, out).get(6, 0) > 10
+
+
+def busy_hits(build_dir, path):
+    """{line: hits} of busy() in `mlprof report -f json path`."""
     rep = subprocess.run([os.path.join(build_dir, "mlprof"), "report", "-f",
-                          "json", str(out)], capture_output=True, text=True)
-    rows = json.loads(rep.stdout)["lines"]
-    hits = {x["line"]: x["hits"] for x in rows if x["function"] == "busy"}
-    assert hits.get(6, 0) > 10, rows
+                          "json", str(path)], capture_output=True, text=True)
+    return {x["line"]: x["hits"] for x in json.loads(rep.stdout)["lines"]
+            if x["function"] == "busy"}
 
 
 def test_forked_worker_keeps_its_own_line_timings(tmp_path, build_dir):
@@ -377,15 +381,8 @@ def test_forked_worker_keeps_its_own_line_timings(tmp_path, build_dir):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     child = tmp_path / ("w-%s.mlprof" % r.stdout.split()[-1])
-
-    def hits(path):
-        rep = subprocess.run([os.path.join(build_dir, "mlprof"), "report",
-                              "-f", "json", str(path)], capture_output=True,
-                             text=True)
-        return {x["line"]: x["hits"] for x in json.loads(rep.stdout)["lines"]
-                if x["function"] == "busy"}
-    assert hits(out)[6] == 500
-    assert hits(child)[6] == 7
+    assert busy_hits(build_dir, out)[6] == 500
+    assert busy_hits(build_dir, child)[6] == 7
 
 
 def fact(n):
