@@ -382,6 +382,19 @@ static int same_items(const mlprof__lod *full, const mlprof__lod *w, size_t k,
   return 1;
 }
 
+/* Whether the timeline answer of l for [t0, t1) at resolution res says it
+ * is coarser than asked. */
+static int timeline_coarser(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                            uint64_t res) {
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) return -1;
+  mlprof__export_timeline_json(l, t0, t1, res, SIZE_MAX, 0, &o);
+  mlprof__out_write(&o, "", 1);
+  int r = o.err ? -1 : strstr(o.buf, "\"coarser\":true") != NULL;
+  mlprof__out_close(&o);
+  return r;
+}
+
 /* A window built from the chunks holds at each level dropped the items of
  * a pyramid without a cap there, with the spans' metadata, reading only
  * the chunks near it; a file replaced since is an error. */
@@ -433,6 +446,15 @@ static void test_lod_window_reads_chunks(void) {
   CHECK_EQ(mlprof__lod_window(l, 0, end, l->first, SIZE_MAX, SIZE_MAX, &w, err,
                               sizeof err),
            1);
+  /* The levels kept answering a finer request say they are coarser; a
+   * request they hold, or a window built, not. */
+  CHECK_EQ(timeline_coarser(l, 0, end, 1), 1);
+  CHECK_EQ(timeline_coarser(l, 0, end, mlprof__lod_res(l->first)), 0);
+  CHECK_EQ(mlprof__lod_window(l, end / 2, end / 2 + 100000, 0, SIZE_MAX,
+                              SIZE_MAX, &w, err, sizeof err),
+           0);
+  CHECK_EQ(timeline_coarser(&w, end / 2, end / 2 + 100000, 1), 0);
+  mlprof__lod_window_free(&w);
 
   /* A span's window has its metadata and its children. */
   size_t track = 0, found = 0;
