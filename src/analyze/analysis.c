@@ -104,11 +104,13 @@ static int read_profile(mlprof__analysis *a, mlprof__filtered *fd, size_t i,
                         mlprof__read_report *rep, int *rd, char *why,
                         size_t whylen) {
   mlprof__visitor v = tee_visitor(t);
-  if (fd) mlprof__filter_visitor(fd, i, &v, &v);
+  mlprof__filter_read fr = {0};
+  if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &v);
   memset(rep, 0, sizeof *rep);
   why[0] = '\0';
   a->reads++;
   *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+  mlprof__filter_read_free(&fr);
   if (*rd == MLPROF_ENOMEM) return *rd;
   if (*rd && !why[0]) snprintf(why, whylen, "%s", mlprof_strerror(*rd));
   return 0;
@@ -375,6 +377,12 @@ int mlprof__analysis_run(const mlprof__job *job,
     rc = mlprof__filter_prepare(f, job, 0, &fd, warn, sizeof warn);
   if (!rc) rc = first_pass(job, want, opts, fd, a);
   if (!rc) rc = second_pass(job, want, opts, fd, a);
+  /* The pyramid's windows read the profiles again through the same filter
+   * (lod.h). */
+  if (!rc && (want & MLPROF__ANALYSIS_LOD)) {
+    a->lod.filtered = fd;
+    fd = NULL;
+  }
   mlprof__filtered_free(fd);
   if (!rc && warn[0] && (want & MLPROF__ANALYSIS_STATS))
     rc = add_warning(&a->r, warn);

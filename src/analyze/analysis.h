@@ -52,7 +52,8 @@ typedef struct {
   /* What enters the analyses and which zones the report and the call tree
    * keep (filter.h; borrowed), or NULL: everything. Zones not shown are
    * removed from the report and the tree after the findings, which use
-   * every zone. */
+   * every zone. The pyramid keeps it for its windows: with
+   * MLPROF__ANALYSIS_LOD it must outlive the analysis. */
   const mlprof__filter *filter;
   size_t lod_items; /* the pyramid's items at most (lod.h); 0: no cap */
 } mlprof__analysis_opts;

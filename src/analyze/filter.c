@@ -197,7 +197,7 @@ static int track_process(const char *track, const mlprof__job_profile *p) {
 }
 
 /* What one profile keeps. */
-typedef struct {
+typedef struct mlprof__filter_prof {
   int keep;                  /* 0: nothing of it (process, rank, no steps) */
   uint64_t lo, hi;           /* records that begin in [lo, hi), profile time */
   int threads;               /* 1: only the threads in tids */
@@ -207,16 +207,13 @@ typedef struct {
   uint64_t step_lo, step_hi; /* job time, when has_steps */
 } prof;
 
+/* Never changed once prepared: reads through it may run at once, each with
+ * its own mlprof__filter_read. */
 struct mlprof__filtered {
   const mlprof__filter *f;
-  const mlprof__job *job;
+  size_t n; /* profiles */
   int zones;
   prof *p;
-  /* The profile being read. */
-  const prof *cur;
-  mlprof__visitor inner;
-  mlprof__map names; /* name id -> 1 shown, 2 not */
-  int drop_args;     /* the last span was dropped: its meta and units too */
 };
 
 /* ---- the pre-pass: thread names and step marks ------------------------- */
@@ -366,7 +363,7 @@ int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
   mlprof__filtered *fd = calloc(1, sizeof *fd);
   if (!fd) return MLPROF_ENOMEM;
   fd->f = f;
-  fd->job = job;
+  fd->n = job->count;
   fd->zones = zones;
   fd->p = calloc(job->count ? job->count : 1, sizeof *fd->p);
   if (!fd->p) {
@@ -427,23 +424,24 @@ int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
 
 void mlprof__filtered_free(mlprof__filtered *fd) {
   if (!fd) return;
-  for (size_t i = 0; i < fd->job->count; i++) mlprof__map_clear(&fd->p[i].tids);
+  for (size_t i = 0; i < fd->n; i++) mlprof__map_clear(&fd->p[i].tids);
   free(fd->p);
-  mlprof__map_clear(&fd->names);
   free(fd);
 }
 
 /* ---- the filtering visitor ----------------------------------------------- */
 
 /* Callbacks the filter passes on unchanged. */
-#define FWD(cb, params, ...)                                           \
-  static int f_##cb params {                                           \
-    const mlprof__filtered *fd = ud;                                   \
-    return fd->inner.cb ? fd->inner.cb(fd->inner.ud, __VA_ARGS__) : 0; \
+#define FWD(cb, params, ...)                                        \
+  static int f_##cb params {                                        \
+    const mlprof__filter_read *r = ud;                              \
+    return r->inner.cb ? r->inner.cb(r->inner.ud, __VA_ARGS__) : 0; \
   }
 
 FWD(header, (void *ud, const mlprof__header *h), h)
 FWD(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name,
+    len)
+FWD(chunk, (void *ud, uint16_t type, uint64_t off, uint32_t len), type, off,
     len)
 FWD(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)
 FWD(meta,
@@ -459,9 +457,9 @@ FWD(source,
 
 /* A process's line timings go with the process. */
 static int f_lines(void *ud, const mlprof__line_table *lt) {
-  const mlprof__filtered *fd = ud;
-  if (!fd->cur->keep || !fd->inner.lines) return 0;
-  return fd->inner.lines(fd->inner.ud, lt);
+  const mlprof__filter_read *r = ud;
+  if (!r->cur->keep || !r->inner.lines) return 0;
+  return r->inner.lines(r->inner.ud, lt);
 }
 
 static int in_time(const prof *p, uint64_t t) {
@@ -473,94 +471,94 @@ static int thread_kept(const prof *p, uint32_t tid) {
 }
 
 /* Whether a record of thread tid at time t is kept. */
-static int kept(const mlprof__filtered *fd, uint32_t tid, uint64_t t) {
-  return fd->cur->keep && thread_kept(fd->cur, tid) && in_time(fd->cur, t);
+static int kept(const mlprof__filter_read *r, uint32_t tid, uint64_t t) {
+  return r->cur->keep && thread_kept(r->cur, tid) && in_time(r->cur, t);
 }
 
-static int zone_kept(const mlprof__filtered *fd, uint32_t name) {
-  return !fd->zones || mlprof__map_get(&fd->names, name) != 2;
+static int zone_kept(const mlprof__filter_read *r, uint32_t name) {
+  return !r->fd->zones || mlprof__map_get(&r->names, name) != 2;
 }
 
 static int f_name(void *ud, const mlprof__name *n) {
-  mlprof__filtered *fd = ud;
-  if (fd->zones && n->kind == MLPROF__NAME_ZONE &&
-      mlprof__map_put(&fd->names, n->id,
-                      mlprof__filter_zone(fd->f, n->name, n->category) ? 1 : 2))
+  mlprof__filter_read *r = ud;
+  if (r->fd->zones && n->kind == MLPROF__NAME_ZONE &&
+      mlprof__map_put(
+          &r->names, n->id,
+          mlprof__filter_zone(r->fd->f, n->name, n->category) ? 1 : 2))
     return MLPROF_ENOMEM;
-  return fd->inner.name ? fd->inner.name(fd->inner.ud, n) : 0;
+  return r->inner.name ? r->inner.name(r->inner.ud, n) : 0;
 }
 
 static int f_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                   uint64_t begin, uint64_t end) {
-  mlprof__filtered *fd = ud;
-  fd->drop_args = !kept(fd, tid, begin) || !zone_kept(fd, name) ||
-                  end - begin < fd->f->min_ns;
-  if (fd->drop_args || !fd->inner.span) return 0;
-  return fd->inner.span(fd->inner.ud, tid, name, depth, begin, end);
+  mlprof__filter_read *r = ud;
+  r->drop_args = !kept(r, tid, begin) || !zone_kept(r, name) ||
+                 end - begin < r->fd->f->min_ns;
+  if (r->drop_args || !r->inner.span) return 0;
+  return r->inner.span(r->inner.ud, tid, name, depth, begin, end);
 }
 
 static int f_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
-  mlprof__filtered *fd = ud;
-  if (fd->drop_args || !fd->inner.span_meta) return 0;
-  return fd->inner.span_meta(fd->inner.ud, tid, key, value);
+  mlprof__filter_read *r = ud;
+  if (r->drop_args || !r->inner.span_meta) return 0;
+  return r->inner.span_meta(r->inner.ud, tid, key, value);
 }
 
 static int f_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
-  mlprof__filtered *fd = ud;
-  if (fd->drop_args || !fd->inner.span_units) return 0;
-  return fd->inner.span_units(fd->inner.ud, tid, name, n);
+  mlprof__filter_read *r = ud;
+  if (r->drop_args || !r->inner.span_units) return 0;
+  return r->inner.span_units(r->inner.ud, tid, name, n);
 }
 
 static int f_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                      double v) {
-  mlprof__filtered *fd = ud;
-  if (!kept(fd, tid, t) || !fd->inner.counter) return 0;
-  return fd->inner.counter(fd->inner.ud, tid, name, t, v);
+  mlprof__filter_read *r = ud;
+  if (!kept(r, tid, t) || !r->inner.counter) return 0;
+  return r->inner.counter(r->inner.ud, tid, name, t, v);
 }
 
 static int f_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                    uint64_t n) {
-  mlprof__filtered *fd = ud;
-  if (!kept(fd, tid, t) || !fd->inner.units) return 0;
-  return fd->inner.units(fd->inner.ud, tid, name, t, n);
+  mlprof__filter_read *r = ud;
+  if (!kept(r, tid, t) || !r->inner.units) return 0;
+  return r->inner.units(r->inner.ud, tid, name, t, n);
 }
 
 /* Whether a step mark or step end at t is kept: one at the window's end is,
  * as it closes the last step. */
-static int step_kept(const mlprof__filtered *fd, uint32_t tid, uint64_t t) {
-  const prof *p = fd->cur;
+static int step_kept(const mlprof__filter_read *r, uint32_t tid, uint64_t t) {
+  const prof *p = r->cur;
   return p->keep && thread_kept(p, tid) && t >= p->lo &&
          (t <= p->hi || p->hi == UINT64_MAX);
 }
 
 static int f_step(void *ud, uint32_t tid, uint64_t t) {
-  mlprof__filtered *fd = ud;
-  if (!step_kept(fd, tid, t) || !fd->inner.step) return 0;
-  return fd->inner.step(fd->inner.ud, tid, t);
+  mlprof__filter_read *r = ud;
+  if (!step_kept(r, tid, t) || !r->inner.step) return 0;
+  return r->inner.step(r->inner.ud, tid, t);
 }
 
 static int f_step_end(void *ud, uint32_t tid, uint64_t t) {
-  mlprof__filtered *fd = ud;
-  if (!step_kept(fd, tid, t) || !fd->inner.step_end) return 0;
-  return fd->inner.step_end(fd->inner.ud, tid, t);
+  mlprof__filter_read *r = ud;
+  if (!step_kept(r, tid, t) || !r->inner.step_end) return 0;
+  return r->inner.step_end(r->inner.ud, tid, t);
 }
 
 static int f_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                   uint64_t begin) {
-  mlprof__filtered *fd = ud;
-  if (!kept(fd, tid, begin) || !zone_kept(fd, name) || !fd->inner.open)
-    return 0;
-  return fd->inner.open(fd->inner.ud, tid, name, depth, begin);
+  mlprof__filter_read *r = ud;
+  if (!kept(r, tid, begin) || !zone_kept(r, name) || !r->inner.open) return 0;
+  return r->inner.open(r->inner.ud, tid, name, depth, begin);
 }
 
 static int f_sample(void *ud, const mlprof__sample_row *row) {
-  mlprof__filtered *fd = ud;
-  if (!fd->cur->keep || !in_time(fd->cur, row->t) || !fd->inner.sample)
-    return 0;
-  return fd->inner.sample(fd->inner.ud, row);
+  mlprof__filter_read *r = ud;
+  if (!r->cur->keep || !in_time(r->cur, row->t) || !r->inner.sample) return 0;
+  return r->inner.sample(r->inner.ud, row);
 }
 
-void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
+void mlprof__filter_visitor(const mlprof__filtered *fd, size_t i,
+                            mlprof__filter_read *r,
                             const mlprof__visitor *inner,
                             mlprof__visitor *out) {
   const prof *p = &fd->p[i];
@@ -570,28 +568,34 @@ void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
     *out = *inner;
     return;
   }
-  fd->cur = p;
-  fd->inner = *inner;
-  fd->drop_args = 0;
-  mlprof__map_clear(&fd->names);
+  r->fd = fd;
+  r->cur = p;
+  r->inner = *inner;
+  r->drop_args = 0;
+  mlprof__map_clear(&r->names);
   /* Only what inner reads, so the reader still skips the rest (out may be
-   * inner: read fd->inner from here on). */
-  *out = (mlprof__visitor){.ud = fd};
-  if (fd->inner.header) out->header = f_header;
-  if (fd->inner.thread) out->thread = f_thread;
-  if (fd->inner.events) out->events = f_events;
-  if (fd->inner.meta) out->meta = f_meta;
-  if (fd->inner.end) out->end = f_end;
-  if (fd->inner.source) out->source = f_source;
-  if (fd->inner.name || zones) out->name = f_name;
-  if (fd->inner.span) out->span = f_span;
-  if (fd->inner.span_meta) out->span_meta = f_span_meta;
-  if (fd->inner.span_units) out->span_units = f_span_units;
-  if (fd->inner.counter) out->counter = f_counter;
-  if (fd->inner.units) out->units = f_units;
-  if (fd->inner.step) out->step = f_step;
-  if (fd->inner.step_end) out->step_end = f_step_end;
-  if (fd->inner.lines) out->lines = f_lines;
-  if (fd->inner.open) out->open = f_open;
-  if (fd->inner.sample) out->sample = f_sample;
+   * inner: read r->inner from here on). */
+  *out = (mlprof__visitor){.ud = r};
+  if (r->inner.header) out->header = f_header;
+  if (r->inner.thread) out->thread = f_thread;
+  if (r->inner.chunk) out->chunk = f_chunk;
+  if (r->inner.events) out->events = f_events;
+  if (r->inner.meta) out->meta = f_meta;
+  if (r->inner.end) out->end = f_end;
+  if (r->inner.source) out->source = f_source;
+  if (r->inner.name || zones) out->name = f_name;
+  if (r->inner.span) out->span = f_span;
+  if (r->inner.span_meta) out->span_meta = f_span_meta;
+  if (r->inner.span_units) out->span_units = f_span_units;
+  if (r->inner.counter) out->counter = f_counter;
+  if (r->inner.units) out->units = f_units;
+  if (r->inner.step) out->step = f_step;
+  if (r->inner.step_end) out->step_end = f_step_end;
+  if (r->inner.lines) out->lines = f_lines;
+  if (r->inner.open) out->open = f_open;
+  if (r->inner.sample) out->sample = f_sample;
+}
+
+void mlprof__filter_read_free(mlprof__filter_read *r) {
+  mlprof__map_clear(&r->names);
 }

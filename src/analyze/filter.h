@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
 
@@ -91,9 +92,9 @@ int mlprof__filter_excluded(const mlprof__filter *f, const char *name);
 /* A filter applied to one job: what each profile keeps. */
 typedef struct mlprof__filtered mlprof__filtered;
 
-/* Prepares f for job (both must outlive *out); zones != 0 makes the
- * visitors also leave out the spans of zones not shown (for exports). Reads
- * the profiles once more when threads are selected by name or steps are
+/* Prepares f for job (f must outlive *out; job only this call); zones != 0
+ * makes the visitors also leave out the spans of zones not shown (for exports).
+ * Reads the profiles once more when threads are selected by name or steps are
  * selected (their names and step marks). warn gets one line on processes
  * left out that the user may not expect ("" when none). Returns 0 or
  * MLPROF_ENOMEM. */
@@ -101,11 +102,27 @@ int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
                            int zones, mlprof__filtered **out, char *warn,
                            size_t warnlen);
 
-/* The visitor to read profile i of the job with: it forwards to inner what
- * the filter keeps (inner itself when it keeps everything). One profile at
- * a time: the next call replaces the last one's state. */
-void mlprof__filter_visitor(mlprof__filtered *fd, size_t i,
+/* The state of one read through a prepared filter, the caller's: reads
+ * of one mlprof__filtered may run at the same time (mlprof serve's window
+ * reads), each with its own. Zero it before its first use; release it with
+ * mlprof__filter_read_free. */
+typedef struct {
+  const mlprof__filtered *fd;
+  const struct mlprof__filter_prof *cur; /* the profile being read */
+  mlprof__visitor inner;
+  mlprof__map names; /* zone name id -> 1 shown, 2 not */
+  int drop_args;     /* the last span was dropped: its meta and units too */
+} mlprof__filter_read;
+
+/* The visitor to read profile i of the job with (its whole file, or chunks
+ * of it again by the offsets the chunk callback gave): it forwards to inner
+ * what the filter keeps (inner itself when it keeps everything), its state
+ * in *r. One profile at a time per r: the next call replaces the last one's
+ * state. */
+void mlprof__filter_visitor(const mlprof__filtered *fd, size_t i,
+                            mlprof__filter_read *r,
                             const mlprof__visitor *inner, mlprof__visitor *out);
+void mlprof__filter_read_free(mlprof__filter_read *r);
 
 /* Frees what mlprof__filter_prepare made (NULL is fine). */
 void mlprof__filtered_free(mlprof__filtered *fd);

@@ -258,7 +258,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   s->last_end = end;
   l->spans++;
   if (b->index_to && b->cur == NONE) {
-    l->indexed = 0; /* a read that passes no chunks (a filter's) */
+    l->indexed = 0; /* a visitor between the reader and it kept the chunks */
   } else if (b->index_to) {
     mlprof__lod_chunk *c = &b->index_to->chunks[b->cur];
     c->tid = tid;
@@ -439,6 +439,7 @@ void mlprof__lod_free(mlprof__lod *l) {
     free(l->files[i].chunks);
   }
   free(l->files);
+  mlprof__filtered_free(l->filtered);
   memset(l, 0, sizeof *l);
 }
 
@@ -526,7 +527,11 @@ static int window_read(builder *b, size_t i, const mlprof__lod_track *only,
                          .span = on_span,
                          .span_meta = on_span_meta,
                          .span_units = on_span_units};
+    /* What the pyramid's read let through, no more. */
+    mlprof__filter_read fr = {0};
+    if (l->filtered) mlprof__filter_visitor(l->filtered, i, &fr, &v, &v);
     rc = mlprof__read_fd_chunks(fd, offs, n, &v, NULL, why, sizeof why);
+    mlprof__filter_read_free(&fr);
     if (rc && rc != MLPROF_ENOMEM)
       snprintf(err, errlen, "%s: %s", f->path, why);
   }
@@ -580,6 +585,7 @@ int mlprof__lod_window(const mlprof__lod *l, uint64_t t0, uint64_t t1, size_t k,
   w->files = NULL;
   w->nfiles = w->files_cap = 0;
   w->indexed = 0;
+  w->filtered = NULL;
   w->first = k;
   w->own = l->first;
   w->items = w->args = w->cap_items = 0;

@@ -24,7 +24,9 @@
  * time their spans cover, and the NAMES chunks), and mlprof__lod_window
  * builds the finer levels of one time window from those chunks alone, with
  * the same merging, so that a window shows every span there at any profile
- * size. A read through a filter (filter.h) keeps no index. */
+ * size. A pyramid read through a filter (filter.h) keeps it, prepared, and
+ * a window reads the chunks through it, so that the window holds only what
+ * the filter let into the pyramid. */
 #ifndef MLPROF_LOD_H
 #define MLPROF_LOD_H
 
@@ -33,6 +35,7 @@
 
 #include "../base/base.h"
 #include "../model/job.h"
+#include "filter.h"
 
 #define MLPROF__LOD_LEVELS 16
 #define MLPROF__LOD_RES0_NS 1000ull
@@ -108,6 +111,8 @@ typedef struct {
   mlprof__lod_file *files; /* per profile of the job, the index */
   size_t nfiles;
   int indexed; /* 1: every profile's chunks are in files */
+  /* the filter the profiles were read through (owned), or NULL: none */
+  mlprof__filtered *filtered;
   /* A window (mlprof__lod_window): its levels [first, own) are its own,
    * the coarser ones and the names its pyramid's; 0 for a pyramid. */
   size_t own;

@@ -11,7 +11,7 @@
 
 static const char usage[] =
     "usage: mlprof serve [DIR] [--port N] [--bind ADDR] [--allow-host NAME]\n"
-    "                    [--no-token] [filters]\n"
+    "                    [--no-token] [--window-mb N] [filters]\n"
     "\n"
     "Serves the dashboard of every run directory under DIR (default: the\n"
     "current directory; a run directory holds *.mlprof files), live: a page\n"
@@ -37,6 +37,9 @@ static const char usage[] =
     "                    localhost and IP literals (repeatable)\n"
     "  --no-token        on a non-loopback address, ask no token: anyone who\n"
     "                    reaches the port sees the profiles\n"
+    "  --window-mb N     MiB of profile one timeline request may read again\n"
+    "                    for spans finer than those kept in memory (default\n"
+    "                    8; 0: never, the kept levels answer)\n"
     "  -h, --help        show this help\n"
     "\n"
     "The filters below apply to every run served, as mlprof html applies\n"
@@ -57,10 +60,13 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
       {"bind", required_argument, NULL, 'b'},
       {"allow-host", required_argument, NULL, 'a'},
       {"no-token", no_argument, NULL, 'T'},
+      {"window-mb", required_argument, NULL, 'W'},
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  mlprof__serve_opts o = {.bind = "127.0.0.1", .filter = filter};
+  mlprof__serve_opts o = {.bind = "127.0.0.1",
+                          .filter = filter,
+                          .window_bytes = MLPROF__SERVE_WINDOW_BYTES};
   long port = 8050;
   opterr = 0;
   optind = 0;
@@ -95,6 +101,16 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
       case 'T':
         o.no_token = 1;
         break;
+      case 'W': {
+        char *end;
+        errno = 0;
+        long mb = strtol(optarg, &end, 10);
+        if (errno || *end || !optarg[0] || mb < 0 || mb > 4096)
+          return fail_usage(
+              "--window-mb wants a number from 0 to 4096, not '%s'", optarg);
+        o.window_bytes = (size_t)mb << 20;
+        break;
+      }
       case 'h':
         fputs(usage, stdout);
         fputs(mlprof__filter_help, stdout);

@@ -799,8 +799,10 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     memset(&rep, 0, sizeof rep);
     char why[256] = "";
     mlprof__visitor fv = v;
-    if (fd) mlprof__filter_visitor(fd, i, &v, &fv);
+    mlprof__filter_read fr = {0};
+    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
     int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
+    mlprof__filter_read_free(&fr);
     if (o->err) {
       rc = o->err;
       snprintf(err, errlen, "cannot write the trace");

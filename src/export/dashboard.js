@@ -963,7 +963,7 @@
    * finer than the page's finest level asks the server for the window
    * (D.timeline_url) and draws its answer. */
   var TL = {v0: null, v1: null, sel: null, detail: null, busy: false, timer: 0,
-    decoded: null, src: null, frameMs: [], canvas: null, info: null, args: null, argsSrc: null};
+    decoded: null, src: null, frameMs: [], canvas: null, info: null, note: null, args: null, argsSrc: null};
   var ROW = 14, LANE_HEAD = 16, AXIS = 22, STRIP = 38;
 
   /* The levels of a timeline JSON object, decoded into typed arrays. */
@@ -1070,7 +1070,7 @@
     arr(D.marks).forEach(function (m) { if (m >= v0 && m <= v1) { g.beginPath(); g.moveTo(X(m) + 0.5, AXIS); g.lineTo(X(m) + 0.5, H); g.stroke(); } });
     g.setLineDash([]);
     lanes.list.forEach(function (l) { g.fillStyle = '#1d2330'; g.fillText(l.label, 4, l.y + LANE_HEAD / 2); });
-    var lv = tlLevel(v0, v1, nsPx), names = lv ? lv.names : [], drawn = 0;
+    var lv = tlLevel(v0, v1, nsPx), names = lv ? lv.names : [], drawn = 0, merged = 0;
     tlEach(lanes, lv, v0, v1, function (l, depth, r, i) {
       var x = Math.max(X(r.b[i]), -1), w = Math.max(X(r.e[i]) - x, 1), y = l.y + LANE_HEAD + depth * ROW;
       var name = names[r.name[i]] || '', sel = TL.sel && TL.sel.r === r && TL.sel.i === i;
@@ -1083,6 +1083,7 @@
         g.fillText((r.count[i] > 1 ? r.count[i] + '× ' : '') + name, Math.max(x, 0) + 3, y + ROW / 2, Math.min(w, W) - 6);
       }
       drawn++;
+      if (r.count[i] > 1) merged++;
     });
     /* sampled series beneath, on the same time axis */
     var y0 = lanes.h;
@@ -1101,9 +1102,22 @@
     });
     c.setAttribute('data-res', lv ? lv.res : 0);
     c.setAttribute('data-drawn', drawn);
+    tlNote(lv, nsPx, merged);
     TL.frameMs.push(performance.now() - start);
     if (TL.frameMs.length > 600) TL.frameMs.shift();
     tlAsk(lv, nsPx);
+  }
+  /* Says when some of the spans drawn (merged of them) stay merged at a
+   * level coarser than a pixel: live, when the server's answer for the view
+   * was coarser than asked (the window held too much to read again: a
+   * narrower one has every span); a static page has no finer level. */
+  function tlNote(lv, nsPx, merged) {
+    var px = Math.max(nsPx, 1), d = TL.detail, text = '';
+    if (lv && merged && lv.res > Math.max(px, 1000)) {
+      if (!D.timeline_url) text = 'merged at ' + fmtNs(lv.res) + ': this page holds no finer level; mlprof serve shows every span';
+      else if (d && d.coarser && d.t0 <= TL.v0 && d.t1 >= TL.v1 && d.want <= px) text = 'merged at ' + fmtNs(lv.res) + ': zoom in for every span';
+    }
+    if (TL.note && TL.note.textContent !== text) TL.note.textContent = text;
   }
   function tlRedraw() {
     if (TL.frame) return;
@@ -1128,7 +1142,7 @@
         return resp.json();
       }).then(function (t) {
         TL.busy = false;
-        TL.detail = {t0: t0, t1: t1, want: res, levels: tlDecode(t)};
+        TL.detail = {t0: t0, t1: t1, want: res, coarser: !!t.coarser, levels: tlDecode(t)};
         tlRedraw();
       }).catch(function (e) { TL.busy = false; if (window.console) console.warn('timeline: ' + e.message); });
     }, 80);
@@ -1202,6 +1216,7 @@
     var c = el('canvas', {id: 'span-canvas', tabindex: 0, class: 'spans'});
     TL.canvas = c;
     TL.info = el('div', {id: 'span-info'});
+    TL.note = el('p', {id: 'span-note', class: 'muted'});
     var drag = null, moved = false;
     c.addEventListener('wheel', function (ev) {
       ev.preventDefault();
@@ -1238,7 +1253,7 @@
     tlRedraw();
     return [card('Spans', [el('p', {class: 'hint', text: 'Wheel or W/S (↑/↓) to zoom, drag or A/D (←/→) to pan, 0 to see all; click a span for its details. ' +
       'Pale bars merge spans shorter than a pixel.' + (D.timeline_url ? ' Zoomed in, the server sends every span of the window.' : '')}),
-      el('div', {class: 'spans-box'}, c)]), card('Span', TL.info)];
+      el('div', {class: 'spans-box'}, c), TL.note]), card('Span', TL.info)];
   }
   /* For the browser tests: set the view, read what the last frame drew. */
   window.mlprofTimeline = {

@@ -401,6 +401,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
   }
   mlprof__out_lit(o, "],\n\"levels\":[");
   size_t total = 0, finest = MLPROF__LOD_LEVELS;
+  int merged = 0; /* the finest level written merges some span */
   for (size_t k = MLPROF__LOD_LEVELS; k-- > l->first;) {
     if (k + 1 < MLPROF__LOD_LEVELS && mlprof__lod_res(k + 1) <= res) break;
     size_t n = 0;
@@ -415,6 +416,7 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     if (k + 1 < MLPROF__LOD_LEVELS && total + n > max_items) break;
     total += n;
     finest = k;
+    merged = !exact;
     mlprof__out_str(
         o, k + 1 < MLPROF__LOD_LEVELS ? ",\n{\"res\":" : "\n{\"res\":");
     mlprof__out_u64(o, mlprof__lod_res(k));
@@ -450,6 +452,8 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
     if (exact) break;
   }
   mlprof__out_lit(o, "]");
+  if (merged && finest > mlprof__lod_level(res))
+    mlprof__out_lit(o, ",\"coarser\":true");
   /* The finest level written holds every span a coarser one kept whole. */
   int rc = 0;
   if (args_bytes && finest < MLPROF__LOD_LEVELS)

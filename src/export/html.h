@@ -101,7 +101,10 @@ int mlprof__export_html_data(const mlprof__report *r,
  * ...]) and units ([["unit", n]...]) of the spans of the finest level
  * written that have some, or null when they take more than args_bytes.
  * "args_missed" (when not 0): metadata entries and units the pyramid did
- * not keep (its cap). Returns 0 or the writer's error. */
+ * not keep (its cap). "coarser": true when the finest level written merges
+ * spans in the window and is coarser than the one res asks for (l does not
+ * hold it, or max_items stopped the levels): zoomed in, a narrower window
+ * has them. Returns 0 or the writer's error. */
 int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
                                  uint64_t res, size_t max_items,
                                  size_t args_bytes, mlprof__out *o);

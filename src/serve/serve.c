@@ -48,9 +48,6 @@
  * may take. */
 #define MAX_WAITING 256
 #define FIRST_S 10
-/* Bytes of a run's profile chunks one timeline request may read again
- * (mlprof__lod_window): about a million spans, a few tens of ms. */
-#define MAX_WINDOW_BYTES (8u << 20)
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 
@@ -86,6 +83,7 @@ typedef struct {
   const char *allow[MLPROF__SERVE_MAX_ALLOW]; /* --allow-host names */
   size_t nallow;
   const mlprof__filter *filter; /* --zone, --steps...: NULL for none */
+  size_t window_bytes;          /* --window-mb */
   char token[33];               /* hex; empty: no token asked for */
   char set_cookie[128];
   pthread_mutex_t lock; /* guards the list of entries, held briefly */
@@ -644,7 +642,7 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
     }
     int wrc = mlprof__lod_window(
         &b->d.lod, t0, t1, span ? 0 : mlprof__lod_level(res),
-        span ? (size_t)track : SIZE_MAX, MAX_WINDOW_BYTES, &w, err, sizeof err);
+        span ? (size_t)track : SIZE_MAX, s->window_bytes, &w, err, sizeof err);
     const mlprof__lod *l = wrc ? &b->d.lod : &w;
     if (wrc >= 0 && !span)
       mlprof__export_timeline_json(l, t0, t1, res,
@@ -912,6 +910,7 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   memcpy(s.allow, o->allow, sizeof s.allow);
   s.nallow = o->nallow;
   s.filter = o->filter;
+  s.window_bytes = o->window_bytes;
   const char *dir = o->dir, *bind_addr = o->bind;
   if (!realpath(dir, s.root)) {
     fprintf(stderr, "mlprof serve: %s: %s\n", dir, strerror(errno));

@@ -9,6 +9,9 @@
 #include "../analyze/filter.h"
 
 #define MLPROF__SERVE_MAX_ALLOW 32
+/* Bytes of a run's profile chunks one timeline request reads again by
+ * default (mlprof__lod_window): about a million spans, a few tens of ms. */
+#define MLPROF__SERVE_WINDOW_BYTES (8u << 20)
 
 typedef struct {
   const char *dir;              /* served; must be a directory */
@@ -20,6 +23,9 @@ typedef struct {
   /* Applied to every run served (pages, data, timeline, /metrics) as the
    * analysis applies it (borrowed; must outlive the server), or NULL. */
   const mlprof__filter *filter;
+  /* Bytes of profile chunks one timeline or span request may read again;
+   * past it (0: always) the levels kept in memory answer. */
+  size_t window_bytes;
 } mlprof__serve_opts;
 
 /* The IPv4 or IPv6 literal addr with port into *ss. Returns 0, or -1 when

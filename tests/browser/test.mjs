@@ -50,9 +50,9 @@ after(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-// mlprof serve on root at a free port: {base URL, stop()}.
-async function serve(root) {
-  const srv = spawn(mlprof, ['serve', root, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+// mlprof serve on root at a free port, with options more: {base URL, stop()}.
+async function serve(root, ...more) {
+  const srv = spawn(mlprof, ['serve', root, '--port', '0', ...more], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(srv);
   const base = await new Promise((resolve, reject) => {
     let buf = '';
@@ -574,6 +574,7 @@ test('span timeline: 10 M spans served, every span of a 1 ms window, details, ke
   const win = await page.evaluate(() => window.mlprofTimeline.drawn());
   const inside = win.items.filter((x) => x.begin >= t0 && x.begin < t1);
   assert.ok(inside.every((x) => x.count === 1), 'each span as itself');
+  assert.equal(await page.textContent('#span-note'), '');
   // The same window from mlprof trace: the same spans.
   const trace = JSON.parse(run(['trace', path.join(runs, 'big'), '-o', '-', '--window', `${t0}ns:${t1}ns`]).toString());
   const want = trace.traceEvents.filter((e) => e.ph === 'X').map((e) => e.name).sort();
@@ -657,12 +658,34 @@ test('span timeline: 10 M spans served, every span of a 1 ms window, details, ke
   const size = fs.statSync(html).size;
   console.log(`span timeline: the static page of ${5 * steps} spans is ${(size / 1e6).toFixed(2)} MB`);
   assert.ok(size <= 5e6, `${size} bytes`);
+  // Zoomed to 1 ms, it says its spans stay merged there.
+  const st = await openPage('file://' + html + '#spans');
+  await st.page.waitForSelector('#span-canvas[data-drawn]');
+  await st.page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t1]);
+  await st.page.waitForFunction(() => document.querySelector('#span-note').textContent !== '', null, { timeout: 10000 });
+  assert.match(await st.page.textContent('#span-note'), /^merged at \d[\d.]* [µm]?s: this page holds no finer level; mlprof serve shows every span$/);
+  assert.deepEqual(st.errors, []);
+  await st.page.close();
   const mem = fs.readFileSync(`/proc/${srv.pid}/status`, 'utf8').match(/VmHWM:\s+(\d+)/)[1];
   console.log(`span timeline: serve's peak RSS ${(mem / 1024).toFixed(0)} MB for ${5 * steps} spans`);
   await page.screenshot({ path: path.join(shots, 'spans.png') });
   assert.deepEqual(errors, []);
   await page.close();
   await srv.stop();
+  // With --window-mb 0 serve reads no chunk again: the kept levels answer
+  // the same 1 ms, say so ("coarser"), and the page tells to zoom in.
+  const coarse = await serve(runs, '--window-mb', '0');
+  const tl = await (await fetch(`${coarse.base}/timeline/big?t0=${t0}&t1=${t1}&res=1000`)).json();
+  assert.equal(tl.coarser, true);
+  const cp = await openPage(coarse.base + '/run/big/#spans');
+  await cp.page.waitForSelector('#span-canvas[data-drawn]');
+  await cp.page.evaluate(([a, b]) => window.mlprofTimeline.setView(a, b), [t0, t1]);
+  await cp.page.waitForFunction(() => document.querySelector('#span-note').textContent !== '', null, { timeout: 10000 });
+  assert.match(await cp.page.textContent('#span-note'), /^merged at \d[\d.]* [µm]?s: zoom in for every span$/);
+  assert.ok((await cp.page.evaluate(() => window.mlprofTimeline.drawn())).items.some((x) => x.count > 1));
+  assert.deepEqual(cp.errors, []);
+  await cp.page.close();
+  await coarse.stop();
 });
 
 test('distributed view: 4 Open MPI ranks, the straggler, collectives, rank x rank bytes', async (t) => {

@@ -486,6 +486,10 @@ def test_serve_usage_and_signal(tmp_path):
     assert mlprof("serve", "--port", "x", check=False).returncode == 2
     assert mlprof("serve", tmp_path / "missing", check=False).returncode == 2
     assert mlprof("serve", "--bind", "not-an-ip", check=False).returncode == 2
+    for bad in ("x", "-1", "4097", ""):
+        r = mlprof("serve", "--window-mb", bad, check=False)
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1 and "--window-mb wants" in r.stderr
     assert "usage: mlprof serve" in mlprof("serve", "--help").stdout
     srv = Server(tmp_path)
     assert b"No run directories" in srv.get("/")[2]

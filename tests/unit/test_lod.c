@@ -9,6 +9,7 @@
 
 #include "analyze/lod.h"
 #include "analyze/analysis.h"
+#include "export/export.h"
 #include "export/html.h"
 #include "format/wire.h"
 /* Small chunks: window edges fall near chunk edges. */
@@ -342,9 +343,10 @@ static int window_job(char *dir, char *a, char *b, size_t len) {
   return 0;
 }
 
-/* The pyramid of the job of files a and b, at most cap items (0: all). */
+/* The pyramid of the job of files a and b, at most cap items (0: all),
+ * read through filter f (NULL: none). */
 static int window_lod(const char *a, const char *b, size_t cap,
-                      mlprof__analysis *an) {
+                      const mlprof__filter *f, mlprof__analysis *an) {
   const char *paths[2] = {a, b};
   mlprof__job job;
   char err[256];
@@ -353,6 +355,7 @@ static int window_lod(const char *a, const char *b, size_t cap,
   mlprof__analysis_opts_init(&o);
   o.want = MLPROF__ANALYSIS_LOD;
   o.lod_items = cap;
+  o.filter = f;
   int rc = mlprof__analysis_run(&job, &o, an, err, sizeof err);
   mlprof__job_close(&job);
   return rc;
@@ -379,6 +382,19 @@ static int same_items(const mlprof__lod *full, const mlprof__lod *w, size_t k,
   return 1;
 }
 
+/* Whether the timeline answer of l for [t0, t1) at resolution res says it
+ * is coarser than asked. */
+static int timeline_coarser(const mlprof__lod *l, uint64_t t0, uint64_t t1,
+                            uint64_t res) {
+  mlprof__out o;
+  if (mlprof__out_open(&o, -1)) return -1;
+  mlprof__export_timeline_json(l, t0, t1, res, SIZE_MAX, 0, &o);
+  mlprof__out_write(&o, "", 1);
+  int r = o.err ? -1 : strstr(o.buf, "\"coarser\":true") != NULL;
+  mlprof__out_close(&o);
+  return r;
+}
+
 /* A window built from the chunks holds at each level dropped the items of
  * a pyramid without a cap there, with the spans' metadata, reading only
  * the chunks near it; a file replaced since is an error. */
@@ -386,8 +402,8 @@ static void test_lod_window_reads_chunks(void) {
   char dir[] = "/tmp/mlprof-lodwin-XXXXXX", a[128], b[128];
   if (window_job(dir, a, b, sizeof a)) TEST_FAIL("cannot write the job");
   mlprof__analysis full, capped;
-  if (window_lod(a, b, 0, &full)) TEST_FAIL("cannot read the job");
-  if (window_lod(a, b, full.lod.items / 3, &capped))
+  if (window_lod(a, b, 0, NULL, &full)) TEST_FAIL("cannot read the job");
+  if (window_lod(a, b, full.lod.items / 3, NULL, &capped))
     TEST_FAIL("cannot read the job");
   const mlprof__lod *l = &capped.lod;
   CHECK(l->indexed);
@@ -430,6 +446,15 @@ static void test_lod_window_reads_chunks(void) {
   CHECK_EQ(mlprof__lod_window(l, 0, end, l->first, SIZE_MAX, SIZE_MAX, &w, err,
                               sizeof err),
            1);
+  /* The levels kept answering a finer request say they are coarser; a
+   * request they hold, or a window built, not. */
+  CHECK_EQ(timeline_coarser(l, 0, end, 1), 1);
+  CHECK_EQ(timeline_coarser(l, 0, end, mlprof__lod_res(l->first)), 0);
+  CHECK_EQ(mlprof__lod_window(l, end / 2, end / 2 + 100000, 0, SIZE_MAX,
+                              SIZE_MAX, &w, err, sizeof err),
+           0);
+  CHECK_EQ(timeline_coarser(&w, end / 2, end / 2 + 100000, 1), 0);
+  mlprof__lod_window_free(&w);
 
   /* A span's window has its metadata and its children. */
   size_t track = 0, found = 0;
@@ -481,8 +506,139 @@ static void test_lod_window_reads_chunks(void) {
   mlprof__analysis_free(&capped);
 }
 
+/* A span of mlprof trace's output (job ns). */
+typedef struct {
+  uint64_t tid, begin, end;
+} trace_span;
+
+/* The number after key in the event at p (µs with three decimals: ns), or
+ * UINT64_MAX. */
+static uint64_t trace_field(const char *p, const char *key, int us) {
+  const char *q = strstr(p, key);
+  const char *stop = strchr(p, '}');
+  if (!q || (stop && q > stop)) return UINT64_MAX;
+  char *end;
+  uint64_t v = strtoull(q + strlen(key), &end, 10);
+  if (us && *end == '.') v = v * 1000 + strtoull(end + 1, NULL, 10);
+  return v;
+}
+
+/* The spans of the trace of job a, b through filter f into *out (*n of
+ * them, malloc'ed), as mlprof trace writes them. Returns 0 or -1. */
+static int trace_spans(const char *a, const char *b, const mlprof__filter *f,
+                       trace_span **out, size_t *n) {
+  const char *paths[2] = {a, b};
+  mlprof__job job;
+  char err[256];
+  if (mlprof__job_open(&job, paths, 2, err, sizeof err)) return -1;
+  mlprof__out o;
+  int rc = mlprof__out_open(&o, -1);
+  if (!rc) rc = mlprof__export_chrome(&job, f, &o, NULL, err, sizeof err);
+  mlprof__job_close(&job);
+  if (!rc) mlprof__out_write(&o, "", 1);
+  if (!rc) rc = o.err;
+  size_t cap = 0;
+  *out = NULL;
+  *n = 0;
+  for (const char *p = o.buf; !rc && (p = strstr(p, "\"ph\":\"X\"")); p++) {
+    if (mlprof__grow(out, &cap, *n + 1, sizeof **out)) rc = -1;
+    trace_span *t = &(*out)[(*n)++];
+    t->tid = trace_field(p, "\"tid\":", 0);
+    t->begin = trace_field(p, "\"ts\":", 1);
+    t->end = t->begin + trace_field(p, "\"dur\":", 1);
+  }
+  mlprof__out_close(&o);
+  return rc ? -1 : 0;
+}
+
+/* Served through a filter (--process, --thread, --window), a pyramid past
+ * its cap still builds windows from the chunks, through the same filter: a
+ * window at level 0 holds the items of the filtered pyramid without a cap,
+ * and its spans of a 1 ms window are those mlprof trace writes with that
+ * filter, none of the processes, threads or times it leaves out. */
+static void test_lod_window_filtered(void) {
+  char dir[] = "/tmp/mlprof-lodfilt-XXXXXX", a[128], b[128], err[300];
+  if (window_job(dir, a, b, sizeof a)) TEST_FAIL("cannot write the job");
+  mlprof__filter f = {0};
+  const uint64_t T0 = 50000000, T1 = 150000000; /* --window 50ms:150ms */
+  if (mlprof__filter_add(&f, MLPROF__SEL_PROCESS, "101", err, sizeof err) ||
+      mlprof__filter_add(&f, MLPROF__SEL_THREAD, "11", err, sizeof err) ||
+      mlprof__filter_add(&f, MLPROF__SEL_THREAD, "12", err, sizeof err) ||
+      mlprof__filter_add(&f, MLPROF__FILTER_WINDOW, "50ms:150ms", err,
+                         sizeof err))
+    TEST_FAIL("%s", err);
+  mlprof__analysis full, capped;
+  if (window_lod(a, b, 0, &f, &full)) TEST_FAIL("cannot read the job");
+  if (window_lod(a, b, full.lod.items / 3, &f, &capped))
+    TEST_FAIL("cannot read the job");
+  const mlprof__lod *l = &capped.lod;
+  CHECK(l->indexed);
+  CHECK(l->first >= 2);
+  trace_span *ts;
+  size_t nts;
+  if (trace_spans(a, b, &f, &ts, &nts)) TEST_FAIL("cannot trace the job");
+  CHECK(nts > 1000);
+  uint64_t s = 5;
+  size_t seen = 0, spans = 0;
+  for (int n = 0; n < 60; n++) {
+    /* 1 ms windows across the filter's window and both its edges. */
+    uint64_t w0 = T0 - 2000000 + next_rand(&s) % (T1 - T0 + 3000000),
+             w1 = w0 + 1000000;
+    if (n == 0) w0 = T0 - 500000, w1 = w0 + 1000000;
+    if (n == 1) w0 = T1 - 500000, w1 = w0 + 1000000;
+    mlprof__lod w;
+    int rc = mlprof__lod_window(l, w0, w1, 0, SIZE_MAX, SIZE_MAX, &w, err,
+                                sizeof err);
+    if (rc) TEST_FAIL("window %d: %d %s", n, rc, err);
+    for (size_t j = 0; j < l->first; j++)
+      if (!same_items(&full.lod, &w, j, w0, w1, &seen))
+        TEST_FAIL("window %d [%" PRIu64 ", %" PRIu64 ") level %zu differs", n,
+                  w0, w1, j);
+    /* Its spans kept whole are the trace's there, and so is every trace
+     * span of 1 µs or more (those are never merged). */
+    size_t whole = 0, longer = 0, traced = 0;
+    for (size_t i = 0; i < w.ntracks; i++) {
+      const mlprof__lod_track *t = &w.tracks[i];
+      const mlprof__lod_run *r = &t->lv[0];
+      for (size_t j = mlprof__lod_find(r, w0);
+           j < r->n && r->items[j].begin < w1; j++) {
+        const mlprof__lod_item *it = &r->items[j];
+        CHECK(t->pid == 101 && (t->tid == 11 || t->tid == 12));
+        CHECK(it->begin >= T0 && it->begin < T1);
+        if (it->count != 1) continue;
+        whole++;
+        longer += it->end - it->begin >= MLPROF__LOD_RES0_NS;
+        size_t k = 0;
+        while (k < nts && !(ts[k].tid == t->tid && ts[k].begin == it->begin &&
+                            ts[k].end == it->end))
+          k++;
+        if (k == nts)
+          TEST_FAIL("window %d: span [%" PRIu64 ", %" PRIu64 ") not traced", n,
+                    it->begin, it->end);
+      }
+    }
+    for (size_t k = 0; k < nts; k++)
+      if (ts[k].begin < w1 && ts[k].end > w0 &&
+          ts[k].end - ts[k].begin >= MLPROF__LOD_RES0_NS)
+        traced++;
+    CHECK_EQ(longer, traced);
+    spans += whole;
+    mlprof__lod_window_free(&w);
+  }
+  CHECK(seen > 1000);
+  CHECK(spans > 500);
+  free(ts);
+  remove(a);
+  remove(b);
+  rmdir(dir);
+  mlprof__filter_free(&f);
+  mlprof__analysis_free(&full);
+  mlprof__analysis_free(&capped);
+}
+
 const mlprof_test mlprof_tests_lod[] = {
     {"window_reads_chunks", test_lod_window_reads_chunks},
+    {"window_filtered", test_lod_window_filtered},
     {"counts_each_span_once_per_level",
      test_lod_counts_each_span_once_per_level},
     {"level_size_bounded", test_lod_level_size_bounded},
