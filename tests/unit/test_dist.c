@@ -135,7 +135,7 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
     uint32_t zero = name(&f, MLPROF__NAME_STRING, 0, "0");
     uint32_t peers[NR];
     for (size_t q = 0; q < s->nranks; q++) {
-      char v[8];
+      char v[24];
       snprintf(v, sizeof v, "%zu", q);
       peers[q] = name(&f, MLPROF__NAME_STRING, 0, v);
     }
