@@ -23,11 +23,11 @@ def mpi(request):
     return request.param
 
 
-def ranks(out, mpi, np=4):
-    """{rank: (zones, track spans, meta)} of the mpi_ops profiles in out,
-    read through `mlprof trace`."""
+def ranks(out, mpi, np=4, base="mpi_ops"):
+    """{rank: (zones, track spans, meta)} of the profiles of test program
+    base in out, read through `mlprof trace`."""
     found = {}
-    name = os.path.basename(mpi.program("mpi_ops"))
+    name = os.path.basename(mpi.program(base))
     for path in glob.glob(os.path.join(out, name + "-*.mlprof")):
         trace = path + ".json"
         mlprof("trace", path, "-o", trace)
@@ -130,32 +130,39 @@ def straggler(mpi, mode="straggler"):
     return [mpi.program("mpi_ops"), mode, "20", "10"]
 
 
-def worked(out, mpi, report):
-    """What the straggler run in out should report, from the "work" zones
-    mpi_ops records around each step's sleep (a loaded machine wakes a rank
-    milliseconds late, so the 10 ms it asked for is not what it worked):
-    (straggler, delay_ns, {rank: wait_ns}). The straggler is the rank that
-    worked longest in most steps; its delay, its work over the others' mean
-    in those steps; a rank's waiting, from the end of its work to the end of
-    the last rank's, each step. Waiting compares ranks' clocks: the work is
-    put on the clocks the report states (the job's trace aligns each rank
-    by the offset it measured at MPI_Init; the report may narrow that
-    within its uncertainty, by milliseconds on a loaded machine)."""
+def work(out, mpi, report, base="mpi_ops"):
+    """{rank: [(begin, end) µs]} of the zones "work" that test program base
+    records around each step's sleep (what a rank really worked: a loaded
+    machine wakes it milliseconds late), in step order, on the clocks the
+    report states. The job's trace aligns each rank by the offset it
+    measured at MPI_Init; under load that is off by milliseconds (within
+    its uncertainty) and the report narrows it by the collectives."""
     d = report["distributed"]
     np = len(d["ranks"])
     events, rank_of = job_trace(out)
     init = {r: int(meta["dist.clock.init"].split()[0])
-            for r, (_, _, meta) in ranks(out, mpi, np).items()}
-    narrowed = {x["rank"]: x["offset_ns"] / 1000 - init[x["rank"]] / 1000
+            for r, (_, _, meta) in ranks(out, mpi, np, base).items()}
+    narrowed = {x["rank"]: (x["offset_ns"] - init[x["rank"]]) / 1000
                 for x in d["ranks"]}
-    work = {r: [] for r in range(np)}
+    found = {r: [] for r in range(np)}
     for e in events:
         if e["ph"] == "X" and e["name"] == "work":
             r = rank_of[e["pid"]]
             b = e["ts"] + narrowed[r]
-            work[r].append((b, b + e["dur"]))
-    assert all(len(w) == 20 for w in work.values()), work
-    steps = [[sorted(work[r])[k] for r in range(np)] for k in range(20)]
+            found[r].append((b, b + e["dur"]))
+    return {r: sorted(w) for r, w in found.items()}
+
+
+def worked(out, mpi, report):
+    """What the straggler run in out should report, from its work (work()):
+    (straggler, delay_ns, {rank: wait_ns}). The straggler is the rank that
+    worked longest in most steps; its delay, its work over the others' mean
+    in those steps; a rank's waiting, from the end of its work to the end of
+    the last rank's, each step."""
+    w = work(out, mpi, report)
+    np = len(w)
+    assert all(len(x) == 20 for x in w.values()), w
+    steps = [[w[r][k] for r in range(np)] for k in range(20)]
     slowest = [max(range(np), key=lambda r: s[r][1] - s[r][0]) for s in steps]
     late = Counter(slowest).most_common(1)[0][0]
     delays = [(s[late][1] - s[late][0]) -
