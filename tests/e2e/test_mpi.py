@@ -23,11 +23,11 @@ def mpi(request):
     return request.param
 
 
-def ranks(out, mpi, np=4):
-    """{rank: (zones, track spans, meta)} of the mpi_ops profiles in out,
-    read through `mlprof trace`."""
+def ranks(out, mpi, np=4, base="mpi_ops"):
+    """{rank: (zones, track spans, meta)} of the profiles of test program
+    base in out, read through `mlprof trace`."""
     found = {}
-    name = os.path.basename(mpi.program("mpi_ops"))
+    name = os.path.basename(mpi.program(base))
     for path in glob.glob(os.path.join(out, name + "-*.mlprof")):
         trace = path + ".json"
         mlprof("trace", path, "-o", trace)
@@ -124,22 +124,75 @@ def report_dist(out):
     return json.loads(r.stdout)
 
 
-def straggler(mpi):
+def straggler(mpi, mode="straggler"):
     """mpi_ops straggler: 20 steps, rank 2 % np 10 ms late in each, on as
     many ranks (np) as leave a collective together (mpi_flavours.py)."""
-    return [mpi.program("mpi_ops"), "straggler", "20", "10"]
+    return [mpi.program("mpi_ops"), mode, "20", "10"]
 
 
-def check_straggler(report, np):
+def work(out, mpi, report, base="mpi_ops"):
+    """{rank: [(begin, end) µs]} of the zones "work" that test program base
+    records around each step's sleep (what a rank really worked: a loaded
+    machine wakes it milliseconds late), in step order, on the clocks the
+    report states. The job's trace aligns each rank by the offset it
+    measured at MPI_Init; under load that is off by milliseconds (within
+    its uncertainty) and the report narrows it by the collectives."""
+    d = report["distributed"]
+    np = len(d["ranks"])
+    events, rank_of = job_trace(out)
+    init = {r: int(meta["dist.clock.init"].split()[0])
+            for r, (_, _, meta) in ranks(out, mpi, np, base).items()}
+    narrowed = {x["rank"]: (x["offset_ns"] - init[x["rank"]]) / 1000
+                for x in d["ranks"]}
+    found = {r: [] for r in range(np)}
+    for e in events:
+        if e["ph"] == "X" and e["name"] == "work":
+            r = rank_of[e["pid"]]
+            b = e["ts"] + narrowed[r]
+            found[r].append((b, b + e["dur"]))
+    return {r: sorted(w) for r, w in found.items()}
+
+
+def worked(out, mpi, report):
+    """What the straggler run in out should report, from its work (work()):
+    (straggler, delay_ns, {rank: wait_ns}). The straggler is the rank that
+    worked longest in most steps; its delay, its work over the others' mean
+    in those steps; a rank's waiting, from the end of its work to the end of
+    the last rank's, each step."""
+    w = work(out, mpi, report)
+    np = len(w)
+    assert all(len(x) == 20 for x in w.values()), w
+    steps = [[w[r][k] for r in range(np)] for k in range(20)]
+    slowest = [max(range(np), key=lambda r: s[r][1] - s[r][0]) for s in steps]
+    late = Counter(slowest).most_common(1)[0][0]
+    delays = [(s[late][1] - s[late][0]) -
+              sum(e - b for r, (b, e) in enumerate(s) if r != late) / (np - 1)
+              for s, k in zip(steps, slowest) if k == late]
+    waits = {r: sum(max(e for _, e in s) - s[r][1] for s in steps) * 1000
+             for r in range(np)}
+    return late, sum(delays) / len(delays) * 1000, waits
+
+
+# What the analysis adds to the recorded work: each step a rank's compute
+# also holds its step mark, the work zone's edges and the call into
+# the collective, and its waiting starts at that call, not at the work's
+# end: microseconds, unless the scheduler takes the rank off its core there.
+# Over 20 steps: 0.5 ms on the mean delay, 5 ms on a rank's waiting (0.4 ms
+# seen with 6 busy loops on 2 cores).
+DELAY_SLACK_NS, WAIT_SLACK_NS = 0.5e6, 5e6
+
+
+def check_straggler(report, out, mpi, np):
     d = report["distributed"]
     assert len(d["ranks"]) == np and len(d["steps"]) == 20
-    assert d["straggler"]["rank"] == 2 % np
-    assert abs(d["straggler"]["delay_ns"] - 10e6) < 2e6, d["straggler"]
+    late, delay, waits = worked(out, mpi, report)
+    assert d["straggler"]["rank"] == late
+    assert abs(d["straggler"]["delay_ns"] - delay) < DELAY_SLACK_NS, \
+        (d["straggler"], delay)
     [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
     assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, np)
     for r in d["ranks"]:
-        if r["rank"] != 2 % np:
-            assert r["wait_ns"] > 20 * 8e6, r
+        assert abs(r["wait_ns"] - waits[r["rank"]]) < WAIT_SLACK_NS, (r, waits)
     assert any(f["type"] == "straggler" for f in report["findings"])
 
 
@@ -156,33 +209,21 @@ def test_straggler_named(tmp_path, order, mpi):
     else:
         mpi.run([*mpi.mpirun(np), MLPROF, "run", "-q", "-o", out, "--",
                  *straggler(mpi)])
-    check_straggler(report_dist(out), np)
+    check_straggler(report_dist(out), out, mpi, np)
 
 
 def test_nonblocking_straggler_waits(tmp_path, mpi):
     """MPI_Iallreduce then MPI_Wait, rank 2 (of 2 ranks, 0) 10 ms late each
-    of 20 steps: the others wait about 10 ms a step (from their
-    MPI_Iallreduce, whose completion MPI_Wait saw), the straggler hardly
-    waits, and their waiting is not taken for transfer (no
-    communication_bound finding)."""
+    of 20 steps: each rank's waiting, from its MPI_Iallreduce to the
+    completion MPI_Wait saw, is what check_straggler finds from the work
+    recorded: the others wait for the straggler, which hardly waits, and
+    their waiting is not taken for transfer (which left them 6 µs of
+    waiting a step)."""
     out = str(tmp_path / "run")
     np = mpi.lockstep_np()
     mpi.run([MLPROF, "run", "-q", "-o", out, "--", *mpi.mpirun(np),
-             mpi.program("mpi_ops"), "istraggler", "20", "10"])
-    report = report_dist(out)
-    d = report["distributed"]
-    assert d["straggler"]["rank"] == 2 % np, d["straggler"]
-    [ar] = [c for c in d["collectives"] if c["op"] == "all_reduce"]
-    assert (ar["count"], ar["bytes"], ar["ranks"]) == (20, 20 * 8000, np)
-    for r in d["ranks"]:
-        wait = r["wait_ns"] / r["steps"]
-        if r["rank"] != 2 % np:
-            assert abs(wait - 10e6) < 2e6, r
-        else:
-            assert wait < 1e6, r
-    types = [f["type"] for f in report["findings"]]
-    assert "straggler" in types and "communication_bound" not in types, \
-        report["findings"]
+             *straggler(mpi, "istraggler")])
+    check_straggler(report_dist(out), out, mpi, np)
 
 
 def test_straggler_on_shifted_clocks(tmp_path, mpi):
@@ -199,7 +240,7 @@ def test_straggler_on_shifted_clocks(tmp_path, mpi):
     mpi.run([MLPROF, "run", "-q", "-o", out, "--",
              *mpi.mpirun(np), "sh", "-c", shifted])
     report = report_dist(out)
-    check_straggler(report, np)
+    check_straggler(report, out, mpi, np)
     for r in report["distributed"]["ranks"]:
         assert abs(r["offset_ns"] + 7e9 * r["rank"]) <= r["uncertainty_ns"] + 1
 
@@ -328,7 +369,9 @@ def test_trace_links_collectives(tmp_path, mpi):
 
 def test_metrics_per_rank(tmp_path, mpi):
     """mlprof serve's /metrics on the straggler run: every figure per rank,
-    rank 2 % np flagged as the straggler, valid for promtool."""
+    the straggler (rank 2 % np unless load woke another later still) flagged
+    and the waits those found from the work recorded (worked), valid for
+    promtool."""
     from test_html import Server
     out = str(tmp_path / "run")
     np = mpi.lockstep_np()
@@ -344,15 +387,16 @@ def test_metrics_per_rank(tmp_path, mpi):
     flags = dict(re.findall(
         r'^mlprof_rank_straggler\{run="run",rank="(\d)",host="[^"]*"\} (\S+)$',
         text, re.M))
-    assert flags == {str(r): str(int(r == 2 % np)) for r in range(np)}
+    late, _, want = worked(out, mpi, report_dist(out))
+    assert flags == {str(r): str(int(r == late)) for r in range(np)}
     steps = re.findall(r'^mlprof_rank_steps\{run="run",rank="\d",[^}]*\} (\S+)$',
                        text, re.M)
     assert steps == ["20"] * np
     waits = dict(re.findall(
         r'^mlprof_rank_wait_seconds\{run="run",rank="(\d)",[^}]*\} (\S+)$',
         text, re.M))
-    assert all(float(waits[str(r)]) > 20 * 8e-3
-               for r in range(np) if r != 2 % np), waits
+    assert all(abs(float(waits[str(r)]) * 1e9 - want[r]) < WAIT_SLACK_NS
+               for r in range(np)), (waits, want)
     assert re.search(r'^mlprof_dist_load_balance\{run="run"\} 0\.\d+$', text,
                      re.M)
     promtool = shutil.which("promtool")

@@ -10,9 +10,11 @@
 
 /* `mpi_ops straggler STEPS MS`: STEPS steps of 5 ms of work then an
  * all-reduce of 1000 doubles, rank 2 (on 2 ranks rank 0) working MS ms
- * longer each step. Steps are marked through the preloaded libmlprof when
- * there is one. `mpi_ops istraggler STEPS MS`: the same with MPI_Iallreduce
- * and MPI_Wait (nonblocking). */
+ * longer each step. Through the preloaded libmlprof when there is one,
+ * steps are marked and each step's work is a zone "work", which records
+ * how long a rank really worked (a loaded machine wakes it late). `mpi_ops
+ * istraggler STEPS MS`: the same with MPI_Iallreduce and MPI_Wait
+ * (nonblocking). */
 static int straggler(int steps, int ms, int nonblocking) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -20,12 +22,17 @@ static int straggler(int steps, int ms, int nonblocking) {
   void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step");
   void (*step_end)(void) =
       (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_step_end");
+  void (*begin)(const char *) =
+      (void (*)(const char *))dlsym(RTLD_DEFAULT, "mlprof_zone_begin");
+  void (*end)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "mlprof_zone_end");
   static double d[1000], dr[1000];
   for (int i = 0; i < steps; i++) {
     if (step) step();
+    if (begin) begin("work");
     long ns = (5 + (rank == 2 % size ? ms : 0)) * 1000000L;
     struct timespec t = {ns / 1000000000L, ns % 1000000000L};
     nanosleep(&t, NULL);
+    if (end) end();
     if (nonblocking) {
       MPI_Request req;
       MPI_Iallreduce(d, dr, 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
