@@ -647,8 +647,8 @@ static long last_at(const ival *v, size_t n, uint64_t t) {
  * the call and ended with the completion. An irecv completed by a test, or
  * by a wait of no zone (torch's), did not block. */
 static void irecvs(mlprof__dist_builder *b) {
-  qsort(b->dones, b->ndones, sizeof *b->dones, cmp_ival);
-  qsort(b->waits, b->nwaits, sizeof *b->waits, cmp_ival);
+  if (b->ndones > 1) qsort(b->dones, b->ndones, sizeof *b->dones, cmp_ival);
+  if (b->nwaits > 1) qsort(b->waits, b->nwaits, sizeof *b->waits, cmp_ival);
   uint64_t mono = (uint64_t)b->ranks[b->rank].start_mono, prev = 0;
   for (size_t i = b->first_p2p; i < b->np2p; i++) {
     p2p *x = &b->p2ps[i];
@@ -689,8 +689,9 @@ static int cmp_acall(const void *a, const void *b) {
  * collective's instance (collectives then counts the wait up to it). */
 static void pair_done(mlprof__dist_builder *b) {
   if (!b->ncdones) return;
-  qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
-  qsort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
+  if (b->ncalls > 1) qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
+  if (b->ncdones > 1)
+    qsort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
   size_t r = (size_t)b->rank, i = 0;
   int64_t mono = b->ranks[r].start_mono;
   for (size_t k = 0; k < b->ncdones; k++) {
@@ -736,7 +737,7 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   }
   rs->nsteps = n;
   irecvs(b);
-  qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
+  if (b->ncomm > 1) qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
   /* Blocking communication, overlaps merged, cut by the steps. */
   uint64_t cb = 0, ce = 0;
   for (size_t i = 0; i <= b->ncomm; i++) {
@@ -974,7 +975,7 @@ static int p2p_match(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   size_t n = b->nranks, cap = 0;
   if (!b->np2p) return 0;
-  qsort(b->p2ps, b->np2p, sizeof *b->p2ps, p2p_cmp);
+  if (b->np2p > 1) qsort(b->p2ps, b->np2p, sizeof *b->p2ps, p2p_cmp);
   for (size_t i = 0, j; i < b->np2p; i = j) {
     const p2p *k = &b->p2ps[i];
     size_t ns = 0, nr = 0;
@@ -1020,7 +1021,7 @@ static int p2p_match(mlprof__dist_builder *b) {
   }
   /* A receiver blocked once for all the receives one wait completed: its
    * waiting is the longest of theirs. */
-  qsort(b->p2ps, b->np2p, sizeof *b->p2ps, blocked_cmp);
+  if (b->np2p > 1) qsort(b->p2ps, b->np2p, sizeof *b->p2ps, blocked_cmp);
   for (size_t i = 0; i < b->np2p && b->p2ps[i].recv; i++) {
     const p2p *x = &b->p2ps[i];
     p2p *next = i + 1 < b->np2p ? &b->p2ps[i + 1] : NULL;
@@ -1040,7 +1041,7 @@ static int p2p_match(mlprof__dist_builder *b) {
     l->bandwidth =
         l->time_ns ? (double)l->bytes * 1e9 / (double)l->time_ns : NAN;
   }
-  qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
+  if (d->nlinks > 1) qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
   for (size_t q = 0; q < d->nlinks; q++)
     if (d->links[q].bytes && isfinite(d->links[q].bandwidth) &&
         (d->slowest_link < 0 ||
