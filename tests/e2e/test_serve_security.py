@@ -196,6 +196,22 @@ def test_a_large_run_being_read_does_not_stall_others(big_and_small):
     big.close()
 
 
+def test_a_run_being_read_holds_no_server_thread(big_and_small):
+    srv, root = big_and_small
+    big = send_get("/data/big")
+    time.sleep(0.5)  # not a budget: lets the server start reading big first
+    # Many requests at once land on every one of the server's threads; with
+    # the big run read inside one of them, the requests given to that thread
+    # waited for the whole reading.
+    smalls = [send_get("/data/small") for _ in range(16)]
+    for s in smalls:
+        assert read_status(s) == 200
+        s.close()
+    assert not answered(big)
+    assert read_status(big) == 200
+    big.close()
+
+
 def test_slow_connections_do_not_stop_others(small):
     srv = Server(small)
     SERVER_PORT[0] = srv.port
