@@ -1192,8 +1192,9 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   pthread_mutex_lock(&s.lock);
   int reading = s.reading;
   pthread_mutex_unlock(&s.lock);
+  for (size_t i = 0; i < nbuilders; i++)
+    reading ? pthread_detach(builders[i]) : pthread_join(builders[i], NULL);
   if (reading) return 0;
-  for (size_t i = 0; i < nbuilders; i++) pthread_join(builders[i], NULL);
   for (size_t i = 0; i < s.ncache; i++) {
     build_put(s.cache[i]->cur);
     pthread_mutex_destroy(&s.cache[i]->lock);
