@@ -435,12 +435,9 @@ static run_got run_get(server *s, const char *rel, struct MHD_Connection *conn,
   free_list(files, nf);
   if (!nf) return NO_RUN;
   run_cache *c = cache_entry(s, rel);
-  waiter *w = conn ? malloc(sizeof *w) : NULL;
-  if (!c || (conn && !w)) {
-    free(w);
-    return NO_MEMORY;
-  }
+  if (!c) return NO_MEMORY;
   run_got r;
+  waiter *w;
   int queued = 0;
   pthread_mutex_lock(&c->lock);
   uint64_t t = now_ns();
@@ -468,18 +465,18 @@ static run_got run_get(server *s, const char *rel, struct MHD_Connection *conn,
     c->failed = 0; /* the next request tries again */
   } else if (atomic_load(&s->stopping)) {
     r = STOPPING;
-  } else if (conn) {
+  } else if (!conn) {
+    r = PENDING;
+  } else if (!(w = malloc(sizeof *w))) {
+    r = NO_MEMORY;
+  } else {
     /* Suspended before it is listed: the builder resumes it after. */
     MHD_suspend_connection(conn);
     *w = (waiter){.conn = conn, .next = c->waiters};
     c->waiters = w;
-    w = NULL;
     r = WAITING;
-  } else {
-    r = PENDING;
   }
   pthread_mutex_unlock(&c->lock);
-  free(w);
   return r;
 }
 
