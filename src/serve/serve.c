@@ -1145,12 +1145,14 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   }
   pthread_t builders[BUILDERS];
   size_t nbuilders = 0;
-  while (nbuilders < BUILDERS &&
-         pthread_create(&builders[nbuilders], NULL, builder, &s) == 0)
+  int thread_err = 0;
+  while (
+      nbuilders < BUILDERS &&
+      !(thread_err = pthread_create(&builders[nbuilders], NULL, builder, &s)))
     nbuilders++;
   if (!nbuilders) {
     fprintf(stderr, "mlprof serve: cannot start a thread: %s\n",
-            strerror(errno));
+            strerror(thread_err));
     MHD_stop_daemon(d);
     close(lfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
