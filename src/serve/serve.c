@@ -50,6 +50,11 @@
 #define FIRST_S 10
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
+/* Threads that read runs, each one run at a time; more runs to read wait in
+ * a queue. Requests never read a run in libmicrohttpd's threads: each of
+ * those serves every connection given to it, so one reading there would
+ * stall them all, whatever run they ask for. */
+#define BUILDERS 2
 
 /* ---- runs and their cached dashboards ------------------------------------ */
 
@@ -64,17 +69,26 @@ typedef struct {
   char error[256];
 } run_build;
 
-/* A run's latest build. A run is read by one request at a time, without
- * any other lock: meanwhile the other requests for it get its previous
- * build, or wait for the first one; requests for other runs go on. */
-typedef struct {
+/* A connection suspended until a run's reading ends. */
+typedef struct waiter {
+  struct MHD_Connection *conn;
+  struct waiter *next;
+} waiter;
+
+/* A run's latest build. A run is read by one builder thread at a time:
+ * meanwhile the requests for it get its previous build, or are suspended
+ * until the first one (and the request that asked for a new reading until
+ * that one); requests for other runs go on. */
+typedef struct run_cache {
   char *rel;            /* path under the root, "." for the root itself */
   pthread_mutex_t lock; /* guards what follows, held briefly */
-  pthread_cond_t done;  /* a build ended */
   run_build *cur;       /* holds a reference; NULL before the first */
   uint64_t sig;         /* of the profiles' names, sizes and mtimes read */
   uint64_t built;       /* CLOCK_MONOTONIC ns of the last build's start */
-  int building;
+  int building;         /* queued or being read */
+  int failed;           /* the last reading ran out of memory */
+  waiter *waiters;      /* resumed when the reading ends */
+  struct run_cache *next_queued; /* the queue's link (under server.lock) */
 } run_cache;
 
 typedef struct {
@@ -86,9 +100,15 @@ typedef struct {
   size_t window_bytes;          /* --window-mb */
   char token[33];               /* hex; empty: no token asked for */
   char set_cookie[128];
-  pthread_mutex_t lock; /* guards the list of entries, held briefly */
-  run_cache **cache;    /* entries never move: pointers stay valid */
+  /* Guards the list of entries and the queue of runs to read, held
+   * briefly; taken after a run's lock, never before. */
+  pthread_mutex_t lock;
+  run_cache **cache; /* entries never move: pointers stay valid */
   size_t ncache, cap;
+  pthread_cond_t work; /* a run was queued, or stopping */
+  run_cache *queue, *queue_tail;
+  int reading;         /* runs being read by builders */
+  atomic_int stopping; /* no more suspending, no more reading */
 } server;
 
 static uint64_t now_ns(void) {
@@ -311,7 +331,6 @@ static run_cache *cache_entry(server *s, const char *rel) {
       (c = calloc(1, sizeof *c))) {
     if ((c->rel = strdup(rel))) {
       pthread_mutex_init(&c->lock, NULL);
-      pthread_cond_init(&c->done, NULL);
       s->cache[s->ncache++] = c;
     } else {
       free(c);
@@ -322,42 +341,141 @@ static run_cache *cache_entry(server *s, const char *rel) {
   return c;
 }
 
-/* The latest build of rel, read again when its profiles changed (at most
- * every MIN_REBUILD_NS), with a reference for the caller (build_put). NULL
- * when rel is not a run (404). */
-static run_build *run_get(server *s, const char *rel) {
+/* Resumes the connections waiting for c (its lock held: once the server's
+ * resume_all has passed c, none is left suspended). */
+static void resume_waiters(run_cache *c) {
+  while (c->waiters) {
+    waiter *w = c->waiters;
+    c->waiters = w->next;
+    MHD_resume_connection(w->conn);
+    free(w);
+  }
+}
+
+/* Reads the run c in a builder thread, then resumes the connections that
+ * waited for it. */
+static void read_run(server *s, run_cache *c) {
   char real[PATH_MAX];
-  if (resolve(s, rel, real)) return NULL;
+  char **files = NULL;
+  uint64_t sig = 0;
+  size_t nf = resolve(s, c->rel, real) ? 0 : profiles_of(real, &files, &sig);
+  run_build *b = build_run(files, nf, c->rel, s->filter), *old = NULL;
+  free_list(files, nf);
+  pthread_mutex_lock(&c->lock);
+  c->building = 0;
+  c->sig = sig;
+  c->failed = !b;
+  if (b) {
+    old = c->cur;
+    c->cur = b;
+  }
+  resume_waiters(c);
+  pthread_mutex_unlock(&c->lock);
+  build_put(old);
+}
+
+/* A builder thread: reads the queued runs one after another until the
+ * server stops. */
+static void *builder(void *arg) {
+  server *s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->queue && !atomic_load(&s->stopping))
+      pthread_cond_wait(&s->work, &s->lock);
+    if (atomic_load(&s->stopping)) break;
+    run_cache *c = s->queue;
+    if (!(s->queue = c->next_queued)) s->queue_tail = NULL;
+    s->reading++;
+    pthread_mutex_unlock(&s->lock);
+    read_run(s, c);
+    pthread_mutex_lock(&s->lock);
+    s->reading--;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+/* Resumes every suspended connection (the server stops): none waits for a
+ * reading any more, and none will be suspended again. */
+static void resume_all(server *s) {
+  atomic_store(&s->stopping, 1);
+  pthread_mutex_lock(&s->lock);
+  pthread_cond_broadcast(&s->work);
+  size_t n = s->ncache;
+  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < n; i++) {
+    pthread_mutex_lock(&s->lock);
+    run_cache *c = s->cache[i]; /* the array may move, its entries not */
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&c->lock);
+    resume_waiters(c);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
+typedef enum { GOT, NO_RUN, WAITING, PENDING, NO_MEMORY, STOPPING } run_got;
+
+/* The latest build of rel into *out with a reference for the caller
+ * (build_put): GOT. A run whose profiles changed is queued to be read again
+ * (at most every MIN_REBUILD_NS). With conn, a request that has no reading
+ * to get yet, or that asked for a new one (unless it waited already), is
+ * suspended until the reading ends: WAITING, to be answered when the
+ * handler is called again. Without conn: PENDING. NO_RUN when rel is not a
+ * run (404); NO_MEMORY, STOPPING when there is no reading to give. */
+static run_got run_get(server *s, const char *rel, struct MHD_Connection *conn,
+                       int waited, run_build **out) {
+  char real[PATH_MAX];
+  *out = NULL;
+  if (resolve(s, rel, real)) return NO_RUN;
   char **files;
   uint64_t sig;
   size_t nf = profiles_of(real, &files, &sig);
-  run_cache *c = nf ? cache_entry(s, rel) : NULL;
-  run_build *b = NULL, *old = NULL;
-  if (c) {
-    pthread_mutex_lock(&c->lock);
-    while (!c->cur && c->building) pthread_cond_wait(&c->done, &c->lock);
-    uint64_t t = now_ns();
-    if (!c->building &&
-        (!c->cur || (c->sig != sig && t - c->built >= MIN_REBUILD_NS))) {
-      c->building = 1;
-      c->sig = sig;
-      c->built = t;
-      pthread_mutex_unlock(&c->lock);
-      b = build_run(files, nf, rel, s->filter);
-      pthread_mutex_lock(&c->lock);
-      c->building = 0;
-      pthread_cond_broadcast(&c->done);
-      if (b) {
-        old = c->cur;
-        c->cur = b;
-      }
-    }
-    if ((b = c->cur)) atomic_fetch_add(&b->refs, 1);
-    pthread_mutex_unlock(&c->lock);
-  }
-  build_put(old);
   free_list(files, nf);
-  return b;
+  if (!nf) return NO_RUN;
+  run_cache *c = cache_entry(s, rel);
+  if (!c) return NO_MEMORY;
+  run_got r;
+  waiter *w;
+  int queued = 0;
+  pthread_mutex_lock(&c->lock);
+  uint64_t t = now_ns();
+  if (!atomic_load(&s->stopping) && !c->building &&
+      ((!c->cur && !c->failed) ||
+       (c->cur && c->sig != sig && t - c->built >= MIN_REBUILD_NS))) {
+    c->building = queued = 1;
+    c->built = t;
+    c->next_queued = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->queue_tail)
+      s->queue_tail->next_queued = c;
+    else
+      s->queue = c;
+    s->queue_tail = c;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+  }
+  if (c->cur && !(queued && conn && !waited)) {
+    *out = c->cur;
+    atomic_fetch_add(&(*out)->refs, 1);
+    r = GOT;
+  } else if (!c->building) {
+    r = atomic_load(&s->stopping) ? STOPPING : NO_MEMORY;
+    c->failed = 0; /* the next request tries again */
+  } else if (atomic_load(&s->stopping)) {
+    r = STOPPING;
+  } else if (!conn) {
+    r = PENDING;
+  } else if (!(w = malloc(sizeof *w))) {
+    r = NO_MEMORY;
+  } else {
+    /* Suspended before it is listed: the builder resumes it after. */
+    MHD_suspend_connection(conn);
+    *w = (waiter){.conn = conn, .next = c->waiters};
+    c->waiters = w;
+    r = WAITING;
+  }
+  pthread_mutex_unlock(&c->lock);
+  return r;
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
@@ -540,7 +658,11 @@ static enum MHD_Result api_runs(server *s, struct MHD_Connection *conn) {
   return send_out(s, conn, &o, "application/json");
 }
 
-static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
+/* What a connection's handler has done so far (its *con_cls). */
+enum { FRESH, HEADERS_READ, WAITED };
+
+static enum MHD_Result metrics(server *s, struct MHD_Connection *conn,
+                               void **state) {
   char **runs;
   size_t n = list_runs(s, &runs);
   mlprof__prom_run *pr = calloc(n ? n : 1, sizeof *pr);
@@ -557,20 +679,29 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *conn) {
     mlprof__out_close(&o);
     return send_text(s, conn, 500, "out of memory\n");
   }
+  /* Every run to read is queued; the request waits for the first of them,
+   * then comes here again. Runs that cannot be read are left out. */
   size_t k = 0;
+  int waiting = 0;
   for (size_t i = 0; i < n; i++) {
-    b[i] = run_get(s, runs[i]);
+    waiting |= run_get(s, runs[i], waiting ? NULL : conn,
+                       *state == (void *)WAITED, &b[i]) == WAITING;
     if (b[i] && b[i]->ok)
       pr[k++] = (mlprof__prom_run){.run = runs[i],
                                    .r = &b[i]->d.r,
                                    .res = &b[i]->d.res,
                                    .dist = &b[i]->d.f.dist};
   }
-  mlprof__export_prom(pr, k, &o);
+  if (!waiting) mlprof__export_prom(pr, k, &o);
   for (size_t i = 0; i < n; i++) build_put(b[i]);
   free(b);
   free(pr);
   free_list(runs, n);
+  if (waiting) {
+    mlprof__out_close(&o);
+    *state = (void *)WAITED;
+    return MHD_YES;
+  }
   return send_out(s, conn, &o, "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -593,7 +724,7 @@ enum { ROUTE_PAGE, ROUTE_DATA, ROUTE_TIMELINE, ROUTE_SPAN };
 /* /run/REL/, /data/REL, /timeline/REL?t0=&t1=&res= and
  * /span/REL?track=&t0=&t1=. */
 static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
-                                 const char *rest, int route) {
+                                 void **state, const char *rest, int route) {
   uint64_t t0 = 0, t1 = 0, res = 0, track = 0;
   if (route == ROUTE_TIMELINE &&
       (ns_arg(conn, "t0", &t0) || ns_arg(conn, "t1", &t1) ||
@@ -613,8 +744,20 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
   if (n > 1 && rel[n - 1] == '/') rel[--n] = '\0';
   if (memchr(rest, '\0', n) != NULL || rel_ok(rel))
     return send_text(s, conn, 403, "forbidden path\n");
-  run_build *b = run_get(s, rel);
-  if (!b) return send_text(s, conn, 404, "no such run\n");
+  run_build *b;
+  switch (run_get(s, rel, conn, *state == (void *)WAITED, &b)) {
+    case GOT:
+      break;
+    case WAITING: /* answered when the handler is called again */
+      *state = (void *)WAITED;
+      return MHD_YES;
+    case NO_RUN:
+      return send_text(s, conn, 404, "no such run\n");
+    case STOPPING:
+      return send_text(s, conn, 503, "mlprof serve is stopping\n");
+    default:
+      return send_text(s, conn, 500, "out of memory\n");
+  }
   if (!b->data) {
     char msg[400];
     snprintf(msg, sizeof msg, "cannot read this run: %s\n", b->error);
@@ -745,9 +888,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     }
     return send_text(s, conn, 405, "only GET and HEAD\n");
   }
-  if (!*con_cls) {
+  if (*con_cls == (void *)FRESH) {
     /* First call: headers only; answer on the second. */
-    *con_cls = (void *)1;
+    *con_cls = (void *)HEADERS_READ;
     return MHD_YES;
   }
   if (*upload_size) {
@@ -775,16 +918,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
   if (!url || url[0] != '/') return send_text(s, conn, 400, "bad request\n");
   if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
     return page_index(s, conn);
-  if (strcmp(url, "/metrics") == 0) return metrics(s, conn);
+  if (strcmp(url, "/metrics") == 0) return metrics(s, conn, con_cls);
   if (strcmp(url, "/api/runs") == 0) return api_runs(s, conn);
   if (strncmp(url, "/run/", 5) == 0)
-    return run_route(s, conn, url + 5, ROUTE_PAGE);
+    return run_route(s, conn, con_cls, url + 5, ROUTE_PAGE);
   if (strncmp(url, "/data/", 6) == 0)
-    return run_route(s, conn, url + 6, ROUTE_DATA);
+    return run_route(s, conn, con_cls, url + 6, ROUTE_DATA);
   if (strncmp(url, "/timeline/", 10) == 0)
-    return run_route(s, conn, url + 10, ROUTE_TIMELINE);
+    return run_route(s, conn, con_cls, url + 10, ROUTE_TIMELINE);
   if (strncmp(url, "/span/", 6) == 0)
-    return run_route(s, conn, url + 6, ROUTE_SPAN);
+    return run_route(s, conn, con_cls, url + 6, ROUTE_SPAN);
   if (strstr(url, "..")) return send_text(s, conn, 403, "forbidden path\n");
   return send_text(s, conn, 404, "not found\n");
 }
@@ -925,7 +1068,8 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   /* epoll: connections are not bounded by select()'s FD_SETSIZE. The
    * listening socket is front_door's. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                   MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+                   MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
+                   MHD_ALLOW_SUSPEND_RESUME;
   struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
   struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
   if (ss.ss_family == AF_INET6) {
@@ -945,6 +1089,7 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
       snprintf(s.token + 2 * i, 3, "%02x", r[i]);
   }
   pthread_mutex_init(&s.lock, NULL);
+  pthread_cond_init(&s.work, NULL);
 
   /* The signals stop the main thread only: block them in the server's
    * threads, which inherit this mask. */
@@ -997,6 +1142,21 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
   }
+  pthread_t builders[BUILDERS];
+  size_t nbuilders = 0;
+  int thread_err = 0;
+  while (
+      nbuilders < BUILDERS &&
+      !(thread_err = pthread_create(&builders[nbuilders], NULL, builder, &s)))
+    nbuilders++;
+  if (!nbuilders) {
+    fprintf(stderr, "mlprof serve: cannot start a thread: %s\n",
+            strerror(thread_err));
+    MHD_stop_daemon(d);
+    close(lfd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 1;
+  }
   unsigned real_port =
       ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
   int v6addr = strchr(bind_addr, ':') != NULL;
@@ -1020,17 +1180,27 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   front_door(d, lfd, &wait_mask);
   fprintf(stderr, "mlprof serve: stopping (%s)\n",
           stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  /* libmicrohttpd aborts when stopped with a connection suspended. */
+  resume_all(&s);
   MHD_stop_daemon(d);
   close(lfd);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* A reading cannot be cut short: one still going is left to end with the
+   * process, and what it uses is not freed. */
+  pthread_mutex_lock(&s.lock);
+  int reading = s.reading;
+  pthread_mutex_unlock(&s.lock);
+  for (size_t i = 0; i < nbuilders; i++)
+    reading ? pthread_detach(builders[i]) : pthread_join(builders[i], NULL);
+  if (reading) return 0;
   for (size_t i = 0; i < s.ncache; i++) {
     build_put(s.cache[i]->cur);
     pthread_mutex_destroy(&s.cache[i]->lock);
-    pthread_cond_destroy(&s.cache[i]->done);
     free(s.cache[i]->rel);
     free(s.cache[i]);
   }
   free(s.cache);
+  pthread_cond_destroy(&s.work);
   pthread_mutex_destroy(&s.lock);
   return 0;
 }

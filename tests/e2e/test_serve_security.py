@@ -4,6 +4,7 @@ and slow connections, and a large run being read while others are asked
 for. Connects to 127.0.0.1 only."""
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -194,6 +195,38 @@ def test_a_large_run_being_read_does_not_stall_others(big_and_small):
     assert not answered(big)
     assert read_status(big) == 200
     big.close()
+
+
+def test_a_run_being_read_holds_no_server_thread(big_and_small):
+    srv, root = big_and_small
+    big = send_get("/data/big")
+    time.sleep(0.5)  # not a budget: lets the server start reading big first
+    # Many requests at once land on every one of the server's threads; with
+    # the big run read inside one of them, the requests given to that thread
+    # waited for the whole reading.
+    smalls = [send_get("/data/small") for _ in range(16)]
+    for s in smalls:
+        assert read_status(s) == 200
+        s.close()
+    assert not answered(big)
+    assert read_status(big) == 200
+    big.close()
+
+
+def test_stopping_while_a_run_is_read(big_and_small):
+    srv, root = big_and_small
+    # Requests suspended until the big run is read: libmicrohttpd aborts
+    # when stopped with one still suspended.
+    waiting = [send_get("/data/big") for _ in range(3)]
+    time.sleep(0.5)  # not a budget: lets the server start reading big first
+    assert not any(answered(s) for s in waiting)
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=120) == 0
+    err = srv.proc.stderr.read()
+    assert "stopping (SIGTERM)" in err and "Fatal" not in err, err
+    for s in waiting:
+        assert read_status(s) in (503, None)  # told, or closed
+        s.close()
 
 
 def test_slow_connections_do_not_stop_others(small):
