@@ -360,10 +360,12 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
      * by other work is busy, not waiting. */
     double runq = zs && zs->has_runq ? zs->runq_wait_pct : 0;
     double wanted = zs && zs->has_cpu ? zs->cpu_pct + runq : NAN;
-    /* Other work contends only for a busy zone's CPU, never for a waiting
-     * one's: on a saturated machine, busy starts lower. */
+    /* Without the run-queue wait, a guess: other work contends only for a
+     * busy zone's CPU, never for a waiting one's, so on a saturated machine
+     * busy starts lower. With it, the zone's own wait says. */
     if (fz && fz->idle_ns > 0) idle = fz->idle_sum / fz->idle_ns;
-    if (!isnan(idle) && idle < SATURATED_IDLE_PCT) busy = SATURATED_CPU_PCT;
+    if (!isnan(idle) && idle < SATURATED_IDLE_PCT && !(zs && zs->has_runq))
+      busy = SATURATED_CPU_PCT;
     char a[32], b[32], what[160];
     snprintf(what, sizeof what,
              !strcmp(why, "variable")
@@ -407,7 +409,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
           cause, sizeof cause, "busy on CPU: %.0f%% of a core while it runs%s",
           zs->cpu_pct,
           busy < COMPUTE_CPU_PCT ? " (on a machine with no idle CPU)" : "");
-    } else if (wanted <= WAIT_CPU_PCT) {
+    } else if (zs && zs->has_cpu && zs->cpu_pct <= WAIT_CPU_PCT) {
       type = "io_wait";
       rec = rec_io;
       weight = 0.9;

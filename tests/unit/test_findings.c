@@ -17,7 +17,16 @@
 #define MS 1000000ull
 
 /* Measure and zone name ids of the synthetic profiles. */
-enum { M_CPU = 1, M_RSS, M_UTIL, M_AVAIL, M_TOTAL, M_RUNQ, Z_FIRST = 10 };
+enum {
+  M_CPU = 1,
+  M_RSS,
+  M_UTIL,
+  M_AVAIL,
+  M_TOTAL,
+  M_RUNQ,
+  M_IDLE,
+  Z_FIRST = 10
+};
 
 typedef struct {
   char dir[64], path[128];
@@ -58,13 +67,14 @@ static int sb_open(sb *b, const char *const *zones, const uint8_t *cats,
   b->pid = 4242;
   synth_header(b->f, b->pid, 1, 1000, "h", "/usr/bin/train");
   payload p = {.n = 0};
-  p_uv(&p, 6 + n);
+  p_uv(&p, 7 + n);
   p_name(&p, M_CPU, MLPROF__NAME_MEASURE, 0, "cpu_pct");
   p_name(&p, M_RSS, MLPROF__NAME_MEASURE, 0, "rss_bytes");
   p_name(&p, M_UTIL, MLPROF__NAME_MEASURE, 0, "gpu_util_pct");
   p_name(&p, M_AVAIL, MLPROF__NAME_MEASURE, 0, "mem_available_bytes");
   p_name(&p, M_TOTAL, MLPROF__NAME_MEASURE, 0, "mem_total_bytes");
   p_name(&p, M_RUNQ, MLPROF__NAME_MEASURE, 0, "runq_wait_pct");
+  p_name(&p, M_IDLE, MLPROF__NAME_MEASURE, 0, "cpu_idle_pct");
   for (size_t i = 0; i < n; i++)
     p_name(&p, (uint32_t)(Z_FIRST + i), MLPROF__NAME_ZONE, cats ? cats[i] : 0,
            zones[i]);
@@ -118,6 +128,14 @@ static void proc_row_runq(sb *b, uint64_t t, double cpu, double rss,
 
 static void proc_row(sb *b, uint64_t t, double cpu, double rss) {
   proc_row_runq(b, t, cpu, rss, NAN);
+}
+
+static void idle_row(sb *b, uint64_t t, double idle) {
+  sm_room(b);
+  row_begin(&b->sm, MLPROF__SUBJECT_SYSTEM, 0, 0, (int64_t)t - (int64_t)b->sm_t,
+            1);
+  m_valid(&b->sm, M_IDLE, idle);
+  b->sm_t = t;
 }
 
 static void gpu_row(sb *b, uint64_t t, double util) {
@@ -490,6 +508,34 @@ static void test_starved_zone_is_contended_compute(void) {
   CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
   CHECK(finding(&x.f, "io_wait", "crunch"));
   CHECK(isnan(evidence(finding(&x.f, "io_wait", "crunch"), "runq_wait_pct")));
+  built_free(&x);
+}
+
+/* The machine had no idle CPU. Without the run-queue wait, a zone at 35% of
+ * a core is taken for busy (other work took the rest); with it, a zone that
+ * waits but wakes up into a short run-queue wait (a third of a core) is
+ * still waiting, and the starved one is contended compute. */
+static void test_saturated_machine_judged_by_runq(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  built x;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 15, 75, 5, 28);
+  for (uint64_t s = 5 * MS; s < 1600 * MS; s += 10 * MS) idle_row(&b, s, 0);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(finding(&x.f, "io_wait", "wait"));
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  CHECK(c && strstr(c->summary, "contended"));
+  CHECK(evidence(c, "system_idle_pct") == 0);
+  built_free(&x);
+
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 35, NAN, 3, NAN);
+  for (uint64_t s = 5 * MS; s < 1600 * MS; s += 10 * MS) idle_row(&b, s, 0);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  c = finding(&x.f, "compute", "crunch");
+  CHECK(c && strstr(c->summary, "no idle CPU"));
+  CHECK(finding(&x.f, "io_wait", "wait"));
   built_free(&x);
 }
 
@@ -1041,6 +1087,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"half_busy_is_neither", test_half_busy_is_neither},
     {"starved_zone_is_contended_compute",
      test_starved_zone_is_contended_compute},
+    {"saturated_machine_judged_by_runq", test_saturated_machine_judged_by_runq},
     {"busy_uncontended_is_plain_compute",
      test_busy_uncontended_is_plain_compute},
     {"parent_classified_on_own_time", test_parent_classified_on_own_time},
