@@ -9,9 +9,10 @@
  * run; the tail's share of wall time for an erratic zone) and weight says
  * how much of it a fix can win back: 1.0 data-bound (loading can hide
  * entirely behind compute), 0.9 I/O or waiting (can be overlapped), 0.8
- * memory and GPU underutilized, 0.6 compute (can only be made faster), 0.5
- * unclassified. A leak scores 50 + 50 x min(1, growth / memory available),
- * as it grows without bound with the length of the run. */
+ * memory and GPU underutilized, 0.6 compute (can only be made faster, or
+ * given the CPU it waited for), 0.5 unclassified. A leak scores 50 + 50 x
+ * min(1, growth / memory available), as it grows without bound with the length
+ * of the run. */
 #include <inttypes.h>
 #include <math.h>
 #include <mlprof.h>
@@ -32,6 +33,7 @@
 #define WAIT_CPU_PCT 25.0       /* waiting: wall >= 4 x CPU time */
 #define SATURATED_IDLE_PCT 10.0 /* the machine had no CPU to spare */
 #define SATURATED_CPU_PCT 30.0  /* busy, on a saturated machine */
+#define CONTENDED_RUNQ_PCT 25.0 /* runnable, waiting for a CPU */
 #define MEMORY_RSS_PER_CALL 8e6 /* RSS growth per call, bytes */
 #define DATA_SHARE 0.15         /* data loading share of step time */
 #define GPU_UTIL_LOW 50.0       /* mean GPU utilization while steps run */
@@ -51,6 +53,12 @@ static const char rec_compute[] =
     "make the work cheaper: vectorised or batched operations, an optimised "
     "library (BLAS, oneDNN, cuDNN), torch.compile, lower precision, or move "
     "it to the GPU; instrument its children to find the hot spot";
+static const char rec_contended[] =
+    "the machine was oversubscribed: run fewer busy processes and threads "
+    "than there are cores, e.g. fewer DataLoader workers (num_workers), "
+    "OMP_NUM_THREADS or torch.set_num_threads() so that the threads of every "
+    "process together fit the cores, no other jobs on the node; then make the "
+    "work itself cheaper";
 static const char rec_memory[] =
     "allocate less per call: reuse buffers, drop references kept across "
     "steps, smaller batches or activation checkpointing; watch for swapping";
@@ -182,6 +190,8 @@ static int data_bound(const mlprof__fpass *p, mlprof__findings *f,
   mlprof__finding_ev(x, "step_mean_ns", s->mean_ns);
   mlprof__finding_ev(x, "steps", (double)s->count);
   if (zs && zs->has_cpu) mlprof__finding_ev(x, "cpu_pct", zs->cpu_pct);
+  if (zs && zs->has_runq)
+    mlprof__finding_ev(x, "runq_wait_pct", zs->runq_wait_pct);
   if (zs && zs->has_iowait) mlprof__finding_ev(x, "iowait_pct", zs->iowait_pct);
   *folded = z;
   return 0;
@@ -330,8 +340,8 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (!why) continue;
     const mlprof__zone_samples *zs0 =
         p->res ? mlprof__resources_zone(p->res, z->name, z->name_len) : NULL;
-    /* The CPU share weighted by overlap (findings.h), in place of the
-     * plain mean of the samples inside the spans. */
+    /* The CPU and run-queue shares weighted by overlap (findings.h), in
+     * place of the plain means of the samples inside the spans. */
     mlprof__zone_samples zcopy;
     const mlprof__zone_samples *zs = zs0;
     double busy = COMPUTE_CPU_PCT, idle = NAN;
@@ -342,12 +352,20 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
         memset(&zcopy, 0, sizeof zcopy);
       zcopy.has_cpu = 1;
       zcopy.cpu_pct = fz->cpu_sum / fz->cpu_ns;
+      zcopy.has_runq = fz->runq_ns > 0;
+      zcopy.runq_wait_pct = zcopy.has_runq ? fz->runq_sum / fz->runq_ns : 0;
       zs = &zcopy;
     }
-    /* Other work contends only for a busy zone's CPU, never for a waiting
-     * one's: on a saturated machine, busy starts lower. */
+    /* Time runnable but not running was wanted on the CPU: a zone starved
+     * by other work is busy, not waiting. */
+    double runq = zs && zs->has_runq ? zs->runq_wait_pct : 0;
+    double wanted = zs && zs->has_cpu ? zs->cpu_pct + runq : NAN;
+    /* Without the run-queue wait, a guess: other work contends only for a
+     * busy zone's CPU, never for a waiting one's, so on a saturated machine
+     * busy starts lower. With it, the zone's own wait says. */
     if (fz && fz->idle_ns > 0) idle = fz->idle_sum / fz->idle_ns;
-    if (!isnan(idle) && idle < SATURATED_IDLE_PCT) busy = SATURATED_CPU_PCT;
+    if (!isnan(idle) && idle < SATURATED_IDLE_PCT && !(zs && zs->has_runq))
+      busy = SATURATED_CPU_PCT;
     char a[32], b[32], what[160];
     snprintf(what, sizeof what,
              !strcmp(why, "variable")
@@ -367,15 +385,23 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
       pressure |=
           !strcmp(f->findings[k].type, "memory") && f->findings[k].zone == NULL;
     if (zs && zs->has_rss &&
-        ((zs->rss_change_bytes >= MEMORY_RSS_PER_CALL &&
-          !(zs->has_cpu && zs->cpu_pct >= busy)) ||
+        ((zs->rss_change_bytes >= MEMORY_RSS_PER_CALL && !(wanted >= busy)) ||
          (pressure && zs->rss_change_bytes > 0))) {
       type = "memory";
       rec = rec_memory;
       weight = 0.8;
       snprintf(cause, sizeof cause, "RSS grows %.1f MB per call",
                zs->rss_change_bytes / 1e6);
-    } else if (zs && zs->has_cpu && zs->cpu_pct >= busy) {
+    } else if (wanted >= busy && runq >= CONTENDED_RUNQ_PCT) {
+      type = "compute";
+      rec = rec_contended;
+      weight = 0.6;
+      snprintf(cause, sizeof cause,
+               "contended: wanted %.0f%% of a core but got %.0f%%, runnable "
+               "and waiting for a CPU %.0f%% of the time (no CPU it may run on "
+               "was free)",
+               wanted, zs->cpu_pct, runq);
+    } else if (wanted >= busy) {
       type = "compute";
       rec = rec_compute;
       weight = 0.6;
@@ -435,6 +461,8 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
       if (zs->cpu_pct > 0)
         mlprof__finding_ev(x, "wall_over_cpu", 100 / zs->cpu_pct);
     }
+    if (zs && zs->has_runq)
+      mlprof__finding_ev(x, "runq_wait_pct", zs->runq_wait_pct);
     if (zs && zs->has_iowait)
       mlprof__finding_ev(x, "iowait_pct", zs->iowait_pct);
     if (zs && zs->has_rss)

@@ -28,12 +28,12 @@ typedef struct {
 } name_info;
 
 /* What the ended spans at one depth whose parent has not ended covered
- * (stats.c's child[] scheme): time with a part, and the samples' CPU and
- * idle CPU over them (overlap()), which their parent subtracts to be
- * classified on its own time. */
+ * (stats.c's child[] scheme): time with a part, and the samples' CPU,
+ * run-queue wait and idle CPU over them (overlap()), which their parent
+ * subtracts to be classified on its own time. */
 typedef struct {
   uint64_t part;
-  double cpu_sum, cpu_ns, idle_sum, idle_ns;
+  double cpu_sum, cpu_ns, runq_sum, runq_ns, idle_sum, idle_ns;
 } below_st;
 
 typedef struct {
@@ -57,7 +57,8 @@ typedef struct {
   size_t profile;
   uint64_t offset;
   const mlprof__series *proc; /* its process's samples holding RSS */
-  const mlprof__series *cpu;  /* its process's samples holding cpu_pct */
+  const mlprof__series *cpu;  /* its process's samples holding cpu_pct (and
+                                 runq_wait_pct) */
   const mlprof__series *sys;  /* its host's system samples, idle CPU */
   name_info *names;
   size_t nnames, ncap;
@@ -230,6 +231,9 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
             begin + ps->offset, end + ps->offset);
+  if (ps->cpu && !track)
+    overlap(ps->cpu, MLPROF__COL_RUNQ, &all.runq_sum, &all.runq_ns,
+            begin + ps->offset, end + ps->offset);
   if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset);
@@ -253,12 +257,16 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     /* Its own time: the samples over it less those over its children. */
     own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
     own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
+    own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
+    own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
     own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
     own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
     below_st *at = &th->acc[depth];
     at->part += covered;
     at->cpu_sum += all.cpu_sum;
     at->cpu_ns += all.cpu_ns;
+    at->runq_sum += all.runq_sum;
+    at->runq_ns += all.runq_ns;
     at->idle_sum += all.idle_sum;
     at->idle_ns += all.idle_ns;
     th->top = (size_t)depth + 1;
@@ -284,6 +292,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   mlprof__fzone *fz = &ps->p.zones[n->zone];
   fz->cpu_sum += own.cpu_sum;
   fz->cpu_ns += own.cpu_ns;
+  fz->runq_sum += own.runq_sum;
+  fz->runq_ns += own.runq_ns;
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
   fz->thread_spans += !track;

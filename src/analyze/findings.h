@@ -102,7 +102,7 @@ typedef struct {
   double value;
 } mlprof__evidence;
 
-#define MLPROF__MAX_EVIDENCE 12
+#define MLPROF__MAX_EVIDENCE 14
 
 typedef struct {
   const char *type; /* data_bound, compute, io_wait, memory,
@@ -219,7 +219,8 @@ typedef struct {
    * the previous sample, and counts in proportion to how much of that
    * interval the zone's own time covers. */
   double cpu_sum, cpu_ns;
-  double idle_sum, idle_ns;          /* the host's cpu_idle_pct, the same way */
+  double runq_sum, runq_ns; /* the process's runq_wait_pct, the same way */
+  double idle_sum, idle_ns; /* the host's cpu_idle_pct, the same way */
   uint64_t top_part[MLPROF__NPARTS]; /* their parts (other excluded) */
   /* Spans on threads: a zone seen on tracks only (another profiler's
    * events, operations in flight) is not the program's code. */

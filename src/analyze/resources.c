@@ -296,7 +296,7 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   if (!s->rows || t < s->first_ns) s->first_ns = t;
   if (!s->rows || t > s->last_ns) s->last_ns = t;
   s->rows++;
-  double cpu = NAN, rss = NAN, util = NAN, gmem = NAN, gused = NAN;
+  double cpu = NAN, rss = NAN, util = NAN, gmem = NAN, gused = NAN, runq = NAN;
   double iowait = NAN, avail = NAN, swap = NAN, idle = NAN;
   /* Rows of other processes than the profile's own: a tree sampled from
    * outside, summed tick by tick. */
@@ -326,6 +326,8 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
     add_value(m, v, t);
     if (strcmp(name, "cpu_pct") == 0)
       cpu = v;
+    else if (strcmp(name, "runq_wait_pct") == 0)
+      runq = v;
     else if (strcmp(name, "rss_bytes") == 0)
       rss = v;
     else if (strcmp(name, "gpu_util_pct") == 0)
@@ -357,11 +359,11 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   }
   /* Rows with none of the series' measures add nothing. */
   if (row->subject == MLPROF__SUBJECT_PROCESS &&
-      !(isnan(cpu) && isnan(rss) && isnan(gmem))) {
+      !(isnan(cpu) && isnan(rss) && isnan(gmem) && isnan(runq))) {
     series *ps =
         series_for(b, &b->procs, &b->nprocs, &b->procs_cap, &b->proc_index,
                    (uint64_t)b->host << 32 | (row->id & 0xffffffffu));
-    if (ps) series_add(b, ps, t, cpu, rss, gmem, NAN);
+    if (ps) series_add(b, ps, t, cpu, rss, gmem, runq);
   } else if (row->subject == MLPROF__SUBJECT_GPU &&
              !(isnan(util) && isnan(gused))) {
     series *gs = series_for(b, &b->gpus, &b->ngpus, &b->gpus_cap, &b->gpu_index,
@@ -382,8 +384,8 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
 typedef struct {
   const char *zone;
   size_t len;
-  double w[4], sum[4]; /* cpu, gpu, rss change, iowait: weight and
-                         weighted sum */
+  double w[5], sum[5]; /* cpu, gpu, rss change, iowait, runq wait: weight
+                          and weighted sum */
 } zone_acc;
 
 struct mlprof__zone_pass {
@@ -479,6 +481,11 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     if (!isnan(cpu)) {
       a->w[0] += w;
       a->sum[0] += w * cpu;
+    }
+    double runq = covering_mean(ps, ps->v[MLPROF__COL_RUNQ], b, e);
+    if (!isnan(runq)) {
+      a->w[4] += w;
+      a->sum[4] += w * runq;
     }
     size_t before = lower(ps, b + 1), after = lower(ps, e);
     double r0 = NAN, r1 = NAN;
@@ -952,7 +959,7 @@ int mlprof__resources_zones_finish(zpass *z) {
   int rc = 0;
   for (size_t i = 0; i < z->nzones && !rc; i++) {
     zone_acc *a = &z->zones[i];
-    if (!a->w[0] && !a->w[1] && !a->w[2] && !a->w[3]) continue;
+    if (!a->w[0] && !a->w[1] && !a->w[2] && !a->w[3] && !a->w[4]) continue;
     if (mlprof__grow(&r->zones, &cap, r->nzones + 1, sizeof *r->zones) != 0) {
       rc = MLPROF_ENOMEM;
       break;
@@ -963,6 +970,7 @@ int mlprof__resources_zones_finish(zpass *z) {
     if (a->w[1]) zs->has_gpu = 1, zs->gpu_util_pct = a->sum[1] / a->w[1];
     if (a->w[2]) zs->has_rss = 1, zs->rss_change_bytes = a->sum[2] / a->w[2];
     if (a->w[3]) zs->has_iowait = 1, zs->iowait_pct = a->sum[3] / a->w[3];
+    if (a->w[4]) zs->has_runq = 1, zs->runq_wait_pct = a->sum[4] / a->w[4];
   }
   if (!rc && r->nzones) qsort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
   zones_free(z);

@@ -28,7 +28,8 @@
  *   interval, the first sample after it, which covers it; weighted by span
  *   duration over all spans of the zone. rss change: RSS at the first sample
  *   at or after the end less RSS at the last sample at or before the begin.
- *   iowait: the host's cpu_iowait_pct, averaged the same way. */
+ *   iowait: the host's cpu_iowait_pct, averaged the same way; runq wait:
+ *   the process's runq_wait_pct, as cpu_pct. */
 #ifndef MLPROF_RESOURCES_H
 #define MLPROF_RESOURCES_H
 
@@ -77,9 +78,10 @@ typedef struct {
 typedef struct {
   const char *zone; /* name */
   size_t zone_len;
-  int has_cpu, has_gpu, has_rss, has_iowait;
+  int has_cpu, has_gpu, has_rss, has_iowait, has_runq;
   double cpu_pct, gpu_util_pct, rss_change_bytes;
-  double iowait_pct; /* the host's cpu_iowait_pct over the zone's spans */
+  double iowait_pct;    /* the host's cpu_iowait_pct over the zone's spans */
+  double runq_wait_pct; /* the process's runq_wait_pct, as cpu_pct */
 } mlprof__zone_samples;
 
 /* Columns of an mlprof__series; their meaning depends on the subject. */
@@ -89,6 +91,7 @@ enum {
   MLPROF__COL_CPU_PCT = 0, /* cpu_pct */
   MLPROF__COL_RSS = 1,     /* rss_bytes */
   MLPROF__COL_GPU_MEM = 2, /* gpu_mem_bytes (every 10th tick only) */
+  MLPROF__COL_RUNQ = 3,    /* runq_wait_pct */
   /* GPU */
   MLPROF__COL_GPU_UTIL = 0,     /* gpu_util_pct */
   MLPROF__COL_GPU_MEM_USED = 1, /* gpu_mem_used_bytes */

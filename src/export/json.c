@@ -70,6 +70,7 @@ static void zone_samples(const mlprof__resources *res,
   field_opt(o, "gpu_util_pct", zs->has_gpu, zs->gpu_util_pct);
   field_opt(o, "rss_change_bytes", zs->has_rss, zs->rss_change_bytes);
   field_opt(o, "iowait_pct", zs->has_iowait, zs->iowait_pct);
+  field_opt(o, "runq_wait_pct", zs->has_runq, zs->runq_wait_pct);
   mlprof__out_lit(o, "}");
 }
 

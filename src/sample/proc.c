@@ -1,5 +1,5 @@
-/* Source "proc": one row per sampled process, from /proc/PID/{stat,status,io}
- * and the entries of /proc/PID/fd. */
+/* Source "proc": one row per sampled process, from /proc/PID/{stat,status,io},
+ * the entries of /proc/PID/fd and the schedstat of each of its threads. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,8 @@ typedef struct {
   pid_t pid;
   unsigned long long start; /* starttime: tells a reused pid apart */
   unsigned long long ticks; /* utime + stime */
+  unsigned long long wait;  /* run-queue wait of its threads, ns */
+  int has_wait;
   uint64_t ns;
 } prev_t;
 
@@ -142,6 +144,41 @@ static long count_fds(const char *root, pid_t pid) {
   return n;
 }
 
+/* The run-queue wait (ns, the second field of schedstat: time runnable but
+ * not running) summed over the threads of pid into *wait. Returns NULL, or
+ * why it cannot be had. A thread that exits takes its wait with it, so the
+ * sum may go down between two ticks. */
+static const char *runq_wait(const char *root, pid_t pid,
+                             unsigned long long *wait) {
+  char path[96], buf[128];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = mlprof__opendir_at(root, path);
+  if (!d) return errno_reason(errno);
+  unsigned long long on_cpu = 0;
+  int threads = 0, err = ENOENT;
+  struct dirent *e;
+  *wait = 0;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%.20s/schedstat", (int)pid,
+             e->d_name);
+    if (mlprof__read_at(root, path, buf, sizeof buf) <= 0) {
+      err = errno; /* the thread exited, or no schedstat */
+      continue;
+    }
+    char *end;
+    unsigned long long run = strtoull(buf, &end, 10);
+    unsigned long long delay = strtoull(end, &end, 10);
+    on_cpu += run;
+    *wait += delay;
+    threads++;
+  }
+  closedir(d);
+  if (!threads) return errno_reason(err);
+  /* A kernel without sched_info shows "0 0 0" for every thread. */
+  return on_cpu ? NULL : "not counted by this kernel (schedstat is 0)";
+}
+
 static const prev_t *find_prev(const proc_state *s, pid_t pid) {
   for (size_t i = 0; i < s->nprev; i++)
     if (s->prev[i].pid == pid) return &s->prev[i];
@@ -186,8 +223,22 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
                           s->tck / ((double)(ctx->now_ns - pv->ns) / 1e9) *
                           100.0,
                       NULL);
+    unsigned long long wait = 0;
+    const char *no_wait = runq_wait(root, pid, &wait);
+    if (no_wait)
+      mlprof__row_put(r, "runq_wait_pct", 0, no_wait);
+    else if (!pv || pv->start != st.start || !pv->has_wait)
+      mlprof__row_put(r, "runq_wait_pct", 0, "first sample");
+    else if (ctx->now_ns <= pv->ns)
+      mlprof__row_put(r, "runq_wait_pct", 0, "no time elapsed");
+    else
+      mlprof__row_put(r, "runq_wait_pct",
+                      (double)(wait >= pv->wait ? wait - pv->wait : 0) /
+                          (double)(ctx->now_ns - pv->ns) * 100.0,
+                      NULL);
     if (nnext < PROC_MAX)
-      s->next[nnext++] = (prev_t){pid, st.start, ticks, ctx->now_ns};
+      s->next[nnext++] =
+          (prev_t){pid, st.start, ticks, wait, !no_wait, ctx->now_ns};
 
     /* Kernel threads have no memory lines: those are absent, not 0. */
     unsigned long long v;

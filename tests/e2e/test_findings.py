@@ -1,11 +1,16 @@
 """Findings on real runs of small programs with known bottlenecks and memory
 behaviour (tests/programs/findings_*.c), sampled from outside by
 `mlprof run` every 10 ms."""
+import contextlib
 import csv
 import io
+import os
 import re
+import subprocess
 
-from conftest import mlprof, program, report_json
+import pytest
+
+from conftest import mlprof, program, report_json, zone
 
 
 def run(tmp_path, name, *args):
@@ -63,6 +68,61 @@ def test_fast_loader_is_not_data_bound(tmp_path):
     text = mlprof("report", out).stdout
     assert "Findings (most severe first" in text
     assert "Steps: 29 from step marks" in text
+
+
+@contextlib.contextmanager
+def busy_loops(cpu, n):
+    """n shell loops that never sleep, pinned to cpu, while the block runs."""
+    loops = [subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c",
+                               "while :; do :; done"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
+def schedstat_counts():
+    """The kernel counts run-queue wait (schedstat's 2nd field)."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[0]) > 0
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not schedstat_counts(),
+                    reason="no /proc/PID/schedstat in this kernel")
+def test_starved_compute_zone_is_contended_not_waiting(tmp_path):
+    # The program and three busy loops share one core, whatever the load of
+    # the machine: "forward" gets about a quarter of a core and spends the
+    # rest runnable, waiting for it. That is compute on a saturated machine,
+    # not a wait.
+    cpu = min(os.sched_getaffinity(0))
+    out = tmp_path / "loaded"
+    with busy_loops(cpu, 3):
+        mlprof("run", "-q", "-o", out, "--sample-ms", "10", "--",
+               "taskset", "-c", cpu, program("findings_pipeline"), "fast", 30)
+    rep = report_json(out)
+    fwd = by_zone(rep, "forward")
+    assert [f["type"] for f in fwd] == ["compute"], rep["findings"]
+    ev = fwd[0]["evidence"]
+    assert ev["runq_wait_pct"] >= 25 and ev["cpu_pct"] < 50, ev
+    assert "contended" in fwd[0]["summary"]
+    assert "num_workers" in fwd[0]["recommendation"]
+    assert zone(rep, "forward")["samples"]["runq_wait_pct"] >= 25
+    # The zone waiting on a pipe still waits: it wakes up into a short
+    # run-queue wait, but is mostly neither running nor runnable.
+    assert [f["type"] for f in by_zone(rep, "read_input")] == ["io_wait"], \
+        rep["findings"]
+    # The same workload alone: its usual findings, the run-queue wait in
+    # the evidence.
+    rep = report_json(run(tmp_path, "findings_pipeline", "fast", 30))
+    fwd = by_zone(rep, "forward")
+    assert [f["type"] for f in fwd] == ["compute"], rep["findings"]
+    assert "runq_wait_pct" in fwd[0]["evidence"]
+    assert [f["type"] for f in by_zone(rep, "read_input")] == ["io_wait"]
 
 
 def test_leak_of_1_mb_per_step(tmp_path):

@@ -737,10 +737,12 @@ static void test_json_resources(void) {
   CHECK(strstr(s, "\"schema\":\"mlprof.report/1\""));
   CHECK(strstr(s,
                "\"samples\":{\"cpu_pct\":50,\"gpu_util_pct\":20,"
-               "\"rss_change_bytes\":100,\"iowait_pct\":null}"));
+               "\"rss_change_bytes\":100,\"iowait_pct\":null,"
+               "\"runq_wait_pct\":null}"));
   CHECK(strstr(s,
                "\"samples\":{\"cpu_pct\":70,\"gpu_util_pct\":40,"
-               "\"rss_change_bytes\":-100,\"iowait_pct\":null}"));
+               "\"rss_change_bytes\":-100,\"iowait_pct\":null,"
+               "\"runq_wait_pct\":null}"));
   CHECK(strstr(s,
                "{\"name\":\"nvml\",\"available\":false,\"reason\":\"no "
                "NVML: libnvidia-ml.so.1 not found\",\"hostname\":\"h\""));

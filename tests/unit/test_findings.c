@@ -17,7 +17,16 @@
 #define MS 1000000ull
 
 /* Measure and zone name ids of the synthetic profiles. */
-enum { M_CPU = 1, M_RSS, M_UTIL, M_AVAIL, M_TOTAL, Z_FIRST = 10 };
+enum {
+  M_CPU = 1,
+  M_RSS,
+  M_UTIL,
+  M_AVAIL,
+  M_TOTAL,
+  M_RUNQ,
+  M_IDLE,
+  Z_FIRST = 10
+};
 
 typedef struct {
   char dir[64], path[128];
@@ -58,12 +67,14 @@ static int sb_open(sb *b, const char *const *zones, const uint8_t *cats,
   b->pid = 4242;
   synth_header(b->f, b->pid, 1, 1000, "h", "/usr/bin/train");
   payload p = {.n = 0};
-  p_uv(&p, 5 + n);
+  p_uv(&p, 7 + n);
   p_name(&p, M_CPU, MLPROF__NAME_MEASURE, 0, "cpu_pct");
   p_name(&p, M_RSS, MLPROF__NAME_MEASURE, 0, "rss_bytes");
   p_name(&p, M_UTIL, MLPROF__NAME_MEASURE, 0, "gpu_util_pct");
   p_name(&p, M_AVAIL, MLPROF__NAME_MEASURE, 0, "mem_available_bytes");
   p_name(&p, M_TOTAL, MLPROF__NAME_MEASURE, 0, "mem_total_bytes");
+  p_name(&p, M_RUNQ, MLPROF__NAME_MEASURE, 0, "runq_wait_pct");
+  p_name(&p, M_IDLE, MLPROF__NAME_MEASURE, 0, "cpu_idle_pct");
   for (size_t i = 0; i < n; i++)
     p_name(&p, (uint32_t)(Z_FIRST + i), MLPROF__NAME_ZONE, cats ? cats[i] : 0,
            zones[i]);
@@ -101,15 +112,29 @@ static void sm_room(sb *b) {
   if (!b->sm.n) p_uv(&b->sm, 0);
 }
 
-/* A row of the profile's own process: cpu_pct and rss_bytes (NAN: left
- * out). */
-static void proc_row(sb *b, uint64_t t, double cpu, double rss) {
+/* A row of the profile's own process: cpu_pct, rss_bytes and
+ * runq_wait_pct (NAN: left out). */
+static void proc_row_runq(sb *b, uint64_t t, double cpu, double rss,
+                          double runq) {
   sm_room(b);
-  uint32_t n = !isnan(cpu) + !isnan(rss);
+  uint32_t n = !isnan(cpu) + !isnan(rss) + !isnan(runq);
   row_begin(&b->sm, MLPROF__SUBJECT_PROCESS, b->pid, 0,
             (int64_t)t - (int64_t)b->sm_t, n);
   if (!isnan(cpu)) m_valid(&b->sm, M_CPU, cpu);
   if (!isnan(rss)) m_valid(&b->sm, M_RSS, rss);
+  if (!isnan(runq)) m_valid(&b->sm, M_RUNQ, runq);
+  b->sm_t = t;
+}
+
+static void proc_row(sb *b, uint64_t t, double cpu, double rss) {
+  proc_row_runq(b, t, cpu, rss, NAN);
+}
+
+static void idle_row(sb *b, uint64_t t, double idle) {
+  sm_room(b);
+  row_begin(&b->sm, MLPROF__SUBJECT_SYSTEM, 0, 0, (int64_t)t - (int64_t)b->sm_t,
+            1);
+  m_valid(&b->sm, M_IDLE, idle);
   b->sm_t = t;
 }
 
@@ -420,8 +445,10 @@ static void test_fast_data_is_not_data_bound(void) {
  */
 
 /* 20 rounds: "crunch" 40 ms busy (samples inside it say cpu 95 +- 10),
- * "wait" 40 ms idle (cpu 3 +- 3), sampled every 10 ms. */
-static void write_mixed(sb *b, double crunch_cpu, double wait_cpu) {
+ * "wait" 40 ms idle (cpu 3 +- 3), sampled every 10 ms; with runq_wait_pct
+ * crunch_runq +- 3 and wait_runq +- 1 unless NAN. */
+static void write_mixed_runq(sb *b, double crunch_cpu, double crunch_runq,
+                             double wait_cpu, double wait_runq) {
   unsigned seed = 7;
   uint64_t t = 0;
   for (int i = 0; i < 20; i++) {
@@ -433,8 +460,101 @@ static void write_mixed(sb *b, double crunch_cpu, double wait_cpu) {
     int busy = (s % (80 * MS)) < 40 * MS;
     double cpu =
         busy ? crunch_cpu + 10 * noise(&seed) : wait_cpu + 3 * noise(&seed);
-    proc_row(b, s, cpu < 0 ? 0 : cpu, 500e6 + 1e6 * noise(&seed));
+    double runq =
+        busy ? crunch_runq + 3 * noise(&seed) : wait_runq + 1 * noise(&seed);
+    proc_row_runq(b, s, cpu < 0 ? 0 : cpu, 500e6 + 1e6 * noise(&seed),
+                  isnan(runq) ? NAN : fmax(0, runq));
   }
+}
+
+static void write_mixed(sb *b, double crunch_cpu, double wait_cpu) {
+  write_mixed_runq(b, crunch_cpu, NAN, wait_cpu, NAN);
+}
+
+static double evidence(const mlprof__finding *x, const char *key) {
+  for (size_t i = 0; i < x->nev; i++)
+    if (!strcmp(x->ev[i].key, key)) return x->ev[i].value;
+  return NAN;
+}
+
+/* On a saturated machine a busy zone gets a small share of a core: its CPU
+ * is as low as a waiting zone's, but it was runnable, waiting for a CPU,
+ * the rest of the time. That is contended compute, not I/O; a zone neither
+ * on the CPU nor runnable still waits. Without runq_wait_pct (an older
+ * profile, a kernel without schedstat) the starved zone looks like a wait,
+ * as before. */
+static void test_starved_zone_is_contended_compute(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 15, 75, 3, 1);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  CHECK(c != NULL);
+  CHECK(!finding(&x.f, "io_wait", "crunch"));
+  CHECK(strstr(c->summary, "contended"));
+  CHECK(strstr(c->recommendation, "num_workers"));
+  /* 35 of its 40 ms are covered by its own samples, 5 by a wait's. */
+  CHECK(fabs(evidence(c, "runq_wait_pct") - (35 * 75 + 5 * 1) / 40.0) < 3);
+  CHECK(fabs(evidence(c, "cpu_pct") - (35 * 15 + 5 * 3) / 40.0) < 3);
+  const mlprof__finding *w = finding(&x.f, "io_wait", "wait");
+  CHECK(w != NULL);
+  CHECK(fabs(evidence(w, "runq_wait_pct") - (35 * 1 + 5 * 75) / 40.0) < 3);
+  built_free(&x);
+
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 15, NAN, 3, NAN);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(finding(&x.f, "io_wait", "crunch"));
+  CHECK(isnan(evidence(finding(&x.f, "io_wait", "crunch"), "runq_wait_pct")));
+  built_free(&x);
+}
+
+/* The machine had no idle CPU. Without the run-queue wait, a zone at 35% of
+ * a core is taken for busy (other work took the rest); with it, a zone that
+ * waits but wakes up into a short run-queue wait (a third of a core) is
+ * still waiting, and the starved one is contended compute. */
+static void test_saturated_machine_judged_by_runq(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  built x;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 15, 75, 5, 28);
+  for (uint64_t s = 5 * MS; s < 1600 * MS; s += 10 * MS) idle_row(&b, s, 0);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(finding(&x.f, "io_wait", "wait"));
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  CHECK(c && strstr(c->summary, "contended"));
+  CHECK(evidence(c, "system_idle_pct") == 0);
+  built_free(&x);
+
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 35, NAN, 3, NAN);
+  for (uint64_t s = 5 * MS; s < 1600 * MS; s += 10 * MS) idle_row(&b, s, 0);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  c = finding(&x.f, "compute", "crunch");
+  CHECK(c && strstr(c->summary, "no idle CPU"));
+  CHECK(finding(&x.f, "io_wait", "wait"));
+  built_free(&x);
+}
+
+/* A busy zone with little run-queue wait is plain compute: the advice is
+ * to make the work cheaper, not to run fewer threads. */
+static void test_busy_uncontended_is_plain_compute(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_mixed_runq(&b, 95, 2, 3, 1);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  CHECK(c != NULL);
+  CHECK(!strstr(c->summary, "contended"));
+  CHECK(strstr(c->recommendation, "cheaper"));
+  CHECK(!strstr(c->recommendation, "num_workers"));
+  CHECK(finding(&x.f, "io_wait", "wait"));
+  built_free(&x);
 }
 
 static void test_compute_and_wait_classified(void) {
@@ -965,6 +1085,11 @@ const mlprof_test mlprof_tests_findings[] = {
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
     {"half_busy_is_neither", test_half_busy_is_neither},
+    {"starved_zone_is_contended_compute",
+     test_starved_zone_is_contended_compute},
+    {"saturated_machine_judged_by_runq", test_saturated_machine_judged_by_runq},
+    {"busy_uncontended_is_plain_compute",
+     test_busy_uncontended_is_plain_compute},
     {"parent_classified_on_own_time", test_parent_classified_on_own_time},
     {"unsampled_zones_are_not_classified",
      test_unsampled_zones_are_not_classified},

@@ -394,6 +394,58 @@ static void test_proc_fixture(void) {
   rm_tree(root);
 }
 
+/* runq_wait_pct: the run-queue wait (schedstat's second field) summed over
+ * the threads of the process, over the interval, as a share of one core. */
+static void test_proc_runq_fixture(void) {
+  const char *root = fixture();
+  stat_file(root, 100, "python3", 1, 0, 0, 250, 50, 2, 1000);
+  status_file(root, 100, 1024, 1024, 1, 1);
+  put_file(root, "proc/100/task/100/schedstat", "5000000000 200000000 40\n");
+  put_file(root, "proc/100/task/101/schedstat", "1000000000 100000000 10\n");
+  /* A kernel without sched_info: "0 0 0" for every thread. */
+  stat_file(root, 200, "zero", 1, 0, 0, 10, 0, 1, 2000);
+  status_file(root, 200, 1024, 1024, 1, 1);
+  put_file(root, "proc/200/task/200/schedstat", "0 0 0\n");
+  /* No schedstat at all (and no task directory). */
+  stat_file(root, 300, "none", 1, 0, 0, 10, 0, 1, 3000);
+  status_file(root, 300, 1024, 1024, 1, 1);
+
+  void *st = NULL;
+  char why[256] = "";
+  CHECK_EQ(mlprof__source_proc.open(&st, root, why, sizeof why), 0);
+  pid_t pids[] = {100, 200, 300};
+  mlprof__sample_ctx c = ctx_at(root, pids, 3, 1000000000ull, 0);
+  int n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
+  CHECK_EQ(n, 3);
+  CHECK_ABSENT(row_of(n, MLPROF__SUBJECT_PROCESS, 100), "runq_wait_pct",
+               "first sample");
+  CHECK_ABSENT(row_of(n, MLPROF__SUBJECT_PROCESS, 200), "runq_wait_pct",
+               "not counted by this kernel (schedstat is 0)");
+  CHECK_ABSENT(row_of(n, MLPROF__SUBJECT_PROCESS, 300), "runq_wait_pct",
+               "not provided by this kernel");
+
+  /* Half a second later the threads waited 100 + 50 ms more: 30% of a
+   * core. */
+  put_file(root, "proc/100/task/100/schedstat", "5100000000 300000000 41\n");
+  put_file(root, "proc/100/task/101/schedstat", "1100000000 150000000 11\n");
+  c = ctx_at(root, pids, 1, 1500000000ull, 1);
+  n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
+  CHECK_EQ(n, 1);
+  CHECK_VAL(&rows[0], "runq_wait_pct", 30);
+
+  /* Thread 101 exits, taking its wait with it: the sum goes down, and the
+   * share is 0, never negative. */
+  char gone[PATH_MAX];
+  snprintf(gone, sizeof gone, "%s/proc/100/task/101/schedstat", root);
+  CHECK_EQ(unlink(gone), 0);
+  c = ctx_at(root, pids, 1, 2000000000ull, 2);
+  n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
+  CHECK_EQ(n, 1);
+  CHECK_VAL(&rows[0], "runq_wait_pct", 0);
+  mlprof__source_proc.close(st);
+  rm_tree(root);
+}
+
 /* Runs fn in a child without privileges (root reads anything: a root child
  * becomes nobody); the test passes when fn returns 0. */
 static int as_nobody(int (*fn)(const char *root), const char *root) {
@@ -1262,6 +1314,7 @@ const mlprof_test mlprof_tests_sample[] = {
     {"proc_tree_children", test_proc_tree_children},
     {"proc_tree_live", test_proc_tree_live},
     {"proc_fixture", test_proc_fixture},
+    {"proc_runq_fixture", test_proc_runq_fixture},
     {"proc_no_permission", test_proc_no_permission},
     {"proc_live", test_proc_live},
     {"system_fixture", test_system_fixture},
