@@ -247,6 +247,24 @@ static void build_put(run_build *b) {
   free(b);
 }
 
+/* The URLs a run's page asks for its data, timeline windows and spans. */
+typedef struct {
+  char data[MAX_REL + 16], timeline[MAX_REL + 16], span[MAX_REL + 16];
+} page_urls;
+
+/* The page options of run rel, built in b, with its URLs in u. */
+static mlprof__html_opts page_opts(const char *rel, run_build *b,
+                                   page_urls *u) {
+  snprintf(u->data, sizeof u->data, "/data/%s", rel);
+  snprintf(u->timeline, sizeof u->timeline, "/timeline/%s", rel);
+  snprintf(u->span, sizeof u->span, "/span/%s", rel);
+  return (mlprof__html_opts){.title = rel,
+                             .data_url = u->data,
+                             .lod = &b->d.lod,
+                             .timeline_url = u->timeline,
+                             .span_url = u->span};
+}
+
 /* Opens the profiles of a run, leaving out files that cannot be opened yet
  * (a profile whose header is still being written). */
 static int open_job(char **files, size_t n, mlprof__job *job, char *err,
@@ -300,15 +318,8 @@ static run_build *build_run(char **files, size_t nf, const char *rel,
     snprintf(b->error, sizeof b->error, "out of memory");
     return b;
   }
-  char url[MAX_REL + 16], tl[MAX_REL + 16], sp[MAX_REL + 16];
-  snprintf(url, sizeof url, "/data/%s", rel);
-  snprintf(tl, sizeof tl, "/timeline/%s", rel);
-  snprintf(sp, sizeof sp, "/span/%s", rel);
-  mlprof__html_opts opts = {.title = rel,
-                            .data_url = url,
-                            .lod = &b->d.lod,
-                            .timeline_url = tl,
-                            .span_url = sp};
+  page_urls u;
+  mlprof__html_opts opts = page_opts(rel, b, &u);
   if (mlprof__export_html_data(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                                &o)) {
     snprintf(b->error, sizeof b->error, "out of memory");
@@ -808,15 +819,8 @@ static enum MHD_Result run_route(server *s, struct MHD_Connection *conn,
                       strlen(msg), 0);
     }
   } else {
-    char url[MAX_REL + 16], tl[MAX_REL + 16], sp[MAX_REL + 16];
-    snprintf(url, sizeof url, "/data/%s", rel);
-    snprintf(tl, sizeof tl, "/timeline/%s", rel);
-    snprintf(sp, sizeof sp, "/span/%s", rel);
-    mlprof__html_opts opts = {.title = rel,
-                              .data_url = url,
-                              .lod = &b->d.lod,
-                              .timeline_url = tl,
-                              .span_url = sp};
+    page_urls u;
+    mlprof__html_opts opts = page_opts(rel, b, &u);
     mlprof__export_html_page(&b->d.r, &b->d.res, &b->d.f, &b->d.tree, &opts,
                              &o);
   }
