@@ -253,7 +253,7 @@ static int second_pass(const mlprof__job *job, unsigned want,
     int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
     if (t.n) rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
-    if (fb) mlprof__findings_profile_end(fb);
+    if (fb && mlprof__findings_profile_end(fb) && !rc) rc = MLPROF_ENOMEM;
     if (!rc && db) rc = mlprof__dist_profile_end(db);
   }
   if (rc) {

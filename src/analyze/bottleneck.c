@@ -23,10 +23,9 @@
 
 #include "findings.h"
 
-#define DOMINANT_SHARE 0.10    /* self time / wall time */
-#define OUTLIER_MIN_SHARE 0.01 /* an outlier must cost at least this */
-#define OUTLIER_MIN_ZONES 10   /* p90 of zone means needs this many */
-#define VARIABLE_CV 1.0        /* std / mean */
+#define DOMINANT_SHARE 0.10  /* self time / wall time */
+#define OUTLIER_MIN_ZONES 10 /* p90 of zone means needs this many */
+#define VARIABLE_CV 1.0      /* std / mean */
 #define VARIABLE_MIN_COUNT 20
 #define VARIABLE_MIN_SHARE 0.02 /* (mean - p50) x count / wall */
 #define COMPUTE_CPU_PCT 50.0    /* busy: CPU >= 50% of one core */
@@ -34,6 +33,7 @@
 #define SATURATED_IDLE_PCT 10.0 /* the machine had no CPU to spare */
 #define SATURATED_CPU_PCT 30.0  /* busy, on a saturated machine */
 #define CONTENDED_RUNQ_PCT 25.0 /* runnable, waiting for a CPU */
+#define COMM_COVER 0.5          /* of a waiting zone's time, communication */
 #define MEMORY_RSS_PER_CALL 8e6 /* RSS growth per call, bytes */
 #define DATA_SHARE 0.15         /* data loading share of step time */
 #define GPU_UTIL_LOW 50.0       /* mean GPU utilization while steps run */
@@ -49,6 +49,12 @@ static const char rec_io[] =
     "overlap the wait with work: asynchronous or background I/O, a prefetch "
     "thread or a worker pool, larger and fewer reads; cache the data in "
     "memory or on local SSD; for network or IPC waits, batch requests";
+static const char rec_comm[] =
+    "the time waits for other ranks or the network: see the job's "
+    "distributed findings (straggler, load_imbalance, communication_bound); "
+    "balance the work and the data across ranks, overlap communication with "
+    "computation (DDP bucket sizes, bucket_cap_mb; gradient accumulation "
+    "with no_sync(); fewer, larger collectives)";
 static const char rec_compute[] =
     "make the work cheaper: vectorised or batched operations, an optimised "
     "library (BLAS, oneDNN, cuDNN), torch.compile, lower precision, or move "
@@ -330,7 +336,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     double impact = self;
     if (self >= DOMINANT_SHARE)
       why = "dominant";
-    else if (z->mean_ns > p90 && self >= OUTLIER_MIN_SHARE)
+    else if (z->mean_ns > p90 && self >= MLPROF__FLAG_MIN_SHARE)
       why = "outlier";
     else if (z->count >= VARIABLE_MIN_COUNT && cv >= VARIABLE_CV &&
              tail >= VARIABLE_MIN_SHARE) {
@@ -384,6 +390,23 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     for (size_t k = 0; k < f->nfindings; k++)
       pressure |=
           !strcmp(f->findings[k].type, "memory") && f->findings[k].zone == NULL;
+    /* Communication, or a wait under communication spans of its process
+     * (comm zones inside it, "DDP wait" on a track): the other ranks or the
+     * network hold it, not I/O. */
+    int comm = z->category == MLPROF_CAT_COMM ||
+               mlprof__zone_part(z->category, z->name, z->name_len, 1) ==
+                   MLPROF__PART_COMM;
+    double cover = comm ? 1
+                   : fz && fz->span_ns
+                       ? (double)fz->comm_ns / (double)fz->span_ns
+                       : 0;
+    char names[160] = "";
+    for (size_t k = 0; fz && !comm && k < MLPROF__COMM_NAMES; k++) {
+      size_t at = strlen(names);
+      if (fz->comm_by[k].ns)
+        snprintf(names + at, sizeof names - at, "%s%.40s", at ? ", " : "",
+                 p->zones[fz->comm_by[k].zone].name);
+    }
     if (zs && zs->has_rss &&
         ((zs->rss_change_bytes >= MEMORY_RSS_PER_CALL && !(wanted >= busy)) ||
          (pressure && zs->rss_change_bytes > 0))) {
@@ -392,6 +415,19 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
       weight = 0.8;
       snprintf(cause, sizeof cause, "RSS grows %.1f MB per call",
                zs->rss_change_bytes / 1e6);
+    } else if (comm || (zs && zs->has_cpu && zs->cpu_pct <= WAIT_CPU_PCT &&
+                        !(wanted >= busy) && cover >= COMM_COVER)) {
+      type = "communication_wait";
+      rec = rec_comm;
+      weight = 0.5;
+      if (comm)
+        snprintf(cause, sizeof cause, "communication (by its %s)",
+                 z->category == MLPROF_CAT_COMM ? "category" : "name");
+      else
+        snprintf(cause, sizeof cause,
+                 "waiting for communication: CPU %.0f%% of a core, %.0f%% of "
+                 "its time under %s",
+                 zs->cpu_pct, cover * 100, names);
     } else if (wanted >= busy && runq >= CONTENDED_RUNQ_PCT) {
       type = "compute";
       rec = rec_contended;
@@ -470,6 +506,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (zs && zs->has_gpu)
       mlprof__finding_ev(x, "gpu_util_pct", zs->gpu_util_pct);
     if (!isnan(idle)) mlprof__finding_ev(x, "system_idle_pct", idle);
+    if (cover > 0) mlprof__finding_ev(x, "comm_share", cover);
   }
   return 0;
 }

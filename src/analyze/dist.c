@@ -1163,6 +1163,29 @@ static int zone_diffs(mlprof__dist_builder *b) {
 #define LATE_SENDER 0.05      /* waiting in receives over the run */
 #define SYNCS_PER_STEP 1      /* host syncs a step that are a pattern */
 
+/* The zones found waiting for communication (bottleneck.c) wait for the
+ * straggler: say so, and point there. */
+static int straggler_waits(mlprof__findings *f, int64_t rank) {
+  for (size_t i = 0; i < f->nfindings; i++) {
+    mlprof__finding *x = &f->findings[i];
+    if (strcmp(x->type, "communication_wait")) continue;
+    char more[64];
+    int n = snprintf(more, sizeof more, "; the ranks wait for rank %lld",
+                     (long long)rank);
+    size_t len = strlen(x->summary);
+    char *s = realloc(x->summary, len + (size_t)n + 1);
+    if (!s) return MLPROF_ENOMEM;
+    memcpy(s + len, more, (size_t)n + 1);
+    x->summary = s;
+    x->recommendation =
+        "the wait is for the straggler (the straggler finding): balance its "
+        "work or data with the other ranks'; then overlap communication with "
+        "computation (DDP bucket sizes, bucket_cap_mb; gradient accumulation "
+        "with no_sync())";
+  }
+  return 0;
+}
+
 static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
   mlprof__dist *d = b->d;
   size_t n = d->nranks;
@@ -1211,6 +1234,7 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
     x->recommendation =
         "look at what this rank does differently (its zones above: data, "
         "host, GPU, input sizes); balance the work or the data across ranks";
+    if (straggler_waits(f, d->straggler)) return MLPROF_ENOMEM;
   } else if (imb >= IMBALANCE_MIN) {
     if (!(x = mlprof__finding_add(
               f, "load_imbalance", NULL, 0,

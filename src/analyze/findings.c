@@ -23,6 +23,7 @@ void mlprof__findings_opts_init(mlprof__findings_opts *o) {
 
 typedef struct {
   uint8_t part_top, part_nested;
+  uint8_t comm;  /* communication, by its category or name */
   uint32_t zone; /* index in p.zones */
   int slo;       /* objective index, -1 */
 } name_info;
@@ -47,6 +48,13 @@ typedef struct {
   uint64_t inside; /* spans ended since the last depth-0 span */
 } thread_st;
 
+/* A span kept until its profile ends: the communication ones, and those of
+ * zones that may be flagged, whose cover by the former is measured then. */
+typedef struct {
+  uint64_t b, e;
+  uint32_t zone; /* index in p.zones */
+} ival;
+
 typedef struct {
   mlprof__fpass p;
   size_t zcap, rcap;
@@ -68,6 +76,8 @@ typedef struct {
   mlprof__map tids;
   uint32_t last_tid;
   thread_st *last_thread;
+  ival *comm, *cand;
+  size_t ncomm, commcap, ncand, candcap;
 } pass;
 
 /* The pass's zone named s, added if new; MLPROF__NONE when out of memory. */
@@ -87,7 +97,16 @@ static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
     free(copy);
     return MLPROF__NONE;
   }
-  p->zones[p->nzones] = (mlprof__fzone){.name = copy, .len = n};
+  /* Flagged zones cost MLPROF__FLAG_MIN_SHARE of wall time or more. */
+  int candidate = 0;
+  const mlprof__report *r = p->r;
+  for (size_t i = 0; i < r->nzones && !candidate; i++)
+    candidate = r->zones[i].name_len == n &&
+                memcmp(r->zones[i].name, s, n) == 0 &&
+                (double)r->zones[i].total_ns >=
+                    MLPROF__FLAG_MIN_SHARE * (double)r->wall_ns;
+  p->zones[p->nzones] =
+      (mlprof__fzone){.name = copy, .len = n, .candidate = candidate};
   return (uint32_t)p->nzones++;
 }
 
@@ -104,6 +123,9 @@ static int on_name(void *ud, const mlprof__name *n) {
           (uint8_t)mlprof__zone_part(n->category, n->name, n->name_len, 0),
       .part_nested =
           (uint8_t)mlprof__zone_part(n->category, n->name, n->name_len, 1),
+      .comm = n->category == MLPROF_CAT_COMM ||
+              mlprof__zone_part(n->category, n->name, n->name_len, 1) ==
+                  MLPROF__PART_COMM,
       .zone = z,
       .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
   return 0;
@@ -297,6 +319,14 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
   fz->thread_spans += !track;
+  if (n->comm || (!track && fz->candidate)) {
+    ival **a = n->comm ? &ps->comm : &ps->cand;
+    size_t *len = n->comm ? &ps->ncomm : &ps->ncand;
+    if (mlprof__grow(a, n->comm ? &ps->commcap : &ps->candcap, *len + 1,
+                     sizeof **a))
+      return MLPROF_ENOMEM;
+    (*a)[(*len)++] = (ival){begin, end, n->zone};
+  }
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
   if (track)
@@ -359,12 +389,96 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
+static int ival_cmp(const void *a, const void *b) {
+  const ival *x = a, *y = b;
+  if (x->zone != y->zone) return x->zone < y->zone ? -1 : 1;
+  return (x->b > y->b) - (x->b < y->b);
+}
+
+/* Merges a (sorted by zone, then begin) into disjoint intervals per zone,
+ * or across zones when any; returns the new count. */
+static size_t ival_merge(ival *a, size_t n, int any) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && (any || a[m - 1].zone == a[i].zone) && a[i].b <= a[m - 1].e) {
+      if (a[i].e > a[m - 1].e) a[m - 1].e = a[i].e;
+    } else {
+      a[m++] = a[i];
+    }
+  }
+  return m;
+}
+
+/* The time of [b, e] under the disjoint intervals a (sorted). */
+static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a[mid].e <= b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  uint64_t ns = 0;
+  for (; lo < n && a[lo].b < e; lo++)
+    ns += (a[lo].e < e ? a[lo].e : e) - (a[lo].b > b ? a[lo].b : b);
+  return ns;
+}
+
+/* How much of each kept span of a zone that may be flagged the
+ * communication of its process covered: all of it together (their union),
+ * and by name. */
+static int comm_cover(pass *ps) {
+  if (!ps->ncand) return 0;
+  ival *all = NULL;
+  size_t nall = 0;
+  if (ps->ncomm) {
+    qsort(ps->comm, ps->ncomm, sizeof *ps->comm, ival_cmp);
+    ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
+    if (!(all = malloc(ps->ncomm * sizeof *all))) return MLPROF_ENOMEM;
+    memcpy(all, ps->comm, ps->ncomm * sizeof *all);
+    for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
+    qsort(all, ps->ncomm, sizeof *all, ival_cmp);
+    nall = ival_merge(all, ps->ncomm, 1);
+  }
+  for (size_t i = 0; i < ps->ncand; i++) {
+    const ival *c = &ps->cand[i];
+    mlprof__fzone *z = &ps->p.zones[c->zone];
+    z->span_ns += c->e > c->b ? c->e - c->b : 0;
+    z->comm_ns += covered(all, nall, c->b, c->e);
+    for (size_t g = 0; g < ps->ncomm;) {
+      size_t end = g;
+      while (end < ps->ncomm && ps->comm[end].zone == ps->comm[g].zone) end++;
+      uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);
+      if (ns) {
+        /* Its slot, a free one, or the least one's if it covered more. */
+        size_t at = 0;
+        for (size_t k = 0; k < MLPROF__COMM_NAMES; k++) {
+          if (z->comm_by[k].ns && z->comm_by[k].zone == ps->comm[g].zone) {
+            at = k;
+            break;
+          }
+          if (z->comm_by[k].ns < z->comm_by[at].ns) at = k;
+        }
+        if (z->comm_by[at].ns && z->comm_by[at].zone == ps->comm[g].zone)
+          z->comm_by[at].ns += ns;
+        else if (ns > z->comm_by[at].ns)
+          z->comm_by[at].zone = ps->comm[g].zone, z->comm_by[at].ns = ns;
+      }
+      g = end;
+    }
+  }
+  free(all);
+  return 0;
+}
+
 /* Frees the threads. */
 static void profile_end(pass *ps) {
   for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
   ps->nthreads = 0;
   ps->nnames = 0;
   ps->last_thread = NULL;
+  ps->ncomm = ps->ncand = 0;
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
 }
@@ -373,6 +487,8 @@ static void pass_free(pass *ps) {
   for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
   free(ps->threads);
   free(ps->names);
+  free(ps->comm);
+  free(ps->cand);
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
   mlprof__map_clear(&ps->zone_by_hash);
@@ -440,8 +556,10 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
                          .step_end = on_step_end};
 }
 
-void mlprof__findings_profile_end(mlprof__findings_builder *b) {
+int mlprof__findings_profile_end(mlprof__findings_builder *b) {
+  int rc = comm_cover(&b->ps);
   profile_end(&b->ps);
+  return rc;
 }
 
 int mlprof__findings_finish(mlprof__findings_builder *b) {

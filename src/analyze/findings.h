@@ -199,7 +199,8 @@ mlprof__findings_builder *mlprof__findings_begin(
     mlprof__findings *f);
 void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
                                     mlprof__visitor *v);
-void mlprof__findings_profile_end(mlprof__findings_builder *b);
+/* 0 or MLPROF_ENOMEM. */
+int mlprof__findings_profile_end(mlprof__findings_builder *b);
 int mlprof__findings_finish(mlprof__findings_builder *b);
 void mlprof__findings_abort(mlprof__findings_builder *b);
 
@@ -207,6 +208,11 @@ void mlprof__findings_free(mlprof__findings *f);
 
 /* ---- between the analysis files ------------------------------------------
  */
+
+#define MLPROF__COMM_NAMES 3
+/* The least share of wall time a flagged zone costs (bottleneck.c's
+ * outlier rule; the others ask more). */
+#define MLPROF__FLAG_MIN_SHARE 0.01
 
 /* A zone name seen in the pass, across profiles. */
 typedef struct {
@@ -225,6 +231,17 @@ typedef struct {
   /* Spans on threads: a zone seen on tracks only (another profiler's
    * events, operations in flight) is not the program's code. */
   uint64_t thread_spans;
+  /* Zones that may be flagged (total >= 1% of wall time), not
+   * communication themselves: their thread spans' time, and how much of it
+   * communication spans of their process (comm zones, tracks such as "DDP
+   * wait") covered, over the union of those; comm_by: the names that covered
+   * most (approximate). */
+  int candidate;
+  uint64_t span_ns, comm_ns;
+  struct {
+    uint32_t zone; /* index of the comm zone's mlprof__fzone */
+    uint64_t ns;
+  } comm_by[MLPROF__COMM_NAMES];
 } mlprof__fzone;
 
 /* RSS change of the spans of one zone in one process. */

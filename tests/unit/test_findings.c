@@ -581,7 +581,7 @@ static void test_compute_and_wait_classified(void) {
 /* Spans on a track are not the program's code: "all_reduce done" (a
  * nonblocking collective in flight, on the track "torch.distributed") over
  * every idle stretch is judged neither by the process's CPU nor at all,
- * while the thread's zone there still waits. */
+ * while the thread's zone there waits for it: for communication. */
 static void test_track_spans_are_not_judged(void) {
   static const char *const zones[] = {"crunch", "wait", "all_reduce done"};
   static const uint8_t cats[] = {0, 0, MLPROF_CAT_COMM};
@@ -603,9 +603,81 @@ static void test_track_spans_are_not_judged(void) {
   chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
   built x;
   CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
-  CHECK(finding(&x.f, "io_wait", "wait"));
+  CHECK(finding(&x.f, "communication_wait", "wait"));
+  CHECK(!finding(&x.f, "io_wait", "wait"));
   CHECK(finding(&x.f, "compute", "crunch"));
   CHECK(!finding(&x.f, NULL, "all_reduce done"));
+  built_free(&x);
+}
+
+/* "backward" (the zones of write_mixed: 40 ms of "crunch", then 40 ms of
+ * the sleeping zone, 20 times) with a "DDP wait" span on a track over
+ * cover_ms of each of its calls. */
+static void ddp_run(uint64_t cover_ms, built *x) {
+  static const char *const zones[] = {"crunch", "backward", "DDP wait"};
+  static const uint8_t cats[] = {0, MLPROF_CAT_BACKWARD, MLPROF_CAT_COMM};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 3), 0);
+  write_mixed(&b, 95, 3);
+  ev_flush(&b);
+  payload p = {.n = 0};
+  p_uv(&p, MLPROF__TRACK_TID_BASE);
+  p_uv(&p, 0);
+  p_uv(&p, 0);
+  for (int i = 0; i < 20; i++) {
+    p_u8(&p, MLPROF__REC_SPAN);
+    p_uv(&p, Z_FIRST + 2);
+    p_uv(&p, 0);
+    p_sv(&p, i ? (int64_t)(80 * MS) : (int64_t)(45 * MS));
+    p_uv(&p, cover_ms * MS);
+  }
+  chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, x), 0);
+}
+
+/* DDP blocks inside backward for its bucket all-reduces, waiting for the
+ * other ranks: a sleeping zone mostly under a communication span of its
+ * process waits for communication, not I/O, and says under which span; one
+ * covered a little still waits for I/O, as does one with no communication
+ * at all (test_compute_and_wait_classified). */
+static void test_wait_under_communication(void) {
+  built x;
+  ddp_run(30, &x);
+  const mlprof__finding *w = finding(&x.f, "communication_wait", "backward");
+  CHECK(w != NULL);
+  CHECK(!finding(&x.f, "io_wait", "backward"));
+  CHECK(w && strstr(w->summary, "under DDP wait"));
+  CHECK(w && strstr(w->recommendation, "straggler"));
+  CHECK(w && fabs(evidence(w, "comm_share") - 0.75) < 0.01);
+  CHECK(finding(&x.f, "compute", "crunch"));
+  CHECK(!finding(&x.f, NULL, "DDP wait"));
+  built_free(&x);
+
+  ddp_run(10, &x);
+  w = finding(&x.f, "io_wait", "backward");
+  CHECK(w != NULL);
+  CHECK(!finding(&x.f, "communication_wait", "backward"));
+  CHECK(w && fabs(evidence(w, "comm_share") - 0.25) < 0.01);
+  built_free(&x);
+}
+
+/* A zone of communication (MPI_Wait by its category, all_reduce by its
+ * name) is never an I/O wait nor compute, whatever its CPU: MPI_Wait may
+ * spin on a core while it waits for a message. */
+static void test_communication_zone_never_io_wait(void) {
+  static const char *const zones[] = {"MPI_Wait", "all_reduce"};
+  static const uint8_t cats[] = {MLPROF_CAT_COMM, 0};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 2), 0);
+  write_mixed(&b, 95, 3);
+  built x;
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  const mlprof__finding *m = finding(&x.f, "communication_wait", "MPI_Wait");
+  const mlprof__finding *a = finding(&x.f, "communication_wait", "all_reduce");
+  CHECK(m && strstr(m->summary, "by its category"));
+  CHECK(a && strstr(a->summary, "by its name"));
+  CHECK_EQ(count_type(&x.f, "io_wait"), 0);
+  CHECK_EQ(count_type(&x.f, "compute"), 0);
   built_free(&x);
 }
 
@@ -1081,6 +1153,8 @@ const mlprof_test mlprof_tests_findings[] = {
     {"steps_from_outermost_zone", test_steps_from_outermost_zone},
     {"track_is_not_the_step", test_track_is_not_the_step},
     {"track_spans_are_not_judged", test_track_spans_are_not_judged},
+    {"wait_under_communication", test_wait_under_communication},
+    {"communication_zone_never_io_wait", test_communication_zone_never_io_wait},
     {"data_bound_found", test_data_bound_found},
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
