@@ -194,6 +194,9 @@ def check_straggler(report, out, mpi, np):
     for r in d["ranks"]:
         assert abs(r["wait_ns"] - waits[r["rank"]]) < WAIT_SLACK_NS, (r, waits)
     assert any(f["type"] == "straggler" for f in report["findings"])
+    # The ranks waiting in MPI_* wait for communication, not I/O.
+    assert not [f for f in report["findings"] if f["type"] == "io_wait" and
+                (f.get("zone") or "").startswith("MPI_")], report["findings"]
 
 
 @pytest.mark.parametrize("order", ["mlprof_outside", "mlprof_inside"])

@@ -239,6 +239,16 @@ def check_straggler(report):
     assert not [f for f in report["findings"]
                 if f.get("zone") in ("all_reduce done", "DDP wait")], \
         report["findings"]
+    # The fast ranks wait for the straggler inside backward (DDP's bucket
+    # all-reduces) and in the collectives: communication, not I/O.
+    comm = {z["name"] for z in report["zones"]
+            if z["category"] == "communication"}
+    assert not [f for f in report["findings"] if f["type"] == "io_wait" and
+                (f.get("zone") == "backward" or f.get("zone") in comm)], \
+        report["findings"]
+    for f in report["findings"]:
+        if f["type"] == "communication_wait":
+            assert f"wait for rank {SLOW}" in f["summary"], f
 
 
 def test_straggler_under_the_profiler(tmp_path):
