@@ -426,7 +426,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
       else
         snprintf(cause, sizeof cause,
                  "waiting for communication: CPU %.0f%% of a core, %.0f%% of "
-                 "its time under %s",
+                 "its time under %.120s",
                  zs->cpu_pct, cover * 100, names);
     } else if (wanted >= busy && runq >= CONTENDED_RUNQ_PCT) {
       type = "compute";

@@ -71,8 +71,9 @@ static void add_inputs(thermal_state *s, const char *root, const char *dir) {
     if (strncmp(e->d_name, "temp", 4) == 0 && l > 6 &&
         strcmp(e->d_name + l - 6, "_input") == 0) {
       char path[256];
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      add(s, path);
+      if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+          sizeof path)
+        add(s, path);
     }
   }
   closedir(d);
