@@ -78,7 +78,10 @@ typedef struct {
   thread_st *last_thread;
   ival *comm, *cand;
   size_t ncomm, commcap, ncand, candcap;
+  uint64_t cand_seen, cand_stride; /* sampling of cand: kept 1 in stride */
 } pass;
+
+#define CAND_MAX 16384 /* spans kept to measure their cover (a sample) */
 
 /* The pass's zone named s, added if new; MLPROF__NONE when out of memory. */
 static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
@@ -319,13 +322,23 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
   fz->thread_spans += !track;
-  if (n->comm || (!track && fz->candidate)) {
-    ival **a = n->comm ? &ps->comm : &ps->cand;
-    size_t *len = n->comm ? &ps->ncomm : &ps->ncand;
-    if (mlprof__grow(a, n->comm ? &ps->commcap : &ps->candcap, *len + 1,
-                     sizeof **a))
+  if (n->comm) {
+    if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
-    (*a)[(*len)++] = (ival){begin, end, n->zone};
+    ps->comm[ps->ncomm++] = (ival){begin, end, n->zone};
+  } else if (!track && fz->candidate &&
+             ps->cand_seen++ % ps->cand_stride == 0) {
+    /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
+     * other one is let go and the stride doubles, so a profile of any size
+     * keeps at most CAND_MAX (the cover is a share: a sample measures it). */
+    if (ps->ncand == CAND_MAX) {
+      for (size_t i = 0; i < CAND_MAX / 2; i++) ps->cand[i] = ps->cand[2 * i];
+      ps->ncand = CAND_MAX / 2;
+      ps->cand_stride *= 2;
+    }
+    if (mlprof__grow(&ps->cand, &ps->candcap, ps->ncand + 1, sizeof *ps->cand))
+      return MLPROF_ENOMEM;
+    ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
   }
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
@@ -431,11 +444,19 @@ static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
 static int comm_cover(pass *ps) {
   if (!ps->ncand) return 0;
   ival *all = NULL;
-  size_t nall = 0;
+  size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
     qsort(ps->comm, ps->ncomm, sizeof *ps->comm, ival_cmp);
     ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
-    if (!(all = malloc(ps->ncomm * sizeof *all))) return MLPROF_ENOMEM;
+    /* Where each zone's intervals begin in comm, and where they end. */
+    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)) ||
+        !(all = malloc(ps->ncomm * sizeof *all))) {
+      free(group);
+      return MLPROF_ENOMEM;
+    }
+    for (size_t i = 0; i < ps->ncomm; i++)
+      if (!i || ps->comm[i].zone != ps->comm[i - 1].zone) group[ngroups++] = i;
+    group[ngroups] = ps->ncomm;
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
     for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
     qsort(all, ps->ncomm, sizeof *all, ival_cmp);
@@ -446,29 +467,28 @@ static int comm_cover(pass *ps) {
     mlprof__fzone *z = &ps->p.zones[c->zone];
     z->span_ns += c->e > c->b ? c->e - c->b : 0;
     z->comm_ns += covered(all, nall, c->b, c->e);
-    for (size_t g = 0; g < ps->ncomm;) {
-      size_t end = g;
-      while (end < ps->ncomm && ps->comm[end].zone == ps->comm[g].zone) end++;
+    for (size_t k = 0; k < ngroups; k++) {
+      size_t g = group[k], end = group[k + 1];
       uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);
       if (ns) {
         /* Its slot, a free one, or the least one's if it covered more. */
         size_t at = 0;
-        for (size_t k = 0; k < MLPROF__COMM_NAMES; k++) {
-          if (z->comm_by[k].ns && z->comm_by[k].zone == ps->comm[g].zone) {
-            at = k;
+        for (size_t j = 0; j < MLPROF__COMM_NAMES; j++) {
+          if (z->comm_by[j].ns && z->comm_by[j].zone == ps->comm[g].zone) {
+            at = j;
             break;
           }
-          if (z->comm_by[k].ns < z->comm_by[at].ns) at = k;
+          if (z->comm_by[j].ns < z->comm_by[at].ns) at = j;
         }
         if (z->comm_by[at].ns && z->comm_by[at].zone == ps->comm[g].zone)
           z->comm_by[at].ns += ns;
         else if (ns > z->comm_by[at].ns)
           z->comm_by[at].zone = ps->comm[g].zone, z->comm_by[at].ns = ns;
       }
-      g = end;
     }
   }
   free(all);
+  free(group);
   return 0;
 }
 
@@ -541,6 +561,8 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
   const mlprof__job_profile *jp = &ps->p.job->profiles[index];
   ps->profile = index;
   ps->offset = jp->offset_ns;
+  ps->cand_seen = 0;
+  ps->cand_stride = 1;
   ps->proc = proc_series(res, jp, MLPROF__COL_RSS);
   ps->cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
   ps->sys = NULL;
