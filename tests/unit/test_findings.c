@@ -661,6 +661,37 @@ static void test_wait_under_communication(void) {
   built_free(&x);
 }
 
+/* A zone of more spans than the cover keeps (CAND_MAX, 16384) is measured
+ * on an evenly spaced sample of them: 40000 backward spans of 1 ms, the
+ * first 60% of them under one DDP wait, give a cover of 60% (keeping the
+ * first ones only would say 100%, the last ones 0%). */
+static void test_wait_cover_sampled_evenly(void) {
+  static const char *const zones[] = {"backward", "DDP wait"};
+  static const uint8_t cats[] = {MLPROF_CAT_BACKWARD, MLPROF_CAT_COMM};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 2), 0);
+  for (uint64_t i = 0; i < 40000; i++) span(&b, 0, 0, i * MS, (i + 1) * MS);
+  for (uint64_t t = 5 * MS; t < 40000 * MS; t += 10 * MS)
+    proc_row(&b, t, 3, 500e6);
+  ev_flush(&b);
+  payload p = {.n = 0};
+  p_uv(&p, MLPROF__TRACK_TID_BASE);
+  p_uv(&p, 0);
+  p_uv(&p, 0);
+  p_u8(&p, MLPROF__REC_SPAN);
+  p_uv(&p, Z_FIRST + 1);
+  p_uv(&p, 0);
+  p_sv(&p, 0);
+  p_uv(&p, 24000 * MS);
+  chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
+  built x;
+  CHECK_EQ(sb_build(&b, 40000 * MS, NULL, &x), 0);
+  const mlprof__finding *w = finding(&x.f, "communication_wait", "backward");
+  CHECK(w != NULL);
+  CHECK(w && fabs(evidence(w, "comm_share") - 0.6) < 0.02);
+  built_free(&x);
+}
+
 /* A zone of communication (MPI_Wait by its category, all_reduce by its
  * name) is never an I/O wait nor compute, whatever its CPU: MPI_Wait may
  * spin on a core while it waits for a message. */
@@ -1154,6 +1185,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"track_is_not_the_step", test_track_is_not_the_step},
     {"track_spans_are_not_judged", test_track_spans_are_not_judged},
     {"wait_under_communication", test_wait_under_communication},
+    {"wait_cover_sampled_evenly", test_wait_cover_sampled_evenly},
     {"communication_zone_never_io_wait", test_communication_zone_never_io_wait},
     {"data_bound_found", test_data_bound_found},
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
