@@ -59,7 +59,10 @@ typedef struct {
   mlprof__fpass p;
   size_t zcap, rcap;
   mlprof__map zone_by_hash; /* name hash (probed on collision) -> zone */
-  mlprof__map rss_index;    /* profile << 32 | zone -> index in p.rss */
+  /* The report's zones that may be flagged (MLPROF__FLAG_MIN_SHARE of wall
+   * time or more): name hash (probed) -> index in p.r->zones. */
+  mlprof__map flaggable;
+  mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
   mlprof__slo_acc *slo;
   /* the profile being read */
   size_t profile;
@@ -100,14 +103,16 @@ static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
     free(copy);
     return MLPROF__NONE;
   }
-  /* Flagged zones cost MLPROF__FLAG_MIN_SHARE of wall time or more. */
   int candidate = 0;
-  const mlprof__report *r = p->r;
-  for (size_t i = 0; i < r->nzones && !candidate; i++)
-    candidate = r->zones[i].name_len == n &&
-                memcmp(r->zones[i].name, s, n) == 0 &&
-                (double)r->zones[i].total_ns >=
-                    MLPROF__FLAG_MIN_SHARE * (double)r->wall_ns;
+  for (uint64_t k = mlprof__hash(s, n, MLPROF__HASH_START);; k++) {
+    uint32_t at = mlprof__map_get(&ps->flaggable, k);
+    if (at == MLPROF__NONE) break;
+    const mlprof__zone_stats *z = &p->r->zones[at];
+    if (z->name_len == n && memcmp(z->name, s, n) == 0) {
+      candidate = 1;
+      break;
+    }
+  }
   p->zones[p->nzones] =
       (mlprof__fzone){.name = copy, .len = n, .candidate = candidate};
   return (uint32_t)p->nzones++;
@@ -512,6 +517,7 @@ static void pass_free(pass *ps) {
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
   mlprof__map_clear(&ps->zone_by_hash);
+  mlprof__map_clear(&ps->flaggable);
   mlprof__map_clear(&ps->rss_index);
   for (size_t i = 0; i < ps->p.nzones; i++) free(ps->p.zones[i].name);
   free(ps->p.zones);
@@ -546,7 +552,16 @@ mlprof__findings_builder *mlprof__findings_begin(
   b->ps.p = (mlprof__fpass){.job = job, .r = r, .res = res};
   size_t nprof = job->count ? job->count : 1;
   b->ps.p.track_spans = calloc(nprof, sizeof *b->ps.p.track_spans);
-  if (!b->ps.p.track_spans ||
+  int rc = 0;
+  for (size_t i = 0; i < r->nzones && !rc; i++) {
+    const mlprof__zone_stats *z = &r->zones[i];
+    if ((double)z->total_ns < MLPROF__FLAG_MIN_SHARE * (double)r->wall_ns)
+      continue;
+    uint64_t k = mlprof__hash(z->name, z->name_len, MLPROF__HASH_START);
+    while (mlprof__map_get(&b->ps.flaggable, k) != MLPROF__NONE) k++;
+    rc = mlprof__map_put(&b->ps.flaggable, k, (uint32_t)i);
+  }
+  if (rc || !b->ps.p.track_spans ||
       (f->opts.nslo && !(b->ps.slo = mlprof__slo_begin(&f->opts)))) {
     mlprof__findings_abort(b);
     return NULL;
