@@ -132,7 +132,19 @@ static int python_env(const char *py_options) {
     }
   }
   setenv("MLPROF_PY_OPTIONS", py_options, 1);
-  if (!dir[0]) return 0;
+  /* Without a module, each Python process says why in its profile
+   * (session.c, as the module does when it cannot load mlprof). */
+  if (!dir[0]) {
+    char why[PATH_MAX + 160];
+    snprintf(why, sizeof why,
+             "mlprof run found no Python start-up module next to %s (build "
+             "the Python package: make python-install, or pip install "
+             "./python)",
+             exe);
+    setenv("MLPROF_PY_MISSING", why, 1);
+    return 0;
+  }
+  unsetenv("MLPROF_PY_MISSING");
   const char *old = getenv("PYTHONPATH");
   size_t len = strlen(dir) + (old ? strlen(old) : 0) + 2;
   char *path = malloc(len);

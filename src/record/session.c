@@ -4,9 +4,11 @@
  * A child made by fork() gets a profile of its own on its first event. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -540,5 +542,19 @@ __attribute__((constructor)) static void autostart(void) {
   if (rc != 0 && rc != MLPROF_EALREADY)
     mlprof__warn_once(NULL, "cannot start profiling to %s: %s (%s)", out,
                       mlprof_strerror(rc), strerror(errno));
+  /* mlprof run found no Python start-up module: a Python interpreter says
+   * so in its profile, as the module says when it cannot load mlprof. */
+  const char *missing = mlprof__env("MLPROF_PY_MISSING");
+  char exe[PATH_MAX], why[1024];
+  ssize_t n;
+  if (rc == 0 && missing && *missing &&
+      (n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/');
+    if (!strncmp(base ? base + 1 : exe, "python", 6)) {
+      snprintf(why, sizeof why, "not loaded: %s", missing);
+      mlprof_meta("mlprof.python", why);
+    }
+  }
 }
 #endif

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conftest import MLPROF, mlprof, program
+from conftest import LIBRARY, MLPROF, mlprof, program
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 as_root = pytest.mark.skipif(
@@ -61,3 +61,25 @@ def test_static_program(tmp_path):
                prog)
     assert (f"'{prog}' is statically linked, so libmlprof cannot be "
             "preloaded into it") in r.stderr
+
+
+def test_python_without_the_start_up_module_says_so(tmp_path):
+    """An mlprof with no Python package beside it (a build without `make
+    python-install`): a Python program still runs, and the report says why
+    it got no Python instrumentation and how to build it; a C program's
+    report says nothing of Python."""
+    lone = tmp_path / "bin"
+    lone.mkdir()
+    shutil.copy(MLPROF, lone / "mlprof")
+    env = dict(os.environ, MLPROF_LIB=LIBRARY)
+    env.pop("MLPROF_PY_STARTUP", None)
+    for out, cmd in [("py", ["/usr/bin/python3", "-c", "pass"]),
+                     ("c", [program("workload"), "20"])]:
+        subprocess.run([lone / "mlprof", "run", "-q", "--sample-ms", "0",
+                        "-o", tmp_path / out, "--", *cmd], check=True,
+                       env=env, capture_output=True, timeout=120)
+    py = mlprof("report", tmp_path / "py").stdout
+    assert "python instrumentation not loaded: mlprof run found no Python " \
+        "start-up module" in py and "make python-install" in py, py
+    assert "python instrumentation" not in mlprof("report",
+                                                  tmp_path / "c").stdout
