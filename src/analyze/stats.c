@@ -865,8 +865,9 @@ static int make_warnings(mlprof__report *r) {
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,
                        "%s: %" PRIu64
-                       " events dropped (memory cap reached); "
-                       "counts and times are too low",
+                       " events dropped (the memory cap, zones nested or "
+                       "annotated past their limits, or a failed write: "
+                       "docs/guide.md); counts and times are too low",
                        who, p->dropped);
     if (!rc && p->unmatched)
       rc = add_warning(r, &cap, "%s: %" PRIu64 " zone ends had no begin", who,
