@@ -93,6 +93,11 @@ static void count_byte(const mlprof__marks *const *m, size_t n, unsigned shift,
   }
 }
 
+uint64_t mlprof__pct_rank(uint64_t n, unsigned pct) {
+  uint64_t rank = (n * pct + 99) / 100;
+  return rank ? rank : 1;
+}
+
 uint64_t mlprof__marks_percentile(const mlprof__marks *const *m, size_t n,
                                   unsigned pct) {
   uint64_t steps = 0, max = 0;
@@ -101,8 +106,7 @@ uint64_t mlprof__marks_percentile(const mlprof__marks *const *m, size_t n,
     if (m[i]->max_ns > max) max = m[i]->max_ns;
   }
   if (!steps) return 0;
-  uint64_t rank = (steps * pct + 99) / 100; /* 1-based */
-  if (!rank) rank = 1;
+  uint64_t rank = mlprof__pct_rank(steps, pct);
   unsigned shift = 0;
   while (shift < 56 && max >> (shift + 8)) shift += 8;
   uint64_t prefix = 0, hist[256];

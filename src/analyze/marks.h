@@ -42,6 +42,10 @@ void mlprof__marks_cursor_init(mlprof__marks_cursor *c, const mlprof__marks *m);
 /* The next entry: 1 with its time and kind in *t and *end, 0 at the end. */
 int mlprof__marks_next(mlprof__marks_cursor *c, uint64_t *t, int *end);
 
+/* The nearest rank (1-based) of percentile pct (1..100) among n > 0
+ * values. */
+uint64_t mlprof__pct_rank(uint64_t n, unsigned pct);
+
 /* The nearest-rank percentile pct (1..100) of the step durations of the n
  * sequences m[] taken together, exact, without a copy of the durations (a
  * radix selection: one read of the sequences per byte of the longest step).

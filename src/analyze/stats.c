@@ -121,14 +121,8 @@ static void sort_u64(uint64_t *a, size_t n) {
   sort_u64_depth(a, n, depth);
 }
 
-/* The nearest rank (1-based) of percentile p among n values, n > 0. */
-static uint64_t pct_rank(uint64_t n, unsigned p) {
-  uint64_t rank = (n * p + 99) / 100;
-  return rank ? rank : 1;
-}
-
 uint64_t mlprof__percentile_sorted(const uint64_t *a, size_t n, unsigned p) {
-  return n ? a[pct_rank(n, p) - 1] : 0;
+  return n ? a[mlprof__pct_rank(n, p) - 1] : 0;
 }
 
 /* ---- the builder ----------------------------------------------------------
@@ -1089,7 +1083,7 @@ static int hist_targets(mlprof__stats *s, uint32_t zi) {
   const uint64_t *h = s->zb[zi].hist;
   int rc = 0;
   for (unsigned k = 0; k < 4 && !rc; k++) {
-    uint64_t rank = pct_rank(z->count, pcts[k]), below = 0, w;
+    uint64_t rank = mlprof__pct_rank(z->count, pcts[k]), below = 0, w;
     size_t b = bucket_of_rank(h, HIST_BUCKETS, rank, &below);
     uint64_t lo = hist_lo(b, &w), hi = lo + (w - 1);
     if (lo < z->min_ns) lo = z->min_ns;
