@@ -3,8 +3,14 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# The project's Python environment: made from PYTHON, holding what the tests
+# and benchmarks need (tests/requirements.txt: torch, pytest, playwright and
+# the peer profilers). Every Python command of the build and tests runs in it.
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(abspath $(VENV))/bin/python
 
-.PHONY: all demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test bench-python browser-test format format-check
+.PHONY: all venv demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test bench-python browser-test format format-check distclean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -13,12 +19,21 @@ $(BUILD)/.configured: CMakeLists.txt
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 	touch $@
 
+# The environment is remade when tests/requirements.txt changes. pip takes
+# torch 2.13.0 (CPU) from the machine's wheel directory where it has one.
+venv: $(VENV)/.installed
+$(VENV)/.installed: tests/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r tests/requirements.txt
+	touch $@
+
 # Profiles the bundled inference loop, then prints its report and writes a
 # Chrome/Perfetto trace. Installs what the build needs first when it can (as
 # root); without libmicrohttpd it builds all but mlprof serve.
 demo:
 	-sh scripts/install-deps.sh build
 	$(MAKE) all
+	$(MAKE) python-install
 	rm -rf $(BUILD)/demo-run
 	$(BUILD)/mlprof run -o $(BUILD)/demo-run -- $(BUILD)/inference_loop 1000
 	$(BUILD)/mlprof trace $(BUILD)/demo-run -o $(BUILD)/demo-trace.json
@@ -33,9 +48,10 @@ deps:
 # binary, and the build without mlprof serve (no browser, no torch).
 check:
 	sh scripts/install-deps.sh check
+	$(MAKE) venv
 	$(MAKE) all CMAKE_FLAGS="-DMLPROF_WERROR=ON $(CMAKE_FLAGS)"
 	$(BUILD)/mlprof_unit
-	MLPROF_BUILD=$(abspath $(BUILD)) /usr/bin/python3 -m pytest -q tests/e2e
+	MLPROF_BUILD=$(abspath $(BUILD)) $(PY) -m pytest -q tests/e2e
 	$(MAKE) noserve-check
 
 # Every test: make check, then the Python package and the browser tests.
@@ -56,11 +72,11 @@ bench: all
 	sh bench/run.sh $(BUILD)
 
 # The Python package, installed into $(BUILD)/python, and its tests.
-python-install: all
-	rm -rf $(BUILD)/python && /usr/bin/python3 -m pip install -q --no-deps --no-build-isolation --target $(BUILD)/python ./python
+python-install: all venv
+	rm -rf $(BUILD)/python && $(PY) -m pip install -q --no-deps --no-build-isolation --target $(BUILD)/python ./python
 
 python-test: python-install
-	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q tests/python
+	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python $(PY) -m pytest -q tests/python
 
 # The HTML report and the live dashboard in headless Debian Chromium
 # (playwright-core from npm, no browser download); screenshots go to
@@ -71,9 +87,9 @@ browser-test: python-install
 	cd tests/browser && MLPROF_BUILD=$(abspath $(BUILD)) node --test test.mjs
 
 bench-python: python-test
-	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_python.py
-	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_calls.py
-	PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 bench/bench_auto.py
+	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_python.py
+	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_calls.py
+	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_auto.py
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -82,12 +98,12 @@ install: all
 # library instrumented; end to end, the CLI is instrumented while the
 # programs it runs and preloads into (python, sh, the examples) use the
 # uninstrumented build $(BUILD), since ASan must come first in a process.
-sanitize: deps all
+sanitize: deps all venv
 	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
 	MLPROF_TEST_TIMEOUT=600 build-asan/mlprof_unit
 	MLPROF_BUILD=$(abspath build-asan) MLPROF_LIB=$(abspath $(BUILD))/libmlprof.so \
 	  MLPROF_PROGRAMS=$(abspath $(BUILD)) \
-	  /usr/bin/python3 -m pytest -q tests/e2e
+	  $(PY) -m pytest -q tests/e2e
 
 # The threaded tests under TSan (fewer zones: TSan is ~10x slower).
 tsan:
@@ -108,3 +124,7 @@ format-check: deps
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-noserve
+
+# clean, and the Python environment too.
+distclean: clean
+	rm -rf $(VENV)

@@ -8,7 +8,7 @@ build="cmake gcc make pkg-config python3 libmicrohttpd-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
 check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime"
-all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium nodejs"
+all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium"
 case "${1:-all}" in
   build) want=$build ;;
   check) want=$check ;;
@@ -22,8 +22,6 @@ need=""
 for pkg in $want; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
 done
-# npm comes with NodeSource's nodejs, or as Debian's own package.
-[ "${1:-all}" = all ] && ! command -v npm >/dev/null 2>&1 && need="$need npm"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages:$need (run as root, or: sudo apt-get install$need)" >&2
