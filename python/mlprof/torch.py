@@ -186,6 +186,46 @@ def _own_flops_end(p):
     return sum(e.flops for e in p.function_events)
 
 
+class _Routed:
+    """Hooks of a module that must carry none of its own: torch 2's
+    nn.TransformerEncoderLayer leaves its fused fast path when any module
+    under it has forward hooks, so hooks of ours would change what the
+    program runs. Such modules are reached through one process-wide pair of
+    module hooks (torch's register_module_forward_*_hook), installed while
+    any module is routed, which looks the module up. remove() takes the
+    module out (and the pair, with the last one)."""
+    table = {}       # module -> the hooks object of _hooks.c
+    handles = None   # the two global hook handles while table is not empty
+
+    def __init__(self, module, hooks):
+        cls = _Routed
+        self.module = module
+        if cls.handles is None:
+            mm = torch.nn.modules.module
+            cls.handles = (mm.register_module_forward_pre_hook(cls._pre),
+                           mm.register_module_forward_hook(cls._post))
+        cls.table[module] = hooks
+
+    @staticmethod
+    def _pre(module, inputs):
+        h = _Routed.table.get(module)
+        if h is not None:
+            h.pre(module, inputs)
+
+    @staticmethod
+    def _post(module, inputs, output):
+        h = _Routed.table.get(module)
+        if h is not None:
+            h.post(module, inputs, output)
+
+    def remove(self):
+        cls = _Routed
+        if cls.table.pop(self.module, None) is not None and not cls.table:
+            for handle in cls.handles:
+                handle.remove()
+            cls.handles = None
+
+
 class ModelProfile:
     """What profile_model installed: hooks (remove() takes them away; also
     a context manager), FLOPs per layer, and per-layer statistics read back
@@ -220,6 +260,11 @@ class ModelProfile:
         self.names = []
         self.leaves = set()
         skip_under = []
+        # Modules in an encoder layer's tree: their hooks are routed
+        # (_Routed), so that its fast path stays the program's.
+        self._fused = {id(c) for layer in model.modules()
+                       if isinstance(layer, nn.TransformerEncoderLayer)
+                       for c in layer.modules()}
         for name, m in model.named_modules():
             if any(name.startswith(p + ".") for p in skip_under):
                 continue  # inside a module counted as a whole (attention)
@@ -262,8 +307,11 @@ class ModelProfile:
             self.prof.zone(label + BACKWARD, "backward"),
             self.prof.zone(OVERHEAD_ZONE), is_root, leaf, backward, flops,
             self.backward_every, tuple(m.parameters()), self._shared)
-        self.handles.append(m.register_forward_pre_hook(h.pre))
-        self.handles.append(m.register_forward_hook(h.post))
+        if id(m) in self._fused:
+            self.handles.append(_Routed(m, h))
+        else:
+            self.handles.append(m.register_forward_pre_hook(h.pre))
+            self.handles.append(m.register_forward_hook(h.post))
 
     def remove(self):
         """Removes every hook profile_model installed."""

@@ -41,13 +41,17 @@ class Flavour:
         assert r.returncode == 0, r.stderr[-3000:]
 
     def require(self, *programs):
-        """Skips the test when this MPI or one of its programs is absent."""
+        """Fails the test when this MPI or one of its programs is absent:
+        make check installs both MPIs and builds the programs for each, so
+        an absence is a broken set-up, never a reason to skip."""
         if not shutil.which(self.launcher):
-            pytest.skip(f"no {self.launcher} "
+            pytest.fail(f"no {self.launcher} "
                         "(scripts/install-deps.sh check installs it)")
         for p in programs:
             if not os.path.exists(self.program(p)):
-                pytest.skip(f"{self.program(p)} not built")
+                pytest.fail(f"{self.program(p)} not built (was the build "
+                            "configured before MPI was installed? make "
+                            "configures again when Debian's packages change)")
 
 
 OPEN_MPI = Flavour("openmpi", "mpirun.openmpi", ["--oversubscribe"], "",

@@ -33,6 +33,12 @@ def _ensure_package():
 _ensure_package()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "torch2: needs torch 2 (make python-test-oldest, with "
+        "Debian's torch 1.13, leaves it out)")
+
+
 @pytest.fixture
 def build_dir():
     """The CMake build with the mlprof command and libmlprof.so."""
