@@ -122,6 +122,7 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
   mlprof__findings_opts_init(&o->findings);
   o->sort = MLPROF__SORT_TOTAL;
   o->durations_budget = MLPROF__STATS_BUDGET;
+  o->filter_must_match = 1;
 }
 
 /* The statistics' selection passes (stats.h), when some zone outgrew the
@@ -279,8 +280,25 @@ static int second_pass(const mlprof__job *job, unsigned want,
 }
 
 /* Removes the zones f does not show from r. */
-static void keep_zones(mlprof__report *r, const mlprof__filter *f) {
+/* Keeps the zones of r that f shows. With must_match, when r had zones and
+ * f shows none of them, says so in err with a few of their names and
+ * returns 1 (r unchanged); else 0. */
+static int keep_zones(mlprof__report *r, const mlprof__filter *f,
+                      int must_match, char *err, size_t errlen) {
   size_t n = 0;
+  for (size_t i = 0; i < r->nzones; i++)
+    n += mlprof__filter_zone(f, r->zones[i].name, r->zones[i].category) != 0;
+  if (!n && r->nzones && must_match) {
+    size_t at = (size_t)snprintf(
+        err, errlen, "--zone/--category/--exclude match no zone of this run: ");
+    for (size_t i = 0; i < r->nzones && i < 6 && at < errlen; i++)
+      at += (size_t)snprintf(err + at, errlen - at, "%s\"%s\"", i ? ", " : "",
+                             r->zones[i].name);
+    if (at < errlen && r->nzones > 6)
+      snprintf(err + at, errlen - at, " and %zu more", r->nzones - 6);
+    return 1;
+  }
+  n = 0;
   for (size_t i = 0; i < r->nzones; i++) {
     mlprof__zone_stats *z = &r->zones[i];
     if (mlprof__filter_zone(f, z->name, z->category)) {
@@ -292,6 +310,7 @@ static void keep_zones(mlprof__report *r, const mlprof__filter *f) {
     free(z->durations);
   }
   r->nzones = n;
+  return 0;
 }
 
 /* What f does to a name of the tree (filter.h). */
@@ -375,6 +394,15 @@ int mlprof__analysis_run(const mlprof__job *job,
   int rc = 0;
   if (f && mlprof__filter_records(f))
     rc = mlprof__filter_prepare(f, job, 0, &fd, warn, sizeof warn);
+  const char *none = opts->filter_must_match && !rc
+                         ? mlprof__filtered_unmatched(fd)
+                         : NULL;
+  if (none) {
+    snprintf(err, errlen, "%s", none);
+    mlprof__filtered_free(fd);
+    memset(a, 0, sizeof *a);
+    return MLPROF_EINVAL;
+  }
   if (!rc) rc = first_pass(job, want, opts, fd, a);
   if (!rc) rc = second_pass(job, want, opts, fd, a);
   /* The pyramid's windows read the profiles again through the same filter
@@ -393,8 +421,11 @@ int mlprof__analysis_run(const mlprof__job *job,
     snprintf(err, errlen, "out of memory");
     return rc;
   }
-  if ((want & MLPROF__ANALYSIS_STATS) && f && mlprof__filter_zones(f))
-    keep_zones(&a->r, f);
+  if ((want & MLPROF__ANALYSIS_STATS) && f && mlprof__filter_zones(f) &&
+      keep_zones(&a->r, f, opts->filter_must_match, err, errlen)) {
+    mlprof__analysis_free(a);
+    return MLPROF_EINVAL;
+  }
   if (want & MLPROF__ANALYSIS_STATS)
     mlprof__report_sort(&a->r, opts->sort, opts->top);
   return 0;

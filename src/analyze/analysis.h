@@ -55,6 +55,10 @@ typedef struct {
    * every zone. The pyramid keeps it for its windows: with
    * MLPROF__ANALYSIS_LOD it must outlive the analysis. */
   const mlprof__filter *filter;
+  /* 1 (mlprof__analysis_opts_init): a filter that matches nothing is an
+   * error (MLPROF_EINVAL, the reason in err); 0 for live views, where what
+   * it matches may not have run yet. */
+  int filter_must_match;
   size_t lod_items; /* the pyramid's items at most (lod.h); 0: no cap */
 } mlprof__analysis_opts;
 
@@ -75,7 +79,9 @@ typedef struct {
 /* Reads the profiles of job as the wanted analyses need and fills *a (the
  * caller's, any content). Damage and a read that stops part-way are not
  * errors: the report records them in its processes and warnings. Returns 0,
- * or MLPROF_ENOMEM with "out of memory" in err; *a then needs no
+ * MLPROF_ENOMEM with "out of memory" in err, or MLPROF_EINVAL when the
+ * filter matches nothing (opts->filter_must_match) with a line saying which
+ * options and what the job has in err; *a then needs no
  * mlprof__analysis_free (it is empty). */
 int mlprof__analysis_run(const mlprof__job *job,
                          const mlprof__analysis_opts *opts, mlprof__analysis *a,

@@ -203,6 +203,7 @@ typedef struct mlprof__filter_prof {
   int threads;               /* 1: only the threads in tids */
   mlprof__map tids;          /* tid -> 1 */
   int has_steps;             /* it had step marks (pre-pass) */
+  uint64_t nsteps;           /* how many (its thread with the most) */
   int has_spans;             /* it had spans (pre-pass for steps) */
   uint64_t step_lo, step_hi; /* job time, when has_steps */
 } prof;
@@ -214,6 +215,7 @@ struct mlprof__filtered {
   size_t n; /* profiles */
   int zones;
   prof *p;
+  char unmatched[320]; /* why the record filters keep nothing, or "" */
 };
 
 /* ---- the pre-pass: thread names and step marks ------------------------- */
@@ -321,6 +323,7 @@ static int prepass_read(const mlprof__filter *f, const mlprof__job_profile *jp,
     if (!best || pp.marks[i].count > best->count) best = &pp.marks[i];
   if (best && best->count) {
     p->has_steps = 1;
+    p->nsteps = best->count;
     if (f->step_from >= best->count) {
       p->step_lo = p->step_hi = 0; /* past the last mark: nothing */
     } else {
@@ -354,6 +357,64 @@ static int process_selected(const mlprof__filter *f,
 /* In profile time: a job time t for a profile starting at off. */
 static uint64_t to_profile(uint64_t t, uint64_t off) {
   return t == UINT64_MAX ? t : t > off ? t - off : 0;
+}
+
+/* Lists up to 6 of the job's processes into o, as the process and rank
+ * selectors match them ("1234 python (rank 0)"). */
+static void list_processes(const mlprof__job *job, char *o, size_t len) {
+  size_t at = strlen(o);
+  for (size_t i = 0; i < job->count && i < 6 && at < len; i++) {
+    const mlprof__job_profile *jp = &job->profiles[i];
+    at += (size_t)snprintf(o + at, len - at, "%s%llu %s", i ? ", " : "",
+                           (unsigned long long)jp->pid,
+                           jp->name ? jp->name : "?");
+    if (at < len && jp->rank >= 0)
+      at += (size_t)snprintf(o + at, len - at, " (rank %lld)",
+                             (long long)jp->rank);
+  }
+  if (at < len && job->count > 6)
+    snprintf(o + at, len - at, " and %zu more", job->count - 6);
+}
+
+/* Says in fd->unmatched why the record filters keep nothing of job, when
+ * they do not: a filter that matches nothing is the user's mistake, not an
+ * empty run (issue #21). Zone filters are judged by the analysis, which
+ * knows the zones. */
+static void unmatched(mlprof__filtered *fd, const mlprof__job *job) {
+  const mlprof__filter *f = fd->f;
+  size_t kept = 0, ranks = 0, stepped = 0, threaded = 0;
+  uint64_t most = 0;
+  for (size_t i = 0; i < fd->n; i++) {
+    const prof *p = &fd->p[i];
+    ranks += job->profiles[i].rank >= 0;
+    if (p->nsteps > most) most = p->nsteps;
+    if (!p->keep) continue;
+    kept++;
+    stepped += p->lo < p->hi;
+    threaded += !p->threads || p->tids.count > 0;
+  }
+  char *o = fd->unmatched;
+  size_t len = sizeof fd->unmatched;
+  if (has_kind(f, MLPROF__SEL_RANK) && !ranks) {
+    snprintf(o, len, "--rank: this run has no ranks (not a distributed run)");
+  } else if (!kept && (has_kind(f, MLPROF__SEL_PROCESS) ||
+                       has_kind(f, MLPROF__SEL_RANK))) {
+    snprintf(o, len, "--process/--rank match no process of this run: ");
+    list_processes(job, o, len);
+  } else if (kept && !threaded) {
+    snprintf(o, len,
+             "--thread/--track match no thread of the processes selected");
+  } else if (f->steps && !most) {
+    snprintf(o, len,
+             "--steps/--skip-warmup: no process of this run marks steps "
+             "(prof.step(), or PyTorch's steps under mlprof run)");
+  } else if (f->steps && kept && !stepped) {
+    snprintf(o, len,
+             "--steps/--skip-warmup select no step: this run has %llu "
+             "step%s (0:%llu)",
+             (unsigned long long)most, most == 1 ? "" : "s",
+             (unsigned long long)most);
+  }
 }
 
 int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
@@ -418,8 +479,13 @@ int mlprof__filter_prepare(const mlprof__filter *f, const mlprof__job *job,
     mlprof__filtered_free(fd);
     return rc;
   }
+  unmatched(fd, job);
   *out = fd;
   return 0;
+}
+
+const char *mlprof__filtered_unmatched(const mlprof__filtered *fd) {
+  return fd && fd->unmatched[0] ? fd->unmatched : NULL;
 }
 
 void mlprof__filtered_free(mlprof__filtered *fd) {
@@ -481,11 +547,11 @@ static int zone_kept(const mlprof__filter_read *r, uint32_t name) {
 
 static int f_name(void *ud, const mlprof__name *n) {
   mlprof__filter_read *r = ud;
-  if (r->fd->zones && n->kind == MLPROF__NAME_ZONE &&
-      mlprof__map_put(
-          &r->names, n->id,
-          mlprof__filter_zone(r->fd->f, n->name, n->category) ? 1 : 2))
-    return MLPROF_ENOMEM;
+  if (r->fd->zones && n->kind == MLPROF__NAME_ZONE) {
+    int shown = mlprof__filter_zone(r->fd->f, n->name, n->category);
+    if (mlprof__map_put(&r->names, n->id, shown ? 1 : 2)) return MLPROF_ENOMEM;
+    *(shown ? &r->zones_shown : &r->zones_hidden) += 1;
+  }
   return r->inner.name ? r->inner.name(r->inner.ud, n) : 0;
 }
 

@@ -112,6 +112,7 @@ typedef struct {
   mlprof__visitor inner;
   mlprof__map names; /* zone name id -> 1 shown, 2 not */
   int drop_args;     /* the last span was dropped: its meta and units too */
+  size_t zones_shown, zones_hidden; /* zone names met, by what f does */
 } mlprof__filter_read;
 
 /* The visitor to read profile i of the job with (its whole file, or chunks
@@ -123,6 +124,12 @@ void mlprof__filter_visitor(const mlprof__filtered *fd, size_t i,
                             mlprof__filter_read *r,
                             const mlprof__visitor *inner, mlprof__visitor *out);
 void mlprof__filter_read_free(mlprof__filter_read *r);
+
+/* Why the record filters of fd keep nothing of its job, a line naming the
+ * options and what the job has ("--steps/--skip-warmup select no step: this
+ * run has 29 steps (0:29)"), or NULL when they keep something (fd NULL
+ * too). */
+const char *mlprof__filtered_unmatched(const mlprof__filtered *fd);
 
 /* Frees what mlprof__filter_prepare made (NULL is fine). */
 void mlprof__filtered_free(mlprof__filtered *fd);

@@ -471,7 +471,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
   }
   if (!rc && d.nzones == 0) {
     if (nzones)
-      fprintf(stderr, "mlprof diff: no zone matches the --zone patterns\n");
+      fprintf(stderr,
+              "mlprof diff: --zone patterns match no zone of either run\n");
     else
       fprintf(stderr, "mlprof diff: neither run has any zone to compare\n");
     rc = 2;

@@ -265,7 +265,7 @@ static int html_write(char **argv, int argc, const char *output,
     fprintf(stderr, "mlprof html: %s\n", err);
     mlprof__compare_free(&c);
     if (diff) diff_free(&dd, &base, &next);
-    return 1;
+    return rc == MLPROF_EINVAL ? 2 : 1; /* a filter matching nothing: 2 */
   }
   for (size_t i = 0; i < d.r.nwarnings; i++)
     fprintf(stderr, "mlprof html: warning: %s\n", d.r.warnings[i]);

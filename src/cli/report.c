@@ -327,7 +327,7 @@ int mlprof__cmd_report(int argc, char **argv) {
   mlprof__filter_free(&filter);
   if (rc) {
     fprintf(stderr, "mlprof report: %s\n", err);
-    return 3;
+    return rc == MLPROF_EINVAL ? 2 : 3; /* a filter matching nothing: 2 */
   }
   const mlprof__report *r = &a.r;
   const mlprof__findings *f = &a.f;

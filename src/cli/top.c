@@ -262,6 +262,7 @@ static void update(view *v, mlprof__out *o) {
   mlprof__analysis_opts_init(&ao);
   ao.want = MLPROF__ANALYSIS_FINDINGS;
   ao.filter = &f;
+  ao.filter_must_match = 0; /* live: it may not have run yet */
   ao.sort = v->sort;
   /* The rest of the screen is the zones'. */
   ao.top = v->top                               ? v->top

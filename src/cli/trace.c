@@ -308,5 +308,5 @@ static int trace_write(char **paths, size_t npaths, const char *output,
   free(res.reads);
   free(res.read_errors);
   mlprof__job_close(&job);
-  return rc ? 1 : 0;
+  return rc == MLPROF_EINVAL ? 2 : rc ? 1 : 0; /* a filter matching nothing */
 }

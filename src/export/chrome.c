@@ -786,7 +786,12 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
                                 res ? sizeof res->warning : errlen);
   if (rc) snprintf(err, errlen, "out of memory");
+  if (!rc && mlprof__filtered_unmatched(fd)) {
+    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
+    rc = MLPROF_EINVAL;
+  }
   mlprof__out_lit(o, "{\"traceEvents\":[\n");
+  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     c.pid = c.tpids[i];
@@ -802,6 +807,8 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     mlprof__filter_read fr = {0};
     if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
     int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
+    shown += fr.zones_shown;
+    hidden += fr.zones_hidden;
     mlprof__filter_read_free(&fr);
     if (o->err) {
       rc = o->err;
@@ -823,6 +830,11 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                !rd      ? ""
                : why[0] ? why
                         : mlprof_strerror(rd));
+  }
+  if (!rc && hidden && !shown) {
+    snprintf(err, errlen,
+             "--zone/--category/--exclude match no zone of this run");
+    rc = MLPROF_EINVAL;
   }
   if (!rc && !(rc = mlprof__kv_dedupe(c.meta, &c.nmeta))) {
     write_other_data(&c, job->count);

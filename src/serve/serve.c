@@ -305,6 +305,7 @@ static run_build *build_run(char **files, size_t nf, const char *rel,
     mlprof__dash_opts(&ao, MLPROF__DASH_TOP);
     ao.lod_items = MLPROF__DASH_LOD_LIVE_ITEMS;
     ao.filter = filter;
+    ao.filter_must_match = 0; /* live: it may not have run yet */
     rc = mlprof__analysis_run(&job, &ao, &b->d, err, sizeof err);
     mlprof__job_close(&job);
   }

@@ -56,8 +56,6 @@ def test_report_window_and_processes(run):
     # The first 250 ms hold fewer schedules than the whole run.
     r = report(run, "--window", ":250ms")
     assert 0 < zone(r, "schedule")["count"] < first["count"]
-    none = report(run, "--process", "no-such-process")
-    assert none["zones"] == []
     by_name = report(run, "--process", "findings_pipeline")
     assert zone(by_name, "schedule")["count"] == first["count"]
 
@@ -78,6 +76,39 @@ def test_bad_filters_are_usage_errors(run, args, message):
         assert p.returncode == 2, (cmd, p.stderr)
         assert message in p.stderr
         assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--zone", "nomatch"], "match no zone of"),
+    (["--category", "io"], "match no zone of this run"),
+    (["--process", "nosuch"], "--process/--rank match no process of this "
+     "run: "),
+    (["--rank", "3"], "--rank: this run has no ranks"),
+    (["--steps", "100:200"], "select no step: this run has 10 steps (0:10)"),
+    (["--skip-warmup", "40"], "select no step: this run has 10 steps"),
+    (["--thread", "nosuch"], "--thread/--track match no thread"),
+])
+def test_filters_matching_nothing_say_so(run, args, message):
+    """A filter that matches nothing is the user's mistake: a one-line error
+    naming the options and what the run has, exit 2 — never an empty
+    report that reads as "no zones recorded" (issue #21)."""
+    for cmd in ("report", "trace", "html", "compare", "diff"):
+        paths = [run, run] if cmd in ("compare", "diff") else [run]
+        p = mlprof(cmd, *args, *paths, check=False)
+        assert p.returncode == 2, (cmd, p.returncode, p.stderr)
+        assert message in p.stderr, (cmd, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, (cmd, p.stderr)
+        assert "No zones recorded" not in p.stdout
+
+
+def test_a_zone_filter_matching_nothing_names_the_zones(run):
+    p = mlprof("report", run, "--zone", "shedule", check=False)
+    assert p.returncode == 2 and '"schedule"' in p.stderr, p.stderr
+
+
+def test_filters_matching_part_of_the_run_are_no_error(run):
+    assert mlprof("report", run, "--process", "findings_pipeline",
+                  "--zone", "forward", "--steps", "9:").returncode == 0
 
 
 def trace_events(path):

@@ -121,14 +121,16 @@ typedef struct {
 } counts;
 
 /* Runs the findings (the report and the steps) through filter f. */
+static char why[512]; /* the last run's error */
+
 static int run(filter_job *j, const mlprof__filter *f, counts *c) {
   mlprof__analysis_opts o;
   mlprof__analysis_opts_init(&o);
   o.want = MLPROF__ANALYSIS_FINDINGS;
   o.filter = f;
   mlprof__analysis a;
-  char err[256];
-  if (mlprof__analysis_run(&j->job, &o, &a, err, sizeof err)) return -1;
+  int rc = mlprof__analysis_run(&j->job, &o, &a, why, sizeof why);
+  if (rc) return rc;
   memset(c, 0, sizeof *c);
   for (size_t i = 0; i < a.r.nzones; i++) {
     const mlprof__zone_stats *z = &a.r.zones[i];
@@ -236,14 +238,21 @@ static void test_filter_processes_and_ranks(void) {
   counts name, pid, rank;
   int rc = run_sel(&j, MLPROF__SEL_PROCESS, "chi*", &name);
   if (!rc) rc = run_sel(&j, MLPROF__SEL_PROCESS, "300", &pid);
-  if (!rc) rc = run_sel(&j, MLPROF__SEL_RANK, "0", &rank);
+  /* No profile has a rank: an error naming why, not an empty report. */
+  int rrc = run_sel(&j, MLPROF__SEL_RANK, "0", &rank);
+  int norank = strstr(why, "this run has no ranks") != NULL;
+  int nrc = run_sel(&j, MLPROF__SEL_PROCESS, "nosuch", &rank);
+  int listed = strstr(why, "match no process of this run: ") != NULL;
   remove_job(&j);
   CHECK_EQ(rc, 0);
   CHECK_EQ(name.load, 3);
   CHECK_EQ(name.step, 0);
   CHECK_EQ(pid.load, 10);
   CHECK_EQ(pid.step, 5);
-  CHECK_EQ(rank.load, 0); /* no profile has a rank */
+  CHECK_EQ(rrc, MLPROF_EINVAL);
+  CHECK(norank);
+  CHECK_EQ(nrc, MLPROF_EINVAL);
+  CHECK(listed);
 }
 
 /* Steps 1:3 are main's marks 1 to 3 (job time 100..300); the child has no
@@ -256,7 +265,8 @@ static void test_filter_steps(void) {
   mlprof__filter w = {.steps = 1, .step_from = 4, .step_to = UINT64_MAX};
   if (!rc) rc = run(&j, &w, &warm);
   mlprof__filter p = {.steps = 1, .step_from = 9, .step_to = UINT64_MAX};
-  if (!rc) rc = run(&j, &p, &past);
+  int prc = run(&j, &p, &past);
+  int said = strstr(why, "select no step: this run has 6 steps (0:6)") != NULL;
   remove_job(&j);
   CHECK_EQ(rc, 0);
   CHECK_EQ(c.step, 2);
@@ -267,11 +277,13 @@ static void test_filter_steps(void) {
   CHECK_EQ(warm.step, 1);
   CHECK_EQ(warm.load, 2); /* main and worker; the child ended before */
   CHECK_EQ(warm.steps, 1);
-  CHECK_EQ(past.step + past.fwd + past.load, 0);
+  CHECK_EQ(prc, MLPROF_EINVAL); /* past the last step: says so */
+  CHECK(said);
 }
 
-/* A process without step marks, nor a parent with some, is left out with a
- * warning. */
+/* A process without step marks, nor a parent with some, is left out (with a
+ * warning where others are kept): with none left, steps select nothing and
+ * the error says that no process marks steps. */
 static void test_filter_steps_without_marks(void) {
   OPEN_JOB(j);
   mlprof__job alone;
@@ -283,15 +295,12 @@ static void test_filter_steps_without_marks(void) {
   mlprof__analysis_opts_init(&o);
   o.filter = &f;
   mlprof__analysis a;
+  int opened = rc == 0;
   if (!rc) rc = mlprof__analysis_run(&alone, &o, &a, err, sizeof err);
-  if (!rc) mlprof__job_close(&alone);
+  if (opened) mlprof__job_close(&alone);
   remove_job(&j);
-  CHECK_EQ(rc, 0);
-  uint64_t spans = a.r.spans;
-  int warned = a.r.nwarnings == 1 && strstr(a.r.warnings[0], "no step marks");
-  mlprof__analysis_free(&a);
-  CHECK_EQ(spans, 0);
-  CHECK(warned);
+  CHECK_EQ(rc, MLPROF_EINVAL);
+  CHECK(strstr(err, "no process of this run marks steps") != NULL);
 }
 
 /* A window keeps what begins in [t0, t1) of the job's time. */
