@@ -89,12 +89,12 @@ python-test-oldest: python-install
 	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q -m "not torch2" tests/python
 
 # The HTML report and the live dashboard in headless Debian Chromium
-# (playwright-core from npm, no browser download); screenshots go to
-# $(BUILD)/screenshots. MLPROF_UPDATE_DOCS=1 refreshes docs/screenshot-overview.png.
-# The Layers and call views are drawn from profiles the Python package makes.
+# (/usr/bin/chromium, or CHROMIUM), driven by pytest and playwright from the
+# venv, never a browser download; screenshots go to $(BUILD)/screenshots.
+# MLPROF_UPDATE_DOCS=1 refreshes docs/screenshot-overview.png. The Layers and
+# call views are drawn from profiles the Python package makes.
 browser-test: python-install
-	cd tests/browser && npm ci --no-audit --no-fund
-	cd tests/browser && MLPROF_BUILD=$(abspath $(BUILD)) node --test test.mjs
+	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python $(PY) -m pytest -q tests/browser
 
 bench-python: python-test
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_python.py
