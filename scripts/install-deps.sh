@@ -4,7 +4,7 @@
 #   install-deps.sh check   the build, unit and end-to-end tests (make check)
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
-build="cmake gcc make pkg-config python3 libmicrohttpd-dev"
+build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
 check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime"
