@@ -394,9 +394,8 @@ int mlprof__analysis_run(const mlprof__job *job,
   int rc = 0;
   if (f && mlprof__filter_records(f))
     rc = mlprof__filter_prepare(f, job, 0, &fd, warn, sizeof warn);
-  const char *none = opts->filter_must_match && !rc
-                         ? mlprof__filtered_unmatched(fd)
-                         : NULL;
+  const char *none =
+      opts->filter_must_match && !rc ? mlprof__filtered_unmatched(fd) : NULL;
   if (none) {
     snprintf(err, errlen, "%s", none);
     mlprof__filtered_free(fd);

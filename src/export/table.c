@@ -237,27 +237,52 @@ static size_t width_of(const char *str) {
   return w;
 }
 
+void mlprof__out_name(mlprof__out *o, const char *s, size_t n, size_t max) {
+  mlprof__out m;
+  if (mlprof__out_open(&m, -1)) {
+    o->err = MLPROF_ENOMEM;
+    return;
+  }
+  mlprof__out_text_str(&m, s, n);
+  mlprof__out_write(&m, "", 1);
+  const unsigned char *p = (const unsigned char *)m.buf;
+  size_t len = m.len - 1, w = m.err ? 0 : width_of(m.buf);
+  if (m.err) {
+    o->err = m.err;
+  } else if (w <= max) {
+    mlprof__out_write(o, m.buf, len);
+  } else if (max) {
+    /* Whole characters from both ends around the ellipsis, the end's half
+     * first (it tells ":forward" from ":backward"); a mark of width 0
+     * stays with the character before it. */
+    size_t tail_w = (max - 1) / 2, head_w = max - 1 - tail_w;
+    size_t head = 0, hw = 0, cl, tail = len, tw = w;
+    while (p[head]) {
+      size_t cw = char_width(p + head, &cl);
+      if (hw + cw > head_w && cw) break;
+      hw += cw;
+      head += cl;
+    }
+    /* The tail: the shortest suffix from a character of width > 0 whose
+     * width fits. */
+    for (size_t i = 0; p[i]; i += cl) {
+      size_t cw = char_width(p + i, &cl);
+      if (cw && tw <= tail_w && i >= head) {
+        tail = i;
+        break;
+      }
+      tw -= cw;
+    }
+    mlprof__out_write(o, m.buf, head);
+    mlprof__out_str(o, "\xe2\x80\xa6"); /* ellipsis */
+    mlprof__out_write(o, m.buf + tail, len - tail);
+  }
+  mlprof__out_close(&m);
+}
+
 void mlprof__table_name(mlprof__table *t, const char *s, size_t n, size_t max) {
   mlprof__table_begin(t);
-  size_t start = t->text.len;
-  mlprof__out_text_str(&t->text, s, n);
-  mlprof__out_write(&t->text, "", 1);
-  if (t->text.err) return;
-  t->text.len--;
-  if (width_of(t->text.buf + start) > max) {
-    /* Whole characters while they and the ellipsis fit in max columns
-     * (marks of width 0 stay with the character before them). */
-    const unsigned char *p = (const unsigned char *)t->text.buf + start;
-    size_t w = 0, i = 0, len;
-    while (p[i]) {
-      size_t cw = char_width(p + i, &len);
-      if (w + cw + 1 > max) break;
-      w += cw;
-      i += len;
-    }
-    t->text.len = start + i;
-    if (max) mlprof__out_str(&t->text, "\xe2\x80\xa6"); /* ellipsis */
-  }
+  mlprof__out_name(&t->text, s, n, max);
   mlprof__table_end(t);
 }
 

@@ -32,8 +32,13 @@ void mlprof__table_cell(mlprof__table *t, const char *fmt, ...)
 void mlprof__table_begin(mlprof__table *t);
 void mlprof__table_end(mlprof__table *t);
 
-/* A cell from an untrusted string (a zone name, a label): made safe for a
- * terminal and cut to max columns with an ellipsis. */
+/* Writes an untrusted string (a zone name, a label) to o made safe for a
+ * terminal and, when wider than max columns, cut in the middle with an
+ * ellipsis, so that two long names differing at either end stay apart
+ * ("encoder.layers.1.se…ttention):forward"). */
+void mlprof__out_name(mlprof__out *o, const char *s, size_t n, size_t max);
+
+/* A cell from an untrusted string, as mlprof__out_name writes it. */
 void mlprof__table_name(mlprof__table *t, const char *s, size_t n, size_t max);
 
 /* Prints the table (heads, then rows, two spaces of indent) and frees it.

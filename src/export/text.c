@@ -617,8 +617,7 @@ static int findings_section(const mlprof__findings *f, mlprof__out *o) {
                        x->type);
     if (x->zone) {
       mlprof__out_lit(o, "  zone \"");
-      mlprof__out_text_str(o, x->zone,
-                           x->zone_len > NAME_WIDTH ? NAME_WIDTH : x->zone_len);
+      mlprof__out_name(o, x->zone, x->zone_len, NAME_WIDTH);
       mlprof__out_lit(o, "\"");
     }
     if (x->flagged) mlprof__out_printf(o, "  (%s)", x->flagged);
@@ -715,8 +714,7 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
     const mlprof__slo_result *s = &f->slo[i];
     if (!s->windows_missed) continue;
     mlprof__out_lit(o, "  worst windows of ");
-    mlprof__out_text_str(o, s->zone,
-                         s->zone_len > NAME_WIDTH ? NAME_WIDTH : s->zone_len);
+    mlprof__out_name(o, s->zone, s->zone_len, NAME_WIDTH);
     mlprof__out_lit(o, ":");
     int used[5] = {-1, -1, -1, -1, -1};
     for (int k = 0; k < 5; k++) {

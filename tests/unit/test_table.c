@@ -94,16 +94,16 @@ static const char *cut(const char *name, size_t max) {
 #define FFFD "\xef\xbf\xbd"
 
 static void test_table_cut_keeps_whole_characters(void) {
-  /* 前向传播计算 is 12 columns: the ellipsis takes one, a wide character
-   * that would pass the limit is left out whole. */
+  /* 前向传播计算 is 12 columns: the ellipsis takes one, the end keeps half
+   * of the rest and the beginning the other half; a wide character that
+   * would pass its half is left out whole. */
   static const char cjk[] = QIAN XIANG
       "\xe4\xbc\xa0\xe6\x92\xad"
       "\xe8\xae\xa1\xe7\xae\x97";
   CHECK_STR(cut(cjk, 12), cjk);
-  CHECK_STR(cut(cjk, 11),
-            QIAN XIANG "\xe4\xbc\xa0\xe6\x92\xad\xe8\xae\xa1" ELLIPSIS);
-  CHECK_STR(cut(cjk, 10), QIAN XIANG "\xe4\xbc\xa0\xe6\x92\xad" ELLIPSIS);
-  CHECK_STR(cut(cjk, 5), QIAN XIANG ELLIPSIS);
+  CHECK_STR(cut(cjk, 11), QIAN XIANG ELLIPSIS "\xe8\xae\xa1\xe7\xae\x97");
+  CHECK_STR(cut(cjk, 10), QIAN XIANG ELLIPSIS "\xe8\xae\xa1\xe7\xae\x97");
+  CHECK_STR(cut(cjk, 5), QIAN ELLIPSIS "\xe7\xae\x97");
   CHECK_STR(cut(cjk, 4), QIAN ELLIPSIS);
   CHECK_STR(cut(cjk, 2), ELLIPSIS);
   CHECK_STR(cut(SMILE SMILE SMILE, 4), SMILE ELLIPSIS);
@@ -113,12 +113,27 @@ static void test_table_cut_keeps_whole_characters(void) {
                 "e\xcc\x81"
                 "e\xcc\x81",
                 3),
-            "e\xcc\x81"
-            "e\xcc\x81" ELLIPSIS);
+            "e\xcc\x81" ELLIPSIS "e\xcc\x81");
   /* Invalid bytes: each a whole U+FFFD. */
-  CHECK_STR(cut("\xff\xff\xff\xff", 3), FFFD FFFD ELLIPSIS);
-  CHECK_STR(cut("abcdef", 4), "abc" ELLIPSIS);
+  CHECK_STR(cut("\xff\xff\xff\xff", 3), FFFD ELLIPSIS FFFD);
+  CHECK_STR(cut("abcdef", 4), "ab" ELLIPSIS "f");
   CHECK_STR(cut("abcd", 4), "abcd");
+}
+
+/* Two long layer names that differ only at the end stay apart when cut
+ * (issue #21: both read "...self_attn (MultiheadAttention):"). */
+static void test_table_cut_keeps_names_apart(void) {
+  static const char fwd[] =
+      "encoder.layers.1.self_attn (MultiheadAttention):forward";
+  static const char bwd[] =
+      "encoder.layers.1.self_attn (MultiheadAttention):backward";
+  char a[128], b[128];
+  snprintf(a, sizeof a, "%s", cut(fwd, 48));
+  snprintf(b, sizeof b, "%s", cut(bwd, 48));
+  CHECK(strcmp(a, b) != 0);
+  CHECK(strstr(a, ELLIPSIS) != NULL);
+  CHECK(strcmp(a + strlen(a) - 8, ":forward") == 0);
+  CHECK(strncmp(a, "encoder.layers.1.self_at" ELLIPSIS, 27) == 0);
 }
 
 /* The text report's zone table with CJK zone names: every row's count
@@ -205,5 +220,6 @@ static void test_text_report_aligns_cjk_zones(void) {
 const mlprof_test mlprof_tests_table[] = {
     {"aligns_wide_characters", test_table_aligns_wide_characters},
     {"cut_keeps_whole_characters", test_table_cut_keeps_whole_characters},
+    {"cut_keeps_names_apart", test_table_cut_keeps_names_apart},
     {"text_report_aligns_cjk_zones", test_text_report_aligns_cjk_zones},
     {NULL, NULL}};
