@@ -201,6 +201,23 @@ static int prepare_dir(char *dir, size_t len, const char *given, int *created) {
       snprintf(dir, len, "mlprof-%s-%d", stamp, i);
   }
   *created = 0;
+  /* Its parents as mkdir -p makes them: each missing one, never over
+   * something that exists (mkdir does not follow a link it would create). */
+  for (char *slash = strchr(dir + 1, '/'); slash;
+       slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    struct stat st;
+    int bad = mkdir(dir, 0755) != 0 && errno != EEXIST;
+    if (!bad && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) bad = 1;
+    if (bad) {
+      fprintf(
+          stderr, "mlprof run: cannot create %s: %s\n", dir,
+          errno == EEXIST || errno == 0 ? "not a directory" : strerror(errno));
+      *slash = '/';
+      return -1;
+    }
+    *slash = '/';
+  }
   if (mkdir(dir, 0755) == 0) {
     *created = 1;
   } else if (errno != EEXIST) {

@@ -26,6 +26,19 @@ def test_missing_command_is_127_with_a_clear_error(tmp_path):
     assert not (tmp_path / "x").exists()  # no empty run directory left behind
 
 
+def test_output_parents_are_made(tmp_path):
+    """-o runs/a works when runs does not exist yet, as mkdir -p; a parent
+    that is a file is a clear error (issue #21)."""
+    mlprof("run", "-q", "-o", tmp_path / "runs" / "a", "--", "true")
+    assert any(tmp_path.joinpath("runs", "a").glob("true-*.mlprof"))
+    (tmp_path / "file").write_text("mine")
+    r = mlprof("run", "-q", "-o", tmp_path / "file" / "a", "--", "true",
+               check=False)
+    assert r.returncode == 2
+    assert f"cannot create {tmp_path / 'file'}: not a directory" in r.stderr
+    assert (tmp_path / "file").read_text() == "mine"
+
+
 def test_usage_errors(tmp_path):
     r = mlprof("run", check=False)
     assert r.returncode == 2 and "no command" in r.stderr
