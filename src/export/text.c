@@ -211,15 +211,18 @@ static int steps_section(const mlprof__report *r, mlprof__out *o) {
   for (size_t i = 0; i < r->nthreads; i++) any += r->threads[i].steps > 0;
   if (!any) return 0;
   mlprof__out_lit(o, "\nSteps (interval between consecutive step marks)\n");
-  static const char *const heads[] = {"pid", "tid", "steps", "mean", "p50"};
+  static const char *const heads[] = {"pid",   "tid",  "marks",
+                                      "steps", "mean", "p50"};
   mlprof__table t;
-  if (mlprof__table_open(&t, heads, "rrrrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, heads, "rrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nthreads; i++) {
     const mlprof__thread_stats *th = &r->threads[i];
     if (!th->steps) continue;
     mlprof__table_cell(&t, "%" PRIu64, th->pid);
     mlprof__table_cell(&t, "%" PRIu64, th->tid);
     mlprof__table_cell(&t, "%" PRIu64, th->steps);
+    /* The intervals the breakdown counts too (10 marks: 9 steps). */
+    mlprof__table_cell(&t, "%" PRIu64, (uint64_t)th->marks.steps);
     cell_dur(&t, th->step_mean_ns);
     cell_dur(&t, th->step_p50_ns);
   }
