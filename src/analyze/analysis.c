@@ -165,6 +165,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
       rc = MLPROF_ENOMEM;
     if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
     if (s) mlprof__stats_budget(s, opts->durations_budget);
+    if (s && fd) mlprof__stats_selection(s);
   }
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))

@@ -209,6 +209,10 @@ struct mlprof__stats {
   uint32_t last_tid, last_thread;
   int end_seen;
   uint64_t end_ns, end_dropped, last_ns;
+  /* A selection (mlprof__stats_selection): the first and last record kept,
+   * in job time; the wall is between them. */
+  int selection;
+  uint64_t sel_first, sel_last;
   size_t first_open;   /* r.open entries of this profile start here */
   int keep_durations;  /* hand the sorted durations to the report */
   size_t budget, held; /* room for raw durations: at most, and taken */
@@ -347,6 +351,10 @@ static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
 
 static void see_time(mlprof__stats *s, uint64_t t) {
   if (t > s->last_ns) s->last_ns = t;
+  if (!s->selection) return;
+  uint64_t jt = s->r.procs[s->r.nprocs - 1].offset_ns + t;
+  if (jt < s->sel_first) s->sel_first = jt;
+  if (jt > s->sel_last) s->sel_last = jt;
 }
 
 /* ---- durations ------------------------------------------------------------
@@ -460,6 +468,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   uint32_t zi = zone_of(s, e);
   if (zi == MLPROF__NONE) return MLPROF_ENOMEM;
   uint64_t dur = end > begin ? end - begin : 0;
+  if (s->selection) see_time(s, begin);
   see_time(s, end);
 
   /* Self time in the stream: the children of this span ended just before it
@@ -750,7 +759,12 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
   mlprof__proc_stats *p = &r->procs[r->nprocs - 1];
   if (rep) {
     p->read = *rep;
-    see_time(s, rep->last_ns);
+    /* The profile's end is not a record a selection kept. */
+    if (s->selection) {
+      if (rep->last_ns > s->last_ns) s->last_ns = rep->last_ns;
+    } else {
+      see_time(s, rep->last_ns);
+    }
   }
   if (read_error)
     snprintf(p->read_error, sizeof p->read_error, "%s", read_error);
@@ -975,6 +989,8 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
     r->dropped += r->procs[i].dropped;
   }
   fold_execs(r);
+  if (s->selection)
+    r->wall_ns = s->sel_last > s->sel_first ? s->sel_last - s->sel_first : 0;
   double wall_s = (double)r->wall_ns / 1e9;
   rc = finish_zones(s);
   for (size_t i = 0; i < r->nthreads && !rc; i++) {
@@ -1011,6 +1027,12 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
 
 void mlprof__stats_keep_durations(mlprof__stats *s, int keep) {
   s->keep_durations = keep;
+}
+
+void mlprof__stats_selection(mlprof__stats *s) {
+  s->selection = 1;
+  s->sel_first = UINT64_MAX;
+  s->sel_last = 0;
 }
 
 void mlprof__stats_budget(mlprof__stats *s, size_t durations) {

@@ -182,6 +182,11 @@ typedef struct mlprof__stats mlprof__stats;
 /* A new, empty builder, or NULL when out of memory. */
 mlprof__stats *mlprof__stats_new(void);
 
+/* The job is read through record filters (filter.h): the report's wall
+ * time is then from the first to the last record kept, in job time, so
+ * that it and the zones' shares of it describe the selection. */
+void mlprof__stats_selection(mlprof__stats *s);
+
 /* Starts the next profile of the job (p is copied). Fills *v with the
  * visitor to read that profile with; its ud is s. Returns 0 or
  * MLPROF_ENOMEM. Callbacks return MLPROF_ENOMEM when memory runs out. */

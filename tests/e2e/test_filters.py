@@ -38,6 +38,18 @@ def test_report_steps_select_those_steps(run):
     assert warm["warnings"] == []  # mlprof run's own process has no spans
 
 
+def test_report_wall_is_the_selections(run):
+    """With --skip-warmup the header's wall time and every zone's share of
+    it are the selection's, not the whole run's (issue #21, item 14)."""
+    full = report(run)
+    warm = report(run, "--skip-warmup", str(STEPS - 2))
+    sched = zone(warm, "schedule")
+    assert sched["count"] == 1
+    assert warm["wall_ns"] < full["wall_ns"] / 3
+    assert warm["wall_ns"] >= sched["total_ns"]
+    assert sched["share"] > 0.95
+
+
 def test_report_zone_filters_keep_self_time(run):
     full = report(run)
     r = report(run, "--exclude", "loss")
