@@ -304,6 +304,65 @@ static int find_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
   return 0;
 }
 
+static int u64_cmp(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* The step intervals of r's process with the most step marks into *z:
+ * durations sorted (owned), count, total, mean and p99. Returns 0 (count 0
+ * when r has no step) or MLPROF_ENOMEM. */
+static int step_side(const mlprof__report *r, mlprof__zone_stats *z) {
+  memset(z, 0, sizeof *z);
+  const mlprof__marks *m = NULL;
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const mlprof__marks *p = mlprof__report_marks(r, i);
+    if (p && (!m || p->steps > m->steps)) m = p;
+  }
+  if (!m || !m->steps) return 0;
+  if (!(z->durations = malloc(m->steps * sizeof *z->durations)))
+    return MLPROF_ENOMEM;
+  mlprof__marks_cursor c;
+  mlprof__marks_cursor_init(&c, m);
+  uint64_t t, prev = 0;
+  int end, open = 0;
+  while (mlprof__marks_next(&c, &t, &end) && z->count < m->steps) {
+    if (open) z->durations[z->count++] = t - prev;
+    open = !end;
+    prev = t;
+  }
+  qsort(z->durations, z->count, sizeof *z->durations, u64_cmp);
+  for (size_t i = 0; i < z->count; i++) z->total_ns += z->durations[i];
+  if (z->count) {
+    z->mean_ns = (double)z->total_ns / (double)z->count;
+    z->p99_ns = z->durations[mlprof__pct_rank(z->count, 99) - 1];
+  }
+  return 0;
+}
+
+/* The step of both runs, judged as a zone (mlprof__diff.step). */
+static int judge_step(const mlprof__report *base, const mlprof__report *next,
+                      const mlprof__diff_options *opt, mlprof__diff *d) {
+  int rc = step_side(base, &d->step_side[0]);
+  if (!rc) rc = step_side(next, &d->step_side[1]);
+  if (rc || !d->step_side[0].count || !d->step_side[1].count) return rc;
+  d->has_step = 1;
+  d->step = (mlprof__diff_zone){.name = "step",
+                                .name_len = 4,
+                                .base = &d->step_side[0],
+                                .next = &d->step_side[1]};
+  return judge(&d->step, opt);
+}
+
+const char *mlprof__diff_likely(const mlprof__diff_zone *z,
+                                const mlprof__diff_options *opt) {
+  if (!z->too_few || !z->tested) return NULL;
+  double half = (double)z->base->count * (double)z->next->count / 2;
+  if (z->ratio > 1 + opt->threshold && z->test.u > half) return "slower";
+  if (z->ratio < 1 - opt->threshold && z->test.u < half) return "faster";
+  return NULL;
+}
+
 int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                        const mlprof__diff_options *opt, mlprof__diff *d) {
   memset(d, 0, sizeof *d);
@@ -349,18 +408,22 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   free(zb);
   free(zn);
   if (!rc) rc = find_shift(d, opt);
+  if (!rc) rc = judge_step(base, next, opt, d);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
   }
   if (d->nzones) qsort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
   for (size_t k = 0; k < d->nzones; k++) d->count[d->zones[k].verdict]++;
-  d->regression = d->count[MLPROF__VERDICT_SLOWER] > 0;
+  d->regression = d->count[MLPROF__VERDICT_SLOWER] > 0 ||
+                  (d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER);
   return 0;
 }
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
+  free(d->step_side[0].durations);
+  free(d->step_side[1].durations);
   memset(d, 0, sizeof *d);
 }
 

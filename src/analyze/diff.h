@@ -150,11 +150,19 @@ typedef struct {
   size_t nzones;
   size_t count[MLPROF__VERDICT_COUNT];
   size_t filtered; /* zones left out by the patterns */
-  int regression;  /* some zone is slower */
+  int regression;  /* some zone, or the step, is slower */
   mlprof__diff_shift shift;
+  /* The step, judged as a zone whose spans are the step intervals (from a
+   * mark to the next mark or step end) of each run's process with the most
+   * step marks, by the same test and rule: has_step when both runs have
+   * steps; step.name is "step", its sides point into step_side (owned). */
+  int has_step;
+  mlprof__diff_zone step;
+  mlprof__zone_stats step_side[2];
 } mlprof__diff;
 
-/* Compares every zone of base and next (matched by name) under opt. Both
+/* Compares every zone of base and next (matched by name), and their steps,
+ * under opt. Both
  * reports must have been built with mlprof__stats_keep_durations and must
  * outlive *d (d borrows their names and zones). Returns 0 or MLPROF_ENOMEM
  * (then *d is empty). */
@@ -162,6 +170,12 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                        const mlprof__diff_options *opt, mlprof__diff *d);
 
 void mlprof__diff_free(mlprof__diff *d);
+
+/* For a zone judged with too few samples: "slower" or "faster" when its
+ * change is beyond the threshold the way U leans (the verdict the test could
+ * not give with so few), else NULL. */
+const char *mlprof__diff_likely(const mlprof__diff_zone *z,
+                                const mlprof__diff_options *opt);
 
 /* The uniform shift's note (d->shift.detected) as one sentence in b: how
  * many zones moved together, by how much, and what to do about it. */

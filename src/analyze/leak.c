@@ -175,17 +175,6 @@ static void find_growths(const points *p, const limits *l, growth *out,
     out[(*nout)++] = all;
 }
 
-/* The step marks of profile prof's thread with the most, or NULL. */
-static const mlprof__marks *marks_of(const mlprof__report *r, size_t prof) {
-  const mlprof__marks *best = NULL;
-  for (size_t i = 0; i < r->nthreads; i++) {
-    const mlprof__marks *m = &r->threads[i].marks;
-    if (r->threads[i].proc == prof && (!best || m->marks > best->marks))
-      best = m;
-  }
-  return best;
-}
-
 /* The job profile of host/pid with the most step marks, or -1. */
 static int profile_of(const mlprof__fpass *p, const char *host, uint64_t pid,
                       int any_pid) {
@@ -195,7 +184,7 @@ static int profile_of(const mlprof__fpass *p, const char *host, uint64_t pid,
     const mlprof__job_profile *jp = &p->job->profiles[i];
     if (strcmp(jp->hostname ? jp->hostname : "", host) != 0) continue;
     if (!any_pid && jp->pid != pid) continue;
-    const mlprof__marks *m = marks_of(p->r, i);
+    const mlprof__marks *m = mlprof__report_marks(p->r, i);
     uint64_t n = m ? m->marks : 0;
     if (best < 0 || n > most) {
       best = (int)i;
@@ -285,7 +274,8 @@ static int analyse(const mlprof__fpass *p, mlprof__findings *f, size_t *cap,
   if (valid < 10) return 0;
   int prof =
       profile_of(p, s->hostname, s->id, s->subject != MLPROF__SUBJECT_PROCESS);
-  const mlprof__marks *m = prof >= 0 ? marks_of(p->r, (size_t)prof) : NULL;
+  const mlprof__marks *m =
+      prof >= 0 ? mlprof__report_marks(p->r, (size_t)prof) : NULL;
   int by_steps = m && m->marks >= 10;
   step_axis axis;
   if (by_steps) axis_init(&axis, m);

@@ -1278,6 +1278,17 @@ void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top) {
   r->norder = top && top < r->nzones ? top : r->nzones;
 }
 
+const mlprof__marks *mlprof__report_marks(const mlprof__report *r,
+                                          size_t proc) {
+  const mlprof__marks *best = NULL;
+  for (size_t i = 0; i < r->nthreads; i++) {
+    const mlprof__marks *m = &r->threads[i].marks;
+    if (r->threads[i].proc == proc && (!best || m->marks > best->marks))
+      best = m;
+  }
+  return best;
+}
+
 void mlprof__report_free(mlprof__report *r) {
   mlprof__lines_free(&r->lines);
   for (size_t i = 0; i < r->nzones; i++) {

@@ -255,6 +255,11 @@ const char *mlprof__proc_end(const mlprof__proc_stats *p);
  * by the report), or NULL when it has none. */
 const char *mlprof__proc_meta(const mlprof__proc_stats *p, const char *key);
 
+/* The step marks of process proc (an index into r->procs): those of its
+ * thread with the most marks, the one rule for which thread gives a
+ * process's steps; NULL when it has no thread. */
+const mlprof__marks *mlprof__report_marks(const mlprof__report *r, size_t proc);
+
 void mlprof__report_free(mlprof__report *r);
 
 #endif

@@ -100,9 +100,13 @@ static void fmt_change(char *b, size_t len, double ratio) {
     snprintf(b, len, "%+.1f%%", (ratio - 1) * 100);
 }
 
-static const char *note_of(const mlprof__diff_zone *z) {
+static const char *note_of(const mlprof__diff_zone *z,
+                           const mlprof__diff_options *opt) {
   if (z->verdict == MLPROF__VERDICT_NEW) return "not in BASE";
   if (z->verdict == MLPROF__VERDICT_REMOVED) return "not in NEW";
+  const char *likely = mlprof__diff_likely(z, opt);
+  if (likely && *likely == 's') return "likely slower, too few samples";
+  if (likely) return "likely faster, too few samples";
   if (z->too_few) return "too few samples";
   if (!z->tested) return "no durations";
   return "";
@@ -111,9 +115,10 @@ static const char *note_of(const mlprof__diff_zone *z) {
 /* The table's note: note_of, or beside a uniform shift, how the zone stands
  * against it. */
 static void fmt_note(char *b, size_t len, const mlprof__diff *d,
-                     const mlprof__diff_zone *z) {
+                     const mlprof__diff_zone *z,
+                     const mlprof__diff_options *opt) {
   if (!d->shift.detected || !z->in_shift) {
-    snprintf(b, len, "%s", note_of(z));
+    snprintf(b, len, "%s", note_of(z, opt));
   } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
     snprintf(b, len, "with the common shift");
   } else {
@@ -143,6 +148,22 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
                      "Mann-Whitney U (two-sided), alpha %g; threshold %g%% on "
                      "the ratio of medians\n\n",
                      opt->alpha, opt->threshold * 100);
+  if (d->has_step) {
+    const mlprof__diff_zone *z = &d->step;
+    char a[32], b[32], c[32], p[32], note[64];
+    mlprof__fmt_duration(a, sizeof a, z->median_base);
+    mlprof__fmt_duration(b, sizeof b, z->median_new);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    fmt_note(note, sizeof note, d, z, opt);
+    mlprof__out_printf(o,
+                       "step (interval between step marks): %s, p50 %s -> %s "
+                       "(%s, p %s; %llu and %llu steps)%s%s\n\n",
+                       mlprof__verdict_name(z->verdict), a, b, c, p,
+                       (unsigned long long)z->base->count,
+                       (unsigned long long)z->next->count, *note ? "; " : "",
+                       note);
+  }
   static const char *const heads[] = {"zone",   "verdict",  "base n",
                                       "new n",  "base p50", "new p50",
                                       "change", "p",        "note"};
@@ -170,7 +191,7 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__table_cell(&t, "%s", c);
     mlprof__table_cell(&t, "%s", p);
     char note[64];
-    fmt_note(note, sizeof note, d, z);
+    fmt_note(note, sizeof note, d, z, opt);
     mlprof__table_cell(&t, "%s", note);
   }
   int rc = mlprof__table_print(&t, o);
@@ -214,8 +235,11 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
   }
   if (d->regression)
     mlprof__out_printf(o,
-                       "\nREGRESSION: %zu zone%s significantly slower by "
+                       "\nREGRESSION: %s%zu zone%s significantly slower by "
                        "more than %g%%\n",
+                       d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER
+                           ? "the step and "
+                           : "",
                        d->count[MLPROF__VERDICT_SLOWER],
                        d->count[MLPROF__VERDICT_SLOWER] == 1 ? "" : "s",
                        opt->threshold * 100);
@@ -299,7 +323,9 @@ static void xml_cstr(mlprof__out *o, const char *s) {
 
 static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                       const char *bpath, const char *npath, mlprof__out *o) {
-  size_t tests = d->nzones, failures = d->count[MLPROF__VERDICT_SLOWER];
+  int step_slower = d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER;
+  size_t tests = d->nzones + (size_t)d->has_step,
+         failures = d->count[MLPROF__VERDICT_SLOWER] + (size_t)step_slower;
   size_t skipped =
       d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
   mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -325,19 +351,22 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__out_lit(o, "\"/>\n");
   }
   mlprof__out_lit(o, "</properties>\n");
-  for (size_t i = 0; i < d->nzones; i++) {
-    const mlprof__diff_zone *z = &d->zones[i];
+  for (size_t i = 0; i < d->nzones + (size_t)d->has_step; i++) {
+    /* The step first, as a testcase named "step" of its own class. */
+    const mlprof__diff_zone *z =
+        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
     char a[32], b[32], c[32], p[32], msg[256];
     mlprof__fmt_duration(a, sizeof a, z->median_base);
     mlprof__fmt_duration(b, sizeof b, z->median_new);
     fmt_change(c, sizeof c, z->ratio);
     fmt_p(p, sizeof p, z);
     char note[64];
-    fmt_note(note, sizeof note, d, z);
+    fmt_note(note, sizeof note, d, z, opt);
     snprintf(msg, sizeof msg, "%s: median %s -> %s (%s), p = %s%s%s",
              mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
              note);
-    mlprof__out_lit(o, "<testcase classname=\"mlprof.diff\" name=\"");
+    mlprof__out_printf(o, "<testcase classname=\"%s\" name=\"",
+                       z == &d->step ? "mlprof.diff.step" : "mlprof.diff");
     xml_str(o, z->name, z->name_len);
     mlprof__out_lit(o, "\">");
     if (z->verdict == MLPROF__VERDICT_SLOWER) {

@@ -59,6 +59,33 @@ static void json_test(mlprof__out *o, const mlprof__mwu *t,
   mlprof__out_lit(o, "}");
 }
 
+/* What a zone's and the step's entries share: verdict, too_few, likely,
+ * both sides, ratio, change and test. */
+static void json_verdict(mlprof__out *o, const mlprof__diff_zone *z,
+                         const mlprof__diff_options *opt) {
+  const char *likely = mlprof__diff_likely(z, opt);
+  mlprof__out_printf(o, "\"verdict\":\"%s\",\"too_few\":%s,\"likely\":",
+                     mlprof__verdict_name(z->verdict),
+                     z->too_few ? "true" : "false");
+  if (likely)
+    mlprof__out_printf(o, "\"%s\"", likely);
+  else
+    mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\"base\":");
+  json_side(o, z->base, z->median_base);
+  mlprof__out_lit(o, ",\"new\":");
+  json_side(o, z->next, z->median_new);
+  mlprof__out_lit(o, ",\"ratio\":");
+  mlprof__out_f64(o, z->ratio);
+  mlprof__out_lit(o, ",\"change\":");
+  mlprof__out_f64(o, z->ratio - 1);
+  mlprof__out_lit(o, ",\"test\":");
+  if (z->tested)
+    json_test(o, &z->test, z);
+  else
+    mlprof__out_lit(o, "null");
+}
+
 static void json_shift(mlprof__out *o, const mlprof__diff *d) {
   const mlprof__diff_shift *s = &d->shift;
   mlprof__out_printf(o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu",
@@ -117,28 +144,22 @@ int mlprof__export_diff_json(const mlprof__diff *d,
                        mlprof__verdict_name((mlprof__verdict)v), d->count[v]);
   mlprof__out_printf(o, "\"filtered\":%zu},\n\"uniform_shift\":", d->filtered);
   json_shift(o, d);
+  mlprof__out_lit(o, ",\n\"step\":");
+  if (d->has_step) {
+    mlprof__out_lit(o, "{");
+    json_verdict(o, &d->step, opt);
+    mlprof__out_lit(o, "}");
+  } else {
+    mlprof__out_lit(o, "null");
+  }
   mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
     mlprof__out_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
     mlprof__out_json_str(o, z->name, z->name_len);
-    mlprof__out_printf(
-        o, ",\"category\":\"%s\",\"verdict\":\"%s\",\"too_few\":%s",
-        mlprof_category_name(z->category), mlprof__verdict_name(z->verdict),
-        z->too_few ? "true" : "false");
-    mlprof__out_lit(o, ",\"base\":");
-    json_side(o, z->base, z->median_base);
-    mlprof__out_lit(o, ",\"new\":");
-    json_side(o, z->next, z->median_new);
-    mlprof__out_lit(o, ",\"ratio\":");
-    mlprof__out_f64(o, z->ratio);
-    mlprof__out_lit(o, ",\"change\":");
-    mlprof__out_f64(o, z->ratio - 1);
-    mlprof__out_lit(o, ",\"test\":");
-    if (z->tested)
-      json_test(o, &z->test, z);
-    else
-      mlprof__out_lit(o, "null");
+    mlprof__out_printf(o, ",\"category\":\"%s\",",
+                       mlprof_category_name(z->category));
+    json_verdict(o, z, opt);
     mlprof__out_lit(o, ",\"vs_shift\":");
     if (d->shift.detected && z->in_shift) {
       mlprof__out_lit(o, "{\"ratio\":");

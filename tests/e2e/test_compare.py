@@ -127,9 +127,13 @@ def test_junit_output(runs):
     assert r.returncode == 1
     root = ET.fromstring(r.stdout)
     suite = root.find("testsuite")
-    assert suite.get("tests") == "4" and suite.get("failures") == "1"
+    # A testcase per zone, and the step's (+15% on one of four zones of the
+    # same work: the step moves by less than the threshold).
+    assert suite.get("tests") == "5" and suite.get("failures") == "1"
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert sorted(cases) == sorted(ZONES)
+    assert sorted(cases) == sorted(ZONES + ["step"])
+    assert cases["step"].get("classname") == "mlprof.diff.step"
+    assert cases["step"].find("failure") is None
     assert cases["forward"].find("failure") is not None
     assert "slower" in cases["forward"].find("failure").get("message")
     for z in ("load", "backward", "optimizer"):
@@ -321,7 +325,8 @@ def test_uniform_shift_is_noted_and_the_zone_beyond_it_named(tmp_path):
     assert "note: all 4 zones are " in out and "% slower (spread " in out
     assert "rerun both interleaved or on an idle machine" in out
     assert "no zone departs from the common shift by more than 5%" in out
-    assert out.rstrip().splitlines()[-1].startswith("REGRESSION: 4 zones")
+    assert out.rstrip().splitlines()[-1].startswith(
+        "REGRESSION: the step and 4 zones")
 
     code, doc = diff_json(base, beyond)
     assert code == 1
@@ -353,3 +358,51 @@ def test_one_slower_zone_or_none_is_no_uniform_shift(runs):
         assert shift["zones"] == 4
         assert all(z["vs_shift"] is None for z in doc["zones"])
         assert "note:" not in diff(runs["base"], new).stdout
+
+
+@pytest.fixture(scope="module")
+def pipelines(tmp_path_factory):
+    """findings_pipeline fast and slow: the slow one's data zone sleeps
+    30 ms more a step (about +50% on the step)."""
+    root = tmp_path_factory.mktemp("steps")
+    out = {}
+    for name, mode, steps in (("fast", "fast", 12), ("slow", "slow", 12),
+                              ("fast3", "fast", 4), ("slow3", "slow", 4)):
+        out[name] = root / name
+        mlprof("run", "-q", "-o", out[name], "--", program("findings_pipeline"),
+               mode, steps)
+    return out
+
+
+def test_diff_judges_the_step(pipelines):
+    """The step gets a verdict of its own (issue #21, item 7): slower, in
+    text, JSON and JUnit, and it alone is a regression."""
+    r = diff(pipelines["fast"], pipelines["slow"], "--format", "json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    step = doc["step"]
+    assert step["verdict"] == "slower" and step["base"]["count"] == 11
+    assert 1.3 < step["ratio"] < 2.0
+    assert doc["regression"]
+    text = diff(pipelines["fast"], pipelines["slow"]).stdout
+    assert "step (interval between step marks): slower" in text
+    assert "REGRESSION: the step and" in text
+    same = json.loads(diff(pipelines["fast"], pipelines["fast"], "--format",
+                           "json").stdout)
+    assert same["step"]["verdict"] == "unchanged" and not same["regression"]
+    suite = ET.fromstring(diff(pipelines["fast"], pipelines["slow"], "--format",
+                               "junit").stdout).find("testsuite")
+    case = suite.find("testcase[@classname='mlprof.diff.step']")
+    assert case is not None and case.find("failure") is not None
+
+
+def test_diff_a_large_change_with_few_steps_is_likely(pipelines):
+    """3 steps a side cannot reach alpha 0.01, but +50% is no "unchanged":
+    the note says likely slower, too few samples; the verdict stays."""
+    doc = json.loads(diff(pipelines["fast3"], pipelines["slow3"], "--format",
+                          "json").stdout)
+    assert doc["step"]["verdict"] == "unchanged"
+    assert doc["step"]["too_few"] and doc["step"]["likely"] == "slower"
+    text = diff(pipelines["fast3"], pipelines["slow3"]).stdout
+    assert "likely slower, too few samples" in text
+
