@@ -363,6 +363,15 @@ class Profiler(_mlprof.ProfilerBase):
         """Names the calling thread in the profile."""
         _mlprof.thread_name(name)
 
+    def track_spans(self, track, spans):
+        """Records spans timed elsewhere, or that overlap without nesting
+        (requests a server handles at once), on the track named `track`:
+        (name, category, begin_ns, end_ns[, unit, units]) tuples,
+        times from time.monotonic_ns(). Each is a call of its zone, with
+        its percentiles and latency objectives. Returns how many were
+        recorded."""
+        return _mlprof.track_spans(track, spans)
+
     # ---- reading back ----------------------------------------------------
 
     def profile_paths(self):

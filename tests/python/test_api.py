@@ -592,3 +592,29 @@ def test_summary_and_report_take_the_cli_filters(tmp_path, build_dir):
         mlprof.report(p.path, stpes="1:2")
     with pytest.raises(TypeError):
         mlprof.report(p.path, zone=1.5)
+
+
+def test_overlapping_requests_through_track_spans(tmp_path, build_dir):
+    """Requests a server handles at once overlap without nesting: handed
+    over with prof.track_spans, each is a call of its zone with exact
+    percentiles and units, and a latency objective judges them (issue #21,
+    item 12)."""
+    out = str(tmp_path / "serve.mlprof")
+    with mlprof.Profiler(output=out) as prof:
+        t0 = time.monotonic_ns()
+        ms = 1_000_000
+        # 100 requests a millisecond apart, each 5 to 14 ms long.
+        spans = [("request", "user", t0 + i * ms, t0 + i * ms + (5 + i % 10)
+                  * ms, "tokens", 8) for i in range(100)]
+        assert prof.track_spans("requests", spans) == 100
+        z = zones_by_name(prof.summary())["request"]
+    assert z["count"] == 100
+    assert z["min_ns"] == 5 * ms and z["max_ns"] == 14 * ms
+    assert z["p50_ns"] == 9 * ms
+    assert z["units"][0]["unit"] == "tokens" and z["units"][0]["n"] == 800
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "report", out,
+                        "--format", "json", "--slo", "request=10ms"],
+                       capture_output=True, text=True, check=True)
+    slo = json.loads(r.stdout)["slo"][0]
+    assert slo["zone"] == "request" and slo["count"] == 100
+    assert slo["over"] == 40  # 10 ms is not over: 11 to 14 ms, 4 in 10
