@@ -399,13 +399,28 @@ struct mlprof__zone_pass {
   size_t nzones, cap;
   mlprof__map zone_of; /* name id of this profile -> zone index */
   mlprof__map by_hash; /* zone name hash -> zone index, across profiles */
+  size_t hint[3];      /* mlprof__series_lower's: proc at begin, at end; sys */
 };
 
 typedef struct mlprof__zone_pass zpass;
 
-/* First index with t >= x. */
-static size_t lower(const mlprof__series *s, uint64_t x) {
-  size_t lo = 0, hi = s->n;
+size_t mlprof__series_lower(const mlprof__series *s, uint64_t x, size_t *hint) {
+  size_t n = s->n, h = hint && *hint <= n ? *hint : 0, lo, hi;
+  /* The answer a lies in [lo, hi]: t[a - 1] < x (or a == 0) and t[a] >= x
+   * (or a == n). */
+  if (h < n && s->t[h] < x) {
+    lo = hi = h + 1;
+    for (size_t step = 1; hi < n && s->t[hi] < x; step *= 2) {
+      lo = hi + 1;
+      hi = lo + step < n ? lo + step : n;
+    }
+  } else {
+    lo = hi = h;
+    for (size_t step = 1; lo > 0 && s->t[lo - 1] >= x; step *= 2) {
+      hi = lo - 1;
+      lo = hi > step ? hi - step : 0;
+    }
+  }
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (s->t[mid] < x)
@@ -413,14 +428,15 @@ static size_t lower(const mlprof__series *s, uint64_t x) {
     else
       hi = mid;
   }
+  if (hint) *hint = lo;
   return lo;
 }
 
-/* Mean of v over the samples covering [b, e]: those inside it, else the
- * first one after it. NAN when none. */
-static double covering_mean(const mlprof__series *s, const double *v,
-                            uint64_t b, uint64_t e) {
-  size_t i = lower(s, b);
+/* Mean of v over the samples covering [b, e], the first of them at index
+ * i (mlprof__series_lower of b): those inside it, else the first one after
+ * it. NAN when none. */
+static double covering_mean(const mlprof__series *s, const double *v, size_t i,
+                            uint64_t e) {
   double sum = 0;
   uint64_t n = 0;
   size_t k = i;
@@ -477,17 +493,22 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   double w = (double)(end - begin) + 1; /* zero-length spans count a little */
   if (z->proc && z->proc->n) {
     const mlprof__series *ps = z->proc;
-    double cpu = covering_mean(ps, ps->v[MLPROF__COL_CPU_PCT], b, e);
+    size_t at_b = mlprof__series_lower(ps, b, &z->hint[0]);
+    double cpu = covering_mean(ps, ps->v[MLPROF__COL_CPU_PCT], at_b, e);
     if (!isnan(cpu)) {
       a->w[0] += w;
       a->sum[0] += w * cpu;
     }
-    double runq = covering_mean(ps, ps->v[MLPROF__COL_RUNQ], b, e);
+    double runq = covering_mean(ps, ps->v[MLPROF__COL_RUNQ], at_b, e);
     if (!isnan(runq)) {
       a->w[4] += w;
       a->sum[4] += w * runq;
     }
-    size_t before = lower(ps, b + 1), after = lower(ps, e);
+    /* Integer times: past b is at or after b + 1. */
+    size_t before = at_b < ps->n && ps->t[at_b] == b
+                        ? mlprof__series_lower(ps, b + 1, NULL)
+                        : at_b;
+    size_t after = mlprof__series_lower(ps, e, &z->hint[1]);
     double r0 = NAN, r1 = NAN;
     const double *rss = ps->v[MLPROF__COL_RSS];
     for (size_t k = before; k-- > 0;)
@@ -512,7 +533,8 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   for (size_t g = 0; g < r->nseries; g++) {
     const mlprof__series *gs = &r->series[g];
     if (gs->subject != MLPROF__SUBJECT_GPU || gs->hostname != z->host) continue;
-    double u = covering_mean(gs, gs->v[MLPROF__COL_GPU_UTIL], b, e);
+    double u = covering_mean(gs, gs->v[MLPROF__COL_GPU_UTIL],
+                             mlprof__series_lower(gs, b, NULL), e);
     if (!isnan(u)) {
       gsum += u;
       gn++;
@@ -524,7 +546,8 @@ static int z_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   }
   /* the host's iowait */
   if (z->sys && z->sys->n) {
-    double io = covering_mean(z->sys, z->sys->v[MLPROF__COL_IOWAIT], b, e);
+    double io = covering_mean(z->sys, z->sys->v[MLPROF__COL_IOWAIT],
+                              mlprof__series_lower(z->sys, b, &z->hint[2]), e);
     if (!isnan(io)) {
       a->w[3] += w;
       a->sum[3] += w * io;

@@ -114,6 +114,13 @@ typedef struct {
   double *v[MLPROF__NCOLS];
 } mlprof__series;
 
+/* The first index of s with t >= x (s->n when none): the one lower-bound
+ * search over samples. hint (may be NULL) holds the last answer of this
+ * caller; the search gallops from it, so that a stream of times that
+ * mostly ascends (spans as they are read) costs O(1) per call instead of
+ * O(log n). */
+size_t mlprof__series_lower(const mlprof__series *s, uint64_t x, size_t *hint);
+
 typedef struct {
   int sampled;                     /* any SOURCES or SAMPLES chunk was read */
   mlprof__subject_stats *subjects; /* by host, then system, GPUs, processes */

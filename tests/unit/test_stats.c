@@ -948,7 +948,35 @@ static void test_budget_small_zones_stay_raw(void) {
   budget_job_remove(&j);
 }
 
+/* mlprof__series_lower with a hint answers as a plain lower-bound search,
+ * for times in order, backwards, at random and repeated, on series with
+ * equal times, and on the empty series. */
+static void test_series_lower_with_hints(void) {
+  uint64_t t[200];
+  for (size_t i = 0; i < 200; i++) t[i] = 10 * (i / 2); /* pairs equal */
+  for (size_t n = 0; n <= 200; n += 40) {
+    mlprof__series s = {.n = n, .t = t};
+    size_t hint = 0, bad = 0;
+    unsigned x = 12345;
+    for (size_t q = 0; q < 3000; q++) {
+      uint64_t v = q < 1000   ? q        /* ascending */
+                   : q < 2000 ? 2000 - q /* descending */
+                              : (x = x * 1103515245u + 12345u) % 1100;
+      size_t want = 0;
+      while (want < n && t[want] < v) want++;
+      size_t got = mlprof__series_lower(&s, v, &hint);
+      bad += got != want || hint != want ||
+             mlprof__series_lower(&s, v, NULL) != want;
+    }
+    size_t stale = 7 * n + 5; /* past the end: a start like any other */
+    bad += mlprof__series_lower(&s, 55, &stale) !=
+           mlprof__series_lower(&s, 55, NULL);
+    CHECK_EQ(bad, 0);
+  }
+}
+
 const mlprof_test mlprof_tests_stats[] = {
+    {"series_lower_with_hints", test_series_lower_with_hints},
     {"resources_exact", test_resources_exact},
     {"resources_with_report", test_resources_with_report},
     {"resources_unsampled", test_resources_unsampled},
