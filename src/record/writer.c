@@ -880,6 +880,9 @@ static int writer_create(mlprof__writer *w);
 
 static void *writer_main(void *arg) {
   mlprof__writer *w = arg;
+  /* Named by itself: naming another thread opens a /proc file in the
+   * caller's descriptor table. */
+  pthread_setname_np(pthread_self(), "mlprof-writer");
   w->private_fds = mlprof__fd_private() == 0;
   w->open_rc = writer_create(w);
   w->open_errno = errno;
@@ -1120,7 +1123,6 @@ int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
     return rc;
   }
   w->want = NULL;
-  pthread_setname_np(w->thread, "mlprof-writer");
   w->started = 1;
   *out = w;
   return 0;

@@ -57,6 +57,7 @@ static uint64_t mono_ns(void) {
 
 static void *runner_main(void *arg) {
   shared_runner *r = arg;
+  pthread_setname_np(pthread_self(), "mlprof-gpu");
   pthread_mutex_lock(&r->lock);
   for (;;) {
     while (!r->fn && !r->quit) pthread_cond_wait(&r->cond, &r->lock);
@@ -78,7 +79,6 @@ static void runner_start(shared_runner *r) {
   pthread_mutex_init(&r->lock, NULL);
   pthread_cond_init(&r->cond, NULL);
   r->started = pthread_create(&r->thread, NULL, runner_main, r) == 0;
-  if (r->started) pthread_setname_np(r->thread, "mlprof-gpu");
 }
 
 static void runner_stop(shared_runner *r) {
@@ -191,6 +191,9 @@ static void tick(mlprof__sampler *s, uint64_t n) {
 
 static void *sampler_main(void *arg) {
   mlprof__sampler *s = arg;
+  /* Named by itself: naming another thread opens a /proc file in the
+   * caller's descriptor table. */
+  pthread_setname_np(pthread_self(), "mlprof-sampler");
   open_sources(s);
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
@@ -242,7 +245,6 @@ int mlprof__sampler_start(mlprof__sampler **out,
     free(s);
     return MLPROF_ETHREAD;
   }
-  pthread_setname_np(s->thread, "mlprof-sampler");
   *out = s;
   return 0;
 }
