@@ -60,13 +60,13 @@ def test_closing_every_descriptor_keeps_every_byte_preloaded(tmp_path, how):
 
 
 def test_closing_every_descriptor_keeps_every_byte_linked(tmp_path):
-    # Linked with libmlprof (no preloading, no interposition): the same.
+    # Started by MLPROF_OUTPUT (linked, not preloaded): the same.
     n = 160
     env = dict(os.environ, MLPROF_SAMPLE_MS="1", MLPROF_FLUSH_MS="1")
 
     def cmd(i, delay):
         env_i = f"MLPROF_OUTPUT={tmp_path / f'linked{i}.mlprof'}"
-        return ["env", env_i, program("close_all_linked"),
+        return ["env", env_i, program("close_all"),
                 tmp_path / f"file{i}", str(delay), "3"]
     failures = run_many(cmd, n, seed=22, env=env)
     assert not failures, f"{len(failures)} of {n} runs failed: {failures[:5]}"

@@ -7,24 +7,17 @@
  * "range": close_range(3, ~0U, 0)), opens FILE, writes it in 64 pieces
  * with a pause between them, reads it back and checks that it holds no
  * descriptor but 0, 1, 2 and FILE's. Exit 0 when every byte was there, 1 with
- * what was wrong. Built plain (run under `mlprof run`) and as close_all_linked,
- * linked with libmlprof (started by MLPROF_OUTPUT), which records a zone per
- * round. */
-#include <dirent.h>
+ * what was wrong. Linked with libmlprof: run under `mlprof run` (preloaded
+ * too) or started by MLPROF_OUTPUT; it records a zone per round. */
 #include <errno.h>
 #include <fcntl.h>
+#include <mlprof.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#ifdef CLOSE_ALL_LINKED
-#include <mlprof.h>
-#define ROUND_ZONE() MLPROF_ZONE("round")
-#else
-#define ROUND_ZONE()
-#endif
 
 #define PIECE 1024
 #define PIECES 64
@@ -60,7 +53,7 @@ int main(int argc, char **argv) {
   if (delay > 0) usleep((useconds_t)delay);
   static unsigned char buf[PIECE * PIECES], back[PIECE * PIECES];
   for (int r = 0; r < rounds; r++) {
-    ROUND_ZONE();
+    MLPROF_ZONE("round"); /* the writer has something to write */
     if (range) {
       if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
         return fail("close_range", r);
