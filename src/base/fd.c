@@ -140,8 +140,8 @@ void mlprof__fd_stderr(const char *buf, size_t len) {
     errno = saved;
     return;
   }
-  if (npending && !atomic_flag_test_and_set(&pending_busy)) {
-    write_all(STDERR_FILENO, pending, npending);
+  if (!atomic_flag_test_and_set(&pending_busy)) {
+    if (npending) write_all(STDERR_FILENO, pending, npending);
     npending = 0;
     atomic_flag_clear(&pending_busy);
   }

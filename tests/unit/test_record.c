@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "format/reader.h"
 #include "format/wire.h"
 #include "mlprof.h"
@@ -685,6 +686,49 @@ static void profile_descriptor_is_not_the_programs(void) {
   CHECK(r.clean_end);
 }
 
+/* A thread of the library with a table of its own: none of the program's
+ * descriptors (not even 0) is in it, and what it opens is not in the
+ * program's (src/base/fd.c). */
+typedef struct {
+  int program_fd, saw_program, saw_stdin, rc;
+  const char *path;
+  pthread_barrier_t opened, checked;
+} fd_probe;
+
+static void *private_table_thread(void *arg) {
+  fd_probe *p = arg;
+  p->rc = mlprof__fd_private();
+  p->saw_program = fcntl(p->program_fd, F_GETFD) >= 0;
+  p->saw_stdin = fcntl(0, F_GETFD) >= 0;
+  int fd = open(p->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  pthread_barrier_wait(&p->opened);
+  pthread_barrier_wait(&p->checked);
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+static void thread_table_is_private(void) {
+  int pipefd[2];
+  CHECK_EQ(pipe(pipefd), 0);
+  fd_probe p = {.program_fd = pipefd[1], .path = temp_path("private.txt")};
+  pthread_barrier_init(&p.opened, NULL, 2);
+  pthread_barrier_init(&p.checked, NULL, 2);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, private_table_thread, &p), 0);
+  pthread_barrier_wait(&p.opened);
+  CHECK_EQ(fd_of(temp_path("private.txt")), -1);
+  pthread_barrier_wait(&p.checked);
+  pthread_join(t, NULL);
+  CHECK_EQ(p.rc, 0);
+  CHECK_EQ(p.saw_program, 0);
+  CHECK_EQ(p.saw_stdin, 0);
+  CHECK(fcntl(pipefd[1], F_GETFD) >= 0); /* the program's, untouched */
+  close(pipefd[0]);
+  close(pipefd[1]);
+  pthread_barrier_destroy(&p.opened);
+  pthread_barrier_destroy(&p.checked);
+}
+
 /* Writes that fail (here the file size limit, as a full disk would) lose
  * events: the END chunk, which still fits once the file is cut back to its
  * last whole chunk, counts each one. */
@@ -994,6 +1038,7 @@ const mlprof_test mlprof_tests_record[] = {
      zone_without_site_is_counted_and_pairs},
     {"existing_name_is_never_overwritten", existing_name_is_never_overwritten},
     {"output_directory_link_is_refused", output_directory_link_is_refused},
+    {"thread_table_is_private", thread_table_is_private},
     {"profile_descriptor_is_not_the_programs",
      profile_descriptor_is_not_the_programs},
     {"unwritten_events_are_counted", unwritten_events_are_counted},
