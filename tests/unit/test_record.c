@@ -729,6 +729,67 @@ static void thread_table_is_private(void) {
   pthread_barrier_destroy(&p.checked);
 }
 
+/* Where the kernel gives the writer no table of its own
+ * (MLPROF_FD_SHARED=1 acts so), the profile's descriptor is the program's
+ * to see. A daemon's move: the program closes the profile's descriptor (after
+ * removing the profile, with gone) and opens a file of its own, mine (the
+ * path is written there), which gets the old number (a daemon's next open
+ * would; dup2 makes it so if a number below was free); it writes "mine".
+ * *own gets the program's descriptor, -1 when a check failed. */
+static void program_takes_descriptor(const char *leaf, int gone, char *mine,
+                                     size_t len, int *own) {
+  *own = -1;
+  setenv("MLPROF_FD_SHARED", "1", 1);
+  int rc = start_unsampled(leaf);
+  unsetenv("MLPROF_FD_SHARED");
+  CHECK_EQ(rc, 0);
+  { MLPROF_ZONE("before"); }
+  CHECK_EQ(mlprof_flush(), 0);
+  int fd = fd_of(temp_path(leaf));
+  CHECK(fd >= 0);
+  if (gone) CHECK_EQ(unlink(temp_path(leaf)), 0);
+  close(fd);
+  snprintf(mine, len, "%s.mine", temp_path(leaf));
+  int d = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(d >= 0);
+  if (d != fd) {
+    CHECK_EQ(dup2(d, fd), fd);
+    close(d);
+    d = fd;
+  }
+  CHECK_EQ(write(d, "mine", 4), 4);
+  *own = d;
+}
+
+/* The profile goes on in its own file; the program's file holds only the
+ * program's data. */
+static void shared_table_reused_descriptor_is_not_written(void) {
+  char mine[300];
+  int own;
+  program_takes_descriptor("fd.mlprof", 0, mine, sizeof mine, &own);
+  if (own < 0) return;
+  { MLPROF_ZONE("after"); }
+  CHECK_EQ(mlprof_shutdown(), 0);
+  close(own);
+  CHECK_STR(file_text(mine), "mine");
+  readback r;
+  CHECK_EQ(read_back(temp_path("fd.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK(r.clean_end);
+}
+
+/* As above, and the profile's path is gone too: the profile stops. */
+static void shared_table_removed_profile_stops(void) {
+  char mine[300];
+  int own;
+  program_takes_descriptor("fdgone.mlprof", 1, mine, sizeof mine, &own);
+  if (own < 0) return;
+  { MLPROF_ZONE("after"); }
+  CHECK_EQ(mlprof_shutdown(), MLPROF_EIO);
+  close(own);
+  CHECK_STR(file_text(mine), "mine");
+}
+
 /* Writes that fail (here the file size limit, as a full disk would) lose
  * events: the END chunk, which still fits once the file is cut back to its
  * last whole chunk, counts each one. */
@@ -1041,5 +1102,8 @@ const mlprof_test mlprof_tests_record[] = {
     {"thread_table_is_private", thread_table_is_private},
     {"profile_descriptor_is_not_the_programs",
      profile_descriptor_is_not_the_programs},
+    {"shared_table_reused_descriptor_is_not_written",
+     shared_table_reused_descriptor_is_not_written},
+    {"shared_table_removed_profile_stops", shared_table_removed_profile_stops},
     {"unwritten_events_are_counted", unwritten_events_are_counted},
     {NULL, NULL}};
