@@ -152,6 +152,9 @@ static void open_sources(mlprof__sampler *s) {
     char why[256] = "";
     if (gpu_off(s, src))
       snprintf(why, sizeof why, "GPU sampling switched off (MLPROF_GPU=0)");
+    else if (src->program_fds && !s->shared.started && mlprof__fd_is_private())
+      /* Its descriptors would be in the sampler's table, not the program's. */
+      snprintf(why, sizeof why, "no thread could be started to run it");
     else
       s->open[i] =
           src->open(&s->state[i], s->root, why, sizeof why) == 0 &&
