@@ -71,9 +71,34 @@ void mlprof__fmt_duration(char *b, size_t len, double ns);
  * the recording library and its sampler read goes through here. */
 const char *mlprof__env(const char *name);
 
-/* Writes "mlprof[PID]: " and the formatted line to stderr without
- * allocating; with flag, only the first time flag is seen clear. */
+/* Writes "mlprof[PID]: " and the formatted line to the program's stderr
+ * (mlprof__fd_stderr) without allocating; with flag, only the first time
+ * flag is seen clear. */
 void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Descriptors (fd.c). The library's threads keep their descriptors in a
+ * table of their own: gives the calling thread a private, empty descriptor
+ * table, so that what it opens afterwards is out of the program's reach (not
+ * seen, closed, reused nor inherited by it). Call it first thing in a thread
+ * of the library, never in a thread of the program. Returns 0, or -1 when
+ * the kernel refuses (the thread then shares the program's table). */
+int mlprof__fd_private(void);
+
+/* Whether the calling thread has a private table. */
+int mlprof__fd_is_private(void);
+
+/* Runs fn(arg) in a short-lived thread with a private table (signals
+ * blocked) and returns its result, errno as fn left it: for the library's
+ * own reads made from a program's thread. Runs fn here when no thread can
+ * be started. */
+int mlprof__fd_run_private(int (*fn)(void *), void *arg);
+
+/* Writes len bytes to the program's stderr, from any thread: a thread with a
+ * private table writes through a duplicate of the program's descriptor 2
+ * (pidfd_getfd), or, where that is refused, leaves the line for the next
+ * call from a program's thread (len 0 just writes what was left). Keeps
+ * errno. */
+void mlprof__fd_stderr(const char *buf, size_t len);
 
 #endif

@@ -23,6 +23,5 @@ void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {
   size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len++] = '\n';
-  ssize_t ignored = write(STDERR_FILENO, line, len);
-  (void)ignored;
+  mlprof__fd_stderr(line, len);
 }

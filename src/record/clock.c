@@ -13,17 +13,24 @@ MLPROF__HIDDEN int mlprof__use_tsc;
 /* The kernel's own verdict is the best evidence: it uses the TSC as its
  * clocksource only when it is invariant and synchronised across CPUs. Failing
  * that, the CPU's invariant-TSC bit (CPUID 0x80000007, EDX bit 8). */
-static int tsc_trusted(void) {
+static int clocksource_is_tsc(void *unused) {
   char buf[32] = {0};
   FILE *f = fopen(
       "/sys/devices/system/clocksource/clocksource0/"
       "current_clocksource",
       "re");
+  int ok = 0;
   if (f) {
-    int ok = fgets(buf, sizeof buf, f) && strncmp(buf, "tsc", 3) == 0;
+    ok = fgets(buf, sizeof buf, f) && strncmp(buf, "tsc", 3) == 0;
     fclose(f);
-    if (ok) return 1;
   }
+  return ok;
+}
+
+static int tsc_trusted(void) {
+  /* Read where the program's descriptors are out of reach (src/base/fd.c):
+   * this runs in the program's thread that starts the session. */
+  if (mlprof__fd_run_private(clocksource_is_tsc, NULL)) return 1;
   unsigned a, b, c, d;
   if (__get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000007u &&
       __get_cpuid(0x80000007u, &a, &b, &c, &d))

@@ -202,15 +202,17 @@ extern MLPROF__HIDDEN pthread_mutex_t mlprof__intern_lock, mlprof__pool_lock;
 
 typedef struct mlprof__writer mlprof__writer;
 
-/* Creates the profile, path + leaf below dirfd (AT_FDCWD and 0: path),
- * exclusively and never through a symbolic link; when the name is taken, the
- * next free one (STEM.1.mlprof...), written back into path (cap bytes).
- * Writes the file header and HEADER chunk. MLPROF_EIO with errno set when
- * the file cannot be created or written. */
-MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, int dirfd,
-                                       char *path, size_t cap, size_t leaf,
+/* Starts the writer thread, which takes a descriptor table of its own
+ * (src/base/fd.c) and there creates the profile: path, whose first leaf bytes
+ * (0: none) are a directory ending in '/' that is opened without following a
+ * symbolic link, exclusively and never through a link; when the name is
+ * taken, the next free one (STEM.1.mlprof...), written back into path (cap
+ * bytes). The thread writes the file header and HEADER chunk; this returns
+ * once it has. MLPROF_EIO with errno set when the file cannot be created or
+ * written, MLPROF_ETHREAD when no thread starts. */
+MLPROF__HIDDEN int mlprof__writer_open(mlprof__writer **w, char *path,
+                                       size_t cap, size_t leaf,
                                        uint32_t flush_ms);
-MLPROF__HIDDEN int mlprof__writer_start(mlprof__writer *w);
 /* Flushes synchronously (from any thread but the writer's). */
 MLPROF__HIDDEN int mlprof__writer_flush(mlprof__writer *w);
 /* Asks for a flush and waits at most timeout_ms; async-signal-safe. With
@@ -226,7 +228,8 @@ MLPROF__HIDDEN int mlprof__writer_resume(mlprof__writer *w);
 /* Wakes the writer early (buffers are filling up). */
 MLPROF__HIDDEN void mlprof__writer_poke(void);
 /* Final flush, open zones and END chunk (saying how the process ended,
- * MLPROF__END_*, with status); stops the thread, frees w. */
+ * MLPROF__END_*, with status), written and the file closed by the writer
+ * thread, which then ends; frees w. */
 MLPROF__HIDDEN int mlprof__writer_close(mlprof__writer *w, int how, int status);
 struct mlprof__sample_sink; /* src/sample/sample.h */
 

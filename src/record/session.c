@@ -154,15 +154,13 @@ static int exec_started(void) {
 }
 
 /* Where this process's profile goes, for an output that is a directory or a
- * file path: path gets the file's path, *dirfd the directory to create it in
- * and *leaf the offset in path of the name to create there (a file path:
- * AT_FDCWD and 0). A directory is created when missing and never entered
- * through a symbolic link: a link planted where a program run as root writes
- * its profiles would send them anywhere. The caller closes *dirfd. */
-static int resolve_path(const char *output, int child, int *dirfd,
-                        size_t *leaf) {
+ * file path: path gets the file's path and *leaf the offset in path of the
+ * name to create in its directory (a file path: 0). A directory is created
+ * when missing; the writer thread opens it, never through a symbolic link (a
+ * link planted where a program run as root writes its profiles would send
+ * them anywhere). No descriptor is opened here, in the program's thread. */
+static int resolve_path(const char *output, int child, size_t *leaf) {
   size_t len = strlen(output);
-  *dirfd = AT_FDCWD;
   *leaf = 0;
   if (len == 0) return MLPROF_EINVAL;
   /* Each image of a chain of execs has a file of its own. */
@@ -176,16 +174,6 @@ static int resolve_path(const char *output, int child, int *dirfd,
     memcpy(dir, output, dlen);
     dir[dlen] = 0;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return MLPROF_EIO;
-    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (*dirfd < 0 && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
-      mlprof__warn_once(NULL,
-                        "%s is a symbolic link: profiles are never written "
-                        "through one; give the directory's real path",
-                        dir);
-      errno = ELOOP;
-    }
-    if (*dirfd < 0) return MLPROF_EIO;
     char prog[64];
     snprintf(prog, sizeof prog, "%s", program_invocation_short_name);
     for (char *c = prog; *c; c++)
@@ -379,23 +367,12 @@ static void process_hooks(void) {
  * session_lock held. */
 static int session_start(const char *output, int child) {
   mlprof__writer *w;
-  int dirfd;
   size_t leaf;
-  int rc = resolve_path(output, child, &dirfd, &leaf);
+  int rc = resolve_path(output, child, &leaf);
   if (rc == 0)
-    rc = mlprof__writer_open(&w, dirfd, path, sizeof path, leaf,
+    rc = mlprof__writer_open(&w, path, sizeof path, leaf,
                              config.flush_interval_ms);
-  if (dirfd >= 0) {
-    int saved = errno; /* for the caller's message */
-    close(dirfd);
-    errno = saved;
-  }
   if (rc != 0) return rc;
-  rc = mlprof__writer_start(w);
-  if (rc != 0) {
-    mlprof__writer_abandon(w);
-    return rc;
-  }
   if (config.sample_interval_ms > 0) {
     const char *root = mlprof__env("MLPROF_SYSFS_ROOT");
     mlprof__sample_sink sink;
@@ -486,6 +463,7 @@ static int session_end(int how, int status) {
     rc = mlprof__writer_close(w, how, status);
   }
   pthread_mutex_unlock(&session_lock);
+  mlprof__fd_stderr("", 0); /* what the library's threads could not say */
   return rc;
 }
 

@@ -2,7 +2,9 @@
  * reads what each thread published, pairs zone begins with their ends,
  * encodes spans and other records (docs/format.md) and appends whole chunks
  * to the profile file. It owns the file and all encoding state; the threads
- * being profiled never wait for it. */
+ * being profiled never wait for it. It creates, writes and closes the file
+ * itself, in a descriptor table of its own (src/base/fd.c): the program can
+ * neither see nor close the profile's descriptor, nor get its number. */
 #include <errno.h>
 #include <fcntl.h>
 #include <semaphore.h>
@@ -68,9 +70,15 @@ typedef struct {
 } track;
 
 struct mlprof__writer {
-  int fd;     /* -1 once the program took it over and the path is not ours */
-  char *path; /* where the profile was created */
-  dev_t dev;  /* the file's identity, to recognise w->fd and the path */
+  int fd; /* in the writer thread's table; -1 once the program took it over
+             (a shared table only) and the path is not ours */
+  int private_fds; /* the writer thread has a descriptor table of its own */
+  char *path;      /* where the profile was created */
+  char *want;      /* the path asked for (cap bytes), leaf: see writer_open */
+  size_t cap, leaf;
+  sem_t ready; /* the thread created the file, or failed to */
+  int open_rc, open_errno;
+  dev_t dev; /* the file's identity, to recognise w->fd and the path */
   ino_t ino;
   off_t size;    /* bytes written, all in whole chunks */
   int failed;    /* a write failed: keep draining buffers, write nothing more */
@@ -157,12 +165,15 @@ static int same_file(mlprof__writer *w, int fd) {
          st.st_size == w->size;
 }
 
-/* Whether w->fd is still the profile. A program that closes every descriptor
- * (a daemon, closefrom) may have got its number back for a file of its own:
- * then the profile is opened again by its path, if that is still the same
- * file, and otherwise stops. The old number is the program's now: never
- * written to nor closed again. Costs an fstat per write of `out`. */
+/* Whether w->fd is still the profile. In a table of its own, always. Where
+ * the kernel refused one, the writer shares the program's table, and a
+ * program that closes every descriptor (a daemon, closefrom) may have got
+ * its number back for a file of its own: then the profile is opened again by
+ * its path, if that is still the same file, and otherwise stops. The old
+ * number is the program's now: never written to nor closed again. Costs an
+ * fstat per write of `out` (a window remains: docs/guide.md). */
 static int fd_check(mlprof__writer *w) {
+  if (w->private_fds && w->fd >= 0) return 0;
   if (w->fd >= 0 && same_file(w, w->fd)) return 0;
   int fd = open(w->path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0 && same_file(w, fd)) {
@@ -865,8 +876,18 @@ static void finish(mlprof__writer *w) {
 
 /* ---- thread ------------------------------------------------------------- */
 
+static int writer_create(mlprof__writer *w);
+
 static void *writer_main(void *arg) {
   mlprof__writer *w = arg;
+  /* Named by itself: naming another thread opens a /proc file in the
+   * caller's descriptor table. */
+  pthread_setname_np(pthread_self(), "mlprof-writer");
+  w->private_fds = mlprof__fd_private() == 0;
+  w->open_rc = writer_create(w);
+  w->open_errno = errno;
+  sem_post(&w->ready);
+  if (w->open_rc != 0) return NULL;
   while (!atomic_load(&w->stop)) {
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -885,6 +906,14 @@ static void *writer_main(void *arg) {
     pthread_cond_broadcast(&w->done_cond);
     pthread_mutex_unlock(&w->done_lock);
   }
+  /* The end (writer_close): the last flush, the END chunk and the close,
+   * here, where the descriptor is. */
+  flush_all(w);
+  if (!w->finished) finish(w);
+  if (w->fd >= 0 && !w->private_fds && !same_file(w, w->fd))
+    w->fd = -1; /* the program's now */
+  if (w->fd >= 0 && close(w->fd) != 0) w->failed = 1;
+  w->fd = -1;
   return NULL;
 }
 
@@ -982,26 +1011,83 @@ static int create_file(int dirfd, char *path, size_t cap, size_t leaf) {
   return -1;
 }
 
-int mlprof__writer_open(mlprof__writer **out, int dirfd, char *path, size_t cap,
-                        size_t leaf, uint32_t flush_ms) {
-  mlprof__writer *w = calloc(1, sizeof *w);
-  if (!w) return MLPROF_ENOMEM;
-  w->flush_ms = flush_ms;
-  w->fd = create_file(dirfd, path, cap, leaf);
+/* The directory part of want (leaf > 0), opened without following a
+ * symbolic link; AT_FDCWD for a file path. */
+static int open_dir(mlprof__writer *w) {
+  if (!w->leaf) return AT_FDCWD;
+  char dir[4096];
+  size_t n = w->leaf > 1 ? w->leaf - 1 : 1; /* "a/b/" -> "a/b", "/" stays */
+  if (n >= sizeof dir) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(dir, w->want, n);
+  dir[n] = 0;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  w->path = w->fd >= 0 ? strdup(path) : NULL;
-  if (!w->path || fstat(w->fd, &st) != 0) {
-    int err = w->fd >= 0 && !w->path ? MLPROF_ENOMEM : MLPROF_EIO;
-    int saved = errno; /* for the caller's message */
-    if (w->fd >= 0) close(w->fd);
-    free(w->path);
-    free(w);
+  if (fd < 0 && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+    mlprof__warn_once(NULL,
+                      "%s is a symbolic link: profiles are never written "
+                      "through one; give the directory's real path",
+                      dir);
+    errno = ELOOP;
+  }
+  return fd;
+}
+
+/* In the writer thread: creates the file and writes its header. 0, or an
+ * MLPROF_ code with errno set. */
+static int writer_create(mlprof__writer *w) {
+  int dirfd = open_dir(w);
+  if (dirfd == -1) return MLPROF_EIO;
+  w->fd = create_file(dirfd, w->want, w->cap, w->leaf);
+  int saved = errno;
+  if (dirfd >= 0) close(dirfd);
+  errno = saved;
+  struct stat st;
+  if (w->fd < 0) return MLPROF_EIO;
+  if (fstat(w->fd, &st) != 0 || !(w->path = strdup(w->want))) {
+    saved = errno;
+    close(w->fd);
+    w->fd = -1;
     errno = saved;
-    return err;
+    return w->path ? MLPROF_EIO : MLPROF_ENOMEM;
   }
   w->dev = st.st_dev;
   w->ino = st.st_ino;
+  put_header(w);
+  out_flush(w);
+  if (w->failed) {
+    saved = errno;
+    close(w->fd);
+    w->fd = -1;
+    errno = saved;
+    return MLPROF_EIO;
+  }
+  return 0;
+}
+
+int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
+                        size_t leaf, uint32_t flush_ms) {
+  mlprof__writer *w = calloc(1, sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  w->fd = -1;
+  w->flush_ms = flush_ms;
+  w->want = path;
+  w->cap = cap;
+  w->leaf = leaf;
+  uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
+  if (!fh) {
+    free(w);
+    return MLPROF_ENOMEM;
+  }
+  memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
+  memcpy(fh, MLPROF__FILE_MAGIC, 8);
+  mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
+  mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
+  w->out.len = MLPROF__FILE_HEADER_SIZE;
   pthread_once(&wake_once, wake_init);
+  sem_init(&w->ready, 0, 0);
   pthread_mutex_init(&w->pending_lock, NULL);
   pthread_mutex_init(&w->done_lock, NULL);
   pthread_cond_init(&w->done_cond, NULL);
@@ -1016,36 +1102,29 @@ int mlprof__writer_open(mlprof__writer **out, int dirfd, char *path, size_t cap,
     atomic_store(&t->name_dirty, 1);
   }
 
-  uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
-  if (!fh) {
-    mlprof__writer_abandon(w);
-    return MLPROF_ENOMEM;
-  }
-  memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
-  memcpy(fh, MLPROF__FILE_MAGIC, 8);
-  mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
-  mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
-  w->out.len = MLPROF__FILE_HEADER_SIZE;
-  put_header(w);
-  out_flush(w);
-  if (w->failed) {
-    mlprof__writer_abandon(w);
-    return MLPROF_EIO;
-  }
-  *out = w;
-  return 0;
-}
-
-int mlprof__writer_start(mlprof__writer *w) {
   sigset_t all, old;
   sigfillset(&all);
   /* The writer never takes the program's signals. */
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&w->thread, NULL, writer_main, w);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) return MLPROF_ETHREAD;
-  pthread_setname_np(w->thread, "mlprof-writer");
+  if (rc != 0) {
+    mlprof__writer_abandon(w);
+    return MLPROF_ETHREAD;
+  }
+  while (sem_wait(&w->ready) != 0 && errno == EINTR) {
+  }
+  if (w->open_rc != 0) {
+    pthread_join(w->thread, NULL);
+    rc = w->open_rc;
+    int saved = w->open_errno; /* for the caller's message */
+    mlprof__writer_abandon(w);
+    errno = saved;
+    return rc;
+  }
+  w->want = NULL;
   w->started = 1;
+  *out = w;
   return 0;
 }
 
@@ -1055,10 +1134,7 @@ void mlprof__writer_poke(void) {
 }
 
 int mlprof__writer_flush(mlprof__writer *w) {
-  if (!w->started) {
-    flush_all(w);
-    return w->failed ? MLPROF_EIO : 0;
-  }
+  if (!w->started) return MLPROF_ENOTSTARTED;
   uint64_t my = atomic_fetch_add(&w->req, 1) + 1;
   sem_post(&wake);
   pthread_mutex_lock(&w->done_lock);
@@ -1104,21 +1180,19 @@ int mlprof__writer_close(mlprof__writer *w, int how, int status) {
   if (w->started) {
     atomic_store(&w->stop, 1);
     sem_post(&wake);
-    pthread_join(w->thread, NULL);
+    pthread_join(w->thread, NULL); /* it ends the file and closes it */
     w->started = 0;
   }
-  flush_all(w);
-  if (!w->finished) finish(w);
   int rc = w->failed ? MLPROF_EIO : 0;
-  if (w->fd >= 0 && !same_file(w, w->fd)) w->fd = -1; /* the program's now */
-  if (w->fd >= 0 && close(w->fd) != 0 && !rc) rc = MLPROF_EIO;
-  w->fd = -1;
   mlprof__writer_abandon(w);
   return rc;
 }
 
 void mlprof__writer_abandon(mlprof__writer *w) {
-  if (w->fd >= 0) close(w->fd);
+  /* A descriptor of a table of the writer's own is in no other table; in a
+   * forked child of a writer that shared the program's table, w->fd is the
+   * child's inherited copy, which nothing else uses. */
+  if (w->fd >= 0 && !w->private_fds) close(w->fd);
   free(w->ids);
   free(w->names.p);
   free(w->events.p);

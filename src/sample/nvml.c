@@ -167,7 +167,15 @@ static int nvml_open(void **state, const char *root, char *why, size_t len) {
     /* POSIX lets a data pointer from dlsym stand for a function pointer. */
     memcpy((char *)&s->fn + syms[i].off, &p, sizeof p);
   }
+  *state = s;
+  return 0;
+}
 
+/* NVML itself, in the program's descriptor table (program_fds): the
+ * library was loaded by nvml_open in the sampler's own table, so that the
+ * loader's descriptors never were the program's. */
+static int nvml_start(void *state, char *why, size_t len) {
+  nvml_state *s = state;
   nvml_ret r = s->fn.init();
   if (r != NVML_SUCCESS) {
     snprintf(why, len, "NVML init failed: %s", reason(s, r));
@@ -204,7 +212,6 @@ static int nvml_open(void **state, const char *root, char *why, size_t len) {
     if (s->fn.energy && s->fn.energy(g->h, &g->energy_base) == NVML_SUCCESS)
       g->energy_mode = ENERGY_COUNTER;
   }
-  *state = s;
   return 0;
 }
 
@@ -465,6 +472,10 @@ static int nvml_sample(void *state, const mlprof__sample_ctx *ctx,
 const mlprof__source mlprof__source_nvml = {
     .name = "nvml",
     .open = nvml_open,
+    .start = nvml_start,
     .sample = nvml_sample,
     .close = nvml_close,
+    /* NVML keeps /dev/nvidia* descriptors for the whole process, shared with
+     * the program's own NVML calls: they must be numbers of its table. */
+    .program_fds = 1,
 };

@@ -64,12 +64,20 @@ typedef struct mlprof__source {
    * why when the source is unavailable here ("no NVML: libnvidia-ml.so.1 not
    * found"); the sampler then records the reason and never calls it again. */
   int (*open)(void **state, const char *root, char *why, size_t len);
+  /* Optional, after open: what must happen in the program's descriptor table
+   * (program_fds). Returns 0, or -1 with why set, having released state. */
+  int (*start)(void *state, char *why, size_t len);
   /* Appends at most max rows to out; returns how many. Returns -1 with why
    * set when the source has failed for good (a GPU lost mid-run): the
    * sampler reports it once, closes the source and goes on without it. */
   int (*sample)(void *state, const mlprof__sample_ctx *ctx, mlprof__row *out,
                 int max, char *why, size_t len);
   void (*close)(void *state);
+  /* The source's library keeps descriptors of its own for the whole process
+   * (NVML): start, sample and close are called in a thread that shares the
+   * program's descriptor table, not in the sampler's own table (open, which
+   * loads the library, is; src/base/fd.c). */
+  int program_fds;
 } mlprof__source;
 
 /* Every source, in the order the sampler asks them (one explicit list). */
@@ -115,7 +123,9 @@ void mlprof__sampler_stop(mlprof__sampler *s);
 
 /* Reads root + path (path absolute, e.g. "/proc/self/stat") into buf,
  * NUL-terminated. Returns the length, or -1 with errno set. The one helper
- * every /proc and /sys read goes through. */
+ * every /proc and /sys read goes through. In the sampler's thread its
+ * descriptor is in the thread's own table (src/base/fd.c), never one the
+ * program can close or be handed. */
 ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
                         size_t len);
 

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "format/reader.h"
 #include "format/wire.h"
 #include "mlprof.h"
@@ -659,7 +660,78 @@ static int fd_of(const char *path) {
   return -1;
 }
 
-/* A daemon's move: the program closes the profile's descriptor (after
+/* The profile's descriptor is in the writer thread's own table: the
+ * program holds no descriptor of it (its /proc/self/fd), so a daemon closing
+ * every descriptor cannot close it nor get its number back, and a file the
+ * program opens is its own alone. */
+static void profile_descriptor_is_not_the_programs(void) {
+  CHECK_EQ(start_unsampled("fd.mlprof"), 0);
+  { MLPROF_ZONE("before"); }
+  CHECK_EQ(mlprof_flush(), 0);
+  CHECK_EQ(fd_of(temp_path("fd.mlprof")), -1);
+  char mine[300];
+  snprintf(mine, sizeof mine, "%s.mine", temp_path("fd.mlprof"));
+  int d = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(d >= 0);
+  CHECK_EQ(write(d, "mine", 4), 4);
+  { MLPROF_ZONE("after"); }
+  CHECK_EQ(mlprof_flush(), 0);
+  CHECK_EQ(fd_of(temp_path("fd.mlprof")), -1);
+  CHECK_EQ(mlprof_shutdown(), 0);
+  close(d);
+  CHECK_STR(file_text(mine), "mine");
+  readback r;
+  CHECK_EQ(read_back(temp_path("fd.mlprof"), &r), 0);
+  CHECK_EQ_U64(r.spans, 2);
+  CHECK(r.clean_end);
+}
+
+/* A thread of the library with a table of its own: none of the program's
+ * descriptors (not even 0) is in it, and what it opens is not in the
+ * program's (src/base/fd.c). */
+typedef struct {
+  int program_fd, saw_program, saw_stdin, rc;
+  const char *path;
+  pthread_barrier_t opened, checked;
+} fd_probe;
+
+static void *private_table_thread(void *arg) {
+  fd_probe *p = arg;
+  p->rc = mlprof__fd_private();
+  p->saw_program = fcntl(p->program_fd, F_GETFD) >= 0;
+  p->saw_stdin = fcntl(0, F_GETFD) >= 0;
+  int fd = open(p->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  pthread_barrier_wait(&p->opened);
+  pthread_barrier_wait(&p->checked);
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+static void thread_table_is_private(void) {
+  int pipefd[2];
+  CHECK_EQ(pipe(pipefd), 0);
+  fd_probe p = {.program_fd = pipefd[1], .path = temp_path("private.txt")};
+  pthread_barrier_init(&p.opened, NULL, 2);
+  pthread_barrier_init(&p.checked, NULL, 2);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, private_table_thread, &p), 0);
+  pthread_barrier_wait(&p.opened);
+  CHECK_EQ(fd_of(temp_path("private.txt")), -1);
+  pthread_barrier_wait(&p.checked);
+  pthread_join(t, NULL);
+  CHECK_EQ(p.rc, 0);
+  CHECK_EQ(p.saw_program, 0);
+  CHECK_EQ(p.saw_stdin, 0);
+  CHECK(fcntl(pipefd[1], F_GETFD) >= 0); /* the program's, untouched */
+  close(pipefd[0]);
+  close(pipefd[1]);
+  pthread_barrier_destroy(&p.opened);
+  pthread_barrier_destroy(&p.checked);
+}
+
+/* Where the kernel gives the writer no table of its own
+ * (MLPROF_FD_SHARED=1 acts so), the profile's descriptor is the program's
+ * to see. A daemon's move: the program closes the profile's descriptor (after
  * removing the profile, with gone) and opens a file of its own, mine (the
  * path is written there), which gets the old number (a daemon's next open
  * would; dup2 makes it so if a number below was free); it writes "mine".
@@ -667,7 +739,10 @@ static int fd_of(const char *path) {
 static void program_takes_descriptor(const char *leaf, int gone, char *mine,
                                      size_t len, int *own) {
   *own = -1;
-  CHECK_EQ(start_unsampled(leaf), 0);
+  setenv("MLPROF_FD_SHARED", "1", 1);
+  int rc = start_unsampled(leaf);
+  unsetenv("MLPROF_FD_SHARED");
+  CHECK_EQ(rc, 0);
   { MLPROF_ZONE("before"); }
   CHECK_EQ(mlprof_flush(), 0);
   int fd = fd_of(temp_path(leaf));
@@ -688,7 +763,7 @@ static void program_takes_descriptor(const char *leaf, int gone, char *mine,
 
 /* The profile goes on in its own file; the program's file holds only the
  * program's data. */
-static void reused_descriptor_is_not_written(void) {
+static void shared_table_reused_descriptor_is_not_written(void) {
   char mine[300];
   int own;
   program_takes_descriptor("fd.mlprof", 0, mine, sizeof mine, &own);
@@ -704,7 +779,7 @@ static void reused_descriptor_is_not_written(void) {
 }
 
 /* As above, and the profile's path is gone too: the profile stops. */
-static void reused_descriptor_of_removed_profile_stops(void) {
+static void shared_table_removed_profile_stops(void) {
   char mine[300];
   int own;
   program_takes_descriptor("fdgone.mlprof", 1, mine, sizeof mine, &own);
@@ -1024,8 +1099,11 @@ const mlprof_test mlprof_tests_record[] = {
      zone_without_site_is_counted_and_pairs},
     {"existing_name_is_never_overwritten", existing_name_is_never_overwritten},
     {"output_directory_link_is_refused", output_directory_link_is_refused},
-    {"reused_descriptor_is_not_written", reused_descriptor_is_not_written},
-    {"reused_descriptor_of_removed_profile_stops",
-     reused_descriptor_of_removed_profile_stops},
+    {"thread_table_is_private", thread_table_is_private},
+    {"profile_descriptor_is_not_the_programs",
+     profile_descriptor_is_not_the_programs},
+    {"shared_table_reused_descriptor_is_not_written",
+     shared_table_reused_descriptor_is_not_written},
+    {"shared_table_removed_profile_stops", shared_table_removed_profile_stops},
     {"unwritten_events_are_counted", unwritten_events_are_counted},
     {NULL, NULL}};

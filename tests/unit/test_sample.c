@@ -963,6 +963,8 @@ static int nv_open(void **st, char *why, size_t len) {
   }
   *st = NULL;
   int rc = mlprof__source_nvml.open(st, "", why, len);
+  if (rc == 0 && (rc = mlprof__source_nvml.start(*st, why, len)) != 0)
+    *st = NULL; /* start released it */
   if (rc == 0) nvml_left = *st;
   return rc;
 }
