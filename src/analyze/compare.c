@@ -10,10 +10,18 @@
 #include "../model/job.h"
 #include "analysis.h"
 
+/* The mean of measure name of subject s, or NAN. */
+static double measure_mean(const mlprof__subject_stats *s, const char *name) {
+  for (size_t i = 0; i < s->nm; i++)
+    if (s->m[i].count && strcmp(s->m[i].name, name) == 0) return s->m[i].mean;
+  return NAN;
+}
+
 int mlprof__run_load(const char *path, int keep_durations,
-                     const mlprof__filter *filter, mlprof__report *r, char *err,
-                     size_t errlen) {
+                     const mlprof__filter *filter, mlprof__report *r,
+                     double *contention, char *err, size_t errlen) {
   memset(r, 0, sizeof *r);
+  if (contention) *contention = NAN;
   mlprof__job job;
   int rc = mlprof__job_open(&job, &path, 1, err, errlen);
   if (rc) return rc;
@@ -21,11 +29,22 @@ int mlprof__run_load(const char *path, int keep_durations,
   mlprof__analysis_opts_init(&o);
   o.keep_durations = keep_durations;
   o.filter = filter;
+  if (contention) o.want |= MLPROF__ANALYSIS_RESOURCES;
   mlprof__analysis a;
   rc = mlprof__analysis_run(&job, &o, &a, err, errlen);
   mlprof__job_close(&job);
-  if (!rc) *r = a.r; /* the only analysis built: the caller's now */
-  return rc;
+  if (rc) return rc;
+  if (contention) {
+    /* The tree's run-queue wait against the CPU it used, both summed over
+     * its processes tick by tick (% of a core). */
+    double cpu = measure_mean(&a.res.tree, "cpu_pct");
+    double runq = measure_mean(&a.res.tree, "runq_wait_pct");
+    if (cpu + runq > 0) *contention = runq / (cpu + runq);
+  }
+  *r = a.r; /* the caller's now */
+  a.r = (mlprof__report){0};
+  mlprof__analysis_free(&a);
+  return 0;
 }
 
 int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
@@ -275,7 +294,8 @@ int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
   }
   for (size_t i = 0; i < n && !rc; i++) {
     mlprof__report r;
-    rc = mlprof__run_load(paths[i], keep_durations, filter, &r, err, errlen);
+    rc = mlprof__run_load(paths[i], keep_durations, filter, &r, NULL, err,
+                          errlen);
     if (!rc && (rc = mlprof__compare_add(c, lab[i], paths[i], &r))) {
       mlprof__report_free(&r);
       snprintf(err, errlen, "out of memory");

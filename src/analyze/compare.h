@@ -29,13 +29,15 @@
 
 /* Builds the report of one run: path is a profile file or a run directory.
  * keep_durations: keep each zone's sorted durations (mlprof diff); filter
- * (NULL: none) as mlprof__analysis_opts.filter. Returns
+ * (NULL: none) as mlprof__analysis_opts.filter; contention (NULL: not
+ * wanted) receives the process tree's run-queue wait as a share of the CPU
+ * time it wanted, runq / (cpu + runq), NAN where not sampled. Returns
  * 0; MLPROF_ENOMEM with "out of memory" in err; or another negative error
  * with a one-line reason in err when path cannot be opened or is not a
  * profile (bad input). */
 int mlprof__run_load(const char *path, int keep_durations,
-                     const mlprof__filter *filter, mlprof__report *r, char *err,
-                     size_t errlen);
+                     const mlprof__filter *filter, mlprof__report *r,
+                     double *contention, char *err, size_t errlen);
 
 typedef struct {
   char *label, *path; /* owned */

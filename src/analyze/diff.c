@@ -107,6 +107,13 @@ int mlprof__mwu_sorted(const uint64_t *a, size_t na, const uint64_t *b,
   return 0;
 }
 
+void mlprof__diff_options_init(mlprof__diff_options *opt) {
+  *opt = (mlprof__diff_options){.threshold = 0.05,
+                                .alpha = 0.01,
+                                .min_count = 5,
+                                .contention = {NAN, NAN}};
+}
+
 const char *mlprof__verdict_name(mlprof__verdict v) {
   static const char *const names[] = {"slower", "faster", "new", "removed",
                                       "unchanged"};
@@ -217,10 +224,13 @@ static double quantile_sorted(const double *v, size_t n, double q) {
   return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
 }
 
-/* Judges z against the common ratio: BASE's durations scaled by it against
- * NEW's, by the rule of judge(). Returns 0 or MLPROF_ENOMEM. */
-static int judge_shift(mlprof__diff_zone *z, double common,
-                       const mlprof__diff_options *opt) {
+/* The verdict of z against an expected ratio (a common shift, or what the
+ * machine's contention explains): BASE's durations scaled by it against
+ * NEW's, by the rule of judge(); the ratio beyond it in *beyond, the test in
+ * *t, the verdict in *out. Returns 0 or MLPROF_ENOMEM. */
+static int judge_against(const mlprof__diff_zone *z, double common,
+                         const mlprof__diff_options *opt, double *beyond,
+                         mlprof__mwu *t, mlprof__verdict *out) {
   const mlprof__zone_stats *b = z->base, *n = z->next;
   uint64_t *scaled = malloc(b->count * sizeof *scaled);
   if (!scaled) return MLPROF_ENOMEM;
@@ -229,13 +239,50 @@ static int judge_shift(mlprof__diff_zone *z, double common,
     double v = (double)b->durations[i] * common;
     scaled[i] = v < 1.8e19 ? (uint64_t)llround(v) : UINT64_MAX;
   }
-  int rc = mlprof__mwu_sorted(scaled, b->count, n->durations, n->count,
-                              &z->shift_test);
+  int rc = mlprof__mwu_sorted(scaled, b->count, n->durations, n->count, t);
   free(scaled);
   if (rc) return rc;
-  z->shift_ratio = z->ratio / common;
-  z->shift_verdict =
-      verdict(&z->shift_test, z->shift_ratio, b->count, n->count, opt);
+  *beyond = z->ratio / common;
+  *out = verdict(t, *beyond, b->count, n->count, opt);
+  return 0;
+}
+
+static int judge_shift(mlprof__diff_zone *z, double common,
+                       const mlprof__diff_options *opt) {
+  return judge_against(z, common, opt, &z->shift_ratio, &z->shift_test,
+                       &z->shift_verdict);
+}
+
+/* The machine (mlprof__diff.machine): when NEW's run waited for a CPU
+ * markedly more than BASE's, each slower zone and the step are judged
+ * once more against the slowdown that waiting explains. */
+static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
+  mlprof__diff_machine *m = &d->machine;
+  m->base = opt->contention[0];
+  m->next = opt->contention[1];
+  m->factor = NAN;
+  if (isnan(m->base) || isnan(m->next) || m->next >= 1) return 0;
+  m->factor = (1 - m->base) / (1 - m->next);
+  m->slower = m->next - m->base >= MLPROF__MACHINE_MIN_WAIT &&
+              m->factor - 1 >= MLPROF__MACHINE_MIN_CHANGE;
+  /* The factor is a whole run's average over coarse samples: a zone is
+   * beyond it only by MLPROF__MACHINE_TOLERANCE at least. */
+  mlprof__diff_options wide = *opt;
+  if (wide.threshold < MLPROF__MACHINE_TOLERANCE)
+    wide.threshold = MLPROF__MACHINE_TOLERANCE;
+  for (size_t i = 0; m->slower && i <= d->nzones; i++) {
+    mlprof__diff_zone *z = i < d->nzones ? &d->zones[i] : &d->step;
+    if (z->verdict != MLPROF__VERDICT_SLOWER ||
+        (i == d->nzones && !d->has_step))
+      continue;
+    double beyond;
+    mlprof__mwu t;
+    mlprof__verdict v;
+    int rc = judge_against(z, m->factor, &wide, &beyond, &t, &v);
+    if (rc) return rc;
+    z->machine_explains = v != MLPROF__VERDICT_SLOWER;
+    m->explained += z->machine_explains;
+  }
   return 0;
 }
 
@@ -409,14 +456,20 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   free(zn);
   if (!rc) rc = find_shift(d, opt);
   if (!rc) rc = judge_step(base, next, opt, d);
+  if (!rc) rc = judge_machine(d, opt);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
   }
   if (d->nzones) qsort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
-  for (size_t k = 0; k < d->nzones; k++) d->count[d->zones[k].verdict]++;
-  d->regression = d->count[MLPROF__VERDICT_SLOWER] > 0 ||
-                  (d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER);
+  for (size_t k = 0; k < d->nzones; k++) {
+    const mlprof__diff_zone *z = &d->zones[k];
+    d->count[z->verdict]++;
+    d->regression |=
+        z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
+  }
+  d->regression |= d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
+                   !d->step.machine_explains;
   return 0;
 }
 
@@ -441,4 +494,19 @@ void mlprof__diff_shift_note(char *b, size_t len, const mlprof__diff *d) {
            "idle machine",
            who, fabs(s->ratio - 1) * 100, s->ratio > 1 ? "slower" : "faster",
            s->spread * 100);
+}
+
+void mlprof__diff_machine_note(char *b, size_t len, const mlprof__diff *d) {
+  const mlprof__diff_machine *m = &d->machine;
+  int at = snprintf(b, len,
+                    "the machine was slower for NEW: its processes waited "
+                    "for a CPU %.0f%% of the time they wanted one, against "
+                    "%.0f%% for BASE, which stretches CPU-bound work %.2fx",
+                    m->next * 100, m->base * 100, m->factor);
+  if (m->explained && at > 0 && (size_t)at < len)
+    snprintf(b + at, len - (size_t)at,
+             "; %zu slower verdict%s no more than that %s not counted as a "
+             "regression",
+             m->explained, m->explained == 1 ? "" : "s",
+             m->explained == 1 ? "is" : "are");
 }

@@ -108,7 +108,26 @@ typedef struct {
    * None: every zone. */
   const char *const *zones;
   size_t nzones;
+  /* Each run's contention for CPU (BASE, NEW): the process tree's
+   * run-queue wait as a share of the CPU time it wanted, runq / (cpu +
+   * runq), from mlprof__run_load; NAN when not sampled. */
+  double contention[2];
 } mlprof__diff_options;
+
+/* mlprof diff's defaults, the one copy: threshold 5%, alpha 0.01, 5 spans
+ * a side at least, every zone, contention unknown. */
+void mlprof__diff_options_init(mlprof__diff_options *opt);
+
+/* NEW's machine was slower when its contention is higher by at least
+ * MLPROF__MACHINE_MIN_WAIT and stretches CPU-bound work by at least
+ * MLPROF__MACHINE_MIN_CHANGE: factor = (1 - c_base) / (1 - c_new), the
+ * ratio of the shares of wanted time a run got the CPU. */
+#define MLPROF__MACHINE_MIN_WAIT 0.05
+#define MLPROF__MACHINE_MIN_CHANGE 0.05
+/* A slower zone (or the step) is then judged against factor by the
+ * verdicts' rule with a threshold of at least this: beyond it, a change of
+ * the code; within it, "no more than the machine explains". */
+#define MLPROF__MACHINE_TOLERANCE 0.25
 
 typedef struct {
   const char *name; /* borrowed from the reports */
@@ -132,7 +151,17 @@ typedef struct {
   double shift_ratio; /* NAN otherwise */
   mlprof__mwu shift_test;
   mlprof__verdict shift_verdict;
+  /* Slower, but not beyond what NEW's slower machine explains
+   * (mlprof__diff.machine): not a regression. */
+  int machine_explains;
 } mlprof__diff_zone;
+
+typedef struct {
+  double base, next; /* the runs' contention (options), NAN: unknown */
+  double factor;     /* (1 - base) / (1 - next); NAN when unknown */
+  int slower;        /* NEW's machine was markedly slower (above) */
+  size_t explained;  /* slower zones (and the step) it explains */
+} mlprof__diff_machine;
 
 typedef struct {
   int detected;
@@ -150,7 +179,8 @@ typedef struct {
   size_t nzones;
   size_t count[MLPROF__VERDICT_COUNT];
   size_t filtered; /* zones left out by the patterns */
-  int regression;  /* some zone, or the step, is slower */
+  int regression;  /* some zone, or the step, is slower beyond what the
+                      machine explains */
   mlprof__diff_shift shift;
   /* The step, judged as a zone whose spans are the step intervals (from a
    * mark to the next mark or step end) of each run's process with the most
@@ -159,6 +189,7 @@ typedef struct {
   int has_step;
   mlprof__diff_zone step;
   mlprof__zone_stats step_side[2];
+  mlprof__diff_machine machine;
 } mlprof__diff;
 
 /* Compares every zone of base and next (matched by name), and their steps,
@@ -176,6 +207,11 @@ void mlprof__diff_free(mlprof__diff *d);
  * not give with so few), else NULL. */
 const char *mlprof__diff_likely(const mlprof__diff_zone *z,
                                 const mlprof__diff_options *opt);
+
+/* The slower machine's note (d->machine.slower) as one sentence in b: the
+ * runs' run-queue waits, the slowdown they explain, the verdicts it
+ * explains. */
+void mlprof__diff_machine_note(char *b, size_t len, const mlprof__diff *d);
 
 /* The uniform shift's note (d->shift.detected) as one sentence in b: how
  * many zones moved together, by how much, and what to do about it. */

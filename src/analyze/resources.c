@@ -14,10 +14,10 @@
  * the IEA use it; set MLPROF_CARBON_G_PER_KWH for a local grid. */
 #define WORLD_INTENSITY 475.0
 
-#define NTREE 7
+#define NTREE 8
 static const char *const tree_measures[NTREE] = {
-    "rss_bytes",  "cpu_pct",     "threads",   "gpu_mem_bytes",
-    "read_bytes", "write_bytes", "open_files"};
+    "rss_bytes",  "cpu_pct",     "threads",    "gpu_mem_bytes",
+    "read_bytes", "write_bytes", "open_files", "runq_wait_pct"};
 
 /* A subject's samples on the job's timeline, for the zone averages and for
  * the analyses that read mlprof__resources.series: columns whose

@@ -102,6 +102,7 @@ static void fmt_change(char *b, size_t len, double ratio) {
 
 static const char *note_of(const mlprof__diff_zone *z,
                            const mlprof__diff_options *opt) {
+  if (z->machine_explains) return "no more than the machine explains";
   if (z->verdict == MLPROF__VERDICT_NEW) return "not in BASE";
   if (z->verdict == MLPROF__VERDICT_REMOVED) return "not in NEW";
   const char *likely = mlprof__diff_likely(z, opt);
@@ -233,16 +234,25 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
       mlprof__out_printf(o, " %s (p %s)", c, p);
     }
   }
+  if (d->machine.slower) {
+    char note[512];
+    mlprof__diff_machine_note(note, sizeof note, d);
+    mlprof__out_printf(o, "\nnote: %s", note);
+  }
+  size_t slower = d->count[MLPROF__VERDICT_SLOWER];
+  for (size_t i = 0; i < d->nzones; i++) slower -= d->zones[i].machine_explains;
+  int step = d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
+             !d->step.machine_explains;
   if (d->regression)
     mlprof__out_printf(o,
                        "\nREGRESSION: %s%zu zone%s significantly slower by "
                        "more than %g%%\n",
-                       d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER
-                           ? "the step and "
-                           : "",
-                       d->count[MLPROF__VERDICT_SLOWER],
-                       d->count[MLPROF__VERDICT_SLOWER] == 1 ? "" : "s",
-                       opt->threshold * 100);
+                       step ? "the step and " : "", slower,
+                       slower == 1 ? "" : "s", opt->threshold * 100);
+  else if (d->machine.slower && d->machine.explained)
+    mlprof__out_lit(o,
+                    "\nno regression: the machine was slower; rerun both on "
+                    "an idle machine to judge the code\n");
   else
     mlprof__out_lit(o, "\nno regression\n");
   return rc;
@@ -323,9 +333,12 @@ static void xml_cstr(mlprof__out *o, const char *s) {
 
 static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                       const char *bpath, const char *npath, mlprof__out *o) {
-  int step_slower = d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER;
-  size_t tests = d->nzones + (size_t)d->has_step,
-         failures = d->count[MLPROF__VERDICT_SLOWER] + (size_t)step_slower;
+  size_t tests = d->nzones + (size_t)d->has_step, failures = 0;
+  for (size_t i = 0; i < tests; i++) {
+    const mlprof__diff_zone *z =
+        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
+    failures += z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
+  }
   size_t skipped =
       d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
   mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -350,6 +363,13 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
     xml_cstr(o, note);
     mlprof__out_lit(o, "\"/>\n");
   }
+  if (d->machine.slower) {
+    char note[512];
+    mlprof__diff_machine_note(note, sizeof note, d);
+    mlprof__out_lit(o, "<property name=\"machine\" value=\"");
+    xml_cstr(o, note);
+    mlprof__out_lit(o, "\"/>\n");
+  }
   mlprof__out_lit(o, "</properties>\n");
   for (size_t i = 0; i < d->nzones + (size_t)d->has_step; i++) {
     /* The step first, as a testcase named "step" of its own class. */
@@ -369,7 +389,7 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                        z == &d->step ? "mlprof.diff.step" : "mlprof.diff");
     xml_str(o, z->name, z->name_len);
     mlprof__out_lit(o, "\">");
-    if (z->verdict == MLPROF__VERDICT_SLOWER) {
+    if (z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains) {
       mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
       xml_cstr(o, msg);
       mlprof__out_printf(
@@ -394,9 +414,9 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
 /* ---- command ------------------------------------------------------------- */
 
 static int load(const char *path, const mlprof__filter *filter,
-                mlprof__report *r) {
+                mlprof__report *r, double *contention) {
   char err[512];
-  int rc = mlprof__run_load(path, 1, filter, r, err, sizeof err);
+  int rc = mlprof__run_load(path, 1, filter, r, contention, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof diff: %s\n", err);
     return rc == MLPROF_ENOMEM ? 3 : 2;
@@ -419,7 +439,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
+  mlprof__diff_options opt;
+  mlprof__diff_options_init(&opt);
   int format = FORMAT_TEXT;
   const char **zones = calloc((size_t)argc + 1, sizeof *zones);
   if (!zones) {
@@ -491,8 +512,8 @@ int mlprof__cmd_diff(int argc, char **argv) {
   const char *bpath = argv[optind], *npath = argv[optind + 1];
   mlprof__report base = {0}, next = {0};
   mlprof__diff d = {0};
-  rc = load(bpath, &filter, &base);
-  if (!rc) rc = load(npath, &filter, &next);
+  rc = load(bpath, &filter, &base, &opt.contention[0]);
+  if (!rc) rc = load(npath, &filter, &next, &opt.contention[1]);
   mlprof__filter_free(&filter);
   if (!rc && mlprof__diff_build(&base, &next, &opt, &d)) {
     fprintf(stderr, "mlprof diff: out of memory\n");

@@ -175,12 +175,15 @@ int mlprof__cmd_html(int argc, char **argv) {
  * is left to free). */
 static int diff_load(const char *const *paths, const mlprof__filter *filter,
                      mlprof__report *base, mlprof__report *next,
-                     const mlprof__diff_options *opt, mlprof__diff *d) {
+                     mlprof__diff_options *opt, mlprof__diff *d) {
   char err[512];
   *base = (mlprof__report){0};
   *next = (mlprof__report){0};
-  int rc = mlprof__run_load(paths[0], 1, filter, base, err, sizeof err);
-  if (!rc) rc = mlprof__run_load(paths[1], 1, filter, next, err, sizeof err);
+  int rc = mlprof__run_load(paths[0], 1, filter, base, &opt->contention[0], err,
+                            sizeof err);
+  if (!rc)
+    rc = mlprof__run_load(paths[1], 1, filter, next, &opt->contention[1], err,
+                          sizeof err);
   if (!rc && mlprof__diff_build(base, next, opt, d)) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
@@ -246,8 +249,8 @@ static int html_write(char **argv, int argc, const char *output,
       return rc;
     }
   }
-  mlprof__diff_options dopt = {
-      .threshold = 0.05, .alpha = 0.01, .min_count = 5};
+  mlprof__diff_options dopt;
+  mlprof__diff_options_init(&dopt);
   mlprof__report base, next;
   mlprof__diff dd = {0};
   if (diff && (rc = diff_load(paths, filter, &base, &next, &dopt, &dd))) {

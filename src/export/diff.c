@@ -64,8 +64,11 @@ static void json_test(mlprof__out *o, const mlprof__mwu *t,
 static void json_verdict(mlprof__out *o, const mlprof__diff_zone *z,
                          const mlprof__diff_options *opt) {
   const char *likely = mlprof__diff_likely(z, opt);
-  mlprof__out_printf(o, "\"verdict\":\"%s\",\"too_few\":%s,\"likely\":",
+  mlprof__out_printf(o,
+                     "\"verdict\":\"%s\",\"machine_explains\":%s,"
+                     "\"too_few\":%s,\"likely\":",
                      mlprof__verdict_name(z->verdict),
+                     z->machine_explains ? "true" : "false",
                      z->too_few ? "true" : "false");
   if (likely)
     mlprof__out_printf(o, "\"%s\"", likely);
@@ -144,6 +147,23 @@ int mlprof__export_diff_json(const mlprof__diff *d,
                        mlprof__verdict_name((mlprof__verdict)v), d->count[v]);
   mlprof__out_printf(o, "\"filtered\":%zu},\n\"uniform_shift\":", d->filtered);
   json_shift(o, d);
+  const mlprof__diff_machine *m = &d->machine;
+  mlprof__out_lit(o, ",\n\"machine\":{\"base_wait_share\":");
+  mlprof__out_f64(o, m->base);
+  mlprof__out_lit(o, ",\"new_wait_share\":");
+  mlprof__out_f64(o, m->next);
+  mlprof__out_lit(o, ",\"factor\":");
+  mlprof__out_f64(o, m->factor);
+  mlprof__out_printf(o, ",\"slower\":%s,\"explained\":%zu,\"note\":",
+                     m->slower ? "true" : "false", m->explained);
+  if (m->slower) {
+    char note[512];
+    mlprof__diff_machine_note(note, sizeof note, d);
+    mlprof__out_json_str(o, note, strlen(note));
+  } else {
+    mlprof__out_lit(o, "null");
+  }
+  mlprof__out_lit(o, "}");
   mlprof__out_lit(o, ",\n\"step\":");
   if (d->has_step) {
     mlprof__out_lit(o, "{");

@@ -217,7 +217,49 @@ static void test_small_or_narrow_shift_is_none(void) {
   free_all(&base, &next, &d);
 }
 
+/* Every zone 2x slower while NEW's processes waited for a CPU half the
+ * time they wanted one (BASE: never): the machine explains 2x, so no
+ * verdict is a regression; one zone 1.5x beyond it still is. Without the
+ * run-queue figures, or with equal ones, the verdicts stand. */
+static void test_slower_machine_explains_its_share(void) {
+  static const double f[] = {2, 2, 2, 2};
+  static const double g[] = {2, 3, 2, 2};
+  mlprof__report base, next;
+  mlprof__diff d;
+  for (int c = 0; c < 4; c++) {
+    const double *fac = c == 1 ? g : f;
+    CHECK_EQ(
+        diff_of(4, fac, 300, 300, 0.05, 11 + (uint64_t)c, &base, &next, &d), 0);
+    /* diff_of judged with contention 0 and 0: now as the CLI would. */
+    mlprof__diff_free(&d);
+    mlprof__diff_options opt;
+    mlprof__diff_options_init(&opt);
+    if (c < 2) opt.contention[0] = 0, opt.contention[1] = 0.5;
+    if (c == 3) opt.contention[0] = opt.contention[1] = 0.5;
+    CHECK_EQ(mlprof__diff_build(&base, &next, &opt, &d), 0);
+    CHECK_EQ(d.count[MLPROF__VERDICT_SLOWER], 4);
+    if (c < 2) {
+      CHECK_EQ(d.machine.slower, 1);
+      CHECK_NEAR(d.machine.factor, 2, 1e-12);
+      CHECK_EQ(d.machine.explained, c == 0 ? 4 : 3);
+      CHECK_EQ(d.regression, c == 1);
+      CHECK_EQ(dz(&d, "forward")->machine_explains, c == 0);
+      CHECK_EQ(dz(&d, "load")->machine_explains, 1);
+      char note[512];
+      mlprof__diff_machine_note(note, sizeof note, &d);
+      CHECK(strstr(note, "waited for a CPU 50% of the time") != NULL);
+    } else {
+      CHECK_EQ(d.machine.slower, 0);
+      CHECK_EQ(d.machine.explained, 0);
+      CHECK_EQ(d.regression, 1);
+    }
+    free_all(&base, &next, &d);
+  }
+}
+
 const mlprof_test mlprof_tests_diff[] = {
+    {"slower_machine_explains_its_share",
+     test_slower_machine_explains_its_share},
     {"uniform_shift_found", test_uniform_shift_found},
     {"uniform_shift_names_the_zone_beyond",
      test_uniform_shift_names_the_zone_beyond},
