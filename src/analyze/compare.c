@@ -132,6 +132,48 @@ static double ratio(double num, double den) {
   return isnan(num) || isnan(den) || !(den > 0) ? NAN : num / den;
 }
 
+/* The total of unit name in report r, 0 when none. */
+static uint64_t unit_total(const mlprof__report *r, const char *name) {
+  for (size_t i = 0; i < r->nunits; i++)
+    if (strcmp(r->units[i].name, name) == 0) return r->units[i].total;
+  return 0;
+}
+
+/* Whether the runs of c should be ranked by throughput (compare.h): then
+ * c->unit and each run's per_s are set. */
+static int choose_unit(mlprof__compare *c) {
+  const mlprof__report *r0 = &c->runs[0].report;
+  const char *unit = NULL;
+  for (size_t k = 0; k < r0->nunits + 2 && !unit; k++) {
+    const char *u = k == 0   ? "samples"
+                    : k == 1 ? "tokens"
+                             : r0->units[k - 2].name;
+    size_t i = 0;
+    while (i < c->nruns && unit_total(&c->runs[i].report, u)) i++;
+    if (i == c->nruns) unit = u;
+  }
+  if (!unit) return 0;
+  double lo = INFINITY, hi = 0;
+  for (size_t i = 0; i < c->nruns; i++) {
+    mlprof__compare_run *run = &c->runs[i];
+    double total = (double)unit_total(&run->report, unit);
+    double work = c->step_basis ? total / (double)run->intervals : total;
+    lo = work < lo ? work : lo;
+    hi = work > hi ? work : hi;
+    /* Per second of its steps when it has them (start-up and shutdown
+     * are not what a configuration is chosen for), else of its wall. */
+    run->per_s = c->step_basis ? work * 1e9 / run->step_mean_ns
+                 : run->report.wall_ns
+                     ? total * 1e9 / (double)run->report.wall_ns
+                     : NAN;
+    if (!(run->per_s > 0)) return 0;
+  }
+  if (hi <= lo * 1.01) return 0;
+  for (size_t k = 0; k < r0->nunits; k++)
+    if (strcmp(r0->units[k].name, unit) == 0) c->unit = r0->units[k].name;
+  return 1;
+}
+
 int mlprof__compare_finish(mlprof__compare *c) {
   size_t n = c->nruns, nrefs = 0;
   for (size_t i = 0; i < n; i++) nrefs += c->runs[i].report.nzones;
@@ -198,11 +240,14 @@ int mlprof__compare_finish(mlprof__compare *c) {
   if (!rc) {
     for (size_t i = 0; i < n; i++) keys[i] = (double)c->runs[i].report.wall_ns;
     rank_runs(c->by_total, keys, n);
-    c->step_basis = n > 0;
+    c->step_basis = n > 0 ? MLPROF__BASIS_STEPS : MLPROF__BASIS_WALL;
     for (size_t i = 0; i < n; i++)
-      if (!c->runs[i].intervals) c->step_basis = 0;
-    if (c->step_basis)
-      for (size_t i = 0; i < n; i++) keys[i] = c->runs[i].step_mean_ns;
+      if (!c->runs[i].intervals) c->step_basis = MLPROF__BASIS_WALL;
+    if (n > 1 && choose_unit(c)) c->step_basis = MLPROF__BASIS_UNITS;
+    for (size_t i = 0; i < n && c->step_basis; i++)
+      keys[i] = c->step_basis == MLPROF__BASIS_STEPS
+                    ? c->runs[i].step_mean_ns
+                    : 1e9 / c->runs[i].per_s; /* ns a unit: lower first */
     rank_runs(c->by_step, keys, n);
     for (size_t i = 0; i < n; i++) {
       c->runs[c->by_total[i]].rank_total = i + 1;
@@ -217,6 +262,12 @@ int mlprof__compare_finish(mlprof__compare *c) {
   }
   free(keys);
   return rc;
+}
+
+const char *mlprof__compare_basis_name(int basis) {
+  return basis == MLPROF__BASIS_UNITS   ? "units"
+         : basis == MLPROF__BASIS_STEPS ? "steps"
+                                        : "wall";
 }
 
 void mlprof__compare_free(mlprof__compare *c) {
@@ -313,16 +364,23 @@ int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
 static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
                       size_t run) {
   const mlprof__compare_run *r = &c->runs[run];
-  mlprof__fmt_duration(
-      b, len, c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
+  if (c->step_basis == MLPROF__BASIS_UNITS)
+    snprintf(b, len, "%.4g %.32s/s", r->per_s, c->unit);
+  else
+    mlprof__fmt_duration(
+        b, len, c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
 }
 
 void mlprof__compare_recommendation(const mlprof__compare *c, char *b,
                                     size_t len) {
-  const char *basis = c->step_basis ? "step time" : "wall time";
+  char units[64];
+  snprintf(units, sizeof units, "%.32s per second", c->unit ? c->unit : "");
+  const char *basis = c->step_basis == MLPROF__BASIS_UNITS ? units
+                      : c->step_basis                      ? "step time"
+                                                           : "wall time";
   const char *best = c->runs[c->best].label, *worst = c->runs[c->worst].label,
              *first = c->runs[0].label;
-  char tb[32], tw[32], tf[32];
+  char tb[64], tw[64], tf[64];
   fmt_basis(tb, sizeof tb, c, c->best);
   fmt_basis(tw, sizeof tw, c, c->worst);
   fmt_basis(tf, sizeof tf, c, 0);

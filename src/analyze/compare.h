@@ -39,12 +39,19 @@ int mlprof__run_load(const char *path, int keep_durations,
                      const mlprof__filter *filter, mlprof__report *r,
                      double *contention, char *err, size_t errlen);
 
+enum { MLPROF__BASIS_WALL, MLPROF__BASIS_STEPS, MLPROF__BASIS_UNITS };
+
+/* "wall", "steps" or "units". */
+const char *mlprof__compare_basis_name(int basis);
+
 typedef struct {
   char *label, *path; /* owned */
   mlprof__report report;
-  uint64_t busy_ns;             /* summed top-level zone time of every thread */
-  uint64_t intervals;           /* step intervals over every thread */
-  double step_mean_ns;          /* mean step interval, NAN without intervals */
+  uint64_t busy_ns;    /* summed top-level zone time of every thread */
+  uint64_t intervals;  /* step intervals over every thread */
+  double step_mean_ns; /* mean step interval, NAN without intervals */
+  double per_s;        /* units of mlprof__compare.unit per second of its steps
+                          (of its wall time without steps); NAN: none */
   size_t rank_total, rank_step; /* 1 = fastest */
 } mlprof__compare_run;
 
@@ -68,10 +75,18 @@ typedef struct {
   mlprof__compare_zone *zones; /* by max_total, largest first, then name */
   size_t nzones;
   size_t *by_total, *by_step; /* run indices, fastest first */
-  int step_basis;             /* 1: by step time; 0: by wall time */
+  /* What by_step ranks by: MLPROF__BASIS_UNITS, throughput in units of
+   * `unit` per second (compare_run.per_s), when every run counts that unit
+   * ("samples" first, then "tokens", then any unit all runs have) and the
+   * runs' work differs by more than 1% (units per step, or without steps
+   * the units in all): runs that do more work a step are compared by what
+   * they get done; else MLPROF__BASIS_STEPS, step time, when every run has
+   * steps; else MLPROF__BASIS_WALL. */
+  int step_basis;
+  const char *unit; /* with MLPROF__BASIS_UNITS: borrowed from run 0 */
   /* The fastest run by the step ranking, and its speedups (ratios of step
-   * times, or of wall times, as step_basis says) against the slowest run
-   * and the first. */
+   * times, of throughputs or of wall times, as step_basis says) against the
+   * slowest run and the first. */
   size_t best, worst;
   double best_vs_slowest, best_vs_first;
 } mlprof__compare;

@@ -654,6 +654,8 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_u64(o, r->intervals);
     mlprof__out_lit(o, ",\"step_mean_ns\":");
     mlprof__out_f64(o, r->step_mean_ns);
+    mlprof__out_lit(o, ",\"units_per_s\":");
+    mlprof__out_f64(o, r->per_s);
     mlprof__out_printf(o,
                        ",\"rank_total\":%zu,\"rank_step\":%zu,\"warnings\":[",
                        r->rank_total, r->rank_step);
@@ -668,10 +670,16 @@ int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
   json_indices(o, c->by_total, c->nruns);
   mlprof__out_lit(o, ",\"step\":");
   json_indices(o, c->by_step, c->nruns);
+  mlprof__out_printf(o, ",\"step_basis\":\"%s\",\"unit\":",
+                     mlprof__compare_basis_name(c->step_basis));
+  if (c->unit)
+    mlprof__out_json_str(o, c->unit, strlen(c->unit));
+  else
+    mlprof__out_lit(o, "null");
   mlprof__out_printf(o,
-                     ",\"step_basis\":\"%s\"},\n\"fastest\":{\"run\":%zu,"
+                     "},\n\"fastest\":{\"run\":%zu,"
                      "\"slowest\":%zu,\"speedup_vs_slowest\":",
-                     c->step_basis ? "steps" : "wall", c->best, c->worst);
+                     c->best, c->worst);
   mlprof__out_f64(o, c->best_vs_slowest);
   mlprof__out_lit(o, ",\"speedup_vs_first\":");
   mlprof__out_f64(o, c->best_vs_first);

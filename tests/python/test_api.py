@@ -618,3 +618,30 @@ def test_overlapping_requests_through_track_spans(tmp_path, build_dir):
     slo = json.loads(r.stdout)["slo"][0]
     assert slo["zone"] == "request" and slo["count"] == 100
     assert slo["over"] == 40  # 10 ms is not over: 11 to 14 ms, 4 in 10
+
+
+def test_compare_ranks_batch_sizes_by_throughput(tmp_path, build_dir):
+    """Batch 64 takes longer a step than batch 32 but does twice the work:
+    compare ranks by samples per second and says so (issue #21, item 6)."""
+    paths = []
+    for bs in (32, 64):
+        out = str(tmp_path / ("b%d.mlprof" % bs))
+        with mlprof.Profiler(output=out) as p:
+            for _ in range(20):
+                with p.zone("train_step"):
+                    p.units("samples", bs)
+                    time.sleep(0.004 + bs * 0.00005)  # 5.6 vs 7.2 ms
+                p.step()
+        paths.append(out)
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "compare", *paths,
+                        "--labels", "b32,b64", "--format", "json"],
+                       capture_output=True, text=True, check=True)
+    doc = json.loads(r.stdout)
+    assert doc["ranking"]["step_basis"] == "units"
+    assert doc["ranking"]["unit"] == "samples"
+    assert doc["ranking"]["step"] == [1, 0]  # b64 first
+    runs = doc["runs"]
+    assert runs[1]["units_per_s"] > runs[0]["units_per_s"]
+    assert runs[0]["step_mean_ns"] < runs[1]["step_mean_ns"]
+    assert doc["recommendation"].startswith(
+        "use b64: fastest by samples per second")
