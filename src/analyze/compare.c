@@ -62,6 +62,7 @@ int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
   memset(run, 0, sizeof *run);
   run->label = l;
   run->path = p;
+  run->per_s = NAN;
   run->report = *r;
   memset(r, 0, sizeof *r);
   const mlprof__report *rep = &run->report;
