@@ -119,6 +119,34 @@ void mlprof__sampler_stop(mlprof__sampler *s);
 ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
                         size_t len);
 
+/* Files kept open from one tick to the next, read again from their start
+ * (pread): one syscall per read instead of three, and no path walk. Only
+ * for a sampler whose process runs no program code (`mlprof run` samples
+ * its command from outside): in a profiled program, the program may close
+ * any descriptor, so there every read opens and closes its file. */
+#define MLPROF__HELD_MAX 256
+typedef struct {
+  char *path; /* root + path; NULL: a free slot */
+  uint64_t hash;
+  uint64_t tick; /* the last tick that read it */
+  int fd;
+} mlprof__held_file;
+
+typedef struct {
+  uint64_t tick;
+  mlprof__held_file f[MLPROF__HELD_MAX];
+} mlprof__held_files;
+
+/* From now on, in the calling thread, mlprof__read_at reads through h: each
+ * file it opens is kept (up to MLPROF__HELD_MAX; past them, opened and
+ * closed as usual) and read again at its next call. h starts zeroed. */
+void mlprof__read_hold_begin(mlprof__held_files *h);
+/* Ends it for the calling thread, and closes the files of h not read since
+ * mlprof__read_hold_begin (a process that exited, a thread gone). */
+void mlprof__read_hold_end(mlprof__held_files *h);
+/* Closes every file of h. */
+void mlprof__read_hold_close(mlprof__held_files *h);
+
 /* Opens the directory root + path for listing (the companion of
  * mlprof__read_at for /proc and /sys directories). Returns NULL with errno
  * set; the caller closes it with closedir. */

@@ -32,6 +32,10 @@ struct mlprof__sampler {
   int open[MAX_SOURCES];
   pid_t pids[MAX_PIDS];
   mlprof__row rows[MAX_ROWS];
+  /* Sampling a tree from outside, the sampler runs in mlprof run's own
+   * process, where no program code runs to close descriptors: its files
+   * stay open from one tick to the next. */
+  mlprof__held_files held;
 };
 
 static uint64_t mono_ns(void) {
@@ -55,6 +59,7 @@ static void open_sources(mlprof__sampler *s) {
 static void tick(mlprof__sampler *s, uint64_t n) {
   mlprof__sample_ctx ctx = {.root = s->root, .pids = s->pids, .tick = n};
   if (s->tree) {
+    mlprof__read_hold_begin(&s->held);
     ctx.npids = mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS);
   } else {
     s->pids[0] = getpid();
@@ -78,6 +83,7 @@ static void tick(mlprof__sampler *s, uint64_t n) {
       s->sink.rows(s->sink.ctx, raw, s->rows, rows);
     }
   }
+  if (s->tree) mlprof__read_hold_end(&s->held);
 }
 
 static void *sampler_main(void *arg) {
@@ -103,6 +109,7 @@ static void *sampler_main(void *arg) {
   pthread_mutex_unlock(&s->lock);
   for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++)
     if (s->open[i]) mlprof__sources[i]->close(s->state[i]);
+  mlprof__read_hold_close(&s->held);
   return NULL;
 }
 

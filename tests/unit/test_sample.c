@@ -1,6 +1,7 @@
 /* The sampling sources: on fixture trees written here (exact values, deltas
  * between two ticks, RAPL wraparound), on this machine's /proc and /sys, and
  * against the fake libnvidia-ml.so.1 built beside this binary. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
@@ -178,6 +179,89 @@ static void test_read_at(void) {
   snprintf(want, sizeof want, "%d (", (int)getpid());
   CHECK(mlprof__read_at("", "/proc/self/stat", buf, sizeof buf) > 0);
   CHECK(strncmp(buf, want, strlen(want)) == 0);
+  rm_tree(root);
+}
+
+/* Open descriptors of this process. */
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d))) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n - 1; /* the listing's own */
+}
+
+/* The ns this thread ran, as its schedstat says. */
+static unsigned long long run_ns(const char *buf) {
+  return strtoull(buf, NULL, 10);
+}
+
+/* Held files (mlprof run's sampler): a file read at one tick is kept open
+ * and read again from its start at the next, fresh each time; one not read
+ * at a tick is closed at its end; a process's file whose process is gone
+ * reads as gone; past MLPROF__HELD_MAX, files are read and closed. */
+static void test_read_held(void) {
+  static mlprof__held_files h; /* starts zeroed */
+  char path[64], buf[256];
+  int fds = open_fds();
+  snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)gettid());
+
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", path, buf, sizeof buf) > 0);
+  unsigned long long before = run_ns(buf);
+  CHECK(mlprof__read_at("", "/proc/loadavg", buf, sizeof buf) > 0);
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds + 2);
+
+  volatile double x = 1;
+  for (long i = 0; i < 20000000; i++) x = x * 1.0000001;
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", path, buf, sizeof buf) > 0);
+  CHECK(run_ns(buf) > before); /* read again, not the first reading */
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds + 1); /* loadavg, not read, was closed */
+
+  /* A child's stat, then the child is gone. */
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  char stat[64];
+  snprintf(stat, sizeof stat, "/proc/%d/stat", (int)child);
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", stat, buf, sizeof buf) > 0);
+  mlprof__read_hold_end(&h);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  mlprof__read_hold_begin(&h);
+  CHECK_EQ(mlprof__read_at("", stat, buf, sizeof buf), -1);
+  CHECK_EQ(buf[0], '\0');
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds);
+
+  /* More files than are held: every one is read, at most the held stay. */
+  const char *root = fixture();
+  for (int i = 0; i < MLPROF__HELD_MAX + 44; i++)
+    put_file(root, (snprintf(path, sizeof path, "f/%d", i), path), "%d\n", i);
+  for (int tick = 0; tick < 2; tick++) {
+    mlprof__read_hold_begin(&h);
+    int right = 0;
+    for (int i = 0; i < MLPROF__HELD_MAX + 44; i++) {
+      snprintf(path, sizeof path, "/f/%d", i);
+      right +=
+          mlprof__read_at(root, path, buf, sizeof buf) > 0 && atoi(buf) == i;
+    }
+    mlprof__read_hold_end(&h);
+    CHECK_EQ(right, MLPROF__HELD_MAX + 44);
+    CHECK_EQ(open_fds(), fds + MLPROF__HELD_MAX);
+  }
+  mlprof__read_hold_close(&h);
+  CHECK_EQ(open_fds(), fds);
+  /* Outside a tick, nothing is kept. */
+  CHECK(mlprof__read_at("", "/proc/loadavg", buf, sizeof buf) > 0);
+  CHECK_EQ(open_fds(), fds);
   rm_tree(root);
 }
 
@@ -656,6 +740,20 @@ static void test_system_fixture(void) {
   CHECK_ABSENT(r, "net_rx_bytes_s", "counters went back (device removed)");
   CHECK_ABSENT(r, "mem_available_bytes", "no MemAvailable in /proc/meminfo");
   CHECK_VAL(r, "disk_read_bytes_s", 0);
+
+  /* A disk appeared first in the list, the others moved down: whether a
+   * line is a whole disk is remembered by its name, not by its place (sdb1
+   * now stands where sda stood, and does not count). */
+  put_dir(root, "sys/block/sdb");
+  put_file(root, "proc/diskstats",
+           "   8      16 sdb 10 0 2048 1 0 0 0 1 0 2 2 0 0 0 0\n"
+           "   8      17 sdb1 10 0 999999 1 0 0 999999 1 0 2 2 0 0 0 0\n"
+           "   8       0 sda 100 0 6000 10 50 0 5000 20 0 30 30 0 0 0 0\n"
+           " 259       0 nvme0n1 10 0 1000 1 5 0 2000 1 0 2 2 0 0 0 0\n");
+  c = ctx_at(root, NULL, 0, 9000000000ull, 3);
+  CHECK_EQ(mlprof__source_system.sample(st, &c, rows, 64, why, sizeof why), 1);
+  CHECK_VAL(r, "disk_read_bytes_s", 2048.0 * 512);
+  CHECK_VAL(r, "disk_write_bytes_s", 0);
   mlprof__source_system.close(st);
   rm_tree(root);
 }
@@ -1309,6 +1407,7 @@ static void test_sampler_sink(void) {
 
 const mlprof_test mlprof_tests_sample[] = {
     {"read_at", test_read_at},
+    {"read_held", test_read_held},
     {"sampler_sink", test_sampler_sink},
     {"proc_tree_fixture", test_proc_tree_fixture},
     {"proc_tree_children", test_proc_tree_children},
