@@ -201,21 +201,30 @@ static void add_children(const char *buf, pid_t *out, size_t *n, size_t max) {
  * of the tree instead of one per process of the machine. -1 when the
  * root's file cannot be read (the root is gone, or the kernel has no such
  * files: CONFIG_PROC_CHILDREN). */
-static int tree_by_children(const char *root, pid_t *out, size_t *n,
-                            size_t max) {
+static int tree_by_children(const char *root, pid_t *out, size_t *n, size_t max,
+                            mlprof__tree_threads *th) {
   char path[96], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)out[0],
            (int)out[0]);
   if (mlprof__read_at(root, path, buf, sizeof buf) < 0) return -1;
   add_children(buf, out, n, max);
-  for (size_t i = 0; i < *n && *n < max; i++) {
+  int listing = th != NULL;
+  if (th) th->ntid = th->npids = 0;
+  size_t i = 0;
+  for (; i < *n && *n < max; i++) {
+    if (listing) th->first[i] = th->ntid;
     snprintf(path, sizeof path, "/proc/%d/task", (int)out[i]);
     DIR *d = mlprof__opendir_at(root, path);
     if (!d) continue; /* exited meanwhile */
     struct dirent *e;
     while ((e = readdir(d)) && *n < max) {
       pid_t tid = pid_name(e->d_name);
-      if (tid <= 0 || (i == 0 && tid == out[0])) continue; /* read above */
+      if (tid <= 0) continue;
+      if (listing && th->ntid < th->cap)
+        th->tid[th->ntid++] = tid;
+      else
+        listing = 0; /* more threads than room: the sources list them */
+      if (i == 0 && tid == out[0]) continue; /* read above */
       snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)out[i],
                (int)tid);
       if (mlprof__read_at(root, path, buf, sizeof buf) > 0)
@@ -223,17 +232,25 @@ static int tree_by_children(const char *root, pid_t *out, size_t *n,
     }
     closedir(d);
   }
+  if (listing) {
+    th->first[i] = th->ntid;
+    th->npids = i; /* a listing cut short by max is incomplete */
+    if (i && *n >= max) th->npids--;
+  }
   return 0;
 }
 
 /* At most this many processes are looked at in one walk (2 MiB of links). */
 #define TREE_MAX_PROCS (1u << 18)
 
-size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max) {
+size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max,
+                         mlprof__tree_threads *th) {
+  if (th) th->npids = 0;
   if (!out || max == 0 || pid <= 0) return 0;
   out[0] = pid;
   size_t n = 1;
-  if (tree_by_children(root, out, &n, max) == 0) return n;
+  if (tree_by_children(root, out, &n, max, th) == 0) return n;
+  if (th) th->npids = 0;
   if (parent_of(root, pid) < 0) return 0; /* gone, or never was */
 
   /* Without children files: every process's parent link, sorted. */

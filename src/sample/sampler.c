@@ -17,6 +17,7 @@
 #define MAX_PIDS 1024
 #define MAX_ROWS (MAX_PIDS + 64)
 #define MAX_SOURCES 16
+#define MAX_TIDS 16384
 
 struct mlprof__sampler {
   mlprof__sample_sink sink;
@@ -32,6 +33,10 @@ struct mlprof__sampler {
   int open[MAX_SOURCES];
   pid_t pids[MAX_PIDS];
   mlprof__row rows[MAX_ROWS];
+  /* The threads the tree walk lists, for the sources. */
+  pid_t tids[MAX_TIDS];
+  size_t first[MAX_PIDS + 1];
+  mlprof__tree_threads threads;
   /* Sampling a tree from outside, the sampler runs in mlprof run's own
    * process, where no program code runs to close descriptors: its files
    * stay open from one tick to the next. */
@@ -60,7 +65,11 @@ static void tick(mlprof__sampler *s, uint64_t n) {
   mlprof__sample_ctx ctx = {.root = s->root, .pids = s->pids, .tick = n};
   if (s->tree) {
     mlprof__read_hold_begin(&s->held);
-    ctx.npids = mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS);
+    s->threads = (mlprof__tree_threads){
+        .tid = s->tids, .first = s->first, .cap = MAX_TIDS};
+    ctx.npids =
+        mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS, &s->threads);
+    ctx.threads = &s->threads;
   } else {
     s->pids[0] = getpid();
     ctx.npids = 1;

@@ -146,7 +146,7 @@ static const mlprof__row *row_of(int n, int subject, uint64_t id) {
 
 static mlprof__sample_ctx ctx_at(const char *root, const pid_t *pids,
                                  size_t npids, uint64_t now_ns, uint64_t tick) {
-  mlprof__sample_ctx c = {root, pids, npids, now_ns, tick};
+  mlprof__sample_ctx c = {root, pids, npids, now_ns, tick, NULL};
   return c;
 }
 
@@ -297,7 +297,7 @@ static void test_proc_tree_fixture(void) {
   stat_file(root, 21, "other child", 20, 0, 0, 0, 0, 1, 9);
   put_file(root, "proc/stat", "cpu  1 2 3 4\n"); /* not a pid: ignored */
   pid_t out[16];
-  size_t n = mlprof__proc_tree(root, 10, out, 16);
+  size_t n = mlprof__proc_tree(root, 10, out, 16, NULL);
   CHECK_EQ(n, 4);
   CHECK_EQ(out[0], 10);
   CHECK(contains(out, n, 11));
@@ -305,11 +305,11 @@ static void test_proc_tree_fixture(void) {
   CHECK(contains(out, n, 13));
   /* Breadth first: the grandchild comes last. */
   CHECK_EQ(out[3], 12);
-  CHECK_EQ(mlprof__proc_tree(root, 10, out, 2), 2);
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 2, NULL), 2);
   CHECK_EQ(out[0], 10);
-  CHECK_EQ(mlprof__proc_tree(root, 12, out, 16), 1);
-  CHECK_EQ(mlprof__proc_tree(root, 99, out, 16), 0);
-  CHECK_EQ(mlprof__proc_tree(root, 1, out, 16), 7);
+  CHECK_EQ(mlprof__proc_tree(root, 12, out, 16, NULL), 1);
+  CHECK_EQ(mlprof__proc_tree(root, 99, out, 16, NULL), 0);
+  CHECK_EQ(mlprof__proc_tree(root, 1, out, 16, NULL), 7);
   rm_tree(root);
 }
 
@@ -330,7 +330,7 @@ static void test_proc_tree_children(void) {
    * as parent in stat only: not in any children file, so not looked at. */
   stat_file(root, 20, "other", 10, 0, 0, 0, 0, 1, 9);
   pid_t out[16];
-  size_t n = mlprof__proc_tree(root, 10, out, 16);
+  size_t n = mlprof__proc_tree(root, 10, out, 16, NULL);
   CHECK_EQ(n, 5);
   CHECK_EQ(out[0], 10);
   CHECK(contains(out, n, 11));
@@ -338,7 +338,29 @@ static void test_proc_tree_children(void) {
   CHECK(contains(out, n, 16));
   CHECK_EQ(out[4], 12); /* breadth first: the grandchild last */
   CHECK(!contains(out, n, 20));
-  CHECK_EQ(mlprof__proc_tree(root, 10, out, 3), 3);
+  /* The threads listed on the way, for the sources: each process's own
+   * (13 and 16 have no task directory: none). */
+  pid_t tids[16];
+  size_t first[17];
+  mlprof__tree_threads th = {.tid = tids, .first = first, .cap = 16};
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 16, &th), 5);
+  CHECK_EQ(th.npids, 5);
+  CHECK_EQ(first[1] - first[0], 3); /* 10, 14, 15 */
+  CHECK(contains(tids + first[0], 3, 14) && contains(tids + first[0], 3, 15));
+  for (size_t i = 1; i < 5; i++) {
+    size_t k = first[i + 1] - first[i];
+    CHECK_EQ(k, out[i] == 11 || out[i] == 12 ? 1u : 0u);
+    if (k) CHECK_EQ(tids[first[i]], out[i]);
+  }
+  /* No room for them all: none listed, the sources list their own. */
+  th.cap = 3;
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 16, &th), 5);
+  CHECK_EQ(th.npids, 0);
+  /* The tree cut short: the last process's listing may be, so it is left
+   * out. */
+  th.cap = 16;
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 3, &th), 3);
+  CHECK(th.npids < 3);
   rm_tree(root);
 }
 
@@ -362,7 +384,7 @@ static void test_proc_tree_live(void) {
   close(fds[0]);
   close(fds[1]);
   pid_t out[256];
-  size_t n = mlprof__proc_tree("", getpid(), out, 256);
+  size_t n = mlprof__proc_tree("", getpid(), out, 256, NULL);
   kill(grand, SIGKILL);
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
@@ -526,6 +548,28 @@ static void test_proc_runq_fixture(void) {
   n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
   CHECK_EQ(n, 1);
   CHECK_VAL(&rows[0], "runq_wait_pct", 0);
+  mlprof__source_proc.close(st);
+
+  /* With the threads the tree walk listed, those are read, the task
+   * directory is not listed again: 101 and 102 were not listed, their
+   * wait is not counted. */
+  put_file(root, "proc/100/task/101/schedstat", "1100000000 150000000 11\n");
+  put_file(root, "proc/100/task/102/schedstat", "9000000000 900000000 11\n");
+  CHECK_EQ(mlprof__source_proc.open(&st, root, why, sizeof why), 0);
+  pid_t tids[] = {100};
+  size_t first[] = {0, 1};
+  mlprof__tree_threads th = {
+      .tid = tids, .first = first, .cap = 1, .ntid = 1, .npids = 1};
+  c = ctx_at(root, pids, 1, 3000000000ull, 3);
+  c.threads = &th;
+  CHECK_EQ(mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why), 1);
+  put_file(root, "proc/100/task/100/schedstat", "5200000000 400000000 42\n");
+  put_file(root, "proc/100/task/102/schedstat", "9000000000 999000000 11\n");
+  c = ctx_at(root, pids, 1, 3500000000ull, 4);
+  c.threads = &th;
+  CHECK_EQ(mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why), 1);
+  /* 100 ms more in half a second: 20% (listing would count 102's). */
+  CHECK_VAL(&rows[0], "runq_wait_pct", 20);
   mlprof__source_proc.close(st);
   rm_tree(root);
 }
