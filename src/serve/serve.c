@@ -1039,7 +1039,9 @@ static void refuse(int fd, int status) {
   if (status == 408) {
     reason = "Request Timeout";
     snprintf(body, sizeof body,
-             "the request did not arrive whole within %d s\n", REQUEST_S);
+             "the request did not arrive whole in time (%d s, less when "
+             "many connections wait)\n",
+             REQUEST_S);
   } else if (status == 503) {
     reason = "Service Unavailable";
     snprintf(body, sizeof body, "the server cannot watch more connections\n");
@@ -1073,7 +1075,9 @@ typedef struct {
 } pending;
 
 /* Counts the daemon's connections as they close (front_door counts them as
- * it hands them over), and wakes front_door when it waits for a place. */
+ * it hands them over), and wakes front_door when it waits for a place. One
+ * the daemon drops before starting it (out of memory) is not counted back:
+ * a place fewer from then on. */
 static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
