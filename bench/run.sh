@@ -6,7 +6,7 @@ echo "== hot path (bench_zone)"
 "$B/bench_zone"
 echo
 echo "== sampler at 10 Hz (bench_sampler)"
-"$B/bench_sampler"
+"$B/bench_sampler" "$B/mlprof"
 echo
 echo "== report and trace at scale (bench_report)"
 "$B/bench_report" "$B/mlprof"

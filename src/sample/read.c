@@ -20,6 +20,108 @@ static int join(const char *root, const char *path, char *out, size_t len) {
   return 0;
 }
 
+/* The held files of the calling thread's ticks (mlprof__read_hold_begin),
+ * or NULL: each file opened and closed at each read. */
+static __thread mlprof__held_files *held;
+
+/* Reads fd from offset 0 into buf (len - 1 bytes at most), NUL-terminated.
+ * Returns the length, or -1 with errno set. */
+static ssize_t read_from_start(int fd, char *buf, size_t len) {
+  /* /proc files are generated per read call; loop until EOF or full. */
+  size_t got = 0;
+  while (got < len - 1) {
+    ssize_t r = pread(fd, buf + got, len - 1 - got, (off_t)got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      buf[0] = '\0';
+      return -1;
+    }
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  buf[got] = '\0';
+  return (ssize_t)got;
+}
+
+static int open_file(const char *full) {
+  return open(full, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+}
+
+/* The slot of full in h: the one holding it, else a free one; NULL when
+ * the table is full. */
+static mlprof__held_file *held_slot(mlprof__held_files *h, const char *full,
+                                    uint64_t hash) {
+  for (size_t i = 0; i < MLPROF__HELD_MAX; i++) {
+    mlprof__held_file *f = &h->f[(hash + i) % MLPROF__HELD_MAX];
+    if (!f->path || (f->hash == hash && strcmp(f->path, full) == 0)) return f;
+  }
+  return NULL;
+}
+
+/* Reads full through h: the descriptor kept from an earlier tick, read
+ * again from its start, else a new one kept for the next. A descriptor that
+ * fails (its process exited, the pid perhaps reused) is opened again once. */
+static ssize_t read_held(mlprof__held_files *h, const char *full, char *buf,
+                         size_t len) {
+  uint64_t hash = mlprof__hash(full, strlen(full), MLPROF__HASH_START);
+  mlprof__held_file *f = held_slot(h, full, hash);
+  if (f && f->path) {
+    f->tick = h->tick;
+    ssize_t n = read_from_start(f->fd, buf, len);
+    if (n >= 0) return n;
+    close(f->fd);
+    f->fd = open_file(full);
+    if (f->fd < 0) return -1; /* the slot is freed at the tick's end */
+    return read_from_start(f->fd, buf, len);
+  }
+  int fd = open_file(full);
+  if (fd < 0) return -1;
+  ssize_t n = read_from_start(fd, buf, len);
+  int e = errno;
+  if (f && n >= 0 && (f->path = strdup(full))) {
+    f->hash = hash;
+    f->fd = fd;
+    f->tick = h->tick;
+  } else {
+    close(fd);
+  }
+  errno = e;
+  return n;
+}
+
+void mlprof__read_hold_begin(mlprof__held_files *h) {
+  h->tick++;
+  held = h;
+}
+
+/* Closes the files of h not read at tick (all when tick is 0) and frees
+ * their slots; the table is then rebuilt so that every probe run stays
+ * whole. */
+static void held_sweep(mlprof__held_files *h, uint64_t tick) {
+  mlprof__held_file keep[MLPROF__HELD_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < MLPROF__HELD_MAX; i++) {
+    mlprof__held_file *f = &h->f[i];
+    if (!f->path) continue;
+    if (tick && f->tick == tick && f->fd >= 0) {
+      keep[n++] = *f;
+    } else {
+      if (f->fd >= 0) close(f->fd);
+      free(f->path);
+    }
+    f->path = NULL;
+  }
+  for (size_t i = 0; i < n; i++)
+    *held_slot(h, keep[i].path, keep[i].hash) = keep[i];
+}
+
+void mlprof__read_hold_end(mlprof__held_files *h) {
+  held = NULL;
+  held_sweep(h, h->tick);
+}
+
+void mlprof__read_hold_close(mlprof__held_files *h) { held_sweep(h, 0); }
+
 ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
                         size_t len) {
   char full[PATH_MAX];
@@ -29,26 +131,14 @@ ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
   }
   buf[0] = '\0';
   if (join(root, path, full, sizeof full) < 0) return -1;
-  int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (held) return read_held(held, full, buf, len);
+  int fd = open_file(full);
   if (fd < 0) return -1;
-  /* /proc files are generated per read call; loop until EOF or full. */
-  size_t got = 0;
-  while (got < len - 1) {
-    ssize_t r = read(fd, buf + got, len - 1 - got);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      buf[0] = '\0';
-      errno = e;
-      return -1;
-    }
-    if (r == 0) break;
-    got += (size_t)r;
-  }
+  ssize_t n = read_from_start(fd, buf, len);
+  int e = errno;
   close(fd);
-  buf[got] = '\0';
-  return (ssize_t)got;
+  errno = e;
+  return n;
 }
 
 DIR *mlprof__opendir_at(const char *root, const char *path) {
@@ -108,15 +198,21 @@ static void add_children(const char *buf, pid_t *out, size_t *n, size_t max) {
 
 /* The tree through /proc/PID/task/TID/children (one file per thread: a child
  * is listed under the thread that forked it). Costs a few reads per thread
- * of the tree instead of one per process of the machine. -1 when the kernel
- * has no such files (CONFIG_PROC_CHILDREN). */
-static int tree_by_children(const char *root, pid_t *out, size_t *n,
-                            size_t max) {
+ * of the tree instead of one per process of the machine. -1 when the
+ * root's file cannot be read (the root is gone, or the kernel has no such
+ * files: CONFIG_PROC_CHILDREN). */
+static int tree_by_children(const char *root, pid_t *out, size_t *n, size_t max,
+                            mlprof__tree_threads *th) {
   char path[96], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)out[0],
            (int)out[0]);
   if (mlprof__read_at(root, path, buf, sizeof buf) < 0) return -1;
-  for (size_t i = 0; i < *n && *n < max; i++) {
+  add_children(buf, out, n, max);
+  int listing = th != NULL;
+  if (th) th->ntid = th->npids = 0;
+  size_t i = 0;
+  for (; i < *n && *n < max; i++) {
+    if (listing) th->first[i] = th->ntid;
     snprintf(path, sizeof path, "/proc/%d/task", (int)out[i]);
     DIR *d = mlprof__opendir_at(root, path);
     if (!d) continue; /* exited meanwhile */
@@ -124,6 +220,11 @@ static int tree_by_children(const char *root, pid_t *out, size_t *n,
     while ((e = readdir(d)) && *n < max) {
       pid_t tid = pid_name(e->d_name);
       if (tid <= 0) continue;
+      if (listing && th->ntid < th->cap)
+        th->tid[th->ntid++] = tid;
+      else
+        listing = 0; /* more threads than room: the sources list them */
+      if (i == 0 && tid == out[0]) continue; /* read above */
       snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)out[i],
                (int)tid);
       if (mlprof__read_at(root, path, buf, sizeof buf) > 0)
@@ -131,17 +232,26 @@ static int tree_by_children(const char *root, pid_t *out, size_t *n,
     }
     closedir(d);
   }
+  if (listing) {
+    th->first[i] = th->ntid;
+    th->npids = i; /* a listing cut short by max is incomplete */
+    if (i && *n >= max) th->npids--;
+  }
   return 0;
 }
 
 /* At most this many processes are looked at in one walk (2 MiB of links). */
 #define TREE_MAX_PROCS (1u << 18)
 
-size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max) {
-  if (!out || max == 0 || pid <= 0 || parent_of(root, pid) < 0) return 0;
+size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max,
+                         mlprof__tree_threads *th) {
+  if (th) th->npids = 0;
+  if (!out || max == 0 || pid <= 0) return 0;
   out[0] = pid;
   size_t n = 1;
-  if (tree_by_children(root, out, &n, max) == 0) return n;
+  if (tree_by_children(root, out, &n, max, th) == 0) return n;
+  if (th) th->npids = 0;
+  if (parent_of(root, pid) < 0) return 0; /* gone, or never was */
 
   /* Without children files: every process's parent link, sorted. */
   DIR *d = mlprof__opendir_at(root, "/proc");

@@ -36,6 +36,16 @@ typedef struct {
   mlprof__measure m[MLPROF__ROW_MEASURES];
 } mlprof__row;
 
+/* The threads of the processes a tree walk found, as it listed them: those
+ * of pids[i], for i < npids, are tid[first[i]] .. tid[first[i + 1] - 1]. The
+ * arrays are the caller's, of cap and max + 1 entries. */
+typedef struct {
+  pid_t *tid;
+  size_t *first;
+  size_t cap, ntid;
+  size_t npids; /* 0: none listed (no children files, or over cap) */
+} mlprof__tree_threads;
+
 /* What a tick asks for. */
 typedef struct {
   const char *root;  /* "" normally; a fixture tree's path in tests: every
@@ -45,6 +55,9 @@ typedef struct {
   size_t npids;
   uint64_t now_ns; /* CLOCK_MONOTONIC of this tick */
   uint64_t tick;   /* 0, 1, 2...: lets slow measures run every Nth tick */
+  /* The threads the tree walk listed (so that a source need not list them
+   * again), or NULL. */
+  const mlprof__tree_threads *threads;
 } mlprof__sample_ctx;
 
 /* Appends a measure to r: valid with value v when absent is NULL, else
@@ -129,6 +142,34 @@ void mlprof__sampler_stop(mlprof__sampler *s);
 ssize_t mlprof__read_at(const char *root, const char *path, char *buf,
                         size_t len);
 
+/* Files kept open from one tick to the next, read again from their start
+ * (pread): one syscall per read instead of three, and no path walk. Only
+ * for a sampler whose process runs no program code (`mlprof run` samples
+ * its command from outside): in a profiled program, the program may close
+ * any descriptor, so there every read opens and closes its file. */
+#define MLPROF__HELD_MAX 256
+typedef struct {
+  char *path; /* root + path; NULL: a free slot */
+  uint64_t hash;
+  uint64_t tick; /* the last tick that read it */
+  int fd;
+} mlprof__held_file;
+
+typedef struct {
+  uint64_t tick;
+  mlprof__held_file f[MLPROF__HELD_MAX];
+} mlprof__held_files;
+
+/* From now on, in the calling thread, mlprof__read_at reads through h: each
+ * file it opens is kept (up to MLPROF__HELD_MAX; past them, opened and
+ * closed as usual) and read again at its next call. h starts zeroed. */
+void mlprof__read_hold_begin(mlprof__held_files *h);
+/* Ends it for the calling thread, and closes the files of h not read since
+ * mlprof__read_hold_begin (a process that exited, a thread gone). */
+void mlprof__read_hold_end(mlprof__held_files *h);
+/* Closes every file of h. */
+void mlprof__read_hold_close(mlprof__held_files *h);
+
 /* Opens the directory root + path for listing (the companion of
  * mlprof__read_at for /proc and /sys directories). Returns NULL with errno
  * set; the caller closes it with closedir. */
@@ -137,7 +178,9 @@ DIR *mlprof__opendir_at(const char *root, const char *path);
 /* The processes of the tree rooted at pid (pid first, breadth first), found
  * through root/proc/PID/task/TID/children, or through the parent links of
  * every root/proc/PID/stat where the kernel has no children files. Returns
- * the count (at most max); 0 when pid does not exist. */
-size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max);
+ * the count (at most max); 0 when pid does not exist. With th (NULL: none),
+ * the threads listed on the way go there. */
+size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max,
+                         mlprof__tree_threads *th);
 
 #endif

@@ -20,6 +20,7 @@
 #define MAX_PIDS 1024
 #define MAX_ROWS (MAX_PIDS + 64)
 #define MAX_SOURCES 16
+#define MAX_TIDS 16384
 
 /* A thread in the program's descriptor table that runs one call at a time
  * for the sampler (fn NULL: idle). */
@@ -47,6 +48,14 @@ struct mlprof__sampler {
   int open[MAX_SOURCES];
   pid_t pids[MAX_PIDS];
   mlprof__row rows[MAX_ROWS];
+  /* The threads the tree walk lists, for the sources. */
+  pid_t tids[MAX_TIDS];
+  size_t first[MAX_PIDS + 1];
+  mlprof__tree_threads threads;
+  /* Sampling a tree from outside, the sampler runs in mlprof run's own
+   * process, where no program code runs to close descriptors: its files
+   * stay open from one tick to the next. */
+  mlprof__held_files held;
 };
 
 static uint64_t mono_ns(void) {
@@ -168,7 +177,12 @@ static void open_sources(mlprof__sampler *s) {
 static void tick(mlprof__sampler *s, uint64_t n) {
   mlprof__sample_ctx ctx = {.root = s->root, .pids = s->pids, .tick = n};
   if (s->tree) {
-    ctx.npids = mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS);
+    mlprof__read_hold_begin(&s->held);
+    s->threads = (mlprof__tree_threads){
+        .tid = s->tids, .first = s->first, .cap = MAX_TIDS};
+    ctx.npids =
+        mlprof__proc_tree(s->root, s->tree, s->pids, MAX_PIDS, &s->threads);
+    ctx.threads = &s->threads;
   } else {
     s->pids[0] = getpid();
     ctx.npids = 1;
@@ -190,6 +204,7 @@ static void tick(mlprof__sampler *s, uint64_t n) {
       s->sink.rows(s->sink.ctx, raw, s->rows, rows);
     }
   }
+  if (s->tree) mlprof__read_hold_end(&s->held);
 }
 
 static void *sampler_main(void *arg) {
@@ -219,6 +234,7 @@ static void *sampler_main(void *arg) {
   for (size_t i = 0; i < mlprof__nsources && i < MAX_SOURCES; i++)
     if (s->open[i]) source_call_op(s, i, 2, NULL, NULL, 0);
   runner_stop(&s->shared);
+  mlprof__read_hold_close(&s->held);
   return NULL;
 }
 

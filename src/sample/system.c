@@ -14,6 +14,14 @@ typedef struct {
   unsigned long long user, system, iowait, idle, total;
 } cpu_t;
 
+/* What the lines of diskstats were at the previous tick: whether each is
+ * a whole disk, decided by a look in /sys/block when its name changed. */
+#define DISK_LINES 256
+typedef struct {
+  char name[32];
+  int whole;
+} disk_line;
+
 typedef struct {
   int have; /* a previous tick exists */
   uint64_t ns;
@@ -22,6 +30,7 @@ typedef struct {
   unsigned long long disk_rd, disk_wr, net_rx, net_tx;
   int sysblock; /* root/sys/block exists: it decides what a whole disk is */
   char *buf;    /* BIG_FILE bytes */
+  disk_line disks[DISK_LINES];
 } sys_state;
 
 static int sys_open(void **state, const char *root, char *why, size_t len) {
@@ -53,6 +62,21 @@ static void sys_close(void *state) {
   free(s);
 }
 
+/* Up to n unsigned decimal fields, separated by blanks, from *p on (*p is
+ * left after them). Returns how many were read. */
+static int fields(const char **p, unsigned long long *v, int n) {
+  int k = 0;
+  for (; k < n; k++) {
+    const char *q = *p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (*q < '0' || *q > '9') break;
+    char *end;
+    v[k] = strtoull(q, &end, 10);
+    *p = end;
+  }
+  return k;
+}
+
 /* The "cpu " line of /proc/stat: user nice system idle iowait irq softirq
  * steal (guest time is already inside user). */
 static int read_cpu(const char *root, cpu_t *c) {
@@ -60,9 +84,8 @@ static int read_cpu(const char *root, cpu_t *c) {
   unsigned long long v[8] = {0};
   if (mlprof__read_at(root, "/proc/stat", buf, sizeof buf) < 0) return -1;
   if (strncmp(buf, "cpu ", 4) != 0) return -1;
-  int n = sscanf(buf + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                 &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-  if (n < 4) return -1;
+  const char *p = buf + 4;
+  if (fields(&p, v, 8) < 4) return -1;
   c->user = v[0] + v[1];
   c->system = v[2] + v[5] + v[6];
   c->idle = v[3];
@@ -112,26 +135,50 @@ static int whole_disk(const sys_state *s, const char *root, const char *name,
   return !(last_disk[0] && strncmp(name, last_disk, strlen(last_disk)) == 0);
 }
 
+/* The blank-separated word at *p into name (cut to len - 1), *p after it.
+ * 0, or -1 when there is none. */
+static int word(const char **p, char *name, size_t len) {
+  const char *q = *p;
+  while (*q == ' ' || *q == '\t') q++;
+  size_t n = strcspn(q, " \t\n");
+  if (!n) return -1;
+  snprintf(name, len, "%.*s", (int)n, q);
+  *p = q + n;
+  return 0;
+}
+
 /* Sectors (512 bytes whatever the device) read and written by whole disks. */
 static int read_disks(sys_state *s, const char *root, unsigned long long *rd,
                       unsigned long long *wr) {
   if (mlprof__read_at(root, "/proc/diskstats", s->buf, BIG_FILE) < 0) return -1;
   char last[64] = "";
   *rd = *wr = 0;
-  for (char *line = s->buf; line && *line;) {
+  size_t i = 0;
+  for (char *line = s->buf; line && *line; i++) {
     char *nl = strchr(line, '\n');
     if (nl) *nl = '\0';
-    unsigned maj, min;
+    const char *p = line;
     char name[64];
-    unsigned long long f[7];
+    unsigned long long dev[2], f[7];
     /* major minor name reads merged sectors ms writes merged sectors */
-    if (sscanf(line, "%u %u %63s %llu %llu %llu %llu %llu %llu %llu", &maj,
-               &min, name, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
-               &f[6]) == 10 &&
-        whole_disk(s, root, name, last)) {
-      *rd += f[2] * 512;
-      *wr += f[6] * 512;
-      snprintf(last, sizeof last, "%s", name);
+    if (fields(&p, dev, 2) == 2 && word(&p, name, sizeof name) == 0 &&
+        fields(&p, f, 7) == 7) {
+      disk_line *c = s->sysblock && i < DISK_LINES ? &s->disks[i] : NULL;
+      int whole;
+      if (c && strcmp(c->name, name) == 0) {
+        whole = c->whole;
+      } else {
+        whole = whole_disk(s, root, name, last);
+        if (c && strlen(name) < sizeof c->name) {
+          memcpy(c->name, name, strlen(name) + 1);
+          c->whole = whole;
+        }
+      }
+      if (whole) {
+        *rd += f[2] * 512;
+        *wr += f[6] * 512;
+        snprintf(last, sizeof last, "%s", name);
+      }
     }
     line = nl ? nl + 1 : NULL;
   }
@@ -151,10 +198,8 @@ static int read_net(sys_state *s, const char *root, unsigned long long *rx,
       char *name = line;
       while (*name == ' ') name++;
       unsigned long long f[9];
-      if (strcmp(name, "lo") != 0 &&
-          sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu",
-                 &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7],
-                 &f[8]) == 9) {
+      const char *p = colon + 1;
+      if (strcmp(name, "lo") != 0 && fields(&p, f, 9) == 9) {
         *rx += f[0];
         *tx += f[8];
       }
@@ -220,10 +265,10 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
 #undef DELTA
   }
 
-  char buf[256];
+  char buf[256], *end;
   double load;
   if (mlprof__read_at(root, "/proc/loadavg", buf, sizeof buf) >= 0 &&
-      sscanf(buf, "%lf", &load) == 1)
+      (load = strtod(buf, &end), end != buf))
     mlprof__row_put(r, "load1", load, NULL);
   else
     mlprof__row_put(r, "load1", 0, "cannot read /proc/loadavg");

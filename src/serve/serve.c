@@ -4,11 +4,16 @@
  * Safety: binds 127.0.0.1 unless told otherwise; answers only requests
  * whose one Host is localhost, an IP literal (loopback ones on loopback)
  * or an --allow-host name (no DNS rebinding); bound elsewhere, asks for a
- * random token unless --no-token; it
+ * random token unless --no-token; refuses requests made by pages of other
+ * sites (Origin, Sec-Fetch-Site) but for the runs list; it
  * serves its own pages and the runs it found under DIR, nothing else: a
  * path with an empty, "." or ".." component is refused, the directory it
  * names must resolve (symlinks followed) inside DIR, and only regular
- * *.mlprof files that are not symlinks are read. Only GET and HEAD. */
+ * *.mlprof files that are not symlinks are read. Only GET and HEAD.
+ *
+ * Availability: a request's head must arrive whole within REQUEST_S, so
+ * slow clients are dropped whatever address they come from; one answer per
+ * connection; connections past what the daemon holds wait their turn. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -24,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -41,13 +48,25 @@
 #define MAX_DEPTH 4
 #define MAX_FILES 4096
 #define MAX_REL 1024
+/* Connections in libmicrohttpd at once (fewer when the open-files limit is
+ * lower); past it, requests wait in front_door's queue, never refused. Each
+ * answer closes its connection, so a connection lives while its request is
+ * answered; one that sends or takes nothing for IDLE_S is closed. */
 #define MAX_CONNECTIONS 2048u
-#define PER_IP 64
 #define IDLE_S 10
-/* Connections that have not sent their first bytes yet, and how long they
- * may take. */
-#define MAX_WAITING 256
-#define FIRST_S 10
+/* Accepted connections whose request is not whole yet, or that wait for a
+ * place: past it, the oldest of those not whole is dropped. */
+#define MAX_PENDING 1024u
+/* A request's head (request line and headers) must arrive whole within
+ * REQUEST_S of its connection (else 408), in at most HEAD_MAX bytes (else
+ * 431): slow clients are bounded by time, whatever address they come
+ * from. */
+#define REQUEST_S 5
+#define HEAD_MAX (32 * 1024)
+/* Connections the kernel queues before front_door accepts them. */
+#define BACKLOG 1024
+/* libmicrohttpd's threads, each serving the connections given to it. */
+#define POOL 4
 /* A run's dashboard is rebuilt at most this often while it changes. */
 #define MIN_REBUILD_NS 500000000ull
 /* Threads that read runs, each one run at a time; more runs to read wait in
@@ -107,8 +126,11 @@ typedef struct {
   size_t ncache, cap;
   pthread_cond_t work; /* a run was queued, or stopping */
   run_cache *queue, *queue_tail;
-  int reading;         /* runs being read by builders */
-  atomic_int stopping; /* no more suspending, no more reading */
+  int reading;          /* runs being read by builders */
+  atomic_int stopping;  /* no more suspending, no more reading */
+  atomic_uint live;     /* connections handed to the daemon, not closed */
+  atomic_int want_room; /* front_door waits for one of them to close */
+  int room;             /* an eventfd that wakes it then */
 } server;
 
 static uint64_t now_ns(void) {
@@ -517,6 +539,9 @@ static enum MHD_Result send_buf(const server *s, struct MHD_Connection *conn,
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(r, "X-Frame-Options", "DENY");
   MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  /* One request per connection: the next one comes through front_door,
+   * which bounds how long its head may take to arrive. */
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   /* The token came in the URL: from now on the cookie carries it, so the
    * page's own requests need no token in their URLs. */
   if (s->token[0] && token_eq(s, MHD_lookup_connection_value(
@@ -873,6 +898,27 @@ static int host_ok(const server *s, const char *h) {
   return strcasecmp(name, "localhost") == 0;
 }
 
+/* Why a request comes from a page of another site, or NULL when it does
+ * not: a browser says what site made a request (Sec-Fetch-Site) and names
+ * the page's origin on requests across origins (Origin), which must then be
+ * this server as the request's Host names it (scheme aside). Requests that
+ * carry neither (curl, scrapers, old browsers) come from no page. Without
+ * this, a page anywhere could make the server read runs, blindly. */
+static const char *foreign(struct MHD_Connection *conn, const char *host) {
+  const char *site =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
+  if (site && (strcasecmp(site, "cross-site") == 0 ||
+               strcasecmp(site, "same-site") == 0))
+    return "Sec-Fetch-Site";
+  const char *origin =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+  if (!origin) return NULL;
+  const char *rest = strncasecmp(origin, "http://", 7) == 0    ? origin + 7
+                     : strncasecmp(origin, "https://", 8) == 0 ? origin + 8
+                                                               : NULL;
+  return host && rest && strcasecmp(rest, host) == 0 ? NULL : "Origin";
+}
+
 static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind,
                                   const char *key, const char *value) {
   (void)kind;
@@ -916,6 +962,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     return send_buf(s, conn, 403, "text/plain; charset=utf-8", msg, strlen(msg),
                     0);
   }
+  /* The runs list reads no run: a link from elsewhere may land there. */
+  const char *why =
+      url && strcmp(url, "/") != 0 && strcmp(url, "/index.html") != 0
+          ? foreign(conn, host)
+          : NULL;
+  if (why) {
+    const char *value = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, why);
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "request from a page of another site refused (%s: %.200s): "
+             "mlprof serve answers its own pages and direct requests; open "
+             "http://%.200s/ in the browser itself\n",
+             why, value ? value : "", host ? host : "this server");
+    return send_buf(s, conn, 403, "text/plain; charset=utf-8", msg, strlen(msg),
+                    0);
+  }
   if (!token_ok(s, conn))
     return send_text(s, conn, 403,
                      "token required: open the URL mlprof serve printed "
@@ -952,87 +1014,223 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
-/* What the first bytes of a connection are: 1 the start of an HTTP request
- * (a method in capitals, then a space), -1 anything else, 0 too few yet. */
-static int http_start(const char *b, size_t n) {
-  for (size_t i = 0; i < n && i < 16; i++) {
-    if (b[i] == ' ') return i ? 1 : -1;
-    if (b[i] < 'A' || b[i] > 'Z') return -1;
+/* What the first n bytes of a connection are: 1 a whole request head (a
+ * method in capitals and a space, then lines up to an empty one), 0 the
+ * start of one, 400 anything else, 431 a head longer than HEAD_MAX. */
+static int head_state(const char *b, size_t n) {
+  size_t i = 0;
+  while (i < n && i < 16 && b[i] >= 'A' && b[i] <= 'Z') i++;
+  if (i == n) return n < 16 ? 0 : 400;
+  if (i == 0 || b[i] != ' ') return 400;
+  for (const char *p = b; (p = memchr(p, '\n', n - (size_t)(p - b))); p++) {
+    size_t rest = n - (size_t)(p + 1 - b);
+    if ((rest >= 1 && p[1] == '\n') ||
+        (rest >= 2 && p[1] == '\r' && p[2] == '\n'))
+      return 1;
   }
-  return n >= 16 ? -1 : 0;
+  return n >= HEAD_MAX ? 431 : 0;
 }
 
-/* Answers 400 and closes fd, having read what it sent (closing with unread
- * bytes would reset the connection and lose the answer). */
-static void refuse(int fd) {
-  static const char bad[] =
-      "HTTP/1.1 400 Bad Request\r\n"
-      "Content-Type: text/plain; charset=utf-8\r\n"
-      "Content-Length: 12\r\nConnection: close\r\n\r\n"
-      "bad request\n";
-  char buf[4096];
+/* Answers status (400, 408, 431 or 503) and closes fd, having read what it sent
+ * (closing with unread bytes would reset the connection and lose the
+ * answer). */
+static void refuse(int fd, int status) {
+  const char *reason = "Bad Request";
+  char body[128], msg[512], buf[4096];
+  if (status == 408) {
+    reason = "Request Timeout";
+    snprintf(body, sizeof body,
+             "the request did not arrive whole in time (%d s, less when "
+             "many connections wait)\n",
+             REQUEST_S);
+  } else if (status == 503) {
+    reason = "Service Unavailable";
+    snprintf(body, sizeof body, "the server cannot watch more connections\n");
+  } else if (status == 431) {
+    reason = "Request Header Fields Too Large";
+    snprintf(body, sizeof body, "the request's headers are over %d KiB\n",
+             HEAD_MAX / 1024);
+  } else {
+    snprintf(body, sizeof body, "bad request\n");
+  }
+  int len = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
+                     "charset=utf-8\r\nContent-Length: %zu\r\nConnection: "
+                     "close\r\n\r\n%s",
+                     status, reason, strlen(body), body);
   for (int i = 0; i < 16 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++) {
   }
-  if (send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+  if (send(fd, msg, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
     shutdown(fd, SHUT_WR);
   close(fd);
 }
 
+/* A connection accepted and not yet handed to the daemon. */
 typedef struct {
   int fd;
+  int whole;       /* its request head arrived: it waits for a place */
+  uint32_t events; /* epoll's news of it, this round */
   uint64_t since;
   struct sockaddr_storage addr;
   socklen_t len;
-} waiting;
+} pending;
+
+/* Counts the daemon's connections as they close (front_door counts them as
+ * it hands them over), and wakes front_door when it waits for a place. One
+ * the daemon drops before starting it (out of memory) is not counted back:
+ * a place fewer from then on. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  server *s = cls;
+  (void)conn;
+  (void)socket_context;
+  if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+  atomic_fetch_sub(&s->live, 1);
+  if (atomic_load(&s->want_room)) {
+    uint64_t one = 1;
+    ssize_t ignored = write(s->room, &one, sizeof one);
+    (void)ignored;
+  }
+}
 
 /* Accepts connections until a signal (left unblocked by wait_mask while it
- * waits) stops the server, and hands the daemon those that begin like an
- * HTTP request. Anything else gets 400 at once (libmicrohttpd waits for a
- * whole line, then closes without a word); a connection that sends nothing
- * for FIRST_S is closed, and when MAX_WAITING wait, the oldest. */
-static void front_door(struct MHD_Daemon *d, int lfd,
+ * waits) stops the server, and holds each until its request head has come
+ * whole: then hands it to the daemon, in turn, while the daemon holds fewer
+ * than max_live. A connection whose first bytes are not an HTTP request
+ * gets 400 at once (libmicrohttpd waits for a whole line, then closes
+ * without a word), one whose head is not whole within REQUEST_S 408; with
+ * max_pending held, a new connection drops the oldest not whole (408), and
+ * when every one held is whole, the kernel's queue holds the next ones.
+ * Heads are peeked at, left for the daemon to read: the connections are
+ * watched edge-triggered, so a head that stays partial wakes nothing. */
+static void front_door(server *s, struct MHD_Daemon *d, int lfd,
+                       size_t max_pending, unsigned max_live,
                        const sigset_t *wait_mask) {
-  static waiting w[MAX_WAITING];
-  static struct pollfd p[MAX_WAITING + 1];
+  static pending w[MAX_PENDING];
+  static struct epoll_event ev[64];
+  static char head[HEAD_MAX];
+  const uint64_t limit_ns = REQUEST_S * 1000000000ull;
   size_t n = 0;
+  uint64_t accept_after = 0;
+  int ep = epoll_create1(EPOLL_CLOEXEC), listening = 0;
+  struct epoll_event e = {.events = EPOLLIN, .data.fd = s->room};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s->room, &e) != 0) {
+    fprintf(stderr, "mlprof serve: epoll: %s\n", strerror(errno));
+    if (ep >= 0) close(ep);
+    return;
+  }
+  e = (struct epoll_event){.events = 0, .data.fd = lfd};
+  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &e);
   while (!stop_signal) {
-    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    for (size_t i = 0; i < n; i++)
-      p[i + 1] = (struct pollfd){.fd = w[i].fd, .events = POLLIN};
-    struct timespec tick = {1, 0};
-    if (ppoll(p, n + 1, &tick, wait_mask) < 0) continue; /* a signal */
-    uint64_t t = now_ns();
-    size_t k = 0;
+    /* The whole ones to the daemon, oldest first, while it has places. */
+    size_t k = 0, open = 0;
+    int waiting = 0;
     for (size_t i = 0; i < n; i++) {
-      char b[16];
-      ssize_t got = p[i + 1].revents ? recv(w[i].fd, b, sizeof b, MSG_PEEK) : 0;
-      int v = got > 0 ? http_start(b, (size_t)got) : 0;
-      if (v > 0)
-        MHD_add_connection(d, w[i].fd, (struct sockaddr *)&w[i].addr,
-                           w[i].len); /* closes it on failure */
-      else if (v < 0)
-        refuse(w[i].fd);
-      else if ((p[i + 1].revents && got <= 0) ||
-               t - w[i].since > FIRST_S * 1000000000ull)
-        close(w[i].fd); /* gone, or silent */
-      else
-        w[k++] = w[i];
+      if (w[i].whole && atomic_load(&s->live) < max_live) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, w[i].fd, NULL);
+        atomic_fetch_add(&s->live, 1);
+        if (MHD_add_connection(d, w[i].fd, (struct sockaddr *)&w[i].addr,
+                               w[i].len) != MHD_YES)
+          atomic_fetch_sub(&s->live, 1); /* it closed the connection */
+        continue;
+      }
+      waiting |= w[i].whole;
+      open += !w[i].whole;
+      w[k++] = w[i];
     }
     n = k;
-    if (!(p[0].revents & POLLIN)) continue;
-    for (;;) {
-      waiting c = {.since = t, .len = sizeof c.addr};
+    /* A place that freed before want_room was set woke no one. */
+    atomic_store(&s->want_room, waiting);
+    if (waiting && atomic_load(&s->live) < max_live) continue;
+
+    uint64_t t = now_ns(), next = t + 1000000000ull;
+    int take = t >= accept_after && (n < max_pending || open);
+    if (take != listening) {
+      e = (struct epoll_event){.events = take ? EPOLLIN : 0, .data.fd = lfd};
+      epoll_ctl(ep, EPOLL_CTL_MOD, lfd, &e);
+      listening = take;
+    }
+    if (!take && accept_after > t && accept_after < next) next = accept_after;
+    for (size_t i = 0; i < n; i++)
+      if (!w[i].whole && w[i].since + limit_ns < next)
+        next = w[i].since + limit_ns;
+    int ms = next > t ? (int)((next - t + 999999) / 1000000) : 0;
+    int nev = epoll_pwait(ep, ev, (int)(sizeof ev / sizeof *ev), ms, wait_mask);
+    if (nev < 0) continue; /* a signal */
+    int incoming = 0;
+    for (int j = 0; j < nev; j++) {
+      int fd = ev[j].data.fd;
+      if (fd == s->room) {
+        uint64_t v;
+        ssize_t ignored = read(s->room, &v, sizeof v);
+        (void)ignored;
+      } else if (fd == lfd) {
+        incoming = 1;
+      } else {
+        for (size_t i = 0; i < n; i++)
+          if (w[i].fd == fd) w[i].events |= ev[j].events;
+      }
+    }
+    t = now_ns();
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+      uint32_t re = w[i].events;
+      int v = 0;
+      w[i].events = 0;
+      if (re && !w[i].whole) {
+        ssize_t got = recv(w[i].fd, head, sizeof head, MSG_PEEK);
+        v = got > 0 ? head_state(head, (size_t)got)
+            : got < 0 && (errno == EAGAIN || errno == EINTR) ? 0
+                                                             : -1;
+      } else if (re & (EPOLLHUP | EPOLLERR)) {
+        v = -1;
+      }
+      if (v < 0) {
+        close(w[i].fd); /* gone */
+      } else if (v > 1) {
+        refuse(w[i].fd, v);
+      } else if (!w[i].whole && !v && t - w[i].since >= limit_ns) {
+        refuse(w[i].fd, 408);
+      } else {
+        w[i].whole |= v;
+        w[k++] = w[i];
+      }
+    }
+    n = k;
+    while (incoming) {
+      /* Full: the oldest not whole makes way; when every one is whole, the
+       * next connections wait in the kernel's queue. */
+      size_t drop = n;
+      if (n == max_pending)
+        for (drop = 0; drop < n && w[drop].whole;) drop++;
+      if (n == max_pending && drop == n) break;
+      pending c = {.since = t, .len = sizeof c.addr};
       c.fd = accept4(lfd, (struct sockaddr *)&c.addr, &c.len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (c.fd < 0) break;
-      if (n == MAX_WAITING) {
-        close(w[0].fd);
-        memmove(w, w + 1, --n * sizeof *w);
+      if (c.fd < 0) {
+        /* Out of descriptors: try again shortly rather than spin. */
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM)
+          accept_after = t + 100000000ull;
+        break;
+      }
+      /* Bytes already there are reported by the first wait. */
+      e = (struct epoll_event){.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
+                               .data.fd = c.fd};
+      if (epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &e) != 0) {
+        refuse(c.fd, 503);
+        continue;
+      }
+      if (drop < n) {
+        refuse(w[drop].fd, 408);
+        memmove(w + drop, w + drop + 1, (--n - drop) * sizeof *w);
       }
       w[n++] = c;
     }
   }
   for (size_t i = 0; i < n; i++) close(w[i].fd);
+  close(ep);
 }
 
 int mlprof__serve_address(const char *addr, unsigned port,
@@ -1111,14 +1309,26 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  /* Slow clients cost a descriptor each, not a thread: one address holds at
-   * most PER_IP of them, so it cannot take every place, and a connection
-   * idle for IDLE_S is closed. */
+  /* Slow clients cost a descriptor each, not a thread, and are bounded by
+   * time (front_door): the open-files limit is raised as far as the places
+   * need, and the places are sized by what it allows. */
   struct rlimit nofile;
-  unsigned limit = MAX_CONNECTIONS;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < limit + 64u)
-    limit = nofile.rlim_cur > 128 ? (unsigned)nofile.rlim_cur - 64u : 64u;
+  rlim_t want = MAX_PENDING + MAX_CONNECTIONS + 64u;
+  size_t budget = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < want) {
+      nofile.rlim_cur = nofile.rlim_max < want ? nofile.rlim_max : want;
+      setrlimit(RLIMIT_NOFILE, &nofile);
+      getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    budget = nofile.rlim_cur > 128 ? (size_t)nofile.rlim_cur - 64u : 64u;
+  }
+  size_t max_pending = budget / 3 < MAX_PENDING ? budget / 3 : MAX_PENDING;
+  unsigned max_live = budget - max_pending < MAX_CONNECTIONS
+                          ? (unsigned)(budget - max_pending)
+                          : MAX_CONNECTIONS;
   int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  s.room = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int one = 1;
   if (lfd >= 0) {
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -1127,15 +1337,20 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   }
   socklen_t sslen = ss.ss_family == AF_INET6 ? sizeof *v6 : sizeof *v4;
   struct MHD_Daemon *d = NULL;
-  if (lfd >= 0 && bind(lfd, (struct sockaddr *)&ss, sslen) == 0 &&
-      listen(lfd, 128) == 0 &&
+  if (lfd >= 0 && s.room >= 0 &&
+      bind(lfd, (struct sockaddr *)&ss, sslen) == 0 &&
+      listen(lfd, BACKLOG) == 0 &&
       getsockname(lfd, (struct sockaddr *)&ss, &sslen) == 0) {
     errno = 0;
+    /* Each of the pool's threads may hold every place: connections go to
+     * them by descriptor number, and front_door keeps the count, so the
+     * daemon never refuses one (a refusal resets the connection). */
     d = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, &s, MHD_OPTION_THREAD_POOL_SIZE, 4u,
-        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
+        flags, 0, NULL, NULL, handle, &s, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)POOL, MHD_OPTION_CONNECTION_LIMIT, max_live * POOL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
   }
   if (!d) {
@@ -1144,6 +1359,7 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
             ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port),
             errno ? strerror(errno) : "libmicrohttpd failed");
     if (lfd >= 0) close(lfd);
+    if (s.room >= 0) close(s.room);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
   }
@@ -1159,6 +1375,7 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
             strerror(thread_err));
     MHD_stop_daemon(d);
     close(lfd);
+    close(s.room);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
   }
@@ -1182,13 +1399,14 @@ int mlprof__serve_run(const mlprof__serve_opts *o) {
   sigset_t wait_mask = old;
   sigdelset(&wait_mask, SIGINT);
   sigdelset(&wait_mask, SIGTERM);
-  front_door(d, lfd, &wait_mask);
+  front_door(&s, d, lfd, max_pending, max_live, &wait_mask);
   fprintf(stderr, "mlprof serve: stopping (%s)\n",
           stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   /* libmicrohttpd aborts when stopped with a connection suspended. */
   resume_all(&s);
   MHD_stop_daemon(d);
   close(lfd);
+  close(s.room);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   /* A reading cannot be cut short: one still going is left to end with the
    * process, and what it uses is not freed. */

@@ -1,6 +1,7 @@
 /* The sampling sources: on fixture trees written here (exact values, deltas
  * between two ticks, RAPL wraparound), on this machine's /proc and /sys, and
  * against the fake libnvidia-ml.so.1 built beside this binary. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
@@ -145,7 +146,7 @@ static const mlprof__row *row_of(int n, int subject, uint64_t id) {
 
 static mlprof__sample_ctx ctx_at(const char *root, const pid_t *pids,
                                  size_t npids, uint64_t now_ns, uint64_t tick) {
-  mlprof__sample_ctx c = {root, pids, npids, now_ns, tick};
+  mlprof__sample_ctx c = {root, pids, npids, now_ns, tick, NULL};
   return c;
 }
 
@@ -181,6 +182,89 @@ static void test_read_at(void) {
   rm_tree(root);
 }
 
+/* Open descriptors of this process. */
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d))) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n - 1; /* the listing's own */
+}
+
+/* The ns this thread ran, as its schedstat says. */
+static unsigned long long run_ns(const char *buf) {
+  return strtoull(buf, NULL, 10);
+}
+
+/* Held files (mlprof run's sampler): a file read at one tick is kept open
+ * and read again from its start at the next, fresh each time; one not read
+ * at a tick is closed at its end; a process's file whose process is gone
+ * reads as gone; past MLPROF__HELD_MAX, files are read and closed. */
+static void test_read_held(void) {
+  static mlprof__held_files h; /* starts zeroed */
+  char path[64], buf[256];
+  int fds = open_fds();
+  snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)gettid());
+
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", path, buf, sizeof buf) > 0);
+  unsigned long long before = run_ns(buf);
+  CHECK(mlprof__read_at("", "/proc/loadavg", buf, sizeof buf) > 0);
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds + 2);
+
+  volatile double x = 1;
+  for (long i = 0; i < 20000000; i++) x = x * 1.0000001;
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", path, buf, sizeof buf) > 0);
+  CHECK(run_ns(buf) > before); /* read again, not the first reading */
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds + 1); /* loadavg, not read, was closed */
+
+  /* A child's stat, then the child is gone. */
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  char stat[64];
+  snprintf(stat, sizeof stat, "/proc/%d/stat", (int)child);
+  mlprof__read_hold_begin(&h);
+  CHECK(mlprof__read_at("", stat, buf, sizeof buf) > 0);
+  mlprof__read_hold_end(&h);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  mlprof__read_hold_begin(&h);
+  CHECK_EQ(mlprof__read_at("", stat, buf, sizeof buf), -1);
+  CHECK_EQ(buf[0], '\0');
+  mlprof__read_hold_end(&h);
+  CHECK_EQ(open_fds(), fds);
+
+  /* More files than are held: every one is read, at most the held stay. */
+  const char *root = fixture();
+  for (int i = 0; i < MLPROF__HELD_MAX + 44; i++)
+    put_file(root, (snprintf(path, sizeof path, "f/%d", i), path), "%d\n", i);
+  for (int tick = 0; tick < 2; tick++) {
+    mlprof__read_hold_begin(&h);
+    int right = 0;
+    for (int i = 0; i < MLPROF__HELD_MAX + 44; i++) {
+      snprintf(path, sizeof path, "/f/%d", i);
+      right +=
+          mlprof__read_at(root, path, buf, sizeof buf) > 0 && atoi(buf) == i;
+    }
+    mlprof__read_hold_end(&h);
+    CHECK_EQ(right, MLPROF__HELD_MAX + 44);
+    CHECK_EQ(open_fds(), fds + MLPROF__HELD_MAX);
+  }
+  mlprof__read_hold_close(&h);
+  CHECK_EQ(open_fds(), fds);
+  /* Outside a tick, nothing is kept. */
+  CHECK(mlprof__read_at("", "/proc/loadavg", buf, sizeof buf) > 0);
+  CHECK_EQ(open_fds(), fds);
+  rm_tree(root);
+}
+
 static void stat_file(const char *root, int pid, const char *comm, int ppid,
                       unsigned long long minflt, unsigned long long majflt,
                       unsigned long long utime, unsigned long long stime,
@@ -213,7 +297,7 @@ static void test_proc_tree_fixture(void) {
   stat_file(root, 21, "other child", 20, 0, 0, 0, 0, 1, 9);
   put_file(root, "proc/stat", "cpu  1 2 3 4\n"); /* not a pid: ignored */
   pid_t out[16];
-  size_t n = mlprof__proc_tree(root, 10, out, 16);
+  size_t n = mlprof__proc_tree(root, 10, out, 16, NULL);
   CHECK_EQ(n, 4);
   CHECK_EQ(out[0], 10);
   CHECK(contains(out, n, 11));
@@ -221,11 +305,11 @@ static void test_proc_tree_fixture(void) {
   CHECK(contains(out, n, 13));
   /* Breadth first: the grandchild comes last. */
   CHECK_EQ(out[3], 12);
-  CHECK_EQ(mlprof__proc_tree(root, 10, out, 2), 2);
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 2, NULL), 2);
   CHECK_EQ(out[0], 10);
-  CHECK_EQ(mlprof__proc_tree(root, 12, out, 16), 1);
-  CHECK_EQ(mlprof__proc_tree(root, 99, out, 16), 0);
-  CHECK_EQ(mlprof__proc_tree(root, 1, out, 16), 7);
+  CHECK_EQ(mlprof__proc_tree(root, 12, out, 16, NULL), 1);
+  CHECK_EQ(mlprof__proc_tree(root, 99, out, 16, NULL), 0);
+  CHECK_EQ(mlprof__proc_tree(root, 1, out, 16, NULL), 7);
   rm_tree(root);
 }
 
@@ -246,7 +330,7 @@ static void test_proc_tree_children(void) {
    * as parent in stat only: not in any children file, so not looked at. */
   stat_file(root, 20, "other", 10, 0, 0, 0, 0, 1, 9);
   pid_t out[16];
-  size_t n = mlprof__proc_tree(root, 10, out, 16);
+  size_t n = mlprof__proc_tree(root, 10, out, 16, NULL);
   CHECK_EQ(n, 5);
   CHECK_EQ(out[0], 10);
   CHECK(contains(out, n, 11));
@@ -254,7 +338,29 @@ static void test_proc_tree_children(void) {
   CHECK(contains(out, n, 16));
   CHECK_EQ(out[4], 12); /* breadth first: the grandchild last */
   CHECK(!contains(out, n, 20));
-  CHECK_EQ(mlprof__proc_tree(root, 10, out, 3), 3);
+  /* The threads listed on the way, for the sources: each process's own
+   * (13 and 16 have no task directory: none). */
+  pid_t tids[16];
+  size_t first[17];
+  mlprof__tree_threads th = {.tid = tids, .first = first, .cap = 16};
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 16, &th), 5);
+  CHECK_EQ(th.npids, 5);
+  CHECK_EQ(first[1] - first[0], 3); /* 10, 14, 15 */
+  CHECK(contains(tids + first[0], 3, 14) && contains(tids + first[0], 3, 15));
+  for (size_t i = 1; i < 5; i++) {
+    size_t k = first[i + 1] - first[i];
+    CHECK_EQ(k, out[i] == 11 || out[i] == 12 ? 1u : 0u);
+    if (k) CHECK_EQ(tids[first[i]], out[i]);
+  }
+  /* No room for them all: none listed, the sources list their own. */
+  th.cap = 3;
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 16, &th), 5);
+  CHECK_EQ(th.npids, 0);
+  /* The tree cut short: the last process's listing may be, so it is left
+   * out. */
+  th.cap = 16;
+  CHECK_EQ(mlprof__proc_tree(root, 10, out, 3, &th), 3);
+  CHECK(th.npids < 3);
   rm_tree(root);
 }
 
@@ -278,7 +384,7 @@ static void test_proc_tree_live(void) {
   close(fds[0]);
   close(fds[1]);
   pid_t out[256];
-  size_t n = mlprof__proc_tree("", getpid(), out, 256);
+  size_t n = mlprof__proc_tree("", getpid(), out, 256, NULL);
   kill(grand, SIGKILL);
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
@@ -442,6 +548,28 @@ static void test_proc_runq_fixture(void) {
   n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
   CHECK_EQ(n, 1);
   CHECK_VAL(&rows[0], "runq_wait_pct", 0);
+  mlprof__source_proc.close(st);
+
+  /* With the threads the tree walk listed, those are read, the task
+   * directory is not listed again: 101 and 102 were not listed, their
+   * wait is not counted. */
+  put_file(root, "proc/100/task/101/schedstat", "1100000000 150000000 11\n");
+  put_file(root, "proc/100/task/102/schedstat", "9000000000 900000000 11\n");
+  CHECK_EQ(mlprof__source_proc.open(&st, root, why, sizeof why), 0);
+  pid_t tids[] = {100};
+  size_t first[] = {0, 1};
+  mlprof__tree_threads th = {
+      .tid = tids, .first = first, .cap = 1, .ntid = 1, .npids = 1};
+  c = ctx_at(root, pids, 1, 3000000000ull, 3);
+  c.threads = &th;
+  CHECK_EQ(mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why), 1);
+  put_file(root, "proc/100/task/100/schedstat", "5200000000 400000000 42\n");
+  put_file(root, "proc/100/task/102/schedstat", "9000000000 999000000 11\n");
+  c = ctx_at(root, pids, 1, 3500000000ull, 4);
+  c.threads = &th;
+  CHECK_EQ(mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why), 1);
+  /* 100 ms more in half a second: 20% (listing would count 102's). */
+  CHECK_VAL(&rows[0], "runq_wait_pct", 20);
   mlprof__source_proc.close(st);
   rm_tree(root);
 }
@@ -656,6 +784,20 @@ static void test_system_fixture(void) {
   CHECK_ABSENT(r, "net_rx_bytes_s", "counters went back (device removed)");
   CHECK_ABSENT(r, "mem_available_bytes", "no MemAvailable in /proc/meminfo");
   CHECK_VAL(r, "disk_read_bytes_s", 0);
+
+  /* A disk appeared first in the list, the others moved down: whether a
+   * line is a whole disk is remembered by its name, not by its place (sdb1
+   * now stands where sda stood, and does not count). */
+  put_dir(root, "sys/block/sdb");
+  put_file(root, "proc/diskstats",
+           "   8      16 sdb 10 0 2048 1 0 0 0 1 0 2 2 0 0 0 0\n"
+           "   8      17 sdb1 10 0 999999 1 0 0 999999 1 0 2 2 0 0 0 0\n"
+           "   8       0 sda 100 0 6000 10 50 0 5000 20 0 30 30 0 0 0 0\n"
+           " 259       0 nvme0n1 10 0 1000 1 5 0 2000 1 0 2 2 0 0 0 0\n");
+  c = ctx_at(root, NULL, 0, 9000000000ull, 3);
+  CHECK_EQ(mlprof__source_system.sample(st, &c, rows, 64, why, sizeof why), 1);
+  CHECK_VAL(r, "disk_read_bytes_s", 2048.0 * 512);
+  CHECK_VAL(r, "disk_write_bytes_s", 0);
   mlprof__source_system.close(st);
   rm_tree(root);
 }
@@ -1311,6 +1453,7 @@ static void test_sampler_sink(void) {
 
 const mlprof_test mlprof_tests_sample[] = {
     {"read_at", test_read_at},
+    {"read_held", test_read_held},
     {"sampler_sink", test_sampler_sink},
     {"proc_tree_fixture", test_proc_tree_fixture},
     {"proc_tree_children", test_proc_tree_children},
