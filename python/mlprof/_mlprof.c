@@ -1808,8 +1808,7 @@ static PyObject *os_exit(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyMethodDef os_exit_def = {
-    "_exit", (PyCFunction)(void (*)(void))os_exit,
-    METH_VARARGS | METH_KEYWORDS,
+    "_exit", (PyCFunction)(void (*)(void))os_exit, METH_VARARGS | METH_KEYWORDS,
     "_exit($module, /, status)\n--\n\n"
     "Exit to the system with specified status, without normal exit "
     "processing.\n\nmlprof's: finishes this process's profile first."};

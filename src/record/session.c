@@ -157,7 +157,7 @@ static int absolute(char *out, size_t cap, const char *output) {
 
 const char *mlprof__session_output_for(const char *value) {
   return given_output[0] && strcmp(value, given_output) == 0 ? base_output
-                                                               : NULL;
+                                                             : NULL;
 }
 
 /* This process's file for an output that is a directory or a file path. A
@@ -327,7 +327,8 @@ static void at_exit(int status, void *arg) {
 }
 
 void mlprof__session_exit_spent(int status) {
-  if (atomic_load(&handlers_spent)) session_end(MLPROF__END_EXIT, status & 0xff);
+  if (atomic_load(&handlers_spent))
+    session_end(MLPROF__END_EXIT, status & 0xff);
 }
 
 static void fork_prepare(void) {

@@ -19,8 +19,8 @@
 /* sigset and sigignore are obsolete, but programs still call them. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT, SIGSEGV,
-                           SIGBUS,  SIGFPE,  SIGILL, SIGABRT, SIGUSR1};
+static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGSEGV,
+                           SIGBUS, SIGFPE,  SIGILL, SIGABRT, SIGUSR1};
 #define NSIGS (sizeof sigs / sizeof sigs[0])
 
 static volatile sig_atomic_t got;
@@ -33,9 +33,11 @@ static void work(long n) {
 }
 
 static const char *name(void (*h)(int)) {
-  return h == SIG_DFL ? "DFL" : h == SIG_IGN ? "IGN" : h == on_sig ? "on_sig"
-         : h == SIG_ERR                                          ? "ERR"
-                                                                 : "other";
+  return h == SIG_DFL   ? "DFL"
+         : h == SIG_IGN ? "IGN"
+         : h == on_sig  ? "on_sig"
+         : h == SIG_ERR ? "ERR"
+                        : "other";
 }
 
 static void print(const char *what, int sig) {
