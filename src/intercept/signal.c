@@ -49,7 +49,7 @@ static struct sigaction ours;
 /* Flag bits the C library adds to what it hands the kernel (SA_RESTORER),
  * which a query then returns: a disposition kept here reads as it would
  * read from the kernel. */
-static int added_flags;
+static int added_flags, probed;
 static struct {
   int ours;                 /* mlprof's handler stands in for SIG_DFL */
   struct sigaction program; /* the program's SIG_DFL, while ours */
@@ -94,6 +94,18 @@ static void unlock(const sigset_t *old) {
   pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+/* Puts mlprof's handler in the kernel for sig; the first time, learns
+ * added_flags from what the kernel then holds. Table lock held. */
+static int install(int sig) {
+  struct sigaction back;
+  if (real(sig, &ours, NULL) != 0) return -1;
+  if (!probed && real(sig, NULL, &back) == 0) {
+    added_flags = back.sa_flags & ~ours.sa_flags;
+    probed = 1;
+  }
+  return 0;
+}
+
 /* sigaction for a signal of the table: the program's SIG_DFL stays ours in
  * the kernel, anything else goes there as it is. */
 static int table_sigaction(int i, const struct sigaction *act,
@@ -112,7 +124,7 @@ static int table_sigaction(int i, const struct sigaction *act,
   else if ((rc = real(sig, NULL, &was)) != 0)
     err = errno;
   if (rc == 0 && act && want.sa_handler == SIG_DFL) {
-    if (!slot[i].ours && (rc = real(sig, &ours, NULL)) != 0) err = errno;
+    if (!slot[i].ours && (rc = install(sig)) != 0) err = errno;
     if (rc == 0) {
       want.sa_flags |= added_flags;
       sigdelset(&want.sa_mask, SIGKILL); /* as the kernel keeps it */
@@ -148,15 +160,13 @@ void mlprof__signals_take(void (*fn)(int, siginfo_t *, void *)) {
   ours.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   sigemptyset(&ours.sa_mask);
   for (size_t i = 0; i < NCAUGHT; i++) {
-    struct sigaction cur, back;
+    struct sigaction cur;
     /* A handler or SIG_IGN is the program's: leave it. */
     if (real(caught[i], NULL, &cur) != 0 || cur.sa_handler != SIG_DFL ||
-        real(caught[i], &ours, &back) != 0)
+        install(caught[i]) != 0)
       continue;
     slot[i].program = cur;
     slot[i].ours = 1;
-    if (real(caught[i], NULL, &back) == 0)
-      added_flags = back.sa_flags & ~ours.sa_flags;
   }
   atomic_store(&armed, getpid());
   unlock(&mask);
