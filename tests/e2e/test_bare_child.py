@@ -5,13 +5,14 @@ A child made by _Fork(), clone() or a raw fork system call has no session of
 its own (its parent's writer thread does not run there); one made by vfork()
 shares its parent's memory. Either may call exit(): it must end as it would
 without mlprof, and the parent's profile keep all its zones. A relative
-MLPROF_OUTPUT is resolved once, where the session starts."""
+MLPROF_OUTPUT is resolved once, where the session starts, and passed on so
+to the programs it execs."""
 import os
 import subprocess
 
 import pytest
 
-from conftest import MLPROF, mlprof, program, report_json, zone
+from conftest import LIBRARY, MLPROF, mlprof, program, report_json, zone
 
 HOWS = ["_Fork", "clone", "sys_fork", "sys_clone", "vfork"]
 
@@ -81,3 +82,17 @@ def test_device_output_records_nothing(tmp_path):
         if made:
             os.remove(beside)
     assert not made, "a profile was written beside /dev/null"
+
+
+def test_relative_output_is_passed_on_resolved(tmp_path):
+    """A program that changes directory and then execs another passes the
+    output on absolute: the chain's profiles land together."""
+    (tmp_path / "sub").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLPROF_")}
+    env.update(MLPROF_OUTPUT="out/", LD_PRELOAD=LIBRARY)
+    r = subprocess.run(["sh", "-c", f'cd sub && exec {program("life")} '
+                        "_exit 10 0"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert not (tmp_path / "sub" / "out").exists()
+    assert zone(report_json(tmp_path / "out"), "work")["count"] == 10
