@@ -21,6 +21,8 @@ class BuildMlprof(build_ext):
         mb.check_tree()
         http_cflags, http_libs = mb.http_flags()
         recording = mb.layers(["record", "sample"])
+        # Only in the recording library, not in the command.
+        preload = mb.sources("preload")
         lower = mb.layers(["format", "base"])
         core = mb.layers(["export", "analyze", "model"])
         # The packaged command has mlprof serve: the build requires
@@ -45,7 +47,8 @@ class BuildMlprof(build_ext):
         every = mb.ext_sources() + recording + cli
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
             obj = dict(zip(every, ex.map(compile_one, every)))
-            lib = list(ex.map(lambda s: compile_one(s, True), recording))
+            lib = list(ex.map(lambda s: compile_one(s, True),
+                              recording + preload))
         out = os.path.dirname(self.get_ext_fullpath(ext.name))
         cc.link_shared_object([obj[s] for s in mb.ext_sources()],
                               self.get_ext_fullpath(ext.name),

@@ -7,9 +7,11 @@ set -e
 build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
-check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime"
-# libpython3.11-testsuite: CPython's own tests, run under mlprof run.
-all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium libpython3.11-testsuite"
+# libpython3.11-testsuite: CPython's own regression tests of signals and
+# subprocesses, run under mlprof run by the end-to-end tests
+# (tests/e2e/test_cpython_suite.py).
+check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime libpython3.11-testsuite"
+all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium"
 case "${1:-all}" in
   build) want=$build ;;
   check) want=$check ;;

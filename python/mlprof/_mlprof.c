@@ -74,6 +74,11 @@ static struct {
 #undef API_FIELD
 } api;
 
+/* The library's _exit, which flushes and finishes the profile before it
+ * ends the process (src/intercept/exec.c); NULL where the process's _exit
+ * is already that one (the library preloaded, or linked into the program). */
+static void (*lib_exit)(int);
+
 /* Path of the library in use (mlprof._mlprof.LIBRARY). */
 static char api_origin[4096];
 
@@ -110,6 +115,12 @@ static int api_setup(void) {
   Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
            dladdr(fn, &lib) && lib.dli_fname ? lib.dli_fname : bundled);
+  /* A library loaded here does not interpose the C library's _exit for the
+   * interpreter, as a preloaded or linked one does: os._exit goes through
+   * the library's own (wrap_os_exit). */
+  void *own = h == RTLD_DEFAULT ? NULL : dlsym(h, "_exit");
+  if (own && own != dlsym(RTLD_DEFAULT, "_exit"))
+    memcpy(&lib_exit, &own, sizeof own);
   return 0;
 missing:
   PyErr_Format(PyExc_ImportError,
@@ -1779,6 +1790,45 @@ static struct PyModuleDef module_def = {
     .m_methods = module_methods,
 };
 
+/* ---- os._exit ------------------------------------------------------------
+ *
+ * os._exit() ends the process at once, with no exit handler: where the
+ * library was loaded by this package, the C library's _exit would lose what
+ * was recorded since the last flush and the profile's end. os._exit (and
+ * posix._exit) become this function, which takes the same argument and
+ * calls the library's _exit: it flushes and finishes the profile, then ends
+ * the process as os._exit does. */
+static PyObject *os_exit(PyObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"status", NULL};
+  int status;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "i:_exit", kwlist, &status))
+    return NULL;
+  lib_exit(status);
+  Py_UNREACHABLE();
+}
+
+static PyMethodDef os_exit_def = {
+    "_exit", (PyCFunction)(void (*)(void))os_exit, METH_VARARGS | METH_KEYWORDS,
+    "_exit($module, /, status)\n--\n\n"
+    "Exit to the system with specified status, without normal exit "
+    "processing.\n\nmlprof's: finishes this process's profile first."};
+
+static int wrap_os_exit(void) {
+  if (!lib_exit) return 0;
+  PyObject *name = PyUnicode_FromString("posix");
+  PyObject *fn = name ? PyCFunction_NewEx(&os_exit_def, NULL, name) : NULL;
+  int rc = fn ? 0 : -1;
+  const char *mods[] = {"posix", "os"};
+  for (size_t i = 0; rc == 0 && i < sizeof mods / sizeof mods[0]; i++) {
+    PyObject *mod = PyImport_ImportModule(mods[i]);
+    rc = mod ? PyObject_SetAttrString(mod, "_exit", fn) : -1;
+    Py_XDECREF(mod);
+  }
+  Py_XDECREF(fn);
+  Py_XDECREF(name);
+  return rc;
+}
+
 PyMODINIT_FUNC PyInit__mlprof(void) {
   PyObject *m = NULL;
   if (api_setup() < 0) return NULL;
@@ -1835,6 +1885,7 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
   }
   if (PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0) goto fail;
   if (PyModule_AddFunctions(m, mlprof__hooks_methods) < 0) goto fail;
+  if (wrap_os_exit() < 0) goto fail;
   return m;
 fail_error:
   Py_DECREF(ErrorObject);

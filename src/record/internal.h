@@ -3,6 +3,7 @@
 #define MLPROF_RECORD_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -273,7 +274,25 @@ extern MLPROF__HIDDEN unsigned mlprof__exec_seq;
  * flush and finish the file. The others are async-signal-safe. */
 MLPROF__HIDDEN int mlprof__session_before_exec(void);
 MLPROF__HIDDEN void mlprof__session_exec_failed(void);
+/* The session's output made absolute when value is the relative output it
+ * was given (an exec passes that on, whatever the directory now), else
+ * NULL. Async-signal-safe. */
+MLPROF__HIDDEN const char *mlprof__session_output_for(const char *value);
 MLPROF__HIDDEN void mlprof__session_before_exit(int status);
+/* At exit() or main()'s return (src/intercept/exit.c): finish the file
+ * when the exit handlers will not run (spent by a vfork child). */
+MLPROF__HIDDEN void mlprof__session_exit_spent(int status);
+
+/* The signals whose default action ends a process (src/intercept/signal.c):
+ * take those the program leaves at SIG_DFL for fn, and keep them while the
+ * program sets SIG_DFL, reading SIG_DFL back; _die, from fn, restores the
+ * default action and raises sig. The fork handlers keep the table whole
+ * across fork() and hand it to the child. */
+MLPROF__HIDDEN void mlprof__signals_take(void (*fn)(int, siginfo_t *, void *));
+MLPROF__HIDDEN void mlprof__signals_die(int sig);
+MLPROF__HIDDEN void mlprof__signals_fork_prepare(void);
+MLPROF__HIDDEN void mlprof__signals_fork_parent(void);
+MLPROF__HIDDEN void mlprof__signals_fork_child(void);
 
 /* Gives the calling thread an alternate signal stack, unless it has one, so
  * a stack overflow can still be flushed; returns what to pass to

@@ -28,7 +28,7 @@ static mlprof__sampler *sampler;
 static pid_t sample_tree;
 static int want_enabled = 1;
 static mlprof_config config;   /* of the running session, for forked children */
-static char base_output[4096]; /* the output as given: directory or file */
+static char base_output[4096]; /* the output, absolute: directory or file */
 static char path[4096];        /* this process's profile file */
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -131,6 +131,35 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Whether p names a file that cannot hold profiles: a device, FIFO or
+ * socket (MLPROF_OUTPUT=/dev/null). Such an output records nothing: writing
+ * there, or beside it, is never what was meant. */
+static int is_special(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+/* The output as given, when it was relative, for src/intercept/exec.c. */
+static char given_output[sizeof base_output];
+
+/* output made absolute, from the working directory now: a process that
+ * changes directory later, and its children, still write where it was
+ * meant. Left relative when the working directory cannot be named. */
+static int absolute(char *out, size_t cap, const char *output) {
+  char cwd[PATH_MAX];
+  int n;
+  if (output[0] != '/' && getcwd(cwd, sizeof cwd))
+    n = snprintf(out, cap, "%s/%s", cwd[1] ? cwd : "", output);
+  else
+    n = snprintf(out, cap, "%s", output);
+  return n >= 0 && (size_t)n < cap ? 0 : -1;
+}
+
+const char *mlprof__session_output_for(const char *value) {
+  return given_output[0] && strcmp(value, given_output) == 0 ? base_output
+                                                             : NULL;
+}
+
 /* This process's file for an output that is a directory or a file path. A
  * forked child (child = 1) of a file-path session writes FILE-PID.mlprof, as
  * does a program that a profiled process started with exec; the n-th image
@@ -199,68 +228,23 @@ static int resolve_path(const char *output, int child, size_t *leaf) {
 
 /* ---- signals, exit, fork ------------------------------------------------ */
 
-static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGSEGV,
-                             SIGBUS, SIGFPE,  SIGILL, SIGABRT};
-#define NCAUGHT (sizeof caught / sizeof caught[0])
-static struct sigaction previous[NCAUGHT];
 static pid_t owner; /* the process whose profile the session writes */
 #define FINAL_WAIT_MS 2000
 
+/* Stands in for the program's SIG_DFL of the signals that end a process
+ * (src/intercept/signal.c): finish the file, so open zones are recorded too,
+ * then die of the same signal with the default action, whoever sent it. A
+ * vfork child, or a child made without fork handlers, shares or copies the
+ * session's memory, not its file: it flushes nothing. */
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
-  size_t i = 0;
-  while (i < NCAUGHT && caught[i] != sig) i++;
-  if (i == NCAUGHT) return;
+  (void)info;
+  (void)ctx;
   int saved_errno = errno;
-  struct sigaction old = previous[i];
-  int dies = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL;
-  /* A program that handles the signal itself goes on: just flush. One that
-   * dies of it: finish the file so open zones are recorded too. A vfork
-   * child shares the session's memory, not its file: it flushes nothing. */
   if (owner == getpid())
-    mlprof__writer_flush_from_signal(atomic_load(&writer),
-                                     dies ? MLPROF__END_SIGNAL : -1, sig,
-                                     FINAL_WAIT_MS);
+    mlprof__writer_flush_from_signal(atomic_load(&writer), MLPROF__END_SIGNAL,
+                                     sig, FINAL_WAIT_MS);
   errno = saved_errno;
-  if (dies) {
-    /* Die of the same signal with the default action, whoever sent it: a
-     * fault that returned would be taken again, but raise() or kill would
-     * not. Unblocked, the raised signal is delivered at once. */
-    sigset_t set;
-    signal(sig, SIG_DFL);
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    raise(sig);
-    return;
-  }
-  if (old.sa_flags & SA_RESETHAND) {
-    previous[i].sa_handler = SIG_DFL;
-    previous[i].sa_flags &= ~SA_SIGINFO;
-  }
-  /* The program's handler runs as it would have run without mlprof: with
-   * its own mask. */
-  sigset_t mask;
-  pthread_sigmask(SIG_BLOCK, &old.sa_mask, &mask);
-  if (old.sa_flags & SA_SIGINFO)
-    old.sa_sigaction(sig, info, ctx);
-  else if (old.sa_handler != SIG_IGN)
-    old.sa_handler(sig);
-  pthread_sigmask(SIG_SETMASK, &mask, NULL);
-}
-
-static void install_signals(void) {
-  for (size_t i = 0; i < NCAUGHT; i++) {
-    struct sigaction sa;
-    if (sigaction(caught[i], NULL, &previous[i]) != 0) continue;
-    if (!(previous[i].sa_flags & SA_SIGINFO) &&
-        previous[i].sa_handler == SIG_IGN)
-      continue; /* the program ignores it: so do we */
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(caught[i], &sa, NULL);
-  }
+  mlprof__signals_die(sig);
 }
 
 /* 64 KiB, or more where the machine's signal frames need it (AVX-512). */
@@ -317,9 +301,22 @@ void mlprof__session_before_exit(int status) {
 
 static int session_end(int how, int status);
 
+/* Set where a process that is not the session's ran the exit handlers: a
+ * vfork child that called exit() spent them in the memory it shares with
+ * the session's process, which will run none at its own exit. */
+static _Atomic int handlers_spent;
+
 static void at_exit(int status, void *arg) {
   (void)arg;
-  session_end(MLPROF__END_EXIT, status & 0xff);
+  if (owner != getpid())
+    atomic_store(&handlers_spent, 1);
+  else
+    session_end(MLPROF__END_EXIT, status & 0xff);
+}
+
+void mlprof__session_exit_spent(int status) {
+  if (atomic_load(&handlers_spent))
+    session_end(MLPROF__END_EXIT, status & 0xff);
 }
 
 static void fork_prepare(void) {
@@ -327,9 +324,11 @@ static void fork_prepare(void) {
   pthread_mutex_lock(&mlprof__meta_lock);
   pthread_mutex_lock(&mlprof__intern_lock);
   pthread_mutex_lock(&mlprof__pool_lock);
+  mlprof__signals_fork_prepare();
 }
 
 static void fork_parent(void) {
+  mlprof__signals_fork_parent();
   pthread_mutex_unlock(&mlprof__pool_lock);
   pthread_mutex_unlock(&mlprof__intern_lock);
   pthread_mutex_unlock(&mlprof__meta_lock);
@@ -338,6 +337,7 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
   owner = getpid();
+  mlprof__signals_fork_child();
   pthread_mutex_unlock(&mlprof__intern_lock);
   pthread_mutex_unlock(&mlprof__meta_lock);
   pthread_mutex_unlock(&session_lock);
@@ -356,7 +356,7 @@ static void fork_child(void) {
 }
 
 static void process_hooks(void) {
-  install_signals();
+  mlprof__signals_take(on_signal);
   on_exit(at_exit, NULL);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
@@ -418,9 +418,13 @@ int mlprof_init(const mlprof_config *cfg) {
   const char *output = c.output ? c.output : mlprof__env("MLPROF_OUTPUT");
   if (!output || !*output) output = dflt;
   rc = MLPROF_EINVAL;
-  if (snprintf(base_output, sizeof base_output, "%s", output) >=
-      (int)sizeof base_output)
+  if (is_special(output)) {
+    errno = EINVAL;
     goto out;
+  }
+  if (absolute(base_output, sizeof base_output, output) != 0) goto out;
+  snprintf(given_output, sizeof given_output, "%s",
+           output[0] == '/' ? "" : output);
   config = c;
   config.output = base_output;
   want_enabled = c.enabled;
@@ -448,8 +452,13 @@ void mlprof__session_child_start(void) {
 
 int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
 
-/* Stops the session, its file's END saying how the process ends. */
+/* Stops the session, its file's END saying how the process ends. Only in
+ * the process whose session it is: a vfork child, or a child made without
+ * fork handlers (_Fork, clone, syscall(SYS_fork)), that calls exit() leaves
+ * its parent's profile alone and waits for no thread of the parent's (none
+ * runs in such a child). */
 static int session_end(int how, int status) {
+  if (owner != getpid()) return MLPROF_ENOTSTARTED;
   pthread_mutex_lock(&session_lock);
   atomic_store(&mlprof__child_pending, 0);
   if (sampler) {
@@ -468,6 +477,7 @@ static int session_end(int how, int status) {
 }
 
 int mlprof_flush(void) {
+  if (owner != getpid()) return MLPROF_ENOTSTARTED; /* see session_end */
   pthread_mutex_lock(&session_lock);
   mlprof__writer *w = atomic_load(&writer);
   int rc = w ? mlprof__writer_flush(w) : MLPROF_ENOTSTARTED;
@@ -484,6 +494,7 @@ int mlprof_track_spans(const char *track, const mlprof_span *spans, size_t n) {
       return MLPROF_EINVAL;
   /* A forked child's profile starts on its first event: this is one. */
   if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
+  if (owner != getpid()) return MLPROF_ENOTSTARTED; /* see session_end */
   pthread_mutex_lock(&session_lock);
   mlprof__writer *w = atomic_load(&writer);
   int rc = w ? mlprof__writer_spans(w, track, spans, n) : MLPROF_ENOTSTARTED;
@@ -515,7 +526,8 @@ int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
  * with the session. */
 __attribute__((constructor)) static void autostart(void) {
   const char *out = mlprof__env("MLPROF_OUTPUT");
-  if (!out || !*out) return;
+  /* MLPROF_OUTPUT=/dev/null: recording off, without a word. */
+  if (!out || !*out || is_special(out)) return;
   int rc = mlprof_init(NULL);
   if (rc != 0 && rc != MLPROF_EALREADY)
     mlprof__warn_once(NULL, "cannot start profiling to %s: %s (%s)", out,

@@ -645,3 +645,104 @@ def test_compare_ranks_batch_sizes_by_throughput(tmp_path, build_dir):
     assert runs[0]["step_mean_ns"] < runs[1]["step_mean_ns"]
     assert doc["recommendation"].startswith(
         "use b64: fastest by samples per second")
+
+
+OS_EXIT = textwrap.dedent("""
+    import os, sys, mlprof
+    prof = mlprof.Profiler(output=sys.argv[1]).start()
+    for _ in range(1000):
+        with prof.zone("work"):
+            pass
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(1000):
+            with prof.zone("child_work"):
+                pass
+        os._exit(4)
+    os.waitpid(pid, 0)
+    os._exit(3)
+""")
+
+
+def test_os_exit_keeps_every_zone(tmp_path):
+    """os._exit() skips every exit handler; through the package's own
+    library (not preloaded) the profile is still finished, in the process
+    and in a forked child (issue 20, item 6)."""
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-c", OS_EXIT, str(out) + "/"],
+                       env=child_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 3, r.stderr
+    rep = mlprof.report([str(out)])
+    ends = sorted((p["end"], p["status"], p["spans"])
+                  for p in rep["processes"])
+    assert ends == [("exit", 3, 1000), ("exit", 4, 1000)], ends
+    assert "killed" not in r.stderr
+
+
+def test_os_exit_is_os_exit():
+    """The stand-in takes what os._exit takes, and refuses what it refuses."""
+    code = ("import os, mlprof\n"
+            "for bad in ('x', 2**40, None):\n"
+            "    try:\n        os._exit(bad)\n"
+            "    except (TypeError, OverflowError) as e:\n"
+            "        print(type(e).__name__)\n"
+            "os._exit(status=5)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 5, r.stderr
+    assert r.stdout.split() == ["TypeError", "OverflowError", "TypeError"]
+
+
+def test_relative_output_stays_where_it_was_given(tmp_path):
+    """A relative output names a place from the directory the session
+    started in: a process that changes directory later, and its forked
+    children, still write there (issue 20, item 8)."""
+    code = textwrap.dedent("""
+        import os, mlprof
+        prof = mlprof.Profiler(output="rel/").start()
+        os.mkdir("elsewhere")
+        os.chdir("elsewhere")
+        pid = os.fork()
+        if pid == 0:
+            with prof.zone("child_work"):
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        with prof.zone("parent_work"):
+            pass
+    """)
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(),
+                       cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "elsewhere" / "rel").exists()
+    assert len(os.listdir(tmp_path / "rel")) == 2
+    rep = mlprof.report([str(tmp_path / "rel")])
+    assert sorted(z["name"] for z in rep["zones"]) == ["child_work",
+                                                       "parent_work"]
+
+
+def test_a_device_output_is_refused(tmp_path):
+    """A character device (or FIFO) cannot hold a profile: start() says so,
+    and nothing is written beside it (issue 20, item 8)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code = ("import sys, mlprof\n"
+            "try:\n    mlprof.Profiler(output=sys.argv[1]).start()\n"
+            "except mlprof.Error as e:\n    print(e)\n")
+    beside = "/dev/null.1"
+    was = os.path.exists(beside)
+    try:
+        for out in ("/dev/null", str(fifo)):
+            r = subprocess.run([sys.executable, "-c", code, out],
+                               env=child_env(), capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.startswith(f"cannot start profiling to {out}:")
+        assert os.listdir(tmp_path) == ["fifo"]
+    finally:
+        made = not was and os.path.exists(beside)
+        if made:
+            os.remove(beside)
+    assert not made, "a profile was written beside /dev/null"
