@@ -1,75 +1,61 @@
 """Cost of PyTorch's steps recorded with no code change (mlprof.auto, what
-`mlprof run` loads into Python programs that import torch): a small CNN
-trained on CPU from a DataLoader, its steps timed in blocks, each block in a
-child forked from one warmed-up process, in turns: without mlprof (the
-baseline), then with a session recording and torch instrumented as under
-`mlprof run`; then the same for a tiny model, whose step is short enough
-for the instrumentation's own cost (a few zones a step) to show above the
-noise. Time is the CPU time of the child (all its threads: the
-library's writer too), which other jobs on a shared machine disturb less
-than wall time. Budget (DESIGN.md): at most 2% of the step.
+`mlprof run` loads into Python programs that import torch) beside
+torch.profiler.profile() with its default settings on the same training
+steps: a small CNN trained on CPU from a DataLoader (bench/train_cnn.py).
+
+  - Per step: the steps timed in blocks, each block in a child forked from
+    one warmed-up process, in rounds (the order rotated): without a
+    profiler (the baseline), with a session recording and torch
+    instrumented as under `mlprof run`, and under torch.profiler; then the
+    same for a tiny model, whose step is short enough for a profiler's own
+    cost per step to show above the noise. Time is the CPU time of the
+    child (all its threads: the library's writer too), which other jobs on
+    a shared machine disturb less than wall time. Budget (DESIGN.md): at
+    most 2% of the CNN's step.
+  - Whole runs, what users pay: `python train_cnn.py`, `mlprof run --
+    python train_cnn.py` (its summary printed at the end) and the script
+    with torch.profiler.profile() around its loop (its table printed at the
+    end), in rounds: the script's CPU time per step, and the wall and CPU
+    time of the whole run (every process of it).
 
     make bench-python      or
-    PYTHONPATH=build/python python3 bench/bench_auto.py [PAIRS]
+    PYTHONPATH=build/python python3 bench/bench_auto.py [ROUNDS]
 """
 import os
+import resource
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 import mlprof
 from mlprof import auto
+from mlprof.__main__ import find_cli
+from side_by_side import interleaved, medians, table
+from train_cnn import setup, train
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "train_cnn.py")
 
 
-
-def setup(tiny):
-    """(model, loss, optimizer, loader): the small CNN, or a model so tiny
-    that the instrumentation's own cost per step shows above the noise."""
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    if tiny:
-        model = nn.Linear(4, 2)
-        data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
-    else:
-        model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
-        data = TensorDataset(torch.randn(512, 3, 32, 32),
-                             torch.randint(0, 10, (512,)))
-    return (model, nn.CrossEntropyLoss(),
-            torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
-            DataLoader(data, batch_size=32 if not tiny else 4))
-
-
-def train(model, loss_fn, opt, loader, steps):
-    n = 0
-    while n < steps:
-        for x, y in loader:
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
-            n += 1
-            if n == steps:
-                return
-
-
-def block(parts, steps, out_dir):
-    """CPU ns per step of a block, timed in a forked child; out_dir: None
-    for the baseline, else where the child's session writes."""
+def block(parts, steps, mode, out_dir):
+    """CPU ns per step of a block, timed in a forked child: mode None (the
+    baseline), "mlprof" (a session writing into out_dir, torch instrumented
+    as under mlprof run) or "torch" (torch.profiler.profile() with its
+    default settings)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        if out_dir:
+        if mode == "mlprof":
             mlprof.Profiler(output=out_dir + "/", sample_interval=0).start()
             auto.install()  # torch is imported: instrumented right away
+        elif mode == "torch":
+            torch.profiler.profile().start()
         train(*parts, 3)  # warm-up after the fork
         t0 = time.process_time()
         train(*parts, steps)
@@ -82,36 +68,102 @@ def block(parts, steps, out_dir):
     return struct.unpack("d", data)[0]
 
 
-def pairs_of_blocks(tiny, steps, pairs, tmp):
-    """Per-step CPU ns of the baseline and instrumented blocks, in turns."""
+def rounds_of_blocks(tiny, steps, rounds, tmp):
+    """{mode: median CPU ns per step} of blocks in interleaved rounds."""
     parts = setup(tiny)
     train(*parts, 10)
-    base, inst = [], []
-    for i in range(pairs):
-        base.append(block(parts, steps, None))
-        inst.append(block(parts, steps, os.path.join(tmp, "%d-%d" % (tiny,
-                                                                     i))))
-    return base, inst
+    n = [0]
+
+    def way(mode):
+        def run():
+            n[0] += 1
+            return block(parts, steps, mode,
+                         os.path.join(tmp, "%d-%d" % (tiny, n[0])))
+        return run
+    return medians(interleaved({m: way(m) for m in (None, "mlprof",
+                                                     "torch")}, rounds))
+
+
+def whole_run(argv, out):
+    """(step CPU ns the script printed, wall s, CPU s of every process) of
+    one run of argv."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = [x for x in p.stdout.splitlines() if x.startswith("step_cpu_ns")]
+    if p.returncode != 0 or not lines:
+        sys.exit("bench_auto: %s failed (%d):\n%s" % (" ".join(argv),
+                                                      p.returncode,
+                                                      p.stderr[-2000:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime -
+                                                before.ru_stime)
+    return float(lines[-1].split()[1]), wall, cpu
+
+
+def whole_runs(steps, rounds, tmp):
+    """{way: (step ns, wall s, CPU s)}: medians of interleaved rounds."""
+    script = [sys.executable, SCRIPT, str(steps)]
+    n = [0]
+
+    def under_mlprof():
+        n[0] += 1
+        return whole_run([find_cli(), "run", "-o",
+                          os.path.join(tmp, "run-%d" % n[0]), "--"] + script,
+                         tmp)
+    got = interleaved({
+        "none": lambda: whole_run(script, tmp),
+        "mlprof": under_mlprof,
+        "torch": lambda: whole_run(script + ["--torch-profiler"], tmp),
+    }, rounds)
+    return {k: tuple(statistics.median(r[i] for r in v) for i in range(3))
+            for k, v in got.items()}
 
 
 def main():
-    pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 11
     tmp = tempfile.mkdtemp(prefix="mlprof-bench-auto-")
-    base, inst = pairs_of_blocks(False, 30, pairs, tmp)
-    tbase, tinst = pairs_of_blocks(True, 1000, pairs, tmp)
-    med = statistics.median
-    ratio = med(a / b for a, b in zip(inst, base))
-    added = med(a - b for a, b in zip(tinst, tbase))
-    print("PyTorch steps with no code change (mlprof.auto), CPU, 1 thread; "
-          "%d pairs of blocks in turns, medians" % pairs)
-    print("  small CNN, batch 32   without mlprof (baseline) %9.1f us CPU "
-          "per step, torch instrumented %9.1f us: %+.2f%%"
-          % (med(base) / 1e3, med(inst) / 1e3, 100 * (ratio - 1)))
-    print("  Linear(4, 2), batch 4 without mlprof (baseline) %9.1f us CPU "
-          "per step, torch instrumented %9.1f us: %+.1f us per step"
-          % (med(tbase) / 1e3, med(tinst) / 1e3, added / 1e3))
-    print("  the instrumentation's cost per step (from the tiny model) is "
-          "%.2f%% of the CNN's step (budget 2%%)" % (100 * added / med(base)))
+    cnn = rounds_of_blocks(False, 30, rounds, tmp)
+    tiny = rounds_of_blocks(True, 1000, rounds, tmp)
+    mine = "mlprof: torch instrumented as under mlprof run"
+    theirs = "torch.profiler.profile(), default settings"
+    how = "%d interleaved rounds of blocks, medians, CPU time per step" % \
+        rounds
+    table("PyTorch steps with no code change, small CNN (batch 32, CPU, 1 "
+          "thread): %s" % how, "ms/step", [
+              ("no profiler (baseline)", cnn[None] / 1e6, ""),
+              (mine, cnn["mlprof"] / 1e6, "budget: +2%"),
+              (theirs, cnn["torch"] / 1e6, "records every operator"),
+          ], fmt="%.3f")
+    table("The same, Linear(4, 2), batch 4 (a profiler's own cost per step "
+          "shows): %s" % how, "us/step", [
+              ("no profiler (baseline)", tiny[None] / 1e3, ""),
+              (mine, tiny["mlprof"] / 1e3, ""),
+              (theirs, tiny["torch"] / 1e3, ""),
+          ])
+    for label, k in (("mlprof's", "mlprof"), ("torch.profiler's", "torch")):
+        print("  %s cost per step (from the tiny model) is %.2f%% of the "
+              "CNN's step%s" % (label, 100 * (tiny[k] - tiny[None]) /
+                                cnn[None],
+                                " (budget 2%)" if k == "mlprof" else ""))
+    runs = max(3, rounds // 3)
+    steps = 150
+    w = whole_runs(steps, runs, tmp)
+    print()
+    rows = [("python train_cnn.py (baseline)", "none", ""),
+            ("mlprof run -- python train_cnn.py", "mlprof", "summary printed"),
+            ("the script with torch.profiler.profile()", "torch",
+             "its table printed")]
+    title = "Whole runs of bench/train_cnn.py %d (small CNN, %d + 5 steps): " \
+        "median of %d interleaved rounds" % (steps, steps, runs)
+    table(title + ", the script's CPU time per step", "ms/step",
+          [(label, w[k][0] / 1e6, "") for label, k, _ in rows], fmt="%.3f")
+    table("  the whole run, wall time", "s",
+          [(label, w[k][1], note) for label, k, note in rows], fmt="%.2f")
+    table("  the whole run, CPU time of every process", "s",
+          [(label, w[k][2], note) for label, k, note in rows], fmt="%.2f")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,12 @@ import time
 
 import mlprof
 from mlprof import _mlprof
+from side_by_side import cpu_ns, interleaved, medians, table
 
 QUICK = "--quick" in sys.argv
 N = 200_000 if QUICK else 1_000_000
 REPEAT = 5 if QUICK else 9
+ROUNDS = 3 if QUICK else 9
 
 
 def per_iter(fn, n):
@@ -56,24 +58,35 @@ def make_with_loop(obj):
 
 
 def bench_zones():
+    """A with statement per iteration of a loop: mlprof's zone recording and
+    switched off, a no-op context manager written in C with the same call
+    shape (the budget's baseline), and torch.profiler.record_function under
+    torch.profiler.profile() with its default settings and with no profiler;
+    interleaved rounds, medians, beside the empty loop of the same run."""
     out = tempfile.mkdtemp(prefix="mlprof-bench-") + "/"
     noop = _mlprof.NoopProfiler()
     prof = mlprof.Profiler(output=out, memory_cap=256 << 20).start()
     run_zone = make_with_loop(prof)
     run_noop = make_with_loop(noop)
-    # Interleave so both see the same machine state; best of each.
-    empty = per_iter(loop_empty, N)
-    z = [], [], []
-    for _ in range(3):
-        z[0].append(per_iter(run_noop, N))
-        z[1].append(per_iter(run_zone, N))
+    n_rf = max(N // 50, 4000)  # record_function costs µs: fewer of them
+
+    def off(n):
         prof.set_enabled(False)
-        z[2].append(per_iter(run_zone, N))
-        prof.set_enabled(True)
-    c_noop, zone, off = min(z[0]), min(z[1]), min(z[2])
-    dropped = _mlprof.dropped()
-    prof.stop()
-    rf = None
+        try:
+            run_zone(n)
+        finally:
+            prof.set_enabled(True)
+
+    def per_with(fn, n, clock=time.thread_time_ns):
+        return lambda: cpu_ns(fn, n, clock=clock) / n
+
+    ways = {
+        "empty": per_with(loop_empty, N),
+        "noop": per_with(run_noop, N),
+        "zone": per_with(run_zone, N),
+        "zone_process": per_with(run_zone, N, time.process_time_ns),
+        "off": per_with(off, N),
+    }
     try:
         import torch
         from torch.profiler import record_function
@@ -82,28 +95,41 @@ def bench_zones():
             for _ in range(n):
                 with record_function("x"):
                     pass
-        with torch.autograd.profiler.profile():
-            rf = per_iter(run_rf, max(N // 20, 10_000))
-        rf_idle = per_iter(run_rf, max(N // 20, 10_000))
+
+        def rf_profiled():
+            with torch.profiler.profile():
+                return cpu_ns(run_rf, n_rf, clock=time.thread_time_ns) / n_rf
+        rf_profiled()  # the first start initialises torch's profiler
+        ways["rf"] = per_with(run_rf, n_rf)
+        ways["rf_prof"] = rf_profiled
     except ImportError:
-        rf_idle = None
-    print("Python zones (%s, %d iterations, best of %d)"
-          % (sys.version.split()[0], N, REPEAT))
-    print("  empty loop                              %7.1f ns/iter" % empty)
-    print("  with noop.zone('x') (C no-op, baseline) %7.1f ns/iter  "
-          "(%.1f ns over the loop)" % (c_noop, c_noop - empty))
-    print("  with prof.zone('x'), recording          %7.1f ns/iter  "
-          "(%.1f ns over the loop)  x%.2f the C no-op (budget <= 1.3)"
-          % (zone, zone - empty, zone / c_noop))
-    print("  with prof.zone('x'), switched off       %7.1f ns/iter  "
-          "x%.2f the C no-op" % (off, off / c_noop))
-    if rf is not None:
-        print("  with record_function('x'), profiling    %7.1f ns/iter  "
-              "%.1fx mlprof's zone (budget >= 10)" % (rf, rf / zone))
-        print("  with record_function('x'), no profiler  %7.1f ns/iter  "
-              "%.1fx mlprof's zone" % (rf_idle, rf_idle / zone))
-    print("  events dropped: %d" % dropped)
-    return zone / c_noop, (rf / zone if rf else None)
+        torch = None
+    ns = medians(interleaved(ways, ROUNDS))
+    dropped = _mlprof.dropped()
+    prof.stop()
+    rows = [
+        ("empty loop (baseline)", ns["empty"], ""),
+        ("mlprof: with prof.zone('x'), recording", ns["zone"],
+         "x%.2f the C no-op (budget <= 1.3)" % (ns["zone"] / ns["noop"])),
+        ("  the same, CPU time of all threads", ns["zone_process"],
+         "its writer thread included"),
+        ("mlprof: with prof.zone('x'), switched off", ns["off"], ""),
+        ("with noop.zone('x'): a no-op written in C", ns["noop"],
+         "the budget's baseline"),
+    ]
+    if torch is not None:
+        rows += [
+            ("with record_function('x'), torch.profiler on", ns["rf_prof"],
+             "%.1fx mlprof's zone (budget >= 10)" % (ns["rf_prof"] /
+                                                      ns["zone"])),
+            ("with record_function('x'), no profiler", ns["rf"], ""),
+        ]
+    table("Python zones (%s; %d iterations, record_function %d; median of "
+          "%d interleaved rounds, CPU time of the thread)"
+          % (sys.version.split()[0], N, n_rf, ROUNDS), "ns/iter", rows)
+    print("  torch.profiler.profile() with its default settings, started "
+          "and stopped around each of its rounds (not timed: its cost at "
+          "stop comes on top); mlprof events dropped: %d" % dropped)
 
 
 def resnet_like():
