@@ -96,7 +96,11 @@ python-test-oldest: python-install
 browser-test: python-install
 	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python $(PY) -m pytest -q tests/browser
 
-bench-python: python-test
+# mlprof's Python side beside the profilers a user would try instead
+# (cProfile, VizTracer, yappi, pyinstrument, line_profiler, torch.profiler:
+# tests/requirements.txt puts them in the environment), each table measured
+# in one run on one workload, beside the baseline of that run.
+bench-python: python-install
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_python.py
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_calls.py
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_auto.py

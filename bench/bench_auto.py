@@ -3,23 +3,24 @@
 torch.profiler.profile() with its default settings on the same training
 steps: a small CNN trained on CPU from a DataLoader (bench/train_cnn.py).
 
-  - Per step: the steps timed in blocks, each block in a child forked from
-    one warmed-up process, in rounds (the order rotated): without a
-    profiler (the baseline), with a session recording and torch
-    instrumented as under `mlprof run`, and under torch.profiler; then the
-    same for a tiny model, whose step is short enough for a profiler's own
-    cost per step to show above the noise. Time is the CPU time of the
-    child (all its threads: the library's writer too), which other jobs on
-    a shared machine disturb less than wall time. Budget (DESIGN.md): at
-    most 2% of the CNN's step.
   - Whole runs, what users pay: `python train_cnn.py`, `mlprof run --
     python train_cnn.py` (its summary printed at the end) and the script
     with torch.profiler.profile() around its loop (its table printed at the
-    end), in rounds: the script's CPU time per step, and the wall and CPU
-    time of the whole run (every process of it).
+    end), in interleaved rounds: the script's CPU time per step, and the
+    wall and CPU time of the whole run (every process of it).
+  - A profiler's own cost per step, which a few percent of noise on the
+    CNN's step would hide: a tiny model's steps timed in blocks, each block
+    in a child forked from one warmed-up process, in interleaved rounds:
+    without a profiler (the baseline), with a session recording and torch
+    instrumented as under `mlprof run`, and under torch.profiler. Time is
+    the CPU time of the child (all its threads: the library's writer too),
+    which other jobs on a shared machine disturb less than wall time.
+    Budget (DESIGN.md): at most 2% of the CNN's step.
 
     make bench-python      or
     PYTHONPATH=build/python python3 bench/bench_auto.py [ROUNDS]
+
+ROUNDS (default 9) of blocks; a third of them (3 at least) of whole runs.
 """
 import os
 import resource
@@ -84,7 +85,7 @@ def rounds_of_blocks(tiny, steps, rounds, tmp):
                                                      "torch")}, rounds))
 
 
-def whole_run(argv, out):
+def whole_run(argv):
     """(step CPU ns the script printed, wall s, CPU s of every process) of
     one run of argv."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -111,59 +112,50 @@ def whole_runs(steps, rounds, tmp):
     def under_mlprof():
         n[0] += 1
         return whole_run([find_cli(), "run", "-o",
-                          os.path.join(tmp, "run-%d" % n[0]), "--"] + script,
-                         tmp)
+                          os.path.join(tmp, "run-%d" % n[0]), "--"] + script)
     got = interleaved({
-        "none": lambda: whole_run(script, tmp),
+        "none": lambda: whole_run(script),
         "mlprof": under_mlprof,
-        "torch": lambda: whole_run(script + ["--torch-profiler"], tmp),
+        "torch": lambda: whole_run(script + ["--torch-profiler"]),
     }, rounds)
     return {k: tuple(statistics.median(r[i] for r in v) for i in range(3))
             for k, v in got.items()}
 
 
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 11
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 9
     tmp = tempfile.mkdtemp(prefix="mlprof-bench-auto-")
-    cnn = rounds_of_blocks(False, 30, rounds, tmp)
-    tiny = rounds_of_blocks(True, 1000, rounds, tmp)
-    mine = "mlprof: torch instrumented as under mlprof run"
-    theirs = "torch.profiler.profile(), default settings"
-    how = "%d interleaved rounds of blocks, medians, CPU time per step" % \
-        rounds
-    table("PyTorch steps with no code change, small CNN (batch 32, CPU, 1 "
-          "thread): %s" % how, "ms/step", [
-              ("no profiler (baseline)", cnn[None] / 1e6, ""),
-              (mine, cnn["mlprof"] / 1e6, "budget: +2%"),
-              (theirs, cnn["torch"] / 1e6, "records every operator"),
-          ], fmt="%.3f")
-    table("The same, Linear(4, 2), batch 4 (a profiler's own cost per step "
-          "shows): %s" % how, "us/step", [
-              ("no profiler (baseline)", tiny[None] / 1e3, ""),
-              (mine, tiny["mlprof"] / 1e3, ""),
-              (theirs, tiny["torch"] / 1e3, ""),
-          ])
-    for label, k in (("mlprof's", "mlprof"), ("torch.profiler's", "torch")):
-        print("  %s cost per step (from the tiny model) is %.2f%% of the "
-              "CNN's step%s" % (label, 100 * (tiny[k] - tiny[None]) /
-                                cnn[None],
-                                " (budget 2%)" if k == "mlprof" else ""))
-    runs = max(3, rounds // 3)
-    steps = 150
+    runs, steps = max(3, rounds // 3), 100
     w = whole_runs(steps, runs, tmp)
-    print()
     rows = [("python train_cnn.py (baseline)", "none", ""),
-            ("mlprof run -- python train_cnn.py", "mlprof", "summary printed"),
-            ("the script with torch.profiler.profile()", "torch",
+            ("mlprof run -- python train_cnn.py", "mlprof",
+             "summary printed"),
+            ("the script in torch.profiler.profile()", "torch",
              "its table printed")]
-    title = "Whole runs of bench/train_cnn.py %d (small CNN, %d + 5 steps): " \
-        "median of %d interleaved rounds" % (steps, steps, runs)
-    table(title + ", the script's CPU time per step", "ms/step",
-          [(label, w[k][0] / 1e6, "") for label, k, _ in rows], fmt="%.3f")
+    table("PyTorch steps with no code change: whole runs of "
+          "bench/train_cnn.py %d (small CNN, batch 32, CPU, 1 thread), "
+          "median of %d interleaved rounds; the script's CPU time per step"
+          % (steps, runs), "ms/step",
+          [(label, w[k][0] / 1e6, "budget: +2%" if k == "mlprof" else "")
+           for label, k, _ in rows], fmt="%.3f")
     table("  the whole run, wall time", "s",
           [(label, w[k][1], note) for label, k, note in rows], fmt="%.2f")
     table("  the whole run, CPU time of every process", "s",
           [(label, w[k][2], note) for label, k, note in rows], fmt="%.2f")
+    tiny = rounds_of_blocks(True, 1000, rounds, tmp)
+    table("A profiler's own cost per step, on a step too short to hide it "
+          "(Linear(4, 2), batch 4): %d interleaved rounds of blocks of 1000 "
+          "steps in forked children, medians, CPU time" % rounds, "us/step", [
+              ("no profiler (baseline)", tiny[None] / 1e3, ""),
+              ("mlprof: torch instrumented as under mlprof run",
+               tiny["mlprof"] / 1e3, ""),
+              ("torch.profiler.profile(), default settings",
+               tiny["torch"] / 1e3, "records every operator"),
+          ])
+    for label, k in (("mlprof's", "mlprof"), ("torch.profiler's", "torch")):
+        print("  %s cost per step is %.2f%% of the small CNN's step above%s"
+              % (label, 100 * (tiny[k] - tiny[None]) / w["none"][0],
+                 " (budget 2%)" if k == "mlprof" else ""))
 
 
 if __name__ == "__main__":

@@ -295,27 +295,29 @@ def bench_hook_cost():
 
 def bench_torch_op():
     """ns per operator (x.add_(1) on one element) without torch.profiler,
-    and what torch.profiler adds with and without FLOPs."""
+    and what torch.profiler adds with and without FLOPs: interleaved
+    rounds, each profiled one under a profiler of its own (torch keeps tens
+    of kB per operator event until the profile is freed), medians."""
     import torch
     x = torch.ones(1)
+    n = 2000
 
     def ops(n):
         for _ in range(n):
             x.add_(1)
-    n = max(N // 50, 4000)
-    t = {None: [], True: [], False: []}  # no profiler, FLOPs, no FLOPs
-    for _ in range(3):  # interleaved; best of each
-        t[None].append(per_iter(ops, n))
-        for flops in (True, False):
-            tp = torch.profiler.profile(with_flops=flops)
-            tp.start()
-            t[flops].append(per_iter(ops, n))
-            tp.stop()
-    base = min(t[None])
+
+    def profiled(flops):
+        def run():
+            with torch.profiler.profile(with_flops=flops):
+                return cpu_ns(ops, n, clock=time.thread_time_ns) / n
+        return run
+    t = medians(interleaved({
+        None: lambda: cpu_ns(ops, n, clock=time.thread_time_ns) / n,
+        True: profiled(True), False: profiled(False)}, ROUNDS))
     print("  one operator (x.add_(1))        %8.2f µs; torch.profiler adds "
           "%.2f µs with FLOPs (backend='torch'), %.2f µs without"
-          % (base / 1e3, (min(t[True]) - base) / 1e3,
-             (min(t[False]) - base) / 1e3))
+          % (t[None] / 1e3, (t[True] - t[None]) / 1e3,
+             (t[False] - t[None]) / 1e3))
 
 
 def bench_torch_backend():
