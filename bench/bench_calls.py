@@ -150,7 +150,7 @@ def bench_calls(name, fn, arg, calls):
               ("pyinstrument %s (a sampler, 1 ms)" % version("pyinstrument"),
                ns["pyinstrument"], "not a tracer: sees no single call"),
           ])
-    print("  mlprof's profile: %.1f bytes per call" % (size / calls))
+    print("  mlprof's profile: %.1f bytes per call" % (size / calls / BEST_OF))
 
 
 def chosen_name(n):
@@ -257,7 +257,7 @@ def bench_lines():
           "same rounds" % FIB, "ms", [
               (label, rest_ms[k], note or ("budget: x none <= 1.05" if k in (
                   "lines", "name", "deco") else ""))
-              for k, label, note in labels], fmt="%.2f")
+              for k, label, note in labels], ours=None, fmt="%.2f")
 
 
 def main():

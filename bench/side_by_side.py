@@ -49,9 +49,10 @@ def table(title, unit, rows, ours=1, fmt="%.1f"):
     """Prints rows [(label, figure, note)] under title: each figure (a cost
     per unit: per call, per line, per step), what it adds over the first
     row's (the baseline: no profiler), its ratio to the baseline, and its
-    added cost as a multiple of mlprof's (the row at index ours). A note (a
-    budget, how a peer was set up) follows its row."""
-    base, mine = rows[0][1], rows[ours][1]
+    added cost as a multiple of mlprof's (the row at index ours; None where
+    mlprof adds nothing to compare with). A note (a budget, how a peer was
+    set up) follows its row."""
+    base, mine = rows[0][1], rows[ours][1] if ours is not None else None
     print(title)
     print("  %-46s %10s %10s %8s %8s" % ("", unit, "added", "x none",
                                          "x ours"))
@@ -59,7 +60,7 @@ def table(title, unit, rows, ours=1, fmt="%.1f"):
         added, by_ours = "-", "-"
         if i:
             added = fmt % (v - base)
-            if mine > base:
+            if mine is not None and mine > base:
                 by_ours = "%.2f" % ((v - base) / (mine - base))
         print("  %-46s %10s %10s %8.2f %8s%s"
               % (label, fmt % v, added, v / base, by_ours,
