@@ -43,7 +43,15 @@ static int by_line(const void *a, const void *b) {
   return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* A copy of t as a function's table; 0 or MLPROF_ENOMEM (f then freed). */
+/* A sum of counts from files, held at UINT64_MAX rather than wrapped. */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
+
+/* A copy of t as a function's table; 0 or MLPROF_ENOMEM (f then freed). A
+ * line's exclusive time is part of its total: one above it (a writer's
+ * timer that went backwards, an unsigned underflow) is taken as the total,
+ * the most it can be. */
 static int copy_table(mlprof__line_func *f, const mlprof__line_table *t) {
   memset(f, 0, sizeof *f);
   f->function = mlprof__dup(t->function, strlen(t->function));
@@ -53,8 +61,9 @@ static int copy_table(mlprof__line_func *f, const mlprof__line_table *t) {
   int bad = !f->function || !f->file || !f->rows;
   for (uint32_t i = 0; i < t->n && !bad; i++) {
     const mlprof__line_row *r = &t->rows[i];
-    f->rows[i] = (mlprof__line_stat){r->line, r->hits, r->total_ns,
-                                     r->exclusive_ns, NULL};
+    uint64_t excl =
+        r->exclusive_ns < r->total_ns ? r->exclusive_ns : r->total_ns;
+    f->rows[i] = (mlprof__line_stat){r->line, r->hits, r->total_ns, excl, NULL};
     bad = !(f->rows[i].source = mlprof__dup(r->source, strlen(r->source)));
     f->n = i + 1;
   }
@@ -111,9 +120,10 @@ static int add_rows(mlprof__line_func *f, mlprof__line_func *g) {
       g->rows[i].source = NULL; /* moved */
       continue;
     }
-    rows[j].hits += g->rows[i].hits;
-    rows[j].total_ns += g->rows[i].total_ns;
-    rows[j].exclusive_ns += g->rows[i].exclusive_ns;
+    rows[j].hits = sat_add(rows[j].hits, g->rows[i].hits);
+    rows[j].total_ns = sat_add(rows[j].total_ns, g->rows[i].total_ns);
+    rows[j].exclusive_ns =
+        sat_add(rows[j].exclusive_ns, g->rows[i].exclusive_ns);
   }
   qsort(f->rows, f->n, sizeof *f->rows, by_line);
   return 0;
@@ -147,7 +157,8 @@ void mlprof__lines_finish(mlprof__lines_builder *b) {
   for (size_t i = 0; i < b->out->n; i++) {
     mlprof__line_func *f = &b->out->funcs[i];
     f->total_ns = 0;
-    for (size_t j = 0; j < f->n; j++) f->total_ns += f->rows[j].total_ns;
+    for (size_t j = 0; j < f->n; j++)
+      f->total_ns = sat_add(f->total_ns, f->rows[j].total_ns);
   }
   free(b);
 }
