@@ -1241,11 +1241,11 @@ static int steps(mlprof__dist_builder *b) {
     }
     double mean = sum / (double)n;
     s->index = k;
-    s->mean_compute_ns = (uint64_t)mean;
-    s->max_compute_ns = (uint64_t)max;
+    s->mean_compute_ns = to_u64(mean);
+    s->max_compute_ns = to_u64(max);
     s->imbalance = mean > 0 ? (max - mean) / mean : 0;
     double others = n > 1 ? (sum - max) / (double)(n - 1) : max;
-    s->delay_ns = (uint64_t)(max - others);
+    s->delay_ns = to_u64(max - others);
     d->ranks[s->straggler].straggler_steps++;
   }
   return 0;
