@@ -184,8 +184,8 @@ typedef struct {
   uint32_t nparts;
   int matched;  /* set by collectives */
   size_t last;  /* while reading: its latest part */
-  size_t first; /* once sorted (sort_parts): parts[first, first + nparts),
-                   by rank */
+  size_t first; /* once indexed (index_parts): its parts are
+                   parts[order[first ... first + nparts - 1]], by rank */
 } inst;
 
 /* A rank's part in an instance: monotonic ns; once matched, exit is where
@@ -220,6 +220,7 @@ typedef struct {
   uint64_t async_ns, waitzone_ns, exposed_ns;
   uint64_t end_ns;
   uint64_t syncs, sync_ns;
+  size_t part0, part1; /* its parts, as made: parts[part0, part1) */
 } rankst;
 
 struct mlprof__dist_builder {
@@ -235,6 +236,7 @@ struct mlprof__dist_builder {
   mlprof__map inst_index;
   part *parts;
   size_t nparts, partcap;
+  uint32_t *order; /* the parts by instance, then rank (index_parts) */
   ztime *zt;
   size_t nzt, ztcap;
   uint64_t unmatched;
@@ -418,10 +420,12 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
     }
     return 0;
   }
-  if (mlprof__grow(&b->parts, &b->partcap, b->nparts + 1, sizeof *b->parts))
+  if (b->nparts >= MLPROF__NONE ||
+      mlprof__grow(&b->parts, &b->partcap, b->nparts + 1, sizeof *b->parts))
     return MLPROF_ENOMEM;
   b->parts[b->nparts] = (part){.inst = i, .rank = r, .enter = en, .exit = ex};
   x->last = b->nparts++;
+  b->ranks[r].part1 = b->nparts;
   x->nparts++;
   x->bytes += p->bytes;
   return 0;
@@ -607,6 +611,7 @@ void mlprof__dist_abort(mlprof__dist_builder *b) {
   free(b->insts);
   mlprof__map_clear(&b->inst_index);
   free(b->parts);
+  free(b->order);
   free(b->zt);
   free(b->p2ps);
   free(b->dones);
@@ -684,6 +689,7 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
     r->start_wall =
         (int64_t)(p->start_wall_ns < MLPROF__CLOCK_MAX ? p->start_wall_ns
                                                        : MLPROF__CLOCK_MAX);
+    r->part0 = r->part1 = b->nparts;
   }
   *v = (mlprof__visitor){.ud = b,
                          .name = on_name,
@@ -921,13 +927,15 @@ static int clocks(mlprof__dist_builder *b) {
   }
   for (size_t i = 0; i < b->ninsts; i++) {
     const inst *c = &b->insts[i];
-    const part *q = &b->parts[c->first]; /* by rank: rank 0's first */
-    if (!synchronises(c->op) || !c->nparts || q->rank != 0) continue;
-    double e0 = (double)q->enter, x0 = (double)q->exit;
+    const uint32_t *o = &b->order[c->first]; /* by rank: rank 0's first */
+    if (!synchronises(c->op) || !c->nparts || b->parts[o[0]].rank != 0)
+      continue;
+    double e0 = (double)b->parts[o[0]].enter, x0 = (double)b->parts[o[0]].exit;
     for (uint32_t k = 1; k < c->nparts; k++) {
-      uint32_t r = q[k].rank;
-      double er = aligned(&d->ranks[r], q[k].enter);
-      double xr = aligned(&d->ranks[r], q[k].exit);
+      const part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
+      double er = aligned(&d->ranks[r], q->enter);
+      double xr = aligned(&d->ranks[r], q->exit);
       if (e0 - xr > lo[r]) lo[r] = e0 - xr;
       if (x0 - er < hi[r]) hi[r] = x0 - er;
     }
@@ -971,7 +979,7 @@ static int collectives(mlprof__dist_builder *b) {
   double *ex = en + most;
   for (size_t i = 0; i < b->ninsts; i++) {
     inst *c = &b->insts[i];
-    part *q = &b->parts[c->first];
+    const uint32_t *o = &b->order[c->first];
     const char *g = b->strs[c->group].s;
     size_t expect = !strcmp(g, "world") ? n : 0;
     if (!strncmp(g, "ranks ", 6) && !strstr(g, "...")) {
@@ -986,9 +994,10 @@ static int collectives(mlprof__dist_builder *b) {
     c->matched = 1;
     double last = -INFINITY, lastu = 0, rootin = NAN;
     for (uint32_t k = 0; k < c->nparts; k++) {
-      uint32_t r = q[k].rank;
-      en[k] = aligned(&d->ranks[r], q[k].enter);
-      ex[k] = aligned(&d->ranks[r], q[k].exit);
+      const part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
+      en[k] = aligned(&d->ranks[r], q->enter);
+      ex[k] = aligned(&d->ranks[r], q->exit);
       if (en[k] > last) {
         last = en[k];
         lastu = d->ranks[r].uncertainty_ns;
@@ -997,7 +1006,8 @@ static int collectives(mlprof__dist_builder *b) {
     }
     double time = 0, wait = 0, transfer = 0;
     for (uint32_t k = 0; k < c->nparts; k++) {
-      uint32_t r = q[k].rank;
+      part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
       double dur = ex[k] - en[k], w;
       /* Who waits for whom: everyone for the last to arrive; a broadcast's
        * or scatter's receivers for the root; a reduce's or gather's root
@@ -1016,7 +1026,7 @@ static int collectives(mlprof__dist_builder *b) {
       time += dur;
       wait += w;
       transfer += dur - w;
-      q[k].exit = sat_add(q[k].enter, to_i64(w));
+      q->exit = sat_add(q->enter, to_i64(w));
     }
     /* nccl-tests' size: the whole buffer gathered or scattered. */
     uint64_t size = c->bytes / c->nparts;
@@ -1172,45 +1182,32 @@ static int p2p_match(mlprof__dist_builder *b) {
  * ones waiting at once for the same late rank count once. Each stretch
  * counts in the step where it starts. */
 static int rank_waits(mlprof__dist_builder *b) {
-  /* Rank r's waits go from w[base[r]] (room for each of its parts) to
-   * w[at[r]]. */
-  size_t nr = b->nranks;
-  ival *w = malloc((b->nparts ? b->nparts : 1) * sizeof *w);
-  size_t *base = calloc(2 * (nr + 1), sizeof *base), *at = base + nr + 1;
-  if (!w || !base) {
-    free(w);
-    free(base);
-    return MLPROF_ENOMEM;
-  }
-  for (size_t k = 0; k < b->nparts; k++) base[b->parts[k].rank + 1]++;
-  for (size_t r = 0; r < nr; r++) base[r + 1] += base[r];
-  memcpy(at, base, (nr + 1) * sizeof *at);
-  for (size_t i = 0; i < b->ninsts; i++) {
-    const inst *c = &b->insts[i];
-    const part *q = &b->parts[c->first];
-    for (uint32_t k = 0; c->matched && k < c->nparts; k++) {
-      const rankst *rs = &b->ranks[q[k].rank];
-      if (q[k].exit > q[k].enter)
-        w[at[q[k].rank]++] = (ival){(uint64_t)(q[k].enter - rs->start_mono),
-                                    (uint64_t)(q[k].exit - rs->start_mono)};
-    }
-  }
-  for (size_t r = 0; r < nr; r++) {
+  size_t most = 1;
+  for (size_t r = 0; r < b->nranks; r++)
+    if (b->ranks[r].part1 - b->ranks[r].part0 > most)
+      most = b->ranks[r].part1 - b->ranks[r].part0;
+  ival *w = malloc(most * sizeof *w);
+  if (!w) return MLPROF_ENOMEM;
+  for (size_t r = 0; r < b->nranks; r++) {
     rankst *rs = &b->ranks[r];
-    size_t nw = at[r] - base[r];
-    ival *wr = w + base[r];
-    qsort(wr, nw, sizeof *wr, cmp_ival);
+    size_t nw = 0;
+    for (size_t k = rs->part0; k < rs->part1; k++) {
+      const part *q = &b->parts[k];
+      if (b->insts[q->inst].matched && q->exit > q->enter)
+        w[nw++] = (ival){(uint64_t)(q->enter - rs->start_mono),
+                         (uint64_t)(q->exit - rs->start_mono)};
+    }
+    qsort(w, nw, sizeof *w, cmp_ival);
     for (size_t i = 0; i < nw;) {
-      uint64_t lo = wr[i].b, hi = wr[i].e;
-      for (i++; i < nw && wr[i].b <= hi; i++)
-        if (wr[i].e > hi) hi = wr[i].e;
+      uint64_t lo = w[i].b, hi = w[i].e;
+      for (i++; i < nw && w[i].b <= hi; i++)
+        if (w[i].e > hi) hi = w[i].e;
       long k = step_at(rs, lo);
       if (k >= 0) rs->steps[k].wait += hi - lo;
       b->d->ranks[r].wait_ns += hi - lo;
     }
   }
   free(w);
-  free(base);
   return 0;
 }
 
@@ -1522,34 +1519,27 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
   return 0;
 }
 
-/* Puts the parts in instance order, each instance's by rank, and sets each
- * instance's first: two stable counting passes (by rank, then by
- * instance), in time linear in the parts. */
-static int sort_parts(mlprof__dist_builder *b) {
-  size_t n = b->nparts, nr = b->nranks;
-  part *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  size_t *at = calloc(nr + 1, sizeof *at);
-  if (!tmp || !at) {
-    free(tmp);
-    free(at);
+/* Orders the parts by instance, each instance's by rank, in order (an
+ * index, not a copy: the parts are the largest table the analysis keeps),
+ * and sets each instance's first. A rank's parts were made while its
+ * profile was read, at parts[part0, part1): going through the ranks in
+ * order, each part goes after those of its instance placed before. Returns
+ * 0, MLPROF_ENOMEM, or 1 when the parts are not one block a rank (every
+ * profile_end ran, so it cannot be: no analysis then). */
+static int index_parts(mlprof__dist_builder *b) {
+  size_t placed = 0, first = 0;
+  for (size_t r = 0; r < b->nranks; r++)
+    placed += b->ranks[r].part1 - b->ranks[r].part0;
+  if (placed != b->nparts) return 1;
+  if (!(b->order = malloc((b->nparts ? b->nparts : 1) * sizeof *b->order)))
     return MLPROF_ENOMEM;
-  }
-  for (size_t k = 0; k < n; k++) at[b->parts[k].rank + 1]++;
-  for (size_t r = 0; r < nr; r++) at[r + 1] += at[r];
-  for (size_t k = 0; k < n; k++) tmp[at[b->parts[k].rank]++] = b->parts[k];
-  size_t first = 0;
   for (size_t i = 0; i < b->ninsts; i++) {
-    b->insts[i].first = first;
+    b->insts[i].first = b->insts[i].last = first; /* last: the next slot */
     first += b->insts[i].nparts;
   }
-  /* last (no longer needed) counts each instance's parts placed. */
-  for (size_t i = 0; i < b->ninsts; i++) b->insts[i].last = 0;
-  for (size_t k = 0; k < n; k++) {
-    inst *x = &b->insts[tmp[k].inst];
-    b->parts[x->first + x->last++] = tmp[k];
-  }
-  free(tmp);
-  free(at);
+  for (size_t r = 0; r < b->nranks; r++)
+    for (size_t k = b->ranks[r].part0; k < b->ranks[r].part1; k++)
+      b->order[b->insts[b->parts[k].inst].last++] = (uint32_t)k;
   return 0;
 }
 
@@ -1558,6 +1548,8 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
   size_t n = b->nranks, have = 0;
   for (size_t r = 0; r < n; r++) have += b->ranks[r].profile >= 0;
   if (n < 2 || have != n) return 0;
+  int rc = index_parts(b);
+  if (rc) return rc > 0 ? 0 : rc;
   if (!(d->ranks = calloc(n, sizeof *d->ranks))) return MLPROF_ENOMEM;
   d->nranks = n;
   for (size_t r = 0; r < n; r++) {
@@ -1578,8 +1570,7 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
             ? (double)x->overlap_ns / (double)(x->exposed_ns + x->overlap_ns)
             : 0;
   }
-  int rc = sort_parts(b);
-  if (!rc) rc = clocks(b);
+  rc = clocks(b);
   if (!rc) rc = collectives(b);
   if (!rc) rc = rank_waits(b);
   if (!rc) rc = p2p_match(b);
