@@ -5,7 +5,7 @@ import zlib
 
 FILE_MAGIC = b"MLPROF\r\n"
 CHUNK_MAGIC = b"MPCK"
-HEADER, NAMES, THREAD, EVENTS, META, END = 1, 2, 3, 4, 5, 6
+HEADER, NAMES, THREAD, EVENTS, META, END, LINES = 1, 2, 3, 4, 5, 6, 9
 ZONE, GAUGE, UNITS, STRING = 0, 1, 2, 3
 CAT_COMM = 5
 SPAN, SPAN_META, SPAN_UNITS, STEP = 1, 4, 5, 6
@@ -76,6 +76,15 @@ def step(delta):
 def meta(pairs):
     return chunk(META, uv(len(pairs)) + b"".join(s(k) + s(v)
                                                  for k, v in pairs))
+
+
+def lines(function, file, first, rows):
+    """A LINES chunk: rows are (line, hits, total_ns, exclusive_ns,
+    source)."""
+    p = s(function) + s(file) + uv(first) + uv(len(rows))
+    for line, hits, total, excl, src in rows:
+        p += uv(line) + uv(hits) + uv(total) + uv(excl) + s(src)
+    return chunk(LINES, p)
 
 
 def end(end_ns):

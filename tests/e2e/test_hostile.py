@@ -138,3 +138,29 @@ def test_clock_offsets_at_the_ends_of_int64(tmp_path):
         rep["warnings"]
     for cmd in ("html", "trace"):
         check_bounded(d, cmd)
+
+
+def test_many_line_tables_answer_in_seconds(tmp_path):
+    """Line timings of 100 000 functions in one file (3 MB), and two
+    processes' tables of one function of 100 000 lines each: matched by a
+    hash and merged by line, not by searching every function and line for
+    each (which took minutes)."""
+    one = craft.profile(craft.header(), *[
+        craft.lines(f"f{i}", "x.py", 1, [(1, 1, 10, 5, "")])
+        for i in range(100_000)], craft.end(100))
+    rows = [(i, 1, 10, 5, "") for i in range(1, 100_001)]
+    d = write_job(tmp_path / "job", {
+        "a.mlprof": one,
+        "b.mlprof": craft.profile(craft.header(pid=7),
+                                  craft.lines("g", "g.py", 1, rows),
+                                  craft.end(100)),
+        "c.mlprof": craft.profile(craft.header(pid=8),
+                                  craft.lines("g", "g.py", 1, rows[::-1]),
+                                  craft.end(100))})
+    rep = check_bounded(d, "report")
+    by = {}
+    for r in rep["lines"]:
+        by.setdefault(r["function"], []).append(r)
+    assert len(by) == 100_001
+    assert len(by["g"]) == 100_000
+    assert all(r["hits"] == 2 and r["total_ns"] == 20 for r in by["g"])
