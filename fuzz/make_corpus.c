@@ -1,7 +1,10 @@
 /* Writes the fuzzer's seed profiles into the directory given as argv[1]:
  * small, valid profiles covering every chunk and record type and a name
  * table large enough to grow, plus ones with an unknown chunk, a damaged
- * chunk and a truncated tail. */
+ * chunk and a truncated tail; and jobs of two ranks for fuzz_job.c (the
+ * two profiles one after the other): a plain one, and ones claiming 2^20
+ * ranks, using an id near 2^32 that nothing announced, and with clock
+ * offsets near the ends of int64_t. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +153,102 @@ static void many_names(buf *f, buf *p) {
   chunk(f, MLPROF__CHUNK_EVENTS, p);
 }
 
+/* The file header and HEADER chunk of rank `rank` of `world` (pid
+ * 100 + rank, its own host), started at start_mono. */
+static void start_rank(buf *f, buf *p, int64_t rank, int64_t world,
+                       uint64_t start_mono) {
+  uint8_t h[MLPROF__FILE_HEADER_SIZE] = {0};
+  memcpy(h, MLPROF__FILE_MAGIC, 8);
+  mlprof__put_u16(h + 8, MLPROF__FORMAT_MAJOR);
+  mlprof__put_u16(h + 10, MLPROF__FORMAT_MINOR);
+  put(f, h, sizeof h);
+  put_uv(p, 100 + (uint64_t)rank);
+  put_uv(p, 1);
+  put_uv(p, 1700000000000000000ull);
+  put_uv(p, start_mono);
+  put_sv(p, rank);
+  put_sv(p, world);
+  put_str(p, rank ? "node1" : "node0");
+  put_str(p, "/usr/bin/python3");
+  put_uv(p, 1);
+  put_str(p, "train.py");
+  put_str(p, "tsc");
+  put_uv(p, 200);
+  chunk(f, MLPROF__CHUNK_HEADER, p);
+}
+
+static void meta(buf *f, buf *p, const char *key, const char *value) {
+  put_uv(p, 1);
+  put_str(p, key);
+  put_str(p, value);
+  chunk(f, MLPROF__CHUNK_META, p);
+}
+
+/* A rank's names and n steps of compute, then an all-reduce over the group
+ * "world" (seq 0, 1, ...); far: a span of that id, never announced (0:
+ * none). */
+static void rank_events(buf *f, buf *p, int n, uint64_t far) {
+  static const struct {
+    uint8_t kind, cat;
+    const char *name;
+  } nm[] = {
+      {MLPROF__NAME_ZONE, 5, "all_reduce"}, {MLPROF__NAME_STRING, 0, "group"},
+      {MLPROF__NAME_STRING, 0, "world"},    {MLPROF__NAME_UNITS, 0, "seq"},
+      {MLPROF__NAME_UNITS, 0, "bytes"},     {MLPROF__NAME_ZONE, 2, "forward"}};
+  put_uv(p, 6);
+  for (int i = 0; i < 6; i++) {
+    put_uv(p, (uint64_t)i + 1);
+    put_u8(p, nm[i].kind);
+    put_u8(p, nm[i].cat);
+    put_str(p, nm[i].name);
+    put_str(p, "");
+    put_str(p, "");
+    put_uv(p, 0);
+  }
+  chunk(f, MLPROF__CHUNK_NAMES, p);
+  put_uv(p, 7);
+  put_uv(p, 0);
+  put_uv(p, 0);
+  for (int i = 0; i < n; i++) {
+    put_u8(p, MLPROF__REC_STEP);
+    put_sv(p, i ? 200 : 0);
+    put_u8(p, MLPROF__REC_SPAN);
+    put_uv(p, 6), put_uv(p, 0), put_sv(p, 0), put_uv(p, 700);
+    put_u8(p, MLPROF__REC_SPAN);
+    put_uv(p, 1), put_uv(p, 0), put_sv(p, 750), put_uv(p, 50);
+    put_u8(p, MLPROF__REC_SPAN_META);
+    put_uv(p, 2), put_uv(p, 3);
+    put_u8(p, MLPROF__REC_SPAN_UNITS);
+    put_uv(p, 4), put_uv(p, (uint64_t)i);
+    put_u8(p, MLPROF__REC_SPAN_UNITS);
+    put_uv(p, 5), put_uv(p, 4096);
+    put_u8(p, MLPROF__REC_STEP);
+    put_sv(p, 50);
+  }
+  if (far) {
+    put_u8(p, MLPROF__REC_SPAN);
+    put_uv(p, far), put_uv(p, 0), put_sv(p, 1), put_uv(p, 10);
+  }
+  chunk(f, MLPROF__CHUNK_EVENTS, p);
+}
+
+/* A job of two ranks as fuzz_job.c reads it: the two profiles one after
+ * the other. world: the world size both claim; far: rank 0's unannounced
+ * id (0: none); mono0: rank 0's start; clocks: rank 1's dist.clock.init and
+ * .final (NULL: none). */
+static void rank_job(buf *f, buf *p, int64_t world, uint64_t far,
+                     uint64_t mono0, const char *init, const char *final) {
+  f->n = 0;
+  for (int64_t r = 0; r < 2; r++) {
+    start_rank(f, p, r, world, r ? 123456789 : mono0);
+    rank_events(f, p, 4, r ? 0 : far);
+    if (r == 0) meta(f, p, "dist.clock.init", "0 0 0");
+    if (r == 1 && init) meta(f, p, "dist.clock.init", init);
+    if (r == 1 && final) meta(f, p, "dist.clock.final", final);
+    end(f, p);
+  }
+}
+
 static void save(const char *dir, const char *name, const buf *f) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -224,5 +323,15 @@ int main(int argc, char **argv) {
   }
   end(&f, &p);
   save(argv[1], "lines.mlprof", &f);
+
+  rank_job(&f, &p, 2, 0, 123456789, "1500 20 1000", "1600 20 9000");
+  save(argv[1], "job-two-ranks.mlprof", &f);
+  rank_job(&f, &p, 1 << 20, 0, 123456789, NULL, NULL);
+  save(argv[1], "job-world-claim.mlprof", &f);
+  rank_job(&f, &p, 2, 3000000000u, 123456789, NULL, NULL);
+  save(argv[1], "job-far-id.mlprof", &f);
+  rank_job(&f, &p, 2, 0, UINT64_MAX, "9223372036854775000 10 5",
+           "-9223372036854775000 10 6");
+  save(argv[1], "job-clock-ends.mlprof", &f);
   return 0;
 }

@@ -391,6 +391,7 @@ class Profiler(_mlprof.ProfilerBase):
         dict, plus "session": this Profiler's path, joined, running, steps
         and process (CPU time and peak memory of this process so far); with
         backend="calls", "calls" (dropped_short: calls under min_duration;
+        dropped_no_memory: calls not recorded for lack of memory;
         mechanism: "eval_frame" or "profile", docs/python.md);
         when lines are timed, "lines" (mlprof.line_table()). filters:
         those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
@@ -410,6 +411,7 @@ class Profiler(_mlprof.ProfilerBase):
                         "process": _mlprof.resources()}
         if "calls" in self.backends:
             d["calls"] = {"dropped_short": _mlprof.calls_dropped(),
+                          "dropped_no_memory": _mlprof.calls_dropped_memory(),
                           "mechanism": _mlprof.calls_mechanism()}
         if self._lines or _lines_chosen:
             d["lines"] = line_table()

@@ -98,9 +98,11 @@ static int calls_on, lines_on;
 static int calls_hooked; /* calls go through the frame evaluation hook */
 static int paused;       /* set_all is running: its own calls are not traced */
 static uint64_t dropped_short; /* calls shorter than the minimum */
-static PyObject *sites;        /* (name, file, line) -> capsule of a site */
-static PyObject *line_names;   /* {"module:qualname"} whose lines are timed */
-static PyObject *line_tables;  /* list of capsules of line_table */
+/* Calls to record that found no memory for their place on the stack. */
+static uint64_t dropped_memory;
+static PyObject *sites;       /* (name, file, line) -> capsule of a site */
+static PyObject *line_names;  /* {"module:qualname"} whose lines are timed */
+static PyObject *line_tables; /* list of capsules of line_table */
 static int line_table_attach(PyObject *code, code_info *ci);
 
 /* A site for (name, file, line) that lives until exit; NULL with an
@@ -229,12 +231,19 @@ typedef struct {
   uint64_t t0;             /* begin, with a minimum duration */
 } call_entry;
 
-/* This thread's open calls. gen tells a stack left by an earlier start. */
+/* This thread's open calls: the first STACK_MAX in stack, the deeper ones
+ * in deep (grown as a recursion goes, freed with the thread), so that
+ * every call is recorded, or counted as dropped where the library drops
+ * it (zones nested past its limit) or where memory is short. gen tells a
+ * stack left by an earlier start. */
 typedef struct {
   unsigned gen;
-  int depth;       /* open calls, STACK_MAX and past */
+  int depth;       /* open calls */
   int recorded;    /* recorded calls open (max_depth counts these) */
+  int lost;        /* the innermost open calls, which found no memory */
   size_t npending; /* finished spans kept for track_spans */
+  call_entry *deep;
+  size_t deep_cap;
   call_entry stack[STACK_MAX];
   mlprof_span pending[PENDING_MAX];
 } call_state;
@@ -257,6 +266,7 @@ static void states_free(void *p) {
   if (h->calls) send_pending(h->calls);
   if ((void *)cs == h->calls) cs = NULL;
   if ((void *)ls == h->lines) ls = NULL;
+  if (h->calls) free(((call_state *)h->calls)->deep);
   free(h->calls);
   free(h->lines);
   free(h);
@@ -296,7 +306,7 @@ static call_state *state(void) {
   if (!cs) cs = thread_alloc(sizeof *cs, 0);
   if (cs && cs->gen != calls_gen) {
     cs->gen = calls_gen;
-    cs->depth = cs->recorded = 0;
+    cs->depth = cs->recorded = cs->lost = 0;
     cs->npending = 0;
   }
   return cs;
@@ -350,32 +360,58 @@ static const mlprof_site *cfunc_site(PyObject *fn) {
   return site;
 }
 
+/* The entry of depth d, room made for it; NULL when memory is short. */
+static call_entry *entry_at(call_state *s, int d) {
+  if (d < STACK_MAX) return &s->stack[d];
+  size_t i = (size_t)d - STACK_MAX;
+  if (i >= s->deep_cap) {
+    size_t cap = s->deep_cap ? 2 * s->deep_cap : STACK_MAX;
+    while (cap <= i) cap *= 2;
+    call_entry *p = realloc(s->deep, cap * sizeof *p);
+    if (!p) return NULL;
+    s->deep = p;
+    s->deep_cap = cap;
+  }
+  return &s->deep[i];
+}
+
 static void call_begin(call_state *s, const mlprof_site *site) {
   int d = s->depth++;
-  if (d >= STACK_MAX) return;
   if (site && opt_max_depth && s->recorded >= opt_max_depth) site = NULL;
+  /* Past a call that found no memory, none is held (a return must find
+   * the entry of its own call). */
+  call_entry *e = s->lost ? NULL : entry_at(s, d);
+  if (!e) {
+    s->lost++;
+    dropped_memory += site != NULL;
+    return;
+  }
   if (site) {
     if (opt_min_ns)
-      s->stack[d].t0 = now_ns();
+      e->t0 = now_ns();
     else if (!mlprof__py_rec.zone_begin_site(site))
       site = NULL; /* recording is off: no end owed */
   }
-  s->stack[d].site = site;
+  e->site = site;
   s->recorded += site != NULL;
 }
 
 static void call_end(call_state *s) {
   if (s->depth == 0) return; /* a frame that began before start() */
   int d = --s->depth;
-  if (d >= STACK_MAX) return;
-  const mlprof_site *site = s->stack[d].site;
+  if (s->lost) {
+    s->lost--;
+    return;
+  }
+  call_entry *e = d < STACK_MAX ? &s->stack[d] : &s->deep[d - STACK_MAX];
+  const mlprof_site *site = e->site;
   if (!site) return;
   s->recorded--;
   if (!opt_min_ns) {
     mlprof__py_rec.zone_end();
     return;
   }
-  uint64_t t0 = s->stack[d].t0, t1 = now_ns();
+  uint64_t t0 = e->t0, t1 = now_ns();
   if (t1 - t0 < opt_min_ns) {
     dropped_short++;
   } else {
@@ -708,7 +744,7 @@ static PyObject *calls_start(PyObject *m, PyObject *args, PyObject *kw) {
   opt_min_ns = min_ns;
   options_gen++;
   calls_gen++;
-  dropped_short = 0;
+  dropped_short = dropped_memory = 0;
   calls_on = 1;
 #ifdef CALLS_HOOK
   calls_hooked = !builtins && hook_set(1) == 0;
@@ -744,6 +780,10 @@ static PyObject *calls_stop(PyObject *m, PyObject *unused) {
 
 static PyObject *calls_dropped(PyObject *m, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(dropped_short);
+}
+
+static PyObject *calls_dropped_memory(PyObject *m, PyObject *unused) {
+  return PyLong_FromUnsignedLongLong(dropped_memory);
 }
 
 /* How calls are traced: "eval_frame" (the hook) or "profile". */
@@ -959,6 +999,8 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_stop", calls_stop, METH_NOARGS, "Stops tracing calls."},
     {"calls_dropped", calls_dropped, METH_NOARGS,
      "Calls dropped for lasting less than the minimum duration."},
+    {"calls_dropped_memory", calls_dropped_memory, METH_NOARGS,
+     "Calls not recorded for lack of memory to hold their place."},
     {"calls_mechanism", calls_mechanism, METH_NOARGS,
      "How calls are traced: 'eval_frame' or 'profile'."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},

@@ -1113,9 +1113,24 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   return PyLong_FromSize_t(n);
 }
 
+/* A PyArg "O&" converter: a count, an int in [0, 2^64) (ValueError or
+ * OverflowError otherwise, not a silent wrap). */
+static int count_arg(PyObject *o, void *out) {
+  if (!PyLong_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "a count must be an int, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return 0;
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(o);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+  *(uint64_t *)out = v;
+  return 1;
+}
+
 /* lines_record(function, file, first_line, rows): one function's line
  * timings into the profile (mlprof_lines_set); rows are (line, hits,
- * total_ns, exclusive_ns, source) tuples. */
+ * total_ns, exclusive_ns, source) tuples, counts in [0, 2^64) and each
+ * exclusive_ns at most its total_ns (ValueError, OverflowError). */
 static PyObject *mod_lines_record(PyObject *m, PyObject *args) {
   PyObject *fo, *fileo, *seq, *fkeep = NULL, *filekeep = NULL, *keep = NULL,
                               *items = NULL;
@@ -1137,12 +1152,20 @@ static PyObject *mod_lines_record(PyObject *m, PyObject *args) {
     PyObject *t = PyTuple_GET_ITEM(items, i), *src, *owner;
     mlprof_line *l = &rows[i];
     if (!PyArg_ParseTuple(t,
-                          "IKKKO;a row is (line, hits, total_ns, "
+                          "IO&O&O&O;a row is (line, hits, total_ns, "
                           "exclusive_ns, source)",
-                          &l->line, &l->hits, &l->total_ns, &l->exclusive_ns,
-                          &src) ||
-        !(l->source = c_name(src, "source", &owner)))
+                          &l->line, count_arg, &l->hits, count_arg,
+                          &l->total_ns, count_arg, &l->exclusive_ns, &src))
       goto out;
+    if (l->exclusive_ns > l->total_ns) {
+      PyErr_Format(PyExc_ValueError,
+                   "line %u: exclusive_ns %llu is above total_ns %llu (the "
+                   "exclusive time is part of the total)",
+                   l->line, (unsigned long long)l->exclusive_ns,
+                   (unsigned long long)l->total_ns);
+      goto out;
+    }
+    if (!(l->source = c_name(src, "source", &owner))) goto out;
     if (owner && PyList_Append(keep, owner) < 0) {
       Py_DECREF(owner);
       goto out;

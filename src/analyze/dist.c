@@ -16,7 +16,23 @@
 #include "../format/wire.h"
 #include "findings.h"
 
-#define ABSENT INT64_MIN
+/* Doubles made from hostile clocks (offsets, drift) may be anything: held
+ * at the ends of the integer they become; NaN becomes 0. */
+static int64_t to_i64(double v) {
+  return v >= 0x1p63   ? INT64_MAX
+         : v > -0x1p63 ? (int64_t)v
+         : v < 0       ? INT64_MIN
+                       : 0;
+}
+
+static uint64_t to_u64(double v) {
+  return v >= 0x1p64 ? UINT64_MAX : v > 0 ? (uint64_t)v : 0;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return !__builtin_add_overflow(a, b, &r) ? r : b < 0 ? INT64_MIN : INT64_MAX;
+}
 
 static const char *const op_names[MLPROF__NOPS] = {
     "other",     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
@@ -100,7 +116,6 @@ static int synchronises(int op) {
 /* A string of the job (zone or group name), interned across profiles. */
 typedef struct {
   char *s;
-  uint64_t *rank_ns; /* zones: time per rank (not communication), or NULL */
   int comm;
 } jstr;
 
@@ -114,7 +129,17 @@ typedef struct {
   int nb;        /* a nonblocking operation's start (MPI_Irecv, irecv) */
   int sync;      /* "host sync ...": the host waited for the device */
   uint8_t kind;
+  uint8_t known; /* announced (an empty slot of the table is not) */
+  uint8_t used;  /* a rank's zone that a span named: ns is its time */
+  uint64_t ns;
 } pname;
+
+/* A rank's time in a zone that is not communication (the zones' used
+ * names at the end of its profile), for zone_diffs. */
+typedef struct {
+  uint32_t str, rank;
+  uint64_t ns;
+} ztime;
 
 /* A communication span waiting for the metadata and units that follow it
  * on its thread. */
@@ -148,16 +173,27 @@ typedef struct {
   uint64_t b, e, comm, wait;
 } rstep;
 
+/* A collective: one instance of (group, seq). Its participants are parts,
+ * one per rank that took part, so that it costs what the files hold
+ * whatever number of ranks they claim. */
 typedef struct {
   int op;
   uint32_t group;
   int64_t root;
   uint64_t bytes; /* summed over the participants */
   uint32_t nparts;
-  int matched;           /* set by collectives */
-  int64_t *enter, *exit; /* per rank, monotonic ns, ABSENT; once matched,
-                            exit is where the rank's waiting ends */
+  int matched;  /* set by collectives */
+  size_t last;  /* while reading: its latest part */
+  size_t first; /* once indexed (index_parts): its parts are
+                   parts[order[first ... first + nparts - 1]], by rank */
 } inst;
+
+/* A rank's part in an instance: monotonic ns; once matched, exit is where
+ * the rank's waiting ends. */
+typedef struct {
+  uint32_t inst, rank;
+  int64_t enter, exit;
+} part;
 
 /* A point-to-point send or receive (the receive half of a sendrecv is one
  * of its own), kept until every rank is read to match the two sides. */
@@ -184,6 +220,7 @@ typedef struct {
   uint64_t async_ns, waitzone_ns, exposed_ns;
   uint64_t end_ns;
   uint64_t syncs, sync_ns;
+  size_t part0, part1; /* its parts, as made: parts[part0, part1) */
 } rankst;
 
 struct mlprof__dist_builder {
@@ -197,13 +234,24 @@ struct mlprof__dist_builder {
   inst *insts;
   size_t ninsts, instcap;
   mlprof__map inst_index;
+  part *parts;
+  size_t nparts, partcap;
+  uint32_t *order; /* the parts by instance, then rank (index_parts) */
+  ztime *zt;
+  size_t nzt, ztcap;
   uint64_t unmatched;
   p2p *p2ps;
   size_t np2p, p2pcap;
   /* The profile being read. */
   int64_t rank; /* -1: not a rank's */
+  /* Its names: by id while the ids are about as dense as the names
+   * announced (a writer's are 1, 2, ...), in far past that (a damaged or
+   * hostile id), so that the table costs what the file holds. */
   pname *names;
-  size_t nnames, namecap;
+  size_t nnames, namecap, announced;
+  pname *far;
+  size_t nfar, farcap;
+  mlprof__map far_index;
   pending *pend;
   size_t npend, pendcap;
   ival *comm;
@@ -245,14 +293,40 @@ static uint32_t intern(mlprof__dist_builder *b, const char *s, size_t n) {
   return (uint32_t)b->nstrs++;
 }
 
+static pname no_name = {.str = MLPROF__NONE, .op = -1};
+
+/* The entry of name id in the profile being read; no_name (not to be
+ * written) when it was not announced. */
+static inline pname *pname_of(mlprof__dist_builder *b, uint32_t id) {
+  if (id < b->nnames && b->names[id].known) return &b->names[id];
+  if (!b->nfar) return &no_name;
+  uint32_t i = mlprof__map_get(&b->far_index, id);
+  return i == MLPROF__NONE ? &no_name : &b->far[i];
+}
+
+/* Room for a new name id: a slot of the table by id while it grows by no
+ * more than about two slots a name, else a place in far. NULL when memory
+ * is short. */
+static pname *pname_new(mlprof__dist_builder *b, uint32_t id) {
+  if (id < b->nnames || (size_t)id < 2 * b->announced + 256) {
+    if (mlprof__grow(&b->names, &b->namecap, (size_t)id + 1, sizeof *b->names))
+      return NULL;
+    while (b->nnames <= id) b->names[b->nnames++] = no_name;
+    return &b->names[id];
+  }
+  if (b->nfar >= MLPROF__NONE - 1 ||
+      mlprof__grow(&b->far, &b->farcap, b->nfar + 1, sizeof *b->far) ||
+      mlprof__map_put(&b->far_index, id, (uint32_t)b->nfar))
+    return NULL;
+  return &b->far[b->nfar++];
+}
+
 static int on_name(void *ud, const mlprof__name *n) {
   mlprof__dist_builder *b = ud;
-  if (mlprof__grow(&b->names, &b->namecap, (size_t)n->id + 1, sizeof *b->names))
-    return MLPROF_ENOMEM;
-  while (b->nnames <= n->id)
-    b->names[b->nnames++] = (pname){.str = MLPROF__NONE, .op = -1};
-  pname *p = &b->names[n->id];
-  *p = (pname){.str = MLPROF__NONE, .op = -1, .kind = n->kind};
+  pname *p = pname_new(b, n->id);
+  if (!p) return MLPROF_ENOMEM;
+  b->announced++;
+  *p = (pname){.str = MLPROF__NONE, .op = -1, .kind = n->kind, .known = 1};
   if (n->kind != MLPROF__NAME_ZONE && n->kind != MLPROF__NAME_STRING &&
       n->kind != MLPROF__NAME_UNITS)
     return 0;
@@ -273,9 +347,9 @@ static int on_name(void *ud, const mlprof__name *n) {
   return 0;
 }
 
-static const char *str_of(const mlprof__dist_builder *b, uint32_t id) {
-  if (id >= b->nnames || b->names[id].str == MLPROF__NONE) return "";
-  return b->strs[b->names[id].str].s;
+static const char *str_of(mlprof__dist_builder *b, uint32_t id) {
+  const pname *n = pname_of(b, id);
+  return n->str == MLPROF__NONE ? "" : b->strs[n->str].s;
 }
 
 static pending *pending_of(mlprof__dist_builder *b, uint32_t tid) {
@@ -326,30 +400,34 @@ static int add_inst(mlprof__dist_builder *b, const pending *p) {
       return MLPROF_ENOMEM;
     inst *x = &b->insts[b->ninsts];
     *x = (inst){.op = p->op, .group = p->group, .root = p->root};
-    x->enter = malloc(2 * b->nranks * sizeof *x->enter);
-    if (!x->enter ||
-        mlprof__map_put(&b->inst_index, key, (uint32_t)b->ninsts)) {
-      free(x->enter);
+    if (mlprof__map_put(&b->inst_index, key, (uint32_t)b->ninsts))
       return MLPROF_ENOMEM;
-    }
-    x->exit = x->enter + b->nranks;
-    for (size_t r = 0; r < 2 * b->nranks; r++) x->enter[r] = ABSENT;
     i = (uint32_t)b->ninsts++;
   }
   inst *x = &b->insts[i];
   int64_t mono = b->ranks[b->rank].start_mono;
   int64_t en = mono + (int64_t)p->b, ex = mono + (int64_t)p->e;
-  size_t r = (size_t)b->rank;
+  uint32_t r = (uint32_t)b->rank;
   /* The same collective twice on a rank (a damaged profile): keep the
-   * longer. A nonblocking one's completion comes from pair_done. */
-  if (x->enter[r] == ABSENT) {
-    x->nparts++;
-    x->bytes += p->bytes;
-  } else if (ex - en <= x->exit[r] - x->enter[r]) {
+   * longer. A rank's parts are made while its profile is read, so its part
+   * in x, when it has one, is x's latest. A nonblocking one's completion
+   * comes from pair_done. */
+  if (x->nparts && b->parts[x->last].rank == r) {
+    part *q = &b->parts[x->last];
+    if (ex - en > q->exit - q->enter) {
+      q->enter = en;
+      q->exit = ex;
+    }
     return 0;
   }
-  x->enter[r] = en;
-  x->exit[r] = ex;
+  if (b->nparts >= MLPROF__NONE ||
+      mlprof__grow(&b->parts, &b->partcap, b->nparts + 1, sizeof *b->parts))
+    return MLPROF_ENOMEM;
+  b->parts[b->nparts] = (part){.inst = i, .rank = r, .enter = en, .exit = ex};
+  x->last = b->nparts++;
+  b->ranks[r].part1 = b->nparts;
+  x->nparts++;
+  x->bytes += p->bytes;
   return 0;
 }
 
@@ -423,8 +501,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   pending *p = pending_of(b, tid);
   if (!p) return MLPROF_ENOMEM;
   int rc = flush(b, p);
-  if (rc || name >= b->nnames || end < begin) return rc;
-  const pname *n = &b->names[name];
+  /* A time past MLPROF__CLOCK_MAX is no clock's (job.h): left out, so
+   * that the sums below stay within int64_t. */
+  if (rc || end < begin || end > MLPROF__CLOCK_MAX) return rc;
+  pname *n = pname_of(b, name);
   if (n->op >= 0) {
     p->live = 1;
     p->op = n->op;
@@ -445,10 +525,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     b->ranks[b->rank].syncs++;
     b->ranks[b->rank].sync_ns += end - begin;
   }
-  jstr *z = &b->strs[n->str];
-  if (!z->rank_ns && !(z->rank_ns = calloc(b->nranks, sizeof *z->rank_ns)))
-    return MLPROF_ENOMEM;
-  z->rank_ns[b->rank] += end - begin;
+  n->used = 1;
+  n->ns += end - begin;
   return 0;
 }
 
@@ -465,7 +543,7 @@ static int on_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
   if (!p->live) return 0;
   const char *k = str_of(b, key), *v = str_of(b, value);
   if (!strcmp(k, "group") || !strcmp(k, "comm"))
-    p->group = value < b->nnames ? b->names[value].str : MLPROF__NONE;
+    p->group = pname_of(b, value)->str;
   else if (!strcmp(k, "peer"))
     p->peer = parse_i64(v, -1);
   else if (!strcmp(k, "root"))
@@ -527,21 +605,22 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
 
 void mlprof__dist_abort(mlprof__dist_builder *b) {
   if (!b) return;
-  for (size_t i = 0; i < b->nstrs; i++) {
-    free(b->strs[i].s);
-    free(b->strs[i].rank_ns);
-  }
+  for (size_t i = 0; i < b->nstrs; i++) free(b->strs[i].s);
   free(b->strs);
   mlprof__map_clear(&b->str_index);
-  for (size_t i = 0; i < b->ninsts; i++) free(b->insts[i].enter);
   free(b->insts);
   mlprof__map_clear(&b->inst_index);
+  free(b->parts);
+  free(b->order);
+  free(b->zt);
   free(b->p2ps);
   free(b->dones);
   free(b->waits);
   for (size_t r = 0; r < b->nranks; r++) free(b->ranks[r].steps);
   free(b->ranks);
   free(b->names);
+  free(b->far);
+  mlprof__map_clear(&b->far_index);
   free(b->pend);
   free(b->comm);
   free(b->calls);
@@ -559,14 +638,18 @@ mlprof__dist_builder *mlprof__dist_begin(const mlprof__job *job,
   if (!b) return NULL;
   b->job = job;
   b->d = d;
+  /* Ranks 0 to the largest rank or world size claimed: the analysis needs a
+   * profile of each, so a job claiming more ranks than it has profiles has
+   * none to analyse (and no table is sized by the claim). */
   int64_t max = -1;
   for (size_t i = 0; i < job->count; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
-    if (p->rank > max && p->rank < (1 << 20)) max = p->rank;
-    if (p->world_size > max + 1 && p->world_size <= (1 << 20))
-      max = p->world_size - 1;
+    if (p->rank > max) max = p->rank;
+    if (p->world_size > max + 1) max = p->world_size - 1;
   }
-  b->nranks = (size_t)(max + 1);
+  b->nranks = max >= 0 && (uint64_t)max < job->count && max < (1 << 20)
+                  ? (size_t)(max + 1)
+                  : 0;
   if (b->nranks && !(b->ranks = calloc(b->nranks, sizeof *b->ranks))) {
     mlprof__dist_abort(b);
     return NULL;
@@ -584,6 +667,8 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
   b->nnames = b->npend = b->ncomm = b->nmarks = b->ndones = b->nwaits = 0;
+  b->announced = b->nfar = 0;
+  mlprof__map_clear(&b->far_index);
   b->ncalls = b->ncdones = 0;
   b->first_p2p = b->np2p;
   /* Only the ranks of a job of several hold anything to analyse: the other
@@ -596,9 +681,15 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
   b->has_step_end = b->has_step_tid = 0;
   b->async_ns = b->waitzone_ns = b->end_ns = b->ops = 0;
   if (b->rank >= 0) {
+    /* Held within MLPROF__CLOCK_MAX, as the times added to them. */
     rankst *r = &b->ranks[b->rank];
-    r->start_mono = (int64_t)p->start_mono_ns;
-    r->start_wall = (int64_t)p->start_wall_ns;
+    r->start_mono =
+        (int64_t)(p->start_mono_ns < MLPROF__CLOCK_MAX ? p->start_mono_ns
+                                                       : MLPROF__CLOCK_MAX);
+    r->start_wall =
+        (int64_t)(p->start_wall_ns < MLPROF__CLOCK_MAX ? p->start_wall_ns
+                                                       : MLPROF__CLOCK_MAX);
+    r->part0 = r->part1 = b->nparts;
   }
   *v = (mlprof__visitor){.ud = b,
                          .name = on_name,
@@ -692,7 +783,8 @@ static void pair_done(mlprof__dist_builder *b) {
   if (b->ncalls > 1) qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
   if (b->ncdones > 1)
     qsort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
-  size_t r = (size_t)b->rank, i = 0;
+  uint32_t r = (uint32_t)b->rank;
+  size_t i = 0;
   int64_t mono = b->ranks[r].start_mono;
   for (size_t k = 0; k < b->ncdones; k++) {
     const acall *d = &b->cdones[k];
@@ -705,16 +797,34 @@ static void pair_done(mlprof__dist_builder *b) {
     if (c->group == MLPROF__NONE || c->seq >= (1ull << 40)) continue;
     uint32_t at =
         mlprof__map_get(&b->inst_index, (uint64_t)c->group << 40 | c->seq);
-    if (at == MLPROF__NONE || b->insts[at].enter[r] == ABSENT) continue;
+    if (at == MLPROF__NONE || !b->insts[at].nparts) continue;
+    part *q = &b->parts[b->insts[at].last];
+    if (q->rank != r) continue;
     int64_t ex = mono + (int64_t)d->e;
-    if (ex > b->insts[at].exit[r]) b->insts[at].exit[r] = ex;
+    if (ex > q->exit) q->exit = ex;
   }
+}
+
+/* Keeps the rank's time in each zone it named (the names of its profile
+ * that a span used). */
+static int keep_zone_times(mlprof__dist_builder *b, const pname *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].used) continue;
+    if (mlprof__grow(&b->zt, &b->ztcap, b->nzt + 1, sizeof *b->zt))
+      return MLPROF_ENOMEM;
+    b->zt[b->nzt++] = (ztime){v[i].str, (uint32_t)b->rank, v[i].ns};
+  }
+  return 0;
 }
 
 int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->npend; i++)
     if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
-  if (b->rank < 0 || !b->ops) return 0;
+  if (b->rank < 0) return 0;
+  if (keep_zone_times(b, b->names, b->nnames) ||
+      keep_zone_times(b, b->far, b->nfar))
+    return MLPROF_ENOMEM;
+  if (!b->ops) return 0;
   pair_done(b);
   rankst *rs = &b->ranks[b->rank];
   const mlprof__job_profile *p = &b->job->profiles[b->profile];
@@ -772,7 +882,7 @@ static double aligned(const mlprof__dist_rank *r, int64_t t) {
   return (double)t + r->offset_ns + r->drift * (double)(c - (int64_t)r->at_ns);
 }
 
-static void clocks(mlprof__dist_builder *b) {
+static int clocks(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   const rankst *r0 = &b->ranks[0];
   for (size_t r = 0; r < b->nranks; r++) {
@@ -809,28 +919,40 @@ static void clocks(mlprof__dist_builder *b) {
   /* Narrow each rank's offset by the collectives that synchronise it with
    * rank 0: it cannot leave one before rank 0 entered, nor enter after
    * rank 0 left. */
+  double *lo = malloc(2 * b->nranks * sizeof *lo), *hi = lo + b->nranks;
+  if (!lo) return MLPROF_ENOMEM;
+  for (size_t r = 0; r < b->nranks; r++) {
+    lo[r] = -INFINITY;
+    hi[r] = INFINITY;
+  }
+  for (size_t i = 0; i < b->ninsts; i++) {
+    const inst *c = &b->insts[i];
+    const uint32_t *o = &b->order[c->first]; /* by rank: rank 0's first */
+    if (!synchronises(c->op) || !c->nparts || b->parts[o[0]].rank != 0)
+      continue;
+    double e0 = (double)b->parts[o[0]].enter, x0 = (double)b->parts[o[0]].exit;
+    for (uint32_t k = 1; k < c->nparts; k++) {
+      const part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
+      double er = aligned(&d->ranks[r], q->enter);
+      double xr = aligned(&d->ranks[r], q->exit);
+      if (e0 - xr > lo[r]) lo[r] = e0 - xr;
+      if (x0 - er < hi[r]) hi[r] = x0 - er;
+    }
+  }
   for (size_t r = 1; r < b->nranks; r++) {
     mlprof__dist_rank *x = &d->ranks[r];
-    double lo = -INFINITY, hi = INFINITY;
-    for (size_t i = 0; i < b->ninsts; i++) {
-      const inst *c = &b->insts[i];
-      if (!synchronises(c->op) || c->enter[0] == ABSENT ||
-          c->enter[r] == ABSENT)
-        continue;
-      double e0 = (double)c->enter[0], x0 = (double)c->exit[0];
-      double er = aligned(x, c->enter[r]), xr = aligned(x, c->exit[r]);
-      if (e0 - xr > lo) lo = e0 - xr;
-      if (x0 - er < hi) hi = x0 - er;
-    }
-    double u = x->uncertainty_ns;
-    if (lo < -u) lo = -u;
-    if (hi > u) hi = u;
-    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) continue;
-    if (hi - lo >= 2 * u) continue;
-    x->offset_ns += (lo + hi) / 2;
-    x->uncertainty_ns = (hi - lo) / 2;
+    double u = x->uncertainty_ns, l = lo[r], h = hi[r];
+    if (l < -u) l = -u;
+    if (h > u) h = u;
+    if (!(l <= h) || !isfinite(l) || !isfinite(h)) continue;
+    if (h - l >= 2 * u) continue;
+    x->offset_ns += (l + h) / 2;
+    x->uncertainty_ns = (h - l) / 2;
     x->clock = isfinite(u) ? 2 : 3;
   }
+  free(lo);
+  return 0;
 }
 
 static int bucket_cmp(const void *a, const void *b) {
@@ -849,12 +971,15 @@ static uint64_t pow2_floor(uint64_t v) {
  * table by kind and size. */
 static int collectives(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
-  size_t n = b->nranks, cap = 0;
-  double *en = malloc(2 * n * sizeof *en);
+  size_t n = b->nranks, cap = 0, most = 1;
+  for (size_t i = 0; i < b->ninsts; i++)
+    if (b->insts[i].nparts > most) most = b->insts[i].nparts;
+  double *en = malloc(2 * most * sizeof *en);
   if (!en) return MLPROF_ENOMEM;
-  double *ex = en + n;
+  double *ex = en + most;
   for (size_t i = 0; i < b->ninsts; i++) {
     inst *c = &b->insts[i];
+    const uint32_t *o = &b->order[c->first];
     const char *g = b->strs[c->group].s;
     size_t expect = !strcmp(g, "world") ? n : 0;
     if (!strncmp(g, "ranks ", 6) && !strstr(g, "...")) {
@@ -868,30 +993,32 @@ static int collectives(mlprof__dist_builder *b) {
     d->matched++;
     c->matched = 1;
     double last = -INFINITY, lastu = 0, rootin = NAN;
-    for (size_t r = 0; r < n; r++) {
-      if (c->enter[r] == ABSENT) continue;
-      en[r] = aligned(&d->ranks[r], c->enter[r]);
-      ex[r] = aligned(&d->ranks[r], c->exit[r]);
-      if (en[r] > last) {
-        last = en[r];
+    for (uint32_t k = 0; k < c->nparts; k++) {
+      const part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
+      en[k] = aligned(&d->ranks[r], q->enter);
+      ex[k] = aligned(&d->ranks[r], q->exit);
+      if (en[k] > last) {
+        last = en[k];
         lastu = d->ranks[r].uncertainty_ns;
       }
-      if ((int64_t)r == c->root) rootin = en[r];
+      if ((int64_t)r == c->root) rootin = en[k];
     }
     double time = 0, wait = 0, transfer = 0;
-    for (size_t r = 0; r < n; r++) {
-      if (c->enter[r] == ABSENT) continue;
-      double dur = ex[r] - en[r], w;
+    for (uint32_t k = 0; k < c->nparts; k++) {
+      part *q = &b->parts[o[k]];
+      uint32_t r = q->rank;
+      double dur = ex[k] - en[k], w;
       /* Who waits for whom: everyone for the last to arrive; a broadcast's
        * or scatter's receivers for the root; a reduce's or gather's root
        * for the last. */
       if (c->op == MLPROF__OP_BROADCAST || c->op == MLPROF__OP_SCATTER)
-        w = (int64_t)r == c->root || isnan(rootin) ? 0 : rootin - en[r];
+        w = (int64_t)r == c->root || isnan(rootin) ? 0 : rootin - en[k];
       else if ((c->op == MLPROF__OP_REDUCE || c->op == MLPROF__OP_GATHER) &&
                (int64_t)r != c->root)
         w = 0;
       else
-        w = last - en[r];
+        w = last - en[k];
       if (w < 0) w = 0;
       if (w > dur) w = dur;
       double u = d->ranks[r].uncertainty_ns + lastu;
@@ -899,7 +1026,7 @@ static int collectives(mlprof__dist_builder *b) {
       time += dur;
       wait += w;
       transfer += dur - w;
-      c->exit[r] = c->enter[r] + (int64_t)w;
+      q->exit = sat_add(q->enter, to_i64(w));
     }
     /* nccl-tests' size: the whole buffer gathered or scattered. */
     uint64_t size = c->bytes / c->nparts;
@@ -922,9 +1049,9 @@ static int collectives(mlprof__dist_builder *b) {
     }
     t->count++;
     t->bytes += size;
-    t->time_ns += (uint64_t)(time / c->nparts);
-    t->wait_ns += (uint64_t)(wait / c->nparts);
-    t->transfer_ns += (uint64_t)(transfer / c->nparts);
+    t->time_ns += to_u64(time / c->nparts);
+    t->wait_ns += to_u64(wait / c->nparts);
+    t->transfer_ns += to_u64(transfer / c->nparts);
   }
   free(en);
   for (size_t k = 0; k < d->ncolls; k++) {
@@ -1011,10 +1138,10 @@ static int p2p_match(mlprof__dist_builder *b) {
       double dur = (double)(rcv->e - rcv->b), w = enter - rb;
       if (w < 0) w = 0;
       if (w > dur) w = dur;
-      rcv->wait = (int64_t)w;
+      rcv->wait = to_i64(w);
       l->matched++;
-      l->wait_ns += (uint64_t)w;
-      l->time_ns += (uint64_t)(dur - w);
+      l->wait_ns += to_u64(w);
+      l->time_ns += to_u64(dur - w);
       if (w > 0 && w < sr->uncertainty_ns + rr->uncertainty_ns)
         d->ranks[k->dst].waits_uncertain++;
     }
@@ -1055,16 +1182,20 @@ static int p2p_match(mlprof__dist_builder *b) {
  * ones waiting at once for the same late rank count once. Each stretch
  * counts in the step where it starts. */
 static int rank_waits(mlprof__dist_builder *b) {
-  ival *w = malloc((b->ninsts ? b->ninsts : 1) * sizeof *w);
+  size_t most = 1;
+  for (size_t r = 0; r < b->nranks; r++)
+    if (b->ranks[r].part1 - b->ranks[r].part0 > most)
+      most = b->ranks[r].part1 - b->ranks[r].part0;
+  ival *w = malloc(most * sizeof *w);
   if (!w) return MLPROF_ENOMEM;
   for (size_t r = 0; r < b->nranks; r++) {
     rankst *rs = &b->ranks[r];
     size_t nw = 0;
-    for (size_t i = 0; i < b->ninsts; i++) {
-      const inst *c = &b->insts[i];
-      if (c->matched && c->enter[r] != ABSENT && c->exit[r] > c->enter[r])
-        w[nw++] = (ival){(uint64_t)(c->enter[r] - rs->start_mono),
-                         (uint64_t)(c->exit[r] - rs->start_mono)};
+    for (size_t k = rs->part0; k < rs->part1; k++) {
+      const part *q = &b->parts[k];
+      if (b->insts[q->inst].matched && q->exit > q->enter)
+        w[nw++] = (ival){(uint64_t)(q->enter - rs->start_mono),
+                         (uint64_t)(q->exit - rs->start_mono)};
     }
     qsort(w, nw, sizeof *w, cmp_ival);
     for (size_t i = 0; i < nw;) {
@@ -1107,11 +1238,11 @@ static int steps(mlprof__dist_builder *b) {
     }
     double mean = sum / (double)n;
     s->index = k;
-    s->mean_compute_ns = (uint64_t)mean;
-    s->max_compute_ns = (uint64_t)max;
+    s->mean_compute_ns = to_u64(mean);
+    s->max_compute_ns = to_u64(max);
     s->imbalance = mean > 0 ? (max - mean) / mean : 0;
     double others = n > 1 ? (sum - max) / (double)(n - 1) : max;
-    s->delay_ns = (uint64_t)(max - others);
+    s->delay_ns = to_u64(max - others);
     d->ranks[s->straggler].straggler_steps++;
   }
   return 0;
@@ -1126,14 +1257,27 @@ static int zone_diffs(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   if (d->straggler < 0) return 0;
   size_t s = (size_t)d->straggler, n = b->nranks;
-  for (size_t i = 0; i < b->nstrs; i++) {
+  /* Per string: the straggler's time and the other ranks' summed. */
+  struct zsum {
+    uint64_t straggler;
+    double others;
+    int seen;
+  } *sum = calloc(b->nstrs ? b->nstrs : 1, sizeof *sum);
+  if (!sum) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < b->nzt; i++) {
+    struct zsum *x = &sum[b->zt[i].str];
+    x->seen = 1;
+    if (b->zt[i].rank == s)
+      x->straggler += b->zt[i].ns;
+    else
+      x->others += (double)b->zt[i].ns;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < b->nstrs && !rc; i++) {
     const jstr *z = &b->strs[i];
-    if (!z->rank_ns || z->comm) continue;
-    double others = 0;
-    for (size_t r = 0; r < n; r++)
-      if (r != s) others += (double)z->rank_ns[r];
-    others /= (double)(n - 1);
-    double extra = (double)z->rank_ns[s] - others;
+    if (!sum[i].seen || z->comm) continue;
+    double others = sum[i].others / (double)(n - 1);
+    double extra = (double)sum[i].straggler - others;
     if (extra <= 0) continue;
     size_t k = d->nzones;
     while (k > 0 && extra > (double)d->zones[k - 1].straggler_ns -
@@ -1144,11 +1288,12 @@ static int zone_diffs(mlprof__dist_builder *b) {
     memmove(&d->zones[k + 1], &d->zones[k], (d->nzones - k) * sizeof *d->zones);
     d->nzones++;
     d->zones[k] = (mlprof__dist_zone){.name = mlprof__dup(z->s, strlen(z->s)),
-                                      .straggler_ns = z->rank_ns[s],
+                                      .straggler_ns = sum[i].straggler,
                                       .others_ns = others};
-    if (!d->zones[k].name) return MLPROF_ENOMEM;
+    if (!d->zones[k].name) rc = MLPROF_ENOMEM;
   }
-  return 0;
+  free(sum);
+  return rc;
 }
 
 /* Thresholds of the findings (docs/distributed.md). */
@@ -1374,11 +1519,37 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
   return 0;
 }
 
+/* Orders the parts by instance, each instance's by rank, in order (an
+ * index, not a copy: the parts are the largest table the analysis keeps),
+ * and sets each instance's first. A rank's parts were made while its
+ * profile was read, at parts[part0, part1): going through the ranks in
+ * order, each part goes after those of its instance placed before. Returns
+ * 0, MLPROF_ENOMEM, or 1 when the parts are not one block a rank (every
+ * profile_end ran, so it cannot be: no analysis then). */
+static int index_parts(mlprof__dist_builder *b) {
+  size_t placed = 0, first = 0;
+  for (size_t r = 0; r < b->nranks; r++)
+    placed += b->ranks[r].part1 - b->ranks[r].part0;
+  if (placed != b->nparts) return 1;
+  if (!(b->order = malloc((b->nparts ? b->nparts : 1) * sizeof *b->order)))
+    return MLPROF_ENOMEM;
+  for (size_t i = 0; i < b->ninsts; i++) {
+    b->insts[i].first = b->insts[i].last = first; /* last: the next slot */
+    first += b->insts[i].nparts;
+  }
+  for (size_t r = 0; r < b->nranks; r++)
+    for (size_t k = b->ranks[r].part0; k < b->ranks[r].part1; k++)
+      b->order[b->insts[b->parts[k].inst].last++] = (uint32_t)k;
+  return 0;
+}
+
 static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
   mlprof__dist *d = b->d;
   size_t n = b->nranks, have = 0;
   for (size_t r = 0; r < n; r++) have += b->ranks[r].profile >= 0;
   if (n < 2 || have != n) return 0;
+  int rc = index_parts(b);
+  if (rc) return rc > 0 ? 0 : rc;
   if (!(d->ranks = calloc(n, sizeof *d->ranks))) return MLPROF_ENOMEM;
   d->nranks = n;
   for (size_t r = 0; r < n; r++) {
@@ -1399,8 +1570,8 @@ static int finish(mlprof__dist_builder *b, mlprof__findings *f) {
             ? (double)x->overlap_ns / (double)(x->exposed_ns + x->overlap_ns)
             : 0;
   }
-  clocks(b);
-  int rc = collectives(b);
+  rc = clocks(b);
+  if (!rc) rc = collectives(b);
   if (!rc) rc = rank_waits(b);
   if (!rc) rc = p2p_match(b);
   if (!rc) rc = steps(b);

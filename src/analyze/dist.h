@@ -7,11 +7,14 @@
  * communication-bound, synchronisation-bound with host syncs, late sender,
  * slow link).
  *
- * Memory: per profile being read, its communication spans and its steps;
- * across the job, one entry per rank and step, per collective matched by
- * group and sequence number one enter/exit pair per rank (the
- * per-collective table), and one record per point-to-point send or
- * receive. No other span is kept. */
+ * Memory: per profile being read, its communication spans, its steps and
+ * its names; across the job, one entry per rank and step, per collective
+ * matched by group and sequence number one enter/exit pair per rank that
+ * took part (the per-collective table), one record per point-to-point send
+ * or receive, and per rank one time per zone it named. No other span is
+ * kept, and nothing is sized by a number a file claims (a world size, a
+ * name id): a job claiming more ranks than it has profiles has none to
+ * analyse. */
 #ifndef MLPROF_DIST_H
 #define MLPROF_DIST_H
 

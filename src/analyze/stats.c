@@ -690,6 +690,7 @@ int mlprof__stats_profile_begin(mlprof__stats *s, const mlprof__job_profile *jp,
   p->alive = jp->alive;
   p->rank = jp->rank;
   p->world_size = jp->world_size;
+  p->clock_rejected = jp->clock_rejected;
   p->offset_ns = jp->offset_ns;
   r->nprocs++;
   s->mcap = 0;
@@ -858,6 +859,11 @@ static int make_warnings(mlprof__report *r) {
                        who, p->read.damaged_chunks, p->read.skipped_bytes,
                        p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
                        p->read.problem);
+    if (!rc && p->clock_rejected)
+      rc = add_warning(r, &cap,
+                       "%s: a clock offset to rank 0 (META dist.clock.init or "
+                       ".final) is out of range or unreadable: left out",
+                       who);
     /* mlprof run's start-up module could not load mlprof in a Python (the
      * key is set by python/mlprof/_startup); said once, not again for the
      * forked children that inherit it. */

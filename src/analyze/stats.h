@@ -96,6 +96,7 @@ typedef struct {
   uint64_t pid, ppid;
   int parent; /* index in mlprof__report.procs, -1 */
   int64_t rank, world_size;
+  int clock_rejected; /* mlprof__job_profile's: a clock measurement left out */
   uint64_t offset_ns; /* start on the job timeline */
   uint64_t wall_ns;   /* end, in the profile's own time */
   uint32_t flush_interval_ms;

@@ -135,15 +135,32 @@ static int take_header(void *ud, const mlprof__header *h) {
 
 /* Between the two measurements the offset moves linearly; before the first
  * and after the last it stays (a drift measured over a short run would be
- * extrapolated with its error). */
+ * extrapolated with its error). The values are within MLPROF__CLOCK_MAX, so
+ * their differences are within int64_t. */
 static void set_drift(mlprof__job_profile *p) {
   const int64_t *at = p->clock_at_ns, *off = p->clock_off_ns;
-  int64_t s = (int64_t)p->start_mono_ns;
-  if (!p->has_clock[0] || !p->has_clock[1] || at[1] <= at[0] || at[0] < s)
+  uint64_t s = p->start_mono_ns;
+  if (!p->has_clock[0] || !p->has_clock[1] || at[1] <= at[0] ||
+      (uint64_t)at[0] < s)
     return;
   p->drift = (double)(off[1] - off[0]) / (double)(at[1] - at[0]);
-  p->drift_from_ns = (uint64_t)(at[0] - s);
-  p->drift_to_ns = (uint64_t)(at[1] - s);
+  p->drift_from_ns = (uint64_t)at[0] - s;
+  p->drift_to_ns = (uint64_t)at[1] - s;
+}
+
+/* Reads n integers within +-MLPROF__CLOCK_MAX from s into v. Returns 0, or
+ * -1 when s does not start with them. */
+static int parse_clock(const char *s, int64_t *v, int n) {
+  for (int i = 0; i < n; i++) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || errno || x >= MLPROF__CLOCK_MAX || x <= -MLPROF__CLOCK_MAX)
+      return -1;
+    v[i] = x;
+    s = end;
+  }
+  return 0;
 }
 
 /* See job.h. dist.clock.init and dist.clock.final are
@@ -155,23 +172,44 @@ int mlprof__job_take_meta(void *ud, const char *key, size_t klen,
           : klen == 16 && !memcmp(key, "dist.clock.final", 16) ? 1
                                                                : -1;
   char v[128];
-  long long off, unc, at;
-  if (k < 0 || vlen >= sizeof v) return 0;
+  int64_t x[3]; /* offset, uncertainty, at */
+  if (k < 0) return 0;
+  if (vlen >= sizeof v) {
+    p->clock_rejected = 1;
+    return 0;
+  }
   memcpy(v, value, vlen);
   v[vlen] = '\0';
-  if (sscanf(v, "%lld %lld %lld", &off, &unc, &at) == 3 && unc >= 0 &&
-      at >= 0) {
-    p->has_clock[k] = 1;
-    p->clock_off_ns[k] = off;
-    p->clock_unc_ns[k] = unc;
-    p->clock_at_ns[k] = at;
-    set_drift(p);
+  if (parse_clock(v, x, 3) || x[1] < 0 || x[2] < 0) {
+    p->clock_rejected = 1;
+    return 0;
   }
+  p->has_clock[k] = 1;
+  p->clock_off_ns[k] = x[0];
+  p->clock_unc_ns[k] = x[1];
+  p->clock_at_ns[k] = x[2];
+  set_drift(p);
   return 0;
 }
 
 static int has_clock(const mlprof__job_profile *p) {
   return p->has_clock[0] || p->has_clock[1];
+}
+
+/* Sums and differences of clock values from files, held at the ends of
+ * int64_t: a hostile header must not overflow them. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return !__builtin_add_overflow(a, b, &r) ? r : b < 0 ? INT64_MIN : INT64_MAX;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t r;
+  return !__builtin_sub_overflow(a, b, &r) ? r : b > 0 ? INT64_MIN : INT64_MAX;
+}
+
+static int64_t clamp_u64(uint64_t v) {
+  return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
 /* What moves p's start from its own clock onto rank 0's (r0), in the base
@@ -181,8 +219,11 @@ static int64_t clock_shift(const mlprof__job_profile *p,
   if (!r0 || !has_clock(p)) return 0;
   int64_t off = p->clock_off_ns[p->has_clock[0] ? 0 : 1];
   if (one_host) return off;
-  return off + ((int64_t)p->start_mono_ns - (int64_t)p->start_wall_ns) -
-         ((int64_t)r0->start_mono_ns - (int64_t)r0->start_wall_ns);
+  int64_t mine =
+      sat_sub(clamp_u64(p->start_mono_ns), clamp_u64(p->start_wall_ns));
+  int64_t r0s =
+      sat_sub(clamp_u64(r0->start_mono_ns), clamp_u64(r0->start_wall_ns));
+  return sat_add(off, sat_sub(mine, r0s));
 }
 
 /* See job.h. */
@@ -190,8 +231,10 @@ uint64_t mlprof__job_time(const mlprof__job_profile *p, uint64_t t) {
   uint64_t c = t < p->drift_from_ns ? p->drift_from_ns
                : t > p->drift_to_ns ? p->drift_to_ns
                                     : t;
-  return p->offset_ns + t +
-         (uint64_t)llround(p->drift * (double)(c - p->drift_from_ns));
+  /* Within the change of offset between the measurements, under 2^63. */
+  double moved = p->drift * (double)(c - p->drift_from_ns);
+  if (!(fabs(moved) < 0x1p62)) moved = moved < 0 ? -0x1p62 : 0x1p62;
+  return p->offset_ns + t + (uint64_t)llround(moved);
 }
 
 static int cmp_profile(const void *a, const void *b) {
@@ -235,16 +278,18 @@ static void arrange(mlprof__job *job) {
           !strcmp(ps[j].hostname, ps[i].hostname) &&
           !strcmp(ps[j].job_id, ps[i].job_id))
         clocked = &ps[j];
-    int64_t s = (int64_t)(one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns);
+    int64_t s = clamp_u64(one_host ? ps[i].start_mono_ns : ps[i].start_wall_ns);
     /* offset_ns holds the start on the common clock until min is known. */
-    ps[i].offset_ns = (uint64_t)(s + clock_shift(clocked, r0, one_host));
+    ps[i].offset_ns = (uint64_t)sat_add(s, clock_shift(clocked, r0, one_host));
     if (!ps[i].header_damaged && (int64_t)ps[i].offset_ns < min)
       min = (int64_t)ps[i].offset_ns;
   }
+  /* offset_ns - min wraps in uint64_t to the difference, which is in
+   * [0, 2^64) when the start is not before min. */
   for (size_t i = 0; i < n; i++)
     ps[i].offset_ns = ps[i].header_damaged || (int64_t)ps[i].offset_ns < min
                           ? 0
-                          : (uint64_t)((int64_t)ps[i].offset_ns - min);
+                          : ps[i].offset_ns - (uint64_t)min;
   qsort(ps, n, sizeof *ps, cmp_profile);
   /* A pid can be reused: the parent is the latest process with that pid on
    * the same host that started no later than the child. */

@@ -8,6 +8,12 @@
 
 #include "../format/reader.h"
 
+/* The clock values a job places (starts, measured offsets, the times of a
+ * measurement) lie within +-2^62 ns (146 years): one past that is damage
+ * (or hostile), and keeping within it lets the sums and differences of a
+ * few of them stay within int64_t. */
+#define MLPROF__CLOCK_MAX (INT64_C(1) << 62)
+
 typedef struct {
   char *path;
   uint64_t pid, ppid;
@@ -26,6 +32,9 @@ typedef struct {
    * +- clock_unc_ns[k]; has_clock[k] says whether it was recorded. */
   int has_clock[2];
   int64_t clock_off_ns[2], clock_unc_ns[2], clock_at_ns[2];
+  /* 1: a measurement whose values were past MLPROF__CLOCK_MAX (or not
+   * numbers) was left out: the report says so. */
+  int clock_rejected;
   /* Add to a time of this profile to place it on the job's timeline, whose 0
    * is the earliest start: use mlprof__job_time, which adds the drift. The
    * starts are monotonic when all profiles come from one host, wall-clock
@@ -69,8 +78,10 @@ int mlprof__job_open(mlprof__job *job, const char *const *paths, size_t npaths,
 void mlprof__job_close(mlprof__job *job);
 
 /* A META entry of the profile ud (an mlprof__job_profile *), as a reader's
- * meta callback: dist.clock.init and .final set its clock and drift, an
- * unreadable value or another key is passed over. Returns 0. */
+ * meta callback: dist.clock.init and .final set its clock and drift; a value
+ * that is not three numbers within MLPROF__CLOCK_MAX (the uncertainty and
+ * the time not negative) is left out and sets clock_rejected; another key
+ * is passed over. Returns 0. */
 int mlprof__job_take_meta(void *ud, const char *key, size_t klen,
                           const char *value, size_t vlen);
 

@@ -489,6 +489,38 @@ def deep(n):
     return deep(n + 1)
 
 
+def down(n):
+    return down(n - 1) if n else 0
+
+
+@pytest.mark.parametrize("min_duration", [0, 1e-9])
+def test_deep_recursion_every_call_kept_or_counted(tmp_path, min_duration):
+    """5001 nested calls, past the tracer's first 1024 places: each is a
+    span, or counted as dropped where the library drops it (zones nested
+    past its 256 levels); with a minimum duration, each lasting it is a span
+    of the calls track. None is lost unseen."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 6000)
+    try:
+        out = str(tmp_path / "d.mlprof")
+        with mlprof.Profiler(output=out, backend="calls", sample_interval=0,
+                             calls_options={"include": ["test_calls"],
+                                            "min_duration": min_duration}
+                             ) as p:
+            down(5000)
+            calls = p.summary()["calls"]
+    finally:
+        sys.setrecursionlimit(limit)
+    spans = names(mlprof.read_events(out)["spans"])["test_calls.down"]
+    dropped = mlprof.report([out])["processes"][0]["dropped"]
+    assert spans + dropped + calls["dropped_short"] == 5001, (spans, dropped)
+    assert calls["dropped_no_memory"] == 0
+    if min_duration:
+        assert dropped == 0
+    else:
+        assert spans == 256 and dropped == 5001 - 256
+
+
 def test_recursion_error_closes_every_span(tmp_path):
     def body():
         with mlprof.zone("before"):

@@ -170,6 +170,55 @@ def test_lines_in_the_profile(tmp_path, build_dir):
     assert "lines" not in json.loads(rep)
 
 
+def test_exclusive_above_total_is_shown_at_most_the_total(tmp_path,
+                                                         build_dir):
+    """A line table from the C API whose exclusive time is above its total
+    (an engine's own timer that underflowed: 2^64 - 5 ns, or just larger)
+    is read with the exclusive time at most the total: `mlprof report`
+    never shows 18446744074 s."""
+    out = tmp_path / "c.mlprof"
+    code = textwrap.dedent("""
+        import ctypes, sys
+        lib = ctypes.CDLL(sys.argv[1])
+        class Line(ctypes.Structure):
+            _fields_ = [("line", ctypes.c_uint32),
+                        ("hits", ctypes.c_uint64),
+                        ("total_ns", ctypes.c_uint64),
+                        ("exclusive_ns", ctypes.c_uint64),
+                        ("source", ctypes.c_char_p),
+                        ("reserved", ctypes.c_uint64 * 2)]
+        rows = (Line * 2)(Line(10, 1, 5000, 2**64 - 5, b"x = f()"),
+                          Line(11, 2, 7000, 9000, b"y = g()"))
+        assert lib.mlprof_lines_set(b"f", b"f.c", 10, rows, 2) == 0
+    """)
+    env = child_env(MLPROF_OUTPUT=str(out))
+    subprocess.run([sys.executable, "-c", code,
+                    os.path.join(build_dir, "libmlprof.so")], env=env,
+                   check=True, timeout=60)
+    cli = os.path.join(build_dir, "mlprof")
+    rep = subprocess.run([cli, "report", "-f", "json", str(out)],
+                         capture_output=True, text=True, check=True).stdout
+    got = {r["line"]: r for r in json.loads(rep)["lines"]}
+    assert got[10]["exclusive_ns"] == 5000 and got[10]["total_ns"] == 5000
+    assert got[11]["exclusive_ns"] == 7000 and got[11]["total_ns"] == 7000
+    text = subprocess.run([cli, "report", str(out)], capture_output=True,
+                          text=True, check=True).stdout
+    assert "Lines of f (f.c:10)" in text and "18446744074" not in text, text
+
+
+def test_lines_record_takes_counts_only():
+    """What the package hands to the profile is checked: an exclusive time
+    above the total, or a negative or too large count, is an error rather
+    than a wrapped number in the profile."""
+    for row, err in (((1, 1, 10, 20, "x"), ValueError),
+                     ((1, 1, 10, -1, "x"), OverflowError),
+                     ((1, -1, 10, 5, "x"), OverflowError),
+                     ((1, 1, 2**64, 5, "x"), OverflowError),
+                     ((1, 1, 10.0, 5, "x"), TypeError)):
+        with pytest.raises(err):
+            _mlprof.lines_record("f", "f.py", 1, [row])
+
+
 def add(a, b):
     return a + b
 

@@ -8,9 +8,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "analyse.h"
 #include "analyze/dist.h"
 #include "analyze/findings.h"
 #include "format/wire.h"
+#include "model/job.h"
+#include "synth.h"
 #include "test.h"
 
 /* Calls the visitor's callback cb, which may be NULL (the reader's
@@ -639,6 +646,203 @@ static void test_dist_rare_host_syncs_no_finding(void) {
   mlprof__findings_free(&f);
 }
 
+/* ---- hostile files: claims, name ids and clocks ------------------------- */
+
+/* This test process (the runner forks each) may map at most 512 MiB: what a
+ * few small files hold, many times over. A sanitizer's shadow memory needs
+ * more address space than that, so its build goes without. */
+static void limit_memory(void) {
+#ifndef __SANITIZE_ADDRESS__
+  struct rlimit rl = {512u << 20, 512u << 20};
+  setrlimit(RLIMIT_AS, &rl);
+#endif
+}
+
+typedef struct {
+  int64_t world;      /* the world size its header claims */
+  size_t collectives; /* all-reduces over "world", seq 0, 1, ... */
+  uint32_t lost_id;   /* a zone span of this id, never announced (0: none) */
+  uint64_t start_mono, start_wall;
+  const char *clock_init, *clock_final; /* META values, or NULL */
+} hostile;
+
+enum { H_AR = 1, H_GROUP, H_WORLD, H_SEQ, H_BYTES, H_COMPUTE };
+
+/* Writes rank's profile rN.mlprof in dir as h says: each collective after
+ * 0.8 ms of compute, 0.1 ms long, 1 ms apart. 0, or -1. */
+static int hostile_rank(const char *dir, int rank, const hostile *h) {
+  char path[256], host[16];
+  snprintf(path, sizeof path, "%s/r%d.mlprof", dir, rank);
+  snprintf(host, sizeof host, "h%d", rank);
+  FILE *f = synth_open(path, 4);
+  if (!f) return -1;
+  synth_rank_header(f, 100 + (uint64_t)rank, 1, h->start_wall, h->start_mono,
+                    rank, h->world, host, "/usr/bin/train");
+  payload p = {.n = 0};
+  p_uv(&p, 6);
+  p_name(&p, H_AR, MLPROF__NAME_ZONE, MLPROF_CAT_COMM, "all_reduce");
+  p_name(&p, H_GROUP, MLPROF__NAME_STRING, 0, "group");
+  p_name(&p, H_WORLD, MLPROF__NAME_STRING, 0, "world");
+  p_name(&p, H_SEQ, MLPROF__NAME_UNITS, 0, "seq");
+  p_name(&p, H_BYTES, MLPROF__NAME_UNITS, 0, "bytes");
+  p_name(&p, H_COMPUTE, MLPROF__NAME_ZONE, 0, "compute");
+  chunk(f, MLPROF__CHUNK_NAMES, &p);
+  synth_events e = {.f = f, .tid = 1};
+  uint64_t t = 0;
+  for (size_t i = 0; i < h->collectives; i++, t += 1000000) {
+    synth_ev_span(&e, H_COMPUTE, 0, t, t + 800000);
+    synth_ev_span(&e, H_AR, 0, t + 850000, t + 950000);
+    synth_ev_span_meta(&e, H_GROUP, H_WORLD);
+    synth_ev_span_units(&e, H_SEQ, i);
+    synth_ev_span_units(&e, H_BYTES, 4096);
+  }
+  if (h->lost_id) synth_ev_span(&e, h->lost_id, 0, t, t + 1000);
+  synth_ev_flush(&e);
+  if (h->clock_init) synth_meta(f, "dist.clock.init", h->clock_init);
+  if (h->clock_final) synth_meta(f, "dist.clock.final", h->clock_final);
+  synth_end(f, t + 1000);
+  return fclose(f) ? -1 : 0;
+}
+
+/* Writes ranks 0 and 1 (h[0], h[1]) into a new directory dir (room for
+ * 64 bytes) and opens them as a job. 0, or -1. */
+static int hostile_job(char *dir, const hostile *h, mlprof__job *job) {
+  snprintf(dir, 64, "/tmp/mlprof-hostile-XXXXXX");
+  if (!mkdtemp(dir) || hostile_rank(dir, 0, &h[0]) ||
+      hostile_rank(dir, 1, &h[1]))
+    return -1;
+  const char *paths[] = {dir};
+  char err[256];
+  return mlprof__job_open(job, paths, 1, err, sizeof err) ? -1 : 0;
+}
+
+static void hostile_remove(const char *dir) {
+  char path[256];
+  for (int r = 0; r < 2; r++) {
+    snprintf(path, sizeof path, "%s/r%d.mlprof", dir, r);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+/* Ranks 0 and 1 of a job claiming 2^20 ranks (or 4096, with as many
+ * collectives as real files would hold): the analysis sizes nothing by the
+ * claim, and with ranks missing has no job of ranks to analyse. */
+static void test_dist_claimed_world_size_sizes_nothing(void) {
+  static const struct {
+    int64_t world;
+    size_t collectives;
+  } cases[] = {{1 << 20, 200}, {4096, 20000}};
+  limit_memory();
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    hostile h = {.world = cases[c].world,
+                 .collectives = cases[c].collectives,
+                 .start_mono = 1000000000,
+                 .start_wall = 1700000000000000000ull};
+    hostile both[2] = {h, h};
+    char dir[64], err[256];
+    mlprof__job job;
+    mlprof__analysis a;
+    if (hostile_job(dir, both, &job)) TEST_FAIL("cannot write the job");
+    int rc = analyse(&job, MLPROF__ANALYSIS_FINDINGS, &a, err, sizeof err);
+    mlprof__job_close(&job);
+    hostile_remove(dir);
+    if (rc) TEST_FAIL("world %lld: %s", (long long)cases[c].world, err);
+    CHECK_EQ(a.f.dist.nranks, 0);
+    CHECK_EQ(a.r.nprocs, 2);
+    mlprof__analysis_free(&a);
+  }
+}
+
+/* A rank's span of an id never announced, far past any the file holds
+ * (150 000 000, and near 2^32): it costs its own entry only, and the job's
+ * analysis is whole, the id's zone shown as "name #ID". */
+static void test_dist_far_name_ids_cost_their_entry(void) {
+  static const uint32_t ids[] = {150000000u, 3000000000u};
+  limit_memory();
+  for (size_t c = 0; c < sizeof ids / sizeof *ids; c++) {
+    hostile h = {.world = 2,
+                 .collectives = 20,
+                 .start_mono = 1000000000,
+                 .start_wall = 1700000000000000000ull};
+    hostile both[2] = {h, h};
+    both[0].lost_id = ids[c];
+    char dir[64], err[256], want[32];
+    mlprof__job job;
+    mlprof__analysis a;
+    if (hostile_job(dir, both, &job)) TEST_FAIL("cannot write the job");
+    int rc = analyse(&job, MLPROF__ANALYSIS_FINDINGS, &a, err, sizeof err);
+    mlprof__job_close(&job);
+    hostile_remove(dir);
+    if (rc) TEST_FAIL("id %u: %s", ids[c], err);
+    CHECK_EQ(a.f.dist.nranks, 2);
+    CHECK_EQ_U64(a.f.dist.matched, 20);
+    snprintf(want, sizeof want, "name #%u", ids[c]);
+    int found = 0;
+    for (size_t z = 0; z < a.r.nzones; z++)
+      found |= strcmp(a.r.zones[z].name, want) == 0 && a.r.zones[z].count == 1;
+    CHECK(found);
+    mlprof__analysis_free(&a);
+  }
+}
+
+/* Clock offsets and starts near the ends of int64_t (hostile META values
+ * and headers): no arithmetic overflows (the sanitizer build checks), a
+ * measurement past MLPROF__CLOCK_MAX is left out and said, one within it
+ * is taken. */
+static void test_dist_clock_offsets_at_int64_ends(void) {
+  static const struct {
+    uint64_t mono0, wall0, mono1, wall1;
+    const char *init0, *init1, *final1;
+    int rejected1;
+  } cases[] = {
+      {1000, 1000, 1000, 1000, "0 0 0", "9223372036854775000 10 5",
+       "-9223372036854775000 10 6", 1},
+      {UINT64_MAX, 0, 0, UINT64_MAX, "4611686018427387903 0 0",
+       "-4611686018427387903 10 5",
+       "4611686018427387903 10 4611686018427387903", 0},
+      {INT64_MAX, 1, 1, INT64_MAX, "-4611686018427387903 0 0",
+       "4611686018427387903 0 1", "-4611686018427387903 0 2", 0},
+      {1000, 1000, 1000, 1000, "0 0 0", "99999999999999999999 1 1", NULL, 1},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    hostile h[2] = {{.world = 2,
+                     .collectives = 5,
+                     .start_mono = cases[c].mono0,
+                     .start_wall = cases[c].wall0,
+                     .clock_init = cases[c].init0},
+                    {.world = 2,
+                     .collectives = 5,
+                     .start_mono = cases[c].mono1,
+                     .start_wall = cases[c].wall1,
+                     .clock_init = cases[c].init1,
+                     .clock_final = cases[c].final1}};
+    char dir[64], err[256];
+    mlprof__job job;
+    mlprof__analysis a;
+    if (hostile_job(dir, h, &job)) TEST_FAIL("cannot write the job");
+    const mlprof__job_profile *r1 = NULL;
+    for (size_t i = 0; i < job.count; i++) {
+      if (job.profiles[i].rank == 1) r1 = &job.profiles[i];
+      /* Times far along a profile are placed without overflow too. */
+      (void)mlprof__job_time(&job.profiles[i], UINT64_MAX / 2);
+      (void)mlprof__job_time(&job.profiles[i], 0);
+    }
+    CHECK(r1 != NULL);
+    CHECK_EQ(r1->clock_rejected, cases[c].rejected1);
+    CHECK_EQ(r1->has_clock[0], !cases[c].rejected1);
+    int rc = analyse(&job, MLPROF__ANALYSIS_FINDINGS, &a, err, sizeof err);
+    mlprof__job_close(&job);
+    hostile_remove(dir);
+    if (rc) TEST_FAIL("case %zu: %s", c, err);
+    int said = 0;
+    for (size_t w = 0; w < a.r.nwarnings; w++)
+      said |= strstr(a.r.warnings[w], "clock offset to rank 0") != NULL;
+    CHECK_EQ(said, cases[c].rejected1);
+    mlprof__analysis_free(&a);
+  }
+}
+
 const mlprof_test mlprof_tests_dist[] = {
     {"straggler_named", test_dist_straggler_named},
     {"balanced_no_finding", test_dist_balanced_no_finding},
@@ -658,4 +862,8 @@ const mlprof_test mlprof_tests_dist[] = {
     {"slow_link_named", test_dist_slow_link_named},
     {"host_syncs_every_step", test_dist_host_syncs_every_step},
     {"rare_host_syncs_no_finding", test_dist_rare_host_syncs_no_finding},
+    {"claimed_world_size_sizes_nothing",
+     test_dist_claimed_world_size_sizes_nothing},
+    {"far_name_ids_cost_their_entry", test_dist_far_name_ids_cost_their_entry},
+    {"clock_offsets_at_int64_ends", test_dist_clock_offsets_at_int64_ends},
     {NULL, NULL}};
