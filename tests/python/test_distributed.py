@@ -31,16 +31,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(out, prefix=()):
-    """Runs the 4 ranks, each command prefixed by prefix(rank)."""
+def run_ranks(out, prefix=(), program=PROGRAM, ranks=4):
+    """Runs the ranks of program, each command prefixed by prefix(rank)."""
     port = str(free_port())
     procs = []
-    for rank in range(4):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="4",
+    for rank in range(ranks):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                    OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen(
-            [*(prefix(rank) if prefix else ()), sys.executable, PROGRAM, out],
+            [*(prefix(rank) if prefix else ()), sys.executable, program, out],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True))
     for p in procs:
@@ -48,7 +48,7 @@ def run_ranks(out, prefix=()):
         assert p.returncode == 0, output[-3000:]
 
 
-def profiles(out):
+def profiles(out, ranks=4):
     """{rank: (zones, track spans, meta)}, read through `mlprof trace`."""
     found = {}
     for path in glob.glob(os.path.join(out, "*.mlprof")):
@@ -63,7 +63,7 @@ def profiles(out):
                        key=lambda e: e["ts"])
         found[int(meta["dist.rank"])] = (
             zones, [e for e in spans if e["tid"] >= 2**31], meta)
-    assert sorted(found) == [0, 1, 2, 3]
+    assert sorted(found) == list(range(ranks))
     return found
 
 
@@ -123,6 +123,62 @@ def test_operations_bytes_and_sequence_numbers(tmp_path):
     assert [s for _, _, s in world[1]] == list(range(1, 10))
     assert world[0] == [w for w in world[1] if w[1] != 8]
     assert all(w == world[1] for w in world[2:])
+
+
+TORCH2 = os.path.join(ROOT, "tests", "programs", "dist_torch2.py")
+TORCH2_DELAY_NS = 300 * 10**6  # dist_torch2.DELAY_S
+
+
+def test_torch2_collectives(tmp_path):
+    """dist_torch2.py on 2 ranks: all_gather_into_tensor,
+    reduce_scatter_tensor and the functional collectives are each recorded
+    once per rank with their bytes, group and seq (the functional one made
+    and the barrier made while recording was off numbered all the same),
+    batch_isend_irecv with
+    its bytes and peer; the asynchronous ones to their completion (the
+    functional ones' in wait_tensor, where rank 0 waits for rank 1's late
+    all_reduce); and the analysis matches every collective across the
+    ranks."""
+    out = str(tmp_path / "run")
+    run_ranks(out, program=TORCH2, ranks=2)
+    want = [("all_gather_into_tensor", 40, 1), ("reduce_scatter_tensor", 96, 2),
+            ("funcol.all_reduce", 100, 5), ("funcol.all_gather_tensor", 24, 6),
+            ("funcol.reduce_scatter_tensor", 64, 7)]
+    for rank, (zones, track, meta) in sorted(profiles(out, 2).items()):
+        assert (meta["dist.world_size"], meta["dist.backend"]) == ("2", "gloo")
+        colls = [z["args"] | {"name": z["name"]} for z in zones
+                 if "seq" in z.get("args", {})]
+        assert [(c["name"], c["bytes"], c["seq"]) for c in colls] == want
+        assert {c["group"] for c in colls} == {"world"}
+        args = {z["name"]: z.get("args") for z in zones}
+        assert args["funcol.all_reduce"]["op"] == "sum"
+        assert args["funcol.all_gather_tensor"]["dtype"] == "int64"
+        assert args["reduce_scatter_tensor"]["dtype"] == "float64"
+        assert [(z["args"]["bytes"], z["args"]["peer"]) for z in zones
+                if z["name"] == "batch_isend_irecv"] == [(56, str(1 - rank))]
+        assert Counter(s["name"] for s in track) == Counter([
+            "batch_isend_irecv done", "funcol.all_reduce done",
+            "funcol.all_gather_tensor done",
+            "funcol.reduce_scatter_tensor done"]), rank
+        assert len([z for z in zones
+                    if z["name"] == "funcol.wait_tensor"]) == 3, rank
+        if rank == 0:  # waits in the completion, not in the call (the
+            # ranks left the barrier together, give or take the scheduler)
+            [done] = [s for s in track
+                      if s["name"] == "funcol.all_reduce done"]
+            assert done["dur"] * 1000 >= 0.6 * TORCH2_DELAY_NS, done
+            [call] = [z for z in zones if z["name"] == "funcol.all_reduce"]
+            assert call["dur"] * 1000 < TORCH2_DELAY_NS / 2, call
+    d = report(out)["distributed"]
+    assert (d["matched_collectives"], d["unmatched_operations"]) == (5, 0), d
+    got = {(c["op"], c["count"], c["bytes"], c["ranks"])
+           for c in d["collectives"]}
+    # all-gathers: the ranks' parts summed; the others: the buffer
+    assert got == {("all_gather", 1, 80, 2), ("all_gather", 1, 48, 2),
+                   ("reduce_scatter", 2, 96 + 64, 2),
+                   ("all_reduce", 1, 100, 2)}, d["collectives"]
+    [rank0] = [r for r in d["ranks"] if r["rank"] == 0]
+    assert rank0["wait_ns"] >= 0.6 * TORCH2_DELAY_NS, rank0
 
 
 def test_clock_offsets_match_shifted_clocks(tmp_path):
