@@ -249,9 +249,9 @@ PROFILED = os.path.join(ROOT, "tests", "programs", "dist_profiled.py")
 BUCKET_BYTES = 2632 * 4  # dist_straggler.PARAMS float32 gradients
 
 
-def torchrun(*args, env=None):
+def torchrun(*args, nproc=4):
     return [sys.executable, "-m", "torch.distributed.run",
-            "--nproc_per_node", "4", "--master_addr", "127.0.0.1",
+            "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
             "--master_port", str(free_port()), "--redirects", "0:1",
             "--tee", "0:1", *args]
 
@@ -329,3 +329,74 @@ def test_straggler_under_mlprof_run(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     check_straggler(report(out))
+
+
+# FSDP2 (torch 2's fully_shard) on 2 gloo ranks on the CPU: dist_fsdp2.py,
+# rank FSDP2_SLOW sleeping DELAY_MS in each step's forward.
+FSDP2 = os.path.join(ROOT, "tests", "programs", "dist_fsdp2.py")
+FSDP2_SLOW = 1
+FSDP2_PARAMS = [i * o + o for i, o in ((32, 64), (64, 8))]  # its LAYERS
+
+
+def check_fsdp2_straggler(report):
+    """The same analysis as DDP's: rank FSDP2_SLOW named, DELAY_MS behind
+    a step (within 15%: with two ranks there is one other rank's compute
+    to compare with); the other rank waits for it most of DELAY_MS a step
+    (in the backward's first all-gather), and the straggler far less (on a
+    busy machine, five collectives a step make either rank wait a little
+    for the other one's time slices); and
+    FSDP2's collectives, each matched across the ranks: a step all-gathers
+    each layer's parameters twice (forward, and backward after resharding)
+    and reduce-scatters its gradients once, bytes exact."""
+    d = report["distributed"]
+    assert len(d["ranks"]) == 2 and len(d["steps"]) >= STEPS - 1
+    assert d["straggler"]["rank"] == FSDP2_SLOW, d["straggler"]
+    delay = DELAY_MS * 1e6
+    assert abs(d["straggler"]["delay_ns"] - delay) < 0.15 * delay, \
+        d["straggler"]
+    wait = {r["rank"]: r["wait_ns"] / r["steps"] for r in d["ranks"]}
+    fast = 1 - FSDP2_SLOW
+    assert wait[fast] > 0.8 * delay, d["ranks"]
+    assert wait[FSDP2_SLOW] < wait[fast] - 0.6 * delay, d["ranks"]
+    got = {(c["op"], c["count"], c["bytes"], c["ranks"])
+           for c in d["collectives"]}
+    # all-gather: the ranks' halves summed, so the layer's parameters;
+    # reduce-scatter: the whole gradient
+    assert got == {("all_reduce", STEPS, STEPS * 4, 2),
+                   *{("all_gather", 2 * STEPS, 2 * STEPS * p * 4, 2)
+                     for p in FSDP2_PARAMS},
+                   *{("reduce_scatter", STEPS, STEPS * p * 4, 2)
+                     for p in FSDP2_PARAMS}}, d["collectives"]
+    assert d["unmatched_operations"] == 0, d
+    types = [f["type"] for f in report["findings"]]
+    assert "straggler" in types, report["findings"]
+    comm = {z["name"] for z in report["zones"]
+            if z["category"] == "communication"}
+    assert {"all_gather_single", "reduce_scatter_single"} <= comm, comm
+    assert not [f for f in report["findings"] if f["type"] == "io_wait" and
+                (f.get("zone") == "backward" or f.get("zone") in comm)], \
+        report["findings"]
+    for f in report["findings"]:
+        if f["type"] == "communication_wait":
+            assert f"wait for rank {FSDP2_SLOW}" in f["summary"], f
+
+
+def test_fsdp2_straggler_under_the_profiler(tmp_path):
+    out = str(tmp_path / "run")
+    r = subprocess.run(torchrun(PROFILED, out, str(STEPS), str(FSDP2_SLOW),
+                                str(DELAY_MS), "dist_fsdp2", nproc=2),
+                       env=dict(os.environ, OMP_NUM_THREADS="1"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_fsdp2_straggler(report(out))
+
+
+def test_fsdp2_straggler_under_mlprof_run(tmp_path):
+    out = str(tmp_path / "run")
+    r = subprocess.run([os.path.join(BUILD, "mlprof"), "run", "-q", "-o", out,
+                        "--", *torchrun(FSDP2, str(STEPS), str(FSDP2_SLOW),
+                                        str(DELAY_MS), nproc=2)],
+                       env=dict(os.environ, OMP_NUM_THREADS="1"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_fsdp2_straggler(report(out))
