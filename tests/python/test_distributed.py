@@ -181,6 +181,25 @@ def test_torch2_collectives(tmp_path):
     assert rank0["wait_ns"] >= 0.6 * TORCH2_DELAY_NS, rank0
 
 
+def test_compiled_collectives(tmp_path):
+    """torch.compile (fullgraph) turns the wrapped collectives, both
+    kinds, into its functional ops with no graph break and one graph; what
+    runs compiled is not recorded (documented), the uncompiled call is,
+    once each."""
+    out = str(tmp_path / "run")
+    r = subprocess.run([sys.executable, os.path.join(
+        ROOT, "tests", "programs", "dist_compiled.py"), out, str(free_port())],
+        env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+        text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counters = json.loads(r.stdout.splitlines()[-1])
+    assert counters["graph_break"] == {}, counters
+    assert counters["stats"]["unique_graphs"] == 1, counters
+    [(zones, _, _)] = profiles(out, 1).values()
+    assert Counter(z["name"] for z in zones) == Counter([
+        "all_reduce", "funcol.all_reduce", "funcol.wait_tensor"])
+
+
 def test_clock_offsets_match_shifted_clocks(tmp_path):
     """Each rank's CLOCK_MONOTONIC moved by 3 s x rank (a time namespace):
     the recorded offsets are those shifts within their stated uncertainty."""
