@@ -15,7 +15,16 @@ reduction) and "peer" or "root" (global ranks). An asynchronous operation
 "all_reduce done" from its call to its completion on the track
 "torch.distributed" (see _done). DistributedDataParallel's gradient
 all-reduces go through the default communication hook, registered at the
-first forward unless the user registered a hook of their own.
+first forward unless the user registered a hook of their own. An operation
+torch calls from inside another (torch 2's all_gather_into_tensor calls
+all_gather_single, FSDP2's) is part of it, recorded once.
+
+torch 2's functional collectives (torch.distributed._functional_collectives:
+DTensor, tensor parallelism) never call those functions: theirs are wrapped
+once the program imports that module, each a zone "funcol.all_reduce" (and
+so on) recording the same, its completion a span "funcol.all_reduce done"
+ending when wait_tensor has waited for its outputs (see _wrap_functional).
+Under torch.compile's tracing every wrapper calls straight through.
 
 Host syncs: a tensor's .item(), .tolist() and .cpu() on a device (any
 device but the CPU), and torch.cuda.synchronize(), stall the host until the

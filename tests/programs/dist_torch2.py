@@ -7,7 +7,7 @@ as argument:
 
 all_gather_into_tensor, reduce_scatter_tensor, batch_isend_irecv, then the
 functional collectives (imported after the profiler started, as DTensor
-would import them): one and a barrier unrecorded, then an all_reduce that rank 1 enters
+would import them): one, an all-gather and a barrier unrecorded, then an all_reduce that rank 1 enters
 DELAY_S late
 (rank 0's wait for it is in its completion, not in its call), an
 all_gather_tensor and a reduce_scatter_tensor on a group given as ranks.
@@ -47,6 +47,7 @@ with mlprof.Profiler(output=sys.argv[1] + "/") as prof:
     # on a busy machine): made while recording is off, numbered all the same
     prof.set_enabled(False)
     funcol.all_reduce(torch.ones(1), "sum", dist.group.WORLD).wait()
+    dist.all_gather_into_tensor(gathered, torch.zeros(10))  # seq 4, once
     dist.barrier()  # the ranks together again, then rank 1 late
     prof.set_enabled(True)
     if rank == 1:
