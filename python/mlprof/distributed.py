@@ -148,6 +148,12 @@ def _describe(c10d, name, spec, bound):
         _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))
     if "op" in bound:
         _mlprof.zone_meta("op", _reduce_op(c10d, bound["op"]))
+    if peer is not None and bound.get(peer[0]) is None and \
+            bound.get("group_" + peer[0]) is not None:
+        # torch 2's group_src / group_dst: a rank in the group
+        bound[peer[0]] = c10d.get_global_rank(
+            c10d.GroupMember.WORLD if group is None else group,
+            bound["group_" + peer[0]])
     if peer is not None and bound.get(peer[0]) is not None:
         _mlprof.zone_meta(peer[1], str(bound[peer[0]]))
     elif name == "batch_isend_irecv":
@@ -321,8 +327,8 @@ def _describe_functional(fc, c10d, spec, bound, group, result, begin_ns,
         _mlprof.zone_meta("root", str(c10d.get_global_rank(group,
                                                            bound[root])))
     outs = result if isinstance(result, (list, tuple)) else [result]
-    elems = [getattr(t, "elem", None) for t in outs]
-    keys = [e.untyped_storage().data_ptr() for e in elems if e is not None]
+    keys = [t.elem.untyped_storage().data_ptr() for t in outs
+            if isinstance(t, fc.AsyncCollectiveTensor)]
     keys = [k for k in keys if k]
     if not keys:
         return  # waited for already (a plain tensor), or empty

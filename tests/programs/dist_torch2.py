@@ -60,4 +60,12 @@ with mlprof.Profiler(output=sys.argv[1] + "/") as prof:
                                          [0, 1])                  # 64
     assert rows.wait().tolist() == list(range(6))
     assert shard.wait().tolist() == [2.0] * 8
+
+    # DTensor: a scatter from the mesh's rank 0 (group_src), a functional
+    # all-gather of the two shards
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    mesh = init_device_mesh("cpu", (size,))
+    sharded = distribute_tensor(torch.ones(4, 6), mesh, [Shard(0)])  # 48
+    assert sharded.full_tensor().tolist() == [[1.0] * 6] * 4            # 48
     dist.destroy_process_group()

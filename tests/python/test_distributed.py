@@ -151,7 +151,8 @@ def test_torch2_collectives(tmp_path):
     run_ranks(out, program=TORCH2, ranks=2)
     want = [("all_gather_into_tensor", 40, 1), ("reduce_scatter_tensor", 96, 2),
             ("funcol.all_reduce", 100, 6), ("funcol.all_gather_tensor", 24, 7),
-            ("funcol.reduce_scatter_tensor", 64, 8)]
+            ("funcol.reduce_scatter_tensor", 64, 8), ("scatter", 48, 9),
+            ("funcol.all_gather_single", 48, 10)]
     for rank, (zones, track, meta) in sorted(profiles(out, 2).items()):
         assert (meta["dist.world_size"], meta["dist.backend"]) == ("2", "gloo")
         colls = [z["args"] | {"name": z["name"]} for z in zones
@@ -164,12 +165,14 @@ def test_torch2_collectives(tmp_path):
         assert args["reduce_scatter_tensor"]["dtype"] == "float64"
         assert [(z["args"]["bytes"], z["args"]["peer"]) for z in zones
                 if z["name"] == "batch_isend_irecv"] == [(56, str(1 - rank))]
+        assert args["scatter"]["root"] == "0"  # DTensor's group_src
         assert Counter(s["name"] for s in track) == Counter([
             "batch_isend_irecv done", "funcol.all_reduce done",
             "funcol.all_gather_tensor done",
-            "funcol.reduce_scatter_tensor done"]), rank
+            "funcol.reduce_scatter_tensor done",
+            "funcol.all_gather_single done"]), rank
         assert len([z for z in zones
-                    if z["name"] == "funcol.wait_tensor"]) == 3, rank
+                    if z["name"] == "funcol.wait_tensor"]) == 4, rank
         if rank == 0:  # waits in the completion, not in the call (the
             # ranks left the barrier together, give or take the scheduler)
             [done] = [s for s in track
@@ -178,12 +181,14 @@ def test_torch2_collectives(tmp_path):
             [call] = [z for z in zones if z["name"] == "funcol.all_reduce"]
             assert call["dur"] * 1000 < TORCH2_DELAY_NS / 2, call
     d = report(out)["distributed"]
-    assert (d["matched_collectives"], d["unmatched_operations"]) == (5, 0), d
+    assert (d["matched_collectives"], d["unmatched_operations"]) == (7, 0), d
     got = {(c["op"], c["count"], c["bytes"], c["ranks"])
            for c in d["collectives"]}
-    # all-gathers: the ranks' parts summed; the others: the buffer
-    assert got == {("all_gather", 1, 80, 2), ("all_gather", 1, 48, 2),
-                   ("reduce_scatter", 2, 96 + 64, 2),
+    # all-gathers and scatters: the ranks' parts summed; the others: the
+    # buffer; counted by size of a rank's buffer, a power of two (24 bytes:
+    # 32; 40 and 48: 64)
+    assert got == {("all_gather", 1, 48, 2), ("all_gather", 2, 80 + 96, 2),
+                   ("reduce_scatter", 2, 96 + 64, 2), ("scatter", 1, 96, 2),
                    ("all_reduce", 1, 100, 2)}, d["collectives"]
     [rank0] = [r for r in d["ranks"] if r["rank"] == 0]
     assert rank0["wait_ns"] >= 0.6 * TORCH2_DELAY_NS, rank0
