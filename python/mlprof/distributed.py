@@ -421,7 +421,17 @@ def _wrap_wait(fc, wait):
 
 def _install_functional(fc):
     """Wraps the functional collectives of module fc (run when the program
-    imports it: torch imports it only for DTensor, FSDP2 and the like)."""
+    imports it: torch imports it only for DTensor, FSDP2 and the like); a
+    failure is recorded in the session metadata, never raised into the
+    program's import."""
+    try:
+        _wrap_functionals(fc)
+    except Exception as e:
+        _mlprof.meta("mlprof.distributed.functional", "not instrumented: "
+                     "%s: %s" % (type(e).__name__, e))
+
+
+def _wrap_functionals(fc):
     import torch.distributed.distributed_c10d as c10d
     for name, spec in _FUNCOL_OPS.items():
         fn = getattr(fc, name, None)
