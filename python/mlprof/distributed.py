@@ -15,7 +15,16 @@ reduction) and "peer" or "root" (global ranks). An asynchronous operation
 "all_reduce done" from its call to its completion on the track
 "torch.distributed" (see _done). DistributedDataParallel's gradient
 all-reduces go through the default communication hook, registered at the
-first forward unless the user registered a hook of their own.
+first forward unless the user registered a hook of their own. An operation
+torch calls from inside another (torch 2's all_gather_into_tensor calls
+all_gather_single, FSDP2's) is part of it, recorded once.
+
+torch 2's functional collectives (torch.distributed._functional_collectives:
+DTensor, tensor parallelism) never call those functions: theirs are wrapped
+once the program imports that module, each a zone "funcol.all_reduce" (and
+so on) recording the same, its completion a span "funcol.all_reduce done"
+ending when wait_tensor has waited for its outputs (see _wrap_functional).
+Under torch.compile's tracing every wrapper calls straight through.
 
 Host syncs: a tensor's .item(), .tolist() and .cpu() on a device (any
 device but the CPU), and torch.cuda.synchronize(), stall the host until the
@@ -67,11 +76,13 @@ _OPS = {
     "reduce": ("tensor", ("dst", "root"), True),
     "all_gather": ("tensor", None, True),
     "_all_gather_base": ("input_tensor", None, True),
+    "all_gather_single": ("input_tensor", None, True),
     "all_gather_into_tensor": ("input_tensor", None, True),
     "gather": ("tensor", ("dst", "root"), True),
     "scatter": ("tensor", ("src", "root"), True),
     "reduce_scatter": (lambda a: _tensor_list(a["input_list"]), None, True),
     "_reduce_scatter_base": ("input", None, True),
+    "reduce_scatter_single": ("input", None, True),
     "reduce_scatter_tensor": ("input", None, True),
     "all_to_all": (lambda a: _tensor_list(a["input_tensor_list"]), None,
                    True),
@@ -137,6 +148,12 @@ def _describe(c10d, name, spec, bound):
         _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))
     if "op" in bound:
         _mlprof.zone_meta("op", _reduce_op(c10d, bound["op"]))
+    if peer is not None and bound.get(peer[0]) is None and \
+            bound.get("group_" + peer[0]) is not None:
+        # torch 2's group_src / group_dst: a rank in the group
+        bound[peer[0]] = c10d.get_global_rank(
+            c10d.GroupMember.WORLD if group is None else group,
+            bound["group_" + peer[0]])
     if peer is not None and bound.get(peer[0]) is not None:
         _mlprof.zone_meta(peer[1], str(bound[peer[0]]))
     elif name == "batch_isend_irecv":
@@ -209,17 +226,17 @@ def _wrap(c10d, name, fn, spec):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if getattr(_inside, "on", False):
-            return fn(*args, **kwargs)
-        if not _mlprof.is_enabled():
-            # Collectives are numbered while recording is off too, so that
-            # ranks switching it at different times still agree.
-            if spec[2]:
-                group = kwargs.get("group", args[group_at]
-                                   if group_at < len(args) else None)
-                _next_seq(c10d, group)
-            return fn(*args, **kwargs)
+            return fn(*args, **kwargs)  # torch's own nested call
         _inside.on = True
         try:
+            if not _mlprof.is_enabled():
+                # Collectives are numbered while recording is off too, so
+                # that ranks switching it at different times still agree.
+                if spec[2]:
+                    group = kwargs.get("group", args[group_at]
+                                       if group_at < len(args) else None)
+                    _next_seq(c10d, group)
+                return fn(*args, **kwargs)
             begin_ns = _mlprof.monotonic_ns()
             with zone:
                 result = fn(*args, **kwargs)
@@ -243,6 +260,197 @@ def _wrap(c10d, name, fn, spec):
 
     wrapper._mlprof_wrapped = fn
     return wrapper
+
+
+# Functional collectives (torch.distributed._functional_collectives, torch
+# 2: DTensor and tensor parallelism, compiled code): name -> (the argument
+# holding the payload, the reduction's, the root's). They are asynchronous:
+# each returns an AsyncCollectiveTensor, waited for by wait_tensor when the
+# program first uses it.
+FUNCOL = "funcol."  # their zones' prefix: "funcol.all_reduce"
+_FUNCOL_OPS = {
+    "broadcast": ("self", None, "src"),
+    "all_reduce": ("self", "reduceOp", None),
+    "all_reduce_coalesced": ("self", "reduceOp", None),
+    "all_gather_single": ("self", None, None),
+    "all_gather_tensor": ("self", None, None),
+    "all_gather_single_autograd": ("self", None, None),
+    "all_gather_tensor_autograd": ("self", None, None),
+    "all_gather_single_coalesced": ("self", None, None),
+    "all_gather_into_tensor_coalesced": ("self", None, None),
+    "reduce_scatter_single": ("self", "reduceOp", None),
+    "reduce_scatter_tensor": ("self", "reduceOp", None),
+    "reduce_scatter_single_autograd": ("self", "reduceOp", None),
+    "reduce_scatter_tensor_autograd": ("self", "reduceOp", None),
+    "reduce_scatter_single_coalesced": ("inputs", "reduceOp", None),
+    "reduce_scatter_tensor_coalesced": ("inputs", "reduceOp", None),
+    "all_to_all_single": ("self", None, None),
+    "all_to_all_single_autograd": ("self", None, None),
+}
+# Functional collectives' outputs not yet waited for: the address of an
+# output's storage (its views share it) -> [name, begin_ns, outputs of the
+# call not yet waited for]. An output never waited for stays until another
+# takes its storage, or is forgotten past MAX_UNWAITED.
+_inflight = {}
+
+
+def _functional_group(fc, c10d, bound):
+    """The process group of a functional collective's group argument (a
+    process group, its name, a device mesh (and dimension), ranks)."""
+    group, tag = bound["group"], bound.get("tag", "")
+    if isinstance(group, list):  # ranks (_resolve_group would warn again)
+        group = c10d._resolve_group_name_by_ranks_and_tag(group, tag)
+    else:
+        group = fc._resolve_group(group, tag)
+    if isinstance(group, str):
+        group = c10d._resolve_process_group(group)
+    return group
+
+
+def _describe_functional(fc, c10d, spec, bound, group, result, begin_ns,
+                         name):
+    """Records a functional collective's payload, group and seq into the
+    zone that is open, and keeps its outputs for wait_tensor."""
+    payload, op, root = spec
+    tensors = bound[payload]
+    tensors = _tensor_list(tensors if isinstance(tensors, (list, tuple))
+                           else [tensors])
+    _mlprof.units("bytes", sum(t.numel() * t.element_size() for t in tensors))
+    _mlprof.units("elements", sum(t.numel() for t in tensors))
+    _mlprof.units("seq", _next_seq(c10d, group))
+    _mlprof.zone_meta("group", _group_name(c10d, group))
+    if tensors:
+        _mlprof.zone_meta("dtype", str(tensors[0].dtype).replace("torch.", ""))
+    if op is not None:
+        _mlprof.zone_meta("op", str(bound[op]).lower())
+    if root is not None:
+        _mlprof.zone_meta("root", str(c10d.get_global_rank(group,
+                                                           bound[root])))
+    outs = result if isinstance(result, (list, tuple)) else [result]
+    keys = [t.elem.untyped_storage().data_ptr() for t in outs
+            if isinstance(t, fc.AsyncCollectiveTensor)]
+    keys = [k for k in keys if k]
+    if not keys:
+        return  # waited for already (a plain tensor), or empty
+    entry = [name, begin_ns, len(keys)]
+    with _lock:
+        if len(_inflight) + len(keys) <= MAX_UNWAITED:
+            for k in keys:
+                _inflight[k] = entry
+
+
+def _wrap_functional(fc, c10d, name, fn, spec):
+    """fn, a functional collective, recorded as a zone FUNCOL + name: its
+    call (the launch); its completion, a span "FUNCOL + name done" on TRACK,
+    ends when wait_tensor has waited for its last output. Tracing
+    (torch.compile, export, fake tensors) calls fn alone."""
+    import inspect
+    params = inspect.signature(fn).parameters
+    names = list(params)
+    defaults = {k: p.default for k, p in params.items()
+                if p.default is not inspect.Parameter.empty}
+    zone = _mlprof.Zone(FUNCOL + name, "communication")
+    tracing = fc._are_we_tracing
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if tracing() or getattr(_inside, "on", False):
+            return fn(*args, **kwargs)
+        _inside.on = True
+        try:
+            if not _mlprof.is_enabled():
+                result = fn(*args, **kwargs)
+                try:  # numbered while recording is off too (see _wrap)
+                    bound = dict(zip(names, args), **kwargs)
+                    bound.setdefault("tag", "")
+                    _next_seq(c10d, _functional_group(fc, c10d, bound))
+                except Exception:
+                    pass
+                return result
+            begin_ns = _mlprof.monotonic_ns()
+            with zone:
+                result = fn(*args, **kwargs)
+                try:
+                    bound = dict(defaults)
+                    bound.update(zip(names, args))
+                    bound.update(kwargs)
+                    group = _functional_group(fc, c10d, bound)
+                    _describe_functional(fc, c10d, spec, bound, group, result,
+                                         begin_ns, FUNCOL + name)
+                except Exception:
+                    pass  # recording must never break the program's call
+            return result
+        finally:
+            _inside.on = False
+
+    wrapper._mlprof_wrapped = fn
+    return wrapper
+
+
+def _wrap_wait(fc, wait):
+    """wait_tensor, through which an AsyncCollectiveTensor waits for its
+    collective: a zone FUNCOL + "wait_tensor" (communication, the host
+    blocked) when the tensor is a recorded collective's output, and that
+    collective's "done" span once all its outputs were waited for."""
+    zone = _mlprof.Zone(FUNCOL + "wait_tensor", "communication")
+    tracing = fc._are_we_tracing
+
+    @functools.wraps(wait)
+    def wait_tensor(tensor):
+        if tracing() or not _inflight:
+            return wait(tensor)
+        try:
+            key = tensor.untyped_storage().data_ptr()
+            with _lock:
+                entry = _inflight.pop(key, None)
+                if entry is not None:
+                    entry[2] -= 1
+        except Exception:
+            entry = None
+        if entry is None or not _mlprof.is_enabled():
+            return wait(tensor)
+        with zone:
+            result = wait(tensor)
+        if entry[2] == 0:
+            _record_span(TRACK, entry[0] + " done", entry[1])
+        return result
+
+    wait_tensor._mlprof_wrapped = wait
+    return wait_tensor
+
+
+def _install_functional(fc):
+    """Wraps the functional collectives of module fc (run when the program
+    imports it: torch imports it only for DTensor, FSDP2 and the like); a
+    failure is recorded in the session metadata, never raised into the
+    program's import."""
+    try:
+        _wrap_functionals(fc)
+    except Exception as e:
+        _mlprof.meta("mlprof.distributed.functional", "not instrumented: "
+                     "%s: %s" % (type(e).__name__, e))
+
+
+def _wrap_functionals(fc):
+    import torch.distributed.distributed_c10d as c10d
+    for name, spec in _FUNCOL_OPS.items():
+        fn = getattr(fc, name, None)
+        if fn is not None and not hasattr(fn, "_mlprof_wrapped"):
+            setattr(fc, name, _wrap_functional(fc, c10d, name, fn, spec))
+    wait = getattr(fc, "wait_tensor", None)
+    if wait is not None and not hasattr(wait, "_mlprof_wrapped"):
+        fc.wait_tensor = _wrap_wait(fc, wait)
+    # torch.compile replaces a call to torch.distributed's collectives by
+    # their functional form, recognising them by identity: the wrappers
+    # are given the same replacement (no graph break, nothing recorded
+    # inside compiled code).
+    remaps = getattr(fc, "traceable_collective_remaps", None)
+    if isinstance(remaps, dict):
+        for name in _OPS:
+            fn = getattr(c10d, name, None)
+            orig = getattr(fn, "_mlprof_wrapped", None)
+            if orig in remaps:
+                remaps[fn] = remaps[orig]
 
 
 def _clock_sync(c10d, key):
@@ -422,6 +630,9 @@ def install():
     _hook_ddp()
     _hook_host_syncs(sys.modules["torch"])
     _wait_hook(c10d.Work)
+    from .auto import after_import
+    after_import("torch.distributed._functional_collectives",
+                 _install_functional)
     if c10d.is_initialized():
         _started(c10d, None)
     return True

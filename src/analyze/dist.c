@@ -44,11 +44,17 @@ const char *mlprof__op_name(int op) {
 }
 
 int mlprof__op_of(const char *name, size_t len) {
-  /* Lower case, no "MPI_" prefix, no " done" suffix, no underscores. */
+  /* Lower case, no "MPI_" prefix, no namespace ("funcol." of torch's
+   * functional collectives), no " done" suffix, no underscores. */
   char s[64];
   size_t n = 0;
   if (len >= 4 && !strncmp(name, "MPI_", 4)) name += 4, len -= 4;
   if (len >= 5 && !memcmp(name + len - 5, " done", 5)) len -= 5;
+  for (size_t i = len; i > 0; i--)
+    if (name[i - 1] == '.') {
+      name += i, len -= i;
+      break;
+    }
   for (size_t i = 0; i < len && n < sizeof s - 1; i++)
     if (name[i] != '_')
       s[n++] =

@@ -45,7 +45,8 @@ enum {
 
 /* "all_reduce", "broadcast", ... "other". */
 const char *mlprof__op_name(int op);
-/* The kind of a communication zone's name (len bytes). */
+/* The kind of a communication zone's name (len bytes): "MPI_Iallreduce",
+ * "all_reduce done", "funcol.all_reduce" are all-reduces. */
 int mlprof__op_of(const char *name, size_t len);
 /* nccl-tests' bus bandwidth factor of a collective of n ranks: all-reduce
  * 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; broadcast,

@@ -515,6 +515,13 @@ static void test_dist_op_kinds(void) {
   CHECK_EQ(mlprof__op_of("irecv", 5), MLPROF__OP_RECV);
   CHECK_EQ(mlprof__op_of("MPI_Sendrecv", 12), MLPROF__OP_SENDRECV);
   CHECK_EQ(mlprof__op_of("MPI_Waitall", 11), MLPROF__OP_OTHER);
+  /* torch's functional collectives, their completion and their wait */
+  CHECK_EQ(mlprof__op_of("funcol.all_reduce", 17), MLPROF__OP_ALL_REDUCE);
+  CHECK_EQ(mlprof__op_of("funcol.reduce_scatter_tensor done", 33),
+           MLPROF__OP_REDUCE_SCATTER);
+  CHECK_EQ(mlprof__op_of("funcol.all_gather_single", 24),
+           MLPROF__OP_ALL_GATHER);
+  CHECK_EQ(mlprof__op_of("funcol.wait_tensor", 18), MLPROF__OP_OTHER);
   CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_REDUCE, 8) - 1.75) < 1e-12);
   CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_GATHER, 4) - 0.75) < 1e-12);
   CHECK(fabs(mlprof__op_bus_factor(MLPROF__OP_ALL_TO_ALL, 2) - 0.5) < 1e-12);
