@@ -170,6 +170,15 @@ static void find_growths(const points *p, const limits *l, growth *out,
       if (last) break;
     }
   }
+  /* One leak, one finding: runs of growing windows cut apart by a window
+   * that did not grow (a stall, a burst of noise) are one growth when,
+   * taken together, they are a leak. */
+  growth joined;
+  if (*nout > 1 && trend(p, out[0].a, out[*nout - 1].b, &joined) == 0 &&
+      leak(p, &joined, l)) {
+    out[0] = joined;
+    *nout = 1;
+  }
   growth all;
   if (!*nout && trend(p, 0, n, &all) == 0 && leak(p, &all, l))
     out[(*nout)++] = all;

@@ -144,6 +144,17 @@ def test_leak_of_1_mb_per_step(tmp_path):
     assert re.fullmatch(r"[\d.]+ MB/min", ev["slope_mb_per_min"]), ev
 
 
+def test_steady_leak_of_120_steps_is_one_finding(tmp_path):
+    # 4 MB a step for 120 steps: one leak over the whole run, one finding
+    # and one box (issue #21: it was cut in two at step 74).
+    rep = report_json(run(tmp_path, "findings_memory", "leak", 120, 4))
+    assert len(rep["leaks"]) == 1, rep["leaks"]
+    assert [f["type"] for f in rep["findings"]].count("memory_leak") == 1
+    leak = rep["leaks"][0]
+    assert abs(leak["slope_mb_per_step"] - 4) <= 0.4, leak
+    assert leak["growth_mb"] > 400
+
+
 def test_noisy_flat_memory_is_no_leak(tmp_path):
     rep = report_json(run(tmp_path, "findings_memory", "noisy", 150))
     assert rep["leak_series"] >= 1

@@ -1057,6 +1057,53 @@ static void test_leak_beside_another_profiler(void) {
   built_free(&x);
 }
 
+/* A steady 4 MB/step leak over 120 steps of 20 ms whose step 74 stalls for
+ * stall_ms (the machine was busy: memory flat meanwhile), RSS sampled every
+ * 5 ms: the stall breaks the run of growing windows in two. */
+static void stalled_leak(uint64_t stall_ms, built *x) {
+  static const char *const zones[] = {"work", "alloc"};
+  sb b;
+  memset(x, 0, sizeof *x);
+  if (sb_open(&b, zones, NULL, 2)) return;
+  uint64_t t = 0, ends[120];
+  for (int i = 0; i < 120; i++) {
+    uint64_t d = (i == 74 ? stall_ms : 20) * MS;
+    span(&b, 1, 1, t, t + MS);
+    span(&b, 0, 0, t, t + d);
+    t += d;
+    mark(&b, t);
+    ends[i] = t;
+  }
+  unsigned seed = 5;
+  int step = 0;
+  for (uint64_t s = 0; s < t; s += 5 * MS) {
+    while (step < 120 && ends[step] <= s) step++;
+    /* each step's "alloc" adds 4 MB 1 ms in */
+    double v = 300e6 + 4e6 * step +
+               (s > (step ? ends[step - 1] : 0) + MS ? 4e6 : 0) +
+               0.3e6 * noise(&seed);
+    proc_row(&b, s, 50, v);
+  }
+  sb_build(&b, t, NULL, x);
+}
+
+/* One leak, one finding: a stall in the middle of a steady leak does not
+ * cut it in two (issue #21). */
+static void test_stalled_leak_is_one(void) {
+  built x;
+  stalled_leak(800, &x);
+  CHECK_EQ(x.f.nleaks, 1);
+  CHECK_EQ(count_type(&x.f, "memory_leak"), 1);
+  if (x.f.nleaks) {
+    CHECK(x.f.leaks[0].begin_step < 10 && x.f.leaks[0].end_step > 110);
+    CHECK(fabs(x.f.leaks[0].slope_mb_per_step - 4) < 0.4);
+  }
+  built_free(&x);
+  stalled_leak(20, &x); /* no stall */
+  CHECK_EQ(x.f.nleaks, 1);
+  built_free(&x);
+}
+
 static void test_noise_is_no_leak(void) {
   built x;
   leak_run(flat_noisy, &x, NULL);
@@ -1203,6 +1250,7 @@ const mlprof_test mlprof_tests_findings[] = {
     {"erratic_zone_flagged_steady_not", test_erratic_zone_flagged_steady_not},
     {"gpu_underutilized", test_gpu_underutilized},
     {"leak_found_once", test_leak_found_once},
+    {"stalled_leak_is_one", test_stalled_leak_is_one},
     {"noise_is_no_leak", test_noise_is_no_leak},
     {"late_leak_and_thresholds", test_late_leak_and_thresholds},
     {"leak_shapes", test_leak_shapes},
