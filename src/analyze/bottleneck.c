@@ -318,7 +318,13 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
   }
   for (size_t i = 0; i < r->nzones; i++) {
     const mlprof__zone_stats *z = &r->zones[i];
-    if (!z->count || z == folded || own_zone(z)) continue;
+    /* The data-bound finding is about the data part: its zones (the
+     * workers' loading, the main process's wait for it) are not listed
+     * again. */
+    if (!z->count || own_zone(z) ||
+        (folded && mlprof__zone_part(z->category, z->name, z->name_len, 1) ==
+                       MLPROF__PART_DATA))
+      continue;
     const mlprof__fzone *fz = mlprof__fpass_zone(p, z->name, z->name_len);
     if (fz && !fz->thread_spans) continue; /* on tracks only */
     if (f->steps.source == MLPROF__STEPS_ZONE &&

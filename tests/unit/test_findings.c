@@ -431,6 +431,40 @@ static void test_data_bound_found(void) {
   built_free(&x);
 }
 
+/* The main process's wait for a batch ("data_wait") beside the workers'
+ * loading ("data_fetch", more time): both are the data part the data-bound
+ * finding is about, and neither is listed again (issue #21); the other
+ * zones still are. */
+static void test_data_zones_folded_into_data_bound(void) {
+  static const char *const zones[] = {"iteration", "data_wait", "forward",
+                                      "data_fetch"};
+  static const uint8_t cats[] = {0, MLPROF_CAT_DATA, 0, MLPROF_CAT_DATA};
+  sb b;
+  CHECK_EQ(sb_open(&b, zones, cats, 4), 0);
+  uint64_t t = 0;
+  for (int s = 0; s < 10; s++) {
+    uint64_t st = t;
+    span(&b, 1, 1, t, t + 30 * MS);
+    t += 30 * MS;
+    span(&b, 3, 1, t, t + 40 * MS);
+    t += 40 * MS;
+    span(&b, 2, 1, t, t + 50 * MS);
+    t += 50 * MS;
+    span(&b, 0, 0, st, t);
+    mark(&b, t);
+  }
+  built x;
+  CHECK_EQ(sb_build(&b, t, NULL, &x), 0);
+  CHECK(x.f.nfindings > 0);
+  CHECK_STR(x.f.findings[0].type, "data_bound");
+  CHECK_STR(x.f.findings[0].zone, "data_fetch");
+  CHECK_EQ(count_type(&x.f, "data_bound"), 1);
+  CHECK(!finding(&x.f, "hotspot", "data_wait"));
+  CHECK(!finding(&x.f, "hotspot", "data_fetch"));
+  CHECK(finding(&x.f, "hotspot", "forward") != NULL);
+  built_free(&x);
+}
+
 static void test_fast_data_is_not_data_bound(void) {
   sb b;
   CHECK_EQ(sb_open(&b, train_zones, train_cats, 6), 0);
@@ -1236,6 +1270,8 @@ const mlprof_test mlprof_tests_findings[] = {
     {"communication_zone_never_io_wait", test_communication_zone_never_io_wait},
     {"data_bound_found", test_data_bound_found},
     {"fast_data_is_not_data_bound", test_fast_data_is_not_data_bound},
+    {"data_zones_folded_into_data_bound",
+     test_data_zones_folded_into_data_bound},
     {"compute_and_wait_classified", test_compute_and_wait_classified},
     {"half_busy_is_neither", test_half_busy_is_neither},
     {"starved_zone_is_contended_compute",
