@@ -346,6 +346,68 @@ static void test_killed_and_damaged_profile(void) {
   mlprof__report_free(&f.r);
 }
 
+/* A child profile of profile index parent (a DataLoader worker). */
+static void child_profile(fixture *f, uint64_t pid, int parent) {
+  mlprof__job_profile p = {.path = "test.mlprof",
+                           .pid = pid,
+                           .ppid = 100,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "host",
+                           .exe = "/usr/bin/python3",
+                           .cmdline = "python3 t.py",
+                           .parent = parent};
+  mlprof__stats_profile_begin(f->s, &p, &f->v);
+}
+
+/* Ends the profile with an END chunk saying how (MLPROF__END_*). */
+static void end_how(fixture *f, uint64_t end_ns, int how, int status) {
+  f->v.end(f->v.ud, end_ns, 0, 0);
+  mlprof__read_report rep = {
+      .clean_end = 1, .end_how = how, .end_status = status, .last_ns = end_ns};
+  mlprof__stats_profile_end(f->s, &rep, NULL);
+}
+
+/* Zones the program's own shutdown left open (workers stopped while
+ * prefetching, a child signalled as its parent shut down) are listed but
+ * not warned about; the others are (issue #21). */
+static void test_open_at_shutdown_is_no_warning(void) {
+  fixture f = {0};
+  profile(&f, 100, 0); /* the main process, 10 s */
+  end_how(&f, 10000000000ull, MLPROF__END_EXIT, 0);
+  uint64_t near = 9900000000ull;
+  child_profile(&f, 101, 0); /* a worker, inside data_fetch */
+  name(&f, 1, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "data_fetch");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_EXIT, 0);
+  child_profile(&f, 102, 0); /* terminated by its parent at shutdown */
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_SIGNAL, 15);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nopen, 2);
+  CHECK(!has_warning(&f.r, "still open"));
+  mlprof__report_free(&f.r);
+  /* The same zones open in the main process, in a child that exited on its
+   * own, in a child signalled long before its parent ended: warned. */
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "data_fetch");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, 10000000000ull, MLPROF__END_EXIT, 0);
+  child_profile(&f, 101, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_EXIT, 0);
+  child_profile(&f, 102, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, 1000000000ull, MLPROF__END_SIGNAL, 15);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nopen, 3);
+  CHECK(has_warning(&f.r, "3 zones were still open at the end"));
+  mlprof__report_free(&f.r);
+}
+
 static void test_sort_and_top(void) {
   fixture f = {0};
   profile(&f, 100, 0);
@@ -993,6 +1055,7 @@ const mlprof_test mlprof_tests_stats[] = {
     {"units_inside_and_outside_zones", test_units_inside_and_outside_zones},
     {"steps_open_zones_meta", test_steps_open_zones_meta},
     {"killed_and_damaged_profile", test_killed_and_damaged_profile},
+    {"open_at_shutdown_is_no_warning", test_open_at_shutdown_is_no_warning},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
     {"marks_exact", test_marks_exact},
