@@ -81,6 +81,11 @@ static const char rec_leak[] =
     "memory is kept across steps: look for lists of losses or outputs that "
     "hold tensors (store loss.item() or .detach()), caches without a bound, "
     "growing queues; the zones listed grew memory in most of their calls";
+static const char rec_leak_native[] =
+    "memory is allocated and not freed while the program runs: run it under a "
+    "leak checker (valgrind --leak-check=full, heaptrack, AddressSanitizer's "
+    "LeakSanitizer); look for caches without a bound and growing queues; the "
+    "zones listed grew memory in most of their calls";
 static const char rec_leak_profiler[] =
     "another profiler ran in this process (torch.profiler, backend=\"torch\") "
     "and holds its events in memory until it exports them: the growth may be "
@@ -527,6 +532,22 @@ static const char *label_of(const mlprof__resources *res, const char *host,
   return "";
 }
 
+/* Whether profile prof of the job ran Python (the start-up module of
+ * `mlprof run` said so in its metadata, or its program is a python): the
+ * advice about objects kept across steps fits it, not a C compiler. */
+static int runs_python(const mlprof__report *r, int prof) {
+  if (prof < 0 || (size_t)prof >= r->nprocs) return 1; /* a GPU's memory */
+  const mlprof__proc_stats *ps = &r->procs[prof];
+  if (mlprof__proc_meta(ps, "mlprof.python") ||
+      mlprof__proc_meta(ps, "mlprof.torch"))
+    return 1;
+  const char *exe = ps->exe ? ps->exe : "";
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  return strncmp(base, "python", 6) == 0 ||
+         (ps->name && strncmp(ps->name, "python", 6) == 0);
+}
+
 static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
   for (size_t i = 0; i < f->nleaks; i++) {
     const mlprof__leak *lk = &f->leaks[i];
@@ -577,7 +598,9 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
     double ref = !isnan(avail) && avail > 0 ? avail : 0;
     x->flagged = "leak";
     x->severity = 50 + (ref ? 50 * fmin(1, lk->growth_mb * 1e6 / ref) : 0);
-    x->recommendation = other ? rec_leak_profiler : rec_leak;
+    x->recommendation = other                            ? rec_leak_profiler
+                        : runs_python(p->r, lk->process) ? rec_leak
+                                                         : rec_leak_native;
     if (other) {
       x->note = "part or all of the growth may be another profiler's buffers";
       mlprof__finding_ev(x, "other_profiler_spans", (double)other);

@@ -162,6 +162,34 @@ def test_noisy_flat_memory_is_no_leak(tmp_path):
     assert "memory_leak" not in [f["type"] for f in rep["findings"]]
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def test_build_of_a_c_project_has_no_leak(tmp_path):
+    # make -j2 of a few of mlprof's own sources: each cc1 grows to its
+    # working set and exits within seconds. Ramp-up, not a leak (issue #21:
+    # "RSS of pid 8691 (cc1) grows 5112.98 MB/min over 1.0 s"), and no
+    # advice about tensors for a compiler.
+    srcs = [os.path.join(ROOT, "src", "analyze", n + ".c")
+            for n in ("stats", "dist", "resources", "tree")]
+    objs = [os.path.basename(s)[:-2] + ".o" for s in srcs]
+    rules = "".join(
+        f"{o}: {s}\n\tcc -O2 -I{ROOT}/include -I{ROOT}/src -c {s} -o {o}\n"
+        for o, s in zip(objs, srcs))
+    (tmp_path / "Makefile").write_text(f"all: {' '.join(objs)}\n{rules}")
+    out = tmp_path / "run"
+    mlprof("run", "-q", "-o", out, "--sample-ms", "10", "--",
+           "make", "-s", "-j2", "-C", tmp_path)
+    for o in objs:
+        assert (tmp_path / o).stat().st_size > 0
+    rep = report_json(out)
+    assert rep["leak_series"] >= len(objs)
+    assert rep["leaks"] == [], rep["leaks"]
+    assert "memory_leak" not in [f["type"] for f in rep["findings"]]
+    assert not any("tensor" in f["recommendation"] for f in rep["findings"])
+
+
 def test_latency_objectives(tmp_path):
     out = run(tmp_path, "findings_pipeline", "fast", 30)
     rep = report_json_slo(out, "read_input=20ms", "forward=1s", "nothing=5ms")

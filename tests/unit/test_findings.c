@@ -902,23 +902,29 @@ static void test_gpu_underutilized(void) {
 /* ---- leaks -----------------------------------------------------------------
  */
 
-/* 200 steps of 20 ms ("step" holding "alloc"), RSS sampled every 5 ms:
+/* 200 steps of step_ms ("step" holding "alloc"), RSS sampled 4 times a step:
  * rss(step) from fn; with marks, a step mark ends each step (the steps
  * axis), else none (the minutes axis); marks 2 adds a track of another
  * profiler whose operator spans each "alloc". *range gets the largest less the
  * least RSS sampled, in MB, when range is not NULL. */
-static void leak_series(double (*fn)(int step, unsigned *seed), int marks,
-                        built *x, const mlprof__findings_opts *o,
-                        double *range) {
+static const char *leak_torch; /* the mlprof.torch metadata, or NULL */
+
+static void leak_series_ms(double (*fn)(int step, unsigned *seed), int marks,
+                           uint64_t step_ms, built *x,
+                           const mlprof__findings_opts *o, double *range) {
   static const char *const zones[] = {"work", "alloc", "aten::as_strided"};
   sb b;
   memset(x, 0, sizeof *x);
   if (sb_open(&b, zones, NULL, 3)) return;
+  if (leak_torch) {
+    synth_meta(b.f, "mlprof.python", "loaded");
+    synth_meta(b.f, "mlprof.torch", leak_torch);
+  }
   uint64_t t = 0;
-  for (int i = 0; i < 200; i++, t += 20 * MS) {
+  for (int i = 0; i < 200; i++, t += step_ms * MS) {
     span(&b, 1, 1, t, t + MS);
-    span(&b, 0, 0, t, t + 20 * MS);
-    if (marks) mark(&b, t + 20 * MS);
+    span(&b, 0, 0, t, t + step_ms * MS);
+    if (marks) mark(&b, t + step_ms * MS);
   }
   if (marks > 1) { /* another profiler's operator on a track, over "alloc" */
     ev_flush(&b);
@@ -930,7 +936,7 @@ static void leak_series(double (*fn)(int step, unsigned *seed), int marks,
       p_u8(&p, MLPROF__REC_SPAN);
       p_uv(&p, Z_FIRST + 2);
       p_uv(&p, 0);
-      p_sv(&p, i ? (int64_t)(20 * MS) : 0);
+      p_sv(&p, i ? (int64_t)(step_ms * MS) : 0);
       p_uv(&p, 2 * MS);
     }
     chunk(b.f, MLPROF__CHUNK_EVENTS, &p);
@@ -938,14 +944,22 @@ static void leak_series(double (*fn)(int step, unsigned *seed), int marks,
   unsigned seed = 99;
   double lo = INFINITY, hi = -INFINITY;
   /* RSS changes as each "alloc" ends, 1 ms into its step. */
-  for (uint64_t s = 0; s < t; s += 5 * MS) {
-    double v = fn(s < MS ? 0 : (int)((s - MS) / (20 * MS)) + 1, &seed);
+  for (uint64_t s = 0; s < t; s += step_ms * MS / 4) {
+    double v = fn(s < MS ? 0 : (int)((s - MS) / (step_ms * MS)) + 1, &seed);
     lo = fmin(lo, v);
     hi = fmax(hi, v);
     proc_row(&b, s, 50, v);
   }
   if (range) *range = (hi - lo) / 1e6;
   sb_build(&b, t, o, x);
+}
+
+/* With marks, steps of 20 ms (4 s); without, of 400 ms (80 s): a growth
+ * without steps is judged only over 30 s or more. */
+static void leak_series(double (*fn)(int step, unsigned *seed), int marks,
+                        built *x, const mlprof__findings_opts *o,
+                        double *range) {
+  leak_series_ms(fn, marks, marks ? 20 : 400, x, o, range);
 }
 
 static void leak_run(double (*fn)(int step, unsigned *seed), built *x,
@@ -1138,6 +1152,41 @@ static void test_stalled_leak_is_one(void) {
   built_free(&x);
 }
 
+/* A process without step marks that grows until it exits after 4 s (a
+ * compiler building its tree): ramp-up, not a leak; the same growth over
+ * 80 s is one (issue #21). */
+static void test_short_ramp_without_steps_is_no_leak(void) {
+  built x;
+  leak_series_ms(leak_1mb, 0, 20, &x, NULL, NULL);
+  CHECK_EQ(x.f.leak_series, 1);
+  CHECK_EQ(x.f.nleaks, 0);
+  CHECK_EQ(count_type(&x.f, "memory_leak"), 0);
+  built_free(&x);
+  leak_series_ms(leak_1mb, 0, 400, &x, NULL, NULL);
+  CHECK_EQ(x.f.nleaks, 1);
+  built_free(&x);
+}
+
+/* Advice that fits the program: no tensors for a process that ran no torch
+ * (a C program), tensors for one that did. */
+static void test_leak_advice_fits_the_program(void) {
+  built x;
+  leak_run(leak_1mb, &x, NULL); /* /usr/bin/train, no metadata */
+  const mlprof__finding *l = finding(&x.f, "memory_leak", NULL);
+  CHECK(l != NULL);
+  if (l) {
+    CHECK(!strstr(l->recommendation, "tensor"));
+    CHECK(strstr(l->recommendation, "LeakSanitizer") != NULL);
+  }
+  built_free(&x);
+  leak_torch = "instrumented (torch 2.13.0)";
+  leak_run(leak_1mb, &x, NULL);
+  leak_torch = NULL;
+  l = finding(&x.f, "memory_leak", NULL);
+  CHECK(l && strstr(l->recommendation, "tensor"));
+  built_free(&x);
+}
+
 static void test_noise_is_no_leak(void) {
   built x;
   leak_run(flat_noisy, &x, NULL);
@@ -1287,6 +1336,9 @@ const mlprof_test mlprof_tests_findings[] = {
     {"gpu_underutilized", test_gpu_underutilized},
     {"leak_found_once", test_leak_found_once},
     {"stalled_leak_is_one", test_stalled_leak_is_one},
+    {"short_ramp_without_steps_is_no_leak",
+     test_short_ramp_without_steps_is_no_leak},
+    {"leak_advice_fits_the_program", test_leak_advice_fits_the_program},
     {"noise_is_no_leak", test_noise_is_no_leak},
     {"late_leak_and_thresholds", test_late_leak_and_thresholds},
     {"leak_shapes", test_leak_shapes},
