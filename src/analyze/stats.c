@@ -843,6 +843,18 @@ static int open_at_shutdown(const mlprof__report *r,
   return pend >= end && pend - end <= near;
 }
 
+/* Process i's "mlprof.python" when it says "not loaded: ...", unless its
+ * parent said the same (a forked child inherits it); else NULL. */
+static const char *py_not_loaded(const mlprof__report *r, size_t i) {
+  const mlprof__proc_stats *p = &r->procs[i];
+  const char *py = mlprof__proc_meta(p, "mlprof.python");
+  if (!py || strncmp(py, "not loaded", 10) != 0) return NULL;
+  const char *parent_py =
+      p->parent >= 0 ? mlprof__proc_meta(&r->procs[p->parent], "mlprof.python")
+                     : NULL;
+  return parent_py && strcmp(parent_py, py) == 0 ? NULL : py;
+}
+
 /* One line per thing a reader of the report must know before trusting it. */
 static int make_warnings(mlprof__report *r) {
   size_t cap = 0;
@@ -876,17 +888,6 @@ static int make_warnings(mlprof__report *r) {
                        who, p->read.damaged_chunks, p->read.skipped_bytes,
                        p->read.truncated_bytes, p->read.problem[0] ? ": " : "",
                        p->read.problem);
-    /* mlprof run's start-up module could not load mlprof in a Python (the
-     * key is set by python/mlprof/_startup); said once, not again for the
-     * forked children that inherit it. */
-    const char *py = mlprof__proc_meta(p, "mlprof.python");
-    const char *parent_py =
-        p->parent >= 0
-            ? mlprof__proc_meta(&r->procs[p->parent], "mlprof.python")
-            : NULL;
-    if (!rc && py && strncmp(py, "not loaded", 10) == 0 &&
-        !(parent_py && strcmp(parent_py, py) == 0))
-      rc = add_warning(r, &cap, "%s: python instrumentation %.400s", who, py);
     if (p->exec_into >= 0) continue; /* counted in the program it became */
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,
@@ -898,6 +899,33 @@ static int make_warnings(mlprof__report *r) {
     if (!rc && p->unmatched)
       rc = add_warning(r, &cap, "%s: %" PRIu64 " zone ends had no begin", who,
                        p->unmatched);
+  }
+  /* mlprof run's start-up module could not load mlprof in a Python (the
+   * key is set by python/mlprof/_startup): one line per reason, with the
+   * number of processes that gave it. */
+  for (size_t i = 0; i < r->nprocs && !rc; i++) {
+    const char *py = py_not_loaded(r, i);
+    size_t same = 0, earlier = 0;
+    for (size_t k = 0; py && k < r->nprocs && !earlier; k++) {
+      const char *other = py_not_loaded(r, k);
+      if (other && strcmp(other, py) == 0) {
+        earlier = k < i;
+        same++;
+      }
+    }
+    if (!py || earlier) continue;
+    const mlprof__proc_stats *p = &r->procs[i];
+    if (same == 1)
+      rc = add_warning(r, &cap,
+                       "process %" PRIu64
+                       " (%.60s): python instrumentation "
+                       "%.400s",
+                       p->pid, p->name, py);
+    else
+      rc = add_warning(r, &cap,
+                       "%zu processes (the first: %" PRIu64
+                       " (%.60s)): python instrumentation %.400s",
+                       same, p->pid, p->name, py);
   }
   /* Zones the program's shutdown left open are listed (open_section of the
    * text report) but not warned about. */

@@ -408,6 +408,34 @@ static void test_open_at_shutdown_is_no_warning(void) {
   mlprof__report_free(&f.r);
 }
 
+static size_t count_warnings(const mlprof__report *r, const char *needle) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->nwarnings; i++)
+    n += strstr(r->warnings[i], needle) != NULL;
+  return n;
+}
+
+/* Each Python process of a run without the package says the same: one line
+ * with the count, one more for another reason (issue #21). */
+static void test_python_not_loaded_grouped(void) {
+  static const char nomod[] =
+      "not loaded: ModuleNotFoundError: No module named 'mlprof'";
+  fixture f = {0};
+  for (uint64_t pid = 100; pid < 104; pid++) {
+    profile(&f, pid, 0);
+    const char *why = pid == 103 ? "not loaded: Python 3.12" : nomod;
+    f.v.meta(f.v.ud, "mlprof.python", 13, why, strlen(why));
+    end_clean(&f, 1000);
+  }
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(count_warnings(&f.r, "python instrumentation"), 2);
+  CHECK(has_warning(&f.r, "3 processes (the first: 100 ("));
+  CHECK(has_warning(&f.r, "No module named 'mlprof'"));
+  CHECK(has_warning(&f.r, "process 103 ("));
+  CHECK(has_warning(&f.r, "python instrumentation not loaded: Python 3.12"));
+  mlprof__report_free(&f.r);
+}
+
 static void test_sort_and_top(void) {
   fixture f = {0};
   profile(&f, 100, 0);
@@ -1056,6 +1084,7 @@ const mlprof_test mlprof_tests_stats[] = {
     {"steps_open_zones_meta", test_steps_open_zones_meta},
     {"killed_and_damaged_profile", test_killed_and_damaged_profile},
     {"open_at_shutdown_is_no_warning", test_open_at_shutdown_is_no_warning},
+    {"python_not_loaded_grouped", test_python_not_loaded_grouped},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
     {"marks_exact", test_marks_exact},
