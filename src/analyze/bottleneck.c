@@ -59,6 +59,15 @@ static const char rec_compute[] =
     "make the work cheaper: vectorised or batched operations, an optimised "
     "library (BLAS, oneDNN, cuDNN), torch.compile, lower precision, or move "
     "it to the GPU; instrument its children to find the hot spot";
+static const char rec_compute_native[] =
+    "make the work cheaper: vectorised (SIMD) or batched operations, an "
+    "optimised library (BLAS, oneDNN), fewer allocations and copies, lower "
+    "precision; instrument its children to find the hot spot";
+static const char rec_compute_pycall[] =
+    "make this Python function cheaper: a better algorithm, fewer calls "
+    "(cache results, hoist work out of loops), or its loops moved into "
+    "vectorised library calls (NumPy, torch); the self time of the functions "
+    "it calls shows where inside it the time goes";
 static const char rec_contended[] =
     "the machine was oversubscribed: run fewer busy processes and threads "
     "than there are cores, e.g. fewer DataLoader workers (num_workers), "
@@ -335,24 +344,31 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (f->steps.source == MLPROF__STEPS_ZONE &&
         same_name(z->name, z->name_len, f->steps.zone, f->steps.zone_len))
       continue;
-    double self = (double)z->self_ns / wall;
+    /* Shares of its threads' time (wall time on each thread that ran it):
+     * zones of two busy threads never add up past 100%. */
+    uint32_t nthreads = fz && fz->threads > 1 ? fz->threads : 1;
+    double span = wall * nthreads;
+    double self = (double)z->self_ns / span;
     if (self > 1) self = 1;
     double cv = z->mean_ns > 0 ? z->std_ns / z->mean_ns : 0;
     double tail =
         z->mean_ns > (double)z->p50_ns
-            ? (z->mean_ns - (double)z->p50_ns) * (double)z->count / wall
+            ? (z->mean_ns - (double)z->p50_ns) * (double)z->count / span
             : 0;
     if (tail > 1) tail = 1;
     const char *why = NULL;
     double impact = self;
+    /* An erratic zone's tail is of its inclusive durations, which hold its
+     * children's: it weighs at most its own (self) time, so a parent of
+     * erratic children is not blamed for them. */
     if (self >= DOMINANT_SHARE)
       why = "dominant";
     else if (z->mean_ns > p90 && self >= MLPROF__FLAG_MIN_SHARE)
       why = "outlier";
     else if (z->count >= VARIABLE_MIN_COUNT && cv >= VARIABLE_CV &&
-             tail >= VARIABLE_MIN_SHARE) {
+             fmin(tail, self) >= VARIABLE_MIN_SHARE) {
       why = "variable";
-      impact = tail;
+      impact = fmin(tail, self);
     }
     if (!why) continue;
     const mlprof__zone_samples *zs0 =
@@ -383,17 +399,26 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (fz && fz->idle_ns > 0) idle = fz->idle_sum / fz->idle_ns;
     if (!isnan(idle) && idle < SATURATED_IDLE_PCT && !(zs && zs->has_runq))
       busy = SATURATED_CPU_PCT;
-    char a[32], b[32], what[160];
-    snprintf(what, sizeof what,
-             !strcmp(why, "variable")
-                 ? "erratic: std %.1fx the mean, p50 %s, mean %s"
-                 : "%.1f%% of wall time in its own code (mean %s, %s calls)",
-             !strcmp(why, "variable") ? cv : self * 100,
-             dur(a, sizeof a,
-                 !strcmp(why, "variable") ? (double)z->p50_ns : z->mean_ns),
-             !strcmp(why, "variable")
-                 ? dur(b, sizeof b, z->mean_ns)
-                 : (snprintf(b, sizeof b, "%" PRIu64, z->count), b));
+    char a[32], b[32], of[48] = "wall time", what[200];
+    if (nthreads > 1)
+      snprintf(of, sizeof of, "its %" PRIu32 " threads' time", nthreads);
+    if (!strcmp(why, "variable"))
+      snprintf(what, sizeof what,
+               "erratic: std %.1fx the mean, p50 %s, mean %s; %.1f%% of %s in "
+               "its own code",
+               cv, dur(a, sizeof a, (double)z->p50_ns),
+               dur(b, sizeof b, z->mean_ns), self * 100, of);
+    else
+      snprintf(what, sizeof what,
+               "%.1f%% of %s in its own code (mean %s, %" PRIu64 " calls)",
+               self * 100, of, dur(a, sizeof a, z->mean_ns), z->count);
+    /* Advice for what the zone is: a Python function (the calls tracer's),
+     * code of a Python process (PyTorch's), or native code. */
+    const char *compute_rec =
+        fz && fz->thread_spans && fz->pycall_spans == fz->thread_spans
+            ? rec_compute_pycall
+        : !fz || fz->python_spans ? rec_compute
+                                  : rec_compute_native;
     const char *type, *rec, *note = NULL;
     double weight;
     char cause[200];
@@ -450,7 +475,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
                wanted, zs->cpu_pct, runq);
     } else if (wanted >= busy) {
       type = "compute";
-      rec = rec_compute;
+      rec = compute_rec;
       weight = 0.6;
       snprintf(
           cause, sizeof cause, "busy on CPU: %.0f%% of a core while it runs%s",
@@ -532,22 +557,6 @@ static const char *label_of(const mlprof__resources *res, const char *host,
   return "";
 }
 
-/* Whether profile prof of the job ran Python (the start-up module of
- * `mlprof run` said so in its metadata, or its program is a python): the
- * advice about objects kept across steps fits it, not a C compiler. */
-static int runs_python(const mlprof__report *r, int prof) {
-  if (prof < 0 || (size_t)prof >= r->nprocs) return 1; /* a GPU's memory */
-  const mlprof__proc_stats *ps = &r->procs[prof];
-  if (mlprof__proc_meta(ps, "mlprof.python") ||
-      mlprof__proc_meta(ps, "mlprof.torch"))
-    return 1;
-  const char *exe = ps->exe ? ps->exe : "";
-  const char *base = strrchr(exe, '/');
-  base = base ? base + 1 : exe;
-  return strncmp(base, "python", 6) == 0 ||
-         (ps->name && strncmp(ps->name, "python", 6) == 0);
-}
-
 static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
   for (size_t i = 0; i < f->nleaks; i++) {
     const mlprof__leak *lk = &f->leaks[i];
@@ -598,9 +607,10 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
     double ref = !isnan(avail) && avail > 0 ? avail : 0;
     x->flagged = "leak";
     x->severity = 50 + (ref ? 50 * fmin(1, lk->growth_mb * 1e6 / ref) : 0);
-    x->recommendation = other                            ? rec_leak_profiler
-                        : runs_python(p->r, lk->process) ? rec_leak
-                                                         : rec_leak_native;
+    x->recommendation = other ? rec_leak_profiler
+                        : mlprof__runs_python(p->r, lk->process)
+                            ? rec_leak
+                            : rec_leak_native;
     if (other) {
       x->note = "part or all of the growth may be another profiler's buffers";
       mlprof__finding_ev(x, "other_profiler_spans", (double)other);

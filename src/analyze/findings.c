@@ -23,9 +23,10 @@ void mlprof__findings_opts_init(mlprof__findings_opts *o) {
 
 typedef struct {
   uint8_t part_top, part_nested;
-  uint8_t comm;  /* communication, by its category or name */
-  uint32_t zone; /* index in p.zones */
-  int slo;       /* objective index, -1 */
+  uint8_t comm;   /* communication, by its category or name */
+  uint8_t pycall; /* a Python function's call (the calls tracer's site) */
+  uint32_t zone;  /* index in p.zones */
+  int slo;        /* objective index, -1 */
 } name_info;
 
 /* What the ended spans at one depth whose parent has not ended covered
@@ -63,6 +64,10 @@ typedef struct {
    * time or more): name hash (probed) -> index in p.r->zones. */
   mlprof__map flaggable;
   mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
+  /* The profile's (thread index << 32 | zone) pairs seen, for each zone's
+   * count of threads. */
+  mlprof__map zone_threads;
+  int python; /* the profile's process ran Python (mlprof__runs_python) */
   mlprof__slo_acc *slo;
   /* the profile being read */
   size_t profile;
@@ -134,6 +139,9 @@ static int on_name(void *ud, const mlprof__name *n) {
       .comm = n->category == MLPROF_CAT_COMM ||
               mlprof__zone_part(n->category, n->name, n->name_len, 1) ==
                   MLPROF__PART_COMM,
+      /* The calls tracer's sites have a file and no function; C sites
+       * have both, interned names neither. */
+      .pycall = n->file && n->file[0] && !(n->function && n->function[0]),
       .zone = z,
       .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
   return 0;
@@ -185,6 +193,19 @@ static size_t valid_at_or_after(const mlprof__series *s, const double *v,
   for (; lo < s->n; lo++)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
+}
+
+int mlprof__runs_python(const mlprof__report *r, int prof) {
+  if (prof < 0 || (size_t)prof >= r->nprocs) return 1; /* a GPU's memory */
+  const mlprof__proc_stats *ps = &r->procs[prof];
+  if (mlprof__proc_meta(ps, "mlprof.python") ||
+      mlprof__proc_meta(ps, "mlprof.torch"))
+    return 1;
+  const char *exe = ps->exe ? ps->exe : "";
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  return strncmp(base, "python", 6) == 0 ||
+         (ps->name && strncmp(ps->name, "python", 6) == 0);
 }
 
 const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,
@@ -327,6 +348,15 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
   fz->thread_spans += !track;
+  if (!track) {
+    fz->pycall_spans += n->pycall;
+    fz->python_spans += ps->python;
+    uint64_t key = (uint64_t)(th - ps->threads) << 32 | n->zone;
+    if (mlprof__map_get(&ps->zone_threads, key) == MLPROF__NONE) {
+      if (mlprof__map_put(&ps->zone_threads, key, 1)) return MLPROF_ENOMEM;
+      fz->threads++;
+    }
+  }
   if (n->comm) {
     if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
@@ -506,6 +536,7 @@ static void profile_end(pass *ps) {
   ps->ncomm = ps->ncand = 0;
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->zone_threads);
 }
 
 static void pass_free(pass *ps) {
@@ -519,6 +550,7 @@ static void pass_free(pass *ps) {
   mlprof__map_clear(&ps->zone_by_hash);
   mlprof__map_clear(&ps->flaggable);
   mlprof__map_clear(&ps->rss_index);
+  mlprof__map_clear(&ps->zone_threads);
   for (size_t i = 0; i < ps->p.nzones; i++) free(ps->p.zones[i].name);
   free(ps->p.zones);
   free(ps->p.rss);
@@ -578,6 +610,7 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
   ps->offset = jp->offset_ns;
   ps->cand_seen = 0;
   ps->cand_stride = 1;
+  ps->python = mlprof__runs_python(ps->p.r, (int)index);
   ps->proc = proc_series(res, jp, MLPROF__COL_RSS);
   ps->cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
   ps->sys = NULL;

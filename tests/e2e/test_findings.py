@@ -162,6 +162,59 @@ def test_noisy_flat_memory_is_no_leak(tmp_path):
     assert "memory_leak" not in [f["type"] for f in rep["findings"]]
 
 
+def zone_findings(rep):
+    return [f for f in rep["findings"] if "self_share" in f["evidence"]]
+
+
+def test_demo_top_findings_are_about_self_time(tmp_path):
+    # make demo's program: two threads decode tokens, attention and mlp
+    # take the time. The parents (request, decode_token) have erratic
+    # inclusive durations but little time of their own: never on top, and
+    # no zone is said to take more than its threads' time (issue #21).
+    out = tmp_path / "run"
+    mlprof("run", "-q", "-o", out, "--", program("inference_loop"), 300)
+    rep = report_json(out)
+    zf = zone_findings(rep)
+    assert zf, rep["findings"]
+    assert zf[0]["zone"] in ("attention", "mlp"), zf
+    assert zf[0]["evidence"]["self_share"] > 0.3
+    assert not [f for f in zf if f["zone"] in ("decode_token", "request")]
+    assert sum(f["evidence"]["self_share"] for f in zf) <= 1.0 + 1e-6, zf
+    assert "of its 2 threads' time in its own code" in zf[0]["summary"]
+    assert not any("torch.compile" in f["recommendation"] for f in zf)
+
+
+CALLS = """import json, email.parser, http.client, decimal, fractions
+def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)
+def work():
+    s = 0
+    for i in range(300000): s += i * i
+    return s
+for _ in range(5):
+    fib(16); work()
+"""
+
+
+def test_calls_top_findings_are_about_self_time(tmp_path):
+    # --calls: every Python call a zone. The imports (recursive
+    # importlib._bootstrap._find_and_load, erratic, nearly no time of their
+    # own) and fib's recursion are not the finding: `work` is, with advice
+    # for a Python function, not torch.compile or the GPU (issue #21).
+    prog = tmp_path / "calls.py"
+    prog.write_text(CALLS)
+    out = tmp_path / "run"
+    mlprof("run", "-q", "--calls", "-o", out, "--", PYTHON, prog)
+    rep = report_json(out)
+    zf = zone_findings(rep)
+    assert zf and zf[0]["zone"] == "work", zf
+    for f in zf:
+        assert f["evidence"]["self_share"] >= 0.01, f
+        assert "torch.compile" not in f["recommendation"], f
+        assert "GPU" not in f["recommendation"], f
+    if zf[0]["type"] == "compute" and "contended" not in zf[0]["summary"]:
+        assert "Python function" in zf[0]["recommendation"]
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
