@@ -344,10 +344,11 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (f->steps.source == MLPROF__STEPS_ZONE &&
         same_name(z->name, z->name_len, f->steps.zone, f->steps.zone_len))
       continue;
-    /* Shares of its threads' time (wall time on each thread that ran it):
+    /* Shares of its threads' time (the life of each thread that ran it)
+     * when that is more than wall time (threads that ran at once): the
      * zones of two busy threads never add up past 100%. */
-    uint32_t nthreads = fz && fz->threads > 1 ? fz->threads : 1;
-    double span = wall * nthreads;
+    double span = fz && fz->thread_ns > wall ? fz->thread_ns : wall;
+    uint32_t nthreads = span > wall ? fz->threads : 1;
     double self = (double)z->self_ns / span;
     if (self > 1) self = 1;
     double cv = z->mean_ns > 0 ? z->std_ns / z->mean_ns : 0;

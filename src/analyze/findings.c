@@ -355,6 +355,9 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     if (mlprof__map_get(&ps->zone_threads, key) == MLPROF__NONE) {
       if (mlprof__map_put(&ps->zone_threads, key, 1)) return MLPROF_ENOMEM;
       fz->threads++;
+      fz->thread_ns += ps->profile < ps->p.r->nprocs
+                           ? (double)ps->p.r->procs[ps->profile].wall_ns
+                           : 0;
     }
   }
   if (n->comm) {

@@ -232,9 +232,11 @@ typedef struct {
    * events, operations in flight) is not the program's code. */
   uint64_t thread_spans;
   /* Of which Python calls (the calls tracer's), and spans in processes
-   * that ran Python; the threads that ran it (a thread of each process). */
+   * that ran Python; the threads that ran it, and their time (the wall time
+   * of each one's process: a thread's own life is not recorded). */
   uint64_t pycall_spans, python_spans;
   uint32_t threads;
+  double thread_ns;
   /* Zones that may be flagged (total >= 1% of wall time), not
    * communication themselves: their thread spans' time, and how much of it
    * communication spans of their process (comm zones, tracks such as "DDP

@@ -178,7 +178,14 @@ def test_demo_top_findings_are_about_self_time(tmp_path):
     assert zf, rep["findings"]
     assert zf[0]["zone"] in ("attention", "mlp"), zf
     assert zf[0]["evidence"]["self_share"] > 0.3
-    assert not [f for f in zf if f["zone"] in ("decode_token", "request")]
+    # A parent is listed only for time of its own (on a loaded machine its
+    # thread may be preempted in its own code), never above its children.
+    rank = {f["zone"]: i for i, f in reversed(list(enumerate(zf)))}
+    for parent in ("decode_token", "request"):
+        if parent in rank:
+            assert rank[parent] > max(rank.get("attention", 0),
+                                      rank.get("mlp", 0)), zf
+            assert zf[rank[parent]]["evidence"]["self_share"] >= 0.02
     assert sum(f["evidence"]["self_share"] for f in zf) <= 1.0 + 1e-6, zf
     assert "of its 2 threads' time in its own code" in zf[0]["summary"]
     assert not any("torch.compile" in f["recommendation"] for f in zf)
