@@ -171,11 +171,32 @@ typedef struct {
   uint64_t *v, got, w;
 } probe;
 
+/* Spans of one zone on one thread not yet known to be inside another span
+ * of that zone (recursion): where each ended (seq, the thread's count of
+ * ended spans) and the time it covers; entries whose future ancestors are
+ * all the same are merged, so a stack holds about one entry a depth. */
+typedef struct {
+  uint64_t seq, ns;
+} outer_entry;
+
+typedef struct {
+  outer_entry *v;
+  size_t head, n, cap; /* entries v[head..n) */
+} outer_stack;
+
 typedef struct {
   uint64_t *child; /* child[d]: summed durations of ended spans at depth d
                       whose parent has not ended yet */
   size_t child_cap, child_top; /* child[child_top..] count as 0 */
   uint32_t last_zone;          /* zone of the span just read, for its units */
+  /* start[d] (d < child_top): seq of the last span ended at depth <= d,
+   * where the subtree of the span open at depth d began; seq: spans ended
+   * on the thread; the zones' outer_stacks (zone -> index). */
+  uint64_t *start, seq;
+  size_t start_cap;
+  mlprof__map stack_of;
+  outer_stack *stacks;
+  size_t nstacks, stacks_cap;
 } thread_build;
 
 typedef struct {
@@ -456,6 +477,65 @@ static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
   return 0;
 }
 
+/* The part of a span of zone zi at depth d (ended as the thread's seq-th,
+ * dur long, its subtree begun after span q, its parent's after span pq)
+ * not inside another span of the same zone: its duration less that of the
+ * outermost spans of zi inside it, which counted already. Returns it, or
+ * UINT64_MAX when out of memory. */
+static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
+                           uint64_t q, uint64_t pq, uint64_t seq,
+                           uint64_t dur) {
+  uint32_t at = mlprof__map_get(&tb->stack_of, zi);
+  if (at == MLPROF__NONE) {
+    if (d == 0) return dur; /* nothing of zi inside it, no ancestor */
+    if (tb->nstacks >= MLPROF__NONE - 1 ||
+        mlprof__grow(&tb->stacks, &tb->stacks_cap, tb->nstacks + 1,
+                     sizeof *tb->stacks) ||
+        mlprof__map_put(&tb->stack_of, zi, (uint32_t)tb->nstacks))
+      return UINT64_MAX;
+    at = (uint32_t)tb->nstacks++;
+    tb->stacks[at] = (outer_stack){0};
+  }
+  outer_stack *st = &tb->stacks[at];
+  uint64_t inner = 0;
+  while (st->n > st->head && st->v[st->n - 1].seq > q)
+    inner += st->v[--st->n].ns;
+  uint64_t outer = dur > inner ? dur - inner : 0;
+  if (d == 0) { /* no ancestor: what is left is dead */
+    st->head = st->n = 0;
+    return outer;
+  }
+  /* Spans of zi ended since its parent's subtree began are inside every
+   * ancestor it has: one entry with it. Those ended before the last
+   * depth-0 span ended have no ancestor left. */
+  uint64_t merged = dur;
+  while (st->n > st->head && st->v[st->n - 1].seq > pq)
+    merged += st->v[--st->n].ns;
+  while (st->head < st->n && st->v[st->head].seq <= tb->start[0]) st->head++;
+  if (st->head && st->head * 2 >= st->n) {
+    memmove(st->v, st->v + st->head, (st->n - st->head) * sizeof *st->v);
+    st->n -= st->head;
+    st->head = 0;
+  }
+  if (mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
+    return UINT64_MAX;
+  st->v[st->n++] = (outer_entry){seq, merged};
+  return outer;
+}
+
+static void thread_build_free(thread_build *tb) {
+  free(tb->child);
+  free(tb->start);
+  for (size_t i = 0; i < tb->nstacks; i++) free(tb->stacks[i].v);
+  free(tb->stacks);
+  mlprof__map_clear(&tb->stack_of);
+  tb->child = tb->start = NULL;
+  tb->stacks = NULL;
+  tb->child_cap = tb->child_top = tb->start_cap = tb->nstacks = tb->stacks_cap =
+      0;
+  tb->seq = 0;
+}
+
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
   mlprof__stats *s = ud;
@@ -476,15 +556,26 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
    * to depth + 1 consumes that sum and discards deeper ones, which belong to
    * spans whose parents were lost (dropped events), so they are never
    * charged to a later span; slots at or past child_top are zeroed on reuse. */
-  uint64_t self = dur;
+  uint64_t self = dur, outer = dur;
   if (depth < MAX_DEPTH) {
     if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
-                     sizeof *tb->child))
+                     sizeof *tb->child) ||
+        mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
+                     sizeof *tb->start))
       return MLPROF_ENOMEM;
-    for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) tb->child[k] = 0;
+    /* Stale slots: the span ended last had a depth below them. */
+    for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) {
+      tb->child[k] = 0;
+      tb->start[k] = tb->seq;
+    }
     uint64_t children = tb->child[depth + 1];
     self = dur > children ? dur - children : 0;
     tb->child[depth] += dur;
+    uint64_t seq = ++tb->seq;
+    outer = outer_time(tb, zi, depth, tb->start[depth],
+                       depth ? tb->start[depth - 1] : 0, seq, dur);
+    if (outer == UINT64_MAX) return MLPROF_ENOMEM;
+    tb->start[depth] = seq;
     tb->child_top = (size_t)depth + 1;
   }
 
@@ -495,6 +586,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (dur > z->max_ns) z->max_ns = dur;
   z->total_ns += dur;
   z->self_ns += self;
+  z->outer_ns += outer;
   mlprof__thread_stats *th = &s->r.threads[t];
   th->spans++;
   if (depth == 0) th->busy_ns += dur;
@@ -774,9 +866,7 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
   for (size_t t = 0; t < r->nthreads; t++) {
     if (r->threads[t].proc != r->nprocs - 1) continue;
     dropped += r->threads[t].dropped;
-    free(s->tb[t].child);
-    s->tb[t].child = NULL;
-    s->tb[t].child_cap = s->tb[t].child_top = 0;
+    thread_build_free(&s->tb[t]);
   }
   p->dropped = s->end_dropped > dropped ? s->end_dropped : dropped;
   for (size_t i = s->first_open; i < r->nopen; i++)
@@ -992,7 +1082,7 @@ static int finish_zones(mlprof__stats *s) {
     z->category = s->strs[s->zb[i].str].category;
     r->spans += z->count;
     if (!s->zb[i].done) zone_finish(s, i);
-    z->share = r->wall_ns ? (double)z->total_ns / (double)r->wall_ns : 0;
+    z->share = r->wall_ns ? (double)z->outer_ns / (double)r->wall_ns : 0;
   }
   if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
   for (size_t i = 0; i < s->nzu;) {
@@ -1266,9 +1356,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   }
   for (size_t i = 0; i < s->nprobes; i++) free(s->probes[i].v);
   free(s->probes);
-  for (size_t i = 0; i < s->r.nthreads; i++) {
-    free(s->tb[i].child);
-  }
+  for (size_t i = 0; i < s->r.nthreads; i++) thread_build_free(&s->tb[i]);
   for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
   free(s->zb);
   free(s->tb);

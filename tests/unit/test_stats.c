@@ -436,6 +436,41 @@ static void test_python_not_loaded_grouped(void) {
   mlprof__report_free(&f.r);
 }
 
+/* A recursive zone's time counts once, in its outermost span: its share
+ * of one thread is never past 100% (issue #21: wall% 369%). Spans arrive
+ * in the order they end, as the reader gives them. */
+static void test_recursion_counted_once(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "fib");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "call");
+  /* fib(0..100) > fib(10..90) > {fib(20..30), call(40..50) > fib(42..48)},
+   * then fib(100..110) alone, then call(120..200) > fib(130..140),
+   * fib(150..160), and fib(200..400) > call(210..390) > fib(220..230),
+   * fib(240..250). */
+  span(&f, 1, 1, 2, 20, 30);
+  span(&f, 1, 1, 3, 42, 48);
+  span(&f, 1, 2, 2, 40, 50);
+  span(&f, 1, 1, 1, 10, 90);
+  span(&f, 1, 1, 0, 0, 100);
+  span(&f, 1, 1, 0, 100, 110);
+  span(&f, 1, 1, 1, 130, 140);
+  span(&f, 1, 1, 1, 150, 160);
+  span(&f, 1, 2, 0, 120, 200);
+  span(&f, 1, 1, 2, 220, 230);
+  span(&f, 1, 1, 2, 240, 250);
+  span(&f, 1, 2, 1, 210, 390);
+  span(&f, 1, 1, 0, 200, 400);
+  end_clean(&f, 400);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__zone_stats *fib = zone(&f.r, "fib");
+  CHECK_EQ(fib->total_ns, 100 + 80 + 10 + 6 + 10 + 10 + 10 + 10 + 10 + 200);
+  CHECK_EQ(fib->outer_ns, 100 + 10 + 20 + 200);
+  CHECK(fabs(fib->share - 330.0 / 400) < 1e-12);
+  CHECK_EQ(zone(&f.r, "call")->outer_ns, 10 + 80 + 180);
+  mlprof__report_free(&f.r);
+}
+
 static void test_sort_and_top(void) {
   fixture f = {0};
   profile(&f, 100, 0);
@@ -1085,6 +1120,7 @@ const mlprof_test mlprof_tests_stats[] = {
     {"killed_and_damaged_profile", test_killed_and_damaged_profile},
     {"open_at_shutdown_is_no_warning", test_open_at_shutdown_is_no_warning},
     {"python_not_loaded_grouped", test_python_not_loaded_grouped},
+    {"recursion_counted_once", test_recursion_counted_once},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
     {"marks_exact", test_marks_exact},
