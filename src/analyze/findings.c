@@ -47,6 +47,8 @@ typedef struct {
   uint64_t last_mark;
   int in_step;     /* a mark came, and no step end since */
   uint64_t inside; /* spans ended since the last depth-0 span */
+  uint8_t *ran;    /* by zone index: the thread ran that zone */
+  size_t rancap;
 } thread_st;
 
 /* A span kept until its profile ends: the communication ones, and those of
@@ -64,9 +66,6 @@ typedef struct {
    * time or more): name hash (probed) -> index in p.r->zones. */
   mlprof__map flaggable;
   mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
-  /* The profile's (thread index << 32 | zone) pairs seen, for each zone's
-   * count of threads. */
-  mlprof__map zone_threads;
   int python; /* the profile's process ran Python (mlprof__runs_python) */
   mlprof__slo_acc *slo;
   /* the profile being read */
@@ -351,9 +350,13 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (!track) {
     fz->pycall_spans += n->pycall;
     fz->python_spans += ps->python;
-    uint64_t key = (uint64_t)(th - ps->threads) << 32 | n->zone;
-    if (mlprof__map_get(&ps->zone_threads, key) == MLPROF__NONE) {
-      if (mlprof__map_put(&ps->zone_threads, key, 1)) return MLPROF_ENOMEM;
+    if (n->zone >= th->rancap || !th->ran[n->zone]) {
+      size_t old = th->rancap;
+      if (mlprof__grow(&th->ran, &th->rancap, (size_t)n->zone + 1,
+                       sizeof *th->ran))
+        return MLPROF_ENOMEM;
+      memset(th->ran + old, 0, th->rancap - old);
+      th->ran[n->zone] = 1;
       fz->threads++;
       fz->thread_ns += ps->profile < ps->p.r->nprocs
                            ? (double)ps->p.r->procs[ps->profile].wall_ns
@@ -532,18 +535,23 @@ static int comm_cover(pass *ps) {
 
 /* Frees the threads. */
 static void profile_end(pass *ps) {
-  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].ran);
+  }
   ps->nthreads = 0;
   ps->nnames = 0;
   ps->last_thread = NULL;
   ps->ncomm = ps->ncand = 0;
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
-  mlprof__map_clear(&ps->zone_threads);
 }
 
 static void pass_free(pass *ps) {
-  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].ran);
+  }
   free(ps->threads);
   free(ps->names);
   free(ps->comm);
@@ -553,7 +561,6 @@ static void pass_free(pass *ps) {
   mlprof__map_clear(&ps->zone_by_hash);
   mlprof__map_clear(&ps->flaggable);
   mlprof__map_clear(&ps->rss_index);
-  mlprof__map_clear(&ps->zone_threads);
   for (size_t i = 0; i < ps->p.nzones; i++) free(ps->p.zones[i].name);
   free(ps->p.zones);
   free(ps->p.rss);
