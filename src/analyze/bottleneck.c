@@ -4,9 +4,11 @@
  * the thresholds, the severity formula and the recommendation table).
  *
  * severity = 100 x impact x weight, capped at 100, where impact is the share
- * of the time the finding is about (the zone's self time over the job's wall
- * time; the data part of step time; the idle share of the GPU while steps
- * run; the tail's share of wall time for an erratic zone) and weight says
+ * of the time the finding is about (the zone's self time over its threads'
+ * time: wall time, or the summed life of the threads that ran it when they
+ * ran at once; the data part of step time; the idle share of the GPU while
+ * steps run; for an erratic zone the tail's share, at most the self share)
+ * and weight says
  * how much of it a fix can win back: 1.0 data-bound (loading can hide
  * entirely behind compute), 0.9 I/O or waiting (can be overlapped), 0.8
  * memory and GPU underutilized, 0.6 compute (can only be made faster, or
