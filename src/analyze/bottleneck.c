@@ -4,9 +4,11 @@
  * the thresholds, the severity formula and the recommendation table).
  *
  * severity = 100 x impact x weight, capped at 100, where impact is the share
- * of the time the finding is about (the zone's self time over the job's wall
- * time; the data part of step time; the idle share of the GPU while steps
- * run; the tail's share of wall time for an erratic zone) and weight says
+ * of the time the finding is about (the zone's self time over its threads'
+ * time: wall time, or the summed life of the threads that ran it when they
+ * ran at once; the data part of step time; the idle share of the GPU while
+ * steps run; for an erratic zone the tail's share, at most the self share)
+ * and weight says
  * how much of it a fix can win back: 1.0 data-bound (loading can hide
  * entirely behind compute), 0.9 I/O or waiting (can be overlapped), 0.8
  * memory and GPU underutilized, 0.6 compute (can only be made faster, or
@@ -59,6 +61,15 @@ static const char rec_compute[] =
     "make the work cheaper: vectorised or batched operations, an optimised "
     "library (BLAS, oneDNN, cuDNN), torch.compile, lower precision, or move "
     "it to the GPU; instrument its children to find the hot spot";
+static const char rec_compute_native[] =
+    "make the work cheaper: vectorised (SIMD) or batched operations, an "
+    "optimised library (BLAS, oneDNN), fewer allocations and copies, lower "
+    "precision; instrument its children to find the hot spot";
+static const char rec_compute_pycall[] =
+    "make this Python function cheaper: a better algorithm, fewer calls "
+    "(cache results, hoist work out of loops), or its loops moved into "
+    "vectorised library calls (NumPy, torch); the self time of the functions "
+    "it calls shows where inside it the time goes";
 static const char rec_contended[] =
     "the machine was oversubscribed: run fewer busy processes and threads "
     "than there are cores, e.g. fewer DataLoader workers (num_workers), "
@@ -81,6 +92,11 @@ static const char rec_leak[] =
     "memory is kept across steps: look for lists of losses or outputs that "
     "hold tensors (store loss.item() or .detach()), caches without a bound, "
     "growing queues; the zones listed grew memory in most of their calls";
+static const char rec_leak_native[] =
+    "memory is allocated and not freed while the program runs: run it under a "
+    "leak checker (valgrind --leak-check=full, heaptrack, AddressSanitizer's "
+    "LeakSanitizer); look for caches without a bound and growing queues; the "
+    "zones listed grew memory in most of their calls";
 static const char rec_leak_profiler[] =
     "another profiler ran in this process (torch.profiler, backend=\"torch\") "
     "and holds its events in memory until it exports them: the growth may be "
@@ -318,30 +334,44 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
   }
   for (size_t i = 0; i < r->nzones; i++) {
     const mlprof__zone_stats *z = &r->zones[i];
-    if (!z->count || z == folded || own_zone(z)) continue;
+    /* The data-bound finding is about the data part: its zones (the
+     * workers' loading, the main process's wait for it) are not listed
+     * again. */
+    if (!z->count || own_zone(z) ||
+        (folded && mlprof__zone_part(z->category, z->name, z->name_len, 1) ==
+                       MLPROF__PART_DATA))
+      continue;
     const mlprof__fzone *fz = mlprof__fpass_zone(p, z->name, z->name_len);
     if (fz && !fz->thread_spans) continue; /* on tracks only */
     if (f->steps.source == MLPROF__STEPS_ZONE &&
         same_name(z->name, z->name_len, f->steps.zone, f->steps.zone_len))
       continue;
-    double self = (double)z->self_ns / wall;
+    /* Shares of its threads' time (the life of each thread that ran it)
+     * when that is more than wall time (threads that ran at once): the
+     * zones of two busy threads never add up past 100%. */
+    double span = fz && fz->thread_ns > wall ? fz->thread_ns : wall;
+    uint32_t nthreads = span > wall ? fz->threads : 1;
+    double self = (double)z->self_ns / span;
     if (self > 1) self = 1;
     double cv = z->mean_ns > 0 ? z->std_ns / z->mean_ns : 0;
     double tail =
         z->mean_ns > (double)z->p50_ns
-            ? (z->mean_ns - (double)z->p50_ns) * (double)z->count / wall
+            ? (z->mean_ns - (double)z->p50_ns) * (double)z->count / span
             : 0;
     if (tail > 1) tail = 1;
     const char *why = NULL;
     double impact = self;
+    /* An erratic zone's tail is of its inclusive durations, which hold its
+     * children's: it weighs at most its own (self) time, so a parent of
+     * erratic children is not blamed for them. */
     if (self >= DOMINANT_SHARE)
       why = "dominant";
     else if (z->mean_ns > p90 && self >= MLPROF__FLAG_MIN_SHARE)
       why = "outlier";
     else if (z->count >= VARIABLE_MIN_COUNT && cv >= VARIABLE_CV &&
-             tail >= VARIABLE_MIN_SHARE) {
+             fmin(tail, self) >= VARIABLE_MIN_SHARE) {
       why = "variable";
-      impact = tail;
+      impact = fmin(tail, self);
     }
     if (!why) continue;
     const mlprof__zone_samples *zs0 =
@@ -372,17 +402,26 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (fz && fz->idle_ns > 0) idle = fz->idle_sum / fz->idle_ns;
     if (!isnan(idle) && idle < SATURATED_IDLE_PCT && !(zs && zs->has_runq))
       busy = SATURATED_CPU_PCT;
-    char a[32], b[32], what[160];
-    snprintf(what, sizeof what,
-             !strcmp(why, "variable")
-                 ? "erratic: std %.1fx the mean, p50 %s, mean %s"
-                 : "%.1f%% of wall time in its own code (mean %s, %s calls)",
-             !strcmp(why, "variable") ? cv : self * 100,
-             dur(a, sizeof a,
-                 !strcmp(why, "variable") ? (double)z->p50_ns : z->mean_ns),
-             !strcmp(why, "variable")
-                 ? dur(b, sizeof b, z->mean_ns)
-                 : (snprintf(b, sizeof b, "%" PRIu64, z->count), b));
+    char a[32], b[32], of[48] = "wall time", what[200];
+    if (nthreads > 1)
+      snprintf(of, sizeof of, "its %" PRIu32 " threads' time", nthreads);
+    if (!strcmp(why, "variable"))
+      snprintf(what, sizeof what,
+               "erratic: std %.1fx the mean, p50 %s, mean %s; %.1f%% of %s in "
+               "its own code",
+               cv, dur(a, sizeof a, (double)z->p50_ns),
+               dur(b, sizeof b, z->mean_ns), self * 100, of);
+    else
+      snprintf(what, sizeof what,
+               "%.1f%% of %s in its own code (mean %s, %" PRIu64 " calls)",
+               self * 100, of, dur(a, sizeof a, z->mean_ns), z->count);
+    /* Advice for what the zone is: a Python function (the calls tracer's),
+     * code of a Python process (PyTorch's), or native code. */
+    const char *compute_rec =
+        fz && fz->thread_spans && fz->pycall_spans == fz->thread_spans
+            ? rec_compute_pycall
+        : !fz || fz->python_spans ? rec_compute
+                                  : rec_compute_native;
     const char *type, *rec, *note = NULL;
     double weight;
     char cause[200];
@@ -439,7 +478,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
                wanted, zs->cpu_pct, runq);
     } else if (wanted >= busy) {
       type = "compute";
-      rec = rec_compute;
+      rec = compute_rec;
       weight = 0.6;
       snprintf(
           cause, sizeof cause, "busy on CPU: %.0f%% of a core while it runs%s",
@@ -571,7 +610,10 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
     double ref = !isnan(avail) && avail > 0 ? avail : 0;
     x->flagged = "leak";
     x->severity = 50 + (ref ? 50 * fmin(1, lk->growth_mb * 1e6 / ref) : 0);
-    x->recommendation = other ? rec_leak_profiler : rec_leak;
+    x->recommendation = other ? rec_leak_profiler
+                        : mlprof__runs_python(p->r, lk->process)
+                            ? rec_leak
+                            : rec_leak_native;
     if (other) {
       x->note = "part or all of the growth may be another profiler's buffers";
       mlprof__finding_ev(x, "other_profiler_spans", (double)other);

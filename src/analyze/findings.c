@@ -23,9 +23,10 @@ void mlprof__findings_opts_init(mlprof__findings_opts *o) {
 
 typedef struct {
   uint8_t part_top, part_nested;
-  uint8_t comm;  /* communication, by its category or name */
-  uint32_t zone; /* index in p.zones */
-  int slo;       /* objective index, -1 */
+  uint8_t comm;   /* communication, by its category or name */
+  uint8_t pycall; /* a Python function's call (the calls tracer's site) */
+  uint32_t zone;  /* index in p.zones */
+  int slo;        /* objective index, -1 */
 } name_info;
 
 /* What the ended spans at one depth whose parent has not ended covered
@@ -46,6 +47,8 @@ typedef struct {
   uint64_t last_mark;
   int in_step;     /* a mark came, and no step end since */
   uint64_t inside; /* spans ended since the last depth-0 span */
+  uint8_t *ran;    /* by zone index: the thread ran that zone */
+  size_t rancap;
 } thread_st;
 
 /* A span kept until its profile ends: the communication ones, and those of
@@ -63,6 +66,7 @@ typedef struct {
    * time or more): name hash (probed) -> index in p.r->zones. */
   mlprof__map flaggable;
   mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
+  int python; /* the profile's process ran Python (mlprof__runs_python) */
   mlprof__slo_acc *slo;
   /* the profile being read */
   size_t profile;
@@ -134,6 +138,9 @@ static int on_name(void *ud, const mlprof__name *n) {
       .comm = n->category == MLPROF_CAT_COMM ||
               mlprof__zone_part(n->category, n->name, n->name_len, 1) ==
                   MLPROF__PART_COMM,
+      /* The calls tracer's sites have a file and no function; C sites
+       * have both, interned names neither. */
+      .pycall = n->file && n->file[0] && !(n->function && n->function[0]),
       .zone = z,
       .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
   return 0;
@@ -185,6 +192,19 @@ static size_t valid_at_or_after(const mlprof__series *s, const double *v,
   for (; lo < s->n; lo++)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
+}
+
+int mlprof__runs_python(const mlprof__report *r, int prof) {
+  if (prof < 0 || (size_t)prof >= r->nprocs) return 1; /* a GPU's memory */
+  const mlprof__proc_stats *ps = &r->procs[prof];
+  if (mlprof__proc_meta(ps, "mlprof.python") ||
+      mlprof__proc_meta(ps, "mlprof.torch"))
+    return 1;
+  const char *exe = ps->exe ? ps->exe : "";
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  return strncmp(base, "python", 6) == 0 ||
+         (ps->name && strncmp(ps->name, "python", 6) == 0);
 }
 
 const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,
@@ -327,6 +347,22 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   fz->idle_sum += own.idle_sum;
   fz->idle_ns += own.idle_ns;
   fz->thread_spans += !track;
+  if (!track) {
+    fz->pycall_spans += n->pycall;
+    fz->python_spans += ps->python;
+    if (n->zone >= th->rancap || !th->ran[n->zone]) {
+      size_t old = th->rancap;
+      if (mlprof__grow(&th->ran, &th->rancap, (size_t)n->zone + 1,
+                       sizeof *th->ran))
+        return MLPROF_ENOMEM;
+      memset(th->ran + old, 0, th->rancap - old);
+      th->ran[n->zone] = 1;
+      fz->threads++;
+      fz->thread_ns += ps->profile < ps->p.r->nprocs
+                           ? (double)ps->p.r->procs[ps->profile].wall_ns
+                           : 0;
+    }
+  }
   if (n->comm) {
     if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
@@ -499,7 +535,10 @@ static int comm_cover(pass *ps) {
 
 /* Frees the threads. */
 static void profile_end(pass *ps) {
-  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].ran);
+  }
   ps->nthreads = 0;
   ps->nnames = 0;
   ps->last_thread = NULL;
@@ -509,7 +548,10 @@ static void profile_end(pass *ps) {
 }
 
 static void pass_free(pass *ps) {
-  for (size_t i = 0; i < ps->nthreads; i++) free(ps->threads[i].acc);
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    free(ps->threads[i].acc);
+    free(ps->threads[i].ran);
+  }
   free(ps->threads);
   free(ps->names);
   free(ps->comm);
@@ -578,6 +620,7 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
   ps->offset = jp->offset_ns;
   ps->cand_seen = 0;
   ps->cand_stride = 1;
+  ps->python = mlprof__runs_python(ps->p.r, (int)index);
   ps->proc = proc_series(res, jp, MLPROF__COL_RSS);
   ps->cpu = proc_series(res, jp, MLPROF__COL_CPU_PCT);
   ps->sys = NULL;

@@ -231,6 +231,12 @@ typedef struct {
   /* Spans on threads: a zone seen on tracks only (another profiler's
    * events, operations in flight) is not the program's code. */
   uint64_t thread_spans;
+  /* Of which Python calls (the calls tracer's), and spans in processes
+   * that ran Python; the threads that ran it, and their time (the wall time
+   * of each one's process: a thread's own life is not recorded). */
+  uint64_t pycall_spans, python_spans;
+  uint32_t threads;
+  double thread_ns;
   /* Zones that may be flagged (total >= 1% of wall time), not
    * communication themselves: their thread spans' time, and how much of it
    * communication spans of their process (comm zones, tracks such as "DDP
@@ -269,6 +275,11 @@ typedef struct {
   uint64_t step_part[MLPROF__NPARTS];
   uint64_t step_first, step_last;
 } mlprof__fpass;
+
+/* Whether profile prof of the job ran Python: its metadata has
+ * "mlprof.python" or "mlprof.torch" (mlprof run's start-up module), or its
+ * program is a python; 1 for prof -1 (a GPU: its memory is a framework's). */
+int mlprof__runs_python(const mlprof__report *r, int prof);
 
 /* The pass's zone named name, or NULL. */
 const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,

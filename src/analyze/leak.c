@@ -24,6 +24,10 @@
 #define MAX_POINTS 300 /* per trend test: 45k pairs */
 #define Z_MIN 3.0
 #define PIECES 8 /* of a growth, for its spread */
+/* Without step marks, the least time a growth must last to be told from a
+ * process ramping up to its working set (a compiler, a tool that reads its
+ * input then exits): both grow until the end. */
+#define MIN_SPAN_NO_STEPS_NS 30000000000ull
 
 static int dbl_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -83,6 +87,7 @@ typedef struct {
 
 typedef struct {
   double min_slope, min_mb;
+  uint64_t min_span_ns; /* the least duration of a leak (0: any) */
 } limits;
 
 typedef struct {
@@ -113,9 +118,11 @@ static int grows(const growth *g, const limits *l) {
  * - it is spread: of PIECES equal pieces of g, at least three quarters of
  *   the consecutive medians rise, so one jump is not a leak;
  * - its growth, slope x length, is never more than the series' rise over g
- *   (max - min): a slope cannot claim memory that was never seen. */
+ *   (max - min): a slope cannot claim memory that was never seen;
+ * - without step marks, it lasts MIN_SPAN_NO_STEPS_NS or more: a process
+ *   ramping up to its working set until it exits grows until the end too. */
 static int leak(const points *p, growth *g, const limits *l) {
-  if (!grows(g, l)) return 0;
+  if (!grows(g, l) || p->t[g->b - 1] - p->t[g->a] < l->min_span_ns) return 0;
   size_t tail = p->n / 4 > 5 ? p->n / 4 : 5, a = p->n - tail;
   double tail_slope = mlprof__theil_sen(p->x + a, p->y + a, tail, MAX_POINTS);
   if (isnan(tail_slope) || tail_slope < g->slope / 2) return 0;
@@ -169,6 +176,15 @@ static void find_growths(const points *p, const limits *l, growth *out,
       }
       if (last) break;
     }
+  }
+  /* One leak, one finding: runs of growing windows cut apart by a window
+   * that did not grow (a stall, a burst of noise) are one growth when,
+   * taken together, they are a leak. */
+  growth joined;
+  if (*nout > 1 && trend(p, out[0].a, out[*nout - 1].b, &joined) == 0 &&
+      leak(p, &joined, l)) {
+    out[0] = joined;
+    *nout = 1;
   }
   growth all;
   if (!*nout && trend(p, 0, n, &all) == 0 && leak(p, &all, l))
@@ -298,7 +314,7 @@ static int analyse(const mlprof__fpass *p, mlprof__findings *f, size_t *cap,
   size_t ng = 0;
   limits l = {
       by_steps ? f->opts.leak_min_mb_per_step : f->opts.leak_min_mb_per_min,
-      f->opts.leak_min_mb};
+      f->opts.leak_min_mb, by_steps ? 0 : MIN_SPAN_NO_STEPS_NS};
   if (!rc && pt.n >= 10) {
     f->leak_series++;
     find_growths(&pt, &l, g, &ng, sizeof g / sizeof g[0]);

@@ -171,11 +171,32 @@ typedef struct {
   uint64_t *v, got, w;
 } probe;
 
+/* Spans of one zone on one thread not yet known to be inside another span
+ * of that zone (recursion): where each ended (seq, the thread's count of
+ * ended spans) and the time it covers; entries whose future ancestors are
+ * all the same are merged, so a stack holds about one entry a depth. */
+typedef struct {
+  uint64_t seq, ns;
+} outer_entry;
+
+typedef struct {
+  outer_entry *v;
+  size_t head, n, cap; /* entries v[head..n) */
+} outer_stack;
+
 typedef struct {
   uint64_t *child; /* child[d]: summed durations of ended spans at depth d
                       whose parent has not ended yet */
   size_t child_cap, child_top; /* child[child_top..] count as 0 */
   uint32_t last_zone;          /* zone of the span just read, for its units */
+  /* start[d] (d < child_top): seq of the last span ended at depth <= d,
+   * where the subtree of the span open at depth d began; seq: spans ended
+   * on the thread; the zones' outer_stacks (zone -> index). */
+  uint64_t *start, seq;
+  size_t start_cap;
+  mlprof__map stack_of;
+  outer_stack *stacks;
+  size_t nstacks, stacks_cap;
 } thread_build;
 
 typedef struct {
@@ -456,6 +477,65 @@ static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
   return 0;
 }
 
+/* The part of a span of zone zi at depth d (ended as the thread's seq-th,
+ * dur long, its subtree begun after span q, its parent's after span pq)
+ * not inside another span of the same zone: its duration less that of the
+ * outermost spans of zi inside it, which counted already. Returns it, or
+ * UINT64_MAX when out of memory. */
+static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
+                           uint64_t q, uint64_t pq, uint64_t seq,
+                           uint64_t dur) {
+  uint32_t at = mlprof__map_get(&tb->stack_of, zi);
+  if (at == MLPROF__NONE) {
+    if (d == 0) return dur; /* nothing of zi inside it, no ancestor */
+    if (tb->nstacks >= MLPROF__NONE - 1 ||
+        mlprof__grow(&tb->stacks, &tb->stacks_cap, tb->nstacks + 1,
+                     sizeof *tb->stacks) ||
+        mlprof__map_put(&tb->stack_of, zi, (uint32_t)tb->nstacks))
+      return UINT64_MAX;
+    at = (uint32_t)tb->nstacks++;
+    tb->stacks[at] = (outer_stack){0};
+  }
+  outer_stack *st = &tb->stacks[at];
+  uint64_t inner = 0;
+  while (st->n > st->head && st->v[st->n - 1].seq > q)
+    inner += st->v[--st->n].ns;
+  uint64_t outer = dur > inner ? dur - inner : 0;
+  if (d == 0) { /* no ancestor: what is left is dead */
+    st->head = st->n = 0;
+    return outer;
+  }
+  /* Spans of zi ended since its parent's subtree began are inside every
+   * ancestor it has: one entry with it. Those ended before the last
+   * depth-0 span ended have no ancestor left. */
+  uint64_t merged = dur;
+  while (st->n > st->head && st->v[st->n - 1].seq > pq)
+    merged += st->v[--st->n].ns;
+  while (st->head < st->n && st->v[st->head].seq <= tb->start[0]) st->head++;
+  if (st->head && st->head * 2 >= st->n) {
+    memmove(st->v, st->v + st->head, (st->n - st->head) * sizeof *st->v);
+    st->n -= st->head;
+    st->head = 0;
+  }
+  if (mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
+    return UINT64_MAX;
+  st->v[st->n++] = (outer_entry){seq, merged};
+  return outer;
+}
+
+static void thread_build_free(thread_build *tb) {
+  free(tb->child);
+  free(tb->start);
+  for (size_t i = 0; i < tb->nstacks; i++) free(tb->stacks[i].v);
+  free(tb->stacks);
+  mlprof__map_clear(&tb->stack_of);
+  tb->child = tb->start = NULL;
+  tb->stacks = NULL;
+  tb->child_cap = tb->child_top = tb->start_cap = tb->nstacks = tb->stacks_cap =
+      0;
+  tb->seq = 0;
+}
+
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
   mlprof__stats *s = ud;
@@ -476,15 +556,26 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
    * to depth + 1 consumes that sum and discards deeper ones, which belong to
    * spans whose parents were lost (dropped events), so they are never
    * charged to a later span; slots at or past child_top are zeroed on reuse. */
-  uint64_t self = dur;
+  uint64_t self = dur, outer = dur;
   if (depth < MAX_DEPTH) {
     if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
-                     sizeof *tb->child))
+                     sizeof *tb->child) ||
+        mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
+                     sizeof *tb->start))
       return MLPROF_ENOMEM;
-    for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) tb->child[k] = 0;
+    /* Stale slots: the span ended last had a depth below them. */
+    for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) {
+      tb->child[k] = 0;
+      tb->start[k] = tb->seq;
+    }
     uint64_t children = tb->child[depth + 1];
     self = dur > children ? dur - children : 0;
     tb->child[depth] += dur;
+    uint64_t seq = ++tb->seq;
+    outer = outer_time(tb, zi, depth, tb->start[depth],
+                       depth ? tb->start[depth - 1] : 0, seq, dur);
+    if (outer == UINT64_MAX) return MLPROF_ENOMEM;
+    tb->start[depth] = seq;
     tb->child_top = (size_t)depth + 1;
   }
 
@@ -495,6 +586,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (dur > z->max_ns) z->max_ns = dur;
   z->total_ns += dur;
   z->self_ns += self;
+  z->outer_ns += outer;
   mlprof__thread_stats *th = &s->r.threads[t];
   th->spans++;
   if (depth == 0) th->busy_ns += dur;
@@ -775,9 +867,7 @@ int mlprof__stats_profile_end(mlprof__stats *s, const mlprof__read_report *rep,
   for (size_t t = 0; t < r->nthreads; t++) {
     if (r->threads[t].proc != r->nprocs - 1) continue;
     dropped += r->threads[t].dropped;
-    free(s->tb[t].child);
-    s->tb[t].child = NULL;
-    s->tb[t].child_cap = s->tb[t].child_top = 0;
+    thread_build_free(&s->tb[t]);
   }
   p->dropped = s->end_dropped > dropped ? s->end_dropped : dropped;
   for (size_t i = s->first_open; i < r->nopen; i++)
@@ -826,6 +916,36 @@ const char *mlprof__proc_meta(const mlprof__proc_stats *p, const char *key) {
   return NULL;
 }
 
+/* Whether open zone z was left open by the program's own shutdown, which is
+ * no warning: a child process (a DataLoader worker) stopped inside a data
+ * zone (prefetching when its parent shut it down), or ended by a signal
+ * while its parent shut down (its parent ended within 2 s or 5% of its own
+ * life after it). */
+static int open_at_shutdown(const mlprof__report *r,
+                            const mlprof__open_zone *z) {
+  const mlprof__proc_stats *p = &r->procs[z->proc];
+  if (p->parent < 0) return 0;
+  if (z->category == MLPROF_CAT_DATA) return 1;
+  if (!p->clean_end || p->read.end_how != MLPROF__END_SIGNAL) return 0;
+  const mlprof__proc_stats *pp = &r->procs[p->parent];
+  uint64_t end = p->offset_ns + p->wall_ns, pend = pp->offset_ns + pp->wall_ns;
+  uint64_t near =
+      pp->wall_ns / 20 > 2000000000ull ? pp->wall_ns / 20 : 2000000000ull;
+  return pend >= end && pend - end <= near;
+}
+
+/* Process i's "mlprof.python" when it says "not loaded: ...", unless its
+ * parent said the same (a forked child inherits it); else NULL. */
+static const char *py_not_loaded(const mlprof__report *r, size_t i) {
+  const mlprof__proc_stats *p = &r->procs[i];
+  const char *py = mlprof__proc_meta(p, "mlprof.python");
+  if (!py || strncmp(py, "not loaded", 10) != 0) return NULL;
+  const char *parent_py =
+      p->parent >= 0 ? mlprof__proc_meta(&r->procs[p->parent], "mlprof.python")
+                     : NULL;
+  return parent_py && strcmp(parent_py, py) == 0 ? NULL : py;
+}
+
 /* One line per thing a reader of the report must know before trusting it. */
 static int make_warnings(mlprof__report *r) {
   size_t cap = 0;
@@ -864,17 +984,6 @@ static int make_warnings(mlprof__report *r) {
                        "%s: a clock offset to rank 0 (META dist.clock.init or "
                        ".final) is out of range or unreadable: left out",
                        who);
-    /* mlprof run's start-up module could not load mlprof in a Python (the
-     * key is set by python/mlprof/_startup); said once, not again for the
-     * forked children that inherit it. */
-    const char *py = mlprof__proc_meta(p, "mlprof.python");
-    const char *parent_py =
-        p->parent >= 0
-            ? mlprof__proc_meta(&r->procs[p->parent], "mlprof.python")
-            : NULL;
-    if (!rc && py && strncmp(py, "not loaded", 10) == 0 &&
-        !(parent_py && strcmp(parent_py, py) == 0))
-      rc = add_warning(r, &cap, "%s: python instrumentation %.400s", who, py);
     if (p->exec_into >= 0) continue; /* counted in the program it became */
     if (!rc && p->dropped)
       rc = add_warning(r, &cap,
@@ -887,8 +996,41 @@ static int make_warnings(mlprof__report *r) {
       rc = add_warning(r, &cap, "%s: %" PRIu64 " zone ends had no begin", who,
                        p->unmatched);
   }
-  if (!rc && r->nopen)
-    rc = add_warning(r, &cap, "%zu zones were still open at the end", r->nopen);
+  /* mlprof run's start-up module could not load mlprof in a Python (the
+   * key is set by python/mlprof/_startup): one line per reason, with the
+   * number of processes that gave it. */
+  for (size_t i = 0; i < r->nprocs && !rc; i++) {
+    const char *py = py_not_loaded(r, i);
+    size_t same = 0, earlier = 0;
+    for (size_t k = 0; py && k < r->nprocs && !earlier; k++) {
+      const char *other = py_not_loaded(r, k);
+      if (other && strcmp(other, py) == 0) {
+        earlier = k < i;
+        same++;
+      }
+    }
+    if (!py || earlier) continue;
+    const mlprof__proc_stats *p = &r->procs[i];
+    if (same == 1)
+      rc = add_warning(r, &cap,
+                       "process %" PRIu64
+                       " (%.60s): python instrumentation "
+                       "%.400s",
+                       p->pid, p->name, py);
+    else
+      rc = add_warning(r, &cap,
+                       "%zu processes (the first: %" PRIu64
+                       " (%.60s)): python instrumentation %.400s",
+                       same, p->pid, p->name, py);
+  }
+  /* Zones the program's shutdown left open are listed (open_section of the
+   * text report) but not warned about. */
+  size_t unexpected = 0;
+  for (size_t i = 0; i < r->nopen; i++)
+    unexpected += !open_at_shutdown(r, &r->open[i]);
+  if (!rc && unexpected)
+    rc = add_warning(r, &cap, "%zu zone%s still open at the end", unexpected,
+                     unexpected == 1 ? " was" : "s were");
   return rc;
 }
 
@@ -946,7 +1088,7 @@ static int finish_zones(mlprof__stats *s) {
     z->category = s->strs[s->zb[i].str].category;
     r->spans += z->count;
     if (!s->zb[i].done) zone_finish(s, i);
-    z->share = r->wall_ns ? (double)z->total_ns / (double)r->wall_ns : 0;
+    z->share = r->wall_ns ? (double)z->outer_ns / (double)r->wall_ns : 0;
   }
   if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
   for (size_t i = 0; i < s->nzu;) {
@@ -1220,9 +1362,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   }
   for (size_t i = 0; i < s->nprobes; i++) free(s->probes[i].v);
   free(s->probes);
-  for (size_t i = 0; i < s->r.nthreads; i++) {
-    free(s->tb[i].child);
-  }
+  for (size_t i = 0; i < s->r.nthreads; i++) thread_build_free(&s->tb[i]);
   for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
   free(s->zb);
   free(s->tb);

@@ -22,8 +22,10 @@
  *   rank ceil(p/100 * n) (1-based). p50 of {1,2,3,4} is 2, p99 of 100 values
  *   is the 99th smallest.
  * - std: population standard deviation (divides by n).
- * - share: zone total / job wall time. Nested zones and several threads make
- *   shares add up to more than 1.
+ * - share: zone time / job wall time, where a span inside another span of
+ *   the same zone on its thread (recursion) counts only once, in the
+ *   outermost. Nested zones and several threads make shares add up to more
+ *   than 1; one zone on one thread is at most 1.
  * - job wall time: from the earliest profile start (job time 0) to the
  *   latest profile end; a profile ends at its END chunk, or at the latest
  *   time any of its records carries when it has none. */
@@ -69,6 +71,9 @@ typedef struct {
   size_t name_len; /* any NUL byte inside the name */
   uint8_t category;
   uint64_t count, total_ns, self_ns, min_ns, max_ns;
+  /* The time of its spans not inside another span of the same zone on
+   * their thread: a recursive zone's time counted once. */
+  uint64_t outer_ns;
   double mean_ns, std_ns;
   uint64_t p50_ns, p90_ns, p95_ns, p99_ns;
   double share;

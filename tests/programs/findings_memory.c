@@ -1,6 +1,7 @@
 /* Memory over steps, for the leak tests:
- *   findings_memory leak|noisy [STEPS]
- * leak: each step maps and touches 1 MB (1000000 bytes) more and keeps it.
+ *   findings_memory leak|noisy [STEPS] [MB]
+ * leak: each step maps and touches MB (default 1; 1 MB is 1000000 bytes)
+ * more and keeps it.
  * noisy: each step unmaps the previous block and maps and touches a new one
  * of a random size between 0 and 40 MB: flat memory, plus or minus 20 MB.
  * mmap and munmap directly, so malloc's caching cannot blur either. Each
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
   }
   int leak = strcmp(argv[1], "leak") == 0;
   int steps = argc > 2 ? atoi(argv[2]) : 200;
+  size_t per_step = argc > 3 ? (size_t)atoi(argv[3]) * MB : MB;
   unsigned seed = 12345;
   void *block = NULL;
   size_t size = 0;
@@ -41,7 +43,7 @@ int main(int argc, char **argv) {
     {
       MLPROF_ZONE("alloc");
       if (leak) {
-        map_touched(MB); /* kept for ever */
+        map_touched(per_step); /* kept for ever */
       } else {
         if (block) munmap(block, size);
         seed = seed * 1103515245u + 12345u;

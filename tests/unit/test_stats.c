@@ -346,6 +346,131 @@ static void test_killed_and_damaged_profile(void) {
   mlprof__report_free(&f.r);
 }
 
+/* A child profile of profile index parent (a DataLoader worker). */
+static void child_profile(fixture *f, uint64_t pid, int parent) {
+  mlprof__job_profile p = {.path = "test.mlprof",
+                           .pid = pid,
+                           .ppid = 100,
+                           .rank = -1,
+                           .world_size = -1,
+                           .hostname = "host",
+                           .exe = "/usr/bin/python3",
+                           .cmdline = "python3 t.py",
+                           .parent = parent};
+  mlprof__stats_profile_begin(f->s, &p, &f->v);
+}
+
+/* Ends the profile with an END chunk saying how (MLPROF__END_*). */
+static void end_how(fixture *f, uint64_t end_ns, int how, int status) {
+  f->v.end(f->v.ud, end_ns, 0, 0);
+  mlprof__read_report rep = {
+      .clean_end = 1, .end_how = how, .end_status = status, .last_ns = end_ns};
+  mlprof__stats_profile_end(f->s, &rep, NULL);
+}
+
+/* Zones the program's own shutdown left open (workers stopped while
+ * prefetching, a child signalled as its parent shut down) are listed but
+ * not warned about; the others are (issue #21). */
+static void test_open_at_shutdown_is_no_warning(void) {
+  fixture f = {0};
+  profile(&f, 100, 0); /* the main process, 10 s */
+  end_how(&f, 10000000000ull, MLPROF__END_EXIT, 0);
+  uint64_t near = 9900000000ull;
+  child_profile(&f, 101, 0); /* a worker, inside data_fetch */
+  name(&f, 1, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "data_fetch");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_EXIT, 0);
+  child_profile(&f, 102, 0); /* terminated by its parent at shutdown */
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_SIGNAL, 15);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nopen, 2);
+  CHECK(!has_warning(&f.r, "still open"));
+  mlprof__report_free(&f.r);
+  /* The same zones open in the main process, in a child that exited on its
+   * own, in a child signalled long before its parent ended: warned. */
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, MLPROF_CAT_DATA, "data_fetch");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, 10000000000ull, MLPROF__END_EXIT, 0);
+  child_profile(&f, 101, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, near, MLPROF__END_EXIT, 0);
+  child_profile(&f, 102, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "encode");
+  f.v.open(f.v.ud, 1, 1, 0, 500);
+  end_how(&f, 1000000000ull, MLPROF__END_SIGNAL, 15);
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(f.r.nopen, 3);
+  CHECK(has_warning(&f.r, "3 zones were still open at the end"));
+  mlprof__report_free(&f.r);
+}
+
+static size_t count_warnings(const mlprof__report *r, const char *needle) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->nwarnings; i++)
+    n += strstr(r->warnings[i], needle) != NULL;
+  return n;
+}
+
+/* Each Python process of a run without the package says the same: one line
+ * with the count, one more for another reason (issue #21). */
+static void test_python_not_loaded_grouped(void) {
+  static const char nomod[] =
+      "not loaded: ModuleNotFoundError: No module named 'mlprof'";
+  fixture f = {0};
+  for (uint64_t pid = 100; pid < 104; pid++) {
+    profile(&f, pid, 0);
+    const char *why = pid == 103 ? "not loaded: Python 3.12" : nomod;
+    f.v.meta(f.v.ud, "mlprof.python", 13, why, strlen(why));
+    end_clean(&f, 1000);
+  }
+  CHECK_EQ(finish(&f), 0);
+  CHECK_EQ(count_warnings(&f.r, "python instrumentation"), 2);
+  CHECK(has_warning(&f.r, "3 processes (the first: 100 ("));
+  CHECK(has_warning(&f.r, "No module named 'mlprof'"));
+  CHECK(has_warning(&f.r, "process 103 ("));
+  CHECK(has_warning(&f.r, "python instrumentation not loaded: Python 3.12"));
+  mlprof__report_free(&f.r);
+}
+
+/* A recursive zone's time counts once, in its outermost span: its share
+ * of one thread is never past 100% (issue #21: wall% 369%). Spans arrive
+ * in the order they end, as the reader gives them. */
+static void test_recursion_counted_once(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "fib");
+  name(&f, 2, MLPROF__NAME_ZONE, 0, "call");
+  /* fib(0..100) > fib(10..90) > {fib(20..30), call(40..50) > fib(42..48)},
+   * then fib(100..110) alone, then call(120..200) > fib(130..140),
+   * fib(150..160), and fib(200..400) > call(210..390) > fib(220..230),
+   * fib(240..250). */
+  span(&f, 1, 1, 2, 20, 30);
+  span(&f, 1, 1, 3, 42, 48);
+  span(&f, 1, 2, 2, 40, 50);
+  span(&f, 1, 1, 1, 10, 90);
+  span(&f, 1, 1, 0, 0, 100);
+  span(&f, 1, 1, 0, 100, 110);
+  span(&f, 1, 1, 1, 130, 140);
+  span(&f, 1, 1, 1, 150, 160);
+  span(&f, 1, 2, 0, 120, 200);
+  span(&f, 1, 1, 2, 220, 230);
+  span(&f, 1, 1, 2, 240, 250);
+  span(&f, 1, 2, 1, 210, 390);
+  span(&f, 1, 1, 0, 200, 400);
+  end_clean(&f, 400);
+  CHECK_EQ(finish(&f), 0);
+  const mlprof__zone_stats *fib = zone(&f.r, "fib");
+  CHECK_EQ(fib->total_ns, 100 + 80 + 10 + 6 + 10 + 10 + 10 + 10 + 10 + 200);
+  CHECK_EQ(fib->outer_ns, 100 + 10 + 20 + 200);
+  CHECK(fabs(fib->share - 330.0 / 400) < 1e-12);
+  CHECK_EQ(zone(&f.r, "call")->outer_ns, 10 + 80 + 180);
+  mlprof__report_free(&f.r);
+}
+
 static void test_sort_and_top(void) {
   fixture f = {0};
   profile(&f, 100, 0);
@@ -993,6 +1118,9 @@ const mlprof_test mlprof_tests_stats[] = {
     {"units_inside_and_outside_zones", test_units_inside_and_outside_zones},
     {"steps_open_zones_meta", test_steps_open_zones_meta},
     {"killed_and_damaged_profile", test_killed_and_damaged_profile},
+    {"open_at_shutdown_is_no_warning", test_open_at_shutdown_is_no_warning},
+    {"python_not_loaded_grouped", test_python_not_loaded_grouped},
+    {"recursion_counted_once", test_recursion_counted_once},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
     {"marks_exact", test_marks_exact},
