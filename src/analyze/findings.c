@@ -75,6 +75,7 @@ typedef struct {
   const mlprof__series *cpu;  /* its process's samples holding cpu_pct (and
                                  runq_wait_pct) */
   const mlprof__series *sys;  /* its host's system samples, idle CPU */
+  size_t hint[4]; /* mlprof__series_lower's: cpu, sys; proc at begin, end */
   name_info *names;
   size_t nnames, ncap;
   mlprof__map name_ids; /* name id -> index in names */
@@ -163,33 +164,20 @@ static thread_st *thread_of(pass *ps, uint32_t tid) {
 }
 
 /* Index of the last sample at or before t with a valid value in v, or
- * SIZE_MAX. */
+ * SIZE_MAX; hint as mlprof__series_lower's. */
 static size_t valid_at_or_before(const mlprof__series *s, const double *v,
-                                 uint64_t t) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->t[mid] <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+                                 uint64_t t, size_t *hint) {
+  size_t lo = t == UINT64_MAX ? s->n : mlprof__series_lower(s, t + 1, hint);
   while (lo-- > 0)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
 }
 
+/* Index of the first sample at or after t with a valid value in v, or
+ * SIZE_MAX. */
 static size_t valid_at_or_after(const mlprof__series *s, const double *v,
-                                uint64_t t) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->t[mid] < t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  for (; lo < s->n; lo++)
+                                uint64_t t, size_t *hint) {
+  for (size_t lo = mlprof__series_lower(s, t, hint); lo < s->n; lo++)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
 }
@@ -219,9 +207,9 @@ const mlprof__fzone *mlprof__fpass_zone(const mlprof__fpass *p,
  * in proportion to the overlap: unlike a plain mean of the samples inside,
  * a sample whose interval mostly precedes the span barely counts. */
 static void overlap(const mlprof__series *s, int col, double *sum,
-                    double *weight, uint64_t b, uint64_t e) {
+                    double *weight, uint64_t b, uint64_t e, size_t *hint) {
   const double *v = s->v[col];
-  size_t k = valid_at_or_before(s, v, b);
+  size_t k = valid_at_or_before(s, v, b, hint);
   uint64_t t0 = k == SIZE_MAX ? 0 : s->t[k];
   int have0 = k != SIZE_MAX;
   for (k = k == SIZE_MAX ? 0 : k + 1; k < s->n; k++) {
@@ -244,8 +232,8 @@ static void overlap(const mlprof__series *s, int col, double *sum,
 static int rss_change(pass *ps, uint32_t zone, uint64_t b, uint64_t e) {
   const mlprof__series *s = ps->proc;
   const double *rss = s->v[MLPROF__COL_RSS];
-  size_t i0 = valid_at_or_before(s, rss, b);
-  size_t i1 = valid_at_or_after(s, rss, e);
+  size_t i0 = valid_at_or_before(s, rss, b, &ps->hint[2]);
+  size_t i1 = valid_at_or_after(s, rss, e, &ps->hint[3]);
   if (i0 == SIZE_MAX || i1 == SIZE_MAX || i1 <= i0) return 0;
   double d = rss[i1] - rss[i0];
   uint64_t key = (uint64_t)ps->profile << 32 | zone;
@@ -280,13 +268,13 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   int track = tid >= MLPROF__TRACK_TID_BASE;
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
-            begin + ps->offset, end + ps->offset);
+            begin + ps->offset, end + ps->offset, &ps->hint[0]);
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_RUNQ, &all.runq_sum, &all.runq_ns,
-            begin + ps->offset, end + ps->offset);
+            begin + ps->offset, end + ps->offset, &ps->hint[0]);
   if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
-            begin + ps->offset, end + ps->offset);
+            begin + ps->offset, end + ps->offset, &ps->hint[1]);
   below_st own = all;
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
