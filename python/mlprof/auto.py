@@ -22,6 +22,7 @@ never imported here: it is patched right after the program imports it.
 
 torch.compile: a compiled module's call is one zone at its boundary, named
 by the original module's class; nothing of mlprof runs inside compiled code.
+Each compilation is a zone, torch.compile, inside the call that made it.
 Each wrapper steps aside while torch.compile traces it (no graph break, no
 guard, no recompilation), and what was traced, so not recorded, is session
 metadata ("mlprof.torch.compile"), as are the compiled modules.
@@ -220,6 +221,30 @@ def compiled_class(module):
     return None
 
 
+def _zone_compilations(dynamo):
+    """A zone COMPILE_ZONE around each compilation of torch.compile, by its
+    callbacks (torch >= 2.6) where it has them."""
+    handler = getattr(dynamo, "callback_handler", None)
+    if handler is None:
+        return
+    zone, on = _mlprof.Zone(COMPILE_ZONE), threading.local()
+
+    def start(args):
+        if not getattr(on, "zone", False):
+            on.zone = True
+            zone.__enter__()
+
+    def end(args):
+        if getattr(on, "zone", False):  # begun on this thread
+            on.zone = False
+            zone.__exit__(None, None, None)
+    handler.register_start_callback(start)
+    handler.register_end_callback(end)
+
+
+COMPILE_ZONE = "torch.compile"
+
+
 class _State(threading.local):
     in_module = False    # a module call runs on this thread
     in_step = False      # an optimizer step runs on this thread
@@ -326,6 +351,10 @@ def _patch_torch(torch, layers):
                       or type(model).__name__)
             return compile_(model, *args, **kwargs)
         torch.compile = compile_noted
+
+    # The compilations themselves (dynamo's, and AOT autograd's lazy one
+    # of the backward) in a zone, once torch.compile imports dynamo.
+    after_import("torch._dynamo", _zone_compilations)
 
     # Backward: Tensor.backward calls torch.autograd.backward.
     torch.autograd.backward = _zoned(torch.autograd.backward,
