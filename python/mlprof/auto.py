@@ -151,9 +151,10 @@ def _never():
     return False
 
 
-# torch.compiler.is_compiling where torch has it: True while torch.compile
-# (dynamo) traces the code that calls it, which it folds into a constant, so
-# a wrapper that tests it first is traced as the bare function it wraps.
+# torch.compiler.is_compiling once torch.compile's dynamo is imported (no
+# tracing before; until then, a cheaper function): True while dynamo traces
+# the code that calls it, which it folds into a constant, so a wrapper that
+# tests it first is traced as the bare function it wraps.
 _compiling = _never
 
 # What the session metadata "mlprof.torch.compile" says so far: the compiled
@@ -221,12 +222,27 @@ def compiled_class(module):
     return None
 
 
-def _zone_compilations(dynamo):
-    """A zone COMPILE_ZONE around each compilation of torch.compile, by its
-    callbacks (torch >= 2.6) where it has them."""
-    handler = getattr(dynamo, "callback_handler", None)
-    if handler is None:
-        return
+def _with_dynamo(torch, dynamo):
+    """Once torch._dynamo is imported: _compiling, and a zone COMPILE_ZONE
+    around each compilation of torch.compile, by its callbacks where torch
+    has them (2.6 and later)."""
+    global _compiling
+    try:
+        compiler = getattr(torch, "compiler", None)  # torch 2.1 and later
+        _compiling = getattr(compiler, "is_compiling", None) or getattr(
+            dynamo, "is_compiling", _never)
+        handler = getattr(dynamo, "callback_handler", None)
+        if handler is not None:
+            _zone_compilations(handler)
+    except Exception as e:  # never raised into the program's import
+        _mlprof.meta(COMPILE_META + ".error", "%s: %s"
+                     % (type(e).__name__, e))
+
+
+def _zone_compilations(handler):
+    """COMPILE_ZONE from the start callback of dynamo's callback handler to
+    its end callback (run once around nested compilations), on the thread
+    that began it."""
     zone, on = _mlprof.Zone(COMPILE_ZONE), threading.local()
 
     def start(args):
@@ -266,10 +282,7 @@ def _zoned(fn, zone):
 
 
 def _patch_torch(torch, layers):
-    global _compiling
     Zone = _mlprof.Zone
-    compiler = getattr(torch, "compiler", None)  # torch >= 2.1
-    _compiling = getattr(compiler, "is_compiling", _never)
     st = _State()
     nn, data = torch.nn, torch.utils.data
 
@@ -352,9 +365,10 @@ def _patch_torch(torch, layers):
             return compile_(model, *args, **kwargs)
         torch.compile = compile_noted
 
-    # The compilations themselves (dynamo's, and AOT autograd's lazy one
-    # of the backward) in a zone, once torch.compile imports dynamo.
-    after_import("torch._dynamo", _zone_compilations)
+    # Once torch.compile imports dynamo: the wrappers step aside while it
+    # traces them, and the compilations themselves (dynamo's, and AOT
+    # autograd's lazy one of the backward) are a zone.
+    after_import("torch._dynamo", functools.partial(_with_dynamo, torch))
 
     # Backward: Tensor.backward calls torch.autograd.backward.
     torch.autograd.backward = _zoned(torch.autograd.backward,
