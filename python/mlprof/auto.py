@@ -359,7 +359,11 @@ def _patch_torch(torch, layers):
     if compile_ is not None:
         @functools.wraps(compile_)
         def compile_noted(model=None, *args, **kwargs):
-            if model is not None and not isinstance(model, nn.Module):
+            # Module.compile() compiles its module's _call_impl: noted as a
+            # compiled module at its first call instead.
+            owner = getattr(model, "__self__", None)
+            if model is not None and not isinstance(model, nn.Module) and \
+                    not isinstance(owner, nn.Module):
                 _note("functions", getattr(model, "__qualname__", None)
                       or type(model).__name__)
             return compile_(model, *args, **kwargs)

@@ -39,7 +39,7 @@ class Slow(Dataset):
         return 48
 
     def __getitem__(self, i):
-        time.sleep(0.06)
+        time.sleep(0.15)
         return torch.randn(1, 16, 16), i % 10
 
 class Net(nn.Module):
@@ -90,6 +90,9 @@ for i in range(5):
     train_step(torch.randn(4, 8), torch.randint(0, 2, (4,)))
 for i in range(3):
     loss_of(torch.randn(4, 8), torch.randint(0, 2, (4,))).backward()
+head = nn.Linear(8, 2)
+head.compile(backend="eager")  # in place: a compiled module, not a function
+head(torch.randn(4, 8))
 print(json.dumps({"graph_breaks": sum(counters["graph_break"].values()),
                   "stats": dict(counters["stats"])}))
 """
@@ -192,8 +195,8 @@ def test_compiled_step_function(build_dir, tmp_path):
     rep = report(build_dir, out)
     assert {"backward", "optimizer_step", "zero_grad"} <= zone_names(rep)
     note = main_meta(rep)[0]["mlprof.torch.compile"]
-    assert note.startswith("compiled functions: train_step, loss_of (no "
-                           "zone"), note
+    assert note.startswith("compiled modules: Linear (one zone per call"), note
+    assert "; compiled functions: train_step, loss_of (no zone" in note, note
     assert note.endswith("compiled: zero_grad, optimizer_step (and its "
                          "step mark)"), note
 
