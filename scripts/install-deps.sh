@@ -11,7 +11,9 @@ build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev"
 # subprocesses, run under mlprof run by the end-to-end tests
 # (tests/e2e/test_cpython_suite.py).
 check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime libpython3.11-testsuite"
-all="$check clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium"
+# g++: torch.compile's default backend (inductor) compiles C++
+# (tests/python/test_compile.py).
+all="$check g++ clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium"
 case "${1:-all}" in
   build) want=$build ;;
   check) want=$check ;;

@@ -19,6 +19,13 @@ When the program imports torch, these become zones of its profile:
 and a step mark follows each step of the first optimizer that steps, so the
 report's step breakdown and findings work on an unmodified script. torch is
 never imported here: it is patched right after the program imports it.
+
+torch.compile: a compiled module's call is one zone at its boundary, named
+by the original module's class; nothing of mlprof runs inside compiled code.
+Each compilation is a zone, torch.compile, inside the call that made it.
+Each wrapper steps aside while torch.compile traces it (no graph break, no
+guard, no recompilation), and what was traced, so not recorded, is session
+metadata ("mlprof.torch.compile"), as are the compiled modules.
 """
 import functools
 import importlib.util
@@ -140,15 +147,134 @@ def _instrument_torch(torch, layers):
                      % (type(e).__name__, e))
 
 
+def _never():
+    return False
+
+
+# torch.compiler.is_compiling once torch.compile's dynamo is imported (no
+# tracing before; until then, a cheaper function): True while dynamo traces
+# the code that calls it, which it folds into a constant, so a wrapper that
+# tests it first is traced as the bare function it wraps.
+_compiling = _never
+
+# What the session metadata "mlprof.torch.compile" says so far: the compiled
+# root modules seen, the functions given to torch.compile, and the wrappers
+# traced into compiled code.
+_compiled = {"modules": [], "functions": [], "traced": []}
+_compiled_lock = threading.Lock()
+COMPILE_META = "mlprof.torch.compile"
+
+
+def _compile_meta():
+    parts = []
+    if _compiled["modules"]:
+        parts.append("compiled modules: %s (one zone per call at their "
+                     "boundary, their first calls include compilation; no "
+                     "per-layer zones inside compiled code)"
+                     % ", ".join(_compiled["modules"]))
+    if _compiled["functions"]:
+        parts.append("compiled functions: %s (no zone inside them: what "
+                     "they run is compiled code, their modules' forward "
+                     "included)" % ", ".join(_compiled["functions"]))
+    if _compiled["traced"]:
+        parts.append("traced by torch.compile, so not recorded where it "
+                     "runs compiled: %s"
+                     % ", ".join(_compiled["traced"]))
+    _mlprof.meta(COMPILE_META, "; ".join(parts))
+
+
+def _note(kind, name):
+    """Adds name to _compiled[kind] and the metadata, once."""
+    with _compiled_lock:
+        if name in _compiled[kind]:
+            return
+        _compiled[kind].append(name)
+        _compile_meta()
+
+
+def _traced(name):
+    """Run by torch.compile while it traces a wrapper of ours (a function
+    marked as a constant is called at trace time, not put in the graph):
+    says in the metadata that `name` is not recorded inside compiled
+    code. Returns True."""
+    try:
+        _note("traced", name)
+    except Exception:
+        pass
+    return True
+
+
+# What torch.compiler.assume_constant_result(_traced) does, without importing
+# torch._dynamo (torch.compile imports it when first used).
+_traced._dynamo_marked_constant = True
+
+
+def compiled_class(module):
+    """The class of the module that `module` compiles: that of _orig_mod for
+    torch.compile(module) (an OptimizedModule), its own for a module
+    compiled in place (module.compile()); None when it is not compiled."""
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        return type(module)
+    if type(module).__name__ == "OptimizedModule":
+        inner = module._modules.get("_orig_mod")
+        if inner is not None:
+            return type(inner)
+    return None
+
+
+def _with_dynamo(torch, dynamo):
+    """Once torch._dynamo is imported: _compiling, and a zone COMPILE_ZONE
+    around each compilation of torch.compile, by its callbacks where torch
+    has them (2.6 and later)."""
+    global _compiling
+    try:
+        compiler = getattr(torch, "compiler", None)  # torch 2.1 and later
+        _compiling = getattr(compiler, "is_compiling", None) or getattr(
+            dynamo, "is_compiling", _never)
+        handler = getattr(dynamo, "callback_handler", None)
+        if handler is not None:
+            _zone_compilations(handler)
+    except Exception as e:  # never raised into the program's import
+        _mlprof.meta(COMPILE_META + ".error", "%s: %s"
+                     % (type(e).__name__, e))
+
+
+def _zone_compilations(handler):
+    """COMPILE_ZONE from the start callback of dynamo's callback handler to
+    its end callback (run once around nested compilations), on the thread
+    that began it."""
+    zone, on = _mlprof.Zone(COMPILE_ZONE), threading.local()
+
+    def start(args):
+        if not getattr(on, "zone", False):
+            on.zone = True
+            zone.__enter__()
+
+    def end(args):
+        if getattr(on, "zone", False):  # begun on this thread
+            on.zone = False
+            zone.__exit__(None, None, None)
+    handler.register_start_callback(start)
+    handler.register_end_callback(end)
+
+
+COMPILE_ZONE = "torch.compile"
+
+
 class _State(threading.local):
     in_module = False    # a module call runs on this thread
     in_step = False      # an optimizer step runs on this thread
 
 
 def _zoned(fn, zone):
-    """fn with a zone around each call."""
+    """fn with a zone around each call (fn alone inside compiled code)."""
+    name = zone.name
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if _compiling():
+            _traced(name)
+            return fn(*args, **kwargs)
         with zone:
             return fn(*args, **kwargs)
     wrapper._mlprof = True
@@ -184,17 +310,38 @@ def _patch_torch(torch, layers):
     prof = None
     if layers:
         from . import Profiler
-        from .torch import profile_model
+        from .torch import BACKWARD_EVERY, ModelProfile
         prof = Profiler().start()  # joins the session of the run
+
+        def profile_model(module, prof):
+            # A compiled module's layers: said in the metadata, not warned.
+            return ModelProfile(module, prof, None, True, True,
+                                BACKWARD_EVERY, warn_compiled=False)
+
+    def root_zone(self):
+        """The zone of a root module: by its class; a compiled module's by
+        the class it compiles (recorded in the metadata)."""
+        cls = type(self)
+        inner = compiled_class(self)
+        if inner is None:
+            zone = zones[cls] = Zone(cls.__name__, "forward")
+            return zone
+        _note("modules", inner.__name__)
+        zone = zones.get(inner)  # not cached by class: OptimizedModule
+        if zone is None:
+            zone = zones[inner] = Zone(inner.__name__, "forward")
+        return zone
 
     @functools.wraps(call)
     def module_call(self, *args, **kwargs):
         if st.in_module:
             return call(self, *args, **kwargs)
-        cls = type(self)
-        zone = zones.get(cls)
+        if _compiling():
+            _traced("root module calls")
+            return call(self, *args, **kwargs)
+        zone = zones.get(type(self))
         if zone is None:
-            zone = zones[cls] = Zone(cls.__name__, "forward")
+            zone = root_zone(self)
         if prof is not None and self not in with_layers:
             with_layers.add(self)
             profile_model(self, prof)
@@ -205,6 +352,27 @@ def _patch_torch(torch, layers):
         finally:
             st.in_module = False
     nn.Module.__call__ = module_call
+
+    # torch.compile(fn) of a function (not a module): noted, since nothing
+    # inside compiled code is recorded (a module's forward there included).
+    compile_ = getattr(torch, "compile", None)
+    if compile_ is not None:
+        @functools.wraps(compile_)
+        def compile_noted(model=None, *args, **kwargs):
+            # Module.compile() compiles its module's _call_impl: noted as a
+            # compiled module at its first call instead.
+            owner = getattr(model, "__self__", None)
+            if model is not None and not isinstance(model, nn.Module) and \
+                    not isinstance(owner, nn.Module):
+                _note("functions", getattr(model, "__qualname__", None)
+                      or type(model).__name__)
+            return compile_(model, *args, **kwargs)
+        torch.compile = compile_noted
+
+    # Once torch.compile imports dynamo: the wrappers step aside while it
+    # traces them, and the compilations themselves (dynamo's, and AOT
+    # autograd's lazy one of the backward) are a zone.
+    after_import("torch._dynamo", functools.partial(_with_dynamo, torch))
 
     # Backward: Tensor.backward calls torch.autograd.backward.
     torch.autograd.backward = _zoned(torch.autograd.backward,
@@ -227,6 +395,9 @@ def _patch_torch(torch, layers):
         @functools.wraps(step)  # keeps torch's own "hooked" flag too
         def optimizer_step(self, *args, **kwargs):
             if st.in_step:  # a subclass's step calling its base's
+                return step(self, *args, **kwargs)
+            if _compiling():
+                _traced("optimizer_step (and its step mark)")
                 return step(self, *args, **kwargs)
             st.in_step = True
             try:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from . import Error, Profiler, _mlprof, zone_meta
+from .auto import compiled_class, _note as _note_compiled
 
 __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
            "profile_preprocessing", "profile_training", "module_flops",
@@ -232,7 +233,8 @@ class ModelProfile:
     from the profiler's summary. Layers are keyed by their path in the model
     (the model itself by its class name)."""
 
-    def __init__(self, model, prof, depth, backward, flops, backward_every):
+    def __init__(self, model, prof, depth, backward, flops, backward_every,
+                 warn_compiled=True):
         if isinstance(backward_every, bool) or not isinstance(
                 backward_every, int) or backward_every < 1:
             raise ValueError("profile_model: backward_every must be an "
@@ -255,10 +257,11 @@ class ModelProfile:
                         {},     # (key, input shape) -> FLOPs
                         module_flops, _own_flops_begin, _own_flops_end,
                         torch.is_grad_enabled, torch.Tensor, _ACCUMULATE_GRAD)
-        root_name = type(model).__name__
+        root_name = (compiled_class(model) or type(model)).__name__
         self.root_name = root_name
         self.names = []
         self.leaves = set()
+        self.compiled = []       # paths of the compiled modules ("": model)
         skip_under = []
         # Modules in an encoder layer's tree: their hooks are routed
         # (_Routed), so that its fast path stays the program's.
@@ -266,7 +269,7 @@ class ModelProfile:
                        if isinstance(layer, nn.TransformerEncoderLayer)
                        for c in layer.modules()}
         for name, m in model.named_modules():
-            if any(name.startswith(p + ".") for p in skip_under):
+            if any(name.startswith(p + ".") or p == "" for p in skip_under):
                 continue  # inside a module counted as a whole (attention)
             d = 0 if name == "" else name.count(".") + 1
             if depth is not None and d > depth:
@@ -277,15 +280,34 @@ class ModelProfile:
             leaf = _is_leaf(m) or (depth is not None and d == depth)
             if isinstance(m, nn.MultiheadAttention):
                 skip_under.append(name)
-            self.types[key] = type(m).__name__
+            inner = compiled_class(m)
+            if inner is not None:
+                # torch.compile would trace the hooks of the modules inside
+                # (a graph break at each): an OptimizedModule runs its own
+                # hooks outside compiled code, so it is hooked as one layer;
+                # a module compiled in place runs them inside: not hooked.
+                self.compiled.append(name)
+                _note_compiled("modules", inner.__name__)
+                skip_under.append(name)
+                if type(m) is inner:
+                    continue
+                leaf = True
+            self.types[key] = (inner or type(m)).__name__
             self.paths[key] = name
             self.params[key] = sum(p.numel() for p in m.parameters())
             self.labels[key] = key if name == "" else \
-                "%s (%s)" % (name, type(m).__name__)
+                "%s (%s)" % (name, self.types[key])
             self._install(m, key, leaf, name == "", backward, flops)
             self.names.append(key)
             if leaf:
                 self.leaves.add(key)
+        if self.compiled and warn_compiled:
+            warnings.warn(
+                "mlprof.torch.profile_model: %s compiled by torch.compile: no "
+                "per-layer zones inside compiled code (a compiled module is "
+                "one zone, or none when compiled in place)" % ", ".join(
+                    repr(p or root_name) for p in self.compiled),
+                RuntimeWarning, stacklevel=3)
         # Every hooked module in the session metadata, so that a profile
         # tells which never ran (no zone) and their parameters (mlprof html's
         # Layers view): JSON [{"zone", "path", "type", "leaf", "params"}].
