@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from . import Error, Profiler, _mlprof, zone_meta
+from . import auto as _auto
 from .auto import compiled_class, _note as _note_compiled
 
 __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
@@ -207,16 +208,19 @@ class _Routed:
                            mm.register_module_forward_hook(cls._post))
         cls.table[module] = hooks
 
+    # Process-wide hooks run for every module, compiled ones' too: while
+    # torch.compile traces, they are nothing (auto._compiling), as every
+    # wrapper of mlprof's, so that no graph breaks or recompiles for them.
     @staticmethod
     def _pre(module, inputs):
         h = _Routed.table.get(module)
-        if h is not None:
+        if h is not None and not _auto._compiling():
             h.pre(module, inputs)
 
     @staticmethod
     def _post(module, inputs, output):
         h = _Routed.table.get(module)
-        if h is not None:
+        if h is not None and not _auto._compiling():
             h.post(module, inputs, output)
 
     def remove(self):
