@@ -1,4 +1,5 @@
 """Shared helpers: where the build is, and running the real mlprof binary."""
+import contextlib
 import ctypes
 import json
 import os
@@ -96,3 +97,17 @@ def start(so, path, sample_ms=-1):
     cfg.sample_interval_ms = sample_ms
     rc = so.mlprof_init(ctypes.byref(cfg))
     assert rc == 0, f"mlprof_init: {rc}"
+
+
+@contextlib.contextmanager
+def busy_loops(cpu, n):
+    """n shell loops that never sleep, pinned to cpu, while the block runs
+    (taskset execs the shell: killing it stops the loop)."""
+    loops = [subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c",
+                               "while :; do :; done"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()

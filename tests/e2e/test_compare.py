@@ -10,13 +10,12 @@ load affects both. compare's means take in the time other processes steal
 inside spans, so its runs differ by factors of 3 and 9 and run side by side
 too."""
 import json
-import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import (MLPROF, interleaved_runs, lib, mlprof, program,  # noqa: F401
-                      report_json, start)
+from conftest import (MLPROF, busy_loops, interleaved_runs, lib, mlprof,  # noqa: F401
+                      program, report_json, start)
 
 STEPS = 400        # compare's runs
 DIFF_STEPS = 1500  # diff's runs, in 6 interleaved rounds
@@ -414,25 +413,15 @@ def test_diff_on_a_slower_machine_is_no_regression(tmp_path):
     of the time, which explains it: no regression, and the report says the
     machine was slower (issue #21, item 8). A zone three times slower
     still, beyond what the machine explains, remains a regression."""
-    def busy():
-        return [subprocess.Popen(["taskset", "-c", "0", "timeout", "60", "sh",
-                                  "-c", "while :; do :; done"])
-                for _ in range(2)]
-
     def record(path, *factors):
         mlprof("run", "-q", "-o", path, "--", "taskset", "-c", "0",
                program("workload"), 60, "all=10000", *factors)
 
     base, new, beyond = tmp_path / "base", tmp_path / "new", tmp_path / "beyond"
     record(base)
-    loops = busy()
-    try:
+    with busy_loops(0, 2):
         record(new)
         record(beyond, "forward=30000")
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
     code, doc = diff_json(base, new)
     m = doc["machine"]
     assert m["slower"], m  # waited more by 5 points or more

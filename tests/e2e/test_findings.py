@@ -1,16 +1,14 @@
 """Findings on real runs of small programs with known bottlenecks and memory
 behaviour (tests/programs/findings_*.c), sampled from outside by
 `mlprof run` every 10 ms."""
-import contextlib
 import csv
 import io
 import os
 import re
-import subprocess
 
 import pytest
 
-from conftest import mlprof, program, report_json, zone
+from conftest import busy_loops, mlprof, program, report_json, zone
 
 
 def run(tmp_path, name, *args):
@@ -68,19 +66,6 @@ def test_fast_loader_is_not_data_bound(tmp_path):
     text = mlprof("report", out).stdout
     assert "Findings (most severe first" in text
     assert "Steps: 29 from step marks" in text
-
-
-@contextlib.contextmanager
-def busy_loops(cpu, n):
-    """n shell loops that never sleep, pinned to cpu, while the block runs."""
-    loops = [subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c",
-                               "while :; do :; done"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
 
 
 def schedstat_counts():
