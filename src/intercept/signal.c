@@ -208,9 +208,10 @@ static int bad_signal(int sig) {
   return 1;
 }
 
-/* BSD semantics: the signal masked in its handler, calls restarted unless
- * siginterrupt said otherwise. */
-EXPORT handler_fn signal(int sig, handler_fn fn) {
+/* What the signal() family does: fn for sig with flags, sig itself masked
+ * in its handler when mask_self; the previous handler, or SIG_ERR. */
+static handler_fn set_handler(int sig, handler_fn fn, int mask_self,
+                              int flags) {
   struct sigaction act, old;
   if (fn == SIG_ERR || bad_signal(sig)) {
     errno = EINVAL;
@@ -219,9 +220,16 @@ EXPORT handler_fn signal(int sig, handler_fn fn) {
   memset(&act, 0, sizeof act);
   act.sa_handler = fn;
   sigemptyset(&act.sa_mask);
-  sigaddset(&act.sa_mask, sig);
-  act.sa_flags = sigismember(&interrupting, sig) ? 0 : SA_RESTART;
+  if (mask_self) sigaddset(&act.sa_mask, sig);
+  act.sa_flags = flags;
   return any_sigaction(sig, &act, &old) < 0 ? SIG_ERR : old.sa_handler;
+}
+
+/* BSD semantics: the signal masked in its handler, calls restarted unless
+ * siginterrupt said otherwise. */
+EXPORT handler_fn signal(int sig, handler_fn fn) {
+  int restart = sig >= 1 && sig < NSIG && !sigismember(&interrupting, sig);
+  return set_handler(sig, fn, 1, restart ? SA_RESTART : 0);
 }
 
 EXPORT handler_fn bsd_signal(int sig, handler_fn fn) { return signal(sig, fn); }
@@ -231,16 +239,7 @@ EXPORT handler_fn ssignal(int sig, handler_fn fn) { return signal(sig, fn); }
 /* System V semantics: reset to SIG_DFL on delivery, not masked, calls not
  * restarted (what signal() is under strict standards modes). */
 EXPORT handler_fn __sysv_signal(int sig, handler_fn fn) {
-  struct sigaction act, old;
-  if (fn == SIG_ERR || bad_signal(sig)) {
-    errno = EINVAL;
-    return SIG_ERR;
-  }
-  memset(&act, 0, sizeof act);
-  act.sa_handler = fn;
-  sigemptyset(&act.sa_mask);
-  act.sa_flags = SA_RESETHAND | SA_NODEFER;
-  return any_sigaction(sig, &act, &old) < 0 ? SIG_ERR : old.sa_handler;
+  return set_handler(sig, fn, 0, SA_RESETHAND | SA_NODEFER);
 }
 
 EXPORT handler_fn sysv_signal(int sig, handler_fn fn) {
