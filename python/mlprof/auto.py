@@ -281,6 +281,32 @@ def _zoned(fn, zone):
     return wrapper
 
 
+_clip_zones = {}
+
+
+def _zone_of(Zone, name):
+    """One optimizer zone per clipping function's name, shared by the
+    names torch gives it (torch.nn.utils and torch.nn.utils.clip_grad)."""
+    if name not in _clip_zones:
+        _clip_zones[name] = Zone(name, "optimizer")
+    return _clip_zones[name]
+
+
+def _batch_size(batch, tensor):
+    """The first dimension of the first tensor of a batch (a tensor, or
+    lists, tuples and dicts of them), or 0."""
+    for _ in range(8):  # nesting depth looked into
+        if isinstance(batch, tensor):
+            return int(batch.shape[0]) if batch.dim() else 0
+        if isinstance(batch, dict):
+            batch = next(iter(batch.values()), None)
+        elif isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        else:
+            return 0
+    return 0
+
+
 def _patch_torch(torch, layers):
     Zone = _mlprof.Zone
     st = _State()
@@ -288,8 +314,24 @@ def _patch_torch(torch, layers):
 
     # Data: the main process's wait for a batch; in whichever process makes
     # batches (the workers), the fetch and the collate inside it.
+    # Each batch the main process gets counts its samples as units
+    # ("samples", the first tensor's first dimension), so that runs of
+    # different batch sizes compare by throughput (mlprof compare).
     base_iter = data.dataloader._BaseDataLoaderIter
-    base_iter.__next__ = _zoned(base_iter.__next__, Zone("data_wait", "data"))
+    next_batch, z_wait = base_iter.__next__, Zone("data_wait", "data")
+
+    @functools.wraps(next_batch)
+    def data_wait(self):
+        if _compiling():
+            return next_batch(self)
+        with z_wait:
+            batch = next_batch(self)
+            n = _batch_size(batch, torch.Tensor)
+            if n:
+                _mlprof.units("samples", n)
+        return batch
+    data_wait._mlprof = True
+    base_iter.__next__ = data_wait
     fetch = data._utils.fetch
     z_fetch = Zone("data_fetch", "data")
     for cls in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
@@ -414,6 +456,21 @@ def _patch_torch(torch, layers):
             return out
         optimizer_step._mlprof = True
         cls.step = optimizer_step
+
+    # Parts of the optimizer's work outside its step: gradient clipping
+    # and the learning-rate schedule.
+    utils = nn.utils
+    for mod in (utils, getattr(utils, "clip_grad", None)):
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            fn = getattr(mod, name, None)
+            if fn is not None and not getattr(fn, "_mlprof", False):
+                setattr(mod, name, _zoned(fn, _zone_of(Zone, name)))
+    sched = torch.optim.lr_scheduler
+    base = getattr(sched, "LRScheduler", None) or sched._LRScheduler
+    z_sched = Zone("lr_scheduler_step", "optimizer")
+    for cls in {base, sched.ReduceLROnPlateau}:
+        if not getattr(cls.step, "_mlprof", False):
+            cls.step = _zoned(cls.step, z_sched)
 
     classes = torch.optim.Optimizer.__subclasses__()
     while classes:

@@ -117,6 +117,46 @@ def test_training_steps_without_code_change(build_dir, tmp_path):
     assert meta["mlprof.torch"].startswith("instrumented (torch ")
 
 
+CLIP_SCHED = """
+import torch
+from torch import nn
+from torch.nn.utils import clip_grad_norm_
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(48, 16), torch.randint(0, 4, (48,)))
+model, loss_fn = nn.Linear(16, 4), nn.CrossEntropyLoss()
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
+for x, y in DataLoader(data, batch_size=8):
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+print("trained")
+"""
+
+
+def test_clipping_schedules_and_samples_are_recorded(build_dir, tmp_path):
+    """clip_grad_norm_ (however imported), clip_grad_value_ and the LR
+    scheduler's step are optimizer work, not "other"; each batch counts its
+    samples as units, for throughput (issue #21, items 6 and 11)."""
+    r, out = run(build_dir, tmp_path, CLIP_SCHED)
+    assert r.returncode == 0 and r.stdout == "trained\n", r.stderr
+    rep = report(build_dir, out)
+    z = {x["name"]: x for x in rep["zones"]}
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        assert z[name]["count"] == 6 and z[name]["category"] == "optimizer"
+    # Six steps, and the one the scheduler takes when it is made.
+    assert z["lr_scheduler_step"]["count"] in (6, 7)
+    assert z["lr_scheduler_step"]["category"] == "optimizer"
+    units = {u["unit"]: u for u in z["data_wait"]["units"]}
+    assert units["samples"]["n"] == 48
+    parts = {p["part"]: p["total_ns"] for p in rep["steps"]["parts"]}
+    assert parts["optimizer"] > 0
+
+
 def test_no_torch_flag(build_dir, tmp_path):
     r, out = run(build_dir, tmp_path, TRAIN, "--no-torch")
     assert r.returncode == 0 and r.stdout == "trained\n", r.stderr
