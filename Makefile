@@ -48,11 +48,13 @@ deps:
 	sh scripts/install-deps.sh
 
 # The C side in minutes: build, unit tests, end-to-end tests of the real
-# binary, and the build without mlprof serve (no browser, no torch).
+# binary (with the Python package in $(BUILD)/python, which mlprof run loads
+# into Python programs), and the build without mlprof serve (no browser).
 check:
 	sh scripts/install-deps.sh check
 	$(MAKE) venv
 	$(MAKE) all CMAKE_FLAGS="-DMLPROF_WERROR=ON $(CMAKE_FLAGS)"
+	$(MAKE) python-install
 	$(BUILD)/mlprof_unit
 	MLPROF_BUILD=$(abspath $(BUILD)) $(PY) -m pytest -q tests/e2e
 	$(MAKE) noserve-check

@@ -81,7 +81,7 @@ def test_html_diff_usage_errors(runs, tmp_path):
                       (("--diff", "--labels", "x,y", a, b), "--compare"),
                       (("--diff", a, tmp_path / "missing"), "missing"),
                       (("--diff", junk, b), "junk"),
-                      (("--diff", a, b, "--zone", "nothing*"), "zone to compare")]:
+                      (("--diff", a, b, "--zone", "nothing*"), "match no zone of this run")]:
         p = mlprof("html", *args, "-o", out, check=False)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.startswith("mlprof html: ") and why in p.stderr, (args, p.stderr)
