@@ -10,7 +10,7 @@ PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(abspath $(VENV))/bin/python
 
-.PHONY: all venv demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test python-test-oldest bench-python browser-test format format-check distclean
+.PHONY: all venv demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test python-test-oldest python-test-versions bench-python browser-test format format-check distclean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -64,6 +64,7 @@ test: deps
 	$(MAKE) check
 	$(MAKE) python-test
 	$(MAKE) python-test-oldest
+	$(MAKE) python-test-versions
 	$(MAKE) browser-test
 
 # The CLI builds without libmicrohttpd, and its serve then says so (exit 2).
@@ -90,6 +91,11 @@ python-test: python-install
 python-test-oldest: python-install
 	MLPROF_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath $(BUILD))/python /usr/bin/python3 -m pytest -q -m "not torch2" tests/python
 
+# The package's tests that need no torch under each CPython 3.12+ on the
+# machine (the image's pyenv: 3.12, 3.13), each in an environment of its own.
+python-test-versions: all
+	sh scripts/test-python-versions.sh $(BUILD)
+
 # The HTML report and the live dashboard in headless Debian Chromium
 # (/usr/bin/chromium, or CHROMIUM), driven by pytest and playwright from the
 # venv, never a browser download; screenshots go to $(BUILD)/screenshots.
@@ -114,11 +120,12 @@ install: all
 # library instrumented; end to end, the CLI is instrumented while the
 # programs it runs and preloads into (python, sh, the examples) use the
 # uninstrumented build $(BUILD), since ASan must come first in a process.
-sanitize: deps all venv
+sanitize: deps python-install
 	$(MAKE) all BUILD=build-asan CMAKE_FLAGS="-DMLPROF_SANITIZE=address,undefined -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
 	MLPROF_TEST_TIMEOUT=600 build-asan/mlprof_unit
 	MLPROF_BUILD=$(abspath build-asan) MLPROF_LIB=$(abspath $(BUILD))/libmlprof.so \
 	  MLPROF_PROGRAMS=$(abspath $(BUILD)) \
+	  MLPROF_PY_STARTUP=$(abspath $(BUILD))/python/mlprof/_startup \
 	  $(PY) -m pytest -q tests/e2e
 
 # The threaded tests under TSan (fewer zones: TSan is ~10x slower).

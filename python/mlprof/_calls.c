@@ -564,11 +564,18 @@ static int lines_off(PyObject *frame) {
   static setter set;
   static void *closure;
   if (!set) {
-    PyObject *d = PyDict_GetItemString(PyFrame_Type.tp_dict, "f_trace_lines");
-    if (!d || Py_TYPE(d) != &PyGetSetDescr_Type)
+    /* The type's attribute, not tp_dict: a static type has none of its
+     * own from Python 3.12 on. The type keeps the descriptor alive. */
+    PyObject *d =
+        PyObject_GetAttrString((PyObject *)&PyFrame_Type, "f_trace_lines");
+    if (!d || Py_TYPE(d) != &PyGetSetDescr_Type) {
+      Py_XDECREF(d);
+      PyErr_Clear();
       return PyObject_SetAttrString(frame, "f_trace_lines", Py_False);
+    }
     set = ((PyGetSetDescrObject *)d)->d_getset->set;
     closure = ((PyGetSetDescrObject *)d)->d_getset->closure;
+    Py_DECREF(d);
   }
   return set(frame, Py_False, closure);
 }

@@ -920,16 +920,18 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   cfg.enabled = enabled;
   if (sample_ms) cfg.sample_interval_ms = sample_ms;
   cfg.no_gpu = !gpu;
-  int rc;
+  int rc, e;
   Py_BEGIN_ALLOW_THREADS rc = api.init(&cfg);
-  Py_END_ALLOW_THREADS Py_XDECREF(outb);
-  if (rc == MLPROF_EALREADY) Py_RETURN_FALSE;
-  if (rc != 0) {
+  e = errno;
+  Py_END_ALLOW_THREADS;
+  /* cfg.output is outb's: the message is made before outb goes. */
+  if (rc != 0 && rc != MLPROF_EALREADY)
     PyErr_Format(ErrorObject, "cannot start profiling to %s: %s (%s)",
                  cfg.output ? cfg.output : "the default output",
-                 api.strerror(rc), strerror(errno));
-    return NULL;
-  }
+                 api.strerror(rc), strerror(e));
+  Py_XDECREF(outb);
+  if (rc == MLPROF_EALREADY) Py_RETURN_FALSE;
+  if (rc != 0) return NULL;
   Py_RETURN_TRUE;
 }
 

@@ -28,8 +28,11 @@ def regrtest(*args, under=None):
         cmd += ["--ignore", name]
     if under:
         cmd = [MLPROF, "run", "-q", "-o", str(under), "--", *cmd]
+    # The test run's own settings stay out, but for which library and
+    # start-up module mlprof run loads (a sanitizer build names others).
+    keep = ("MLPROF_LIB", "MLPROF_PY_STARTUP")
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MLPROF_", "PYTHON"))}
+           if k in keep or not k.startswith(("MLPROF_", "PYTHON"))}
     return subprocess.run(cmd, capture_output=True, text=True,
                           errors="replace", env=env, timeout=600)
 
