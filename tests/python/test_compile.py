@@ -13,11 +13,12 @@ import pytest
 
 import mlprof
 from test_auto import report, run, zone_names
-from conftest import child_env
 
-torch = pytest.importorskip("torch")
-if not hasattr(torch, "compile"):
-    pytest.skip("torch.compile needs torch 2", allow_module_level=True)
+import torch
+
+# torch.compile came with torch 2: make python-test-oldest (torch 1.13)
+# deselects these.
+pytestmark = pytest.mark.torch2
 
 # Inductor compiles in this process rather than in a pool of worker
 # processes (the test machines have 2 cores; the FX graph cache in
