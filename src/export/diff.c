@@ -89,6 +89,19 @@ static void json_verdict(mlprof__out *o, const mlprof__diff_zone *z,
     mlprof__out_lit(o, "null");
 }
 
+/* The one-line note that note writes of d as a JSON string, or null
+ * (note NULL: no note). */
+static void json_note(mlprof__out *o, const mlprof__diff *d,
+                      void (*note)(char *, size_t, const mlprof__diff *)) {
+  char b[512];
+  if (!note) {
+    mlprof__out_lit(o, "null");
+    return;
+  }
+  note(b, sizeof b, d);
+  mlprof__out_json_str(o, b, strlen(b));
+}
+
 static void json_shift(mlprof__out *o, const mlprof__diff *d) {
   const mlprof__diff_shift *s = &d->shift;
   mlprof__out_printf(o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu",
@@ -107,13 +120,7 @@ static void json_shift(mlprof__out *o, const mlprof__diff *d) {
     mlprof__out_json_str(o, z->name, z->name_len);
   }
   mlprof__out_lit(o, "],\"note\":");
-  if (s->detected) {
-    char note[512];
-    mlprof__diff_shift_note(note, sizeof note, d);
-    mlprof__out_json_str(o, note, strlen(note));
-  } else {
-    mlprof__out_lit(o, "null");
-  }
+  json_note(o, d, s->detected ? mlprof__diff_shift_note : NULL);
   mlprof__out_lit(o, "}");
 }
 
@@ -156,13 +163,7 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   mlprof__out_f64(o, m->factor);
   mlprof__out_printf(o, ",\"slower\":%s,\"explained\":%zu,\"note\":",
                      m->slower ? "true" : "false", m->explained);
-  if (m->slower) {
-    char note[512];
-    mlprof__diff_machine_note(note, sizeof note, d);
-    mlprof__out_json_str(o, note, strlen(note));
-  } else {
-    mlprof__out_lit(o, "null");
-  }
+  json_note(o, d, m->slower ? mlprof__diff_machine_note : NULL);
   mlprof__out_lit(o, "}");
   mlprof__out_lit(o, ",\n\"step\":");
   if (d->has_step) {
