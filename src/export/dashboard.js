@@ -1358,8 +1358,8 @@
       ['parallel efficiency', num(100 * d.parallel_efficiency) + '%'],
       ['straggler', st ? 'rank ' + st.rank + ', ' + fmtNs(st.delay_ns) + ' behind a step' : 'none'],
       ['collectives matched', String(d.matched_collectives)]]),
-      st && arr(st.zones).length ? el('p', null, ['Where the straggler spends more: '].concat(arr(st.zones).map(function (z) {
-        return el('span', {class: 'chip', text: z.zone + ' ' + fmtNs(z.straggler_ns) + ' vs ' + fmtNs(z.others_mean_ns)});
+      st && arr(st.zones).length ? el('p', null, ['Where the straggler spends more, per step: '].concat(arr(st.zones).map(function (z) {
+        return el('span', {class: 'chip', text: z.zone + ' +' + fmtNs(z.extra_per_step_ns)});
       }))) : null,
       el('p', {class: 'hint', text: 'Times per rank over the steps matched across ranks. Communication is the time in blocking communication; waiting is the part spent for the last participant of a collective to arrive. Ranks are aligned on rank 0\'s clock.'})])];
     out.push(card('Per rank: compute, communication and waiting per step', distRankBars(d)));

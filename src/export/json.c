@@ -580,6 +580,11 @@ static void distributed(const mlprof__dist *d, mlprof__out *o) {
       mlprof__out_json_str(o, d->zones[k].name, strlen(d->zones[k].name));
       field_u64(o, "straggler_ns", d->zones[k].straggler_ns);
       field_u64(o, "others_mean_ns", mlprof__round_ns(d->zones[k].others_ns));
+      field_f64(o, "extra_per_step_ns",
+                ((double)d->zones[k].straggler_ns - d->zones[k].others_ns) /
+                    (double)d->nsteps);
+      mlprof__out_str(o, d->zones[k].outside ? ",\"outside_zones\":true"
+                                             : ",\"outside_zones\":false");
       mlprof__out_lit(o, "}");
     }
     mlprof__out_lit(o, "]}");

@@ -764,9 +764,13 @@ static int dist_section(const mlprof__findings *f, mlprof__out *o) {
     for (size_t k = 0; k < d->nzones; k++) {
       mlprof__fmt_duration(
           delay, sizeof delay,
-          (double)d->zones[k].straggler_ns - d->zones[k].others_ns);
-      mlprof__out_str(o, k ? ", " : "; more time in ");
-      mlprof__out_text_str(o, d->zones[k].name, strlen(d->zones[k].name));
+          ((double)d->zones[k].straggler_ns - d->zones[k].others_ns) /
+              (double)d->nsteps);
+      mlprof__out_str(o, k ? ", " : "; more time a step in ");
+      if (d->zones[k].outside)
+        mlprof__out_lit(o, "time outside zones");
+      else
+        mlprof__out_text_str(o, d->zones[k].name, strlen(d->zones[k].name));
       mlprof__out_printf(o, " (+%s)", delay);
     }
     mlprof__out_lit(o, "\n");
