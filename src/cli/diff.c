@@ -165,6 +165,25 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
                        (unsigned long long)z->next->count, *note ? "; " : "",
                        note);
   }
+  if (d->has_unit) {
+    const mlprof__diff_zone *z = &d->per_unit;
+    char a[32], b[32], c[32], p[32], note[64];
+    mlprof__fmt_duration(a, sizeof a, z->median_base / d->unit_scale);
+    mlprof__fmt_duration(b, sizeof b, z->median_new / d->unit_scale);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    fmt_note(note, sizeof note, d, z, opt);
+    mlprof__out_str(o, "step per unit of work (");
+    mlprof__out_text_str(o, d->unit, strlen(d->unit));
+    mlprof__out_printf(o,
+                       " a step: %.4g -> %.4g): %s, p50 %s -> %s a unit (%s, "
+                       "p %s)%s%s%s\n\n",
+                       d->work[0], d->work[1], mlprof__verdict_name(z->verdict),
+                       a, b, c, p, *note ? "; " : "", note,
+                       d->work_differs ? "; the work a step differs: this "
+                                         "verdict, not the step's, counts"
+                                       : "");
+  }
   static const char *const heads[] = {"zone",   "verdict",  "base n",
                                       "new n",  "base p50", "new p50",
                                       "change", "p",        "note"};
@@ -241,13 +260,22 @@ static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
   }
   size_t slower = d->count[MLPROF__VERDICT_SLOWER];
   for (size_t i = 0; i < d->nzones; i++) slower -= d->zones[i].machine_explains;
-  int step = d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
-             !d->step.machine_explains;
-  if (d->regression)
+  if (d->has_unit && d->work_differs) slower = 0; /* not counted (diff.h) */
+  int step = mlprof__diff_step_slower(d);
+  int unit = d->has_unit && d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
+             !d->per_unit.machine_explains;
+  if (d->regression && d->has_unit && d->work_differs)
     mlprof__out_printf(o,
-                       "\nREGRESSION: %s%zu zone%s significantly slower by "
+                       "\nREGRESSION: the time per unit of work significantly "
+                       "slower by more than %g%% (the runs' work a step "
+                       "differs: zones and step not counted)\n",
+                       opt->threshold * 100);
+  else if (d->regression)
+    mlprof__out_printf(o,
+                       "\nREGRESSION: %s%s%zu zone%s significantly slower by "
                        "more than %g%%\n",
-                       step ? "the step and " : "", slower,
+                       step ? "the step and " : "",
+                       unit ? "the time per unit of work and " : "", slower,
                        slower == 1 ? "" : "s", opt->threshold * 100);
   else if (d->machine.slower && d->machine.explained)
     mlprof__out_lit(o,
@@ -331,13 +359,28 @@ static void xml_cstr(mlprof__out *o, const char *s) {
   xml_str(o, s, strlen(s));
 }
 
+/* Whether z's verdict is a regression (diff.h: not when the runs' work a
+ * step differs; the time per unit of work then decides). */
+static int fails(const mlprof__diff *d, const mlprof__diff_zone *z) {
+  return z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains &&
+         (z == &d->per_unit || !(d->has_unit && d->work_differs));
+}
+
+/* The i-th testcase: the step first (a testcase named "step" of its own
+ * class), then the time per unit of work, then the zones. */
+static const mlprof__diff_zone *junit_case(const mlprof__diff *d, size_t i) {
+  if (d->has_step && i-- == 0) return &d->step;
+  if (d->has_unit && i-- == 0) return &d->per_unit;
+  return &d->zones[i];
+}
+
 static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
                       const char *bpath, const char *npath, mlprof__out *o) {
-  size_t tests = d->nzones + (size_t)d->has_step, failures = 0;
+  size_t tests = d->nzones + (size_t)d->has_step + (size_t)d->has_unit,
+         failures = 0;
   for (size_t i = 0; i < tests; i++) {
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
-    failures += z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
+    const mlprof__diff_zone *z = junit_case(d, i);
+    failures += fails(d, z);
   }
   size_t skipped =
       d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
@@ -371,13 +414,12 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
     mlprof__out_lit(o, "\"/>\n");
   }
   mlprof__out_lit(o, "</properties>\n");
-  for (size_t i = 0; i < d->nzones + (size_t)d->has_step; i++) {
-    /* The step first, as a testcase named "step" of its own class. */
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
+  for (size_t i = 0; i < tests; i++) {
+    const mlprof__diff_zone *z = junit_case(d, i);
     char a[32], b[32], c[32], p[32], msg[256];
-    mlprof__fmt_duration(a, sizeof a, z->median_base);
-    mlprof__fmt_duration(b, sizeof b, z->median_new);
+    double scale = z == &d->per_unit ? d->unit_scale : 1; /* diff.h */
+    mlprof__fmt_duration(a, sizeof a, z->median_base / scale);
+    mlprof__fmt_duration(b, sizeof b, z->median_new / scale);
     fmt_change(c, sizeof c, z->ratio);
     fmt_p(p, sizeof p, z);
     char note[64];
@@ -386,10 +428,12 @@ static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
              mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
              note);
     mlprof__out_printf(o, "<testcase classname=\"%s\" name=\"",
-                       z == &d->step ? "mlprof.diff.step" : "mlprof.diff");
+                       z == &d->step       ? "mlprof.diff.step"
+                       : z == &d->per_unit ? "mlprof.diff.per_unit"
+                                           : "mlprof.diff");
     xml_str(o, z->name, z->name_len);
     mlprof__out_lit(o, "\">");
-    if (z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains) {
+    if (fails(d, z)) {
       mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
       xml_cstr(o, msg);
       mlprof__out_printf(

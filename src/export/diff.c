@@ -173,6 +173,23 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   } else {
     mlprof__out_lit(o, "null");
   }
+  mlprof__out_lit(o, ",\n\"per_unit\":");
+  if (d->has_unit) {
+    mlprof__out_lit(o, "{\"unit\":");
+    mlprof__out_json_str(o, d->unit, strlen(d->unit));
+    mlprof__out_lit(o, ",\"scale\":");
+    mlprof__out_f64(o, d->unit_scale);
+    mlprof__out_lit(o, ",\"base_work\":");
+    mlprof__out_f64(o, d->work[0]);
+    mlprof__out_lit(o, ",\"new_work\":");
+    mlprof__out_f64(o, d->work[1]);
+    mlprof__out_printf(o, ",\"work_differs\":%s,",
+                       d->work_differs ? "true" : "false");
+    json_verdict(o, &d->per_unit, opt);
+    mlprof__out_lit(o, "}");
+  } else {
+    mlprof__out_lit(o, "null");
+  }
   mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
