@@ -78,7 +78,8 @@ typedef struct {
   size_t hint[4]; /* mlprof__series_lower's: cpu, sys; proc at begin, end */
   name_info *names;
   size_t nnames, ncap;
-  mlprof__map name_ids; /* name id -> index in names */
+  mlprof__map name_ids;  /* name id -> index in names */
+  mlprof__map gauge_slo; /* a gauge's name id -> its objective */
   thread_st *threads;
   size_t nthreads, tcap;
   mlprof__map tids;
@@ -125,6 +126,10 @@ static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
 
 static int on_name(void *ud, const mlprof__name *n) {
   pass *ps = ud;
+  if (n->kind == MLPROF__NAME_GAUGE && ps->slo) {
+    int k = mlprof__slo_match(ps->slo, n->name, n->name_len, 1);
+    return k >= 0 ? mlprof__map_put(&ps->gauge_slo, n->id, (uint32_t)k) : 0;
+  }
   if (n->kind != MLPROF__NAME_ZONE) return 0;
   uint32_t z = zone_intern(ps, n->name, n->name_len);
   if (z == MLPROF__NONE ||
@@ -143,8 +148,20 @@ static int on_name(void *ud, const mlprof__name *n) {
        * have both, interned names neither. */
       .pycall = n->file && n->file[0] && !(n->function && n->function[0]),
       .zone = z,
-      .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
+      .slo =
+          ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len, 0) : -1};
   return 0;
+}
+
+/* A gauge's value: to its objective, when one names it. */
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  (void)tid;
+  pass *ps = ud;
+  uint32_t k = ps->slo ? mlprof__map_get(&ps->gauge_slo, name) : MLPROF__NONE;
+  return k == MLPROF__NONE
+             ? 0
+             : mlprof__slo_add_value(ps->slo, (int)k, t + ps->offset, v);
 }
 
 static thread_st *thread_of(pass *ps, uint32_t tid) {
@@ -533,6 +550,7 @@ static void profile_end(pass *ps) {
   ps->ncomm = ps->ncand = 0;
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->gauge_slo);
 }
 
 static void pass_free(pass *ps) {
@@ -546,6 +564,7 @@ static void pass_free(pass *ps) {
   free(ps->cand);
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->gauge_slo);
   mlprof__map_clear(&ps->zone_by_hash);
   mlprof__map_clear(&ps->flaggable);
   mlprof__map_clear(&ps->rss_index);
@@ -620,6 +639,7 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
   *v = (mlprof__visitor){.ud = ps,
                          .name = on_name,
                          .span = on_span,
+                         .counter = on_counter,
                          .step = on_step,
                          .step_end = on_step_end};
 }

@@ -48,11 +48,15 @@ const char *mlprof__part_name(int part);
 int mlprof__zone_part(uint8_t category, const char *name, size_t len,
                       int nested);
 
-/* A latency objective: calls of zone should take at most objective_ns. */
+/* A latency objective: calls of zone should take at most objective_ns;
+ * or (gauge) the values of the gauge named zone should be at most
+ * objective, in the gauge's own unit (a latency_ms set per request). */
 typedef struct {
   char *zone; /* owned */
   size_t zone_len;
   uint64_t objective_ns;
+  int gauge;
+  double objective; /* objective_ns for a zone */
 } mlprof__slo_spec;
 
 /* Parses a duration with its unit: "200ms", "1.5s", "750us" ("µs" too),
@@ -60,9 +64,10 @@ typedef struct {
  * unit (or overflows). */
 int mlprof__duration_parse(const char *s, uint64_t *ns);
 
-/* Parses "ZONE=DURATION" (the last '=' splits, so zone names may hold one)
- * into *out (zone copied; free with mlprof__slo_spec_free). Returns 0, or
- * -1 with a one-line reason in err. */
+/* Parses "ZONE=DURATION" or "GAUGE=NUMBER" (a number without a unit: the
+ * gauge's own unit) into *out; the last '=' splits, so names may hold one
+ * (name copied; free with mlprof__slo_spec_free). Returns 0, or -1 with a
+ * one-line reason in err. */
 int mlprof__slo_parse(const char *arg, mlprof__slo_spec *out, char *err,
                       size_t errlen);
 void mlprof__slo_spec_free(mlprof__slo_spec *s);
@@ -147,19 +152,25 @@ typedef struct {
   size_t nzones;
 } mlprof__leak;
 
+/* For a gauge's objective, the _ns fields are 0 and the values are in p50,
+ * p95, p99 (and max, objective): the gauge's unit. For a zone's, those hold
+ * the same as the _ns fields. A gauge's "calls" are its values. */
 typedef struct {
   uint64_t start_ns; /* job time */
   uint64_t count, over;
   uint64_t p50_ns, p95_ns, p99_ns;
+  double p50, p95, p99;
 } mlprof__slo_window;
 
 typedef struct {
-  char *zone;
+  char *zone; /* or the gauge's name */
   size_t zone_len;
+  int gauge;
   uint64_t objective_ns, window_ns;
   uint64_t count, over;
   double share_over; /* over / count, 0 without calls */
   uint64_t p50_ns, p95_ns, p99_ns, max_ns;
+  double objective, p50, p95, p99, max;
   mlprof__slo_window *windows; /* windows holding calls, by time */
   size_t nwindows;
   size_t windows_missed; /* windows where a call went over */
@@ -316,8 +327,13 @@ double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
 /* slo.c: the objectives' state during the pass. */
 typedef struct mlprof__slo_acc mlprof__slo_acc;
 mlprof__slo_acc *mlprof__slo_begin(const mlprof__findings_opts *o);
-/* The objective index for a zone name, or -1. */
-int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len);
+/* The objective for the zone (gauge 0) or the gauge (1) named name, or -1;
+ * then mlprof__slo_add its calls' ends and durations (a gauge's times and
+ * values: mlprof__slo_add_value). */
+int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len,
+                      int gauge);
+int mlprof__slo_add_value(mlprof__slo_acc *a, int index, uint64_t t_ns,
+                          double v);
 int mlprof__slo_add(mlprof__slo_acc *a, int index, uint64_t end_ns,
                     uint64_t dur_ns);
 /* Fills f->slo and frees a (also on failure). 0 or MLPROF_ENOMEM. */

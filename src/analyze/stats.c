@@ -203,6 +203,8 @@ typedef struct {
   uint64_t nfinite;
   double sum;
   uint64_t last_t; /* job time of last */
+  double *values;  /* the finite ones, for the percentiles */
+  size_t vcap;
 } counter_build;
 
 typedef struct {
@@ -630,6 +632,11 @@ static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   return add_units(s, s->tb[t].last_zone, name, n);
 }
 
+static int double_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
 static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                       double v) {
   mlprof__stats *s = ud;
@@ -650,7 +657,10 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   }
   cs->count++;
   if (isfinite(v)) {
-    cb->nfinite++;
+    if (mlprof__grow(&cb->values, &cb->vcap, cb->nfinite + 1,
+                     sizeof *cb->values))
+      return MLPROF_ENOMEM;
+    cb->values[cb->nfinite++] = v;
     cb->sum += v;
     if (v < cs->min) cs->min = v;
     if (v > cs->max) cs->max = v;
@@ -1151,11 +1161,18 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
   }
   for (size_t i = 0; i < r->ncounters; i++) {
     mlprof__counter_stats *c = &r->counters[i];
-    if (s->cb[i].nfinite) {
-      c->mean = s->cb[i].sum / (double)s->cb[i].nfinite;
+    counter_build *cb = &s->cb[i];
+    if (cb->nfinite) {
+      c->mean = cb->sum / (double)cb->nfinite;
+      qsort(cb->values, cb->nfinite, sizeof *cb->values, double_cmp);
+      c->p50 = cb->values[mlprof__pct_rank(cb->nfinite, 50) - 1];
+      c->p90 = cb->values[mlprof__pct_rank(cb->nfinite, 90) - 1];
+      c->p99 = cb->values[mlprof__pct_rank(cb->nfinite, 99) - 1];
     } else {
-      c->min = c->max = c->mean = NAN;
+      c->min = c->max = c->mean = c->p50 = c->p90 = c->p99 = NAN;
     }
+    free(cb->values);
+    cb->values = NULL;
   }
   for (size_t i = 0; i < r->nunits; i++)
     r->units[i].per_s = wall_s > 0 ? (double)r->units[i].total / wall_s : 0;
@@ -1362,6 +1379,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   }
   for (size_t i = 0; i < s->nprobes; i++) free(s->probes[i].v);
   free(s->probes);
+  for (size_t i = 0; i < s->r.ncounters; i++) free(s->cb[i].values);
   for (size_t i = 0; i < s->r.nthreads; i++) thread_build_free(&s->tb[i]);
   for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
   free(s->zb);

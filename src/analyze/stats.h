@@ -136,6 +136,9 @@ typedef struct {
   size_t name_len;
   uint64_t count; /* values recorded; min/max/mean ignore NaN and inf */
   double min, max, mean, last;
+  /* Nearest-rank percentiles of the finite values (each kept until the
+   * report is made: 8 bytes a value); NAN without one. */
+  double p50, p90, p99;
 } mlprof__counter_stats;
 
 typedef struct {

@@ -200,6 +200,9 @@ static void counters(const mlprof__report *r, mlprof__out *o) {
     field_f64(o, "max", c->max);
     field_f64(o, "mean", c->mean);
     field_f64(o, "last", c->last);
+    field_f64(o, "p50", c->p50);
+    field_f64(o, "p90", c->p90);
+    field_f64(o, "p99", c->p99);
     mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "]");
@@ -447,16 +450,30 @@ static void slo(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, ",\n\"slo\":[");
   for (size_t i = 0; i < f->nslo; i++) {
     const mlprof__slo_result *s = &f->slo[i];
-    mlprof__out_str(o, i ? ",\n{\"zone\":" : "\n{\"zone\":");
+    /* A gauge's objective: its name as "gauge", its values in its unit
+     * (objective, p50...), no _ns fields. */
+    mlprof__out_str(o, i ? ",\n{" : "\n{");
+    mlprof__out_str(
+        o, s->gauge ? "\"zone\":null,\"gauge\":" : "\"gauge\":null,\"zone\":");
     mlprof__out_json_str(o, s->zone, s->zone_len);
-    field_u64(o, "objective_ns", s->objective_ns);
+    if (s->gauge)
+      field_f64(o, "objective", s->objective);
+    else
+      field_u64(o, "objective_ns", s->objective_ns);
     field_u64(o, "count", s->count);
     field_u64(o, "over", s->over);
     field_f64(o, "share_over", s->share_over);
-    field_u64(o, "p50_ns", s->p50_ns);
-    field_u64(o, "p95_ns", s->p95_ns);
-    field_u64(o, "p99_ns", s->p99_ns);
-    field_u64(o, "max_ns", s->max_ns);
+    if (s->gauge) {
+      field_f64(o, "p50", s->count ? s->p50 : NAN);
+      field_f64(o, "p95", s->count ? s->p95 : NAN);
+      field_f64(o, "p99", s->count ? s->p99 : NAN);
+      field_f64(o, "max", s->count ? s->max : NAN);
+    } else {
+      field_u64(o, "p50_ns", s->p50_ns);
+      field_u64(o, "p95_ns", s->p95_ns);
+      field_u64(o, "p99_ns", s->p99_ns);
+      field_u64(o, "max_ns", s->max_ns);
+    }
     field_u64(o, "window_ns", s->window_ns);
     field_u64(o, "windows_missed", s->windows_missed);
     mlprof__out_lit(o, ",\"windows\":[");
@@ -468,9 +485,15 @@ static void slo(const mlprof__findings *f, mlprof__out *o) {
       field_u64(o, "over", w->over);
       field_f64(o, "share_over",
                 w->count ? (double)w->over / (double)w->count : 0);
-      field_u64(o, "p50_ns", w->p50_ns);
-      field_u64(o, "p95_ns", w->p95_ns);
-      field_u64(o, "p99_ns", w->p99_ns);
+      if (s->gauge) {
+        field_f64(o, "p50", w->p50);
+        field_f64(o, "p95", w->p95);
+        field_f64(o, "p99", w->p99);
+      } else {
+        field_u64(o, "p50_ns", w->p50_ns);
+        field_u64(o, "p95_ns", w->p95_ns);
+        field_u64(o, "p99_ns", w->p99_ns);
+      }
       mlprof__out_lit(o, "}");
     }
     mlprof__out_lit(o, "]}");

@@ -21,6 +21,12 @@ static void cell_dur(mlprof__table *t, uint64_t ns) {
   mlprof__table_cell(t, "%s", b);
 }
 
+static void cell_dur_f(mlprof__table *t, double ns) {
+  char b[32];
+  mlprof__fmt_duration(b, sizeof b, ns);
+  mlprof__table_cell(t, "%s", b);
+}
+
 /* A rate or a measured value, short: 950, 12.3k, 4.56M. */
 static void cell_num(mlprof__table *t, double v) {
   if (!isfinite(v)) {
@@ -232,15 +238,18 @@ static int steps_section(const mlprof__report *r, mlprof__out *o) {
 static int counters_section(const mlprof__report *r, mlprof__out *o) {
   if (!r->ncounters) return 0;
   mlprof__out_lit(o, "\nCounters\n");
-  static const char *const heads[] = {"counter", "count", "min",
-                                      "max",     "mean",  "last"};
+  static const char *const heads[] = {"counter", "count", "min",  "p50", "p90",
+                                      "p99",     "max",   "mean", "last"};
   mlprof__table t;
-  if (mlprof__table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, heads, "lrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->ncounters; i++) {
     const mlprof__counter_stats *c = &r->counters[i];
     mlprof__table_name(&t, c->name, c->name_len, NAME_WIDTH);
     mlprof__table_cell(&t, "%" PRIu64, c->count);
     cell_num(&t, c->min);
+    cell_num(&t, c->p50);
+    cell_num(&t, c->p90);
+    cell_num(&t, c->p99);
     cell_num(&t, c->max);
     cell_num(&t, c->mean);
     cell_num(&t, c->last);
@@ -693,22 +702,26 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   char win[32];
   mlprof__fmt_duration(win, sizeof win, (double)f->slo[0].window_ns);
   mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
-  static const char *const heads[] = {"zone",  "objective",     "calls", "over",
-                                      "over%", "p50",           "p95",   "p99",
-                                      "max",   "windows missed"};
+  static const char *const heads[] = {
+      "zone or gauge", "objective", "calls or values",
+      "over",          "over%",     "p50",
+      "p95",           "p99",       "max",
+      "windows missed"};
   mlprof__table t;
   if (mlprof__table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nslo; i++) {
     const mlprof__slo_result *s = &f->slo[i];
     mlprof__table_name(&t, s->zone, s->zone_len, NAME_WIDTH);
-    cell_dur(&t, s->objective_ns);
+    /* A zone's times are durations; a gauge's values are in its unit. */
+    void (*cell)(mlprof__table *, double) = s->gauge ? cell_num : cell_dur_f;
+    cell(&t, s->objective);
     mlprof__table_cell(&t, "%" PRIu64, s->count);
     mlprof__table_cell(&t, "%" PRIu64, s->over);
     mlprof__table_cell(&t, "%.2f", s->share_over * 100);
-    cell_dur(&t, s->p50_ns);
-    cell_dur(&t, s->p95_ns);
-    cell_dur(&t, s->p99_ns);
-    cell_dur(&t, s->max_ns);
+    cell(&t, s->p50);
+    cell(&t, s->p95);
+    cell(&t, s->p99);
+    cell(&t, s->max);
     mlprof__table_cell(&t, "%zu of %zu", s->windows_missed, s->nwindows);
   }
   int rc = mlprof__table_print(&t, o);
@@ -735,7 +748,10 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
       const mlprof__slo_window *w = &s->windows[best];
       char at[32], p99[32];
       mlprof__fmt_duration(at, sizeof at, (double)w->start_ns);
-      mlprof__fmt_duration(p99, sizeof p99, (double)w->p99_ns);
+      if (s->gauge)
+        snprintf(p99, sizeof p99, "%.4g", w->p99);
+      else
+        mlprof__fmt_duration(p99, sizeof p99, w->p99);
       mlprof__out_printf(o, "%s at %s: %" PRIu64 " of %" PRIu64 " over, p99 %s",
                          k ? ";" : "", at, w->over, w->count, p99);
     }
