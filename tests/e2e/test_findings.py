@@ -140,6 +140,31 @@ def test_steady_leak_of_120_steps_is_one_finding(tmp_path):
     assert leak["growth_mb"] > 400
 
 
+def test_without_steps_a_plateau_is_no_leak_a_steady_growth_is(tmp_path):
+    """Two programs that mark no step, side by side for 44 s (issue #21,
+    item 13): one grows 3 MB/s for 33 s, then holds its working set until
+    it exits; the other grows 3 MB/s until it exits. The first is no leak
+    (its growth stopped: the last quarter of its life is flat), the second
+    is one, about 3 MB/min... 180 MB/min, over most of its life."""
+    out = tmp_path / "run"
+    prog = program("findings_memory")
+    mlprof("run", "-q", "-o", out, "--sample-ms", "100", "--", "sh", "-c",
+           f"{prog} ramp 44 3 & {prog} grow 44 3 & wait")
+    rep = report_json(out)
+    pid = {p["cmdline"].split()[1]: p["pid"] for p in rep["processes"]
+           if p["cmdline"].startswith(prog)}
+    assert set(pid) == {"ramp", "grow"}, rep["processes"]
+    leaks = {lk["id"]: lk for lk in rep["leaks"]}
+    assert pid["ramp"] not in leaks, leaks[pid["ramp"]]
+    assert pid["grow"] in leaks, rep["leaks"]
+    lk = leaks[pid["grow"]]
+    assert lk["axis"] == "time" and lk["measure"] == "rss_bytes", lk
+    assert abs(lk["slope_mb_per_min"] - 180) < 30, lk
+    assert lk["growth_mb"] > 90, lk
+    found = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert len(found) == 1 and str(pid["grow"]) in found[0]["summary"], found
+
+
 def test_noisy_flat_memory_is_no_leak(tmp_path):
     rep = report_json(run(tmp_path, "findings_memory", "noisy", 150))
     assert rep["leak_series"] >= 1
