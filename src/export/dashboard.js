@@ -139,6 +139,21 @@
     return NAME_COLORS[Math.abs(h) % NAME_COLORS.length];
   }
 
+  /* The text colour that reads on a background of colour hex (#rrggbb):
+   * white or the page's ink, whichever contrasts more (WCAG's relative
+   * luminance). A style, so that svg text's own fill does not win. */
+  function inkOn(hex) {
+    var m = /^#([0-9a-f]{6})$/i.exec(hex || '');
+    if (!m) return '#fff';
+    var v = parseInt(m[1], 16), lum = 0;
+    [[16, 0.2126], [8, 0.7152], [0, 0.0722]].forEach(function (c) {
+      var x = ((v >> c[0]) & 255) / 255;
+      lum += c[1] * (x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4));
+    });
+    var ink = 0.0168; /* luminance of #1d2330, the page's ink */
+    return (1.05 / (lum + 0.05)) >= (lum + 0.05) / (ink + 0.05) ? '#fff' : '#1d2330';
+  }
+
   /* ---- axes ------------------------------------------------------------- */
   /* A step of 1, 2 or 5 times a power of ten giving about count steps over
    * range; in minutes (0.5, 1, 2, 5, ...) for time above half a minute, so
@@ -359,7 +374,7 @@
       g.appendChild(r);
       if (w > 40) {
         var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
-        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', fill: '#fff', text: label}));
+        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(zoneColor(name)), text: label}));
       }
       var cx = x;
       (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
