@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -309,9 +310,33 @@ static void no_profile_reason(const char *dir, const char *cmd, char *why,
 }
 
 static pid_t child;
+static volatile sig_atomic_t signalled;
 
 static void forward(int sig) {
+  signalled = 1;
   if (child > 0) kill(child, sig);
+}
+
+/* How long mlprof run waits, once its command has exited, for the processes
+ * the command left behind to exit too. */
+#define DESCENDANTS_WAIT_MS 2000
+
+/* The command's descendants still alive when it exited come to this process
+ * (a subreaper) as they are orphaned: the multiprocessing resource tracker,
+ * for one, exits only once its parent has. Reaps them as they exit, for up
+ * to DESCENDANTS_WAIT_MS or until a signal comes, so that the summary does
+ * not call a process running that was about to end. Those still alive then
+ * are left running. */
+static void wait_descendants(void) {
+  struct timespec tick = {0, 10 * 1000000L};
+  for (int i = 0; i < DESCENDANTS_WAIT_MS / 10 && !signalled; i++) {
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+    }
+    if (p < 0 && errno == ECHILD) return;
+    nanosleep(&tick, NULL);
+  }
 }
 
 /* Parses a positive integer option; -1 on error. */
@@ -427,6 +452,9 @@ int mlprof__cmd_run(int argc, char **argv) {
     perror("mlprof run: pipe");
     return 2;
   }
+  /* Orphaned descendants come here rather than to init (wait_descendants);
+   * not inherited by the command. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   fflush(NULL);
   child = fork();
   if (child < 0) {
@@ -476,6 +504,8 @@ int mlprof__cmd_run(int argc, char **argv) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
+  child = 0; /* reaped: its pid may be reused, nothing is forwarded to it */
+  wait_descendants();
   mlprof_shutdown();
   if (got == (ssize_t)sizeof exec_errno) {
     fprintf(stderr, "mlprof run: cannot run '%s': %s\n", cmd[0],

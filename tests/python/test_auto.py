@@ -228,6 +228,33 @@ def test_tracebacks_hold_no_mlprof_frame(build_dir, tmp_path):
     assert "Outer" in zone_names(report(build_dir, out))
 
 
+SPAWN = """
+import multiprocessing as mp
+
+def work(i):
+    return i * i
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()  # a semaphore: the resource tracker starts
+    p = ctx.Process(target=work, args=(3,))
+    p.start()
+    p.join()
+    print("done")
+"""
+
+
+def test_resource_tracker_is_not_left_running(build_dir, tmp_path):
+    """multiprocessing's resource tracker exits just after the program
+    (issue #21, item 14): mlprof run waits for it before its summary, which
+    shows every process ended, none "still running"."""
+    r, out = run(build_dir, tmp_path, SPAWN)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert "resource_tracker" in r.stderr, r.stderr  # in the summary
+    assert "still running" not in r.stderr, r.stderr
+    assert " running " not in r.stderr, r.stderr
+
+
 def test_no_torch_flag(build_dir, tmp_path):
     r, out = run(build_dir, tmp_path, TRAIN, "--no-torch")
     assert r.returncode == 0 and r.stdout == "trained\n", r.stderr
