@@ -142,8 +142,9 @@ typedef struct {
   size_t nthreads, tcap;
   mlprof__map tids; /* tid -> index in threads */
   uint32_t last_tid, last_thread;
-  uint32_t *stack; /* flush_thread's open spans */
-  size_t scap;
+  uint32_t *stack;       /* flush_thread's open spans */
+  uint64_t *begin_bytes; /* and the bytes of each one's begin */
+  size_t scap, bcap;
   open_zone *open; /* zones open at the profile's end */
   size_t nopen, ocap;
   /* The profile being read. */
@@ -442,11 +443,26 @@ static uint64_t collective_flow(perfetto *c, const thread_state *t,
   return key ? key : 1;
 }
 
+static uint64_t write_small_event(perfetto *c, uint64_t ts, const char *ev,
+                                  size_t ev_len);
+
 static uint64_t write_begin(perfetto *c, const thread_state *t,
                             const held_span *s) {
   mlprof__out *m = &c->pk;
   uint8_t cat = c->names[s->name].category;
   if (cat >= MLPROF_CAT_COUNT) cat = 0;
+  /* Most slices: a name and category already interned, nothing else. */
+  if (!s->nargs && !s->open && (c->names[s->name].interned & INTERNED_EVENT) &&
+      (!cat || c->cats_interned[cat]) && c->seq_started) {
+    char ev[64], *e = ev;
+    e = mlprof__pb_uint(e, TE_TYPE, TYPE_SLICE_BEGIN);
+    e = mlprof__pb_uint(e, TE_TRACK_UUID, t->uuid);
+    e = mlprof__pb_uint(e, TE_NAME_IID, NAME_IID0 + s->name);
+    if (cat) e = mlprof__pb_uint(e, TE_CATEGORY_IIDS, cat);
+    c->events++;
+    return write_small_event(c, mlprof__job_time(c->prof, s->begin), ev,
+                             (size_t)(e - ev));
+  }
   uint64_t flow = collective_flow(c, t, s);
   if (flow) {
     uint32_t seen = mlprof__map_get(&c->colls, flow);
@@ -492,15 +508,33 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
   return packet_end(c);
 }
 
+/* A packet of fixed shape, its track event's ev_len bytes at ev (under
+ * 128), written straight to the output: the hot path, no nested message of
+ * unknown length. Returns its size. */
+static uint64_t write_small_event(perfetto *c, uint64_t ts, const char *ev,
+                                  size_t ev_len) {
+  size_t plen = 1 + mlprof__pb_varint_len(ts) + 1 +
+                mlprof__pb_varint_len(c->seq) + 2 + ev_len;
+  char *p0 = mlprof__out_space(c->o, 2 * MLPROF__PB_MAX_FIELD + 4 + ev_len);
+  char *p = mlprof__pb_tag(p0, TRACE_PACKET, MLPROF__PB_LEN);
+  p = mlprof__pb_varint(p, plen);
+  p = mlprof__pb_uint(p, PK_TIMESTAMP, ts);
+  p = mlprof__pb_uint(p, PK_SEQUENCE_ID, c->seq);
+  p = mlprof__pb_tag(p, PK_TRACK_EVENT, MLPROF__PB_LEN);
+  *p++ = (char)ev_len;
+  memcpy(p, ev, ev_len);
+  p += ev_len;
+  mlprof__out_end(c->o, p);
+  return (uint64_t)(p - p0);
+}
+
 static uint64_t write_end(perfetto *c, const thread_state *t,
                           const held_span *s) {
-  mlprof__out *m = &c->pk;
-  packet_start(c, mlprof__job_time(c->prof, s->end), 1);
-  size_t te = mlprof__pb_open(m, PK_TRACK_EVENT);
-  mlprof__pb_out_uint(m, TE_TYPE, TYPE_SLICE_END);
-  mlprof__pb_out_uint(m, TE_TRACK_UUID, t->uuid);
-  mlprof__pb_close(m, te);
-  return packet_end(c);
+  char ev[32], *e = ev;
+  e = mlprof__pb_uint(e, TE_TYPE, TYPE_SLICE_END);
+  e = mlprof__pb_uint(e, TE_TRACK_UUID, t->uuid);
+  return write_small_event(c, mlprof__job_time(c->prof, s->end), ev,
+                           (size_t)(e - ev));
 }
 
 static int by_begin(const void *a, const void *b) {
@@ -526,13 +560,11 @@ static void end_span(perfetto *c, thread_state *t, const held_span *s,
  * the spans within it are written. Returns 0 or MLPROF_ENOMEM. */
 static int flush_thread(perfetto *c, thread_state *t) {
   if (!t->nheld) return 0;
-  if (mlprof__grow(&c->stack, &c->scap, t->nheld, sizeof *c->stack))
+  if (mlprof__grow(&c->stack, &c->scap, t->nheld, sizeof *c->stack) ||
+      mlprof__grow(&c->begin_bytes, &c->bcap, t->nheld, sizeof *c->begin_bytes))
     return MLPROF_ENOMEM;
   qsort(t->held, t->nheld, sizeof *t->held, by_begin);
-  /* The bytes of each span's begin wait in its end field's place: kept
-   * beside the stack. */
-  uint64_t *begin_bytes = calloc(t->nheld, sizeof *begin_bytes);
-  if (!begin_bytes) return MLPROF_ENOMEM;
+  uint64_t *begin_bytes = c->begin_bytes;
   size_t sp = 0;
   for (size_t i = 0; i < t->nheld; i++) {
     const held_span *s = &t->held[i];
@@ -547,7 +579,6 @@ static int flush_thread(perfetto *c, thread_state *t) {
     sp--;
     end_span(c, t, &t->held[c->stack[sp]], begin_bytes[c->stack[sp]]);
   }
-  free(begin_bytes);
   t->nheld = t->nargs = 0;
   t->attach = 0;
   return 0;
@@ -944,6 +975,7 @@ int mlprof__export_perfetto(const mlprof__job *job,
   free(c.threads);
   free(c.names);
   free(c.stack);
+  free(c.begin_bytes);
   free(c.open);
   mlprof__out_close(&c.pk);
   mlprof__out_close(&c.arena);
