@@ -41,8 +41,8 @@ static const char usage[] =
     "                     (counters, samples and step marks are all kept)\n"
     "      --warn-mb MB   warn when the trace is larger (default 256 for\n"
     "                     json: chrome://tracing fails above ~256 MB of JSON,\n"
-    "                     Perfetto's UI above ~1 GB; 1500 for perfetto: its\n"
-    "                     UI holds traces up to ~2 GB)\n"
+    "                     Perfetto's UI above ~1 GB; 600 for perfetto: the\n"
+    "                     UI has ~2 GB of memory, 2-4x the protobuf's size)\n"
     "  -h, --help         show this help\n"
     "\n"
     "exit status: 0 done, 1 the trace could not be written, 2 bad usage or\n"
@@ -179,15 +179,17 @@ static void report_size(const mlprof__chrome_result *res, uint64_t min_ns,
   }
   if (res->bytes > warn_bytes && perfetto)
     fprintf(stderr,
-            "mlprof trace: warning: the trace is %.3g MB: Perfetto's UI "
-            "holds traces up to ~2 GB; keep less with --window T0:T1, "
-            "--steps A:B or --max-mb MB\n",
+            "mlprof trace: warning: the trace is %.3g MB: Perfetto's UI has "
+            "~2 GB of memory, 2 to 4 times the protobuf's size; open it "
+            "through trace_processor --httpd, or keep less with --window "
+            "T0:T1, --steps A:B or --max-mb MB\n",
             (double)res->bytes / 1e6);
   else if (res->bytes > warn_bytes)
     fprintf(stderr,
             "mlprof trace: warning: the trace is %.3g MB: chrome://tracing "
-            "fails above ~256 MB of JSON and Perfetto's UI above ~1 GB; keep "
-            "less with --window T0:T1, --steps A:B or --max-mb MB\n",
+            "fails above ~256 MB of JSON and Perfetto's UI above ~1 GB; "
+            "--format perfetto is 2.4x smaller; or keep less with --window "
+            "T0:T1, --steps A:B or --max-mb MB\n",
             (double)res->bytes / 1e6);
 }
 
@@ -211,7 +213,7 @@ enum { OPT_MAX_MB = 1000, OPT_WARN_MB };
 
 /* The warning's default size: a viewer's limit for each format. */
 #define WARN_JSON 256000000
-#define WARN_PERFETTO 1500000000
+#define WARN_PERFETTO 600000000
 
 int mlprof__cmd_trace(int argc, char **argv) {
   static const struct option options[] = {
