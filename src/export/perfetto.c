@@ -473,6 +473,7 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
   }
   packet_start(c, mlprof__job_time(c->prof, s->begin), 1);
   interning in;
+  size_t before = c->pk.len;
   intern_open(c, &in);
   uint64_t iid = intern_event_name(c, &in, s->name);
   if (cat) intern_category(c, &in, cat);
@@ -480,6 +481,10 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
     intern_annotation_name(c, &in, t->args[s->arg0 + i].a);
   if (s->open) intern_literals(c, &in, INTERNED_ANNOTATION);
   intern_close(&in);
+  /* Names are written with the first slice that uses them: counted apart
+   * from the span (as what is not a span for --max-mb), since which slice
+   * carries them depends on which are kept. */
+  size_t interned = c->pk.len - before;
   size_t te = mlprof__pb_open(m, PK_TRACK_EVENT);
   mlprof__pb_out_uint(m, TE_TYPE, TYPE_SLICE_BEGIN);
   mlprof__pb_out_uint(m, TE_TRACK_UUID, t->uuid);
@@ -505,7 +510,8 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
   }
   mlprof__pb_close(m, te);
   c->events++;
-  return packet_end(c);
+  uint64_t bytes = packet_end(c);
+  return bytes > interned ? bytes - interned : 0;
 }
 
 /* A packet of fixed shape, its track event's ev_len bytes at ev (under
