@@ -9,7 +9,9 @@
  * packet), so the profiles' packets can be concatenated; names and categories
  * are interned on it the first time an event uses them. Tracks: a process
  * track per profile and per pseudo-process (tracejob.h), a thread track per
- * thread, a counter track per counter, unit and sampled measure. Zones are
+ * thread, a named track per track of spans measured elsewhere
+ * (mlprof_track_spans), a counter track per counter, unit and sampled
+ * measure. Zones are
  * SLICE_BEGIN / SLICE_END pairs on their thread's track.
  *
  * The reader gives a thread's spans as they end, children before their
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "../format/subject.h"
+#include "../format/wire.h"
 #include "export.h"
 #include "pb.h"
 #include "tracejob.h"
@@ -317,6 +320,10 @@ static void describe_process(perfetto *c, uint64_t uuid, uint64_t pid,
   c->events++;
 }
 
+/* A thread's track (ThreadDescriptor: pid, tid, name), or for a track of
+ * spans measured elsewhere (tid at MLPROF__TRACK_TID_BASE and above: no
+ * kernel thread) a track of its own under the process, with its name. name
+ * is NULL until the profile names it: the track is described again then. */
 static void describe_thread(perfetto *c, const thread_state *t,
                             const char *name, size_t len) {
   mlprof__out *m = &c->pk;
@@ -324,11 +331,15 @@ static void describe_thread(perfetto *c, const thread_state *t,
   size_t td = mlprof__pb_open(m, PK_TRACK_DESCRIPTOR);
   mlprof__pb_out_uint(m, TD_UUID, t->uuid);
   mlprof__pb_out_uint(m, TD_PARENT_UUID, c->proc_uuid);
-  size_t th = mlprof__pb_open(m, TD_THREAD);
-  mlprof__pb_out_uint(m, THD_PID, c->pid);
-  mlprof__pb_out_uint(m, THD_TID, t->tid);
-  if (name) mlprof__pb_string(m, THD_THREAD_NAME, name, len);
-  mlprof__pb_close(m, th);
+  if (t->tid >= MLPROF__TRACK_TID_BASE) {
+    if (name) mlprof__pb_string(m, TD_NAME, name, len);
+  } else {
+    size_t th = mlprof__pb_open(m, TD_THREAD);
+    mlprof__pb_out_uint(m, THD_PID, c->pid);
+    mlprof__pb_out_uint(m, THD_TID, t->tid);
+    if (name) mlprof__pb_string(m, THD_THREAD_NAME, name, len);
+    mlprof__pb_close(m, th);
+  }
   mlprof__pb_close(m, td);
   packet_end(c);
   c->events++;

@@ -90,6 +90,7 @@ class Trace:
     def __init__(self, path):
         self.packets = decode(path)
         self.processes, self.threads, self.counters = {}, {}, {}
+        self.tracks = {}
         names = collections.defaultdict(dict)  # seq -> iid -> name
         cats = collections.defaultdict(dict)
         anames = collections.defaultdict(dict)
@@ -124,6 +125,10 @@ class Trace:
                 elif "counter" in td:
                     self.counters[u] = (one(td, "parent_uuid"),
                                         one(td, "name"))
+                else:  # a track of spans measured elsewhere: (process, name)
+                    old = self.tracks.get(u, (0, None))
+                    self.tracks[u] = (one(td, "parent_uuid"),
+                                      one(td, "name", old[1]))
             te = one(p, "track_event")
             if not te:
                 continue
@@ -154,7 +159,8 @@ class Trace:
         begins and ends balance, each end closing the latest open begin."""
         out = {}
         for track, evs in self.events.items():
-            assert track in self.threads, f"events on undescribed {track}"
+            assert track in self.threads or track in self.tracks, \
+                f"events on undescribed {track}"
             stack, done = [], []
             for ev in sorted(evs, key=lambda e: (e["ts"], e["order"])):
                 if ev["type"] == "TYPE_SLICE_BEGIN":
@@ -187,7 +193,15 @@ def both(run, tmp_path, *args, check=True):
     return j, p, rj, rp
 
 
+TRACK_TID_BASE = 2**31
+
+
 def thread_key(trace, track):
+    """(pid, tid) of a thread track; (pid, name) of a track of spans
+    measured elsewhere."""
+    if track in trace.tracks:
+        parent, name = trace.tracks[track]
+        return trace.processes[parent][0], name.decode()
     pid, tid, _ = trace.threads[track]
     return pid, tid
 
@@ -205,11 +219,16 @@ def same_spans(j, p):
                  tuple(sorted((k.decode(), v if not isinstance(v, bytes)
                                else v.decode()) for k, v in args.items())))] += 1
     want = collections.Counter()
-    for e in chrome(j):
+    events = chrome(j)
+    track_names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+                   if e["ph"] == "M" and e["name"] == "thread_name"
+                   and e["tid"] >= TRACK_TID_BASE}
+    for e in events:
         if e["ph"] != "X":
             continue
         args = e.get("args", {})
-        want[(e["pid"], e["tid"], e["name"].encode(), ns(e["ts"]),
+        tid = track_names.get((e["pid"], e["tid"]), e["tid"])
+        want[(e["pid"], tid, e["name"].encode(), ns(e["ts"]),
               ns(e["dur"]), (e["cat"].encode(),) if "cat" in e else (),
               tuple(sorted((k, (1 if v is True else v))
                            for k, v in args.items())))] += 1
@@ -236,7 +255,8 @@ def test_spans_counters_and_tracks_match_the_json_trace(pipeline, tmp_path):
     got_procs = {(pid, name.decode()) for pid, name in t.processes.values()}
     assert got_procs == want_procs
     want_threads = {(e["pid"], e["tid"], e["args"]["name"]) for e in events
-                    if e["ph"] == "M" and e["name"] == "thread_name"}
+                    if e["ph"] == "M" and e["name"] == "thread_name"
+                    and e["tid"] < TRACK_TID_BASE}
     got_threads = {(pid, tid, name.decode())
                    for pid, tid, name in t.threads.values() if name}
     assert got_threads == want_threads
@@ -342,6 +362,29 @@ def test_open_zones_last_to_the_end(tmp_path):
                   for n, b, e, d, _, a, _ in slices) == [
         ("epoch", 100, 400, 1, 1), ("step", 100, 400, 2, None),
         ("train", 0, 400, 0, 1)]
+
+
+def test_tracks_of_spans_measured_elsewhere(tmp_path):
+    """A track (mlprof_track_spans: tid 2^31 and above) is a named track
+    under its process, not a thread; its spans nest there."""
+    ns_ = [(1, craft.ZONE, 0, "main_loop"), (2, craft.ZONE, 0, "gemm"),
+           (3, craft.ZONE, 0, "relu")]
+    track = TRACK_TID_BASE + 1
+    path = tmp_path / "p.mlprof"
+    path.write_bytes(craft.profile(
+        craft.header(), craft.names(ns_),
+        craft.events([craft.span(1, 0, 5000)], tid=7),
+        craft.events([craft.span(3, 1200, 100, depth=1),
+                      craft.span(2, -200, 900)], tid=track),
+        craft.chunk(craft.THREAD, craft.uv(track) + craft.s("cuda:0 stream 7")),
+        craft.end(6000)))
+    j, p, _, _ = both([path], tmp_path)
+    t = same_spans(j, p)
+    assert [n for _, n in t.tracks.values()] == [b"cuda:0 stream 7"]
+    assert [tid for _, tid, _ in t.threads.values()] == [7]
+    (u,) = t.tracks
+    assert sorted((n, b, e, d) for n, b, e, d, *_ in t.slices()[u]) == [
+        (b"gemm", 1000, 1900, 0), (b"relu", 1200, 1300, 1)]
 
 
 def test_collectives_are_flows(tmp_path):
