@@ -406,6 +406,9 @@ int mlprof__cmd_run(int argc, char **argv) {
            pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
   setenv("MLPROF_OUTPUT", absdir, 1);
+  /* The library preloaded is also the NVTX tool (src/intercept/nvtx.c):
+   * a program's NVTX ranges become zones, unless the user chose a tool. */
+  setenv("NVTX_INJECTION64_PATH", lib, 0);
   free(preload);
   char num[32];
   if (flush_ms) {

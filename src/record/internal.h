@@ -186,6 +186,11 @@ MLPROF__HIDDEN void mlprof__dropped_reset(void);
 /* Number of full buffers handed off since the writer last looked. */
 extern MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
 
+/* Names the thread whose kernel id is tid (NVTX's nvtxNameOsThread): now
+ * when it has recorded, else when it first records (a few such names are
+ * kept). -1 when the name cannot be kept. */
+MLPROF__HIDDEN int mlprof__thread_name_tid(uint32_t tid, const char *name);
+
 /* After fork(), in the child: forget the parent's threads and buffers. */
 MLPROF__HIDDEN void mlprof__buffers_after_fork(void);
 
