@@ -294,11 +294,6 @@ MLPROF__HIDDEN uint32_t mlprof__session_flush_ms(void);
 /* fn runs at the session's end, before its file is closed and outside the
  * session's lock (it may record spans); one such function. */
 MLPROF__HIDDEN void mlprof__session_before_end(void (*fn)(void));
-/* A capture's status in the profile's source table (as the sampler's
- * sources: available, or not with a one-line reason); nothing without a
- * session. */
-MLPROF__HIDDEN void mlprof__session_source(const char *name, int available,
-                                           const char *reason);
 /* CUPTI activity capture in this process (src/intercept/cupti.c), once:
  * 0 when capturing, -1 when not (the reason is in the source table). */
 MLPROF__HIDDEN int mlprof__cupti_capture(void);
