@@ -343,6 +343,8 @@ static int load(char *why, size_t len) {
     if (!p && syms[i].required) {
       snprintf(why, len, "no CUPTI: %s has no %s",
                env && *env ? env : "libcupti.so", syms[i].name);
+      dlclose(cupti.lib);
+      cupti.lib = NULL;
       return -1;
     }
   }
@@ -398,9 +400,8 @@ static int cupti_start(void) {
   }
   return 0;
 fail:
+  /* The library stays loaded: CUPTI may hold our callbacks. */
   mlprof__session_source("cupti", 0, why);
-  if (cupti.lib) dlclose(cupti.lib);
-  cupti.lib = NULL;
   atomic_store(&started, 2);
   return -1;
 }

@@ -138,3 +138,18 @@ def test_users_own_tool_is_kept(tmp_path):
     events = trace_of(out)
     assert not [e for e in events if e.get("ph") == "X"
                 and e["pid"] == demo_pid(events)]
+
+
+def test_odd_calls_neither_crash_nor_stop_recording(tmp_path):
+    """Pops with nothing pushed, unknown range ids, empty or missing
+    attributes, NULL names and handles, an unknown thread id: the program
+    runs as it would without mlprof, and recording goes on after them."""
+    plain = subprocess.run([demo_path(), "--edge"], capture_output=True,
+                           text=True, timeout=60, env=plain_env())
+    out = tmp_path / "run"
+    r = mlprof("run", "-o", out, "--", demo_path(), "--edge", check=False,
+               env=plain_env())
+    assert (r.returncode, r.stdout) == (plain.returncode, plain.stdout) == (
+        0, "nvtx_demo: edge cases done\n")
+    zones = {z["name"]: z["count"] for z in report_json(out)["zones"]}
+    assert zones == {"(unnamed)": 4, "after_edge": 1}, zones

@@ -3,11 +3,12 @@
  * named category and a registered string, marks (one with a payload), a
  * start/end range ended on another thread, wide strings and named threads.
  * tests/e2e/test_nvtx.py runs it with and without `mlprof run`; its output
- * and exit status must not change. Usage: nvtx_demo [STEPS] */
+ * and exit status must not change. Usage: nvtx_demo [STEPS | --edge] */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +58,41 @@ static void *worker(void *p) {
   return NULL;
 }
 
+/* Calls a tool must survive: pops with nothing pushed, ends of ranges never
+ * started, attributes missing or empty, NULL names and handles, a thread
+ * id that does not exist. Then one range, so the test sees recording went
+ * on. */
+static int edge(void) {
+  nvtxRangePop();
+  nvtxDomainRangePop(NULL);
+  nvtxRangeEnd(12345);
+  nvtxRangeEnd(0);
+  nvtxEventAttributes_t empty = {0};
+  nvtxMarkEx(&empty);
+  nvtxRangePushEx(&empty); /* no message: "(unnamed)" */
+  nvtxRangePop();
+  nvtxEventAttributes_t noreg = {0};
+  noreg.version = NVTX_VERSION;
+  noreg.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  noreg.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  noreg.category = 4000000000u; /* no such category */
+  nvtxDomainRangePushEx(NULL, &noreg);
+  nvtxDomainRangePop(NULL);
+  nvtxDomainHandle_t none = nvtxDomainCreateA(NULL);
+  (void)none;
+  (void)nvtxDomainRegisterStringA(NULL, NULL);
+  nvtxNameOsThreadA(4000000000u, "nobody");
+  nvtxNameCategoryA(7, NULL);
+  nvtxMarkA(NULL);
+  nvtxRangePushA("after_edge");
+  nvtxRangePop();
+  nvtxRangePop();
+  printf("nvtx_demo: edge cases done\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--edge") == 0) return edge();
   int steps = argc > 1 ? atoi(argv[1]) : 3;
   nvtxNameOsThreadA(gettid_(), "nvtx-main");
   nvtxNameCategoryA(1, "forward");
