@@ -22,6 +22,7 @@
  * launched (external correlation ids), see docs/gpu.md. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,7 @@ static void buffer_done(void *ctx, uint32_t stream, uint8_t *buffer,
 
 static void *flusher(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "mlprof-cupti");
   pthread_mutex_lock(&cupti.lock);
   while (!cupti.stop) {
     struct timespec ts;
@@ -387,8 +389,14 @@ static int cupti_start(void) {
   cupti.offset = (int64_t)t - (int64_t)(a + (b - a) / 2);
   cupti.flush_ms = mlprof__session_flush_ms();
   cupti.stop = 0;
+  /* Created with every signal blocked: the program's signals never run on
+   * a thread of ours. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   if (pthread_create(&cupti.thread, NULL, flusher, NULL) == 0)
     cupti.thread_started = 1;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, atfork_once);
   mlprof__session_before_end(cupti_stop);
