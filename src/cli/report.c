@@ -334,12 +334,29 @@ int mlprof__cmd_report(int argc, char **argv) {
   }
   const mlprof__report *r = &a.r;
   const mlprof__findings *f = &a.f;
-  for (size_t i = 0; i < f->nslo; i++)
-    if (!f->slo[i].count) {
-      fputs("mlprof report: warning: --slo ", stderr);
-      fwrite(f->slo[i].zone, 1, f->slo[i].zone_len, stderr);
-      fputs(": no such zone in the profiles (no calls)\n", stderr);
+  for (size_t i = 0; i < f->nslo; i++) {
+    const mlprof__slo_result *s = &f->slo[i];
+    if (s->count) continue;
+    /* A number without a unit for a zone: a unit forgotten. */
+    int zone = 0;
+    for (size_t k = 0; k < r->nzones && s->gauge && !zone; k++)
+      zone = r->zones[k].name_len == s->zone_len &&
+             !memcmp(r->zones[k].name, s->zone, s->zone_len);
+    if (zone) {
+      fprintf(stderr,
+              "mlprof report: --slo %.*s=%g: %.*s is a zone, not a gauge: "
+              "its objective is a duration with a unit (%.*s=%gms)\n",
+              (int)s->zone_len, s->zone, s->objective, (int)s->zone_len,
+              s->zone, (int)s->zone_len, s->zone, s->objective);
+      mlprof__analysis_free(&a);
+      return 2;
     }
+    fputs("mlprof report: warning: --slo ", stderr);
+    fwrite(s->zone, 1, s->zone_len, stderr);
+    fputs(s->gauge ? ": no such gauge in the profiles (no values)\n"
+                   : ": no such zone in the profiles (no calls)\n",
+          stderr);
+  }
   /* Text carries its warnings in its header; the machine formats keep them
    * in the data (JSON) or have no room for them (CSV), so say them here. */
   if (format != FORMAT_TEXT)

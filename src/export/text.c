@@ -702,11 +702,26 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   char win[32];
   mlprof__fmt_duration(win, sizeof win, (double)f->slo[0].window_ns);
   mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
-  static const char *const heads[] = {
-      "zone or gauge", "objective", "calls or values",
-      "over",          "over%",     "p50",
-      "p95",           "p99",       "max",
-      "windows missed"};
+  /* Named for what the objectives target: zones, gauges, or both. */
+  int zones = 0, gauges = 0;
+  for (size_t i = 0; i < f->nslo; i++) {
+    gauges += f->slo[i].gauge;
+    zones += !f->slo[i].gauge;
+  }
+  const char *heads[] = {zones && gauges ? "zone or gauge"
+                         : gauges        ? "gauge"
+                                         : "zone",
+                         "objective",
+                         zones && gauges ? "calls or values"
+                         : gauges        ? "values"
+                                         : "calls",
+                         "over",
+                         "over%",
+                         "p50",
+                         "p95",
+                         "p99",
+                         "max",
+                         "windows missed"};
   mlprof__table t;
   if (mlprof__table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nslo; i++) {

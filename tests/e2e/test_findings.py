@@ -304,7 +304,7 @@ def report_json_slo(out, *objectives):
 
 def test_bad_slo_and_thresholds_exit_2(tmp_path):
     out = run(tmp_path, "findings_pipeline", "fast", 3)
-    for bad in (["--slo", "decode"], ["--slo", "decode=200"],
+    for bad in (["--slo", "decode"], ["--slo", "forward=200"],
                 ["--slo", "=200ms"], ["--slo", "decode=-5ms"],
                 ["--slo", "decode=2hours"], ["--slo-window", "0s"],
                 ["--leak-min-mb", "lots"], ["--leak-min-mb-per-step", "-1"]):
@@ -313,6 +313,14 @@ def test_bad_slo_and_thresholds_exit_2(tmp_path):
         assert r.stderr.startswith("mlprof report: ") and r.stderr.count("\n") == 1
     r = mlprof("report", out, "--slo", "a=b=1.5ms", "--format", "json")
     assert '"zone":"a=b"' in r.stdout and '"objective_ns":1500000' in r.stdout
+    # A number without a unit is a gauge's objective: for a zone, a unit
+    # forgotten (forward=200 above: exit 2, and the fix said); for a name
+    # that is neither, a warning as for a zone with no calls.
+    r = mlprof("report", out, "--slo", "forward=200", check=False)
+    assert "forward is a zone, not a gauge" in r.stderr
+    assert "(forward=200ms)" in r.stderr
+    r = mlprof("report", out, "--slo", "decode=200")
+    assert "decode: no such gauge in the profiles (no values)" in r.stderr
 
 
 def test_unsampled_profile_says_so(tmp_path):
