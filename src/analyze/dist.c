@@ -909,9 +909,16 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
     ival *v = malloc((b->ntop ? b->ntop : 1) * sizeof *v);
     if (!v) return MLPROF_ENOMEM;
     size_t nt = 0;
+    int sorted = 1;
     for (size_t i = 0; i < b->ntop; i++)
-      if (b->top[i].tid == b->step_tid) v[nt++] = b->top[i].at;
-    if (nt > 1) qsort(v, nt, sizeof *v, cmp_ival);
+      if (b->top[i].tid == b->step_tid) {
+        v[nt] = b->top[i].at;
+        sorted &= !nt || v[nt - 1].b <= v[nt].b;
+        nt++;
+      }
+    /* A thread's zones of depth 0 come in order already (one ends before
+     * the next begins): sorted only when not. */
+    if (nt > 1 && !sorted) qsort(v, nt, sizeof *v, cmp_ival);
     cut_by_steps(rs, v, nt, offsetof(rstep, zoned));
     free(v);
     rs->zoned = 1;

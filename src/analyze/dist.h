@@ -11,7 +11,9 @@
  * its names; across the job, one entry per rank and step, per collective
  * matched by group and sequence number one enter/exit pair per rank that
  * took part (the per-collective table), one record per point-to-point send
- * or receive, and per rank one time per zone it named. No other span is
+ * or receive, and per rank one time per zone it named; while a rank's
+ * profile is read, its zones of depth 0 (24 bytes each, for the time
+ * outside zones of its steps). No other span is
  * kept, and nothing is sized by a number a file claims (a world size, a
  * name id): a job claiming more ranks than it has profiles has none to
  * analyse. */
