@@ -27,6 +27,9 @@
 #define MLPROF_INSTALL_LIBDIR "lib"
 #endif
 
+/* Zones in the summary printed after the command. */
+#define SUMMARY_TOP 25
+
 static void usage(FILE *out) {
   fprintf(
       out,
@@ -499,13 +502,15 @@ int mlprof__cmd_run(int argc, char **argv) {
     /* The summary goes to stderr (rank 0's only, in a launched job), out of the
      * way of the command's output. */
     fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    dup2(STDERR_FILENO, STDOUT_FILENO);
-    char *rargv[] = {"report", dir, "--top", "25", NULL};
-    mlprof__cmd_report(4, rargv);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
+    const char *paths[] = {dir};
+    mlprof__report_cmd report;
+    mlprof__report_cmd_init(&report);
+    report.paths = paths;
+    report.npaths = 1;
+    report.top = SUMMARY_TOP;
+    report.fd = STDERR_FILENO;
+    mlprof__report_cmd_run(&report);
+    mlprof__report_cmd_free(&report);
     /* Every file of the directory, this process's sampling profile too. */
     int files = count_profiles(dir, "");
     fprintf(stderr,

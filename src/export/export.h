@@ -107,10 +107,17 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen);
 
+/* The comparison as aligned text for a terminal: the runs (wall, spans,
+ * steps, step time, ranks), then the first top zones (0: all) with each
+ * run's count, mean, p50, p99 and speedups, the runs' warnings and the
+ * recommendation. Returns 0, MLPROF_ENOMEM or the writer's error. */
+int mlprof__export_compare_text(const mlprof__compare *c, size_t top,
+                                mlprof__out *o);
+
 /* The comparison as one JSON object of schema "mlprof.compare/1"
  * (docs/json-schema.md), every label, path and zone name escaped by
  * mlprof__out_json_str (so it can sit inside an HTML <script>). Returns 0
  * or the writer's error. */
-int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o);
+int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o);
 
 #endif

@@ -266,7 +266,7 @@ static int runs_json(const mlprof__html_opts *opts, mlprof__out *o) {
   const mlprof__compare *c = opts->compare;
   mlprof__out_lit(o, ",\n\"compare\":");
   if (c)
-    rc = mlprof__compare_json(c, o);
+    rc = mlprof__export_compare_json(c, o);
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, ",\n\"compare_dist\":[");
