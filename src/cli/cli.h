@@ -92,6 +92,47 @@ void mlprof__compare_cmd_free(mlprof__compare_cmd *c);
  * mlprof compare's exit status. */
 int mlprof__compare_cmd_run(const mlprof__compare_cmd *c);
 
+typedef struct {
+  const char *const *paths; /* merged */
+  size_t npaths;
+  const char *output;    /* default trace.json; "-": standard output */
+  uint64_t max_bytes;    /* 0, or keep the longest spans that fit */
+  uint64_t warn_bytes;   /* warn above this size (default 256 MB) */
+  mlprof__filter filter; /* owned */
+} mlprof__trace_cmd;
+void mlprof__trace_cmd_init(mlprof__trace_cmd *c);
+void mlprof__trace_cmd_free(mlprof__trace_cmd *c);
+/* Writes the Chrome trace of c->paths to c->output. Returns mlprof
+ * trace's exit status, after a message on stderr. */
+int mlprof__trace_cmd_run(const mlprof__trace_cmd *c);
+
+typedef struct {
+  const char *dir;      /* the run directory */
+  uint64_t interval_ns; /* between updates, default 1 s */
+  uint64_t count;       /* updates, 0: until q or a signal */
+  mlprof__sort_key sort;
+  size_t top; /* zones shown, 0: as many as fit */
+  int plain;  /* plain lines even on a terminal */
+} mlprof__top_cmd;
+void mlprof__top_cmd_init(mlprof__top_cmd *c);
+/* Shows the live view of c->dir until done. Returns mlprof top's exit
+ * status. */
+int mlprof__top_cmd_run(const mlprof__top_cmd *c);
+
+typedef struct {
+  char *const *cmd;      /* the command and its arguments */
+  const char *out;       /* the run directory; NULL: a new one */
+  long flush_ms;         /* 0: the library's default */
+  long memory_mb;        /* 0: the library's default */
+  long sample_ms;        /* the process tree's sampling; 0: none */
+  int quiet;             /* no summary */
+  char py_options[1024]; /* flags for Python processes, "a,b=c" */
+} mlprof__run_cmd;
+void mlprof__run_cmd_init(mlprof__run_cmd *c);
+/* Runs c->cmd with profiling and prints the summary. Returns the command's
+ * exit status (128 + N for a signal), or mlprof run's own (2, 126, 127). */
+int mlprof__run_cmd_run(const mlprof__run_cmd *c);
+
 /* ---- the subcommands, from their arguments ------------------------------ */
 
 int mlprof__cmd_run(int argc, char **argv);

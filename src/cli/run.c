@@ -134,7 +134,7 @@ static int python_env(const char *py_options) {
       if (access(file, R_OK) == 0) snprintf(dir, sizeof dir, places[i], exe);
     }
   }
-  setenv("MLPROF_PY_OPTIONS", py_options, 1);
+  setenv(MLPROF__ENV_PY_OPTIONS, py_options, 1);
   /* Without a module, each Python process says why in its profile
    * (session.c, as the module does when it cannot load mlprof). */
   if (!dir[0]) {
@@ -144,10 +144,10 @@ static int python_env(const char *py_options) {
              "the Python package: make python-install, or pip install "
              "./python)",
              exe);
-    setenv("MLPROF_PY_MISSING", why, 1);
+    setenv(MLPROF__ENV_PY_MISSING, why, 1);
     return 0;
   }
-  unsetenv("MLPROF_PY_MISSING");
+  unsetenv(MLPROF__ENV_PY_MISSING);
   const char *old = getenv("PYTHONPATH");
   size_t len = strlen(dir) + (old ? strlen(old) : 0) + 2;
   char *path = malloc(len);
@@ -330,7 +330,16 @@ static long positive(const char *opt, const char *v) {
   return n;
 }
 
-int mlprof__cmd_run(int argc, char **argv) {
+void mlprof__run_cmd_init(mlprof__run_cmd *c) {
+  memset(c, 0, sizeof *c);
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  c->sample_ms = cfg.sample_interval_ms;
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__run_cmd *c) {
   static const struct option opts[] = {
       {"output", required_argument, NULL, 'o'},
       {"flush-ms", required_argument, NULL, 'f'},
@@ -344,37 +353,34 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"calls", no_argument, NULL, 'P'},
       {"lines", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
-  const char *out = NULL;
-  long flush_ms = 0, memory_mb = 0, sample_ms = 100;
-  int quiet = 0, c, which;
-  char py_options[1024] = "";
+  int ch, which;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
-  while ((c = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
-    switch (c) {
+  while ((ch = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
+    switch (ch) {
       case 'P': {
-        size_t used = strlen(py_options);
-        snprintf(py_options + used, sizeof py_options - used, "%s%s%s%s",
+        size_t used = strlen(c->py_options);
+        snprintf(c->py_options + used, sizeof c->py_options - used, "%s%s%s%s",
                  used ? "," : "", opts[which].name, optarg ? "=" : "",
                  optarg ? optarg : "");
         break;
       }
       case 'o':
-        out = optarg;
+        c->out = optarg;
         break;
       case 'f':
-        if ((flush_ms = positive("--flush-ms", optarg)) < 0) return 2;
+        if ((c->flush_ms = positive("--flush-ms", optarg)) < 0) return 2;
         break;
       case 'm':
-        if ((memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
+        if ((c->memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
         break;
       case 's':
         if (strcmp(optarg, "0") != 0 &&
-            (sample_ms = positive("--sample-ms", optarg)) < 0)
+            (c->sample_ms = positive("--sample-ms", optarg)) < 0)
           return 2;
-        if (strcmp(optarg, "0") == 0) sample_ms = 0;
+        if (strcmp(optarg, "0") == 0) c->sample_ms = 0;
         break;
       case 'q':
-        quiet = 1;
+        c->quiet = 1;
         break;
       case 'h':
         usage(stdout);
@@ -390,14 +396,49 @@ int mlprof__cmd_run(int argc, char **argv) {
             "COMMAND [ARGS...])\n");
     return 2;
   }
-  char **cmd = argv + optind;
+  c->cmd = argv + optind;
+  return -1;
+}
 
+int mlprof__cmd_run(int argc, char **argv) {
+  mlprof__run_cmd c;
+  mlprof__run_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  return rc < 0 ? mlprof__run_cmd_run(&c) : rc;
+}
+
+/* The summary after the command: mlprof report of the run directory, on
+ * stderr, out of the way of the command's output. */
+static void summary(const char *dir) {
+  fflush(stdout);
+  const char *paths[] = {dir};
+  mlprof__report_cmd report;
+  mlprof__report_cmd_init(&report);
+  report.paths = paths;
+  report.npaths = 1;
+  report.top = SUMMARY_TOP;
+  report.fd = STDERR_FILENO;
+  mlprof__report_cmd_run(&report);
+  mlprof__report_cmd_free(&report);
+  /* Every file of the directory, this process's sampling profile too. */
+  int files = count_profiles(dir, "");
+  fprintf(stderr,
+          "\nmlprof: %d profile%s in %s\n"
+          "  mlprof report %s           full report (--format json|csv)\n"
+          "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
+          files, files == 1 ? "" : "s", dir, dir, dir);
+}
+
+int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
+  char *const *cmd = c->cmd;
+  long flush_ms = c->flush_ms, memory_mb = c->memory_mb,
+       sample_ms = c->sample_ms;
   char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
       own[PATH_MAX + 64] = "";
   int created;
-  if (find_library(lib, sizeof lib) != 0 || python_env(py_options) != 0)
+  if (find_library(lib, sizeof lib) != 0 || python_env(c->py_options) != 0)
     return 2;
-  if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
+  if (prepare_dir(dir, sizeof dir, c->out, &created) != 0) return 2;
   if (!realpath(dir, absdir)) return 2;
   strcat(absdir, "/");
 
@@ -408,19 +449,19 @@ int mlprof__cmd_run(int argc, char **argv) {
   snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "",
            pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
-  setenv("MLPROF_OUTPUT", absdir, 1);
+  setenv(MLPROF__ENV_OUTPUT, absdir, 1);
   free(preload);
   char num[32];
   if (flush_ms) {
     snprintf(num, sizeof num, "%ld", flush_ms);
-    setenv("MLPROF_FLUSH_MS", num, 1);
+    setenv(MLPROF__ENV_FLUSH_MS, num, 1);
   }
   if (memory_mb) {
     snprintf(num, sizeof num, "%ld", memory_mb);
-    setenv("MLPROF_MEMORY_MB", num, 1);
+    setenv(MLPROF__ENV_MEMORY_MB, num, 1);
   }
   /* The processes do not sample themselves: this one samples them all. */
-  setenv("MLPROF_SAMPLE_MS", "0", 1);
+  setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);
 
   /* The child waits on `go` until the sampling session has started (so the
    * tree's root starts before the command, and sampling covers all of it),
@@ -498,26 +539,7 @@ int mlprof__cmd_run(int argc, char **argv) {
     fprintf(stderr, "mlprof run: no profile was written to %s: %s\n", dir, why);
     return rc;
   }
-  if (!quiet && launched_rank() <= 0) {
-    /* The summary goes to stderr (rank 0's only, in a launched job), out of the
-     * way of the command's output. */
-    fflush(stdout);
-    const char *paths[] = {dir};
-    mlprof__report_cmd report;
-    mlprof__report_cmd_init(&report);
-    report.paths = paths;
-    report.npaths = 1;
-    report.top = SUMMARY_TOP;
-    report.fd = STDERR_FILENO;
-    mlprof__report_cmd_run(&report);
-    mlprof__report_cmd_free(&report);
-    /* Every file of the directory, this process's sampling profile too. */
-    int files = count_profiles(dir, "");
-    fprintf(stderr,
-            "\nmlprof: %d profile%s in %s\n"
-            "  mlprof report %s           full report (--format json|csv)\n"
-            "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
-            files, files == 1 ? "" : "s", dir, dir, dir);
-  }
+  /* In a launched job, rank 0's summary only. */
+  if (!c->quiet && launched_rank() <= 0) summary(dir);
   return rc;
 }

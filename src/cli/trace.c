@@ -47,10 +47,6 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("trace", fmt, arg);
 }
 
-static int trace_write(char **paths, size_t npaths, const char *output,
-                       mlprof__filter *filter, uint64_t max_bytes,
-                       uint64_t warn_bytes);
-
 /* Whether path names the same file as one of the job's profiles: writing
  * there would replace the profile with its own trace. */
 static const char *overwrites_input(const char *path, const mlprof__job *job) {
@@ -195,7 +191,19 @@ static int parse_mb(const char *s, uint64_t *bytes) {
 
 enum { OPT_MAX_MB = 1000, OPT_WARN_MB };
 
-int mlprof__cmd_trace(int argc, char **argv) {
+void mlprof__trace_cmd_init(mlprof__trace_cmd *c) {
+  memset(c, 0, sizeof *c);
+  c->output = "trace.json";
+  c->warn_bytes = 256000000;
+}
+
+void mlprof__trace_cmd_free(mlprof__trace_cmd *c) {
+  mlprof__filter_free(&c->filter);
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__trace_cmd *c) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
       {"max-mb", required_argument, NULL, OPT_MAX_MB},
@@ -203,9 +211,6 @@ int mlprof__cmd_trace(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  const char *output = "trace.json";
-  uint64_t max_bytes = 0, warn_bytes = 256000000;
-  mlprof__filter filter = {0};
   int rc = -1;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
@@ -215,11 +220,11 @@ int mlprof__cmd_trace(int argc, char **argv) {
     switch (ch) {
       case 'o':
         if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
-        output = optarg;
+        c->output = optarg;
         break;
       case OPT_MAX_MB:
       case OPT_WARN_MB:
-        if (parse_mb(optarg, ch == OPT_MAX_MB ? &max_bytes : &warn_bytes))
+        if (parse_mb(optarg, ch == OPT_MAX_MB ? &c->max_bytes : &c->warn_bytes))
           rc =
               fail_usage(ch == OPT_MAX_MB
                              ? "--max-mb wants a size in MB above 0, not '%s'"
@@ -232,7 +237,7 @@ int mlprof__cmd_trace(int argc, char **argv) {
         rc = 0;
         break;
       default: {
-        int frc = mlprof__filter_option("trace", ch, optarg, &filter);
+        int frc = mlprof__filter_option("trace", ch, optarg, &c->filter);
         if (frc > 0) rc = frc;
         if (frc < 0)
           rc = mlprof__option_error("trace", ch, argv, optind, optopt);
@@ -240,24 +245,29 @@ int mlprof__cmd_trace(int argc, char **argv) {
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
-  if (rc >= 0) {
-    mlprof__filter_free(&filter);
-    return rc;
-  }
-  rc = trace_write(argv + optind, (size_t)(argc - optind), output, &filter,
-                   max_bytes, warn_bytes);
-  mlprof__filter_free(&filter);
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = (size_t)(argc - optind);
   return rc;
 }
 
-/* mlprof trace once its options are read. */
-static int trace_write(char **paths, size_t npaths, const char *output,
-                       mlprof__filter *filter, uint64_t max_bytes,
-                       uint64_t warn_bytes) {
+int mlprof__cmd_trace(int argc, char **argv) {
+  mlprof__trace_cmd c;
+  mlprof__trace_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__trace_cmd_run(&c);
+  mlprof__trace_cmd_free(&c);
+  return rc;
+}
+
+int mlprof__trace_cmd_run(const mlprof__trace_cmd *c) {
+  const char *output = c->output;
+  uint64_t max_bytes = c->max_bytes;
+  /* c's filter, with the least duration that --max-mb keeps (the copy
+   * shares what c's owns). */
+  mlprof__filter keep = c->filter, *filter = &keep;
   char err[512];
   mlprof__job job;
-  if (mlprof__cli_job_open("trace", &job, (const char *const *)paths, npaths))
-    return 2;
+  if (mlprof__cli_job_open("trace", &job, c->paths, c->npaths)) return 2;
   int to_stdout = strcmp(output, "-") == 0;
   struct stat st;
   if (!to_stdout && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -297,7 +307,7 @@ static int trace_write(char **paths, size_t npaths, const char *output,
     warn_reads(&job, &res);
     if (res.warning[0])
       fprintf(stderr, "mlprof trace: warning: %s\n", res.warning);
-    report_size(&res, filter->min_ns, max_bytes, fits, warn_bytes);
+    report_size(&res, filter->min_ns, max_bytes, fits, c->warn_bytes);
     double secs = seconds_since(&t0);
     fprintf(stderr,
             "mlprof trace: %llu events from %zu profile%s to %s in %.2f s\n",

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/analysis.h"
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
 #include "../analyze/resources.h"
@@ -106,6 +107,22 @@ typedef struct {
 int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen);
+
+/* One frame of mlprof top, after its title line: the window's end on the
+ * job's timeline and its length, processes, threads and spans, the steps'
+ * rate and breakdown, GPU utilisation, tables of the processes, the five
+ * busiest threads and the zones (a->r.order, by sort), the warnings that
+ * show_warning accepts (NULL: all), and the three most severe findings.
+ * Returns 0 or the writer's error. */
+typedef struct {
+  uint64_t job_ns;    /* the window's end, job time */
+  uint64_t window_ns; /* its length */
+  mlprof__sort_key sort;
+  int (*show_warning)(void *ctx, const char *w, size_t n);
+  void *ctx;
+} mlprof__top_frame;
+int mlprof__export_top_text(const mlprof__analysis *a,
+                            const mlprof__top_frame *fr, mlprof__out *o);
 
 /* The comparison as aligned text for a terminal: the runs (wall, spans,
  * steps, step time, ranks), then the first top zones (0: all) with each
