@@ -328,8 +328,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (!means) return MLPROF_ENOMEM;
     for (size_t i = 0; i < r->nzones; i++) means[i] = r->zones[i].mean_ns;
     qsort(means, r->nzones, sizeof *means, dbl_cmp);
-    size_t rank = (r->nzones * 90 + 99) / 100;
-    p90 = means[rank - 1];
+    p90 = means[mlprof__pct_rank(r->nzones, 90) - 1];
     free(means);
   }
   for (size_t i = 0; i < r->nzones; i++) {

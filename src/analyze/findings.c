@@ -452,15 +452,20 @@ static size_t ival_merge(ival *a, size_t n, int any) {
 }
 
 /* The time of [b, e] under the disjoint intervals a (sorted). */
+typedef struct {
+  const ival *a;
+  uint64_t t;
+} ival_key;
+
+/* The intervals that end by t come first. */
+static int ends_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->a[i].e <= k->t;
+}
+
 static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (a[mid].e <= b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  ival_key key = {a, b};
+  size_t lo = mlprof__lower_bound(0, n, &key, ends_by);
   uint64_t ns = 0;
   for (; lo < n && a[lo].b < e; lo++)
     ns += (a[lo].e < e ? a[lo].e : e) - (a[lo].b > b ? a[lo].b : b);
