@@ -307,6 +307,15 @@ static int samples_csv(const mlprof__job *job, int fd) {
   return rc ? 3 : 0;
 }
 
+/* The report's format (export/formats.c) for c's --format and --table. */
+static const mlprof__report_format *format_of(const mlprof__report_cmd *c) {
+  return mlprof__report_format_find(c->format == MLPROF__REPORT_JSON   ? "json"
+                                    : c->format == MLPROF__REPORT_TEXT ? "text"
+                                    : c->table == MLPROF__TABLE_FINDINGS
+                                        ? "findings-csv"
+                                        : "csv");
+}
+
 /* The report of a finished analysis in c's format on c->fd. Returns 0 or
  * 3 after a message. */
 static int write_report(const mlprof__report_cmd *c,
@@ -316,16 +325,7 @@ static int write_report(const mlprof__report_cmd *c,
     fprintf(stderr, "mlprof report: out of memory\n");
     return 3;
   }
-  int rc;
-  if (c->format == MLPROF__REPORT_JSON)
-    rc = mlprof__export_json(&a->r, &a->res, &a->f, &o);
-  else if (c->format == MLPROF__REPORT_CSV &&
-           c->table == MLPROF__TABLE_FINDINGS)
-    rc = mlprof__export_findings_csv(&a->f, &o);
-  else if (c->format == MLPROF__REPORT_CSV)
-    rc = mlprof__export_csv(&a->r, &o);
-  else
-    rc = mlprof__export_text(&a->r, &a->res, &a->f, &o);
+  int rc = format_of(c)->write(a, &o);
   int wrc = mlprof__out_flush(&o);
   if (!rc) rc = wrc;
   if (rc)
@@ -373,9 +373,7 @@ int mlprof__report_cmd_run(const mlprof__report_cmd *c) {
   }
   mlprof__analysis_opts ao;
   mlprof__analysis_opts_init(&ao);
-  /* The zone table alone needs neither the samples nor the findings. */
-  if (!(c->format == MLPROF__REPORT_CSV && c->table == MLPROF__TABLE_ZONES))
-    ao.want = MLPROF__ANALYSIS_FINDINGS;
+  if (format_of(c)->findings) ao.want = MLPROF__ANALYSIS_FINDINGS;
   ao.findings = c->findings;
   ao.findings.slo = c->slo;
   ao.findings.nslo = c->nslo;

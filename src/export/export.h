@@ -108,6 +108,18 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen);
 
+/* A format of the report, by name: "text", "json", "csv" (the zone table)
+ * or "findings-csv". write renders an analysis run with findings when
+ * findings is set (with the report alone otherwise: the zone table needs
+ * neither samples nor findings). mlprof__report_format_find returns NULL
+ * for an unknown name. */
+typedef struct {
+  const char *name;
+  int (*write)(const mlprof__analysis *a, mlprof__out *o);
+  int findings;
+} mlprof__report_format;
+const mlprof__report_format *mlprof__report_format_find(const char *name);
+
 /* One frame of mlprof top, after its title line: the window's end on the
  * job's timeline and its length, processes, threads and spans, the steps'
  * rate and breakdown, GPU utilisation, tables of the processes, the five
