@@ -305,6 +305,9 @@ def test_every_report_format_through_export(prof, tmp_path):
         assert out.read_text().startswith(head), (fmt, out.read_text()[:80])
     with pytest.raises(ValueError, match="findings-csv"):
         _mlprof.export(paths, str(tmp_path / "x"), "yaml")
+    out = prof.export(str(tmp_path / "p"), formats=["findings-csv"])
+    assert out == {"findings-csv": str(tmp_path / "p.findings.csv")}
+    assert open(out["findings-csv"]).readline().startswith("rank,")
 
 
 def sampled_resources(tmp_path, **kw):
