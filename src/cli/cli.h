@@ -186,6 +186,13 @@ extern const char mlprof__filter_help[];
 int mlprof__filter_option(const char *cmd, int ch, const char *arg,
                           mlprof__filter *f);
 
+/* The last case of a subcommand's getopt_long loop (with optarg, optind
+ * and optopt as getopt left them): filter option ch applied to *f, else
+ * the usage error of an unknown option or a missing value. Returns -1 to go
+ * on, else the exit status after a message on stderr. */
+int mlprof__cli_other_option(const char *cmd, int ch, char **argv,
+                             mlprof__filter *f);
+
 typedef int (*mlprof__write_fn)(void *ctx, mlprof__out *o, char *err,
                                 size_t errlen);
 /* mlprof__write_atomically for a subcommand's output file: SIGINT or SIGTERM

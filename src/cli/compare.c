@@ -91,12 +91,8 @@ static int parse(int argc, char **argv, mlprof__compare_cmd *c) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("compare", ch, optarg, &c->filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("compare", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("compare", ch, argv, &c->filter);
     }
   }
   size_t nruns = (size_t)(argc - optind);

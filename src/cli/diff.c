@@ -167,12 +167,8 @@ static int parse(int argc, char **argv, mlprof__diff_cmd *c) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("diff", ch, optarg, &c->filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("diff", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("diff", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && argc - optind != 2)

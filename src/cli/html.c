@@ -146,12 +146,8 @@ static int parse(int argc, char **argv, mlprof__html_cmd *c) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("html", ch, optarg, &c->filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("html", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("html", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");

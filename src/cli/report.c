@@ -250,12 +250,8 @@ static int parse(int argc, char **argv, mlprof__report_cmd *c) {
         fputs(usage, stdout);
         fputs(mlprof__filter_help, stdout);
         return 0;
-      default: {
-        int frc = mlprof__filter_option("report", ch, optarg, &c->filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("report", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("report", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");

@@ -115,12 +115,8 @@ static int parse(int argc, char **argv, mlprof__serve_opts *o,
         fputs(mlprof__filter_help, stdout);
         return 0;
       default: {
-        int frc = mlprof__filter_option("serve", ch, optarg, filter);
-        if (frc >= 0) {
-          if (frc) return frc;
-          break;
-        }
-        return mlprof__option_error("serve", ch, argv, optind, optopt);
+        int rc = mlprof__cli_other_option("serve", ch, argv, filter);
+        if (rc >= 0) return rc;
       }
     }
   }

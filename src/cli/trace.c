@@ -236,12 +236,8 @@ static int parse(int argc, char **argv, mlprof__trace_cmd *c) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("trace", ch, optarg, &c->filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("trace", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("trace", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");

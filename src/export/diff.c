@@ -383,14 +383,29 @@ int mlprof__export_diff_text(const mlprof__diff *d,
 
 /* ---- JUnit XML ----------------------------------------------------------- */
 
+/* The note that note writes of d as the property name. */
+static void xml_note(mlprof__out *o, const char *name, const mlprof__diff *d,
+                     void (*note)(char *, size_t, const mlprof__diff *)) {
+  char b[512];
+  note(b, sizeof b, d);
+  mlprof__out_printf(o, "<property name=\"%s\" value=\"", name);
+  mlprof__out_xml_str(o, b, strlen(b));
+  mlprof__out_lit(o, "\"/>\n");
+}
+
+/* The i-th testcase of d: the step first when there is one, then the
+ * zones. */
+static const mlprof__diff_zone *testcase(const mlprof__diff *d, size_t i) {
+  return d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
+}
+
 int mlprof__export_diff_junit(const mlprof__diff *d,
                               const mlprof__diff_options *opt,
                               const char *bpath, const char *npath,
                               mlprof__out *o) {
   size_t tests = d->nzones + (size_t)d->has_step, failures = 0;
   for (size_t i = 0; i < tests; i++) {
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
+    const mlprof__diff_zone *z = testcase(d, i);
     failures += z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
   }
   size_t skipped =
@@ -410,25 +425,13 @@ int mlprof__export_diff_junit(const mlprof__diff *d,
                      "\"/>\n<property name=\"threshold\" value=\"%g\"/>\n"
                      "<property name=\"alpha\" value=\"%g\"/>\n",
                      opt->threshold, opt->alpha);
-  if (d->shift.detected) {
-    char note[512];
-    mlprof__diff_shift_note(note, sizeof note, d);
-    mlprof__out_lit(o, "<property name=\"uniform_shift\" value=\"");
-    mlprof__out_xml_str(o, note, strlen(note));
-    mlprof__out_lit(o, "\"/>\n");
-  }
-  if (d->machine.slower) {
-    char note[512];
-    mlprof__diff_machine_note(note, sizeof note, d);
-    mlprof__out_lit(o, "<property name=\"machine\" value=\"");
-    mlprof__out_xml_str(o, note, strlen(note));
-    mlprof__out_lit(o, "\"/>\n");
-  }
+  if (d->shift.detected)
+    xml_note(o, "uniform_shift", d, mlprof__diff_shift_note);
+  if (d->machine.slower) xml_note(o, "machine", d, mlprof__diff_machine_note);
   mlprof__out_lit(o, "</properties>\n");
-  for (size_t i = 0; i < d->nzones + (size_t)d->has_step; i++) {
+  for (size_t i = 0; i < tests; i++) {
     /* The step first, as a testcase named "step" of its own class. */
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
+    const mlprof__diff_zone *z = testcase(d, i);
     char a[32], b[32], c[32], p[32], msg[256];
     mlprof__fmt_duration(a, sizeof a, z->median_base);
     mlprof__fmt_duration(b, sizeof b, z->median_new);

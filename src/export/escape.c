@@ -175,32 +175,38 @@ void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n) {
   out_clean(o, (const unsigned char *)s, n, 0, 0);
 }
 
+/* The entity of c in markup, or NULL: & < > " ' in HTML text and XML
+ * alike (' as &#39; in HTML, &apos; in XML); in XML also TAB, LF and CR as
+ * character references, so attribute values keep them. */
+static const char *markup_entity(unsigned c, int xml) {
+  switch (c) {
+    case '&':
+      return "&amp;";
+    case '<':
+      return "&lt;";
+    case '>':
+      return "&gt;";
+    case '"':
+      return "&quot;";
+    case '\'':
+      return xml ? "&apos;" : "&#39;";
+    case '\t':
+      return xml ? "&#9;" : NULL;
+    case '\n':
+      return xml ? "&#10;" : NULL;
+    case '\r':
+      return xml ? "&#13;" : NULL;
+    default:
+      return NULL;
+  }
+}
+
 void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0;
   while (i < n) {
     char *p = mlprof__out_space(o, 8);
-    unsigned c = s[i];
-    const char *ent = NULL;
-    switch (c) {
-      case '&':
-        ent = "&amp;";
-        break;
-      case '<':
-        ent = "&lt;";
-        break;
-      case '>':
-        ent = "&gt;";
-        break;
-      case '"':
-        ent = "&quot;";
-        break;
-      case '\'':
-        ent = "&#39;";
-        break;
-      default:
-        break;
-    }
+    const char *ent = markup_entity(s[i], 0);
     if (ent) {
       size_t k = strlen(ent);
       memcpy(p, ent, k);
@@ -261,35 +267,7 @@ void mlprof__out_xml_str(mlprof__out *o, const char *str, size_t n) {
   while (i < n) {
     char *p = mlprof__out_space(o, 6);
     unsigned c = s[i];
-    const char *ent = NULL;
-    switch (c) {
-      case '&':
-        ent = "&amp;";
-        break;
-      case '<':
-        ent = "&lt;";
-        break;
-      case '>':
-        ent = "&gt;";
-        break;
-      case '"':
-        ent = "&quot;";
-        break;
-      case '\'':
-        ent = "&apos;";
-        break;
-      case '\t':
-        ent = "&#9;";
-        break;
-      case '\n':
-        ent = "&#10;";
-        break;
-      case '\r':
-        ent = "&#13;";
-        break;
-      default:
-        break;
-    }
+    const char *ent = markup_entity(c, 1);
     size_t len = ent        ? 0
                  : c < 0x80 ? c >= 0x20 && c != 0x7f
                             : mlprof__utf8_len(s + i, n - i);
