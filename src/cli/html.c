@@ -206,6 +206,27 @@ static void diff_free(mlprof__diff *d, mlprof__report *base,
   mlprof__report_free(next);
 }
 
+/* With --compare or --diff: each run but the dashboard's opens, and none
+ * is the output. Returns 0 or 2 after a message. */
+static int check_other_runs(const mlprof__html_cmd *c) {
+  for (size_t i = 0; i < c->npaths; i++) {
+    if (i == (size_t)c->diff) continue; /* the dashboard's, checked */
+    mlprof__job other;
+    if (mlprof__cli_job_open("html", &other, c->paths + i, 1)) return 2;
+    int rc = is_profile_of(&other, c->output) ? 2 : 0;
+    mlprof__job_close(&other);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The warnings of a run's report, after its path when not NULL. */
+static void warn(const mlprof__report *r, const char *path) {
+  for (size_t w = 0; w < r->nwarnings; w++)
+    fprintf(stderr, "mlprof html: warning: %s%s%s\n", path ? path : "",
+            path ? ": " : "", r->warnings[w]);
+}
+
 int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
   const char *const *paths = c->paths, *output = c->output;
   size_t npaths = c->npaths;
@@ -231,16 +252,7 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
   mlprof__compare cmp = {0};
   int rc = 0;
   if (compare || diff) {
-    for (size_t i = 0; i < npaths && !rc; i++) {
-      if (i == (size_t)diff) continue; /* the dashboard's, checked */
-      mlprof__job other;
-      if (mlprof__cli_job_open("html", &other, paths + i, 1)) {
-        rc = 2;
-        break;
-      }
-      if (is_profile_of(&other, output)) rc = 2;
-      mlprof__job_close(&other);
-    }
+    rc = check_other_runs(c);
     if (!rc && compare &&
         (rc = mlprof__compare_load(&cmp, paths, npaths, 1, c->labels, filter,
                                    err, sizeof err))) {
@@ -273,15 +285,10 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
     if (diff) diff_free(&dd, &base, &next);
     return rc == MLPROF_EINVAL ? 2 : 1; /* a filter matching nothing: 2 */
   }
-  for (size_t i = 0; i < d.r.nwarnings; i++)
-    fprintf(stderr, "mlprof html: warning: %s\n", d.r.warnings[i]);
-  for (size_t w = 0; diff && w < base.nwarnings; w++)
-    fprintf(stderr, "mlprof html: warning: %s: %s\n", paths[0],
-            base.warnings[w]);
+  warn(&d.r, NULL);
+  if (diff) warn(&base, paths[0]);
   for (size_t i = 1; i < cmp.nruns; i++)
-    for (size_t w = 0; w < cmp.runs[i].report.nwarnings; w++)
-      fprintf(stderr, "mlprof html: warning: %s: %s\n", cmp.runs[i].path,
-              cmp.runs[i].report.warnings[w]);
+    warn(&cmp.runs[i].report, cmp.runs[i].path);
   /* One run has nothing to compare: no Compare view. */
   mlprof__html_opts opts = {.title = c->title ? c->title : paths[diff],
                             .compare = cmp.nruns >= 2 ? &cmp : NULL,

@@ -429,10 +429,94 @@ static void summary(const char *dir) {
           files, files == 1 ? "" : "s", dir, dir, dir);
 }
 
+/* The environment of the command: libmlprof preloaded, writing to absdir
+ * with c's flush interval and memory cap, not sampling itself. -1 when out
+ * of memory. */
+static int profile_env(const mlprof__run_cmd *c, const char *lib,
+                       const char *absdir) {
+  const char *pre = getenv("LD_PRELOAD");
+  size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
+  char *preload = malloc(plen);
+  if (!preload) return -1;
+  snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "",
+           pre && *pre ? ":" : "", lib);
+  setenv("LD_PRELOAD", preload, 1);
+  setenv(MLPROF__ENV_OUTPUT, absdir, 1);
+  free(preload);
+  char num[32];
+  if (c->flush_ms) {
+    snprintf(num, sizeof num, "%ld", c->flush_ms);
+    setenv(MLPROF__ENV_FLUSH_MS, num, 1);
+  }
+  if (c->memory_mb) {
+    snprintf(num, sizeof num, "%ld", c->memory_mb);
+    setenv(MLPROF__ENV_MEMORY_MB, num, 1);
+  }
+  /* The processes do not sample themselves: this one samples them all. */
+  setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);
+  return 0;
+}
+
+/* Forks the child that runs cmd once it reads a byte from go[0] (or its
+ * end), and writes exec's errno to err[1] when exec fails. Returns 0 or -1
+ * after a message. */
+static int start_child(char *const *cmd, const int err[2], const int go[2]) {
+  fflush(NULL);
+  child = fork();
+  if (child < 0) {
+    perror("mlprof run: fork");
+    return -1;
+  }
+  if (child == 0) {
+    close(err[0]);
+    close(go[1]);
+    char byte;
+    while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    execvp(cmd[0], cmd);
+    int e = errno;
+    ssize_t ignored = write(err[1], &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  close(err[1]);
+  close(go[0]);
+  return 0;
+}
+
+/* Samples the child's process tree every sample_ms into absdir; the path
+ * of this process's own profile goes to own ("" when none). */
+static void sample_tree(long sample_ms, const char *absdir, char *own,
+                        size_t len) {
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  cfg.output = absdir;
+  cfg.sample_interval_ms = (int)sample_ms;
+  mlprof__session_sample_tree(child);
+  int src = mlprof_init(&cfg);
+  if (src == 0)
+    snprintf(own, len, "%s", mlprof_output_path());
+  else
+    fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
+            mlprof_strerror(src));
+}
+
+/* Waits for the child; returns its wait status. The terminal sends ^C and
+ * ^\ to the whole group: let the command decide, and stay alive to print
+ * what it recorded. Forward the others. */
+static int wait_child(void) {
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGTERM, forward);
+  signal(SIGHUP, forward);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
   char *const *cmd = c->cmd;
-  long flush_ms = c->flush_ms, memory_mb = c->memory_mb,
-       sample_ms = c->sample_ms;
   char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
       own[PATH_MAX + 64] = "";
   int created;
@@ -441,27 +525,7 @@ int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
   if (prepare_dir(dir, sizeof dir, c->out, &created) != 0) return 2;
   if (!realpath(dir, absdir)) return 2;
   strcat(absdir, "/");
-
-  const char *pre = getenv("LD_PRELOAD");
-  size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
-  char *preload = malloc(plen);
-  if (!preload) return 2;
-  snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "",
-           pre && *pre ? ":" : "", lib);
-  setenv("LD_PRELOAD", preload, 1);
-  setenv(MLPROF__ENV_OUTPUT, absdir, 1);
-  free(preload);
-  char num[32];
-  if (flush_ms) {
-    snprintf(num, sizeof num, "%ld", flush_ms);
-    setenv(MLPROF__ENV_FLUSH_MS, num, 1);
-  }
-  if (memory_mb) {
-    snprintf(num, sizeof num, "%ld", memory_mb);
-    setenv(MLPROF__ENV_MEMORY_MB, num, 1);
-  }
-  /* The processes do not sample themselves: this one samples them all. */
-  setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);
+  if (profile_env(c, lib, absdir)) return 2;
 
   /* The child waits on `go` until the sampling session has started (so the
    * tree's root starts before the command, and sampling covers all of it),
@@ -471,39 +535,8 @@ int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
     perror("mlprof run: pipe");
     return 2;
   }
-  fflush(NULL);
-  child = fork();
-  if (child < 0) {
-    perror("mlprof run: fork");
-    return 2;
-  }
-  if (child == 0) {
-    close(pfd[0]);
-    close(go[1]);
-    char byte;
-    while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
-    }
-    execvp(cmd[0], cmd);
-    int e = errno;
-    ssize_t ignored = write(pfd[1], &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
-  close(pfd[1]);
-  close(go[0]);
-  if (sample_ms > 0) {
-    mlprof_config cfg;
-    mlprof_config_init(&cfg);
-    cfg.output = absdir;
-    cfg.sample_interval_ms = (int)sample_ms;
-    mlprof__session_sample_tree(child);
-    int src = mlprof_init(&cfg);
-    if (src == 0)
-      snprintf(own, sizeof own, "%s", mlprof_output_path());
-    else
-      fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
-              mlprof_strerror(src));
-  }
+  if (start_child(cmd, pfd, go)) return 2;
+  if (c->sample_ms > 0) sample_tree(c->sample_ms, absdir, own, sizeof own);
   close(go[1]); /* go */
   int exec_errno = 0;
   ssize_t got;
@@ -511,15 +544,7 @@ int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
   while (got < 0 && errno == EINTR);
   close(pfd[0]);
 
-  /* The terminal sends ^C and ^\ to the whole group: let the command decide,
-   * and stay alive to print what it recorded. Forward the others. */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  signal(SIGTERM, forward);
-  signal(SIGHUP, forward);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_child();
   mlprof_shutdown();
   if (got == (ssize_t)sizeof exec_errno) {
     fprintf(stderr, "mlprof run: cannot run '%s': %s\n", cmd[0],
