@@ -4,6 +4,7 @@
  * profile of its own; then prints the summary and exits with the command's
  * own status. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -429,11 +430,13 @@ static void summary(const char *dir) {
           files, files == 1 ? "" : "s", dir, dir, dir);
 }
 
-/* The environment of the command: libmlprof preloaded, writing to absdir
- * with c's flush interval and memory cap, not sampling itself. -1 when out
- * of memory. */
+/* The environment of the command: libmlprof preloaded (the NVTX tool too,
+ * and with MLPROF_CUPTI=1 the CUDA injection), writing to absdir with c's
+ * flush interval and memory cap, not sampling itself. Why CUPTI cannot
+ * capture goes to cuda_why ("" when it can or was not asked for). -1 when
+ * out of memory. */
 static int profile_env(const mlprof__run_cmd *c, const char *lib,
-                       const char *absdir) {
+                       const char *absdir, char *cuda_why, size_t why_len) {
   const char *pre = getenv("LD_PRELOAD");
   size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
   char *preload = malloc(plen);
@@ -442,6 +445,28 @@ static int profile_env(const mlprof__run_cmd *c, const char *lib,
            pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
   setenv(MLPROF__ENV_OUTPUT, absdir, 1);
+  /* The library preloaded is also the NVTX tool (src/intercept/nvtx.c):
+   * a program's NVTX ranges become zones, unless the user chose a tool. */
+  setenv("NVTX_INJECTION64_PATH", lib, 0);
+  /* With MLPROF_CUPTI=1 it is also what the CUDA driver loads into each
+   * process that initialises CUDA, to capture its activity through CUPTI
+   * (src/intercept/cupti.c); the run's own profile says when no driver is
+   * there to load it. */
+  cuda_why[0] = '\0';
+  const char *want_cupti = getenv("MLPROF_CUPTI");
+  if (want_cupti && strcmp(want_cupti, "1") == 0) {
+    setenv("CUDA_INJECTION64_PATH", lib, 0);
+    const char *drv = getenv("MLPROF_CUDA_LIB");
+    void *h =
+        dlopen(drv && *drv ? drv : "libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+      dlclose(h);
+    } else {
+      const char *e = dlerror();
+      snprintf(cuda_why, why_len, "no CUDA driver: %s",
+               e ? e : "libcuda.so.1 not found");
+    }
+  }
   free(preload);
   char num[32];
   if (c->flush_ms) {
@@ -484,21 +509,24 @@ static int start_child(char *const *cmd, const int err[2], const int go[2]) {
   return 0;
 }
 
-/* Samples the child's process tree every sample_ms into absdir; the path
- * of this process's own profile goes to own ("" when none). */
-static void sample_tree(long sample_ms, const char *absdir, char *own,
-                        size_t len) {
+/* Samples the child's process tree every sample_ms into absdir, noting
+ * cuda_why (when not "") as CUPTI's status; the path of this process's own
+ * profile goes to own ("" when none). */
+static void sample_tree(long sample_ms, const char *absdir,
+                        const char *cuda_why, char *own, size_t len) {
   mlprof_config cfg;
   mlprof_config_init(&cfg);
   cfg.output = absdir;
   cfg.sample_interval_ms = (int)sample_ms;
   mlprof__session_sample_tree(child);
   int src = mlprof_init(&cfg);
-  if (src == 0)
+  if (src == 0) {
     snprintf(own, len, "%s", mlprof_output_path());
-  else
+    if (cuda_why[0]) mlprof__session_source("cupti", 0, cuda_why);
+  } else {
     fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
             mlprof_strerror(src));
+  }
 }
 
 /* Waits for the child; returns its wait status. The terminal sends ^C and
@@ -525,7 +553,8 @@ int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
   if (prepare_dir(dir, sizeof dir, c->out, &created) != 0) return 2;
   if (!realpath(dir, absdir)) return 2;
   strcat(absdir, "/");
-  if (profile_env(c, lib, absdir)) return 2;
+  char cuda_why[512];
+  if (profile_env(c, lib, absdir, cuda_why, sizeof cuda_why)) return 2;
 
   /* The child waits on `go` until the sampling session has started (so the
    * tree's root starts before the command, and sampling covers all of it),
@@ -536,7 +565,8 @@ int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
     return 2;
   }
   if (start_child(cmd, pfd, go)) return 2;
-  if (c->sample_ms > 0) sample_tree(c->sample_ms, absdir, own, sizeof own);
+  if (c->sample_ms > 0)
+    sample_tree(c->sample_ms, absdir, cuda_why, own, sizeof own);
   close(go[1]); /* go */
   int exec_errno = 0;
   ssize_t got;
