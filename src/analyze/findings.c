@@ -147,8 +147,7 @@ static int on_name(void *ud, const mlprof__name *n) {
   return 0;
 }
 
-static thread_st *thread_of(pass *ps, uint32_t tid) {
-  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+static thread_st *thread_find(pass *ps, uint32_t tid) {
   uint32_t at = mlprof__map_get(&ps->tids, tid);
   if (at == MLPROF__NONE) {
     if (ps->nthreads >= MLPROF__NONE - 1 ||
@@ -161,6 +160,11 @@ static thread_st *thread_of(pass *ps, uint32_t tid) {
   }
   ps->last_tid = tid;
   return ps->last_thread = &ps->threads[at];
+}
+
+static inline thread_st *thread_of(pass *ps, uint32_t tid) {
+  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+  return thread_find(ps, tid);
 }
 
 /* Index of the last sample at or before t with a valid value in v, or
@@ -276,10 +280,13 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[1]);
   below_st own = all;
+  /* Without samples in this profile every sum below stays zero. */
+  int sampled = ps->cpu || ps->sys;
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
      * parts deeper inside it took already. */
-    if (mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
+    if ((size_t)depth + 2 > th->cap &&
+        mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
       return MLPROF_ENOMEM;
     for (size_t k = th->top; k < (size_t)depth + 2; k++)
       th->acc[k] = (below_st){.part = 0};
@@ -292,21 +299,23 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       if (th->in_step) th->cur[part] += mine;
       covered = dur > below ? dur : below;
     }
-    /* Its own time: the samples over it less those over its children. */
-    own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
-    own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
-    own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
-    own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
-    own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
-    own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
     below_st *at = &th->acc[depth];
     at->part += covered;
-    at->cpu_sum += all.cpu_sum;
-    at->cpu_ns += all.cpu_ns;
-    at->runq_sum += all.runq_sum;
-    at->runq_ns += all.runq_ns;
-    at->idle_sum += all.idle_sum;
-    at->idle_ns += all.idle_ns;
+    if (sampled) {
+      /* Its own time: the samples over it less those over its children. */
+      own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
+      own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
+      own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
+      own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
+      own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
+      own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
+      at->cpu_sum += all.cpu_sum;
+      at->cpu_ns += all.cpu_ns;
+      at->runq_sum += all.runq_sum;
+      at->runq_ns += all.runq_ns;
+      at->idle_sum += all.idle_sum;
+      at->idle_ns += all.idle_ns;
+    }
     th->top = (size_t)depth + 1;
   }
   if (depth == 0 && !track) {
@@ -328,12 +337,14 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (n->slo >= 0 && mlprof__slo_add(ps->slo, n->slo, end + ps->offset, dur))
     return MLPROF_ENOMEM;
   mlprof__fzone *fz = &ps->p.zones[n->zone];
-  fz->cpu_sum += own.cpu_sum;
-  fz->cpu_ns += own.cpu_ns;
-  fz->runq_sum += own.runq_sum;
-  fz->runq_ns += own.runq_ns;
-  fz->idle_sum += own.idle_sum;
-  fz->idle_ns += own.idle_ns;
+  if (sampled) {
+    fz->cpu_sum += own.cpu_sum;
+    fz->cpu_ns += own.cpu_ns;
+    fz->runq_sum += own.runq_sum;
+    fz->runq_ns += own.runq_ns;
+    fz->idle_sum += own.idle_sum;
+    fz->idle_ns += own.idle_ns;
+  }
   fz->thread_spans += !track;
   if (!track) {
     fz->pycall_spans += n->pycall;
@@ -431,10 +442,41 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
-static int ival_cmp(const void *a, const void *b) {
-  const ival *x = a, *y = b;
-  if (x->zone != y->zone) return x->zone < y->zone ? -1 : 1;
-  return (x->b > y->b) - (x->b < y->b);
+static int ival_less(const ival *x, const ival *y) {
+  return x->zone != y->zone ? x->zone < y->zone : x->b < y->b;
+}
+
+/* Sorts a by zone, then begin: a natural merge sort, as the spans come
+ * nearly in that order (each thread's by end). Returns 0 or MLPROF_ENOMEM
+ * (a unchanged). */
+static int ival_sort(ival *a, size_t n) {
+  size_t i = 1;
+  while (i < n && !ival_less(&a[i], &a[i - 1])) i++;
+  if (i >= n) return 0;
+  ival *t = malloc(n * sizeof *t), *src = a, *dst = t;
+  if (!t) return MLPROF_ENOMEM;
+  for (size_t runs = 0; runs != 1;) {
+    runs = 0;
+    for (size_t lo = 0; lo < n; runs++) {
+      size_t mid = lo + 1, hi;
+      while (mid < n && !ival_less(&src[mid], &src[mid - 1])) mid++;
+      for (hi = mid < n ? mid + 1 : n;
+           hi < n && !ival_less(&src[hi], &src[hi - 1]);)
+        hi++;
+      size_t x = lo, y = mid, o = lo;
+      while (x < mid && y < hi)
+        dst[o++] = ival_less(&src[y], &src[x]) ? src[y++] : src[x++];
+      while (x < mid) dst[o++] = src[x++];
+      while (y < hi) dst[o++] = src[y++];
+      lo = hi;
+    }
+    ival *w = src;
+    src = dst;
+    dst = w;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+  free(t);
+  return 0;
 }
 
 /* Merges a (sorted by zone, then begin) into disjoint intervals per zone,
@@ -475,7 +517,7 @@ static int comm_cover(pass *ps) {
   ival *all = NULL;
   size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
-    qsort(ps->comm, ps->ncomm, sizeof *ps->comm, ival_cmp);
+    if (ival_sort(ps->comm, ps->ncomm)) return MLPROF_ENOMEM;
     ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
     /* Where each zone's intervals begin in comm, and where they end. */
     if (!(group = malloc((ps->ncomm + 1) * sizeof *group)) ||
@@ -488,7 +530,11 @@ static int comm_cover(pass *ps) {
     group[ngroups] = ps->ncomm;
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
     for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
-    qsort(all, ps->ncomm, sizeof *all, ival_cmp);
+    if (ival_sort(all, ps->ncomm)) {
+      free(all);
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     nall = ival_merge(all, ps->ncomm, 1);
   }
   for (size_t i = 0; i < ps->ncand; i++) {

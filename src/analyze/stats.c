@@ -115,7 +115,43 @@ static void sort_u64_depth(uint64_t *a, size_t n, int depth) {
   }
 }
 
+/* Above this many values a sort goes without the radix sort's copy, whose
+ * memory would add to the durations' own. */
+#define RADIX_MAX ((size_t)1 << 22)
+#define RADIX_BITS 11
+
+/* LSD radix sort of a through tmp (n values), RADIX_BITS a pass; the passes
+ * above the largest value's top bit are skipped (durations seldom reach 2^40
+ * ns). */
+static void radix_u64(uint64_t *a, uint64_t *tmp, size_t n) {
+  uint64_t any = 0;
+  for (size_t i = 0; i < n; i++) any |= a[i];
+  int bits = any ? 64 - __builtin_clzll(any) : 0;
+  uint64_t *src = a, *dst = tmp;
+  for (int shift = 0; shift < bits; shift += RADIX_BITS) {
+    size_t at[1u << RADIX_BITS] = {0};
+    const uint64_t mask = (1u << RADIX_BITS) - 1;
+    for (size_t i = 0; i < n; i++) at[src[i] >> shift & mask]++;
+    for (size_t k = 0, sum = 0; k <= mask; k++) {
+      size_t c = at[k];
+      at[k] = sum;
+      sum += c;
+    }
+    for (size_t i = 0; i < n; i++) dst[at[src[i] >> shift & mask]++] = src[i];
+    uint64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+}
+
 static void sort_u64(uint64_t *a, size_t n) {
+  uint64_t *tmp = n > 64 && n <= RADIX_MAX ? malloc(n * sizeof *tmp) : NULL;
+  if (tmp) {
+    radix_u64(a, tmp, n);
+    free(tmp);
+    return;
+  }
   int depth = 0;
   for (size_t m = n; m > 1; m >>= 1) depth += 2;
   sort_u64_depth(a, n, depth);
@@ -191,10 +227,12 @@ typedef struct {
   uint32_t last_zone;          /* zone of the span just read, for its units */
   /* start[d] (d < child_top): seq of the last span ended at depth <= d,
    * where the subtree of the span open at depth d began; seq: spans ended
-   * on the thread; the zones' outer_stacks (zone -> index). */
+   * on the thread; the zones' outer_stacks (stack_of[zone]: index, or
+   * MLPROF__NONE; zones past stack_cap have none). */
   uint64_t *start, seq;
   size_t start_cap;
-  mlprof__map stack_of;
+  uint32_t *stack_of;
+  size_t stack_cap;
   outer_stack *stacks;
   size_t nstacks, stacks_cap;
 } thread_build;
@@ -341,10 +379,8 @@ static uint32_t unit_of(mlprof__stats *s, str_entry *e) {
 /* zone_of, counter_of, unit_of: the report's zone, counter or unit named e,
  * added if new; MLPROF__NONE when out of memory. */
 
-/* The report's thread for tid in the current profile, added if new. */
-static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
-  if (s->last_thread != MLPROF__NONE && s->last_tid == tid)
-    return s->last_thread;
+/* thread_of past its one-entry cache. */
+static uint32_t thread_find(mlprof__stats *s, uint32_t tid) {
   uint32_t t = mlprof__map_get(&s->tids, tid);
   if (t == MLPROF__NONE) {
     mlprof__report *r = &s->r;
@@ -368,6 +404,13 @@ static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
   s->last_tid = tid;
   s->last_thread = t;
   return t;
+}
+
+/* The report's thread for tid in the current profile, added if new. */
+static inline uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
+  if (s->last_thread != MLPROF__NONE && s->last_tid == tid)
+    return s->last_thread;
+  return thread_find(s, tid);
 }
 
 static void see_time(mlprof__stats *s, uint64_t t) {
@@ -485,15 +528,19 @@ static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
 static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
                            uint64_t q, uint64_t pq, uint64_t seq,
                            uint64_t dur) {
-  uint32_t at = mlprof__map_get(&tb->stack_of, zi);
+  uint32_t at = zi < tb->stack_cap ? tb->stack_of[zi] : MLPROF__NONE;
   if (at == MLPROF__NONE) {
     if (d == 0) return dur; /* nothing of zi inside it, no ancestor */
+    size_t old = tb->stack_cap;
     if (tb->nstacks >= MLPROF__NONE - 1 ||
         mlprof__grow(&tb->stacks, &tb->stacks_cap, tb->nstacks + 1,
                      sizeof *tb->stacks) ||
-        mlprof__map_put(&tb->stack_of, zi, (uint32_t)tb->nstacks))
+        mlprof__grow(&tb->stack_of, &tb->stack_cap, (size_t)zi + 1,
+                     sizeof *tb->stack_of))
       return UINT64_MAX;
+    for (size_t k = old; k < tb->stack_cap; k++) tb->stack_of[k] = MLPROF__NONE;
     at = (uint32_t)tb->nstacks++;
+    tb->stack_of[zi] = at;
     tb->stacks[at] = (outer_stack){0};
   }
   outer_stack *st = &tb->stacks[at];
@@ -513,11 +560,12 @@ static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
     merged += st->v[--st->n].ns;
   while (st->head < st->n && st->v[st->head].seq <= tb->start[0]) st->head++;
   if (st->head && st->head * 2 >= st->n) {
-    memmove(st->v, st->v + st->head, (st->n - st->head) * sizeof *st->v);
+    for (size_t k = st->head; k < st->n; k++) st->v[k - st->head] = st->v[k];
     st->n -= st->head;
     st->head = 0;
   }
-  if (mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
+  if (st->n + 1 > st->cap &&
+      mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
     return UINT64_MAX;
   st->v[st->n++] = (outer_entry){seq, merged};
   return outer;
@@ -528,7 +576,9 @@ static void thread_build_free(thread_build *tb) {
   free(tb->start);
   for (size_t i = 0; i < tb->nstacks; i++) free(tb->stacks[i].v);
   free(tb->stacks);
-  mlprof__map_clear(&tb->stack_of);
+  free(tb->stack_of);
+  tb->stack_of = NULL;
+  tb->stack_cap = 0;
   tb->child = tb->start = NULL;
   tb->stacks = NULL;
   tb->child_cap = tb->child_top = tb->start_cap = tb->nstacks = tb->stacks_cap =
@@ -558,10 +608,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
    * charged to a later span; slots at or past child_top are zeroed on reuse. */
   uint64_t self = dur, outer = dur;
   if (depth < MAX_DEPTH) {
-    if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
-                     sizeof *tb->child) ||
-        mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
-                     sizeof *tb->start))
+    if (((size_t)depth + 2 > tb->child_cap ||
+         (size_t)depth + 2 > tb->start_cap) &&
+        (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
+                      sizeof *tb->child) ||
+         mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
+                      sizeof *tb->start)))
       return MLPROF_ENOMEM;
     /* Stale slots: the span ended last had a depth below them. */
     for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) {
