@@ -86,7 +86,9 @@ typedef struct {
   thread_st *last_thread;
   ival *comm, *cand;
   size_t ncomm, commcap, ncand, candcap;
-  uint64_t cand_seen, cand_stride; /* sampling of cand: kept 1 in stride */
+  /* Sampling of cand: kept 1 in stride, a power of two (a mask, not a
+   * division, on every span). */
+  uint64_t cand_seen, cand_stride;
 } pass;
 
 #define CAND_MAX 16384 /* spans kept to measure their cover (a sample) */
@@ -258,18 +260,11 @@ static int rss_change(pass *ps, uint32_t zone, uint64_t b, uint64_t e) {
   return 0;
 }
 
-static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
-                   uint64_t begin, uint64_t end) {
-  pass *ps = ud;
-  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
-  if (ni == MLPROF__NONE) return 0;
-  const name_info *n = &ps->names[ni];
-  thread_st *th = thread_of(ps, tid);
-  if (!th) return MLPROF_ENOMEM;
-  uint64_t dur = end > begin ? end - begin : 0;
+/* The samples' CPU, run-queue wait and idle CPU over [begin, end] (none
+ * over a track's span). */
+static below_st samples_over(pass *ps, int track, uint64_t begin,
+                             uint64_t end) {
   below_st all = {.part = 0};
-  /* The process's CPU is not a track's spans' (they are not its code). */
-  int track = tid >= MLPROF__TRACK_TID_BASE;
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[0]);
@@ -279,9 +274,23 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[1]);
-  below_st own = all;
-  /* Without samples in this profile every sum below stays zero. */
+  return all;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  pass *ps = ud;
+  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
+  if (ni == MLPROF__NONE) return 0;
+  const name_info *n = &ps->names[ni];
+  thread_st *th = thread_of(ps, tid);
+  if (!th) return MLPROF_ENOMEM;
+  uint64_t dur = end > begin ? end - begin : 0;
+  /* The process's CPU is not a track's spans' (they are not its code). */
+  int track = tid >= MLPROF__TRACK_TID_BASE;
+  /* Without samples in this profile every sum of them stays zero. */
   int sampled = ps->cpu || ps->sys;
+  below_st own = {.part = 0};
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
      * parts deeper inside it took already. */
@@ -289,7 +298,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
         mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
       return MLPROF_ENOMEM;
     for (size_t k = th->top; k < (size_t)depth + 2; k++)
-      th->acc[k] = (below_st){.part = 0};
+      if (sampled)
+        th->acc[k] = (below_st){.part = 0};
+      else
+        th->acc[k].part = 0;
     const below_st *in = &th->acc[depth + 1];
     uint64_t below = in->part, covered = below;
     int part = depth ? n->part_nested : n->part_top;
@@ -302,6 +314,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     below_st *at = &th->acc[depth];
     at->part += covered;
     if (sampled) {
+      below_st all = samples_over(ps, track, begin, end);
       /* Its own time: the samples over it less those over its children. */
       own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
       own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
@@ -317,6 +330,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       at->idle_ns += all.idle_ns;
     }
     th->top = (size_t)depth + 1;
+  } else if (sampled) {
+    own = samples_over(ps, track, begin, end);
   }
   if (depth == 0 && !track) {
     /* Every span that ended since the previous depth-0 span is inside this
@@ -363,11 +378,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
   }
   if (n->comm) {
-    if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
+    if (ps->ncomm + 1 > ps->commcap &&
+        mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
     ps->comm[ps->ncomm++] = (ival){begin, end, n->zone};
   } else if (!track && fz->candidate &&
-             ps->cand_seen++ % ps->cand_stride == 0) {
+             (ps->cand_seen++ & (ps->cand_stride - 1)) == 0) {
     /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
      * other one is let go and the stride doubles, so a profile of any size
      * keeps at most CAND_MAX (the cover is a share: a sample measures it). */

@@ -120,24 +120,29 @@ static void sort_u64_depth(uint64_t *a, size_t n, int depth) {
 #define RADIX_MAX ((size_t)1 << 22)
 #define RADIX_BITS 11
 
-/* LSD radix sort of a through tmp (n values), RADIX_BITS a pass; the passes
- * above the largest value's top bit are skipped (durations seldom reach 2^40
- * ns). */
+/* LSD radix sort of a through tmp (n values), RADIX_BITS a pass, on each
+ * value less the least: the passes above the top bit of the values' range
+ * are skipped (one zone's durations seldom span more than 2^33 ns, and the
+ * short ones often less than 2^11). */
 static void radix_u64(uint64_t *a, uint64_t *tmp, size_t n) {
-  uint64_t any = 0;
-  for (size_t i = 0; i < n; i++) any |= a[i];
-  int bits = any ? 64 - __builtin_clzll(any) : 0;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (a[i] < lo) lo = a[i];
+    if (a[i] > hi) hi = a[i];
+  }
+  int bits = hi > lo ? 64 - __builtin_clzll(hi - lo) : 0;
   uint64_t *src = a, *dst = tmp;
   for (int shift = 0; shift < bits; shift += RADIX_BITS) {
     size_t at[1u << RADIX_BITS] = {0};
     const uint64_t mask = (1u << RADIX_BITS) - 1;
-    for (size_t i = 0; i < n; i++) at[src[i] >> shift & mask]++;
+    for (size_t i = 0; i < n; i++) at[(src[i] - lo) >> shift & mask]++;
     for (size_t k = 0, sum = 0; k <= mask; k++) {
       size_t c = at[k];
       at[k] = sum;
       sum += c;
     }
-    for (size_t i = 0; i < n; i++) dst[at[src[i] >> shift & mask]++] = src[i];
+    for (size_t i = 0; i < n; i++)
+      dst[at[(src[i] - lo) >> shift & mask]++] = src[i];
     uint64_t *t = src;
     src = dst;
     dst = t;
@@ -328,7 +333,7 @@ static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
 
 /* The string behind a name id of the current profile. The reader promises
  * the id was announced; NULL otherwise, and the record is ignored. */
-static str_entry *name_str(mlprof__stats *s, uint32_t id) {
+static inline str_entry *name_str(mlprof__stats *s, uint32_t id) {
   uint32_t k = mlprof__map_get(&s->names, id);
   return k == MLPROF__NONE ? NULL : &s->strs[k];
 }
