@@ -536,14 +536,20 @@ static int comm_cover(pass *ps) {
     if (ival_sort(ps->comm, ps->ncomm)) return MLPROF_ENOMEM;
     ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
     /* Where each zone's intervals begin in comm, and where they end. */
-    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)) ||
-        !(all = malloc(ps->ncomm * sizeof *all))) {
-      free(group);
+    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)))
       return MLPROF_ENOMEM;
-    }
     for (size_t i = 0; i < ps->ncomm; i++)
       if (!i || ps->comm[i].zone != ps->comm[i - 1].zone) group[ngroups++] = i;
     group[ngroups] = ps->ncomm;
+  }
+  if (ngroups == 1) {
+    /* One zone's intervals, disjoint and sorted already: their union. */
+    nall = ps->ncomm;
+  } else if (ps->ncomm) {
+    if (!(all = malloc(ps->ncomm * sizeof *all))) {
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
     for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
     if (ival_sort(all, ps->ncomm)) {
@@ -557,7 +563,7 @@ static int comm_cover(pass *ps) {
     const ival *c = &ps->cand[i];
     mlprof__fzone *z = &ps->p.zones[c->zone];
     z->span_ns += c->e > c->b ? c->e - c->b : 0;
-    z->comm_ns += covered(all, nall, c->b, c->e);
+    z->comm_ns += covered(all ? all : ps->comm, nall, c->b, c->e);
     for (size_t k = 0; k < ngroups; k++) {
       size_t g = group[k], end = group[k + 1];
       uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);

@@ -189,11 +189,15 @@ static void sort_counted(uint64_t *a, uint64_t *tmp, size_t n) {
   memcpy(a + at, tmp, nrest * sizeof *a);
 }
 
-static void sort_u64(uint64_t *a, size_t n) {
-  uint64_t *tmp = n > 64 && n <= RADIX_MAX ? malloc(n * sizeof *tmp) : NULL;
-  if (tmp) {
-    sort_counted(a, tmp, n);
-    free(tmp);
+/* Sorts a (n values) through scratch (its v and cap; kept for the next
+ * sort, as a fresh block would be faulted in again each time). */
+static void sort_u64(uint64_t *a, size_t n, u64vec *scratch) {
+  if (n > 64 && n <= RADIX_MAX && scratch->cap < n) {
+    uint64_t *v = realloc(scratch->v, n * sizeof *v);
+    if (v) scratch->v = v, scratch->cap = n;
+  }
+  if (n > 64 && n <= RADIX_MAX && scratch->cap >= n) {
+    sort_counted(a, scratch->v, n);
     return;
   }
   int depth = 0;
@@ -294,6 +298,7 @@ typedef struct {
 
 struct mlprof__stats {
   mlprof__report r;
+  u64vec scratch; /* the sorts' (sort_u64) */
   size_t zcap, zbcap, pcap, tcap, tbcap, ccap, cbcap, ucap, ocap;
   zone_build *zb;    /* parallel to r.zones */
   thread_build *tb;  /* parallel to r.threads */
@@ -1157,7 +1162,7 @@ static void zone_finish(mlprof__stats *s, size_t i) {
     zb->hist = NULL;
     return;
   }
-  sort_u64(d->v, d->n);
+  sort_u64(d->v, d->n, &s->scratch);
   for (unsigned k = 0; k < 4; k++)
     *pct_slot(z, k) = mlprof__percentile_sorted(d->v, d->n, pcts[k]);
   if (d->n) {
@@ -1434,7 +1439,7 @@ int mlprof__stats_select_end(mlprof__stats *s) {
   int rc = 0;
   for (size_t i = 0; i < n; i++) {
     probe *p = &old[i];
-    if (!p->w) sort_u64(p->v, p->got);
+    if (!p->w) sort_u64(p->v, p->got, &s->scratch);
     for (unsigned k = 0; k < 4 && !rc; k++) {
       if (!(p->want >> k & 1)) continue;
       if (p->w) {
@@ -1466,6 +1471,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   free(s->strs);
   free(s->str_slots);
   free(s->zu);
+  free(s->scratch.v);
   mlprof__map_clear(&s->zu_index);
   mlprof__map_clear(&s->names);
   mlprof__map_clear(&s->tids);
