@@ -44,6 +44,17 @@ MLPROF__VISITOR_CALLBACKS(TEE)
  * a pass of one analysis), else the tee, with only the callbacks some
  * member has so the reader skips what nobody reads. Fills t's lists. */
 static mlprof__visitor tee_visitor(tee *t) {
+  /* Members that read nothing (an analysis with nothing to do in this
+   * profile) are left out. */
+  size_t n = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    int reads = 0;
+#define READS(cb, ...) reads |= t->v[i].cb != NULL;
+    MLPROF__VISITOR_CALLBACKS(READS)
+#undef READS
+    if (reads) t->v[n++] = t->v[i];
+  }
+  t->n = n;
   if (t->n == 1) return t->v[0];
   mlprof__visitor v = {.ud = (void *)t};
 #define HAS(cb, ...)                        \
