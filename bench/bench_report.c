@@ -3,7 +3,8 @@
  * `mlprof trace` (events/s) on it, each beside a baseline from the same run:
  * a bare decoding pass of the reader over the same file, and for the trace
  * written to disk, the disk's own speed at writing as many bytes.
- *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size
+ *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size,
+ *                          <= 5x the reader's decoding pass (wall; CPU too)
  *   Chrome trace export    >= 5 M events/s
  *   Perfetto trace export  <= 40 bytes per span, beside the JSON's bytes
  *                          and events/s on the same file; whether 10 M
@@ -24,6 +25,9 @@
 #include "format/reader.h"
 #include "bench.h"
 #include "mlprof.h"
+
+/* Runs of the decoding pass and of the report, the least taken. */
+#define ROUNDS 3
 
 static const char *const layer[] = {"data",      "forward",   "attention",
                                     "mlp",       "norm",      "backward",
@@ -119,27 +123,46 @@ int main(int argc, char **argv) {
   struct stat st;
   stat(path, &st);
 
+  /* The decoding pass and the report, each the least of ROUNDS runs, in
+   * wall and CPU time (a loaded machine disturbs the CPU time less). */
   uint64_t n = 0;
-  mlprof__visitor v = {.ud = &n, .span = count_span};
-  mlprof__read_report rep;
-  t0 = now_s();
-  mlprof__read_file(path, &v, &rep, NULL, 0);
-  double decode = now_s() - t0;
+  double decode = 1e30, decode_cpu = 1e30;
+  for (int r = 0; r < ROUNDS; r++) {
+    n = 0;
+    mlprof__visitor v = {.ud = &n, .span = count_span};
+    mlprof__read_report rep;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    t0 = now_s();
+    mlprof__read_file(path, &v, &rep, NULL, 0);
+    double w = now_s() - t0;
+    getrusage(RUSAGE_SELF, &r1);
+    if (w < decode) decode = w;
+    if (ru_cpu_s(&r1) - ru_cpu_s(&r0) < decode_cpu)
+      decode_cpu = ru_cpu_s(&r1) - ru_cpu_s(&r0);
+  }
   printf("profile: %llu spans, %.1f MB, %.2f bytes/span, recorded in %.2f s\n",
          (unsigned long long)n, st.st_size / 1e6,
          (double)st.st_size / (double)n, rec);
-  printf("baseline: decoding pass of the reader %.2f s (%.1f M spans/s)\n",
-         decode, (double)n / decode / 1e6);
+  printf(
+      "baseline: decoding pass of the reader %.2f s (%.1f M spans/s), CPU "
+      "%.2f s (least of %d)\n",
+      decode, (double)n / decode / 1e6, decode_cpu, ROUNDS);
 
   long rss;
   char *rargv[] = {argv[1], "report", path, "--format",
                    "json",  "--top",  "0",  NULL};
-  double t = run_child(rargv, NULL, &rss);
+  double t = 1e30, cpu = 1e30;
+  for (int r = 0; r < ROUNDS; r++) {
+    double c, w = run_child_cpu(rargv, NULL, &rss, &c);
+    if (w < t) t = w;
+    if (c < cpu) cpu = c;
+  }
   printf(
       "%-26s %6.2f s (budget <= 10 s), peak memory %.0f MB = %.2fx the file "
-      "(budget <= 3x); %.1fx the decoding pass\n",
+      "(budget <= 3x); %.1fx the decoding pass (budget <= 5x), CPU %.1fx\n",
       "mlprof report", t, rss / 1024.0, rss * 1024.0 / (double)st.st_size,
-      t / decode);
+      t / decode, cpu / decode_cpu);
   char *sargv[] = {argv[1], "trace", path, "-o", "-", NULL};
   t = run_child(sargv, NULL, &rss);
   double json_null_t = t;

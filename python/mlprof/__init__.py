@@ -392,7 +392,9 @@ class Profiler(_mlprof.ProfilerBase):
         and process (CPU time and peak memory of this process so far); with
         backend="calls", "calls" (dropped_short: calls under min_duration;
         dropped_no_memory: calls not recorded for lack of memory;
-        mechanism: "eval_frame" or "profile", docs/python.md);
+        mechanism: "eval_frame", "monitoring" or "profile", and
+        fallback: why "profile" stands in for "monitoring", or None,
+        docs/python.md);
         when lines are timed, "lines" (mlprof.line_table()). filters:
         those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
         rank=...)."""
@@ -412,7 +414,8 @@ class Profiler(_mlprof.ProfilerBase):
         if "calls" in self.backends:
             d["calls"] = {"dropped_short": _mlprof.calls_dropped(),
                           "dropped_no_memory": _mlprof.calls_dropped_memory(),
-                          "mechanism": _mlprof.calls_mechanism()}
+                          "mechanism": _mlprof.calls_mechanism(),
+                          "fallback": _mlprof.calls_fallback()}
         if self._lines or _lines_chosen:
             d["lines"] = line_table()
         return d

@@ -88,7 +88,9 @@ typedef struct {
   thread_st *last_thread;
   ival *comm, *cand;
   size_t ncomm, commcap, ncand, candcap;
-  uint64_t cand_seen, cand_stride; /* sampling of cand: kept 1 in stride */
+  /* Sampling of cand: kept 1 in stride, a power of two (a mask, not a
+   * division, on every span). */
+  uint64_t cand_seen, cand_stride;
 } pass;
 
 #define CAND_MAX 16384 /* spans kept to measure their cover (a sample) */
@@ -165,8 +167,7 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
              : mlprof__slo_add_value(ps->slo, (int)k, t + ps->offset, v);
 }
 
-static thread_st *thread_of(pass *ps, uint32_t tid) {
-  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+static thread_st *thread_find(pass *ps, uint32_t tid) {
   uint32_t at = mlprof__map_get(&ps->tids, tid);
   if (at == MLPROF__NONE) {
     if (ps->nthreads >= MLPROF__NONE - 1 ||
@@ -179,6 +180,11 @@ static thread_st *thread_of(pass *ps, uint32_t tid) {
   }
   ps->last_tid = tid;
   return ps->last_thread = &ps->threads[at];
+}
+
+static inline thread_st *thread_of(pass *ps, uint32_t tid) {
+  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+  return thread_find(ps, tid);
 }
 
 /* Index of the last sample at or before t with a valid value in v, or
@@ -320,18 +326,11 @@ static int rss_change(pass *ps, uint32_t zone, uint64_t b, uint64_t e) {
   return 0;
 }
 
-static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
-                   uint64_t begin, uint64_t end) {
-  pass *ps = ud;
-  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
-  if (ni == MLPROF__NONE) return 0;
-  const name_info *n = &ps->names[ni];
-  thread_st *th = thread_of(ps, tid);
-  if (!th) return MLPROF_ENOMEM;
-  uint64_t dur = end > begin ? end - begin : 0;
+/* The samples' CPU, run-queue wait and idle CPU over [begin, end] (none
+ * over a track's span). */
+static below_st samples_over(pass *ps, int track, uint64_t begin,
+                             uint64_t end) {
   below_st all = {.part = 0};
-  /* The process's CPU is not a track's spans' (they are not its code). */
-  int track = tid >= MLPROF__TRACK_TID_BASE;
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[0]);
@@ -341,14 +340,34 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[1]);
-  below_st own = all;
+  return all;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  pass *ps = ud;
+  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
+  if (ni == MLPROF__NONE) return 0;
+  const name_info *n = &ps->names[ni];
+  thread_st *th = thread_of(ps, tid);
+  if (!th) return MLPROF_ENOMEM;
+  uint64_t dur = end > begin ? end - begin : 0;
+  /* The process's CPU is not a track's spans' (they are not its code). */
+  int track = tid >= MLPROF__TRACK_TID_BASE;
+  /* Without samples in this profile every sum of them stays zero. */
+  int sampled = ps->cpu || ps->sys;
+  below_st own = {.part = 0};
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
      * parts deeper inside it took already. */
-    if (mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
+    if ((size_t)depth + 2 > th->cap &&
+        mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
       return MLPROF_ENOMEM;
     for (size_t k = th->top; k < (size_t)depth + 2; k++)
-      th->acc[k] = (below_st){.part = 0};
+      if (sampled)
+        th->acc[k] = (below_st){.part = 0};
+      else
+        th->acc[k].part = 0;
     const below_st *in = &th->acc[depth + 1];
     uint64_t below = in->part, covered = below;
     int part = depth ? n->part_nested : n->part_top;
@@ -358,22 +377,27 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       if (th->in_step) th->cur[part] += mine;
       covered = dur > below ? dur : below;
     }
-    /* Its own time: the samples over it less those over its children. */
-    own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
-    own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
-    own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
-    own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
-    own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
-    own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
     below_st *at = &th->acc[depth];
     at->part += covered;
-    at->cpu_sum += all.cpu_sum;
-    at->cpu_ns += all.cpu_ns;
-    at->runq_sum += all.runq_sum;
-    at->runq_ns += all.runq_ns;
-    at->idle_sum += all.idle_sum;
-    at->idle_ns += all.idle_ns;
+    if (sampled) {
+      below_st all = samples_over(ps, track, begin, end);
+      /* Its own time: the samples over it less those over its children. */
+      own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
+      own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
+      own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
+      own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
+      own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
+      own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
+      at->cpu_sum += all.cpu_sum;
+      at->cpu_ns += all.cpu_ns;
+      at->runq_sum += all.runq_sum;
+      at->runq_ns += all.runq_ns;
+      at->idle_sum += all.idle_sum;
+      at->idle_ns += all.idle_ns;
+    }
     th->top = (size_t)depth + 1;
+  } else if (sampled) {
+    own = samples_over(ps, track, begin, end);
   }
   if (depth == 0 && !track) {
     /* Every span that ended since the previous depth-0 span is inside this
@@ -394,12 +418,14 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (n->slo >= 0 && mlprof__slo_add(ps->slo, n->slo, end + ps->offset, dur))
     return MLPROF_ENOMEM;
   mlprof__fzone *fz = &ps->p.zones[n->zone];
-  fz->cpu_sum += own.cpu_sum;
-  fz->cpu_ns += own.cpu_ns;
-  fz->runq_sum += own.runq_sum;
-  fz->runq_ns += own.runq_ns;
-  fz->idle_sum += own.idle_sum;
-  fz->idle_ns += own.idle_ns;
+  if (sampled) {
+    fz->cpu_sum += own.cpu_sum;
+    fz->cpu_ns += own.cpu_ns;
+    fz->runq_sum += own.runq_sum;
+    fz->runq_ns += own.runq_ns;
+    fz->idle_sum += own.idle_sum;
+    fz->idle_ns += own.idle_ns;
+  }
   fz->thread_spans += !track;
   if (!track) {
     fz->pycall_spans += n->pycall;
@@ -418,11 +444,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
   }
   if (n->comm) {
-    if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
+    if (ps->ncomm + 1 > ps->commcap &&
+        mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
     ps->comm[ps->ncomm++] = (ival){begin, end, n->zone};
   } else if (!track && fz->candidate &&
-             ps->cand_seen++ % ps->cand_stride == 0) {
+             (ps->cand_seen++ & (ps->cand_stride - 1)) == 0) {
     /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
      * other one is let go and the stride doubles, so a profile of any size
      * keeps at most CAND_MAX (the cover is a share: a sample measures it). */
@@ -497,10 +524,41 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
-static int ival_cmp(const void *a, const void *b) {
-  const ival *x = a, *y = b;
-  if (x->zone != y->zone) return x->zone < y->zone ? -1 : 1;
-  return (x->b > y->b) - (x->b < y->b);
+static int ival_less(const ival *x, const ival *y) {
+  return x->zone != y->zone ? x->zone < y->zone : x->b < y->b;
+}
+
+/* Sorts a by zone, then begin: a natural merge sort, as the spans come
+ * nearly in that order (each thread's by end). Returns 0 or MLPROF_ENOMEM
+ * (a unchanged). */
+static int ival_sort(ival *a, size_t n) {
+  size_t i = 1;
+  while (i < n && !ival_less(&a[i], &a[i - 1])) i++;
+  if (i >= n) return 0;
+  ival *t = malloc(n * sizeof *t), *src = a, *dst = t;
+  if (!t) return MLPROF_ENOMEM;
+  for (size_t runs = 0; runs != 1;) {
+    runs = 0;
+    for (size_t lo = 0; lo < n; runs++) {
+      size_t mid = lo + 1, hi;
+      while (mid < n && !ival_less(&src[mid], &src[mid - 1])) mid++;
+      for (hi = mid < n ? mid + 1 : n;
+           hi < n && !ival_less(&src[hi], &src[hi - 1]);)
+        hi++;
+      size_t x = lo, y = mid, o = lo;
+      while (x < mid && y < hi)
+        dst[o++] = ival_less(&src[y], &src[x]) ? src[y++] : src[x++];
+      while (x < mid) dst[o++] = src[x++];
+      while (y < hi) dst[o++] = src[y++];
+      lo = hi;
+    }
+    ival *w = src;
+    src = dst;
+    dst = w;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+  free(t);
+  return 0;
 }
 
 /* Merges a (sorted by zone, then begin) into disjoint intervals per zone,
@@ -546,27 +604,37 @@ static int comm_cover(pass *ps) {
   ival *all = NULL;
   size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
-    qsort(ps->comm, ps->ncomm, sizeof *ps->comm, ival_cmp);
+    if (ival_sort(ps->comm, ps->ncomm)) return MLPROF_ENOMEM;
     ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
     /* Where each zone's intervals begin in comm, and where they end. */
-    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)) ||
-        !(all = malloc(ps->ncomm * sizeof *all))) {
-      free(group);
+    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)))
       return MLPROF_ENOMEM;
-    }
     for (size_t i = 0; i < ps->ncomm; i++)
       if (!i || ps->comm[i].zone != ps->comm[i - 1].zone) group[ngroups++] = i;
     group[ngroups] = ps->ncomm;
+  }
+  if (ngroups == 1) {
+    /* One zone's intervals, disjoint and sorted already: their union. */
+    nall = ps->ncomm;
+  } else if (ps->ncomm) {
+    if (!(all = malloc(ps->ncomm * sizeof *all))) {
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
     for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
-    qsort(all, ps->ncomm, sizeof *all, ival_cmp);
+    if (ival_sort(all, ps->ncomm)) {
+      free(all);
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     nall = ival_merge(all, ps->ncomm, 1);
   }
   for (size_t i = 0; i < ps->ncand; i++) {
     const ival *c = &ps->cand[i];
     mlprof__fzone *z = &ps->p.zones[c->zone];
     z->span_ns += c->e > c->b ? c->e - c->b : 0;
-    z->comm_ns += covered(all, nall, c->b, c->e);
+    z->comm_ns += covered(all ? all : ps->comm, nall, c->b, c->e);
     for (size_t k = 0; k < ngroups; k++) {
       size_t g = group[k], end = group[k + 1];
       uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);
