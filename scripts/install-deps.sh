@@ -4,7 +4,8 @@
 #   install-deps.sh check   the build, unit and end-to-end tests (make check)
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
-build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev"
+# libzstd-dev: mlprof export compresses its Parquet pages with zstd.
+build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev libzstd-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
 # libpython3.11-testsuite: CPython's own regression tests of signals and

@@ -15,6 +15,7 @@ int mlprof__cmd_run(int argc, char **argv);
 int mlprof__cmd_report(int argc, char **argv);
 int mlprof__cmd_trace(int argc, char **argv);
 int mlprof__cmd_html(int argc, char **argv);
+int mlprof__cmd_export(int argc, char **argv);
 /* serve runs until SIGINT or SIGTERM, then exits 0. */
 int mlprof__cmd_serve(int argc, char **argv);
 /* diff exits 1 for a regression, 3 when the work itself failed. */

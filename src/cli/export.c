@@ -1,0 +1,198 @@
+/* mlprof export: a run's tables as Parquet files, for DuckDB, Spark, pandas. */
+#include <errno.h>
+#include <getopt.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../analyze/analysis.h"
+#include "../export/parquet.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: mlprof export [options] PATH... -o DIR\n"
+    "\n"
+    "Writes the run as tables in Parquet files (docs/parquet.md), one file\n"
+    "per table, for DuckDB, Spark, pandas or any Parquet reader:\n"
+    "  DIR/spans/part-NNNNN.parquet  every span, one file per profile\n"
+    "  DIR/zones.parquet             the report's statistics per zone\n"
+    "  DIR/steps.parquet             each process's steps\n"
+    "  DIR/samples.parquet           every sampled measure (resources)\n"
+    "  DIR/collectives.parquet       each communication call, per rank\n"
+    "  DIR/findings.parquet          what mlprof report finds, with evidence\n"
+    "The schema is versioned (\"mlprof.parquet/1\" in each file's key/value\n"
+    "metadata). Spans are streamed row group by row group: memory stays\n"
+    "bounded whatever the run's size. Pages are compressed with zstd.\n"
+    "PATH is a profile file or a run directory (one profile per process);\n"
+    "all profiles are placed on one timeline.\n"
+    "\n"
+    "options:\n"
+    "  -f, --format FORMAT    parquet (the only one, and the default)\n"
+    "  -o, --output DIR       the directory to write (made when absent; its\n"
+    "                         parent must exist). Each file appears only\n"
+    "                         once it is complete.\n"
+    "      --row-group-rows N rows per row group at most (default 1048576;\n"
+    "                         a row group also ends at 64 MB of values)\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "Damaged or cut-short profiles are exported as far as they are intact,\n"
+    "with a warning saying what was skipped.\n"
+    "exit status: 0 done, 1 the tables could not be written, 2 bad usage or\n"
+    "unreadable input.\n";
+
+/* What the command line asks for. */
+typedef struct {
+  char **paths;
+  size_t npaths;
+  const char *output;
+  mlprof__parquet_opts parquet;
+} export_opts;
+
+static int fail_usage(const char *fmt, const char *arg) {
+  return mlprof__usage_error("export", fmt, arg);
+}
+
+/* Says what each read skipped. */
+static void warn_reads(const mlprof__job *job,
+                       const mlprof__parquet_result *res) {
+  for (size_t i = 0; i < job->count; i++) {
+    const char *path = job->profiles[i].path;
+    const mlprof__read_report *rep = &res->reads[i];
+    if (res->read_errors[i][0])
+      fprintf(stderr,
+              "mlprof export: warning: %s: read stopped early: %s; exported "
+              "what came before\n",
+              path, res->read_errors[i]);
+    if (rep->damaged_chunks || rep->skipped_bytes || rep->truncated_bytes ||
+        rep->problem[0])
+      fprintf(stderr,
+              "mlprof export: warning: %s: damage found: %llu damaged chunks "
+              "skipped, %llu bytes skipped, %llu bytes truncated%s%s; "
+              "exported what is readable\n",
+              path, (unsigned long long)rep->damaged_chunks,
+              (unsigned long long)rep->skipped_bytes,
+              (unsigned long long)rep->truncated_bytes,
+              rep->problem[0] ? ": " : "", rep->problem);
+  }
+}
+
+/* mlprof export once its options are read. */
+static int export_run(const export_opts *eo) {
+  struct stat st;
+  if (stat(eo->output, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof export: %s is not a directory; -o wants one\n",
+            eo->output);
+    return 2;
+  }
+  mlprof__job job;
+  if (mlprof__cli_job_open("export", &job, (const char *const *)eo->paths,
+                           eo->npaths))
+    return 2;
+  if (mkdir(eo->output, 0755) && errno != EEXIST) {
+    fprintf(stderr, "mlprof export: cannot create %s: %s\n", eo->output,
+            strerror(errno));
+    mlprof__job_close(&job);
+    return 1;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char err[512];
+  mlprof__analysis_opts ao;
+  mlprof__analysis_opts_init(&ao);
+  ao.want = MLPROF__ANALYSIS_FINDINGS;
+  mlprof__analysis a;
+  int rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mlprof export: %s\n", err);
+    mlprof__job_close(&job);
+    return 1;
+  }
+  mlprof__parquet_result res = {
+      .reads = calloc(job.count, sizeof *res.reads),
+      .read_errors = calloc(job.count, sizeof *res.read_errors)};
+  if (!res.reads || !res.read_errors) {
+    snprintf(err, sizeof err, "out of memory");
+    rc = MLPROF_ENOMEM;
+  } else {
+    rc = mlprof__export_parquet(&job, &a.r, &a.f, eo->output, &eo->parquet,
+                                &res, err, sizeof err);
+  }
+  mlprof__analysis_free(&a);
+  if (rc) {
+    fprintf(stderr, "mlprof export: %s\n", err);
+  } else {
+    warn_reads(&job, &res);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    fprintf(
+        stderr,
+        "mlprof export: %llu spans (%llu files), %llu zones, %llu steps, "
+        "%llu samples, %llu collectives, %llu findings from %zu "
+        "profile%s to %s (%.3g MB) in %.2f s\n",
+        (unsigned long long)res.spans, (unsigned long long)res.span_files,
+        (unsigned long long)res.zones, (unsigned long long)res.steps,
+        (unsigned long long)res.samples, (unsigned long long)res.collectives,
+        (unsigned long long)res.findings, job.count, job.count == 1 ? "" : "s",
+        eo->output, (double)res.bytes / 1e6, secs);
+  }
+  free(res.reads);
+  free(res.read_errors);
+  mlprof__job_close(&job);
+  return rc ? 1 : 0;
+}
+
+enum { OPT_ROW_GROUP_ROWS = 1000 };
+
+int mlprof__cmd_export(int argc, char **argv) {
+  static const struct option options[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"row-group-rows", required_argument, NULL, OPT_ROW_GROUP_ROWS},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  export_opts eo = {0};
+  int rc = -1;
+  opterr = 0;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
+  int ch;
+  while (rc < 0 &&
+         (ch = getopt_long(argc, argv, ":f:o:h", options, NULL)) != -1) {
+    switch (ch) {
+      case 'f':
+        if (strcmp(optarg, "parquet") != 0)
+          rc = fail_usage("unknown format '%s': use parquet", optarg);
+        break;
+      case 'o':
+        if (!optarg[0]) rc = fail_usage("%s", "-o wants a directory");
+        eo.output = optarg;
+        break;
+      case OPT_ROW_GROUP_ROWS: {
+        uint64_t n;
+        if (mlprof__parse_count(optarg, &n) || n == 0 || n > (1u << 30))
+          rc = fail_usage(
+              "--row-group-rows wants a whole number from 1 to 2^30, not '%s'",
+              optarg);
+        else
+          eo.parquet.pq.row_group_rows = (size_t)n;
+        break;
+      }
+      case 'h':
+        fputs(usage, stdout);
+        rc = 0;
+        break;
+      default:
+        rc = mlprof__option_error("export", ch, argv, optind, optopt);
+    }
+  }
+  if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (rc < 0 && !eo.output)
+    rc = fail_usage("%s", "no output directory given (-o DIR)");
+  if (rc >= 0) return rc;
+  eo.paths = argv + optind;
+  eo.npaths = (size_t)(argc - optind);
+  return export_run(&eo);
+}
