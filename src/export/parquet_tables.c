@@ -399,6 +399,15 @@ typedef struct {
   size_t child_cap, child_top;
   const char *name; /* the report's, or NULL */
   size_t name_len;
+  /* Its last span, whose metadata and units may follow (even in its next
+   * chunk): written when its next span comes, or at the profile's end. */
+  int pending;
+  uint32_t pname, pdepth;
+  uint64_t pbegin, pend, pself;
+  mlprof__out meta; /* the JSON object being built, open */
+  size_t nmeta;
+  uint32_t group;                 /* the group's name id, or MLPROF__NONE */
+  int64_t seq, bytes, peer, root; /* -1: none */
 } pq_thread;
 
 /* Deeper spans than this get their whole duration as self time (as the
@@ -424,15 +433,6 @@ typedef struct {
   uint64_t *mt;
   uint8_t *mend;
   size_t nm, mcap;
-  /* the span whose metadata may follow */
-  int pending;
-  uint32_t pth, pname, pdepth;
-  uint64_t pbegin, pend, pself;
-  mlprof__out meta;
-  size_t nmeta;
-  const char *group;
-  size_t group_len;
-  int64_t seq, bytes, peer, root; /* -1: none */
   int err;
 } pq_pass;
 
@@ -460,8 +460,10 @@ static pq_thread *thread_of(pq_pass *s, uint32_t tid) {
   if (mlprof__grow(&s->th, &s->thcap, s->nth + 1, sizeof *s->th) ||
       mlprof__map_put(&s->tids, tid, (uint32_t)s->nth))
     return NULL;
-  pq_thread *t = &s->th[s->nth++];
+  pq_thread *t = &s->th[s->nth];
   memset(t, 0, sizeof *t);
+  if (mlprof__out_open(&t->meta, -1)) return NULL;
+  s->nth++;
   t->tid = tid;
   for (size_t i = 0; s->r && i < s->r->nthreads; i++)
     if (s->r->threads[i].proc == s->proc && s->r->threads[i].tid == tid &&
@@ -487,18 +489,17 @@ static int64_t step_at(const pq_pass *s, uint64_t t) {
   return (int64_t)s->mt[s->nm + lo - 1];
 }
 
-/* Writes the pending span (and its collective row). */
-static void flush_span(pq_pass *s) {
-  if (!s->pending) return;
-  s->pending = 0;
-  const pq_name *nm = name_of(s, s->pname);
-  const pq_thread *t = &s->th[s->pth];
+/* Writes thread t's pending span (and its collective row). */
+static void flush_span(pq_pass *s, pq_thread *t) {
+  if (!t->pending) return;
+  t->pending = 0;
+  const pq_name *nm = name_of(s, t->pname);
   const char *zone = nm ? s->arena.buf + nm->off : "";
   size_t zlen = nm ? nm->len : 0;
   uint8_t cat = nm ? nm->category : 0;
-  uint64_t b = mlprof__job_time(s->p, s->pbegin);
-  uint64_t e = mlprof__job_time(s->p, s->pend);
-  uint64_t dur = s->pend > s->pbegin ? s->pend - s->pbegin : 0;
+  uint64_t b = mlprof__job_time(s->p, t->pbegin);
+  uint64_t e = mlprof__job_time(s->p, t->pend);
+  uint64_t dur = t->pend > t->pbegin ? t->pend - t->pbegin : 0;
   int64_t step = step_at(s, b);
   mlprof__pq *w = s->spans.w;
   put_process(w, s->scratch, s->p);
@@ -508,27 +509,29 @@ static void flush_span(pq_pass *s) {
   put_cstr(w, S_CATEGORY, s->scratch, mlprof_category_name(cat));
   mlprof__pq_i64(w, S_START, (int64_t)b);
   mlprof__pq_i64(w, S_DUR, (int64_t)dur);
-  mlprof__pq_i64(w, S_SELF, (int64_t)s->pself);
+  mlprof__pq_i64(w, S_SELF, (int64_t)t->pself);
   if (step >= 0) mlprof__pq_i64(w, S_STEP, step);
   mlprof__pq_i32(w, S_DEPTH,
-                 (int32_t)(s->pdepth > INT32_MAX ? INT32_MAX : s->pdepth));
-  if (s->nmeta) {
-    mlprof__out_lit(&s->meta, "}");
-    mlprof__pq_str(w, S_META, s->meta.buf, s->meta.len);
+                 (int32_t)(t->pdepth > INT32_MAX ? INT32_MAX : t->pdepth));
+  if (t->nmeta) {
+    mlprof__out_lit(&t->meta, "}");
+    if (t->meta.err) s->err = MLPROF_ENOMEM;
+    mlprof__pq_str(w, S_META, t->meta.buf, t->meta.len);
   }
   int rc = mlprof__pq_row(w);
-  int coll = cat == MLPROF_CAT_COMM || s->seq >= 0 || s->group;
+  const pq_name *g = t->group != MLPROF__NONE ? name_of(s, t->group) : NULL;
+  int coll = cat == MLPROF_CAT_COMM || t->seq >= 0 || g;
   if (!rc && coll && s->colls.w) {
     mlprof__pq *c = s->colls.w;
     put_process(c, s->scratch, s->p);
     mlprof__pq_i64(c, K_THREAD, (int64_t)t->tid);
     put_str(c, K_ZONE, s->scratch, zone, zlen);
     put_cstr(c, K_OP, s->scratch, mlprof__op_name(mlprof__op_of(zone, zlen)));
-    if (s->group) put_str(c, K_GROUP, s->scratch, s->group, s->group_len);
-    if (s->seq >= 0) mlprof__pq_i64(c, K_SEQ, s->seq);
-    if (s->bytes >= 0) mlprof__pq_i64(c, K_BYTES, s->bytes);
-    if (s->peer >= 0) mlprof__pq_i64(c, K_PEER, s->peer);
-    if (s->root >= 0) mlprof__pq_i64(c, K_ROOT, s->root);
+    if (g) put_str(c, K_GROUP, s->scratch, s->arena.buf + g->off, g->len);
+    if (t->seq >= 0) mlprof__pq_i64(c, K_SEQ, t->seq);
+    if (t->bytes >= 0) mlprof__pq_i64(c, K_BYTES, t->bytes);
+    if (t->peer >= 0) mlprof__pq_i64(c, K_PEER, t->peer);
+    if (t->root >= 0) mlprof__pq_i64(c, K_ROOT, t->root);
     mlprof__pq_i64(c, K_START, (int64_t)b);
     mlprof__pq_i64(c, K_END, (int64_t)e);
     mlprof__pq_i64(c, K_DUR, (int64_t)dur);
@@ -538,19 +541,17 @@ static void flush_span(pq_pass *s) {
   if (rc && !s->err) s->err = rc;
 }
 
-static int v_events(void *ud, uint32_t tid, uint64_t dropped) {
-  pq_pass *s = ud;
-  flush_span(s);
-  return s->err;
+static void flush_all(pq_pass *s) {
+  for (size_t i = 0; i < s->nth; i++) flush_span(s, &s->th[i]);
 }
 
 static int v_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                   uint64_t begin, uint64_t end) {
   pq_pass *s = ud;
-  flush_span(s);
-  if (s->err) return s->err;
   pq_thread *t = thread_of(s, tid);
   if (!t) return MLPROF_ENOMEM;
+  flush_span(s, t);
+  if (s->err) return s->err;
   uint64_t dur = end > begin ? end - begin : 0, self = dur;
   /* Self time as the statistics count it (stats.c): the children ended
    * just before, their durations summed at child[depth + 1]. */
@@ -564,17 +565,16 @@ static int v_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     t->child[depth] += dur;
     t->child_top = (size_t)depth + 1;
   }
-  s->pending = 1;
-  s->pth = (uint32_t)(t - s->th);
-  s->pname = name;
-  s->pdepth = depth;
-  s->pbegin = begin;
-  s->pend = end;
-  s->pself = self;
-  s->meta.len = 0;
-  s->nmeta = 0;
-  s->group = NULL;
-  s->seq = s->bytes = s->peer = s->root = -1;
+  t->pending = 1;
+  t->pname = name;
+  t->pdepth = depth;
+  t->pbegin = begin;
+  t->pend = end;
+  t->pself = self;
+  t->meta.len = 0;
+  t->nmeta = 0;
+  t->group = MLPROF__NONE;
+  t->seq = t->bytes = t->peer = t->root = -1;
   return 0;
 }
 
@@ -589,55 +589,62 @@ static int64_t parse_i64(const char *v, size_t n) {
 }
 
 /* Adds "key": to the pending span's metadata object. */
-static void meta_key(pq_pass *s, const char *k, size_t klen) {
-  mlprof__out_str(&s->meta, s->nmeta++ ? "," : "{");
-  mlprof__out_json_str(&s->meta, k, klen);
-  mlprof__out_lit(&s->meta, ":");
+static void meta_key(pq_thread *t, const char *k, size_t klen) {
+  mlprof__out_str(&t->meta, t->nmeta++ ? "," : "{");
+  mlprof__out_json_str(&t->meta, k, klen);
+  mlprof__out_lit(&t->meta, ":");
+}
+
+/* The thread of tid with a span pending, or NULL. */
+static pq_thread *pending_of(pq_pass *s, uint32_t tid) {
+  uint32_t at = mlprof__map_get(&s->tids, tid);
+  return at != MLPROF__NONE && s->th[at].pending ? &s->th[at] : NULL;
 }
 
 static int v_span_meta(void *ud, uint32_t tid, uint32_t key, uint32_t value) {
   pq_pass *s = ud;
+  pq_thread *t = pending_of(s, tid);
   const pq_name *k = name_of(s, key), *v = name_of(s, value);
-  if (!s->pending || !k || !v || s->th[s->pth].tid != tid) return 0;
+  if (!t || !k || !v) return 0;
   const char *ks = s->arena.buf + k->off, *vs = s->arena.buf + v->off;
-  meta_key(s, ks, k->len);
-  mlprof__out_json_str(&s->meta, vs, v->len);
+  meta_key(t, ks, k->len);
+  mlprof__out_json_str(&t->meta, vs, v->len);
   if ((k->len == 5 && !memcmp(ks, "group", 5)) ||
-      (k->len == 4 && !memcmp(ks, "comm", 4))) {
-    s->group = vs;
-    s->group_len = v->len;
-  } else if (k->len == 4 && !memcmp(ks, "peer", 4)) {
-    s->peer = parse_i64(vs, v->len);
-  } else if (k->len == 4 && !memcmp(ks, "root", 4)) {
-    s->root = parse_i64(vs, v->len);
-  }
-  return s->meta.err;
+      (k->len == 4 && !memcmp(ks, "comm", 4)))
+    t->group = value;
+  else if (k->len == 4 && !memcmp(ks, "peer", 4))
+    t->peer = parse_i64(vs, v->len);
+  else if (k->len == 4 && !memcmp(ks, "root", 4))
+    t->root = parse_i64(vs, v->len);
+  return t->meta.err;
 }
 
 static int v_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   pq_pass *s = ud;
+  pq_thread *t = pending_of(s, tid);
   const pq_name *u = name_of(s, name);
-  if (!s->pending || !u || s->th[s->pth].tid != tid) return 0;
+  if (!t || !u) return 0;
   const char *us = s->arena.buf + u->off;
-  meta_key(s, us, u->len);
-  mlprof__out_u64(&s->meta, n);
+  meta_key(t, us, u->len);
+  mlprof__out_u64(&t->meta, n);
   int64_t v = n > INT64_MAX ? INT64_MAX : (int64_t)n;
-  if (u->len == 5 && !memcmp(us, "bytes", 5)) s->bytes = v;
-  if (u->len == 3 && !memcmp(us, "seq", 3)) s->seq = v;
-  return s->meta.err;
+  if (u->len == 5 && !memcmp(us, "bytes", 5)) t->bytes = v;
+  if (u->len == 3 && !memcmp(us, "seq", 3)) t->seq = v;
+  return t->meta.err;
 }
 
+/* A zone still open at the end follows every span of its thread. */
 static int v_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                   uint64_t begin) {
   pq_pass *s = ud;
-  flush_span(s);
+  pq_thread *t = pending_of(s, tid);
+  if (t) flush_span(s, t);
   return s->err;
 }
 
 static int v_sample(void *ud, const mlprof__sample_row *row) {
   pq_pass *s = ud;
   static const char *const subjects[] = {"system", "process", "gpu"};
-  flush_span(s);
   mlprof__pq *w = s->samples.w;
   const pq_name *label = row->label ? name_of(s, row->label) : NULL;
   for (uint32_t i = 0; i < row->n && !s->err; i++) {
@@ -701,13 +708,15 @@ static int load_marks(pq_pass *s) {
 }
 
 static void pass_reset(pq_pass *s) {
-  for (size_t i = 0; i < s->nth; i++) free(s->th[i].child);
+  for (size_t i = 0; i < s->nth; i++) {
+    free(s->th[i].child);
+    mlprof__out_close(&s->th[i].meta);
+  }
   s->nth = 0;
   mlprof__map_clear(&s->tids);
   mlprof__map_clear(&s->ids);
   s->nnames = 0;
   s->arena.len = 0;
-  s->pending = 0;
 }
 
 static void pass_free(pq_pass *s) {
@@ -717,7 +726,6 @@ static void pass_free(pq_pass *s) {
   free(s->mt);
   free(s->mend);
   mlprof__out_close(&s->arena);
-  mlprof__out_close(&s->meta);
 }
 
 static int write_streamed(const mlprof__job *job, const mlprof__report *r,
@@ -735,7 +743,7 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
   }
   pq_pass s = {.r = r, .scratch = scratch};
   s.spans.fd = s.samples.fd = s.colls.fd = -1;
-  if (mlprof__out_open(&s.arena, -1) || mlprof__out_open(&s.meta, -1)) {
+  if (mlprof__out_open(&s.arena, -1)) {
     pass_free(&s);
     snprintf(err, errlen, "out of memory");
     return MLPROF_ENOMEM;
@@ -749,7 +757,6 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
                    err, errlen);
   const mlprof__visitor v = {.ud = &s,
                              .name = v_name,
-                             .events = v_events,
                              .span = v_span,
                              .span_meta = v_span_meta,
                              .span_units = v_span_units,
@@ -779,7 +786,7 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     memset(&rep, 0, sizeof rep);
     char why[256] = "";
     int rd = mlprof__read_file(p->path, &v, &rep, why, sizeof why);
-    flush_span(&s);
+    flush_all(&s);
     if (res->reads) res->reads[i] = rep;
     if (rd && !s.err && rd != MLPROF_ENOMEM && res->read_errors)
       snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s", why);

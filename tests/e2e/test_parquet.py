@@ -27,7 +27,9 @@ def rank_main(rank, seed):
     """The profile of one rank's training process: per step a mark, then a
     train_step zone holding forward, backward and an all_reduce (group
     "world", seq = the step, 4096 bytes) on thread 1, and h2d copies on
-    thread 2; the last rank computes slower (the straggler)."""
+    thread 2; the last rank computes slower (the straggler). Thread 1's
+    events come in two chunks, thread 2's between them, the metadata of
+    step 5's all_reduce at the start of the second."""
     rnd = random.Random(seed)
     ns = [(1, craft.ZONE, 0, "train_step"),
           (2, craft.ZONE, CAT_FORWARD, "forward"),
@@ -56,6 +58,8 @@ def rank_main(rank, seed):
                                  (4, b_comm, comm)):
             main.append(craft.span(name, begin - t, dur, depth=1))
             t = begin
+            if name == 4 and k == 5:
+                split = (len(main), t)  # its metadata in the next chunk
             if name == 4:
                 main.append(craft.span_meta(5, 6) + craft.span_units(7, k) +
                             craft.span_units(8, 4096))
@@ -69,8 +73,9 @@ def rank_main(rank, seed):
     return craft.profile(
         craft.header(pid=1000 + rank, rank=rank, world=RANKS, host="node",
                      argv=("train.py",)),
-        craft.names(ns), craft.events(main, tid=1),
+        craft.names(ns), craft.events(main[:split[0]], tid=1),
         craft.events(copies, tid=2),
+        craft.events(main[split[0]:], tid=1, base=split[1]),
         craft.meta([("dist.rank", str(rank)),
                     ("dist.world_size", str(RANKS))]),
         craft.end(step_t + 1))
