@@ -34,7 +34,7 @@ static const char usage[] =
     "  -o, --output DIR       the directory to write (made when absent; its\n"
     "                         parent must exist). Each file appears only\n"
     "                         once it is complete.\n"
-    "      --row-group-rows N rows per row group at most (default 1048576;\n"
+    "      --row-group-rows N rows per row group at most (default 131072;\n"
     "                         a row group also ends at 64 MB of values)\n"
     "  -h, --help             show this help\n"
     "\n"

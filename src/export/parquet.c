@@ -183,7 +183,7 @@ typedef struct {
 
 typedef struct {
   mlprof__out vals; /* PLAIN values, or uint32 dictionary indices */
-  mlprof__out defs; /* uint32 definition levels, optional columns */
+  mlprof__out defs; /* definition levels (a byte each), optional columns */
   size_t nvals;
   int set;          /* a value was given in the row being built */
   mlprof__out dict; /* the dictionary's values, PLAIN */
@@ -211,6 +211,8 @@ struct mlprof__pq {
   mlprof__out page, hdr; /* a page being built, a page header */
   void *zbuf;
   size_t zcap;
+  uint32_t *levels; /* a column's definition levels, widened */
+  size_t lcap;
   ZSTD_CCtx *zc;
   int err;
   char why[160];
@@ -230,9 +232,9 @@ mlprof__pq *mlprof__pq_open(mlprof__out *o, const mlprof__pq_column *cols,
   w->cols = cols;
   w->ncols = ncols;
   w->rg_rows_max =
-      opts && opts->row_group_rows ? opts->row_group_rows : 1 << 20;
+      opts && opts->row_group_rows ? opts->row_group_rows : MLPROF__PQ_ROWS;
   w->rg_bytes_max =
-      opts && opts->row_group_bytes ? opts->row_group_bytes : 64u << 20;
+      opts && opts->row_group_bytes ? opts->row_group_bytes : MLPROF__PQ_BYTES;
   w->level = opts && opts->zstd_level ? opts->zstd_level : 1;
   w->c = calloc(ncols ? ncols : 1, sizeof *w->c);
   w->zc = ZSTD_createCCtx();
@@ -460,10 +462,15 @@ static void flush_group(mlprof__pq *w) {
     k->data_off = mlprof__out_pos(w->o);
     w->page.len = 0;
     if (cd->optional) {
+      if (mlprof__grow(&w->levels, &w->lcap, w->rows, sizeof *w->levels)) {
+        fail(w, MLPROF_ENOMEM, "out of memory");
+        break;
+      }
+      for (size_t r = 0; r < w->rows; r++)
+        w->levels[r] = (uint8_t)c->defs.buf[r];
       size_t at = w->page.len;
       mlprof__out_write(&w->page, "\0\0\0\0", 4);
-      mlprof__rle_hybrid(&w->page, (const uint32_t *)(void *)c->defs.buf,
-                         w->rows, 1);
+      mlprof__rle_hybrid(&w->page, w->levels, w->rows, 1);
       uint32_t n = (uint32_t)(w->page.len - at - 4);
       if (!w->page.err)
         for (int b = 0; b < 4; b++)
@@ -496,9 +503,9 @@ int mlprof__pq_row(mlprof__pq *w) {
   for (size_t i = 0; i < w->ncols; i++) {
     pq_col *c = &w->c[i];
     if (w->cols[i].optional) {
-      uint32_t d = (uint32_t)c->set;
-      mlprof__out_write(&c->defs, &d, sizeof d);
-      w->bytes += 4;
+      uint8_t d = (uint8_t)c->set;
+      mlprof__out_write(&c->defs, &d, 1);
+      w->bytes++;
     } else if (!c->set) {
       switch (w->cols[i].type) {
         case MLPROF__PQ_INT32:
@@ -628,6 +635,7 @@ static void pq_free(mlprof__pq *w) {
   mlprof__out_close(&w->page);
   mlprof__out_close(&w->hdr);
   free(w->zbuf);
+  free(w->levels);
   ZSTD_freeCCtx(w->zc);
   free(w);
 }

@@ -91,9 +91,15 @@ typedef struct {
   uint8_t dict;     /* strings: 1 RLE_DICTIONARY, 0 PLAIN */
 } mlprof__pq_column;
 
+/* A row group's rows and buffered bytes at most, by default: DuckDB's own
+ * row groups are of 122,880 rows, and 128 Ki rows of spans (about 90 bytes
+ * each while buffered) keep the export's memory well under the report's. */
+#define MLPROF__PQ_ROWS ((size_t)1 << 17)
+#define MLPROF__PQ_BYTES ((size_t)64 << 20)
+
 typedef struct {
-  size_t row_group_rows;  /* 0: 1 M */
-  size_t row_group_bytes; /* 0: 64 MB of buffered values */
+  size_t row_group_rows;  /* 0: MLPROF__PQ_ROWS */
+  size_t row_group_bytes; /* 0: MLPROF__PQ_BYTES of buffered values */
   int zstd_level;         /* 0: 1 */
 } mlprof__pq_opts;
 
