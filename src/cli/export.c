@@ -31,9 +31,9 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  -f, --format FORMAT    parquet (the only one, and the default)\n"
-    "  -o, --output DIR       the directory to write (made when absent; its\n"
-    "                         parent must exist). Each file appears only\n"
-    "                         once it is complete.\n"
+    "  -o, --output DIR       the directory to write (made, with its parents,\n"
+    "                         when absent). Each file appears only once it\n"
+    "                         is complete.\n"
     "      --row-group-rows N rows per row group at most (default 131072;\n"
     "                         a row group also ends at 64 MB of values)\n"
     "  -h, --help             show this help\n"
@@ -79,6 +79,25 @@ static void warn_reads(const mlprof__job *job,
   }
 }
 
+/* mkdir -p path: 0, or -1 with errno. */
+static int make_dirs(const char *path) {
+  char p[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof p) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(p, path, n + 1);
+  for (size_t i = 1; i <= n; i++)
+    if (p[i] == '/' || p[i] == '\0') {
+      char c = p[i];
+      p[i] = '\0';
+      if (mkdir(p, 0755) && errno != EEXIST) return -1;
+      p[i] = c;
+    }
+  return 0;
+}
+
 /* mlprof export once its options are read. */
 static int export_run(const export_opts *eo) {
   struct stat st;
@@ -91,7 +110,7 @@ static int export_run(const export_opts *eo) {
   if (mlprof__cli_job_open("export", &job, (const char *const *)eo->paths,
                            eo->npaths))
     return 2;
-  if (mkdir(eo->output, 0755) && errno != EEXIST) {
+  if (make_dirs(eo->output)) {
     fprintf(stderr, "mlprof export: cannot create %s: %s\n", eo->output,
             strerror(errno));
     mlprof__job_close(&job);

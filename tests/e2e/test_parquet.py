@@ -4,6 +4,7 @@ multi-rank run, their counts, sums and percentiles equal mlprof report's,
 pyarrow checks the schema and types; a real MPI run; damage; bad arguments.
 """
 import glob
+import importlib.util
 import json
 import os
 import random
@@ -18,12 +19,15 @@ import craft
 from conftest import MLPROF, mlprof, report_json
 from mpi_flavours import OPEN_MPI
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
 RANKS = 4
 STEPS = 40
 CAT_DATA, CAT_FORWARD, CAT_BACKWARD = 1, 2, 3
 
 
-def rank_main(rank, seed):
+def rank_main(rank, seed, fwd_scale=1.0):
     """The profile of one rank's training process: per step a mark, then a
     train_step zone holding forward, backward and an all_reduce (group
     "world", seq = the step, 4096 bytes) on thread 1, and h2d copies on
@@ -45,7 +49,7 @@ def rank_main(rank, seed):
     t2 = 0      # on thread 2
     step_t = 1_000_000
     for k in range(STEPS):
-        fwd = int(rnd.randint(200_000, 400_000) * slow)
+        fwd = int(rnd.randint(200_000, 400_000) * slow * fwd_scale)
         bwd = int(rnd.randint(300_000, 600_000) * slow)
         comm = rnd.randint(50_000, 150_000)
         b_fwd = step_t + 10_000
@@ -96,15 +100,43 @@ def rank_worker(rank, seed):
         craft.events(recs, tid=7), craft.end(t + 1_000_000))
 
 
+def write_job(d, seed=0, fwd_scale=1.0):
+    """A run directory of 4 ranks, each a training process and a worker."""
+    d.mkdir(parents=True)
+    for r in range(RANKS):
+        (d / f"train-{1000 + r}.mlprof").write_bytes(
+            rank_main(r, seed + r, fwd_scale))
+        (d / f"worker-{2000 + r}.mlprof").write_bytes(
+            rank_worker(r, seed + 10 + r))
+    return str(d)
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    """A run directory of 4 ranks, each a training process and a worker."""
-    d = tmp_path_factory.mktemp("job") / "run"
-    d.mkdir()
-    for r in range(RANKS):
-        (d / f"train-{1000 + r}.mlprof").write_bytes(rank_main(r, r))
-        (d / f"worker-{2000 + r}.mlprof").write_bytes(rank_worker(r, 10 + r))
-    return str(d)
+    return write_job(tmp_path_factory.mktemp("job") / "run")
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    """What docs/parquet.md's queries assume: runs/DATE/ exports of three
+    nightly runs, base/ and new/ exports of two builds, new's forward 30%
+    slower."""
+    root = tmp_path_factory.mktemp("layout")
+    for i, night in enumerate(("2026-11-01", "2026-11-02", "2026-11-03")):
+        run = write_job(root / "profiles" / night, seed=100 * i)
+        mlprof("export", run, "-o", root / "runs" / night)
+    mlprof("export", write_job(root / "profiles" / "base"), "-o",
+           root / "base")
+    mlprof("export", write_job(root / "profiles" / "new", fwd_scale=1.3),
+           "-o", root / "new")
+    return root
+
+
+def doc_blocks(lang):
+    """The ```lang code blocks of docs/parquet.md."""
+    text = open(os.path.join(ROOT, "docs", "parquet.md")).read()
+    return [b.split("\n", 1)[1] for b in text.split("```")[1::2]
+            if b.startswith(lang + "\n")]
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +346,43 @@ def test_row_groups_bound_memory_same_rows(job, exported, tmp_path):
     assert f.metadata.num_row_groups > 3
 
 
-def test_pyspark_reads_every_table(exported, report):
+def test_docs_duckdb_queries(layout, monkeypatch):
+    """Every SQL query of docs/parquet.md runs on the layout it describes,
+    and the ones with a known answer give it."""
+    monkeypatch.chdir(layout)
+    blocks = doc_blocks("sql")
+    assert len(blocks) == 7
+    c = duckdb.connect()
+    results = [c.execute(q).fetchall() for q in blocks]
+    assert all(results)
+    slowest, counts, p99_spans, p99_zones, regressed, waits, parts = results
+    assert {r[1] for r in slowest} == {RANKS - 1}
+    assert counts == [(RANKS - 1, STEPS - 1)]
+    assert [r[0] for r in p99_spans] == [r[0] for r in p99_zones] == [
+        "2026-11-01", "2026-11-02", "2026-11-03"]
+    # The spans' p99 is the zones table's (and the report's) p99.
+    assert [r[1:] for r in p99_spans] == [r[1:] for r in p99_zones]
+    assert regressed[0][0] == "forward" and regressed[0][3] > 0.2
+    assert {r[0] for r in waits} == set(range(RANKS))
+    assert {r[1] for r in parts} >= {"forward", "backward", "communication"}
+
+
+def test_to_duckdb(exported, tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "mlprof_tables", os.path.join(ROOT, "python", "mlprof", "tables.py"))
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    con = tables.to_duckdb(exported)
+    for t in tables.TABLES:
+        n = con.execute(f"select count(*) from {t}").fetchone()[0]
+        assert n == duckdb.execute(
+            f"select count(*) from read_parquet('{exported}/"
+            f"{'spans/*' if t == 'spans' else t}.parquet')").fetchone()[0]
+    with pytest.raises(FileNotFoundError, match="no mlprof export here"):
+        tables.to_duckdb(str(tmp_path))
+
+
+def test_pyspark_reads_every_table(exported, report, layout):
     os.environ.setdefault("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
     from pyspark.sql import SparkSession, functions as F
     spark = (SparkSession.builder.master("local[1]").appName("mlprof-test")
@@ -340,6 +408,19 @@ def test_pyspark_reads_every_table(exported, report):
         slow = steps.groupBy("step").agg(
             F.max_by("rank", "dur_ns").alias("slowest")).collect()
         assert {r["slowest"] for r in slow} == {RANKS - 1}
+        # docs/parquet.md's PySpark block on the layout it describes (the
+        # JVM kept the directory it started in: absolute paths).
+        (block,) = [b for b in doc_blocks("python") if "SparkSession" in b]
+        for d in ("base/", "new/", "runs/"):
+            block = block.replace(f'"{d}', f'"{layout}/{d}')
+        scope = {}
+        exec(block, scope)
+        assert {r["slowest_rank"] for r in scope["slowest"].collect()} == \
+            {RANKS - 1}
+        assert sorted(r["run"] for r in scope["p99"].collect()) == [
+            "2026-11-01", "2026-11-02", "2026-11-03"]
+        assert scope["regressed"].first()["zone"] == "forward"
+        assert scope["waits"].count() == RANKS
     finally:
         spark.stop()
 
