@@ -40,7 +40,7 @@ static int file_open(pq_file *f, const char *dir, const char *name,
   }
   snprintf(f->tmp, sizeof f->tmp, "%s.tmp-%ld", f->path, (long)getpid());
   f->fd =
-      open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (f->fd < 0) {
     snprintf(err, errlen, "cannot create %s: %s", f->tmp, strerror(errno));
     return MLPROF_EIO;
