@@ -191,6 +191,7 @@ typedef struct {
   size_t ndict, doff_cap;
   uint32_t *slots; /* hash slots: entry + 1, 0 empty */
   size_t nslots;
+  uint32_t last; /* the entry given last, + 1; 0 none */
 } pq_col;
 
 struct mlprof__pq {
@@ -322,8 +323,15 @@ static size_t entry_len(const pq_col *c, size_t e) {
   return end - c->doff[e] - 4;
 }
 
-/* The dictionary entry of s, added when new; MLPROF__NONE out of memory. */
+/* The dictionary entry of s, added when new; MLPROF__NONE out of memory.
+ * The entry given last is tried first: a process's or a host's name
+ * repeats row after row. */
 static uint32_t dict_entry(pq_col *c, const char *s, size_t n) {
+  if (c->last) {
+    uint32_t e = c->last - 1;
+    if (entry_len(c, e) == n && !memcmp(c->dict.buf + c->doff[e] + 4, s, n))
+      return e;
+  }
   if (c->ndict * 2 >= c->nslots) {
     size_t ns = c->nslots ? c->nslots * 2 : 1024;
     uint32_t *sl = calloc(ns, sizeof *sl);
@@ -369,6 +377,7 @@ void mlprof__pq_str(mlprof__pq *w, size_t col, const char *s, size_t n) {
     return;
   }
   mlprof__out_write(&c->vals, &e, sizeof e);
+  c->last = e + 1;
   w->bytes += 4 + (c->dict.len - before);
   if (c->ndict >= DICT_MAX_ENTRIES || c->dict.len >= DICT_MAX_BYTES)
     w->full = 1;
@@ -491,6 +500,7 @@ static void flush_group(mlprof__pq *w) {
     g->csize += k->csize;
     c->vals.len = c->defs.len = c->dict.len = 0;
     c->nvals = c->ndict = 0;
+    c->last = 0;
     if (c->slots) memset(c->slots, 0, c->nslots * sizeof *c->slots);
   }
   if (w->o->err) fail(w, w->o->err, "cannot write the file");

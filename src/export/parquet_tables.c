@@ -102,39 +102,30 @@ static void file_abort(pq_file *f) {
 /* ---- strings ---------------------------------------------------------------
  */
 
-/* s as valid UTF-8 (invalid bytes become U+FFFD), through scratch when it
- * needs changing: Parquet's STRING is UTF-8 and readers check it. */
-static void put_str(mlprof__pq *w, size_t col, mlprof__out *scratch,
-                    const char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t k = mlprof__utf8_len((const unsigned char *)s + i, n - i);
-    if (!k) break;
-    i += k;
-  }
-  if (i == n) {
-    mlprof__pq_str(w, col, s, n);
-    return;
-  }
-  scratch->len = 0;
-  mlprof__out_write(scratch, s, i);
+/* Appends s to o as valid UTF-8: each byte that does not start a valid
+ * sequence becomes U+FFFD (Parquet's STRING is UTF-8, and readers check). */
+static void out_utf8(mlprof__out *o, const char *s, size_t n) {
+  size_t i = 0, from = 0;
   while (i < n) {
     unsigned char c = (unsigned char)s[i];
     size_t k =
         c < 0x80 ? 1 : mlprof__utf8_len((const unsigned char *)s + i, n - i);
     if (k) {
-      mlprof__out_write(scratch, s + i, k);
       i += k;
-    } else {
-      mlprof__out_lit(scratch, "\xef\xbf\xbd");
-      i++;
+      continue;
     }
+    mlprof__out_write(o, s + from, i - from);
+    mlprof__out_lit(o, "\xef\xbf\xbd");
+    from = ++i;
   }
+  mlprof__out_write(o, s + from, n - from);
+}
+
+/* s as valid UTF-8, through scratch. */
+static void put_str(mlprof__pq *w, size_t col, mlprof__out *scratch,
+                    const char *s, size_t n) {
+  scratch->len = 0;
+  out_utf8(scratch, s, n);
   mlprof__pq_str(w, col, scratch->buf, scratch->len);
 }
 
@@ -420,8 +411,10 @@ typedef struct {
   size_t proc;
   mlprof__out *scratch;
   pq_file spans, samples, colls;
-  /* names of the profile being read */
+  /* names of the profile being read, as valid UTF-8; its process's name
+   * and host first, at these offsets */
   mlprof__out arena;
+  size_t proc_off, proc_len, host_off, host_len;
   pq_name *names;
   size_t nnames, ncap;
   mlprof__map ids;
@@ -448,9 +441,10 @@ static int v_name(void *ud, const mlprof__name *n) {
       mlprof__map_put(&s->ids, n->id, (uint32_t)s->nnames))
     return MLPROF_ENOMEM;
   size_t off = s->arena.len;
-  mlprof__out_write(&s->arena, n->name, n->name_len);
+  out_utf8(&s->arena, n->name, n->name_len);
   if (s->arena.err) return MLPROF_ENOMEM;
-  s->names[s->nnames++] = (pq_name){off, n->name_len, n->kind, n->category};
+  s->names[s->nnames++] =
+      (pq_name){off, s->arena.len - off, n->kind, n->category};
   return 0;
 }
 
@@ -489,6 +483,14 @@ static int64_t step_at(const pq_pass *s, uint64_t t) {
   return (int64_t)s->mt[s->nm + lo - 1];
 }
 
+/* The columns process, pid, rank, host of the profile being read. */
+static void put_proc(pq_pass *s, mlprof__pq *w) {
+  mlprof__pq_str(w, C_PROCESS, s->arena.buf + s->proc_off, s->proc_len);
+  mlprof__pq_i64(w, C_PID, (int64_t)s->p->pid);
+  if (s->p->rank >= 0) mlprof__pq_i64(w, C_RANK, s->p->rank);
+  mlprof__pq_str(w, C_HOST, s->arena.buf + s->host_off, s->host_len);
+}
+
 /* Writes thread t's pending span (and its collective row). */
 static void flush_span(pq_pass *s, pq_thread *t) {
   if (!t->pending) return;
@@ -502,10 +504,10 @@ static void flush_span(pq_pass *s, pq_thread *t) {
   uint64_t dur = t->pend > t->pbegin ? t->pend - t->pbegin : 0;
   int64_t step = step_at(s, b);
   mlprof__pq *w = s->spans.w;
-  put_process(w, s->scratch, s->p);
+  put_proc(s, w);
   mlprof__pq_i64(w, S_THREAD, (int64_t)t->tid);
   if (t->name) put_str(w, S_THREAD_NAME, s->scratch, t->name, t->name_len);
-  put_str(w, S_ZONE, s->scratch, zone, zlen);
+  mlprof__pq_str(w, S_ZONE, zone, zlen);
   put_cstr(w, S_CATEGORY, s->scratch, mlprof_category_name(cat));
   mlprof__pq_i64(w, S_START, (int64_t)b);
   mlprof__pq_i64(w, S_DUR, (int64_t)dur);
@@ -523,11 +525,11 @@ static void flush_span(pq_pass *s, pq_thread *t) {
   int coll = cat == MLPROF_CAT_COMM || t->seq >= 0 || g;
   if (!rc && coll && s->colls.w) {
     mlprof__pq *c = s->colls.w;
-    put_process(c, s->scratch, s->p);
+    put_proc(s, c);
     mlprof__pq_i64(c, K_THREAD, (int64_t)t->tid);
-    put_str(c, K_ZONE, s->scratch, zone, zlen);
+    mlprof__pq_str(c, K_ZONE, zone, zlen);
     put_cstr(c, K_OP, s->scratch, mlprof__op_name(mlprof__op_of(zone, zlen)));
-    if (g) put_str(c, K_GROUP, s->scratch, s->arena.buf + g->off, g->len);
+    if (g) mlprof__pq_str(c, K_GROUP, s->arena.buf + g->off, g->len);
     if (t->seq >= 0) mlprof__pq_i64(c, K_SEQ, t->seq);
     if (t->bytes >= 0) mlprof__pq_i64(c, K_BYTES, t->bytes);
     if (t->peer >= 0) mlprof__pq_i64(c, K_PEER, t->peer);
@@ -650,16 +652,15 @@ static int v_sample(void *ud, const mlprof__sample_row *row) {
   for (uint32_t i = 0; i < row->n && !s->err; i++) {
     const mlprof__sample_measure *m = &row->m[i];
     const pq_name *mn = name_of(s, m->name);
-    put_process(w, s->scratch, s->p);
+    put_proc(s, w);
     mlprof__pq_i64(w, C_FIRST, (int64_t)mlprof__job_time(s->p, row->t));
     put_cstr(w, C_FIRST + 1, s->scratch,
              row->subject < 3 ? subjects[row->subject] : "unknown");
     mlprof__pq_i64(w, C_FIRST + 2, (int64_t)row->id);
     if (label)
-      put_str(w, C_FIRST + 3, s->scratch, s->arena.buf + label->off,
-              label->len);
+      mlprof__pq_str(w, C_FIRST + 3, s->arena.buf + label->off, label->len);
     if (mn)
-      put_str(w, C_FIRST + 4, s->scratch, s->arena.buf + mn->off, mn->len);
+      mlprof__pq_str(w, C_FIRST + 4, s->arena.buf + mn->off, mn->len);
     else
       put_cstr(w, C_FIRST + 4, s->scratch, "");
     if (m->valid) {
@@ -667,7 +668,7 @@ static int v_sample(void *ud, const mlprof__sample_row *row) {
     } else {
       const pq_name *why = name_of(s, m->reason);
       if (why)
-        put_str(w, C_FIRST + 6, s->scratch, s->arena.buf + why->off, why->len);
+        mlprof__pq_str(w, C_FIRST + 6, s->arena.buf + why->off, why->len);
       else
         put_cstr(w, C_FIRST + 6, s->scratch, "unknown");
     }
@@ -777,6 +778,13 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     pass_reset(&s);
     s.p = p;
     s.proc = i;
+    const char *pn = p->name ? p->name : "",
+               *hn = p->hostname ? p->hostname : "";
+    out_utf8(&s.arena, pn, strlen(pn));
+    s.proc_len = s.arena.len;
+    s.host_off = s.arena.len;
+    out_utf8(&s.arena, hn, strlen(hn));
+    s.host_len = s.arena.len - s.host_off;
     if (load_marks(&s)) {
       rc = MLPROF_ENOMEM;
       snprintf(err, errlen, "out of memory");
