@@ -29,7 +29,18 @@ static uint64_t zigzag(int64_t v) {
   return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
-static void put_byte(mlprof__out *o, uint8_t b) { mlprof__out_write(o, &b, 1); }
+static void put_byte(mlprof__out *o, uint8_t b) {
+  char *p = mlprof__out_space(o, 1);
+  *p = (char)b;
+  mlprof__out_end(o, p + 1);
+}
+
+/* n (at most 8) bytes of v, little-endian: the hot path of every value. */
+static void put_le(mlprof__out *o, uint64_t v, int n) {
+  char *p = mlprof__out_space(o, 8);
+  for (int i = 0; i < n; i++) p[i] = (char)(v >> (8 * i));
+  mlprof__out_end(o, p + n);
+}
 
 void mlprof__tc_field(mlprof__tc *t, int16_t id, uint8_t type) {
   int16_t last = t->last[t->depth];
@@ -284,18 +295,14 @@ static pq_col *slot(mlprof__pq *w, size_t col, uint8_t type) {
 void mlprof__pq_i64(mlprof__pq *w, size_t col, int64_t v) {
   pq_col *c = slot(w, col, MLPROF__PQ_INT64);
   if (!c) return;
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-  mlprof__out_write(&c->vals, b, 8);
+  put_le(&c->vals, (uint64_t)v, 8);
   w->bytes += 8;
 }
 
 void mlprof__pq_i32(mlprof__pq *w, size_t col, int32_t v) {
   pq_col *c = slot(w, col, MLPROF__PQ_INT32);
   if (!c) return;
-  uint8_t b[4];
-  for (int i = 0; i < 4; i++) b[i] = (uint8_t)((uint32_t)v >> (8 * i));
-  mlprof__out_write(&c->vals, b, 4);
+  put_le(&c->vals, (uint32_t)v, 4);
   w->bytes += 4;
 }
 
@@ -304,16 +311,12 @@ void mlprof__pq_f64(mlprof__pq *w, size_t col, double v) {
   if (!c) return;
   uint64_t u;
   memcpy(&u, &v, 8);
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(u >> (8 * i));
-  mlprof__out_write(&c->vals, b, 8);
+  put_le(&c->vals, u, 8);
   w->bytes += 8;
 }
 
 static void put_plain_str(mlprof__out *o, const char *s, size_t n) {
-  uint8_t b[4];
-  for (int i = 0; i < 4; i++) b[i] = (uint8_t)((uint32_t)n >> (8 * i));
-  mlprof__out_write(o, b, 4);
+  put_le(o, (uint32_t)n, 4);
   mlprof__out_write(o, s, n);
 }
 
@@ -376,7 +379,9 @@ void mlprof__pq_str(mlprof__pq *w, size_t col, const char *s, size_t n) {
     fail(w, MLPROF_ENOMEM, "out of memory");
     return;
   }
-  mlprof__out_write(&c->vals, &e, sizeof e);
+  char *p = mlprof__out_space(&c->vals, sizeof e);
+  memcpy(p, &e, sizeof e); /* read back as a uint32_t array */
+  mlprof__out_end(&c->vals, p + sizeof e);
   c->last = e + 1;
   w->bytes += 4 + (c->dict.len - before);
   if (c->ndict >= DICT_MAX_ENTRIES || c->dict.len >= DICT_MAX_BYTES)
@@ -513,8 +518,7 @@ int mlprof__pq_row(mlprof__pq *w) {
   for (size_t i = 0; i < w->ncols; i++) {
     pq_col *c = &w->c[i];
     if (w->cols[i].optional) {
-      uint8_t d = (uint8_t)c->set;
-      mlprof__out_write(&c->defs, &d, 1);
+      put_byte(&c->defs, (uint8_t)c->set);
       w->bytes++;
     } else if (!c->set) {
       switch (w->cols[i].type) {
