@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <mlprof.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,8 @@ static const char usage[] =
     "  -h, --help             show this help\n"
     "\n"
     "Damaged or cut-short profiles are exported as far as they are intact,\n"
-    "with a warning saying what was skipped.\n"
+    "with a warning saying what was skipped. Interrupted by SIGINT or\n"
+    "SIGTERM, it removes the unfinished files and dies of that signal.\n"
     "exit status: 0 done, 1 the tables could not be written, 2 bad usage or\n"
     "unreadable input.\n";
 
@@ -77,6 +79,15 @@ static void warn_reads(const mlprof__job *job,
               (unsigned long long)rep->truncated_bytes,
               rep->problem[0] ? ": " : "", rep->problem);
   }
+}
+
+/* SIGINT or SIGTERM during the export: no temporary file is left behind,
+ * and the process dies of the signal (a shell's 130 or 143), as it would
+ * without the handler. */
+static void on_signal(int sig) {
+  mlprof__parquet_unlink_temps();
+  signal(sig, SIG_DFL);
+  raise(sig);
 }
 
 /* mkdir -p path: 0, or -1 with errno. */
@@ -129,6 +140,10 @@ static int export_run(const export_opts *eo) {
     mlprof__job_close(&job);
     return 1;
   }
+  struct sigaction sa = {.sa_handler = on_signal}, old[2];
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old[0]);
+  sigaction(SIGTERM, &sa, &old[1]);
   mlprof__parquet_result res = {
       .reads = calloc(job.count, sizeof *res.reads),
       .read_errors = calloc(job.count, sizeof *res.read_errors)};
@@ -140,6 +155,8 @@ static int export_run(const export_opts *eo) {
                                 &res, err, sizeof err);
   }
   mlprof__analysis_free(&a);
+  sigaction(SIGINT, &old[0], NULL);
+  sigaction(SIGTERM, &old[1], NULL);
   if (rc) {
     fprintf(stderr, "mlprof export: %s\n", err);
   } else {

@@ -171,6 +171,10 @@ typedef struct {
  * readable is written and res->reads says what was skipped. Returns 0,
  * MLPROF_ENOMEM, MLPROF_EIO or MLPROF_EINVAL (a path too long), with a
  * one-line reason in err; files already renamed into place stay. */
+/* Removes the temporaries of the files being written; async-signal-safe,
+ * for a SIGINT or SIGTERM handler (the export then must not go on). */
+void mlprof__parquet_unlink_temps(void);
+
 int mlprof__export_parquet(const mlprof__job *job, const mlprof__report *r,
                            const mlprof__findings *f, const char *dir,
                            const mlprof__parquet_opts *opts,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <mlprof.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,29 @@
 
 /* ---- one output file ------------------------------------------------------
  */
+
+/* The temporaries being written (three at most: a spans part, samples,
+ * collectives), so that a signal handler can remove them. */
+#define TEMPS 4
+static char temps[TEMPS][4096 + 32];
+static volatile sig_atomic_t temp_live[TEMPS];
+
+void mlprof__parquet_unlink_temps(void) {
+  for (int i = 0; i < TEMPS; i++)
+    if (temp_live[i]) unlink(temps[i]);
+}
+
+static void temp_track(const char *path, int live) {
+  for (int i = 0; i < TEMPS; i++)
+    if (live && !temp_live[i]) {
+      memcpy(temps[i], path, strlen(path) + 1);
+      temp_live[i] = 1;
+      return;
+    } else if (!live && temp_live[i] && !strcmp(temps[i], path)) {
+      temp_live[i] = 0;
+      return;
+    }
+}
 
 /* A file written as NAME.tmp-PID beside its final path and renamed there by
  * file_commit, so that no reader ever sees a partial table under its name. */
@@ -45,9 +69,11 @@ static int file_open(pq_file *f, const char *dir, const char *name,
     snprintf(err, errlen, "cannot create %s: %s", f->tmp, strerror(errno));
     return MLPROF_EIO;
   }
+  temp_track(f->tmp, 1);
   if (mlprof__out_open(&f->o, f->fd) ||
       !(f->w = mlprof__pq_open(&f->o, cols, ncols, &opts->pq))) {
     close(f->fd);
+    temp_track(f->tmp, 0);
     unlink(f->tmp);
     f->fd = -1;
     snprintf(err, errlen, "out of memory");
@@ -76,6 +102,7 @@ static int file_commit(pq_file *f, uint64_t *bytes, char *err, size_t errlen) {
     rc = MLPROF_EIO;
     sys = errno;
   }
+  temp_track(f->tmp, 0);
   if (rc) {
     unlink(f->tmp);
     snprintf(err, errlen, "cannot write %s: %s", f->path,
@@ -94,6 +121,7 @@ static void file_abort(pq_file *f) {
   if (f->fd >= 0) {
     mlprof__out_close(&f->o);
     close(f->fd);
+    temp_track(f->tmp, 0);
     unlink(f->tmp);
   }
   f->fd = -1;

@@ -546,3 +546,27 @@ def test_memory_within_twice_the_reports(tmp_path):
     rows = sum(pq.ParquetFile(p).metadata.num_rows
                for p in glob.glob(f"{tmp_path}/t/spans/*.parquet"))
     assert rows == 1_500_000
+
+
+def test_interrupted_export_leaves_no_temporary(tmp_path):
+    """SIGINT while a spans file is being written: the unfinished files are
+    removed and mlprof dies of the signal."""
+    run = tmp_path / "run"
+    mlprof("run", "-q", "-o", run, "--", os.path.join(
+        os.path.dirname(MLPROF), "workload"), "--after", "400000")
+    out = tmp_path / "t"
+    p = subprocess.Popen([MLPROF, "export", str(run), "-o", str(out)],
+                         stderr=subprocess.PIPE, text=True)
+    import signal
+    import time
+    deadline = time.monotonic() + 60
+    while not glob.glob(f"{out}/spans/part-00001.parquet.tmp-*"):
+        assert p.poll() is None, "the export ended before it was interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGINT, p.stderr.read()
+    left = [f for f in glob.glob(f"{out}/**", recursive=True) if ".tmp-" in f]
+    assert left == []
+    assert not os.path.exists(f"{out}/spans/part-00001.parquet")
