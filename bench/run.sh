@@ -26,3 +26,8 @@ if [ -x "$B/bench_mpi" ] && command -v mpirun.openmpi >/dev/null; then
     "$B/mlprof" run -q -o "$d/run" -- mpirun.openmpi -np 2 --oversubscribe "$B/bench_mpi"
   rm -rf "$d"
 fi
+if [ -x "$B/bench_nvtx" ]; then
+  echo
+  echo "== NVTX push/pop recorded by libmlprof (bench_nvtx)"
+  "$B/bench_nvtx" "$(cd "$B" && pwd)/libmlprof.so"
+fi

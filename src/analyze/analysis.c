@@ -30,41 +30,8 @@ typedef struct {
     return 0;                                         \
   }
 
-TEE(header, (void *ud, const mlprof__header *h), h)
-TEE(name, (void *ud, const mlprof__name *n), n)
-TEE(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name,
-    len)
-TEE(chunk, (void *ud, uint16_t type, uint64_t off, uint32_t len), type, off,
-    len)
-TEE(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)
-TEE(span,
-    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin,
-     uint64_t end),
-    tid, name, depth, begin, end)
-TEE(span_meta, (void *ud, uint32_t tid, uint32_t key, uint32_t value), tid, key,
-    value)
-TEE(span_units, (void *ud, uint32_t tid, uint32_t name, uint64_t n), tid, name,
-    n)
-TEE(counter, (void *ud, uint32_t tid, uint32_t name, uint64_t t, double v), tid,
-    name, t, v)
-TEE(units, (void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n), tid,
-    name, t, n)
-TEE(step, (void *ud, uint32_t tid, uint64_t t), tid, t)
-TEE(step_end, (void *ud, uint32_t tid, uint64_t t), tid, t)
-TEE(open,
-    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin),
-    tid, name, depth, begin)
-TEE(meta,
-    (void *ud, const char *key, size_t klen, const char *value, size_t vlen),
-    key, klen, value, vlen)
-TEE(end, (void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched),
-    end_ns, dropped, unmatched)
-TEE(source,
-    (void *ud, const char *name, size_t nlen, int available, const char *reason,
-     size_t rlen),
-    name, nlen, available, reason, rlen)
-TEE(sample, (void *ud, const mlprof__sample_row *row), row)
-TEE(lines, (void *ud, const mlprof__line_table *lt), lt)
+MLPROF__VISITOR_CALLBACKS(TEE)
+#undef TEE
 
 /* The visitor to read with: the one member as it is (no forwarding cost for
  * a pass of one analysis), else the tee, with only the callbacks some
@@ -72,27 +39,10 @@ TEE(lines, (void *ud, const mlprof__line_table *lt), lt)
 static mlprof__visitor tee_visitor(const tee *t) {
   if (t->n == 1) return t->v[0];
   mlprof__visitor v = {.ud = (void *)t};
-#define HAS(cb)                     \
+#define HAS(cb, ...)                \
   for (size_t i = 0; i < t->n; i++) \
     if (t->v[i].cb) v.cb = tee_##cb;
-  HAS(header)
-  HAS(name)
-  HAS(thread)
-  HAS(chunk)
-  HAS(events)
-  HAS(span)
-  HAS(span_meta)
-  HAS(span_units)
-  HAS(counter)
-  HAS(units)
-  HAS(step)
-  HAS(step_end)
-  HAS(open)
-  HAS(meta)
-  HAS(end)
-  HAS(source)
-  HAS(sample)
-  HAS(lines)
+  MLPROF__VISITOR_CALLBACKS(HAS)
 #undef HAS
   return v;
 }

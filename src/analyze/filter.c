@@ -497,7 +497,9 @@ void mlprof__filtered_free(mlprof__filtered *fd) {
 
 /* ---- the filtering visitor ----------------------------------------------- */
 
-/* Callbacks the filter passes on unchanged. */
+/* Callbacks the filter passes on unchanged. Every callback of the visitor
+ * needs an f_ function here or below: a new one does not build until the
+ * filter says what it keeps. */
 #define FWD(cb, params, ...)                                        \
   static int f_##cb params {                                        \
     const mlprof__filter_read *r = ud;                              \
@@ -642,24 +644,11 @@ void mlprof__filter_visitor(const mlprof__filtered *fd, size_t i,
   /* Only what inner reads, so the reader still skips the rest (out may be
    * inner: read r->inner from here on). */
   *out = (mlprof__visitor){.ud = r};
-  if (r->inner.header) out->header = f_header;
-  if (r->inner.thread) out->thread = f_thread;
-  if (r->inner.chunk) out->chunk = f_chunk;
-  if (r->inner.events) out->events = f_events;
-  if (r->inner.meta) out->meta = f_meta;
-  if (r->inner.end) out->end = f_end;
-  if (r->inner.source) out->source = f_source;
-  if (r->inner.name || zones) out->name = f_name;
-  if (r->inner.span) out->span = f_span;
-  if (r->inner.span_meta) out->span_meta = f_span_meta;
-  if (r->inner.span_units) out->span_units = f_span_units;
-  if (r->inner.counter) out->counter = f_counter;
-  if (r->inner.units) out->units = f_units;
-  if (r->inner.step) out->step = f_step;
-  if (r->inner.step_end) out->step_end = f_step_end;
-  if (r->inner.lines) out->lines = f_lines;
-  if (r->inner.open) out->open = f_open;
-  if (r->inner.sample) out->sample = f_sample;
+#define FILTERED(cb, ...) \
+  if (r->inner.cb) out->cb = f_##cb;
+  MLPROF__VISITOR_CALLBACKS(FILTERED)
+#undef FILTERED
+  if (zones) out->name = f_name;
 }
 
 void mlprof__filter_read_free(mlprof__filter_read *r) {

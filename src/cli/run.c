@@ -4,6 +4,7 @@
  * profile of its own; then prints the summary and exits with the command's
  * own status. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -406,6 +407,28 @@ int mlprof__cmd_run(int argc, char **argv) {
            pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
   setenv("MLPROF_OUTPUT", absdir, 1);
+  /* The library preloaded is also the NVTX tool (src/intercept/nvtx.c):
+   * a program's NVTX ranges become zones, unless the user chose a tool. */
+  setenv("NVTX_INJECTION64_PATH", lib, 0);
+  /* With MLPROF_CUPTI=1 it is also what the CUDA driver loads into each
+   * process that initialises CUDA, to capture its activity through CUPTI
+   * (src/intercept/cupti.c); the run's own profile says when no driver is
+   * there to load it. */
+  char cuda_why[512] = "";
+  const char *want_cupti = getenv("MLPROF_CUPTI");
+  if (want_cupti && strcmp(want_cupti, "1") == 0) {
+    setenv("CUDA_INJECTION64_PATH", lib, 0);
+    const char *drv = getenv("MLPROF_CUDA_LIB");
+    void *h =
+        dlopen(drv && *drv ? drv : "libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+      dlclose(h);
+    } else {
+      const char *e = dlerror();
+      snprintf(cuda_why, sizeof cuda_why, "no CUDA driver: %s",
+               e ? e : "libcuda.so.1 not found");
+    }
+  }
   free(preload);
   char num[32];
   if (flush_ms) {
@@ -454,9 +477,10 @@ int mlprof__cmd_run(int argc, char **argv) {
     cfg.sample_interval_ms = (int)sample_ms;
     mlprof__session_sample_tree(child);
     int src = mlprof_init(&cfg);
-    if (src == 0)
+    if (src == 0) {
       snprintf(own, sizeof own, "%s", mlprof_output_path());
-    else
+      if (cuda_why[0]) mlprof__session_source("cupti", 0, cuda_why);
+    } else
       fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
               mlprof_strerror(src));
   }

@@ -72,6 +72,53 @@ typedef struct {
   const mlprof__line_row *rows;
 } mlprof__line_table;
 
+/* The callbacks, listed once: X(name, (parameters), arguments after ud).
+ * The visitor's members, the analysis driver's tee and the filter's
+ * forwarder are all made from this list. */
+#define MLPROF__VISITOR_CALLBACKS(X)                                           \
+  X(header, (void *ud, const mlprof__header *h), h)                            \
+  X(name, (void *ud, const mlprof__name *n), n)                                \
+  X(thread, (void *ud, uint32_t tid, const char *name, size_t len), tid, name, \
+    len)                                                                       \
+  /* Once per whole chunk, before its records: its MLPROF__CHUNK_* type,       \
+   * its file offset and its length (the frame's header included), so that     \
+   * a later mlprof__read_fd_chunks can read it again alone. */                \
+  X(chunk, (void *ud, uint16_t type, uint64_t off, uint32_t len), type, off,   \
+    len)                                                                       \
+  /* Once per EVENTS chunk, before its records; dropped is cumulative. */      \
+  X(events, (void *ud, uint32_t tid, uint64_t dropped), tid, dropped)          \
+  X(span,                                                                      \
+    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin,    \
+     uint64_t end),                                                            \
+    tid, name, depth, begin, end)                                              \
+  X(span_meta, (void *ud, uint32_t tid, uint32_t key, uint32_t value), tid,    \
+    key, value)                                                                \
+  X(span_units, (void *ud, uint32_t tid, uint32_t name, uint64_t n), tid,      \
+    name, n)                                                                   \
+  X(counter, (void *ud, uint32_t tid, uint32_t name, uint64_t t, double v),    \
+    tid, name, t, v)                                                           \
+  X(units, (void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n),    \
+    tid, name, t, n)                                                           \
+  X(step, (void *ud, uint32_t tid, uint64_t t), tid, t)                        \
+  /* The thread's step ends at t and none follows until its next step mark     \
+   * (since 1.3). */                                                           \
+  X(step_end, (void *ud, uint32_t tid, uint64_t t), tid, t)                    \
+  X(open,                                                                      \
+    (void *ud, uint32_t tid, uint32_t name, uint32_t depth, uint64_t begin),   \
+    tid, name, depth, begin)                                                   \
+  X(meta,                                                                      \
+    (void *ud, const char *key, size_t klen, const char *value, size_t vlen),  \
+    key, klen, value, vlen)                                                    \
+  X(end, (void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched),    \
+    end_ns, dropped, unmatched)                                                \
+  /* A sampling source and whether it ran here (reason: why not). */           \
+  X(source,                                                                    \
+    (void *ud, const char *name, size_t nlen, int available,                   \
+     const char *reason, size_t rlen),                                         \
+    name, nlen, available, reason, rlen)                                       \
+  X(sample, (void *ud, const mlprof__sample_row *row), row)                    \
+  X(lines, (void *ud, const mlprof__line_table *t), t)
+
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then
  * returns that value. Every name id passed to a callback was announced by a
@@ -81,35 +128,9 @@ typedef struct {
  * since the profile's start. */
 typedef struct {
   void *ud;
-  int (*header)(void *ud, const mlprof__header *h);
-  int (*name)(void *ud, const mlprof__name *n);
-  int (*thread)(void *ud, uint32_t tid, const char *name, size_t len);
-  /* Once per whole chunk, before its records: its MLPROF__CHUNK_* type, its
-   * file offset and its length (the frame's header included), so that a
-   * later mlprof__read_fd_chunks can read it again alone. */
-  int (*chunk)(void *ud, uint16_t type, uint64_t off, uint32_t len);
-  /* Once per EVENTS chunk, before its records; dropped is cumulative. */
-  int (*events)(void *ud, uint32_t tid, uint64_t dropped);
-  int (*span)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
-              uint64_t begin, uint64_t end);
-  int (*span_meta)(void *ud, uint32_t tid, uint32_t key, uint32_t value);
-  int (*span_units)(void *ud, uint32_t tid, uint32_t name, uint64_t n);
-  int (*counter)(void *ud, uint32_t tid, uint32_t name, uint64_t t, double v);
-  int (*units)(void *ud, uint32_t tid, uint32_t name, uint64_t t, uint64_t n);
-  int (*step)(void *ud, uint32_t tid, uint64_t t);
-  /* The thread's step ends at t and none follows until its next step mark
-   * (since 1.3). */
-  int (*step_end)(void *ud, uint32_t tid, uint64_t t);
-  int (*open)(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
-              uint64_t begin);
-  int (*meta)(void *ud, const char *key, size_t klen, const char *value,
-              size_t vlen);
-  int (*end)(void *ud, uint64_t end_ns, uint64_t dropped, uint64_t unmatched);
-  /* A sampling source and whether it ran here (reason: why not). */
-  int (*source)(void *ud, const char *name, size_t nlen, int available,
-                const char *reason, size_t rlen);
-  int (*sample)(void *ud, const mlprof__sample_row *row);
-  int (*lines)(void *ud, const mlprof__line_table *t);
+#define MLPROF__VISITOR_MEMBER(cb, params, ...) int(*cb) params;
+  MLPROF__VISITOR_CALLBACKS(MLPROF__VISITOR_MEMBER)
+#undef MLPROF__VISITOR_MEMBER
 } mlprof__visitor;
 
 /* What a read found besides the data. */

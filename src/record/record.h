@@ -10,4 +10,10 @@
  * instead of its own process. */
 void mlprof__session_sample_tree(pid_t pid);
 
+/* A capture's status in the profile's source table, as the sampler's
+ * sources give theirs: available, or not with a one-line reason ("cupti":
+ * no CUDA driver). Nothing without a session. */
+void mlprof__session_source(const char *name, int available,
+                            const char *reason);
+
 #endif

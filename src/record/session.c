@@ -452,6 +452,28 @@ void mlprof__session_child_start(void) {
 
 int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
 
+static void (*_Atomic before_end)(void);
+
+uint32_t mlprof__session_flush_ms(void) {
+  return config.flush_interval_ms ? config.flush_interval_ms : 200;
+}
+
+void mlprof__session_before_end(void (*fn)(void)) {
+  atomic_store(&before_end, fn);
+}
+
+void mlprof__session_source(const char *name, int available,
+                            const char *reason) {
+  pthread_mutex_lock(&session_lock);
+  mlprof__writer *w = atomic_load(&writer);
+  if (w) {
+    mlprof__sample_sink sink;
+    mlprof__writer_sink(w, &sink);
+    sink.source(sink.ctx, name, available, reason);
+  }
+  pthread_mutex_unlock(&session_lock);
+}
+
 /* Stops the session, its file's END saying how the process ends. Only in
  * the process whose session it is: a vfork child, or a child made without
  * fork handlers (_Fork, clone, syscall(SYS_fork)), that calls exit() leaves
@@ -459,6 +481,8 @@ int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
  * runs in such a child). */
 static int session_end(int how, int status) {
   if (owner != getpid()) return MLPROF_ENOTSTARTED;
+  void (*fn)(void) = atomic_exchange(&before_end, NULL);
+  if (fn) fn();
   pthread_mutex_lock(&session_lock);
   atomic_store(&mlprof__child_pending, 0);
   if (sampler) {
