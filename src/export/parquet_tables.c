@@ -63,13 +63,17 @@ static int file_open(pq_file *f, const char *dir, const char *name,
     return MLPROF_EINVAL;
   }
   snprintf(f->tmp, sizeof f->tmp, "%s.tmp-%ld", f->path, (long)getpid());
+  /* Tracked before it exists: a signal between its creation and its
+   * tracking would leave it behind. */
+  temp_track(f->tmp, 1);
   f->fd =
       open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (f->fd < 0) {
-    snprintf(err, errlen, "cannot create %s: %s", f->tmp, strerror(errno));
+    int e = errno;
+    temp_track(f->tmp, 0);
+    snprintf(err, errlen, "cannot create %s: %s", f->tmp, strerror(e));
     return MLPROF_EIO;
   }
-  temp_track(f->tmp, 1);
   if (mlprof__out_open(&f->o, f->fd) ||
       !(f->w = mlprof__pq_open(&f->o, cols, ncols, &opts->pq))) {
     close(f->fd);

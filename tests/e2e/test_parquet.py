@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import craft
-from conftest import MLPROF, mlprof, report_json
+from conftest import MLPROF, mlprof, program, report_json
 from mpi_flavours import OPEN_MPI
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -535,14 +535,15 @@ def test_memory_within_twice_the_reports(tmp_path):
     export's peak memory stays within 2x mlprof report's (docs/parquet.md),
     and shrinks with the row groups."""
     run = tmp_path / "run"
-    mlprof("run", "-q", "-o", run, "--", os.path.join(
-        os.path.dirname(MLPROF), "workload"), "--after", "300000")
+    mlprof("run", "-q", "-o", run, "--", program("workload"), "--after",
+           "300000")
     report = peak_rss_kb(["report", run, "--format", "json", "--top", "0"])
     export = peak_rss_kb(["export", run, "-o", tmp_path / "t"])
     small = peak_rss_kb(["export", run, "-o", tmp_path / "s",
                          "--row-group-rows", "1000"])
     assert export <= 2 * report, (export, report)
-    assert small < export, (small, export)
+    if not os.environ.get("MLPROF_LIB"):  # no sanitizer's allocator
+        assert small < export, (small, export)
     rows = sum(pq.ParquetFile(p).metadata.num_rows
                for p in glob.glob(f"{tmp_path}/t/spans/*.parquet"))
     assert rows == 1_500_000
@@ -552,8 +553,8 @@ def test_interrupted_export_leaves_no_temporary(tmp_path):
     """SIGINT while a spans file is being written: the unfinished files are
     removed and mlprof dies of the signal."""
     run = tmp_path / "run"
-    mlprof("run", "-q", "-o", run, "--", os.path.join(
-        os.path.dirname(MLPROF), "workload"), "--after", "400000")
+    mlprof("run", "-q", "-o", run, "--", program("workload"), "--after",
+           "400000")
     out = tmp_path / "t"
     p = subprocess.Popen([MLPROF, "export", str(run), "-o", str(out)],
                          stderr=subprocess.PIPE, text=True)
