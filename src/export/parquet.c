@@ -169,11 +169,63 @@ void mlprof__rle_hybrid(mlprof__out *o, const uint32_t *v, size_t n,
   }
 }
 
+/* ---- DELTA_BINARY_PACKED ---------------------------------------------------
+ */
+
+#define DELTA_BLOCK 128
+#define DELTA_MINIS 4
+#define DELTA_MINI (DELTA_BLOCK / DELTA_MINIS)
+
+void mlprof__delta_binary_packed(mlprof__out *o, const int64_t *v, size_t n) {
+  out_varint(o, DELTA_BLOCK);
+  out_varint(o, DELTA_MINIS);
+  out_varint(o, n);
+  out_varint(o, n ? zigzag(v[0]) : 0);
+  for (size_t at = 1; at < n; at += DELTA_BLOCK) {
+    size_t m = n - at < DELTA_BLOCK ? n - at : DELTA_BLOCK;
+    uint64_t d[DELTA_BLOCK];
+    int64_t least = INT64_MAX;
+    for (size_t i = 0; i < m; i++) {
+      d[i] = (uint64_t)v[at + i] - (uint64_t)v[at + i - 1]; /* wraps */
+      if ((int64_t)d[i] < least) least = (int64_t)d[i];
+    }
+    out_varint(o, zigzag(least));
+    unsigned width[DELTA_MINIS] = {0};
+    for (size_t i = 0; i < m; i++) {
+      d[i] -= (uint64_t)least;
+      unsigned w = 0;
+      while (w < 64 && (d[i] >> w)) w++;
+      if (w > width[i / DELTA_MINI]) width[i / DELTA_MINI] = w;
+    }
+    for (int k = 0; k < DELTA_MINIS; k++) put_byte(o, (uint8_t)width[k]);
+    /* The miniblocks that hold deltas, each whole (the last padded with
+     * zeros); none for those past the end. */
+    for (size_t k = 0; k * DELTA_MINI < m; k++) {
+      unsigned __int128 acc = 0;
+      unsigned bits = 0;
+      for (size_t i = k * DELTA_MINI; i < (k + 1) * DELTA_MINI; i++) {
+        acc |= (unsigned __int128)(i < m ? d[i] : 0) << bits;
+        bits += width[k];
+        while (bits >= 8) {
+          put_byte(o, (uint8_t)acc);
+          acc >>= 8;
+          bits -= 8;
+        }
+      }
+    }
+  }
+}
+
 /* ---- the writer -----------------------------------------------------------
  */
 
 enum { PT_INT32 = 1, PT_INT64 = 2, PT_DOUBLE = 5, PT_BYTE_ARRAY = 6 };
-enum { ENC_PLAIN = 0, ENC_RLE = 3, ENC_RLE_DICTIONARY = 8 };
+enum {
+  ENC_PLAIN = 0,
+  ENC_RLE = 3,
+  ENC_DELTA_BINARY_PACKED = 5,
+  ENC_RLE_DICTIONARY = 8
+};
 enum { PAGE_DATA = 0, PAGE_DICTIONARY = 2 };
 enum { CODEC_ZSTD = 6 };
 
@@ -185,6 +237,7 @@ enum { CODEC_ZSTD = 6 };
 typedef struct {
   uint64_t data_off, dict_off, usize, csize;
   int has_dict;
+  int encoding; /* its data page's */
 } pq_chunk;
 
 typedef struct {
@@ -368,7 +421,7 @@ void mlprof__pq_str(mlprof__pq *w, size_t col, const char *s, size_t n) {
   pq_col *c = slot(w, col, MLPROF__PQ_STRING);
   if (!c) return;
   if (n > UINT32_MAX / 2) n = UINT32_MAX / 2;
-  if (!w->cols[col].dict) {
+  if (w->cols[col].enc != MLPROF__PQ_DICT) {
     put_plain_str(&c->vals, s, n);
     w->bytes += 4 + n;
     return;
@@ -389,8 +442,8 @@ void mlprof__pq_str(mlprof__pq *w, size_t col, const char *s, size_t n) {
 }
 
 /* Compresses what w->page holds and writes it with its header. */
-static void write_page(mlprof__pq *w, int type, size_t nvals, int dict_col,
-                       int optional, uint64_t *usize, uint64_t *csize) {
+static void write_page(mlprof__pq *w, int type, size_t nvals, int encoding,
+                       uint64_t *usize, uint64_t *csize) {
   size_t bound = ZSTD_compressBound(w->page.len);
   if (bound > w->zcap) {
     void *z = realloc(w->zbuf, bound);
@@ -419,7 +472,7 @@ static void write_page(mlprof__pq *w, int type, size_t nvals, int dict_col,
   if (type == PAGE_DATA) {
     mlprof__tc_begin(&t, 5); /* DataPageHeader */
     mlprof__tc_i32(&t, 1, (int32_t)nvals);
-    mlprof__tc_i32(&t, 2, dict_col ? ENC_RLE_DICTIONARY : ENC_PLAIN);
+    mlprof__tc_i32(&t, 2, encoding);
     mlprof__tc_i32(&t, 3, ENC_RLE);
     mlprof__tc_i32(&t, 4, ENC_RLE);
     mlprof__tc_end(&t);
@@ -431,7 +484,6 @@ static void write_page(mlprof__pq *w, int type, size_t nvals, int dict_col,
   }
   mlprof__tc_end(&t);
   if (w->hdr.err) fail(w, w->hdr.err, "out of memory");
-  (void)optional;
   mlprof__out_write(w->o, w->hdr.buf, w->hdr.len);
   mlprof__out_write(w->o, w->zbuf, zn);
   *usize += w->hdr.len + w->page.len;
@@ -465,13 +517,17 @@ static void flush_group(mlprof__pq *w) {
     const mlprof__pq_column *cd = &w->cols[i];
     pq_col *c = &w->c[i];
     pq_chunk *k = &g->chunks[i];
-    int dict = cd->type == MLPROF__PQ_STRING && cd->dict;
+    int dict = cd->type == MLPROF__PQ_STRING && cd->enc == MLPROF__PQ_DICT;
+    k->encoding = dict ? ENC_RLE_DICTIONARY
+                  : cd->type == MLPROF__PQ_INT64 && cd->enc == MLPROF__PQ_DELTA
+                      ? ENC_DELTA_BINARY_PACKED
+                      : ENC_PLAIN;
     if (dict) {
       k->has_dict = 1;
       k->dict_off = mlprof__out_pos(w->o);
       w->page.len = 0;
       mlprof__out_write(&w->page, c->dict.buf, c->dict.len);
-      write_page(w, PAGE_DICTIONARY, c->ndict, 0, 0, &k->usize, &k->csize);
+      write_page(w, PAGE_DICTIONARY, c->ndict, ENC_PLAIN, &k->usize, &k->csize);
     }
     k->data_off = mlprof__out_pos(w->o);
     w->page.len = 0;
@@ -495,12 +551,17 @@ static void flush_group(mlprof__pq *w) {
       put_byte(&w->page, (uint8_t)bw);
       mlprof__rle_hybrid(&w->page, (const uint32_t *)(void *)c->vals.buf,
                          c->nvals, bw);
+    } else if (k->encoding == ENC_DELTA_BINARY_PACKED) {
+      /* The values as stored (little-endian int64) are read back whole:
+       * the buffer is malloc'd, so aligned. */
+      mlprof__delta_binary_packed(
+          &w->page, (const int64_t *)(void *)c->vals.buf, c->nvals);
     } else {
       mlprof__out_write(&w->page, c->vals.buf, c->vals.len);
     }
     if (w->page.err || c->vals.err || c->defs.err || c->dict.err)
       fail(w, MLPROF_ENOMEM, "out of memory");
-    write_page(w, PAGE_DATA, w->rows, dict, cd->optional, &k->usize, &k->csize);
+    write_page(w, PAGE_DATA, w->rows, k->encoding, &k->usize, &k->csize);
     g->usize += k->usize;
     g->csize += k->csize;
     c->vals.len = c->defs.len = c->dict.len = 0;
@@ -593,10 +654,10 @@ static void write_footer(mlprof__pq *w) {
       mlprof__tc_i64(&t, 2, 0);
       mlprof__tc_begin(&t, 3); /* ColumnMetaData */
       mlprof__tc_i32(&t, 1, phys[cd->type]);
-      mlprof__tc_list(&t, 2, MLPROF__TC_I32, k->has_dict ? 3 : 2);
+      mlprof__tc_list(&t, 2, MLPROF__TC_I32, k->encoding == ENC_PLAIN ? 2 : 3);
       mlprof__tc_elem_i32(&t, ENC_PLAIN);
       mlprof__tc_elem_i32(&t, ENC_RLE);
-      if (k->has_dict) mlprof__tc_elem_i32(&t, ENC_RLE_DICTIONARY);
+      if (k->encoding != ENC_PLAIN) mlprof__tc_elem_i32(&t, k->encoding);
       mlprof__tc_list(&t, 3, MLPROF__TC_BINARY, 1);
       mlprof__tc_elem_binary(&t, cd->name, strlen(cd->name));
       mlprof__tc_i32(&t, 4, CODEC_ZSTD);

@@ -9,7 +9,7 @@
  * row_group_bytes of buffered values, whichever comes first; a dictionary
  * that outgrows its budget ends the row group early) plus one compressed
  * page. Nothing else grows with the rows but 48 bytes per column per row
- * group for the footer. */
+ * group for the footer. Times may be DELTA_BINARY_PACKED. */
 #ifndef MLPROF_PARQUET_H
 #define MLPROF_PARQUET_H
 
@@ -74,6 +74,11 @@ void mlprof__tc_elem_binary(mlprof__tc *t, const void *s, size_t n);
 void mlprof__rle_hybrid(mlprof__out *o, const uint32_t *v, size_t n,
                         unsigned width);
 
+/* Parquet's DELTA_BINARY_PACKED of n int64 values into o: blocks of 128
+ * values in 4 miniblocks of 32, each miniblock's deltas (less the block's
+ * least delta) bit-packed at its own width. */
+void mlprof__delta_binary_packed(mlprof__out *o, const int64_t *v, size_t n);
+
 /* ---- the file writer ------------------------------------------------------
  */
 
@@ -84,11 +89,19 @@ typedef enum {
   MLPROF__PQ_STRING
 } mlprof__pq_type;
 
+/* A column's encoding: PLAIN; RLE_DICTIONARY (strings that repeat);
+ * DELTA_BINARY_PACKED (INT64 that grow, such as times). */
+typedef enum {
+  MLPROF__PQ_PLAIN,
+  MLPROF__PQ_DICT,
+  MLPROF__PQ_DELTA
+} mlprof__pq_enc;
+
 typedef struct {
   const char *name;
   uint8_t type;     /* mlprof__pq_type */
   uint8_t optional; /* 1: may hold nulls (definition levels are written) */
-  uint8_t dict;     /* strings: 1 RLE_DICTIONARY, 0 PLAIN */
+  uint8_t enc;      /* mlprof__pq_enc */
 } mlprof__pq_column;
 
 /* A row group's rows and buffered bytes at most, by default: DuckDB's own

@@ -238,8 +238,8 @@ static const mlprof__pq_column step_cols[] = {
     PROCESS_COLUMNS,
     {"thread", MLPROF__PQ_INT64, 0, 0},
     {"step", MLPROF__PQ_INT64, 0, 0},
-    {"start_ns", MLPROF__PQ_INT64, 0, 0},
-    {"end_ns", MLPROF__PQ_INT64, 0, 0},
+    {"start_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
+    {"end_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
     {"dur_ns", MLPROF__PQ_INT64, 0, 0}};
 
 static int write_steps(const mlprof__job *job, const mlprof__report *r,
@@ -353,7 +353,7 @@ static const mlprof__pq_column span_cols[] = {
     {"thread_name", MLPROF__PQ_STRING, 1, 1},
     {"zone", MLPROF__PQ_STRING, 0, 1},
     {"category", MLPROF__PQ_STRING, 0, 1},
-    {"start_ns", MLPROF__PQ_INT64, 0, 0},
+    {"start_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
     {"dur_ns", MLPROF__PQ_INT64, 0, 0},
     {"self_ns", MLPROF__PQ_INT64, 0, 0},
     {"step", MLPROF__PQ_INT64, 1, 0},
@@ -374,7 +374,7 @@ enum {
 
 static const mlprof__pq_column sample_cols[] = {
     PROCESS_COLUMNS,
-    {"time_ns", MLPROF__PQ_INT64, 0, 0},
+    {"time_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
     {"subject", MLPROF__PQ_STRING, 0, 1},
     {"id", MLPROF__PQ_INT64, 0, 0},
     {"label", MLPROF__PQ_STRING, 1, 1},
@@ -392,8 +392,8 @@ static const mlprof__pq_column coll_cols[] = {
     {"bytes", MLPROF__PQ_INT64, 1, 0},
     {"peer", MLPROF__PQ_INT64, 1, 0},
     {"root", MLPROF__PQ_INT64, 1, 0},
-    {"start_ns", MLPROF__PQ_INT64, 0, 0},
-    {"end_ns", MLPROF__PQ_INT64, 0, 0},
+    {"start_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
+    {"end_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
     {"dur_ns", MLPROF__PQ_INT64, 0, 0},
     {"step", MLPROF__PQ_INT64, 1, 0}};
 enum {

@@ -325,6 +325,8 @@ def test_pyarrow_schema_and_types(exported):
                         SCHEMA[table][k][0] not in ("meta", "summary",
                                                     "evidence"):
                     assert "RLE_DICTIONARY" in enc, (path, col)
+                if SCHEMA[table][k][0] in ("start_ns", "end_ns", "time_ns"):
+                    assert "DELTA_BINARY_PACKED" in enc, (path, col)
     spans = pq.read_table(f"{exported}/spans").to_pylist()
     comm = [s for s in spans if s["zone"] == "all_reduce"]
     assert comm and all(json.loads(s["meta"]) == {

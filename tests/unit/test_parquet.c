@@ -161,6 +161,100 @@ static void test_rle_hybrid(void) {
   mlprof__out_close(&o);
 }
 
+static uint64_t uvarint(const uint8_t *p, size_t len, size_t *at) {
+  uint64_t v = 0;
+  int shift = 0;
+  while (*at < len && shift < 70) {
+    uint8_t b = p[(*at)++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+    shift += 7;
+  }
+  return v;
+}
+
+static int64_t unzigzag(uint64_t u) {
+  return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* Decodes DELTA_BINARY_PACKED as the format describes it; returns the
+ * values decoded (at most max) and sets *used to the bytes read. */
+static size_t delta_decode(const uint8_t *p, size_t len, int64_t *v, size_t max,
+                           size_t *used) {
+  size_t at = 0;
+  uint64_t block = uvarint(p, len, &at), minis = uvarint(p, len, &at);
+  uint64_t total = uvarint(p, len, &at);
+  int64_t cur = unzigzag(uvarint(p, len, &at));
+  size_t got = 0;
+  if (total && got < max) v[got++] = cur;
+  size_t per_mini = (size_t)(block / minis);
+  while (got < total && got < max) {
+    int64_t least = unzigzag(uvarint(p, len, &at));
+    uint8_t w[16];
+    for (uint64_t k = 0; k < minis; k++) w[k] = at < len ? p[at++] : 0;
+    for (uint64_t k = 0; k < minis && got < total; k++) {
+      unsigned __int128 acc = 0;
+      unsigned bits = 0;
+      for (size_t i = 0; i < per_mini; i++) {
+        while (bits < w[k]) {
+          acc |= (unsigned __int128)(at < len ? p[at++] : 0) << bits;
+          bits += 8;
+        }
+        uint64_t d =
+            w[k] == 64 ? (uint64_t)acc : (uint64_t)acc & ((1ull << w[k]) - 1);
+        acc >>= w[k];
+        bits -= w[k];
+        if (got < total && got < max) {
+          cur = (int64_t)((uint64_t)cur + d + (uint64_t)least);
+          v[got++] = cur;
+        }
+      }
+    }
+  }
+  *used = at;
+  return got;
+}
+
+static void test_delta_binary_packed(void) {
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  /* 1, 2, 3, 4, 5: one block, least delta 1, widths 0: the header, then
+   * the least delta and four zero widths. */
+  int64_t five[] = {1, 2, 3, 4, 5};
+  mlprof__delta_binary_packed(&o, five, 5);
+  static const uint8_t want[] = {0x80, 0x01, 0x04, 0x05, 0x02,
+                                 0x02, 0,    0,    0,    0};
+  CHECK(bytes_are(&o, want, sizeof want));
+  enum { N = 700 };
+  int64_t *v = malloc(N * sizeof *v), *back = malloc(N * sizeof *back);
+  CHECK(v && back);
+  uint64_t seed = 7;
+  for (int shape = 0; shape < 4; shape++)
+    for (size_t n = 0; n <= N; n += n < 10 ? 1 : 127) {
+      for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = shape == 0   ? (int64_t)(i * 1000 + (seed >> 54))  /* times */
+               : shape == 1 ? (int64_t)(seed >> 20) - (1ll << 43) /* noise */
+               : shape == 2 ? (i % 2 ? INT64_MAX : INT64_MIN)     /* 64 bits */
+                            : 42;                                 /* constant */
+      }
+      o.len = 0;
+      mlprof__delta_binary_packed(&o, v, n);
+      size_t used = 0;
+      size_t got = delta_decode((const uint8_t *)o.buf, o.len, back, N, &used);
+      if (got != n || used != o.len || (n && memcmp(v, back, n * sizeof *v))) {
+        free(v);
+        free(back);
+        mlprof__out_close(&o);
+        TEST_FAIL("shape %d, %zu values: %zu decoded, %zu of %zu bytes", shape,
+                  n, got, used, o.len);
+      }
+    }
+  free(v);
+  free(back);
+  mlprof__out_close(&o);
+}
+
 static uint32_t le32(const char *p) {
   const uint8_t *u = (const uint8_t *)p;
   return u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
@@ -222,6 +316,7 @@ static void test_wrong_type_is_null(void) {
 const mlprof_test mlprof_tests_parquet[] = {
     {"thrift_compact", test_thrift_compact},
     {"rle_hybrid", test_rle_hybrid},
+    {"delta_binary_packed", test_delta_binary_packed},
     {"file_frame", test_file_frame},
     {"wrong_type_is_null", test_wrong_type_is_null},
     {NULL, NULL}};
