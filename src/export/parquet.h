@@ -180,7 +180,8 @@ typedef struct {
  * spans/part-NNNNN.parquet (one per profile, in job order),
  * samples.parquet and collectives.parquet, the last three streamed from
  * one more read of each profile. Each file is written beside its name and
- * renamed there when whole. Damage in a profile is not an error: what is
+ * renamed there when whole; spans parts of an earlier export into dir past
+ * this job's count are removed. Damage in a profile is not an error: what is
  * readable is written and res->reads says what was skipped. Returns 0,
  * MLPROF_ENOMEM, MLPROF_EIO or MLPROF_EINVAL (a path too long), with a
  * one-line reason in err; files already renamed into place stay. */

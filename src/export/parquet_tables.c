@@ -2,6 +2,7 @@
  * findings from the analysis; spans (one file per profile), samples and
  * collectives streamed from the profiles in one more read of each. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <mlprof.h>
 #include <signal.h>
@@ -761,6 +762,29 @@ static void pass_free(pq_pass *s) {
   mlprof__out_close(&s->arena);
 }
 
+/* Removes spans/part-NNNNN.parquet files of an earlier export into the same
+ * directory whose NNNNN is count or more: readers take every part. */
+static void remove_stale_parts(const char *sub, size_t count) {
+  DIR *d = opendir(sub);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    size_t n = strlen(e->d_name), idx = 0;
+    if (n != strlen("part-00000.parquet") || strncmp(e->d_name, "part-", 5) ||
+        strcmp(e->d_name + 10, ".parquet"))
+      continue;
+    int digits = 1;
+    for (int i = 5; i < 10; i++) {
+      digits &= e->d_name[i] >= '0' && e->d_name[i] <= '9';
+      idx = idx * 10 + (size_t)(e->d_name[i] - '0');
+    }
+    if (!digits || idx < count) continue;
+    char path[4096 + 64];
+    snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+}
+
 static int write_streamed(const mlprof__job *job, const mlprof__report *r,
                           const char *dir, const mlprof__parquet_opts *opts,
                           mlprof__parquet_result *res, mlprof__out *scratch,
@@ -840,6 +864,7 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     rc = file_commit(&s.spans, &res->bytes, err, errlen);
     res->span_files += !rc;
   }
+  if (!rc) remove_stale_parts(sub, job->count);
   if (!rc) {
     res->samples = mlprof__pq_rows(s.samples.w);
     res->collectives = mlprof__pq_rows(s.colls.w);

@@ -484,6 +484,21 @@ def test_damaged_profile_exports_what_is_readable(job, tmp_path):
                      ).fetchone()[0] > 0
 
 
+def test_export_again_into_the_same_directory(job, tmp_path):
+    """A later export of fewer processes leaves no spans part of the
+    earlier one for a reader's glob to take."""
+    out = str(tmp_path / "t")
+    mlprof("export", job, "-o", out)
+    assert len(glob.glob(f"{out}/spans/*.parquet")) == 8
+    one = sorted(glob.glob(f"{job}/*.mlprof"))[:2]
+    mlprof("export", *one, "-o", out)
+    assert sorted(os.listdir(f"{out}/spans")) == [
+        "part-00000.parquet", "part-00001.parquet"]
+    c = con(out)
+    assert c.execute("select count(distinct pid) from spans").fetchone()[0] \
+        == 2
+
+
 def test_file_is_not_a_profile(tmp_path):
     bad = tmp_path / "x.mlprof"
     bad.write_bytes(b"not a profile at all")
