@@ -5,6 +5,9 @@
  * written to disk, the disk's own speed at writing as many bytes.
  *   report on 10 M spans   <= 10 s, peak memory <= 3x the file size
  *   Chrome trace export    >= 5 M events/s
+ *   Perfetto trace export  <= 40 bytes per span, beside the JSON's bytes
+ *                          and events/s on the same file; whether 10 M
+ *                          spans fit the Perfetto UI (2 GB of wasm memory)
  *   HTML dashboard         <= 5 MB (aggregates and downsampled series)
  *   report on step marks   peak memory <= 3x the file, beside the spans'
  *                          report's ratio measured again in the same run
@@ -139,6 +142,7 @@ int main(int argc, char **argv) {
       t / decode);
   char *sargv[] = {argv[1], "trace", path, "-o", "-", NULL};
   t = run_child(sargv, NULL, &rss);
+  double json_null_t = t;
   printf(
       "%-26s %6.2f s = %.1f M events/s (budget >= 5), peak memory %.0f MB; "
       "decoding pass %.1f M spans/s\n",
@@ -153,6 +157,34 @@ int main(int argc, char **argv) {
       "many bytes to that disk %.2f s (%.0f MB/s)\n",
       "mlprof trace, to a file", t, (double)n / t / 1e6, st.st_size / 1e6, disk,
       st.st_size / 1e6 / disk);
+  double json_t = t, json_bytes = (double)st.st_size;
+  unlink(trace);
+  /* The same file as Perfetto's protobuf trace. */
+  char *pargv0[] = {argv[1], "trace", path, "-f", "perfetto", "-o", "-", NULL};
+  t = run_child(pargv0, NULL, &rss);
+  printf(
+      "%-26s %6.2f s = %.1f M events/s, peak memory %.0f MB; JSON to "
+      "/dev/null above %.1f M events/s\n",
+      "perfetto trace, /dev/null", t, (double)n / t / 1e6, rss / 1024.0,
+      (double)n / json_null_t / 1e6);
+  snprintf(trace, sizeof trace, "%s/trace.pftrace", dir);
+  char *pargv1[] = {argv[1],    "trace", path,  "-f",
+                    "perfetto", "-o",    trace, NULL};
+  t = run_child(pargv1, NULL, &rss);
+  stat(trace, &st);
+  double per_span = (double)st.st_size / (double)n;
+  printf(
+      "%-26s %6.2f s = %.1f M events/s, %.0f MB = %.1f bytes/span (budget <= "
+      "40); JSON above %.1f M events/s, %.1f bytes/span (%.2fx)\n",
+      "perfetto trace, to a file", t, (double)n / t / 1e6, st.st_size / 1e6,
+      per_span, (double)n / json_t / 1e6, json_bytes / (double)n,
+      json_bytes / (double)st.st_size);
+  printf(
+      "%-26s 10 M spans -> %.0f MB of protobuf (%s the Perfetto UI's 2 GB), "
+      "%.0f MB of JSON\n",
+      "perfetto trace, at 10 M", per_span * 1e7 / 1e6,
+      per_span * 1e7 < 2e9 ? "under" : "OVER",
+      json_bytes / (double)n * 1e7 / 1e6);
   unlink(trace);
   char html[256];
   snprintf(html, sizeof html, "%s/report.html", dir);

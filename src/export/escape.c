@@ -171,6 +171,35 @@ void mlprof__out_csv_field(mlprof__out *o, const char *str, size_t n) {
   if (quote) mlprof__out_lit(o, "\"");
 }
 
+void mlprof__out_utf8(mlprof__out *o, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    size_t run = 0, max = n - i < MLPROF__OUT_SLACK ? n - i : MLPROF__OUT_SLACK;
+    while (run < max && s[i + run] < 0x80) run++;
+    char *p;
+    if (run) {
+      p = mlprof__out_space(o, run);
+      memcpy(p, s + i, run);
+      mlprof__out_end(o, p + run);
+      i += run;
+      continue;
+    }
+    size_t len = mlprof__utf8_len(s + i, n - i);
+    p = mlprof__out_space(o, 4);
+    if (len) {
+      memcpy(p, s + i, len);
+      i += len;
+      p += len;
+    } else {
+      memcpy(p, replacement, 3);
+      i++;
+      p += 3;
+    }
+    mlprof__out_end(o, p);
+  }
+}
+
 void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n) {
   out_clean(o, (const unsigned char *)s, n, 0, 0);
 }

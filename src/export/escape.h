@@ -25,6 +25,12 @@ size_t mlprof__utf8_len(const unsigned char *s, size_t n);
  * that does not start a valid UTF-8 sequence becomes U+FFFD. */
 void mlprof__out_json_str(mlprof__out *o, const char *s, size_t n);
 
+/* A string's bytes as valid UTF-8, without quotes or escapes (for a
+ * length-delimited field, such as a protobuf string): each byte that does not
+ * start a valid UTF-8 sequence becomes U+FFFD, everything else (control
+ * characters included, as a JSON string decodes them) is copied. */
+void mlprof__out_utf8(mlprof__out *o, const char *s, size_t n);
+
 /* A CSV field (RFC 4180): quoted when it holds a comma, quote, CR, LF, or
  * leading or trailing space, with quotes doubled. A field starting with
  * = + - @ or TAB gets a leading ' so spreadsheets do not run it as a formula.

@@ -107,6 +107,27 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen);
 
+/* The same job as Perfetto's native protobuf trace (a Trace message: a
+ * stream of TracePackets, docs/guide.md "Traces"), with the same filter, the
+ * same processes, threads, counters, samples, open zones and timeline
+ * (timestamps in ns, the Chrome trace's µs times 1000, on the default trace
+ * clock), written as chrome.c writes: same arguments, same results and
+ * errors; res->events counts track descriptors, slices, instants and
+ * counter values, and span_bytes the bytes of each span's begin and end. Each
+ * profile is a packet sequence of its own with its names interned; every
+ * string is made valid UTF-8 (invalid bytes become U+FFFD). */
+int mlprof__export_perfetto(const mlprof__job *job,
+                            const mlprof__filter *filter, mlprof__out *o,
+                            mlprof__chrome_result *res, char *err,
+                            size_t errlen);
+
+/* What mlprof trace calls: mlprof__export_chrome or mlprof__export_perfetto. */
+typedef int (*mlprof__trace_exporter)(const mlprof__job *job,
+                                      const mlprof__filter *filter,
+                                      mlprof__out *o,
+                                      mlprof__chrome_result *res, char *err,
+                                      size_t errlen);
+
 /* The comparison as one JSON object of schema "mlprof.compare/1"
  * (docs/json-schema.md), every label, path and zone name escaped by
  * mlprof__out_json_str (so it can sit inside an HTML <script>). Returns 0
