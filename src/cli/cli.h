@@ -20,6 +20,7 @@
 #include "../analyze/stats.h"
 #include "../base/base.h"
 #include "../export/escape.h"
+#include "../export/parquet.h"
 #include "../model/job.h"
 
 /* ---- the options of each subcommand, and the one call that does its work */
@@ -106,6 +107,18 @@ void mlprof__trace_cmd_free(mlprof__trace_cmd *c);
 /* Writes the Chrome (or Perfetto) trace of c->paths to c->output. Returns
  * mlprof trace's exit status, after a message on stderr. */
 int mlprof__trace_cmd_run(const mlprof__trace_cmd *c);
+
+typedef struct {
+  const char *const *paths; /* merged */
+  size_t npaths;
+  const char *output;           /* the directory to write */
+  mlprof__parquet_opts parquet; /* row groups */
+} mlprof__export_cmd;
+void mlprof__export_cmd_init(mlprof__export_cmd *c);
+void mlprof__export_cmd_free(mlprof__export_cmd *c);
+/* Writes the Parquet tables of c->paths into c->output. Returns mlprof
+ * export's exit status, after a message on stderr. */
+int mlprof__export_cmd_run(const mlprof__export_cmd *c);
 
 typedef struct {
   const char *dir;      /* the run directory */

@@ -45,14 +45,6 @@ static const char usage[] =
     "exit status: 0 done, 1 the tables could not be written, 2 bad usage or\n"
     "unreadable input.\n";
 
-/* What the command line asks for. */
-typedef struct {
-  char **paths;
-  size_t npaths;
-  const char *output;
-  mlprof__parquet_opts parquet;
-} export_opts;
-
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("export", fmt, arg);
 }
@@ -109,20 +101,17 @@ static int make_dirs(const char *path) {
   return 0;
 }
 
-/* mlprof export once its options are read. */
-static int export_run(const export_opts *eo) {
+int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
   struct stat st;
-  if (stat(eo->output, &st) == 0 && !S_ISDIR(st.st_mode)) {
+  if (stat(c->output, &st) == 0 && !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "mlprof export: %s is not a directory; -o wants one\n",
-            eo->output);
+            c->output);
     return 2;
   }
   mlprof__job job;
-  if (mlprof__cli_job_open("export", &job, (const char *const *)eo->paths,
-                           eo->npaths))
-    return 2;
-  if (make_dirs(eo->output)) {
-    fprintf(stderr, "mlprof export: cannot create %s: %s\n", eo->output,
+  if (mlprof__cli_job_open("export", &job, c->paths, c->npaths)) return 2;
+  if (make_dirs(c->output)) {
+    fprintf(stderr, "mlprof export: cannot create %s: %s\n", c->output,
             strerror(errno));
     mlprof__job_close(&job);
     return 1;
@@ -151,8 +140,8 @@ static int export_run(const export_opts *eo) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
   } else {
-    rc = mlprof__export_parquet(&job, &a.r, &a.f, eo->output, &eo->parquet,
-                                &res, err, sizeof err);
+    rc = mlprof__export_parquet(&job, &a.r, &a.f, c->output, &c->parquet, &res,
+                                err, sizeof err);
   }
   mlprof__analysis_free(&a);
   sigaction(SIGINT, &old[0], NULL);
@@ -173,7 +162,7 @@ static int export_run(const export_opts *eo) {
         (unsigned long long)res.zones, (unsigned long long)res.steps,
         (unsigned long long)res.samples, (unsigned long long)res.collectives,
         (unsigned long long)res.findings, job.count, job.count == 1 ? "" : "s",
-        eo->output, (double)res.bytes / 1e6, secs);
+        c->output, (double)res.bytes / 1e6, secs);
   }
   free(res.reads);
   free(res.read_errors);
@@ -183,14 +172,19 @@ static int export_run(const export_opts *eo) {
 
 enum { OPT_ROW_GROUP_ROWS = 1000 };
 
-int mlprof__cmd_export(int argc, char **argv) {
+void mlprof__export_cmd_init(mlprof__export_cmd *c) { memset(c, 0, sizeof *c); }
+
+void mlprof__export_cmd_free(mlprof__export_cmd *c) { (void)c; }
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__export_cmd *c) {
   static const struct option options[] = {
       {"format", required_argument, NULL, 'f'},
       {"output", required_argument, NULL, 'o'},
       {"row-group-rows", required_argument, NULL, OPT_ROW_GROUP_ROWS},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  export_opts eo = {0};
   int rc = -1;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
@@ -204,7 +198,7 @@ int mlprof__cmd_export(int argc, char **argv) {
         break;
       case 'o':
         if (!optarg[0]) rc = fail_usage("%s", "-o wants a directory");
-        eo.output = optarg;
+        c->output = optarg;
         break;
       case OPT_ROW_GROUP_ROWS: {
         uint64_t n;
@@ -213,7 +207,7 @@ int mlprof__cmd_export(int argc, char **argv) {
               "--row-group-rows wants a whole number from 1 to 2^30, not '%s'",
               optarg);
         else
-          eo.parquet.pq.row_group_rows = (size_t)n;
+          c->parquet.pq.row_group_rows = (size_t)n;
         break;
       }
       case 'h':
@@ -225,10 +219,18 @@ int mlprof__cmd_export(int argc, char **argv) {
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
-  if (rc < 0 && !eo.output)
+  if (rc < 0 && !c->output)
     rc = fail_usage("%s", "no output directory given (-o DIR)");
-  if (rc >= 0) return rc;
-  eo.paths = argv + optind;
-  eo.npaths = (size_t)(argc - optind);
-  return export_run(&eo);
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = (size_t)(argc - optind);
+  return rc;
+}
+
+int mlprof__cmd_export(int argc, char **argv) {
+  mlprof__export_cmd c;
+  mlprof__export_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__export_cmd_run(&c);
+  mlprof__export_cmd_free(&c);
+  return rc;
 }
