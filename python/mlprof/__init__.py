@@ -23,10 +23,11 @@ import warnings
 
 from . import _mlprof
 from ._mlprof import Error, Zone
+from .tables import to_duckdb
 
 __all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
            "gauge", "units", "zone_meta", "lines", "version", "read_events",
-           "report"]
+           "report", "to_duckdb"]
 
 __version__ = _mlprof.version()
 # The categories' names, in the order of their numbers (from the C header).

@@ -20,6 +20,7 @@
 #include "../analyze/stats.h"
 #include "../base/base.h"
 #include "../export/escape.h"
+#include "../export/parquet.h"
 #include "../model/job.h"
 
 /* ---- the options of each subcommand, and the one call that does its work */
@@ -108,6 +109,18 @@ void mlprof__trace_cmd_free(mlprof__trace_cmd *c);
 int mlprof__trace_cmd_run(const mlprof__trace_cmd *c);
 
 typedef struct {
+  const char *const *paths; /* merged */
+  size_t npaths;
+  const char *output;           /* the directory to write */
+  mlprof__parquet_opts parquet; /* row groups */
+} mlprof__export_cmd;
+void mlprof__export_cmd_init(mlprof__export_cmd *c);
+void mlprof__export_cmd_free(mlprof__export_cmd *c);
+/* Writes the Parquet tables of c->paths into c->output. Returns mlprof
+ * export's exit status, after a message on stderr. */
+int mlprof__export_cmd_run(const mlprof__export_cmd *c);
+
+typedef struct {
   const char *dir;      /* the run directory */
   uint64_t interval_ns; /* between updates, default 1 s */
   uint64_t count;       /* updates, 0: until q or a signal */
@@ -140,6 +153,7 @@ int mlprof__cmd_run(int argc, char **argv);
 int mlprof__cmd_report(int argc, char **argv);
 int mlprof__cmd_trace(int argc, char **argv);
 int mlprof__cmd_html(int argc, char **argv);
+int mlprof__cmd_export(int argc, char **argv);
 /* serve runs until SIGINT or SIGTERM, then exits 0. */
 int mlprof__cmd_serve(int argc, char **argv);
 /* diff exits 1 for a regression, 3 when the work itself failed. */
