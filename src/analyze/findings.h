@@ -313,6 +313,29 @@ double mlprof__theil_sen(const double *x, const double *y, size_t n,
  * y grows; |z| >= 3 is significant at about p = 0.001. */
 double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
 
+/* gpu.c: CUDA activity (CUPTI's tracks) against the steps, profile by
+ * profile: GPU idle time in steps and the zones open meanwhile, host-device
+ * copies and synchronisations per step. begin: NULL when out of memory.
+ * profile_begin takes the profile's tracks from r's threads (spans are kept
+ * only when some are GPU work); span takes each span (zone: its index in
+ * the pass's zones, name its name), span_bytes the bytes of the span just
+ * given, step a step mark (end 0) or step end of a thread; profile_end
+ * measures and forgets the profile's spans; finish adds the findings to f
+ * (zone names from p). Each returns 0 or MLPROF_ENOMEM; free frees a. */
+typedef struct mlprof__gpu_acc mlprof__gpu_acc;
+mlprof__gpu_acc *mlprof__gpu_begin(void);
+int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
+                              size_t profile);
+int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
+                     const char *name, size_t len, uint32_t depth,
+                     uint64_t begin, uint64_t end);
+void mlprof__gpu_span_bytes(mlprof__gpu_acc *a, uint64_t bytes);
+int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end);
+int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones);
+int mlprof__gpu_finish(mlprof__gpu_acc *a, const mlprof__fpass *p,
+                       mlprof__findings *f);
+void mlprof__gpu_free(mlprof__gpu_acc *a);
+
 /* slo.c: the objectives' state during the pass. */
 typedef struct mlprof__slo_acc mlprof__slo_acc;
 mlprof__slo_acc *mlprof__slo_begin(const mlprof__findings_opts *o);

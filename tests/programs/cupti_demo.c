@@ -5,11 +5,16 @@
  * double tests/fake_cupti, which it is linked with): a kernel and a
  * host-to-device copy on device 0 stream 7, a memset on device 1 stream 8,
  * the runtime call that launched the kernel, and a stream synchronisation.
- * Usage: cupti_demo [STEPS] */
+ * MODE "gaps": each step waits 2 ms in a zone "data_wait" with the GPU idle,
+ * runs a 1 ms kernel under a zone "forward", copies 1 MB to the device for
+ * 800 us and synchronises for 600 us. MODE "busy": kernels back to back
+ * over each whole step (no gap, copy or synchronisation).
+ * Usage: cupti_demo [STEPS [MODE]] */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +52,41 @@ int main(int argc, char **argv) {
     }
   }
   uint32_t tid = (uint32_t)syscall(SYS_gettid);
-  for (int s = 0; s < steps; s++) {
+  const char *mode = argc > 2 ? argv[2] : "";
+  for (int s = 0; s < steps && strcmp(mode, "gaps") == 0; s++) {
+    MLPROF_ZONE("step");
+    {
+      MLPROF_ZONE("data_wait");
+      sleep_us(2000);
+    }
+    {
+      MLPROF_ZONE("forward");
+      uint64_t a = fake_cupti_now();
+      sleep_us(1000);
+      fake_cupti_kernel("gemm_kernel", 0, 7, a, fake_cupti_now());
+    }
+    uint64_t h = fake_cupti_now();
+    sleep_us(800);
+    fake_cupti_memcpy(1, 1 << 20, 0, 7, h, fake_cupti_now());
+    uint64_t w = fake_cupti_now();
+    sleep_us(600);
+    fake_cupti_sync(3, 1, 7, w, fake_cupti_now());
+  }
+  for (int s = 0; s < steps && strcmp(mode, "busy") == 0; s++) {
+    uint64_t a = fake_cupti_now();
+    {
+      MLPROF_ZONE("step");
+      MLPROF_ZONE("forward");
+      sleep_us(1000);
+    }
+    uint64_t z = fake_cupti_now() + 10000, t = a - 10000;
+    for (int k = 1; k <= 4; k++) {
+      uint64_t e = k == 4 ? z : t + (z - t) / 4;
+      fake_cupti_kernel("gemm_kernel", 0, 7, t, e);
+      t = e;
+    }
+  }
+  for (int s = 0; s < steps && !*mode; s++) {
     MLPROF_ZONE("step");
     uint64_t a = fake_cupti_now();
     sleep_us(200);
