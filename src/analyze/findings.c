@@ -70,6 +70,7 @@ typedef struct {
   mlprof__slo_acc *slo;
   mlprof__gpu_acc *gpu;
   uint32_t bytes_id; /* the units name "bytes" of the profile, or 0 */
+  uint32_t corr_id;  /* the units name "cuda.correlation", or 0 */
   /* the profile being read */
   size_t profile;
   uint64_t offset;
@@ -130,6 +131,9 @@ static int on_name(void *ud, const mlprof__name *n) {
   if (n->kind == MLPROF__NAME_UNITS && n->name_len == 5 &&
       memcmp(n->name, "bytes", 5) == 0)
     ps->bytes_id = n->id;
+  if (n->kind == MLPROF__NAME_UNITS && n->name_len == 16 &&
+      memcmp(n->name, "cuda.correlation", 16) == 0)
+    ps->corr_id = n->id;
   if (n->kind != MLPROF__NAME_ZONE) return 0;
   uint32_t z = zone_intern(ps, n->name, n->name_len);
   if (z == MLPROF__NONE ||
@@ -393,7 +397,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   pass *ps = ud;
   (void)tid;
-  if (name && name == ps->bytes_id) mlprof__gpu_span_bytes(ps->gpu, n);
+  if (name && (name == ps->bytes_id || name == ps->corr_id))
+    mlprof__gpu_span_units(ps->gpu, name == ps->corr_id, n);
   return 0;
 }
 
@@ -634,7 +639,7 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
         !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
       ps->sys = &res->series[k];
   b->f->sampled |= ps->proc != NULL;
-  ps->bytes_id = 0;
+  ps->bytes_id = ps->corr_id = 0;
   /* Out of memory here leaves the profile's GPU spans unread. */
   (void)mlprof__gpu_profile_begin(ps->gpu, ps->p.r, index);
   *v = (mlprof__visitor){.ud = ps,
@@ -691,6 +696,8 @@ void mlprof__findings_free(mlprof__findings *f) {
     free(f->slo[i].windows);
   }
   free(f->slo);
+  for (size_t i = 0; i < f->nlaunched; i++) free(f->launched[i].zone);
+  free(f->launched);
   mlprof__dist_free(&f->dist);
   memset(f, 0, sizeof *f);
 }

@@ -21,9 +21,22 @@ enum { WORK_KERNEL, WORK_H2D, WORK_D2H, WORK_OTHER };
 
 typedef struct {
   uint64_t b, e, bytes;
-  uint32_t dev;
+  uint32_t dev, corr;
   uint8_t kind;
 } gspan;
+
+/* A CUDA API call: the thread that made it (the OS's id, as the profile's
+ * threads), when, and the correlation id of what it launched. */
+typedef struct {
+  uint64_t b;
+  uint32_t tid, corr;
+} apicall;
+
+/* A kernel's launch: thread, time, and the kernel's time. */
+typedef struct {
+  uint64_t t, ns;
+  uint32_t tid;
+} launch;
 
 typedef struct {
   uint64_t b, e;
@@ -35,10 +48,12 @@ typedef struct {
   uint32_t tid;
 } ival;
 
-/* A track: GPU work of device dev (sync 0), or synchronisations. */
+/* A track: GPU work of device dev, synchronisations, or the API calls of
+ * thread dev. */
+enum { TRACK_WORK, TRACK_SYNC, TRACK_API };
 typedef struct {
   uint32_t tid, dev;
-  int sync;
+  int kind;
 } track;
 
 typedef struct {
@@ -79,6 +94,16 @@ struct mlprof__gpu_acc {
   size_t nmarks, mcap;
   int active;   /* the profile has GPU work tracks: its spans are kept */
   int last_gpu; /* the last span was GPU work: index in g, else -1 */
+  int last_api; /* the last span was an API call: index in api, else -1 */
+  apicall *api;
+  size_t napi, apicap;
+  /* Kernel time by the zone whose thread launched it (index of the pass's
+   * zones), across the job; kernels whose launch was not found. */
+  struct {
+    uint64_t kernels, ns;
+  } * by_zone;
+  size_t bzcap;
+  uint64_t unmatched, unmatched_ns, matched;
   idle_res *idle;
   size_t nidle, icap;
   xfer_res *xfer;
@@ -87,7 +112,7 @@ struct mlprof__gpu_acc {
 
 mlprof__gpu_acc *mlprof__gpu_begin(void) {
   mlprof__gpu_acc *a = calloc(1, sizeof *a);
-  if (a) a->last_gpu = -1;
+  if (a) a->last_gpu = a->last_api = -1;
   return a;
 }
 
@@ -112,7 +137,9 @@ static int add_track(mlprof__gpu_acc *a, uint64_t tid, const char *name,
     t.dev = dev;
   else if (n = 0,
            sscanf(s, "cuda:ctx %u sync%n", &dev, &n) == 1 && (size_t)n == len)
-    t.sync = 1;
+    t.kind = TRACK_SYNC;
+  else if (n = 0, sscanf(s, "cuda api %u%n", &dev, &n) == 1 && (size_t)n == len)
+    t.kind = TRACK_API, t.dev = dev;
   else
     return 0;
   if (track_of(a, t.tid)) return 0;
@@ -132,7 +159,8 @@ int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
     if (rc) return rc;
   }
   a->active = 0;
-  for (size_t i = 0; i < a->ntracks; i++) a->active |= !a->tracks[i].sync;
+  for (size_t i = 0; i < a->ntracks; i++)
+    a->active |= a->tracks[i].kind == TRACK_WORK;
   return 0;
 }
 
@@ -144,7 +172,7 @@ static int has_word(const char *name, size_t len, const char *w) {
 int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
                      const char *name, size_t len, uint32_t depth,
                      uint64_t begin, uint64_t end) {
-  a->last_gpu = -1;
+  a->last_gpu = a->last_api = -1;
   if (!a->active) return 0;
   if (tid < MLPROF__TRACK_TID_BASE) {
     if (mlprof__grow(&a->c, &a->ccap, a->nc + 1, sizeof *a->c))
@@ -154,10 +182,17 @@ int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
   }
   const track *t = track_of(a, tid);
   if (!t) return 0;
-  if (t->sync) {
+  if (t->kind == TRACK_SYNC) {
     if (mlprof__grow(&a->syncs, &a->scap, a->nsyncs + 1, sizeof *a->syncs))
       return MLPROF_ENOMEM;
     a->syncs[a->nsyncs++] = (ival){begin, end, 0};
+    return 0;
+  }
+  if (t->kind == TRACK_API) {
+    if (mlprof__grow(&a->api, &a->apicap, a->napi + 1, sizeof *a->api))
+      return MLPROF_ENOMEM;
+    a->api[a->napi] = (apicall){begin, t->dev, 0};
+    a->last_api = (int)a->napi++;
     return 0;
   }
   if (mlprof__grow(&a->g, &a->gcap, a->ng + 1, sizeof *a->g))
@@ -170,13 +205,18 @@ int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
   else if (len >= 6 &&
            (memcmp(name, "memcpy", 6) == 0 || has_word(name, len, "memset")))
     kind = WORK_OTHER;
-  a->g[a->ng] = (gspan){begin, end, 0, t->dev, kind};
+  a->g[a->ng] = (gspan){begin, end, 0, t->dev, 0, kind};
   a->last_gpu = (int)a->ng++;
   return 0;
 }
 
-void mlprof__gpu_span_bytes(mlprof__gpu_acc *a, uint64_t bytes) {
-  if (a->last_gpu >= 0) a->g[a->last_gpu].bytes += bytes;
+void mlprof__gpu_span_units(mlprof__gpu_acc *a, int correlation, uint64_t n) {
+  if (correlation && a->last_api >= 0)
+    a->api[a->last_api].corr = (uint32_t)n;
+  else if (correlation && a->last_gpu >= 0)
+    a->g[a->last_gpu].corr = (uint32_t)n;
+  else if (!correlation && a->last_gpu >= 0)
+    a->g[a->last_gpu].bytes += n;
 }
 
 int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end) {
@@ -368,15 +408,104 @@ out:
 
 static void reset(mlprof__gpu_acc *a) {
   a->ntracks = a->ng = a->nsyncs = a->nc = a->nsteps = a->nmarks = 0;
+  a->napi = 0;
   a->active = 0;
-  a->last_gpu = -1;
+  a->last_gpu = a->last_api = -1;
+}
+
+static int api_by_corr(const void *x, const void *y) {
+  const apicall *a = x, *b = y;
+  return (a->corr > b->corr) - (a->corr < b->corr);
+}
+
+static int launch_cmp(const void *x, const void *y) {
+  const launch *a = x, *b = y;
+  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  return (a->t > b->t) - (a->t < b->t);
+}
+
+static int cspan_by_begin(const void *x, const void *y) {
+  const cspan *a = x, *b = y;
+  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  if (a->b != b->b) return a->b < b->b ? -1 : 1;
+  return (a->depth > b->depth) - (a->depth < b->depth); /* parent first */
+}
+
+/* Each kernel with a correlation id goes to the innermost zone open on the
+ * thread that made the API call of the same id, when it was made. Reorders
+ * the thread spans (after the idle measure, which needs them by end). */
+static int launches(mlprof__gpu_acc *a, size_t nzones) {
+  size_t nk = 0;
+  for (size_t i = 0; i < a->ng; i++) nk += a->g[i].corr != 0;
+  if (!nk) return 0;
+  launch *l = malloc(nk * sizeof *l);
+  size_t *stack = NULL, scap = 0, nl = 0;
+  if (!l) return MLPROF_ENOMEM;
+  size_t old = a->bzcap;
+  if (mlprof__grow(&a->by_zone, &a->bzcap, nzones, sizeof *a->by_zone)) {
+    free(l);
+    return MLPROF_ENOMEM;
+  }
+  memset(a->by_zone + old, 0, (a->bzcap - old) * sizeof *a->by_zone);
+  qsort(a->api, a->napi, sizeof *a->api, api_by_corr);
+  for (size_t i = 0; i < a->ng; i++) {
+    const gspan *g = &a->g[i];
+    if (!g->corr) continue;
+    size_t lo = 0, hi = a->napi;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (a->api[mid].corr < g->corr)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < a->napi && a->api[lo].corr == g->corr)
+      l[nl++] = (launch){a->api[lo].b, g->e - g->b, a->api[lo].tid};
+    else
+      a->unmatched++, a->unmatched_ns += g->e - g->b;
+  }
+  qsort(l, nl, sizeof *l, launch_cmp);
+  qsort(a->c, a->nc, sizeof *a->c, cspan_by_begin);
+  /* A sweep per thread: spans begun by the launch pushed, those ended
+   * popped; the top is the innermost zone open then. */
+  size_t at = 0, top = 0;
+  uint32_t tid = 0;
+  for (size_t i = 0; i < nl; i++) {
+    if (!i || l[i].tid != tid) {
+      tid = l[i].tid;
+      top = 0;
+      while (at < a->nc && a->c[at].tid < tid) at++;
+    }
+    for (; at < a->nc && a->c[at].tid == tid && a->c[at].b <= l[i].t; at++) {
+      if (mlprof__grow(&stack, &scap, top + 1, sizeof *stack)) {
+        free(l);
+        free(stack);
+        return MLPROF_ENOMEM;
+      }
+      stack[top++] = at;
+    }
+    while (top && a->c[stack[top - 1]].e <= l[i].t) top--;
+    uint32_t z = top ? a->c[stack[top - 1]].zone : MLPROF__NONE;
+    if (z < nzones) {
+      a->by_zone[z].kernels++;
+      a->by_zone[z].ns += l[i].ns;
+    } else {
+      a->unmatched++, a->unmatched_ns += l[i].ns;
+    }
+  }
+  free(l);
+  free(stack);
+  return 0;
 }
 
 int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones) {
   int rc = 0;
   if (!a->ng) goto done;
   if (!a->nsteps && (rc = steps_from_zone(a, nzones))) goto done;
-  if (!a->nsteps) goto done;
+  if (!a->nsteps) {
+    rc = launches(a, nzones);
+    goto done;
+  }
   qsort(a->steps, a->nsteps, sizeof *a->steps, ival_by_begin);
   qsort(a->g, a->ng, sizeof *a->g, gspan_cmp);
   uint64_t *zone_ns = malloc((nzones ? nzones : 1) * sizeof *zone_ns);
@@ -414,6 +543,7 @@ int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones) {
     a->xfer[a->nxfer++] = x;
   else if (!rc)
     rc = MLPROF_ENOMEM;
+  if (!rc) rc = launches(a, nzones);
 done:
   reset(a);
   return rc;
@@ -450,8 +580,39 @@ static const char *const advice_sync =
     "printing or logging tensors, torch.cuda.synchronize(); accumulate "
     "metrics on the device and read them every N steps";
 
+static int by_ns(const void *x, const void *y) {
+  const mlprof__gpu_launched *a = x, *b = y;
+  if (a->gpu_ns != b->gpu_ns) return a->gpu_ns > b->gpu_ns ? -1 : 1;
+  if (a->zone_len != b->zone_len) return a->zone_len < b->zone_len ? -1 : 1;
+  return memcmp(a->zone, b->zone, a->zone_len);
+}
+
+/* GPU time launched by zone, largest first. */
+static int launched(mlprof__gpu_acc *a, const mlprof__fpass *p,
+                    mlprof__findings *f) {
+  f->launch_unattributed = a->unmatched;
+  f->launch_unattributed_ns = a->unmatched_ns;
+  size_t n = 0, nz = a->bzcap < p->nzones ? a->bzcap : p->nzones;
+  for (size_t z = 0; z < nz; z++) n += a->by_zone[z].kernels > 0;
+  if (!n) return 0;
+  if (!(f->launched = calloc(n, sizeof *f->launched))) return MLPROF_ENOMEM;
+  for (size_t z = 0; z < nz; z++) {
+    if (!a->by_zone[z].kernels) continue;
+    mlprof__gpu_launched *x = &f->launched[f->nlaunched];
+    if (!(x->zone = mlprof__dup(p->zones[z].name, p->zones[z].len)))
+      return MLPROF_ENOMEM;
+    x->zone_len = p->zones[z].len;
+    x->kernels = a->by_zone[z].kernels;
+    x->gpu_ns = a->by_zone[z].ns;
+    f->nlaunched++;
+  }
+  qsort(f->launched, f->nlaunched, sizeof *f->launched, by_ns);
+  return 0;
+}
+
 int mlprof__gpu_finish(mlprof__gpu_acc *a, const mlprof__fpass *p,
                        mlprof__findings *f) {
+  if (launched(a, p, f)) return MLPROF_ENOMEM;
   for (size_t i = 0; i < a->nidle; i++) {
     const idle_res *r = &a->idle[i];
     double share = r->step_ns ? (double)r->idle_ns / (double)r->step_ns : 0;
@@ -560,5 +721,7 @@ void mlprof__gpu_free(mlprof__gpu_acc *a) {
   free(a->marks);
   free(a->idle);
   free(a->xfer);
+  free(a->api);
+  free(a->by_zone);
   free(a);
 }

@@ -1,17 +1,18 @@
 """Findings from CUDA activity (src/analyze/gpu.c), against the test double
 tests/fake_cupti (no GPU here): tests/programs/cupti_demo in mode "gaps"
 leaves the GPU idle while the step's thread waits in a zone "data_wait",
-copies 1 MB to the device and synchronises in every step; in mode "busy"
-its kernels run back to back over each whole step, which must give no
-finding about the GPU (the false-positive test)."""
+launches its kernel from a zone "forward", copies 1 MB to the device and
+synchronises in every step; in mode "busy" its kernels run back to back
+over each whole step, which must give no finding about the GPU (the
+false-positive test)."""
 from conftest import mlprof, report_json
 from test_cupti import DEMO, env_for
 
 
-def findings_of(tmp_path, mode, steps=6):
+def findings_of(tmp_path, mode, steps=6, script=""):
     out = tmp_path / "run"
     r = mlprof("run", "-o", out, "--", DEMO, steps, mode, check=False,
-               env=env_for(tmp_path))
+               env=env_for(tmp_path, script=script))
     assert r.returncode == 0, r.stderr
     rep = report_json(out)
     return {f["type"]: f for f in rep["findings"]}, rep
@@ -50,6 +51,26 @@ def test_idle_gaps_copies_and_syncs_per_step(tmp_path):
     text = mlprof("report", tmp_path / "run").stdout
     assert "gpu_idle" in text and "GPU 0 idle" in text
 
+    # Each kernel goes to the zone its launching call was made in, by
+    # CUPTI's correlation id; the id is no unit of work.
+    kernels = next(z for z in rep["zones"] if z["name"] == "gemm_kernel")
+    assert rep["gpu_launched"] == {
+        "unattributed_kernels": 0, "unattributed_ns": 0,
+        "zones": [{"zone": "forward", "kernels": 6,
+                   "gpu_ns": kernels["total_ns"]}]}, rep["gpu_launched"]
+    assert "GPU time launched by zone" in text
+    assert [u["name"] for u in rep["units"]] == ["bytes"], rep["units"]
+    assert "units" not in kernels or not kernels["units"], kernels
+
+
+def test_launch_not_seen_is_unattributed(tmp_path):
+    # CUPTI refuses the runtime API records (kind 5): the kernels still
+    # carry their correlation ids, but no launch is there to match.
+    found, rep = findings_of(tmp_path, "gaps", script="fail enable 5 15\n")
+    launched = rep["gpu_launched"]
+    assert launched["zones"] == [] and launched["unattributed_kernels"] == 6
+    assert "gpu_idle" in found
+
 
 def test_busy_gpu_gives_no_gpu_finding(tmp_path):
     found, rep = findings_of(tmp_path, "busy")
@@ -60,3 +81,5 @@ def test_busy_gpu_gives_no_gpu_finding(tmp_path):
     # ... but the GPU never waited, nothing was copied or synchronised.
     for kind in ("gpu_idle", "host_device_copies", "host_sync"):
         assert kind not in found, found[kind]
+    # Kernels without a correlation id are tied to no launch: no table.
+    assert "gpu_launched" not in rep
