@@ -378,8 +378,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       return MLPROF_ENOMEM;
     ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
   }
-  if (mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name, fz->len, depth, begin,
-                       end))
+  if (mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name, fz->len, depth, n->comm,
+                       begin, end))
     return MLPROF_ENOMEM;
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */

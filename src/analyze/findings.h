@@ -333,17 +333,17 @@ double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
  * launched it (f->launched). begin: NULL when out of memory.
  * profile_begin takes the profile's tracks from r's threads (spans are kept
  * only when some are GPU work); span takes each span (zone: its index in
- * the pass's zones, name its name), span_units the units of the span just
- * given (bytes, or the correlation id when correlation), step a step mark (end
- * 0) or step end of a thread; profile_end measures and forgets the profile's
- * spans; finish adds the findings to f (zone names from p). Each returns 0 or
- * MLPROF_ENOMEM; free frees a. */
+ * the pass's zones, name its name, comm: a zone of communication), span_units
+ * the units of the span just given (bytes, or the correlation id when
+ * correlation), step a step mark (end 0) or step end of a thread; profile_end
+ * measures and forgets the profile's spans; finish adds the findings to f (zone
+ * names from p). Each returns 0 or MLPROF_ENOMEM; free frees a. */
 typedef struct mlprof__gpu_acc mlprof__gpu_acc;
 mlprof__gpu_acc *mlprof__gpu_begin(void);
 int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
                               size_t profile);
 int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
-                     const char *name, size_t len, uint32_t depth,
+                     const char *name, size_t len, uint32_t depth, int comm,
                      uint64_t begin, uint64_t end);
 void mlprof__gpu_span_units(mlprof__gpu_acc *a, int correlation, uint64_t n);
 int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end);

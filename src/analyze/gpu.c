@@ -17,7 +17,7 @@
 #include "../format/wire.h"
 #include "findings.h"
 
-enum { WORK_KERNEL, WORK_H2D, WORK_D2H, WORK_OTHER };
+enum { WORK_KERNEL, WORK_H2D, WORK_D2H, WORK_OTHER, WORK_NCCL };
 
 typedef struct {
   uint64_t b, e, bytes;
@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
   uint64_t b, e;
   uint32_t tid, zone, depth;
+  uint8_t comm; /* a zone of communication */
 } cspan;
 
 typedef struct {
@@ -77,6 +78,9 @@ typedef struct {
   uint64_t steps, step_ns;
   uint64_t h2d, d2h, copy_bytes, copy_ns;
   uint64_t syncs, sync_ns;
+  /* Communication (NCCL kernels, communication zones) in the steps, and
+   * how much of it no compute kernel ran beside. */
+  uint64_t comm_ns, exposed_ns, nccl;
 } xfer_res;
 
 struct mlprof__gpu_acc {
@@ -169,15 +173,24 @@ static int has_word(const char *name, size_t len, const char *w) {
   return len == n && memcmp(name, w, n) == 0;
 }
 
+/* Whether a kernel's name holds "nccl", in any case. */
+static int nccl_kernel(const char *name, size_t len) {
+  for (size_t i = 0; i + 4 <= len; i++)
+    if ((name[i] | 32) == 'n' && (name[i + 1] | 32) == 'c' &&
+        (name[i + 2] | 32) == 'c' && (name[i + 3] | 32) == 'l')
+      return 1;
+  return 0;
+}
+
 int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
-                     const char *name, size_t len, uint32_t depth,
+                     const char *name, size_t len, uint32_t depth, int comm,
                      uint64_t begin, uint64_t end) {
   a->last_gpu = a->last_api = -1;
   if (!a->active) return 0;
   if (tid < MLPROF__TRACK_TID_BASE) {
     if (mlprof__grow(&a->c, &a->ccap, a->nc + 1, sizeof *a->c))
       return MLPROF_ENOMEM;
-    a->c[a->nc++] = (cspan){begin, end, tid, zone, depth};
+    a->c[a->nc++] = (cspan){begin, end, tid, zone, depth, (uint8_t) !!comm};
     return 0;
   }
   const track *t = track_of(a, tid);
@@ -205,6 +218,8 @@ int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
   else if (len >= 6 &&
            (memcmp(name, "memcpy", 6) == 0 || has_word(name, len, "memset")))
     kind = WORK_OTHER;
+  else if (nccl_kernel(name, len))
+    kind = WORK_NCCL;
   a->g[a->ng] = (gspan){begin, end, 0, t->dev, 0, kind};
   a->last_gpu = (int)a->ng++;
   return 0;
@@ -406,6 +421,69 @@ out:
   return rc;
 }
 
+static int ival_by_time(const void *x, const void *y) {
+  const ival *a = x, *b = y;
+  return (a->b > b->b) - (a->b < b->b);
+}
+
+/* Sorts and merges n intervals; returns how many remain. */
+static size_t merge(ival *v, size_t n) {
+  qsort(v, n, sizeof *v, ival_by_time);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && v[i].b <= v[m - 1].e) {
+      if (v[i].e > v[m - 1].e) v[m - 1].e = v[i].e;
+    } else {
+      v[m++] = v[i];
+    }
+  }
+  return m;
+}
+
+/* Communication in the steps (NCCL kernels and communication zones, their
+ * union) and the part of it no compute kernel of any device ran beside. */
+static int comm_overlap(mlprof__gpu_acc *a, xfer_res *x) {
+  size_t nk = 0, ncomm = 0;
+  for (size_t i = 0; i < a->ng; i++) {
+    nk += a->g[i].kind == WORK_KERNEL;
+    ncomm += a->g[i].kind == WORK_NCCL;
+  }
+  for (size_t i = 0; i < a->nc; i++) ncomm += a->c[i].comm;
+  if (!ncomm) return 0;
+  ival *k = malloc((nk ? nk : 1) * sizeof *k), *c = malloc(ncomm * sizeof *c);
+  if (!k || !c) {
+    free(k);
+    free(c);
+    return MLPROF_ENOMEM;
+  }
+  size_t n1 = 0, n2 = 0;
+  for (size_t i = 0; i < a->ng; i++) {
+    const gspan *g = &a->g[i];
+    if (g->kind == WORK_KERNEL) k[n1++] = (ival){g->b, g->e, 0};
+    if (g->kind == WORK_NCCL) {
+      c[n2++] = (ival){g->b, g->e, 0};
+      x->nccl += step_at(a, g->b) != NULL;
+    }
+  }
+  for (size_t i = 0; i < a->nc; i++)
+    if (a->c[i].comm) c[n2++] = (ival){a->c[i].b, a->c[i].e, 0};
+  n1 = merge(k, n1);
+  n2 = merge(c, n2);
+  for (size_t s = 0; s < a->nsteps; s++) {
+    const ival *st = &a->steps[s];
+    for (size_t i = 0; i < n2; i++) {
+      uint64_t b = c[i].b > st->b ? c[i].b : st->b;
+      uint64_t e = c[i].e < st->e ? c[i].e : st->e;
+      if (e <= b) continue;
+      x->comm_ns += e - b;
+      x->exposed_ns += e - b - under(k, n1, b, e);
+    }
+  }
+  free(k);
+  free(c);
+  return 0;
+}
+
 static void reset(mlprof__gpu_acc *a) {
   a->ntracks = a->ng = a->nsyncs = a->nc = a->nsteps = a->nmarks = 0;
   a->napi = 0;
@@ -539,6 +617,7 @@ int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones) {
       x.syncs++;
       x.sync_ns += a->syncs[i].e - a->syncs[i].b;
     }
+  if (!rc) rc = comm_overlap(a, &x);
   if (!rc && !mlprof__grow(&a->xfer, &a->xcap, a->nxfer + 1, sizeof *a->xfer))
     a->xfer[a->nxfer++] = x;
   else if (!rc)
@@ -554,6 +633,7 @@ done:
 #define IDLE_MIN_SHARE 0.2
 #define COPY_MIN_SHARE 0.05
 #define SYNC_MIN_SHARE 0.05
+#define EXPOSED_MIN_SHARE 0.1
 
 static const char *const advice_idle_data =
     "the GPU waits for the next batch: load it while this one computes "
@@ -575,6 +655,13 @@ static const char *const advice_copies =
     "pinned host memory (pin_memory=True in the DataLoader, "
     ".pin_memory()) and .to(device, non_blocking=True) so copies overlap "
     "computation, fewer and larger copies";
+static const char *const advice_exposed =
+    "overlap communication with computation: let DDP start each bucket's "
+    "all-reduce during backward (bucket_cap_mb, gradient_as_bucket_view; no "
+    "synchronisation or .item() before it), FSDP's forward_prefetch and "
+    "backward_prefetch, asynchronous collectives (async_op=True) waited on "
+    "only when needed; fewer, larger collectives; see the distributed "
+    "findings for a straggler";
 static const char *const advice_sync =
     "remove per-step host synchronisations: .item(), .cpu(), .numpy(), "
     "printing or logging tensors, torch.cuda.synchronize(); accumulate "
@@ -688,6 +775,26 @@ int mlprof__gpu_finish(mlprof__gpu_acc *a, const mlprof__fpass *p,
       mlprof__finding_ev(x, "copy_per_step_ns", (double)r->copy_ns / steps);
       mlprof__finding_ev(x, "htod_count", (double)r->h2d);
       mlprof__finding_ev(x, "dtoh_count", (double)r->d2h);
+      mlprof__finding_ev(x, "steps", steps);
+    }
+    double eshare = (double)r->exposed_ns / step_ns;
+    if (r->comm_ns && eshare >= EXPOSED_MIN_SHARE) {
+      double overlap = 1 - (double)r->exposed_ns / (double)r->comm_ns;
+      mlprof__finding *x = mlprof__finding_add(
+          f, "communication_exposed", NULL, 0,
+          "communication ran with no compute kernel beside it %.0f%% of step "
+          "time (%.3f ms per step); %.0f%% of it overlapped computation",
+          100 * eshare, (double)r->exposed_ns / steps / 1e6, 100 * overlap);
+      if (!x) return MLPROF_ENOMEM;
+      x->flagged = "steps";
+      x->severity = fmin(100, 100 * eshare * 0.6);
+      x->recommendation = advice_exposed;
+      mlprof__finding_ev(x, "exposed_share", eshare);
+      mlprof__finding_ev(x, "exposed_per_step_ns",
+                         (double)r->exposed_ns / steps);
+      mlprof__finding_ev(x, "comm_share", (double)r->comm_ns / step_ns);
+      mlprof__finding_ev(x, "overlap_share", overlap);
+      mlprof__finding_ev(x, "nccl_kernels", (double)r->nccl);
       mlprof__finding_ev(x, "steps", steps);
     }
     double sshare = (double)r->sync_ns / step_ns;

@@ -83,3 +83,23 @@ def test_busy_gpu_gives_no_gpu_finding(tmp_path):
         assert kind not in found, found[kind]
     # Kernels without a correlation id are tied to no launch: no table.
     assert "gpu_launched" not in rep
+
+
+def test_communication_not_overlapped(tmp_path):
+    # Each step: a compute kernel over "forward", then an NCCL all-reduce
+    # over "backward" with nothing beside it: half the step exposed.
+    found, _ = findings_of(tmp_path, "comm")
+    f = found["communication_exposed"]
+    ev = f["evidence"]
+    assert ev["nccl_kernels"] == 6 and ev["steps"] == 6
+    assert 0.3 < ev["exposed_share"] < 0.7, ev
+    assert ev["overlap_share"] < 0.05, ev
+    assert "bucket_cap_mb" in f["recommendation"]
+    assert "gpu_idle" not in found  # the GPU was busy throughout
+
+
+def test_overlapped_communication_gives_no_finding(tmp_path):
+    # The same all-reduce, run beside the compute kernel.
+    found, rep = findings_of(tmp_path, "overlap")
+    assert rep["steps"]["count"] == 6
+    assert "communication_exposed" not in found, found["communication_exposed"]

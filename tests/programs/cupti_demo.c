@@ -8,7 +8,9 @@
  * MODE "gaps": each step waits 2 ms in a zone "data_wait" with the GPU idle,
  * launches a 1 ms kernel from a zone "forward", copies 1 MB to the device for
  * 800 us and synchronises for 600 us. MODE "busy": kernels back to back
- * over each whole step (no gap, copy or synchronisation).
+ * over each whole step (no gap, copy or synchronisation). MODE "comm": an
+ * NCCL kernel on stream 9 runs after the step's compute kernel, alone;
+ * "overlap": the two run side by side.
  * Usage: cupti_demo [STEPS [MODE]] */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -89,6 +91,23 @@ int main(int argc, char **argv) {
       fake_cupti_kernel("gemm_kernel", 0, 7, t, e, 0);
       t = e;
     }
+  }
+  int comm = !strcmp(mode, "comm"), overlap = !strcmp(mode, "overlap");
+  for (int s = 0; s < steps && (comm || overlap); s++) {
+    uint64_t a = fake_cupti_now();
+    MLPROF_ZONE("step");
+    {
+      MLPROF_ZONE("forward");
+      sleep_us(1000);
+    }
+    uint64_t b = fake_cupti_now();
+    {
+      MLPROF_ZONE("backward");
+      sleep_us(1000);
+    }
+    uint64_t c = fake_cupti_now();
+    fake_cupti_kernel("gemm_kernel", 0, 7, a, overlap ? c : b, 0);
+    fake_cupti_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 9, b, c, 0);
   }
   for (int s = 0; s < steps && !*mode; s++) {
     MLPROF_ZONE("step");
