@@ -42,7 +42,7 @@ CALLS_OPTIONS = {"include": (), "exclude": (), "builtins": False,
 
 # Formats of Profiler.export and the file suffix each one gets.
 EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
-                 "trace": ".trace.json"}
+                 "findings-csv": ".findings.csv", "trace": ".trace.json"}
 
 
 def version():
@@ -427,8 +427,8 @@ class Profiler(_mlprof.ProfilerBase):
             formats = [formats]
         for f in formats:
             if f not in EXPORT_SUFFIX:
-                raise ValueError("unknown format %r: use json, csv, text or "
-                                 "trace" % (f,))
+                raise ValueError("unknown format %r: use json, csv, "
+                                 "findings-csv, text or trace" % (f,))
         if self.running:
             _record_lines()
             _mlprof.flush()

@@ -713,29 +713,38 @@ static int cmp_ival(const void *a, const void *b) {
 }
 
 /* The step of rs holding local time t, or -1. */
+typedef struct {
+  const ival *v;
+  uint64_t t;
+} ival_key;
+
+typedef struct {
+  const rstep *v;
+  uint64_t t;
+} step_key;
+
+/* The steps that end by t come first. */
+static int step_ends_by(const void *ctx, size_t i) {
+  const step_key *k = ctx;
+  return k->v[i].e <= k->t;
+}
+
+/* The intervals that begin by t come first (sorted by begin). */
+static int begins_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->v[i].b <= k->t;
+}
+
 static long step_at(const rankst *rs, uint64_t t) {
-  size_t lo = 0, hi = rs->nsteps;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (rs->steps[mid].e <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  step_key key = {rs->steps, t};
+  size_t lo = mlprof__lower_bound(0, rs->nsteps, &key, step_ends_by);
   return lo < rs->nsteps && rs->steps[lo].b <= t ? (long)lo : -1;
 }
 
 /* The last of v (n, sorted by begin) that begins at or before t, or -1. */
 static long last_at(const ival *v, size_t n, uint64_t t) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].b <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return (long)lo - 1;
+  ival_key key = {v, t};
+  return (long)mlprof__lower_bound(0, n, &key, begins_by) - 1;
 }
 
 /* Where the profile's irecvs blocked: each completion ("MPI_Irecv done",

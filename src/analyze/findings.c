@@ -4,6 +4,7 @@
 #include "findings.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,54 @@ static size_t valid_at_or_before(const mlprof__series *s, const double *v,
   while (lo-- > 0)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
+}
+
+/* ---- the list of findings ---------------------------------------------- */
+
+mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
+                                     const char *zone, size_t zone_len,
+                                     const char *fmt, ...) {
+  char line[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  mlprof__finding *x = realloc(f->findings, (f->nfindings + 1) * sizeof *x);
+  if (!x) return NULL;
+  f->findings = x;
+  x = &f->findings[f->nfindings];
+  memset(x, 0, sizeof *x);
+  x->type = type;
+  x->summary = mlprof__dup(line, strlen(line));
+  if (zone) x->zone = mlprof__dup(zone, zone_len), x->zone_len = zone_len;
+  if (!x->summary || (zone && !x->zone)) {
+    free(x->summary);
+    free(x->zone);
+    return NULL;
+  }
+  f->nfindings++;
+  return x;
+}
+
+void mlprof__finding_ev(mlprof__finding *x, const char *key, double value) {
+  if (x->nev < MLPROF__MAX_EVIDENCE)
+    x->ev[x->nev++] = (mlprof__evidence){key, value};
+}
+
+static int finding_cmp(const void *a, const void *b) {
+  const mlprof__finding *x = a, *y = b;
+  if (x->severity != y->severity) return x->severity > y->severity ? -1 : 1;
+  int c = strcmp(x->type, y->type);
+  if (c) return c;
+  if (!x->zone || !y->zone) return (x->zone != NULL) - (y->zone != NULL);
+  size_t n = x->zone_len < y->zone_len ? x->zone_len : y->zone_len;
+  c = memcmp(x->zone, y->zone, n);
+  return c ? c : (x->zone_len > y->zone_len) - (x->zone_len < y->zone_len);
+}
+
+void mlprof__findings_sort(mlprof__findings *f) {
+  if (f->nfindings > 1)
+    qsort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
 }
 
 /* Index of the first sample at or after t with a valid value in v, or
@@ -473,15 +522,20 @@ static size_t ival_merge(ival *a, size_t n, int any) {
 }
 
 /* The time of [b, e] under the disjoint intervals a (sorted). */
+typedef struct {
+  const ival *a;
+  uint64_t t;
+} ival_key;
+
+/* The intervals that end by t come first. */
+static int ends_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->a[i].e <= k->t;
+}
+
 static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (a[mid].e <= b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  ival_key key = {a, b};
+  size_t lo = mlprof__lower_bound(0, n, &key, ends_by);
   uint64_t ns = 0;
   for (; lo < n && a[lo].b < e; lo++)
     ns += (a[lo].e < e ? a[lo].e : e) - (a[lo].b > b ? a[lo].b : b);

@@ -306,14 +306,18 @@ int mlprof__leaks_find(const mlprof__fpass *p, mlprof__findings *f);
 /* bottleneck.c: every finding (leaks included, from f->leaks), sorted.
  * 0 or MLPROF_ENOMEM. */
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f);
-/* Adds a finding with a copy of zone (may be NULL) and the summary printf
- * makes; returns it (evidence to be added), or NULL when out of memory. */
+/* findings.c: the list of findings, which every detector (bottleneck.c,
+ * leak.c, dist.c) adds to. Adds a finding with a copy of zone (may be NULL)
+ * and the summary printf makes; returns it (evidence to be added), or NULL
+ * when out of memory. */
 mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
                                      const char *zone, size_t zone_len,
                                      const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Adds the number key (static) to x's evidence; past MLPROF__MAX_EVIDENCE
+ * it is left out. */
 void mlprof__finding_ev(mlprof__finding *x, const char *key, double value);
-/* Sorts f's findings, most severe first. */
+/* Sorts f's findings, most severe first, then by type and zone. */
 void mlprof__findings_sort(mlprof__findings *f);
 
 /* Median of a (n values, reordered); NAN when n is 0. */

@@ -127,13 +127,6 @@ static int u64_cmp(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* Nearest rank over sorted d. */
-static uint64_t pct(const uint64_t *d, size_t n, unsigned p) {
-  if (!n) return 0;
-  size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
-  return d[rank ? rank - 1 : 0];
-}
-
 static int finish_one(const mlprof__slo_spec *spec, calls *c,
                       uint64_t window_ns, mlprof__slo_result *out) {
   *out = (mlprof__slo_result){.objective_ns = spec->objective_ns,
@@ -152,9 +145,9 @@ static int finish_one(const mlprof__slo_spec *spec, calls *c,
   out->count = c->n;
   out->share_over = (double)out->over / (double)c->n;
   qsort(d, c->n, sizeof *d, u64_cmp);
-  out->p50_ns = pct(d, c->n, 50);
-  out->p95_ns = pct(d, c->n, 95);
-  out->p99_ns = pct(d, c->n, 99);
+  out->p50_ns = mlprof__percentile_sorted(d, c->n, 50);
+  out->p95_ns = mlprof__percentile_sorted(d, c->n, 95);
+  out->p99_ns = mlprof__percentile_sorted(d, c->n, 99);
   out->max_ns = d[c->n - 1];
   size_t cap = 0;
   int rc = 0;
@@ -174,9 +167,9 @@ static int finish_one(const mlprof__slo_spec *spec, calls *c,
       win->over += d[j - i] > spec->objective_ns;
     }
     qsort(d, k - i, sizeof *d, u64_cmp);
-    win->p50_ns = pct(d, k - i, 50);
-    win->p95_ns = pct(d, k - i, 95);
-    win->p99_ns = pct(d, k - i, 99);
+    win->p50_ns = mlprof__percentile_sorted(d, k - i, 50);
+    win->p95_ns = mlprof__percentile_sorted(d, k - i, 95);
+    win->p99_ns = mlprof__percentile_sorted(d, k - i, 99);
     out->windows_missed += win->over > 0;
     i = k;
   }

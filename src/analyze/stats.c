@@ -719,17 +719,7 @@ static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   mlprof__stats *s = ud;
   mlprof__proc_stats *p = &s->r.procs[s->r.nprocs - 1];
-  if (mlprof__grow(&p->meta, &s->mcap, p->nmeta + 1, sizeof *p->meta))
-    return MLPROF_ENOMEM;
-  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return MLPROF_ENOMEM;
-  }
-  p->meta[p->nmeta++] =
-      (mlprof__kv){.key = k, .value = v, .key_len = klen, .value_len = vlen};
-  return 0;
+  return mlprof__kv_add(&p->meta, &p->nmeta, &s->mcap, key, klen, value, vlen);
 }
 
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
@@ -825,6 +815,20 @@ static int kv_cmp(const void *a, const void *b) {
   if (x->kv.key_len != y->kv.key_len)
     return x->kv.key_len < y->kv.key_len ? -1 : 1;
   return x->order < y->order ? -1 : 1;
+}
+
+int mlprof__kv_add(mlprof__kv **kv, size_t *n, size_t *cap, const char *key,
+                   size_t klen, const char *value, size_t vlen) {
+  if (mlprof__grow(kv, cap, *n + 1, sizeof **kv)) return MLPROF_ENOMEM;
+  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return MLPROF_ENOMEM;
+  }
+  (*kv)[(*n)++] =
+      (mlprof__kv){.key = k, .value = v, .key_len = klen, .value_len = vlen};
+  return 0;
 }
 
 int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n) {

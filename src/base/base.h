@@ -8,6 +8,24 @@
 
 #define MLPROF__NONE UINT32_MAX
 
+/* The lower bound of a sorted range, the one binary search: the first index
+ * i in [lo, hi) for which below(ctx, i) is 0, where below holds for a prefix
+ * of the range and not after it (an array sorted by a key: "the key at i is
+ * below the one sought"); hi when it holds throughout. Inline, so a static
+ * predicate is inlined too and costs no call. */
+static inline size_t mlprof__lower_bound(size_t lo, size_t hi, const void *ctx,
+                                         int (*below)(const void *ctx,
+                                                      size_t i)) {
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (below(ctx, mid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* Makes room for need elements of elem bytes in the array *arrayp of
  * capacity *cap, growing by half. Returns 0 or MLPROF_ENOMEM (the array is
  * unchanged). */

@@ -53,10 +53,6 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("trace", fmt, arg);
 }
 
-static int trace_write(char **paths, size_t npaths, const char *output,
-                       mlprof__filter *filter, uint64_t max_bytes,
-                       uint64_t warn_bytes, int perfetto);
-
 /* Whether path names the same file as one of the job's profiles: writing
  * there would replace the profile with its own trace. */
 static const char *overwrites_input(const char *path, const mlprof__job *job) {
@@ -215,7 +211,15 @@ enum { OPT_MAX_MB = 1000, OPT_WARN_MB };
 #define WARN_JSON 256000000
 #define WARN_PERFETTO 600000000
 
-int mlprof__cmd_trace(int argc, char **argv) {
+void mlprof__trace_cmd_init(mlprof__trace_cmd *c) { memset(c, 0, sizeof *c); }
+
+void mlprof__trace_cmd_free(mlprof__trace_cmd *c) {
+  mlprof__filter_free(&c->filter);
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__trace_cmd *c) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
       {"format", required_argument, NULL, 'f'},
@@ -224,10 +228,6 @@ int mlprof__cmd_trace(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  const char *output = NULL;
-  uint64_t max_bytes = 0, warn_bytes = 0;
-  int perfetto = 0;
-  mlprof__filter filter = {0};
   int rc = -1;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
@@ -236,17 +236,17 @@ int mlprof__cmd_trace(int argc, char **argv) {
          (ch = getopt_long(argc, argv, ":o:f:h", options, NULL)) != -1) {
     switch (ch) {
       case 'f':
-        perfetto = strcmp(optarg, "perfetto") == 0;
-        if (!perfetto && strcmp(optarg, "json") != 0)
+        c->perfetto = strcmp(optarg, "perfetto") == 0;
+        if (!c->perfetto && strcmp(optarg, "json") != 0)
           rc = fail_usage("--format wants json or perfetto, not '%s'", optarg);
         break;
       case 'o':
         if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
-        output = optarg;
+        c->output = optarg;
         break;
       case OPT_MAX_MB:
       case OPT_WARN_MB:
-        if (parse_mb(optarg, ch == OPT_MAX_MB ? &max_bytes : &warn_bytes))
+        if (parse_mb(optarg, ch == OPT_MAX_MB ? &c->max_bytes : &c->warn_bytes))
           rc =
               fail_usage(ch == OPT_MAX_MB
                              ? "--max-mb wants a size in MB above 0, not '%s'"
@@ -258,35 +258,39 @@ int mlprof__cmd_trace(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("trace", ch, optarg, &filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("trace", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("trace", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
-  if (rc >= 0) {
-    mlprof__filter_free(&filter);
-    return rc;
-  }
-  if (!output) output = perfetto ? "trace.pftrace" : "trace.json";
-  if (!warn_bytes) warn_bytes = perfetto ? WARN_PERFETTO : WARN_JSON;
-  rc = trace_write(argv + optind, (size_t)(argc - optind), output, &filter,
-                   max_bytes, warn_bytes, perfetto);
-  mlprof__filter_free(&filter);
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = (size_t)(argc - optind);
   return rc;
 }
 
-/* mlprof trace once its options are read. */
-static int trace_write(char **paths, size_t npaths, const char *output,
-                       mlprof__filter *filter, uint64_t max_bytes,
-                       uint64_t warn_bytes, int perfetto) {
+int mlprof__cmd_trace(int argc, char **argv) {
+  mlprof__trace_cmd c;
+  mlprof__trace_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__trace_cmd_run(&c);
+  mlprof__trace_cmd_free(&c);
+  return rc;
+}
+
+int mlprof__trace_cmd_run(const mlprof__trace_cmd *c) {
+  const char *output = c->output     ? c->output
+                       : c->perfetto ? "trace.pftrace"
+                                     : "trace.json";
+  uint64_t max_bytes = c->max_bytes;
+  uint64_t warn_bytes = c->warn_bytes ? c->warn_bytes
+                        : c->perfetto ? WARN_PERFETTO
+                                      : WARN_JSON;
+  /* c's filter, with the least duration that --max-mb keeps (the copy
+   * shares what c's owns). */
+  mlprof__filter keep = c->filter, *filter = &keep;
   char err[512];
   mlprof__job job;
-  if (mlprof__cli_job_open("trace", &job, (const char *const *)paths, npaths))
-    return 2;
+  if (mlprof__cli_job_open("trace", &job, c->paths, c->npaths)) return 2;
   int to_stdout = strcmp(output, "-") == 0;
   struct stat st;
   if (!to_stdout && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -309,7 +313,7 @@ static int trace_write(char **paths, size_t npaths, const char *output,
       .job = &job,
       .filter = filter,
       .res = &res,
-      .export = perfetto ? mlprof__export_perfetto : mlprof__export_chrome};
+      .export = c->perfetto ? mlprof__export_perfetto : mlprof__export_chrome};
   int rc = 0, fits = 1;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -330,7 +334,7 @@ static int trace_write(char **paths, size_t npaths, const char *output,
     warn_reads(&job, &res);
     if (res.warning[0])
       fprintf(stderr, "mlprof trace: warning: %s\n", res.warning);
-    report_size(&res, filter->min_ns, max_bytes, fits, warn_bytes, perfetto);
+    report_size(&res, filter->min_ns, max_bytes, fits, warn_bytes, c->perfetto);
     double secs = seconds_since(&t0);
     fprintf(stderr,
             "mlprof trace: %llu events from %zu profile%s to %s in %.2f s\n",

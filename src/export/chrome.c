@@ -525,16 +525,7 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
 static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   chrome *c = ud;
-  if (mlprof__grow(&c->meta, &c->mcap, c->nmeta + 1, sizeof *c->meta))
-    return MLPROF_ENOMEM;
-  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return MLPROF_ENOMEM;
-  }
-  c->meta[c->nmeta++] = (mlprof__kv){k, v, klen, vlen};
-  return 0;
+  return mlprof__kv_add(&c->meta, &c->nmeta, &c->mcap, key, klen, value, vlen);
 }
 
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,

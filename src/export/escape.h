@@ -1,5 +1,5 @@
 /* The escaping of untrusted strings (zone names, metadata, command lines)
- * for JSON, CSV, HTML, Prometheus and the terminal, written through the
+ * for JSON, CSV, HTML, XML, Prometheus and the terminal, written through the
  * output writer (src/base/out.h).
  *
  * Profile strings are arbitrary bytes. Every escaper turns invalid UTF-8 into
@@ -45,6 +45,12 @@ void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n);
 /* Text for an HTML element or a quoted attribute value: & < > " ' become
  * entities, control characters and invalid UTF-8 become U+FFFD. */
 void mlprof__out_html_text(mlprof__out *o, const char *s, size_t n);
+
+/* Text or an attribute value in XML 1.0 (JUnit): & < > " ' become entities,
+ * TAB, LF and CR character references (so attribute values keep them);
+ * what XML cannot hold (other control characters, U+FFFE, U+FFFF, C1
+ * controls) and invalid UTF-8 become U+FFFD, one for each byte. */
+void mlprof__out_xml_str(mlprof__out *o, const char *s, size_t n);
 
 /* A Prometheus label value (text exposition format), without the quotes:
  * '\', '"' and newline are escaped; other control characters and invalid

@@ -653,7 +653,7 @@ static void json_indices(mlprof__out *o, const size_t *v, size_t n) {
   mlprof__out_lit(o, "]");
 }
 
-int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
+int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o) {
   mlprof__out_printf(o,
                      "{\"schema\":\"mlprof.compare/1\",\"generator\":\"mlprof "
                      "%s\",\n\"runs\":[",

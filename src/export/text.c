@@ -932,3 +932,106 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
   }
   return o->err;
 }
+
+/* ---- mlprof compare ------------------------------------------------------ */
+
+static void fmt_speedup(char *b, size_t len, double x) {
+  if (isnan(x) || isinf(x))
+    snprintf(b, len, "-");
+  else
+    snprintf(b, len, "%.2fx", x);
+}
+
+static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
+  char line[1024];
+  mlprof__compare_recommendation(c, line, sizeof line);
+  mlprof__out_lit(o, "\nRecommendation: ");
+  mlprof__out_text_str(o, line, strlen(line));
+  mlprof__out_lit(o, "\n");
+}
+
+int mlprof__export_compare_text(const mlprof__compare *c, size_t top,
+                                mlprof__out *o) {
+  mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
+  static const char *const rheads[] = {"run",  "label",     "path",
+                                       "wall", "spans",     "steps",
+                                       "step", "rank wall", "rank step"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, rheads, "rllrrrrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < c->nruns; i++) {
+    const mlprof__compare_run *r = &c->runs[i];
+    char w[32], s[32];
+    mlprof__fmt_duration(w, sizeof w, (double)r->report.wall_ns);
+    mlprof__fmt_duration(s, sizeof s, r->step_mean_ns);
+    mlprof__table_cell(&t, "%zu", i + 1);
+    mlprof__table_name(&t, r->label, strlen(r->label), 24);
+    mlprof__table_name(&t, r->path, strlen(r->path), 40);
+    mlprof__table_cell(&t, "%s", w);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)r->report.spans);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)r->intervals);
+    mlprof__table_cell(&t, "%s", s);
+    mlprof__table_cell(&t, "%zu", r->rank_total);
+    mlprof__table_cell(&t, "%zu", r->rank_step);
+  }
+  int rc = mlprof__table_print(&t, o);
+  if (rc) return rc;
+
+  size_t shown = top && top < c->nzones ? top : c->nzones;
+  mlprof__out_printf(
+      o,
+      "\nZones (%zu of %zu, by largest total; speedup = the other "
+      "run's mean / this run's mean)\n",
+      shown, c->nzones);
+  static const char *const zheads[] = {"zone",       "run",      "count",
+                                       "mean",       "p50",      "p99",
+                                       "vs slowest", "vs first", ""};
+  if (mlprof__table_open(&t, zheads, "llrrrrrrl")) return MLPROF_ENOMEM;
+  for (size_t k = 0; k < shown; k++) {
+    const mlprof__compare_zone *z = &c->zones[k];
+    for (size_t i = 0; i < c->nruns; i++) {
+      const mlprof__zone_stats *s = z->stats[i];
+      if (i == 0)
+        mlprof__table_name(&t, z->name, z->name_len, 40);
+      else
+        mlprof__table_cell(&t, "%s", "");
+      mlprof__table_name(&t, c->runs[i].label, strlen(c->runs[i].label), 24);
+      if (!s) {
+        for (int col = 0; col < 6; col++) mlprof__table_cell(&t, "-");
+        mlprof__table_cell(&t, "absent");
+        continue;
+      }
+      char m[32], p50[32], p99[32], vs[32], vf[32];
+      mlprof__fmt_duration(m, sizeof m, s->mean_ns);
+      mlprof__fmt_duration(p50, sizeof p50, (double)s->p50_ns);
+      mlprof__fmt_duration(p99, sizeof p99, (double)s->p99_ns);
+      fmt_speedup(vs, sizeof vs, z->vs_slowest[i]);
+      fmt_speedup(vf, sizeof vf, z->vs_first[i]);
+      mlprof__table_cell(&t, "%llu", (unsigned long long)s->count);
+      mlprof__table_cell(&t, "%s", m);
+      mlprof__table_cell(&t, "%s", p50);
+      mlprof__table_cell(&t, "%s", p99);
+      mlprof__table_cell(&t, "%s", vs);
+      mlprof__table_cell(&t, "%s", vf);
+      mlprof__table_cell(&t, "%s",
+                         c->nruns < 2                  ? ""
+                         : !mlprof__compare_tied(z, i) ? ""
+                         : z->tie                      ? "tie"
+                                                       : "fastest");
+    }
+  }
+  rc = mlprof__table_print(&t, o);
+  if (rc) return rc;
+  int heading = 0;
+  for (size_t i = 0; i < c->nruns; i++)
+    for (size_t w = 0; w < c->runs[i].report.nwarnings; w++) {
+      const char *line = c->runs[i].report.warnings[w];
+      if (!heading++) mlprof__out_lit(o, "\nWarnings\n");
+      mlprof__out_lit(o, "  ");
+      mlprof__out_text_str(o, c->runs[i].label, strlen(c->runs[i].label));
+      mlprof__out_lit(o, ": ");
+      mlprof__out_text_str(o, line, strlen(line));
+      mlprof__out_lit(o, "\n");
+    }
+  out_recommendation_text(c, o);
+  return 0;
+}
