@@ -69,6 +69,9 @@ typedef struct {
   mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
   int python; /* the profile's process ran Python (mlprof__runs_python) */
   mlprof__slo_acc *slo;
+  mlprof__gpu_acc *gpu;
+  uint32_t bytes_id; /* the units name "bytes" of the profile, or 0 */
+  uint32_t corr_id;  /* the units name "cuda.correlation", or 0 */
   /* the profile being read */
   size_t profile;
   uint64_t offset;
@@ -129,6 +132,12 @@ static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
 
 static int on_name(void *ud, const mlprof__name *n) {
   pass *ps = ud;
+  if (n->kind == MLPROF__NAME_UNITS && n->name_len == 5 &&
+      memcmp(n->name, "bytes", 5) == 0)
+    ps->bytes_id = n->id;
+  if (n->kind == MLPROF__NAME_UNITS && n->name_len == 16 &&
+      memcmp(n->name, "cuda.correlation", 16) == 0)
+    ps->corr_id = n->id;
   if (n->kind == MLPROF__NAME_GAUGE && ps->slo) {
     int k = mlprof__slo_match(ps->slo, n->name, n->name_len, 1);
     return k >= 0 ? mlprof__map_put(&ps->gauge_slo, n->id, (uint32_t)k) : 0;
@@ -462,6 +471,9 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       return MLPROF_ENOMEM;
     ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
   }
+  if (mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name, fz->len, depth, n->comm,
+                       begin, end))
+    return MLPROF_ENOMEM;
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
   if (track)
@@ -475,7 +487,16 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 /* A mark (end == 0) or a step end at t: the step under way, if any, ends
  * there (as in mlprof__marks, whose counts and durations the breakdown
  * takes); a mark begins the next. */
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  pass *ps = ud;
+  (void)tid;
+  if (name && (name == ps->bytes_id || name == ps->corr_id))
+    mlprof__gpu_span_units(ps->gpu, name == ps->corr_id, n);
+  return 0;
+}
+
 static int step_entry(pass *ps, uint32_t tid, uint64_t t, int end) {
+  if (mlprof__gpu_step(ps->gpu, tid, t, end)) return MLPROF_ENOMEM;
   thread_st *th = thread_of(ps, tid);
   if (!th) return MLPROF_ENOMEM;
   mlprof__fpass *p = &ps->p;
@@ -695,6 +716,7 @@ static void pass_free(pass *ps) {
   free(ps->p.rss);
   free(ps->p.track_spans);
   mlprof__slo_abort(ps->slo);
+  mlprof__gpu_free(ps->gpu);
 }
 
 struct mlprof__findings_builder {
@@ -732,7 +754,7 @@ mlprof__findings_builder *mlprof__findings_begin(
     while (mlprof__map_get(&b->ps.flaggable, k) != MLPROF__NONE) k++;
     rc = mlprof__map_put(&b->ps.flaggable, k, (uint32_t)i);
   }
-  if (rc || !b->ps.p.track_spans ||
+  if (rc || !b->ps.p.track_spans || !(b->ps.gpu = mlprof__gpu_begin()) ||
       (f->opts.nslo && !(b->ps.slo = mlprof__slo_begin(&f->opts)))) {
     mlprof__findings_abort(b);
     return NULL;
@@ -758,9 +780,13 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
         !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
       ps->sys = &res->series[k];
   b->f->sampled |= ps->proc != NULL;
+  ps->bytes_id = ps->corr_id = 0;
+  /* Out of memory here leaves the profile's GPU spans unread. */
+  (void)mlprof__gpu_profile_begin(ps->gpu, ps->p.r, index);
   *v = (mlprof__visitor){.ud = ps,
                          .name = on_name,
                          .span = on_span,
+                         .span_units = on_span_units,
                          .counter = on_counter,
                          .step = on_step,
                          .step_end = on_step_end};
@@ -768,6 +794,8 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
 
 int mlprof__findings_profile_end(mlprof__findings_builder *b) {
   int rc = comm_cover(&b->ps);
+  int rg = mlprof__gpu_profile_end(b->ps.gpu, b->ps.profile, b->ps.p.nzones);
+  if (!rc) rc = rg;
   profile_end(&b->ps);
   return rc;
 }
@@ -784,6 +812,8 @@ int mlprof__findings_finish(mlprof__findings_builder *b) {
   }
   if (!rc) rc = mlprof__leaks_find(&ps->p, f);
   if (!rc) rc = mlprof__bottlenecks_find(&ps->p, f);
+  if (!rc && !(rc = mlprof__gpu_finish(ps->gpu, &ps->p, f)))
+    mlprof__findings_sort(f);
   pass_free(ps);
   if (rc) mlprof__findings_free(f);
   free(b);
@@ -808,6 +838,8 @@ void mlprof__findings_free(mlprof__findings *f) {
     free(f->slo[i].windows);
   }
   free(f->slo);
+  for (size_t i = 0; i < f->nlaunched; i++) free(f->launched[i].zone);
+  free(f->launched);
   mlprof__dist_free(&f->dist);
   memset(f, 0, sizeof *f);
 }

@@ -176,6 +176,15 @@ typedef struct {
   size_t windows_missed; /* windows where a call went over */
 } mlprof__slo_result;
 
+/* Kernel time launched from a zone: the innermost zone open on the thread
+ * that made the kernel's launching API call, when it made it (CUPTI's
+ * correlation ids, docs/gpu.md). */
+typedef struct {
+  char *zone;
+  size_t zone_len;
+  uint64_t kernels, gpu_ns;
+} mlprof__gpu_launched;
+
 typedef struct mlprof__findings {
   int sampled;      /* some process of the job was sampled */
   const char *note; /* what could not be analysed and why, or NULL */
@@ -187,6 +196,11 @@ typedef struct mlprof__findings {
   size_t leak_series; /* memory series looked at */
   mlprof__slo_result *slo;
   size_t nslo;
+  mlprof__gpu_launched *launched; /* by gpu_ns, largest first */
+  size_t nlaunched;
+  /* Kernels with a correlation id whose launch was not seen, or was made
+   * under no zone, and their time. */
+  uint64_t launch_unattributed, launch_unattributed_ns;
   mlprof__findings_opts opts; /* as used (slo not kept) */
   /* A job of several ranks (dist.h; filled by the analysis driver with the
    * findings, its own findings among the ones above). */
@@ -327,6 +341,31 @@ double mlprof__theil_sen(const double *x, const double *y, size_t n,
 /* Mann-Kendall trend statistic of y in order (same subsampling): z > 0 when
  * y grows; |z| >= 3 is significant at about p = 0.001. */
 double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
+
+/* gpu.c: CUDA activity (CUPTI's tracks) against the steps, profile by
+ * profile: GPU idle time in steps and the zones open meanwhile, host-device
+ * copies and synchronisations per step, kernel time by the zone that
+ * launched it (f->launched). begin: NULL when out of memory.
+ * profile_begin takes the profile's tracks from r's threads (spans are kept
+ * only when some are GPU work); span takes each span (zone: its index in
+ * the pass's zones, name its name, comm: a zone of communication), span_units
+ * the units of the span just given (bytes, or the correlation id when
+ * correlation), step a step mark (end 0) or step end of a thread; profile_end
+ * measures and forgets the profile's spans; finish adds the findings to f (zone
+ * names from p). Each returns 0 or MLPROF_ENOMEM; free frees a. */
+typedef struct mlprof__gpu_acc mlprof__gpu_acc;
+mlprof__gpu_acc *mlprof__gpu_begin(void);
+int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
+                              size_t profile);
+int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
+                     const char *name, size_t len, uint32_t depth, int comm,
+                     uint64_t begin, uint64_t end);
+void mlprof__gpu_span_units(mlprof__gpu_acc *a, int correlation, uint64_t n);
+int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end);
+int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones);
+int mlprof__gpu_finish(mlprof__gpu_acc *a, const mlprof__fpass *p,
+                       mlprof__findings *f);
+void mlprof__gpu_free(mlprof__gpu_acc *a);
 
 /* slo.c: the objectives' state during the pass. */
 typedef struct mlprof__slo_acc mlprof__slo_acc;

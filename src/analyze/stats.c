@@ -701,9 +701,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 static int add_units(mlprof__stats *s, uint32_t zone, uint32_t name,
                      uint64_t n) {
   str_entry *e = name_str(s, name);
-  /* "seq" numbers a collective on its group (docs/distributed.md): an
-   * ordinal, not an amount of work, so it is no throughput. */
-  if (!e || (e->len == 3 && !memcmp(e->s, "seq", 3))) return 0;
+  /* "seq" numbers a collective on its group (docs/distributed.md) and
+   * "cuda.correlation" pairs a kernel with its launch (docs/gpu.md):
+   * ordinals, not amounts of work, so no throughput. */
+  if (!e || (e->len == 3 && !memcmp(e->s, "seq", 3)) ||
+      (e->len == 16 && !memcmp(e->s, "cuda.correlation", 16)))
+    return 0;
   uint32_t u = unit_of(s, e);
   if (u == MLPROF__NONE) return MLPROF_ENOMEM;
   s->r.units[u].total += n;

@@ -446,6 +446,25 @@ static void leaks(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, "]");
 }
 
+/* Kernel time by the zone that launched it (docs/gpu.md); only where CUDA
+ * activity with correlation ids was captured. */
+static void gpu_launched(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nlaunched && !f->launch_unattributed) return; /* no CUPTI launches */
+  mlprof__out_lit(o, ",\n\"gpu_launched\":{\"unattributed_kernels\":");
+  mlprof__out_u64(o, f->launch_unattributed);
+  field_u64(o, "unattributed_ns", f->launch_unattributed_ns);
+  mlprof__out_lit(o, ",\"zones\":[");
+  for (size_t i = 0; i < f->nlaunched; i++) {
+    const mlprof__gpu_launched *l = &f->launched[i];
+    mlprof__out_str(o, i ? ",\n{\"zone\":" : "\n{\"zone\":");
+    mlprof__out_json_str(o, l->zone, l->zone_len);
+    field_u64(o, "kernels", l->kernels);
+    field_u64(o, "gpu_ns", l->gpu_ns);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]}");
+}
+
 static void slo(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, ",\n\"slo\":[");
   for (size_t i = 0; i < f->nslo; i++) {
@@ -646,6 +665,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
     findings(f, o);
     leaks(f, o);
     slo(f, o);
+    gpu_launched(f, o);
     distributed(&f->dist, o);
   }
   mlprof__out_lit(o, "\n}\n");

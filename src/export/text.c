@@ -697,6 +697,33 @@ static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
   return mlprof__table_print(&t, o);
 }
 
+/* Kernel time by the zone that launched it (docs/gpu.md). */
+static int launched_section(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nlaunched && !f->launch_unattributed) return 0;
+  uint64_t total = f->launch_unattributed_ns;
+  for (size_t i = 0; i < f->nlaunched; i++) total += f->launched[i].gpu_ns;
+  mlprof__out_lit(o,
+                  "\nGPU time launched by zone (kernels by the zone open "
+                  "on the launching thread)\n");
+  static const char *const heads[] = {"zone", "kernels", "GPU time", "share"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i <= f->nlaunched; i++) {
+    const mlprof__gpu_launched *l = i < f->nlaunched ? &f->launched[i] : NULL;
+    if (!l && !f->launch_unattributed) break;
+    if (l)
+      mlprof__table_name(&t, l->zone, l->zone_len, NAME_WIDTH);
+    else
+      mlprof__table_cell(&t, "(launch not seen, or under no zone)");
+    mlprof__table_cell(&t, "%" PRIu64, l ? l->kernels : f->launch_unattributed);
+    uint64_t ns = l ? l->gpu_ns : f->launch_unattributed_ns;
+    cell_dur(&t, ns);
+    mlprof__table_cell(&t, "%.1f%%",
+                       total ? 100.0 * (double)ns / (double)total : 0.0);
+  }
+  return mlprof__table_print(&t, o);
+}
+
 static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   if (!f->nslo) return 0;
   char win[32];
@@ -935,7 +962,7 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
     if (sections[i] == zones_section && f &&
         ((rc = breakdown_section(f, o)) || (rc = dist_section(f, o)) ||
          (rc = findings_section(f, o)) || (rc = leaks_section(f, o)) ||
-         (rc = slo_section(f, o))))
+         (rc = slo_section(f, o)) || (rc = launched_section(f, o))))
       return rc;
   }
   return o->err;

@@ -18,8 +18,9 @@
  * the session's end forces a last flush before the file is closed. When
  * CUPTI cannot be had the profile's source table says why ("cupti").
  *
- * Only the activity API is used; zones are not yet tied to the kernels they
- * launched (external correlation ids), see docs/gpu.md. */
+ * Only the activity API is used. A kernel and its launching API call carry
+ * CUPTI's correlation id as units "cuda.correlation", by which the analysis
+ * ties kernels to the zones that launched them (docs/gpu.md). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -144,6 +145,10 @@ static const char *const sync_names[] = {
     "sync", "cudaEventSynchronize", "cudaStreamWaitEvent",
     "cudaStreamSynchronize", "cudaCtxSynchronize"};
 
+/* The units a kernel and the API call that launched it both carry: CUPTI's
+ * correlation id, an ordinal (the analysis pairs them; no throughput). */
+#define CORRELATION "cuda.correlation"
+
 /* One record as a span and its track's name; 0 when it is not one of ours
  * or its times are not whole. */
 static int span_of(const uint8_t *r, mlprof_span *s, char *track, size_t len) {
@@ -162,6 +167,8 @@ static int span_of(const uint8_t *r, mlprof_span *s, char *track, size_t len) {
       snprintf(track, len, "cuda:%u stream %u",
                u32_at(r, MLPROF__CUPTI_KERNEL_DEVICE),
                u32_at(r, MLPROF__CUPTI_KERNEL_STREAM));
+      s->unit = CORRELATION;
+      s->units = u32_at(r, MLPROF__CUPTI_KERNEL_CORR);
       break;
     }
     case MLPROF__CUPTI_MEMCPY: {
@@ -202,6 +209,8 @@ static int span_of(const uint8_t *r, mlprof_span *s, char *track, size_t len) {
       b = u64_at(r, MLPROF__CUPTI_API_START);
       e = u64_at(r, MLPROF__CUPTI_API_END);
       snprintf(track, len, "cuda api %u", u32_at(r, MLPROF__CUPTI_API_TID));
+      s->unit = CORRELATION;
+      s->units = u32_at(r, MLPROF__CUPTI_API_CORR);
       break;
     }
     case MLPROF__CUPTI_SYNCHRONIZATION: {

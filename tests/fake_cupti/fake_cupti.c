@@ -217,15 +217,17 @@ EXPORT unsigned fake_cupti_flushes(int forced) {
   return n;
 }
 
-/* A kernel; name must live until the records are flushed. */
+/* A kernel; name must live until the records are flushed; corr: its
+ * correlation id (that of the API call that launched it, 0: none). */
 EXPORT void fake_cupti_kernel(const char *name, uint32_t dev, uint32_t stream,
-                              uint64_t start, uint64_t end) {
+                              uint64_t start, uint64_t end, uint32_t corr) {
   uint8_t *r = add(MLPROF__CUPTI_CONCURRENT_KERNEL);
   put(r, MLPROF__CUPTI_KERNEL_START, &start, 8);
   put(r, MLPROF__CUPTI_KERNEL_END, &end, 8);
   put(r, MLPROF__CUPTI_KERNEL_DEVICE, &dev, 4);
   put(r, MLPROF__CUPTI_KERNEL_STREAM, &stream, 4);
   put(r, MLPROF__CUPTI_KERNEL_NAME, &name, sizeof name);
+  put(r, MLPROF__CUPTI_KERNEL_CORR, &corr, 4);
   done_adding();
 }
 
@@ -252,14 +254,16 @@ EXPORT void fake_cupti_memset(uint64_t bytes, uint32_t dev, uint32_t stream,
   done_adding();
 }
 
-/* A runtime (kind 5) or driver (kind 4) API call made by thread tid. */
+/* A runtime (kind 5) or driver (kind 4) API call made by thread tid; corr:
+ * the correlation id of the kernel it launched (0: none). */
 EXPORT void fake_cupti_api(uint32_t kind, uint32_t cbid, uint32_t tid,
-                           uint64_t start, uint64_t end) {
+                           uint64_t start, uint64_t end, uint32_t corr) {
   uint8_t *r = add(kind);
   put(r, MLPROF__CUPTI_API_CBID, &cbid, 4);
   put(r, MLPROF__CUPTI_API_START, &start, 8);
   put(r, MLPROF__CUPTI_API_END, &end, 8);
   put(r, MLPROF__CUPTI_API_TID, &tid, 4);
+  put(r, MLPROF__CUPTI_API_CORR, &corr, 4);
   done_adding();
 }
 
