@@ -36,6 +36,7 @@
 
 #include "_calls.h"
 #include "_hooks.h"
+#include "_stacks.h"
 #include "analyze/analysis.h"
 #include "export/export.h"
 #include "format/reader.h"
@@ -82,6 +83,10 @@ static void (*lib_exit)(int);
 /* Path of the library in use (mlprof._mlprof.LIBRARY). */
 static char api_origin[4096];
 
+/* Whether this interpreter's stack walker is registered with the library
+ * (mlprof._mlprof.STACKS): the stack sampler then samples its threads. */
+static int stacks_walker;
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define LIB_SONAME "libmlprof.so." STR(MLPROF_VERSION_MAJOR)
@@ -112,6 +117,7 @@ static int api_setup(void) {
   memcpy(&api.name, &fn, sizeof fn);
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
+  stacks_walker = mlprof_stacks_register(h);
   Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
            dladdr(fn, &lib) && lib.dli_fname ? lib.dli_fname : bundled);
@@ -1909,6 +1915,8 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     goto fail;
   }
   if (PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0) goto fail;
+  if (PyModule_AddObject(m, "STACKS", PyBool_FromLong(stacks_walker)) < 0)
+    goto fail;
   if (PyModule_AddFunctions(m, mlprof__hooks_methods) < 0) goto fail;
   if (wrap_os_exit() < 0) goto fail;
   return m;
