@@ -286,22 +286,25 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
 
 static const mlprof__stack_walker walker = {walk_self, walk_all};
 
-int mlprof_stacks_register(void *lib) {
+int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   const mlprof__stack_api *(*get)(void);
+  *fork_child = NULL;
   void *fn = dlsym(lib, "mlprof__stack_api_get");
   if (!fn) return 0; /* a library older than stacks */
   memcpy(&get, &fn, sizeof fn);
   const mlprof__stack_api *a = get();
   if (!a || a->size < sizeof *a) return 0;
   sapi = a;
+  *fork_child = a->fork_child;
   main_interp = PyInterpreterState_Main();
   return a->walker_set(&walker) == 0;
 }
 
 #else
 
-int mlprof_stacks_register(void *lib) {
+int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   (void)lib;
+  *fork_child = NULL;
   return 0;
 }
 

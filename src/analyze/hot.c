@@ -39,7 +39,7 @@ struct mlprof__hot_builder {
   mlprof__strindex zone_ix;
   char **zone_names;
   size_t *zone_lens, nzones, zones_cap;
-  uint64_t *zone_samples, *zone_cpu;
+  uint64_t *zone_samples, *zone_cpu, *zone_wall_ns, *zone_cpu_ns;
   /* this profile's */
   mlprof__map pfunc;  /* func id -> job func */
   mlprof__map pframe; /* frame id -> index in pframes */
@@ -123,12 +123,14 @@ static uint32_t job_zone(mlprof__hot_builder *b, const char *name, size_t n) {
       mlprof__strindex_intern(&b->zone_ix, &b->zone_names, &b->zone_lens,
                               &b->nzones, &b->zones_cap, name, n);
   if (i == MLPROF__NONE || b->nzones == before) return i;
-  uint64_t *s = realloc(b->zone_samples, b->nzones * sizeof *s);
-  if (s) b->zone_samples = s;
-  uint64_t *c = realloc(b->zone_cpu, b->nzones * sizeof *c);
-  if (c) b->zone_cpu = c;
-  if (!s || !c) return MLPROF__NONE;
-  b->zone_samples[i] = b->zone_cpu[i] = 0;
+  uint64_t **arrays[] = {&b->zone_samples, &b->zone_cpu, &b->zone_wall_ns,
+                         &b->zone_cpu_ns};
+  for (size_t k = 0; k < 4; k++) {
+    uint64_t *a = realloc(*arrays[k], b->nzones * sizeof *a);
+    if (!a) return MLPROF__NONE;
+    *arrays[k] = a;
+    a[i] = 0;
+  }
   return i;
 }
 
@@ -300,7 +302,7 @@ static uint32_t resolve(mlprof__hot_builder *b, uint32_t id) {
 }
 
 static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
-                 int on_cpu) {
+                 int on_cpu, uint64_t ns) {
   mlprof__hot *h = b->out;
   uint64_t key = ((uint64_t)node << 32) | zone;
   uint32_t i = mlprof__map_get(&b->stack_ix, key);
@@ -310,21 +312,44 @@ static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
         mlprof__map_put(&b->stack_ix, key, (uint32_t)h->nstacks))
       return fail(b);
     i = (uint32_t)h->nstacks++;
-    h->stacks[i] = (mlprof__hot_stack){node, zone, 0, 0};
+    h->stacks[i] = (mlprof__hot_stack){node, zone, 0, 0, 0, 0};
   }
+  uint64_t cns = on_cpu ? ns : 0;
   h->stacks[i].samples++;
   h->stacks[i].on_cpu += on_cpu;
+  h->stacks[i].wall_ns += ns;
+  h->stacks[i].cpu_ns += cns;
   b->zone_samples[zone]++;
   b->zone_cpu[zone] += on_cpu;
+  b->zone_wall_ns[zone] += ns;
+  b->zone_cpu_ns[zone] += cns;
   h->samples++;
   h->on_cpu += on_cpu;
+  h->wall_ns += ns;
+  h->on_cpu_ns += cns;
   return 0;
 }
 
+/* Longest time a sample stands for: a longer gap is the recording switched
+ * off or the thread out of Python, not what its next sample shows. */
+#define MAX_WEIGHT_NS 1000000000u
+
 int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   int rc = b->err;
+  double interval = b->hz > 0 ? 1e9 / b->hz : 1e7;
+  mlprof__map last; /* tid -> index of its previous sample + 1 */
+  memset(&last, 0, sizeof last);
   for (size_t i = 0; i < b->nsamples && !rc; i++) {
     const sample *s = &b->samples[i];
+    uint32_t prev = mlprof__map_get(&last, s->tid);
+    uint64_t ns = (uint64_t)interval;
+    if (prev != MLPROF__NONE && s->t > b->samples[prev].t)
+      ns = s->t - b->samples[prev].t;
+    if (ns > MAX_WEIGHT_NS) ns = (uint64_t)interval;
+    if (mlprof__map_put(&last, s->tid, (uint32_t)i)) {
+      rc = fail(b);
+      break;
+    }
     uint32_t node = MLPROF__NONE;
     if (s->stack && (node = resolve(b, s->stack)) == MLPROF__NONE) {
       b->out->unresolved++;
@@ -334,8 +359,9 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
                         ? 0
                         : mlprof__map_get(&b->pzone, s->zone_name);
     if (zone == MLPROF__NONE) zone = 0;
-    rc = count(b, node, zone, (s->flags & MLPROF__SAMPLE_ON_CPU) != 0);
+    rc = count(b, node, zone, (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
   }
+  mlprof__map_clear(&last);
   if (b->hz > 0 && !b->out->interval_ns) b->out->interval_ns = 1e9 / b->hz;
   mlprof__map_clear(&b->pfunc);
   mlprof__map_clear(&b->pframe);
@@ -389,8 +415,8 @@ static int add_stack(const mlprof__hot *h, rowset *r,
     mlprof__hot_row *row = row_of(r, f->func);
     if (!row) return MLPROF_ENOMEM;
     if (inner) {
-      row->self += s->samples;
-      row->self_cpu += s->on_cpu;
+      row->self += s->wall_ns;
+      row->self_cpu += s->cpu_ns;
       uint64_t key = ((uint64_t)f->func << 32) | f->line;
       uint32_t c = mlprof__map_get(&r->lines, key);
       uint64_t v = (c == MLPROF__NONE ? 0 : c) + s->on_cpu + s->samples;
@@ -406,8 +432,8 @@ static int add_stack(const mlprof__hot *h, rowset *r,
     }
     if (seen[f->func] != epoch) {
       seen[f->func] = epoch;
-      row->total += s->samples;
-      row->total_cpu += s->on_cpu;
+      row->total += s->wall_ns;
+      row->total_cpu += s->cpu_ns;
     }
   }
   return 0;
@@ -433,7 +459,7 @@ static void rows_done(rowset *r, mlprof__hot_row **out, size_t *n) {
 
 static int zone_order(const void *a, const void *b) {
   const mlprof__hot_zone *x = a, *y = b;
-  if (x->samples != y->samples) return x->samples > y->samples ? -1 : 1;
+  if (x->wall_ns != y->wall_ns) return x->wall_ns > y->wall_ns ? -1 : 1;
   return strcmp(x->name, y->name);
 }
 
@@ -463,6 +489,8 @@ static int build_rows(mlprof__hot_builder *b) {
     }
     hz->samples = b->zone_samples[z];
     hz->on_cpu = b->zone_cpu[z];
+    hz->wall_ns = b->zone_wall_ns[z];
+    hz->on_cpu_ns = b->zone_cpu_ns[z];
     rows_done(&zr[z], &hz->rows, &hz->nrows);
     h->nzones++;
   }
@@ -501,6 +529,8 @@ int mlprof__hot_finish(mlprof__hot_builder *b) {
   mlprof__strindex_free(&b->zone_ix);
   free(b->zone_samples);
   free(b->zone_cpu);
+  free(b->zone_wall_ns);
+  free(b->zone_cpu_ns);
   mlprof__map_clear(&b->frame_ix);
   mlprof__map_clear(&b->node_ix);
   mlprof__map_clear(&b->stack_ix);

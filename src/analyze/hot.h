@@ -29,34 +29,41 @@ typedef struct {
 } mlprof__hot_node;
 
 /* The samples of one stack (node MLPROF__NONE: no Python frame) under one
- * zone (index in zones; 0 is "no zone"). */
+ * zone (index in zones; 0 is "no zone"): how many, and the time they stand
+ * for. A sample stands for the time since its thread's previous sample (the
+ * rate's interval for a thread's first), so a sampler that fell behind on a
+ * busy machine does not bend the shares. */
 typedef struct {
   uint32_t node, zone;
   uint64_t samples, on_cpu;
+  uint64_t wall_ns, cpu_ns; /* all of them; those on a CPU */
 } mlprof__hot_stack;
 
-/* One function's samples: self (innermost) and total (anywhere in the
- * stack, once per sample whatever the recursion), all of them (wall) and
- * those taken on a CPU; line is the line most of its self samples were
- * at. */
+/* One function's time (ns of samples): self (innermost) and total
+ * (anywhere in the stack, once per sample whatever the recursion), all
+ * samples (wall) and those taken on a CPU; line is the line most of its
+ * self samples were at. */
 typedef struct {
   uint32_t func, line; /* line: MLPROF__NONE when never innermost */
   uint64_t self, total, self_cpu, total_cpu;
   uint64_t line_weight; /* how line was chosen */
 } mlprof__hot_row;
 
-/* A zone's samples and its functions by self samples, most first. */
+/* A zone's samples and its functions by self time on a CPU, most first. */
 typedef struct {
   char *name; /* "" for the samples taken in no zone */
   uint64_t samples, on_cpu;
+  uint64_t wall_ns, on_cpu_ns;
   mlprof__hot_row *rows;
   size_t nrows;
 } mlprof__hot_zone;
 
 typedef struct {
-  double interval_ns; /* the time one sample stands for (1 / its rate) */
-  uint64_t samples, on_cpu, cpu_ns;
-  uint64_t unresolved; /* samples whose stack was never defined */
+  double interval_ns;          /* the sampling interval (1 / its rate), or 0 */
+  uint64_t samples, on_cpu;    /* how many; how many on a CPU */
+  uint64_t wall_ns, on_cpu_ns; /* the time they stand for */
+  uint64_t cpu_ns;             /* the CPU time the sampled threads used */
+  uint64_t unresolved;         /* samples whose stack was never defined */
   mlprof__hot_func *funcs;
   size_t nfuncs;
   mlprof__hot_frame *frames;
@@ -65,13 +72,13 @@ typedef struct {
   size_t nnodes;
   mlprof__hot_stack *stacks;
   size_t nstacks;
-  /* Every function, by self samples on a CPU, most first. */
+  /* Every function, by self time on a CPU, most first. */
   mlprof__hot_row *rows;
   size_t nrows;
   /* Every zone's name by the index a stack's zone is (0: "", no zone). */
   char **zone_names;
   size_t nzone_names;
-  /* Zones by samples, most first; the "no zone" one included when it has
+  /* Zones by time, most first; the "no zone" one included when it has
    * samples. */
   mlprof__hot_zone *zones;
   size_t nzones;

@@ -43,6 +43,8 @@ static void usage(FILE *out) {
       "      --memory-mb N    event buffer cap per process (default 64)\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
+      "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
+      "                       second (default 100; off: never)\n"
       "      --no-torch       Python: do not record PyTorch's steps (data,\n"
       "                       forward, backward, optimizer) in programs that\n"
       "                       import torch\n"
@@ -333,6 +335,7 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"flush-ms", required_argument, NULL, 'f'},
       {"memory-mb", required_argument, NULL, 'm'},
       {"sample-ms", required_argument, NULL, 's'},
+      {"stacks", required_argument, NULL, 'S'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       /* Flags for Python processes ('P'): passed on in MLPROF_PY_OPTIONS. */
@@ -342,7 +345,7 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"lines", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL;
-  long flush_ms = 0, memory_mb = 0, sample_ms = 100;
+  long flush_ms = 0, memory_mb = 0, sample_ms = 100, stacks_hz = 100;
   int quiet = 0, c, which;
   char py_options[1024] = "";
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
@@ -369,6 +372,16 @@ int mlprof__cmd_run(int argc, char **argv) {
             (sample_ms = positive("--sample-ms", optarg)) < 0)
           return 2;
         if (strcmp(optarg, "0") == 0) sample_ms = 0;
+        break;
+      case 'S':
+        if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
+          stacks_hz = 0;
+        else if ((stacks_hz = positive("--stacks", optarg)) < 0)
+          return 2;
+        else if (stacks_hz > 10000) {
+          fprintf(stderr, "mlprof run: --stacks takes at most 10000 (Hz)\n");
+          return 2;
+        }
         break;
       case 'q':
         quiet = 1;
@@ -416,6 +429,8 @@ int mlprof__cmd_run(int argc, char **argv) {
     snprintf(num, sizeof num, "%ld", memory_mb);
     setenv("MLPROF_MEMORY_MB", num, 1);
   }
+  snprintf(num, sizeof num, "%ld", stacks_hz);
+  setenv("MLPROF_STACKS", stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */
   setenv("MLPROF_SAMPLE_MS", "0", 1);
 

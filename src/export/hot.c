@@ -17,11 +17,8 @@ static double pct(uint64_t n, uint64_t of) {
   return of ? 100.0 * (double)n / (double)of : 0.0;
 }
 
-static void fmt_samples(const mlprof__hot *h, char *b, size_t len, uint64_t n) {
-  if (h->interval_ns > 0)
-    mlprof__fmt_duration(b, len, (double)n * h->interval_ns);
-  else
-    snprintf(b, len, "%" PRIu64, n);
+static void fmt_ns(char *b, size_t len, uint64_t ns) {
+  mlprof__fmt_duration(b, len, (double)ns);
 }
 
 static void where(const mlprof__hot *h, const mlprof__hot_row *row, char *b,
@@ -53,10 +50,10 @@ static int rows_table(const mlprof__hot *h, const mlprof__hot_row *rows,
     mlprof__table_name(&t, f->function, strlen(f->function), 40);
     where(h, r, w, sizeof w);
     mlprof__table_name(&t, w, strlen(w), 50);
-    fmt_samples(h, b, sizeof b, self);
+    fmt_ns(b, sizeof b, self);
     mlprof__table_cell(&t, "%s", b);
     mlprof__table_cell(&t, "%.1f%%", pct(self, of));
-    fmt_samples(h, b, sizeof b, total);
+    fmt_ns(b, sizeof b, total);
     mlprof__table_cell(&t, "%s", b);
     mlprof__table_cell(&t, "%.1f%%", pct(total, of));
     shown++;
@@ -76,14 +73,14 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
                      " on a CPU of %" PRIu64 ", threads' CPU time %s)\n",
                      rate, h->on_cpu, h->samples, cpu);
   int rc;
-  if (h->on_cpu) {
+  if (h->on_cpu_ns) {
     mlprof__out_lit(o,
                     "  on a CPU (self: innermost; total: anywhere in the "
                     "stack)\n");
-    if ((rc = rows_table(h, h->rows, h->nrows, TOP_FUNCS, h->on_cpu, 1, o)))
+    if ((rc = rows_table(h, h->rows, h->nrows, TOP_FUNCS, h->on_cpu_ns, 1, o)))
       return rc;
   }
-  if (h->samples > h->on_cpu) {
+  if (h->wall_ns > h->on_cpu_ns) {
     /* Wall time: where threads wait (locks, I/O, sleep) shows here. */
     mlprof__hot_row wall[TOP_FUNCS];
     size_t n = 0;
@@ -103,7 +100,8 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
       }
     }
     mlprof__out_lit(o, "  off a CPU (waiting: locks, I/O, sleep, the GIL)\n");
-    if ((rc = rows_table(h, wall, n, TOP_FUNCS, h->samples - h->on_cpu, 0, o)))
+    if ((rc = rows_table(h, wall, n, TOP_FUNCS, h->wall_ns - h->on_cpu_ns, 0,
+                         o)))
       return rc;
   }
   size_t zones = 0;
@@ -114,18 +112,18 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
                   "thread; on a CPU)\n");
   for (size_t z = 0; z < h->nzones && z < TOP_ZONES; z++) {
     const mlprof__hot_zone *hz = &h->zones[z];
-    if (!hz->on_cpu) continue;
+    if (!hz->on_cpu_ns) continue;
     char b[32];
-    fmt_samples(h, b, sizeof b, hz->on_cpu);
+    fmt_ns(b, sizeof b, hz->on_cpu_ns);
     mlprof__out_lit(o, "  ");
     if (hz->name[0])
       mlprof__out_text_str(o, hz->name, strlen(hz->name));
     else
       mlprof__out_lit(o, "(no zone)");
-    mlprof__out_printf(o, ": %s, %.1f%% of the samples on a CPU\n", b,
-                       pct(hz->on_cpu, h->on_cpu));
-    if ((rc = rows_table(h, hz->rows, hz->nrows, TOP_ZONE_FUNCS, hz->on_cpu, 1,
-                         o)))
+    mlprof__out_printf(o, ": %s, %.1f%% of the time on a CPU\n", b,
+                       pct(hz->on_cpu_ns, h->on_cpu_ns));
+    if ((rc = rows_table(h, hz->rows, hz->nrows, TOP_ZONE_FUNCS, hz->on_cpu_ns,
+                         1, o)))
       return rc;
   }
   return o->err;
@@ -144,13 +142,13 @@ static void json_rows(const mlprof__hot *h, const mlprof__hot_row *rows,
     mlprof__out_printf(o, ",\"first_line\":%" PRIu32 ",\"line\":%" PRIu32,
                        f->first_line,
                        r->line == MLPROF__NONE ? f->first_line : r->line);
-    mlprof__out_lit(o, ",\"self\":");
+    mlprof__out_lit(o, ",\"self_ns\":");
     mlprof__out_u64(o, r->self);
-    mlprof__out_lit(o, ",\"total\":");
+    mlprof__out_lit(o, ",\"total_ns\":");
     mlprof__out_u64(o, r->total);
-    mlprof__out_lit(o, ",\"self_cpu\":");
+    mlprof__out_lit(o, ",\"self_cpu_ns\":");
     mlprof__out_u64(o, r->self_cpu);
-    mlprof__out_lit(o, ",\"total_cpu\":");
+    mlprof__out_lit(o, ",\"total_cpu_ns\":");
     mlprof__out_u64(o, r->total_cpu);
     mlprof__out_lit(o, "}");
   }
@@ -166,6 +164,10 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_u64(o, h->samples);
   mlprof__out_lit(o, ",\"on_cpu\":");
   mlprof__out_u64(o, h->on_cpu);
+  mlprof__out_lit(o, ",\"wall_ns\":");
+  mlprof__out_u64(o, h->wall_ns);
+  mlprof__out_lit(o, ",\"on_cpu_ns\":");
+  mlprof__out_u64(o, h->on_cpu_ns);
   mlprof__out_lit(o, ",\"cpu_ns\":");
   mlprof__out_u64(o, h->cpu_ns);
   mlprof__out_lit(o, ",\"functions\":");
@@ -182,6 +184,10 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
     mlprof__out_u64(o, hz->samples);
     mlprof__out_lit(o, ",\"on_cpu\":");
     mlprof__out_u64(o, hz->on_cpu);
+    mlprof__out_lit(o, ",\"wall_ns\":");
+    mlprof__out_u64(o, hz->wall_ns);
+    mlprof__out_lit(o, ",\"on_cpu_ns\":");
+    mlprof__out_u64(o, hz->on_cpu_ns);
     mlprof__out_lit(o, ",\"functions\":");
     json_rows(h, hz->rows, hz->nrows < 20 ? hz->nrows : 20, o);
     mlprof__out_lit(o, "}");

@@ -183,6 +183,8 @@ static void *sampler_main(void *arg) {
  * both a session wants stacks and a walker is registered, whichever comes
  * last: a program with no Python gets no thread. */
 static int want_hz;
+/* What the parent wanted, in a forked child until its session starts. */
+static int parent_hz;
 
 static int start_locked(void) {
   int hz = want_hz, rc = 0;
@@ -254,12 +256,18 @@ void mlprof__stacks_after_fork(void) {
   /* The parent's sampler thread is not here; its memory is left alone (its
    * lock may be held by it). The queue holds the parent's samples. */
   running = NULL;
+  parent_hz = want_hz;
   want_hz = 0; /* the child's session asks again when it starts */
   pthread_mutex_init(&start_lock, NULL);
   pthread_mutex_init(&queue_lock, NULL);
   nqueue = 0;
   n_taken = n_dropped = 0;
   mlprof__stack_after_fork();
+}
+
+void mlprof__stacks_fork_child(void) {
+  if (parent_hz > 0 && atomic_load(&mlprof__child_pending))
+    mlprof__session_child_start();
 }
 
 void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped) {
