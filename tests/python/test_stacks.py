@@ -58,8 +58,9 @@ def hot(build_dir, out):
 
 
 def func(h, name, rows=None):
+    """The row of function name of the test's script (run.py)."""
     for row in rows if rows is not None else h["functions"]:
-        if row["function"] == name:
+        if row["function"] == name and row["file"].endswith("run.py"):
             return row
     raise AssertionError("no function %r among %s" % (
         name, [r["function"] for r in (rows or h["functions"])][:30]))
@@ -305,3 +306,22 @@ def test_profiler_stacks_option(tmp_path):
             assert rep["hot"]["interval_ns"] == pytest.approx(1e9 / 300)
     with pytest.raises(ValueError):
         mlprof.Profiler(stacks=-1)
+
+
+def test_trace_has_sample_events(build_dir, tmp_path):
+    _, out = run(build_dir, tmp_path, """
+        def inner(): spin(0.3)
+        def outer(): inner()
+        outer()
+    """, "--stacks", "100")
+    trace = tmp_path / "t.json"
+    mlprof_cmd(build_dir, "trace", out, "-o", trace)
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e.get("cat") == "stack"]
+    mine = [e for e in events if e["name"].startswith("spin (")]
+    assert len(mine) >= 15, len(events)
+    e = mine[len(mine) // 2]
+    assert e["ph"] == "i" and e["args"]["on_cpu"] in (True, False)
+    frames = e["args"]["stack"].split(";")
+    assert [f.split(" (")[0] for f in frames[-3:]] == ["outer", "inner",
+                                                         "spin"], frames
