@@ -13,6 +13,7 @@ which carries the project's recording library, statistics and exporters.
 One session per process: under `mlprof run` (the library preloaded), a
 Profiler joins the session that is already running. See docs/python.md.
 """
+import atexit
 import functools
 import json
 import linecache
@@ -820,6 +821,9 @@ os.register_at_fork(after_in_child=_lines_after_fork)
 # A forked child (a DataLoader or multiprocessing worker) of a process that
 # samples stacks starts its own profile now, not on its first zone.
 os.register_at_fork(after_in_child=_mlprof._after_fork_child)
+# Registered first, so it runs last of the package's exit hooks: the
+# interpreter frees its thread states after it.
+atexit.register(_mlprof._stacks_finalizing)
 
 
 def _start_from_env():

@@ -907,6 +907,13 @@ static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs) {
   Py_RETURN_NONE;
 }
 
+/* _stacks_finalizing(): the package's atexit hook; the stack sampler walks
+ * no thread state of this interpreter from now on. */
+static PyObject *mod_stacks_finalizing(PyObject *m, PyObject *noargs) {
+  mlprof_stacks_finalizing();
+  Py_RETURN_NONE;
+}
+
 /* init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0,
  *      gpu=True, stacks_hz=0) -> bool
  * True: this call started the session; False: one was running already (the
@@ -1769,6 +1776,9 @@ static PyObject *mod_resources(PyObject *m, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"_stacks_finalizing", mod_stacks_finalizing, METH_NOARGS,
+     "_stacks_finalizing(): the interpreter is finalizing; stop walking its "
+     "thread states"},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
      "_after_fork_child(): in a forked child, starts its profile and stack "
      "sampler when its parent sampled stacks"},

@@ -35,6 +35,10 @@
 
 static const mlprof__stack_api *sapi;
 static PyInterpreterState *main_interp;
+/* Set when the interpreter starts finalizing (the package's atexit): its
+ * thread states are then being freed, and walking them would only read
+ * garbage (safely, but into the profile). */
+static volatile int finalizing;
 
 typedef int (*reader_fn)(void *dst, const void *src, size_t n);
 
@@ -263,6 +267,7 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
                      void *ctx) {
   static uint32_t frames[MLPROF__STACK_MAX_DEPTH];
   const PyThreadState *ts = NULL;
+  if (finalizing) return;
   if (sapi->read(&ts,
                  (const char *)main_interp +
                      offsetof(PyInterpreterState, threads.head),
@@ -279,12 +284,16 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
         .frames = frames};
     st.n = walk(sapi->read, current_frame(sapi->read, &t), frames,
                 MLPROF__STACK_MAX_DEPTH);
-    if (st.tid) fn(ctx, &st);
+    /* A thread state freed under us reads as anything: a kernel thread id
+     * is never 0 nor above pid_max's limit. */
+    if (st.tid && st.tid <= (1u << 22)) fn(ctx, &st);
     ts = t.next;
   }
 }
 
 static const mlprof__stack_walker walker = {walk_self, walk_all};
+
+void mlprof_stacks_finalizing(void) { finalizing = 1; }
 
 int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   const mlprof__stack_api *(*get)(void);
@@ -301,6 +310,8 @@ int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
 }
 
 #else
+
+void mlprof_stacks_finalizing(void) {}
 
 int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   (void)lib;

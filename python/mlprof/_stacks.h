@@ -10,4 +10,7 @@
  * the library's hook for a forked child (NULL when it has none). */
 int mlprof_stacks_register(void *lib, void (**fork_child)(void));
 
+/* The interpreter is finalizing: the walker samples nothing from now on. */
+void mlprof_stacks_finalizing(void);
+
 #endif

@@ -129,6 +129,31 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
   return o->err;
 }
 
+int mlprof__export_hot_other_text(const mlprof__report *r, mlprof__out *o) {
+  const mlprof__hot *h = &r->hot;
+  const mlprof__hot_zone *none = NULL;
+  for (size_t z = 0; z < h->nzones; z++)
+    if (!h->zones[z].name[0]) none = &h->zones[z];
+  if (!none || !none->on_cpu_ns || !none->nrows) return 0;
+  mlprof__out_lit(o, "  other, by stack samples in no zone (self, on a CPU):");
+  const char *sep = " ";
+  for (size_t i = 0; i < none->nrows && i < 3; i++) {
+    const mlprof__hot_row *row = &none->rows[i];
+    if (!row->self_cpu) break;
+    const mlprof__hot_func *f = &h->funcs[row->func];
+    char w[512];
+    where(h, row, w, sizeof w);
+    mlprof__out_str(o, sep);
+    mlprof__out_text_str(o, f->function, strlen(f->function));
+    mlprof__out_lit(o, " (");
+    mlprof__out_text_str(o, w, strlen(w));
+    mlprof__out_printf(o, ") %.0f%%", pct(row->self_cpu, none->on_cpu_ns));
+    sep = ", ";
+  }
+  mlprof__out_lit(o, "\n");
+  return o->err;
+}
+
 static void json_rows(const mlprof__hot *h, const mlprof__hot_row *rows,
                       size_t n, mlprof__out *o) {
   mlprof__out_lit(o, "[");

@@ -899,9 +899,12 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
       return rc;
     /* What is wrong and what to do, right after the zones. */
     if (sections[i] == zones_section && f &&
-        ((rc = breakdown_section(f, o)) || (rc = dist_section(f, o)) ||
-         (rc = findings_section(f, o)) || (rc = leaks_section(f, o)) ||
-         (rc = slo_section(f, o))))
+        ((rc = breakdown_section(f, o)) ||
+         (f->steps.source != MLPROF__STEPS_NONE &&
+          f->steps.part_ns[MLPROF__PART_OTHER] &&
+          (rc = mlprof__export_hot_other_text(r, o))) ||
+         (rc = dist_section(f, o)) || (rc = findings_section(f, o)) ||
+         (rc = leaks_section(f, o)) || (rc = slo_section(f, o))))
       return rc;
   }
   return o->err;
