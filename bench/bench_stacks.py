@@ -8,10 +8,12 @@ each run whole as a user runs it: plain (the baseline), under `mlprof run
 --stacks off` and `mlprof run --stacks 100` (the sampler's cost is the
 difference of the two), and under `py-spy record -r 100`, with
 --nonblocking and with its default (it stops the program for each sample).
-The figures, medians of the rounds: the CPU time of the program's process
-(all its threads: the sampler's too) over the workload's own loop, timed
-inside the program (start-up and reports at exit excluded); the loop's
-wall time (which other jobs on a shared machine move by tens of percent);
+The figures, medians of the rounds, over the workload's own loop, timed
+inside the program (start-up and reports at exit excluded): the CPU time
+of its main thread (the program's own work: what the sampler slows down),
+of its whole process (all its threads: the sampler's own too), and the
+loop's wall time (which other jobs on a shared machine move by tens of
+percent);
 and the CPU time of the whole run, every process of it (py-spy's and
 mlprof's own included), from the rusage of children. Budget (DESIGN.md):
 the sampler at 100 Hz adds at most 1%.
@@ -50,10 +52,11 @@ def work():
         total += sum(len(str(i)) for i in range(500))
     return total
 work()  # warm-up
-t0, c0 = time.perf_counter(), time.process_time()
+t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
 work()
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
-      int((time.process_time() - c0) * 1e9))
+      int((time.process_time() - c0) * 1e9),
+      int((time.thread_time() - m0) * 1e9))
 """
 
 TORCH = r"""
@@ -62,10 +65,11 @@ sys.path.insert(0, %r)
 from train_cnn import setup, train
 parts = setup()
 train(*parts, 5)
-t0, c0 = time.perf_counter(), time.process_time()
+t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
 train(*parts, %d)
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
-      int((time.process_time() - c0) * 1e9))
+      int((time.process_time() - c0) * 1e9),
+      int((time.thread_time() - m0) * 1e9))
 """
 
 
@@ -150,26 +154,28 @@ def main():
                         raise SystemExit("%s failed: %s" % (k, p.stderr[-500:]))
                     line = [ln for ln in p.stdout.splitlines()
                             if ln.startswith("work_ns ")][-1]
-                    _, wall, cpu = line.split()
-                    got[k].append((int(cpu), int(wall), run_cpu))
+                    _, wall, cpu, main = line.split()
+                    got[k].append((int(main), int(cpu), int(wall), run_cpu))
                     if k == "mlprof run --stacks 100":
                         d = cmd[cmd.index("-o") + 1]
                         stacks_disk.append((stacks_bytes(d),
                                             count_samples(cli, d)))
-            med = {k: [statistics.median(x[i] for x in v) for i in range(3)]
+            med = {k: [statistics.median(x[i] for x in v) for i in range(4)]
                    for k, v in got.items()}
-            base = med["no profiler"]
             off = med["mlprof run --stacks off"]
-            print("%s: medians of %d interleaved rounds, ms" % (label, rounds))
-            print("  %-38s %9s %7s %9s %9s %7s %9s" % (
-                "", "loop CPU", "x none", "vs off", "loop wall", "x none",
+            print("%s: medians of %d interleaved rounds, ms; in [], vs "
+                  "--stacks off" % (label, rounds))
+            print("  %-38s %17s %17s %17s %9s" % (
+                "", "loop, main thread", "loop, process", "loop wall",
                 "run CPU"))
             for k in names:
-                vs = "%+.2f%%" % (100 * (med[k][0] / off[0] - 1)) \
-                    if k == "mlprof run --stacks 100" else ""
-                print("  %-38s %9.1f %7.3f %9s %9.1f %7.3f %9.1f" % (
-                    k, med[k][0] / 1e6, med[k][0] / base[0], vs,
-                    med[k][1] / 1e6, med[k][1] / base[1], med[k][2] / 1e6))
+                cells = []
+                for i in range(3):
+                    vs = " [%+.1f%%]" % (100 * (med[k][i] / off[i] - 1)) \
+                        if k == "mlprof run --stacks 100" else ""
+                    cells.append("%.1f%s" % (med[k][i] / 1e6, vs))
+                print("  %-38s %17s %17s %17s %9.1f" % (
+                    k, cells[0], cells[1], cells[2], med[k][3] / 1e6))
             print()
         b = sum(x for x, _ in stacks_disk)
         s = sum(y for _, y in stacks_disk)

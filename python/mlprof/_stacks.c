@@ -49,6 +49,47 @@ static int direct(void *dst, const void *src, size_t n) {
   return 0;
 }
 
+/* The sampler's copy of the thread's data stack, where its frames live:
+ * one read per thread instead of one per frame. A frame elsewhere (a
+ * generator's, an older chunk's) is read alone. Sampler thread only. */
+#define WINDOW_BYTES (256u << 10)
+static struct {
+  const char *lo, *hi; /* the addresses copied */
+  char buf[WINDOW_BYTES];
+} win;
+
+static int windowed(void *dst, const void *src, size_t n) {
+  const char *s = src;
+  if (s >= win.lo && s + n <= win.hi && s + n >= s) {
+    memcpy(dst, win.buf + (s - win.lo), n);
+    return 0;
+  }
+  return sapi->read(dst, src, n);
+}
+
+/* Copies the used part of the thread's current data stack chunk (its top
+ * WINDOW_BYTES) into win. */
+static void window_load(const PyThreadState *t) {
+  win.lo = win.hi = NULL;
+  const char *lo = (const char *)t->datastack_chunk;
+  const char *hi = (const char *)t->datastack_top;
+  if (!lo || hi <= lo || (size_t)(hi - lo) > (64u << 20)) return;
+  if ((size_t)(hi - lo) > WINDOW_BYTES) lo = hi - WINDOW_BYTES;
+  if (sapi->read(win.buf, lo, (size_t)(hi - lo)) == 0) {
+    win.lo = lo;
+    win.hi = hi;
+  }
+}
+
+/* Code objects read during one walk of every thread, by address: recursion
+ * and threads running the same code read it once a tick. */
+#define CODE_CACHE 64
+static struct {
+  const PyObject *addr;
+  PyCodeObject co;
+} code_cache[CODE_CACHE];
+static size_t ncode_cache;
+
 #define MAX_THREADS 4096
 #define NAME_MAX_BYTES 1024
 
@@ -167,7 +208,18 @@ static uint32_t addr_to_line(reader_fn rd, const PyObject *table, int first,
 /* The frame id of code object `addr` at byte offset `off` of its code. */
 static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
   PyCodeObject co;
-  if (rd(&co, addr, sizeof co) != 0) return 0;
+  size_t hit = 0;
+  if (rd == windowed)
+    while (hit < ncode_cache && code_cache[hit].addr != addr) hit++;
+  if (rd == windowed && hit < ncode_cache) {
+    co = code_cache[hit].co;
+  } else {
+    if (rd(&co, addr, sizeof co) != 0) return 0;
+    if (rd == windowed && ncode_cache < CODE_CACHE) {
+      code_cache[ncode_cache].addr = addr;
+      code_cache[ncode_cache++].co = co;
+    }
+  }
   if (co.ob_base.ob_base.ob_type != &PyCode_Type) return 0;
   uint64_t key = (uint64_t)(uintptr_t)addr;
   key ^= (uint64_t)(uintptr_t)co.co_qualname * 0x9E3779B97F4A7C15ull;
@@ -274,15 +326,17 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
                  sizeof ts) != 0)
     return;
   const PyThreadState *holder = gil_holder();
+  ncode_cache = 0;
   for (int i = 0; ts && i < MAX_THREADS; i++) {
     PyThreadState t;
     if (sapi->read(&t, ts, sizeof t) != 0) break;
+    window_load(&t);
     mlprof__stack_thread st = {
         .tid = (uint32_t)t.native_thread_id,
         .flags = MLPROF__STACK_GIL_KNOWN |
                  (holder == ts ? MLPROF__STACK_HAS_GIL : 0),
         .frames = frames};
-    st.n = walk(sapi->read, current_frame(sapi->read, &t), frames,
+    st.n = walk(windowed, current_frame(sapi->read, &t), frames,
                 MLPROF__STACK_MAX_DEPTH);
     /* A thread state freed under us reads as anything: a kernel thread id
      * is never 0 nor above pid_max's limit. */

@@ -1,7 +1,7 @@
 /* The stack sampler: a thread of the library that, hz times a second, asks
  * the registered walker (stack.h) for every Python thread's stack, interns
  * it, reads how much CPU time the thread used since its previous sample
- * (/proc/self/task/TID/schedstat, kept open in the sampler's own descriptor
+ * (/proc/self/task/TID/stat, kept open in the sampler's own descriptor
  * table) and queues the sample for the writer. It never stops or signals
  * the program's threads: the walker reads their frames as they run. */
 #include <errno.h>
@@ -38,8 +38,7 @@ static uint64_t n_taken, n_dropped;
 /* The sampler thread's view of one thread. */
 typedef struct {
   uint32_t tid;
-  int fd;      /* its schedstat, -1 when it cannot be opened */
-  int stat_fd; /* its stat (the state), the same */
+  int stat_fd; /* its /proc stat, -1 when it cannot be opened */
   uint64_t cpu_ns, at_ns;
   uint64_t seen; /* tick it was last seen */
 } tstate;
@@ -56,45 +55,46 @@ typedef struct {
 } sampler;
 
 static sampler *running;
+static uint64_t tick_ns = 10000000; /* a clock tick: sysconf(_SC_CLK_TCK) */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static tstate *tstate_of(sampler *s, uint32_t tid) {
   for (size_t i = 0; i < s->nts; i++)
     if (s->ts[i].tid == tid) return &s->ts[i];
   if (mlprof__grow(&s->ts, &s->ts_cap, s->nts + 1, sizeof *s->ts)) return NULL;
-  char path[64], stat[64];
-  snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+  char stat[64];
   snprintf(stat, sizeof stat, "/proc/self/task/%u/stat", tid);
-  s->ts[s->nts] = (tstate){tid,
-                           open(path, O_RDONLY | O_CLOEXEC),
-                           open(stat, O_RDONLY | O_CLOEXEC),
-                           0,
-                           0,
-                           UINT64_MAX};
+  s->ts[s->nts] =
+      (tstate){tid, open(stat, O_RDONLY | O_CLOEXEC), 0, 0, UINT64_MAX};
   return &s->ts[s->nts++];
 }
 
-/* The thread's CPU time in ns, or UINT64_MAX when it cannot be read. */
-static uint64_t cpu_ns(tstate *t) {
-  char buf[128];
-  if (t->fd < 0) return UINT64_MAX;
-  ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return UINT64_MAX;
-  buf[n] = 0;
-  return strtoull(buf, NULL, 10);
-}
-
 /* Whether the thread is running or waiting for a CPU (state R): what it
- * does then is work, not waiting. -1 when unknown. */
-static int running_state(tstate *t) {
-  char buf[256];
+ * does then is work, not waiting; -1 when unknown. *cpu gets its CPU time
+ * (utime + stime, in ns of clock ticks), UINT64_MAX when unknown. One read
+ * of /proc/self/task/TID/stat. */
+static int thread_stat(tstate *t, uint64_t *cpu) {
+  char buf[512];
+  *cpu = UINT64_MAX;
   if (t->stat_fd < 0) return -1;
   ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
   if (n <= 0) return -1;
   buf[n] = 0;
-  /* "tid (comm) S ...": the comm may hold ')' itself; the last one ends it. */
+  /* "tid (comm) S ...": the comm may hold ')' itself; the last one ends it.
+   * utime and stime are the 14th and 15th fields, the 12th and 13th after
+   * the state. */
   const char *p = strrchr(buf, ')');
-  return p && p[1] == ' ' ? p[2] == 'R' : -1;
+  if (!p || p[1] != ' ') return -1;
+  int run = p[2] == 'R';
+  p += 3;
+  for (int field = 0; field < 11 && p; field++) p = strchr(p + 1, ' ');
+  if (p) {
+    char *end;
+    unsigned long long ut = strtoull(p + 1, &end, 10);
+    unsigned long long st = strtoull(end, NULL, 10);
+    *cpu = (ut + st) * tick_ns;
+  }
+  return run;
 }
 
 static void on_thread(void *ctx, const mlprof__stack_thread *t) {
@@ -103,7 +103,8 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
                t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
   tstate *ts = tstate_of(s, t->tid);
   if (ts) {
-    uint64_t c = cpu_ns(ts);
+    uint64_t c;
+    int r = thread_stat(ts, &c);
     if (c != UINT64_MAX && ts->seen != UINT64_MAX && c >= ts->cpu_ns &&
         s->now_ns > ts->at_ns) {
       p.cpu_ns = c - ts->cpu_ns;
@@ -111,7 +112,6 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
     }
     /* Its state, else whether it ran for at least half the time since its
      * previous sample. */
-    int r = running_state(ts);
     if (r > 0 || (r < 0 && (p.flags & CPU_KNOWN) &&
                   2 * p.cpu_ns >= s->now_ns - ts->at_ns))
       p.flags |= MLPROF__STACK_ON_CPU;
@@ -135,7 +135,6 @@ static void sweep(sampler *s, uint64_t keep_ticks) {
   size_t j = 0;
   for (size_t i = 0; i < s->nts; i++) {
     if (s->tick - s->ts[i].seen > keep_ticks && s->ts[i].seen != UINT64_MAX) {
-      if (s->ts[i].fd >= 0) close(s->ts[i].fd);
       if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
       continue;
     }
@@ -148,6 +147,8 @@ static void *sampler_main(void *arg) {
   sampler *s = arg;
   pthread_setname_np(pthread_self(), "mlprof-stacks");
   mlprof__fd_private();
+  long hz = sysconf(_SC_CLK_TCK);
+  if (hz > 0) tick_ns = 1000000000u / (uint64_t)hz;
   uint64_t next = mlprof__mono_ns();
   uint64_t keep = 1000000000u / s->interval_ns + 1;
   pthread_mutex_lock(&s->lock);
@@ -172,7 +173,6 @@ static void *sampler_main(void *arg) {
   }
   pthread_mutex_unlock(&s->lock);
   for (size_t i = 0; i < s->nts; i++) {
-    if (s->ts[i].fd >= 0) close(s->ts[i].fd);
     if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
   }
   free(s->ts);
