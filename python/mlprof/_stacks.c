@@ -59,9 +59,11 @@ static struct {
 } win;
 
 static int windowed(void *dst, const void *src, size_t n) {
-  const char *s = src;
-  if (s >= win.lo && s + n <= win.hi && s + n >= s) {
-    memcpy(dst, win.buf + (s - win.lo), n);
+  /* Integers, not pointers: a garbage address near the top of the address
+   * space must not wrap into the window. */
+  uintptr_t a = (uintptr_t)src, lo = (uintptr_t)win.lo, hi = (uintptr_t)win.hi;
+  if (a >= lo && a < hi && n <= hi - a) {
+    memcpy(dst, win.buf + (a - lo), n);
     return 0;
   }
   return sapi->read(dst, src, n);
@@ -71,13 +73,13 @@ static int windowed(void *dst, const void *src, size_t n) {
  * WINDOW_BYTES) into win. */
 static void window_load(const PyThreadState *t) {
   win.lo = win.hi = NULL;
-  const char *lo = (const char *)t->datastack_chunk;
-  const char *hi = (const char *)t->datastack_top;
-  if (!lo || hi <= lo || (size_t)(hi - lo) > (64u << 20)) return;
-  if ((size_t)(hi - lo) > WINDOW_BYTES) lo = hi - WINDOW_BYTES;
-  if (sapi->read(win.buf, lo, (size_t)(hi - lo)) == 0) {
-    win.lo = lo;
-    win.hi = hi;
+  uintptr_t lo = (uintptr_t)t->datastack_chunk;
+  uintptr_t hi = (uintptr_t)t->datastack_top;
+  if (!lo || hi <= lo || hi - lo > (64u << 20)) return;
+  if (hi - lo > WINDOW_BYTES) lo = hi - WINDOW_BYTES;
+  if (sapi->read(win.buf, (const void *)lo, hi - lo) == 0) {
+    win.lo = (const char *)lo;
+    win.hi = (const char *)hi;
   }
 }
 

@@ -173,17 +173,19 @@ def test_generators_and_coroutines(build_dir, tmp_path):
 
 def test_threads_ending_between_samples(build_dir, tmp_path):
     """Hundreds of threads that start and end between samples: the program
-    runs to its end and the profile reads clean."""
+    runs to its end and the profile reads clean. (A thread state freed while
+    it was read once gave an address that wrapped into the walker's copy of
+    the data stack: about one run in twenty crashed here.)"""
     r, out = run(build_dir, tmp_path, """
         import threading
         def short():
             spin(0.002)
-        for _ in range(300):
+        for _ in range(400):
             t = threading.Thread(target=short)
             t.start()
             t.join()
         print("done")
-    """, "--stacks", "1000")
+    """, "--stacks", "2000")
     assert r.stdout == "done\n"
     rep = json.loads(mlprof_cmd(build_dir, "report", "-f", "json", out))
     assert not rep.get("warnings"), rep.get("warnings")
