@@ -635,6 +635,7 @@ static int f_sample(void *ud, const mlprof__sample_row *row) {
   }
 PROCESS_ONLY(stack_func, (void *ud, const mlprof__stack_func *f), f)
 PROCESS_ONLY(stack_frame, (void *ud, const mlprof__stack_frame *f), f)
+PROCESS_ONLY(stack_rate, (void *ud, uint32_t hz), hz)
 PROCESS_ONLY(stack_node,
              (void *ud, uint32_t id, uint32_t parent, uint32_t frame), id,
              parent, frame)

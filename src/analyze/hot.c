@@ -136,17 +136,8 @@ static uint32_t job_zone(mlprof__hot_builder *b, const char *name, size_t n) {
 
 /* ---- reading a profile -------------------------------------------------- */
 
-static int on_meta(void *ud, const char *key, size_t klen, const char *value,
-                   size_t vlen) {
-  mlprof__hot_builder *b = ud;
-  static const char want[] = "mlprof.stacks_hz";
-  if (klen == sizeof want - 1 && memcmp(key, want, klen) == 0 && vlen < 16) {
-    char v[16];
-    memcpy(v, value, vlen);
-    v[vlen] = 0;
-    double hz = atof(v);
-    if (hz > 0 && hz <= 1e6) b->hz = hz;
-  }
+static int on_rate(void *ud, uint32_t hz) {
+  ((mlprof__hot_builder *)ud)->hz = hz;
   return 0;
 }
 
@@ -251,7 +242,7 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
   *v = (mlprof__visitor){.ud = b,
-                         .meta = on_meta,
+                         .stack_rate = on_rate,
                          .name = on_name,
                          .span = on_span,
                          .open = on_open,

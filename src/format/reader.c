@@ -754,6 +754,11 @@ static int parse_stacks(reader *r, mlprof__cursor *c) {
         rc = r->v->stack_sample ? r->v->stack_sample(r->v->ud, &s) : 0;
         break;
       }
+      case MLPROF__STK_RATE:
+        if (c->err || id == 0 || id > 1000000)
+          return damage(r, rec, "stack sampling rate out of range");
+        rc = r->v->stack_rate ? r->v->stack_rate(r->v->ud, (uint32_t)id) : 0;
+        break;
       default:
         return damage(r, rec, "unknown stack record %u", kind);
     }

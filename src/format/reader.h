@@ -164,7 +164,9 @@ typedef struct {
   X(stack_frame, (void *ud, const mlprof__stack_frame *f), f)                  \
   X(stack_node, (void *ud, uint32_t id, uint32_t parent, uint32_t frame), id,  \
     parent, frame)                                                             \
-  X(stack_sample, (void *ud, const mlprof__stack_sample *s), s)
+  X(stack_sample, (void *ud, const mlprof__stack_sample *s), s)                \
+  /* The sampler's rate (samples per second), before the samples. */           \
+  X(stack_rate, (void *ud, uint32_t hz), hz)
 
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then

@@ -59,6 +59,7 @@ enum {
   MLPROF__STK_NATIVE = 3, /* id, pc, module, symbol, offset */
   MLPROF__STK_NODE = 4,   /* id, parent stack id (0: none), frame id */
   MLPROF__STK_SAMPLE = 5, /* dt, tid, stack id, flags, cpu ns */
+  MLPROF__STK_RATE = 6,   /* samples per second */
 };
 
 enum {

@@ -55,6 +55,7 @@ typedef struct {
 } sampler;
 
 static sampler *running;
+static _Atomic unsigned rate_hz;    /* the running sampler's, for the file */
 static uint64_t tick_ns = 10000000; /* a clock tick: sysconf(_SC_CLK_TCK) */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -210,9 +211,7 @@ static int start_locked(void) {
     goto out;
   }
   running = s;
-  char v[16];
-  snprintf(v, sizeof v, "%d", hz);
-  mlprof_meta("mlprof.stacks_hz", v); /* what one sample stands for */
+  atomic_store(&rate_hz, (unsigned)hz);
   rc = 0;
 out:
   return rc;
@@ -289,6 +288,13 @@ int mlprof__stacks_take(uint8_t **out, size_t *len, size_t *cap,
   pthread_mutex_unlock(&queue_lock);
   int rc = mlprof__stacks_defs_take(out, len, cap, TAKE_LIMIT);
   uint64_t ref = 0;
+  unsigned hz = atomic_load(&rate_hz);
+  if (n && hz && !rc && !mlprof__grow(out, cap, *len + 12, 1)) {
+    /* What a sample stands for, before the samples. */
+    uint8_t *p = *out + *len;
+    *p++ = MLPROF__STK_RATE;
+    *len = (size_t)(mlprof__put_uv(p, hz) - *out);
+  }
   for (size_t i = 0; i < n && !rc; i++) {
     if (mlprof__grow(out, cap, *len + 60, 1)) {
       rc = MLPROF_ENOMEM;

@@ -1570,10 +1570,18 @@ static int log_ssample(void *ud, const mlprof__stack_sample *s) {
   return 0;
 }
 
+static int log_srate(void *ud, uint32_t hz) {
+  char line[32];
+  int n = snprintf(line, sizeof line, "H%u\n", (unsigned)hz);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
 static void test_stacks_chunk(void) {
   buf f = {0}, p = {0}, got = {0};
   profile_start(&f);
   uint8_t k;
+  k = MLPROF__STK_RATE, put(&p, &k, 1), put_uv(&p, 500);
   k = MLPROF__STK_FUNC, put(&p, &k, 1), put_uv(&p, 1);
   put_str(&p, "a.py"), put_str(&p, "main"), put_uv(&p, 3);
   k = MLPROF__STK_FRAME, put(&p, &k, 1), put_uv(&p, 1), put_uv(&p, 1);
@@ -1607,12 +1615,14 @@ static void test_stacks_chunk(void) {
                        .stack_func = log_sfunc,
                        .stack_frame = log_sframe,
                        .stack_node = log_snode,
-                       .stack_sample = log_ssample};
+                       .stack_sample = log_ssample,
+                       .stack_rate = log_srate};
   mlprof__read_report rep;
   int rc = mlprof__read_mem(f.d, f.n, &v, &rep, NULL, 0);
   put(&got, "", 1);
   CHECK_EQ(rc, 0);
   CHECK_STR((char *)got.d,
+            "H500\n"
             "F1 a.py:main:3\n"
             "R1 1:4 \n"
             "R2 0:0 libx.sof\n"
