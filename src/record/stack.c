@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,12 +123,16 @@ static slot *probe(table *t, uint64_t key, slot **claim) {
   return NULL;
 }
 
-/* The id a found slot holds, waiting a little for one being made. */
+/* The id a found slot holds, waiting a little for one being made (its
+ * maker may have been preempted: a few yields let it finish). */
 static uint32_t slot_id(slot *s) {
-  for (int i = 0; i < 1000; i++) {
+  for (int i = 0; i < 1100; i++) {
     uint32_t id = atomic_load_explicit(&s->id, memory_order_acquire);
     if (id) return id;
-    relax();
+    if (i < 1000)
+      relax();
+    else
+      sched_yield();
   }
   return 0;
 }
