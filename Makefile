@@ -10,7 +10,7 @@ PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(abspath $(VENV))/bin/python
 
-.PHONY: all venv demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test python-test-oldest python-test-versions bench-python browser-test format format-check distclean
+.PHONY: all venv demo test check noserve-check bench install deps sanitize tsan fuzz clean python-install python-test python-test-oldest python-test-versions bench-python-versions bench-python browser-test format format-check distclean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -95,6 +95,10 @@ python-test-oldest: python-install
 # machine (the image's pyenv: 3.12, 3.13), each in an environment of its own.
 python-test-versions: all
 	sh scripts/test-python-versions.sh $(BUILD)
+
+# The call tracer's benchmark (sys.monitoring) under each CPython 3.12+.
+bench-python-versions: all
+	sh scripts/test-python-versions.sh $(BUILD) bench $(BENCH_ARGS)
 
 # The HTML report and the live dashboard in headless Debian Chromium
 # (/usr/bin/chromium, or CHROMIUM), driven by pytest and playwright from the

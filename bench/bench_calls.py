@@ -5,9 +5,11 @@ baseline (no profiler) of the same run:
 
   - added ns per Python call on a recursive fib and on a flat loop of calls
     to a small function: mlprof's call tracer (budget: <= 0.6x cProfile's
-    added cost), its profile-function path (builtins=True: neither fib nor
-    the loop calls a builtin, so only the mechanism differs) and its hook
-    alone (include matching nothing: every call seen, none recorded),
+    added cost), its profile-function path (on Python 3.9-3.11
+    builtins=True: neither fib nor the loop calls a builtin, so only the
+    mechanism differs; on 3.12+ with sys.monitoring's PROFILER_ID held by
+    another tool, as cProfile holds it) and its hook alone (include
+    matching nothing: every call seen, none recorded),
     beside cProfile, VizTracer, yappi and pyinstrument (a sampler);
   - bytes per traced call in mlprof's profile file;
   - line timings, mlprof's ways of choosing a function beside
@@ -38,6 +40,9 @@ FIB = 20 if QUICK else 23
 FLAT = 100_000 if QUICK else 200_000
 ROUNDS = 3 if QUICK else 9
 BEST_OF = 1 if QUICK else 3  # runs in a round, the least taken
+# Python 3.12+: the tracer is a sys.monitoring tool (so is cProfile).
+MONITORING = sys.version_info >= (3, 12)
+mon = getattr(sys, "monitoring", None)
 HOW = "process CPU time, median of %d interleaved rounds (least of %d " \
     "runs each)" % (ROUNDS, BEST_OF)
 
@@ -81,13 +86,19 @@ def bench_calls(name, fn, arg, calls):
     yappi.set_clock_type("wall")
     r = [0]
 
-    def mlprof_run(key, **calls_options):
+    def mlprof_run(key, held=False, **calls_options):
         r[0] += 1
         out = os.path.join(d, "%s%d.mlprof" % (key, r[0]))
-        with mlprof.Profiler(output=out, sample_interval=0,
-                             memory_cap=1 << 30, backend="calls",
-                             calls_options=calls_options):
-            return cpu_ns(fn, arg, BEST_OF)
+        if held:
+            mon.use_tool_id(mon.PROFILER_ID, "bench")
+        try:
+            with mlprof.Profiler(output=out, sample_interval=0,
+                                 memory_cap=1 << 30, backend="calls",
+                                 calls_options=calls_options):
+                return cpu_ns(fn, arg, BEST_OF)
+        finally:
+            if held:
+                mon.free_tool_id(mon.PROFILER_ID)
 
     def around(start, stop):
         def run():
@@ -115,7 +126,8 @@ def bench_calls(name, fn, arg, calls):
     ways = {
         "plain": lambda: cpu_ns(fn, arg, BEST_OF),
         "mlprof": lambda: mlprof_run("c"),
-        "profile_fn": lambda: mlprof_run("p", builtins=True),
+        "profile_fn": (lambda: mlprof_run("p", held=True)) if MONITORING
+        else lambda: mlprof_run("p", builtins=True),
         "alone": lambda: mlprof_run("n", include=["no.such.module"]),
         "cprofile": around(cprofile.enable, cprofile.disable),
         "viztracer": around(viz.start, viz_stop),
@@ -139,7 +151,8 @@ def bench_calls(name, fn, arg, calls):
               ("no profiler (baseline)", ns["plain"], ""),
               ("mlprof Profiler(backend='calls') (%s)" % mechanism,
                ns["mlprof"], budget),
-              ("  its profile function path (builtins=True)",
+              ("  its profile function path (%s)" % (
+                  "PROFILER_ID held" if MONITORING else "builtins=True"),
                ns["profile_fn"], ""),
               ("  its hook alone (include matching nothing)", ns["alone"],
                ""),

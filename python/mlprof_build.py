@@ -5,7 +5,8 @@ line), which CMakeLists.txt reads too. The package holds three programs:
 the extension mlprof._mlprof (its own files below, plus the analysis side:
 ANALYSIS), the recording library mlprof/_lib/libmlprof.so (record, sample,
 format, base; record built with MLPROF_AUTOSTART) and the command
-mlprof/_bin/mlprof (cli, serve and both sides)."""
+mlprof/_bin/mlprof (cli, serve, parquet and both sides; parquet with
+libzstd)."""
 import os
 import re
 import shlex
@@ -77,6 +78,19 @@ def http_flags():
         raise SystemExit("mlprof: libmicrohttpd not found by pkg-config "
                          "(Debian: apt-get install pkg-config "
                          "libmicrohttpd-dev)")
+    return shlex.split(out[0]), shlex.split(out[1])
+
+
+def zstd_flags():
+    """(cflags, libs) of libzstd, which `mlprof export` (its Parquet pages)
+    uses: linked into the command only."""
+    try:
+        out = [subprocess.run(["pkg-config", flag, "libzstd"], check=True,
+                              capture_output=True, text=True).stdout
+               for flag in ("--cflags", "--libs")]
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("mlprof: libzstd not found by pkg-config "
+                         "(Debian: apt-get install pkg-config libzstd-dev)")
     return shlex.split(out[0]), shlex.split(out[1])
 
 

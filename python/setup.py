@@ -20,6 +20,7 @@ class BuildMlprof(build_ext):
     def build_extension(self, ext):
         mb.check_tree()
         http_cflags, http_libs = mb.http_flags()
+        zstd_cflags, zstd_libs = mb.zstd_flags()
         recording = mb.layers(["record", "sample"])
         # Only in the recording library, not in the command.
         preload = mb.sources("preload")
@@ -28,6 +29,8 @@ class BuildMlprof(build_ext):
         # The packaged command has mlprof serve: the build requires
         # libmicrohttpd (http_flags says so when it is missing).
         cli = mb.sources("cli") + mb.sources("serve")
+        # mlprof export's Parquet writer, with libzstd: the command only.
+        cli += mb.sources("parquet")
         cc = self.compiler
         generated = os.path.join(self.build_temp, "generated")
         mb.generate_assets(generated)
@@ -42,7 +45,8 @@ class BuildMlprof(build_ext):
                                   self.build_temp, "lib" if autostart else ""),
                               macros=macros,
                               include_dirs=mb.INCLUDE_DIRS + [generated],
-                              extra_postargs=mb.CFLAGS + http_cflags)[0]
+                              extra_postargs=mb.CFLAGS + http_cflags +
+                              zstd_cflags)[0]
 
         every = mb.ext_sources() + recording + cli
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
@@ -60,7 +64,8 @@ class BuildMlprof(build_ext):
                               extra_postargs=["-Wl,-soname," + soname])
         cc.link_executable([obj[s] for s in cli + core + recording + lower],
                            "mlprof", output_dir=os.path.join(out, "_bin"),
-                           libraries=mb.LIBS, extra_postargs=http_libs)
+                           libraries=mb.LIBS,
+                           extra_postargs=http_libs + zstd_libs)
 
 
 setup(

@@ -4,6 +4,9 @@
 The layers (docs/architecture.md): base < format < sample < record, and
 format < model < analyze < export < serve < cli; a layer may use those
 before it, never those after. intercept is part of the recording library.
+The Python extension's C sources (python/, PYTHON_LAYER) are a front end
+beside cli: they may use the reading side and the recording library's
+public header, never a header private to a layer.
 The sources include each other by relative paths ("../format/wire.h"), which
 include directories cannot forbid, so this script is the check: it reads
 every #include "..." of src/LAYER/*.[ch] and fails, one line per include,
@@ -25,7 +28,12 @@ USES = {
     "serve": ["base", "format", "model", "analyze", "export"],
     "cli": ["base", "format", "model", "analyze", "export", "serve",
             "record"],
+    "python": ["base", "format", "model", "analyze", "export", "record"],
 }
+# The tree outside src/ that is checked as a layer of its own, and what of
+# it is no source (a build's copies).
+PYTHON_LAYER = "python"
+NOT_SOURCES = {"build", "dist"}
 # Headers only their own layer (and the layers named) may include.
 PRIVATE = {"record/internal.h": ["record", "intercept"]}
 # The source lists (src/sources/) are no layer.
@@ -45,16 +53,28 @@ def check(root):
             errors.append("src/%s: a layer this script does not know; add it "
                           "to USES in scripts/check-layers.py" % layer)
             continue
-        for dirpath, _, files in os.walk(top):
-            for f in sorted(files):
-                if not f.endswith((".c", ".h")):
-                    continue
-                path = os.path.join(dirpath, f)
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    for n, line in enumerate(fh, 1):
-                        m = INCLUDE.match(line)
-                        if m:
-                            errors += judge(src, layer, path, n, m.group(1))
+        errors += check_tree(src, layer, top)
+    python = os.path.join(root, PYTHON_LAYER)
+    if os.path.isdir(python):
+        errors += check_tree(src, PYTHON_LAYER, python)
+    return errors
+
+
+def check_tree(src, layer, top):
+    """The includes of every C source under top, judged as layer's."""
+    errors = []
+    for dirpath, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs
+                         if d not in NOT_SOURCES and not d.endswith(".egg-info"))
+        for f in sorted(files):
+            if not f.endswith((".c", ".h")):
+                continue
+            path = os.path.join(dirpath, f)
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    m = INCLUDE.match(line)
+                    if m:
+                        errors += judge(src, layer, path, n, m.group(1))
     return errors
 
 

@@ -4,13 +4,16 @@
 #   install-deps.sh check   the build, unit and end-to-end tests (make check)
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
-build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev"
+# libzstd-dev: mlprof export compresses its Parquet pages with zstd.
+build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev libzstd-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
+# time: GNU time measures the export's peak memory (tests/e2e/test_parquet.py).
 # libpython3.11-testsuite: CPython's own regression tests of signals and
 # subprocesses, run under mlprof run by the end-to-end tests
-# (tests/e2e/test_cpython_suite.py).
-check="$build python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime libpython3.11-testsuite"
+# (tests/e2e/test_cpython_suite.py). protobuf-compiler: protoc --decode reads
+# the Perfetto traces back (tests/e2e/test_perfetto.py).
+check="$build time python3-pytest prometheus tmux openmpi-bin libopenmpi-dev mpich libmpich-dev faketime libpython3.11-testsuite protobuf-compiler"
 # g++: torch.compile's default backend (inductor) compiles C++
 # (tests/python/test_compile.py).
 all="$check g++ clang clang-format libclang-rt-14-dev python3-dev python3-pip python3-setuptools python3-wheel python3-torch chromium"

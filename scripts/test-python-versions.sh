@@ -5,10 +5,15 @@
 # environment of its own (BUILD/venv-X.Y: pytest, setuptools, wheel) and a
 # build of the package (BUILD/python-X.Y), which mlprof run's start-up
 # module is taken from. With none found, says so and succeeds: the project
-# installs no other Python.
-#   test-python-versions.sh BUILD
+# installs no other Python. With "bench", runs the call tracer's benchmark
+# (bench/bench_calls.py, ARGS passed on) instead, beside the peers pinned in
+# tests/requirements.txt, installed into that environment.
+#   test-python-versions.sh BUILD [bench [ARGS...]]
 set -e
-build=$(cd "${1:?usage: test-python-versions.sh BUILD}" && pwd)
+build=$(cd "${1:?usage: test-python-versions.sh BUILD [bench [ARGS...]]}" && pwd)
+shift
+mode=${1:-test}
+[ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 pythons=${PYTHONS:-$(ls -d /root/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null || true)}
 if [ -z "$pythons" ]; then
@@ -25,6 +30,11 @@ for py in $pythons; do
   fi
   rm -rf "$pkg"
   "$env/bin/python" -m pip install -q --no-deps --no-build-isolation --target "$pkg" "$root/python"
+  if [ "$mode" = bench ]; then
+    "$env/bin/python" -m pip install -q $(grep -E '^(viztracer|yappi|pyinstrument|line_profiler)==' "$root/tests/requirements.txt")
+    PYTHONPATH="$pkg" "$env/bin/python" "$root/bench/bench_calls.py" "$@"
+    continue
+  fi
   MLPROF_BUILD="$build" PYTHONPATH="$pkg" MLPROF_PY_STARTUP="$pkg/mlprof/_startup" \
     "$env/bin/python" -m pytest -q "$root/tests/python/test_api.py" \
     "$root/tests/python/test_calls.py" "$root/tests/python/test_lines.py" \

@@ -24,10 +24,11 @@ import warnings
 
 from . import _mlprof
 from ._mlprof import Error, Zone
+from .tables import to_duckdb
 
 __all__ = ["Profiler", "Zone", "Error", "schedule", "profile", "zone",
            "gauge", "units", "zone_meta", "lines", "version", "read_events",
-           "report"]
+           "report", "to_duckdb"]
 
 __version__ = _mlprof.version()
 # The categories' names, in the order of their numbers (from the C header).
@@ -43,7 +44,7 @@ CALLS_OPTIONS = {"include": (), "exclude": (), "builtins": False,
 
 # Formats of Profiler.export and the file suffix each one gets.
 EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
-                 "trace": ".trace.json"}
+                 "findings-csv": ".findings.csv", "trace": ".trace.json"}
 
 
 def version():
@@ -404,7 +405,9 @@ class Profiler(_mlprof.ProfilerBase):
         and process (CPU time and peak memory of this process so far); with
         backend="calls", "calls" (dropped_short: calls under min_duration;
         dropped_no_memory: calls not recorded for lack of memory;
-        mechanism: "eval_frame" or "profile", docs/python.md);
+        mechanism: "eval_frame", "monitoring" or "profile", and
+        fallback: why "profile" stands in for "monitoring", or None,
+        docs/python.md);
         when lines are timed, "lines" (mlprof.line_table()). filters:
         those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
         rank=...)."""
@@ -424,7 +427,8 @@ class Profiler(_mlprof.ProfilerBase):
         if "calls" in self.backends:
             d["calls"] = {"dropped_short": _mlprof.calls_dropped(),
                           "dropped_no_memory": _mlprof.calls_dropped_memory(),
-                          "mechanism": _mlprof.calls_mechanism()}
+                          "mechanism": _mlprof.calls_mechanism(),
+                          "fallback": _mlprof.calls_fallback()}
         if self._lines or _lines_chosen:
             d["lines"] = line_table()
         return d
@@ -439,8 +443,8 @@ class Profiler(_mlprof.ProfilerBase):
             formats = [formats]
         for f in formats:
             if f not in EXPORT_SUFFIX:
-                raise ValueError("unknown format %r: use json, csv, text or "
-                                 "trace" % (f,))
+                raise ValueError("unknown format %r: use json, csv, "
+                                 "findings-csv, text or trace" % (f,))
         if self.running:
             _record_lines()
             _mlprof.flush()

@@ -228,6 +228,7 @@ static code_info *info_of(PyFrameObject *frame) {
 
 typedef struct {
   const mlprof_site *site; /* recorded (owed an end, or timed) */
+  const void *c;           /* a C function's PyMethodDef; NULL: Python's */
   uint64_t t0;             /* begin, with a minimum duration */
 } call_entry;
 
@@ -329,20 +330,19 @@ static struct {
   unsigned gen;
 } cfuncs[CFUNC_MAP];
 
-static const mlprof_site *cfunc_site(PyObject *fn) {
-  if (!PyCFunction_Check(fn)) return NULL;
-  PyCFunctionObject *f = (PyCFunctionObject *)fn;
-  const PyMethodDef *def = f->m_ml;
+/* The site of C function def (module, self: a builtin function's, the
+ * bound object of a method; either may be NULL), NULL when not traced. */
+static const mlprof_site *cfunc_site(const PyMethodDef *def, PyObject *module,
+                                     PyObject *self) {
   size_t h = ((uintptr_t)def >> 4) % CFUNC_MAP;
   for (size_t i = 0; i < 8; i++, h = (h + 1) % CFUNC_MAP) {
     if (cfuncs[h].def == def && cfuncs[h].gen == options_gen)
       return cfuncs[h].site;
     if (!cfuncs[h].def || cfuncs[h].gen != options_gen) break;
   }
-  PyObject *self = f->m_self;
   const char *owner = "builtins";
-  if (f->m_module && PyUnicode_Check(f->m_module))
-    owner = PyUnicode_AsUTF8(f->m_module);
+  if (module && PyUnicode_Check(module))
+    owner = PyUnicode_AsUTF8(module);
   else if (self && !PyModule_Check(self))
     owner = Py_TYPE(self)->tp_name;
   const mlprof_site *site = NULL;
@@ -375,7 +375,9 @@ static call_entry *entry_at(call_state *s, int d) {
   return &s->deep[i];
 }
 
-static void call_begin(call_state *s, const mlprof_site *site) {
+/* Opens a call (site NULL: one not recorded; c: a C function's key, which
+ * its end must match, or NULL). */
+static void call_begin(call_state *s, const mlprof_site *site, const void *c) {
   int d = s->depth++;
   if (site && opt_max_depth && s->recorded >= opt_max_depth) site = NULL;
   /* Past a call that found no memory, none is held (a return must find
@@ -393,6 +395,7 @@ static void call_begin(call_state *s, const mlprof_site *site) {
       site = NULL; /* recording is off: no end owed */
   }
   e->site = site;
+  e->c = c;
   s->recorded += site != NULL;
 }
 
@@ -428,14 +431,19 @@ static int profile_fn(PyObject *obj, PyFrameObject *frame, int what,
   switch (what) {
     case PyTrace_CALL: {
       code_info *ci = info_of(frame);
-      call_begin(s, ci ? ci->site : NULL);
+      call_begin(s, ci ? ci->site : NULL, NULL);
       break;
     }
     case PyTrace_RETURN:
       call_end(s);
       break;
     case PyTrace_C_CALL:
-      if (opt_builtins) call_begin(s, cfunc_site(arg));
+      if (opt_builtins && PyCFunction_Check(arg)) {
+        PyCFunctionObject *f = (PyCFunctionObject *)arg;
+        call_begin(s, cfunc_site(f->m_ml, f->m_module, f->m_self), NULL);
+      } else if (opt_builtins) {
+        call_begin(s, NULL, NULL);
+      }
       break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
@@ -484,7 +492,7 @@ static PyObject *eval_hook(PyThreadState *ts, eval_frame *f, int throwflag) {
   if (!s) return _PyEval_EvalFrameDefault(ts, f, throwflag);
   unsigned gen = calls_gen;
   code_info *ci = code_info_of(f->f_code, f->f_globals);
-  call_begin(s, ci ? ci->site : NULL);
+  call_begin(s, ci ? ci->site : NULL, NULL);
   PyObject *r = _PyEval_EvalFrameDefault(ts, f, throwflag);
   if (gen == calls_gen) call_end(s); /* not after calls_stop() */
   return r;
@@ -499,6 +507,235 @@ static int hook_set(int on) {
   _PyInterpreterState_SetEvalFrameFunc(
       in, on ? eval_hook : _PyEval_EvalFrameDefault);
   return 0;
+}
+#endif
+
+/* ---- calls: sys.monitoring (PEP 669) --------------------------------------
+ *
+ * On Python 3.12+ the tracer is a sys.monitoring tool (sys.monitoring's
+ * PROFILER_ID, named "mlprof"): C functions called with the code object, no
+ * frame object made, on every thread of the interpreter at once, threads
+ * started later included. PY_START, PY_RESUME and PY_THROW (a generator
+ * resumed by throw()) begin a call; PY_RETURN, PY_YIELD and PY_UNWIND end
+ * it. With builtins, CALL begins a C function's call and C_RETURN or
+ * C_RAISE ends it, for the callables the profile function reports as C
+ * calls: a builtin, or a method descriptor called with its self
+ * (list.append(x)). The id is freed at stop. When another tool holds it,
+ * that tool is left alone and the profile function is used instead
+ * (calls_fallback says why). */
+#if PY_VERSION_HEX >= 0x030C0000
+#define CALLS_MONITORING 1
+
+static PyObject *mon;          /* sys.monitoring */
+static PyObject *mon_missing;  /* sys.monitoring.MISSING: no first argument */
+static long mon_tool = -1;     /* the tool id held; -1: none */
+static int calls_monitored;    /* calls go through sys.monitoring */
+static char mon_fallback[160]; /* why the profile function is used, or "" */
+
+/* The PyMethodDef of a C function whose call sys.monitoring reports
+ * (callable, and its first argument or MISSING) and, when site is not
+ * NULL, its site in *site; NULL when it is no C call for the tracer. */
+static const PyMethodDef *c_callee(PyObject *callable, PyObject *arg0,
+                                   const mlprof_site **site) {
+  /* CALL names a bound method where C_RETURN names its function. */
+  if (PyMethod_Check(callable)) callable = PyMethod_GET_FUNCTION(callable);
+  if (PyCFunction_Check(callable)) {
+    PyCFunctionObject *f = (PyCFunctionObject *)callable;
+    if (site) *site = cfunc_site(f->m_ml, f->m_module, f->m_self);
+    return f->m_ml;
+  }
+  if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && arg0 != mon_missing) {
+    const PyMethodDef *def = ((PyMethodDescrObject *)callable)->d_method;
+    /* Bound to arg0, as the profile function sees it. */
+    if (site) *site = cfunc_site(def, NULL, arg0);
+    return def;
+  }
+  return NULL;
+}
+
+/* PY_START, PY_RESUME, PY_THROW: (code, offset[, exception]). Runs in the
+ * frame that begins, whose globals PyEval_GetGlobals gives. */
+static PyObject *mon_begin(PyObject *self, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  call_state *s = calls_on ? state() : NULL;
+  if (s && nargs >= 1 && PyCode_Check(args[0])) {
+    void *p = NULL;
+    CODE_GET_EXTRA(args[0], extra_index, &p);
+    code_info *ci = p; /* the globals are looked up on a miss only */
+    if (!ci || (ci->gen != options_gen && !ci->trampoline))
+      ci = code_info_of((PyCodeObject *)args[0], PyEval_GetGlobals());
+    call_begin(s, ci ? ci->site : NULL, NULL);
+  }
+  Py_RETURN_NONE;
+}
+
+/* PY_RETURN, PY_YIELD, PY_UNWIND. */
+static PyObject *mon_end(PyObject *self, PyObject *const *args,
+                         Py_ssize_t nargs) {
+  call_state *s = calls_on ? state() : NULL;
+  if (s) call_end(s);
+  Py_RETURN_NONE;
+}
+
+/* CALL: (code, offset, callable, arg0), for every call, Python's too. */
+static PyObject *mon_c_begin(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs) {
+  call_state *s = calls_on && nargs == 4 ? state() : NULL;
+  const mlprof_site *site = NULL;
+  const PyMethodDef *def = s ? c_callee(args[2], args[3], &site) : NULL;
+  if (def) call_begin(s, site, def);
+  Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE: (code, offset, callable, arg0). They follow the calls
+ * of anything but an inlined Python function: only the end of the C call
+ * open on top is taken. */
+static PyObject *mon_c_end(PyObject *self, PyObject *const *args,
+                           Py_ssize_t nargs) {
+  call_state *s = calls_on && nargs == 4 ? state() : NULL;
+  const PyMethodDef *def = s ? c_callee(args[2], args[3], NULL) : NULL;
+  if (def && s->depth > 0) {
+    int d = s->depth - 1;
+    call_entry *e = s->lost ? NULL : entry_at(s, d);
+    if (!e || e->c == def) call_end(s);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef mon_defs[] = {
+    {"_calls_begin", (PyCFunction)(void (*)(void))mon_begin, METH_FASTCALL,
+     NULL},
+    {"_calls_end", (PyCFunction)(void (*)(void))mon_end, METH_FASTCALL, NULL},
+    {"_calls_c_begin", (PyCFunction)(void (*)(void))mon_c_begin, METH_FASTCALL,
+     NULL},
+    {"_calls_c_end", (PyCFunction)(void (*)(void))mon_c_end, METH_FASTCALL,
+     NULL},
+};
+static PyObject *mon_cbs[4]; /* mon_defs as objects */
+
+/* Each event the tracer registers, its callback (mon_defs) and whether it
+ * is for builtins only. */
+static const struct {
+  const char *event;
+  int cb, builtins;
+} mon_events[] = {
+    {"PY_START", 0, 0},  {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
+    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0},  {"PY_UNWIND", 1, 0},
+    {"CALL", 2, 1},      {"C_RETURN", 3, 1},  {"C_RAISE", 3, 1},
+};
+#define MON_EVENTS (sizeof mon_events / sizeof *mon_events)
+
+/* sys.monitoring.events.<name> as a bit, -1 with an exception. */
+static long mon_event(const char *name) {
+  PyObject *events = PyObject_GetAttrString(mon, "events");
+  PyObject *v = events ? PyObject_GetAttrString(events, name) : NULL;
+  long bit = v ? PyLong_AsLong(v) : -1;
+  Py_XDECREF(events);
+  Py_XDECREF(v);
+  return bit;
+}
+
+/* Takes the tool id off the tracer's callbacks and events and frees it,
+ * when the tracer still holds it (a tool that took it since is left
+ * alone). An exception pending is kept. 0, or -1 with an exception. */
+static int mon_stop(void) {
+  if (mon_tool < 0) return 0;
+  long tool = mon_tool;
+  mon_tool = -1;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  int ok = 0;
+  PyObject *holder = PyObject_CallMethod(mon, "get_tool", "l", tool);
+  if (holder && PyUnicode_Check(holder) &&
+      PyUnicode_CompareWithASCIIString(holder, "mlprof") == 0) {
+    PyObject *r = PyObject_CallMethod(mon, "set_events", "li", tool, 0);
+    for (size_t i = 0; r && i <= MON_EVENTS; i++) {
+      long bit = i < MON_EVENTS ? mon_event(mon_events[i].event) : 0;
+      Py_DECREF(r);
+      if (bit < 0)
+        r = NULL;
+      else if (i < MON_EVENTS)
+        r = PyObject_CallMethod(mon, "register_callback", "llO", tool, bit,
+                                Py_None);
+      else
+        r = PyObject_CallMethod(mon, "free_tool_id", "l", tool);
+    }
+    ok = r != NULL;
+    Py_XDECREF(r);
+  } else {
+    ok = holder != NULL;
+  }
+  Py_XDECREF(holder);
+  if (et) {
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+  }
+  return ok || et ? 0 : -1;
+}
+
+/* Makes the tracer a sys.monitoring tool (builtins: with the C calls'
+ * events). 1 when it is; 0 when another tool holds the id (mon_fallback
+ * says which); -1 with an exception. */
+static int mon_start(int builtins) {
+  mon_fallback[0] = 0;
+  if (mon_stop() < 0) return -1; /* started again */
+  if (!mon) {
+    PyObject *sys = PyImport_ImportModule("sys");
+    mon = sys ? PyObject_GetAttrString(sys, "monitoring") : NULL;
+    Py_XDECREF(sys);
+    mon_missing = mon ? PyObject_GetAttrString(mon, "MISSING") : NULL;
+    for (int i = 0; mon_missing && i < 4; i++)
+      if (!(mon_cbs[i] = PyCFunction_New(&mon_defs[i], NULL))) break;
+    if (!mon_missing || !mon_cbs[3]) {
+      for (int i = 0; i < 4; i++) Py_CLEAR(mon_cbs[i]);
+      Py_CLEAR(mon_missing);
+      Py_CLEAR(mon);
+      return -1;
+    }
+  }
+  PyObject *id = PyObject_GetAttrString(mon, "PROFILER_ID");
+  long tool = id ? PyLong_AsLong(id) : -1;
+  Py_XDECREF(id);
+  if (tool < 0) return -1;
+  PyObject *holder = PyObject_CallMethod(mon, "get_tool", "l", tool);
+  if (!holder) return -1;
+  if (holder != Py_None) {
+    PyObject *r = PyObject_Repr(holder);
+    const char *name = r ? PyUnicode_AsUTF8(r) : NULL;
+    snprintf(mon_fallback, sizeof mon_fallback,
+             "sys.monitoring tool %ld is held by %.100s", tool,
+             name ? name : "another tool");
+    PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(holder);
+    return 0;
+  }
+  Py_DECREF(holder);
+  PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "ls", tool, "mlprof");
+  if (!r) return -1;
+  Py_DECREF(r);
+  mon_tool = tool;
+  unsigned long mask = 0;
+  for (size_t i = 0; i < MON_EVENTS; i++) {
+    if (mon_events[i].builtins && !builtins) continue;
+    long bit = mon_event(mon_events[i].event);
+    r = bit < 0 ? NULL
+                : PyObject_CallMethod(mon, "register_callback", "llO", tool,
+                                      bit, mon_cbs[mon_events[i].cb]);
+    if (!r) {
+      mon_stop();
+      return -1;
+    }
+    Py_DECREF(r);
+    mask |= (unsigned long)bit;
+  }
+  r = PyObject_CallMethod(mon, "set_events", "lk", tool, mask);
+  if (!r) {
+    mon_stop();
+    return -1;
+  }
+  Py_DECREF(r);
+  return 1;
 }
 #endif
 
@@ -757,6 +994,14 @@ static PyObject *calls_start(PyObject *m, PyObject *args, PyObject *kw) {
   calls_hooked = !builtins && hook_set(1) == 0;
   if (calls_hooked) Py_RETURN_NONE;
 #endif
+#ifdef CALLS_MONITORING
+  int on = mon_start(builtins);
+  calls_monitored = on > 0;
+  if (on) {
+    if (on < 0) calls_on = 0;
+    return on < 0 ? NULL : Py_NewRef(Py_None);
+  }
+#endif
   if (set_all(0, profile_fn) < 0) {
     calls_on = 0;
     set_all(0, NULL);
@@ -776,6 +1021,11 @@ static PyObject *calls_stop(PyObject *m, PyObject *unused) {
     hook_set(0); /* a hook set since by someone else stays */
   else
 #endif
+#ifdef CALLS_MONITORING
+      if (calls_monitored)
+    rc = mon_stop();
+  else
+#endif
     rc = set_all(0, NULL);
   call_state *s = state();
   while (s && s->depth > 0) call_end(s);
@@ -793,9 +1043,22 @@ static PyObject *calls_dropped_memory(PyObject *m, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(dropped_memory);
 }
 
-/* How calls are traced: "eval_frame" (the hook) or "profile". */
+/* How calls are traced: "eval_frame" (the hook), "monitoring"
+ * (sys.monitoring) or "profile". */
 static PyObject *calls_mechanism(PyObject *m, PyObject *unused) {
+#ifdef CALLS_MONITORING
+  if (calls_monitored) return PyUnicode_FromString("monitoring");
+#endif
   return PyUnicode_FromString(calls_hooked ? "eval_frame" : "profile");
+}
+
+/* Why the profile function stands in for sys.monitoring (another tool
+ * holds its id), or None. */
+static PyObject *calls_fallback(PyObject *m, PyObject *unused) {
+#ifdef CALLS_MONITORING
+  if (mon_fallback[0]) return PyUnicode_FromString(mon_fallback);
+#endif
+  Py_RETURN_NONE;
 }
 
 static void line_table_free(PyObject *cap) {
@@ -1009,7 +1272,9 @@ PyMethodDef mlprof__calls_methods[] = {
     {"calls_dropped_memory", calls_dropped_memory, METH_NOARGS,
      "Calls not recorded for lack of memory to hold their place."},
     {"calls_mechanism", calls_mechanism, METH_NOARGS,
-     "How calls are traced: 'eval_frame' or 'profile'."},
+     "How calls are traced: 'eval_frame', 'monitoring' or 'profile'."},
+    {"calls_fallback", calls_fallback, METH_NOARGS,
+     "Why the profile function stands in for sys.monitoring, or None."},
     {"lines_add", lines_add, METH_O, "lines_add(code): times its lines."},
     {"lines_trampoline", lines_trampoline, METH_O,
      "lines_trampoline(code): a trampoline's code, never traced."},

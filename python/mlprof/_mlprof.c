@@ -1505,20 +1505,15 @@ static PyObject *mod_report_json(PyObject *m, PyObject *args, PyObject *kw) {
 }
 
 typedef struct {
-  const mlprof__report *r;
-  const mlprof__resources *res;
-  const mlprof__findings *f;
-  const char *format;
+  const mlprof__analysis *a;
+  const mlprof__report_format *format;
   const mlprof__job *job;
 } export_ctx;
 
 static int export_report_fn(void *vctx, mlprof__out *o, char *err,
                             size_t errlen) {
   export_ctx *c = vctx;
-  if (strcmp(c->format, "json") == 0)
-    return mlprof__export_json(c->r, c->res, c->f, o);
-  if (strcmp(c->format, "csv") == 0) return mlprof__export_csv(c->r, o);
-  return mlprof__export_text(c->r, c->res, c->f, o);
+  return c->format->write(c->a, o);
 }
 
 static int export_trace_fn(void *vctx, mlprof__out *o, char *err,
@@ -1527,8 +1522,9 @@ static int export_trace_fn(void *vctx, mlprof__out *o, char *err,
   return mlprof__export_chrome(c->job, NULL, o, NULL, err, errlen);
 }
 
-/* export(paths, out_path, format, sort="total", top=0): format is text,
- * json, csv or trace (Chrome trace JSON). The file appears only complete. */
+/* export(paths, out_path, format, sort="total", top=0): format is one of
+ * the report's (export/formats.c: text, json, csv, findings-csv) or trace
+ * (Chrome trace JSON). The file appears only complete. */
 static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"paths", "out", "format", "sort", "top", NULL};
   PyObject *paths, *outobj, *sortobj = NULL;
@@ -1557,18 +1553,19 @@ static PyObject *mod_export(PyObject *m, PyObject *args, PyObject *kw) {
     }
     Py_END_ALLOW_THREADS free(pv);
     Py_DECREF(holder);
-  } else if (!strcmp(format, "json") || !strcmp(format, "csv") ||
-             !strcmp(format, "text")) {
+  } else if (mlprof__report_format_find(format)) {
     mlprof__analysis a;
     if (build_report(paths, sort, top < 0 ? 0 : (size_t)top, NULL, &a) < 0)
       goto fail;
-    export_ctx c = {.r = &a.r, .res = &a.res, .f = &a.f, .format = format};
+    export_ctx c = {.a = &a, .format = mlprof__report_format_find(format)};
     Py_BEGIN_ALLOW_THREADS rc =
         mlprof__write_atomically(out, export_report_fn, &c, err, sizeof err);
     Py_END_ALLOW_THREADS mlprof__analysis_free(&a);
   } else {
     PyErr_Format(PyExc_ValueError,
-                 "unknown format '%s': use json, csv, text or trace", format);
+                 "unknown format '%s': use json, csv, findings-csv, text or "
+                 "trace",
+                 format);
     goto fail;
   }
   Py_DECREF(outobj);
@@ -1828,8 +1825,9 @@ static PyMethodDef module_methods[] = {
      "included; filters: {name: spec}\nas mlprof report's filter options."},
     {"export", (PyCFunction)(void (*)(void))mod_export,
      METH_VARARGS | METH_KEYWORDS,
-     "export(paths, out, format, sort='total', top=0): json, csv, text or "
-     "trace."},
+     "export(paths, out, format, sort='total', top=0): json, csv, "
+     "findings-csv, "
+     "text or trace."},
     {"read_events", mod_read_events, METH_O,
      "read_events(path) -> every record of one profile."},
     {"resources", mod_resources, METH_NOARGS,

@@ -117,7 +117,11 @@ class _AfterImport:
 
         def exec_module(module):
             del loader.exec_module  # back to the loader's own
-            run(module)
+            try:
+                run(module)
+            except BaseException as e:
+                _hide(e)
+                raise
             callback(module)
         loader.exec_module = exec_module
         return spec
@@ -266,6 +270,17 @@ class _State(threading.local):
     in_step = False      # an optimizer step runs on this thread
 
 
+def _hide(e):
+    """Takes the calling wrapper's own frame off e's traceback, as pytest
+    hides its own: the program's error reads as if mlprof were not there.
+    The wrapper then re-raises with a bare `raise`, which adds no frame
+    (Python 3.11 and later; before, the frame stays). Outside the paths
+    torch.compile traces, so that it never sees the try."""
+    tb = e.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        e.__traceback__ = tb.tb_next
+
+
 def _zoned(fn, zone):
     """fn with a zone around each call (fn alone inside compiled code)."""
     name = zone.name
@@ -275,8 +290,12 @@ def _zoned(fn, zone):
         if _compiling():
             _traced(name)
             return fn(*args, **kwargs)
-        with zone:
-            return fn(*args, **kwargs)
+        try:
+            with zone:
+                return fn(*args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
     wrapper._mlprof = True
     return wrapper
 
@@ -324,11 +343,15 @@ def _patch_torch(torch, layers):
     def data_wait(self):
         if _compiling():
             return next_batch(self)
-        with z_wait:
-            batch = next_batch(self)
-            n = _batch_size(batch, torch.Tensor)
-            if n:
-                _mlprof.units("samples", n)
+        try:
+            with z_wait:
+                batch = next_batch(self)
+                n = _batch_size(batch, torch.Tensor)
+                if n:
+                    _mlprof.units("samples", n)
+        except BaseException as e:  # StopIteration included
+            _hide(e)
+            raise
         return batch
     data_wait._mlprof = True
     base_iter.__next__ = data_wait
@@ -341,7 +364,11 @@ def _patch_torch(torch, layers):
 
     @functools.wraps(fetcher_init)
     def init_fetcher(self, *args, **kwargs):
-        fetcher_init(self, *args, **kwargs)
+        try:
+            fetcher_init(self, *args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
         self.collate_fn = _zoned(self.collate_fn, z_collate)
     fetch._BaseDatasetFetcher.__init__ = init_fetcher
 
@@ -376,23 +403,28 @@ def _patch_torch(torch, layers):
 
     @functools.wraps(call)
     def module_call(self, *args, **kwargs):
-        if st.in_module:
-            return call(self, *args, **kwargs)
         if _compiling():
-            _traced("root module calls")
+            if not st.in_module:
+                _traced("root module calls")
             return call(self, *args, **kwargs)
-        zone = zones.get(type(self))
-        if zone is None:
-            zone = root_zone(self)
-        if prof is not None and self not in with_layers:
-            with_layers.add(self)
-            profile_model(self, prof)
-        st.in_module = True
         try:
-            with zone:
+            if st.in_module:
                 return call(self, *args, **kwargs)
-        finally:
-            st.in_module = False
+            zone = zones.get(type(self))
+            if zone is None:
+                zone = root_zone(self)
+            if prof is not None and self not in with_layers:
+                with_layers.add(self)
+                profile_model(self, prof)
+            st.in_module = True
+            try:
+                with zone:
+                    return call(self, *args, **kwargs)
+            finally:
+                st.in_module = False
+        except BaseException as e:
+            _hide(e)
+            raise
     nn.Module.__call__ = module_call
 
     # torch.compile(fn) of a function (not a module): noted, since nothing
@@ -408,7 +440,11 @@ def _patch_torch(torch, layers):
                     not isinstance(owner, nn.Module):
                 _note("functions", getattr(model, "__qualname__", None)
                       or type(model).__name__)
-            return compile_(model, *args, **kwargs)
+            try:
+                return compile_(model, *args, **kwargs)
+            except BaseException as e:
+                _hide(e)
+                raise
         torch.compile = compile_noted
 
     # Once torch.compile imports dynamo: the wrappers step aside while it
@@ -436,17 +472,22 @@ def _patch_torch(torch, layers):
 
         @functools.wraps(step)  # keeps torch's own "hooked" flag too
         def optimizer_step(self, *args, **kwargs):
-            if st.in_step:  # a subclass's step calling its base's
-                return step(self, *args, **kwargs)
             if _compiling():
-                _traced("optimizer_step (and its step mark)")
+                if not st.in_step:
+                    _traced("optimizer_step (and its step mark)")
                 return step(self, *args, **kwargs)
-            st.in_step = True
             try:
-                with z_step:
-                    out = step(self, *args, **kwargs)
-            finally:
-                st.in_step = False
+                if st.in_step:  # a subclass's step calling its base's
+                    return step(self, *args, **kwargs)
+                st.in_step = True
+                try:
+                    with z_step:
+                        out = step(self, *args, **kwargs)
+                finally:
+                    st.in_step = False
+            except BaseException as e:
+                _hide(e)
+                raise
             first = marker[0]()
             if first is None:
                 marker[0] = weakref.ref(self)
@@ -481,6 +522,10 @@ def _patch_torch(torch, layers):
 
     @functools.wraps(opt_init)
     def init_optimizer(self, *args, **kwargs):
-        opt_init(self, *args, **kwargs)
+        try:
+            opt_init(self, *args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
         wrap_step(type(self))
     torch.optim.Optimizer.__init__ = init_optimizer

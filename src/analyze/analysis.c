@@ -15,19 +15,26 @@
 typedef struct {
   mlprof__visitor v[TEE_MAX];
   size_t n;
+  /* Per callback, the members that have it, in order (tee_visitor): a
+   * record costs a call per member that reads it, no test of the others. */
+#define TEE_HAS(cb, ...) uint8_t cb##_at[TEE_MAX], cb##_n;
+  MLPROF__VISITOR_CALLBACKS(TEE_HAS)
+#undef TEE_HAS
 } tee;
 
 /* Forwards a callback to every member that has it, in order; the first
  * non-zero return stops the read. */
-#define TEE(cb, params, ...)                          \
-  static int tee_##cb params {                        \
-    const tee *m = ud;                                \
-    for (size_t i = 0; i < m->n; i++)                 \
-      if (m->v[i].cb) {                               \
-        int rc = m->v[i].cb(m->v[i].ud, __VA_ARGS__); \
-        if (rc) return rc;                            \
-      }                                               \
-    return 0;                                         \
+#define TEE(cb, params, ...)                                              \
+  static int tee_##cb params {                                            \
+    const tee *m = ud;                                                    \
+    if (m->cb##_n == 1) /* a tail call */                                 \
+      return m->v[m->cb##_at[0]].cb(m->v[m->cb##_at[0]].ud, __VA_ARGS__); \
+    for (size_t k = 0; k < m->cb##_n; k++) {                              \
+      const mlprof__visitor *mv = &m->v[m->cb##_at[k]];                   \
+      int rc = mv->cb(mv->ud, __VA_ARGS__);                               \
+      if (rc) return rc;                                                  \
+    }                                                                     \
+    return 0;                                                             \
   }
 
 MLPROF__VISITOR_CALLBACKS(TEE)
@@ -35,13 +42,28 @@ MLPROF__VISITOR_CALLBACKS(TEE)
 
 /* The visitor to read with: the one member as it is (no forwarding cost for
  * a pass of one analysis), else the tee, with only the callbacks some
- * member has so the reader skips what nobody reads. */
-static mlprof__visitor tee_visitor(const tee *t) {
+ * member has so the reader skips what nobody reads. Fills t's lists. */
+static mlprof__visitor tee_visitor(tee *t) {
+  /* Members that read nothing (an analysis with nothing to do in this
+   * profile) are left out. */
+  size_t n = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    int reads = 0;
+#define READS(cb, ...) reads |= t->v[i].cb != NULL;
+    MLPROF__VISITOR_CALLBACKS(READS)
+#undef READS
+    if (reads) t->v[n++] = t->v[i];
+  }
+  t->n = n;
   if (t->n == 1) return t->v[0];
   mlprof__visitor v = {.ud = (void *)t};
-#define HAS(cb, ...)                \
-  for (size_t i = 0; i < t->n; i++) \
-    if (t->v[i].cb) v.cb = tee_##cb;
+#define HAS(cb, ...)                        \
+  t->cb##_n = 0;                            \
+  for (size_t i = 0; i < t->n; i++)         \
+    if (t->v[i].cb) {                       \
+      t->cb##_at[t->cb##_n++] = (uint8_t)i; \
+      v.cb = tee_##cb;                      \
+    }
   MLPROF__VISITOR_CALLBACKS(HAS)
 #undef HAS
   return v;
@@ -50,7 +72,7 @@ static mlprof__visitor tee_visitor(const tee *t) {
 /* Reads profile p through the members of t: 0 when it was read (damage and
  * a read that stops early included: why says why), or MLPROF_ENOMEM. */
 static int read_profile(mlprof__analysis *a, mlprof__filtered *fd, size_t i,
-                        const mlprof__job_profile *p, const tee *t,
+                        const mlprof__job_profile *p, tee *t,
                         mlprof__read_report *rep, int *rd, char *why,
                         size_t whylen) {
   mlprof__visitor v = tee_visitor(t);

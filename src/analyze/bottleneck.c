@@ -18,7 +18,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <mlprof.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,36 +108,6 @@ static const char rec_hotspot[] =
 static const char rec_mixed[] =
     "part computing, part waiting: instrument its parts to separate them, "
     "then follow the compute and I/O advice for each";
-
-mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
-                                     const char *zone, size_t zone_len,
-                                     const char *fmt, ...) {
-  char line[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  mlprof__finding *x = realloc(f->findings, (f->nfindings + 1) * sizeof *x);
-  if (!x) return NULL;
-  f->findings = x;
-  x = &f->findings[f->nfindings];
-  memset(x, 0, sizeof *x);
-  x->type = type;
-  x->summary = mlprof__dup(line, strlen(line));
-  if (zone) x->zone = mlprof__dup(zone, zone_len), x->zone_len = zone_len;
-  if (!x->summary || (zone && !x->zone)) {
-    free(x->summary);
-    free(x->zone);
-    return NULL;
-  }
-  f->nfindings++;
-  return x;
-}
-
-void mlprof__finding_ev(mlprof__finding *x, const char *key, double value) {
-  if (x->nev < MLPROF__MAX_EVIDENCE)
-    x->ev[x->nev++] = (mlprof__evidence){key, value};
-}
 
 /* 3 significant digits with a unit, as the text report shows durations. */
 static const char *dur(char *b, size_t len, double ns) {
@@ -328,8 +297,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     if (!means) return MLPROF_ENOMEM;
     for (size_t i = 0; i < r->nzones; i++) means[i] = r->zones[i].mean_ns;
     qsort(means, r->nzones, sizeof *means, dbl_cmp);
-    size_t rank = (r->nzones * 90 + 99) / 100;
-    p90 = means[rank - 1];
+    p90 = means[mlprof__pct_rank(r->nzones, 90) - 1];
     free(means);
   }
   for (size_t i = 0; i < r->nzones; i++) {
@@ -629,17 +597,6 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
   return 0;
 }
 
-static int finding_cmp(const void *a, const void *b) {
-  const mlprof__finding *x = a, *y = b;
-  if (x->severity != y->severity) return x->severity > y->severity ? -1 : 1;
-  int c = strcmp(x->type, y->type);
-  if (c) return c;
-  if (!x->zone || !y->zone) return (x->zone != NULL) - (y->zone != NULL);
-  size_t n = x->zone_len < y->zone_len ? x->zone_len : y->zone_len;
-  c = memcmp(x->zone, y->zone, n);
-  return c ? c : (x->zone_len > y->zone_len) - (x->zone_len < y->zone_len);
-}
-
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f) {
   const mlprof__zone_stats *folded = NULL;
   int rc = data_bound(p, f, &folded);
@@ -655,9 +612,4 @@ int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f) {
         "for; run under `mlprof run` or set MLPROF_SAMPLE_MS";
   mlprof__findings_sort(f);
   return 0;
-}
-
-void mlprof__findings_sort(mlprof__findings *f) {
-  if (f->nfindings > 1)
-    qsort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
 }

@@ -270,10 +270,13 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
   mlprof__diff_options wide = *opt;
   if (wide.threshold < MLPROF__MACHINE_TOLERANCE)
     wide.threshold = MLPROF__MACHINE_TOLERANCE;
-  for (size_t i = 0; m->slower && i <= d->nzones; i++) {
-    mlprof__diff_zone *z = i < d->nzones ? &d->zones[i] : &d->step;
+  for (size_t i = 0; m->slower && i <= d->nzones + 1; i++) {
+    mlprof__diff_zone *z = i < d->nzones    ? &d->zones[i]
+                           : i == d->nzones ? &d->step
+                                            : &d->per_unit;
     if (z->verdict != MLPROF__VERDICT_SLOWER ||
-        (i == d->nzones && !d->has_step))
+        (i == d->nzones && !d->has_step) ||
+        (i == d->nzones + 1 && !d->has_unit))
       continue;
     double beyond;
     mlprof__mwu t;
@@ -357,9 +360,10 @@ static int u64_cmp(const void *x, const void *y) {
 }
 
 /* The step intervals of r's process with the most step marks into *z:
- * durations sorted (owned), count, total, mean and p99. Returns 0 (count 0
- * when r has no step) or MLPROF_ENOMEM. */
-static int step_side(const mlprof__report *r, mlprof__zone_stats *z) {
+ * durations sorted (owned), count, total, mean and p99; its step marks into
+ * *marks. Returns 0 (count 0 when r has no step) or MLPROF_ENOMEM. */
+static int step_side(const mlprof__report *r, mlprof__zone_stats *z,
+                     uint64_t *marks) {
   memset(z, 0, sizeof *z);
   const mlprof__marks *m = NULL;
   for (size_t i = 0; i < r->nprocs; i++) {
@@ -367,6 +371,7 @@ static int step_side(const mlprof__report *r, mlprof__zone_stats *z) {
     if (p && (!m || p->steps > m->steps)) m = p;
   }
   if (!m || !m->steps) return 0;
+  *marks = m->marks;
   if (!(z->durations = malloc(m->steps * sizeof *z->durations)))
     return MLPROF_ENOMEM;
   mlprof__marks_cursor c;
@@ -390,8 +395,8 @@ static int step_side(const mlprof__report *r, mlprof__zone_stats *z) {
 /* The step of both runs, judged as a zone (mlprof__diff.step). */
 static int judge_step(const mlprof__report *base, const mlprof__report *next,
                       const mlprof__diff_options *opt, mlprof__diff *d) {
-  int rc = step_side(base, &d->step_side[0]);
-  if (!rc) rc = step_side(next, &d->step_side[1]);
+  int rc = step_side(base, &d->step_side[0], &d->step_marks[0]);
+  if (!rc) rc = step_side(next, &d->step_side[1], &d->step_marks[1]);
   if (rc || !d->step_side[0].count || !d->step_side[1].count) return rc;
   d->has_step = 1;
   d->step = (mlprof__diff_zone){.name = "step",
@@ -399,6 +404,62 @@ static int judge_step(const mlprof__report *base, const mlprof__report *next,
                                 .base = &d->step_side[0],
                                 .next = &d->step_side[1]};
   return judge(&d->step, opt);
+}
+
+/* The total of unit name in r, 0 when none. */
+static uint64_t unit_total(const mlprof__report *r, const char *name) {
+  for (size_t i = 0; i < r->nunits; i++)
+    if (strcmp(r->units[i].name, name) == 0) return r->units[i].total;
+  return 0;
+}
+
+/* The step's time per unit of work (mlprof__diff.per_unit), after
+ * judge_step. */
+static int judge_unit(const mlprof__report *base, const mlprof__report *next,
+                      const mlprof__diff_options *opt, mlprof__diff *d) {
+  if (!d->has_step) return 0;
+  const char *unit = NULL;
+  for (size_t k = 0; k < base->nunits + 2 && !unit; k++) {
+    const char *u = k == 0   ? "samples"
+                    : k == 1 ? "tokens"
+                             : base->units[k - 2].name;
+    if (unit_total(base, u) && unit_total(next, u)) unit = u;
+  }
+  if (!unit) return 0;
+  const mlprof__report *r[2] = {base, next};
+  double ns_a_unit = INFINITY;
+  for (int i = 0; i < 2; i++) {
+    d->work[i] = (double)unit_total(r[i], unit) / (double)d->step_marks[i];
+    double x = d->step_side[i].mean_ns / d->work[i];
+    if (x < ns_a_unit) ns_a_unit = x;
+  }
+  d->unit_scale = 1;
+  while (ns_a_unit * d->unit_scale < 1e6 && d->unit_scale < 1e9)
+    d->unit_scale *= 10;
+  for (int i = 0; i < 2; i++) {
+    const mlprof__zone_stats *st = &d->step_side[i];
+    mlprof__zone_stats *z = &d->unit_side[i];
+    *z = (mlprof__zone_stats){.count = st->count};
+    if (!(z->durations = malloc(st->count * sizeof *z->durations)))
+      return MLPROF_ENOMEM;
+    double f = d->unit_scale / d->work[i];
+    for (size_t k = 0; k < st->count; k++) {
+      z->durations[k] = (uint64_t)llround((double)st->durations[k] * f);
+      z->total_ns += z->durations[k];
+    }
+    z->mean_ns = (double)z->total_ns / (double)z->count;
+    z->p99_ns = z->durations[mlprof__pct_rank(z->count, 99) - 1];
+  }
+  for (size_t k = 0; k < base->nunits; k++)
+    if (strcmp(base->units[k].name, unit) == 0) d->unit = base->units[k].name;
+  double lo = fmin(d->work[0], d->work[1]), hi = fmax(d->work[0], d->work[1]);
+  d->work_differs = hi > lo * 1.01;
+  d->has_unit = 1;
+  d->per_unit = (mlprof__diff_zone){.name = "step per unit",
+                                    .name_len = 13,
+                                    .base = &d->unit_side[0],
+                                    .next = &d->unit_side[1]};
+  return judge(&d->per_unit, opt);
 }
 
 const char *mlprof__diff_likely(const mlprof__diff_zone *z,
@@ -456,25 +517,36 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   free(zn);
   if (!rc) rc = find_shift(d, opt);
   if (!rc) rc = judge_step(base, next, opt, d);
+  if (!rc) rc = judge_unit(base, next, opt, d);
   if (!rc) rc = judge_machine(d, opt);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
   }
   if (d->nzones) qsort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
+  int other_work = d->has_unit && d->work_differs;
   for (size_t k = 0; k < d->nzones; k++) {
     const mlprof__diff_zone *z = &d->zones[k];
     d->count[z->verdict]++;
-    d->regression |=
-        z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
+    d->regression |= z->verdict == MLPROF__VERDICT_SLOWER &&
+                     !z->machine_explains && !other_work;
   }
-  d->regression |= d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
-                   !d->step.machine_explains;
+  d->regression |= mlprof__diff_step_slower(d);
+  d->regression |= d->has_unit &&
+                   d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
+                   !d->per_unit.machine_explains;
   return 0;
+}
+
+int mlprof__diff_step_slower(const mlprof__diff *d) {
+  return d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
+         !d->step.machine_explains && !(d->has_unit && d->work_differs);
 }
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
+  free(d->unit_side[0].durations);
+  free(d->unit_side[1].durations);
   free(d->step_side[0].durations);
   free(d->step_side[1].durations);
   memset(d, 0, sizeof *d);

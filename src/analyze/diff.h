@@ -189,6 +189,23 @@ typedef struct {
   int has_step;
   mlprof__diff_zone step;
   mlprof__zone_stats step_side[2];
+  /* The wall time per unit of work, when both runs count the same unit
+   * ("samples", else "tokens", else the first both count) and have steps:
+   * each step interval divided by the run's units a step (the unit's total
+   * over the run / its step marks), judged as the step. Its values are ns times
+   * unit_scale (a power of ten that keeps a short time per unit precise):
+   * divide its medians by unit_scale. When the runs' work a step differs by
+   * more than 1% (work_differs), the step's verdict alone is no regression:
+   * this one decides, and the zones' verdicts (their spans did different
+   * work too) are shown but no regression. */
+  int has_unit;
+  const char *unit; /* borrowed from BASE's report */
+  double unit_scale;
+  double work[2];         /* units a step (a step mark), BASE and NEW */
+  uint64_t step_marks[2]; /* the step marks of step_side's process */
+  int work_differs;
+  mlprof__diff_zone per_unit;
+  mlprof__zone_stats unit_side[2];
   mlprof__diff_machine machine;
 } mlprof__diff;
 
@@ -201,6 +218,10 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                        const mlprof__diff_options *opt, mlprof__diff *d);
 
 void mlprof__diff_free(mlprof__diff *d);
+
+/* Whether d's step is a regression by itself: slower, not explained by the
+ * machine, and the runs' work a step the same (else per_unit decides). */
+int mlprof__diff_step_slower(const mlprof__diff *d);
 
 /* For a zone judged with too few samples: "slower" or "faster" when its
  * change is beyond the threshold the way U leans (the verdict the test could

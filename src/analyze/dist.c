@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <mlprof.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +178,15 @@ typedef struct {
 
 typedef struct {
   uint64_t b, e, comm, wait;
+  uint64_t zoned; /* covered by a zone of depth 0 on the step thread */
 } rstep;
+
+/* A zone of depth 0 in the profile being read, for the time outside zones
+ * on the step thread (kept until that thread is known). */
+typedef struct {
+  uint32_t tid;
+  ival at;
+} topspan;
 
 /* A collective: one instance of (group, seq). Its participants are parts,
  * one per rank that took part, so that it costs what the files hold
@@ -225,6 +234,7 @@ typedef struct {
   size_t nsteps;
   uint64_t async_ns, waitzone_ns, exposed_ns;
   uint64_t end_ns;
+  int zoned; /* steps[].zoned is known (the profile marked steps) */
   uint64_t syncs, sync_ns;
   size_t part0, part1; /* its parts, as made: parts[part0, part1) */
 } rankst;
@@ -262,6 +272,8 @@ struct mlprof__dist_builder {
   size_t npend, pendcap;
   ival *comm;
   size_t ncomm, commcap;
+  topspan *top;
+  size_t ntop, topcap;
   ival *dones, *waits;   /* irecvs' completions, MPI_Wait* zones */
   acall *calls, *cdones; /* collectives' call zones and "done" spans */
   size_t ncalls, callcap, ncdones, cdonecap;
@@ -502,7 +514,6 @@ static int flush(mlprof__dist_builder *b, pending *p) {
 
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
-  (void)depth;
   mlprof__dist_builder *b = ud;
   pending *p = pending_of(b, tid);
   if (!p) return MLPROF_ENOMEM;
@@ -510,6 +521,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   /* A time past MLPROF__CLOCK_MAX is no clock's (job.h): left out, so
    * that the sums below stay within int64_t. */
   if (rc || end < begin || end > MLPROF__CLOCK_MAX) return rc;
+  if (!depth && b->rank >= 0 && tid < MLPROF__TRACK_TID_BASE &&
+      (!b->has_step_tid || tid == b->step_tid)) {
+    if (mlprof__grow(&b->top, &b->topcap, b->ntop + 1, sizeof *b->top))
+      return MLPROF_ENOMEM;
+    b->top[b->ntop++] = (topspan){tid, {begin, end}};
+  }
   pname *n = pname_of(b, name);
   if (n->op >= 0) {
     p->live = 1;
@@ -629,6 +646,7 @@ void mlprof__dist_abort(mlprof__dist_builder *b) {
   mlprof__map_clear(&b->far_index);
   free(b->pend);
   free(b->comm);
+  free(b->top);
   free(b->calls);
   free(b->cdones);
   free(b->marks);
@@ -673,6 +691,7 @@ void mlprof__dist_profile_begin(mlprof__dist_builder *b, size_t index,
    * profile of a rank holds its operations. */
   if (b->rank >= 0 && b->ranks[b->rank].profile >= 0) b->rank = -1;
   b->nnames = b->npend = b->ncomm = b->nmarks = b->ndones = b->nwaits = 0;
+  b->ntop = 0;
   b->announced = b->nfar = 0;
   mlprof__map_clear(&b->far_index);
   b->ncalls = b->ncdones = 0;
@@ -713,29 +732,38 @@ static int cmp_ival(const void *a, const void *b) {
 }
 
 /* The step of rs holding local time t, or -1. */
+typedef struct {
+  const ival *v;
+  uint64_t t;
+} ival_key;
+
+typedef struct {
+  const rstep *v;
+  uint64_t t;
+} step_key;
+
+/* The steps that end by t come first. */
+static int step_ends_by(const void *ctx, size_t i) {
+  const step_key *k = ctx;
+  return k->v[i].e <= k->t;
+}
+
+/* The intervals that begin by t come first (sorted by begin). */
+static int begins_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->v[i].b <= k->t;
+}
+
 static long step_at(const rankst *rs, uint64_t t) {
-  size_t lo = 0, hi = rs->nsteps;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (rs->steps[mid].e <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  step_key key = {rs->steps, t};
+  size_t lo = mlprof__lower_bound(0, rs->nsteps, &key, step_ends_by);
   return lo < rs->nsteps && rs->steps[lo].b <= t ? (long)lo : -1;
 }
 
 /* The last of v (n, sorted by begin) that begins at or before t, or -1. */
 static long last_at(const ival *v, size_t n, uint64_t t) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].b <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return (long)lo - 1;
+  ival_key key = {v, t};
+  return (long)mlprof__lower_bound(0, n, &key, begins_by) - 1;
 }
 
 /* Where the profile's irecvs blocked: each completion ("MPI_Irecv done",
@@ -823,6 +851,35 @@ static int keep_zone_times(mlprof__dist_builder *b, const pname *v, size_t n) {
   return 0;
 }
 
+/* Adds the union of v (n, sorted by begin) to the field at offset of each
+ * step of rs it overlaps, cut at the steps' edges; returns the union's
+ * length. */
+static uint64_t cut_by_steps(rankst *rs, const ival *v, size_t n,
+                             size_t offset) {
+  uint64_t cb = 0, ce = 0, total = 0;
+  for (size_t i = 0; i <= n; i++) {
+    if (i < n && v[i].b <= ce && i) {
+      if (v[i].e > ce) ce = v[i].e;
+      continue;
+    }
+    if (i) {
+      total += ce - cb;
+      long k0 = step_at(rs, cb);
+      for (long k = k0 >= 0 ? k0 : 0;
+           k < (long)rs->nsteps && rs->steps[k].b < ce; k++) {
+        uint64_t lo = cb > rs->steps[k].b ? cb : rs->steps[k].b;
+        uint64_t hi = ce < rs->steps[k].e ? ce : rs->steps[k].e;
+        if (hi > lo) *(uint64_t *)((char *)&rs->steps[k] + offset) += hi - lo;
+      }
+    }
+    if (i < n) {
+      cb = v[i].b;
+      ce = v[i].e;
+    }
+  }
+  return total;
+}
+
 int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->npend; i++)
     if (flush(b, &b->pend[i])) return MLPROF_ENOMEM;
@@ -854,26 +911,26 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   rs->nsteps = n;
   irecvs(b);
   if (b->ncomm > 1) qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
-  /* Blocking communication, overlaps merged, cut by the steps. */
-  uint64_t cb = 0, ce = 0;
-  for (size_t i = 0; i <= b->ncomm; i++) {
-    if (i < b->ncomm && b->comm[i].b <= ce && i) {
-      if (b->comm[i].e > ce) ce = b->comm[i].e;
-      continue;
-    }
-    if (i) {
-      rs->exposed_ns += ce - cb;
-      for (long k = step_at(rs, cb) >= 0 ? step_at(rs, cb) : 0;
-           k < (long)rs->nsteps && rs->steps[k].b < ce; k++) {
-        uint64_t lo = cb > rs->steps[k].b ? cb : rs->steps[k].b;
-        uint64_t hi = ce < rs->steps[k].e ? ce : rs->steps[k].e;
-        if (hi > lo) rs->steps[k].comm += hi - lo;
+  rs->exposed_ns = cut_by_steps(rs, b->comm, b->ncomm, offsetof(rstep, comm));
+  /* The zones of depth 0 on the step thread: what the steps spent in none
+   * of them is the time outside zones. */
+  if (b->nmarks) {
+    ival *v = malloc((b->ntop ? b->ntop : 1) * sizeof *v);
+    if (!v) return MLPROF_ENOMEM;
+    size_t nt = 0;
+    int sorted = 1;
+    for (size_t i = 0; i < b->ntop; i++)
+      if (b->top[i].tid == b->step_tid) {
+        v[nt] = b->top[i].at;
+        sorted &= !nt || v[nt - 1].b <= v[nt].b;
+        nt++;
       }
-    }
-    if (i < b->ncomm) {
-      cb = b->comm[i].b;
-      ce = b->comm[i].e;
-    }
+    /* A thread's zones of depth 0 come in order already (one ends before
+     * the next begins): sorted only when not. */
+    if (nt > 1 && !sorted) qsort(v, nt, sizeof *v, cmp_ival);
+    cut_by_steps(rs, v, nt, offsetof(rstep, zoned));
+    free(v);
+    rs->zoned = 1;
   }
   return 0;
 }
@@ -1241,6 +1298,8 @@ static int steps(mlprof__dist_builder *b) {
       x->steps++;
       x->run_ns += len;
       x->compute_ns += comp;
+      if (b->ranks[r].zoned)
+        x->unzoned_ns += len > st->zoned ? len - st->zoned : 0;
     }
     double mean = sum / (double)n;
     s->index = k;
@@ -1257,6 +1316,30 @@ static int steps(mlprof__dist_builder *b) {
 static int dbl_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* Keeps the difference (straggler's time less the others' mean, over the
+ * run) of zone name (NULL: the time outside zones) among the largest
+ * MLPROF__DIST_ZONES of d, largest first. */
+static int keep_zone_diff(mlprof__dist *d, const char *name, uint64_t mine,
+                          double others) {
+  double extra = (double)mine - others;
+  if (extra <= 0) return 0;
+  size_t k = d->nzones;
+  while (k > 0 && extra > (double)d->zones[k - 1].straggler_ns -
+                              d->zones[k - 1].others_ns)
+    k--;
+  if (k >= MLPROF__DIST_ZONES) return 0;
+  if (d->nzones == MLPROF__DIST_ZONES) free(d->zones[--d->nzones].name);
+  memmove(&d->zones[k + 1], &d->zones[k], (d->nzones - k) * sizeof *d->zones);
+  d->nzones++;
+  int outside = !name;
+  if (outside) name = MLPROF__OUTSIDE_ZONES;
+  d->zones[k] = (mlprof__dist_zone){.name = mlprof__dup(name, strlen(name)),
+                                    .straggler_ns = mine,
+                                    .others_ns = others,
+                                    .outside = outside};
+  return d->zones[k].name ? 0 : MLPROF_ENOMEM;
 }
 
 static int zone_diffs(mlprof__dist_builder *b) {
@@ -1282,23 +1365,21 @@ static int zone_diffs(mlprof__dist_builder *b) {
   for (size_t i = 0; i < b->nstrs && !rc; i++) {
     const jstr *z = &b->strs[i];
     if (!sum[i].seen || z->comm) continue;
-    double others = sum[i].others / (double)(n - 1);
-    double extra = (double)sum[i].straggler - others;
-    if (extra <= 0) continue;
-    size_t k = d->nzones;
-    while (k > 0 && extra > (double)d->zones[k - 1].straggler_ns -
-                                d->zones[k - 1].others_ns)
-      k--;
-    if (k >= MLPROF__DIST_ZONES) continue;
-    if (d->nzones == MLPROF__DIST_ZONES) free(d->zones[--d->nzones].name);
-    memmove(&d->zones[k + 1], &d->zones[k], (d->nzones - k) * sizeof *d->zones);
-    d->nzones++;
-    d->zones[k] = (mlprof__dist_zone){.name = mlprof__dup(z->s, strlen(z->s)),
-                                      .straggler_ns = sum[i].straggler,
-                                      .others_ns = others};
-    if (!d->zones[k].name) rc = MLPROF_ENOMEM;
+    rc = keep_zone_diff(d, z->s, sum[i].straggler,
+                        sum[i].others / (double)(n - 1));
   }
   free(sum);
+  /* The steps' time on the step thread in no zone, when every rank marked
+   * steps (so that it is known). */
+  int known = 1;
+  double others = 0;
+  for (size_t r = 0; r < n; r++) {
+    known &= b->ranks[r].zoned;
+    if (r != s) others += (double)d->ranks[r].unzoned_ns;
+  }
+  if (!rc && known)
+    rc = keep_zone_diff(d, NULL, d->ranks[s].unzoned_ns,
+                        others / (double)(n - 1));
   return rc;
 }
 
@@ -1362,18 +1443,25 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
   mlprof__finding *x;
   if (d->straggler >= 0) {
     const mlprof__dist_rank *s = &d->ranks[d->straggler];
-    char where[160] = "";
-    if (d->nzones)
-      snprintf(where, sizeof where, "; it spends %.3g ms more in %s",
-               ((double)d->zones[0].straggler_ns - d->zones[0].others_ns) /
-                   1e6 / (double)d->nsteps,
-               d->zones[0].name);
+    /* Where it spends its time: "; per step ... in " then the zone. */
+    char where[128] = "";
+    const char *zname = "", *close = "";
+    const mlprof__dist_zone *z = d->nzones ? &d->zones[0] : NULL;
+    double extra =
+        z ? ((double)z->straggler_ns - z->others_ns) / (double)d->nsteps : 0;
+    if (z) {
+      snprintf(where, sizeof where,
+               "; per step it spends %.3g ms more than the others' mean in %s",
+               extra / 1e6, z->outside ? "" : "zone \"");
+      zname = z->outside ? "time outside zones (code no zone covers)" : z->name;
+      close = z->outside ? "" : "\"";
+    }
     if (!(x = mlprof__finding_add(
               f, "straggler", NULL, 0,
               "rank %lld is the slowest in %llu of %zu steps, %.3g ms behind "
-              "the others a step; they wait for it%s",
+              "the others a step; they wait for it%s%s%s",
               (long long)d->straggler, (unsigned long long)s->straggler_steps,
-              d->nsteps, d->delay_ns / 1e6, where)))
+              d->nsteps, d->delay_ns / 1e6, where, zname, close)))
       return MLPROF_ENOMEM;
     x->severity = fmin(100, 100 * d->delay_ns / (mean_comp + d->delay_ns) * 2);
     mlprof__finding_ev(x, "rank", (double)d->straggler);
@@ -1382,9 +1470,21 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
     mlprof__finding_ev(x, "delay_ns", d->delay_ns);
     mlprof__finding_ev(x, "imbalance_share", imb);
     mlprof__finding_ev(x, "load_balance_share", d->load_balance);
-    x->recommendation =
-        "look at what this rank does differently (its zones above: data, "
-        "host, GPU, input sizes); balance the work or the data across ranks";
+    if (z) mlprof__finding_ev(x, "extra_per_step_ns", extra);
+    if (z && z->outside) {
+      mlprof__finding_ev(x, "outside_zones_per_step_ns",
+                         (double)z->straggler_ns / (double)d->nsteps);
+      x->recommendation =
+          "this rank's extra time is in code no zone covers: put zones "
+          "around the rest of its step (prof.zone, MLPROF_ZONE) or record "
+          "every Python call (mlprof run --calls) to see what it does, then "
+          "balance the work or the data across ranks";
+    } else {
+      x->recommendation =
+          "look at what this rank does differently (its zones above: data, "
+          "host, GPU, input sizes); balance the work or the data across "
+          "ranks";
+    }
     if (straggler_waits(f, d->straggler)) return MLPROF_ENOMEM;
   } else if (imb >= IMBALANCE_MIN) {
     if (!(x = mlprof__finding_add(

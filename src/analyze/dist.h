@@ -11,7 +11,9 @@
  * its names; across the job, one entry per rank and step, per collective
  * matched by group and sequence number one enter/exit pair per rank that
  * took part (the per-collective table), one record per point-to-point send
- * or receive, and per rank one time per zone it named. No other span is
+ * or receive, and per rank one time per zone it named; while a rank's
+ * profile is read, its zones of depth 0 (24 bytes each, for the time
+ * outside zones of its steps). No other span is
  * kept, and nothing is sized by a number a file claims (a world size, a
  * name id): a job claiming more ranks than it has profiles has none to
  * analyse. */
@@ -76,6 +78,8 @@ typedef struct {
   uint64_t async_ns;        /* nonblocking operations, start to completion */
   uint64_t overlap_ns;      /* of which overlapped by computation */
   double overlap_share;     /* overlap_ns / (exposed_ns + overlap_ns) */
+  uint64_t unzoned_ns;      /* of run_ns, on the step thread in no zone
+                               (0 unless the rank marked steps) */
   uint64_t straggler_steps; /* steps where it computed longest */
   /* Waits shorter than the clock uncertainty, which cannot be told from
    * clock error. */
@@ -120,12 +124,17 @@ typedef struct {
   double bandwidth; /* bytes / time_ns in bytes per second */
 } mlprof__dist_link;
 
-/* A zone the straggler spent more time in than the other ranks. */
+/* A zone the straggler spent more time in than the other ranks, or
+ * (outside) the time of its steps in no zone, over the run: per step,
+ * divide by the job's steps. */
 typedef struct {
-  char *name;
+  char *name;            /* MLPROF__OUTSIDE_ZONES when outside */
   uint64_t straggler_ns; /* its time in the zone */
   double others_ns;      /* the other ranks' mean */
+  int outside;
 } mlprof__dist_zone;
+
+#define MLPROF__OUTSIDE_ZONES "time outside zones"
 
 #define MLPROF__DIST_ZONES 3
 

@@ -4,6 +4,7 @@
 #include "findings.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,9 @@ typedef struct {
   mlprof__map rss_index; /* profile << 32 | zone -> index in p.rss */
   int python; /* the profile's process ran Python (mlprof__runs_python) */
   mlprof__slo_acc *slo;
+  mlprof__gpu_acc *gpu;
+  uint32_t bytes_id; /* the units name "bytes" of the profile, or 0 */
+  uint32_t corr_id;  /* the units name "cuda.correlation", or 0 */
   /* the profile being read */
   size_t profile;
   uint64_t offset;
@@ -78,7 +82,8 @@ typedef struct {
   size_t hint[4]; /* mlprof__series_lower's: cpu, sys; proc at begin, end */
   name_info *names;
   size_t nnames, ncap;
-  mlprof__map name_ids; /* name id -> index in names */
+  mlprof__map name_ids;  /* name id -> index in names */
+  mlprof__map gauge_slo; /* a gauge's name id -> its objective */
   thread_st *threads;
   size_t nthreads, tcap;
   mlprof__map tids;
@@ -86,7 +91,9 @@ typedef struct {
   thread_st *last_thread;
   ival *comm, *cand;
   size_t ncomm, commcap, ncand, candcap;
-  uint64_t cand_seen, cand_stride; /* sampling of cand: kept 1 in stride */
+  /* Sampling of cand: kept 1 in stride, a power of two (a mask, not a
+   * division, on every span). */
+  uint64_t cand_seen, cand_stride;
 } pass;
 
 #define CAND_MAX 16384 /* spans kept to measure their cover (a sample) */
@@ -125,6 +132,16 @@ static uint32_t zone_intern(pass *ps, const char *s, size_t n) {
 
 static int on_name(void *ud, const mlprof__name *n) {
   pass *ps = ud;
+  if (n->kind == MLPROF__NAME_UNITS && n->name_len == 5 &&
+      memcmp(n->name, "bytes", 5) == 0)
+    ps->bytes_id = n->id;
+  if (n->kind == MLPROF__NAME_UNITS && n->name_len == 16 &&
+      memcmp(n->name, "cuda.correlation", 16) == 0)
+    ps->corr_id = n->id;
+  if (n->kind == MLPROF__NAME_GAUGE && ps->slo) {
+    int k = mlprof__slo_match(ps->slo, n->name, n->name_len, 1);
+    return k >= 0 ? mlprof__map_put(&ps->gauge_slo, n->id, (uint32_t)k) : 0;
+  }
   if (n->kind != MLPROF__NAME_ZONE) return 0;
   uint32_t z = zone_intern(ps, n->name, n->name_len);
   if (z == MLPROF__NONE ||
@@ -143,12 +160,23 @@ static int on_name(void *ud, const mlprof__name *n) {
        * have both, interned names neither. */
       .pycall = n->file && n->file[0] && !(n->function && n->function[0]),
       .zone = z,
-      .slo = ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len) : -1};
+      .slo =
+          ps->slo ? mlprof__slo_match(ps->slo, n->name, n->name_len, 0) : -1};
   return 0;
 }
 
-static thread_st *thread_of(pass *ps, uint32_t tid) {
-  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+/* A gauge's value: to its objective, when one names it. */
+static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
+                      double v) {
+  (void)tid;
+  pass *ps = ud;
+  uint32_t k = ps->slo ? mlprof__map_get(&ps->gauge_slo, name) : MLPROF__NONE;
+  return k == MLPROF__NONE
+             ? 0
+             : mlprof__slo_add_value(ps->slo, (int)k, t + ps->offset, v);
+}
+
+static thread_st *thread_find(pass *ps, uint32_t tid) {
   uint32_t at = mlprof__map_get(&ps->tids, tid);
   if (at == MLPROF__NONE) {
     if (ps->nthreads >= MLPROF__NONE - 1 ||
@@ -163,6 +191,11 @@ static thread_st *thread_of(pass *ps, uint32_t tid) {
   return ps->last_thread = &ps->threads[at];
 }
 
+static inline thread_st *thread_of(pass *ps, uint32_t tid) {
+  if (ps->last_thread && ps->last_tid == tid) return ps->last_thread;
+  return thread_find(ps, tid);
+}
+
 /* Index of the last sample at or before t with a valid value in v, or
  * SIZE_MAX; hint as mlprof__series_lower's. */
 static size_t valid_at_or_before(const mlprof__series *s, const double *v,
@@ -171,6 +204,54 @@ static size_t valid_at_or_before(const mlprof__series *s, const double *v,
   while (lo-- > 0)
     if (!isnan(v[lo])) return lo;
   return SIZE_MAX;
+}
+
+/* ---- the list of findings ---------------------------------------------- */
+
+mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
+                                     const char *zone, size_t zone_len,
+                                     const char *fmt, ...) {
+  char line[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  mlprof__finding *x = realloc(f->findings, (f->nfindings + 1) * sizeof *x);
+  if (!x) return NULL;
+  f->findings = x;
+  x = &f->findings[f->nfindings];
+  memset(x, 0, sizeof *x);
+  x->type = type;
+  x->summary = mlprof__dup(line, strlen(line));
+  if (zone) x->zone = mlprof__dup(zone, zone_len), x->zone_len = zone_len;
+  if (!x->summary || (zone && !x->zone)) {
+    free(x->summary);
+    free(x->zone);
+    return NULL;
+  }
+  f->nfindings++;
+  return x;
+}
+
+void mlprof__finding_ev(mlprof__finding *x, const char *key, double value) {
+  if (x->nev < MLPROF__MAX_EVIDENCE)
+    x->ev[x->nev++] = (mlprof__evidence){key, value};
+}
+
+static int finding_cmp(const void *a, const void *b) {
+  const mlprof__finding *x = a, *y = b;
+  if (x->severity != y->severity) return x->severity > y->severity ? -1 : 1;
+  int c = strcmp(x->type, y->type);
+  if (c) return c;
+  if (!x->zone || !y->zone) return (x->zone != NULL) - (y->zone != NULL);
+  size_t n = x->zone_len < y->zone_len ? x->zone_len : y->zone_len;
+  c = memcmp(x->zone, y->zone, n);
+  return c ? c : (x->zone_len > y->zone_len) - (x->zone_len < y->zone_len);
+}
+
+void mlprof__findings_sort(mlprof__findings *f) {
+  if (f->nfindings > 1)
+    qsort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
 }
 
 /* Index of the first sample at or after t with a valid value in v, or
@@ -254,18 +335,11 @@ static int rss_change(pass *ps, uint32_t zone, uint64_t b, uint64_t e) {
   return 0;
 }
 
-static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
-                   uint64_t begin, uint64_t end) {
-  pass *ps = ud;
-  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
-  if (ni == MLPROF__NONE) return 0;
-  const name_info *n = &ps->names[ni];
-  thread_st *th = thread_of(ps, tid);
-  if (!th) return MLPROF_ENOMEM;
-  uint64_t dur = end > begin ? end - begin : 0;
+/* The samples' CPU, run-queue wait and idle CPU over [begin, end] (none
+ * over a track's span). */
+static below_st samples_over(pass *ps, int track, uint64_t begin,
+                             uint64_t end) {
   below_st all = {.part = 0};
-  /* The process's CPU is not a track's spans' (they are not its code). */
-  int track = tid >= MLPROF__TRACK_TID_BASE;
   if (ps->cpu && !track)
     overlap(ps->cpu, MLPROF__COL_CPU_PCT, &all.cpu_sum, &all.cpu_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[0]);
@@ -275,14 +349,34 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (ps->sys && !track)
     overlap(ps->sys, MLPROF__COL_IDLE, &all.idle_sum, &all.idle_ns,
             begin + ps->offset, end + ps->offset, &ps->hint[1]);
-  below_st own = all;
+  return all;
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  pass *ps = ud;
+  uint32_t ni = mlprof__map_get(&ps->name_ids, name);
+  if (ni == MLPROF__NONE) return 0;
+  const name_info *n = &ps->names[ni];
+  thread_st *th = thread_of(ps, tid);
+  if (!th) return MLPROF_ENOMEM;
+  uint64_t dur = end > begin ? end - begin : 0;
+  /* The process's CPU is not a track's spans' (they are not its code). */
+  int track = tid >= MLPROF__TRACK_TID_BASE;
+  /* Without samples in this profile every sum of them stays zero. */
+  int sampled = ps->cpu || ps->sys;
+  below_st own = {.part = 0};
   if (depth < MAX_DEPTH) {
     /* Innermost part wins: a span with a part takes its duration less what
      * parts deeper inside it took already. */
-    if (mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
+    if ((size_t)depth + 2 > th->cap &&
+        mlprof__grow(&th->acc, &th->cap, (size_t)depth + 2, sizeof *th->acc))
       return MLPROF_ENOMEM;
     for (size_t k = th->top; k < (size_t)depth + 2; k++)
-      th->acc[k] = (below_st){.part = 0};
+      if (sampled)
+        th->acc[k] = (below_st){.part = 0};
+      else
+        th->acc[k].part = 0;
     const below_st *in = &th->acc[depth + 1];
     uint64_t below = in->part, covered = below;
     int part = depth ? n->part_nested : n->part_top;
@@ -292,22 +386,27 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       if (th->in_step) th->cur[part] += mine;
       covered = dur > below ? dur : below;
     }
-    /* Its own time: the samples over it less those over its children. */
-    own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
-    own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
-    own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
-    own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
-    own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
-    own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
     below_st *at = &th->acc[depth];
     at->part += covered;
-    at->cpu_sum += all.cpu_sum;
-    at->cpu_ns += all.cpu_ns;
-    at->runq_sum += all.runq_sum;
-    at->runq_ns += all.runq_ns;
-    at->idle_sum += all.idle_sum;
-    at->idle_ns += all.idle_ns;
+    if (sampled) {
+      below_st all = samples_over(ps, track, begin, end);
+      /* Its own time: the samples over it less those over its children. */
+      own.cpu_sum = fmax(0, all.cpu_sum - in->cpu_sum);
+      own.cpu_ns = fmax(0, all.cpu_ns - in->cpu_ns);
+      own.runq_sum = fmax(0, all.runq_sum - in->runq_sum);
+      own.runq_ns = fmax(0, all.runq_ns - in->runq_ns);
+      own.idle_sum = fmax(0, all.idle_sum - in->idle_sum);
+      own.idle_ns = fmax(0, all.idle_ns - in->idle_ns);
+      at->cpu_sum += all.cpu_sum;
+      at->cpu_ns += all.cpu_ns;
+      at->runq_sum += all.runq_sum;
+      at->runq_ns += all.runq_ns;
+      at->idle_sum += all.idle_sum;
+      at->idle_ns += all.idle_ns;
+    }
     th->top = (size_t)depth + 1;
+  } else if (sampled) {
+    own = samples_over(ps, track, begin, end);
   }
   if (depth == 0 && !track) {
     /* Every span that ended since the previous depth-0 span is inside this
@@ -328,12 +427,14 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   if (n->slo >= 0 && mlprof__slo_add(ps->slo, n->slo, end + ps->offset, dur))
     return MLPROF_ENOMEM;
   mlprof__fzone *fz = &ps->p.zones[n->zone];
-  fz->cpu_sum += own.cpu_sum;
-  fz->cpu_ns += own.cpu_ns;
-  fz->runq_sum += own.runq_sum;
-  fz->runq_ns += own.runq_ns;
-  fz->idle_sum += own.idle_sum;
-  fz->idle_ns += own.idle_ns;
+  if (sampled) {
+    fz->cpu_sum += own.cpu_sum;
+    fz->cpu_ns += own.cpu_ns;
+    fz->runq_sum += own.runq_sum;
+    fz->runq_ns += own.runq_ns;
+    fz->idle_sum += own.idle_sum;
+    fz->idle_ns += own.idle_ns;
+  }
   fz->thread_spans += !track;
   if (!track) {
     fz->pycall_spans += n->pycall;
@@ -352,11 +453,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
   }
   if (n->comm) {
-    if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
+    if (ps->ncomm + 1 > ps->commcap &&
+        mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
       return MLPROF_ENOMEM;
     ps->comm[ps->ncomm++] = (ival){begin, end, n->zone};
   } else if (!track && fz->candidate &&
-             ps->cand_seen++ % ps->cand_stride == 0) {
+             (ps->cand_seen++ & (ps->cand_stride - 1)) == 0) {
     /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
      * other one is let go and the stride doubles, so a profile of any size
      * keeps at most CAND_MAX (the cover is a share: a sample measures it). */
@@ -369,6 +471,9 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       return MLPROF_ENOMEM;
     ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
   }
+  if (mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name, fz->len, depth, n->comm,
+                       begin, end))
+    return MLPROF_ENOMEM;
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
   if (track)
@@ -382,7 +487,16 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 /* A mark (end == 0) or a step end at t: the step under way, if any, ends
  * there (as in mlprof__marks, whose counts and durations the breakdown
  * takes); a mark begins the next. */
+static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
+  pass *ps = ud;
+  (void)tid;
+  if (name && (name == ps->bytes_id || name == ps->corr_id))
+    mlprof__gpu_span_units(ps->gpu, name == ps->corr_id, n);
+  return 0;
+}
+
 static int step_entry(pass *ps, uint32_t tid, uint64_t t, int end) {
+  if (mlprof__gpu_step(ps->gpu, tid, t, end)) return MLPROF_ENOMEM;
   thread_st *th = thread_of(ps, tid);
   if (!th) return MLPROF_ENOMEM;
   mlprof__fpass *p = &ps->p;
@@ -431,10 +545,41 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
-static int ival_cmp(const void *a, const void *b) {
-  const ival *x = a, *y = b;
-  if (x->zone != y->zone) return x->zone < y->zone ? -1 : 1;
-  return (x->b > y->b) - (x->b < y->b);
+static int ival_less(const ival *x, const ival *y) {
+  return x->zone != y->zone ? x->zone < y->zone : x->b < y->b;
+}
+
+/* Sorts a by zone, then begin: a natural merge sort, as the spans come
+ * nearly in that order (each thread's by end). Returns 0 or MLPROF_ENOMEM
+ * (a unchanged). */
+static int ival_sort(ival *a, size_t n) {
+  size_t i = 1;
+  while (i < n && !ival_less(&a[i], &a[i - 1])) i++;
+  if (i >= n) return 0;
+  ival *t = malloc(n * sizeof *t), *src = a, *dst = t;
+  if (!t) return MLPROF_ENOMEM;
+  for (size_t runs = 0; runs != 1;) {
+    runs = 0;
+    for (size_t lo = 0; lo < n; runs++) {
+      size_t mid = lo + 1, hi;
+      while (mid < n && !ival_less(&src[mid], &src[mid - 1])) mid++;
+      for (hi = mid < n ? mid + 1 : n;
+           hi < n && !ival_less(&src[hi], &src[hi - 1]);)
+        hi++;
+      size_t x = lo, y = mid, o = lo;
+      while (x < mid && y < hi)
+        dst[o++] = ival_less(&src[y], &src[x]) ? src[y++] : src[x++];
+      while (x < mid) dst[o++] = src[x++];
+      while (y < hi) dst[o++] = src[y++];
+      lo = hi;
+    }
+    ival *w = src;
+    src = dst;
+    dst = w;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+  free(t);
+  return 0;
 }
 
 /* Merges a (sorted by zone, then begin) into disjoint intervals per zone,
@@ -452,15 +597,20 @@ static size_t ival_merge(ival *a, size_t n, int any) {
 }
 
 /* The time of [b, e] under the disjoint intervals a (sorted). */
+typedef struct {
+  const ival *a;
+  uint64_t t;
+} ival_key;
+
+/* The intervals that end by t come first. */
+static int ends_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->a[i].e <= k->t;
+}
+
 static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (a[mid].e <= b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  ival_key key = {a, b};
+  size_t lo = mlprof__lower_bound(0, n, &key, ends_by);
   uint64_t ns = 0;
   for (; lo < n && a[lo].b < e; lo++)
     ns += (a[lo].e < e ? a[lo].e : e) - (a[lo].b > b ? a[lo].b : b);
@@ -475,27 +625,37 @@ static int comm_cover(pass *ps) {
   ival *all = NULL;
   size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
-    qsort(ps->comm, ps->ncomm, sizeof *ps->comm, ival_cmp);
+    if (ival_sort(ps->comm, ps->ncomm)) return MLPROF_ENOMEM;
     ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
     /* Where each zone's intervals begin in comm, and where they end. */
-    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)) ||
-        !(all = malloc(ps->ncomm * sizeof *all))) {
-      free(group);
+    if (!(group = malloc((ps->ncomm + 1) * sizeof *group)))
       return MLPROF_ENOMEM;
-    }
     for (size_t i = 0; i < ps->ncomm; i++)
       if (!i || ps->comm[i].zone != ps->comm[i - 1].zone) group[ngroups++] = i;
     group[ngroups] = ps->ncomm;
+  }
+  if (ngroups == 1) {
+    /* One zone's intervals, disjoint and sorted already: their union. */
+    nall = ps->ncomm;
+  } else if (ps->ncomm) {
+    if (!(all = malloc(ps->ncomm * sizeof *all))) {
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
     for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
-    qsort(all, ps->ncomm, sizeof *all, ival_cmp);
+    if (ival_sort(all, ps->ncomm)) {
+      free(all);
+      free(group);
+      return MLPROF_ENOMEM;
+    }
     nall = ival_merge(all, ps->ncomm, 1);
   }
   for (size_t i = 0; i < ps->ncand; i++) {
     const ival *c = &ps->cand[i];
     mlprof__fzone *z = &ps->p.zones[c->zone];
     z->span_ns += c->e > c->b ? c->e - c->b : 0;
-    z->comm_ns += covered(all, nall, c->b, c->e);
+    z->comm_ns += covered(all ? all : ps->comm, nall, c->b, c->e);
     for (size_t k = 0; k < ngroups; k++) {
       size_t g = group[k], end = group[k + 1];
       uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);
@@ -533,6 +693,7 @@ static void profile_end(pass *ps) {
   ps->ncomm = ps->ncand = 0;
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->gauge_slo);
 }
 
 static void pass_free(pass *ps) {
@@ -546,6 +707,7 @@ static void pass_free(pass *ps) {
   free(ps->cand);
   mlprof__map_clear(&ps->tids);
   mlprof__map_clear(&ps->name_ids);
+  mlprof__map_clear(&ps->gauge_slo);
   mlprof__map_clear(&ps->zone_by_hash);
   mlprof__map_clear(&ps->flaggable);
   mlprof__map_clear(&ps->rss_index);
@@ -554,6 +716,7 @@ static void pass_free(pass *ps) {
   free(ps->p.rss);
   free(ps->p.track_spans);
   mlprof__slo_abort(ps->slo);
+  mlprof__gpu_free(ps->gpu);
 }
 
 struct mlprof__findings_builder {
@@ -591,7 +754,7 @@ mlprof__findings_builder *mlprof__findings_begin(
     while (mlprof__map_get(&b->ps.flaggable, k) != MLPROF__NONE) k++;
     rc = mlprof__map_put(&b->ps.flaggable, k, (uint32_t)i);
   }
-  if (rc || !b->ps.p.track_spans ||
+  if (rc || !b->ps.p.track_spans || !(b->ps.gpu = mlprof__gpu_begin()) ||
       (f->opts.nslo && !(b->ps.slo = mlprof__slo_begin(&f->opts)))) {
     mlprof__findings_abort(b);
     return NULL;
@@ -617,15 +780,22 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
         !strcmp(res->series[k].hostname, jp->hostname ? jp->hostname : ""))
       ps->sys = &res->series[k];
   b->f->sampled |= ps->proc != NULL;
+  ps->bytes_id = ps->corr_id = 0;
+  /* Out of memory here leaves the profile's GPU spans unread. */
+  (void)mlprof__gpu_profile_begin(ps->gpu, ps->p.r, index);
   *v = (mlprof__visitor){.ud = ps,
                          .name = on_name,
                          .span = on_span,
+                         .span_units = on_span_units,
+                         .counter = on_counter,
                          .step = on_step,
                          .step_end = on_step_end};
 }
 
 int mlprof__findings_profile_end(mlprof__findings_builder *b) {
   int rc = comm_cover(&b->ps);
+  int rg = mlprof__gpu_profile_end(b->ps.gpu, b->ps.profile, b->ps.p.nzones);
+  if (!rc) rc = rg;
   profile_end(&b->ps);
   return rc;
 }
@@ -642,6 +812,8 @@ int mlprof__findings_finish(mlprof__findings_builder *b) {
   }
   if (!rc) rc = mlprof__leaks_find(&ps->p, f);
   if (!rc) rc = mlprof__bottlenecks_find(&ps->p, f);
+  if (!rc && !(rc = mlprof__gpu_finish(ps->gpu, &ps->p, f)))
+    mlprof__findings_sort(f);
   pass_free(ps);
   if (rc) mlprof__findings_free(f);
   free(b);
@@ -666,6 +838,8 @@ void mlprof__findings_free(mlprof__findings *f) {
     free(f->slo[i].windows);
   }
   free(f->slo);
+  for (size_t i = 0; i < f->nlaunched; i++) free(f->launched[i].zone);
+  free(f->launched);
   mlprof__dist_free(&f->dist);
   memset(f, 0, sizeof *f);
 }

@@ -48,11 +48,15 @@ const char *mlprof__part_name(int part);
 int mlprof__zone_part(uint8_t category, const char *name, size_t len,
                       int nested);
 
-/* A latency objective: calls of zone should take at most objective_ns. */
+/* A latency objective: calls of zone should take at most objective_ns;
+ * or (gauge) the values of the gauge named zone should be at most
+ * objective, in the gauge's own unit (a latency_ms set per request). */
 typedef struct {
   char *zone; /* owned */
   size_t zone_len;
   uint64_t objective_ns;
+  int gauge;
+  double objective; /* objective_ns for a zone */
 } mlprof__slo_spec;
 
 /* Parses a duration with its unit: "200ms", "1.5s", "750us" ("µs" too),
@@ -60,9 +64,10 @@ typedef struct {
  * unit (or overflows). */
 int mlprof__duration_parse(const char *s, uint64_t *ns);
 
-/* Parses "ZONE=DURATION" (the last '=' splits, so zone names may hold one)
- * into *out (zone copied; free with mlprof__slo_spec_free). Returns 0, or
- * -1 with a one-line reason in err. */
+/* Parses "ZONE=DURATION" or "GAUGE=NUMBER" (a number without a unit: the
+ * gauge's own unit) into *out; the last '=' splits, so names may hold one
+ * (name copied; free with mlprof__slo_spec_free). Returns 0, or -1 with a
+ * one-line reason in err. */
 int mlprof__slo_parse(const char *arg, mlprof__slo_spec *out, char *err,
                       size_t errlen);
 void mlprof__slo_spec_free(mlprof__slo_spec *s);
@@ -147,23 +152,38 @@ typedef struct {
   size_t nzones;
 } mlprof__leak;
 
+/* For a gauge's objective, the _ns fields are 0 and the values are in p50,
+ * p95, p99 (and max, objective): the gauge's unit. For a zone's, those hold
+ * the same as the _ns fields. A gauge's "calls" are its values. */
 typedef struct {
   uint64_t start_ns; /* job time */
   uint64_t count, over;
   uint64_t p50_ns, p95_ns, p99_ns;
+  double p50, p95, p99;
 } mlprof__slo_window;
 
 typedef struct {
-  char *zone;
+  char *zone; /* or the gauge's name */
   size_t zone_len;
+  int gauge;
   uint64_t objective_ns, window_ns;
   uint64_t count, over;
   double share_over; /* over / count, 0 without calls */
   uint64_t p50_ns, p95_ns, p99_ns, max_ns;
+  double objective, p50, p95, p99, max;
   mlprof__slo_window *windows; /* windows holding calls, by time */
   size_t nwindows;
   size_t windows_missed; /* windows where a call went over */
 } mlprof__slo_result;
+
+/* Kernel time launched from a zone: the innermost zone open on the thread
+ * that made the kernel's launching API call, when it made it (CUPTI's
+ * correlation ids, docs/gpu.md). */
+typedef struct {
+  char *zone;
+  size_t zone_len;
+  uint64_t kernels, gpu_ns;
+} mlprof__gpu_launched;
 
 typedef struct mlprof__findings {
   int sampled;      /* some process of the job was sampled */
@@ -176,6 +196,11 @@ typedef struct mlprof__findings {
   size_t leak_series; /* memory series looked at */
   mlprof__slo_result *slo;
   size_t nslo;
+  mlprof__gpu_launched *launched; /* by gpu_ns, largest first */
+  size_t nlaunched;
+  /* Kernels with a correlation id whose launch was not seen, or was made
+   * under no zone, and their time. */
+  uint64_t launch_unattributed, launch_unattributed_ns;
   mlprof__findings_opts opts; /* as used (slo not kept) */
   /* A job of several ranks (dist.h; filled by the analysis driver with the
    * findings, its own findings among the ones above). */
@@ -292,14 +317,18 @@ int mlprof__leaks_find(const mlprof__fpass *p, mlprof__findings *f);
 /* bottleneck.c: every finding (leaks included, from f->leaks), sorted.
  * 0 or MLPROF_ENOMEM. */
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f);
-/* Adds a finding with a copy of zone (may be NULL) and the summary printf
- * makes; returns it (evidence to be added), or NULL when out of memory. */
+/* findings.c: the list of findings, which every detector (bottleneck.c,
+ * leak.c, dist.c) adds to. Adds a finding with a copy of zone (may be NULL)
+ * and the summary printf makes; returns it (evidence to be added), or NULL
+ * when out of memory. */
 mlprof__finding *mlprof__finding_add(mlprof__findings *f, const char *type,
                                      const char *zone, size_t zone_len,
                                      const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Adds the number key (static) to x's evidence; past MLPROF__MAX_EVIDENCE
+ * it is left out. */
 void mlprof__finding_ev(mlprof__finding *x, const char *key, double value);
-/* Sorts f's findings, most severe first. */
+/* Sorts f's findings, most severe first, then by type and zone. */
 void mlprof__findings_sort(mlprof__findings *f);
 
 /* Median of a (n values, reordered); NAN when n is 0. */
@@ -313,11 +342,41 @@ double mlprof__theil_sen(const double *x, const double *y, size_t n,
  * y grows; |z| >= 3 is significant at about p = 0.001. */
 double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
 
+/* gpu.c: CUDA activity (CUPTI's tracks) against the steps, profile by
+ * profile: GPU idle time in steps and the zones open meanwhile, host-device
+ * copies and synchronisations per step, kernel time by the zone that
+ * launched it (f->launched). begin: NULL when out of memory.
+ * profile_begin takes the profile's tracks from r's threads (spans are kept
+ * only when some are GPU work); span takes each span (zone: its index in
+ * the pass's zones, name its name, comm: a zone of communication), span_units
+ * the units of the span just given (bytes, or the correlation id when
+ * correlation), step a step mark (end 0) or step end of a thread; profile_end
+ * measures and forgets the profile's spans; finish adds the findings to f (zone
+ * names from p). Each returns 0 or MLPROF_ENOMEM; free frees a. */
+typedef struct mlprof__gpu_acc mlprof__gpu_acc;
+mlprof__gpu_acc *mlprof__gpu_begin(void);
+int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
+                              size_t profile);
+int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
+                     const char *name, size_t len, uint32_t depth, int comm,
+                     uint64_t begin, uint64_t end);
+void mlprof__gpu_span_units(mlprof__gpu_acc *a, int correlation, uint64_t n);
+int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end);
+int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones);
+int mlprof__gpu_finish(mlprof__gpu_acc *a, const mlprof__fpass *p,
+                       mlprof__findings *f);
+void mlprof__gpu_free(mlprof__gpu_acc *a);
+
 /* slo.c: the objectives' state during the pass. */
 typedef struct mlprof__slo_acc mlprof__slo_acc;
 mlprof__slo_acc *mlprof__slo_begin(const mlprof__findings_opts *o);
-/* The objective index for a zone name, or -1. */
-int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len);
+/* The objective for the zone (gauge 0) or the gauge (1) named name, or -1;
+ * then mlprof__slo_add its calls' ends and durations (a gauge's times and
+ * values: mlprof__slo_add_value). */
+int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len,
+                      int gauge);
+int mlprof__slo_add_value(mlprof__slo_acc *a, int index, uint64_t t_ns,
+                          double v);
 int mlprof__slo_add(mlprof__slo_acc *a, int index, uint64_t end_ns,
                     uint64_t dur_ns);
 /* Fills f->slo and frees a (also on failure). 0 or MLPROF_ENOMEM. */

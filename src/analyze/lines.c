@@ -130,20 +130,25 @@ void mlprof__lines_profile_begin(mlprof__lines_builder *b, mlprof__visitor *v) {
 
 /* Adds g's lines to f's (both by line; a line f has found by bisection).
  * 0 or MLPROF_ENOMEM. */
+typedef struct {
+  const mlprof__line_stat *rows;
+  uint32_t line;
+} line_key;
+
+/* The rows of lines before line come first. */
+static int line_below(const void *ctx, size_t i) {
+  const line_key *k = ctx;
+  return k->rows[i].line < k->line;
+}
+
 static int add_rows(mlprof__line_func *f, mlprof__line_func *g) {
   size_t n = f->n;
   mlprof__line_stat *rows = realloc(f->rows, (n + g->n) * sizeof *rows + 1);
   if (!rows) return MLPROF_ENOMEM;
   f->rows = rows;
   for (size_t i = 0; i < g->n; i++) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (rows[mid].line < g->rows[i].line)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    line_key key = {rows, g->rows[i].line};
+    size_t lo = mlprof__lower_bound(0, n, &key, line_below);
     size_t j = lo < n && rows[lo].line == g->rows[i].line ? lo : n;
     if (j == n) {
       rows[f->n++] = g->rows[i];

@@ -443,31 +443,39 @@ void mlprof__lod_free(mlprof__lod *l) {
   memset(l, 0, sizeof *l);
 }
 
+typedef struct {
+  const mlprof__lod_run *r;
+  uint64_t t;
+} run_key;
+
+/* The items that end by t come first. */
+static int ends_by(const void *ctx, size_t i) {
+  const run_key *k = ctx;
+  return k->r->items[i].end <= k->t;
+}
+
 size_t mlprof__lod_find(const mlprof__lod_run *r, uint64_t t) {
-  size_t lo = 0, hi = r->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (r->items[mid].end > t)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return lo;
+  run_key key = {r, t};
+  return mlprof__lower_bound(0, r->n, &key, ends_by);
+}
+
+typedef struct {
+  const mlprof__lod_arg *args;
+  uint64_t begin, end;
+} arg_key;
+
+/* The arguments of spans before (begin, end) come first. */
+static int arg_below(const void *ctx, size_t i) {
+  const arg_key *k = ctx;
+  const mlprof__lod_arg *a = &k->args[i];
+  return a->begin < k->begin || (a->begin == k->begin && a->end < k->end);
 }
 
 const mlprof__lod_arg *mlprof__lod_args(const mlprof__lod_track *t,
                                         uint64_t begin, uint64_t end,
                                         size_t *n) {
-  size_t lo = 0, hi = t->nargs;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    const mlprof__lod_arg *a = &t->args[mid];
-    if (a->begin < begin || (a->begin == begin && a->end < end))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  size_t j = lo;
+  arg_key key = {t->args, begin, end};
+  size_t lo = mlprof__lower_bound(0, t->nargs, &key, arg_below), j = lo;
   while (j < t->nargs && t->args[j].begin == begin && t->args[j].end == end)
     j++;
   *n = j - lo;

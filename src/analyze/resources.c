@@ -404,6 +404,17 @@ struct mlprof__zone_pass {
 
 typedef struct mlprof__zone_pass zpass;
 
+typedef struct {
+  const uint64_t *t;
+  uint64_t x;
+} time_key;
+
+/* The times before x come first. */
+static int time_below(const void *ctx, size_t i) {
+  const time_key *k = ctx;
+  return k->t[i] < k->x;
+}
+
 size_t mlprof__series_lower(const mlprof__series *s, uint64_t x, size_t *hint) {
   size_t n = s->n, h = hint && *hint <= n ? *hint : 0, lo, hi;
   /* The answer a lies in [lo, hi]: t[a - 1] < x (or a == 0) and t[a] >= x
@@ -421,13 +432,8 @@ size_t mlprof__series_lower(const mlprof__series *s, uint64_t x, size_t *hint) {
       lo = hi > step ? hi - step : 0;
     }
   }
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->t[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  time_key key = {s->t, x};
+  lo = mlprof__lower_bound(lo, hi, &key, time_below);
   if (hint) *hint = lo;
   return lo;
 }
@@ -704,6 +710,19 @@ static int zone_cmp_raw(const char *a, size_t alen, const char *b,
   return alen < blen ? -1 : alen > blen;
 }
 
+typedef struct {
+  const mlprof__zone_samples *zones;
+  const char *name;
+  size_t len;
+} zone_key;
+
+/* The zones named before name come first. */
+static int zone_below(const void *ctx, size_t i) {
+  const zone_key *k = ctx;
+  return zone_cmp_raw(k->zones[i].zone, k->zones[i].zone_len, k->name, k->len) <
+         0;
+}
+
 static int zone_cmp(const void *a, const void *b) {
   const mlprof__zone_samples *x = a, *y = b;
   return zone_cmp_raw(x->zone, x->zone_len, y->zone, y->zone_len);
@@ -712,16 +731,11 @@ static int zone_cmp(const void *a, const void *b) {
 const mlprof__zone_samples *mlprof__resources_zone(const mlprof__resources *r,
                                                    const char *name,
                                                    size_t len) {
-  size_t lo = 0, hi = r->nzones;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = zone_cmp_raw(r->zones[mid].zone, r->zones[mid].zone_len, name, len);
-    if (c == 0) return &r->zones[mid];
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  zone_key key = {r->zones, name, len};
+  size_t i = mlprof__lower_bound(0, r->nzones, &key, zone_below);
+  if (i < r->nzones &&
+      zone_cmp_raw(r->zones[i].zone, r->zones[i].zone_len, name, len) == 0)
+    return &r->zones[i];
   return NULL;
 }
 

@@ -1,7 +1,9 @@
-/* Latency objectives (`mlprof report --slo ZONE=200ms`): for each, the
- * zone's p50/p95/p99 and the calls over the objective, overall and per
- * window of job time (a call belongs to the window where it ends). The
- * durations of the named zones are kept (16 bytes a call). */
+/* Latency objectives (`mlprof report --slo ZONE=200ms`, or on a gauge's
+ * values `--slo latency_ms=200`): for each, the zone's (or the gauge's)
+ * p50/p95/p99 and the calls (values) over the objective, overall and per
+ * window of job time (a call belongs to the window where it ends, a value
+ * to the window where it was set). The durations of the named zones and
+ * the values of the named gauges are kept (16 bytes each). */
 #include <errno.h>
 #include <math.h>
 #include <mlprof.h>
@@ -40,23 +42,40 @@ int mlprof__slo_parse(const char *arg, mlprof__slo_spec *out, char *err,
   const char *eq = strrchr(arg, '=');
   if (!eq || eq == arg) {
     snprintf(err, errlen,
-             "--slo wants ZONE=DURATION (e.g. decode=200ms), not '%s'", arg);
+             "--slo wants ZONE=DURATION (e.g. decode=200ms) or GAUGE=NUMBER "
+             "(e.g. latency_ms=200), not '%s'",
+             arg);
     return -1;
   }
-  uint64_t ns;
+  uint64_t ns = 0;
+  double v = 0;
+  int gauge = 0;
   if (mlprof__duration_parse(eq + 1, &ns)) {
-    snprintf(err, errlen,
-             "--slo %s: '%s' is not a duration: a positive number with a unit "
-             "(ns, us, ms, s), e.g. 200ms",
-             arg, eq + 1);
-    return -1;
+    /* A number alone: an objective on the gauge of that name. */
+    char *end;
+    errno = 0;
+    v = strtod(eq + 1, &end);
+    gauge = end != eq + 1 && !*end && !errno && isfinite(v) &&
+            (eq[1] == '-' || eq[1] == '.' || (eq[1] >= '0' && eq[1] <= '9'));
+    if (!gauge) {
+      snprintf(err, errlen,
+               "--slo %s: '%s' is neither a duration (a positive number with "
+               "a unit: ns, us, ms, s, e.g. 200ms) for a zone nor a number "
+               "for a gauge",
+               arg, eq + 1);
+      return -1;
+    }
   }
   char *zone = mlprof__dup(arg, (size_t)(eq - arg));
   if (!zone) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  *out = (mlprof__slo_spec){zone, (size_t)(eq - arg), ns};
+  *out = (mlprof__slo_spec){.zone = zone,
+                            .zone_len = (size_t)(eq - arg),
+                            .objective_ns = ns,
+                            .gauge = gauge,
+                            .objective = gauge ? v : (double)ns};
   return 0;
 }
 
@@ -65,8 +84,11 @@ void mlprof__slo_spec_free(mlprof__slo_spec *s) {
   s->zone = NULL;
 }
 
+/* A zone's call (its end, its duration in ns) or a gauge's value (its
+ * time). Durations are exact as doubles up to 2^53 ns (104 days). */
 typedef struct {
-  uint64_t end, dur;
+  uint64_t end;
+  double v;
 } call;
 
 typedef struct {
@@ -94,20 +116,28 @@ mlprof__slo_acc *mlprof__slo_begin(const mlprof__findings_opts *o) {
   return a;
 }
 
-int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len) {
+int mlprof__slo_match(const mlprof__slo_acc *a, const char *name, size_t len,
+                      int gauge) {
   for (size_t i = 0; i < a->n; i++)
-    if (a->spec[i].zone_len == len && memcmp(a->spec[i].zone, name, len) == 0)
+    if (!a->spec[i].gauge == !gauge && a->spec[i].zone_len == len &&
+        memcmp(a->spec[i].zone, name, len) == 0)
       return (int)i;
   return -1;
 }
 
-int mlprof__slo_add(mlprof__slo_acc *a, int index, uint64_t end_ns,
-                    uint64_t dur_ns) {
+int mlprof__slo_add_value(mlprof__slo_acc *a, int index, uint64_t t_ns,
+                          double v) {
+  if (isnan(v)) return 0; /* no value: not over, not counted */
   calls *c = &a->calls[index];
   if (mlprof__grow(&c->c, &c->cap, c->n + 1, sizeof *c->c))
     return MLPROF_ENOMEM;
-  c->c[c->n++] = (call){end_ns, dur_ns};
+  c->c[c->n++] = (call){t_ns, v};
   return 0;
+}
+
+int mlprof__slo_add(mlprof__slo_acc *a, int index, uint64_t end_ns,
+                    uint64_t dur_ns) {
+  return mlprof__slo_add_value(a, index, end_ns, (double)dur_ns);
 }
 
 void mlprof__slo_abort(mlprof__slo_acc *a) {
@@ -122,40 +152,53 @@ static int call_cmp(const void *x, const void *y) {
   return a->end < b->end ? -1 : a->end > b->end;
 }
 
-static int u64_cmp(const void *x, const void *y) {
-  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+static int dbl_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
   return a < b ? -1 : a > b;
 }
 
 /* Nearest rank over sorted d. */
-static uint64_t pct(const uint64_t *d, size_t n, unsigned p) {
+static double pct(const double *d, size_t n, unsigned p) {
   if (!n) return 0;
   size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
   return d[rank ? rank - 1 : 0];
 }
 
+/* A zone's duration as the _ns fields hold it; 0 for a gauge. */
+static uint64_t ns_of(const mlprof__slo_spec *spec, double v) {
+  return spec->gauge || !(v > 0) ? 0 : (uint64_t)(v + 0.5);
+}
+
 static int finish_one(const mlprof__slo_spec *spec, calls *c,
                       uint64_t window_ns, mlprof__slo_result *out) {
+  /* A zone's objective is objective_ns (objective is its copy). */
+  double objective = spec->gauge ? spec->objective : (double)spec->objective_ns;
   *out = (mlprof__slo_result){.objective_ns = spec->objective_ns,
+                              .objective = objective,
+                              .gauge = spec->gauge,
                               .window_ns = window_ns,
                               .zone_len = spec->zone_len};
   if (!(out->zone = mlprof__dup(spec->zone, spec->zone_len)))
     return MLPROF_ENOMEM;
   if (!c->n) return 0;
-  uint64_t *d = malloc(c->n * sizeof *d);
+  double *d = malloc(c->n * sizeof *d);
   if (!d) return MLPROF_ENOMEM;
   qsort(c->c, c->n, sizeof *c->c, call_cmp);
   for (size_t i = 0; i < c->n; i++) {
-    d[i] = c->c[i].dur;
-    out->over += d[i] > spec->objective_ns;
+    d[i] = c->c[i].v;
+    out->over += d[i] > objective;
   }
   out->count = c->n;
   out->share_over = (double)out->over / (double)c->n;
-  qsort(d, c->n, sizeof *d, u64_cmp);
-  out->p50_ns = pct(d, c->n, 50);
-  out->p95_ns = pct(d, c->n, 95);
-  out->p99_ns = pct(d, c->n, 99);
-  out->max_ns = d[c->n - 1];
+  qsort(d, c->n, sizeof *d, dbl_cmp);
+  out->p50 = pct(d, c->n, 50);
+  out->p95 = pct(d, c->n, 95);
+  out->p99 = pct(d, c->n, 99);
+  out->max = d[c->n - 1];
+  out->p50_ns = ns_of(spec, out->p50);
+  out->p95_ns = ns_of(spec, out->p95);
+  out->p99_ns = ns_of(spec, out->p99);
+  out->max_ns = ns_of(spec, out->max);
   size_t cap = 0;
   int rc = 0;
   for (size_t i = 0; i < c->n && !rc;) {
@@ -170,13 +213,16 @@ static int finish_one(const mlprof__slo_spec *spec, calls *c,
     mlprof__slo_window *win = &out->windows[out->nwindows++];
     *win = (mlprof__slo_window){.start_ns = w * window_ns, .count = k - i};
     for (size_t j = i; j < k; j++) {
-      d[j - i] = c->c[j].dur;
-      win->over += d[j - i] > spec->objective_ns;
+      d[j - i] = c->c[j].v;
+      win->over += d[j - i] > objective;
     }
-    qsort(d, k - i, sizeof *d, u64_cmp);
-    win->p50_ns = pct(d, k - i, 50);
-    win->p95_ns = pct(d, k - i, 95);
-    win->p99_ns = pct(d, k - i, 99);
+    qsort(d, k - i, sizeof *d, dbl_cmp);
+    win->p50 = pct(d, k - i, 50);
+    win->p95 = pct(d, k - i, 95);
+    win->p99 = pct(d, k - i, 99);
+    win->p50_ns = ns_of(spec, win->p50);
+    win->p95_ns = ns_of(spec, win->p95);
+    win->p99_ns = ns_of(spec, win->p99);
     out->windows_missed += win->over > 0;
     i = k;
   }

@@ -115,7 +115,91 @@ static void sort_u64_depth(uint64_t *a, size_t n, int depth) {
   }
 }
 
-static void sort_u64(uint64_t *a, size_t n) {
+/* Above this many values a sort goes without the radix sort's copy, whose
+ * memory would add to the durations' own. */
+#define RADIX_MAX ((size_t)1 << 22)
+#define RADIX_BITS 11
+
+/* LSD radix sort of a through tmp (n values), RADIX_BITS a pass, on each
+ * value less the least: the passes above the top bit of the values' range
+ * are skipped (one zone's durations seldom span more than 2^33 ns, and the
+ * short ones often less than 2^11). */
+static void radix_u64(uint64_t *a, uint64_t *tmp, size_t n) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (a[i] < lo) lo = a[i];
+    if (a[i] > hi) hi = a[i];
+  }
+  int bits = hi > lo ? 64 - __builtin_clzll(hi - lo) : 0;
+  uint64_t *src = a, *dst = tmp;
+  for (int shift = 0; shift < bits; shift += RADIX_BITS) {
+    size_t at[1u << RADIX_BITS] = {0};
+    const uint64_t mask = (1u << RADIX_BITS) - 1;
+    for (size_t i = 0; i < n; i++) at[(src[i] - lo) >> shift & mask]++;
+    for (size_t k = 0, sum = 0; k <= mask; k++) {
+      size_t c = at[k];
+      at[k] = sum;
+      sum += c;
+    }
+    for (size_t i = 0; i < n; i++)
+      dst[at[(src[i] - lo) >> shift & mask]++] = src[i];
+    uint64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, n * sizeof *a);
+}
+
+/* Values within 2^SMALL_BITS of the least are counted, not moved: one
+ * zone's durations are mostly close to its shortest. */
+#define SMALL_BITS 12
+
+/* Sorts a (n values, at most RADIX_MAX) through tmp: the values close to
+ * the least counted into two tables (alternate values, so that runs of
+ * equal ones do not wait on one counter), the others radix-sorted after
+ * them. */
+static void sort_counted(uint64_t *a, uint64_t *tmp, size_t n) {
+  uint64_t lo = UINT64_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (a[i] < lo) lo = a[i];
+  uint32_t c0[1u << SMALL_BITS] = {0}, c1[1u << SMALL_BITS] = {0};
+  size_t nrest = 0, i = 0;
+  for (; i + 1 < n; i += 2) {
+    uint64_t x = a[i] - lo, y = a[i + 1] - lo;
+    if (x >> SMALL_BITS)
+      tmp[nrest++] = a[i];
+    else
+      c0[x]++;
+    if (y >> SMALL_BITS)
+      tmp[nrest++] = a[i + 1];
+    else
+      c1[y]++;
+  }
+  if (i < n) {
+    if ((a[i] - lo) >> SMALL_BITS)
+      tmp[nrest++] = a[i];
+    else
+      c0[a[i] - lo]++;
+  }
+  /* a is free now: the scratch of the others' sort. */
+  radix_u64(tmp, a, nrest);
+  size_t at = 0;
+  for (uint64_t v = 0; v < (1u << SMALL_BITS); v++)
+    for (uint32_t k = c0[v] + c1[v]; k; k--) a[at++] = lo + v;
+  memcpy(a + at, tmp, nrest * sizeof *a);
+}
+
+/* Sorts a (n values) through scratch (its v and cap; kept for the next
+ * sort, as a fresh block would be faulted in again each time). */
+static void sort_u64(uint64_t *a, size_t n, u64vec *scratch) {
+  if (n > 64 && n <= RADIX_MAX && scratch->cap < n) {
+    uint64_t *v = realloc(scratch->v, n * sizeof *v);
+    if (v) scratch->v = v, scratch->cap = n;
+  }
+  if (n > 64 && n <= RADIX_MAX && scratch->cap >= n) {
+    sort_counted(a, scratch->v, n);
+    return;
+  }
   int depth = 0;
   for (size_t m = n; m > 1; m >>= 1) depth += 2;
   sort_u64_depth(a, n, depth);
@@ -191,10 +275,12 @@ typedef struct {
   uint32_t last_zone;          /* zone of the span just read, for its units */
   /* start[d] (d < child_top): seq of the last span ended at depth <= d,
    * where the subtree of the span open at depth d began; seq: spans ended
-   * on the thread; the zones' outer_stacks (zone -> index). */
+   * on the thread; the zones' outer_stacks (stack_of[zone]: index, or
+   * MLPROF__NONE; zones past stack_cap have none). */
   uint64_t *start, seq;
   size_t start_cap;
-  mlprof__map stack_of;
+  uint32_t *stack_of;
+  size_t stack_cap;
   outer_stack *stacks;
   size_t nstacks, stacks_cap;
 } thread_build;
@@ -203,6 +289,8 @@ typedef struct {
   uint64_t nfinite;
   double sum;
   uint64_t last_t; /* job time of last */
+  double *values;  /* the finite ones, for the percentiles */
+  size_t vcap;
 } counter_build;
 
 typedef struct {
@@ -212,6 +300,7 @@ typedef struct {
 
 struct mlprof__stats {
   mlprof__report r;
+  u64vec scratch; /* the sorts' (sort_u64) */
   size_t zcap, zbcap, pcap, tcap, tbcap, ccap, cbcap, ucap, ocap;
   zone_build *zb;    /* parallel to r.zones */
   thread_build *tb;  /* parallel to r.threads */
@@ -290,7 +379,7 @@ static uint32_t str_intern(mlprof__stats *s, const char *str, size_t len) {
 
 /* The string behind a name id of the current profile. The reader promises
  * the id was announced; NULL otherwise, and the record is ignored. */
-static str_entry *name_str(mlprof__stats *s, uint32_t id) {
+static inline str_entry *name_str(mlprof__stats *s, uint32_t id) {
   uint32_t k = mlprof__map_get(&s->names, id);
   return k == MLPROF__NONE ? NULL : &s->strs[k];
 }
@@ -341,10 +430,8 @@ static uint32_t unit_of(mlprof__stats *s, str_entry *e) {
 /* zone_of, counter_of, unit_of: the report's zone, counter or unit named e,
  * added if new; MLPROF__NONE when out of memory. */
 
-/* The report's thread for tid in the current profile, added if new. */
-static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
-  if (s->last_thread != MLPROF__NONE && s->last_tid == tid)
-    return s->last_thread;
+/* thread_of past its one-entry cache. */
+static uint32_t thread_find(mlprof__stats *s, uint32_t tid) {
   uint32_t t = mlprof__map_get(&s->tids, tid);
   if (t == MLPROF__NONE) {
     mlprof__report *r = &s->r;
@@ -368,6 +455,13 @@ static uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
   s->last_tid = tid;
   s->last_thread = t;
   return t;
+}
+
+/* The report's thread for tid in the current profile, added if new. */
+static inline uint32_t thread_of(mlprof__stats *s, uint32_t tid) {
+  if (s->last_thread != MLPROF__NONE && s->last_tid == tid)
+    return s->last_thread;
+  return thread_find(s, tid);
 }
 
 static void see_time(mlprof__stats *s, uint64_t t) {
@@ -485,15 +579,19 @@ static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
 static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
                            uint64_t q, uint64_t pq, uint64_t seq,
                            uint64_t dur) {
-  uint32_t at = mlprof__map_get(&tb->stack_of, zi);
+  uint32_t at = zi < tb->stack_cap ? tb->stack_of[zi] : MLPROF__NONE;
   if (at == MLPROF__NONE) {
     if (d == 0) return dur; /* nothing of zi inside it, no ancestor */
+    size_t old = tb->stack_cap;
     if (tb->nstacks >= MLPROF__NONE - 1 ||
         mlprof__grow(&tb->stacks, &tb->stacks_cap, tb->nstacks + 1,
                      sizeof *tb->stacks) ||
-        mlprof__map_put(&tb->stack_of, zi, (uint32_t)tb->nstacks))
+        mlprof__grow(&tb->stack_of, &tb->stack_cap, (size_t)zi + 1,
+                     sizeof *tb->stack_of))
       return UINT64_MAX;
+    for (size_t k = old; k < tb->stack_cap; k++) tb->stack_of[k] = MLPROF__NONE;
     at = (uint32_t)tb->nstacks++;
+    tb->stack_of[zi] = at;
     tb->stacks[at] = (outer_stack){0};
   }
   outer_stack *st = &tb->stacks[at];
@@ -513,11 +611,12 @@ static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
     merged += st->v[--st->n].ns;
   while (st->head < st->n && st->v[st->head].seq <= tb->start[0]) st->head++;
   if (st->head && st->head * 2 >= st->n) {
-    memmove(st->v, st->v + st->head, (st->n - st->head) * sizeof *st->v);
+    for (size_t k = st->head; k < st->n; k++) st->v[k - st->head] = st->v[k];
     st->n -= st->head;
     st->head = 0;
   }
-  if (mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
+  if (st->n + 1 > st->cap &&
+      mlprof__grow(&st->v, &st->cap, st->n + 1, sizeof *st->v))
     return UINT64_MAX;
   st->v[st->n++] = (outer_entry){seq, merged};
   return outer;
@@ -528,7 +627,9 @@ static void thread_build_free(thread_build *tb) {
   free(tb->start);
   for (size_t i = 0; i < tb->nstacks; i++) free(tb->stacks[i].v);
   free(tb->stacks);
-  mlprof__map_clear(&tb->stack_of);
+  free(tb->stack_of);
+  tb->stack_of = NULL;
+  tb->stack_cap = 0;
   tb->child = tb->start = NULL;
   tb->stacks = NULL;
   tb->child_cap = tb->child_top = tb->start_cap = tb->nstacks = tb->stacks_cap =
@@ -558,10 +659,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
    * charged to a later span; slots at or past child_top are zeroed on reuse. */
   uint64_t self = dur, outer = dur;
   if (depth < MAX_DEPTH) {
-    if (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
-                     sizeof *tb->child) ||
-        mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
-                     sizeof *tb->start))
+    if (((size_t)depth + 2 > tb->child_cap ||
+         (size_t)depth + 2 > tb->start_cap) &&
+        (mlprof__grow(&tb->child, &tb->child_cap, (size_t)depth + 2,
+                      sizeof *tb->child) ||
+         mlprof__grow(&tb->start, &tb->start_cap, (size_t)depth + 2,
+                      sizeof *tb->start)))
       return MLPROF_ENOMEM;
     /* Stale slots: the span ended last had a depth below them. */
     for (size_t k = tb->child_top; k < (size_t)depth + 2; k++) {
@@ -598,9 +701,12 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
 static int add_units(mlprof__stats *s, uint32_t zone, uint32_t name,
                      uint64_t n) {
   str_entry *e = name_str(s, name);
-  /* "seq" numbers a collective on its group (docs/distributed.md): an
-   * ordinal, not an amount of work, so it is no throughput. */
-  if (!e || (e->len == 3 && !memcmp(e->s, "seq", 3))) return 0;
+  /* "seq" numbers a collective on its group (docs/distributed.md) and
+   * "cuda.correlation" pairs a kernel with its launch (docs/gpu.md):
+   * ordinals, not amounts of work, so no throughput. */
+  if (!e || (e->len == 3 && !memcmp(e->s, "seq", 3)) ||
+      (e->len == 16 && !memcmp(e->s, "cuda.correlation", 16)))
+    return 0;
   uint32_t u = unit_of(s, e);
   if (u == MLPROF__NONE) return MLPROF_ENOMEM;
   s->r.units[u].total += n;
@@ -630,6 +736,11 @@ static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   return add_units(s, s->tb[t].last_zone, name, n);
 }
 
+static int double_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
 static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                       double v) {
   mlprof__stats *s = ud;
@@ -650,7 +761,10 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   }
   cs->count++;
   if (isfinite(v)) {
-    cb->nfinite++;
+    if (mlprof__grow(&cb->values, &cb->vcap, cb->nfinite + 1,
+                     sizeof *cb->values))
+      return MLPROF_ENOMEM;
+    cb->values[cb->nfinite++] = v;
     cb->sum += v;
     if (v < cs->min) cs->min = v;
     if (v > cs->max) cs->max = v;
@@ -716,17 +830,7 @@ static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   mlprof__stats *s = ud;
   mlprof__proc_stats *p = &s->r.procs[s->r.nprocs - 1];
-  if (mlprof__grow(&p->meta, &s->mcap, p->nmeta + 1, sizeof *p->meta))
-    return MLPROF_ENOMEM;
-  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return MLPROF_ENOMEM;
-  }
-  p->meta[p->nmeta++] =
-      (mlprof__kv){.key = k, .value = v, .key_len = klen, .value_len = vlen};
-  return 0;
+  return mlprof__kv_add(&p->meta, &p->nmeta, &s->mcap, key, klen, value, vlen);
 }
 
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
@@ -822,6 +926,20 @@ static int kv_cmp(const void *a, const void *b) {
   if (x->kv.key_len != y->kv.key_len)
     return x->kv.key_len < y->kv.key_len ? -1 : 1;
   return x->order < y->order ? -1 : 1;
+}
+
+int mlprof__kv_add(mlprof__kv **kv, size_t *n, size_t *cap, const char *key,
+                   size_t klen, const char *value, size_t vlen) {
+  if (mlprof__grow(kv, cap, *n + 1, sizeof **kv)) return MLPROF_ENOMEM;
+  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return MLPROF_ENOMEM;
+  }
+  (*kv)[(*n)++] =
+      (mlprof__kv){.key = k, .value = v, .key_len = klen, .value_len = vlen};
+  return 0;
 }
 
 int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n) {
@@ -1061,7 +1179,7 @@ static void zone_finish(mlprof__stats *s, size_t i) {
     zb->hist = NULL;
     return;
   }
-  sort_u64(d->v, d->n);
+  sort_u64(d->v, d->n, &s->scratch);
   for (unsigned k = 0; k < 4; k++)
     *pct_slot(z, k) = mlprof__percentile_sorted(d->v, d->n, pcts[k]);
   if (d->n) {
@@ -1151,11 +1269,18 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
   }
   for (size_t i = 0; i < r->ncounters; i++) {
     mlprof__counter_stats *c = &r->counters[i];
-    if (s->cb[i].nfinite) {
-      c->mean = s->cb[i].sum / (double)s->cb[i].nfinite;
+    counter_build *cb = &s->cb[i];
+    if (cb->nfinite) {
+      c->mean = cb->sum / (double)cb->nfinite;
+      qsort(cb->values, cb->nfinite, sizeof *cb->values, double_cmp);
+      c->p50 = cb->values[mlprof__pct_rank(cb->nfinite, 50) - 1];
+      c->p90 = cb->values[mlprof__pct_rank(cb->nfinite, 90) - 1];
+      c->p99 = cb->values[mlprof__pct_rank(cb->nfinite, 99) - 1];
     } else {
-      c->min = c->max = c->mean = NAN;
+      c->min = c->max = c->mean = c->p50 = c->p90 = c->p99 = NAN;
     }
+    free(cb->values);
+    cb->values = NULL;
   }
   for (size_t i = 0; i < r->nunits; i++)
     r->units[i].per_s = wall_s > 0 ? (double)r->units[i].total / wall_s : 0;
@@ -1338,7 +1463,7 @@ int mlprof__stats_select_end(mlprof__stats *s) {
   int rc = 0;
   for (size_t i = 0; i < n; i++) {
     probe *p = &old[i];
-    if (!p->w) sort_u64(p->v, p->got);
+    if (!p->w) sort_u64(p->v, p->got, &s->scratch);
     for (unsigned k = 0; k < 4 && !rc; k++) {
       if (!(p->want >> k & 1)) continue;
       if (p->w) {
@@ -1362,6 +1487,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   }
   for (size_t i = 0; i < s->nprobes; i++) free(s->probes[i].v);
   free(s->probes);
+  for (size_t i = 0; i < s->r.ncounters; i++) free(s->cb[i].values);
   for (size_t i = 0; i < s->r.nthreads; i++) thread_build_free(&s->tb[i]);
   for (size_t i = 0; i < s->nstrs; i++) free(s->strs[i].s);
   free(s->zb);
@@ -1370,6 +1496,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   free(s->strs);
   free(s->str_slots);
   free(s->zu);
+  free(s->scratch.v);
   mlprof__map_clear(&s->zu_index);
   mlprof__map_clear(&s->names);
   mlprof__map_clear(&s->tids);

@@ -91,6 +91,11 @@ typedef struct {
   size_t key_len, value_len;
 } mlprof__kv;
 
+/* Appends copies of key and value to the pairs *kv (*n of them, room for
+ * *cap). Returns 0, or MLPROF_ENOMEM with the pairs unchanged. */
+int mlprof__kv_add(mlprof__kv **kv, size_t *n, size_t *cap, const char *key,
+                   size_t klen, const char *value, size_t vlen);
+
 /* Sorts key/value pairs by key and keeps, for each key, the value set last
  * (the one latest in the array); frees the strings of the others and
  * updates *n. Returns 0, or MLPROF_ENOMEM with the array unchanged. */
@@ -137,6 +142,9 @@ typedef struct {
   size_t name_len;
   uint64_t count; /* values recorded; min/max/mean ignore NaN and inf */
   double min, max, mean, last;
+  /* Nearest-rank percentiles of the finite values (each kept until the
+   * report is made: 8 bytes a value); NAN without one. */
+  double p50, p90, p99;
 } mlprof__counter_stats;
 
 typedef struct {

@@ -8,6 +8,24 @@
 
 #define MLPROF__NONE UINT32_MAX
 
+/* The lower bound of a sorted range, the one binary search: the first index
+ * i in [lo, hi) for which below(ctx, i) is 0, where below holds for a prefix
+ * of the range and not after it (an array sorted by a key: "the key at i is
+ * below the one sought"); hi when it holds throughout. Inline, so a static
+ * predicate is inlined too and costs no call. */
+static inline size_t mlprof__lower_bound(size_t lo, size_t hi, const void *ctx,
+                                         int (*below)(const void *ctx,
+                                                      size_t i)) {
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (below(ctx, mid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* Makes room for need elements of elem bytes in the array *arrayp of
  * capacity *cap, growing by half. Returns 0 or MLPROF_ENOMEM (the array is
  * unchanged). */
@@ -25,8 +43,21 @@ typedef struct {
   size_t cap, count;
 } mlprof__map;
 
-/* The value for key, or MLPROF__NONE. */
-uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key);
+/* The value for key, or MLPROF__NONE: mlprof__map_get, whose first probe
+ * (where small dense keys mostly are) is inlined at the call. */
+uint32_t mlprof__map_find(const mlprof__map *m, uint64_t key);
+/* Where key's probe starts in a map of cap slots: Fibonacci hashing, as
+ * thread ids and name ids are small and dense. */
+static inline size_t mlprof__map_slot(uint64_t key, size_t cap) {
+  return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+static inline uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
+  if (m->cap) {
+    size_t i = mlprof__map_slot(key, m->cap);
+    if (m->keys[i] == key && m->vals[i] != MLPROF__NONE) return m->vals[i];
+  }
+  return mlprof__map_find(m, key);
+}
 /* Sets key to val. Returns 0 or MLPROF_ENOMEM (the map is unchanged). */
 int mlprof__map_put(mlprof__map *m, uint64_t key, uint32_t val);
 /* Frees the map's memory and leaves it empty and usable. */

@@ -5,14 +5,9 @@
 
 #include "base.h"
 
-static size_t map_slot(uint64_t key, size_t cap) {
-  /* Fibonacci hashing: thread ids and name ids are small and dense. */
-  return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-}
-
-uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
+uint32_t mlprof__map_find(const mlprof__map *m, uint64_t key) {
   if (!m->cap) return MLPROF__NONE;
-  for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+  for (size_t i = mlprof__map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
     if (m->vals[i] == MLPROF__NONE) return MLPROF__NONE;
     if (m->keys[i] == key) return m->vals[i];
   }
@@ -20,7 +15,7 @@ uint32_t mlprof__map_get(const mlprof__map *m, uint64_t key) {
 
 static void map_insert(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t key,
                        uint32_t val) {
-  size_t i = map_slot(key, cap);
+  size_t i = mlprof__map_slot(key, cap);
   while (vals[i] != MLPROF__NONE && keys[i] != key) i = (i + 1) & (cap - 1);
   keys[i] = key;
   vals[i] = val;

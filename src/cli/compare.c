@@ -10,7 +10,6 @@
 
 #include "../analyze/compare.h"
 #include "../export/export.h"
-#include "../export/table.h"
 #include "cli.h"
 
 /* Zones shown by the text format when --top is not given. */
@@ -44,107 +43,18 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("compare", fmt, arg);
 }
 
-static void fmt_speedup(char *b, size_t len, double x) {
-  if (isnan(x) || isinf(x))
-    snprintf(b, len, "-");
-  else
-    snprintf(b, len, "%.2fx", x);
+void mlprof__compare_cmd_init(mlprof__compare_cmd *c) {
+  memset(c, 0, sizeof *c);
+  c->top = TEXT_TOP;
 }
 
-static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
-  char line[1024];
-  mlprof__compare_recommendation(c, line, sizeof line);
-  mlprof__out_lit(o, "\nRecommendation: ");
-  mlprof__out_text_str(o, line, strlen(line));
-  mlprof__out_lit(o, "\n");
+void mlprof__compare_cmd_free(mlprof__compare_cmd *c) {
+  mlprof__filter_free(&c->filter);
 }
 
-static int compare_text(const mlprof__compare *c, size_t top, mlprof__out *o) {
-  mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
-  static const char *const rheads[] = {"run",  "label",     "path",
-                                       "wall", "spans",     "steps",
-                                       "step", "rank wall", "rank step"};
-  mlprof__table t;
-  if (mlprof__table_open(&t, rheads, "rllrrrrrr")) return MLPROF_ENOMEM;
-  for (size_t i = 0; i < c->nruns; i++) {
-    const mlprof__compare_run *r = &c->runs[i];
-    char w[32], s[32];
-    mlprof__fmt_duration(w, sizeof w, (double)r->report.wall_ns);
-    mlprof__fmt_duration(s, sizeof s, r->step_mean_ns);
-    mlprof__table_cell(&t, "%zu", i + 1);
-    mlprof__table_name(&t, r->label, strlen(r->label), 24);
-    mlprof__table_name(&t, r->path, strlen(r->path), 40);
-    mlprof__table_cell(&t, "%s", w);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)r->report.spans);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)r->intervals);
-    mlprof__table_cell(&t, "%s", s);
-    mlprof__table_cell(&t, "%zu", r->rank_total);
-    mlprof__table_cell(&t, "%zu", r->rank_step);
-  }
-  int rc = mlprof__table_print(&t, o);
-  if (rc) return rc;
-
-  size_t shown = top && top < c->nzones ? top : c->nzones;
-  mlprof__out_printf(
-      o,
-      "\nZones (%zu of %zu, by largest total; speedup = the other "
-      "run's mean / this run's mean)\n",
-      shown, c->nzones);
-  static const char *const zheads[] = {"zone",       "run",      "count",
-                                       "mean",       "p50",      "p99",
-                                       "vs slowest", "vs first", ""};
-  if (mlprof__table_open(&t, zheads, "llrrrrrrl")) return MLPROF_ENOMEM;
-  for (size_t k = 0; k < shown; k++) {
-    const mlprof__compare_zone *z = &c->zones[k];
-    for (size_t i = 0; i < c->nruns; i++) {
-      const mlprof__zone_stats *s = z->stats[i];
-      if (i == 0)
-        mlprof__table_name(&t, z->name, z->name_len, 40);
-      else
-        mlprof__table_cell(&t, "%s", "");
-      mlprof__table_name(&t, c->runs[i].label, strlen(c->runs[i].label), 24);
-      if (!s) {
-        for (int col = 0; col < 6; col++) mlprof__table_cell(&t, "-");
-        mlprof__table_cell(&t, "absent");
-        continue;
-      }
-      char m[32], p50[32], p99[32], vs[32], vf[32];
-      mlprof__fmt_duration(m, sizeof m, s->mean_ns);
-      mlprof__fmt_duration(p50, sizeof p50, (double)s->p50_ns);
-      mlprof__fmt_duration(p99, sizeof p99, (double)s->p99_ns);
-      fmt_speedup(vs, sizeof vs, z->vs_slowest[i]);
-      fmt_speedup(vf, sizeof vf, z->vs_first[i]);
-      mlprof__table_cell(&t, "%llu", (unsigned long long)s->count);
-      mlprof__table_cell(&t, "%s", m);
-      mlprof__table_cell(&t, "%s", p50);
-      mlprof__table_cell(&t, "%s", p99);
-      mlprof__table_cell(&t, "%s", vs);
-      mlprof__table_cell(&t, "%s", vf);
-      mlprof__table_cell(&t, "%s",
-                         c->nruns < 2                  ? ""
-                         : !mlprof__compare_tied(z, i) ? ""
-                         : z->tie                      ? "tie"
-                                                       : "fastest");
-    }
-  }
-  rc = mlprof__table_print(&t, o);
-  if (rc) return rc;
-  int heading = 0;
-  for (size_t i = 0; i < c->nruns; i++)
-    for (size_t w = 0; w < c->runs[i].report.nwarnings; w++) {
-      const char *line = c->runs[i].report.warnings[w];
-      if (!heading++) mlprof__out_lit(o, "\nWarnings\n");
-      mlprof__out_lit(o, "  ");
-      mlprof__out_text_str(o, c->runs[i].label, strlen(c->runs[i].label));
-      mlprof__out_lit(o, ": ");
-      mlprof__out_text_str(o, line, strlen(line));
-      mlprof__out_lit(o, "\n");
-    }
-  out_recommendation_text(c, o);
-  return 0;
-}
-
-int mlprof__cmd_compare(int argc, char **argv) {
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__compare_cmd *c) {
   static const struct option options[] = {
       {"labels", required_argument, NULL, 'l'},
       {"format", required_argument, NULL, 'f'},
@@ -152,10 +62,7 @@ int mlprof__cmd_compare(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  const char *labels_arg = NULL;
-  int json = 0, top_given = 0, rc = -1;
-  size_t top = 0;
-  mlprof__filter filter = {0};
+  int top_given = 0, rc = -1;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
@@ -163,18 +70,18 @@ int mlprof__cmd_compare(int argc, char **argv) {
          (ch = getopt_long(argc, argv, ":l:f:n:h", options, NULL)) != -1) {
     switch (ch) {
       case 'l':
-        labels_arg = optarg;
+        c->labels = optarg;
         break;
       case 'f':
         if (strcmp(optarg, "text") == 0)
-          json = 0;
+          c->json = 0;
         else if (strcmp(optarg, "json") == 0)
-          json = 1;
+          c->json = 1;
         else
           rc = fail_usage("unknown format '%s': use text or json", optarg);
         break;
       case 'n':
-        if (mlprof__parse_count(optarg, &top))
+        if (mlprof__parse_count(optarg, &c->top))
           rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
                           optarg);
         top_given = 1;
@@ -184,55 +91,64 @@ int mlprof__cmd_compare(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("compare", ch, optarg, &filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("compare", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("compare", ch, argv, &c->filter);
     }
   }
   size_t nruns = (size_t)(argc - optind);
   if (rc < 0 && nruns < 2)
     rc = fail_usage(
         "%s", nruns ? "wants at least two runs to compare" : "no run given");
-  if (rc >= 0) {
-    mlprof__filter_free(&filter);
-    return rc;
+  if (!top_given && c->json) c->top = 0;
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = nruns;
+  return rc;
+}
+
+int mlprof__cmd_compare(int argc, char **argv) {
+  mlprof__compare_cmd c;
+  mlprof__compare_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__compare_cmd_run(&c);
+  mlprof__compare_cmd_free(&c);
+  return rc;
+}
+
+/* The comparison in c's format on standard output. Returns 0 or 1 after a
+ * message. */
+static int write_compare(const mlprof__compare_cmd *c,
+                         const mlprof__compare *cmp) {
+  mlprof__out o;
+  if (mlprof__out_open(&o, STDOUT_FILENO)) {
+    fprintf(stderr, "mlprof compare: out of memory\n");
+    return 1;
   }
-  mlprof__compare c;
+  int rc = c->json ? mlprof__export_compare_json(cmp, &o)
+                   : mlprof__export_compare_text(cmp, c->top, &o);
+  int frc = mlprof__out_flush(&o);
+  if (!rc) rc = frc;
+  if (rc)
+    fprintf(stderr, "mlprof compare: cannot write the comparison: %s\n",
+            rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
+  mlprof__out_close(&o);
+  return rc ? 1 : 0;
+}
+
+int mlprof__compare_cmd_run(const mlprof__compare_cmd *c) {
+  mlprof__compare cmp;
   char err[512];
-  rc = mlprof__compare_load(&c, (const char *const *)argv + optind, nruns, 0,
-                            labels_arg, &filter, err, sizeof err);
-  mlprof__filter_free(&filter);
+  int rc = mlprof__compare_load(&cmp, c->paths, c->npaths, 0, c->labels,
+                                &c->filter, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof compare: %s\n", err);
     rc = rc == MLPROF_ENOMEM ? 1 : 2;
   }
-  if (!rc) {
-    if (json)
-      for (size_t i = 0; i < c.nruns; i++)
-        for (size_t w = 0; w < c.runs[i].report.nwarnings; w++)
-          fprintf(stderr, "mlprof compare: warning: %s: %s\n", c.runs[i].path,
-                  c.runs[i].report.warnings[w]);
-    if (!top_given && !json) top = TEXT_TOP;
-    mlprof__out o;
-    if (mlprof__out_open(&o, STDOUT_FILENO)) {
-      fprintf(stderr, "mlprof compare: out of memory\n");
-      rc = 1;
-    } else {
-      int wrc = json ? mlprof__compare_json(&c, &o) : compare_text(&c, top, &o);
-      int frc = mlprof__out_flush(&o);
-      if (!wrc) wrc = frc;
-      if (wrc) {
-        fprintf(
-            stderr, "mlprof compare: cannot write the comparison: %s\n",
-            wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
-        rc = 1;
-      }
-      mlprof__out_close(&o);
-    }
-  }
-  mlprof__compare_free(&c);
+  if (!rc && c->json)
+    for (size_t i = 0; i < cmp.nruns; i++)
+      for (size_t w = 0; w < cmp.runs[i].report.nwarnings; w++)
+        fprintf(stderr, "mlprof compare: warning: %s: %s\n", cmp.runs[i].path,
+                cmp.runs[i].report.warnings[w]);
+  if (!rc) rc = write_compare(c, &cmp);
+  mlprof__compare_free(&cmp);
   return rc;
 }

@@ -12,9 +12,7 @@
 #include "../analyze/compare.h"
 #include "../analyze/diff.h"
 #include "../export/diff.h"
-#include "../export/escape.h"
 #include "cli.h"
-#include "../export/table.h"
 
 static const char usage[] =
     "usage: mlprof diff [options] BASE NEW\n"
@@ -51,8 +49,6 @@ static const char usage[] =
     "regression), 2 bad usage or unreadable input (also: no zone to\n"
     "compare), 3 the work failed (out of memory, output not written).\n";
 
-enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_JUNIT };
-
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("diff", fmt, arg);
 }
@@ -80,337 +76,6 @@ static int parse_percent(const char *s, double *out) {
   return 0;
 }
 
-/* ---- text ---------------------------------------------------------------- */
-
-static void fmt_p(char *b, size_t len, const mlprof__diff_zone *z) {
-  if (!z->tested)
-    snprintf(b, len, "-");
-  else if (z->test.p < 1e-300)
-    snprintf(b, len, "<1e-300");
-  else
-    snprintf(b, len, "%.2g", z->test.p);
-}
-
-static void fmt_change(char *b, size_t len, double ratio) {
-  if (isnan(ratio))
-    snprintf(b, len, "-");
-  else if (isinf(ratio))
-    snprintf(b, len, "+inf");
-  else
-    snprintf(b, len, "%+.1f%%", (ratio - 1) * 100);
-}
-
-static const char *note_of(const mlprof__diff_zone *z,
-                           const mlprof__diff_options *opt) {
-  if (z->machine_explains) return "no more than the machine explains";
-  if (z->verdict == MLPROF__VERDICT_NEW) return "not in BASE";
-  if (z->verdict == MLPROF__VERDICT_REMOVED) return "not in NEW";
-  const char *likely = mlprof__diff_likely(z, opt);
-  if (likely && *likely == 's') return "likely slower, too few samples";
-  if (likely) return "likely faster, too few samples";
-  if (z->too_few) return "too few samples";
-  if (!z->tested) return "no durations";
-  return "";
-}
-
-/* The table's note: note_of, or beside a uniform shift, how the zone stands
- * against it. */
-static void fmt_note(char *b, size_t len, const mlprof__diff *d,
-                     const mlprof__diff_zone *z,
-                     const mlprof__diff_options *opt) {
-  if (!d->shift.detected || !z->in_shift) {
-    snprintf(b, len, "%s", note_of(z, opt));
-  } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
-    snprintf(b, len, "with the common shift");
-  } else {
-    char c[32];
-    fmt_change(c, sizeof c, z->shift_ratio);
-    snprintf(b, len, "%s beyond the common shift", c);
-  }
-}
-
-static void run_line(mlprof__out *o, const char *what, const char *path,
-                     const mlprof__report *r) {
-  char wall[32];
-  mlprof__fmt_duration(wall, sizeof wall, (double)r->wall_ns);
-  mlprof__out_str(o, what);
-  mlprof__out_text_str(o, path, strlen(path));
-  mlprof__out_printf(o, " (%zu zones, %llu spans, wall %s)\n", r->nzones,
-                     (unsigned long long)r->spans, wall);
-}
-
-static int diff_text(const mlprof__diff *d, const mlprof__diff_options *opt,
-                     const char *bpath, const mlprof__report *base,
-                     const char *npath, const mlprof__report *next,
-                     mlprof__out *o) {
-  run_line(o, "mlprof diff: base ", bpath, base);
-  run_line(o, "             new  ", npath, next);
-  mlprof__out_printf(o,
-                     "Mann-Whitney U (two-sided), alpha %g; threshold %g%% on "
-                     "the ratio of medians\n\n",
-                     opt->alpha, opt->threshold * 100);
-  if (d->has_step) {
-    const mlprof__diff_zone *z = &d->step;
-    char a[32], b[32], c[32], p[32], note[64];
-    mlprof__fmt_duration(a, sizeof a, z->median_base);
-    mlprof__fmt_duration(b, sizeof b, z->median_new);
-    fmt_change(c, sizeof c, z->ratio);
-    fmt_p(p, sizeof p, z);
-    fmt_note(note, sizeof note, d, z, opt);
-    mlprof__out_printf(o,
-                       "step (interval between step marks): %s, p50 %s -> %s "
-                       "(%s, p %s; %llu and %llu steps)%s%s\n\n",
-                       mlprof__verdict_name(z->verdict), a, b, c, p,
-                       (unsigned long long)z->base->count,
-                       (unsigned long long)z->next->count, *note ? "; " : "",
-                       note);
-  }
-  static const char *const heads[] = {"zone",   "verdict",  "base n",
-                                      "new n",  "base p50", "new p50",
-                                      "change", "p",        "note"};
-  mlprof__table t;
-  if (mlprof__table_open(&t, heads, "llrrrrrrl")) return MLPROF_ENOMEM;
-  for (size_t i = 0; i < d->nzones; i++) {
-    const mlprof__diff_zone *z = &d->zones[i];
-    char a[32], b[32], c[32], p[32];
-    mlprof__table_name(&t, z->name, z->name_len, 48);
-    mlprof__table_cell(&t, "%s", mlprof__verdict_name(z->verdict));
-    if (z->base)
-      mlprof__table_cell(&t, "%llu", (unsigned long long)z->base->count);
-    else
-      mlprof__table_cell(&t, "-");
-    if (z->next)
-      mlprof__table_cell(&t, "%llu", (unsigned long long)z->next->count);
-    else
-      mlprof__table_cell(&t, "-");
-    mlprof__fmt_duration(a, sizeof a, z->median_base);
-    mlprof__fmt_duration(b, sizeof b, z->median_new);
-    fmt_change(c, sizeof c, z->ratio);
-    fmt_p(p, sizeof p, z);
-    mlprof__table_cell(&t, "%s", a);
-    mlprof__table_cell(&t, "%s", b);
-    mlprof__table_cell(&t, "%s", c);
-    mlprof__table_cell(&t, "%s", p);
-    char note[64];
-    fmt_note(note, sizeof note, d, z, opt);
-    mlprof__table_cell(&t, "%s", note);
-  }
-  int rc = mlprof__table_print(&t, o);
-  mlprof__out_printf(
-      o,
-      "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
-      "removed",
-      d->count[MLPROF__VERDICT_SLOWER], d->count[MLPROF__VERDICT_FASTER],
-      d->count[MLPROF__VERDICT_UNCHANGED], d->count[MLPROF__VERDICT_NEW],
-      d->count[MLPROF__VERDICT_REMOVED]);
-  if (d->filtered)
-    mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
-  if (d->shift.detected) {
-    char note[512];
-    mlprof__diff_shift_note(note, sizeof note, d);
-    mlprof__out_printf(o, "\nnote: %s\n", note);
-    if (!d->shift.deviating)
-      mlprof__out_printf(o,
-                         "  no zone departs from the common shift by more "
-                         "than %g%%",
-                         opt->threshold * 100);
-    else
-      mlprof__out_printf(o,
-                         "  beyond the common shift by more than %g%% "
-                         "(candidates for a real change):",
-                         opt->threshold * 100);
-    for (size_t i = 0, k = 0; i < d->nzones; i++) {
-      const mlprof__diff_zone *z = &d->zones[i];
-      if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED)
-        continue;
-      char c[32], p[32];
-      fmt_change(c, sizeof c, z->shift_ratio);
-      if (z->shift_test.p < 1e-300)
-        snprintf(p, sizeof p, "<1e-300");
-      else
-        snprintf(p, sizeof p, "%.2g", z->shift_test.p);
-      mlprof__out_str(o, k++ ? ", " : " ");
-      mlprof__out_text_str(o, z->name, z->name_len);
-      mlprof__out_printf(o, " %s (p %s)", c, p);
-    }
-  }
-  if (d->machine.slower) {
-    char note[512];
-    mlprof__diff_machine_note(note, sizeof note, d);
-    mlprof__out_printf(o, "\nnote: %s", note);
-  }
-  size_t slower = d->count[MLPROF__VERDICT_SLOWER];
-  for (size_t i = 0; i < d->nzones; i++) slower -= d->zones[i].machine_explains;
-  int step = d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
-             !d->step.machine_explains;
-  if (d->regression)
-    mlprof__out_printf(o,
-                       "\nREGRESSION: %s%zu zone%s significantly slower by "
-                       "more than %g%%\n",
-                       step ? "the step and " : "", slower,
-                       slower == 1 ? "" : "s", opt->threshold * 100);
-  else if (d->machine.slower && d->machine.explained)
-    mlprof__out_lit(o,
-                    "\nno regression: the machine was slower; rerun both on "
-                    "an idle machine to judge the code\n");
-  else
-    mlprof__out_lit(o, "\nno regression\n");
-  return rc;
-}
-
-/* ---- JUnit XML ----------------------------------------------------------- */
-
-/* Text or an attribute value in XML 1.0: & < > " ' escaped; characters XML
- * cannot hold at all (controls other than TAB, LF, CR; U+FFFE, U+FFFF) and
- * bytes that are not valid UTF-8 (overlong forms, surrogates, past U+10FFFF)
- * become U+FFFD; LF, CR and TAB as character references so attribute values
- * keep them. */
-static void xml_str(mlprof__out *o, const char *s, size_t n) {
-  const unsigned char *p = (const unsigned char *)s, *end = p + n;
-  while (p < end) {
-    unsigned c = *p;
-    if (c < 0x80) {
-      p++;
-      switch (c) {
-        case '&':
-          mlprof__out_lit(o, "&amp;");
-          break;
-        case '<':
-          mlprof__out_lit(o, "&lt;");
-          break;
-        case '>':
-          mlprof__out_lit(o, "&gt;");
-          break;
-        case '"':
-          mlprof__out_lit(o, "&quot;");
-          break;
-        case '\'':
-          mlprof__out_lit(o, "&apos;");
-          break;
-        case '\t':
-          mlprof__out_lit(o, "&#9;");
-          break;
-        case '\n':
-          mlprof__out_lit(o, "&#10;");
-          break;
-        case '\r':
-          mlprof__out_lit(o, "&#13;");
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f)
-            mlprof__out_lit(o, "\xef\xbf\xbd");
-          else
-            mlprof__out_write(o, p - 1, 1);
-      }
-      continue;
-    }
-    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    uint32_t cp = len == 4 ? c & 0x07 : len == 3 ? c & 0x0f : c & 0x1f;
-    int ok = len && c <= 0xf4 && (size_t)(end - p) >= len;
-    for (size_t k = 1; ok && k < len; k++) {
-      if ((p[k] & 0xc0) != 0x80) ok = 0;
-      cp = cp << 6 | (p[k] & 0x3f);
-    }
-    if (ok) {
-      static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= least[len] && cp <= 0x10ffff &&
-           !(cp >= 0xd800 && cp <= 0xdfff) && cp != 0xfffe && cp != 0xffff &&
-           !(cp >= 0x80 && cp <= 0x9f);
-    }
-    if (ok) {
-      mlprof__out_write(o, p, len);
-      p += len;
-    } else {
-      mlprof__out_lit(o, "\xef\xbf\xbd");
-      p++;
-    }
-  }
-}
-
-static void xml_cstr(mlprof__out *o, const char *s) {
-  xml_str(o, s, strlen(s));
-}
-
-static int diff_junit(const mlprof__diff *d, const mlprof__diff_options *opt,
-                      const char *bpath, const char *npath, mlprof__out *o) {
-  size_t tests = d->nzones + (size_t)d->has_step, failures = 0;
-  for (size_t i = 0; i < tests; i++) {
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
-    failures += z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains;
-  }
-  size_t skipped =
-      d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
-  mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-  mlprof__out_printf(o,
-                     "<testsuites name=\"mlprof diff\" tests=\"%zu\" "
-                     "failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n"
-                     "<testsuite name=\"mlprof diff\" tests=\"%zu\" "
-                     "failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n",
-                     tests, failures, skipped, tests, failures, skipped);
-  mlprof__out_lit(o, "<properties>\n<property name=\"base\" value=\"");
-  xml_cstr(o, bpath);
-  mlprof__out_lit(o, "\"/>\n<property name=\"new\" value=\"");
-  xml_cstr(o, npath);
-  mlprof__out_printf(o,
-                     "\"/>\n<property name=\"threshold\" value=\"%g\"/>\n"
-                     "<property name=\"alpha\" value=\"%g\"/>\n",
-                     opt->threshold, opt->alpha);
-  if (d->shift.detected) {
-    char note[512];
-    mlprof__diff_shift_note(note, sizeof note, d);
-    mlprof__out_lit(o, "<property name=\"uniform_shift\" value=\"");
-    xml_cstr(o, note);
-    mlprof__out_lit(o, "\"/>\n");
-  }
-  if (d->machine.slower) {
-    char note[512];
-    mlprof__diff_machine_note(note, sizeof note, d);
-    mlprof__out_lit(o, "<property name=\"machine\" value=\"");
-    xml_cstr(o, note);
-    mlprof__out_lit(o, "\"/>\n");
-  }
-  mlprof__out_lit(o, "</properties>\n");
-  for (size_t i = 0; i < d->nzones + (size_t)d->has_step; i++) {
-    /* The step first, as a testcase named "step" of its own class. */
-    const mlprof__diff_zone *z =
-        d->has_step ? (i ? &d->zones[i - 1] : &d->step) : &d->zones[i];
-    char a[32], b[32], c[32], p[32], msg[256];
-    mlprof__fmt_duration(a, sizeof a, z->median_base);
-    mlprof__fmt_duration(b, sizeof b, z->median_new);
-    fmt_change(c, sizeof c, z->ratio);
-    fmt_p(p, sizeof p, z);
-    char note[64];
-    fmt_note(note, sizeof note, d, z, opt);
-    snprintf(msg, sizeof msg, "%s: median %s -> %s (%s), p = %s%s%s",
-             mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
-             note);
-    mlprof__out_printf(o, "<testcase classname=\"%s\" name=\"",
-                       z == &d->step ? "mlprof.diff.step" : "mlprof.diff");
-    xml_str(o, z->name, z->name_len);
-    mlprof__out_lit(o, "\">");
-    if (z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains) {
-      mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
-      xml_cstr(o, msg);
-      mlprof__out_printf(
-          o, "\">slower by more than %g%% with p &lt;= %g</failure>",
-          opt->threshold * 100, opt->alpha);
-    } else if (z->verdict == MLPROF__VERDICT_NEW ||
-               z->verdict == MLPROF__VERDICT_REMOVED) {
-      mlprof__out_lit(o, "<skipped message=\"");
-      xml_cstr(o, msg);
-      mlprof__out_lit(o, "\"/>");
-    } else {
-      mlprof__out_lit(o, "<system-out>");
-      xml_cstr(o, msg);
-      mlprof__out_lit(o, "</system-out>");
-    }
-    mlprof__out_lit(o, "</testcase>\n");
-  }
-  mlprof__out_lit(o, "</testsuite>\n</testsuites>\n");
-  return 0;
-}
-
 /* ---- command ------------------------------------------------------------- */
 
 static int load(const char *path, const mlprof__filter *filter,
@@ -429,7 +94,22 @@ static int load(const char *path, const mlprof__filter *filter,
   return 0;
 }
 
-int mlprof__cmd_diff(int argc, char **argv) {
+void mlprof__diff_cmd_init(mlprof__diff_cmd *c) {
+  memset(c, 0, sizeof *c);
+  mlprof__diff_options_init(&c->opt);
+  c->format = MLPROF__DIFF_TEXT;
+}
+
+void mlprof__diff_cmd_free(mlprof__diff_cmd *c) {
+  free((void *)c->opt.zones);
+  c->opt.zones = NULL;
+  c->opt.nzones = 0;
+  mlprof__filter_free(&c->filter);
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__diff_cmd *c) {
   static const struct option options[] = {
       {"threshold", required_argument, NULL, 't'},
       {"alpha", required_argument, NULL, 'a'},
@@ -439,17 +119,14 @@ int mlprof__cmd_diff(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  mlprof__diff_options opt;
-  mlprof__diff_options_init(&opt);
-  int format = FORMAT_TEXT;
+  mlprof__diff_options *opt = &c->opt;
   const char **zones = calloc((size_t)argc + 1, sizeof *zones);
   if (!zones) {
     fprintf(stderr, "mlprof diff: out of memory\n");
     return 2;
   }
-  size_t nzones = 0;
+  opt->zones = zones;
   int rc = -1;
-  mlprof__filter filter = {0};
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
@@ -457,30 +134,30 @@ int mlprof__cmd_diff(int argc, char **argv) {
          (ch = getopt_long(argc, argv, ":t:a:m:z:f:h", options, NULL)) != -1) {
     switch (ch) {
       case 't':
-        if (parse_percent(optarg, &opt.threshold))
+        if (parse_percent(optarg, &opt->threshold))
           rc = fail_usage(
               "--threshold wants a percentage such as 5%%, not '%s'", optarg);
         break;
       case 'a':
-        if (parse_double(optarg, &opt.alpha) || !(opt.alpha > 0) ||
-            !(opt.alpha < 1))
+        if (parse_double(optarg, &opt->alpha) || !(opt->alpha > 0) ||
+            !(opt->alpha < 1))
           rc = fail_usage("--alpha wants a number between 0 and 1, not '%s'",
                           optarg);
         break;
       case 'm':
-        if (mlprof__parse_count(optarg, &opt.min_count))
+        if (mlprof__parse_count(optarg, &opt->min_count))
           rc = fail_usage("--min-count wants a whole number, not '%s'", optarg);
         break;
       case 'z':
-        zones[nzones++] = optarg;
+        zones[opt->nzones++] = optarg;
         break;
       case 'f':
         if (strcmp(optarg, "text") == 0)
-          format = FORMAT_TEXT;
+          c->format = MLPROF__DIFF_TEXT;
         else if (strcmp(optarg, "json") == 0)
-          format = FORMAT_JSON;
+          c->format = MLPROF__DIFF_JSON;
         else if (strcmp(optarg, "junit") == 0)
-          format = FORMAT_JUNIT;
+          c->format = MLPROF__DIFF_JUNIT;
         else
           rc = fail_usage("unknown format '%s': use text, json or junit",
                           optarg);
@@ -490,73 +167,78 @@ int mlprof__cmd_diff(int argc, char **argv) {
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("diff", ch, optarg, &filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("diff", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("diff", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && argc - optind != 2)
     rc = fail_usage("%s", argc - optind < 2
                               ? "wants two runs: BASE NEW"
                               : "wants exactly two runs: BASE NEW");
-  if (rc >= 0) {
-    free(zones);
-    mlprof__filter_free(&filter);
-    return rc;
+  if (rc < 0) {
+    c->base = argv[optind];
+    c->next = argv[optind + 1];
   }
-  opt.zones = zones;
-  opt.nzones = nzones;
-  const char *bpath = argv[optind], *npath = argv[optind + 1];
+  return rc;
+}
+
+int mlprof__cmd_diff(int argc, char **argv) {
+  mlprof__diff_cmd c;
+  mlprof__diff_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__diff_cmd_run(&c);
+  mlprof__diff_cmd_free(&c);
+  return rc;
+}
+
+/* The diff in c's format on standard output. Returns 0 or 3 after a
+ * message. */
+static int write_diff(const mlprof__diff_cmd *c, const mlprof__diff *d,
+                      const mlprof__diff_options *opt,
+                      const mlprof__report *base, const mlprof__report *next) {
+  mlprof__out o;
+  if (mlprof__out_open(&o, STDOUT_FILENO)) {
+    fprintf(stderr, "mlprof diff: out of memory\n");
+    return 3;
+  }
+  int rc;
+  if (c->format == MLPROF__DIFF_JSON)
+    rc = mlprof__export_diff_json(d, opt, c->base, base, c->next, next, &o);
+  else if (c->format == MLPROF__DIFF_JUNIT)
+    rc = mlprof__export_diff_junit(d, opt, c->base, c->next, &o);
+  else
+    rc = mlprof__export_diff_text(d, opt, c->base, base, c->next, next, &o);
+  int frc = mlprof__out_flush(&o);
+  if (!rc) rc = frc;
+  if (rc)
+    fprintf(stderr, "mlprof diff: cannot write the result: %s\n",
+            rc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(rc));
+  mlprof__out_close(&o);
+  return rc ? 3 : 0;
+}
+
+int mlprof__diff_cmd_run(const mlprof__diff_cmd *c) {
+  mlprof__diff_options opt = c->opt;
   mlprof__report base = {0}, next = {0};
   mlprof__diff d = {0};
-  rc = load(bpath, &filter, &base, &opt.contention[0]);
-  if (!rc) rc = load(npath, &filter, &next, &opt.contention[1]);
-  mlprof__filter_free(&filter);
+  int rc = load(c->base, &c->filter, &base, &opt.contention[0]);
+  if (!rc) rc = load(c->next, &c->filter, &next, &opt.contention[1]);
   if (!rc && mlprof__diff_build(&base, &next, &opt, &d)) {
     fprintf(stderr, "mlprof diff: out of memory\n");
     rc = 3;
   }
   if (!rc && d.nzones == 0) {
-    if (nzones)
+    if (opt.nzones)
       fprintf(stderr,
               "mlprof diff: --zone patterns match no zone of either run\n");
     else
       fprintf(stderr, "mlprof diff: neither run has any zone to compare\n");
     rc = 2;
   }
-  if (!rc) {
-    mlprof__out o;
-    if (mlprof__out_open(&o, STDOUT_FILENO)) {
-      fprintf(stderr, "mlprof diff: out of memory\n");
-      rc = 3;
-    } else {
-      int wrc;
-      if (format == FORMAT_JSON)
-        wrc =
-            mlprof__export_diff_json(&d, &opt, bpath, &base, npath, &next, &o);
-      else if (format == FORMAT_JUNIT)
-        wrc = diff_junit(&d, &opt, bpath, npath, &o);
-      else
-        wrc = diff_text(&d, &opt, bpath, &base, npath, &next, &o);
-      int frc = mlprof__out_flush(&o);
-      if (!wrc) wrc = frc;
-      if (wrc) {
-        fprintf(
-            stderr, "mlprof diff: cannot write the result: %s\n",
-            wrc == MLPROF_EIO ? strerror(o.sys_errno) : mlprof_strerror(wrc));
-        rc = 3;
-      } else {
-        rc = d.regression ? 1 : 0;
-      }
-      mlprof__out_close(&o);
-    }
-  }
+  if (!rc) rc = write_diff(c, &d, &opt, &base, &next);
+  if (!rc) rc = d.regression ? 1 : 0;
   mlprof__diff_free(&d);
   mlprof__report_free(&base);
   mlprof__report_free(&next);
-  free(zones);
   return rc;
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <getopt.h>
+
 #include "cli.h"
 
 const char mlprof__filter_help[] =
@@ -38,4 +40,11 @@ int mlprof__filter_option(const char *cmd, int ch, const char *arg,
     return 3;
   }
   return rc ? mlprof__usage_error(cmd, "%s", err) : 0;
+}
+
+int mlprof__cli_other_option(const char *cmd, int ch, char **argv,
+                             mlprof__filter *f) {
+  int rc = mlprof__filter_option(cmd, ch, optarg, f);
+  if (rc < 0) return mlprof__option_error(cmd, ch, argv, optind, optopt);
+  return rc ? rc : -1;
 }

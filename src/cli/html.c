@@ -89,11 +89,19 @@ static int is_profile_of(const mlprof__job *job, const char *output) {
   return 0;
 }
 
-static int html_write(char **argv, int argc, const char *output,
-                      const char *title, const char *labels, size_t top,
-                      int compare, int diff, const mlprof__filter *filter);
+void mlprof__html_cmd_init(mlprof__html_cmd *c) {
+  memset(c, 0, sizeof *c);
+  c->output = "report.html";
+  c->top = MLPROF__DASH_TOP;
+}
 
-int mlprof__cmd_html(int argc, char **argv) {
+void mlprof__html_cmd_free(mlprof__html_cmd *c) {
+  mlprof__filter_free(&c->filter);
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__html_cmd *c) {
   static const struct option options[] = {
       {"output", required_argument, NULL, 'o'},
       {"title", required_argument, NULL, 'T'},
@@ -104,69 +112,60 @@ int mlprof__cmd_html(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  const char *output = "report.html", *title = NULL, *labels = NULL;
-  size_t top = MLPROF__DASH_TOP;
-  int compare = 0, diff = 0, rc = -1;
-  mlprof__filter filter = {0};
+  int rc = -1;
   opterr = 0;
-  optind = 0;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
   while (rc < 0 &&
          (ch = getopt_long(argc, argv, ":o:n:cl:dh", options, NULL)) != -1) {
     switch (ch) {
       case 'o':
         if (!optarg[0]) rc = fail_usage("%s", "-o wants a file name");
-        output = optarg;
+        c->output = optarg;
         break;
       case 'T':
-        title = optarg;
+        c->title = optarg;
         break;
       case 'n':
-        if (mlprof__parse_count(optarg, &top))
+        if (mlprof__parse_count(optarg, &c->top))
           rc = fail_usage("--top wants a whole number (0 for all), not '%s'",
                           optarg);
         break;
       case 'c':
-        compare = 1;
+        c->compare = 1;
         break;
       case 'l':
-        labels = optarg;
-        compare = 1;
+        c->labels = optarg;
+        c->compare = 1;
         break;
       case 'd':
-        diff = 1;
+        c->diff = 1;
         break;
       case 'h':
         fputs(usage, stdout);
         fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
-      default: {
-        int frc = mlprof__filter_option("html", ch, optarg, &filter);
-        if (frc > 0) rc = frc;
-        if (frc < 0)
-          rc = mlprof__option_error("html", ch, argv, optind, optopt);
-      }
+      default:
+        rc = mlprof__cli_other_option("html", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
-  if (rc < 0 && diff && compare)
+  if (rc < 0 && c->diff && c->compare)
     rc = fail_usage("%s", "--diff takes no --compare or --labels");
-  if (rc < 0 && diff && argc - optind != 2)
+  if (rc < 0 && c->diff && argc - optind != 2)
     rc = fail_usage("%s", "--diff wants two runs: BASE NEW");
-  struct stat st;
-  if (rc < 0 && stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "mlprof html: %s is a directory; -o wants a file name\n",
-            output);
-    rc = 2;
-  }
-  if (rc >= 0) {
-    mlprof__filter_free(&filter);
-    return rc;
-  }
-  rc = html_write(argv, argc, output, title, labels, top, compare, diff,
-                  &filter);
-  mlprof__filter_free(&filter);
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = (size_t)(argc - optind);
+  return rc;
+}
+
+int mlprof__cmd_html(int argc, char **argv) {
+  mlprof__html_cmd c;
+  mlprof__html_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__html_cmd_run(&c);
+  mlprof__html_cmd_free(&c);
   return rc;
 }
 
@@ -207,13 +206,38 @@ static void diff_free(mlprof__diff *d, mlprof__report *base,
   mlprof__report_free(next);
 }
 
-/* mlprof html once its options are read. */
-static int html_write(char **argv, int argc, const char *output,
-                      const char *title, const char *labels, size_t top,
-                      int compare, int diff, const mlprof__filter *filter) {
+/* With --compare or --diff: each run but the dashboard's opens, and none
+ * is the output. Returns 0 or 2 after a message. */
+static int check_other_runs(const mlprof__html_cmd *c) {
+  for (size_t i = 0; i < c->npaths; i++) {
+    if (i == (size_t)c->diff) continue; /* the dashboard's, checked */
+    mlprof__job other;
+    if (mlprof__cli_job_open("html", &other, c->paths + i, 1)) return 2;
+    int rc = is_profile_of(&other, c->output) ? 2 : 0;
+    mlprof__job_close(&other);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The warnings of a run's report, after its path when not NULL. */
+static void warn(const mlprof__report *r, const char *path) {
+  for (size_t w = 0; w < r->nwarnings; w++)
+    fprintf(stderr, "mlprof html: warning: %s%s%s\n", path ? path : "",
+            path ? ": " : "", r->warnings[w]);
+}
+
+int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
+  const char *const *paths = c->paths, *output = c->output;
+  size_t npaths = c->npaths;
+  int compare = c->compare, diff = c->diff;
+  const mlprof__filter *filter = &c->filter;
   struct stat st;
-  const char *const *paths = (const char *const *)argv + optind;
-  size_t npaths = (size_t)(argc - optind);
+  if (stat(output, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof html: %s is a directory; -o wants a file name\n",
+            output);
+    return 2;
+  }
   char err[512];
   mlprof__job job;
   /* The dashboard is the first run's, or NEW's for a diff. */
@@ -225,22 +249,13 @@ static int html_write(char **argv, int argc, const char *output,
     return 2;
   }
   /* Compared runs: each read on its own (the dashboard is the first's). */
-  mlprof__compare c = {0};
+  mlprof__compare cmp = {0};
   int rc = 0;
   if (compare || diff) {
-    for (size_t i = 0; i < npaths && !rc; i++) {
-      if (i == (size_t)diff) continue; /* the dashboard's, checked */
-      mlprof__job other;
-      if (mlprof__cli_job_open("html", &other, paths + i, 1)) {
-        rc = 2;
-        break;
-      }
-      if (is_profile_of(&other, output)) rc = 2;
-      mlprof__job_close(&other);
-    }
+    rc = check_other_runs(c);
     if (!rc && compare &&
-        (rc = mlprof__compare_load(&c, paths, npaths, 1, labels, filter, err,
-                                   sizeof err))) {
+        (rc = mlprof__compare_load(&cmp, paths, npaths, 1, c->labels, filter,
+                                   err, sizeof err))) {
       fprintf(stderr, "mlprof html: %s\n", err);
       rc = rc == MLPROF_ENOMEM ? 1 : 2;
     }
@@ -259,35 +274,30 @@ static int html_write(char **argv, int argc, const char *output,
   }
   mlprof__html_diff hd = {&dd, &dopt, paths[0], paths[1], &base, &next};
   mlprof__analysis_opts ao;
-  mlprof__dash_opts(&ao, top);
+  mlprof__dash_opts(&ao, c->top);
   ao.filter = filter;
   mlprof__analysis d;
   rc = mlprof__analysis_run(&job, &ao, &d, err, sizeof err);
   mlprof__job_close(&job);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);
-    mlprof__compare_free(&c);
+    mlprof__compare_free(&cmp);
     if (diff) diff_free(&dd, &base, &next);
     return rc == MLPROF_EINVAL ? 2 : 1; /* a filter matching nothing: 2 */
   }
-  for (size_t i = 0; i < d.r.nwarnings; i++)
-    fprintf(stderr, "mlprof html: warning: %s\n", d.r.warnings[i]);
-  for (size_t w = 0; diff && w < base.nwarnings; w++)
-    fprintf(stderr, "mlprof html: warning: %s: %s\n", paths[0],
-            base.warnings[w]);
-  for (size_t i = 1; i < c.nruns; i++)
-    for (size_t w = 0; w < c.runs[i].report.nwarnings; w++)
-      fprintf(stderr, "mlprof html: warning: %s: %s\n", c.runs[i].path,
-              c.runs[i].report.warnings[w]);
+  warn(&d.r, NULL);
+  if (diff) warn(&base, paths[0]);
+  for (size_t i = 1; i < cmp.nruns; i++)
+    warn(&cmp.runs[i].report, cmp.runs[i].path);
   /* One run has nothing to compare: no Compare view. */
-  mlprof__html_opts opts = {.title = title ? title : paths[diff],
-                            .compare = c.nruns >= 2 ? &c : NULL,
+  mlprof__html_opts opts = {.title = c->title ? c->title : paths[diff],
+                            .compare = cmp.nruns >= 2 ? &cmp : NULL,
                             .diff = diff ? &hd : NULL,
                             .lod = &d.lod};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__analysis_free(&d);
-  mlprof__compare_free(&c);
+  mlprof__compare_free(&cmp);
   if (diff) diff_free(&dd, &base, &next);
   if (rc) {
     fprintf(stderr, "mlprof html: %s\n", err);

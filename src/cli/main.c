@@ -20,6 +20,8 @@ static const struct {
      "run a command with profiling, one profile per process"},
     {"report", mlprof__cmd_report, "statistics per zone, process and thread"},
     {"trace", mlprof__cmd_trace, "export a Chrome/Perfetto trace (JSON)"},
+    {"export", mlprof__cmd_export,
+     "the run as Parquet tables (DuckDB, Spark, pandas)"},
     {"html", mlprof__cmd_html, "a self-contained HTML dashboard of profiles"},
     {"serve", mlprof__cmd_serve, SERVE_HELP},
     {"compare", mlprof__cmd_compare,

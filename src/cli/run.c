@@ -4,6 +4,7 @@
  * profile of its own; then prints the summary and exits with the command's
  * own status. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +28,9 @@
 #ifndef MLPROF_INSTALL_LIBDIR
 #define MLPROF_INSTALL_LIBDIR "lib"
 #endif
+
+/* Zones in the summary printed after the command. */
+#define SUMMARY_TOP 25
 
 static void usage(FILE *out) {
   fprintf(
@@ -133,7 +138,7 @@ static int python_env(const char *py_options) {
       if (access(file, R_OK) == 0) snprintf(dir, sizeof dir, places[i], exe);
     }
   }
-  setenv("MLPROF_PY_OPTIONS", py_options, 1);
+  setenv(MLPROF__ENV_PY_OPTIONS, py_options, 1);
   /* Without a module, each Python process says why in its profile
    * (session.c, as the module does when it cannot load mlprof). */
   if (!dir[0]) {
@@ -143,10 +148,10 @@ static int python_env(const char *py_options) {
              "the Python package: make python-install, or pip install "
              "./python)",
              exe);
-    setenv("MLPROF_PY_MISSING", why, 1);
+    setenv(MLPROF__ENV_PY_MISSING, why, 1);
     return 0;
   }
-  unsetenv("MLPROF_PY_MISSING");
+  unsetenv(MLPROF__ENV_PY_MISSING);
   const char *old = getenv("PYTHONPATH");
   size_t len = strlen(dir) + (old ? strlen(old) : 0) + 2;
   char *path = malloc(len);
@@ -311,9 +316,33 @@ static void no_profile_reason(const char *dir, const char *cmd, char *why,
 }
 
 static pid_t child;
+static volatile sig_atomic_t signalled;
 
 static void forward(int sig) {
+  signalled = 1;
   if (child > 0) kill(child, sig);
+}
+
+/* How long mlprof run waits, once its command has exited, for the processes
+ * the command left behind to exit too. */
+#define DESCENDANTS_WAIT_MS 2000
+
+/* The command's descendants still alive when it exited come to this process
+ * (a subreaper, start_child) as they are orphaned: the multiprocessing
+ * resource tracker, for one, exits only once its parent has. Reaps them as
+ * they exit, for up to DESCENDANTS_WAIT_MS or until a signal comes, so that
+ * the summary does not call a process running that was about to end. Those
+ * still alive then are left running. */
+static void wait_descendants(void) {
+  struct timespec tick = {0, 10 * 1000000L};
+  for (int i = 0; i < DESCENDANTS_WAIT_MS / 10 && !signalled; i++) {
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+    }
+    if (p < 0 && errno == ECHILD) return;
+    nanosleep(&tick, NULL);
+  }
 }
 
 /* Parses a positive integer option; -1 on error. */
@@ -329,7 +358,17 @@ static long positive(const char *opt, const char *v) {
   return n;
 }
 
-int mlprof__cmd_run(int argc, char **argv) {
+void mlprof__run_cmd_init(mlprof__run_cmd *c) {
+  memset(c, 0, sizeof *c);
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  c->sample_ms = cfg.sample_interval_ms;
+  c->stacks_hz = cfg.stacks_hz;
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__run_cmd *c) {
   static const struct option opts[] = {
       {"output", required_argument, NULL, 'o'},
       {"flush-ms", required_argument, NULL, 'f'},
@@ -344,47 +383,44 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"calls", no_argument, NULL, 'P'},
       {"lines", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
-  const char *out = NULL;
-  long flush_ms = 0, memory_mb = 0, sample_ms = 100, stacks_hz = 100;
-  int quiet = 0, c, which;
-  char py_options[1024] = "";
+  int ch, which;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
-  while ((c = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
-    switch (c) {
+  while ((ch = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
+    switch (ch) {
       case 'P': {
-        size_t used = strlen(py_options);
-        snprintf(py_options + used, sizeof py_options - used, "%s%s%s%s",
+        size_t used = strlen(c->py_options);
+        snprintf(c->py_options + used, sizeof c->py_options - used, "%s%s%s%s",
                  used ? "," : "", opts[which].name, optarg ? "=" : "",
                  optarg ? optarg : "");
         break;
       }
       case 'o':
-        out = optarg;
+        c->out = optarg;
         break;
       case 'f':
-        if ((flush_ms = positive("--flush-ms", optarg)) < 0) return 2;
+        if ((c->flush_ms = positive("--flush-ms", optarg)) < 0) return 2;
         break;
       case 'm':
-        if ((memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
+        if ((c->memory_mb = positive("--memory-mb", optarg)) < 0) return 2;
         break;
       case 's':
         if (strcmp(optarg, "0") != 0 &&
-            (sample_ms = positive("--sample-ms", optarg)) < 0)
+            (c->sample_ms = positive("--sample-ms", optarg)) < 0)
           return 2;
-        if (strcmp(optarg, "0") == 0) sample_ms = 0;
+        if (strcmp(optarg, "0") == 0) c->sample_ms = 0;
         break;
       case 'S':
         if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
-          stacks_hz = 0;
-        else if ((stacks_hz = positive("--stacks", optarg)) < 0)
+          c->stacks_hz = 0;
+        else if ((c->stacks_hz = positive("--stacks", optarg)) < 0)
           return 2;
-        else if (stacks_hz > 10000) {
+        else if (c->stacks_hz > 10000) {
           fprintf(stderr, "mlprof run: --stacks takes at most 10000 (Hz)\n");
           return 2;
         }
         break;
       case 'q':
-        quiet = 1;
+        c->quiet = 1;
         break;
       case 'h':
         usage(stdout);
@@ -400,39 +436,172 @@ int mlprof__cmd_run(int argc, char **argv) {
             "COMMAND [ARGS...])\n");
     return 2;
   }
-  char **cmd = argv + optind;
+  c->cmd = argv + optind;
+  return -1;
+}
 
-  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
-      own[PATH_MAX + 64] = "";
-  int created;
-  if (find_library(lib, sizeof lib) != 0 || python_env(py_options) != 0)
-    return 2;
-  if (prepare_dir(dir, sizeof dir, out, &created) != 0) return 2;
-  if (!realpath(dir, absdir)) return 2;
-  strcat(absdir, "/");
+int mlprof__cmd_run(int argc, char **argv) {
+  mlprof__run_cmd c;
+  mlprof__run_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  return rc < 0 ? mlprof__run_cmd_run(&c) : rc;
+}
 
+/* The summary after the command: mlprof report of the run directory, on
+ * stderr, out of the way of the command's output. */
+static void summary(const char *dir) {
+  fflush(stdout);
+  const char *paths[] = {dir};
+  mlprof__report_cmd report;
+  mlprof__report_cmd_init(&report);
+  report.paths = paths;
+  report.npaths = 1;
+  report.top = SUMMARY_TOP;
+  report.fd = STDERR_FILENO;
+  mlprof__report_cmd_run(&report);
+  mlprof__report_cmd_free(&report);
+  /* Every file of the directory, this process's sampling profile too. */
+  int files = count_profiles(dir, "");
+  fprintf(stderr,
+          "\nmlprof: %d profile%s in %s\n"
+          "  mlprof report %s           full report (--format json|csv)\n"
+          "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
+          files, files == 1 ? "" : "s", dir, dir, dir);
+}
+
+/* The environment of the command: libmlprof preloaded (the NVTX tool too,
+ * and with MLPROF_CUPTI=1 the CUDA injection), writing to absdir with c's
+ * flush interval and memory cap, not sampling itself. Why CUPTI cannot
+ * capture goes to cuda_why ("" when it can or was not asked for). -1 when
+ * out of memory. */
+static int profile_env(const mlprof__run_cmd *c, const char *lib,
+                       const char *absdir, char *cuda_why, size_t why_len) {
   const char *pre = getenv("LD_PRELOAD");
   size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
   char *preload = malloc(plen);
-  if (!preload) return 2;
+  if (!preload) return -1;
   snprintf(preload, plen, "%s%s%s", pre && *pre ? pre : "",
            pre && *pre ? ":" : "", lib);
   setenv("LD_PRELOAD", preload, 1);
-  setenv("MLPROF_OUTPUT", absdir, 1);
+  setenv(MLPROF__ENV_OUTPUT, absdir, 1);
+  /* The library preloaded is also the NVTX tool (src/intercept/nvtx.c):
+   * a program's NVTX ranges become zones, unless the user chose a tool. */
+  setenv("NVTX_INJECTION64_PATH", lib, 0);
+  /* With MLPROF_CUPTI=1 it is also what the CUDA driver loads into each
+   * process that initialises CUDA, to capture its activity through CUPTI
+   * (src/intercept/cupti.c); the run's own profile says when no driver is
+   * there to load it. */
+  cuda_why[0] = '\0';
+  const char *want_cupti = getenv("MLPROF_CUPTI");
+  if (want_cupti && strcmp(want_cupti, "1") == 0) {
+    setenv("CUDA_INJECTION64_PATH", lib, 0);
+    const char *drv = getenv("MLPROF_CUDA_LIB");
+    void *h =
+        dlopen(drv && *drv ? drv : "libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+      dlclose(h);
+    } else {
+      const char *e = dlerror();
+      snprintf(cuda_why, why_len, "no CUDA driver: %s",
+               e ? e : "libcuda.so.1 not found");
+    }
+  }
   free(preload);
   char num[32];
-  if (flush_ms) {
-    snprintf(num, sizeof num, "%ld", flush_ms);
-    setenv("MLPROF_FLUSH_MS", num, 1);
+  if (c->flush_ms) {
+    snprintf(num, sizeof num, "%ld", c->flush_ms);
+    setenv(MLPROF__ENV_FLUSH_MS, num, 1);
   }
-  if (memory_mb) {
-    snprintf(num, sizeof num, "%ld", memory_mb);
-    setenv("MLPROF_MEMORY_MB", num, 1);
+  if (c->memory_mb) {
+    snprintf(num, sizeof num, "%ld", c->memory_mb);
+    setenv(MLPROF__ENV_MEMORY_MB, num, 1);
   }
-  snprintf(num, sizeof num, "%ld", stacks_hz);
-  setenv("MLPROF_STACKS", stacks_hz ? num : "off", 1);
+  snprintf(num, sizeof num, "%ld", c->stacks_hz);
+  setenv(MLPROF__ENV_STACKS, c->stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */
-  setenv("MLPROF_SAMPLE_MS", "0", 1);
+  setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);
+  return 0;
+}
+
+/* Forks the child that runs cmd once it reads a byte from go[0] (or its
+ * end), and writes exec's errno to err[1] when exec fails. Returns 0 or -1
+ * after a message. */
+static int start_child(char *const *cmd, const int err[2], const int go[2]) {
+  /* Orphaned descendants come here rather than to init (wait_descendants);
+   * not inherited by the command. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  fflush(NULL);
+  child = fork();
+  if (child < 0) {
+    perror("mlprof run: fork");
+    return -1;
+  }
+  if (child == 0) {
+    close(err[0]);
+    close(go[1]);
+    char byte;
+    while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    execvp(cmd[0], cmd);
+    int e = errno;
+    ssize_t ignored = write(err[1], &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  close(err[1]);
+  close(go[0]);
+  return 0;
+}
+
+/* Samples the child's process tree every sample_ms into absdir, noting
+ * cuda_why (when not "") as CUPTI's status; the path of this process's own
+ * profile goes to own ("" when none). */
+static void sample_tree(long sample_ms, const char *absdir,
+                        const char *cuda_why, char *own, size_t len) {
+  mlprof_config cfg;
+  mlprof_config_init(&cfg);
+  cfg.output = absdir;
+  cfg.sample_interval_ms = (int)sample_ms;
+  mlprof__session_sample_tree(child);
+  int src = mlprof_init(&cfg);
+  if (src == 0) {
+    snprintf(own, len, "%s", mlprof_output_path());
+    if (cuda_why[0]) mlprof__session_source("cupti", 0, cuda_why);
+  } else {
+    fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
+            mlprof_strerror(src));
+  }
+}
+
+/* Waits for the child, then for what it left behind (wait_descendants);
+ * returns its wait status. The terminal sends ^C and
+ * ^\ to the whole group: let the command decide, and stay alive to print
+ * what it recorded. Forward the others. */
+static int wait_child(void) {
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGTERM, forward);
+  signal(SIGHUP, forward);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  child = 0; /* reaped: its pid may be reused, nothing is forwarded to it */
+  wait_descendants();
+  return status;
+}
+
+int mlprof__run_cmd_run(const mlprof__run_cmd *c) {
+  char *const *cmd = c->cmd;
+  char lib[PATH_MAX], dir[PATH_MAX], absdir[PATH_MAX + 2],
+      own[PATH_MAX + 64] = "";
+  int created;
+  if (find_library(lib, sizeof lib) != 0 || python_env(c->py_options) != 0)
+    return 2;
+  if (prepare_dir(dir, sizeof dir, c->out, &created) != 0) return 2;
+  if (!realpath(dir, absdir)) return 2;
+  strcat(absdir, "/");
+  char cuda_why[512];
+  if (profile_env(c, lib, absdir, cuda_why, sizeof cuda_why)) return 2;
 
   /* The child waits on `go` until the sampling session has started (so the
    * tree's root starts before the command, and sampling covers all of it),
@@ -442,39 +611,9 @@ int mlprof__cmd_run(int argc, char **argv) {
     perror("mlprof run: pipe");
     return 2;
   }
-  fflush(NULL);
-  child = fork();
-  if (child < 0) {
-    perror("mlprof run: fork");
-    return 2;
-  }
-  if (child == 0) {
-    close(pfd[0]);
-    close(go[1]);
-    char byte;
-    while (read(go[0], &byte, 1) < 0 && errno == EINTR) {
-    }
-    execvp(cmd[0], cmd);
-    int e = errno;
-    ssize_t ignored = write(pfd[1], &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
-  close(pfd[1]);
-  close(go[0]);
-  if (sample_ms > 0) {
-    mlprof_config cfg;
-    mlprof_config_init(&cfg);
-    cfg.output = absdir;
-    cfg.sample_interval_ms = (int)sample_ms;
-    mlprof__session_sample_tree(child);
-    int src = mlprof_init(&cfg);
-    if (src == 0)
-      snprintf(own, sizeof own, "%s", mlprof_output_path());
-    else
-      fprintf(stderr, "mlprof run: cannot sample the process tree: %s\n",
-              mlprof_strerror(src));
-  }
+  if (start_child(cmd, pfd, go)) return 2;
+  if (c->sample_ms > 0)
+    sample_tree(c->sample_ms, absdir, cuda_why, own, sizeof own);
   close(go[1]); /* go */
   int exec_errno = 0;
   ssize_t got;
@@ -482,15 +621,7 @@ int mlprof__cmd_run(int argc, char **argv) {
   while (got < 0 && errno == EINTR);
   close(pfd[0]);
 
-  /* The terminal sends ^C and ^\ to the whole group: let the command decide,
-   * and stay alive to print what it recorded. Forward the others. */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  signal(SIGTERM, forward);
-  signal(SIGHUP, forward);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_child();
   mlprof_shutdown();
   if (got == (ssize_t)sizeof exec_errno) {
     fprintf(stderr, "mlprof run: cannot run '%s': %s\n", cmd[0],
@@ -510,24 +641,7 @@ int mlprof__cmd_run(int argc, char **argv) {
     fprintf(stderr, "mlprof run: no profile was written to %s: %s\n", dir, why);
     return rc;
   }
-  if (!quiet && launched_rank() <= 0) {
-    /* The summary goes to stderr (rank 0's only, in a launched job), out of the
-     * way of the command's output. */
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    dup2(STDERR_FILENO, STDOUT_FILENO);
-    char *rargv[] = {"report", dir, "--top", "25", NULL};
-    mlprof__cmd_report(4, rargv);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    /* Every file of the directory, this process's sampling profile too. */
-    int files = count_profiles(dir, "");
-    fprintf(stderr,
-            "\nmlprof: %d profile%s in %s\n"
-            "  mlprof report %s           full report (--format json|csv)\n"
-            "  mlprof trace %s -o trace.json   timeline for Perfetto\n",
-            files, files == 1 ? "" : "s", dir, dir, dir);
-  }
+  /* In a launched job, rank 0's summary only. */
+  if (!c->quiet && launched_rank() <= 0) summary(dir);
   return rc;
 }

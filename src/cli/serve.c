@@ -53,8 +53,11 @@ static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("serve", fmt, arg);
 }
 
-/* mlprof serve with its filter options into *filter (the caller frees). */
-static int serve(int argc, char **argv, mlprof__filter *filter) {
+/* Reads the arguments into *o (its filter into *filter, which the caller
+ * frees) and the port into *port. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__serve_opts *o,
+                 mlprof__filter *filter, long *port) {
   static const struct option options[] = {
       {"port", required_argument, NULL, 'p'},
       {"bind", required_argument, NULL, 'b'},
@@ -64,26 +67,22 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
-  mlprof__serve_opts o = {.bind = "127.0.0.1",
-                          .filter = filter,
-                          .window_bytes = MLPROF__SERVE_WINDOW_BYTES};
-  long port = 8050;
   opterr = 0;
-  optind = 0;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
   while ((ch = getopt_long(argc, argv, ":p:b:h", options, NULL)) != -1) {
     switch (ch) {
       case 'p': {
         char *end;
         errno = 0;
-        port = strtol(optarg, &end, 10);
-        if (errno || *end || !optarg[0] || port < 0 || port > 65535)
+        *port = strtol(optarg, &end, 10);
+        if (errno || *end || !optarg[0] || *port < 0 || *port > 65535)
           return fail_usage("--port wants a number from 0 to 65535, not '%s'",
                             optarg);
         break;
       }
       case 'b':
-        o.bind = optarg;
+        o->bind = optarg;
         break;
       case 'a':
         if (!optarg[0] || strlen(optarg) > 253 ||
@@ -94,12 +93,12 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
               "--allow-host wants a host name (letters, digits, "
               "'.', '-', '_', ':'), not '%s'",
               optarg);
-        if (o.nallow == MLPROF__SERVE_MAX_ALLOW)
+        if (o->nallow == MLPROF__SERVE_MAX_ALLOW)
           return fail_usage("%s", "at most 32 --allow-host names");
-        o.allow[o.nallow++] = optarg;
+        o->allow[o->nallow++] = optarg;
         break;
       case 'T':
-        o.no_token = 1;
+        o->no_token = 1;
         break;
       case 'W': {
         char *end;
@@ -108,7 +107,7 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
         if (errno || *end || !optarg[0] || mb < 0 || mb > 4096)
           return fail_usage(
               "--window-mb wants a number from 0 to 4096, not '%s'", optarg);
-        o.window_bytes = (size_t)mb << 20;
+        o->window_bytes = (size_t)mb << 20;
         break;
       }
       case 'h':
@@ -116,33 +115,36 @@ static int serve(int argc, char **argv, mlprof__filter *filter) {
         fputs(mlprof__filter_help, stdout);
         return 0;
       default: {
-        int frc = mlprof__filter_option("serve", ch, optarg, filter);
-        if (frc >= 0) {
-          if (frc) return frc;
-          break;
-        }
-        return mlprof__option_error("serve", ch, argv, optind, optopt);
+        int rc = mlprof__cli_other_option("serve", ch, argv, filter);
+        if (rc >= 0) return rc;
       }
     }
   }
   if (argc - optind > 1) return fail_usage("%s", "one DIR at most");
-  o.dir = optind < argc ? argv[optind] : ".";
-#ifdef MLPROF_WITH_SERVE
-  if (mlprof__serve_address(o.bind, (unsigned)port, &o.addr))
-    return fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'", o.bind);
-  return mlprof__serve_run(&o);
-#else
-  fprintf(stderr,
-          "mlprof serve: this mlprof was built without libmicrohttpd; install "
-          "libmicrohttpd-dev and rebuild (mlprof html writes a dashboard "
-          "file)\n");
-  return 2;
-#endif
+  o->dir = optind < argc ? argv[optind] : ".";
+  return -1;
 }
 
 int mlprof__cmd_serve(int argc, char **argv) {
   mlprof__filter filter = {0};
-  int rc = serve(argc, argv, &filter);
+  mlprof__serve_opts o = {.bind = "127.0.0.1",
+                          .filter = &filter,
+                          .window_bytes = MLPROF__SERVE_WINDOW_BYTES};
+  long port = 8050;
+  int rc = parse(argc, argv, &o, &filter, &port);
+#ifdef MLPROF_WITH_SERVE
+  if (rc < 0 && mlprof__serve_address(o.bind, (unsigned)port, &o.addr))
+    rc = fail_usage("--bind wants an IPv4 or IPv6 address, not '%s'", o.bind);
+  if (rc < 0) rc = mlprof__serve_run(&o);
+#else
+  if (rc < 0) {
+    fprintf(stderr,
+            "mlprof serve: this mlprof was built without libmicrohttpd; "
+            "install libmicrohttpd-dev and rebuild (mlprof html writes a "
+            "dashboard file)\n");
+    rc = 2;
+  }
+#endif
   mlprof__filter_free(&filter);
   return rc;
 }

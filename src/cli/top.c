@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "../analyze/analysis.h"
-#include "../export/table.h"
+#include "../export/export.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -85,155 +85,14 @@ static uint64_t job_now(const mlprof__job *job) {
   return now > zero ? now - zero : 0;
 }
 
-/* A measure of s with a value in the window, or NULL. */
-static const mlprof__measure_stats *measure(const mlprof__subject_stats *s,
-                                            const char *name) {
-  const mlprof__measure_stats *m = mlprof__subject_measure(s, name);
-  return m && m->count ? m : NULL;
-}
-
-/* The processes: pid, name, alive, spans and threads in the window, and
- * their last CPU, RSS and GPU memory. */
-static void show_processes(const mlprof__analysis *a, mlprof__out *o) {
-  static const char *const heads[] = {"process", "pid",  "state", "threads",
-                                      "spans",   "cpu%", "rss",   "gpu mem"};
-  mlprof__table t;
-  if (mlprof__table_open(&t, heads, "lrlrrrrr")) return;
-  const mlprof__report *r = &a->r;
-  for (size_t i = 0; i < r->nprocs; i++) {
-    const mlprof__proc_stats *p = &r->procs[i];
-    if (p->exec_into >= 0) continue; /* shown as the program it became */
-    mlprof__table_name(&t, p->name, strlen(p->name), 24);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)p->pid);
-    mlprof__table_cell(&t, "%s",
-                       p->alive == 1   ? "running"
-                       : p->alive == 0 ? "ended"
-                                       : "?");
-    mlprof__table_cell(&t, "%zu", p->threads);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)p->spans);
-    const mlprof__measure_stats *cpu = NULL, *rss = NULL, *gpu = NULL;
-    for (size_t k = 0; k < a->res.nsubjects; k++) {
-      const mlprof__subject_stats *s = &a->res.subjects[k];
-      if (s->subject != MLPROF__SUBJECT_PROCESS || s->process != (int)i)
-        continue;
-      cpu = measure(s, "cpu_pct");
-      rss = measure(s, "rss_bytes");
-      gpu = measure(s, "gpu_mem_bytes");
-    }
-    if (cpu)
-      mlprof__table_cell(&t, "%.0f", cpu->last);
-    else
-      mlprof__table_cell(&t, "-");
-    if (rss)
-      mlprof__table_cell(&t, "%.1f MB", rss->last / 1e6);
-    else
-      mlprof__table_cell(&t, "-");
-    if (gpu)
-      mlprof__table_cell(&t, "%.1f MB", gpu->last / 1e6);
-    else
-      mlprof__table_cell(&t, "-");
-  }
-  mlprof__table_print(&t, o);
-}
-
-/* The busiest threads of the window, by the time in their zones. */
-static void show_threads(const mlprof__report *r, size_t max, mlprof__out *o) {
-  static const char *const heads[] = {"thread", "process", "tid", "spans",
-                                      "busy"};
-  mlprof__table t;
-  if (mlprof__table_open(&t, heads, "llrrr")) return;
-  size_t shown = 0;
-  char d[32];
-  for (size_t i = 0; i < r->nthreads && shown < max; i++) {
-    const mlprof__thread_stats *th = &r->threads[i];
-    if (!th->spans) continue;
-    shown++;
-    mlprof__table_name(&t, th->name_len ? th->name : "-",
-                       th->name_len ? th->name_len : 1, 20);
-    const char *pn = r->procs[th->proc].name;
-    mlprof__table_name(&t, pn, strlen(pn), 20);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)th->tid);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)th->spans);
-    mlprof__fmt_duration(d, sizeof d, (double)th->busy_ns);
-    mlprof__table_cell(&t, "%s", d);
-  }
-  mlprof__table_print(&t, o);
-}
-
-static void show_zones(const mlprof__report *r, mlprof__out *o) {
-  static const char *const heads[] = {"zone", "count", "total",
-                                      "self", "mean",  "p99"};
-  mlprof__table t;
-  if (mlprof__table_open(&t, heads, "lrrrrr")) return;
-  char d[32];
-  for (size_t i = 0; i < r->norder; i++) {
-    const mlprof__zone_stats *z = &r->zones[r->order[i]];
-    mlprof__table_name(&t, z->name, z->name_len, 40);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)z->count);
-    uint64_t v[] = {z->total_ns, z->self_ns, mlprof__round_ns(z->mean_ns),
-                    z->p99_ns};
-    for (size_t k = 0; k < 4; k++) {
-      mlprof__fmt_duration(d, sizeof d, (double)v[k]);
-      mlprof__table_cell(&t, "%s", d);
-    }
-  }
-  mlprof__table_print(&t, o);
-}
-
-/* The steps of the window: rate, time and where it goes. */
-static void show_steps(const mlprof__steps *s, uint64_t window_ns,
-                       mlprof__out *o) {
-  if (!s->count) {
-    mlprof__out_lit(o, "steps: none in this interval\n");
-    return;
-  }
-  char mean[32], p90[32];
-  mlprof__fmt_duration(mean, sizeof mean, s->mean_ns);
-  mlprof__fmt_duration(p90, sizeof p90, (double)s->p90_ns);
-  mlprof__out_printf(o, "steps: %.1f/s, step time mean %s, p90 %s:",
-                     (double)s->count * 1e9 / (double)window_ns, mean, p90);
-  for (int k = 0; k < MLPROF__NPARTS; k++)
-    mlprof__out_printf(o, " %s %.0f%%", mlprof__part_name(k),
-                       s->share[k] * 100);
-  mlprof__out_lit(o, "\n");
-}
-
-static void show_gpus(const mlprof__resources *res, mlprof__out *o) {
-  if (!res->sampled) return;
-  if (!res->ngpus) {
-    mlprof__out_printf(o, "GPU: none (%s)\n",
-                       res->gpu_absent ? res->gpu_absent : "no GPU found");
-    return;
-  }
-  mlprof__out_lit(o, "GPU:");
-  for (size_t k = 0; k < res->nsubjects; k++) {
-    const mlprof__subject_stats *s = &res->subjects[k];
-    if (s->subject != MLPROF__SUBJECT_GPU) continue;
-    const mlprof__measure_stats *u = measure(s, "gpu_util_pct");
-    mlprof__out_printf(o, " %llu:", (unsigned long long)s->id);
-    if (u)
-      mlprof__out_printf(o, " %.0f%%", u->last);
-    else
-      mlprof__out_lit(o, " -");
-  }
-  mlprof__out_lit(o, "\n");
-}
-
-/* The warnings of r: on a terminal all of them (in place, they do not
- * scroll by), in plain lines those not printed before. */
-static void show_warnings(view *v, const mlprof__report *r, mlprof__out *o) {
-  for (size_t i = 0; i < r->nwarnings; i++) {
-    const char *w = r->warnings[i];
-    size_t n = strlen(w);
-    if (!v->tty) {
-      uint64_t h = mlprof__hash(w, n, MLPROF__HASH_START);
-      if (mlprof__map_get(&v->warned, h) != MLPROF__NONE) continue;
-      if (mlprof__map_put(&v->warned, h, 1)) return; /* no memory: skip */
-    }
-    mlprof__out_lit(o, "warning: ");
-    mlprof__out_text_str(o, w, n);
-    mlprof__out_lit(o, "\n");
-  }
+/* Whether to show warning w (n bytes): on a terminal all of them (in
+ * place, they do not scroll by), in plain lines those not shown before. */
+static int show_warning(void *ctx, const char *w, size_t n) {
+  view *v = ctx;
+  if (v->tty) return 1;
+  uint64_t h = mlprof__hash(w, n, MLPROF__HASH_START);
+  if (mlprof__map_get(&v->warned, h) != MLPROF__NONE) return 0;
+  return mlprof__map_put(&v->warned, h, 1) == 0; /* no memory: skip */
 }
 
 /* One update into o (memory): the job now, through the window. */
@@ -276,36 +135,12 @@ static void update(view *v, mlprof__out *o) {
     mlprof__out_printf(o, "  %s\n", err);
     return;
   }
-  const mlprof__report *r = &a.r;
-  mlprof__out_printf(o,
-                     "  job time %.1f s, last %.3g s  [q quit; sort: t s m p "
-                     "c; now %s]\n",
-                     (double)t1 / 1e9, (double)(f.t1 - f.t0) / 1e9,
-                     mlprof__sort_key_name(v->sort));
-  uint64_t spans = 0;
-  for (size_t i = 0; i < r->nzones; i++) spans += r->zones[i].count;
-  mlprof__out_printf(o, "%zu processes, %zu threads, %llu spans\n", r->nprocs,
-                     r->nthreads, (unsigned long long)spans);
-  show_steps(&a.f.steps, f.t1 - f.t0, o);
-  show_gpus(&a.res, o);
-  mlprof__out_lit(o, "\n");
-  show_processes(&a, o);
-  mlprof__out_lit(o, "\n");
-  show_threads(r, 5, o);
-  mlprof__out_printf(o, "\nzones of the last interval by %s\n",
-                     mlprof__sort_key_name(v->sort));
-  show_zones(r, o);
-  show_warnings(v, r, o);
-  for (size_t i = 0; i < a.f.nfindings && i < 3; i++) {
-    const mlprof__finding *fi = &a.f.findings[i];
-    mlprof__out_lit(o, "finding: ");
-    if (fi->zone) {
-      mlprof__out_text_str(o, fi->zone, fi->zone_len);
-      mlprof__out_lit(o, ": ");
-    }
-    mlprof__out_text_str(o, fi->summary, strlen(fi->summary));
-    mlprof__out_lit(o, "\n");
-  }
+  mlprof__top_frame fr = {.job_ns = t1,
+                          .window_ns = f.t1 - f.t0,
+                          .sort = v->sort,
+                          .show_warning = show_warning,
+                          .ctx = v};
+  mlprof__export_top_text(&a, &fr, o);
   mlprof__analysis_free(&a);
 }
 
@@ -378,8 +213,17 @@ static int wait_key(view *v, int keys, uint64_t ns) {
   }
 }
 
-int mlprof__cmd_top(int argc, char **argv) {
-  enum { OPT_PLAIN = 1000 };
+enum { OPT_PLAIN = 1000 };
+
+void mlprof__top_cmd_init(mlprof__top_cmd *c) {
+  memset(c, 0, sizeof *c);
+  c->interval_ns = 1000000000ull;
+  c->sort = MLPROF__SORT_TOTAL;
+}
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__top_cmd *c) {
   static const struct option options[] = {
       {"interval", required_argument, NULL, 'i'},
       {"count", required_argument, NULL, 'c'},
@@ -388,11 +232,8 @@ int mlprof__cmd_top(int argc, char **argv) {
       {"plain", no_argument, NULL, OPT_PLAIN},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  view v = {.interval_ns = 1000000000ull, .sort = MLPROF__SORT_TOTAL};
-  uint64_t count = 0;
-  int plain = 0;
   opterr = 0;
-  optind = 0;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
   while ((ch = getopt_long(argc, argv, ":i:c:s:n:h", options, NULL)) != -1) {
     switch (ch) {
@@ -403,31 +244,31 @@ int mlprof__cmd_top(int argc, char **argv) {
           return fail_usage(
               "--interval wants seconds between 0.1 and 3600, not '%s'",
               optarg);
-        v.interval_ns = (uint64_t)(s * 1e9);
+        c->interval_ns = (uint64_t)(s * 1e9);
         break;
       }
       case 'c':
-        if (mlprof__parse_count(optarg, &count) || !count)
+        if (mlprof__parse_count(optarg, &c->count) || !c->count)
           return fail_usage(
               "--count wants a number of updates (1 or more), "
               "not '%s'",
               optarg);
         break;
       case 's':
-        if (mlprof__sort_key_parse(optarg, &v.sort))
+        if (mlprof__sort_key_parse(optarg, &c->sort))
           return fail_usage(
               "unknown sort key '%s': use total, self, mean, p99 or count",
               optarg);
         break;
       case 'n':
-        if (mlprof__parse_count(optarg, &v.top))
+        if (mlprof__parse_count(optarg, &c->top))
           return fail_usage(
               "--top wants a whole number (0: as many as fit), "
               "not '%s'",
               optarg);
         break;
       case OPT_PLAIN:
-        plain = 1;
+        c->plain = 1;
         break;
       case 'h':
         fputs(usage, stdout);
@@ -439,7 +280,23 @@ int mlprof__cmd_top(int argc, char **argv) {
   if (argc - optind != 1)
     return fail_usage("%s", optind >= argc ? "no run directory given"
                                            : "wants one run directory");
-  v.dir = argv[optind];
+  c->dir = argv[optind];
+  return -1;
+}
+
+int mlprof__cmd_top(int argc, char **argv) {
+  mlprof__top_cmd c;
+  mlprof__top_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  return rc < 0 ? mlprof__top_cmd_run(&c) : rc;
+}
+
+int mlprof__top_cmd_run(const mlprof__top_cmd *c) {
+  view v = {.dir = c->dir,
+            .interval_ns = c->interval_ns,
+            .sort = c->sort,
+            .top = c->top};
+  uint64_t count = c->count;
   struct stat st;
   if (stat(v.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(
@@ -447,7 +304,7 @@ int mlprof__cmd_top(int argc, char **argv) {
         errno && stat(v.dir, &st) != 0 ? strerror(errno) : "not a directory");
     return 2;
   }
-  v.tty = !plain && isatty(STDOUT_FILENO);
+  v.tty = !c->plain && isatty(STDOUT_FILENO);
   int keys = isatty(STDIN_FILENO);
   struct termios saved, raw;
   if (keys && tcgetattr(STDIN_FILENO, &saved) == 0) {

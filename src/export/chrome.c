@@ -10,6 +10,7 @@
 
 #include "../format/subject.h"
 #include "export.h"
+#include "tracejob.h"
 
 typedef struct {
   size_t off, len; /* the name as a JSON string, quotes included, in arena */
@@ -81,27 +82,15 @@ typedef struct {
   size_t host;
   /* Samples: where each subject's counters go. */
   const mlprof__job *job;
-  uint64_t *tpids;      /* trace pid of each profile */
-  size_t *hosts;        /* host index of each profile */
-  int *next_same;       /* next profile (job order) of the same host and pid */
-  mlprof__map first_of; /* host << 32 | pid -> first profile with them */
+  mlprof__trace_plan plan;
   mlprof__map named;    /* pseudo-processes already named */
-  mlprof__map unprofiled; /* host << 32 | pid -> n: pid UNPROFILED_PID + n */
-  uint64_t next_pseudo;   /* pid for the next process without a profile */
-  uint64_t *span_bytes;   /* mlprof__chrome_result.span_bytes */
+  uint64_t *span_bytes; /* mlprof__chrome_result.span_bytes */
   /* Collectives: group and seq -> the first participant's slice met. */
   mlprof__map colls;
   anchor *anchors;
   size_t nanchors, anchcap;
   uint64_t flows; /* flow ids given */
 } chrome;
-
-/* Pseudo-processes for what is not a profiled process; above any Linux pid
- * (2^22) and any pid given to profiles sharing one (2^22 + job index). */
-#define SYSTEM_PID(host) ((1ull << 23) + (host))
-#define GPU_PID(host, index) \
-  ((1ull << 24) + ((uint64_t)(host) << 16) + ((index)&0xffffu))
-#define UNPROFILED_PID (1ull << 30)
 
 /* ,"cat":"NAME" for each category; none is written without the field. */
 #define CAT_FIELD(name, code, text) \
@@ -483,32 +472,18 @@ static int name_pseudo(chrome *c, uint64_t pid, const char *pre, uint32_t label,
   return 0;
 }
 
-/* The trace pid of process pid of this profile's host at job time t: the
- * profile of that pid which started last before t (exec keeps a pid), or a
- * pseudo-process of its own when it wrote no profile. */
+/* The trace pid of process pid at job time t (mlprof__trace_process_pid),
+ * naming a pseudo-process the first time it is used. */
 static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
                             int *rc) {
-  uint32_t at = mlprof__map_get(&c->first_of,
-                                (uint64_t)c->host << 32 | (pid & 0xffffffffu));
-  if (at != MLPROF__NONE) {
-    int best = (int)at;
-    for (int j = c->next_same[at]; j >= 0; j = c->next_same[j])
-      if (c->job->profiles[j].offset_ns <= t) best = j;
-    return c->tpids[best];
+  int fresh;
+  uint64_t tp =
+      mlprof__trace_process_pid(&c->plan, c->host, pid, t, &fresh, rc);
+  if (fresh && !*rc) {
+    char pre[48];
+    snprintf(pre, sizeof pre, "pid %llu", (unsigned long long)pid);
+    *rc = name_pseudo(c, tp, pre, label, ", no profile");
   }
-  /* No profile: one pseudo-process per host and pid. */
-  uint64_t key = (uint64_t)c->host << 32 | (pid & 0xffffffffu);
-  uint32_t have = mlprof__map_get(&c->unprofiled, key);
-  if (have != MLPROF__NONE) return UNPROFILED_PID + have;
-  uint64_t tp = UNPROFILED_PID + c->next_pseudo;
-  if (c->next_pseudo >= MLPROF__NONE - 1 ||
-      mlprof__map_put(&c->unprofiled, key, (uint32_t)c->next_pseudo++)) {
-    *rc = MLPROF_ENOMEM;
-    return tp;
-  }
-  char pre[48];
-  snprintf(pre, sizeof pre, "pid %llu", (unsigned long long)pid);
-  *rc = name_pseudo(c, tp, pre, label, ", no profile");
   return tp;
 }
 
@@ -522,12 +497,12 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
       pid = process_pid(c, row->id, row->label, t, &rc);
       break;
     case MLPROF__SUBJECT_GPU:
-      pid = GPU_PID(c->host, row->id);
+      pid = MLPROF__TRACE_GPU_PID(c->host, row->id);
       snprintf(pre, sizeof pre, "GPU %llu", (unsigned long long)row->id);
       rc = name_pseudo(c, pid, pre, row->label, "");
       break;
     case MLPROF__SUBJECT_SYSTEM:
-      pid = SYSTEM_PID(c->host);
+      pid = MLPROF__TRACE_SYSTEM_PID(c->host);
       rc = name_pseudo(c, pid, "system", 0, "");
       break;
     default:
@@ -674,16 +649,7 @@ static int on_stack_sample(void *ud, const mlprof__stack_sample *s) {
 static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   chrome *c = ud;
-  if (mlprof__grow(&c->meta, &c->mcap, c->nmeta + 1, sizeof *c->meta))
-    return MLPROF_ENOMEM;
-  char *k = mlprof__dup(key, klen), *v = mlprof__dup(value, vlen);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return MLPROF_ENOMEM;
-  }
-  c->meta[c->nmeta++] = (mlprof__kv){k, v, klen, vlen};
-  return 0;
+  return mlprof__kv_add(&c->meta, &c->nmeta, &c->mcap, key, klen, value, vlen);
 }
 
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
@@ -696,46 +662,11 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   return 0;
 }
 
-static int has_clock(const mlprof__job_profile *p) {
-  return p->has_clock[0] || p->has_clock[1];
-}
-
-/* Whether p is the profile of its rank: the one that measured its clock or,
- * when none did, one that is not a child of a process of the same rank (a
- * launcher's wrapper, a DataLoader worker carry the rank too). */
-static int is_rank(const mlprof__job *job, const mlprof__job_profile *p) {
-  if (p->rank < 0) return 0;
-  if (has_clock(p)) return 1;
-  for (size_t i = 0; i < job->count; i++)
-    if (job->profiles[i].rank == p->rank && has_clock(&job->profiles[i]))
-      return 0;
-  return p->parent < 0 || job->profiles[p->parent].rank != p->rank;
-}
-
 /* Process name and sort order, before any event of the profile. */
 static void profile_start(chrome *c, const mlprof__job_profile *p,
                           size_t index) {
-  const char *base = p->name ? p->name : "";
   char label[512];
-  /* A rank is shown as such, first and in rank order; its children (which
-   * carry its rank) under their own names. */
-  int ranks = is_rank(c->job, p);
-  if (ranks) {
-    snprintf(label, sizeof label, "rank %lld (%s)", (long long)p->rank,
-             p->hostname ? p->hostname : "");
-    index = (size_t)p->rank;
-  } else if (p->rank >= 0) {
-    snprintf(label, sizeof label, "%s %llu (rank %lld)", base,
-             (unsigned long long)p->pid, (long long)p->rank);
-  } else {
-    snprintf(label, sizeof label, "%s %llu", base, (unsigned long long)p->pid);
-  }
-  /* Other processes of a job of ranks after the ranks. */
-  for (size_t i = 0; i < c->job->count && !ranks; i++)
-    if (c->job->profiles[i].rank >= 0) {
-      index += c->job->count;
-      break;
-    }
+  mlprof__trace_process_label(c->job, index, label, sizeof label, &index);
   char *w = mlprof__out_space(c->o, 96);
   w = event_start(c, w);
   w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
@@ -804,56 +735,6 @@ static int profile_finish(chrome *c, const mlprof__read_report *rep) {
   return rc;
 }
 
-/* Chrome keys processes by pid: profiles that share one (pid reuse, other
- * hosts) get an id above any Linux pid (2^22) instead. */
-static uint64_t trace_pid(mlprof__map *seen, const mlprof__job_profile *p,
-                          size_t index, int *oom) {
-  uint64_t pid = p->pid;
-  if (mlprof__map_get(seen, pid) != MLPROF__NONE) pid = (1u << 22) + index;
-  if (mlprof__map_put(seen, pid, 0)) *oom = 1;
-  return pid;
-}
-
-/* Every profile's trace pid and host index, and the profiles of each host
- * and pid, before any event: samples of one profile (`mlprof run`'s) are
- * drawn under the processes of others. */
-static int plan_pids(chrome *c, mlprof__map *seen) {
-  const mlprof__job *job = c->job;
-  size_t n = job->count ? job->count : 1;
-  c->tpids = malloc(n * sizeof *c->tpids);
-  c->hosts = malloc(n * sizeof *c->hosts);
-  c->next_same = malloc(n * sizeof *c->next_same);
-  if (!c->tpids || !c->hosts || !c->next_same) return MLPROF_ENOMEM;
-  int oom = 0;
-  size_t nhosts = 0;
-  mlprof__map by_hash = {0}; /* hostname hash -> first profile of it */
-  for (size_t i = 0; i < job->count; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    c->tpids[i] = trace_pid(seen, p, i, &oom);
-    const char *h = p->hostname ? p->hostname : "";
-    uint64_t hash = mlprof__hash(h, strlen(h), MLPROF__HASH_START);
-    uint32_t k = mlprof__map_get(&by_hash, hash);
-    /* A collision of two hostnames only shares their pseudo-processes. */
-    if (k == MLPROF__NONE) {
-      c->hosts[i] = nhosts++;
-      if (mlprof__map_put(&by_hash, hash, (uint32_t)i)) oom = 1;
-    } else {
-      c->hosts[i] = c->hosts[k];
-    }
-    c->next_same[i] = -1;
-  }
-  mlprof__map_clear(&by_hash);
-  /* Chains in job order (by start): walk backwards, pushing on the front. */
-  for (size_t i = job->count; i-- > 0;) {
-    uint64_t key =
-        (uint64_t)c->hosts[i] << 32 | (job->profiles[i].pid & 0xffffffffu);
-    uint32_t at = mlprof__map_get(&c->first_of, key);
-    c->next_same[i] = at == MLPROF__NONE ? -1 : (int)at;
-    if (mlprof__map_put(&c->first_of, key, (uint32_t)i)) oom = 1;
-  }
-  return oom ? MLPROF_ENOMEM : 0;
-}
-
 static void write_other_data(chrome *c, size_t profiles) {
   mlprof__out_printf(c->o,
                      "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{"
@@ -879,7 +760,6 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   c.span_bytes = res ? res->span_bytes : NULL;
   uint64_t start = mlprof__out_pos(o);
   c.last_thread = MLPROF__NONE;
-  mlprof__map seen = {0};
   int rc = mlprof__out_open(&c.arena, -1);
   if (rc) {
     snprintf(err, errlen, "out of memory");
@@ -906,7 +786,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       .stack_sample = on_stack_sample,
   };
   c.job = job;
-  rc = plan_pids(&c, &seen);
+  rc = mlprof__trace_plan_init(&c.plan, job);
   mlprof__filtered *fd = NULL;
   if (res) res->warning[0] = '\0';
   if (!rc && filter &&
@@ -922,8 +802,8 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
-    c.pid = c.tpids[i];
-    c.host = c.hosts[i];
+    c.pid = c.plan.tpids[i];
+    c.host = c.plan.hosts[i];
     c.prof = p;
     c.end_seen = 0;
     c.end_ns = 0;
@@ -983,12 +863,8 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     free(c.meta[i].value);
   }
   free(c.meta);
-  free(c.tpids);
-  free(c.hosts);
-  free(c.next_same);
-  mlprof__map_clear(&c.first_of);
+  mlprof__trace_plan_free(&c.plan);
   mlprof__map_clear(&c.named);
-  mlprof__map_clear(&c.unprofiled);
   mlprof__map_clear(&c.colls);
   free(c.anchors);
   free(c.threads);
@@ -996,7 +872,6 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   free(c.open);
   mlprof__map_clear(&c.ids);
   mlprof__map_clear(&c.tids);
-  mlprof__map_clear(&seen);
   stack_defs_clear(&c.stk);
   mlprof__out_close(&c.arena);
   return rc;

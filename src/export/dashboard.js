@@ -139,6 +139,21 @@
     return NAME_COLORS[Math.abs(h) % NAME_COLORS.length];
   }
 
+  /* The text colour that reads on a background of colour hex (#rrggbb):
+   * white or the page's ink, whichever contrasts more (WCAG's relative
+   * luminance). A style, so that svg text's own fill does not win. */
+  function inkOn(hex) {
+    var m = /^#([0-9a-f]{6})$/i.exec(hex || '');
+    if (!m) return '#fff';
+    var v = parseInt(m[1], 16), lum = 0;
+    [[16, 0.2126], [8, 0.7152], [0, 0.0722]].forEach(function (c) {
+      var x = ((v >> c[0]) & 255) / 255;
+      lum += c[1] * (x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4));
+    });
+    var ink = 0.0168; /* luminance of #1d2330, the page's ink */
+    return (1.05 / (lum + 0.05)) >= (lum + 0.05) / (ink + 0.05) ? '#fff' : '#1d2330';
+  }
+
   /* ---- axes ------------------------------------------------------------- */
   /* A step of 1, 2 or 5 times a power of ten giving about count steps over
    * range; in minutes (0.5, 1, 2, 5, ...) for time above half a minute, so
@@ -359,7 +374,7 @@
       g.appendChild(r);
       if (w > 40) {
         var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
-        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', fill: '#fff', text: label}));
+        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(zoneColor(name)), text: label}));
       }
       var cx = x;
       (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
@@ -1358,8 +1373,8 @@
       ['parallel efficiency', num(100 * d.parallel_efficiency) + '%'],
       ['straggler', st ? 'rank ' + st.rank + ', ' + fmtNs(st.delay_ns) + ' behind a step' : 'none'],
       ['collectives matched', String(d.matched_collectives)]]),
-      st && arr(st.zones).length ? el('p', null, ['Where the straggler spends more: '].concat(arr(st.zones).map(function (z) {
-        return el('span', {class: 'chip', text: z.zone + ' ' + fmtNs(z.straggler_ns) + ' vs ' + fmtNs(z.others_mean_ns)});
+      st && arr(st.zones).length ? el('p', null, ['Where the straggler spends more, per step: '].concat(arr(st.zones).map(function (z) {
+        return el('span', {class: 'chip', text: z.zone + ' +' + fmtNs(z.extra_per_step_ns)});
       }))) : null,
       el('p', {class: 'hint', text: 'Times per rank over the steps matched across ranks. Communication is the time in blocking communication; waiting is the part spent for the last participant of a collective to arrive. Ranks are aligned on rank 0\'s clock.'})])];
     out.push(card('Per rank: compute, communication and waiting per step', distRankBars(d)));

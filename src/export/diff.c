@@ -1,11 +1,14 @@
-/* mlprof diff's JSON (schema mlprof.diff/1, docs/json-schema.md). */
+/* mlprof diff's outputs: text, JSON (schema mlprof.diff/1,
+ * docs/json-schema.md) and JUnit XML. */
 #include "diff.h"
 
 #include <math.h>
 #include <mlprof.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "escape.h"
+#include "table.h"
 
 static void json_run(mlprof__out *o, const char *path,
                      const mlprof__report *r) {
@@ -173,6 +176,23 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   } else {
     mlprof__out_lit(o, "null");
   }
+  mlprof__out_lit(o, ",\n\"per_unit\":");
+  if (d->has_unit) {
+    mlprof__out_lit(o, "{\"unit\":");
+    mlprof__out_json_str(o, d->unit, strlen(d->unit));
+    mlprof__out_lit(o, ",\"scale\":");
+    mlprof__out_f64(o, d->unit_scale);
+    mlprof__out_lit(o, ",\"base_work\":");
+    mlprof__out_f64(o, d->work[0]);
+    mlprof__out_lit(o, ",\"new_work\":");
+    mlprof__out_f64(o, d->work[1]);
+    mlprof__out_printf(o, ",\"work_differs\":%s,",
+                       d->work_differs ? "true" : "false");
+    json_verdict(o, &d->per_unit, opt);
+    mlprof__out_lit(o, "}");
+  } else {
+    mlprof__out_lit(o, "null");
+  }
   mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
@@ -197,5 +217,307 @@ int mlprof__export_diff_json(const mlprof__diff *d,
     mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "]}\n");
+  return 0;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void fmt_p(char *b, size_t len, const mlprof__diff_zone *z) {
+  if (!z->tested)
+    snprintf(b, len, "-");
+  else if (z->test.p < 1e-300)
+    snprintf(b, len, "<1e-300");
+  else
+    snprintf(b, len, "%.2g", z->test.p);
+}
+
+static void fmt_change(char *b, size_t len, double ratio) {
+  if (isnan(ratio))
+    snprintf(b, len, "-");
+  else if (isinf(ratio))
+    snprintf(b, len, "+inf");
+  else
+    snprintf(b, len, "%+.1f%%", (ratio - 1) * 100);
+}
+
+static const char *note_of(const mlprof__diff_zone *z,
+                           const mlprof__diff_options *opt) {
+  if (z->machine_explains) return "no more than the machine explains";
+  if (z->verdict == MLPROF__VERDICT_NEW) return "not in BASE";
+  if (z->verdict == MLPROF__VERDICT_REMOVED) return "not in NEW";
+  const char *likely = mlprof__diff_likely(z, opt);
+  if (likely && *likely == 's') return "likely slower, too few samples";
+  if (likely) return "likely faster, too few samples";
+  if (z->too_few) return "too few samples";
+  if (!z->tested) return "no durations";
+  return "";
+}
+
+/* The table's note: note_of, or beside a uniform shift, how the zone stands
+ * against it. */
+static void fmt_note(char *b, size_t len, const mlprof__diff *d,
+                     const mlprof__diff_zone *z,
+                     const mlprof__diff_options *opt) {
+  if (!d->shift.detected || !z->in_shift) {
+    snprintf(b, len, "%s", note_of(z, opt));
+  } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
+    snprintf(b, len, "with the common shift");
+  } else {
+    char c[32];
+    fmt_change(c, sizeof c, z->shift_ratio);
+    snprintf(b, len, "%s beyond the common shift", c);
+  }
+}
+
+static void run_line(mlprof__out *o, const char *what, const char *path,
+                     const mlprof__report *r) {
+  char wall[32];
+  mlprof__fmt_duration(wall, sizeof wall, (double)r->wall_ns);
+  mlprof__out_str(o, what);
+  mlprof__out_text_str(o, path, strlen(path));
+  mlprof__out_printf(o, " (%zu zones, %llu spans, wall %s)\n", r->nzones,
+                     (unsigned long long)r->spans, wall);
+}
+
+int mlprof__export_diff_text(const mlprof__diff *d,
+                             const mlprof__diff_options *opt, const char *bpath,
+                             const mlprof__report *base, const char *npath,
+                             const mlprof__report *next, mlprof__out *o) {
+  run_line(o, "mlprof diff: base ", bpath, base);
+  run_line(o, "             new  ", npath, next);
+  mlprof__out_printf(o,
+                     "Mann-Whitney U (two-sided), alpha %g; threshold %g%% on "
+                     "the ratio of medians\n\n",
+                     opt->alpha, opt->threshold * 100);
+  if (d->has_step) {
+    const mlprof__diff_zone *z = &d->step;
+    char a[32], b[32], c[32], p[32], note[64];
+    mlprof__fmt_duration(a, sizeof a, z->median_base);
+    mlprof__fmt_duration(b, sizeof b, z->median_new);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    fmt_note(note, sizeof note, d, z, opt);
+    mlprof__out_printf(o,
+                       "step (interval between step marks): %s, p50 %s -> %s "
+                       "(%s, p %s; %llu and %llu steps)%s%s\n\n",
+                       mlprof__verdict_name(z->verdict), a, b, c, p,
+                       (unsigned long long)z->base->count,
+                       (unsigned long long)z->next->count, *note ? "; " : "",
+                       note);
+  }
+  if (d->has_unit) {
+    const mlprof__diff_zone *z = &d->per_unit;
+    char a[32], b[32], c[32], p[32], note[64];
+    mlprof__fmt_duration(a, sizeof a, z->median_base / d->unit_scale);
+    mlprof__fmt_duration(b, sizeof b, z->median_new / d->unit_scale);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    fmt_note(note, sizeof note, d, z, opt);
+    mlprof__out_str(o, "step per unit of work (");
+    mlprof__out_text_str(o, d->unit, strlen(d->unit));
+    mlprof__out_printf(o,
+                       " a step: %.4g -> %.4g): %s, p50 %s -> %s a unit (%s, "
+                       "p %s)%s%s%s\n\n",
+                       d->work[0], d->work[1], mlprof__verdict_name(z->verdict),
+                       a, b, c, p, *note ? "; " : "", note,
+                       d->work_differs ? "; the work a step differs: this "
+                                         "verdict, not the step's, counts"
+                                       : "");
+  }
+  static const char *const heads[] = {"zone",   "verdict",  "base n",
+                                      "new n",  "base p50", "new p50",
+                                      "change", "p",        "note"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrrrrrl")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < d->nzones; i++) {
+    const mlprof__diff_zone *z = &d->zones[i];
+    char a[32], b[32], c[32], p[32];
+    mlprof__table_name(&t, z->name, z->name_len, 48);
+    mlprof__table_cell(&t, "%s", mlprof__verdict_name(z->verdict));
+    if (z->base)
+      mlprof__table_cell(&t, "%llu", (unsigned long long)z->base->count);
+    else
+      mlprof__table_cell(&t, "-");
+    if (z->next)
+      mlprof__table_cell(&t, "%llu", (unsigned long long)z->next->count);
+    else
+      mlprof__table_cell(&t, "-");
+    mlprof__fmt_duration(a, sizeof a, z->median_base);
+    mlprof__fmt_duration(b, sizeof b, z->median_new);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    mlprof__table_cell(&t, "%s", a);
+    mlprof__table_cell(&t, "%s", b);
+    mlprof__table_cell(&t, "%s", c);
+    mlprof__table_cell(&t, "%s", p);
+    char note[64];
+    fmt_note(note, sizeof note, d, z, opt);
+    mlprof__table_cell(&t, "%s", note);
+  }
+  int rc = mlprof__table_print(&t, o);
+  mlprof__out_printf(
+      o,
+      "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
+      "removed",
+      d->count[MLPROF__VERDICT_SLOWER], d->count[MLPROF__VERDICT_FASTER],
+      d->count[MLPROF__VERDICT_UNCHANGED], d->count[MLPROF__VERDICT_NEW],
+      d->count[MLPROF__VERDICT_REMOVED]);
+  if (d->filtered)
+    mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
+  if (d->shift.detected) {
+    char note[512];
+    mlprof__diff_shift_note(note, sizeof note, d);
+    mlprof__out_printf(o, "\nnote: %s\n", note);
+    if (!d->shift.deviating)
+      mlprof__out_printf(o,
+                         "  no zone departs from the common shift by more "
+                         "than %g%%",
+                         opt->threshold * 100);
+    else
+      mlprof__out_printf(o,
+                         "  beyond the common shift by more than %g%% "
+                         "(candidates for a real change):",
+                         opt->threshold * 100);
+    for (size_t i = 0, k = 0; i < d->nzones; i++) {
+      const mlprof__diff_zone *z = &d->zones[i];
+      if (!z->in_shift || z->shift_verdict == MLPROF__VERDICT_UNCHANGED)
+        continue;
+      char c[32], p[32];
+      fmt_change(c, sizeof c, z->shift_ratio);
+      if (z->shift_test.p < 1e-300)
+        snprintf(p, sizeof p, "<1e-300");
+      else
+        snprintf(p, sizeof p, "%.2g", z->shift_test.p);
+      mlprof__out_str(o, k++ ? ", " : " ");
+      mlprof__out_text_str(o, z->name, z->name_len);
+      mlprof__out_printf(o, " %s (p %s)", c, p);
+    }
+  }
+  if (d->machine.slower) {
+    char note[512];
+    mlprof__diff_machine_note(note, sizeof note, d);
+    mlprof__out_printf(o, "\nnote: %s", note);
+  }
+  size_t slower = d->count[MLPROF__VERDICT_SLOWER];
+  for (size_t i = 0; i < d->nzones; i++) slower -= d->zones[i].machine_explains;
+  int step = mlprof__diff_step_slower(d);
+  int unit = d->has_unit && d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
+             !d->per_unit.machine_explains;
+  if (d->regression && d->has_unit && d->work_differs)
+    mlprof__out_printf(o,
+                       "\nREGRESSION: the time per unit of work significantly "
+                       "slower by more than %g%% (the runs' work a step "
+                       "differs: zones and step not counted)\n",
+                       opt->threshold * 100);
+  else if (d->regression)
+    mlprof__out_printf(o,
+                       "\nREGRESSION: %s%s%zu zone%s significantly slower by "
+                       "more than %g%%\n",
+                       step ? "the step and " : "",
+                       unit ? "the time per unit of work and " : "", slower,
+                       slower == 1 ? "" : "s", opt->threshold * 100);
+  else if (d->machine.slower && d->machine.explained)
+    mlprof__out_lit(o,
+                    "\nno regression: the machine was slower; rerun both on "
+                    "an idle machine to judge the code\n");
+  else
+    mlprof__out_lit(o, "\nno regression\n");
+  return rc;
+}
+
+/* ---- JUnit XML ----------------------------------------------------------- */
+
+/* The note that note writes of d as the property name. */
+static void xml_note(mlprof__out *o, const char *name, const mlprof__diff *d,
+                     void (*note)(char *, size_t, const mlprof__diff *)) {
+  char b[512];
+  note(b, sizeof b, d);
+  mlprof__out_printf(o, "<property name=\"%s\" value=\"", name);
+  mlprof__out_xml_str(o, b, strlen(b));
+  mlprof__out_lit(o, "\"/>\n");
+}
+
+/* The i-th testcase of d: the step first when there is one, then the time
+ * per unit of work, then the zones. */
+static const mlprof__diff_zone *testcase(const mlprof__diff *d, size_t i) {
+  if (d->has_step && i-- == 0) return &d->step;
+  if (d->has_unit && i-- == 0) return &d->per_unit;
+  return &d->zones[i];
+}
+
+/* Whether z's verdict is a regression (diff.h: not when the runs' work a
+ * step differs; the time per unit of work then decides). */
+static int fails(const mlprof__diff *d, const mlprof__diff_zone *z) {
+  return z->verdict == MLPROF__VERDICT_SLOWER && !z->machine_explains &&
+         (z == &d->per_unit || !(d->has_unit && d->work_differs));
+}
+
+int mlprof__export_diff_junit(const mlprof__diff *d,
+                              const mlprof__diff_options *opt,
+                              const char *bpath, const char *npath,
+                              mlprof__out *o) {
+  size_t tests = d->nzones + (size_t)d->has_step + (size_t)d->has_unit,
+         failures = 0;
+  for (size_t i = 0; i < tests; i++) failures += fails(d, testcase(d, i));
+  size_t skipped =
+      d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
+  mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+  mlprof__out_printf(o,
+                     "<testsuites name=\"mlprof diff\" tests=\"%zu\" "
+                     "failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n"
+                     "<testsuite name=\"mlprof diff\" tests=\"%zu\" "
+                     "failures=\"%zu\" errors=\"0\" skipped=\"%zu\">\n",
+                     tests, failures, skipped, tests, failures, skipped);
+  mlprof__out_lit(o, "<properties>\n<property name=\"base\" value=\"");
+  mlprof__out_xml_str(o, bpath, strlen(bpath));
+  mlprof__out_lit(o, "\"/>\n<property name=\"new\" value=\"");
+  mlprof__out_xml_str(o, npath, strlen(npath));
+  mlprof__out_printf(o,
+                     "\"/>\n<property name=\"threshold\" value=\"%g\"/>\n"
+                     "<property name=\"alpha\" value=\"%g\"/>\n",
+                     opt->threshold, opt->alpha);
+  if (d->shift.detected)
+    xml_note(o, "uniform_shift", d, mlprof__diff_shift_note);
+  if (d->machine.slower) xml_note(o, "machine", d, mlprof__diff_machine_note);
+  mlprof__out_lit(o, "</properties>\n");
+  for (size_t i = 0; i < tests; i++) {
+    /* The step first, as a testcase named "step" of its own class. */
+    const mlprof__diff_zone *z = testcase(d, i);
+    char a[32], b[32], c[32], p[32], msg[256];
+    double scale = z == &d->per_unit ? d->unit_scale : 1; /* diff.h */
+    mlprof__fmt_duration(a, sizeof a, z->median_base / scale);
+    mlprof__fmt_duration(b, sizeof b, z->median_new / scale);
+    fmt_change(c, sizeof c, z->ratio);
+    fmt_p(p, sizeof p, z);
+    char note[64];
+    fmt_note(note, sizeof note, d, z, opt);
+    snprintf(msg, sizeof msg, "%s: median %s -> %s (%s), p = %s%s%s",
+             mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
+             note);
+    mlprof__out_printf(o, "<testcase classname=\"%s\" name=\"",
+                       z == &d->step       ? "mlprof.diff.step"
+                       : z == &d->per_unit ? "mlprof.diff.per_unit"
+                                           : "mlprof.diff");
+    mlprof__out_xml_str(o, z->name, z->name_len);
+    mlprof__out_lit(o, "\">");
+    if (fails(d, z)) {
+      mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
+      mlprof__out_xml_str(o, msg, strlen(msg));
+      mlprof__out_printf(
+          o, "\">slower by more than %g%% with p &lt;= %g</failure>",
+          opt->threshold * 100, opt->alpha);
+    } else if (z->verdict == MLPROF__VERDICT_NEW ||
+               z->verdict == MLPROF__VERDICT_REMOVED) {
+      mlprof__out_lit(o, "<skipped message=\"");
+      mlprof__out_xml_str(o, msg, strlen(msg));
+      mlprof__out_lit(o, "\"/>");
+    } else {
+      mlprof__out_lit(o, "<system-out>");
+      mlprof__out_xml_str(o, msg, strlen(msg));
+      mlprof__out_lit(o, "</system-out>");
+    }
+    mlprof__out_lit(o, "</testcase>\n");
+  }
+  mlprof__out_lit(o, "</testsuite>\n</testsuites>\n");
   return 0;
 }

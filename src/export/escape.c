@@ -171,8 +171,63 @@ void mlprof__out_csv_field(mlprof__out *o, const char *str, size_t n) {
   if (quote) mlprof__out_lit(o, "\"");
 }
 
+void mlprof__out_utf8(mlprof__out *o, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    size_t run = 0, max = n - i < MLPROF__OUT_SLACK ? n - i : MLPROF__OUT_SLACK;
+    while (run < max && s[i + run] < 0x80) run++;
+    char *p;
+    if (run) {
+      p = mlprof__out_space(o, run);
+      memcpy(p, s + i, run);
+      mlprof__out_end(o, p + run);
+      i += run;
+      continue;
+    }
+    size_t len = mlprof__utf8_len(s + i, n - i);
+    p = mlprof__out_space(o, 4);
+    if (len) {
+      memcpy(p, s + i, len);
+      i += len;
+      p += len;
+    } else {
+      memcpy(p, replacement, 3);
+      i++;
+      p += 3;
+    }
+    mlprof__out_end(o, p);
+  }
+}
+
 void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n) {
   out_clean(o, (const unsigned char *)s, n, 0, 0);
+}
+
+/* The entity of c in markup, or NULL: & < > " ' in HTML text and XML
+ * alike (' as &#39; in HTML, &apos; in XML); in XML also TAB, LF and CR as
+ * character references, so attribute values keep them. */
+static const char *markup_entity(unsigned c, int xml) {
+  switch (c) {
+    case '&':
+      return "&amp;";
+    case '<':
+      return "&lt;";
+    case '>':
+      return "&gt;";
+    case '"':
+      return "&quot;";
+    case '\'':
+      return xml ? "&apos;" : "&#39;";
+    case '\t':
+      return xml ? "&#9;" : NULL;
+    case '\n':
+      return xml ? "&#10;" : NULL;
+    case '\r':
+      return xml ? "&#13;" : NULL;
+    default:
+      return NULL;
+  }
 }
 
 void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
@@ -180,27 +235,7 @@ void mlprof__out_html_text(mlprof__out *o, const char *str, size_t n) {
   size_t i = 0;
   while (i < n) {
     char *p = mlprof__out_space(o, 8);
-    unsigned c = s[i];
-    const char *ent = NULL;
-    switch (c) {
-      case '&':
-        ent = "&amp;";
-        break;
-      case '<':
-        ent = "&lt;";
-        break;
-      case '>':
-        ent = "&gt;";
-        break;
-      case '"':
-        ent = "&quot;";
-        break;
-      case '\'':
-        ent = "&#39;";
-        break;
-      default:
-        break;
-    }
+    const char *ent = markup_entity(s[i], 0);
     if (ent) {
       size_t k = strlen(ent);
       memcpy(p, ent, k);
@@ -245,4 +280,42 @@ int mlprof__prom_label_exact(const char *str, size_t n) {
     if (!len) return 0;
   }
   return 1;
+}
+
+/* Whether the valid UTF-8 character of len bytes at s is one XML 1.0 holds:
+ * not a C1 control (U+0080 to U+009F), U+FFFE or U+FFFF. */
+static int xml_char(const unsigned char *s, size_t len) {
+  if (len == 2) return !(s[0] == 0xc2 && s[1] < 0xa0);
+  if (len == 3) return !(s[0] == 0xef && s[1] == 0xbf && s[2] >= 0xbe);
+  return len != 0;
+}
+
+void mlprof__out_xml_str(mlprof__out *o, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    char *p = mlprof__out_space(o, 6);
+    unsigned c = s[i];
+    const char *ent = markup_entity(c, 1);
+    size_t len = ent        ? 0
+                 : c < 0x80 ? c >= 0x20 && c != 0x7f
+                            : mlprof__utf8_len(s + i, n - i);
+    if (ent) {
+      size_t k = strlen(ent);
+      memcpy(p, ent, k);
+      p += k;
+      i++;
+    } else if (xml_char(s + i, len)) {
+      memcpy(p, s + i, len);
+      p += len;
+      i += len;
+    } else {
+      /* One byte at a time: a C1 control's or U+FFFE's continuation bytes
+       * each become U+FFFD too. */
+      memcpy(p, replacement, 3);
+      p += 3;
+      i++;
+    }
+    mlprof__out_end(o, p);
+  }
 }

@@ -1,5 +1,5 @@
 /* The escaping of untrusted strings (zone names, metadata, command lines)
- * for JSON, CSV, HTML, Prometheus and the terminal, written through the
+ * for JSON, CSV, HTML, XML, Prometheus and the terminal, written through the
  * output writer (src/base/out.h).
  *
  * Profile strings are arbitrary bytes. Every escaper turns invalid UTF-8 into
@@ -25,6 +25,12 @@ size_t mlprof__utf8_len(const unsigned char *s, size_t n);
  * that does not start a valid UTF-8 sequence becomes U+FFFD. */
 void mlprof__out_json_str(mlprof__out *o, const char *s, size_t n);
 
+/* A string's bytes as valid UTF-8, without quotes or escapes (for a
+ * length-delimited field, such as a protobuf string): each byte that does not
+ * start a valid UTF-8 sequence becomes U+FFFD, everything else (control
+ * characters included, as a JSON string decodes them) is copied. */
+void mlprof__out_utf8(mlprof__out *o, const char *s, size_t n);
+
 /* A CSV field (RFC 4180): quoted when it holds a comma, quote, CR, LF, or
  * leading or trailing space, with quotes doubled. A field starting with
  * = + - @ or TAB gets a leading ' so spreadsheets do not run it as a formula.
@@ -39,6 +45,12 @@ void mlprof__out_text_str(mlprof__out *o, const char *s, size_t n);
 /* Text for an HTML element or a quoted attribute value: & < > " ' become
  * entities, control characters and invalid UTF-8 become U+FFFD. */
 void mlprof__out_html_text(mlprof__out *o, const char *s, size_t n);
+
+/* Text or an attribute value in XML 1.0 (JUnit): & < > " ' become entities,
+ * TAB, LF and CR character references (so attribute values keep them);
+ * what XML cannot hold (other control characters, U+FFFE, U+FFFF, C1
+ * controls) and invalid UTF-8 become U+FFFD, one for each byte. */
+void mlprof__out_xml_str(mlprof__out *o, const char *s, size_t n);
 
 /* A Prometheus label value (text exposition format), without the quotes:
  * '\', '"' and newline are escaped; other control characters and invalid

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/analysis.h"
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
 #include "../analyze/resources.h"
@@ -120,10 +121,66 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen);
 
+/* The same job as Perfetto's native protobuf trace (a Trace message: a
+ * stream of TracePackets, docs/guide.md "Traces"), with the same filter, the
+ * same processes, threads, counters, samples, open zones and timeline
+ * (timestamps in ns, the Chrome trace's µs times 1000, on the default trace
+ * clock), written as chrome.c writes: same arguments, same results and
+ * errors; res->events counts track descriptors, slices, instants and
+ * counter values, and span_bytes the bytes of each span's begin and end. Each
+ * profile is a packet sequence of its own with its names interned; every
+ * string is made valid UTF-8 (invalid bytes become U+FFFD). */
+int mlprof__export_perfetto(const mlprof__job *job,
+                            const mlprof__filter *filter, mlprof__out *o,
+                            mlprof__chrome_result *res, char *err,
+                            size_t errlen);
+
+/* What mlprof trace calls: mlprof__export_chrome or mlprof__export_perfetto. */
+typedef int (*mlprof__trace_exporter)(const mlprof__job *job,
+                                      const mlprof__filter *filter,
+                                      mlprof__out *o,
+                                      mlprof__chrome_result *res, char *err,
+                                      size_t errlen);
+
+/* A format of the report, by name: "text", "json", "csv" (the zone table)
+ * or "findings-csv". write renders an analysis run with findings when
+ * findings is set (with the report alone otherwise: the zone table needs
+ * neither samples nor findings). mlprof__report_format_find returns NULL
+ * for an unknown name. */
+typedef struct {
+  const char *name;
+  int (*write)(const mlprof__analysis *a, mlprof__out *o);
+  int findings;
+} mlprof__report_format;
+const mlprof__report_format *mlprof__report_format_find(const char *name);
+
+/* One frame of mlprof top, after its title line: the window's end on the
+ * job's timeline and its length, processes, threads and spans, the steps'
+ * rate and breakdown, GPU utilisation, tables of the processes, the five
+ * busiest threads and the zones (a->r.order, by sort), the warnings that
+ * show_warning accepts (NULL: all), and the three most severe findings.
+ * Returns 0 or the writer's error. */
+typedef struct {
+  uint64_t job_ns;    /* the window's end, job time */
+  uint64_t window_ns; /* its length */
+  mlprof__sort_key sort;
+  int (*show_warning)(void *ctx, const char *w, size_t n);
+  void *ctx;
+} mlprof__top_frame;
+int mlprof__export_top_text(const mlprof__analysis *a,
+                            const mlprof__top_frame *fr, mlprof__out *o);
+
+/* The comparison as aligned text for a terminal: the runs (wall, spans,
+ * steps, step time, ranks), then the first top zones (0: all) with each
+ * run's count, mean, p50, p99 and speedups, the runs' warnings and the
+ * recommendation. Returns 0, MLPROF_ENOMEM or the writer's error. */
+int mlprof__export_compare_text(const mlprof__compare *c, size_t top,
+                                mlprof__out *o);
+
 /* The comparison as one JSON object of schema "mlprof.compare/1"
  * (docs/json-schema.md), every label, path and zone name escaped by
  * mlprof__out_json_str (so it can sit inside an HTML <script>). Returns 0
  * or the writer's error. */
-int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o);
+int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o);
 
 #endif

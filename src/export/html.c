@@ -11,19 +11,10 @@
 #include "export.h"
 #include "html_assets.h"
 
+/* A series' subject: the sampled ones by their names (resources.h), the
+ * counters' own. */
 static const char *subject_str(uint8_t s) {
-  switch (s) {
-    case MLPROF__SUBJECT_SYSTEM:
-      return "system";
-    case MLPROF__SUBJECT_PROCESS:
-      return "process";
-    case MLPROF__SUBJECT_GPU:
-      return "gpu";
-    case MLPROF__TREE_COUNTER:
-      return "counter";
-    default:
-      return "unknown";
-  }
+  return s == MLPROF__TREE_COUNTER ? "counter" : mlprof__subject_name(s);
 }
 
 static void json_cstr(mlprof__out *o, const char *s) {
@@ -266,7 +257,7 @@ static int runs_json(const mlprof__html_opts *opts, mlprof__out *o) {
   const mlprof__compare *c = opts->compare;
   mlprof__out_lit(o, ",\n\"compare\":");
   if (c)
-    rc = mlprof__compare_json(c, o);
+    rc = mlprof__export_compare_json(c, o);
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, ",\n\"compare_dist\":[");
@@ -298,16 +289,20 @@ static int runs_json(const mlprof__html_opts *opts, mlprof__out *o) {
 }
 
 /* The first item of r that begins at or after t (r->n when none). */
+typedef struct {
+  const mlprof__lod_run *r;
+  uint64_t t;
+} run_key;
+
+/* The items that begin before t come first. */
+static int begins_before(const void *ctx, size_t i) {
+  const run_key *k = ctx;
+  return k->r->items[i].begin < k->t;
+}
+
 static size_t begins_from(const mlprof__lod_run *r, uint64_t t) {
-  size_t lo = 0, hi = r->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (r->items[mid].begin >= t)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return lo;
+  run_key key = {r, t};
+  return mlprof__lower_bound(0, r->n, &key, begins_before);
 }
 
 /* A span's n entries a: [["key","value"]...],[["unit",n]...]. */

@@ -66,7 +66,7 @@ typedef struct {
  * "host", "label", "measure", "t": [job ns...], "v": [...]}], "marks": [job
  * ns of step marks], "step_buckets": [[first step, steps, data, forward,
  * backward, optimizer, communication, other ns summed over the steps]],
- * "title", "live", "data_url", "compare": mlprof__compare_json of
+ * "title", "live", "data_url", "compare": mlprof__export_compare_json of
  * opts->compare, or null, "compare_dist": per zone of "compare", per run,
  * the zone's distribution or null, "diff": mlprof__export_diff_json of
  * opts->diff, or null, "diff_dist": per zone of "diff", [base, new]

@@ -200,6 +200,9 @@ static void counters(const mlprof__report *r, mlprof__out *o) {
     field_f64(o, "max", c->max);
     field_f64(o, "mean", c->mean);
     field_f64(o, "last", c->last);
+    field_f64(o, "p50", c->p50);
+    field_f64(o, "p90", c->p90);
+    field_f64(o, "p99", c->p99);
     mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "]");
@@ -443,20 +446,53 @@ static void leaks(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, "]");
 }
 
+/* Kernel time by the zone that launched it (docs/gpu.md); only where CUDA
+ * activity with correlation ids was captured. */
+static void gpu_launched(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nlaunched && !f->launch_unattributed) return; /* no CUPTI launches */
+  mlprof__out_lit(o, ",\n\"gpu_launched\":{\"unattributed_kernels\":");
+  mlprof__out_u64(o, f->launch_unattributed);
+  field_u64(o, "unattributed_ns", f->launch_unattributed_ns);
+  mlprof__out_lit(o, ",\"zones\":[");
+  for (size_t i = 0; i < f->nlaunched; i++) {
+    const mlprof__gpu_launched *l = &f->launched[i];
+    mlprof__out_str(o, i ? ",\n{\"zone\":" : "\n{\"zone\":");
+    mlprof__out_json_str(o, l->zone, l->zone_len);
+    field_u64(o, "kernels", l->kernels);
+    field_u64(o, "gpu_ns", l->gpu_ns);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]}");
+}
+
 static void slo(const mlprof__findings *f, mlprof__out *o) {
   mlprof__out_lit(o, ",\n\"slo\":[");
   for (size_t i = 0; i < f->nslo; i++) {
     const mlprof__slo_result *s = &f->slo[i];
-    mlprof__out_str(o, i ? ",\n{\"zone\":" : "\n{\"zone\":");
+    /* A gauge's objective: its name as "gauge", its values in its unit
+     * (objective, p50...), no _ns fields. */
+    mlprof__out_str(o, i ? ",\n{" : "\n{");
+    mlprof__out_str(
+        o, s->gauge ? "\"zone\":null,\"gauge\":" : "\"gauge\":null,\"zone\":");
     mlprof__out_json_str(o, s->zone, s->zone_len);
-    field_u64(o, "objective_ns", s->objective_ns);
+    if (s->gauge)
+      field_f64(o, "objective", s->objective);
+    else
+      field_u64(o, "objective_ns", s->objective_ns);
     field_u64(o, "count", s->count);
     field_u64(o, "over", s->over);
     field_f64(o, "share_over", s->share_over);
-    field_u64(o, "p50_ns", s->p50_ns);
-    field_u64(o, "p95_ns", s->p95_ns);
-    field_u64(o, "p99_ns", s->p99_ns);
-    field_u64(o, "max_ns", s->max_ns);
+    if (s->gauge) {
+      field_f64(o, "p50", s->count ? s->p50 : NAN);
+      field_f64(o, "p95", s->count ? s->p95 : NAN);
+      field_f64(o, "p99", s->count ? s->p99 : NAN);
+      field_f64(o, "max", s->count ? s->max : NAN);
+    } else {
+      field_u64(o, "p50_ns", s->p50_ns);
+      field_u64(o, "p95_ns", s->p95_ns);
+      field_u64(o, "p99_ns", s->p99_ns);
+      field_u64(o, "max_ns", s->max_ns);
+    }
     field_u64(o, "window_ns", s->window_ns);
     field_u64(o, "windows_missed", s->windows_missed);
     mlprof__out_lit(o, ",\"windows\":[");
@@ -468,9 +504,15 @@ static void slo(const mlprof__findings *f, mlprof__out *o) {
       field_u64(o, "over", w->over);
       field_f64(o, "share_over",
                 w->count ? (double)w->over / (double)w->count : 0);
-      field_u64(o, "p50_ns", w->p50_ns);
-      field_u64(o, "p95_ns", w->p95_ns);
-      field_u64(o, "p99_ns", w->p99_ns);
+      if (s->gauge) {
+        field_f64(o, "p50", w->p50);
+        field_f64(o, "p95", w->p95);
+        field_f64(o, "p99", w->p99);
+      } else {
+        field_u64(o, "p50_ns", w->p50_ns);
+        field_u64(o, "p95_ns", w->p95_ns);
+        field_u64(o, "p99_ns", w->p99_ns);
+      }
       mlprof__out_lit(o, "}");
     }
     mlprof__out_lit(o, "]}");
@@ -580,6 +622,11 @@ static void distributed(const mlprof__dist *d, mlprof__out *o) {
       mlprof__out_json_str(o, d->zones[k].name, strlen(d->zones[k].name));
       field_u64(o, "straggler_ns", d->zones[k].straggler_ns);
       field_u64(o, "others_mean_ns", mlprof__round_ns(d->zones[k].others_ns));
+      field_f64(o, "extra_per_step_ns",
+                ((double)d->zones[k].straggler_ns - d->zones[k].others_ns) /
+                    (double)d->nsteps);
+      mlprof__out_str(o, d->zones[k].outside ? ",\"outside_zones\":true"
+                                             : ",\"outside_zones\":false");
       mlprof__out_lit(o, "}");
     }
     mlprof__out_lit(o, "]}");
@@ -619,6 +666,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
     findings(f, o);
     leaks(f, o);
     slo(f, o);
+    gpu_launched(f, o);
     distributed(&f->dist, o);
   }
   mlprof__out_lit(o, "\n}\n");
@@ -634,7 +682,7 @@ static void json_indices(mlprof__out *o, const size_t *v, size_t n) {
   mlprof__out_lit(o, "]");
 }
 
-int mlprof__compare_json(const mlprof__compare *c, mlprof__out *o) {
+int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o) {
   mlprof__out_printf(o,
                      "{\"schema\":\"mlprof.compare/1\",\"generator\":\"mlprof "
                      "%s\",\n\"runs\":[",

@@ -194,18 +194,21 @@ static const cp_range wide[] = {
     {0x1f7e0, 0x1f7f0}, {0x1f90c, 0x1f93a}, {0x1f93c, 0x1f945},
     {0x1f947, 0x1f9ff}, {0x1fa70, 0x1faf6}, {0x20000, 0x3fffd}};
 
+typedef struct {
+  const cp_range *r;
+  uint32_t cp;
+} range_key;
+
+/* The ranges that end before cp come first. */
+static int ends_before(const void *ctx, size_t i) {
+  const range_key *k = ctx;
+  return k->r[i].hi < k->cp;
+}
+
 static int in_ranges(uint32_t cp, const cp_range *r, size_t n) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (cp < r[mid].lo)
-      hi = mid;
-    else if (cp > r[mid].hi)
-      lo = mid + 1;
-    else
-      return 1;
-  }
-  return 0;
+  range_key key = {r, cp};
+  size_t i = mlprof__lower_bound(0, n, &key, ends_before);
+  return i < n && r[i].lo <= cp;
 }
 
 static size_t cp_width(uint32_t cp) {

@@ -21,6 +21,12 @@ static void cell_dur(mlprof__table *t, uint64_t ns) {
   mlprof__table_cell(t, "%s", b);
 }
 
+static void cell_dur_f(mlprof__table *t, double ns) {
+  char b[32];
+  mlprof__fmt_duration(b, sizeof b, ns);
+  mlprof__table_cell(t, "%s", b);
+}
+
 /* A rate or a measured value, short: 950, 12.3k, 4.56M. */
 static void cell_num(mlprof__table *t, double v) {
   if (!isfinite(v)) {
@@ -232,15 +238,18 @@ static int steps_section(const mlprof__report *r, mlprof__out *o) {
 static int counters_section(const mlprof__report *r, mlprof__out *o) {
   if (!r->ncounters) return 0;
   mlprof__out_lit(o, "\nCounters\n");
-  static const char *const heads[] = {"counter", "count", "min",
-                                      "max",     "mean",  "last"};
+  static const char *const heads[] = {"counter", "count", "min",  "p50", "p90",
+                                      "p99",     "max",   "mean", "last"};
   mlprof__table t;
-  if (mlprof__table_open(&t, heads, "lrrrrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, heads, "lrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->ncounters; i++) {
     const mlprof__counter_stats *c = &r->counters[i];
     mlprof__table_name(&t, c->name, c->name_len, NAME_WIDTH);
     mlprof__table_cell(&t, "%" PRIu64, c->count);
     cell_num(&t, c->min);
+    cell_num(&t, c->p50);
+    cell_num(&t, c->p90);
+    cell_num(&t, c->p99);
     cell_num(&t, c->max);
     cell_num(&t, c->mean);
     cell_num(&t, c->last);
@@ -688,27 +697,73 @@ static int leaks_section(const mlprof__findings *f, mlprof__out *o) {
   return mlprof__table_print(&t, o);
 }
 
+/* Kernel time by the zone that launched it (docs/gpu.md). */
+static int launched_section(const mlprof__findings *f, mlprof__out *o) {
+  if (!f->nlaunched && !f->launch_unattributed) return 0;
+  uint64_t total = f->launch_unattributed_ns;
+  for (size_t i = 0; i < f->nlaunched; i++) total += f->launched[i].gpu_ns;
+  mlprof__out_lit(o,
+                  "\nGPU time launched by zone (kernels by the zone open "
+                  "on the launching thread)\n");
+  static const char *const heads[] = {"zone", "kernels", "GPU time", "share"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i <= f->nlaunched; i++) {
+    const mlprof__gpu_launched *l = i < f->nlaunched ? &f->launched[i] : NULL;
+    if (!l && !f->launch_unattributed) break;
+    if (l)
+      mlprof__table_name(&t, l->zone, l->zone_len, NAME_WIDTH);
+    else
+      mlprof__table_cell(&t, "(launch not seen, or under no zone)");
+    mlprof__table_cell(&t, "%" PRIu64, l ? l->kernels : f->launch_unattributed);
+    uint64_t ns = l ? l->gpu_ns : f->launch_unattributed_ns;
+    cell_dur(&t, ns);
+    mlprof__table_cell(&t, "%.1f%%",
+                       total ? 100.0 * (double)ns / (double)total : 0.0);
+  }
+  return mlprof__table_print(&t, o);
+}
+
 static int slo_section(const mlprof__findings *f, mlprof__out *o) {
   if (!f->nslo) return 0;
   char win[32];
   mlprof__fmt_duration(win, sizeof win, (double)f->slo[0].window_ns);
   mlprof__out_printf(o, "\nLatency objectives (windows of %s)\n", win);
-  static const char *const heads[] = {"zone",  "objective",     "calls", "over",
-                                      "over%", "p50",           "p95",   "p99",
-                                      "max",   "windows missed"};
+  /* Named for what the objectives target: zones, gauges, or both. */
+  int zones = 0, gauges = 0;
+  for (size_t i = 0; i < f->nslo; i++) {
+    gauges += f->slo[i].gauge;
+    zones += !f->slo[i].gauge;
+  }
+  const char *heads[] = {zones && gauges ? "zone or gauge"
+                         : gauges        ? "gauge"
+                                         : "zone",
+                         "objective",
+                         zones && gauges ? "calls or values"
+                         : gauges        ? "values"
+                                         : "calls",
+                         "over",
+                         "over%",
+                         "p50",
+                         "p95",
+                         "p99",
+                         "max",
+                         "windows missed"};
   mlprof__table t;
   if (mlprof__table_open(&t, heads, "lrrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < f->nslo; i++) {
     const mlprof__slo_result *s = &f->slo[i];
     mlprof__table_name(&t, s->zone, s->zone_len, NAME_WIDTH);
-    cell_dur(&t, s->objective_ns);
+    /* A zone's times are durations; a gauge's values are in its unit. */
+    void (*cell)(mlprof__table *, double) = s->gauge ? cell_num : cell_dur_f;
+    cell(&t, s->objective);
     mlprof__table_cell(&t, "%" PRIu64, s->count);
     mlprof__table_cell(&t, "%" PRIu64, s->over);
     mlprof__table_cell(&t, "%.2f", s->share_over * 100);
-    cell_dur(&t, s->p50_ns);
-    cell_dur(&t, s->p95_ns);
-    cell_dur(&t, s->p99_ns);
-    cell_dur(&t, s->max_ns);
+    cell(&t, s->p50);
+    cell(&t, s->p95);
+    cell(&t, s->p99);
+    cell(&t, s->max);
     mlprof__table_cell(&t, "%zu of %zu", s->windows_missed, s->nwindows);
   }
   int rc = mlprof__table_print(&t, o);
@@ -735,7 +790,10 @@ static int slo_section(const mlprof__findings *f, mlprof__out *o) {
       const mlprof__slo_window *w = &s->windows[best];
       char at[32], p99[32];
       mlprof__fmt_duration(at, sizeof at, (double)w->start_ns);
-      mlprof__fmt_duration(p99, sizeof p99, (double)w->p99_ns);
+      if (s->gauge)
+        snprintf(p99, sizeof p99, "%.4g", w->p99);
+      else
+        mlprof__fmt_duration(p99, sizeof p99, w->p99);
       mlprof__out_printf(o, "%s at %s: %" PRIu64 " of %" PRIu64 " over, p99 %s",
                          k ? ";" : "", at, w->over, w->count, p99);
     }
@@ -764,9 +822,13 @@ static int dist_section(const mlprof__findings *f, mlprof__out *o) {
     for (size_t k = 0; k < d->nzones; k++) {
       mlprof__fmt_duration(
           delay, sizeof delay,
-          (double)d->zones[k].straggler_ns - d->zones[k].others_ns);
-      mlprof__out_str(o, k ? ", " : "; more time in ");
-      mlprof__out_text_str(o, d->zones[k].name, strlen(d->zones[k].name));
+          ((double)d->zones[k].straggler_ns - d->zones[k].others_ns) /
+              (double)d->nsteps);
+      mlprof__out_str(o, k ? ", " : "; more time a step in ");
+      if (d->zones[k].outside)
+        mlprof__out_lit(o, "time outside zones");
+      else
+        mlprof__out_text_str(o, d->zones[k].name, strlen(d->zones[k].name));
       mlprof__out_printf(o, " (+%s)", delay);
     }
     mlprof__out_lit(o, "\n");
@@ -904,8 +966,112 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
           f->steps.part_ns[MLPROF__PART_OTHER] &&
           (rc = mlprof__export_hot_other_text(r, o))) ||
          (rc = dist_section(f, o)) || (rc = findings_section(f, o)) ||
-         (rc = leaks_section(f, o)) || (rc = slo_section(f, o))))
+         (rc = leaks_section(f, o)) || (rc = slo_section(f, o)) ||
+         (rc = launched_section(f, o))))
       return rc;
   }
   return o->err;
+}
+
+/* ---- mlprof compare ------------------------------------------------------ */
+
+static void fmt_speedup(char *b, size_t len, double x) {
+  if (isnan(x) || isinf(x))
+    snprintf(b, len, "-");
+  else
+    snprintf(b, len, "%.2fx", x);
+}
+
+static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
+  char line[1024];
+  mlprof__compare_recommendation(c, line, sizeof line);
+  mlprof__out_lit(o, "\nRecommendation: ");
+  mlprof__out_text_str(o, line, strlen(line));
+  mlprof__out_lit(o, "\n");
+}
+
+int mlprof__export_compare_text(const mlprof__compare *c, size_t top,
+                                mlprof__out *o) {
+  mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
+  static const char *const rheads[] = {"run",  "label",     "path",
+                                       "wall", "spans",     "steps",
+                                       "step", "rank wall", "rank step"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, rheads, "rllrrrrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < c->nruns; i++) {
+    const mlprof__compare_run *r = &c->runs[i];
+    char w[32], s[32];
+    mlprof__fmt_duration(w, sizeof w, (double)r->report.wall_ns);
+    mlprof__fmt_duration(s, sizeof s, r->step_mean_ns);
+    mlprof__table_cell(&t, "%zu", i + 1);
+    mlprof__table_name(&t, r->label, strlen(r->label), 24);
+    mlprof__table_name(&t, r->path, strlen(r->path), 40);
+    mlprof__table_cell(&t, "%s", w);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)r->report.spans);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)r->intervals);
+    mlprof__table_cell(&t, "%s", s);
+    mlprof__table_cell(&t, "%zu", r->rank_total);
+    mlprof__table_cell(&t, "%zu", r->rank_step);
+  }
+  int rc = mlprof__table_print(&t, o);
+  if (rc) return rc;
+
+  size_t shown = top && top < c->nzones ? top : c->nzones;
+  mlprof__out_printf(
+      o,
+      "\nZones (%zu of %zu, by largest total; speedup = the other "
+      "run's mean / this run's mean)\n",
+      shown, c->nzones);
+  static const char *const zheads[] = {"zone",       "run",      "count",
+                                       "mean",       "p50",      "p99",
+                                       "vs slowest", "vs first", ""};
+  if (mlprof__table_open(&t, zheads, "llrrrrrrl")) return MLPROF_ENOMEM;
+  for (size_t k = 0; k < shown; k++) {
+    const mlprof__compare_zone *z = &c->zones[k];
+    for (size_t i = 0; i < c->nruns; i++) {
+      const mlprof__zone_stats *s = z->stats[i];
+      if (i == 0)
+        mlprof__table_name(&t, z->name, z->name_len, 40);
+      else
+        mlprof__table_cell(&t, "%s", "");
+      mlprof__table_name(&t, c->runs[i].label, strlen(c->runs[i].label), 24);
+      if (!s) {
+        for (int col = 0; col < 6; col++) mlprof__table_cell(&t, "-");
+        mlprof__table_cell(&t, "absent");
+        continue;
+      }
+      char m[32], p50[32], p99[32], vs[32], vf[32];
+      mlprof__fmt_duration(m, sizeof m, s->mean_ns);
+      mlprof__fmt_duration(p50, sizeof p50, (double)s->p50_ns);
+      mlprof__fmt_duration(p99, sizeof p99, (double)s->p99_ns);
+      fmt_speedup(vs, sizeof vs, z->vs_slowest[i]);
+      fmt_speedup(vf, sizeof vf, z->vs_first[i]);
+      mlprof__table_cell(&t, "%llu", (unsigned long long)s->count);
+      mlprof__table_cell(&t, "%s", m);
+      mlprof__table_cell(&t, "%s", p50);
+      mlprof__table_cell(&t, "%s", p99);
+      mlprof__table_cell(&t, "%s", vs);
+      mlprof__table_cell(&t, "%s", vf);
+      mlprof__table_cell(&t, "%s",
+                         c->nruns < 2                  ? ""
+                         : !mlprof__compare_tied(z, i) ? ""
+                         : z->tie                      ? "tie"
+                                                       : "fastest");
+    }
+  }
+  rc = mlprof__table_print(&t, o);
+  if (rc) return rc;
+  int heading = 0;
+  for (size_t i = 0; i < c->nruns; i++)
+    for (size_t w = 0; w < c->runs[i].report.nwarnings; w++) {
+      const char *line = c->runs[i].report.warnings[w];
+      if (!heading++) mlprof__out_lit(o, "\nWarnings\n");
+      mlprof__out_lit(o, "  ");
+      mlprof__out_text_str(o, c->runs[i].label, strlen(c->runs[i].label));
+      mlprof__out_lit(o, ": ");
+      mlprof__out_text_str(o, line, strlen(line));
+      mlprof__out_lit(o, "\n");
+    }
+  out_recommendation_text(c, o);
+  return 0;
 }

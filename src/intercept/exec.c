@@ -17,8 +17,8 @@
 #include "../record/internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define EXEC_VAR "MLPROF_EXEC="
-#define OUTPUT_VAR "MLPROF_OUTPUT="
+#define EXEC_VAR MLPROF__ENV_EXEC "="
+#define OUTPUT_VAR MLPROF__ENV_OUTPUT "="
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);

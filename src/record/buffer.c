@@ -97,6 +97,7 @@ static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 /* Held to unlink a thread, and by anyone else walking the list. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static void name_pending(mlprof__thread *t);
 static _Atomic uint64_t dropped_by_exited, dropped_base;
 
 mlprof__thread *mlprof__threads_head(void) {
@@ -152,6 +153,7 @@ static mlprof__thread *thread_register(void) {
   t->tid = (uint32_t)syscall(SYS_gettid);
   t->altstack = mlprof__altstack_setup();
   pthread_getname_np(pthread_self(), t->name, sizeof t->name);
+  name_pending(t);
   atomic_store_explicit(&t->name_dirty, 1, memory_order_relaxed);
   pthread_once(&thread_key_once, thread_key_create);
   pthread_setspecific(thread_key, t);
@@ -388,6 +390,61 @@ void mlprof_thread_name(const char *name) {
   snprintf(t->name, sizeof t->name, "%s", name);
   pthread_mutex_unlock(&mlprof__meta_lock);
   atomic_store_explicit(&t->name_dirty, 1, memory_order_release);
+}
+
+/* Names set for threads that had not recorded yet (mlprof__thread_name_tid),
+ * taken by the thread when it registers. Few: NVTX names a program's
+ * threads once each. */
+#define PENDING_NAMES 32
+static struct {
+  uint32_t tid;
+  char name[64];
+} pending_names[PENDING_NAMES];
+static _Atomic unsigned npending;
+
+static void name_rename(mlprof__thread *t, const char *name) {
+  pthread_mutex_lock(&mlprof__meta_lock);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  pthread_mutex_unlock(&mlprof__meta_lock);
+  atomic_store_explicit(&t->name_dirty, 1, memory_order_release);
+}
+
+int mlprof__thread_name_tid(uint32_t tid, const char *name) {
+  if (!name) return -1;
+  int found = 0;
+  pthread_mutex_lock(&threads_lock);
+  for (mlprof__thread *t = mlprof__threads_head(); t; t = t->next)
+    if (t->tid == tid && !atomic_load(&t->exited)) {
+      name_rename(t, name);
+      found = 1;
+    }
+  if (!found) {
+    unsigned n = atomic_load(&npending), i = 0;
+    while (i < n && pending_names[i].tid != tid) i++;
+    if (i < PENDING_NAMES) {
+      pending_names[i].tid = tid;
+      snprintf(pending_names[i].name, sizeof pending_names[i].name, "%s", name);
+      if (i == n) atomic_store(&npending, n + 1);
+      found = 1;
+    }
+  }
+  pthread_mutex_unlock(&threads_lock);
+  return found ? 0 : -1;
+}
+
+/* A name given to t's tid before t registered. */
+static void name_pending(mlprof__thread *t) {
+  if (!atomic_load_explicit(&npending, memory_order_relaxed)) return;
+  pthread_mutex_lock(&threads_lock);
+  unsigned n = atomic_load(&npending);
+  for (unsigned i = 0; i < n; i++)
+    if (pending_names[i].tid == t->tid) {
+      snprintf(t->name, sizeof t->name, "%s", pending_names[i].name);
+      pending_names[i] = pending_names[n - 1];
+      atomic_store(&npending, n - 1);
+      break;
+    }
+  pthread_mutex_unlock(&threads_lock);
 }
 
 static uint64_t dropped_total(void) {

@@ -186,6 +186,11 @@ MLPROF__HIDDEN void mlprof__dropped_reset(void);
 /* Number of full buffers handed off since the writer last looked. */
 extern MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
 
+/* Names the thread whose kernel id is tid (NVTX's nvtxNameOsThread): now
+ * when it has recorded, else when it first records (a few such names are
+ * kept). -1 when the name cannot be kept. */
+MLPROF__HIDDEN int mlprof__thread_name_tid(uint32_t tid, const char *name);
+
 /* After fork(), in the child: forget the parent's threads and buffers. */
 MLPROF__HIDDEN void mlprof__buffers_after_fork(void);
 
@@ -282,6 +287,16 @@ MLPROF__HIDDEN void mlprof__session_before_exit(int status);
 /* At exit() or main()'s return (src/intercept/exit.c): finish the file
  * when the exit handlers will not run (spent by a vfork child). */
 MLPROF__HIDDEN void mlprof__session_exit_spent(int status);
+
+/* The flush interval of the session (ms), for those who flush beside the
+ * writer (CUPTI's buffers). */
+MLPROF__HIDDEN uint32_t mlprof__session_flush_ms(void);
+/* fn runs at the session's end, before its file is closed and outside the
+ * session's lock (it may record spans); one such function. */
+MLPROF__HIDDEN void mlprof__session_before_end(void (*fn)(void));
+/* CUPTI activity capture in this process (src/intercept/cupti.c), once:
+ * 0 when capturing, -1 when not (the reason is in the source table). */
+MLPROF__HIDDEN int mlprof__cupti_capture(void);
 
 /* The signals whose default action ends a process (src/intercept/signal.c):
  * take those the program leaves at SIG_DFL for fn, and keep them while the

@@ -6,8 +6,29 @@
 
 #include <sys/types.h>
 
+/* The environment through which mlprof run (src/cli/run.c) configures the
+ * library in every process it starts, and which the library reads
+ * (session.c, intercept/exec.c; docs/guide.md): one copy of each name. */
+#define MLPROF__ENV_OUTPUT "MLPROF_OUTPUT"       /* run directory or file */
+#define MLPROF__ENV_FLUSH_MS "MLPROF_FLUSH_MS"   /* mlprof_config's */
+#define MLPROF__ENV_MEMORY_MB "MLPROF_MEMORY_MB" /* memory cap, MB */
+#define MLPROF__ENV_SAMPLE_MS "MLPROF_SAMPLE_MS" /* 0: no sampling */
+#define MLPROF__ENV_STACKS "MLPROF_STACKS"       /* stack samples/s; off */
+/* Why mlprof run found no Python start-up module (said in the profile). */
+#define MLPROF__ENV_PY_MISSING "MLPROF_PY_MISSING"
+/* The Python flags mlprof run passes on (python/mlprof/_startup). */
+#define MLPROF__ENV_PY_OPTIONS "MLPROF_PY_OPTIONS"
+/* PID.SEQ: this process goes on after an exec (intercept/exec.c). */
+#define MLPROF__ENV_EXEC "MLPROF_EXEC"
+
 /* For `mlprof run`: the next session samples the process tree rooted at pid
  * instead of its own process. */
 void mlprof__session_sample_tree(pid_t pid);
+
+/* A capture's status in the profile's source table, as the sampler's
+ * sources give theirs: available, or not with a one-line reason ("cupti":
+ * no CUDA driver). Nothing without a session. */
+void mlprof__session_source(const char *name, int available,
+                            const char *reason);
 
 #endif

@@ -91,6 +91,7 @@ size_t mlprof__meta_take(uint8_t **out) {
 
 /* ---- configuration ------------------------------------------------------ */
 
+/* The defaults, the one copy (include/mlprof.h says them too). */
 void mlprof_config_init(mlprof_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->size = sizeof *cfg;
@@ -119,20 +120,23 @@ static unsigned long env_ulong(const char *name, unsigned long dflt) {
 /* MLPROF_STACKS: samples of every thread's stack per second, or off (0);
  * 100 when unset. */
 static int stacks_from_env(void) {
-  const char *v = mlprof__env("MLPROF_STACKS");
+  const char *v = mlprof__env(MLPROF__ENV_STACKS);
   if (v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) return -1;
-  unsigned long hz = env_ulong("MLPROF_STACKS", 100);
+  unsigned long hz = env_ulong(MLPROF__ENV_STACKS, 100);
   return hz == 0 ? -1 : hz > 10000 ? 10000 : (int)hz;
 }
 
 /* The config the environment asks for (mlprof run and friends). */
 static void config_from_env(mlprof_config *cfg) {
   mlprof_config_init(cfg);
-  cfg->output = mlprof__env("MLPROF_OUTPUT");
-  cfg->flush_interval_ms = (uint32_t)env_ulong("MLPROF_FLUSH_MS", 200);
-  cfg->memory_cap = (size_t)env_ulong("MLPROF_MEMORY_MB", 64) << 20;
+  cfg->output = mlprof__env(MLPROF__ENV_OUTPUT);
+  cfg->flush_interval_ms =
+      (uint32_t)env_ulong(MLPROF__ENV_FLUSH_MS, cfg->flush_interval_ms);
+  cfg->memory_cap =
+      (size_t)env_ulong(MLPROF__ENV_MEMORY_MB, cfg->memory_cap >> 20) << 20;
   cfg->enabled = env_ulong("MLPROF_ENABLED", 1) != 0;
-  unsigned long ms = env_ulong("MLPROF_SAMPLE_MS", 100);
+  unsigned long ms =
+      env_ulong(MLPROF__ENV_SAMPLE_MS, (unsigned long)cfg->sample_interval_ms);
   cfg->sample_interval_ms = ms == 0 ? -1 : ms > 3600000 ? 3600000 : (int)ms;
   cfg->no_gpu = env_ulong("MLPROF_GPU", 1) == 0;
   cfg->stacks_hz = stacks_from_env();
@@ -183,7 +187,7 @@ MLPROF__HIDDEN unsigned mlprof__exec_seq;
  * this pid: another pid's value was inherited from an ancestor). Sets
  * mlprof__exec_seq. */
 static int exec_started(void) {
-  const char *v = mlprof__env("MLPROF_EXEC");
+  const char *v = mlprof__env(MLPROF__ENV_EXEC);
   char *end;
   if (!v) return 0;
   long pid = strtol(v, &end, 10);
@@ -425,15 +429,18 @@ int mlprof_init(const mlprof_config *cfg) {
   } else {
     config_from_env(&c);
   }
-  if (!c.flush_interval_ms) c.flush_interval_ms = 200;
-  if (!c.memory_cap) c.memory_cap = 64u << 20;
-  if (!c.sample_interval_ms) c.sample_interval_ms = 100;
+  /* Fields left 0 take the defaults. */
+  mlprof_config dflt_cfg;
+  mlprof_config_init(&dflt_cfg);
+  if (!c.flush_interval_ms) c.flush_interval_ms = dflt_cfg.flush_interval_ms;
+  if (!c.memory_cap) c.memory_cap = dflt_cfg.memory_cap;
+  if (!c.sample_interval_ms) c.sample_interval_ms = dflt_cfg.sample_interval_ms;
   pthread_mutex_lock(&session_lock);
   int rc = MLPROF_EALREADY;
   if (atomic_load(&writer) || atomic_load(&mlprof__child_pending)) goto out;
   char dflt[64];
   snprintf(dflt, sizeof dflt, "mlprof-%d.mlprof", (int)getpid());
-  const char *output = c.output ? c.output : mlprof__env("MLPROF_OUTPUT");
+  const char *output = c.output ? c.output : mlprof__env(MLPROF__ENV_OUTPUT);
   if (!output || !*output) output = dflt;
   rc = MLPROF_EINVAL;
   if (is_special(output)) {
@@ -470,6 +477,28 @@ void mlprof__session_child_start(void) {
 
 int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
 
+static void (*_Atomic before_end)(void);
+
+uint32_t mlprof__session_flush_ms(void) {
+  return config.flush_interval_ms ? config.flush_interval_ms : 200;
+}
+
+void mlprof__session_before_end(void (*fn)(void)) {
+  atomic_store(&before_end, fn);
+}
+
+void mlprof__session_source(const char *name, int available,
+                            const char *reason) {
+  pthread_mutex_lock(&session_lock);
+  mlprof__writer *w = atomic_load(&writer);
+  if (w) {
+    mlprof__sample_sink sink;
+    mlprof__writer_sink(w, &sink);
+    sink.source(sink.ctx, name, available, reason);
+  }
+  pthread_mutex_unlock(&session_lock);
+}
+
 /* Stops the session, its file's END saying how the process ends. Only in
  * the process whose session it is: a vfork child, or a child made without
  * fork handlers (_Fork, clone, syscall(SYS_fork)), that calls exit() leaves
@@ -477,6 +506,8 @@ int mlprof_shutdown(void) { return session_end(MLPROF__END_SHUTDOWN, 0); }
  * runs in such a child). */
 static int session_end(int how, int status) {
   if (owner != getpid()) return MLPROF_ENOTSTARTED;
+  void (*fn)(void) = atomic_exchange(&before_end, NULL);
+  if (fn) fn();
   pthread_mutex_lock(&session_lock);
   atomic_store(&mlprof__child_pending, 0);
   if (sampler) {
@@ -544,7 +575,7 @@ int mlprof_is_enabled(void) { return atomic_load(&mlprof__on); }
  * It lives here, not in a file of its own, so that a static link pulls it in
  * with the session. */
 __attribute__((constructor)) static void autostart(void) {
-  const char *out = mlprof__env("MLPROF_OUTPUT");
+  const char *out = mlprof__env(MLPROF__ENV_OUTPUT);
   /* MLPROF_OUTPUT=/dev/null: recording off, without a word. */
   if (!out || !*out || is_special(out)) return;
   int rc = mlprof_init(NULL);
@@ -553,7 +584,7 @@ __attribute__((constructor)) static void autostart(void) {
                       mlprof_strerror(rc), strerror(errno));
   /* mlprof run found no Python start-up module: a Python interpreter says
    * so in its profile, as the module says when it cannot load mlprof. */
-  const char *missing = mlprof__env("MLPROF_PY_MISSING");
+  const char *missing = mlprof__env(MLPROF__ENV_PY_MISSING);
   char exe[PATH_MAX], why[1024];
   ssize_t n;
   if (rc == 0 && missing && *missing &&

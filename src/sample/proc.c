@@ -90,6 +90,7 @@ static int field_ull(const char *buf, const char *key, unsigned long long *v) {
 
 typedef struct {
   char comm[32];
+  char state; /* R, S, D, Z (exited, not yet reaped), X (dead)... */
   unsigned long long minflt, majflt, utime, stime, start;
   long threads;
 } stat_t;
@@ -111,7 +112,7 @@ static int parse_stat(const char *buf, stat_t *st) {
     while (*p == ' ') p++;
     if (!*p) break;
     if (k == 3) {
-      p++;
+      st->state = *p++;
     } else {
       char *end;
       long long v = strtoll(p, &end, 10);
@@ -219,8 +220,11 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
     pid_t pid = ctx->pids[i];
     stat_t st;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    /* A zombie has exited (its parent has not reaped it yet): it has no
+     * memory, and sampling it would make its measures absent until it
+     * is reaped. Skipped, as a process gone. */
     if (mlprof__read_at(root, path, buf, sizeof buf) <= 0 ||
-        parse_stat(buf, &st) < 0)
+        parse_stat(buf, &st) < 0 || st.state == 'Z' || st.state == 'X')
       continue; /* exited (or never was): skipped silently */
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     if (mlprof__read_at(root, path, buf, sizeof buf) <= 0) continue;

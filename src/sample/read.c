@@ -182,6 +182,17 @@ static int by_ppid(const void *a, const void *b) {
   return (x->ppid > y->ppid) - (x->ppid < y->ppid);
 }
 
+/* links (sorted by ppid) and a parent: the links below it come first. */
+typedef struct {
+  const link_t *links;
+  pid_t ppid;
+} parent_key;
+
+static int ppid_below(const void *ctx, size_t i) {
+  const parent_key *k = ctx;
+  return k->links[i].ppid < k->ppid;
+}
+
 /* Appends the pids of a children file not yet in out. */
 static void add_children(const char *buf, pid_t *out, size_t *n, size_t max) {
   for (const char *p = buf; *p && *n < max;) {
@@ -277,14 +288,8 @@ size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max,
   /* Breadth first: out[] is the queue. A pid is a child of one parent only,
    * so nothing is appended twice. */
   for (size_t i = 0; i < n && n < max; i++) {
-    size_t lo = 0, hi = nl;
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (links[mid].ppid < out[i])
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    parent_key key = {links, out[i]};
+    size_t lo = mlprof__lower_bound(0, nl, &key, ppid_below);
     for (size_t j = lo; j < nl && links[j].ppid == out[i] && n < max; j++)
       out[n++] = links[j].pid;
   }

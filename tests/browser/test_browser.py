@@ -66,6 +66,20 @@ def click_span(page, name):
     return dict(rows)
 
 
+def contrast(a, b):
+    """WCAG contrast of two colours, 'rgb(r, g, b)' or '#rrggbb'."""
+    def lum(c):
+        if c.startswith("#"):
+            v = [int(c[i:i + 2], 16) for i in (1, 3, 5)]
+        else:
+            v = [int(x) for x in re.findall(r"\d+", c)[:3]]
+        lin = [x / 255 / 12.92 if x / 255 <= 0.03928
+               else ((x / 255 + 0.055) / 1.055) ** 2.4 for x in v]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
 def count_svg(page):
     return page.evaluate("() => document.querySelectorAll('#main svg').length")
 
@@ -95,6 +109,14 @@ def test_static_report_every_view_draws_no_console_errors(open_page, static_repo
     after = page.eval_on_selector_all("#zones tbody td.name", names)
     assert before != after
     assert page.eval_on_selector_all("svg.flame rect", "(r) => r.length") > 3
+    # Each frame's label reads on its frame: WCAG contrast 3 or more
+    # between the label's drawn colour and the frame's (issue #21: they
+    # were dark on dark).
+    labels = page.eval_on_selector_all("svg.flame text.label", """(t) => t.map((x) =>
+        [getComputedStyle(x).fill, x.previousElementSibling.getAttribute('fill')])""")
+    assert labels, "no flame graph label"
+    for ink, back in labels:
+        assert contrast(ink, back) >= 3, (ink, back, contrast(ink, back))
     # Timeline: drag to zoom, double-click to reset.
     page.click("#tab-timeline")
     box = page.locator("svg.chart").first.bounding_box()

@@ -1,12 +1,12 @@
 """mlprof diff and mlprof compare on real runs of tests/programs/workload.c.
 
 The workload's zones each spin on a fixed amount of integer arithmetic
-(about 30 µs a span, 400 spans a zone); a command-line factor makes chosen
-zones do a given percentage more work. Medians of 400 short spans moved by
-at most 1.5% between runs on the 2-core VM, even with three busy loops
-competing (measured while writing these tests), against a 5% threshold and
-a 15% slowdown; the runs a diff compares run side by side, so a change of
-load affects both. compare's means take in the time other processes steal
+(about 20 µs a span); a command-line factor makes chosen zones do a given
+percentage more work. The runs a diff compares are recorded in one process,
+interleaved in rounds of 100 steps (DIFF_ROUNDS), so a change of load meets
+them alike: their zones' medians over 3000 spans stayed within 0.5% of each
+other with three busy loops on the 2-core VM under a load of 12 (measured
+while writing these tests), against a 5% threshold and a 15% slowdown. compare's means take in the time other processes steal
 inside spans, so its runs differ by factors of 3 and 9 and run side by side
 too."""
 import json
@@ -18,7 +18,12 @@ from conftest import (MLPROF, busy_loops, interleaved_runs, lib, mlprof,  # noqa
                       program, report_json, start)
 
 STEPS = 400        # compare's runs
-DIFF_STEPS = 1500  # diff's runs, in 6 interleaved rounds
+# diff's runs: in rounds of 100 steps a run, interleaved, so that a change
+# of the machine's speed (a busy sibling vCPU, an ASan test beside) lasting
+# more than a few milliseconds meets every run alike; 3000 steps, so that
+# each zone's median holds within a percent.
+DIFF_STEPS = 3000
+DIFF_ROUNDS = 30
 COMPARE_ROUNDS = 4
 ZONES = ["load", "forward", "backward", "optimizer"]
 
@@ -28,7 +33,7 @@ def run(path, *factors):
     return path
 
 
-def run_together(*jobs, steps=DIFF_STEPS, rounds=6):
+def run_together(*jobs, steps=DIFF_STEPS, rounds=DIFF_ROUNDS):
     """The runs, interleaved (conftest.interleaved_runs): steps in all."""
     return interleaved_runs(*jobs, steps=steps // rounds, rounds=rounds)
 

@@ -140,6 +140,31 @@ def test_steady_leak_of_120_steps_is_one_finding(tmp_path):
     assert leak["growth_mb"] > 400
 
 
+def test_without_steps_a_plateau_is_no_leak_a_steady_growth_is(tmp_path):
+    """Two programs that mark no step, side by side for 44 s (issue #21,
+    item 13): one grows 3 MB/s for 33 s, then holds its working set until
+    it exits; the other grows 3 MB/s until it exits. The first is no leak
+    (its growth stopped: the last quarter of its life is flat), the second
+    is one, about 3 MB/min... 180 MB/min, over most of its life."""
+    out = tmp_path / "run"
+    prog = program("findings_memory")
+    mlprof("run", "-q", "-o", out, "--sample-ms", "100", "--", "sh", "-c",
+           f"{prog} ramp 44 3 & {prog} grow 44 3 & wait")
+    rep = report_json(out)
+    pid = {p["cmdline"].split()[1]: p["pid"] for p in rep["processes"]
+           if p["cmdline"].startswith(prog)}
+    assert set(pid) == {"ramp", "grow"}, rep["processes"]
+    leaks = {lk["id"]: lk for lk in rep["leaks"]}
+    assert pid["ramp"] not in leaks, leaks[pid["ramp"]]
+    assert pid["grow"] in leaks, rep["leaks"]
+    lk = leaks[pid["grow"]]
+    assert lk["axis"] == "time" and lk["measure"] == "rss_bytes", lk
+    assert abs(lk["slope_mb_per_min"] - 180) < 30, lk
+    assert lk["growth_mb"] > 90, lk
+    found = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert len(found) == 1 and str(pid["grow"]) in found[0]["summary"], found
+
+
 def test_noisy_flat_memory_is_no_leak(tmp_path):
     rep = report_json(run(tmp_path, "findings_memory", "noisy", 150))
     assert rep["leak_series"] >= 1
@@ -279,7 +304,7 @@ def report_json_slo(out, *objectives):
 
 def test_bad_slo_and_thresholds_exit_2(tmp_path):
     out = run(tmp_path, "findings_pipeline", "fast", 3)
-    for bad in (["--slo", "decode"], ["--slo", "decode=200"],
+    for bad in (["--slo", "decode"], ["--slo", "forward=200"],
                 ["--slo", "=200ms"], ["--slo", "decode=-5ms"],
                 ["--slo", "decode=2hours"], ["--slo-window", "0s"],
                 ["--leak-min-mb", "lots"], ["--leak-min-mb-per-step", "-1"]):
@@ -288,6 +313,14 @@ def test_bad_slo_and_thresholds_exit_2(tmp_path):
         assert r.stderr.startswith("mlprof report: ") and r.stderr.count("\n") == 1
     r = mlprof("report", out, "--slo", "a=b=1.5ms", "--format", "json")
     assert '"zone":"a=b"' in r.stdout and '"objective_ns":1500000' in r.stdout
+    # A number without a unit is a gauge's objective: for a zone, a unit
+    # forgotten (forward=200 above: exit 2, and the fix said); for a name
+    # that is neither, a warning as for a zone with no calls.
+    r = mlprof("report", out, "--slo", "forward=200", check=False)
+    assert "forward is a zone, not a gauge" in r.stderr
+    assert "(forward=200ms)" in r.stderr
+    r = mlprof("report", out, "--slo", "decode=200")
+    assert "decode: no such gauge in the profiles (no values)" in r.stderr
 
 
 def test_unsampled_profile_says_so(tmp_path):

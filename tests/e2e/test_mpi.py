@@ -194,6 +194,14 @@ def check_straggler(report, out, mpi, np):
     for r in d["ranks"]:
         assert abs(r["wait_ns"] - waits[r["rank"]]) < WAIT_SLACK_NS, (r, waits)
     assert any(f["type"] == "straggler" for f in report["findings"])
+    # Its extra time is in its zone "work", named first, per step.
+    first = d["straggler"]["zones"][0]
+    assert first["zone"] == "work" and not first["outside_zones"], d
+    assert abs(first["extra_per_step_ns"] - delay) < 0.2 * delay, (first,
+                                                                   delay)
+    [f] = [f for f in report["findings"] if f["type"] == "straggler"]
+    assert 'per step it spends' in f["summary"], f
+    assert 'in zone "work"' in f["summary"], f
     # The ranks waiting in MPI_* wait for communication, not I/O.
     assert not [f for f in report["findings"] if f["type"] == "io_wait" and
                 (f.get("zone") or "").startswith("MPI_")], report["findings"]

@@ -1,5 +1,11 @@
 /* Memory over steps, for the leak tests:
  *   findings_memory leak|noisy [STEPS] [MB]
+ *   findings_memory ramp|grow SECONDS MB_PER_S
+ * ramp and grow mark no step (a program that is no training loop): grow
+ * maps and touches MB_PER_S every second, a tenth every 100 ms, for SECONDS
+ * and keeps it (a leak); ramp does the same for the first three quarters
+ * of SECONDS, then holds what it has until it exits (a working set reached:
+ * no leak).
  * leak: each step maps and touches MB (default 1; 1 MB is 1000000 bytes)
  * more and keeps it.
  * noisy: each step unmaps the previous block and maps and touches a new one
@@ -27,9 +33,32 @@ static void *map_touched(size_t n) {
   return p;
 }
 
+static void sleep_ms(long ms) {
+  struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&d, NULL);
+}
+
+/* ramp or grow (above): no step marks. */
+static int unmarked(int ramp, int seconds, double mb_per_s) {
+  int ticks = seconds * 10, grow = ramp ? ticks * 3 / 4 : ticks;
+  for (int i = 0; i < ticks; i++) {
+    if (i < grow) {
+      MLPROF_ZONE("alloc");
+      map_touched((size_t)(mb_per_s / 10 * MB));
+    }
+    sleep_ms(100);
+  }
+  printf("%d s\n", seconds);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 4 && (!strcmp(argv[1], "ramp") || !strcmp(argv[1], "grow")))
+    return unmarked(!strcmp(argv[1], "ramp"), atoi(argv[2]), atof(argv[3]));
   if (argc < 2 || (strcmp(argv[1], "leak") && strcmp(argv[1], "noisy"))) {
-    fprintf(stderr, "usage: findings_memory leak|noisy [STEPS]\n");
+    fprintf(stderr,
+            "usage: findings_memory leak|noisy [STEPS] [MB]\n"
+            "       findings_memory ramp|grow SECONDS MB_PER_S\n");
     return 2;
   }
   int leak = strcmp(argv[1], "leak") == 0;

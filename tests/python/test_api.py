@@ -291,6 +291,25 @@ def test_export_formats(prof, tmp_path):
     assert only == {"json": str(tmp_path / "dir" / "summary.json")}
 
 
+def test_every_report_format_through_export(prof, tmp_path):
+    # The extension reaches each of the report's formats through export/'s
+    # one list (src/export/formats.c), the one mlprof report uses.
+    with prof.zone("listed"):
+        pass
+    _mlprof.flush()
+    paths = prof.profile_paths()
+    for fmt, head in [("text", "mlprof report"), ("json", "{"),
+                      ("csv", "zone,"), ("findings-csv", "rank,")]:
+        out = tmp_path / ("r." + fmt)
+        _mlprof.export(paths, str(out), fmt)
+        assert out.read_text().startswith(head), (fmt, out.read_text()[:80])
+    with pytest.raises(ValueError, match="findings-csv"):
+        _mlprof.export(paths, str(tmp_path / "x"), "yaml")
+    out = prof.export(str(tmp_path / "p"), formats=["findings-csv"])
+    assert out == {"findings-csv": str(tmp_path / "p.findings.csv")}
+    assert open(out["findings-csv"]).readline().startswith("rank,")
+
+
 def sampled_resources(tmp_path, **kw):
     os.makedirs(tmp_path)
     p = mlprof.Profiler(output=str(tmp_path / "s.mlprof"), **kw)

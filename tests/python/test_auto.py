@@ -157,6 +157,104 @@ def test_clipping_schedules_and_samples_are_recorded(build_dir, tmp_path):
     assert parts["optimizer"] > 0
 
 
+# A user's errors raised through each of mlprof's wrappers: a module's
+# forward (nested in another), backward, the optimizer's step, a dataset
+# read by the DataLoader, the loss.
+ERRORS = """
+import sys, traceback
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+class Bad(nn.Module):
+    def forward(self, x):
+        raise ValueError("in forward")
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Bad()
+
+    def forward(self, x):
+        return self.inner(x)
+
+class BadData(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        raise KeyError("in dataset")
+
+class BadOpt(torch.optim.SGD):
+    def step(self, closure=None):
+        raise RuntimeError("in step")
+
+def backward_hook(grad):
+    raise ArithmeticError("in backward")
+
+w = torch.ones(2, requires_grad=True)
+w.register_hook(backward_hook)
+tries = [lambda: Outer()(torch.ones(1)),
+         lambda: next(iter(DataLoader(BadData()))),
+         lambda: BadOpt([w], lr=0.1).step(),
+         lambda: (w * 2).sum().backward()]
+for t in tries:
+    try:
+        t()
+    except Exception:
+        traceback.print_exc()
+Outer()(torch.ones(1))
+"""
+
+
+def test_tracebacks_hold_no_mlprof_frame(build_dir, tmp_path):
+    """A user's exception raised through the no-code-change instrumentation
+    reads as without it: no frame of mlprof/auto.py in its traceback (the
+    printed ones and the uncaught one), the user's frames all there."""
+    r, out = run(build_dir, tmp_path, ERRORS, "-q")
+    assert r.returncode == 1, r.stderr
+    err = r.stderr
+    for what in ("in forward", "in dataset", "in step", "in backward"):
+        assert what in err, err
+    assert err.count("Traceback (most recent call last)") == 5, err
+    package = os.path.dirname(mlprof.__file__)
+    frames = [ln for ln in err.splitlines() if ln.startswith('  File "')]
+    assert frames and not [f for f in frames if package in f or
+                           "auto.py" in f], err
+    # The user's own frames are kept: the nested forward calls its inner
+    # module's.
+    assert err.count("return self.inner(x)") == 2, err
+    # Recorded all the same.
+    assert "Outer" in zone_names(report(build_dir, out))
+
+
+SPAWN = """
+import multiprocessing as mp
+
+def work(i):
+    return i * i
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()  # a semaphore: the resource tracker starts
+    p = ctx.Process(target=work, args=(3,))
+    p.start()
+    p.join()
+    print("done")
+"""
+
+
+def test_resource_tracker_is_not_left_running(build_dir, tmp_path):
+    """multiprocessing's resource tracker exits just after the program
+    (issue #21, item 14): mlprof run waits for it before its summary, which
+    shows every process ended, none "still running"."""
+    r, out = run(build_dir, tmp_path, SPAWN)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert "resource_tracker" in r.stderr, r.stderr  # in the summary
+    assert "still running" not in r.stderr, r.stderr
+    assert " running " not in r.stderr, r.stderr
+
+
 def test_no_torch_flag(build_dir, tmp_path):
     r, out = run(build_dir, tmp_path, TRAIN, "--no-torch")
     assert r.returncode == 0 and r.stdout == "trained\n", r.stderr

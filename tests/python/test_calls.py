@@ -380,6 +380,118 @@ def test_mechanism_eval_frame_unless_builtins(tmp_path):
     assert run(builtins=True) == "profile"
 
 
+needs_monitoring = pytest.mark.skipif(
+    sys.version_info < (3, 12),
+    reason="sys.monitoring is used on Python 3.12+ (make python-test-versions)")
+
+
+@needs_monitoring
+@pytest.mark.parametrize("builtins", [False, True])
+def test_monitoring_holds_the_profiler_tool_id_while_tracing(tmp_path,
+                                                            builtins):
+    mon = sys.monitoring
+    seen = []
+    with mlprof.Profiler(output=str(tmp_path / "m.mlprof"), backend="calls",
+                         sample_interval=0,
+                         calls_options={"builtins": builtins}) as p:
+        seen.append(mon.get_tool(mon.PROFILER_ID))
+        fib(5)
+        calls = p.summary()["calls"]
+    assert seen == ["mlprof"]
+    assert calls["mechanism"] == "monitoring" and calls["fallback"] is None
+    assert mon.get_tool(mon.PROFILER_ID) is None  # freed at stop
+    spans = mlprof.read_events(p.path)["spans"]
+    assert names(spans)["test_calls.fib"] == fib_calls(5)
+
+
+@needs_monitoring
+def test_tool_id_held_by_another_is_left_alone(tmp_path):
+    """Another tool (cProfile on 3.12 is one) holds PROFILER_ID: it keeps
+    it, and the calls are traced through the profile function instead."""
+    mon = sys.monitoring
+    mon.use_tool_id(mon.PROFILER_ID, "another")
+    try:
+        with mlprof.Profiler(output=str(tmp_path / "o.mlprof"),
+                             backend="calls", sample_interval=0,
+                             calls_options={"include": ["test_calls"]}) as p:
+            assert mon.get_tool(mon.PROFILER_ID) == "another"
+            fib(6)
+            calls = p.summary()["calls"]
+        assert calls["mechanism"] == "profile"
+        assert "held by 'another'" in calls["fallback"]
+        assert mon.get_tool(mon.PROFILER_ID) == "another"
+        spans = mlprof.read_events(p.path)["spans"]
+        assert names(spans)["test_calls.fib"] == fib_calls(6)
+    finally:
+        mon.free_tool_id(mon.PROFILER_ID)
+
+
+def gen_raises(n):
+    for i in range(n):
+        yield i
+    raise KeyError("end")
+
+
+async def co_raises():
+    await asyncio.sleep(0)
+    raise ValueError("co")
+
+
+def balanced_body():
+    """Generators, a throw(), coroutines, exceptions out of Python and C
+    functions, each between two zones at the same depth."""
+    with mlprof.zone("before"):
+        pass
+    try:
+        list(gen_raises(3))
+    except KeyError:
+        pass
+    g = catcher()
+    next(g)
+    assert g.throw(KeyError) == "caught"
+    g.close()
+    try:
+        asyncio.run(co_raises())
+    except ValueError:
+        pass
+    try:
+        sorted([2, 1], key=lambda x: boom(0))  # out of a C call's callback
+    except ValueError:
+        pass
+    "1".zfill(3)  # a method descriptor called with its self
+    import types
+    types.MethodType(divmod, 7)(2)  # its CALL and C_RETURN name two callables
+    try:
+        boom(2)
+    except ValueError:
+        pass
+    with mlprof.zone("after"):
+        pass
+
+
+@pytest.mark.parametrize("builtins", [False, True])
+def test_generators_coroutines_exceptions_give_balanced_zones(tmp_path,
+                                                              builtins):
+    spans = traced(tmp_path, balanced_body,
+                   calls_options={"builtins": builtins})
+    by = {s["name"]: s for s in spans}
+    assert by["after"]["depth"] == by["before"]["depth"]
+    n = names(spans)
+    assert n["test_calls.gen_raises"] == 4  # three yields, the raise
+    assert n["test_calls.catcher"] == 3  # next, throw, close
+    assert n["test_calls.co_raises"] == 2
+    assert n["test_calls.boom"] == 1 + 3
+    body = [s for s in spans if s["name"] == "test_calls.balanced_body"]
+    assert len(body) == 1
+    inside = [s for s in spans if s["depth"] > body[0]["depth"]]
+    assert all(body[0]["begin_ns"] <= s["begin_ns"] and
+               s["end_ns"] <= body[0]["end_ns"] for s in inside)
+    if builtins:
+        assert n["builtins.sorted"] == 1
+        assert n["str.zfill"] == 1
+        assert n["builtins.divmod"] == 1
+
+
 FOREIGN_HOOK = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

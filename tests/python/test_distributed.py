@@ -363,6 +363,39 @@ def test_straggler_under_mlprof_run(tmp_path):
     check_straggler(report(out))
 
 
+def test_straggler_outside_zones_named_per_step(tmp_path):
+    """Two ranks under `mlprof run`, rank 1 sleeping 60 ms a step between
+    its forward and its backward, in no zone: the straggler's explanation
+    is the time outside zones, per step, about 60 ms more than rank 0's
+    (the text and the finding say "a step"/"per step"); no zone is named
+    before it."""
+    out = str(tmp_path / "run")
+    delay_ms = 60
+    r = subprocess.run([os.path.join(BUILD, "mlprof"), "run", "-q", "-o", out,
+                        "--", *torchrun(STRAGGLER, str(STEPS), "1",
+                                        str(delay_ms), nproc=2)],
+                       env=dict(os.environ, OMP_NUM_THREADS="1"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = report(out)
+    st = rep["distributed"]["straggler"]
+    assert st["rank"] == 1, st
+    first = st["zones"][0]
+    assert first["outside_zones"] and first["zone"] == "time outside zones", st
+    want = delay_ms * 1e6
+    assert abs(first["extra_per_step_ns"] - want) < 0.15 * want, st
+    # The rest are zones, each adding far less a step.
+    for z in st["zones"][1:]:
+        assert not z["outside_zones"] and z["extra_per_step_ns"] < 0.1 * want
+    [f] = [f for f in rep["findings"] if f["type"] == "straggler"]
+    assert "per step it spends" in f["summary"], f
+    assert "time outside zones" in f["summary"], f
+    assert abs(f["evidence"]["extra_per_step_ns"] - want) < 0.15 * want, f
+    text = subprocess.run([os.path.join(BUILD, "mlprof"), "report", out],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "more time a step in time outside zones (+" in text, text
+
+
 # FSDP2 (torch 2's fully_shard) on 2 gloo ranks on the CPU: dist_fsdp2.py,
 # rank FSDP2_SLOW sleeping DELAY_MS in each step's forward.
 FSDP2 = os.path.join(ROOT, "tests", "programs", "dist_fsdp2.py")

@@ -14,6 +14,7 @@
 #include "analyze/compare.h"
 #include "analyze/diff.h"
 #include "analyze/stats.h"
+#include "export/export.h"
 #include "format/wire.h"
 #include "builder.h"
 #include "test.h"
@@ -406,7 +407,30 @@ static void test_compare_without_steps_uses_wall(void) {
   mlprof__compare_free(&c);
 }
 
+/* The comparison's text comes from export/ (export.h). */
+static void test_compare_text(void) {
+  mlprof__compare c = {0};
+  mlprof__report r;
+  make_run(&r, 150, 1500, 1);
+  CHECK_EQ(mlprof__compare_add(&c, "mid", "runs/mid", &r), 0);
+  make_run(&r, 100, 1000, 0);
+  CHECK_EQ(mlprof__compare_add(&c, "fa\x1bst", "runs/fast", &r), 0);
+  CHECK_EQ(mlprof__compare_finish(&c), 0);
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_compare_text(&c, 1, &o), 0);
+  mlprof__out_write(&o, "", 1);
+  CHECK(strstr(o.buf, "mlprof compare: 2 runs") != NULL);
+  CHECK(strstr(o.buf, "Zones (1 of 2, by largest total") != NULL);
+  CHECK(strstr(o.buf, "1.50x") != NULL); /* fast against mid, step zone */
+  CHECK(strstr(o.buf, "\nRecommendation: ") != NULL);
+  CHECK(strchr(o.buf, 0x1b) == NULL); /* the label made terminal-safe */
+  mlprof__out_close(&o);
+  mlprof__compare_free(&c);
+}
+
 const mlprof_test mlprof_tests_compare[] = {
+    {"compare_text", test_compare_text},
     {"normal_sf", test_normal_sf},
     {"median", test_median},
     {"mwu_scipy_example_exact", test_mwu_scipy_example_exact},

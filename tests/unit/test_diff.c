@@ -9,6 +9,7 @@
 
 #include "analyze/diff.h"
 #include "analyze/stats.h"
+#include "export/diff.h"
 #include "format/wire.h"
 #include "builder.h"
 #include "test.h"
@@ -257,7 +258,33 @@ static void test_slower_machine_explains_its_share(void) {
   }
 }
 
+/* The diff's text and JUnit outputs come from export/ (export/diff.h). */
+static void test_diff_text_and_junit(void) {
+  static const double factors[] = {1, 1.5, 1};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(3, factors, 40, 40, 0.02, 7, &base, &next, &d), 0);
+  mlprof__diff_options opt = {.threshold = 0.05, .alpha = 0.01, .min_count = 5};
+  mlprof__out o;
+  CHECK_EQ(mlprof__out_open(&o, -1), 0);
+  CHECK_EQ(mlprof__export_diff_text(&d, &opt, "b<", &base, "n&", &next, &o), 0);
+  mlprof__out_write(&o, "", 1);
+  CHECK(strstr(o.buf, "mlprof diff: base b<") != NULL);
+  CHECK(strstr(o.buf, "REGRESSION: 1 zone significantly slower") != NULL);
+  CHECK(strstr(o.buf, "1 slower, 0 faster, 2 unchanged") != NULL);
+  o.len = 0;
+  CHECK_EQ(mlprof__export_diff_junit(&d, &opt, "b<", "n&", &o), 0);
+  mlprof__out_write(&o, "", 1);
+  CHECK(strstr(o.buf, "tests=\"3\" failures=\"1\"") != NULL);
+  CHECK(strstr(o.buf, "value=\"b&lt;\"") != NULL);
+  CHECK(strstr(o.buf, "value=\"n&amp;\"") != NULL);
+  CHECK(strstr(o.buf, "name=\"forward\"><failure type=\"regression\"") != NULL);
+  mlprof__out_close(&o);
+  free_all(&base, &next, &d);
+}
+
 const mlprof_test mlprof_tests_diff[] = {
+    {"diff_text_and_junit", test_diff_text_and_junit},
     {"slower_machine_explains_its_share",
      test_slower_machine_explains_its_share},
     {"uniform_shift_found", test_uniform_shift_found},

@@ -30,6 +30,7 @@
 typedef struct {
   size_t nranks, nsteps;
   double compute_ms[NR];  /* per rank, each step */
+  double idle_ms[NR];     /* then this in no zone (part of its compute) */
   double noise;           /* +- share of compute, varying by step and rank */
   double rotate_ms;       /* extra compute of rank (step % nranks) */
   double transfer_ms;     /* after the last arrival */
@@ -162,14 +163,16 @@ static int run_sim(const sim *s, mlprof__findings *fs) {
     for (size_t k = 0; k < s->nsteps; k++) {
       double c[NR], latest = 0;
       for (size_t q = 0; q < s->nranks; q++) {
-        c[q] = s->compute_ms[q] * MS * (1 + s->noise * noise(q, k));
+        c[q] =
+            (s->compute_ms[q] * (1 + s->noise * noise(q, k)) + s->idle_ms[q]) *
+            MS;
         if (q == k % s->nranks) c[q] += s->rotate_ms * MS;
         if (t + c[q] > latest) latest = t + c[q];
       }
       double ex = latest + s->transfer_ms * MS;
 #define LT(x) ((uint64_t)(local_of(s, r, (x)) - s0))
       VISIT(f.v, step, 1, LT(t));
-      VISIT(f.v, span, 1, compute, 0, LT(t), LT(t + c[r]));
+      VISIT(f.v, span, 1, compute, 0, LT(t), LT(t + c[r] - s->idle_ms[r] * MS));
       double syncs = floor((double)(k + 1) * s->syncs_per_step) -
                      floor((double)k * s->syncs_per_step);
       for (double i = 0; i < syncs; i++)
@@ -339,7 +342,48 @@ static void test_dist_straggler_named(void) {
   near((double)d->colls[0].transfer_ns, 10 * MS, 0.01, "transfer", &bad);
   CHECK(d->nzones >= 1);
   CHECK_STR(d->zones[0].name, "compute");
+  CHECK(!d->zones[0].outside);
+  const mlprof__finding *x = find(&f, "straggler");
+  CHECK(x && strstr(x->summary, "per step it spends 2.9") &&
+        strstr(x->summary, "in zone \"compute\""));
   CHECK(!bad);
+  mlprof__findings_free(&f);
+}
+
+/* A straggler whose extra time is in no zone (it sleeps between its
+ * compute zone and the all-reduce): its explanation names the time outside
+ * zones, per step, not a zone's; the zone comes second, by what it adds. */
+static void test_dist_straggler_outside_zones(void) {
+  sim s = base();
+  s.compute_ms[1] = 10.5; /* 0.5 ms more in "compute" */
+  s.idle_ms[1] = 6;       /* and 6 ms in no zone, each step */
+  s.noise = 0.01;
+  mlprof__findings f;
+  CHECK_EQ(run_sim(&s, &f), 0);
+  const mlprof__dist *d = &f.dist;
+  CHECK_EQ(d->straggler, 1);
+  int bad = 0;
+  near(d->delay_ns, 6.5 * MS, 0.10, "delay", &bad);
+  CHECK(d->nzones >= 2);
+  CHECK(d->zones[0].outside);
+  CHECK_STR(d->zones[0].name, "time outside zones");
+  near(((double)d->zones[0].straggler_ns - d->zones[0].others_ns) /
+           (double)d->nsteps,
+       6 * MS, 0.02, "outside zones a step", &bad);
+  /* The other ranks' steps are all compute and all-reduce zones. */
+  CHECK(d->ranks[0].unzoned_ns < 1000);
+  CHECK(!d->zones[1].outside);
+  CHECK_STR(d->zones[1].name, "compute");
+  near(((double)d->zones[1].straggler_ns - d->zones[1].others_ns) /
+           (double)d->nsteps,
+       0.5 * MS, 0.25, "compute a step", &bad);
+  CHECK(!bad);
+  const mlprof__finding *x = find(&f, "straggler");
+  CHECK(x != NULL);
+  if (x) {
+    CHECK(strstr(x->summary, "per step it spends 6") != NULL);
+    CHECK(strstr(x->summary, "time outside zones") != NULL);
+  }
   mlprof__findings_free(&f);
 }
 
@@ -852,6 +896,7 @@ static void test_dist_clock_offsets_at_int64_ends(void) {
 
 const mlprof_test mlprof_tests_dist[] = {
     {"straggler_named", test_dist_straggler_named},
+    {"straggler_outside_zones", test_dist_straggler_outside_zones},
     {"balanced_no_finding", test_dist_balanced_no_finding},
     {"imbalance_without_straggler", test_dist_imbalance_without_straggler},
     {"communication_bound", test_dist_communication_bound},

@@ -297,6 +297,27 @@ static void test_text_str_strips_escapes(void) {
   mlprof__out_close(&o);
 }
 
+static void test_xml_str(void) {
+  static const struct {
+    const char *in, *want;
+  } cases[] = {
+      {"a&<b>\"c'", "a&amp;&lt;b&gt;&quot;c&apos;"},
+      {"t\tl\nr\r", "t&#9;l&#10;r&#13;"},
+      {"\x01\x7f\xff", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+      /* A C1 control and U+FFFE: one U+FFFD a byte. */
+      {"\xc2\x85", "\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xef\xbf\xbe", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xc3\xa9\xf0\x9f\x98\x80", "\xc3\xa9\xf0\x9f\x98\x80"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mlprof__out o;
+    CHECK_EQ(mlprof__out_open(&o, -1), 0);
+    mlprof__out_xml_str(&o, cases[i].in, strlen(cases[i].in));
+    CHECK_STR(text_of(&o), cases[i].want);
+    mlprof__out_close(&o);
+  }
+}
+
 static void test_number_formatting(void) {
   char b[32];
   *mlprof__fmt_u64(b, 0) = '\0';
@@ -896,6 +917,7 @@ const mlprof_test mlprof_tests_export[] = {
     {"json_escape_all_byte_pairs", test_json_escape_all_byte_pairs},
     {"csv_fields", test_csv_fields},
     {"text_str_strips_escapes", test_text_str_strips_escapes},
+    {"xml_str", test_xml_str},
     {"number_formatting", test_number_formatting},
     {"writer_grows_and_reports_errors", test_writer_grows_and_reports_errors},
     {"json_report_is_valid", test_json_report_is_valid},

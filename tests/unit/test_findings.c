@@ -1373,7 +1373,17 @@ static void test_slo_parse(void) {
   CHECK(strstr(err, "ZONE=DURATION"));
   CHECK_EQ(mlprof__slo_parse("=2ms", &s, err, sizeof err), -1);
   CHECK_EQ(mlprof__slo_parse("decode=fast", &s, err, sizeof err), -1);
-  CHECK(strstr(err, "not a duration"));
+  CHECK(strstr(err, "neither a duration"));
+  CHECK_EQ(mlprof__slo_parse("decode=2ms", &s, err, sizeof err), 0);
+  CHECK(!s.gauge && s.objective == 2 * MS);
+  mlprof__slo_spec_free(&s);
+  /* A number without a unit: the gauge's objective, in its own unit. */
+  CHECK_EQ(mlprof__slo_parse("latency_ms=250.5", &s, err, sizeof err), 0);
+  CHECK_STR(s.zone, "latency_ms");
+  CHECK(s.gauge && s.objective == 250.5);
+  mlprof__slo_spec_free(&s);
+  CHECK_EQ(mlprof__slo_parse("latency_ms=inf", &s, err, sizeof err), -1);
+  CHECK_EQ(mlprof__slo_parse("latency_ms=12x", &s, err, sizeof err), -1);
 }
 
 static void test_slo_windows(void) {
@@ -1387,7 +1397,7 @@ static void test_slo_windows(void) {
     uint64_t d = i >= 100 && i < 200 && i % 4 == 0 ? 300 * MS : 10 * MS;
     span(&b, 0, 0, t, t + d);
   }
-  mlprof__slo_spec spec = {"request", 7, 200 * MS};
+  mlprof__slo_spec spec = {"request", 7, 200 * MS, 0, 200 * MS};
   mlprof__findings_opts o;
   mlprof__findings_opts_init(&o);
   o.slo = &spec;

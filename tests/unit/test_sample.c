@@ -437,13 +437,23 @@ static void test_proc_fixture(void) {
            "Name:\tkworker/0:1\nThreads:\t1\nvoluntary_ctxt_switches:\t3\n"
            "nonvoluntary_ctxt_switches:\t0\n");
 
+  /* A zombie: exited, not yet reaped (a rank whose launcher has not
+   * waited for it yet): stat and status, no memory lines. */
+  put_file(root, "proc/400/stat",
+           "400 (python3) Z 1 400 400 0 -1 4227084 9 0 0 0 12 3 0 0 20 0 1 0 "
+           "5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 "
+           "0 0 0\n");
+  put_file(root, "proc/400/status",
+           "Name:\tpython3\nState:\tZ (zombie)\nThreads:\t1\n");
+
   void *st = NULL;
   char why[256] = "";
   CHECK_EQ(mlprof__source_proc.open(&st, root, why, sizeof why), 0);
-  pid_t pids[] = {100, 200, 300 /* exited: skipped */};
-  mlprof__sample_ctx c = ctx_at(root, pids, 3, 1000000000ull, 0);
+  pid_t pids[] = {100, 200, 300 /* exited: skipped */, 400 /* zombie */};
+  mlprof__sample_ctx c = ctx_at(root, pids, 4, 1000000000ull, 0);
   int n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
   CHECK_EQ(n, 2);
+  CHECK(row_of(n, MLPROF__SUBJECT_PROCESS, 400) == NULL);
   const mlprof__row *r = row_of(n, MLPROF__SUBJECT_PROCESS, 100);
   CHECK(r != NULL);
   CHECK_STR(r->label, "python3 train.py");

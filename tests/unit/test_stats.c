@@ -529,6 +529,49 @@ static void test_large_zone_percentiles(void) {
   mlprof__report_free(&f.r);
 }
 
+static int u64_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Durations mostly close to the shortest (counted) and the others spread
+ * over 2^40 ns (radix-sorted after them), far from 0: the percentiles are
+ * those of the sorted durations, and the spread is exact. */
+static void test_wide_zone_percentiles(void) {
+  fixture f = {0};
+  profile(&f, 100, 0);
+  name(&f, 1, MLPROF__NAME_ZONE, 0, "z");
+  enum { N = 50001 };
+  static uint64_t want[N];
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    uint64_t d = 1000000 + (x % 10 < 7 ? x % 5000 : x % (1ull << 40));
+    want[i] = d;
+    span(&f, 1, 1, 0, 0, d);
+  }
+  end_clean(&f, 1ull << 41);
+  CHECK_EQ(finish(&f), 0);
+  qsort(want, N, sizeof *want, u64_cmp);
+  const mlprof__zone_stats *z = zone(&f.r, "z");
+  static const unsigned ps[] = {50, 90, 95, 99};
+  const uint64_t got[] = {z->p50_ns, z->p90_ns, z->p95_ns, z->p99_ns};
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ_U64(got[i], want[((uint64_t)N * ps[i] + 99) / 100 - 1]);
+  CHECK_EQ_U64(z->min_ns, want[0]);
+  CHECK_EQ_U64(z->max_ns, want[N - 1]);
+  double mean = 0, sq = 0;
+  for (int i = 0; i < N; i++) mean += (double)want[i];
+  mean /= N;
+  for (int i = 0; i < N; i++)
+    sq += ((double)want[i] - z->mean_ns) * ((double)want[i] - z->mean_ns);
+  CHECK_NEAR(z->mean_ns, mean);
+  CHECK(z->std_ns == sqrt(sq / N)); /* summed in the same (sorted) order */
+  mlprof__report_free(&f.r);
+}
+
 /* ---- resources: samples summarised (synth.h describes the job) ----------- */
 
 static const mlprof__subject_stats *find_subject(const mlprof__resources *r,
@@ -1123,6 +1166,7 @@ const mlprof_test mlprof_tests_stats[] = {
     {"recursion_counted_once", test_recursion_counted_once},
     {"sort_and_top", test_sort_and_top},
     {"large_zone_percentiles", test_large_zone_percentiles},
+    {"wide_zone_percentiles", test_wide_zone_percentiles},
     {"marks_exact", test_marks_exact},
     {"budget_exact_percentiles", test_budget_exact_percentiles},
     {"budget_with_findings_and_filter", test_budget_with_findings_and_filter},

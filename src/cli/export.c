@@ -1,0 +1,236 @@
+/* mlprof export: a run's tables as Parquet files, for DuckDB, Spark, pandas. */
+#include <errno.h>
+#include <getopt.h>
+#include <mlprof.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../analyze/analysis.h"
+#include "../export/parquet.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: mlprof export [options] PATH... -o DIR\n"
+    "\n"
+    "Writes the run as tables in Parquet files (docs/parquet.md), one file\n"
+    "per table, for DuckDB, Spark, pandas or any Parquet reader:\n"
+    "  DIR/spans/part-NNNNN.parquet  every span, one file per profile\n"
+    "  DIR/zones.parquet             the report's statistics per zone\n"
+    "  DIR/steps.parquet             each process's steps\n"
+    "  DIR/samples.parquet           every sampled measure (resources)\n"
+    "  DIR/collectives.parquet       each communication call, per rank\n"
+    "  DIR/findings.parquet          what mlprof report finds, with evidence\n"
+    "The schema is versioned (\"mlprof.parquet/1\" in each file's key/value\n"
+    "metadata). Spans are streamed row group by row group: memory stays\n"
+    "bounded whatever the run's size. Pages are compressed with zstd.\n"
+    "PATH is a profile file or a run directory (one profile per process);\n"
+    "all profiles are placed on one timeline.\n"
+    "\n"
+    "options:\n"
+    "  -f, --format FORMAT    parquet (the only one, and the default)\n"
+    "  -o, --output DIR       the directory to write (made, with its parents,\n"
+    "                         when absent). Each file appears only once it\n"
+    "                         is complete.\n"
+    "      --row-group-rows N rows per row group at most (default 131072;\n"
+    "                         a row group also ends at 64 MB of values)\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "Damaged or cut-short profiles are exported as far as they are intact,\n"
+    "with a warning saying what was skipped. Interrupted by SIGINT or\n"
+    "SIGTERM, it removes the unfinished files and dies of that signal.\n"
+    "exit status: 0 done, 1 the tables could not be written, 2 bad usage or\n"
+    "unreadable input.\n";
+
+static int fail_usage(const char *fmt, const char *arg) {
+  return mlprof__usage_error("export", fmt, arg);
+}
+
+/* Says what each read skipped. */
+static void warn_reads(const mlprof__job *job,
+                       const mlprof__parquet_result *res) {
+  for (size_t i = 0; i < job->count; i++) {
+    const char *path = job->profiles[i].path;
+    const mlprof__read_report *rep = &res->reads[i];
+    if (res->read_errors[i][0])
+      fprintf(stderr,
+              "mlprof export: warning: %s: read stopped early: %s; exported "
+              "what came before\n",
+              path, res->read_errors[i]);
+    if (rep->damaged_chunks || rep->skipped_bytes || rep->truncated_bytes ||
+        rep->problem[0])
+      fprintf(stderr,
+              "mlprof export: warning: %s: damage found: %llu damaged chunks "
+              "skipped, %llu bytes skipped, %llu bytes truncated%s%s; "
+              "exported what is readable\n",
+              path, (unsigned long long)rep->damaged_chunks,
+              (unsigned long long)rep->skipped_bytes,
+              (unsigned long long)rep->truncated_bytes,
+              rep->problem[0] ? ": " : "", rep->problem);
+  }
+}
+
+/* SIGINT or SIGTERM during the export: no temporary file is left behind,
+ * and the process dies of the signal (a shell's 130 or 143), as it would
+ * without the handler. */
+static void on_signal(int sig) {
+  mlprof__parquet_unlink_temps();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* mkdir -p path: 0, or -1 with errno. */
+static int make_dirs(const char *path) {
+  char p[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof p) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(p, path, n + 1);
+  for (size_t i = 1; i <= n; i++)
+    if (p[i] == '/' || p[i] == '\0') {
+      char c = p[i];
+      p[i] = '\0';
+      if (mkdir(p, 0755) && errno != EEXIST) return -1;
+      p[i] = c;
+    }
+  return 0;
+}
+
+int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
+  struct stat st;
+  if (stat(c->output, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof export: %s is not a directory; -o wants one\n",
+            c->output);
+    return 2;
+  }
+  mlprof__job job;
+  if (mlprof__cli_job_open("export", &job, c->paths, c->npaths)) return 2;
+  if (make_dirs(c->output)) {
+    fprintf(stderr, "mlprof export: cannot create %s: %s\n", c->output,
+            strerror(errno));
+    mlprof__job_close(&job);
+    return 1;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char err[512];
+  mlprof__analysis_opts ao;
+  mlprof__analysis_opts_init(&ao);
+  ao.want = MLPROF__ANALYSIS_FINDINGS;
+  mlprof__analysis a;
+  int rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mlprof export: %s\n", err);
+    mlprof__job_close(&job);
+    return 1;
+  }
+  struct sigaction sa = {.sa_handler = on_signal}, old[2];
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old[0]);
+  sigaction(SIGTERM, &sa, &old[1]);
+  mlprof__parquet_result res = {
+      .reads = calloc(job.count, sizeof *res.reads),
+      .read_errors = calloc(job.count, sizeof *res.read_errors)};
+  if (!res.reads || !res.read_errors) {
+    snprintf(err, sizeof err, "out of memory");
+    rc = MLPROF_ENOMEM;
+  } else {
+    rc = mlprof__export_parquet(&job, &a.r, &a.f, c->output, &c->parquet, &res,
+                                err, sizeof err);
+  }
+  mlprof__analysis_free(&a);
+  sigaction(SIGINT, &old[0], NULL);
+  sigaction(SIGTERM, &old[1], NULL);
+  if (rc) {
+    fprintf(stderr, "mlprof export: %s\n", err);
+  } else {
+    warn_reads(&job, &res);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    fprintf(
+        stderr,
+        "mlprof export: %llu spans (%llu files), %llu zones, %llu steps, "
+        "%llu samples, %llu collectives, %llu findings from %zu "
+        "profile%s to %s (%.3g MB) in %.2f s\n",
+        (unsigned long long)res.spans, (unsigned long long)res.span_files,
+        (unsigned long long)res.zones, (unsigned long long)res.steps,
+        (unsigned long long)res.samples, (unsigned long long)res.collectives,
+        (unsigned long long)res.findings, job.count, job.count == 1 ? "" : "s",
+        c->output, (double)res.bytes / 1e6, secs);
+  }
+  free(res.reads);
+  free(res.read_errors);
+  mlprof__job_close(&job);
+  return rc ? 1 : 0;
+}
+
+enum { OPT_ROW_GROUP_ROWS = 1000 };
+
+void mlprof__export_cmd_init(mlprof__export_cmd *c) { memset(c, 0, sizeof *c); }
+
+void mlprof__export_cmd_free(mlprof__export_cmd *c) { (void)c; }
+
+/* Reads the arguments into *c. Returns -1 to go on, else the exit status
+ * (0 after --help). */
+static int parse(int argc, char **argv, mlprof__export_cmd *c) {
+  static const struct option options[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"row-group-rows", required_argument, NULL, OPT_ROW_GROUP_ROWS},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int rc = -1;
+  opterr = 0;
+  optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
+  int ch;
+  while (rc < 0 &&
+         (ch = getopt_long(argc, argv, ":f:o:h", options, NULL)) != -1) {
+    switch (ch) {
+      case 'f':
+        if (strcmp(optarg, "parquet") != 0)
+          rc = fail_usage("unknown format '%s': use parquet", optarg);
+        break;
+      case 'o':
+        if (!optarg[0]) rc = fail_usage("%s", "-o wants a directory");
+        c->output = optarg;
+        break;
+      case OPT_ROW_GROUP_ROWS: {
+        uint64_t n;
+        if (mlprof__parse_count(optarg, &n) || n == 0 || n > (1u << 30))
+          rc = fail_usage(
+              "--row-group-rows wants a whole number from 1 to 2^30, not '%s'",
+              optarg);
+        else
+          c->parquet.pq.row_group_rows = (size_t)n;
+        break;
+      }
+      case 'h':
+        fputs(usage, stdout);
+        rc = 0;
+        break;
+      default:
+        rc = mlprof__option_error("export", ch, argv, optind, optopt);
+    }
+  }
+  if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
+  if (rc < 0 && !c->output)
+    rc = fail_usage("%s", "no output directory given (-o DIR)");
+  c->paths = (const char *const *)argv + optind;
+  c->npaths = (size_t)(argc - optind);
+  return rc;
+}
+
+int mlprof__cmd_export(int argc, char **argv) {
+  mlprof__export_cmd c;
+  mlprof__export_cmd_init(&c);
+  int rc = parse(argc, argv, &c);
+  if (rc < 0) rc = mlprof__export_cmd_run(&c);
+  mlprof__export_cmd_free(&c);
+  return rc;
+}

@@ -1,0 +1,133 @@
+/* The processes a job is drawn as in a trace (tracejob.h). */
+#include "tracejob.h"
+
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Chrome keys processes by pid: profiles that share one (pid reuse, other
+ * hosts) get an id above any Linux pid (2^22) instead. */
+static uint64_t trace_pid(mlprof__map *seen, const mlprof__job_profile *p,
+                          size_t index, int *oom) {
+  uint64_t pid = p->pid;
+  if (mlprof__map_get(seen, pid) != MLPROF__NONE) pid = (1u << 22) + index;
+  if (mlprof__map_put(seen, pid, 0)) *oom = 1;
+  return pid;
+}
+
+int mlprof__trace_plan_init(mlprof__trace_plan *plan, const mlprof__job *job) {
+  memset(plan, 0, sizeof *plan);
+  plan->job = job;
+  size_t n = job->count ? job->count : 1;
+  plan->tpids = malloc(n * sizeof *plan->tpids);
+  plan->hosts = malloc(n * sizeof *plan->hosts);
+  plan->next_same = malloc(n * sizeof *plan->next_same);
+  if (!plan->tpids || !plan->hosts || !plan->next_same) return MLPROF_ENOMEM;
+  int oom = 0;
+  size_t nhosts = 0;
+  mlprof__map seen = {0};
+  mlprof__map by_hash = {0}; /* hostname hash -> first profile of it */
+  for (size_t i = 0; i < job->count; i++) {
+    const mlprof__job_profile *p = &job->profiles[i];
+    plan->tpids[i] = trace_pid(&seen, p, i, &oom);
+    const char *h = p->hostname ? p->hostname : "";
+    uint64_t hash = mlprof__hash(h, strlen(h), MLPROF__HASH_START);
+    uint32_t k = mlprof__map_get(&by_hash, hash);
+    /* A collision of two hostnames only shares their pseudo-processes. */
+    if (k == MLPROF__NONE) {
+      plan->hosts[i] = nhosts++;
+      if (mlprof__map_put(&by_hash, hash, (uint32_t)i)) oom = 1;
+    } else {
+      plan->hosts[i] = plan->hosts[k];
+    }
+    plan->next_same[i] = -1;
+  }
+  mlprof__map_clear(&by_hash);
+  mlprof__map_clear(&seen);
+  /* Chains in job order (by start): walk backwards, pushing on the front. */
+  for (size_t i = job->count; i-- > 0;) {
+    uint64_t key =
+        (uint64_t)plan->hosts[i] << 32 | (job->profiles[i].pid & 0xffffffffu);
+    uint32_t at = mlprof__map_get(&plan->first_of, key);
+    plan->next_same[i] = at == MLPROF__NONE ? -1 : (int)at;
+    if (mlprof__map_put(&plan->first_of, key, (uint32_t)i)) oom = 1;
+  }
+  return oom ? MLPROF_ENOMEM : 0;
+}
+
+void mlprof__trace_plan_free(mlprof__trace_plan *plan) {
+  free(plan->tpids);
+  free(plan->hosts);
+  free(plan->next_same);
+  mlprof__map_clear(&plan->first_of);
+  mlprof__map_clear(&plan->unprofiled);
+  memset(plan, 0, sizeof *plan);
+}
+
+uint64_t mlprof__trace_process_pid(mlprof__trace_plan *plan, size_t host,
+                                   uint64_t pid, uint64_t t, int *fresh,
+                                   int *rc) {
+  *fresh = 0;
+  uint64_t key = (uint64_t)host << 32 | (pid & 0xffffffffu);
+  uint32_t at = mlprof__map_get(&plan->first_of, key);
+  if (at != MLPROF__NONE) {
+    int best = (int)at;
+    for (int j = plan->next_same[at]; j >= 0; j = plan->next_same[j])
+      if (plan->job->profiles[j].offset_ns <= t) best = j;
+    return plan->tpids[best];
+  }
+  /* No profile: one pseudo-process per host and pid. */
+  uint32_t have = mlprof__map_get(&plan->unprofiled, key);
+  if (have != MLPROF__NONE) return MLPROF__TRACE_UNPROFILED_PID + have;
+  uint64_t tp = MLPROF__TRACE_UNPROFILED_PID + plan->next_pseudo;
+  if (plan->next_pseudo >= MLPROF__NONE - 1 ||
+      mlprof__map_put(&plan->unprofiled, key, (uint32_t)plan->next_pseudo++)) {
+    *rc = MLPROF_ENOMEM;
+    return tp;
+  }
+  *fresh = 1;
+  return tp;
+}
+
+static int has_clock(const mlprof__job_profile *p) {
+  return p->has_clock[0] || p->has_clock[1];
+}
+
+/* Whether p is the profile of its rank: the one that measured its clock or,
+ * when none did, one that is not a child of a process of the same rank (a
+ * launcher's wrapper, a DataLoader worker carry the rank too). */
+static int is_rank(const mlprof__job *job, const mlprof__job_profile *p) {
+  if (p->rank < 0) return 0;
+  if (has_clock(p)) return 1;
+  for (size_t i = 0; i < job->count; i++)
+    if (job->profiles[i].rank == p->rank && has_clock(&job->profiles[i]))
+      return 0;
+  return p->parent < 0 || job->profiles[p->parent].rank != p->rank;
+}
+
+void mlprof__trace_process_label(const mlprof__job *job, size_t index,
+                                 char *label, size_t size, size_t *order) {
+  const mlprof__job_profile *p = &job->profiles[index];
+  const char *base = p->name ? p->name : "";
+  /* A rank is shown as such, first and in rank order; its children (which
+   * carry its rank) under their own names. */
+  int ranks = is_rank(job, p);
+  *order = index;
+  if (ranks) {
+    snprintf(label, size, "rank %lld (%s)", (long long)p->rank,
+             p->hostname ? p->hostname : "");
+    *order = (size_t)p->rank;
+  } else if (p->rank >= 0) {
+    snprintf(label, size, "%s %llu (rank %lld)", base,
+             (unsigned long long)p->pid, (long long)p->rank);
+  } else {
+    snprintf(label, size, "%s %llu", base, (unsigned long long)p->pid);
+  }
+  /* Other processes of a job of ranks after the ranks. */
+  for (size_t i = 0; i < job->count && !ranks; i++)
+    if (job->profiles[i].rank >= 0) {
+      *order += job->count;
+      break;
+    }
+}

@@ -1,0 +1,54 @@
+/* What the trace exporters (chrome.c, perfetto.c) share: the processes a job
+ * is drawn as. Each profile is a process, keyed by its pid where no other
+ * profile has it; what was sampled but is not a profiled process (the
+ * system, each GPU, a process without a profile) is a pseudo-process of its
+ * own. */
+#ifndef MLPROF_TRACEJOB_H
+#define MLPROF_TRACEJOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "../model/job.h"
+
+/* Pseudo-processes for what is not a profiled process; above any Linux pid
+ * (2^22) and any pid given to profiles sharing one (2^22 + job index). */
+#define MLPROF__TRACE_SYSTEM_PID(host) ((1ull << 23) + (host))
+#define MLPROF__TRACE_GPU_PID(host, index) \
+  ((1ull << 24) + ((uint64_t)(host) << 16) + ((index)&0xffffu))
+#define MLPROF__TRACE_UNPROFILED_PID (1ull << 30)
+
+typedef struct {
+  const mlprof__job *job;
+  uint64_t *tpids;        /* trace pid of each profile */
+  size_t *hosts;          /* host index of each profile */
+  int *next_same;         /* next profile (job order) of the same host, pid */
+  mlprof__map first_of;   /* host << 32 | pid -> first profile with them */
+  mlprof__map unprofiled; /* host << 32 | pid -> n: UNPROFILED_PID + n */
+  uint64_t next_pseudo;   /* n for the next process without a profile */
+} mlprof__trace_plan;
+
+/* Every profile's trace pid and host index, and the profiles of each host
+ * and pid, before any event: samples of one profile (`mlprof run`'s) are
+ * drawn under the processes of others. Returns 0 or MLPROF_ENOMEM; either
+ * way mlprof__trace_plan_free frees what it holds. */
+int mlprof__trace_plan_init(mlprof__trace_plan *plan, const mlprof__job *job);
+void mlprof__trace_plan_free(mlprof__trace_plan *plan);
+
+/* The trace pid of process pid of host at job time t: the profile of that
+ * pid which started last before t (exec keeps a pid), or a pseudo-process of
+ * its own when it wrote no profile; *fresh is set to 1 when that
+ * pseudo-process is new (the caller names it "pid N ..."), else 0. *rc gets
+ * MLPROF_ENOMEM when memory is short. */
+uint64_t mlprof__trace_process_pid(mlprof__trace_plan *plan, size_t host,
+                                   uint64_t pid, uint64_t t, int *fresh,
+                                   int *rc);
+
+/* The name a profile's process is shown with ("rank R (host)", "name pid
+ * (rank R)", "name pid") in label, and its place among the processes in
+ * *order: ranks first in rank order, then the job's other processes. */
+void mlprof__trace_process_label(const mlprof__job *job, size_t index,
+                                 char *label, size_t size, size_t *order);
+
+#endif
