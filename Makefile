@@ -116,6 +116,7 @@ bench-python: python-install
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_python.py
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_calls.py
 	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_auto.py
+	PYTHONPATH=$(abspath $(BUILD))/python $(PY) bench/bench_stacks.py
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)

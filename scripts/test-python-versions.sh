@@ -38,5 +38,6 @@ for py in $pythons; do
   MLPROF_BUILD="$build" PYTHONPATH="$pkg" MLPROF_PY_STARTUP="$pkg/mlprof/_startup" \
     "$env/bin/python" -m pytest -q "$root/tests/python/test_api.py" \
     "$root/tests/python/test_calls.py" "$root/tests/python/test_lines.py" \
-    "$root/tests/python/test_package.py" "$root/tests/python/test_descriptors.py"
+    "$root/tests/python/test_package.py" "$root/tests/python/test_descriptors.py" \
+    "$root/tests/python/test_stacks.py"
 done

@@ -38,6 +38,7 @@
 #include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
+#include "hot.h"
 #include "lines.h"
 #include "marks.h"
 #include "resources.h"
@@ -187,6 +188,8 @@ typedef struct {
   size_t nwarnings;
   /* Line timings (filled by the analysis driver, freed with the report). */
   mlprof__lines lines;
+  /* Hot functions from stack samples (the same). */
+  mlprof__hot hot;
 } mlprof__report;
 
 /* The builder, fed one profile at a time by the analysis driver

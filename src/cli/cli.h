@@ -25,14 +25,20 @@
 
 /* ---- the options of each subcommand, and the one call that does its work */
 
-enum { MLPROF__REPORT_TEXT, MLPROF__REPORT_JSON, MLPROF__REPORT_CSV };
+enum {
+  MLPROF__REPORT_TEXT,
+  MLPROF__REPORT_JSON,
+  MLPROF__REPORT_CSV,
+  MLPROF__REPORT_FOLDED
+};
 enum { MLPROF__TABLE_ZONES, MLPROF__TABLE_SAMPLES, MLPROF__TABLE_FINDINGS };
 
 typedef struct {
   const char *const *paths; /* profiles or run directories, merged */
   size_t npaths;
-  int format; /* MLPROF__REPORT_*, default text */
-  int table;  /* MLPROF__TABLE_*: the CSV table, default zones */
+  int format;        /* MLPROF__REPORT_*, default text */
+  int table;         /* MLPROF__TABLE_*: the CSV table, default zones */
+  int wall, by_zone; /* folded: every sample; the zone as a root frame */
   mlprof__sort_key sort;
   size_t top;                     /* zones shown, 0 all; default 30 (text's) */
   mlprof__findings_opts findings; /* thresholds; objectives are slo */
@@ -139,6 +145,7 @@ typedef struct {
   long flush_ms;         /* 0: the library's default */
   long memory_mb;        /* 0: the library's default */
   long sample_ms;        /* the process tree's sampling; 0: none */
+  long stacks_hz;        /* Python stack samples per second; 0: none */
   int quiet;             /* no summary */
   char py_options[1024]; /* flags for Python processes, "a,b=c" */
 } mlprof__run_cmd;

@@ -36,7 +36,14 @@ static const char usage[] =
     "merged on one timeline). Several paths are merged too.\n"
     "\n"
     "options:\n"
-    "  -f, --format FORMAT  text (default), json or csv\n"
+    "  -f, --format FORMAT  text (default), json, csv or folded (the stack\n"
+    "                       samples as collapsed stacks, one line per stack\n"
+    "                       and its count, for FlameGraph and speedscope;\n"
+    "                       samples on a CPU unless --wall)\n"
+    "      --wall           with --format folded: every sample, waiting ones\n"
+    "                       too\n"
+    "      --by-zone        with --format folded: the innermost zone as the\n"
+    "                       root frame, \"[zone]\"\n"
     "  -s, --sort KEY       order zones by total (default), self, mean, p99\n"
     "                       or count, largest first\n"
     "  -n, --top N          show only the first N zones; 0 shows all\n"
@@ -82,7 +89,9 @@ enum {
   OPT_LEAK_MB,
   OPT_LEAK_MB_STEP,
   OPT_LEAK_MB_MIN,
-  OPT_HTML
+  OPT_HTML,
+  OPT_WALL,
+  OPT_BY_ZONE
 };
 
 void mlprof__report_cmd_init(mlprof__report_cmd *c) {
@@ -165,6 +174,9 @@ static int check_combinations(const mlprof__report_cmd *c, const char *table) {
     return fail_usage("%s", "filters do not apply to --table samples");
   if (!c->html && table && c->format != MLPROF__REPORT_CSV)
     return fail_usage("--table %s applies to --format csv only", table);
+  if ((c->wall || c->by_zone) && c->format != MLPROF__REPORT_FOLDED)
+    return fail_usage("--%s applies to --format folded only",
+                      c->wall ? "wall" : "by-zone");
   return -1;
 }
 
@@ -183,6 +195,8 @@ static int parse(int argc, char **argv, mlprof__report_cmd *c) {
       {"leak-min-mb-per-step", required_argument, NULL, OPT_LEAK_MB_STEP},
       {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
       {"html", required_argument, NULL, OPT_HTML},
+      {"wall", no_argument, NULL, OPT_WALL},
+      {"by-zone", no_argument, NULL, OPT_BY_ZONE},
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
@@ -201,8 +215,11 @@ static int parse(int argc, char **argv, mlprof__report_cmd *c) {
           c->format = MLPROF__REPORT_JSON;
         else if (strcmp(optarg, "csv") == 0)
           c->format = MLPROF__REPORT_CSV;
+        else if (strcmp(optarg, "folded") == 0)
+          c->format = MLPROF__REPORT_FOLDED;
         else
-          rc = fail_usage("unknown format '%s': use text, json or csv", optarg);
+          rc = fail_usage("unknown format '%s': use text, json, csv or folded",
+                          optarg);
         break;
       case 's':
         if (mlprof__sort_key_parse(optarg, &c->sort))
@@ -248,6 +265,12 @@ static int parse(int argc, char **argv, mlprof__report_cmd *c) {
         break;
       case OPT_HTML:
         c->html = optarg;
+        break;
+      case OPT_WALL:
+        c->wall = 1;
+        break;
+      case OPT_BY_ZONE:
+        c->by_zone = 1;
         break;
       case 'h':
         fputs(usage, stdout);
@@ -308,6 +331,10 @@ static int samples_csv(const mlprof__job *job, int fd) {
 
 /* The report's format (export/formats.c) for c's --format and --table. */
 static const mlprof__report_format *format_of(const mlprof__report_cmd *c) {
+  if (c->format == MLPROF__REPORT_FOLDED)
+    return mlprof__report_format_find(
+        c->wall ? (c->by_zone ? "folded-wall-zone" : "folded-wall")
+                : (c->by_zone ? "folded-zone" : "folded"));
   return mlprof__report_format_find(c->format == MLPROF__REPORT_JSON   ? "json"
                                     : c->format == MLPROF__REPORT_TEXT ? "text"
                                     : c->table == MLPROF__TABLE_FINDINGS
@@ -410,6 +437,11 @@ int mlprof__report_cmd_run(const mlprof__report_cmd *c) {
     mlprof__analysis_free(&a);
     return rc;
   }
+  if (c->format == MLPROF__REPORT_FOLDED && !a.r.hot.samples)
+    fprintf(stderr,
+            "mlprof report: no stack samples in these profiles (Python "
+            "programs under mlprof run, or Profiler(stacks=...); "
+            "docs/stacks.md)\n");
   rc = write_report(c, &a);
   size_t missed = 0;
   for (size_t i = 0; i < a.f.nslo; i++) missed += a.f.slo[i].over > 0;

@@ -48,6 +48,8 @@ static void usage(FILE *out) {
       "      --memory-mb N    event buffer cap per process (default 64)\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
+      "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
+      "                       second (default 100; off: never)\n"
       "      --no-torch       Python: do not record PyTorch's steps (data,\n"
       "                       forward, backward, optimizer) in programs that\n"
       "                       import torch\n"
@@ -361,6 +363,7 @@ void mlprof__run_cmd_init(mlprof__run_cmd *c) {
   mlprof_config cfg;
   mlprof_config_init(&cfg);
   c->sample_ms = cfg.sample_interval_ms;
+  c->stacks_hz = cfg.stacks_hz;
 }
 
 /* Reads the arguments into *c. Returns -1 to go on, else the exit status
@@ -371,6 +374,7 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
       {"flush-ms", required_argument, NULL, 'f'},
       {"memory-mb", required_argument, NULL, 'm'},
       {"sample-ms", required_argument, NULL, 's'},
+      {"stacks", required_argument, NULL, 'S'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       /* Flags for Python processes ('P'): passed on in MLPROF_PY_OPTIONS. */
@@ -404,6 +408,16 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
             (c->sample_ms = positive("--sample-ms", optarg)) < 0)
           return 2;
         if (strcmp(optarg, "0") == 0) c->sample_ms = 0;
+        break;
+      case 'S':
+        if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
+          c->stacks_hz = 0;
+        else if ((c->stacks_hz = positive("--stacks", optarg)) < 0)
+          return 2;
+        else if (c->stacks_hz > 10000) {
+          fprintf(stderr, "mlprof run: --stacks takes at most 10000 (Hz)\n");
+          return 2;
+        }
         break;
       case 'q':
         c->quiet = 1;
@@ -502,6 +516,8 @@ static int profile_env(const mlprof__run_cmd *c, const char *lib,
     snprintf(num, sizeof num, "%ld", c->memory_mb);
     setenv(MLPROF__ENV_MEMORY_MB, num, 1);
   }
+  snprintf(num, sizeof num, "%ld", c->stacks_hz);
+  setenv(MLPROF__ENV_STACKS, c->stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */
   setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);
   return 0;

@@ -47,9 +47,22 @@ typedef struct {
   uint64_t ts; /* job time */
 } anchor;
 
+/* The current profile's stack definitions, by their ids (STACKS chunks):
+ * a sample's frames are named as it is read. */
+typedef struct {
+  char **funcs; /* "function (file" */
+  size_t nfuncs, fcap;
+  mlprof__map func_ix, frame_ix, node_ix; /* id -> index */
+  uint64_t *frames;                       /* func id << 32 | line */
+  size_t nframes, frcap;
+  uint64_t *nodes; /* parent << 32 | frame */
+  size_t nnodes, ncap;
+} stack_defs;
+
 typedef struct {
   mlprof__out *o;
   uint64_t events;
+  stack_defs stk;
   mlprof__out arena; /* escaped names of the current profile */
   name_entry *names;
   size_t nnames, ncap;
@@ -522,6 +535,117 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   return status(c);
 }
 
+/* ---- stack samples: an instant event each, named by the innermost frame,
+ * the whole stack in its args (outermost first, ';' between frames). */
+
+static void stack_defs_clear(stack_defs *d) {
+  for (size_t i = 0; i < d->nfuncs; i++) free(d->funcs[i]);
+  free(d->funcs);
+  free(d->frames);
+  free(d->nodes);
+  mlprof__map_clear(&d->func_ix);
+  mlprof__map_clear(&d->frame_ix);
+  mlprof__map_clear(&d->node_ix);
+  memset(d, 0, sizeof *d);
+}
+
+static int def_put(mlprof__map *ix, uint64_t **arr, size_t *n, size_t *cap,
+                   uint32_t id, uint64_t v) {
+  if (mlprof__map_get(ix, id) != MLPROF__NONE) return 0;
+  if (mlprof__grow(arr, cap, *n + 1, sizeof **arr) ||
+      mlprof__map_put(ix, id, (uint32_t)*n))
+    return MLPROF_ENOMEM;
+  (*arr)[(*n)++] = v;
+  return 0;
+}
+
+static int on_stack_func(void *ud, const mlprof__stack_func *f) {
+  stack_defs *d = &((chrome *)ud)->stk;
+  if (mlprof__map_get(&d->func_ix, f->id) != MLPROF__NONE) return 0;
+  size_t n = strlen(f->function) + strlen(f->file) + 4;
+  char *name = malloc(n);
+  if (!name ||
+      mlprof__grow(&d->funcs, &d->fcap, d->nfuncs + 1, sizeof *d->funcs) ||
+      mlprof__map_put(&d->func_ix, f->id, (uint32_t)d->nfuncs)) {
+    free(name);
+    return MLPROF_ENOMEM;
+  }
+  snprintf(name, n, "%s (%s", f->function, f->file);
+  d->funcs[d->nfuncs++] = name;
+  return 0;
+}
+
+static int on_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  stack_defs *d = &((chrome *)ud)->stk;
+  /* Native frames are named by their address here (no func id). */
+  return def_put(&d->frame_ix, &d->frames, &d->nframes, &d->frcap, f->id,
+                 f->native ? UINT64_MAX : (uint64_t)f->func << 32 | f->line);
+}
+
+static int on_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  stack_defs *d = &((chrome *)ud)->stk;
+  return def_put(&d->node_ix, &d->nodes, &d->nnodes, &d->ncap, id,
+                 (uint64_t)parent << 32 | frame);
+}
+
+static void frame_name(chrome *c, uint32_t frame, mlprof__out *o) {
+  const stack_defs *d = &c->stk;
+  uint32_t i = mlprof__map_get(&d->frame_ix, frame);
+  uint64_t v = i == MLPROF__NONE ? UINT64_MAX : d->frames[i];
+  uint32_t f =
+      v == UINT64_MAX ? MLPROF__NONE : mlprof__map_get(&d->func_ix, v >> 32);
+  if (f == MLPROF__NONE) {
+    mlprof__out_str(o, v == UINT64_MAX ? "(native)" : "<truncated>");
+    return;
+  }
+  mlprof__out_str(o, d->funcs[f]);
+  mlprof__out_printf(o, ":%u)", (unsigned)(v & 0xffffffffu));
+}
+
+#define SAMPLE_FRAMES 64 /* frames named in an event's args at most */
+
+static int on_stack_sample(void *ud, const mlprof__stack_sample *s) {
+  chrome *c = ud;
+  thread_state *ts = record_thread(c, s->tid);
+  if (!ts) return MLPROF_ENOMEM;
+  uint32_t chain[SAMPLE_FRAMES];
+  size_t n = 0;
+  for (uint32_t id = s->stack; id && n < SAMPLE_FRAMES;) {
+    uint32_t i = mlprof__map_get(&c->stk.node_ix, id);
+    if (i == MLPROF__NONE) break;
+    chain[n++] = (uint32_t)c->stk.nodes[i];
+    id = (uint32_t)(c->stk.nodes[i] >> 32);
+  }
+  /* Names go through a scratch buffer so that they are escaped. */
+  mlprof__out *a = &c->arena;
+  size_t mark = a->len;
+  if (n)
+    frame_name(c, chain[0], a);
+  else
+    mlprof__out_lit(a, "(no Python frame)");
+  size_t name_end = a->len;
+  for (size_t k = n; k-- > 0;) {
+    frame_name(c, chain[k], a);
+    if (k) mlprof__out_lit(a, ";");
+  }
+  char *p = mlprof__out_space(c->o, 160);
+  p = event_start(c, p);
+  p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"stack\",");
+  p = put(p, ts->ids, ts->ids_len);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, s->t));
+  p = PUT_LIT(p, ",\"name\":");
+  mlprof__out_end(c->o, p);
+  mlprof__out_json_str(c->o, a->buf + mark, name_end - mark);
+  mlprof__out_lit(c->o, ",\"args\":{\"stack\":");
+  mlprof__out_json_str(c->o, a->buf + name_end, a->len - name_end);
+  mlprof__out_printf(c->o, ",\"on_cpu\":%s}}",
+                     s->flags & MLPROF__SAMPLE_ON_CPU ? "true" : "false");
+  a->len = mark;
+  return status(c);
+}
+
 static int on_meta(void *ud, const char *key, size_t klen, const char *value,
                    size_t vlen) {
   chrome *c = ud;
@@ -656,6 +780,10 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       .meta = on_meta,
       .end = on_end,
       .sample = on_sample,
+      .stack_func = on_stack_func,
+      .stack_frame = on_stack_frame,
+      .stack_node = on_stack_node,
+      .stack_sample = on_stack_sample,
   };
   c.job = job;
   rc = mlprof__trace_plan_init(&c.plan, job);
@@ -687,6 +815,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     mlprof__filter_read fr = {0};
     if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
     int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
+    stack_defs_clear(&c.stk); /* ids are the profile's own */
     shown += fr.zones_shown;
     hidden += fr.zones_hidden;
     mlprof__filter_read_free(&fr);
@@ -743,6 +872,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   free(c.open);
   mlprof__map_clear(&c.ids);
   mlprof__map_clear(&c.tids);
+  stack_defs_clear(&c.stk);
   mlprof__out_close(&c.arena);
   return rc;
 }

@@ -949,9 +949,10 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
     mlprof__out_lit(o, "\n");
   }
   int (*const sections[])(const mlprof__report *, mlprof__out *) = {
-      zones_section, procs_section,    threads_section,
-      steps_section, counters_section, units_section,
-      open_section,  meta_section,     mlprof__export_lines_text};
+      zones_section,          procs_section,    threads_section,
+      steps_section,          counters_section, units_section,
+      open_section,           meta_section,     mlprof__export_lines_text,
+      mlprof__export_hot_text};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     int rc = sections[i](r, o);
     if (rc) return rc;
@@ -960,9 +961,13 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
       return rc;
     /* What is wrong and what to do, right after the zones. */
     if (sections[i] == zones_section && f &&
-        ((rc = breakdown_section(f, o)) || (rc = dist_section(f, o)) ||
-         (rc = findings_section(f, o)) || (rc = leaks_section(f, o)) ||
-         (rc = slo_section(f, o)) || (rc = launched_section(f, o))))
+        ((rc = breakdown_section(f, o)) ||
+         (f->steps.source != MLPROF__STEPS_NONE &&
+          f->steps.part_ns[MLPROF__PART_OTHER] &&
+          (rc = mlprof__export_hot_other_text(r, o))) ||
+         (rc = dist_section(f, o)) || (rc = findings_section(f, o)) ||
+         (rc = leaks_section(f, o)) || (rc = slo_section(f, o)) ||
+         (rc = launched_section(f, o))))
       return rc;
   }
   return o->err;

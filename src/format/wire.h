@@ -8,7 +8,7 @@
 
 #define MLPROF__FILE_MAGIC "MLPROF\r\n"
 #define MLPROF__FORMAT_MAJOR 1
-#define MLPROF__FORMAT_MINOR 4
+#define MLPROF__FORMAT_MINOR 5
 #define MLPROF__FILE_HEADER_SIZE 16
 #define MLPROF__CHUNK_MAGIC "MPCK"
 #define MLPROF__CHUNK_HEADER_SIZE 16
@@ -37,7 +37,8 @@ enum {
   MLPROF__CHUNK_END = 6,
   MLPROF__CHUNK_SOURCES = 7,
   MLPROF__CHUNK_SAMPLES = 8,
-  MLPROF__CHUNK_LINES = 9, /* since 1.4 */
+  MLPROF__CHUNK_LINES = 9,   /* since 1.4 */
+  MLPROF__CHUNK_STACKS = 10, /* since 1.5 */
 };
 
 enum {
@@ -49,6 +50,16 @@ enum {
   MLPROF__REC_STEP = 6,
   MLPROF__REC_OPEN = 7,
   MLPROF__REC_STEP_END = 8, /* since 1.3 */
+};
+
+/* The records of a STACKS chunk (since 1.5), each a kind byte first. */
+enum {
+  MLPROF__STK_FUNC = 1,   /* id, file, function, first line */
+  MLPROF__STK_FRAME = 2,  /* id, function id (0: "<truncated>"), line */
+  MLPROF__STK_NATIVE = 3, /* id, pc, module, symbol, offset */
+  MLPROF__STK_NODE = 4,   /* id, parent stack id (0: none), frame id */
+  MLPROF__STK_SAMPLE = 5, /* dt, tid, stack id, flags, cpu ns */
+  MLPROF__STK_RATE = 6,   /* samples per second */
 };
 
 enum {

@@ -13,6 +13,7 @@
 #define MLPROF__ENV_FLUSH_MS "MLPROF_FLUSH_MS"   /* mlprof_config's */
 #define MLPROF__ENV_MEMORY_MB "MLPROF_MEMORY_MB" /* memory cap, MB */
 #define MLPROF__ENV_SAMPLE_MS "MLPROF_SAMPLE_MS" /* 0: no sampling */
+#define MLPROF__ENV_STACKS "MLPROF_STACKS"       /* stack samples/s; off */
 /* Why mlprof run found no Python start-up module (said in the profile). */
 #define MLPROF__ENV_PY_MISSING "MLPROF_PY_MISSING"
 /* The Python flags mlprof run passes on (python/mlprof/_startup). */

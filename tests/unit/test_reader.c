@@ -1535,8 +1535,111 @@ static void test_lines_chunk(void) {
   free(got.d);
 }
 
+/* What the stack callbacks saw, as text. */
+static int log_sfunc(void *ud, const mlprof__stack_func *f) {
+  char line[128];
+  int n = snprintf(line, sizeof line, "F%u %s:%s:%u\n", (unsigned)f->id,
+                   f->file, f->function, (unsigned)f->first_line);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_sframe(void *ud, const mlprof__stack_frame *f) {
+  char line[128];
+  int n = snprintf(line, sizeof line, "R%u %u:%u %s%s\n", (unsigned)f->id,
+                   (unsigned)f->func, (unsigned)f->line, f->module, f->symbol);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_snode(void *ud, uint32_t id, uint32_t parent, uint32_t frame) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "N%u %u %u\n", (unsigned)id,
+                   (unsigned)parent, (unsigned)frame);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_ssample(void *ud, const mlprof__stack_sample *s) {
+  char line[96];
+  int n =
+      snprintf(line, sizeof line, "S%llu %u %u %u %llu\n",
+               (unsigned long long)s->t, (unsigned)s->tid, (unsigned)s->stack,
+               (unsigned)s->flags, (unsigned long long)s->cpu_ns);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_srate(void *ud, uint32_t hz) {
+  char line[32];
+  int n = snprintf(line, sizeof line, "H%u\n", (unsigned)hz);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static void test_stacks_chunk(void) {
+  buf f = {0}, p = {0}, got = {0};
+  profile_start(&f);
+  uint8_t k;
+  k = MLPROF__STK_RATE, put(&p, &k, 1), put_uv(&p, 500);
+  k = MLPROF__STK_FUNC, put(&p, &k, 1), put_uv(&p, 1);
+  put_str(&p, "a.py"), put_str(&p, "main"), put_uv(&p, 3);
+  k = MLPROF__STK_FRAME, put(&p, &k, 1), put_uv(&p, 1), put_uv(&p, 1);
+  put_uv(&p, 4);
+  k = MLPROF__STK_NATIVE, put(&p, &k, 1), put_uv(&p, 2), put_uv(&p, 0x1000);
+  put_str(&p, "libx.so"), put_str(&p, "f"), put_uv(&p, 8);
+  k = MLPROF__STK_NODE, put(&p, &k, 1), put_uv(&p, 1), put_uv(&p, 0);
+  put_uv(&p, 1);
+  k = MLPROF__STK_NODE, put(&p, &k, 1), put_uv(&p, 2), put_uv(&p, 1);
+  put_uv(&p, 2);
+  /* Two samples, times delta-coded; the second with its CPU time. */
+  k = MLPROF__STK_SAMPLE, put(&p, &k, 1), put_uv(&p, 20), put_uv(&p, 7);
+  put_uv(&p, 2), put_uv(&p, 1);
+  k = MLPROF__STK_SAMPLE, put(&p, &k, 1), put_uv(&p, 10), put_uv(&p, 7);
+  put_uv(&p, 1), put_uv(&p, 9), put_uv(&p, 500);
+  chunk(&f, MLPROF__CHUNK_STACKS, &p);
+  /* Damaged: a node whose parent is not before it; an unknown kind; a
+   * sample with flags no version sets; a sample cut short. */
+  k = MLPROF__STK_NODE, put(&p, &k, 1), put_uv(&p, 3), put_uv(&p, 3);
+  put_uv(&p, 1);
+  chunk(&f, MLPROF__CHUNK_STACKS, &p);
+  k = 99, put(&p, &k, 1), put_uv(&p, 1);
+  chunk(&f, MLPROF__CHUNK_STACKS, &p);
+  k = MLPROF__STK_SAMPLE, put(&p, &k, 1), put_uv(&p, 2), put_uv(&p, 7);
+  put_uv(&p, 1), put_uv(&p, 64);
+  chunk(&f, MLPROF__CHUNK_STACKS, &p);
+  k = MLPROF__STK_SAMPLE, put(&p, &k, 1), put_uv(&p, 2), put_uv(&p, 7);
+  put_uv(&p, 1), put_uv(&p, 8); /* cpu_ns missing */
+  chunk(&f, MLPROF__CHUNK_STACKS, &p);
+  mlprof__visitor v = {.ud = &got,
+                       .stack_func = log_sfunc,
+                       .stack_frame = log_sframe,
+                       .stack_node = log_snode,
+                       .stack_sample = log_ssample,
+                       .stack_rate = log_srate};
+  mlprof__read_report rep;
+  int rc = mlprof__read_mem(f.d, f.n, &v, &rep, NULL, 0);
+  put(&got, "", 1);
+  CHECK_EQ(rc, 0);
+  CHECK_STR((char *)got.d,
+            "H500\n"
+            "F1 a.py:main:3\n"
+            "R1 1:4 \n"
+            "R2 0:0 libx.sof\n"
+            "N1 0 1\n"
+            "N2 1 2\n"
+            "S10 7 2 1 0\n"
+            "S15 7 1 9 500\n");
+  CHECK_EQ_U64(rep.damaged_chunks, 4);
+  CHECK_EQ_U64(rep.last_ns, 15);
+  free(f.d);
+  free(p.d);
+  free(got.d);
+}
+
 const mlprof_test mlprof_tests_reader[] = {
     {"round_trip", test_round_trip},
+    {"stacks_chunk", test_stacks_chunk},
     {"null_visitor_and_report", test_null_visitor_and_report},
     {"truncated_tail", test_truncated_tail},
     {"bit_flip_middle_chunk", test_bit_flip_middle_chunk},

@@ -1,0 +1,193 @@
+"""Cost of the stack sampler (docs/stacks.md) beside py-spy on the same
+workloads, in the same run, in interleaved rounds:
+
+  - a pure-Python workload (recursive calls, loops, a generator) and
+  - a small CNN's training steps on CPU (bench/train_cnn.py's model),
+
+each run whole as a user runs it: plain (the baseline), under `mlprof run
+--stacks off` and `mlprof run --stacks 100` (the sampler's cost is the
+difference of the two), and under `py-spy record -r 100`, with
+--nonblocking and with its default (it stops the program for each sample).
+The figures, medians of the rounds, over the workload's own loop, timed
+inside the program (start-up and reports at exit excluded): the CPU time
+of its main thread (the program's own work: what the sampler slows down),
+of its whole process (all its threads: the sampler's own too), and the
+loop's wall time (which other jobs on a shared machine move by tens of
+percent);
+and the CPU time of the whole run, every process of it (py-spy's and
+mlprof's own included), from the rusage of children. Budget (DESIGN.md):
+the sampler at 100 Hz adds at most 1%.
+Then the bytes one sample takes on disk (the STACKS chunks of the 100 Hz
+runs over their samples, definitions included).
+
+    make bench-python      or
+    PYTHONPATH=build/python python3 bench/bench_stacks.py [ROUNDS]
+"""
+import json
+import os
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+
+from mlprof.__main__ import find_cli
+from side_by_side import version
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PURE = r"""
+import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def squares(n):
+    for i in range(n):
+        yield i * i
+def work():
+    total = 0
+    for _ in range(%d):
+        total += fib(18) + sum(squares(2000))
+        total += sum(len(str(i)) for i in range(500))
+    return total
+work()  # warm-up
+t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+work()
+print("work_ns", int((time.perf_counter() - t0) * 1e9),
+      int((time.process_time() - c0) * 1e9),
+      int((time.thread_time() - m0) * 1e9))
+"""
+
+TORCH = r"""
+import sys, time
+sys.path.insert(0, %r)
+from train_cnn import setup, train
+parts = setup()
+train(*parts, 5)
+t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+train(*parts, %d)
+print("work_ns", int((time.perf_counter() - t0) * 1e9),
+      int((time.process_time() - c0) * 1e9),
+      int((time.thread_time() - m0) * 1e9))
+"""
+
+
+def py_spy():
+    """py-spy next to this Python (the venv's, from PyPI), or on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return here if os.path.exists(here) else shutil.which("py-spy")
+
+
+def stacks_bytes(run_dir):
+    """Bytes of the STACKS chunks (headers included) of run_dir's
+    profiles."""
+    total = 0
+    for name in os.listdir(run_dir):
+        with open(os.path.join(run_dir, name), "rb") as f:
+            data = f.read()
+        p = 16
+        while p + 16 <= len(data):
+            kind, = struct.unpack_from("<H", data, p + 4)
+            n, = struct.unpack_from("<I", data, p + 8)
+            if kind == 10:
+                total += 16 + n
+            p += 16 + n
+    return total
+
+
+def count_samples(cli, run_dir):
+    r = subprocess.run([cli, "report", "-f", "json", run_dir],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout).get("hot", {}).get("samples", 0)
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    cli = find_cli()
+    spy = py_spy()
+    tmp = tempfile.mkdtemp(prefix="mlprof-bench-stacks-")
+    n = [0]
+
+    def out_dir():
+        n[0] += 1
+        return os.path.join(tmp, "run%d" % n[0])
+
+    scripts = {"pure Python": PURE % 1000, "torch CNN steps": TORCH % (HERE, 60)}
+    stacks_disk = []
+    try:
+        for label, body in scripts.items():
+            script = os.path.join(tmp, "w.py")
+            with open(script, "w") as f:
+                f.write(body)
+            py = [sys.executable, script]
+
+            ways = {
+                "no profiler": lambda: py,
+                "mlprof run --stacks off": lambda: [
+                    cli, "run", "-q", "-o", out_dir(), "--stacks", "off",
+                    "--"] + py,
+                "mlprof run --stacks 100": lambda: [
+                    cli, "run", "-q", "-o", out_dir(), "--stacks", "100",
+                    "--"] + py,
+            }
+            if spy:
+                ways["py-spy record -r 100 --nonblocking"] = lambda: [
+                    spy, "record", "-r", "100", "--nonblocking", "-f", "raw",
+                    "-o", os.path.join(tmp, "spy.txt"), "--"] + py
+                ways["py-spy record -r 100 (pauses)"] = lambda: [
+                    spy, "record", "-r", "100", "-f", "raw", "-o",
+                    os.path.join(tmp, "spy.txt"), "--"] + py
+            got = {k: [] for k in ways}
+            names = list(ways)
+            for r in range(rounds):
+                i = r % len(names)
+                for k in names[i:] + names[:i]:
+                    cmd = ways[k]()
+                    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    p = subprocess.run(cmd, capture_output=True, text=True,
+                                       timeout=600)
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    run_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
+                               r0.ru_stime) * 1e9
+                    if p.returncode != 0:
+                        raise SystemExit("%s failed: %s" % (k, p.stderr[-500:]))
+                    line = [ln for ln in p.stdout.splitlines()
+                            if ln.startswith("work_ns ")][-1]
+                    _, wall, cpu, main = line.split()
+                    got[k].append((int(main), int(cpu), int(wall), run_cpu))
+                    if k == "mlprof run --stacks 100":
+                        d = cmd[cmd.index("-o") + 1]
+                        stacks_disk.append((stacks_bytes(d),
+                                            count_samples(cli, d)))
+            med = {k: [statistics.median(x[i] for x in v) for i in range(4)]
+                   for k, v in got.items()}
+            off = med["mlprof run --stacks off"]
+            print("%s: medians of %d interleaved rounds, ms; in [], vs "
+                  "--stacks off" % (label, rounds))
+            print("  %-38s %17s %17s %17s %9s" % (
+                "", "loop, main thread", "loop, process", "loop wall",
+                "run CPU"))
+            for k in names:
+                cells = []
+                for i in range(3):
+                    vs = " [%+.1f%%]" % (100 * (med[k][i] / off[i] - 1)) \
+                        if k == "mlprof run --stacks 100" else ""
+                    cells.append("%.1f%s" % (med[k][i] / 1e6, vs))
+                print("  %-38s %17s %17s %17s %9.1f" % (
+                    k, cells[0], cells[1], cells[2], med[k][3] / 1e6))
+            print()
+        b = sum(x for x, _ in stacks_disk)
+        s = sum(y for _, y in stacks_disk)
+        if s:
+            print("bytes per sample on disk (STACKS chunks of the 100 Hz runs, "
+                  "definitions included): %.1f (%d samples)" % (b / s, s))
+        if spy:
+            print("py-spy %s" % version("py-spy"))
+        print("budget: mlprof run --stacks 100 at most 1% over --stacks off")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
