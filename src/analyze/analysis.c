@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* At most this many analyses share a pass. */
-#define TEE_MAX 5
+#define TEE_MAX 6
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
@@ -109,6 +109,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
   mlprof__lines_builder *lnb = NULL;
   mlprof__lines lines;
   mlprof__lod_builder *lb = NULL;
+  mlprof__memory_builder *mb = NULL;
+  mlprof__memory mem;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
     if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)))
@@ -117,6 +119,9 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (s) mlprof__stats_budget(s, opts->durations_budget);
     if (s && fd) mlprof__stats_selection(s);
   }
+  if (!rc && (want & MLPROF__ANALYSIS_STATS) &&
+      !(mb = mlprof__memory_begin(&mem)))
+    rc = MLPROF_ENOMEM;
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))
     rc = MLPROF_ENOMEM;
@@ -134,6 +139,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
     if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
+    if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -144,6 +150,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
     if (!rc && lnb) rc = mlprof__lines_profile_end(lnb);
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
+    if (!rc && mb) rc = mlprof__memory_profile_end(mb);
   }
   if (!rc && s) rc = select_passes(job, fd, a, s);
   mlprof__lines_finish(lnb);
@@ -153,6 +160,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     mlprof__resources_abort(rb);
     mlprof__tree_abort(tb);
     mlprof__lod_abort(lb);
+    mlprof__memory_abort(mb);
     return rc;
   }
   /* Each finish frees its builder, whatever the outcome. */
@@ -172,6 +180,14 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (lb) {
     int lrc = mlprof__lod_finish(lb);
     if (!rc) rc = lrc;
+  }
+  if (mb) {
+    int mrc = mlprof__memory_finish(mb);
+    if (!rc && !mrc && s)
+      a->r.mem = mem;
+    else if (!mrc)
+      mlprof__memory_free(&mem);
+    if (!rc) rc = mrc;
   }
   return rc;
 }

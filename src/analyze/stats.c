@@ -1437,6 +1437,7 @@ const mlprof__marks *mlprof__report_marks(const mlprof__report *r,
 
 void mlprof__report_free(mlprof__report *r) {
   mlprof__lines_free(&r->lines);
+  mlprof__memory_free(&r->mem);
   for (size_t i = 0; i < r->nzones; i++) {
     free(r->zones[i].name);
     free(r->zones[i].units);

@@ -39,6 +39,7 @@
 #include "../format/reader.h"
 #include "../model/job.h"
 #include "lines.h"
+#include "memory.h"
 #include "marks.h"
 #include "resources.h"
 
@@ -179,6 +180,9 @@ typedef struct {
   size_t nwarnings;
   /* Line timings (filled by the analysis driver, freed with the report). */
   mlprof__lines lines;
+  /* Where memory goes (filled by the analysis driver, freed with the
+   * report). */
+  mlprof__memory mem;
 } mlprof__report;
 
 /* The builder, fed one profile at a time by the analysis driver

@@ -41,6 +41,9 @@ static void usage(FILE *out) {
       "      --flush-ms N     write interval in ms: a killed process loses at\n"
       "                       most this much (default 200)\n"
       "      --memory-mb N    event buffer cap per process (default 64)\n"
+      "      --memory=MODE    allocations recorded: sampled[:BYTES] (default;\n"
+      "                       a sample every 512 KiB allocated on average),\n"
+      "                       all (every one, for leak hunting) or off\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
       "      --no-torch       Python: do not record PyTorch's steps (data,\n"
@@ -333,6 +336,7 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"flush-ms", required_argument, NULL, 'f'},
       {"memory-mb", required_argument, NULL, 'm'},
       {"sample-ms", required_argument, NULL, 's'},
+      {"memory", required_argument, NULL, 'M'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       /* Flags for Python processes ('P'): passed on in MLPROF_PY_OPTIONS. */
@@ -344,6 +348,7 @@ int mlprof__cmd_run(int argc, char **argv) {
   const char *out = NULL;
   long flush_ms = 0, memory_mb = 0, sample_ms = 100;
   int quiet = 0, c, which;
+  const char *memory = NULL;
   char py_options[1024] = "";
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   while ((c = getopt_long(argc, argv, "+o:qh", opts, &which)) != -1) {
@@ -370,6 +375,19 @@ int mlprof__cmd_run(int argc, char **argv) {
           return 2;
         if (strcmp(optarg, "0") == 0) sample_ms = 0;
         break;
+      case 'M': {
+        int mode;
+        uint64_t mean;
+        if (mlprof__mem_parse(optarg, &mode, &mean) != 0) {
+          fprintf(stderr,
+                  "mlprof run: --memory=%s: not sampled, sampled:BYTES "
+                  "(BYTES > 0), all or off\n",
+                  optarg);
+          return 2;
+        }
+        memory = optarg;
+        break;
+      }
       case 'q':
         quiet = 1;
         break;
@@ -416,6 +434,7 @@ int mlprof__cmd_run(int argc, char **argv) {
     snprintf(num, sizeof num, "%ld", memory_mb);
     setenv("MLPROF_MEMORY_MB", num, 1);
   }
+  if (memory) setenv("MLPROF_MEMORY", memory, 1);
   /* The processes do not sample themselves: this one samples them all. */
   setenv("MLPROF_SAMPLE_MS", "0", 1);
 

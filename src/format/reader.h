@@ -72,6 +72,17 @@ typedef struct {
   const mlprof__line_row *rows;
 } mlprof__line_table;
 
+/* A recorded allocation (an ALLOCS chunk, since 1.5). */
+typedef struct {
+  uint32_t tid;
+  uint64_t t;      /* ns since the profile's start */
+  uint64_t size;   /* bytes asked for */
+  uint64_t weight; /* bytes it stands for: size, or more when sampled */
+  uint64_t addr;   /* its address, for the free that ends it */
+  uint32_t zone;   /* the innermost zone open on tid (a zone name id), or 0 */
+  uint64_t stack;  /* a stack id, or 0 */
+} mlprof__alloc;
+
 /* The callbacks, listed once: X(name, (parameters), arguments after ud).
  * The visitor's members, the analysis driver's tee and the filter's
  * forwarder are all made from this list. */
@@ -117,7 +128,12 @@ typedef struct {
      const char *reason, size_t rlen),                                         \
     name, nlen, available, reason, rlen)                                       \
   X(sample, (void *ud, const mlprof__sample_row *row), row)                    \
-  X(lines, (void *ud, const mlprof__line_table *t), t)
+  X(lines, (void *ud, const mlprof__line_table *t), t)                         \
+  /* An allocation, and the free of a recorded allocation's address (in a      \
+   * file recorded with every allocation, of any address) (since 1.5). */      \
+  X(alloc, (void *ud, const mlprof__alloc *a), a)                              \
+  X(alloc_free, (void *ud, uint32_t tid, uint64_t t, uint64_t addr), tid, t,   \
+    addr)
 
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then

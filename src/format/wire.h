@@ -8,7 +8,7 @@
 
 #define MLPROF__FILE_MAGIC "MLPROF\r\n"
 #define MLPROF__FORMAT_MAJOR 1
-#define MLPROF__FORMAT_MINOR 4
+#define MLPROF__FORMAT_MINOR 5
 #define MLPROF__FILE_HEADER_SIZE 16
 #define MLPROF__CHUNK_MAGIC "MPCK"
 #define MLPROF__CHUNK_HEADER_SIZE 16
@@ -37,7 +37,14 @@ enum {
   MLPROF__CHUNK_END = 6,
   MLPROF__CHUNK_SOURCES = 7,
   MLPROF__CHUNK_SAMPLES = 8,
-  MLPROF__CHUNK_LINES = 9, /* since 1.4 */
+  MLPROF__CHUNK_LINES = 9,   /* since 1.4 */
+  MLPROF__CHUNK_ALLOCS = 11, /* since 1.5 */
+};
+
+/* The records of an ALLOCS chunk (since 1.5). */
+enum {
+  MLPROF__ALLOC_ALLOC = 1,
+  MLPROF__ALLOC_FREE = 2,
 };
 
 enum {

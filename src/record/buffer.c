@@ -8,6 +8,8 @@
  * One free slot is held back for every zone that is open on the thread, so a
  * zone's end is always recorded once its begin was: pairing never breaks,
  * whatever the memory cap does. */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +192,18 @@ static void count_drop(mlprof__thread *t) {
 
 /* Makes room for an event of `slots` slots beyond the held-back reserve,
  * registering the thread or moving to a new buffer as needed. */
+static int room_slow_quiet(uintptr_t slots);
 static int room_slow(uintptr_t slots) {
+  /* Quiet: what it allocates (a thread's state, a buffer) is the library's,
+   * and a signal handler's malloc must not come back here meanwhile. */
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
+  int rc = room_slow_quiet(slots);
+  mlprof__quiet = quiet;
+  return rc;
+}
+
+static int room_slow_quiet(uintptr_t slots) {
   mlprof__tls_state *s = &mlprof__tls;
   mlprof__thread *t = s->thread;
   if (!t && !(t = thread_register())) return 0;
@@ -337,6 +350,59 @@ static void put_event(unsigned kind, const mlprof_site *site, uint64_t payload,
   e->ts = ts;
   atomic_store_explicit(&e->p, (uint64_t)(uintptr_t)site | kind,
                         memory_order_release);
+  s->pos = e + slots;
+}
+
+MLPROF__HIDDEN _Atomic int mlprof__mem_mode = MLPROF__MEM_SAMPLED;
+MLPROF__HIDDEN _Atomic uint64_t mlprof__mem_mean = 512u << 10;
+
+int mlprof__mem_parse(const char *s, int *mode, uint64_t *mean) {
+  if (!strcmp(s, "off")) {
+    *mode = MLPROF__MEM_OFF;
+  } else if (!strcmp(s, "all")) {
+    *mode = MLPROF__MEM_ALL;
+  } else if (!strcmp(s, "sampled")) {
+    *mode = MLPROF__MEM_SAMPLED;
+  } else if (!strncmp(s, "sampled:", 8)) {
+    uint64_t n;
+    if (mlprof__parse_count(s + 8, &n) != 0 || n == 0) return MLPROF_EINVAL;
+    *mode = MLPROF__MEM_SAMPLED;
+    *mean = n;
+  } else {
+    return MLPROF_EINVAL;
+  }
+  return 0;
+}
+
+uint64_t mlprof__mem_weight(uint64_t size) {
+  if (atomic_load_explicit(&mlprof__mem_mode, memory_order_relaxed) !=
+      MLPROF__MEM_SAMPLED)
+    return size;
+  /* Sampled with probability 1 - exp(-size / mean): size over that
+   * probability is an unbiased estimate of the bytes it stands for. */
+  double mean = (double)atomic_load(&mlprof__mem_mean);
+  double p = -expm1(-(double)size / mean);
+  return p > 0 ? (uint64_t)llround((double)size / p) : size;
+}
+
+void mlprof__put_mem(uint64_t addr, uint64_t size, uint64_t stack) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  mlprof__tls_state *s = &mlprof__tls;
+  uintptr_t slots = size ? 2 : 1;
+  if (ROOM(s) < slots && !room_slow(slots)) {
+    count_drop(s->thread);
+    return;
+  }
+  mlprof__ev *e = s->pos;
+  uint64_t ts = mlprof__now();
+  uint64_t p = size ? size << 4 | MLPROF__EV_MEM
+                    : addr << 4 | MLPROF__EV_MEM_FREE | MLPROF__EV_MEM;
+  if (size) {
+    e[1].ts = addr;
+    atomic_store_explicit(&e[1].p, stack, memory_order_relaxed);
+  }
+  e->ts = ts;
+  atomic_store_explicit(&e->p, p, memory_order_release);
   s->pos = e + slots;
 }
 

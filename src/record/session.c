@@ -427,6 +427,20 @@ int mlprof_init(const mlprof_config *cfg) {
            output[0] == '/' ? "" : output);
   config = c;
   config.output = base_output;
+  const char *mem = mlprof__env("MLPROF_MEMORY");
+  if (mem && *mem) {
+    int mode = MLPROF__MEM_SAMPLED;
+    uint64_t mean = atomic_load(&mlprof__mem_mean);
+    if (mlprof__mem_parse(mem, &mode, &mean) == 0) {
+      atomic_store(&mlprof__mem_mean, mean);
+      atomic_store(&mlprof__mem_mode, mode);
+    } else {
+      mlprof__warn_once(NULL,
+                        "ignoring MLPROF_MEMORY=%s (off, all, sampled or "
+                        "sampled:BYTES)",
+                        mem);
+    }
+  }
   want_enabled = c.enabled;
   mlprof__clock_setup();
   mlprof__pool_configure(c.memory_cap);
