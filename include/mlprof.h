@@ -118,6 +118,11 @@ typedef struct mlprof_config {
   int sample_interval_ms;
   /* Non-zero: never load NVML, so no GPU is sampled (MLPROF_GPU=0). */
   int no_gpu;
+  /* Samples per second of every Python thread's stack (docs/stacks.md);
+   * 0 or negative: none. mlprof_config_init sets 100 (MLPROF_STACKS). In a
+   * process with no Python interpreter nothing is sampled. Since 0.1 of
+   * format 1.5; it fills what was padding, so sizeof is unchanged. */
+  int stacks_hz;
   uint64_t reserved[6];
 } mlprof_config;
 

@@ -642,6 +642,27 @@ static int f_sample(void *ud, const mlprof__sample_row *row) {
   return r->inner.sample(r->inner.ud, row);
 }
 
+/* Stack definitions go with the process (a kept sample may name any of
+ * them); a sample with its thread and time, as a span's records do. */
+#define PROCESS_ONLY(cb, params, ...)             \
+  static int f_##cb params {                      \
+    const mlprof__filter_read *r = ud;            \
+    if (!r->cur->keep || !r->inner.cb) return 0;  \
+    return r->inner.cb(r->inner.ud, __VA_ARGS__); \
+  }
+PROCESS_ONLY(stack_func, (void *ud, const mlprof__stack_func *f), f)
+PROCESS_ONLY(stack_frame, (void *ud, const mlprof__stack_frame *f), f)
+PROCESS_ONLY(stack_node,
+             (void *ud, uint32_t id, uint32_t parent, uint32_t frame), id,
+             parent, frame)
+#undef PROCESS_ONLY
+
+static int f_stack_sample(void *ud, const mlprof__stack_sample *s) {
+  mlprof__filter_read *r = ud;
+  if (!kept(r, s->tid, s->t) || !r->inner.stack_sample) return 0;
+  return r->inner.stack_sample(r->inner.ud, s);
+}
+
 void mlprof__filter_visitor(const mlprof__filtered *fd, size_t i,
                             mlprof__filter_read *r,
                             const mlprof__visitor *inner,

@@ -707,6 +707,103 @@ static int parse_lines(reader *r, mlprof__cursor *c) {
   return rc;
 }
 
+static int stack_id(reader *r, const uint8_t *rec, uint64_t id, int zero_ok) {
+  if (id > UINT32_MAX || (!zero_ok && id == 0))
+    return damage(r, rec, "stack id %llu out of range", (unsigned long long)id);
+  return 0;
+}
+
+static int parse_stacks(reader *r, mlprof__cursor *c) {
+  /* Strings are copied with a NUL each: twice the payload bounds them. */
+  size_t plen = (size_t)(c->end - c->p);
+  int rc = scratch_reserve(r, 2 * plen + 2);
+  if (rc) return rc;
+  uint64_t t = 0;
+  while (c->p < c->end && !r->bad) {
+    const uint8_t *rec = c->p;
+    char *w = r->scratch;
+    uint8_t kind = mlprof__get_u8(c);
+    uint64_t id = 0, a = 0, b = 0;
+    if (kind != MLPROF__STK_SAMPLE) id = mlprof__get_uv(c);
+    switch (kind) {
+      case MLPROF__STK_FUNC: {
+        size_t fl, nl;
+        const char *file = mlprof__get_str(c, &fl);
+        const char *fn = mlprof__get_str(c, &nl);
+        a = mlprof__get_uv(c);
+        if (c->err) return damage(r, rec, "function cut short");
+        if (stack_id(r, rec, id, 0) || r->bad) return 0;
+        if (a > UINT32_MAX) return damage(r, rec, "first line out of range");
+        mlprof__stack_func f = {(uint32_t)id, copy_str(&w, file, fl),
+                                copy_str(&w, fn, nl), (uint32_t)a};
+        rc = r->v->stack_func ? r->v->stack_func(r->v->ud, &f) : 0;
+        break;
+      }
+      case MLPROF__STK_FRAME:
+      case MLPROF__STK_NATIVE: {
+        mlprof__stack_frame f = {
+            .id = (uint32_t)id, .module = "", .symbol = ""};
+        if (kind == MLPROF__STK_FRAME) {
+          a = mlprof__get_uv(c);
+          b = mlprof__get_uv(c);
+          if (c->err) return damage(r, rec, "frame cut short");
+          if (a > UINT32_MAX || b > UINT32_MAX)
+            return damage(r, rec, "frame out of range");
+          f.func = (uint32_t)a;
+          f.line = (uint32_t)b;
+        } else {
+          size_t ml, sl;
+          f.native = 1;
+          f.pc = mlprof__get_uv(c);
+          const char *mod = mlprof__get_str(c, &ml);
+          const char *sym = mlprof__get_str(c, &sl);
+          f.offset = mlprof__get_uv(c);
+          if (c->err) return damage(r, rec, "native frame cut short");
+          f.module = copy_str(&w, mod, ml);
+          f.symbol = copy_str(&w, sym, sl);
+        }
+        if (stack_id(r, rec, id, 0) || r->bad) return 0;
+        rc = r->v->stack_frame ? r->v->stack_frame(r->v->ud, &f) : 0;
+        break;
+      }
+      case MLPROF__STK_NODE:
+        a = mlprof__get_uv(c);
+        b = mlprof__get_uv(c);
+        if (c->err) return damage(r, rec, "stack cut short");
+        if (stack_id(r, rec, id, 0) || stack_id(r, rec, b, 0) || r->bad)
+          return 0;
+        if (a >= id) return damage(r, rec, "stack's parent not before it");
+        rc = r->v->stack_node ? r->v->stack_node(r->v->ud, (uint32_t)id,
+                                                 (uint32_t)a, (uint32_t)b)
+                              : 0;
+        break;
+      case MLPROF__STK_SAMPLE: {
+        int64_t dt = mlprof__get_sv(c);
+        mlprof__stack_sample s = {0};
+        uint64_t tid = mlprof__get_uv(c), stack = mlprof__get_uv(c);
+        uint64_t flags = mlprof__get_uv(c);
+        if (flags & MLPROF__SAMPLE_CPU_KNOWN) s.cpu_ns = mlprof__get_uv(c);
+        if (c->err) return damage(r, rec, "sample cut short");
+        if ((dt < 0 && (uint64_t)-dt > t) || tid > UINT32_MAX || flags > 15 ||
+            stack_id(r, rec, stack, 1) || r->bad)
+          return r->bad ? 0 : damage(r, rec, "sample out of range");
+        t += (uint64_t)dt;
+        s.t = t;
+        s.tid = (uint32_t)tid;
+        s.stack = (uint32_t)stack;
+        s.flags = (uint32_t)flags;
+        if (t > r->rep->last_ns) r->rep->last_ns = t;
+        rc = r->v->stack_sample ? r->v->stack_sample(r->v->ud, &s) : 0;
+        break;
+      }
+      default:
+        return damage(r, rec, "unknown stack record %u", kind);
+    }
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Parses one chunk whose length and CRC were checked. */
 static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
                        uint32_t len) {
@@ -741,6 +838,8 @@ static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
       return parse_samples(r, &c);
     case MLPROF__CHUNK_LINES:
       return parse_lines(r, &c);
+    case MLPROF__CHUNK_STACKS:
+      return parse_stacks(r, &c);
     case MLPROF__CHUNK_ALLOCS:
       return parse_allocs(r, &c);
     default: /* a chunk type from a newer minor version */

@@ -72,7 +72,44 @@ typedef struct {
   const mlprof__line_row *rows;
 } mlprof__line_table;
 
-/* A recorded allocation (an ALLOCS chunk, since 1.5). */
+/* A function of interned stacks (a STACKS chunk, since 1.5). */
+typedef struct {
+  uint32_t id;
+  const char *file, *function; /* NUL-terminated, "" when unknown */
+  uint32_t first_line;
+} mlprof__stack_func;
+
+/* A frame: a line of a function (func != 0), a native return address
+ * (native: pc, module, symbol and the offset from the symbol, else from the
+ * module's base), or the frame "<truncated>" at the root of a stack deeper
+ * than the recorder keeps (func 0, not native). */
+typedef struct {
+  uint32_t id;
+  uint32_t func; /* a stack_func id, or 0 */
+  uint32_t line;
+  int native;
+  uint64_t pc, offset;
+  const char *module, *symbol; /* NUL-terminated; "" when not native */
+} mlprof__stack_frame;
+
+/* What a stack sample's flags say (MLPROF__STACK_* in src/record/stack.h
+ * give the same bits). */
+enum {
+  MLPROF__SAMPLE_ON_CPU = 1,
+  MLPROF__SAMPLE_HAS_GIL = 2,
+  MLPROF__SAMPLE_GIL_KNOWN = 4,
+  MLPROF__SAMPLE_CPU_KNOWN = 8 /* cpu_ns was measured */
+};
+
+/* One thread's stack at time t. */
+typedef struct {
+  uint64_t t; /* ns since the profile's start */
+  uint32_t tid;
+  uint32_t stack;       /* a stack_node id, 0: no Python frame */
+  uint32_t flags;       /* MLPROF__SAMPLE_* */
+  uint64_t cpu_ns;      /* CPU time since the thread's previous sample */
+} mlprof__stack_sample; /* A recorded allocation (an ALLOCS chunk, since 1.5).
+                         */
 typedef struct {
   uint32_t tid;
   uint64_t t;      /* ns since the profile's start */
@@ -129,6 +166,15 @@ typedef struct {
     name, nlen, available, reason, rlen)                                       \
   X(sample, (void *ud, const mlprof__sample_row *row), row)                    \
   X(lines, (void *ud, const mlprof__line_table *t), t)                         \
+  /* Interned stacks (since 1.5): an id may be used before the record that     \
+   * defines it (an allocation's stack, a sample taken as the flush ran), at   \
+   * most in the next STACKS chunk; consumers resolve ids after the read.      \
+   * A node's parent id is always smaller than its own (0: no parent). */      \
+  X(stack_func, (void *ud, const mlprof__stack_func *f), f)                    \
+  X(stack_frame, (void *ud, const mlprof__stack_frame *f), f)                  \
+  X(stack_node, (void *ud, uint32_t id, uint32_t parent, uint32_t frame), id,  \
+    parent, frame)                                                             \
+  X(stack_sample, (void *ud, const mlprof__stack_sample *s), s)                \
   /* An allocation, and the free of a recorded allocation's address (in a      \
    * file recorded with every allocation, of any address) (since 1.5). */      \
   X(alloc, (void *ud, const mlprof__alloc *a), a)                              \

@@ -38,6 +38,7 @@ enum {
   MLPROF__CHUNK_SOURCES = 7,
   MLPROF__CHUNK_SAMPLES = 8,
   MLPROF__CHUNK_LINES = 9,   /* since 1.4 */
+  MLPROF__CHUNK_STACKS = 10, /* since 1.5 */
   MLPROF__CHUNK_ALLOCS = 11, /* since 1.5 */
 };
 
@@ -56,6 +57,15 @@ enum {
   MLPROF__REC_STEP = 6,
   MLPROF__REC_OPEN = 7,
   MLPROF__REC_STEP_END = 8, /* since 1.3 */
+};
+
+/* The records of a STACKS chunk (since 1.5), each a kind byte first. */
+enum {
+  MLPROF__STK_FUNC = 1,   /* id, file, function, first line */
+  MLPROF__STK_FRAME = 2,  /* id, function id (0: "<truncated>"), line */
+  MLPROF__STK_NATIVE = 3, /* id, pc, module, symbol, offset */
+  MLPROF__STK_NODE = 4,   /* id, parent stack id (0: none), frame id */
+  MLPROF__STK_SAMPLE = 5, /* dt, tid, stack id, flags, cpu ns */
 };
 
 enum {

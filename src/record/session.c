@@ -18,6 +18,7 @@
 #include "../format/wire.h"
 #include "../sample/sample.h"
 #include "internal.h"
+#include "stack.h"
 
 MLPROF__HIDDEN pthread_mutex_t mlprof__meta_lock = PTHREAD_MUTEX_INITIALIZER;
 MLPROF__HIDDEN _Atomic int mlprof__child_pending;
@@ -97,6 +98,7 @@ void mlprof_config_init(mlprof_config *cfg) {
   cfg->memory_cap = 64u << 20;
   cfg->enabled = 1;
   cfg->sample_interval_ms = 100;
+  cfg->stacks_hz = 100;
 }
 
 void mlprof__session_sample_tree(pid_t pid) { sample_tree = pid; }
@@ -114,6 +116,15 @@ static unsigned long env_ulong(const char *name, unsigned long dflt) {
   return n;
 }
 
+/* MLPROF_STACKS: samples of every thread's stack per second, or off (0);
+ * 100 when unset. */
+static int stacks_from_env(void) {
+  const char *v = mlprof__env("MLPROF_STACKS");
+  if (v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) return -1;
+  unsigned long hz = env_ulong("MLPROF_STACKS", 100);
+  return hz == 0 ? -1 : hz > 10000 ? 10000 : (int)hz;
+}
+
 /* The config the environment asks for (mlprof run and friends). */
 static void config_from_env(mlprof_config *cfg) {
   mlprof_config_init(cfg);
@@ -124,6 +135,7 @@ static void config_from_env(mlprof_config *cfg) {
   unsigned long ms = env_ulong("MLPROF_SAMPLE_MS", 100);
   cfg->sample_interval_ms = ms == 0 ? -1 : ms > 3600000 ? 3600000 : (int)ms;
   cfg->no_gpu = env_ulong("MLPROF_GPU", 1) == 0;
+  cfg->stacks_hz = stacks_from_env();
 }
 
 static int is_dir(const char *p) {
@@ -342,6 +354,7 @@ static void fork_child(void) {
   pthread_mutex_unlock(&mlprof__meta_lock);
   pthread_mutex_unlock(&session_lock);
   mlprof__buffers_after_fork(); /* re-initialises the pool lock */
+  mlprof__stacks_after_fork();
   mlprof__lines_after_fork();
   mlprof__writer *w = atomic_exchange(&writer, NULL);
   if (!w) return;
@@ -368,6 +381,7 @@ static void process_hooks(void) {
 static int session_start(const char *output, int child) {
   mlprof__writer *w;
   size_t leaf;
+  mlprof__stacks_rewind(); /* a new file: every stack defined again */
   int rc = resolve_path(output, child, &leaf);
   if (rc == 0)
     rc = mlprof__writer_open(&w, path, sizeof path, leaf,
@@ -389,6 +403,10 @@ static int session_start(const char *output, int child) {
   owner = getpid();
   atomic_store(&writer, w);
   atomic_store(&mlprof__on, want_enabled);
+  if (config.stacks_hz > 0 && (rc = mlprof__stacks_start(config.stacks_hz)))
+    mlprof__warn_once(NULL,
+                      "cannot start the stack sampler: %s; recording goes on",
+                      mlprof_strerror(rc));
   return 0;
 }
 
@@ -479,6 +497,7 @@ static int session_end(int how, int status) {
     mlprof__sampler_stop(sampler);
     sampler = NULL;
   }
+  mlprof__stacks_stop();
   mlprof__writer *w = atomic_exchange(&writer, NULL);
   int rc = MLPROF_ENOTSTARTED;
   if (w) {

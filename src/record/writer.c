@@ -19,6 +19,7 @@
 #include "../format/wire.h"
 #include "../sample/sample.h"
 #include "internal.h"
+#include "stack.h"
 
 #define OUT_FLUSH_BYTES (1u << 20)
 #define EVENTS_CHUNK_BYTES (1u << 20)
@@ -111,7 +112,8 @@ struct mlprof__writer {
   mlprof__thread *events_thread;
   bytes allocs; /* the ALLOCS payload being built */
   mlprof__thread *allocs_thread;
-  bytes out; /* whole chunks waiting for write() */
+  bytes out;    /* whole chunks waiting for write() */
+  bytes stacks; /* the STACKS payload being built */
 
   pthread_mutex_t pending_lock; /* the sampler's rows and source statuses */
   pending_row *rows;
@@ -880,6 +882,24 @@ static void put_lines(void *w, const uint8_t *payload, size_t len) {
   put_chunk(w, MLPROF__CHUNK_LINES, payload, len, 0);
 }
 
+static uint64_t raw_to_ns(void *w, uint64_t raw) {
+  return mlprof__timebase_ns(&((mlprof__writer *)w)->tb, raw);
+}
+
+/* The stack definitions and samples taken since the last flush, before the
+ * events: a record that names a stack finds it defined (docs/format.md). */
+static void stacks_flush(mlprof__writer *w) {
+  for (int more = 1; more;) {
+    size_t before = w->stacks.len;
+    mlprof__stacks_take(&w->stacks.p, &w->stacks.len, &w->stacks.cap, raw_to_ns,
+                        w);
+    more = w->stacks.len > before && w->stacks.len >= (1u << 20);
+    if (w->stacks.len)
+      put_chunk(w, MLPROF__CHUNK_STACKS, w->stacks.p, w->stacks.len, 0);
+    w->stacks.len = 0;
+  }
+}
+
 static void flush_all(mlprof__writer *w) {
   mlprof__timebase_calibrate(&w->tb, mlprof__clock_anchor());
   emit_thread_names(w);
@@ -888,6 +908,7 @@ static void flush_all(mlprof__writer *w) {
   if (mlen) put_chunk(w, MLPROF__CHUNK_META, meta, mlen, 0);
   free(meta);
   mlprof__lines_take(put_lines, w);
+  stacks_flush(w);
   samples_flush(w);
   tracks_flush(w);
   mlprof__thread *t = mlprof__threads_head();
@@ -1264,6 +1285,7 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->names.p);
   free(w->events.p);
   free(w->allocs.p);
+  free(w->stacks.p);
   free(w->out.p);
   free(w->rows);
   free(w->sources.p);

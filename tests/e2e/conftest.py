@@ -86,6 +86,7 @@ class Config(ctypes.Structure):
                 ("flush_interval_ms", ctypes.c_uint32),
                 ("memory_cap", ctypes.c_size_t), ("enabled", ctypes.c_int),
                 ("sample_interval_ms", ctypes.c_int), ("no_gpu", ctypes.c_int),
+                ("stacks_hz", ctypes.c_int),
                 ("reserved", ctypes.c_uint64 * 6)]
 
 

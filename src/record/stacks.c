@@ -1,0 +1,274 @@
+/* The stack sampler: a thread of the library that, hz times a second, asks
+ * the registered walker (stack.h) for every Python thread's stack, interns
+ * it, reads how much CPU time the thread used since its previous sample
+ * (/proc/self/task/TID/schedstat, kept open in the sampler's own descriptor
+ * table) and queues the sample for the writer. It never stops or signals
+ * the program's threads: the walker reads their frames as they run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../format/wire.h"
+#include "internal.h"
+#include "stack.h"
+
+/* Samples queued past this many are dropped and counted. */
+#define QUEUE_MAX (1u << 18)
+/* Largest payload one take writes before it leaves the rest for later. */
+#define TAKE_LIMIT (1u << 20)
+
+typedef struct {
+  uint64_t raw;
+  uint32_t tid, stack, flags;
+  uint64_t cpu_ns;
+} pending;
+
+enum { CPU_KNOWN = 8 }; /* on top of MLPROF__STACK_*: cpu_ns means something */
+
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pending *queue;
+static size_t nqueue, queue_cap;
+static uint64_t n_taken, n_dropped;
+
+/* The sampler thread's view of one thread. */
+typedef struct {
+  uint32_t tid;
+  int fd; /* its schedstat, -1 when it cannot be opened */
+  uint64_t cpu_ns, at_ns;
+  uint64_t seen; /* tick it was last seen */
+} tstate;
+
+typedef struct {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stop;
+  uint64_t interval_ns;
+  tstate *ts;
+  size_t nts, ts_cap;
+  uint64_t tick, now_ns, raw;
+} sampler;
+
+static sampler *running;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tstate *tstate_of(sampler *s, uint32_t tid) {
+  for (size_t i = 0; i < s->nts; i++)
+    if (s->ts[i].tid == tid) return &s->ts[i];
+  if (mlprof__grow(&s->ts, &s->ts_cap, s->nts + 1, sizeof *s->ts)) return NULL;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+  s->ts[s->nts] =
+      (tstate){tid, open(path, O_RDONLY | O_CLOEXEC), 0, 0, UINT64_MAX};
+  return &s->ts[s->nts++];
+}
+
+/* The thread's CPU time in ns, or UINT64_MAX when it cannot be read. */
+static uint64_t cpu_ns(tstate *t) {
+  char buf[128];
+  if (t->fd < 0) return UINT64_MAX;
+  ssize_t n = pread(t->fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return UINT64_MAX;
+  buf[n] = 0;
+  return strtoull(buf, NULL, 10);
+}
+
+static void on_thread(void *ctx, const mlprof__stack_thread *t) {
+  sampler *s = ctx;
+  pending p = {s->raw, t->tid, mlprof__stack_intern(t->frames, t->n),
+               t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
+  tstate *ts = tstate_of(s, t->tid);
+  if (ts) {
+    uint64_t c = cpu_ns(ts);
+    if (c != UINT64_MAX && ts->seen != UINT64_MAX && c >= ts->cpu_ns &&
+        s->now_ns > ts->at_ns) {
+      p.cpu_ns = c - ts->cpu_ns;
+      p.flags |= CPU_KNOWN;
+      /* Running for at least half the time since its previous sample. */
+      if (2 * p.cpu_ns >= s->now_ns - ts->at_ns)
+        p.flags |= MLPROF__STACK_ON_CPU;
+    }
+    if (c != UINT64_MAX) ts->cpu_ns = c;
+    ts->at_ns = s->now_ns;
+    ts->seen = s->tick;
+  }
+  pthread_mutex_lock(&queue_lock);
+  if (nqueue < QUEUE_MAX &&
+      !mlprof__grow(&queue, &queue_cap, nqueue + 1, sizeof *queue)) {
+    queue[nqueue++] = p;
+    n_taken++;
+  } else {
+    n_dropped++;
+  }
+  pthread_mutex_unlock(&queue_lock);
+}
+
+/* Forgets the threads not seen for a second (they ended). */
+static void sweep(sampler *s, uint64_t keep_ticks) {
+  size_t j = 0;
+  for (size_t i = 0; i < s->nts; i++) {
+    if (s->tick - s->ts[i].seen > keep_ticks && s->ts[i].seen != UINT64_MAX) {
+      if (s->ts[i].fd >= 0) close(s->ts[i].fd);
+      continue;
+    }
+    s->ts[j++] = s->ts[i];
+  }
+  s->nts = j;
+}
+
+static void *sampler_main(void *arg) {
+  sampler *s = arg;
+  pthread_setname_np(pthread_self(), "mlprof-stacks");
+  mlprof__fd_private();
+  uint64_t next = mlprof__mono_ns();
+  uint64_t keep = 1000000000u / s->interval_ns + 1;
+  pthread_mutex_lock(&s->lock);
+  while (!s->stop) {
+    pthread_mutex_unlock(&s->lock);
+    const mlprof__stack_walker *w = mlprof__stack_walker_get();
+    if (w && w->each && atomic_load(&mlprof__on)) {
+      s->raw = mlprof__now();
+      s->now_ns = mlprof__mono_ns();
+      w->each(on_thread, s);
+      if (++s->tick % keep == 0) sweep(s, keep);
+    }
+    pthread_mutex_lock(&s->lock);
+    next += s->interval_ns;
+    uint64_t now = mlprof__mono_ns();
+    if (next < now) next = now; /* overran: no burst */
+    struct timespec at = {(time_t)(next / 1000000000u),
+                          (long)(next % 1000000000u)};
+    while (!s->stop &&
+           pthread_cond_timedwait(&s->cond, &s->lock, &at) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < s->nts; i++)
+    if (s->ts[i].fd >= 0) close(s->ts[i].fd);
+  free(s->ts);
+  return NULL;
+}
+
+/* Samples per second the session wants (0: none). The thread is made once
+ * both a session wants stacks and a walker is registered, whichever comes
+ * last: a program with no Python gets no thread. */
+static int want_hz;
+
+static int start_locked(void) {
+  int hz = want_hz, rc = 0;
+  if (hz <= 0 || running || !mlprof__stack_walker_get()) return 0;
+  sampler *s = calloc(1, sizeof *s);
+  rc = MLPROF_ENOMEM;
+  if (!s) goto out;
+  s->interval_ns = 1000000000u / (unsigned)hz;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&s->lock, NULL);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* never takes the program's */
+  int err = pthread_create(&s->thread, NULL, sampler_main, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  rc = MLPROF_ETHREAD;
+  if (err) {
+    free(s);
+    goto out;
+  }
+  running = s;
+  rc = 0;
+out:
+  return rc;
+}
+
+int mlprof__stacks_start(int hz) {
+  pthread_mutex_lock(&start_lock);
+  want_hz = hz <= 0 ? 0 : hz > 10000 ? 10000 : hz;
+  int rc = start_locked();
+  pthread_mutex_unlock(&start_lock);
+  return rc;
+}
+
+void mlprof__stacks_walker_ready(void) {
+  pthread_mutex_lock(&start_lock);
+  int rc = start_locked();
+  pthread_mutex_unlock(&start_lock);
+  if (rc)
+    mlprof__warn_once(NULL, "cannot start the stack sampler: %s",
+                      mlprof_strerror(rc));
+}
+
+void mlprof__stacks_stop(void) {
+  pthread_mutex_lock(&start_lock);
+  want_hz = 0;
+  sampler *s = running;
+  running = NULL;
+  pthread_mutex_unlock(&start_lock);
+  if (!s) return;
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+void mlprof__stacks_after_fork(void) {
+  /* The parent's sampler thread is not here; its memory is left alone (its
+   * lock may be held by it). The queue holds the parent's samples. */
+  running = NULL;
+  want_hz = 0; /* the child's session asks again when it starts */
+  pthread_mutex_init(&start_lock, NULL);
+  pthread_mutex_init(&queue_lock, NULL);
+  nqueue = 0;
+  n_taken = n_dropped = 0;
+  mlprof__stack_after_fork();
+}
+
+void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped) {
+  pthread_mutex_lock(&queue_lock);
+  *taken = n_taken;
+  *dropped = n_dropped;
+  pthread_mutex_unlock(&queue_lock);
+}
+
+int mlprof__stacks_take(uint8_t **out, size_t *len, size_t *cap,
+                        uint64_t (*to_ns)(void *ctx, uint64_t raw), void *ctx) {
+  /* The samples first, then the definitions: every stack they name was
+   * made before they were queued. */
+  pthread_mutex_lock(&queue_lock);
+  size_t n = nqueue;
+  pending *q = queue;
+  queue = NULL;
+  nqueue = queue_cap = 0;
+  pthread_mutex_unlock(&queue_lock);
+  int rc = mlprof__stacks_defs_take(out, len, cap, TAKE_LIMIT);
+  uint64_t ref = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (mlprof__grow(out, cap, *len + 60, 1)) {
+      rc = MLPROF_ENOMEM;
+      break;
+    }
+    uint8_t *p = *out + *len;
+    uint64_t t = to_ns(ctx, q[i].raw);
+    *p++ = MLPROF__STK_SAMPLE;
+    p = mlprof__put_sv(p, (int64_t)(t - ref));
+    ref = t;
+    p = mlprof__put_uv(p, q[i].tid);
+    p = mlprof__put_uv(p, q[i].stack);
+    p = mlprof__put_uv(p, q[i].flags);
+    if (q[i].flags & CPU_KNOWN) p = mlprof__put_uv(p, q[i].cpu_ns);
+    *len = (size_t)(p - *out);
+  }
+  free(q);
+  return rc;
+}
