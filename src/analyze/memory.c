@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <mlprof.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,23 @@ typedef struct {
   uint64_t stack;
 } site_key;
 
+/* A stack's definitions as read (ids may be used before they are defined:
+ * resolved when the profile ends). */
+typedef struct {
+  char *file, *function;
+} sfunc;
+
+typedef struct {
+  uint32_t func, line;
+  int native;
+  uint64_t offset;
+  char *module, *symbol;
+} sframe;
+
+typedef struct {
+  uint32_t parent, frame;
+} snode;
+
 struct mlprof__memory_builder {
   mlprof__memory *m;
   /* zone names over the job */
@@ -55,6 +73,13 @@ struct mlprof__memory_builder {
     uint64_t t;
   } * marks;
   size_t nmarks, marks_cap;
+  mlprof__map func_of, frame_of, node_of; /* id -> index */
+  sfunc *funcs;
+  size_t nfuncs, funcs_cap;
+  sframe *frames;
+  size_t nframes, frames_cap;
+  snode *nodes;
+  size_t nnodes, nodes_cap;
   int oom;
 };
 
@@ -136,6 +161,119 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   return 0;
 }
 
+static int on_stack_func(void *ud, const mlprof__stack_func *f) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->funcs, &b->funcs_cap, b->nfuncs + 1, sizeof *b->funcs))
+    return b->oom = 1, MLPROF_ENOMEM;
+  sfunc *s = &b->funcs[b->nfuncs];
+  s->file = mlprof__dup(f->file, strlen(f->file));
+  s->function = mlprof__dup(f->function, strlen(f->function));
+  if (!s->file || !s->function ||
+      mlprof__map_put(&b->func_of, f->id, (uint32_t)b->nfuncs)) {
+    free(s->file);
+    free(s->function);
+    return b->oom = 1, MLPROF_ENOMEM;
+  }
+  b->nfuncs++;
+  return 0;
+}
+
+static int on_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->frames, &b->frames_cap, b->nframes + 1,
+                   sizeof *b->frames))
+    return b->oom = 1, MLPROF_ENOMEM;
+  sframe *s = &b->frames[b->nframes];
+  *s = (sframe){f->func, f->line, f->native, f->offset, NULL, NULL};
+  s->module = mlprof__dup(f->module, strlen(f->module));
+  s->symbol = mlprof__dup(f->symbol, strlen(f->symbol));
+  if (!s->module || !s->symbol ||
+      mlprof__map_put(&b->frame_of, f->id, (uint32_t)b->nframes)) {
+    free(s->module);
+    free(s->symbol);
+    return b->oom = 1, MLPROF_ENOMEM;
+  }
+  b->nframes++;
+  return 0;
+}
+
+static int on_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->nodes, &b->nodes_cap, b->nnodes + 1, sizeof *b->nodes) ||
+      mlprof__map_put(&b->node_of, id, (uint32_t)b->nnodes))
+    return b->oom = 1, MLPROF_ENOMEM;
+  b->nodes[b->nnodes++] = (snode){parent, frame};
+  return 0;
+}
+
+static void stacks_clear(mlprof__memory_builder *b) {
+  for (size_t i = 0; i < b->nfuncs; i++) {
+    free(b->funcs[i].file);
+    free(b->funcs[i].function);
+  }
+  for (size_t i = 0; i < b->nframes; i++) {
+    free(b->frames[i].module);
+    free(b->frames[i].symbol);
+  }
+  b->nfuncs = b->nframes = b->nnodes = 0;
+  mlprof__map_clear(&b->func_of);
+  mlprof__map_clear(&b->frame_of);
+  mlprof__map_clear(&b->node_of);
+}
+
+/* Whether a file is the Python installation's or an installed package's,
+ * not the program's own. */
+static int library_file(const char *f) {
+  return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
+         strstr(f, "/lib/python") || f[0] == '<';
+}
+
+#define USER_FRAMES 3
+
+/* Fills s->python and s->native from its stack's definitions. Returns 0 or
+ * MLPROF_ENOMEM. */
+static int describe(mlprof__memory_builder *b, mlprof__mem_site *s) {
+  char py[1024] = "", nat[512] = "", lib[512] = "";
+  size_t at = 0, users = 0;
+  uint32_t id = (uint32_t)s->stack;
+  /* Parents have smaller ids: the walk ends. */
+  for (size_t hops = 0; id && hops < 4096; hops++) {
+    uint32_t ni = mlprof__map_get(&b->node_of, id);
+    if (ni == MLPROF__NONE) break;
+    const snode *nd = &b->nodes[ni];
+    uint32_t fi = mlprof__map_get(&b->frame_of, nd->frame);
+    if (fi != MLPROF__NONE) {
+      const sframe *fr = &b->frames[fi];
+      uint32_t ui =
+          fr->func ? mlprof__map_get(&b->func_of, fr->func) : MLPROF__NONE;
+      if (fr->native && !nat[0]) {
+        const char *mod = strrchr(fr->module, '/');
+        mod = mod ? mod + 1 : fr->module;
+        snprintf(nat, sizeof nat, "%s+0x%llx", fr->symbol[0] ? fr->symbol : mod,
+                 (unsigned long long)fr->offset);
+      } else if (ui != MLPROF__NONE) {
+        const sfunc *fn = &b->funcs[ui];
+        if (!library_file(fn->file) && users < USER_FRAMES && at < sizeof py) {
+          at += (size_t)snprintf(py + at, sizeof py - at, "%s%s:%u %s",
+                                 users ? " < " : "", fn->file, fr->line,
+                                 fn->function);
+          users++;
+        } else if (!lib[0]) {
+          snprintf(lib, sizeof lib, "%s:%u %s", fn->file, fr->line,
+                   fn->function);
+        }
+      }
+    }
+    if (nd->parent >= id) break;
+    id = nd->parent;
+  }
+  const char *p = py[0] ? py : lib;
+  s->python = mlprof__dup(p, strlen(p));
+  s->native = mlprof__dup(nat, strlen(nat));
+  return s->python && s->native ? 0 : MLPROF_ENOMEM;
+}
+
 mlprof__memory_builder *mlprof__memory_begin(mlprof__memory *m) {
   memset(m, 0, sizeof *m);
   mlprof__memory_builder *b = calloc(1, sizeof *b);
@@ -158,7 +296,10 @@ void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
                          .name = on_name,
                          .alloc = on_alloc,
                          .alloc_free = on_free,
-                         .step = on_step};
+                         .step = on_step,
+                         .stack_func = on_stack_func,
+                         .stack_frame = on_stack_frame,
+                         .stack_node = on_stack_node};
 }
 
 /* ---- replay ------------------------------------------------------------- */
@@ -329,6 +470,8 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
                                       .stack = b->keys[s].stack,
                                       .live_end = r.live[s]};
   m->nsites += b->nkeys;
+  for (size_t s = 0; s < b->nkeys; s++)
+    if (describe(b, &ss[base + s])) goto out;
   for (size_t i = 0; i < b->nrecs; i++)
     if (b->recs[i].site != UINT32_MAX) {
       ss[base + b->recs[i].site].alloc_bytes += b->recs[i].weight;
@@ -356,6 +499,7 @@ out:
   free(r.live);
   free(r.zlive);
   b->nrecs = b->nkeys = b->nmarks = 0;
+  stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
   b->oom = 0;
@@ -381,6 +525,10 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->recs);
   free(b->keys);
   free(b->marks);
+  stacks_clear(b);
+  free(b->funcs);
+  free(b->frames);
+  free(b->nodes);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
   free(b);
@@ -407,6 +555,10 @@ void mlprof__memory_abort(mlprof__memory_builder *b) {
   for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
   free(m->procs);
   free(m->zones); /* their names are still the builder's: freed above */
+  for (size_t i = 0; i < m->nsites; i++) {
+    free(m->sites[i].python);
+    free(m->sites[i].native);
+  }
   free(m->sites);
   memset(m, 0, sizeof *m);
 }
@@ -414,6 +566,10 @@ void mlprof__memory_abort(mlprof__memory_builder *b) {
 void mlprof__memory_free(mlprof__memory *m) {
   for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
   for (size_t i = 0; i < m->nzones; i++) free(m->zones[i].name);
+  for (size_t i = 0; i < m->nsites; i++) {
+    free(m->sites[i].python);
+    free(m->sites[i].native);
+  }
   free(m->procs);
   free(m->zones);
   free(m->sites);

@@ -30,6 +30,13 @@ typedef struct {
   size_t proc;    /* index in the job */
   uint32_t zone;  /* index in mlprof__memory.zones */
   uint64_t stack; /* the profile's stack id, or 0 */
+  /* The stack as a person reads it (NUL-terminated, "" when unknown): the
+   * program's own Python frames, innermost first ("file:line function",
+   * " < " between them; frames of the Python installation and of installed
+   * packages left out, the innermost of them kept when no other is), and
+   * the native frame that called the allocator ("symbol+0xOFF" or
+   * "module+0xOFF"). */
+  char *python, *native;
   uint64_t alloc_bytes, alloc_count;
   uint64_t live_end; /* still live when the profile ended */
   uint64_t at_peak;  /* live at its process's peak */

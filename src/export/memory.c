@@ -48,8 +48,21 @@ static void cell_site(mlprof__table *t, const mlprof__memory *m,
     mlprof__out_name(&t->text, z->name, z->name_len, NAME_COLS);
   else
     mlprof__out_lit(&t->text, "(no zone)");
-  if (s->stack) mlprof__out_printf(&t->text, " stack #%" PRIu64, s->stack);
   mlprof__table_end(t);
+}
+
+/* Where in the code: the program's Python line(s), else the native frame. */
+static void out_where(mlprof__out *o, const mlprof__mem_site *s, size_t max) {
+  const char *w = s->python && s->python[0] ? s->python : s->native;
+  if (w && w[0])
+    mlprof__out_name(o, w, strlen(w), max);
+  else
+    mlprof__out_lit(o, "-");
+  if (s->python && s->python[0] && s->native && s->native[0]) {
+    mlprof__out_lit(o, " [");
+    mlprof__out_name(o, s->native, strlen(s->native), 40);
+    mlprof__out_lit(o, "]");
+  }
 }
 
 static int by_alloc(const void *x, const void *y) {
@@ -63,10 +76,10 @@ static int by_alloc(const void *x, const void *y) {
 static int sites_table(const mlprof__report *r, const mlprof__memory *m,
                        const mlprof__mem_site *const *sites, size_t n,
                        mlprof__out *o) {
-  static const char *const heads[] = {"pid",       "site",  "at peak",
-                                      "allocated", "count", "live at end"};
+  static const char *const heads[] = {
+      "pid", "zone", "at peak", "allocated", "count", "live at end", "where"};
   mlprof__table t;
-  if (mlprof__table_open(&t, heads, "rlrrrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, heads, "rlrrrrl")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < n; i++) {
     const mlprof__mem_site *s = sites[i];
     mlprof__table_cell(&t, "%" PRIu64, proc_pid(r, s->proc));
@@ -75,6 +88,9 @@ static int sites_table(const mlprof__report *r, const mlprof__memory *m,
     cell_bytes(&t, (double)s->alloc_bytes);
     mlprof__table_cell(&t, "%" PRIu64, s->alloc_count);
     cell_bytes(&t, (double)s->live_end);
+    mlprof__table_begin(&t);
+    out_where(&t.text, s, 100);
+    mlprof__table_end(&t);
   }
   return mlprof__table_print(&t, o);
 }
@@ -136,11 +152,12 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
         mlprof__out_name(o, z->name, z->name_len, NAME_COLS);
       else
         mlprof__out_lit(o, "(no zone)");
-      if (s->stack) mlprof__out_printf(o, " stack #%" PRIu64, s->stack);
       mlprof__out_printf(o,
                          ": +%s per step (Theil-Sen, Mann-Kendall z %.1f), "
-                         "%s still live at the end\n",
+                         "%s still live at the end\n      at ",
                          rate, s->mk_z, live);
+      out_where(o, s, 200);
+      mlprof__out_lit(o, "\n");
     }
   }
   static const char *const heads[] = {"zone", "allocated",  "count",  "freed",
@@ -178,6 +195,12 @@ static void json_site(const mlprof__report *r, const mlprof__memory *m,
                      ",\"live_end_bytes\":%" PRIu64 ",\"leak\":%s",
                      s->stack, s->alloc_bytes, s->alloc_count, s->at_peak,
                      s->live_end, s->leak ? "true" : "false");
+  mlprof__out_lit(o, ",\"python\":");
+  mlprof__out_json_str(o, s->python ? s->python : "",
+                       s->python ? strlen(s->python) : 0);
+  mlprof__out_lit(o, ",\"native\":");
+  mlprof__out_json_str(o, s->native ? s->native : "",
+                       s->native ? strlen(s->native) : 0);
   mlprof__out_lit(o, ",\"bytes_per_step\":");
   mlprof__out_f64(o, s->slope);
   mlprof__out_lit(o, ",\"mk_z\":");

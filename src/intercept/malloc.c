@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../record/internal.h"
+#include "../record/stack.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -270,13 +271,28 @@ __attribute__((constructor)) static void malloc_setup(void) {
 
 /* ---- recording ---------------------------------------------------------- */
 
-static __attribute__((noinline)) void note_alloc(void *p, size_t n) {
+/* The allocation's site: the native frame that called the hook (pc, its
+ * return address), then the thread's Python frames when a walker is
+ * registered (src/record/stack.h), interned; 0 when the tables are full. */
+#define SITE_DEPTH 128
+
+static uint32_t site_here(uintptr_t pc) {
+  uint32_t fr[SITE_DEPTH];
+  size_t n = 0;
+  if ((fr[0] = mlprof__stack_frame_native(pc))) n = 1;
+  const mlprof__stack_walker *w = mlprof__stack_walker_get();
+  if (w && w->self) n += w->self(fr + n, SITE_DEPTH - n);
+  return mlprof__stack_intern(fr, n);
+}
+
+static __attribute__((noinline)) void note_alloc(void *p, size_t n,
+                                                 uintptr_t pc) {
   if (mlprof__quiet || !n) return;
   mlprof__quiet = 1;
   int mode = atomic_load_explicit(&mlprof__mem_mode, memory_order_relaxed);
   if (atomic_load_explicit(&mlprof__on, memory_order_relaxed) &&
       (mode == MLPROF__MEM_ALL || live_add((uint64_t)(uintptr_t)p)))
-    mlprof__put_mem((uint64_t)(uintptr_t)p, n, 0);
+    mlprof__put_mem((uint64_t)(uintptr_t)p, n, site_here(pc));
   mlprof__quiet = 0;
 }
 
@@ -290,9 +306,11 @@ static inline void note_free(void *p) {
   mlprof__quiet = 0;
 }
 
-#define NOTE(p, n)                            \
-  do {                                        \
-    if ((p) && want(n)) note_alloc((p), (n)); \
+/* In a hook: its caller's return address is the site's native frame. */
+#define NOTE(p, n)                                                  \
+  do {                                                              \
+    if ((p) && want(n))                                             \
+      note_alloc((p), (n), (uintptr_t)__builtin_return_address(0)); \
   } while (0)
 
 EXPORT void *malloc(size_t n) {
@@ -378,8 +396,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
     return MAP_FAILED;
   }
   void *p = next.mmap(addr, len, prot, flags, fd, off);
-  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && want(len))
-    note_alloc(p, len);
+  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS)) NOTE(p, len);
   return p;
 }
 
