@@ -348,6 +348,11 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+  /* What the handler frees is the parent's: not recorded, and no event may
+   * register this thread before the child's profile is pending (its first
+   * event starts it). */
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
   owner = getpid();
   mlprof__signals_fork_child();
   pthread_mutex_unlock(&mlprof__intern_lock);
@@ -357,7 +362,10 @@ static void fork_child(void) {
   mlprof__stacks_after_fork();
   mlprof__lines_after_fork();
   mlprof__writer *w = atomic_exchange(&writer, NULL);
-  if (!w) return;
+  if (!w) {
+    mlprof__quiet = quiet;
+    return;
+  }
   /* The parent's writer and sampler threads do not exist here (their memory
    * is left: the sampler's mutex may be held by a thread that is gone); the
    * file is the parent's. The child's own profile starts on its first event,
@@ -366,6 +374,7 @@ static void fork_child(void) {
   mlprof__writer_abandon(w);
   meta_dirty = 1;
   atomic_store(&mlprof__child_pending, 1);
+  mlprof__quiet = quiet;
 }
 
 static void process_hooks(void) {
