@@ -543,7 +543,7 @@ int mlprof__memory_finish(mlprof__memory_builder *b) {
     b->znames[z] = NULL;
   }
   b->zcount = 0;
-  qsort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+  if (m->nsites) qsort(m->sites, m->nsites, sizeof *m->sites, by_peak);
   free_builder(b);
   return 0;
 }
