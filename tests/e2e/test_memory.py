@@ -2,6 +2,7 @@
 zones and threads (tests/programs/alloc_known.c) recorded by `mlprof run`,
 exactly with --memory=all and within statistical bounds when sampled; leaks
 named; forks, SIGKILL, signal handlers and constructors survived."""
+import json
 import math
 import os
 import subprocess
@@ -76,6 +77,14 @@ def test_every_allocation_exact_per_zone_and_thread(tmp_path):
     peaks = procs[0]["step_peak_bytes"]
     assert len(peaks) == 21
     assert peaks[10] - peaks[9] == MIB
+    # The Chrome trace's live-bytes counter reaches the same peak.
+    trace = tmp_path / "trace.json"
+    mlprof("trace", out, "-o", trace)
+    with open(trace) as f:
+        ev = [e for e in json.load(f)["traceEvents"]
+              if e.get("name") == "live bytes (allocations)"]
+    assert ev and all(e["ph"] == "C" for e in ev)
+    assert max(e["args"]["bytes"] for e in ev) == procs[0]["peak_bytes"]
     # The text report says the same.
     text = mlprof("report", out).stdout
     assert "Memory (every allocation recorded)" in text
