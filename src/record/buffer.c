@@ -109,6 +109,9 @@ mlprof__thread *mlprof__threads_head(void) {
 static void thread_exit(void *arg) {
   mlprof__thread *t = arg;
   memset(&mlprof__tls, 0, sizeof mlprof__tls);
+  /* What the thread frees from here on (other keys' destructors) would
+   * register it again: its teardown is not recorded. */
+  mlprof__quiet = 1;
   mlprof__altstack_free(t->altstack);
   atomic_store_explicit(&t->exited, 1, memory_order_release);
 }
@@ -140,7 +143,19 @@ void mlprof__thread_free(mlprof__thread *t) {
   free(t);
 }
 
+static mlprof__thread *thread_register_quiet(void);
+
+/* Quiet: an allocation recorded meanwhile would register the thread again,
+ * from inside this registration. */
 static mlprof__thread *thread_register(void) {
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
+  mlprof__thread *t = thread_register_quiet();
+  mlprof__quiet = quiet;
+  return t;
+}
+
+static mlprof__thread *thread_register_quiet(void) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return NULL;
   if (atomic_load_explicit(&mlprof__child_pending, memory_order_acquire))
     mlprof__session_child_start();
