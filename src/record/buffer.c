@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,6 +26,17 @@ MLPROF__HIDDEN _Atomic int mlprof__on;
 MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
 
 /* ---- pool --------------------------------------------------------------- */
+
+/* Buffers are mapped, not taken from malloc: the program's heap stays as it
+ * would be without mlprof (buffers between its blocks would change how it
+ * fragments, and so its speed). */
+static mlprof__buf *buf_map(void) {
+  void *p = mmap(NULL, sizeof(mlprof__buf), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_unmap(mlprof__buf *b) { munmap(b, sizeof *b); }
 
 MLPROF__HIDDEN pthread_mutex_t mlprof__pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static mlprof__buf *pool_free;
@@ -41,7 +53,7 @@ void mlprof__pool_configure(size_t cap_bytes) {
   while (pool_total > pool_cap && pool_free) {
     mlprof__buf *b = pool_free;
     pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
-    free(b);
+    buf_unmap(b);
     pool_total--;
   }
   pthread_mutex_unlock(&mlprof__pool_lock);
@@ -68,7 +80,7 @@ static mlprof__buf *pool_get(void) {
   if (b) {
     pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
   } else if (pool_total < pool_cap) {
-    b = malloc(sizeof *b);
+    b = buf_map();
     if (b) pool_total++;
   }
   if (!b) atomic_store_explicit(&pool_exhausted, 1, memory_order_relaxed);
@@ -83,7 +95,7 @@ void mlprof__buf_recycle(mlprof__buf *b) {
   if (pool_total > pool_cap) {
     pool_total--;
     pthread_mutex_unlock(&mlprof__pool_lock);
-    free(b);
+    buf_unmap(b);
     return;
   }
   atomic_store_explicit(&b->next, pool_free, memory_order_relaxed);
