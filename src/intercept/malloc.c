@@ -266,6 +266,13 @@ static void live_release(void) { unlock(); }
 
 __attribute__((constructor)) static void malloc_setup(void) {
   if (!next.free) resolve();
+  /* The process's malloc is this file's when this library was preloaded (or
+   * linked before the C library); loaded later, the C library's wins. */
+  Dl_info mine, def;
+  void *fn = dlsym(RTLD_DEFAULT, "malloc");
+  if (fn && dladdr((void *)malloc_setup, &mine) && dladdr(fn, &def) &&
+      mine.dli_fbase == def.dli_fbase)
+    atomic_store(&mlprof__mem_hooked, 1);
   pthread_atfork(live_prepare, live_release, live_release);
 }
 

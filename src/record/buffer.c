@@ -382,6 +382,21 @@ static void put_event(unsigned kind, const mlprof_site *site, uint64_t payload,
 
 MLPROF__HIDDEN _Atomic int mlprof__mem_mode = MLPROF__MEM_SAMPLED;
 MLPROF__HIDDEN _Atomic uint64_t mlprof__mem_mean = 512u << 10;
+MLPROF__HIDDEN _Atomic int mlprof__mem_hooked;
+
+int mlprof_memory_set(const char *mode) {
+  int m = MLPROF__MEM_SAMPLED;
+  uint64_t mean = atomic_load(&mlprof__mem_mean);
+  if (!mode || mlprof__mem_parse(mode, &m, &mean) != 0) return MLPROF_EINVAL;
+  atomic_store(&mlprof__mem_mean, mean);
+  atomic_store(&mlprof__mem_mode, m);
+  return 0;
+}
+
+int mlprof_memory_active(void) {
+  return atomic_load(&mlprof__mem_hooked) &&
+         atomic_load(&mlprof__mem_mode) != MLPROF__MEM_OFF;
+}
 
 int mlprof__mem_parse(const char *s, int *mode, uint64_t *mean) {
   if (!strcmp(s, "off")) {

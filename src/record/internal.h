@@ -200,6 +200,8 @@ MLPROF__HIDDEN void mlprof__buffers_after_fork(void);
  * (bytes) in sampled mode; set by the session from its config. */
 extern MLPROF__HIDDEN _Atomic int mlprof__mem_mode;
 extern MLPROF__HIDDEN _Atomic uint64_t mlprof__mem_mean;
+/* Set by src/intercept/malloc.c when its hooks are the process's malloc. */
+extern MLPROF__HIDDEN _Atomic int mlprof__mem_hooked;
 /* Records on the calling thread an allocation of size bytes at addr (stack:
  * a stack id, 0 for none) or, with size 0, the free of addr. The caller has
  * set mlprof__quiet. Dropped and counted like any event at the memory cap. */
