@@ -20,6 +20,7 @@ EXT_OWN = [
     "mlprof/_mlprof.c",
     "mlprof/_calls.c",
     "mlprof/_hooks.c",
+    "mlprof/_stacks.c",
 ]
 
 

@@ -114,6 +114,10 @@ class Profiler(_mlprof.ProfilerBase):
         sampling off. gpu: False never loads NVML (no GPU sampling).
         Both apply when this Profiler starts the session; a joined session
         (under `mlprof run`) keeps the settings it was started with.
+    stacks: stack samples per second of every Python thread (default 100;
+        False or 0: none), for the report's Hot functions and folded
+        stacks (docs/stacks.md). Applies when this Profiler starts the
+        session (under `mlprof run`, --stacks decides). CPython 3.11+.
     enabled: False starts with recording switched off.
     memory_cap: bytes of event buffers at most (default 64 MiB); past it
         events are dropped and counted, never blocking the program.
@@ -147,7 +151,12 @@ class Profiler(_mlprof.ProfilerBase):
     def __init__(self, output=None, sample_interval=None, gpu=None,
                  enabled=True, memory_cap=None, schedule=None, flush_ms=None,
                  backend=None, torch_options=None, calls_options=None,
-                 lines=None, memory=None):
+                 lines=None, stacks=None, memory=None):
+        if stacks is not None and stacks is not False and (
+                isinstance(stacks, bool) or not isinstance(stacks, int) or
+                not 0 <= stacks <= 10000):
+            raise ValueError("stacks must be samples per second (0 to "
+                             "10000), False or None, not %r" % (stacks,))
         if sample_interval is not None and not sample_interval >= 0:
             raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
@@ -176,6 +185,7 @@ class Profiler(_mlprof.ProfilerBase):
                              "schedule and on_trace_ready (use schedule=)")
         self.output = os.fspath(output) if output is not None else None
         self.sample_interval = sample_interval
+        self.stacks = stacks
         self.gpu = gpu
         self.enabled = bool(enabled)
         self.memory_cap = memory_cap
@@ -251,10 +261,11 @@ class Profiler(_mlprof.ProfilerBase):
         if self.sample_interval is not None:
             sample_ms = max(1, round(self.sample_interval * 1000)) \
                 if self.sample_interval > 0 else -1
+        stacks_hz = 0 if self.stacks is None else (self.stacks or -1)
         return _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
                             memory_cap=self.memory_cap or 0,
                             enabled=self.enabled, sample_ms=sample_ms,
-                            gpu=self.gpu is not False)
+                            gpu=self.gpu is not False, stacks_hz=stacks_hz)
 
     def _start_torch(self):
         self._start_tracers()
@@ -832,6 +843,9 @@ def _lines_after_fork():
 
 
 os.register_at_fork(after_in_child=_lines_after_fork)
+# A forked child (a DataLoader or multiprocessing worker) of a process that
+# samples stacks starts its own profile now, not on its first zone.
+os.register_at_fork(after_in_child=_mlprof._after_fork_child)
 
 
 def _start_from_env():

@@ -36,6 +36,7 @@
 
 #include "_calls.h"
 #include "_hooks.h"
+#include "_stacks.h"
 #include "analyze/analysis.h"
 #include "export/export.h"
 #include "format/reader.h"
@@ -84,6 +85,11 @@ static void (*lib_exit)(int);
 /* Path of the library in use (mlprof._mlprof.LIBRARY). */
 static char api_origin[4096];
 
+/* Whether this interpreter's stack walker is registered with the library
+ * (mlprof._mlprof.STACKS): the stack sampler then samples its threads. */
+static int stacks_walker;
+static void (*stacks_fork_child)(void);
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define LIB_SONAME "libmlprof.so." STR(MLPROF_VERSION_MAJOR)
@@ -114,6 +120,7 @@ static int api_setup(void) {
   memcpy(&api.name, &fn, sizeof fn);
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
+  stacks_walker = mlprof_stacks_register(h, &stacks_fork_child);
   Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
            dladdr(fn, &lib) && lib.dli_fname ? lib.dli_fname : bundled);
@@ -894,19 +901,29 @@ static PyTypeObject NoopProfilerType = {
 
 /* ---- session functions --------------------------------------------------- */
 
+/* _after_fork_child(): os.register_at_fork's after_in_child hook (the
+ * package's __init__): a child of a parent that sampled stacks starts its
+ * own profile and sampler now. */
+static PyObject *mod_after_fork_child(PyObject *m, PyObject *noargs) {
+  if (stacks_fork_child) stacks_fork_child();
+  Py_RETURN_NONE;
+}
+
 /* init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0,
- *      gpu=True) -> bool
+ *      gpu=True, stacks_hz=0) -> bool
  * True: this call started the session; False: one was running already (the
- * package joins it). sample_ms: 0 the default interval, < 0 no sampling. */
+ * package joins it). sample_ms: 0 the default interval, < 0 no sampling.
+ * stacks_hz: 0 the default rate of stack samples, < 0 none. */
 static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"output",    "flush_ms", "memory_cap", "enabled",
-                           "sample_ms", "gpu",      NULL};
+                           "sample_ms", "gpu",      "stacks_hz",  NULL};
   PyObject *out = Py_None;
   unsigned int flush_ms = 0;
   Py_ssize_t cap = 0;
-  int enabled = 1, sample_ms = 0, gpu = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInpip:init", kwlist, &out,
-                                   &flush_ms, &cap, &enabled, &sample_ms, &gpu))
+  int enabled = 1, sample_ms = 0, gpu = 1, stacks_hz = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInpipi:init", kwlist, &out,
+                                   &flush_ms, &cap, &enabled, &sample_ms, &gpu,
+                                   &stacks_hz))
     return NULL;
   if (cap < 0) {
     PyErr_SetString(PyExc_ValueError, "memory_cap must be >= 0");
@@ -922,6 +939,7 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   cfg.enabled = enabled;
   if (sample_ms) cfg.sample_interval_ms = sample_ms;
   cfg.no_gpu = !gpu;
+  if (stacks_hz) cfg.stacks_hz = stacks_hz < 0 ? 0 : stacks_hz;
   int rc, e;
   Py_BEGIN_ALLOW_THREADS rc = api.init(&cfg);
   e = errno;
@@ -1768,10 +1786,13 @@ static PyObject *mod_resources(PyObject *m, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
+     "_after_fork_child(): in a forked child, starts its profile and stack "
+     "sampler when its parent sampled stacks"},
     {"init", (PyCFunction)(void (*)(void))mod_init,
      METH_VARARGS | METH_KEYWORDS,
      "init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0, "
-     "gpu=True) -> bool: "
+     "gpu=True, stacks_hz=0) -> bool: "
      "starts the session;\nFalse when one was running already (joined)."},
     {"shutdown", mod_shutdown, METH_NOARGS,
      "Flushes and closes the session; False when none was running."},
@@ -1930,6 +1951,8 @@ PyMODINIT_FUNC PyInit__mlprof(void) {
     goto fail;
   }
   if (PyModule_AddStringConstant(m, "LIBRARY", api_origin) < 0) goto fail;
+  if (PyModule_AddObject(m, "STACKS", PyBool_FromLong(stacks_walker)) < 0)
+    goto fail;
   if (PyModule_AddFunctions(m, mlprof__hooks_methods) < 0) goto fail;
   if (wrap_os_exit() < 0) goto fail;
   return m;

@@ -108,12 +108,15 @@ static int first_pass(const mlprof__job *job, unsigned want,
   mlprof__tree_builder *tb = NULL;
   mlprof__lines_builder *lnb = NULL;
   mlprof__lines lines;
+  mlprof__hot_builder *hb = NULL;
+  mlprof__hot hot;
   mlprof__lod_builder *lb = NULL;
   mlprof__memory_builder *mb = NULL;
   mlprof__memory mem;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
-    if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)))
+    if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)) ||
+        !(hb = mlprof__hot_begin(&hot)))
       rc = MLPROF_ENOMEM;
     if (s) mlprof__stats_keep_durations(s, opts->keep_durations);
     if (s) mlprof__stats_budget(s, opts->durations_budget);
@@ -138,6 +141,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
     if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
+    if (!rc && hb) mlprof__hot_profile_begin(hb, &t.v[t.n++]);
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
     mlprof__read_report rep;
@@ -149,11 +153,20 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
     if (!rc && lnb) rc = mlprof__lines_profile_end(lnb);
+    if (!rc && hb) rc = mlprof__hot_profile_end(hb);
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
     if (!rc && mb) rc = mlprof__memory_profile_end(mb);
   }
   if (!rc && s) rc = select_passes(job, fd, a, s);
   mlprof__lines_finish(lnb);
+  if (hb) {
+    /* Frees hb; hot is freed on failure. */
+    int hrc = mlprof__hot_finish(hb);
+    if (!rc)
+      rc = hrc;
+    else if (!hrc)
+      mlprof__hot_free(&hot);
+  }
   if (rc) {
     if (lnb) mlprof__lines_free(&lines);
     mlprof__stats_free(s);
@@ -165,10 +178,13 @@ static int first_pass(const mlprof__job *job, unsigned want,
   }
   /* Each finish frees its builder, whatever the outcome. */
   if (s) rc = mlprof__stats_finish(s, &a->r);
-  if (s && !rc)
+  if (s && !rc) {
     a->r.lines = lines;
-  else if (lnb)
+    a->r.hot = hot;
+  } else if (lnb) {
     mlprof__lines_free(&lines);
+    if (hb) mlprof__hot_free(&hot);
+  }
   if (rb) {
     int rrc = mlprof__resources_finish(rb, job);
     if (!rc) rc = rrc;

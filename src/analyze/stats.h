@@ -38,6 +38,7 @@
 #include "../base/base.h"
 #include "../format/reader.h"
 #include "../model/job.h"
+#include "hot.h"
 #include "lines.h"
 #include "memory.h"
 #include "marks.h"
@@ -183,6 +184,8 @@ typedef struct {
   /* Where memory goes (filled by the analysis driver, freed with the
    * report). */
   mlprof__memory mem;
+  /* Hot functions from stack samples (the same). */
+  mlprof__hot hot;
 } mlprof__report;
 
 /* The builder, fed one profile at a time by the analysis driver

@@ -36,7 +36,14 @@ static const char usage[] =
     "merged on one timeline). Several paths are merged too.\n"
     "\n"
     "options:\n"
-    "  -f, --format FORMAT  text (default), json or csv\n"
+    "  -f, --format FORMAT  text (default), json, csv or folded (the stack\n"
+    "                       samples as collapsed stacks, one line per stack\n"
+    "                       and its count, for FlameGraph and speedscope;\n"
+    "                       samples on a CPU unless --wall)\n"
+    "      --wall           with --format folded: every sample, waiting ones\n"
+    "                       too\n"
+    "      --by-zone        with --format folded: the innermost zone as the\n"
+    "                       root frame, \"[zone]\"\n"
     "  -s, --sort KEY       order zones by total (default), self, mean, p99\n"
     "                       or count, largest first\n"
     "  -n, --top N          show only the first N zones; 0 shows all\n"
@@ -72,7 +79,7 @@ static const char usage[] =
     "usage or unreadable input, 3 the report could not be written (out of\n"
     "memory, output error).\n";
 
-enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV };
+enum { FORMAT_TEXT, FORMAT_JSON, FORMAT_CSV, FORMAT_FOLDED };
 enum { TABLE_ZONES, TABLE_SAMPLES, TABLE_FINDINGS };
 enum {
   OPT_SLO = 1000,
@@ -81,7 +88,9 @@ enum {
   OPT_LEAK_MB,
   OPT_LEAK_MB_STEP,
   OPT_LEAK_MB_MIN,
-  OPT_HTML
+  OPT_HTML,
+  OPT_WALL,
+  OPT_BY_ZONE
 };
 
 /* A threshold: a finite number >= 0. */
@@ -147,11 +156,13 @@ int mlprof__cmd_report(int argc, char **argv) {
       {"leak-min-mb-per-step", required_argument, NULL, OPT_LEAK_MB_STEP},
       {"leak-min-mb-per-min", required_argument, NULL, OPT_LEAK_MB_MIN},
       {"html", required_argument, NULL, OPT_HTML},
+      {"wall", no_argument, NULL, OPT_WALL},
+      {"by-zone", no_argument, NULL, OPT_BY_ZONE},
       {"help", no_argument, NULL, 'h'},
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   int format = FORMAT_TEXT, top_given = 0, which_table = TABLE_ZONES;
-  int slo_fail = 0;
+  int slo_fail = 0, wall = 0, by_zone = 0;
   mlprof__findings_opts fo;
   mlprof__findings_opts_init(&fo);
   mlprof__slo_spec *slo = NULL;
@@ -175,8 +186,11 @@ int mlprof__cmd_report(int argc, char **argv) {
           format = FORMAT_JSON;
         else if (strcmp(optarg, "csv") == 0)
           format = FORMAT_CSV;
+        else if (strcmp(optarg, "folded") == 0)
+          format = FORMAT_FOLDED;
         else
-          rc = fail_usage("unknown format '%s': use text, json or csv", optarg);
+          rc = fail_usage("unknown format '%s': use text, json, csv or folded",
+                          optarg);
         break;
       case 's':
         if (mlprof__sort_key_parse(optarg, &sort))
@@ -242,6 +256,12 @@ int mlprof__cmd_report(int argc, char **argv) {
       case OPT_HTML:
         html = optarg;
         break;
+      case OPT_WALL:
+        wall = 1;
+        break;
+      case OPT_BY_ZONE:
+        by_zone = 1;
+        break;
       case 'h':
         fputs(usage, stdout);
         fputs(mlprof__filter_help, stdout);
@@ -294,6 +314,14 @@ int mlprof__cmd_report(int argc, char **argv) {
   }
   fo.slo = slo;
   fo.nslo = nslo;
+  if (!rc && (wall || by_zone) && format != FORMAT_FOLDED)
+    rc = fail_usage("--%s applies to --format folded only",
+                    wall ? "wall" : "by-zone");
+  if (rc) {
+    free_slo(slo, nslo);
+    mlprof__filter_free(&filter);
+    return rc;
+  }
   if (!top_given && format == FORMAT_TEXT) top = TEXT_TOP;
 
   char err[512];
@@ -312,7 +340,8 @@ int mlprof__cmd_report(int argc, char **argv) {
     return rc;
   }
   /* The zone table alone needs neither the samples nor the findings. */
-  int analyse = !(format == FORMAT_CSV && which_table == TABLE_ZONES);
+  int analyse = !(format == FORMAT_CSV && which_table == TABLE_ZONES) &&
+                format != FORMAT_FOLDED;
   mlprof__analysis_opts ao;
   mlprof__analysis_opts_init(&ao);
   if (analyse) ao.want = MLPROF__ANALYSIS_FINDINGS;
@@ -349,8 +378,15 @@ int mlprof__cmd_report(int argc, char **argv) {
     fprintf(stderr, "mlprof report: out of memory\n");
     return 3;
   }
+  if (format == FORMAT_FOLDED && !r->hot.samples)
+    fprintf(stderr,
+            "mlprof report: no stack samples in these profiles (Python "
+            "programs under mlprof run, or Profiler(stacks=...); "
+            "docs/stacks.md)\n");
   if (format == FORMAT_JSON)
     rc = mlprof__export_json(r, &a.res, f, &o);
+  else if (format == FORMAT_FOLDED)
+    rc = mlprof__export_folded(r, wall, by_zone, &o);
   else if (format == FORMAT_CSV && which_table == TABLE_FINDINGS)
     rc = mlprof__export_findings_csv(f, &o);
   else if (format == FORMAT_CSV)

@@ -46,6 +46,8 @@ static void usage(FILE *out) {
       "                       all (every one, for leak hunting) or off\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
+      "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
+      "                       second (default 100; off: never)\n"
       "      --no-torch       Python: do not record PyTorch's steps (data,\n"
       "                       forward, backward, optimizer) in programs that\n"
       "                       import torch\n"
@@ -337,6 +339,7 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"memory-mb", required_argument, NULL, 'm'},
       {"sample-ms", required_argument, NULL, 's'},
       {"memory", required_argument, NULL, 'M'},
+      {"stacks", required_argument, NULL, 'S'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       /* Flags for Python processes ('P'): passed on in MLPROF_PY_OPTIONS. */
@@ -346,7 +349,7 @@ int mlprof__cmd_run(int argc, char **argv) {
       {"lines", required_argument, NULL, 'P'},
       {NULL, 0, NULL, 0}};
   const char *out = NULL;
-  long flush_ms = 0, memory_mb = 0, sample_ms = 100;
+  long flush_ms = 0, memory_mb = 0, sample_ms = 100, stacks_hz = 100;
   int quiet = 0, c, which;
   const char *memory = NULL;
   char py_options[1024] = "";
@@ -388,6 +391,16 @@ int mlprof__cmd_run(int argc, char **argv) {
         memory = optarg;
         break;
       }
+      case 'S':
+        if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
+          stacks_hz = 0;
+        else if ((stacks_hz = positive("--stacks", optarg)) < 0)
+          return 2;
+        else if (stacks_hz > 10000) {
+          fprintf(stderr, "mlprof run: --stacks takes at most 10000 (Hz)\n");
+          return 2;
+        }
+        break;
       case 'q':
         quiet = 1;
         break;
@@ -435,6 +448,8 @@ int mlprof__cmd_run(int argc, char **argv) {
     setenv("MLPROF_MEMORY_MB", num, 1);
   }
   if (memory) setenv("MLPROF_MEMORY", memory, 1);
+  snprintf(num, sizeof num, "%ld", stacks_hz);
+  setenv("MLPROF_STACKS", stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */
   setenv("MLPROF_SAMPLE_MS", "0", 1);
 

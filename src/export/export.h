@@ -52,6 +52,16 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o);
 void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o);
 void mlprof__export_lines_json(const mlprof__report *r, mlprof__out *o);
 
+/* Hot functions from stack samples (hot.c): the text report's sections,
+ * the JSON report's key "hot"; nothing when no stack was sampled. Folded
+ * stacks: one line per distinct stack, "outer;...;inner COUNT", frames
+ * named "function (file:line)", counting the samples on a CPU (wall: every
+ * sample), with the innermost zone as a root frame "[zone]" (by_zone). */
+int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o);
+void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o);
+int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
+                          mlprof__out *o);
+
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
 
 /* The findings as CSV, most severe first: rank, severity, type, zone,

@@ -613,6 +613,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   open_zones(r, o);
   mlprof__export_lines_json(r, o);
   mlprof__export_memory_json(r, o);
+  mlprof__export_hot_json(r, o);
   resources(res, o);
   if (f) {
     steps(&f->steps, o);

@@ -896,6 +896,7 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
       open_section,
       meta_section,
       mlprof__export_lines_text,
+      mlprof__export_hot_text,
       mlprof__export_memory_text};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     int rc = sections[i](r, o);

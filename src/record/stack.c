@@ -324,6 +324,7 @@ const mlprof__stack_api *mlprof__stack_api_get(void) {
       .read = mlprof__stack_read,
       .pc_find = mlprof__stack_pc_find,
       .pc_add = mlprof__stack_pc_add,
+      .fork_child = mlprof__stacks_fork_child,
   };
   return &api;
 }

@@ -75,6 +75,12 @@ typedef struct {
   int (*read)(void *dst, const void *src, size_t n);
   uint32_t (*pc_find)(uint64_t key);
   void (*pc_add)(uint64_t key, uint32_t line);
+  /* For the interpreter's after-fork hook in the child (os.fork, a
+   * multiprocessing or DataLoader worker): when its parent sampled stacks,
+   * the child's own profile and sampler start now, rather than on the
+   * child's first recorded event (which a worker running plain Python code
+   * never records). */
+  void (*fork_child)(void);
 } mlprof__stack_api;
 
 MLPROF_EXPORT const mlprof__stack_api *mlprof__stack_api_get(void);
@@ -156,6 +162,8 @@ void mlprof__stacks_walker_ready(void);
 void mlprof__stacks_stop(void);
 /* In a forked child: the parent's sampler thread does not exist here. */
 void mlprof__stacks_after_fork(void);
+/* The api's fork_child (see there). */
+void mlprof__stacks_fork_child(void);
 /* Samples taken and dropped (the pending queue full) by this process. */
 void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped);
 

@@ -38,7 +38,8 @@ static uint64_t n_taken, n_dropped;
 /* The sampler thread's view of one thread. */
 typedef struct {
   uint32_t tid;
-  int fd; /* its schedstat, -1 when it cannot be opened */
+  int fd;      /* its schedstat, -1 when it cannot be opened */
+  int stat_fd; /* its stat (the state), the same */
   uint64_t cpu_ns, at_ns;
   uint64_t seen; /* tick it was last seen */
 } tstate;
@@ -61,10 +62,15 @@ static tstate *tstate_of(sampler *s, uint32_t tid) {
   for (size_t i = 0; i < s->nts; i++)
     if (s->ts[i].tid == tid) return &s->ts[i];
   if (mlprof__grow(&s->ts, &s->ts_cap, s->nts + 1, sizeof *s->ts)) return NULL;
-  char path[64];
+  char path[64], stat[64];
   snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
-  s->ts[s->nts] =
-      (tstate){tid, open(path, O_RDONLY | O_CLOEXEC), 0, 0, UINT64_MAX};
+  snprintf(stat, sizeof stat, "/proc/self/task/%u/stat", tid);
+  s->ts[s->nts] = (tstate){tid,
+                           open(path, O_RDONLY | O_CLOEXEC),
+                           open(stat, O_RDONLY | O_CLOEXEC),
+                           0,
+                           0,
+                           UINT64_MAX};
   return &s->ts[s->nts++];
 }
 
@@ -78,6 +84,19 @@ static uint64_t cpu_ns(tstate *t) {
   return strtoull(buf, NULL, 10);
 }
 
+/* Whether the thread is running or waiting for a CPU (state R): what it
+ * does then is work, not waiting. -1 when unknown. */
+static int running_state(tstate *t) {
+  char buf[256];
+  if (t->stat_fd < 0) return -1;
+  ssize_t n = pread(t->stat_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  /* "tid (comm) S ...": the comm may hold ')' itself; the last one ends it. */
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] == 'R' : -1;
+}
+
 static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   sampler *s = ctx;
   pending p = {s->raw, t->tid, mlprof__stack_intern(t->frames, t->n),
@@ -89,10 +108,13 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
         s->now_ns > ts->at_ns) {
       p.cpu_ns = c - ts->cpu_ns;
       p.flags |= CPU_KNOWN;
-      /* Running for at least half the time since its previous sample. */
-      if (2 * p.cpu_ns >= s->now_ns - ts->at_ns)
-        p.flags |= MLPROF__STACK_ON_CPU;
     }
+    /* Its state, else whether it ran for at least half the time since its
+     * previous sample. */
+    int r = running_state(ts);
+    if (r > 0 || (r < 0 && (p.flags & CPU_KNOWN) &&
+                  2 * p.cpu_ns >= s->now_ns - ts->at_ns))
+      p.flags |= MLPROF__STACK_ON_CPU;
     if (c != UINT64_MAX) ts->cpu_ns = c;
     ts->at_ns = s->now_ns;
     ts->seen = s->tick;
@@ -114,6 +136,7 @@ static void sweep(sampler *s, uint64_t keep_ticks) {
   for (size_t i = 0; i < s->nts; i++) {
     if (s->tick - s->ts[i].seen > keep_ticks && s->ts[i].seen != UINT64_MAX) {
       if (s->ts[i].fd >= 0) close(s->ts[i].fd);
+      if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
       continue;
     }
     s->ts[j++] = s->ts[i];
@@ -148,8 +171,10 @@ static void *sampler_main(void *arg) {
     }
   }
   pthread_mutex_unlock(&s->lock);
-  for (size_t i = 0; i < s->nts; i++)
+  for (size_t i = 0; i < s->nts; i++) {
     if (s->ts[i].fd >= 0) close(s->ts[i].fd);
+    if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
+  }
   free(s->ts);
   return NULL;
 }
@@ -158,6 +183,8 @@ static void *sampler_main(void *arg) {
  * both a session wants stacks and a walker is registered, whichever comes
  * last: a program with no Python gets no thread. */
 static int want_hz;
+/* What the parent wanted, in a forked child until its session starts. */
+static int parent_hz;
 
 static int start_locked(void) {
   int hz = want_hz, rc = 0;
@@ -183,6 +210,9 @@ static int start_locked(void) {
     goto out;
   }
   running = s;
+  char v[16];
+  snprintf(v, sizeof v, "%d", hz);
+  mlprof_meta("mlprof.stacks_hz", v); /* what one sample stands for */
   rc = 0;
 out:
   return rc;
@@ -226,12 +256,18 @@ void mlprof__stacks_after_fork(void) {
   /* The parent's sampler thread is not here; its memory is left alone (its
    * lock may be held by it). The queue holds the parent's samples. */
   running = NULL;
+  parent_hz = want_hz;
   want_hz = 0; /* the child's session asks again when it starts */
   pthread_mutex_init(&start_lock, NULL);
   pthread_mutex_init(&queue_lock, NULL);
   nqueue = 0;
   n_taken = n_dropped = 0;
   mlprof__stack_after_fork();
+}
+
+void mlprof__stacks_fork_child(void) {
+  if (parent_hz > 0 && atomic_load(&mlprof__child_pending))
+    mlprof__session_child_start();
 }
 
 void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped) {

@@ -1,0 +1,311 @@
+/* The Python stack walker that the recording library's stack sampler and
+ * allocation sites use (src/record/stack.h). Compiled against the running
+ * CPython's internal headers (Py_BUILD_CORE) so that the frame, thread and
+ * GIL layouts are that version's own: 3.11, 3.12 and 3.13. Older versions
+ * register no walker (their stacks are not sampled).
+ *
+ * The sampler's walk runs on the library's thread without the GIL: every
+ * thread state, frame, code object and string is copied with the library's
+ * fault-safe read (process_vm_readv on our own pid, as Echion does), never
+ * dereferenced, so a frame freed or reused while it is read gives a wrong or
+ * shorter stack, never a crash. The calling thread's own stack (for a malloc
+ * hook) is read directly: only that thread changes its frame chain, and it is
+ * inside the hook. Nothing here allocates, takes the GIL or calls Python. */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_BUILD_CORE
+#define Py_BUILD_CORE 1
+#endif
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_stacks.h"
+
+#if PY_VERSION_HEX >= 0x030B0000 && !defined(Py_GIL_DISABLED)
+#define WALKER 1
+#include <internal/pycore_code.h>
+#include <internal/pycore_frame.h>
+#include <internal/pycore_gil.h>
+#include <internal/pycore_interp.h>
+#include <internal/pycore_runtime.h>
+
+#include "record/stack.h"
+
+static const mlprof__stack_api *sapi;
+static PyInterpreterState *main_interp;
+
+typedef int (*reader_fn)(void *dst, const void *src, size_t n);
+
+/* The calling thread's own memory. */
+static int direct(void *dst, const void *src, size_t n) {
+  if (!src) return -1;
+  memcpy(dst, src, n);
+  return 0;
+}
+
+#define MAX_THREADS 4096
+#define NAME_MAX_BYTES 1024
+
+/* Copies a str object as UTF-8 into out (cap bytes, NUL-terminated); "" when
+ * it cannot be read. */
+static void read_str(reader_fn rd, const PyObject *addr, char *out,
+                     size_t cap) {
+  out[0] = 0;
+  PyCompactUnicodeObject u;
+  if (!addr || rd(&u, addr, sizeof u) != 0) return;
+  if (!u._base.state.compact) return;
+  size_t len = (size_t)u._base.length, kind = u._base.state.kind;
+  const char *data = (const char *)addr +
+                     (u._base.state.ascii ? sizeof(PyASCIIObject)
+                                          : sizeof(PyCompactUnicodeObject));
+  if (kind != 1 && kind != 2 && kind != 4) return;
+  uint8_t raw[NAME_MAX_BYTES];
+  if (len > sizeof raw / kind) len = sizeof raw / kind;
+  if (rd(raw, data, len * kind) != 0) return;
+  size_t o = 0;
+  for (size_t i = 0; i < len && o + 5 < cap; i++) {
+    uint32_t c = kind == 1   ? raw[i]
+                 : kind == 2 ? ((uint16_t *)raw)[i]
+                             : ((uint32_t *)raw)[i];
+    if (c < 0x80) {
+      out[o++] = (char)c;
+    } else if (c < 0x800) {
+      out[o++] = (char)(0xc0 | (c >> 6));
+      out[o++] = (char)(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      out[o++] = (char)(0xe0 | (c >> 12));
+      out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+      out[o++] = (char)(0x80 | (c & 0x3f));
+    } else {
+      out[o++] = (char)(0xf0 | (c >> 18));
+      out[o++] = (char)(0x80 | ((c >> 12) & 0x3f));
+      out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+      out[o++] = (char)(0x80 | (c & 0x3f));
+    }
+  }
+  out[o] = 0;
+}
+
+/* A byte window over a bytes object's contents, read as needed. */
+typedef struct {
+  reader_fn rd;
+  const uint8_t *base;
+  size_t len, at;
+  uint8_t buf[256];
+  size_t lo, hi; /* buf holds [lo, hi) */
+} bytes_cursor;
+
+static int next_byte(bytes_cursor *c) {
+  if (c->at >= c->len) return -1;
+  if (c->at < c->lo || c->at >= c->hi) {
+    size_t n = c->len - c->at < sizeof c->buf ? c->len - c->at : sizeof c->buf;
+    if (c->rd(c->buf, c->base + c->at, n) != 0) return -1;
+    c->lo = c->at;
+    c->hi = c->at + n;
+  }
+  return c->buf[c->at++ - c->lo];
+}
+
+static int varint(bytes_cursor *c) {
+  int b = next_byte(c);
+  if (b < 0) return 0;
+  unsigned val = (unsigned)b & 63, shift = 0;
+  while (b & 64) {
+    if ((b = next_byte(c)) < 0 || (shift += 6) > 28) return 0;
+    val |= ((unsigned)b & 63) << shift;
+  }
+  return (int)val;
+}
+
+static int svarint(bytes_cursor *c) {
+  unsigned u = (unsigned)varint(c);
+  return u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
+}
+
+/* The line of byte offset addr in a code object's location table (3.11+,
+ * Objects/locations.md); first when it says none. */
+static uint32_t addr_to_line(reader_fn rd, const PyObject *table, int first,
+                             long addr) {
+  PyBytesObject b;
+  if (addr < 0 || !table || rd(&b, table, offsetof(PyBytesObject, ob_sval)))
+    return (uint32_t)first;
+  bytes_cursor c = {rd,
+                    (const uint8_t *)table + offsetof(PyBytesObject, ob_sval),
+                    (size_t)Py_SIZE(&b) > (1u << 24) ? 0 : (size_t)Py_SIZE(&b),
+                    0,
+                    {0},
+                    0,
+                    0};
+  int line = first, computed = first;
+  long end = 0;
+  int byte = next_byte(&c);
+  while (byte >= 0) {
+    int code = (byte >> 3) & 15;
+    long len = ((byte & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
+    int delta = 0;
+    if (code == 13 || code == 14)
+      delta = svarint(&c);
+    else if (code >= 10 && code <= 12)
+      delta = code - 10;
+    computed += delta;
+    line = code == 15 ? -1 : computed;
+    if (addr < end + len) return (uint32_t)(line < 0 ? first : line);
+    end += len;
+    /* Skip the rest of the entry: bytes without the top bit. */
+    while ((byte = next_byte(&c)) >= 0 && !(byte & 128)) {
+    }
+  }
+  return (uint32_t)first;
+}
+
+/* The frame id of code object `addr` at byte offset `off` of its code. */
+static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
+  PyCodeObject co;
+  if (rd(&co, addr, sizeof co) != 0) return 0;
+  if (co.ob_base.ob_base.ob_type != &PyCode_Type) return 0;
+  uint64_t key = (uint64_t)(uintptr_t)addr;
+  key ^= (uint64_t)(uintptr_t)co.co_qualname * 0x9E3779B97F4A7C15ull;
+  key ^= (uint64_t)(uintptr_t)co.co_filename * 0xC2B2AE3D27D4EB4Full;
+  key ^= (uint64_t)(uint32_t)co.co_firstlineno << 7;
+  if (!key) key = 1;
+  uint32_t func = sapi->func_find(key);
+  if (!func) {
+    char file[NAME_MAX_BYTES], name[NAME_MAX_BYTES];
+    read_str(rd, co.co_filename, file, sizeof file);
+    read_str(rd, co.co_qualname, name, sizeof name);
+    func = sapi->func_add(key, file, name, (uint32_t)co.co_firstlineno);
+    if (!func) return 0;
+  }
+  uint32_t unit = off < 0 ? 0 : (uint32_t)(off / sizeof(_Py_CODEUNIT));
+  uint64_t pc = ((uint64_t)func << 32) | unit;
+  uint32_t line = sapi->pc_find(pc);
+  if (line) {
+    line--;
+  } else {
+    line = addr_to_line(rd, co.co_linetable, co.co_firstlineno, off);
+    sapi->pc_add(pc, line);
+  }
+  return sapi->frame_py(func, line);
+}
+
+/* Frames from frame address f outwards, innermost first. */
+static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
+                   size_t max) {
+  size_t n = 0;
+  for (size_t guard = 0; f && n < max && guard < 4 * max; guard++) {
+    _PyInterpreterFrame fr;
+    if (rd(&fr, f, offsetof(_PyInterpreterFrame, localsplus)) != 0) break;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (fr.owner == FRAME_OWNED_BY_CSTACK) {
+      f = fr.previous;
+      continue;
+    }
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    const PyObject *code = fr.f_executable;
+    const _Py_CODEUNIT *ip = fr.instr_ptr;
+#else
+    const PyObject *code = (const PyObject *)fr.f_code;
+    const _Py_CODEUNIT *ip = fr.prev_instr;
+#endif
+    long off =
+        (long)((const char *)ip -
+               ((const char *)code + offsetof(PyCodeObject, co_code_adaptive)));
+    uint32_t id = frame_of(rd, code, off);
+    if (id) out[n++] = id;
+    f = fr.previous;
+  }
+  return n;
+}
+
+static const _PyInterpreterFrame *current_frame(reader_fn rd,
+                                                const PyThreadState *t) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return t->current_frame;
+#else
+  _PyCFrame cf;
+  if (!t->cframe || rd(&cf, t->cframe, sizeof cf) != 0) return NULL;
+  return cf.current_frame;
+#endif
+}
+
+static size_t walk_self(uint32_t *out, size_t max) {
+  PyThreadState *t = PyGILState_GetThisThreadState();
+  if (!t) return 0;
+  return walk(direct, current_frame(direct, t), out, max);
+}
+
+/* The thread holding the GIL, or NULL when it is free or unreadable. */
+static const PyThreadState *gil_holder(void) {
+  struct _gil_runtime_state g;
+#if PY_VERSION_HEX >= 0x030C0000
+  struct _gil_runtime_state *at;
+  if (sapi->read(
+          &at,
+          (const char *)main_interp + offsetof(PyInterpreterState, ceval.gil),
+          sizeof at) != 0 ||
+      !at)
+    return NULL;
+#else
+  struct _gil_runtime_state *at = &_PyRuntime.ceval.gil;
+#endif
+  if (sapi->read(&g, at, sizeof g) != 0) return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+  return g.locked ? g.last_holder : NULL;
+#else
+  return g.locked._value ? (const PyThreadState *)g.last_holder._value : NULL;
+#endif
+}
+
+static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
+                     void *ctx) {
+  static uint32_t frames[MLPROF__STACK_MAX_DEPTH];
+  const PyThreadState *ts = NULL;
+  if (sapi->read(&ts,
+                 (const char *)main_interp +
+                     offsetof(PyInterpreterState, threads.head),
+                 sizeof ts) != 0)
+    return;
+  const PyThreadState *holder = gil_holder();
+  for (int i = 0; ts && i < MAX_THREADS; i++) {
+    PyThreadState t;
+    if (sapi->read(&t, ts, sizeof t) != 0) break;
+    mlprof__stack_thread st = {
+        .tid = (uint32_t)t.native_thread_id,
+        .flags = MLPROF__STACK_GIL_KNOWN |
+                 (holder == ts ? MLPROF__STACK_HAS_GIL : 0),
+        .frames = frames};
+    st.n = walk(sapi->read, current_frame(sapi->read, &t), frames,
+                MLPROF__STACK_MAX_DEPTH);
+    if (st.tid) fn(ctx, &st);
+    ts = t.next;
+  }
+}
+
+static const mlprof__stack_walker walker = {walk_self, walk_all};
+
+int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
+  const mlprof__stack_api *(*get)(void);
+  *fork_child = NULL;
+  void *fn = dlsym(lib, "mlprof__stack_api_get");
+  if (!fn) return 0; /* a library older than stacks */
+  memcpy(&get, &fn, sizeof fn);
+  const mlprof__stack_api *a = get();
+  if (!a || a->size < sizeof *a) return 0;
+  sapi = a;
+  *fork_child = a->fork_child;
+  main_interp = PyInterpreterState_Main();
+  return a->walker_set(&walker) == 0;
+}
+
+#else
+
+int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
+  (void)lib;
+  *fork_child = NULL;
+  return 0;
+}
+
+#endif

@@ -1,0 +1,578 @@
+/* Hot functions from the profiles' stack samples (hot.h).
+ *
+ * A profile's definitions (functions, frames, stacks) are kept by their ids
+ * until the profile ends, since a sample may name a stack defined after it;
+ * then each sample's stack is merged into the job's tree (a node per
+ * distinct (parent, frame)) and counted under its zone. Zones come from the
+ * spans: a span of thread T from b to e labels T's samples in [b, e) whose
+ * label is shallower, so each sample ends under its innermost zone. The
+ * samples are read before the spans that cover them (the writer writes
+ * STACKS before EVENTS in each flush, and a span is written when it ends),
+ * so the samples held so far are all the span needs. */
+#include "hot.h"
+
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "../format/wire.h"
+
+typedef struct {
+  uint64_t t;
+  uint32_t tid, stack, flags, zone_name, zone_depth;
+} sample;
+
+typedef struct {
+  uint32_t a, b; /* frames: func id, line; nodes: parent, frame */
+  int native;
+} pdef;
+
+struct mlprof__hot_builder {
+  mlprof__hot *out;
+  size_t funcs_cap, frames_cap, nodes_cap, stacks_cap;
+  mlprof__strindex func_ix;
+  char **func_keys;
+  size_t *func_key_lens, func_keys_n, func_keys_cap;
+  mlprof__map frame_ix, node_ix, stack_ix; /* the job's, by content */
+  mlprof__strindex zone_ix;
+  char **zone_names;
+  size_t *zone_lens, nzones, zones_cap;
+  uint64_t *zone_samples, *zone_cpu, *zone_wall_ns, *zone_cpu_ns;
+  /* this profile's */
+  mlprof__map pfunc;  /* func id -> job func */
+  mlprof__map pframe; /* frame id -> index in pframes */
+  mlprof__map pnode;  /* stack id -> index in pnodes */
+  mlprof__map pzone;  /* zone name id -> job zone */
+  mlprof__map memo;   /* stack id -> job node + 1 (0 unused) */
+  pdef *pframes, *pnodes;
+  size_t npframes, pframes_cap, npnodes, pnodes_cap;
+  sample *samples;
+  size_t nsamples, samples_cap;
+  double hz;
+  int err;
+};
+
+static int fail(mlprof__hot_builder *b) {
+  b->err = MLPROF_ENOMEM;
+  return MLPROF_ENOMEM;
+}
+
+/* ---- the job's tables --------------------------------------------------- */
+
+static uint32_t job_func(mlprof__hot_builder *b, const char *file,
+                         const char *function, uint32_t first) {
+  char key[8192];
+  int n = snprintf(key, sizeof key, "%s%c%s%c%u", file, 0, function, 0,
+                   (unsigned)first);
+  if (n < 0 || (size_t)n >= sizeof key) n = (int)sizeof key - 1;
+  size_t before = b->func_keys_n;
+  uint32_t i = mlprof__strindex_intern(&b->func_ix, &b->func_keys,
+                                       &b->func_key_lens, &b->func_keys_n,
+                                       &b->func_keys_cap, key, (size_t)n);
+  if (i == MLPROF__NONE) return MLPROF__NONE;
+  if (b->func_keys_n > before) {
+    mlprof__hot *h = b->out;
+    if (mlprof__grow(&h->funcs, &b->funcs_cap, h->nfuncs + 1, sizeof *h->funcs))
+      return MLPROF__NONE;
+    mlprof__hot_func *f = &h->funcs[h->nfuncs];
+    f->file = mlprof__dup(file, strlen(file));
+    f->function = mlprof__dup(function, strlen(function));
+    f->first_line = first;
+    if (!f->file || !f->function) {
+      free(f->file);
+      free(f->function);
+      return MLPROF__NONE;
+    }
+    h->nfuncs++;
+  }
+  return i;
+}
+
+static uint32_t job_frame(mlprof__hot_builder *b, uint32_t func,
+                          uint32_t line) {
+  uint64_t key = ((uint64_t)func << 32) | line;
+  uint32_t i = mlprof__map_get(&b->frame_ix, key);
+  if (i != MLPROF__NONE) return i;
+  mlprof__hot *h = b->out;
+  if (mlprof__grow(&h->frames, &b->frames_cap, h->nframes + 1,
+                   sizeof *h->frames) ||
+      mlprof__map_put(&b->frame_ix, key, (uint32_t)h->nframes))
+    return MLPROF__NONE;
+  h->frames[h->nframes] = (mlprof__hot_frame){func, line};
+  return (uint32_t)h->nframes++;
+}
+
+static uint32_t job_node(mlprof__hot_builder *b, uint32_t parent,
+                         uint32_t frame) {
+  uint64_t key = ((uint64_t)parent << 32) | frame;
+  uint32_t i = mlprof__map_get(&b->node_ix, key);
+  if (i != MLPROF__NONE) return i;
+  mlprof__hot *h = b->out;
+  if (mlprof__grow(&h->nodes, &b->nodes_cap, h->nnodes + 1, sizeof *h->nodes) ||
+      mlprof__map_put(&b->node_ix, key, (uint32_t)h->nnodes))
+    return MLPROF__NONE;
+  h->nodes[h->nnodes] = (mlprof__hot_node){parent, frame};
+  return (uint32_t)h->nnodes++;
+}
+
+static uint32_t job_zone(mlprof__hot_builder *b, const char *name, size_t n) {
+  size_t before = b->nzones;
+  uint32_t i =
+      mlprof__strindex_intern(&b->zone_ix, &b->zone_names, &b->zone_lens,
+                              &b->nzones, &b->zones_cap, name, n);
+  if (i == MLPROF__NONE || b->nzones == before) return i;
+  uint64_t **arrays[] = {&b->zone_samples, &b->zone_cpu, &b->zone_wall_ns,
+                         &b->zone_cpu_ns};
+  for (size_t k = 0; k < 4; k++) {
+    uint64_t *a = realloc(*arrays[k], b->nzones * sizeof *a);
+    if (!a) return MLPROF__NONE;
+    *arrays[k] = a;
+    a[i] = 0;
+  }
+  return i;
+}
+
+/* ---- reading a profile -------------------------------------------------- */
+
+static int on_meta(void *ud, const char *key, size_t klen, const char *value,
+                   size_t vlen) {
+  mlprof__hot_builder *b = ud;
+  static const char want[] = "mlprof.stacks_hz";
+  if (klen == sizeof want - 1 && memcmp(key, want, klen) == 0 && vlen < 16) {
+    char v[16];
+    memcpy(v, value, vlen);
+    v[vlen] = 0;
+    double hz = atof(v);
+    if (hz > 0 && hz <= 1e6) b->hz = hz;
+  }
+  return 0;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  mlprof__hot_builder *b = ud;
+  if (n->kind != MLPROF__NAME_ZONE) return 0;
+  uint32_t z = job_zone(b, n->name, n->name_len);
+  if (z == MLPROF__NONE || mlprof__map_put(&b->pzone, n->id, z)) return fail(b);
+  return 0;
+}
+
+static int on_func(void *ud, const mlprof__stack_func *f) {
+  mlprof__hot_builder *b = ud;
+  uint32_t i = job_func(b, f->file, f->function, f->first_line);
+  if (i == MLPROF__NONE || mlprof__map_put(&b->pfunc, f->id, i)) return fail(b);
+  return 0;
+}
+
+static int put_pdef(mlprof__hot_builder *b, mlprof__map *ix, pdef **arr,
+                    size_t *n, size_t *cap, uint32_t id, pdef d) {
+  if (mlprof__map_get(ix, id) != MLPROF__NONE) return 0; /* first wins */
+  if (mlprof__grow(arr, cap, *n + 1, sizeof **arr) ||
+      mlprof__map_put(ix, id, (uint32_t)*n))
+    return fail(b);
+  (*arr)[(*n)++] = d;
+  return 0;
+}
+
+static int on_frame(void *ud, const mlprof__stack_frame *f) {
+  mlprof__hot_builder *b = ud;
+  pdef d = {f->func, f->line, f->native};
+  if (f->native) {
+    /* A native frame is a function of its own: symbol in module. */
+    char sym[512];
+    if (f->symbol[0])
+      snprintf(sym, sizeof sym, "%s", f->symbol);
+    else
+      snprintf(sym, sizeof sym, "0x%llx", (unsigned long long)f->offset);
+    const char *slash = strrchr(f->module, '/');
+    uint32_t i = job_func(b, slash ? slash + 1 : f->module, sym, 0);
+    if (i == MLPROF__NONE) return fail(b);
+    d.a = i;
+  }
+  return put_pdef(b, &b->pframe, &b->pframes, &b->npframes, &b->pframes_cap,
+                  f->id, d);
+}
+
+static int on_node(void *ud, uint32_t id, uint32_t parent, uint32_t frame) {
+  mlprof__hot_builder *b = ud;
+  return put_pdef(b, &b->pnode, &b->pnodes, &b->npnodes, &b->pnodes_cap, id,
+                  (pdef){parent, frame, 0});
+}
+
+static int on_sample(void *ud, const mlprof__stack_sample *s) {
+  mlprof__hot_builder *b = ud;
+  if (mlprof__grow(&b->samples, &b->samples_cap, b->nsamples + 1,
+                   sizeof *b->samples))
+    return fail(b);
+  b->samples[b->nsamples++] =
+      (sample){s->t, s->tid, s->stack, s->flags, MLPROF__NONE, 0};
+  b->out->cpu_ns += s->cpu_ns;
+  return 0;
+}
+
+/* The first sample at or after t. */
+static size_t lower(const mlprof__hot_builder *b, uint64_t t) {
+  size_t lo = 0, hi = b->nsamples;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->samples[mid].t < t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void label(mlprof__hot_builder *b, uint32_t tid, uint32_t name,
+                  uint32_t depth, uint64_t begin, uint64_t end) {
+  for (size_t i = lower(b, begin); i < b->nsamples && b->samples[i].t < end;
+       i++) {
+    sample *s = &b->samples[i];
+    if (s->tid == tid &&
+        (s->zone_name == MLPROF__NONE || s->zone_depth <= depth)) {
+      s->zone_name = name;
+      s->zone_depth = depth;
+    }
+  }
+}
+
+static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin, uint64_t end) {
+  label(ud, tid, name, depth, begin, end);
+  return 0;
+}
+
+static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
+                   uint64_t begin) {
+  label(ud, tid, name, depth, begin, UINT64_MAX);
+  return 0;
+}
+
+void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
+  *v = (mlprof__visitor){.ud = b,
+                         .meta = on_meta,
+                         .name = on_name,
+                         .span = on_span,
+                         .open = on_open,
+                         .stack_func = on_func,
+                         .stack_frame = on_frame,
+                         .stack_node = on_node,
+                         .stack_sample = on_sample};
+  b->hz = 0;
+}
+
+/* The job's node of this profile's stack id (MLPROF__NONE when it cannot be
+ * resolved). Walks the parents first, then makes the nodes root down. */
+static uint32_t resolve(mlprof__hot_builder *b, uint32_t id) {
+  uint32_t chain[1100];
+  size_t n = 0;
+  uint32_t node = MLPROF__NONE;
+  while (id) {
+    uint32_t m = mlprof__map_get(&b->memo, id);
+    if (m != MLPROF__NONE) {
+      node = m;
+      break;
+    }
+    uint32_t i = mlprof__map_get(&b->pnode, id);
+    if (i == MLPROF__NONE || n == sizeof chain / sizeof chain[0])
+      return MLPROF__NONE;
+    chain[n++] = id;
+    id = b->pnodes[i].a; /* parents are smaller: this ends */
+  }
+  while (n-- > 0) {
+    const pdef *d = &b->pnodes[mlprof__map_get(&b->pnode, chain[n])];
+    uint32_t fi = mlprof__map_get(&b->pframe, d->b), frame;
+    if (fi == MLPROF__NONE) {
+      frame = job_frame(b, job_func(b, "?", "<unknown>", 0), 0);
+    } else {
+      const pdef *f = &b->pframes[fi];
+      uint32_t func = f->native   ? f->a
+                      : f->a == 0 ? job_func(b, "", "<truncated>", 0)
+                                  : mlprof__map_get(&b->pfunc, f->a);
+      if (func == MLPROF__NONE) func = job_func(b, "?", "<unknown>", 0);
+      frame = job_frame(b, func, f->native ? 0 : f->b);
+    }
+    if (frame == MLPROF__NONE) return MLPROF__NONE;
+    node = job_node(b, node, frame);
+    if (node == MLPROF__NONE || mlprof__map_put(&b->memo, chain[n], node))
+      return MLPROF__NONE;
+  }
+  return node;
+}
+
+static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
+                 int on_cpu, uint64_t ns) {
+  mlprof__hot *h = b->out;
+  uint64_t key = ((uint64_t)node << 32) | zone;
+  uint32_t i = mlprof__map_get(&b->stack_ix, key);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&h->stacks, &b->stacks_cap, h->nstacks + 1,
+                     sizeof *h->stacks) ||
+        mlprof__map_put(&b->stack_ix, key, (uint32_t)h->nstacks))
+      return fail(b);
+    i = (uint32_t)h->nstacks++;
+    h->stacks[i] = (mlprof__hot_stack){node, zone, 0, 0, 0, 0};
+  }
+  uint64_t cns = on_cpu ? ns : 0;
+  h->stacks[i].samples++;
+  h->stacks[i].on_cpu += on_cpu;
+  h->stacks[i].wall_ns += ns;
+  h->stacks[i].cpu_ns += cns;
+  b->zone_samples[zone]++;
+  b->zone_cpu[zone] += on_cpu;
+  b->zone_wall_ns[zone] += ns;
+  b->zone_cpu_ns[zone] += cns;
+  h->samples++;
+  h->on_cpu += on_cpu;
+  h->wall_ns += ns;
+  h->on_cpu_ns += cns;
+  return 0;
+}
+
+/* Longest time a sample stands for: a longer gap is the recording switched
+ * off or the thread out of Python, not what its next sample shows. */
+#define MAX_WEIGHT_NS 1000000000u
+
+int mlprof__hot_profile_end(mlprof__hot_builder *b) {
+  int rc = b->err;
+  double interval = b->hz > 0 ? 1e9 / b->hz : 1e7;
+  mlprof__map last; /* tid -> index of its previous sample + 1 */
+  memset(&last, 0, sizeof last);
+  for (size_t i = 0; i < b->nsamples && !rc; i++) {
+    const sample *s = &b->samples[i];
+    uint32_t prev = mlprof__map_get(&last, s->tid);
+    uint64_t ns = (uint64_t)interval;
+    if (prev != MLPROF__NONE && s->t > b->samples[prev].t)
+      ns = s->t - b->samples[prev].t;
+    if (ns > MAX_WEIGHT_NS) ns = (uint64_t)interval;
+    if (mlprof__map_put(&last, s->tid, (uint32_t)i)) {
+      rc = fail(b);
+      break;
+    }
+    uint32_t node = MLPROF__NONE;
+    if (s->stack && (node = resolve(b, s->stack)) == MLPROF__NONE) {
+      b->out->unresolved++;
+      continue;
+    }
+    uint32_t zone = s->zone_name == MLPROF__NONE
+                        ? 0
+                        : mlprof__map_get(&b->pzone, s->zone_name);
+    if (zone == MLPROF__NONE) zone = 0;
+    rc = count(b, node, zone, (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
+  }
+  mlprof__map_clear(&last);
+  if (b->hz > 0 && !b->out->interval_ns) b->out->interval_ns = 1e9 / b->hz;
+  mlprof__map_clear(&b->pfunc);
+  mlprof__map_clear(&b->pframe);
+  mlprof__map_clear(&b->pnode);
+  mlprof__map_clear(&b->pzone);
+  mlprof__map_clear(&b->memo);
+  b->npframes = b->npnodes = b->nsamples = 0;
+  return rc ? rc : b->err;
+}
+
+mlprof__hot_builder *mlprof__hot_begin(mlprof__hot *out) {
+  memset(out, 0, sizeof *out);
+  mlprof__hot_builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->out = out;
+  /* Zone 0 is "no zone". */
+  if (job_zone(b, "", 0) != 0) {
+    free(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+typedef struct {
+  mlprof__map ix; /* func -> row */
+  mlprof__hot_row *rows;
+  size_t n, cap;
+  mlprof__map lines; /* (func, line) -> self samples on a CPU */
+} rowset;
+
+static mlprof__hot_row *row_of(rowset *r, uint32_t func) {
+  uint32_t i = mlprof__map_get(&r->ix, func);
+  if (i != MLPROF__NONE) return &r->rows[i];
+  if (mlprof__grow(&r->rows, &r->cap, r->n + 1, sizeof *r->rows) ||
+      mlprof__map_put(&r->ix, func, (uint32_t)r->n))
+    return NULL;
+  r->rows[r->n] = (mlprof__hot_row){.func = func, .line = MLPROF__NONE};
+  return &r->rows[r->n++];
+}
+
+/* Adds a stack's samples to r: self to its innermost function, total once
+ * to each function in it. seen/epoch mark the functions met in this stack. */
+static int add_stack(const mlprof__hot *h, rowset *r,
+                     const mlprof__hot_stack *s, uint32_t *seen,
+                     uint32_t epoch) {
+  int inner = 1;
+  for (uint32_t n = s->node; n != MLPROF__NONE; n = h->nodes[n].parent) {
+    const mlprof__hot_frame *f = &h->frames[h->nodes[n].frame];
+    mlprof__hot_row *row = row_of(r, f->func);
+    if (!row) return MLPROF_ENOMEM;
+    if (inner) {
+      row->self += s->wall_ns;
+      row->self_cpu += s->cpu_ns;
+      uint64_t key = ((uint64_t)f->func << 32) | f->line;
+      uint32_t c = mlprof__map_get(&r->lines, key);
+      uint64_t v = (c == MLPROF__NONE ? 0 : c) + s->on_cpu + s->samples;
+      if (v >= MLPROF__NONE) v = MLPROF__NONE - 1;
+      if (mlprof__map_put(&r->lines, key, (uint32_t)v)) return MLPROF_ENOMEM;
+      /* The line most of its self samples were at (on a CPU counting
+       * twice). */
+      if (v > row->line_weight) {
+        row->line_weight = v;
+        row->line = f->line;
+      }
+      inner = 0;
+    }
+    if (seen[f->func] != epoch) {
+      seen[f->func] = epoch;
+      row->total += s->wall_ns;
+      row->total_cpu += s->cpu_ns;
+    }
+  }
+  return 0;
+}
+
+static int by_self(const void *a, const void *b) {
+  const mlprof__hot_row *x = a, *y = b;
+  if (x->self_cpu != y->self_cpu) return x->self_cpu > y->self_cpu ? -1 : 1;
+  if (x->total_cpu != y->total_cpu) return x->total_cpu > y->total_cpu ? -1 : 1;
+  if (x->self != y->self) return x->self > y->self ? -1 : 1;
+  if (x->total != y->total) return x->total > y->total ? -1 : 1;
+  return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* Sorts r's rows and hands them over. */
+static void rows_done(rowset *r, mlprof__hot_row **out, size_t *n) {
+  qsort(r->rows, r->n, sizeof *r->rows, by_self);
+  *out = r->rows;
+  *n = r->n;
+  mlprof__map_clear(&r->ix);
+  mlprof__map_clear(&r->lines);
+}
+
+static int zone_order(const void *a, const void *b) {
+  const mlprof__hot_zone *x = a, *y = b;
+  if (x->wall_ns != y->wall_ns) return x->wall_ns > y->wall_ns ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static int build_rows(mlprof__hot_builder *b) {
+  mlprof__hot *h = b->out;
+  uint32_t *seen = calloc(h->nfuncs ? h->nfuncs : 1, sizeof *seen);
+  rowset all = {0};
+  rowset *zr = calloc(b->nzones, sizeof *zr);
+  int rc = !seen || !zr ? MLPROF_ENOMEM : 0;
+  for (size_t i = 0; i < h->nstacks && !rc; i++) {
+    const mlprof__hot_stack *s = &h->stacks[i];
+    rc = add_stack(h, &all, s, seen, (uint32_t)(2 * i + 1));
+    if (!rc) rc = add_stack(h, &zr[s->zone], s, seen, (uint32_t)(2 * i + 2));
+  }
+  if (!rc) {
+    rows_done(&all, &h->rows, &h->nrows);
+    h->zones = calloc(b->nzones, sizeof *h->zones);
+    if (!h->zones) rc = MLPROF_ENOMEM;
+  }
+  for (size_t z = 0; z < b->nzones && !rc; z++) {
+    if (!b->zone_samples[z]) continue;
+    mlprof__hot_zone *hz = &h->zones[h->nzones];
+    hz->name = mlprof__dup(b->zone_names[z], b->zone_lens[z]);
+    if (!hz->name) {
+      rc = MLPROF_ENOMEM;
+      break;
+    }
+    hz->samples = b->zone_samples[z];
+    hz->on_cpu = b->zone_cpu[z];
+    hz->wall_ns = b->zone_wall_ns[z];
+    hz->on_cpu_ns = b->zone_cpu_ns[z];
+    rows_done(&zr[z], &hz->rows, &hz->nrows);
+    h->nzones++;
+  }
+  if (!rc) qsort(h->zones, h->nzones, sizeof *h->zones, zone_order);
+  if (rc) {
+    free(all.rows);
+    mlprof__map_clear(&all.ix);
+    mlprof__map_clear(&all.lines);
+  }
+  for (size_t z = 0; zr && z < b->nzones; z++) {
+    if (rc || !b->zone_samples[z]) free(zr[z].rows);
+    mlprof__map_clear(&zr[z].ix);
+    mlprof__map_clear(&zr[z].lines);
+  }
+  free(zr);
+  free(seen);
+  return rc;
+}
+
+int mlprof__hot_finish(mlprof__hot_builder *b) {
+  if (!b) return 0;
+  int rc = b->err;
+  if (!rc) rc = build_rows(b);
+  for (size_t i = 0; i < b->func_keys_n; i++) free(b->func_keys[i]);
+  free(b->func_keys);
+  free(b->func_key_lens);
+  mlprof__strindex_free(&b->func_ix);
+  if (rc) {
+    for (size_t i = 0; i < b->nzones; i++) free(b->zone_names[i]);
+    free(b->zone_names);
+  } else {
+    b->out->zone_names = b->zone_names;
+    b->out->nzone_names = b->nzones;
+  }
+  free(b->zone_lens);
+  mlprof__strindex_free(&b->zone_ix);
+  free(b->zone_samples);
+  free(b->zone_cpu);
+  free(b->zone_wall_ns);
+  free(b->zone_cpu_ns);
+  mlprof__map_clear(&b->frame_ix);
+  mlprof__map_clear(&b->node_ix);
+  mlprof__map_clear(&b->stack_ix);
+  mlprof__map_clear(&b->pfunc);
+  mlprof__map_clear(&b->pframe);
+  mlprof__map_clear(&b->pnode);
+  mlprof__map_clear(&b->pzone);
+  mlprof__map_clear(&b->memo);
+  free(b->pframes);
+  free(b->pnodes);
+  free(b->samples);
+  if (rc) mlprof__hot_free(b->out);
+  free(b);
+  return rc;
+}
+
+void mlprof__hot_free(mlprof__hot *h) {
+  for (size_t i = 0; i < h->nfuncs; i++) {
+    free(h->funcs[i].file);
+    free(h->funcs[i].function);
+  }
+  free(h->funcs);
+  free(h->frames);
+  free(h->nodes);
+  free(h->stacks);
+  free(h->rows);
+  for (size_t i = 0; i < h->nzones; i++) {
+    free(h->zones[i].name);
+    free(h->zones[i].rows);
+  }
+  free(h->zones);
+  for (size_t i = 0; i < h->nzone_names; i++) free(h->zone_names[i]);
+  free(h->zone_names);
+  memset(h, 0, sizeof *h);
+}
+
+void mlprof__hot_frame_name(const mlprof__hot *h, uint32_t frame, char *buf,
+                            size_t len) {
+  const mlprof__hot_frame *f = &h->frames[frame];
+  const mlprof__hot_func *fn = &h->funcs[f->func];
+  if (fn->first_line == 0 && f->line == 0)
+    snprintf(buf, len, "%s (%s)", fn->function, fn->file);
+  else
+    snprintf(buf, len, "%s (%s:%u)", fn->function, fn->file, (unsigned)f->line);
+}
