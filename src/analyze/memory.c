@@ -222,11 +222,11 @@ static void stacks_clear(mlprof__memory_builder *b) {
   mlprof__map_clear(&b->node_of);
 }
 
-/* Whether a file is the Python installation's or an installed package's,
- * not the program's own. */
+/* Whether a file is the Python installation's, an installed package's or
+ * mlprof's own (its torch wrappers call the modules), not the program's. */
 static int library_file(const char *f) {
   return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
-         strstr(f, "/lib/python") || f[0] == '<';
+         strstr(f, "/lib/python") || strstr(f, "/mlprof/") || f[0] == '<';
 }
 
 #define USER_FRAMES 3
@@ -422,9 +422,10 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
   s->growth = y[n - 1] > y[0] ? (uint64_t)(y[n - 1] - y[0]) : 0;
   free(x);
   /* A warm-up or a cache filled once grows, then stops: the second half
-   * must grow too. */
+   * must grow too. What is live at the end does not decide: a Python
+   * program's finalization frees what it leaked. */
   s->leak = s->mk_z >= 3 && s->slope > 0 && s->slope_late >= 0.5 * s->slope &&
-            s->growth >= LEAK_MIN_BYTES && s->live_end > 0;
+            s->growth >= LEAK_MIN_BYTES;
 }
 
 int mlprof__memory_profile_end(mlprof__memory_builder *b) {

@@ -171,10 +171,14 @@ def test_signal_handler_and_constructor_allocations(tmp_path):
     assert any(s["allocated_bytes"] == 12345 for s in sites if s["zone"] == "")
 
 
+VALIDATE = os.path.realpath(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "programs",
+    "mem_validate.py"))
+
+
 def python_run(tmp_path, mode):
     out = tmp_path / mode
-    script = os.path.join(os.path.dirname(__file__), "..", "programs",
-                          "mem_validate.py")
+    script = VALIDATE
     r = mlprof("run", "-q", "--memory=sampled:65536", "-o", out, "--",
                sys.executable, script, mode, "40")
     assert r.stdout == "done 40\n"
@@ -191,6 +195,13 @@ def test_validate_keeping_outputs_is_the_leak_at_its_rate(tmp_path):
     rate = sum(s["bytes_per_step"] for s in leaks)
     assert rate == pytest.approx(1.5 * MIB, rel=0.25), leaks
     assert all(s["zone"] == "Sequential" for s in leaks), leaks
+    # Named by the line of validate() that runs the forward whose graph is
+    # kept, innermost of the program's own lines.
+    with open(VALIDATE) as f:
+        line = 1 + f.read().split("\n").index("    out = model(x)")
+    for s in leaks:
+        assert s["python"].startswith(
+            "%s:%d validate < " % (VALIDATE, line)), s
 
 
 def test_no_leak_from_imports_warmup_cache_or_workers(tmp_path):
