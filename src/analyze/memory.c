@@ -343,6 +343,7 @@ typedef struct {
   uint64_t *live, *zlive;
   uint64_t total, peak;
   size_t peak_i;
+  size_t cols; /* columns of the series filled: step marks passed */
 } replay;
 
 static int run(mlprof__memory_builder *b, replay *r, size_t stop,
@@ -405,6 +406,7 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
       p->step_peak[step - 1] = r->total;
   }
   mlprof__map_clear(&at);
+  r->cols = col;
   return rc ? MLPROF_ENOMEM : 0;
 }
 
@@ -414,12 +416,12 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
   if (n < MIN_STEPS) return;
   double *x = malloc(n * sizeof *x);
   if (!x) return;
+  s->growth = y[n - 1] > y[0] ? (uint64_t)(y[n - 1] - y[0]) : 0;
   for (size_t i = 0; i < n; i++) x[i] = (double)i;
   s->slope = mlprof__theil_sen(x, y, n, MAX_POINTS);
   s->slope_late =
       mlprof__theil_sen(x + n / 2, y + n / 2, n - n / 2, MAX_POINTS);
   s->mk_z = mlprof__mann_kendall_z(y, n, MAX_POINTS);
-  s->growth = y[n - 1] > y[0] ? (uint64_t)(y[n - 1] - y[0]) : 0;
   free(x);
   /* A warm-up or a cache filled once grows, then stops: the second half
    * must grow too. What is live at the end does not decide: a Python
@@ -479,10 +481,10 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
       ss[base + b->recs[i].site].alloc_count++;
     }
   /* Step after step: the series over the marks this process made. */
-  if (series && cols) {
+  if (series && r.cols) {
+    /* The marks after the last record left no column. */
     for (size_t s = 0; s < b->nkeys; s++) {
-      judge(&ss[base + s], &series[s * MAX_STEPS],
-            cols < MAX_STEPS ? cols : MAX_STEPS);
+      judge(&ss[base + s], &series[s * MAX_STEPS], r.cols);
       m->nleaks += ss[base + s].leak != 0;
     }
   }
