@@ -4,7 +4,7 @@ workloads run as a user runs them, each a whole process:
     bytes to 256 KiB, growing lists and dicts, strings, JSON);
   - bench/train_cnn.py: a small CNN's training steps on CPU.
 Conditions, in interleaved rounds: untraced (the baseline); `mlprof run
---no-torch` with --memory=off (the rest of mlprof: sessions, the writer),
+--no-torch --stacks off` (allocations alone) with --memory=off (the rest of mlprof: sessions, the writer),
 --memory=sampled (the default: a sample every 512 KiB on average) and
 --memory=all (every allocation); `memray run` and `memray run --native`.
 The figure is the workload's own process CPU time (all threads) for its
@@ -52,7 +52,9 @@ def figure(cmd, key, tmp, n=[0]):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     py = sys.executable
-    run = [MLPROF, "run", "-q", "--no-torch", "-o", "{out}"]
+    # Allocations alone: no torch steps, no stack sampler.
+    run = [MLPROF, "run", "-q", "--no-torch", "--stacks", "off", "-o",
+           "{out}"]
     ways = {
         "untraced": [py],
         "mlprof run --memory=off": run + ["--memory=off", "--", py],

@@ -238,13 +238,16 @@ static int live_add(uint64_t a) {
   return ok;
 }
 
-/* Forgets a when it was sampled; returns whether it was. */
+/* Forgets a when it was sampled; returns whether it was. Called with
+ * mlprof__quiet clear: set while the lock is held, so that a signal
+ * handler's free on this thread does not wait for it forever. */
 static int live_take(uint64_t a) {
   if (!atomic_load_explicit(&live_n, memory_order_relaxed)) return 0;
   uint64_t h = hash64(a);
   uint8_t *f = &filter[(h >> 40) & (FILTER_CAP - 1)];
   if (!__atomic_load_n(f, __ATOMIC_RELAXED)) return 0;
   int found = 0;
+  mlprof__quiet = 1;
   lock();
   for (uint32_t j = (uint32_t)h & (LIVE_CAP - 1); live[j];
        j = (j + 1) & (LIVE_CAP - 1))
@@ -256,6 +259,7 @@ static int live_take(uint64_t a) {
       break;
     }
   unlock();
+  mlprof__quiet = 0;
   return found;
 }
 

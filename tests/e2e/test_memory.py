@@ -162,6 +162,9 @@ def test_sigkill_keeps_what_was_flushed(tmp_path):
 
 
 def test_signal_handler_and_constructor_allocations(tmp_path):
+    # Sampled often, so that handlers interrupt the live table's lock too.
+    _, r = run(tmp_path, "signal", memory="sampled:4096", name="sampled")
+    assert r.stdout == "done\n"
     out, r = run(tmp_path, "signal", memory="all")
     assert r.stdout == "done\n"
     # The constructor's block, allocated before main, is recorded.
