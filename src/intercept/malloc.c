@@ -153,8 +153,10 @@ static inline int want(size_t n) {
 
 /* ---- live sampled addresses --------------------------------------------- */
 
-#define LIVE_CAP \
-  (1u << 20) /* addresses; a table over half full takes no more */
+/* Addresses; the table takes at most a quarter of that, deleted slots
+ * included (rebuilt when they are half of it), so that probes stay short:
+ * 65536 sampled blocks live at once are 32 GiB at the default mean. */
+#define LIVE_CAP (1u << 18)
 #define FILTER_CAP (1u << 16)
 
 static uint64_t *live;  /* mmap'd; 0 empty, 1 deleted */
@@ -219,10 +221,10 @@ static int live_add(uint64_t a) {
   int ok = 0;
   lock();
   if (live_setup()) {
-    if (atomic_load(&live_used) >= LIVE_CAP / 2 &&
-        atomic_load(&live_n) < LIVE_CAP / 4)
+    if (atomic_load(&live_used) >= LIVE_CAP / 4 &&
+        atomic_load(&live_n) < LIVE_CAP / 8)
       live_rehash();
-    if (atomic_load(&live_used) < LIVE_CAP / 2) {
+    if (atomic_load(&live_used) < LIVE_CAP / 4) {
       uint64_t h = hash64(a);
       uint32_t j = (uint32_t)h & (LIVE_CAP - 1);
       while (live[j] >= 2) j = (j + 1) & (LIVE_CAP - 1);
