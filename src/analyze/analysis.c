@@ -9,13 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* At most this many analyses share a pass. */
-#define TEE_MAX 6
+/* At most this many analyses share a pass: pass 1 has seven (statistics,
+ * resources, tree, lines, hot functions, pyramid, memory). */
+#define TEE_MAX 8
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
   size_t n;
 } tee;
+_Static_assert(TEE_MAX >= 7, "pass 1 tees seven analyses");
 
 /* Forwards a callback to every member that has it, in order; the first
  * non-zero return stops the read. */
