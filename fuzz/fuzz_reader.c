@@ -188,6 +188,18 @@ static int on_lines(void *ud, const mlprof__line_table *t) {
   return 0;
 }
 
+static int on_alloc(void *ud, const mlprof__alloc *a) {
+  if (a->zone) check_name(ud, a->zone, MLPROF__NAME_ZONE);
+  see_time(ud, a->t);
+  return 0;
+}
+
+static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  (void)tid, (void)addr;
+  see_time(ud, t);
+  return 0;
+}
+
 static int on_chunk(void *ud, uint16_t type, uint64_t off, uint32_t len) {
   (void)type;
   state *s = ud;
@@ -249,6 +261,8 @@ static void read_once(const uint8_t *data, size_t size, int meta_only) {
       .source = on_source,
       .sample = on_sample,
       .lines = on_lines,
+      .alloc = on_alloc,
+      .alloc_free = on_alloc_free,
   };
   mlprof__read_report rep;
   char err[256];

@@ -324,6 +324,26 @@ int main(int argc, char **argv) {
   end(&f, &p);
   save(argv[1], "lines.mlprof", &f);
 
+  /* Allocations (since 1.5): one in zone 1, one in none, a free of each
+   * and of an address never allocated. */
+  f.n = 0;
+  start(&f, &p);
+  names(&f, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_ALLOC);
+  put_sv(&p, 10), put_uv(&p, 4096), put_uv(&p, 524288), put_uv(&p, 0x7f0010);
+  put_uv(&p, 1), put_uv(&p, 3);
+  put_u8(&p, MLPROF__ALLOC_ALLOC);
+  put_sv(&p, 5), put_uv(&p, 1 << 20), put_uv(&p, 1 << 20);
+  put_uv(&p, 0x7f2000), put_uv(&p, 0), put_uv(&p, 0);
+  put_u8(&p, MLPROF__ALLOC_FREE);
+  put_sv(&p, -2), put_uv(&p, 0x7f0010);
+  put_u8(&p, MLPROF__ALLOC_FREE);
+  put_sv(&p, 40), put_uv(&p, 0x1234);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  end(&f, &p);
+  save(argv[1], "allocs.mlprof", &f);
+
   rank_job(&f, &p, 2, 0, 123456789, "1500 20 1000", "1600 20 9000");
   save(argv[1], "job-two-ranks.mlprof", &f);
   rank_job(&f, &p, 1 << 20, 0, 123456789, NULL, NULL);

@@ -156,6 +156,17 @@ MLPROF_EXPORT const char *mlprof_output_path(void);
 MLPROF_EXPORT void mlprof_set_enabled(int on);
 MLPROF_EXPORT int mlprof_is_enabled(void);
 
+/* Which allocations are recorded from now on (docs/memory.md): "sampled"
+ * (the default: a sample every 512 KiB allocated on average),
+ * "sampled:BYTES" (that mean), "all" or "off". Returns 0, or MLPROF_EINVAL
+ * for any other mode (nothing changed). Allocations are captured only where
+ * the library is preloaded (mlprof run, LD_PRELOAD): see
+ * mlprof_memory_active. */
+MLPROF_EXPORT int mlprof_memory_set(const char *mode);
+/* 1 when this process's allocations are being captured (the library's
+ * allocation hooks are the process's and the mode is not "off"), else 0. */
+MLPROF_EXPORT int mlprof_memory_active(void);
+
 /* Zones. Every begin is paired with one end on the same thread, in stack
  * order, whatever happens meanwhile (recording switched off or on, the
  * memory cap reached): an end always closes the zone of its own begin.

@@ -47,6 +47,17 @@ EXPORT_SUFFIX = {"json": ".json", "csv": ".csv", "text": ".txt",
                  "findings-csv": ".findings.csv", "trace": ".trace.json"}
 
 
+def _memory_mode_ok(mode):
+    """Whether mode is one Profiler(memory=...) takes (docs/memory.md)."""
+    if not isinstance(mode, str):
+        return False
+    if mode in ("sampled", "all", "off"):
+        return True
+    n = mode[len("sampled:"):]
+    return mode.startswith("sampled:") and n.isdigit() and n.isascii() \
+        and int(n) > 0
+
+
 def version():
     """Version of the recording library in use (the preloaded one under
     `mlprof run`)."""
@@ -133,12 +144,16 @@ class Profiler(_mlprof.ProfilerBase):
     lines: functions (or code objects) whose lines are timed: per line,
         hits, total time, time less the calls made from it, share of the
         function; summary()["lines"]. Also prof.lines(fn), @mlprof.lines.
+    memory: which allocations are recorded from start() on: "sampled"
+        (mlprof run's default), "sampled:BYTES", "all" or "off"; None
+        leaves it as it is (docs/memory.md). Captured only where libmlprof
+        is preloaded (under mlprof run): elsewhere a warning says so.
     """
 
     def __init__(self, output=None, sample_interval=None, gpu=None,
                  enabled=True, memory_cap=None, schedule=None, flush_ms=None,
                  backend=None, torch_options=None, calls_options=None,
-                 lines=None, stacks=None):
+                 lines=None, stacks=None, memory=None):
         if stacks is not None and stacks is not False and (
                 isinstance(stacks, bool) or not isinstance(stacks, int) or
                 not 0 <= stacks <= 10000):
@@ -148,6 +163,10 @@ class Profiler(_mlprof.ProfilerBase):
             raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
             raise ValueError("memory_cap must be >= 0 bytes")
+        if memory is not None and not _memory_mode_ok(memory):
+            raise ValueError("memory must be 'sampled', 'sampled:BYTES' "
+                             "(BYTES > 0), 'all' or 'off', not %r" % (memory,))
+        self.memory = memory
         if schedule is not None and not callable(schedule):
             raise TypeError("schedule must be mlprof.schedule(...) or a "
                             "callable step -> 'record'|'warmup'|'none'")
@@ -211,6 +230,13 @@ class Profiler(_mlprof.ProfilerBase):
         self.joined = not self._init_session()
         self._was_enabled = _mlprof.is_enabled()
         self.path = _mlprof.output_path()
+        if self.memory is not None:
+            _mlprof.memory_set(self.memory)
+            if self.memory != "off" and not _mlprof.memory_active():
+                warnings.warn(
+                    "mlprof: memory=%r records nothing here: allocations are "
+                    "captured only where libmlprof is preloaded (mlprof run, "
+                    "or LD_PRELOAD)" % self.memory, stacklevel=2)
         if self.joined:
             _warn_unused_output(self.output, self.path)
         if self.output is not None and (self.output.endswith("/") or

@@ -52,6 +52,8 @@
   X(const char *, output_path, (void))                                   \
   X(void, set_enabled, (int))                                            \
   X(int, is_enabled, (void))                                             \
+  X(int, memory_set, (const char *))                                     \
+  X(int, memory_active, (void))                                          \
   X(int, zone_begin_site, (const mlprof_site *))                         \
   X(void, zone_end, (void))                                              \
   X(const mlprof_site *, site_intern, (const char *, mlprof_category))   \
@@ -987,6 +989,21 @@ static PyObject *mod_set_enabled(PyObject *m, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *mod_memory_set(PyObject *m, PyObject *arg) {
+  const char *mode = PyUnicode_AsUTF8(arg);
+  if (!mode) return NULL;
+  if (api.memory_set(mode) != 0)
+    return PyErr_Format(PyExc_ValueError,
+                        "memory must be 'sampled', 'sampled:BYTES' (BYTES > "
+                        "0), 'all' or 'off', not %R",
+                        arg);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_memory_active(PyObject *m, PyObject *unused) {
+  return PyBool_FromLong(api.memory_active());
+}
+
 static PyObject *mod_is_enabled(PyObject *m, PyObject *unused) {
   return PyBool_FromLong(api.is_enabled());
 }
@@ -1791,6 +1808,10 @@ static PyMethodDef module_methods[] = {
     {"output_path", mod_output_path, METH_NOARGS,
      "The current profile file, or None."},
     {"set_enabled", mod_set_enabled, METH_O, "Run-time switch."},
+    {"memory_set", mod_memory_set, METH_O,
+     "Which allocations are recorded (docs/memory.md)."},
+    {"memory_active", mod_memory_active, METH_NOARGS,
+     "Whether this process's allocations are being captured."},
     {"is_enabled", mod_is_enabled, METH_NOARGS, "Whether recording is on."},
     {"gauge", (PyCFunction)(void (*)(void))mod_gauge, METH_FASTCALL,
      "gauge(name, value): sets the gauge name to value."},

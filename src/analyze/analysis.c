@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* At most this many analyses share a pass. */
-#define TEE_MAX 6
+/* At most this many analyses share a pass: pass 1 has seven (statistics,
+ * resources, tree, lines, hot functions, pyramid, memory). */
+#define TEE_MAX 8
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
@@ -21,6 +22,7 @@ typedef struct {
   MLPROF__VISITOR_CALLBACKS(TEE_HAS)
 #undef TEE_HAS
 } tee;
+_Static_assert(TEE_MAX >= 7, "pass 1 tees seven analyses");
 
 /* Forwards a callback to every member that has it, in order; the first
  * non-zero return stops the read. */
@@ -133,6 +135,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
   mlprof__hot_builder *hb = NULL;
   mlprof__hot hot;
   mlprof__lod_builder *lb = NULL;
+  mlprof__memory_builder *mb = NULL;
+  mlprof__memory mem;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
     if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)) ||
@@ -142,6 +146,9 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (s) mlprof__stats_budget(s, opts->durations_budget);
     if (s && fd) mlprof__stats_selection(s);
   }
+  if (!rc && (want & MLPROF__ANALYSIS_STATS) &&
+      !(mb = mlprof__memory_begin(&mem)))
+    rc = MLPROF_ENOMEM;
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))
     rc = MLPROF_ENOMEM;
@@ -160,6 +167,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
     if (!rc && hb) mlprof__hot_profile_begin(hb, &t.v[t.n++]);
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
+    if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -171,6 +179,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && lnb) rc = mlprof__lines_profile_end(lnb);
     if (!rc && hb) rc = mlprof__hot_profile_end(hb);
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
+    if (!rc && mb) rc = mlprof__memory_profile_end(mb);
   }
   if (!rc && s) rc = select_passes(job, fd, a, s);
   mlprof__lines_finish(lnb);
@@ -188,6 +197,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     mlprof__resources_abort(rb);
     mlprof__tree_abort(tb);
     mlprof__lod_abort(lb);
+    mlprof__memory_abort(mb);
     return rc;
   }
   /* Each finish frees its builder, whatever the outcome. */
@@ -210,6 +220,14 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (lb) {
     int lrc = mlprof__lod_finish(lb);
     if (!rc) rc = lrc;
+  }
+  if (mb) {
+    int mrc = mlprof__memory_finish(mb);
+    if (!rc && !mrc && s)
+      a->r.mem = mem;
+    else if (!mrc)
+      mlprof__memory_free(&mem);
+    if (!rc) rc = mrc;
   }
   return rc;
 }

@@ -619,6 +619,23 @@ static int f_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return r->inner.open(r->inner.ud, tid, name, depth, begin);
 }
 
+static int f_alloc(void *ud, const mlprof__alloc *a) {
+  mlprof__filter_read *r = ud;
+  if (!kept(r, a->tid, a->t) || (a->zone && !zone_kept(r, a->zone)) ||
+      !r->inner.alloc)
+    return 0;
+  return r->inner.alloc(r->inner.ud, a);
+}
+
+/* A free whatever its time: one of an allocation that was not kept finds
+ * nothing to end. */
+static int f_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  mlprof__filter_read *r = ud;
+  if (!r->cur->keep || !thread_kept(r->cur, tid) || !r->inner.alloc_free)
+    return 0;
+  return r->inner.alloc_free(r->inner.ud, tid, t, addr);
+}
+
 static int f_sample(void *ud, const mlprof__sample_row *row) {
   mlprof__filter_read *r = ud;
   if (!r->cur->keep || !in_time(r->cur, row->t) || !r->inner.sample) return 0;

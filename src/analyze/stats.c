@@ -1564,6 +1564,7 @@ const mlprof__marks *mlprof__report_marks(const mlprof__report *r,
 
 void mlprof__report_free(mlprof__report *r) {
   mlprof__lines_free(&r->lines);
+  mlprof__memory_free(&r->mem);
   mlprof__hot_free(&r->hot);
   for (size_t i = 0; i < r->nzones; i++) {
     free(r->zones[i].name);

@@ -40,6 +40,7 @@
 #include "../model/job.h"
 #include "hot.h"
 #include "lines.h"
+#include "memory.h"
 #include "marks.h"
 #include "resources.h"
 
@@ -188,6 +189,9 @@ typedef struct {
   size_t nwarnings;
   /* Line timings (filled by the analysis driver, freed with the report). */
   mlprof__lines lines;
+  /* Where memory goes (filled by the analysis driver, freed with the
+   * report). */
+  mlprof__memory mem;
   /* Hot functions from stack samples (the same). */
   mlprof__hot hot;
 } mlprof__report;

@@ -95,6 +95,12 @@ int mlprof__parse_count(const char *s, uint64_t *out);
  * for a negative or absurd value. */
 void mlprof__fmt_duration(char *b, size_t len, double ns);
 
+/* Set on a thread while what it allocates must not be recorded: the
+ * library's own threads (writer, sampler), and any thread inside the
+ * allocation hooks or the recording library's slow paths (so a hook never
+ * re-enters itself, even from a signal handler). */
+extern __thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
+
 /* The value of the environment variable name (MLPROF_...), or NULL when
  * unset or when the process runs with privileges its caller does not have
  * (setuid, setgid, file capabilities: AT_SECURE): such a caller must not

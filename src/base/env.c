@@ -8,6 +8,8 @@
 
 #include "base.h"
 
+__thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
+
 const char *mlprof__env(const char *name) { return secure_getenv(name); }
 
 void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {

@@ -46,6 +46,9 @@ static void usage(FILE *out) {
       "      --flush-ms N     write interval in ms: a killed process loses at\n"
       "                       most this much (default 200)\n"
       "      --memory-mb N    event buffer cap per process (default 64)\n"
+      "      --memory=MODE    allocations recorded: sampled[:BYTES] (default;\n"
+      "                       a sample every 512 KiB allocated on average),\n"
+      "                       all (every one, for leak hunting) or off\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
       "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
@@ -374,6 +377,7 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
       {"flush-ms", required_argument, NULL, 'f'},
       {"memory-mb", required_argument, NULL, 'm'},
       {"sample-ms", required_argument, NULL, 's'},
+      {"memory", required_argument, NULL, 'M'},
       {"stacks", required_argument, NULL, 'S'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
@@ -409,6 +413,19 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
           return 2;
         if (strcmp(optarg, "0") == 0) c->sample_ms = 0;
         break;
+      case 'M': {
+        int mode;
+        uint64_t mean;
+        if (mlprof__mem_parse(optarg, &mode, &mean) != 0) {
+          fprintf(stderr,
+                  "mlprof run: --memory=%s: not sampled, sampled:BYTES "
+                  "(BYTES > 0), all or off\n",
+                  optarg);
+          return 2;
+        }
+        c->memory = optarg;
+        break;
+      }
       case 'S':
         if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
           c->stacks_hz = 0;
@@ -516,6 +533,7 @@ static int profile_env(const mlprof__run_cmd *c, const char *lib,
     snprintf(num, sizeof num, "%ld", c->memory_mb);
     setenv(MLPROF__ENV_MEMORY_MB, num, 1);
   }
+  if (c->memory) setenv(MLPROF__ENV_MEMORY, c->memory, 1);
   snprintf(num, sizeof num, "%ld", c->stacks_hz);
   setenv(MLPROF__ENV_STACKS, c->stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */

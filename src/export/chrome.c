@@ -58,11 +58,18 @@ typedef struct {
   uint64_t *nodes; /* parent << 32 | frame */
   size_t nnodes, ncap;
 } stack_defs;
+/* An allocation (weight > 0) or a free of the profile being read. */
+typedef struct {
+  uint64_t t, addr, weight;
+  uint64_t seq;
+} mem_rec;
 
 typedef struct {
   mlprof__out *o;
   uint64_t events;
   stack_defs stk;
+  mem_rec *mem; /* the profile's allocation records, for its live bytes */
+  size_t nmem, memcap;
   mlprof__out arena; /* escaped names of the current profile */
   name_entry *names;
   size_t nnames, ncap;
@@ -367,7 +374,8 @@ static int on_span_units(void *ud, uint32_t tid, uint32_t name, uint64_t n) {
   return add_arg(c, tid, 1, u, n);
 }
 
-/* A counter event: value written by the caller, then closed here. */
+/* A counter event: value written by the caller, then closed here; name
+ * MLPROF__NONE: arg starts with the name. */
 static void counter_start(chrome *c, uint64_t t, uint32_t name,
                           const char *arg) {
   char *p = mlprof__out_space(c->o, 64);
@@ -378,7 +386,7 @@ static void counter_start(chrome *c, uint64_t t, uint32_t name,
   p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
   p = PUT_LIT(p, ",\"name\":");
   mlprof__out_end(c->o, p);
-  put_name(c, name);
+  if (name != MLPROF__NONE) put_name(c, name);
   mlprof__out_str(c->o, arg);
 }
 
@@ -407,6 +415,66 @@ static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   mlprof__out_u64(c->o, c->names[u].units);
   mlprof__out_lit(c->o, "}}");
   return status(c);
+}
+
+static int add_mem(chrome *c, uint64_t t, uint64_t addr, uint64_t weight) {
+  if (c->nmem >= UINT32_MAX - 2) return 0; /* the map's values are 32-bit */
+  if (mlprof__grow(&c->mem, &c->memcap, c->nmem + 1, sizeof *c->mem))
+    return MLPROF_ENOMEM;
+  c->mem[c->nmem] = (mem_rec){t, addr, weight, c->nmem};
+  c->nmem++;
+  return 0;
+}
+
+static int on_alloc(void *ud, const mlprof__alloc *a) {
+  return add_mem(ud, a->t, a->addr, a->weight ? a->weight : 1);
+}
+
+static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  (void)tid;
+  return add_mem(ud, t, addr, 0);
+}
+
+static int mem_by_time(const void *x, const void *y) {
+  const mem_rec *a = x, *b = y;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The profile's live bytes (its allocation records replayed in time order,
+ * as docs/memory.md says) as the counter "live bytes (allocations)": the
+ * highest value of each millisecond, so that a peak shows whatever the
+ * number of records. Returns 0 or MLPROF_ENOMEM. */
+static int live_bytes_track(chrome *c) {
+  if (!c->nmem) return 0;
+  qsort(c->mem, c->nmem, sizeof *c->mem, mem_by_time);
+  mlprof__map at = {0}; /* address -> index of its live allocation */
+  uint64_t live = 0, high = 0, bucket = c->mem[0].t / 1000000;
+  int rc = 0;
+  for (size_t i = 0; i <= c->nmem && !rc; i++) {
+    if (i == c->nmem || c->mem[i].t / 1000000 != bucket) {
+      counter_start(c, bucket * 1000000, MLPROF__NONE,
+                    "\"live bytes (allocations)\",\"args\":{\"bytes\":");
+      mlprof__out_u64(c->o, high);
+      mlprof__out_lit(c->o, "}}");
+      if (i == c->nmem) break;
+      bucket = c->mem[i].t / 1000000;
+      high = live;
+    }
+    const mem_rec *e = &c->mem[i];
+    uint32_t j = mlprof__map_get(&at, e->addr);
+    if (e->weight) {
+      rc = mlprof__map_put(&at, e->addr, (uint32_t)i);
+      live += e->weight;
+    } else if (j != MLPROF__NONE && j != UINT32_MAX - 1) {
+      live -= c->mem[j].weight;
+      rc = mlprof__map_put(&at, e->addr, UINT32_MAX - 1);
+    }
+    if (live > high) high = live;
+  }
+  mlprof__map_clear(&at);
+  c->nmem = 0;
+  return rc ? MLPROF_ENOMEM : status(c);
 }
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
@@ -701,7 +769,7 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
  * last until the profile's end. Leaves the per-profile state empty. Returns
  * 0 or MLPROF_ENOMEM. */
 static int profile_finish(chrome *c, const mlprof__read_report *rep) {
-  int rc = 0;
+  int rc = live_bytes_track(c);
   for (size_t i = 0; i < c->nthreads; i++)
     if (flush_span(c, &c->threads[i])) rc = MLPROF_ENOMEM;
   uint64_t end = rep->last_ns;
@@ -784,6 +852,8 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       .stack_frame = on_stack_frame,
       .stack_node = on_stack_node,
       .stack_sample = on_stack_sample,
+      .alloc = on_alloc,
+      .alloc_free = on_alloc_free,
   };
   c.job = job;
   rc = mlprof__trace_plan_init(&c.plan, job);
@@ -867,6 +937,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   mlprof__map_clear(&c.named);
   mlprof__map_clear(&c.colls);
   free(c.anchors);
+  free(c.mem);
   free(c.threads);
   free(c.names);
   free(c.open);

@@ -45,6 +45,12 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
  * report (returns 0 or the first error), the key "lines" for the JSON one;
  * nothing when no lines were timed. */
 int mlprof__export_lines_text(const mlprof__report *r, mlprof__out *o);
+/* The memory section (r->mem; docs/memory.md): nothing when no process
+ * recorded allocations. Returns 0 or the first error. */
+int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o);
+/* The report's "memory" member, a leading comma included
+ * (docs/json-schema.md). */
+void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o);
 void mlprof__export_lines_json(const mlprof__report *r, mlprof__out *o);
 
 /* Hot functions from stack samples (hot.c): the text report's sections,

@@ -659,6 +659,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   units(r, o);
   open_zones(r, o);
   mlprof__export_lines_json(r, o);
+  mlprof__export_memory_json(r, o);
   mlprof__export_hot_json(r, o);
   resources(res, o);
   if (f) {

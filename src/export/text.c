@@ -949,10 +949,17 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
     mlprof__out_lit(o, "\n");
   }
   int (*const sections[])(const mlprof__report *, mlprof__out *) = {
-      zones_section,          procs_section,    threads_section,
-      steps_section,          counters_section, units_section,
-      open_section,           meta_section,     mlprof__export_lines_text,
-      mlprof__export_hot_text};
+      zones_section,
+      procs_section,
+      threads_section,
+      steps_section,
+      counters_section,
+      units_section,
+      open_section,
+      meta_section,
+      mlprof__export_lines_text,
+      mlprof__export_hot_text,
+      mlprof__export_memory_text};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     int rc = sections[i](r, o);
     if (rc) return rc;

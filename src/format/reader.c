@@ -134,7 +134,7 @@ typedef struct {
 
 static const char *const chunk_type_names[] = {
     "unknown", "HEADER",  "NAMES",   "THREAD", "EVENTS", "META",
-    "END",     "SOURCES", "SAMPLES", "LINES",  "STACKS"};
+    "END",     "SOURCES", "SAMPLES", "LINES",  "STACKS", "ALLOCS"};
 
 static const char *const kind_names[] = {"zone", "counter", "unit", "string",
                                          "measure"};
@@ -551,6 +551,48 @@ static int parse_events(reader *r, mlprof__cursor *c) {
   return rc;
 }
 
+static int parse_allocs(reader *r, mlprof__cursor *c) {
+  const mlprof__visitor *v = r->v;
+  uint64_t tid64 = mlprof__get_uv(c);
+  uint64_t base = mlprof__get_uv(c);
+  if (c->err) return damage(r, c->p, "field cut short");
+  if (tid64 > UINT32_MAX || base > INT64_MAX)
+    return damage(r, r->payload, "thread id or base time out of range");
+  int64_t t = (int64_t)base;
+  int rc = 0;
+  while (!rc && c->p < c->end) {
+    const uint8_t *rec = c->p;
+    uint8_t tag = *c->p++;
+    int64_t delta = mlprof__get_sv(c);
+    if (tag == MLPROF__ALLOC_ALLOC) {
+      mlprof__alloc a = {.tid = (uint32_t)tid64};
+      a.size = mlprof__get_uv(c);
+      a.weight = mlprof__get_uv(c);
+      a.addr = mlprof__get_uv(c);
+      uint64_t zone = mlprof__get_uv(c);
+      a.stack = mlprof__get_uv(c);
+      if (c->err) return damage(r, rec, "record cut short");
+      if (zone && ((rc = need_name(r, rec, zone, MLPROF__NAME_ZONE)) || r->bad))
+        return rc;
+      if (!step_time(&t, delta)) return damage(r, rec, "time out of range");
+      a.zone = (uint32_t)zone;
+      a.t = (uint64_t)t;
+      if (a.t > r->rep->last_ns) r->rep->last_ns = a.t;
+      if (v->alloc) rc = v->alloc(v->ud, &a);
+    } else if (tag == MLPROF__ALLOC_FREE) {
+      uint64_t addr = mlprof__get_uv(c);
+      if (c->err) return damage(r, rec, "record cut short");
+      if (!step_time(&t, delta)) return damage(r, rec, "time out of range");
+      if ((uint64_t)t > r->rep->last_ns) r->rep->last_ns = (uint64_t)t;
+      if (v->alloc_free)
+        rc = v->alloc_free(v->ud, (uint32_t)tid64, (uint64_t)t, addr);
+    } else {
+      return damage(r, rec, "unknown allocation record tag %u", tag);
+    }
+  }
+  return rc;
+}
+
 static int parse_sources(reader *r, mlprof__cursor *c) {
   uint64_t count = mlprof__get_uv(c);
   if (c->err) return damage(r, c->p, "count cut short");
@@ -803,6 +845,8 @@ static int parse_chunk(reader *r, uint64_t off, const uint8_t *chunk,
       return parse_lines(r, &c);
     case MLPROF__CHUNK_STACKS:
       return parse_stacks(r, &c);
+    case MLPROF__CHUNK_ALLOCS:
+      return parse_allocs(r, &c);
     default: /* a chunk type from a newer minor version */
       return 0;
   }

@@ -105,10 +105,20 @@ enum {
 typedef struct {
   uint64_t t; /* ns since the profile's start */
   uint32_t tid;
-  uint32_t stack;  /* a stack_node id, 0: no Python frame */
-  uint32_t flags;  /* MLPROF__SAMPLE_* */
-  uint64_t cpu_ns; /* CPU time since the thread's previous sample */
-} mlprof__stack_sample;
+  uint32_t stack;       /* a stack_node id, 0: no Python frame */
+  uint32_t flags;       /* MLPROF__SAMPLE_* */
+  uint64_t cpu_ns;      /* CPU time since the thread's previous sample */
+} mlprof__stack_sample; /* A recorded allocation (an ALLOCS chunk, since 1.5).
+                         */
+typedef struct {
+  uint32_t tid;
+  uint64_t t;      /* ns since the profile's start */
+  uint64_t size;   /* bytes asked for */
+  uint64_t weight; /* bytes it stands for: size, or more when sampled */
+  uint64_t addr;   /* its address, for the free that ends it */
+  uint32_t zone;   /* the innermost zone open on tid (a zone name id), or 0 */
+  uint64_t stack;  /* a stack id, or 0 */
+} mlprof__alloc;
 
 /* The callbacks, listed once: X(name, (parameters), arguments after ud).
  * The visitor's members, the analysis driver's tee and the filter's
@@ -166,7 +176,12 @@ typedef struct {
     parent, frame)                                                             \
   X(stack_sample, (void *ud, const mlprof__stack_sample *s), s)                \
   /* The sampler's rate (samples per second), before the samples. */           \
-  X(stack_rate, (void *ud, uint32_t hz), hz)
+  X(stack_rate, (void *ud, uint32_t hz), hz)                                  \
+  /* An allocation, and the free of a recorded allocation's address (in a      \
+   * file recorded with every allocation, of any address) (since 1.5). */      \
+  X(alloc, (void *ud, const mlprof__alloc *a), a)                              \
+  X(alloc_free, (void *ud, uint32_t tid, uint64_t t, uint64_t addr), tid, t,   \
+    addr)
 
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then

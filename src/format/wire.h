@@ -39,6 +39,13 @@ enum {
   MLPROF__CHUNK_SAMPLES = 8,
   MLPROF__CHUNK_LINES = 9,   /* since 1.4 */
   MLPROF__CHUNK_STACKS = 10, /* since 1.5 */
+  MLPROF__CHUNK_ALLOCS = 11, /* since 1.5 */
+};
+
+/* The records of an ALLOCS chunk (since 1.5). */
+enum {
+  MLPROF__ALLOC_ALLOC = 1,
+  MLPROF__ALLOC_FREE = 2,
 };
 
 enum {

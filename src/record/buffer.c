@@ -8,9 +8,12 @@
  * One free slot is held back for every zone that is open on the thread, so a
  * zone's end is always recorded once its begin was: pairing never breaks,
  * whatever the memory cap does. */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +26,17 @@ MLPROF__HIDDEN _Atomic int mlprof__on;
 MLPROF__HIDDEN _Atomic unsigned mlprof__handoffs;
 
 /* ---- pool --------------------------------------------------------------- */
+
+/* Buffers are mapped, not taken from malloc: the program's heap stays as it
+ * would be without mlprof (buffers between its blocks would change how it
+ * fragments, and so its speed). */
+static mlprof__buf *buf_map(void) {
+  void *p = mmap(NULL, sizeof(mlprof__buf), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_unmap(mlprof__buf *b) { munmap(b, sizeof *b); }
 
 MLPROF__HIDDEN pthread_mutex_t mlprof__pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static mlprof__buf *pool_free;
@@ -39,7 +53,7 @@ void mlprof__pool_configure(size_t cap_bytes) {
   while (pool_total > pool_cap && pool_free) {
     mlprof__buf *b = pool_free;
     pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
-    free(b);
+    buf_unmap(b);
     pool_total--;
   }
   pthread_mutex_unlock(&mlprof__pool_lock);
@@ -66,7 +80,7 @@ static mlprof__buf *pool_get(void) {
   if (b) {
     pool_free = atomic_load_explicit(&b->next, memory_order_relaxed);
   } else if (pool_total < pool_cap) {
-    b = malloc(sizeof *b);
+    b = buf_map();
     if (b) pool_total++;
   }
   if (!b) atomic_store_explicit(&pool_exhausted, 1, memory_order_relaxed);
@@ -81,7 +95,7 @@ void mlprof__buf_recycle(mlprof__buf *b) {
   if (pool_total > pool_cap) {
     pool_total--;
     pthread_mutex_unlock(&mlprof__pool_lock);
-    free(b);
+    buf_unmap(b);
     return;
   }
   atomic_store_explicit(&b->next, pool_free, memory_order_relaxed);
@@ -108,6 +122,9 @@ mlprof__thread *mlprof__threads_head(void) {
 static void thread_exit(void *arg) {
   mlprof__thread *t = arg;
   memset(&mlprof__tls, 0, sizeof mlprof__tls);
+  /* What the thread frees from here on (other keys' destructors) would
+   * register it again: its teardown is not recorded. */
+  mlprof__quiet = 1;
   mlprof__altstack_free(t->altstack);
   atomic_store_explicit(&t->exited, 1, memory_order_release);
 }
@@ -139,7 +156,19 @@ void mlprof__thread_free(mlprof__thread *t) {
   free(t);
 }
 
+static mlprof__thread *thread_register_quiet(void);
+
+/* Quiet: an allocation recorded meanwhile would register the thread again,
+ * from inside this registration. */
 static mlprof__thread *thread_register(void) {
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
+  mlprof__thread *t = thread_register_quiet();
+  mlprof__quiet = quiet;
+  return t;
+}
+
+static mlprof__thread *thread_register_quiet(void) {
   if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return NULL;
   if (atomic_load_explicit(&mlprof__child_pending, memory_order_acquire))
     mlprof__session_child_start();
@@ -192,7 +221,18 @@ static void count_drop(mlprof__thread *t) {
 
 /* Makes room for an event of `slots` slots beyond the held-back reserve,
  * registering the thread or moving to a new buffer as needed. */
+static int room_slow_quiet(uintptr_t slots);
 static int room_slow(uintptr_t slots) {
+  /* Quiet: what it allocates (a thread's state, a buffer) is the library's,
+   * and a signal handler's malloc must not come back here meanwhile. */
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
+  int rc = room_slow_quiet(slots);
+  mlprof__quiet = quiet;
+  return rc;
+}
+
+static int room_slow_quiet(uintptr_t slots) {
   mlprof__tls_state *s = &mlprof__tls;
   mlprof__thread *t = s->thread;
   if (!t && !(t = thread_register())) return 0;
@@ -339,6 +379,74 @@ static void put_event(unsigned kind, const mlprof_site *site, uint64_t payload,
   e->ts = ts;
   atomic_store_explicit(&e->p, (uint64_t)(uintptr_t)site | kind,
                         memory_order_release);
+  s->pos = e + slots;
+}
+
+MLPROF__HIDDEN _Atomic int mlprof__mem_mode = MLPROF__MEM_SAMPLED;
+MLPROF__HIDDEN _Atomic uint64_t mlprof__mem_mean = 512u << 10;
+MLPROF__HIDDEN _Atomic int mlprof__mem_hooked;
+
+int mlprof_memory_set(const char *mode) {
+  int m = MLPROF__MEM_SAMPLED;
+  uint64_t mean = atomic_load(&mlprof__mem_mean);
+  if (!mode || mlprof__mem_parse(mode, &m, &mean) != 0) return MLPROF_EINVAL;
+  atomic_store(&mlprof__mem_mean, mean);
+  atomic_store(&mlprof__mem_mode, m);
+  return 0;
+}
+
+int mlprof_memory_active(void) {
+  return atomic_load(&mlprof__mem_hooked) &&
+         atomic_load(&mlprof__mem_mode) != MLPROF__MEM_OFF;
+}
+
+int mlprof__mem_parse(const char *s, int *mode, uint64_t *mean) {
+  if (!strcmp(s, "off")) {
+    *mode = MLPROF__MEM_OFF;
+  } else if (!strcmp(s, "all")) {
+    *mode = MLPROF__MEM_ALL;
+  } else if (!strcmp(s, "sampled")) {
+    *mode = MLPROF__MEM_SAMPLED;
+  } else if (!strncmp(s, "sampled:", 8)) {
+    uint64_t n;
+    if (mlprof__parse_count(s + 8, &n) != 0 || n == 0) return MLPROF_EINVAL;
+    *mode = MLPROF__MEM_SAMPLED;
+    *mean = n;
+  } else {
+    return MLPROF_EINVAL;
+  }
+  return 0;
+}
+
+uint64_t mlprof__mem_weight(uint64_t size) {
+  if (atomic_load_explicit(&mlprof__mem_mode, memory_order_relaxed) !=
+      MLPROF__MEM_SAMPLED)
+    return size;
+  /* Sampled with probability 1 - exp(-size / mean): size over that
+   * probability is an unbiased estimate of the bytes it stands for. */
+  double mean = (double)atomic_load(&mlprof__mem_mean);
+  double p = -expm1(-(double)size / mean);
+  return p > 0 ? (uint64_t)llround((double)size / p) : size;
+}
+
+void mlprof__put_mem(uint64_t addr, uint64_t size, uint64_t stack) {
+  if (!atomic_load_explicit(&mlprof__on, memory_order_relaxed)) return;
+  mlprof__tls_state *s = &mlprof__tls;
+  uintptr_t slots = size ? 2 : 1;
+  if (ROOM(s) < slots && !room_slow(slots)) {
+    count_drop(s->thread);
+    return;
+  }
+  mlprof__ev *e = s->pos;
+  uint64_t ts = mlprof__now();
+  uint64_t p = size ? size << 4 | MLPROF__EV_MEM
+                    : addr << 4 | MLPROF__EV_MEM_FREE | MLPROF__EV_MEM;
+  if (size) {
+    e[1].ts = addr;
+    atomic_store_explicit(&e[1].p, stack, memory_order_relaxed);
+  }
+  e->ts = ts;
+  atomic_store_explicit(&e->p, p, memory_order_release);
   s->pos = e + slots;
 }
 

@@ -52,6 +52,10 @@ static int grow(void) {
 static const mlprof_site *lookup_global(uint32_t h, int kind, unsigned category,
                                         const char *name) {
   const mlprof_site *found = NULL;
+  /* The table is the library's memory, not the program's; and a signal
+   * handler's malloc must not come back here while the lock is held. */
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
   pthread_mutex_lock(&mlprof__intern_lock);
   if (table_cap) {
     for (uint32_t j = h & (table_cap - 1); table[j];
@@ -77,6 +81,7 @@ static const mlprof_site *lookup_global(uint32_t h, int kind, unsigned category,
   found = &e->site;
 out:
   pthread_mutex_unlock(&mlprof__intern_lock);
+  mlprof__quiet = quiet;
   return found;
 }
 

@@ -87,7 +87,11 @@ enum {
   MLPROF__EV_META = 4,     /* p = key site | kind; next slot: ts = value site */
   MLPROF__EV_STEP = 5,     /* p = kind only */
   MLPROF__EV_STEP_END = 6, /* p = kind only */
+  /* An allocation, p = size << 4 | kind; next slot: ts = address, p = stack
+   * id. A free, p = address << 4 | 8 | kind. */
+  MLPROF__EV_MEM = 7,
 };
+#define MLPROF__EV_MEM_FREE 8u
 #define MLPROF__EV_KIND(p) ((unsigned)((p)&7u))
 #define MLPROF__EV_SITE(p) \
   ((const mlprof_site *)(uintptr_t)((p) & ~(uint64_t)7))
@@ -144,6 +148,7 @@ typedef struct mlprof__thread {
   uint32_t lost_depth; /* open zones deeper than MLPROF__MAX_DEPTH */
   uint64_t ref_ns;     /* delta-coding reference */
   uint64_t unmatched;  /* ends seen with no open frame */
+  uint64_t mem_ref_ns; /* delta-coding reference of its ALLOCS records */
   uint64_t dropped_reported, dropped_base;
   uint64_t wdropped; /* events the writer dropped (too deep, too much meta) */
   mlprof__frame *frames;
@@ -193,6 +198,23 @@ MLPROF__HIDDEN int mlprof__thread_name_tid(uint32_t tid, const char *name);
 
 /* After fork(), in the child: forget the parent's threads and buffers. */
 MLPROF__HIDDEN void mlprof__buffers_after_fork(void);
+
+/* ---- allocations (buffer.c; captured by src/intercept/malloc.c) -------- */
+
+/* What the allocation hooks record, and the mean gap between samples
+ * (bytes) in sampled mode; set by the session from its config. */
+extern MLPROF__HIDDEN _Atomic int mlprof__mem_mode;
+extern MLPROF__HIDDEN _Atomic uint64_t mlprof__mem_mean;
+/* Set by src/intercept/malloc.c when its hooks are the process's malloc. */
+extern MLPROF__HIDDEN _Atomic int mlprof__mem_hooked;
+/* Records on the calling thread an allocation of size bytes at addr (stack:
+ * a stack id, 0 for none) or, with size 0, the free of addr. The caller has
+ * set mlprof__quiet. Dropped and counted like any event at the memory cap. */
+MLPROF__HIDDEN void mlprof__put_mem(uint64_t addr, uint64_t size,
+                                    uint64_t stack);
+/* The weight of a recorded allocation of size bytes: the bytes it stands
+ * for (size itself when every allocation is recorded). */
+MLPROF__HIDDEN uint64_t mlprof__mem_weight(uint64_t size);
 
 /* ---- interning (intern.c) ----------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #ifndef MLPROF_RECORD_H
 #define MLPROF_RECORD_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The environment through which mlprof run (src/cli/run.c) configures the
@@ -14,6 +15,7 @@
 #define MLPROF__ENV_MEMORY_MB "MLPROF_MEMORY_MB" /* memory cap, MB */
 #define MLPROF__ENV_SAMPLE_MS "MLPROF_SAMPLE_MS" /* 0: no sampling */
 #define MLPROF__ENV_STACKS "MLPROF_STACKS"       /* stack samples/s; off */
+#define MLPROF__ENV_MEMORY "MLPROF_MEMORY"       /* allocations recorded */
 /* Why mlprof run found no Python start-up module (said in the profile). */
 #define MLPROF__ENV_PY_MISSING "MLPROF_PY_MISSING"
 /* The Python flags mlprof run passes on (python/mlprof/_startup). */
@@ -30,5 +32,18 @@ void mlprof__session_sample_tree(pid_t pid);
  * no CUDA driver). Nothing without a session. */
 void mlprof__session_source(const char *name, int available,
                             const char *reason);
+
+/* What the allocation hooks record (MLPROF_MEMORY, mlprof run --memory;
+ * docs/memory.md). */
+enum {
+  MLPROF__MEM_OFF = 0,
+  MLPROF__MEM_SAMPLED = 1, /* Poisson sampling of bytes */
+  MLPROF__MEM_ALL = 2,     /* every allocation */
+};
+
+/* Parses MLPROF_MEMORY's value ("off", "all", "sampled", "sampled:BYTES"):
+ * sets *mode and *mean (left as they are for "off" and "all"). Returns 0 or
+ * MLPROF_EINVAL. */
+int mlprof__mem_parse(const char *s, int *mode, uint64_t *mean);
 
 #endif

@@ -352,6 +352,11 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+  /* What the handler frees is the parent's: not recorded, and no event may
+   * register this thread before the child's profile is pending (its first
+   * event starts it). */
+  int quiet = mlprof__quiet;
+  mlprof__quiet = 1;
   owner = getpid();
   mlprof__signals_fork_child();
   pthread_mutex_unlock(&mlprof__intern_lock);
@@ -361,7 +366,10 @@ static void fork_child(void) {
   mlprof__stacks_after_fork();
   mlprof__lines_after_fork();
   mlprof__writer *w = atomic_exchange(&writer, NULL);
-  if (!w) return;
+  if (!w) {
+    mlprof__quiet = quiet;
+    return;
+  }
   /* The parent's writer and sampler threads do not exist here (their memory
    * is left: the sampler's mutex may be held by a thread that is gone); the
    * file is the parent's. The child's own profile starts on its first event,
@@ -370,6 +378,7 @@ static void fork_child(void) {
   mlprof__writer_abandon(w);
   meta_dirty = 1;
   atomic_store(&mlprof__child_pending, 1);
+  mlprof__quiet = quiet;
 }
 
 static void process_hooks(void) {
@@ -452,6 +461,20 @@ int mlprof_init(const mlprof_config *cfg) {
            output[0] == '/' ? "" : output);
   config = c;
   config.output = base_output;
+  const char *mem = mlprof__env(MLPROF__ENV_MEMORY);
+  if (mem && *mem) {
+    int mode = MLPROF__MEM_SAMPLED;
+    uint64_t mean = atomic_load(&mlprof__mem_mean);
+    if (mlprof__mem_parse(mem, &mode, &mean) == 0) {
+      atomic_store(&mlprof__mem_mean, mean);
+      atomic_store(&mlprof__mem_mode, mode);
+    } else {
+      mlprof__warn_once(NULL,
+                        "ignoring MLPROF_MEMORY=%s (off, all, sampled or "
+                        "sampled:BYTES)",
+                        mem);
+    }
+  }
   want_enabled = c.enabled;
   mlprof__clock_setup();
   mlprof__pool_configure(c.memory_cap);

@@ -110,6 +110,8 @@ struct mlprof__writer {
   uint32_t nnames;
   bytes events; /* the EVENTS payload being built */
   mlprof__thread *events_thread;
+  bytes allocs; /* the ALLOCS payload being built */
+  mlprof__thread *allocs_thread;
   bytes out;    /* whole chunks waiting for write() */
   bytes stacks; /* the STACKS payload being built */
 
@@ -319,6 +321,67 @@ static void events_flush(mlprof__writer *w) {
   w->events_thread = NULL;
 }
 
+static void allocs_flush(mlprof__writer *w) {
+  if (!w->allocs_thread) return;
+  names_flush(w);
+  put_chunk(w, MLPROF__CHUNK_ALLOCS, w->allocs.p, w->allocs.len, 0);
+  w->allocs.len = 0;
+  w->allocs_thread = NULL;
+}
+
+/* Appends t's allocation record (tag, time as a delta) to the ALLOCS
+ * payload, started for t when it is not the one being built; extra: bytes
+ * the caller writes after it. NULL (the record counted as dropped) when
+ * memory is short. */
+static uint8_t *alloc_record(mlprof__writer *w, mlprof__thread *t, uint8_t tag,
+                             uint64_t ns, size_t extra) {
+  if (w->allocs_thread != t || w->allocs.len >= EVENTS_CHUNK_BYTES) {
+    allocs_flush(w);
+    uint8_t *p = room(&w->allocs, 20);
+    if (!p) {
+      t->wdropped++;
+      return NULL;
+    }
+    p = mlprof__put_uv(p, t->tid);
+    p = mlprof__put_uv(p, t->mem_ref_ns);
+    w->allocs.len = (size_t)(p - w->allocs.p);
+    w->allocs_thread = t;
+  }
+  uint8_t *p = room(&w->allocs, 1 + 10 + extra);
+  if (!p) {
+    t->wdropped++;
+    return NULL;
+  }
+  *p++ = tag;
+  p = mlprof__put_sv(p, (int64_t)(ns - t->mem_ref_ns));
+  t->mem_ref_ns = ns;
+  return p;
+}
+
+/* An allocation or a free (MLPROF__EV_MEM), attributed to the innermost
+ * zone open on t when it was made. */
+static unsigned on_mem(mlprof__writer *w, mlprof__thread *t,
+                       const mlprof__ev *e, uint64_t p, uint64_t ns) {
+  if (p & MLPROF__EV_MEM_FREE) {
+    uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_FREE, ns, 10);
+    if (q) w->allocs.len = (size_t)(mlprof__put_uv(q, p >> 4) - w->allocs.p);
+    return 1;
+  }
+  uint64_t size = p >> 4;
+  uint32_t zone =
+      t->depth && !t->lost_depth ? t->frames[t->depth - 1].site_id : 0;
+  uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_ALLOC, ns, 50);
+  if (q) {
+    q = mlprof__put_uv(q, size);
+    q = mlprof__put_uv(q, mlprof__mem_weight(size));
+    q = mlprof__put_uv(q, e[1].ts);
+    q = mlprof__put_uv(q, zone);
+    q = mlprof__put_uv(q, atomic_load_explicit(&e[1].p, memory_order_relaxed));
+    w->allocs.len = (size_t)(q - w->allocs.p);
+  }
+  return 2;
+}
+
 /* Events of t dropped in this session: by t at the memory cap, and by the
  * writer (zones nested too deep, metadata beyond what a zone holds, records
  * memory was short for). */
@@ -482,6 +545,8 @@ static unsigned on_event(mlprof__writer *w, mlprof__thread *t,
     case MLPROF__EV_STEP_END:
       commit(w, record(w, t, MLPROF__REC_STEP_END, 0, 1, ns, 0));
       return 1;
+    case MLPROF__EV_MEM:
+      return on_mem(w, t, e, p, ns);
     default:
       return 1;
   }
@@ -851,6 +916,7 @@ static void flush_all(mlprof__writer *w) {
     mlprof__thread *next = t->next;
     int gone = drain(w, t);
     events_flush(w);
+    allocs_flush(w);
     if (gone) {
       /* Zones it left open will never end: record them as open. */
       emit_open(w, t);
@@ -904,6 +970,7 @@ static void *writer_main(void *arg) {
   /* Named by itself: naming another thread opens a /proc file in the
    * caller's descriptor table. */
   pthread_setname_np(pthread_self(), "mlprof-writer");
+  mlprof__quiet = 1;
   w->private_fds = mlprof__fd_private() == 0;
   w->open_rc = writer_create(w);
   w->open_errno = errno;
@@ -1217,6 +1284,7 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->ids);
   free(w->names.p);
   free(w->events.p);
+  free(w->allocs.p);
   free(w->stacks.p);
   free(w->out.p);
   free(w->rows);

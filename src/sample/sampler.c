@@ -67,6 +67,7 @@ static uint64_t mono_ns(void) {
 static void *runner_main(void *arg) {
   shared_runner *r = arg;
   pthread_setname_np(pthread_self(), "mlprof-gpu");
+  mlprof__quiet = 1;
   pthread_mutex_lock(&r->lock);
   for (;;) {
     while (!r->fn && !r->quit) pthread_cond_wait(&r->cond, &r->lock);
@@ -212,6 +213,7 @@ static void *sampler_main(void *arg) {
   /* Named by itself: naming another thread opens a /proc file in the
    * caller's descriptor table. */
   pthread_setname_np(pthread_self(), "mlprof-sampler");
+  mlprof__quiet = 1;
   open_sources(s);
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);

@@ -1,0 +1,580 @@
+/* Where memory goes (memory.h). Each profile's allocation records are kept
+ * as read, sorted by time when the profile ends (threads' chunks arrive in
+ * the writer's order, not the clock's), and replayed twice: once for the
+ * totals, the zones' and steps' high-water marks, the process's peak and
+ * each site's live bytes at every step mark; once more up to the peak, for
+ * what was live then. A free pairs with the latest allocation of its
+ * address before it; a free of an address never recorded (allocated before
+ * recording began, or not sampled) counts for nothing. */
+#include "memory.h"
+
+#include <math.h>
+#include <mlprof.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/base.h"
+#include "../format/wire.h"
+#include "findings.h"
+
+#define DEAD (UINT32_MAX - 1) /* a freed address in the live map */
+#define MAX_STEPS 256         /* step marks a site's series keeps */
+#define MIN_STEPS 8           /* for a leak by slope */
+#define LEAK_MIN_BYTES (1u << 20)
+#define MAX_POINTS 300
+
+typedef struct {
+  uint64_t t, addr, weight;
+  uint32_t site; /* index in the profile's sites; UINT32_MAX: a free */
+  uint32_t seq;
+} rec;
+
+typedef struct {
+  uint32_t zone;
+  uint64_t stack;
+} site_key;
+
+/* A stack's definitions as read (ids may be used before they are defined:
+ * resolved when the profile ends). */
+typedef struct {
+  char *file, *function;
+} sfunc;
+
+typedef struct {
+  uint32_t func, line;
+  int native;
+  uint64_t offset;
+  char *module, *symbol;
+} sframe;
+
+typedef struct {
+  uint32_t parent, frame;
+} snode;
+
+struct mlprof__memory_builder {
+  mlprof__memory *m;
+  /* zone names over the job */
+  mlprof__strindex zix;
+  char **znames;
+  size_t *zlens, zcount, zcap;
+  /* the profile being read */
+  size_t proc;
+  uint64_t pid;
+  mlprof__map zone_of; /* name id -> zone index */
+  rec *recs;
+  size_t nrecs, recs_cap;
+  int exact;
+  mlprof__map site_of; /* zone << 40 | stack -> profile site */
+  site_key *keys;
+  size_t nkeys, keys_cap;
+  struct {
+    uint32_t tid;
+    uint64_t t;
+  } * marks;
+  size_t nmarks, marks_cap;
+  mlprof__map func_of, frame_of, node_of; /* id -> index */
+  sfunc *funcs;
+  size_t nfuncs, funcs_cap;
+  sframe *frames;
+  size_t nframes, frames_cap;
+  snode *nodes;
+  size_t nnodes, nodes_cap;
+  int oom;
+};
+
+/* ---- reading ------------------------------------------------------------ */
+
+static uint32_t zone_index(mlprof__memory_builder *b, const char *s, size_t n) {
+  size_t before = b->zcount;
+  uint32_t z = mlprof__strindex_intern(&b->zix, &b->znames, &b->zlens,
+                                       &b->zcount, &b->zcap, s, n);
+  if (z == MLPROF__NONE) return z;
+  if (b->zcount > before) {
+    mlprof__memory *m = b->m;
+    size_t cap = m->nzones;
+    mlprof__mem_zone *zs = realloc(m->zones, b->zcount * sizeof *zs);
+    if (!zs) return MLPROF__NONE;
+    m->zones = zs;
+    memset(&zs[cap], 0, (b->zcount - cap) * sizeof *zs);
+    m->nzones = b->zcount;
+  }
+  return z;
+}
+
+static int on_name(void *ud, const mlprof__name *n) {
+  mlprof__memory_builder *b = ud;
+  if (n->kind != MLPROF__NAME_ZONE) return 0;
+  uint32_t z = zone_index(b, n->name, n->name_len);
+  if (z == MLPROF__NONE || mlprof__map_put(&b->zone_of, n->id, z)) b->oom = 1;
+  return 0;
+}
+
+static uint32_t site_of(mlprof__memory_builder *b, uint32_t zone_id,
+                        uint64_t stack) {
+  uint32_t zone = zone_id ? mlprof__map_get(&b->zone_of, zone_id) : 0;
+  if (zone == MLPROF__NONE) zone = 0;
+  uint64_t key = (uint64_t)zone << 40 ^ (stack & ((1ull << 40) - 1));
+  uint32_t s = mlprof__map_get(&b->site_of, key);
+  if (s != MLPROF__NONE) return s;
+  if (mlprof__grow(&b->keys, &b->keys_cap, b->nkeys + 1, sizeof *b->keys))
+    return MLPROF__NONE;
+  s = (uint32_t)b->nkeys;
+  if (mlprof__map_put(&b->site_of, key, s)) return MLPROF__NONE;
+  b->keys[b->nkeys++] = (site_key){zone, stack};
+  return s;
+}
+
+static int add_rec(mlprof__memory_builder *b, rec r) {
+  if (b->nrecs >= UINT32_MAX - 2 ||
+      mlprof__grow(&b->recs, &b->recs_cap, b->nrecs + 1, sizeof *b->recs)) {
+    b->oom = 1;
+    return MLPROF_ENOMEM;
+  }
+  r.seq = (uint32_t)b->nrecs;
+  b->recs[b->nrecs++] = r;
+  return 0;
+}
+
+static int on_alloc(void *ud, const mlprof__alloc *a) {
+  mlprof__memory_builder *b = ud;
+  uint32_t s = site_of(b, a->zone, a->stack);
+  if (s == MLPROF__NONE) {
+    b->oom = 1;
+    return MLPROF_ENOMEM;
+  }
+  if (a->weight != a->size) b->exact = 0;
+  return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0});
+}
+
+static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  (void)tid;
+  return add_rec(ud, (rec){t, addr, 0, UINT32_MAX, 0});
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
+    return b->oom = 1, MLPROF_ENOMEM;
+  b->marks[b->nmarks].tid = tid;
+  b->marks[b->nmarks++].t = t;
+  return 0;
+}
+
+static int on_stack_func(void *ud, const mlprof__stack_func *f) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->funcs, &b->funcs_cap, b->nfuncs + 1, sizeof *b->funcs))
+    return b->oom = 1, MLPROF_ENOMEM;
+  sfunc *s = &b->funcs[b->nfuncs];
+  s->file = mlprof__dup(f->file, strlen(f->file));
+  s->function = mlprof__dup(f->function, strlen(f->function));
+  if (!s->file || !s->function ||
+      mlprof__map_put(&b->func_of, f->id, (uint32_t)b->nfuncs)) {
+    free(s->file);
+    free(s->function);
+    return b->oom = 1, MLPROF_ENOMEM;
+  }
+  b->nfuncs++;
+  return 0;
+}
+
+static int on_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->frames, &b->frames_cap, b->nframes + 1,
+                   sizeof *b->frames))
+    return b->oom = 1, MLPROF_ENOMEM;
+  sframe *s = &b->frames[b->nframes];
+  *s = (sframe){f->func, f->line, f->native, f->offset, NULL, NULL};
+  s->module = mlprof__dup(f->module, strlen(f->module));
+  s->symbol = mlprof__dup(f->symbol, strlen(f->symbol));
+  if (!s->module || !s->symbol ||
+      mlprof__map_put(&b->frame_of, f->id, (uint32_t)b->nframes)) {
+    free(s->module);
+    free(s->symbol);
+    return b->oom = 1, MLPROF_ENOMEM;
+  }
+  b->nframes++;
+  return 0;
+}
+
+static int on_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  mlprof__memory_builder *b = ud;
+  if (mlprof__grow(&b->nodes, &b->nodes_cap, b->nnodes + 1, sizeof *b->nodes) ||
+      mlprof__map_put(&b->node_of, id, (uint32_t)b->nnodes))
+    return b->oom = 1, MLPROF_ENOMEM;
+  b->nodes[b->nnodes++] = (snode){parent, frame};
+  return 0;
+}
+
+static void stacks_clear(mlprof__memory_builder *b) {
+  for (size_t i = 0; i < b->nfuncs; i++) {
+    free(b->funcs[i].file);
+    free(b->funcs[i].function);
+  }
+  for (size_t i = 0; i < b->nframes; i++) {
+    free(b->frames[i].module);
+    free(b->frames[i].symbol);
+  }
+  b->nfuncs = b->nframes = b->nnodes = 0;
+  mlprof__map_clear(&b->func_of);
+  mlprof__map_clear(&b->frame_of);
+  mlprof__map_clear(&b->node_of);
+}
+
+/* Whether a file is the Python installation's, an installed package's or
+ * mlprof's own (its torch wrappers call the modules), not the program's. */
+static int library_file(const char *f) {
+  return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
+         strstr(f, "/lib/python") || strstr(f, "/mlprof/") || f[0] == '<';
+}
+
+#define USER_FRAMES 3
+
+/* Fills s->python and s->native from its stack's definitions. Returns 0 or
+ * MLPROF_ENOMEM. */
+static int describe(mlprof__memory_builder *b, mlprof__mem_site *s) {
+  char py[1024] = "", nat[512] = "", lib[512] = "";
+  size_t at = 0, users = 0;
+  uint32_t id = (uint32_t)s->stack;
+  /* Parents have smaller ids: the walk ends. */
+  for (size_t hops = 0; id && hops < 4096; hops++) {
+    uint32_t ni = mlprof__map_get(&b->node_of, id);
+    if (ni == MLPROF__NONE) break;
+    const snode *nd = &b->nodes[ni];
+    uint32_t fi = mlprof__map_get(&b->frame_of, nd->frame);
+    if (fi != MLPROF__NONE) {
+      const sframe *fr = &b->frames[fi];
+      uint32_t ui =
+          fr->func ? mlprof__map_get(&b->func_of, fr->func) : MLPROF__NONE;
+      if (fr->native && !nat[0]) {
+        const char *mod = strrchr(fr->module, '/');
+        mod = mod ? mod + 1 : fr->module;
+        snprintf(nat, sizeof nat, "%s+0x%llx", fr->symbol[0] ? fr->symbol : mod,
+                 (unsigned long long)fr->offset);
+      } else if (ui != MLPROF__NONE) {
+        const sfunc *fn = &b->funcs[ui];
+        if (!library_file(fn->file) && users < USER_FRAMES && at < sizeof py) {
+          at += (size_t)snprintf(py + at, sizeof py - at, "%s%s:%u %s",
+                                 users ? " < " : "", fn->file, fr->line,
+                                 fn->function);
+          users++;
+        } else if (!lib[0]) {
+          snprintf(lib, sizeof lib, "%s:%u %s", fn->file, fr->line,
+                   fn->function);
+        }
+      }
+    }
+    if (nd->parent >= id) break;
+    id = nd->parent;
+  }
+  const char *p = py[0] ? py : lib;
+  s->python = mlprof__dup(p, strlen(p));
+  s->native = mlprof__dup(nat, strlen(nat));
+  return s->python && s->native ? 0 : MLPROF_ENOMEM;
+}
+
+mlprof__memory_builder *mlprof__memory_begin(mlprof__memory *m) {
+  memset(m, 0, sizeof *m);
+  mlprof__memory_builder *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->m = m;
+  /* Zone 0: memory allocated outside any zone. */
+  if (zone_index(b, "", 0) != 0) {
+    mlprof__memory_abort(b);
+    return NULL;
+  }
+  return b;
+}
+
+void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
+                                  uint64_t pid, mlprof__visitor *v) {
+  b->proc = proc;
+  b->pid = pid;
+  b->exact = 1;
+  *v = (mlprof__visitor){.ud = b,
+                         .name = on_name,
+                         .alloc = on_alloc,
+                         .alloc_free = on_free,
+                         .step = on_step,
+                         .stack_func = on_stack_func,
+                         .stack_frame = on_stack_frame,
+                         .stack_node = on_stack_node};
+}
+
+/* ---- replay ------------------------------------------------------------- */
+
+static int by_time(const void *x, const void *y) {
+  const rec *a = x, *b = y;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int by_t(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* The step marks of the thread that marks the most steps, sorted. */
+static uint64_t *step_times(mlprof__memory_builder *b, size_t *n) {
+  *n = 0;
+  if (!b->nmarks) return NULL;
+  mlprof__map count = {0};
+  uint32_t best_tid = 0, best = 0;
+  for (size_t i = 0; i < b->nmarks; i++) {
+    uint32_t c = mlprof__map_get(&count, b->marks[i].tid);
+    c = c == MLPROF__NONE ? 1 : c + 1;
+    if (mlprof__map_put(&count, b->marks[i].tid, c)) break;
+    if (c > best) best = c, best_tid = b->marks[i].tid;
+  }
+  mlprof__map_clear(&count);
+  uint64_t *t = malloc(best * sizeof *t);
+  if (!t) return NULL;
+  for (size_t i = 0; i < b->nmarks; i++)
+    if (b->marks[i].tid == best_tid && *n < best) t[(*n)++] = b->marks[i].t;
+  qsort(t, *n, sizeof *t, by_t);
+  return t;
+}
+
+/* One replay of the sorted records up to (not including) index stop.
+ * live[site] and zlive[zone] end as what was live there; with peak_out,
+ * the peak and its index. */
+typedef struct {
+  uint64_t *live, *zlive;
+  uint64_t total, peak;
+  size_t peak_i;
+  size_t cols; /* columns of the series filled: step marks passed */
+} replay;
+
+static int run(mlprof__memory_builder *b, replay *r, size_t stop,
+               const uint64_t *steps, size_t nsteps, double *series,
+               size_t every, mlprof__mem_proc *p) {
+  mlprof__memory *m = b->m;
+  mlprof__map at = {0}; /* address -> record index, or DEAD */
+  size_t nsite = b->nkeys, step = 0, col = 0;
+  int rc = 0;
+  for (size_t i = 0; i < stop; i++) {
+    const rec *e = &b->recs[i];
+    /* Step marks passed: the series' columns and the steps' peaks. */
+    while (steps && step < nsteps && steps[step] <= e->t) {
+      if (series && step % every == 0 && col < MAX_STEPS) {
+        for (size_t s = 0; s < nsite; s++)
+          series[s * MAX_STEPS + col] = (double)r->live[s];
+        col++;
+      }
+      step++;
+      if (p && step <= nsteps && step >= 1 && step - 1 < p->nsteps)
+        p->step_peak[step - 1] = r->total;
+    }
+    if (e->site != UINT32_MAX) {
+      const site_key *k = &b->keys[e->site];
+      if ((rc = mlprof__map_put(&at, e->addr, (uint32_t)i))) break;
+      r->live[e->site] += e->weight;
+      r->zlive[k->zone] += e->weight;
+      r->total += e->weight;
+      if (p) {
+        mlprof__mem_zone *z = &m->zones[k->zone];
+        z->alloc_bytes += e->weight;
+        z->alloc_count++;
+        if (r->zlive[k->zone] > z->peak) z->peak = r->zlive[k->zone];
+        p->alloc_bytes += e->weight;
+        p->allocs++;
+      }
+      if (r->total > r->peak) {
+        r->peak = r->total;
+        r->peak_i = i + 1;
+      }
+    } else {
+      if (p) p->frees++;
+      uint32_t j = mlprof__map_get(&at, e->addr);
+      if (j == MLPROF__NONE || j == DEAD) continue;
+      if ((rc = mlprof__map_put(&at, e->addr, DEAD))) break;
+      const rec *a = &b->recs[j];
+      const site_key *k = &b->keys[a->site];
+      r->live[a->site] -= a->weight;
+      r->zlive[k->zone] -= a->weight;
+      r->total -= a->weight;
+      if (p) {
+        m->zones[k->zone].freed_bytes += a->weight;
+        m->zones[k->zone].freed_count++;
+        p->freed_bytes += a->weight;
+      }
+    }
+    /* The step under way: its own high-water mark. */
+    if (p && step >= 1 && step - 1 < p->nsteps &&
+        r->total > p->step_peak[step - 1])
+      p->step_peak[step - 1] = r->total;
+  }
+  mlprof__map_clear(&at);
+  r->cols = col;
+  return rc ? MLPROF_ENOMEM : 0;
+}
+
+/* Whether a site's live bytes at the step marks (n of them) grow step
+ * after step and keep growing. */
+static void judge(mlprof__mem_site *s, const double *y, size_t n) {
+  if (n < MIN_STEPS) return;
+  double *x = malloc(n * sizeof *x);
+  if (!x) return;
+  s->growth = y[n - 1] > y[0] ? (uint64_t)(y[n - 1] - y[0]) : 0;
+  for (size_t i = 0; i < n; i++) x[i] = (double)i;
+  s->slope = mlprof__theil_sen(x, y, n, MAX_POINTS);
+  s->slope_late =
+      mlprof__theil_sen(x + n / 2, y + n / 2, n - n / 2, MAX_POINTS);
+  s->mk_z = mlprof__mann_kendall_z(y, n, MAX_POINTS);
+  free(x);
+  /* A warm-up or a cache filled once grows, then stops: the second half
+   * must grow too. What is live at the end does not decide: a Python
+   * program's finalization frees what it leaked. */
+  s->leak = s->mk_z >= 3 && s->slope > 0 && s->slope_late >= 0.5 * s->slope &&
+            s->growth >= LEAK_MIN_BYTES;
+}
+
+int mlprof__memory_profile_end(mlprof__memory_builder *b) {
+  mlprof__memory *m = b->m;
+  int rc = b->oom ? MLPROF_ENOMEM : 0;
+  size_t nsteps = 0;
+  uint64_t *steps = NULL;
+  double *series = NULL;
+  replay r = {0};
+  if (rc || !b->nrecs) goto out;
+  qsort(b->recs, b->nrecs, sizeof *b->recs, by_time);
+  steps = step_times(b, &nsteps);
+  size_t every = nsteps / MAX_STEPS + 1,
+         cols = nsteps ? (nsteps - 1) / every + 1 : 0;
+  rc = MLPROF_ENOMEM;
+  mlprof__mem_proc *ps = realloc(m->procs, (m->nprocs + 1) * sizeof *ps);
+  if (!ps) goto out;
+  m->procs = ps;
+  mlprof__mem_proc *p = &ps[m->nprocs];
+  *p = (mlprof__mem_proc){.proc = b->proc, .pid = b->pid, .exact = b->exact};
+  if (nsteps && !(p->step_peak = calloc(nsteps, sizeof *p->step_peak)))
+    goto out;
+  p->nsteps = nsteps;
+  m->nprocs++;
+  r.live = calloc(b->nkeys, sizeof *r.live);
+  r.zlive = calloc(m->nzones, sizeof *r.zlive);
+  if (cols) series = calloc(b->nkeys * MAX_STEPS, sizeof *series);
+  if (!r.live || !r.zlive || (cols && !series)) goto out;
+  if ((rc = run(b, &r, b->nrecs, steps, nsteps, series, every, p))) goto out;
+  p->peak = r.peak;
+  p->live_end = r.total;
+  size_t peak_i = r.peak_i;
+  p->peak_t = peak_i ? b->recs[peak_i - 1].t : 0;
+  /* Sites: totals and what each still held at the end. */
+  size_t base = m->nsites;
+  rc = MLPROF_ENOMEM;
+  mlprof__mem_site *ss = realloc(m->sites, (m->nsites + b->nkeys) * sizeof *ss);
+  if (!ss) goto out;
+  m->sites = ss;
+  for (size_t s = 0; s < b->nkeys; s++)
+    ss[base + s] = (mlprof__mem_site){.proc = b->proc,
+                                      .zone = b->keys[s].zone,
+                                      .stack = b->keys[s].stack,
+                                      .live_end = r.live[s]};
+  m->nsites += b->nkeys;
+  for (size_t s = 0; s < b->nkeys; s++)
+    if (describe(b, &ss[base + s])) goto out;
+  for (size_t i = 0; i < b->nrecs; i++)
+    if (b->recs[i].site != UINT32_MAX) {
+      ss[base + b->recs[i].site].alloc_bytes += b->recs[i].weight;
+      ss[base + b->recs[i].site].alloc_count++;
+    }
+  /* Step after step: the series over the marks this process made. */
+  if (series && r.cols) {
+    /* The marks after the last record left no column. */
+    for (size_t s = 0; s < b->nkeys; s++) {
+      judge(&ss[base + s], &series[s * MAX_STEPS], r.cols);
+      m->nleaks += ss[base + s].leak != 0;
+    }
+  }
+  /* Again, up to the peak: what held memory then. */
+  memset(r.live, 0, b->nkeys * sizeof *r.live);
+  memset(r.zlive, 0, m->nzones * sizeof *r.zlive);
+  r.total = r.peak = 0;
+  if ((rc = run(b, &r, peak_i, NULL, 0, NULL, 1, NULL))) goto out;
+  for (size_t s = 0; s < b->nkeys; s++) ss[base + s].at_peak = r.live[s];
+  for (size_t z = 0; z < m->nzones; z++) m->zones[z].at_peak += r.zlive[z];
+  rc = 0;
+out:
+  free(steps);
+  free(series);
+  free(r.live);
+  free(r.zlive);
+  b->nrecs = b->nkeys = b->nmarks = 0;
+  stacks_clear(b);
+  mlprof__map_clear(&b->zone_of);
+  mlprof__map_clear(&b->site_of);
+  b->oom = 0;
+  return rc;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static int by_peak(const void *x, const void *y) {
+  const mlprof__mem_site *a = x, *b = y;
+  if (a->leak != b->leak) return b->leak - a->leak;
+  if (a->at_peak != b->at_peak) return a->at_peak > b->at_peak ? -1 : 1;
+  if (a->alloc_bytes != b->alloc_bytes)
+    return a->alloc_bytes > b->alloc_bytes ? -1 : 1;
+  return (a->proc > b->proc) - (a->proc < b->proc);
+}
+
+static void free_builder(mlprof__memory_builder *b) {
+  mlprof__strindex_free(&b->zix);
+  for (size_t i = 0; i < b->zcount; i++) free(b->znames[i]);
+  free(b->znames);
+  free(b->zlens);
+  free(b->recs);
+  free(b->keys);
+  free(b->marks);
+  stacks_clear(b);
+  free(b->funcs);
+  free(b->frames);
+  free(b->nodes);
+  mlprof__map_clear(&b->zone_of);
+  mlprof__map_clear(&b->site_of);
+  free(b);
+}
+
+int mlprof__memory_finish(mlprof__memory_builder *b) {
+  mlprof__memory *m = b->m;
+  /* The zones take their names from the builder's table. */
+  for (size_t z = 0; z < m->nzones; z++) {
+    m->zones[z].name = b->znames[z];
+    m->zones[z].name_len = b->zlens[z];
+    b->znames[z] = NULL;
+  }
+  b->zcount = 0;
+  if (m->nsites) qsort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+  free_builder(b);
+  return 0;
+}
+
+void mlprof__memory_abort(mlprof__memory_builder *b) {
+  if (!b) return;
+  mlprof__memory *m = b->m;
+  free_builder(b);
+  for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
+  free(m->procs);
+  free(m->zones); /* their names are still the builder's: freed above */
+  for (size_t i = 0; i < m->nsites; i++) {
+    free(m->sites[i].python);
+    free(m->sites[i].native);
+  }
+  free(m->sites);
+  memset(m, 0, sizeof *m);
+}
+
+void mlprof__memory_free(mlprof__memory *m) {
+  for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
+  for (size_t i = 0; i < m->nzones; i++) free(m->zones[i].name);
+  for (size_t i = 0; i < m->nsites; i++) {
+    free(m->sites[i].python);
+    free(m->sites[i].native);
+  }
+  free(m->procs);
+  free(m->zones);
+  free(m->sites);
+  memset(m, 0, sizeof *m);
+}

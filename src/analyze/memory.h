@@ -1,0 +1,86 @@
+/* Where memory goes (docs/memory.md): the allocation records of each
+ * profile (ALLOCS chunks) replayed in time order, per zone, per allocation
+ * site, per step, with the process's peak and the leaks they show.
+ *
+ * The builder keeps, per profile, one small record per allocation and free
+ * read (bounded by what the file holds: a sampled profile holds few) and
+ * replays them when the profile ends; the result keeps only the zones, the
+ * sites and the steps. */
+#ifndef MLPROF_MEMORY_H
+#define MLPROF_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../format/reader.h"
+
+/* Bytes are estimates of the bytes allocated (each record's weight): exact
+ * when every allocation was recorded. */
+typedef struct {
+  char *name; /* the innermost zone the memory was allocated in; "" none */
+  size_t name_len;
+  uint64_t alloc_bytes, alloc_count, freed_bytes, freed_count;
+  uint64_t peak;    /* the most its allocations held live at once */
+  uint64_t at_peak; /* what they held at their process's peak */
+} mlprof__mem_zone;
+
+/* An allocation site: a zone and a stack (its innermost zone alone while
+ * no stack was recorded) in one process. */
+typedef struct {
+  size_t proc;    /* index in the job */
+  uint32_t zone;  /* index in mlprof__memory.zones */
+  uint64_t stack; /* the profile's stack id, or 0 */
+  /* The stack as a person reads it (NUL-terminated, "" when unknown): the
+   * program's own Python frames, innermost first ("file:line function",
+   * " < " between them; frames of the Python installation and of installed
+   * packages left out, the innermost of them kept when no other is), and
+   * the native frame that called the allocator ("symbol+0xOFF" or
+   * "module+0xOFF"). */
+  char *python, *native;
+  uint64_t alloc_bytes, alloc_count;
+  uint64_t live_end; /* still live when the profile ended */
+  uint64_t at_peak;  /* live at its process's peak */
+  /* Live bytes over the process's steps: Theil-Sen slope (bytes per step),
+   * over the whole run and over its second half. */
+  double slope, slope_late, mk_z;
+  uint64_t growth; /* live at the last step less live at the first */
+  int leak;        /* grows step after step and keeps growing */
+} mlprof__mem_site;
+
+typedef struct {
+  size_t proc;
+  uint64_t pid;
+  uint64_t allocs, frees; /* records read */
+  int exact;              /* every record's weight is its size */
+  uint64_t alloc_bytes, freed_bytes, live_end;
+  uint64_t peak, peak_t; /* the most live at once, and when (ns) */
+  uint64_t *step_peak;   /* per step (between two step marks) */
+  size_t nsteps;
+} mlprof__mem_proc;
+
+typedef struct {
+  mlprof__mem_proc *procs; /* processes with allocation records */
+  size_t nprocs;
+  mlprof__mem_zone *zones; /* one per zone name, over the job */
+  size_t nzones;
+  mlprof__mem_site *sites;
+  size_t nsites;
+  size_t nleaks; /* sites with leak set */
+} mlprof__memory;
+
+typedef struct mlprof__memory_builder mlprof__memory_builder;
+
+/* Starts filling *m (the caller's, any content). NULL when out of memory. */
+mlprof__memory_builder *mlprof__memory_begin(mlprof__memory *m);
+/* Sets *v to read profile index proc, whose pid is pid. */
+void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
+                                  uint64_t pid, mlprof__visitor *v);
+/* Replays what the profile held. 0 or MLPROF_ENOMEM. */
+int mlprof__memory_profile_end(mlprof__memory_builder *b);
+/* Sorts sites (by bytes at the peak, then allocated) and frees b. 0 or
+ * MLPROF_ENOMEM; *m is then empty. */
+int mlprof__memory_finish(mlprof__memory_builder *b);
+void mlprof__memory_abort(mlprof__memory_builder *b);
+void mlprof__memory_free(mlprof__memory *m);
+
+#endif
