@@ -52,6 +52,9 @@ def test_a_process_has_one_name_everywhere(tmp_path):
     mlprof("trace", out, "-o", trace)
     for text in (r.stderr, trace.read_text()):
         assert "python3" in text
+        # Source paths (the stack samples' functions) may name the
+        # library's directory, /usr/lib/python3.X/: not a process name.
+        text = text.replace("/%s/" % real, "/")
         if real != "python3":
             assert real not in text
 
