@@ -332,14 +332,20 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
   for (int i = 0; ts && i < MAX_THREADS; i++) {
     PyThreadState t;
     if (sapi->read(&t, ts, sizeof t) != 0) break;
-    window_load(&t);
     mlprof__stack_thread st = {
         .tid = (uint32_t)t.native_thread_id,
         .flags = MLPROF__STACK_GIL_KNOWN |
                  (holder == ts ? MLPROF__STACK_HAS_GIL : 0),
         .frames = frames};
-    st.n = walk(windowed, current_frame(sapi->read, &t), frames,
-                MLPROF__STACK_MAX_DEPTH);
+    /* A thread that has not run since its last sample keeps its stack:
+     * most of a tick's reads are saved on threads that wait. */
+    if (st.tid && st.tid <= (1u << 22) && sapi->thread_still(st.tid)) {
+      st.flags |= MLPROF__STACK_SAME;
+    } else {
+      window_load(&t);
+      st.n = walk(windowed, current_frame(sapi->read, &t), frames,
+                  MLPROF__STACK_MAX_DEPTH);
+    }
     /* A thread state freed under us reads as anything: a kernel thread id
      * is never 0 nor above pid_max's limit. */
     if (st.tid && st.tid <= (1u << 22)) fn(ctx, &st);

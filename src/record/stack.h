@@ -41,9 +41,12 @@ typedef struct {
 } mlprof__stack_thread;
 
 enum {
-  MLPROF__STACK_ON_CPU = 1,   /* running (or runnable) when sampled */
-  MLPROF__STACK_HAS_GIL = 2,  /* held the GIL when sampled */
-  MLPROF__STACK_GIL_KNOWN = 4 /* the HAS_GIL bit means something */
+  MLPROF__STACK_ON_CPU = 1,    /* running (or runnable) when sampled */
+  MLPROF__STACK_HAS_GIL = 2,   /* held the GIL when sampled */
+  MLPROF__STACK_GIL_KNOWN = 4, /* the HAS_GIL bit means something */
+  /* The thread has not run since its previous sample (thread_still said
+   * so): frames is empty and the sampler reuses that sample's stack. */
+  MLPROF__STACK_SAME = 16
 };
 
 typedef struct mlprof__stack_walker {
@@ -81,6 +84,12 @@ typedef struct {
    * child's first recorded event (which a worker running plain Python code
    * never records). */
   void (*fork_child)(void);
+  /* For the walker's each, before it reads thread tid's frames: 1 when the
+   * thread has used no CPU time since the sampler's previous sample of it
+   * (so its stack cannot have changed and need not be read: the walker
+   * passes it with MLPROF__STACK_SAME and no frames), else 0. Sampler
+   * thread only. */
+  int (*thread_still)(uint32_t tid);
 } mlprof__stack_api;
 
 MLPROF_EXPORT const mlprof__stack_api *mlprof__stack_api_get(void);
@@ -110,6 +119,11 @@ uint32_t mlprof__stack_frame_native(uintptr_t pc);
  * MLPROF__STACK_MAX_DEPTH the outermost frames are left out. 0 when a table
  * is full. */
 uint32_t mlprof__stack_intern(const uint32_t *frames, size_t n);
+
+/* The stack id of frame on top of stack parent (0: frame is the outermost);
+ * 0 when a table is full. What mlprof__stack_intern does one frame at a
+ * time, for a caller that keeps the ids of a stack's prefixes. */
+uint32_t mlprof__stack_push(uint32_t parent, uint32_t frame);
 
 /* ---- capture ----------------------------------------------------------- */
 
@@ -164,6 +178,8 @@ void mlprof__stacks_stop(void);
 void mlprof__stacks_after_fork(void);
 /* The api's fork_child (see there). */
 void mlprof__stacks_fork_child(void);
+/* The api's thread_still (see there). */
+int mlprof__stacks_thread_still(uint32_t tid);
 /* Samples taken and dropped (the pending queue full) by this process. */
 void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped);
 

@@ -1,9 +1,16 @@
 /* The stack sampler: a thread of the library that, hz times a second, asks
  * the registered walker (stack.h) for every Python thread's stack, interns
  * it, reads how much CPU time the thread used since its previous sample
- * (/proc/self/task/TID/stat, kept open in the sampler's own descriptor
- * table) and queues the sample for the writer. It never stops or signals
- * the program's threads: the walker reads their frames as they run. */
+ * (its CPU-time clock, no file) and queues the sample for the writer. It
+ * never stops or signals the program's threads: the walker reads their
+ * frames as they run.
+ *
+ * What a tick costs is mostly system calls, so a thread that used no CPU
+ * time since its previous sample (asleep, waiting on a lock, for I/O, for
+ * the GIL) is neither walked again nor its state read: its stack cannot
+ * have changed and it was off a CPU. Only a thread that ran gets its state
+ * read (/proc/self/task/TID/stat, kept open in the sampler's own
+ * descriptor table) and its frames walked. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../format/wire.h"
@@ -40,7 +48,15 @@ typedef struct {
   uint32_t tid;
   int stat_fd; /* its /proc stat, -1 when it cannot be opened */
   uint64_t cpu_ns, at_ns;
-  uint64_t seen; /* tick it was last seen */
+  uint64_t seen;   /* tick it was last seen */
+  uint32_t stack;  /* its stack then */
+  uint64_t cpu_at; /* the tick when thread_still read cpu_now */
+  uint64_t cpu_now;
+  /* Its last walked stack, outermost frame first, and the id of each of
+   * its prefixes (NULL until it has one): the next stack interns only the
+   * frames past what the two share. */
+  uint32_t *fr, *node;
+  size_t n;
 } tstate;
 
 typedef struct {
@@ -65,8 +81,10 @@ static tstate *tstate_of(sampler *s, uint32_t tid) {
   if (mlprof__grow(&s->ts, &s->ts_cap, s->nts + 1, sizeof *s->ts)) return NULL;
   char stat[64];
   snprintf(stat, sizeof stat, "/proc/self/task/%u/stat", tid);
-  s->ts[s->nts] =
-      (tstate){tid, open(stat, O_RDONLY | O_CLOEXEC), 0, 0, UINT64_MAX};
+  s->ts[s->nts] = (tstate){.tid = tid,
+                           .stat_fd = open(stat, O_RDONLY | O_CLOEXEC),
+                           .seen = UINT64_MAX,
+                           .cpu_at = UINT64_MAX};
   return &s->ts[s->nts++];
 }
 
@@ -98,14 +116,76 @@ static int thread_stat(tstate *t, uint64_t *cpu) {
   return run;
 }
 
+/* The CPU time of thread tid of this process in ns, from its CPU-time
+ * clock (the kernel's id for a thread's clock: ~tid << 3, per thread,
+ * scheduler time, as glibc's pthread_getcpuclockid makes it); UINT64_MAX
+ * when it cannot be read (the thread ended). */
+static uint64_t thread_cpu(uint32_t tid) {
+  clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 4u | 2u);
+  struct timespec t;
+  if (clock_gettime(id, &t) != 0) return UINT64_MAX;
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The sampler whose walker is running (its thread only). */
+static sampler *walking;
+
+int mlprof__stacks_thread_still(uint32_t tid) {
+  sampler *s = walking;
+  tstate *ts = s ? tstate_of(s, tid) : NULL;
+  if (!ts) return 0;
+  ts->cpu_at = s->tick;
+  ts->cpu_now = thread_cpu(tid);
+  return ts->seen != UINT64_MAX && ts->stack && ts->cpu_now != UINT64_MAX &&
+         ts->cpu_now == ts->cpu_ns;
+}
+
+/* The id of t's stack, interning only the frames its previous stack did
+ * not share; mlprof__stack_intern's id when ts is NULL or cannot keep it. */
+static uint32_t intern_after(tstate *ts, const mlprof__stack_thread *t) {
+  size_t n = t->n;
+  if (!ts || !n || n > MLPROF__STACK_MAX_DEPTH)
+    return mlprof__stack_intern(t->frames, n);
+  if (!ts->fr) {
+    ts->fr = malloc(2 * MLPROF__STACK_MAX_DEPTH * sizeof *ts->fr);
+    if (!ts->fr) return mlprof__stack_intern(t->frames, n);
+    ts->node = ts->fr + MLPROF__STACK_MAX_DEPTH;
+    ts->n = 0;
+  }
+  size_t k = 0; /* outermost frames shared with the previous stack */
+  while (k < n && k < ts->n && ts->fr[k] == t->frames[n - 1 - k]) k++;
+  uint32_t id = k ? ts->node[k - 1] : 0;
+  for (size_t i = k; i < n; i++) {
+    ts->fr[i] = t->frames[n - 1 - i];
+    ts->node[i] = id = mlprof__stack_push(id, ts->fr[i]);
+    if (!id) {
+      ts->n = 0;
+      return 0;
+    }
+  }
+  ts->n = n;
+  return id;
+}
+
 static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   sampler *s = ctx;
-  pending p = {s->raw, t->tid, mlprof__stack_intern(t->frames, t->n),
+  pending p = {s->raw, t->tid, 0,
                t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
   tstate *ts = tstate_of(s, t->tid);
+  if (ts && (t->flags & MLPROF__STACK_SAME))
+    p.stack = ts->stack;
+  else
+    p.stack = intern_after(ts, t);
   if (ts) {
-    uint64_t c;
-    int r = thread_stat(ts, &c);
+    uint64_t c = ts->cpu_at == s->tick ? ts->cpu_now : thread_cpu(t->tid);
+    int r = 0;
+    /* A thread that used no CPU time since its previous sample was off a
+     * CPU all along: no need to read its state. */
+    if (c == UINT64_MAX || ts->seen == UINT64_MAX || c != ts->cpu_ns) {
+      uint64_t from_stat;
+      r = thread_stat(ts, &from_stat);
+      if (c == UINT64_MAX) c = from_stat;
+    }
     if (c != UINT64_MAX && ts->seen != UINT64_MAX && c >= ts->cpu_ns &&
         s->now_ns > ts->at_ns) {
       p.cpu_ns = c - ts->cpu_ns;
@@ -119,6 +199,7 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
     if (c != UINT64_MAX) ts->cpu_ns = c;
     ts->at_ns = s->now_ns;
     ts->seen = s->tick;
+    ts->stack = p.stack;
   }
   pthread_mutex_lock(&queue_lock);
   if (nqueue < QUEUE_MAX &&
@@ -137,6 +218,7 @@ static void sweep(sampler *s, uint64_t keep_ticks) {
   for (size_t i = 0; i < s->nts; i++) {
     if (s->tick - s->ts[i].seen > keep_ticks && s->ts[i].seen != UINT64_MAX) {
       if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
+      free(s->ts[i].fr);
       continue;
     }
     s->ts[j++] = s->ts[i];
@@ -159,7 +241,9 @@ static void *sampler_main(void *arg) {
     if (w && w->each && atomic_load(&mlprof__on)) {
       s->raw = mlprof__now();
       s->now_ns = mlprof__mono_ns();
+      walking = s;
       w->each(on_thread, s);
+      walking = NULL;
       if (++s->tick % keep == 0) sweep(s, keep);
     }
     pthread_mutex_lock(&s->lock);
@@ -175,6 +259,7 @@ static void *sampler_main(void *arg) {
   pthread_mutex_unlock(&s->lock);
   for (size_t i = 0; i < s->nts; i++) {
     if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
+    free(s->ts[i].fr);
   }
   free(s->ts);
   return NULL;
