@@ -92,6 +92,13 @@ static struct {
 } code_cache[CODE_CACHE];
 static size_t ncode_cache;
 
+/* Sampler thread only, across ticks. */
+#define FRAME_CACHE 4093
+static struct {
+  uint64_t key;
+  uint32_t unit, frame;
+} frame_cache[FRAME_CACHE];
+
 #define MAX_THREADS 4096
 #define NAME_MAX_BYTES 1024
 
@@ -228,6 +235,14 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
   key ^= (uint64_t)(uintptr_t)co.co_filename * 0xC2B2AE3D27D4EB4Full;
   key ^= (uint64_t)(uint32_t)co.co_firstlineno << 7;
   if (!key) key = 1;
+  uint32_t unit = off < 0 ? 0 : (uint32_t)(off / sizeof(_Py_CODEUNIT));
+  /* The sampler's own small cache of (function key, instruction) -> frame
+   * id, in front of the library's three shared tables. */
+  size_t slot =
+      (size_t)((key ^ (unit * 0x9E3779B97F4A7C15ull)) >> 20) % FRAME_CACHE;
+  if (rd == windowed && frame_cache[slot].key == key &&
+      frame_cache[slot].unit == unit && frame_cache[slot].frame)
+    return frame_cache[slot].frame;
   uint32_t func = sapi->func_find(key);
   if (!func) {
     char file[NAME_MAX_BYTES], name[NAME_MAX_BYTES];
@@ -236,7 +251,6 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
     func = sapi->func_add(key, file, name, (uint32_t)co.co_firstlineno);
     if (!func) return 0;
   }
-  uint32_t unit = off < 0 ? 0 : (uint32_t)(off / sizeof(_Py_CODEUNIT));
   uint64_t pc = ((uint64_t)func << 32) | unit;
   uint32_t line = sapi->pc_find(pc);
   if (line) {
@@ -245,7 +259,13 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
     line = addr_to_line(rd, co.co_linetable, co.co_firstlineno, off);
     sapi->pc_add(pc, line);
   }
-  return sapi->frame_py(func, line);
+  uint32_t frame = sapi->frame_py(func, line);
+  if (rd == windowed) {
+    frame_cache[slot].key = key;
+    frame_cache[slot].unit = unit;
+    frame_cache[slot].frame = frame;
+  }
+  return frame;
 }
 
 /* Frames from frame address f outwards, innermost first. */
