@@ -327,3 +327,88 @@ def test_trace_has_sample_events(build_dir, tmp_path):
     frames = e["args"]["stack"].split(";")
     assert [f.split(" (")[0] for f in frames[-3:]] == ["outer", "inner",
                                                          "spin"], frames
+
+
+def test_dataloader_worker_samples_itself(build_dir, tmp_path):
+    """A DataLoader worker (num_workers=1) samples itself into its own
+    profile: the function its dataset runs is hot there, not in the main
+    process's."""
+    pytest.importorskip("torch")
+    _, out = run(build_dir, tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+        def in_worker():
+            spin(0.05)
+        class Items(Dataset):
+            def __len__(self):
+                return 12
+            def __getitem__(self, i):
+                in_worker()
+                return torch.tensor([i])
+        if __name__ == "__main__":
+            got = [int(b) for b in DataLoader(Items(), num_workers=1)]
+            assert got == list(range(12)), got
+    """, "--stacks", "200")
+    seen = {}
+    for p in sorted(os.listdir(out)):
+        if p.startswith("python"):
+            h = hot(build_dir, out / p)
+            seen[p] = {r["function"]: r["total_ns"] for r in h["functions"]
+                       if r["file"].endswith("run.py")}
+    assert len(seen) == 2, seen  # the main process and its worker
+    workers = [s for s in seen.values() if s.get("in_worker", 0) >= 0.3e9]
+    assert len(workers) == 1, seen
+    assert "Items.__getitem__" in workers[0], seen
+    main = [s for s in seen.values() if s is not workers[0]][0]
+    assert main.get("in_worker", 0) == 0, seen
+
+
+def test_gloo_ranks_sample_with_their_rank(build_dir, tmp_path):
+    """Each rank of a 2-rank gloo job (RANK/WORLD_SIZE, as torchrun sets
+    them) under `mlprof run` samples itself: its profile carries its rank
+    and the function it spun in."""
+    torch = pytest.importorskip("torch")
+    if not torch.distributed.is_available() or \
+            not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(SPIN) + textwrap.dedent("""
+        import os
+        import torch
+        import torch.distributed as dist
+        def rank_work():
+            spin(0.5)
+        dist.init_process_group("gloo")
+        rank_work()
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        assert t.tolist() == [2.0] * 4
+        dist.destroy_process_group()
+    """))
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, MLPROF_PY_STARTUP=STARTUP, RANK=str(rank),
+                   WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   OMP_NUM_THREADS="1")
+        env.pop("MLPROF_OUTPUT", None)
+        procs.append(subprocess.Popen(
+            [os.path.join(build_dir, "mlprof"), "run", "-q", "-o",
+             str(tmp_path / ("rank%d" % rank)), "--stacks", "200", "--",
+             sys.executable, str(script)],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    for p in procs:
+        output = p.communicate(timeout=240)[0]
+        assert p.returncode == 0, output[-3000:]
+    for rank in range(2):
+        rep = json.loads(mlprof_cmd(build_dir, "report", "-f", "json",
+                                    tmp_path / ("rank%d" % rank)))
+        ranks = {p["rank"] for p in rep["processes"]
+                 if "python" in os.path.basename(p["path"])}
+        assert ranks == {rank}, rep["processes"]
+        assert "hot" in rep, "rank %d has no stack samples" % rank
+        assert func(rep["hot"], "rank_work")["total_ns"] >= 0.3e9, rank
