@@ -17,6 +17,9 @@ percent);
 and the CPU time of the whole run, every process of it (py-spy's and
 mlprof's own included), from the rusage of children. Budget (DESIGN.md):
 the sampler at 100 Hz adds at most 1%.
+And the sampler thread's own CPU time over the loop (its
+/proc/self/task/TID/schedstat, read by the workload), against the loop's
+wall time (share of a core) and the process's CPU time.
 Then the bytes one sample takes on disk (the STACKS chunks of the 100 Hz
 runs over their samples, definitions included).
 
@@ -38,7 +41,22 @@ from side_by_side import version
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-PURE = r"""
+SAMPLER = r"""
+def sampler_ns():
+    import os
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/" + t + "/comm") as f:
+                if f.read().strip() != "mlprof-stacks":
+                    continue
+            with open("/proc/self/task/" + t + "/schedstat") as f:
+                return int(f.read().split()[0])
+        except OSError:
+            pass
+    return 0
+"""
+
+PURE = SAMPLER + r"""
 import time
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -52,24 +70,26 @@ def work():
         total += sum(len(str(i)) for i in range(500))
     return total
 work()  # warm-up
-t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+t0, c0, m0, s0 = (time.perf_counter(), time.process_time(),
+                  time.thread_time(), sampler_ns())
 work()
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
       int((time.process_time() - c0) * 1e9),
-      int((time.thread_time() - m0) * 1e9))
+      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0)
 """
 
-TORCH = r"""
+TORCH = SAMPLER + r"""
 import sys, time
 sys.path.insert(0, %r)
 from train_cnn import setup, train
 parts = setup()
 train(*parts, 5)
-t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+t0, c0, m0, s0 = (time.perf_counter(), time.process_time(),
+                  time.thread_time(), sampler_ns())
 train(*parts, %d)
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
       int((time.process_time() - c0) * 1e9),
-      int((time.thread_time() - m0) * 1e9))
+      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0)
 """
 
 
@@ -154,13 +174,14 @@ def main():
                         raise SystemExit("%s failed: %s" % (k, p.stderr[-500:]))
                     line = [ln for ln in p.stdout.splitlines()
                             if ln.startswith("work_ns ")][-1]
-                    _, wall, cpu, main = line.split()
-                    got[k].append((int(main), int(cpu), int(wall), run_cpu))
+                    _, wall, cpu, main, smp = line.split()
+                    got[k].append((int(main), int(cpu), int(wall), run_cpu,
+                                   int(smp)))
                     if k == "mlprof run --stacks 100":
                         d = cmd[cmd.index("-o") + 1]
                         stacks_disk.append((stacks_bytes(d),
                                             count_samples(cli, d)))
-            med = {k: [statistics.median(x[i] for x in v) for i in range(4)]
+            med = {k: [statistics.median(x[i] for x in v) for i in range(5)]
                    for k, v in got.items()}
             off = med["mlprof run --stacks off"]
             print("%s: medians of %d interleaved rounds, ms; in [], vs "
@@ -176,6 +197,11 @@ def main():
                     cells.append("%.1f%s" % (med[k][i] / 1e6, vs))
                 print("  %-38s %17s %17s %17s %9.1f" % (
                     k, cells[0], cells[1], cells[2], med[k][3] / 1e6))
+            s = med["mlprof run --stacks 100"]
+            print("  the sampler thread's own CPU time (its schedstat) over "
+                  "the loop: %.1f ms, %.2f%% of a core, %.2f%% of the "
+                  "process's" % (s[4] / 1e6, 100 * s[4] / s[2],
+                                 100 * s[4] / s[1]))
             print()
         b = sum(x for x, _ in stacks_disk)
         s = sum(y for _, y in stacks_disk)

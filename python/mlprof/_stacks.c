@@ -268,32 +268,70 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
   return frame;
 }
 
+/* Steps from frame *f to the one it was called from: 1 with the code object
+ * and byte offset of *f when it runs Python code, 0 for a frame to skip, -1
+ * when *f cannot be read. */
+static int step(reader_fn rd, const _PyInterpreterFrame **f,
+                const PyObject **code, long *off) {
+  _PyInterpreterFrame fr;
+  if (rd(&fr, *f, offsetof(_PyInterpreterFrame, localsplus)) != 0) return -1;
+  *f = fr.previous;
+#if PY_VERSION_HEX >= 0x030C0000
+  if (fr.owner == FRAME_OWNED_BY_CSTACK) return 0;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+  *code = fr.f_executable;
+  const _Py_CODEUNIT *ip = fr.instr_ptr;
+#else
+  *code = (const PyObject *)fr.f_code;
+  const _Py_CODEUNIT *ip = fr.prev_instr;
+#endif
+  *off = (long)((const char *)ip - ((const char *)*code +
+                                    offsetof(PyCodeObject, co_code_adaptive)));
+  return 1;
+}
+
 /* Frames from frame address f outwards, innermost first. */
 static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
                    size_t max) {
   size_t n = 0;
   for (size_t guard = 0; f && n < max && guard < 4 * max; guard++) {
-    _PyInterpreterFrame fr;
-    if (rd(&fr, f, offsetof(_PyInterpreterFrame, localsplus)) != 0) break;
-#if PY_VERSION_HEX >= 0x030C0000
-    if (fr.owner == FRAME_OWNED_BY_CSTACK) {
-      f = fr.previous;
-      continue;
-    }
-#endif
-#if PY_VERSION_HEX >= 0x030D0000
-    const PyObject *code = fr.f_executable;
-    const _Py_CODEUNIT *ip = fr.instr_ptr;
-#else
-    const PyObject *code = (const PyObject *)fr.f_code;
-    const _Py_CODEUNIT *ip = fr.prev_instr;
-#endif
-    long off =
-        (long)((const char *)ip -
-               ((const char *)code + offsetof(PyCodeObject, co_code_adaptive)));
-    uint32_t id = frame_of(rd, code, off);
+    const PyObject *code;
+    long off;
+    int r = step(rd, &f, &code, &off);
+    if (r < 0) break;
+    uint32_t id = r ? frame_of(rd, code, off) : 0;
     if (id) out[n++] = id;
-    f = fr.previous;
+  }
+  return n;
+}
+
+/* walk for the sampler: the frames' code objects not read yet this tick
+ * are read together, with one system call. */
+static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
+                           size_t max) {
+  static const PyObject *code[MLPROF__STACK_MAX_DEPTH];
+  static long off[MLPROF__STACK_MAX_DEPTH];
+  struct iovec dst[CODE_CACHE], src[CODE_CACHE];
+  size_t m = 0, q = 0;
+  for (size_t guard = 0; f && m < max && guard < 4 * max; guard++) {
+    int r = step(windowed, &f, &code[m], &off[m]);
+    if (r < 0) break;
+    if (r) m++;
+  }
+  for (size_t i = 0; i < m && ncode_cache + q < CODE_CACHE; i++) {
+    size_t c = 0;
+    while (c < ncode_cache + q && code_cache[c].addr != code[i]) c++;
+    if (c < ncode_cache + q) continue;
+    code_cache[c].addr = code[i];
+    dst[q] = (struct iovec){&code_cache[c].co, sizeof(PyCodeObject)};
+    src[q++] = (struct iovec){(void *)code[i], sizeof(PyCodeObject)};
+  }
+  ncode_cache += q ? sapi->readv(dst, src, q) : 0;
+  size_t n = 0;
+  for (size_t i = 0; i < m; i++) {
+    uint32_t id = frame_of(windowed, code[i], off[i]);
+    if (id) out[n++] = id;
   }
   return n;
 }
@@ -363,8 +401,8 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
       st.flags |= MLPROF__STACK_SAME;
     } else {
       window_load(&t);
-      st.n = walk(windowed, current_frame(sapi->read, &t), frames,
-                  MLPROF__STACK_MAX_DEPTH);
+      st.n = walk_sampled(current_frame(sapi->read, &t), frames,
+                          MLPROF__STACK_MAX_DEPTH);
     }
     /* A thread state freed under us reads as anything: a kernel thread id
      * is never 0 nor above pid_max's limit. */

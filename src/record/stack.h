@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "mlprof.h"
 
@@ -90,6 +91,8 @@ typedef struct {
    * passes it with MLPROF__STACK_SAME and no frames), else 0. Sampler
    * thread only. */
   int (*thread_still)(uint32_t tid);
+  /* mlprof__stack_readv (see there). */
+  size_t (*readv)(const struct iovec *dst, const struct iovec *src, size_t n);
 } mlprof__stack_api;
 
 MLPROF_EXPORT const mlprof__stack_api *mlprof__stack_api_get(void);
@@ -138,6 +141,14 @@ uint32_t mlprof__stack_here(void);
  * unmapped or reused) into dst without faulting: 0, or -1 when any of it
  * cannot be read (dst then holds garbage). */
 int mlprof__stack_read(void *dst, const void *src, size_t n);
+
+/* Copies n pieces (src[i] into dst[i], the same lengths; n <= 1024) with
+ * one system call where it can, without faulting. Returns how many of the
+ * first pieces were copied whole: a piece that cannot be read ends the copy
+ * (the caller reads what is left one by one, mlprof__stack_read). 0 where
+ * only the slower way works. */
+size_t mlprof__stack_readv(const struct iovec *dst, const struct iovec *src,
+                           size_t n);
 
 /* ---- the writer's side (the writer thread only) ------------------------- */
 
