@@ -165,6 +165,8 @@ static double children_cpu(void) {
 static const char duck[] =
     "import duckdb,sys,time\n"
     "c=duckdb.connect(); c.execute('set threads=2')\n"
+    /* A query past 2 s draws a progress bar on stdout, into our lines. */
+    "c.execute('set enable_progress_bar=false')\n"
     "src=\"read_parquet('\"+sys.argv[1]+\"/spans/*.parquet')\"\n"
     "q={'per zone count, total, p99':'select zone,count(*),sum(dur_ns),"
     "quantile_disc(dur_ns,0.99) from '+src+' group by zone',\n"
