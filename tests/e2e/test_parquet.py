@@ -434,7 +434,7 @@ def test_to_duckdb(exported, tmp_path):
         tables.to_duckdb(str(tmp_path))
 
 
-def test_pyspark_reads_every_table(exported, report, layout):
+def test_pyspark_reads_every_table(exported, report, layout, python_run):
     os.environ.setdefault("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
     from pyspark.sql import SparkSession, functions as F
     spark = (SparkSession.builder.master("local[1]").appName("mlprof-test")
@@ -455,6 +455,18 @@ def test_pyspark_reads_every_table(exported, report, layout):
             df = spark.read.parquet(f"{exported}/{t}.parquet")
             assert df.count() == \
                 c.execute(f"select count(*) from {t}").fetchone()[0], t
+        # The memory and stack tables, from a run that has them.
+        _, py_tables = python_run
+        pc = con(py_tables)
+        for t in ("memory_sites", "allocations", "stack_samples", "stacks"):
+            df = spark.read.parquet(f"{py_tables}/{t}.parquet")
+            n = pc.execute(f"select count(*) from {t}").fetchone()[0]
+            assert n > 0 and df.count() == n, t
+        joined = spark.read.parquet(f"{py_tables}/stack_samples.parquet").join(
+            spark.read.parquet(f"{py_tables}/stacks.parquet"), ["pid", "stack"])
+        assert joined.count() == pc.execute(
+            "select count(*) from stack_samples join stacks using (pid, stack)"
+        ).fetchone()[0]
         # The slowest rank per step, as in docs/parquet.md.
         steps = spark.read.parquet(f"{exported}/steps.parquet")
         slow = steps.groupBy("step").agg(
