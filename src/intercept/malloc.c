@@ -287,15 +287,34 @@ __attribute__((constructor)) static void malloc_setup(void) {
 /* The allocation's site: the native frame that called the hook (pc, its
  * return address), then the thread's Python frames when a walker is
  * registered (src/record/stack.h), interned; 0 when the tables are full. */
-#define SITE_DEPTH 128
-
 static uint32_t site_here(uintptr_t pc) {
-  uint32_t fr[SITE_DEPTH];
+  uint32_t fr[MLPROF__SITE_DEPTH];
   size_t n = 0;
   if ((fr[0] = mlprof__stack_frame_native(pc))) n = 1;
   const mlprof__stack_walker *w = mlprof__stack_walker_get();
-  if (w && w->self) n += w->self(fr + n, SITE_DEPTH - n);
-  return mlprof__stack_intern(fr, n);
+  if (w && w->self) n += w->self(fr + n, MLPROF__SITE_DEPTH - n);
+  mlprof__thread *t = mlprof__tls.thread;
+  if (!n || !t) return mlprof__stack_intern(fr, n);
+  /* A site sharing its outer frames with the thread's last one interns
+   * only the frames that differ (ids never change): a CNN's step samples
+   * the same few stacks again and again. */
+  size_t k = 0, last = t->site_n;
+  while (k < n && k < last && fr[n - 1 - k] == t->site_fr[last - 1 - k]) k++;
+  uint32_t id = k ? t->site_node[last - k] : 0;
+  if (k && last != n)
+    memmove(t->site_node + n - k, t->site_node + last - k,
+            k * sizeof *t->site_node);
+  memcpy(t->site_fr, fr, n * sizeof *fr);
+  t->site_n = (uint32_t)n;
+  for (size_t i = n - k; i-- > 0;) {
+    /* An unknown frame (a full table) still takes its place. */
+    if (!(id = mlprof__stack_push(id, fr[i]))) {
+      t->site_n = 0;
+      return 0;
+    }
+    t->site_node[i] = id;
+  }
+  return id;
 }
 
 static __attribute__((noinline)) void note_alloc(void *p, size_t n,
