@@ -77,9 +77,9 @@ typedef struct {
   void (*pc_add)(uint64_t key, uint32_t line);
   /* For the interpreter's after-fork hook in the child (os.fork, a
    * multiprocessing or DataLoader worker): when its parent sampled stacks,
-   * the child's own profile and sampler start now, rather than on the
-   * child's first recorded event (which a worker running plain Python code
-   * never records). */
+   * the child's sampler starts now, and with its first sample, one interval
+   * later, the child's own profile (a worker running plain Python code
+   * records no other event; a child that execs at once records none). */
   void (*fork_child)(void);
 } mlprof__stack_api;
 

@@ -48,6 +48,7 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int stop;
+  int wait_first; /* a forked child's: no sample before one interval */
   uint64_t interval_ns;
   tstate *ts;
   size_t nts, ts_cap;
@@ -156,7 +157,11 @@ static void *sampler_main(void *arg) {
   while (!s->stop) {
     pthread_mutex_unlock(&s->lock);
     const mlprof__stack_walker *w = mlprof__stack_walker_get();
-    if (w && w->each && atomic_load(&mlprof__on)) {
+    if (s->wait_first) {
+      s->wait_first = 0;
+    } else if (w && w->each && atomic_load(&mlprof__on)) {
+      /* A forked child's profile starts on its first event: a sample. */
+      if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
       s->raw = mlprof__now();
       s->now_ns = mlprof__mono_ns();
       w->each(on_thread, s);
@@ -186,6 +191,8 @@ static void *sampler_main(void *arg) {
 static int want_hz;
 /* What the parent wanted, in a forked child until its session starts. */
 static int parent_hz;
+/* The next thread made is a forked child's (mlprof__stacks_fork_child). */
+static int child_thread;
 
 static int start_locked(void) {
   int hz = want_hz, rc = 0;
@@ -194,6 +201,8 @@ static int start_locked(void) {
   rc = MLPROF_ENOMEM;
   if (!s) goto out;
   s->interval_ns = 1000000000u / (unsigned)hz;
+  s->wait_first = child_thread;
+  child_thread = 0;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -265,8 +274,19 @@ void mlprof__stacks_after_fork(void) {
 }
 
 void mlprof__stacks_fork_child(void) {
-  if (parent_hz > 0 && atomic_load(&mlprof__child_pending))
-    mlprof__session_child_start();
+  /* The sampler goes on in the child, and the child's profile starts with
+   * its first sample, one interval from now: a child that execs at once (a
+   * subprocess with a preexec_fn) leaves no profile of its own. */
+  if (parent_hz <= 0 || !atomic_load(&mlprof__child_pending)) return;
+  pthread_mutex_lock(&start_lock);
+  want_hz = parent_hz;
+  child_thread = 1;
+  int rc = start_locked();
+  child_thread = 0;
+  pthread_mutex_unlock(&start_lock);
+  if (rc)
+    mlprof__warn_once(NULL, "cannot start the stack sampler: %s",
+                      mlprof_strerror(rc));
 }
 
 void mlprof__stacks_counts(uint64_t *taken, uint64_t *dropped) {
