@@ -248,6 +248,11 @@ uint32_t mlprof__stack_intern(const uint32_t *fr, size_t n) {
   return id;
 }
 
+uint32_t mlprof__stack_push(uint32_t parent, uint32_t frame) {
+  if (!ready()) return 0;
+  return intern(&nodes, ((uint64_t)parent << 32) | frame, NULL, NULL);
+}
+
 /* ---- capture ------------------------------------------------------------ */
 
 uint32_t mlprof__stack_here(void) {
