@@ -18,6 +18,7 @@
 #include <Python.h>
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -291,6 +292,50 @@ static int step(reader_fn rd, const _PyInterpreterFrame **f,
   return 1;
 }
 
+/* Frames of the calling threads' recent allocation sites (a CNN's step
+ * samples the same few lines again and again), so that a frame seen before
+ * costs a compare instead of a code object's copy and three table look-ups.
+ * Keyed as the function table is (the code object's address, file and name
+ * objects, first line) plus the instruction: a code object freed and
+ * another made at its address is not taken for it. Direct-mapped, shared by
+ * the threads: an entry another thread holds is passed by (a look-up), never
+ * waited for. Not thread-local: the extension's static TLS must stay small. */
+#define SELF_CACHE 256
+static struct {
+  atomic_flag busy;
+  const PyObject *code, *file, *name;
+  long off;
+  int first;
+  uint32_t id;
+} self_cache[SELF_CACHE];
+
+static uint32_t self_frame(const PyObject *code, long off) {
+  const PyCodeObject *co = (const PyCodeObject *)code;
+  if (!co || Py_TYPE(co) != &PyCode_Type) return 0;
+  uint64_t h =
+      ((uint64_t)(uintptr_t)code >> 4) ^ (uint64_t)off * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(h ^ h >> 32) & (SELF_CACHE - 1);
+  if (atomic_flag_test_and_set_explicit(&self_cache[i].busy,
+                                        memory_order_acquire))
+    return frame_of(direct, code, off);
+  uint32_t id = self_cache[i].id;
+  if (!id || self_cache[i].code != code || self_cache[i].off != off ||
+      self_cache[i].file != co->co_filename ||
+      self_cache[i].name != co->co_qualname ||
+      self_cache[i].first != co->co_firstlineno) {
+    if ((id = frame_of(direct, code, off))) {
+      self_cache[i].code = code;
+      self_cache[i].file = co->co_filename;
+      self_cache[i].name = co->co_qualname;
+      self_cache[i].off = off;
+      self_cache[i].first = co->co_firstlineno;
+      self_cache[i].id = id;
+    }
+  }
+  atomic_flag_clear_explicit(&self_cache[i].busy, memory_order_release);
+  return id;
+}
+
 /* Frames from frame address f outwards, innermost first. */
 static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
                    size_t max) {
@@ -300,7 +345,9 @@ static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
     long off;
     int r = step(rd, &f, &code, &off);
     if (r < 0) break;
-    uint32_t id = r ? frame_of(rd, code, off) : 0;
+    uint32_t id = !r             ? 0
+                  : rd == direct ? self_frame(code, off)
+                                 : frame_of(rd, code, off);
     if (id) out[n++] = id;
   }
   return n;

@@ -119,6 +119,7 @@ typedef struct {
   size_t npaths;
   const char *output;           /* the directory to write */
   mlprof__parquet_opts parquet; /* row groups */
+  mlprof__filter filter;        /* what the tables keep */
 } mlprof__export_cmd;
 void mlprof__export_cmd_init(mlprof__export_cmd *c);
 void mlprof__export_cmd_free(mlprof__export_cmd *c);

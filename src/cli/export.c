@@ -24,11 +24,17 @@ static const char usage[] =
     "  DIR/samples.parquet           every sampled measure (resources)\n"
     "  DIR/collectives.parquet       each communication call, per rank\n"
     "  DIR/findings.parquet          what mlprof report finds, with evidence\n"
+    "  DIR/memory_sites.parquet      the report's allocation sites\n"
+    "  DIR/allocations.parquet       every allocation record\n"
+    "  DIR/stack_samples.parquet     every stack sample, by stack id\n"
+    "  DIR/stacks.parquet            each profile's stacks, leaf and folded\n"
     "The schema is versioned (\"mlprof.parquet/1\" in each file's key/value\n"
     "metadata). Spans are streamed row group by row group: memory stays\n"
     "bounded whatever the run's size. Pages are compressed with zstd.\n"
     "PATH is a profile file or a run directory (one profile per process);\n"
-    "all profiles are placed on one timeline.\n"
+    "all profiles are placed on one timeline. The filter options below keep\n"
+    "part of the run, as in mlprof report; one that matches nothing is an\n"
+    "error (exit status 2).\n"
     "\n"
     "options:\n"
     "  -f, --format FORMAT    parquet (the only one, and the default)\n"
@@ -42,7 +48,8 @@ static const char usage[] =
     "Damaged or cut-short profiles are exported as far as they are intact,\n"
     "with a warning saying what was skipped. Interrupted by SIGINT or\n"
     "SIGTERM, it removes the unfinished files and dies of that signal.\n"
-    "exit status: 0 done, 1 the tables could not be written, 2 bad usage or\n"
+    "exit status: 0 done, 1 the tables could not be written, 2 bad usage,\n"
+    "a filter matching nothing or "
     "unreadable input.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
@@ -110,22 +117,24 @@ int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
   }
   mlprof__job job;
   if (mlprof__cli_job_open("export", &job, c->paths, c->npaths)) return 2;
-  if (make_dirs(c->output)) {
-    fprintf(stderr, "mlprof export: cannot create %s: %s\n", c->output,
-            strerror(errno));
-    mlprof__job_close(&job);
-    return 1;
-  }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   char err[512];
   mlprof__analysis_opts ao;
   mlprof__analysis_opts_init(&ao);
   ao.want = MLPROF__ANALYSIS_FINDINGS;
+  ao.filter = &c->filter;
   mlprof__analysis a;
   int rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof export: %s\n", err);
+    mlprof__job_close(&job);
+    return rc == MLPROF_EINVAL ? 2 : 1; /* a filter matching nothing: 2 */
+  }
+  if (make_dirs(c->output)) {
+    fprintf(stderr, "mlprof export: cannot create %s: %s\n", c->output,
+            strerror(errno));
+    mlprof__analysis_free(&a);
     mlprof__job_close(&job);
     return 1;
   }
@@ -140,8 +149,10 @@ int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
   } else {
-    rc = mlprof__export_parquet(&job, &a.r, &a.f, c->output, &c->parquet, &res,
-                                err, sizeof err);
+    mlprof__parquet_opts po = c->parquet;
+    po.filter = &c->filter;
+    rc = mlprof__export_parquet(&job, &a.r, &a.f, c->output, &po, &res, err,
+                                sizeof err);
   }
   mlprof__analysis_free(&a);
   sigaction(SIGINT, &old[0], NULL);
@@ -156,13 +167,17 @@ int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
     fprintf(
         stderr,
         "mlprof export: %llu spans (%llu files), %llu zones, %llu steps, "
-        "%llu samples, %llu collectives, %llu findings from %zu "
+        "%llu samples, %llu collectives, %llu findings, %llu allocations, "
+        "%llu memory sites, %llu stack samples, %llu stacks from %zu "
         "profile%s to %s (%.3g MB) in %.2f s\n",
         (unsigned long long)res.spans, (unsigned long long)res.span_files,
         (unsigned long long)res.zones, (unsigned long long)res.steps,
         (unsigned long long)res.samples, (unsigned long long)res.collectives,
-        (unsigned long long)res.findings, job.count, job.count == 1 ? "" : "s",
-        c->output, (double)res.bytes / 1e6, secs);
+        (unsigned long long)res.findings, (unsigned long long)res.allocations,
+        (unsigned long long)res.memory_sites,
+        (unsigned long long)res.stack_samples, (unsigned long long)res.stacks,
+        job.count, job.count == 1 ? "" : "s", c->output,
+        (double)res.bytes / 1e6, secs);
   }
   free(res.reads);
   free(res.read_errors);
@@ -174,7 +189,9 @@ enum { OPT_ROW_GROUP_ROWS = 1000 };
 
 void mlprof__export_cmd_init(mlprof__export_cmd *c) { memset(c, 0, sizeof *c); }
 
-void mlprof__export_cmd_free(mlprof__export_cmd *c) { (void)c; }
+void mlprof__export_cmd_free(mlprof__export_cmd *c) {
+  mlprof__filter_free(&c->filter);
+}
 
 /* Reads the arguments into *c. Returns -1 to go on, else the exit status
  * (0 after --help). */
@@ -184,6 +201,7 @@ static int parse(int argc, char **argv, mlprof__export_cmd *c) {
       {"output", required_argument, NULL, 'o'},
       {"row-group-rows", required_argument, NULL, OPT_ROW_GROUP_ROWS},
       {"help", no_argument, NULL, 'h'},
+      MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   int rc = -1;
   opterr = 0;
@@ -212,10 +230,11 @@ static int parse(int argc, char **argv, mlprof__export_cmd *c) {
       }
       case 'h':
         fputs(usage, stdout);
+        fputs(mlprof__filter_help, stdout);
         rc = 0;
         break;
       default:
-        rc = mlprof__option_error("export", ch, argv, optind, optopt);
+        rc = mlprof__cli_other_option("export", ch, argv, &c->filter);
     }
   }
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");

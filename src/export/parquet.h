@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/filter.h"
 #include "../analyze/findings.h"
 #include "../analyze/stats.h"
 #include "../base/out.h"
@@ -162,10 +163,15 @@ void mlprof__pq_abort(mlprof__pq *w);
 
 typedef struct {
   mlprof__pq_opts pq;
+  /* What the streamed tables keep (borrowed), or NULL: everything. The
+   * zones, steps, findings and memory sites are the analysis's, made with
+   * the same filter. */
+  const mlprof__filter *filter;
 } mlprof__parquet_opts;
 
 typedef struct {
   uint64_t spans, zones, steps, samples, collectives, findings; /* rows */
+  uint64_t allocations, memory_sites, stack_samples, stacks;
   uint64_t span_files;
   uint64_t bytes; /* of every file written */
   /* NULL, or job->count entries each: what each profile's read found, and
@@ -177,10 +183,13 @@ typedef struct {
 /* Writes the tables of job into the existing directory dir (docs/parquet.md):
  * zones.parquet (r's zones in r->order), steps.parquet (each process's
  * steps, from r's step marks), findings.parquet (f's, may be NULL),
+ * memory_sites.parquet (r's allocation sites),
  * spans/part-NNNNN.parquet (one per profile, in job order),
- * samples.parquet and collectives.parquet, the last three streamed from
- * one more read of each profile. Each file is written beside its name and
- * renamed there when whole; spans parts of an earlier export into dir past
+ * samples.parquet, collectives.parquet, allocations.parquet,
+ * stack_samples.parquet and stacks.parquet, the last six streamed from
+ * one more read of each profile (stacks: one row per interned stack of each
+ * profile, written when its read ends). Each file is written beside its name
+ * and renamed there when whole; spans parts of an earlier export into dir past
  * this job's count are removed. Damage in a profile is not an error: what is
  * readable is written and res->reads says what was skipped. Returns 0,
  * MLPROF_ENOMEM, MLPROF_EIO or MLPROF_EINVAL (a path too long), with a

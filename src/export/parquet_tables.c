@@ -20,9 +20,10 @@
 /* ---- one output file ------------------------------------------------------
  */
 
-/* The temporaries being written (three at most: a spans part, samples,
- * collectives), so that a signal handler can remove them. */
-#define TEMPS 4
+/* The temporaries being written (six at most: a spans part, samples,
+ * collectives, allocations, stack samples, stacks), so that a signal handler
+ * can remove them. */
+#define TEMPS 8
 static char temps[TEMPS][4096 + 32];
 static volatile sig_atomic_t temp_live[TEMPS];
 
@@ -345,6 +346,55 @@ static int write_findings(const mlprof__findings *fs, const char *dir,
   return file_commit(&f, &res->bytes, err, errlen);
 }
 
+static const mlprof__pq_column site_cols[] = {
+    {"pid", MLPROF__PQ_INT64, 0, 0},
+    {"zone", MLPROF__PQ_STRING, 0, 1},
+    {"stack", MLPROF__PQ_INT64, 1, 0},
+    {"python", MLPROF__PQ_STRING, 0, 0},
+    {"native", MLPROF__PQ_STRING, 0, 0},
+    {"allocated_bytes", MLPROF__PQ_INT64, 0, 0},
+    {"count", MLPROF__PQ_INT64, 0, 0},
+    {"at_peak_bytes", MLPROF__PQ_INT64, 0, 0},
+    {"live_end_bytes", MLPROF__PQ_INT64, 0, 0},
+    {"leak", MLPROF__PQ_INT32, 0, 0},
+    {"bytes_per_step", MLPROF__PQ_DOUBLE, 0, 0}};
+
+static int write_sites(const mlprof__job *job, const mlprof__report *r,
+                       const char *dir, const mlprof__parquet_opts *opts,
+                       mlprof__parquet_result *res, mlprof__out *scratch,
+                       char *err, size_t errlen) {
+  pq_file f;
+  int rc = file_open(&f, dir, "memory_sites.parquet", site_cols,
+                     sizeof site_cols / sizeof site_cols[0], "memory_sites",
+                     opts, err, errlen);
+  if (rc) return rc;
+  const mlprof__memory *m = &r->mem;
+  for (size_t i = 0; i < m->nsites && !rc; i++) {
+    const mlprof__mem_site *x = &m->sites[i];
+    const mlprof__mem_zone *z = &m->zones[x->zone];
+    mlprof__pq_i64(
+        f.w, 0, x->proc < job->count ? (int64_t)job->profiles[x->proc].pid : 0);
+    put_str(f.w, 1, scratch, z->name, z->name_len);
+    if (x->stack) mlprof__pq_i64(f.w, 2, (int64_t)x->stack);
+    put_cstr(f.w, 3, scratch, x->python ? x->python : "");
+    put_cstr(f.w, 4, scratch, x->native ? x->native : "");
+    mlprof__pq_i64(f.w, 5, (int64_t)x->alloc_bytes);
+    mlprof__pq_i64(f.w, 6, (int64_t)x->alloc_count);
+    mlprof__pq_i64(f.w, 7, (int64_t)x->at_peak);
+    mlprof__pq_i64(f.w, 8, (int64_t)x->live_end);
+    mlprof__pq_i32(f.w, 9, x->leak != 0);
+    mlprof__pq_f64(f.w, 10, x->slope);
+    rc = mlprof__pq_row(f.w);
+  }
+  res->memory_sites = mlprof__pq_rows(f.w);
+  if (rc) {
+    file_abort(&f);
+    snprintf(err, errlen, "out of memory");
+    return rc;
+  }
+  return file_commit(&f, &res->bytes, err, errlen);
+}
+
 /* ---- spans, samples, collectives (streamed) --------------------------------
  */
 
@@ -412,6 +462,48 @@ enum {
   K_STEP
 };
 
+static const mlprof__pq_column alloc_cols[] = {
+    PROCESS_COLUMNS,
+    {"thread", MLPROF__PQ_INT64, 0, 0},
+    {"time_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
+    {"size", MLPROF__PQ_INT64, 0, 0},
+    {"weight", MLPROF__PQ_INT64, 0, 0},
+    {"address", MLPROF__PQ_INT64, 0, 0},
+    {"zone", MLPROF__PQ_STRING, 1, 1},
+    {"stack", MLPROF__PQ_INT64, 1, 0},
+    {"step", MLPROF__PQ_INT64, 1, 0}};
+
+static const mlprof__pq_column ssample_cols[] = {
+    PROCESS_COLUMNS,
+    {"thread", MLPROF__PQ_INT64, 0, 0},
+    {"time_ns", MLPROF__PQ_INT64, 0, MLPROF__PQ_DELTA},
+    {"weight_ns", MLPROF__PQ_INT64, 0, 0},
+    {"on_cpu", MLPROF__PQ_INT32, 0, 0},
+    {"cpu_ns", MLPROF__PQ_INT64, 1, 0},
+    {"stack", MLPROF__PQ_INT64, 1, 0},
+    {"step", MLPROF__PQ_INT64, 1, 0}};
+
+static const mlprof__pq_column stack_cols[] = {
+    PROCESS_COLUMNS,
+    {"stack", MLPROF__PQ_INT64, 0, 0},
+    {"parent", MLPROF__PQ_INT64, 1, 0},
+    {"depth", MLPROF__PQ_INT32, 0, 0},
+    {"function", MLPROF__PQ_STRING, 0, 1},
+    {"file", MLPROF__PQ_STRING, 0, 1},
+    {"line", MLPROF__PQ_INT64, 1, 0},
+    {"native", MLPROF__PQ_INT32, 0, 0},
+    {"folded", MLPROF__PQ_STRING, 0, 0}};
+
+/* A stack definition of the profile being read (a function, a frame or a
+ * node, by its kind): a, b, c as the visitor gave them, strings in the
+ * arena. */
+typedef struct {
+  uint8_t kind; /* 0 function, 1 frame, 2 node */
+  uint32_t id, a, b;
+  int native;
+  size_t s1, l1, s2, l2; /* function: file, name; frame: module, symbol */
+} pq_def;
+
 typedef struct {
   size_t off, len; /* in the arena */
   uint8_t kind, category;
@@ -432,6 +524,8 @@ typedef struct {
   size_t nmeta;
   uint32_t group;                 /* the group's name id, or MLPROF__NONE */
   int64_t seq, bytes, peer, root; /* -1: none */
+  int sampled;                    /* a stack sample was seen: last_sample */
+  uint64_t last_sample;           /* its last stack sample's time */
 } pq_thread;
 
 /* Deeper spans than this get their whole duration as self time (as the
@@ -443,7 +537,7 @@ typedef struct {
   const mlprof__report *r;
   size_t proc;
   mlprof__out *scratch;
-  pq_file spans, samples, colls;
+  pq_file spans, samples, colls, allocs, ssamples, stacks;
   /* names of the profile being read, as valid UTF-8; its process's name
    * and host first, at these offsets */
   mlprof__out arena;
@@ -459,6 +553,11 @@ typedef struct {
   uint64_t *mt;
   uint8_t *mend;
   size_t nm, mcap;
+  /* its interned stacks: functions, frames, nodes by id */
+  pq_def *defs;
+  size_t ndefs, dcap;
+  mlprof__map funcs, frames, nodes;
+  double interval; /* the stack sampler's, ns */
   int err;
 } pq_pass;
 
@@ -711,6 +810,200 @@ static int v_sample(void *ud, const mlprof__sample_row *row) {
   return s->err;
 }
 
+/* ---- allocations and stack samples (streamed) -------------------------------
+ */
+
+static int v_alloc(void *ud, const mlprof__alloc *a) {
+  pq_pass *s = ud;
+  mlprof__pq *w = s->allocs.w;
+  uint64_t t = mlprof__job_time(s->p, a->t);
+  put_proc(s, w);
+  mlprof__pq_i64(w, C_FIRST, (int64_t)a->tid);
+  mlprof__pq_i64(w, C_FIRST + 1, (int64_t)t);
+  mlprof__pq_i64(w, C_FIRST + 2, (int64_t)a->size);
+  mlprof__pq_i64(w, C_FIRST + 3, (int64_t)a->weight);
+  mlprof__pq_i64(w, C_FIRST + 4, (int64_t)a->addr);
+  const pq_name *z = a->zone ? name_of(s, a->zone) : NULL;
+  if (z) mlprof__pq_str(w, C_FIRST + 5, s->arena.buf + z->off, z->len);
+  if (a->stack) mlprof__pq_i64(w, C_FIRST + 6, (int64_t)a->stack);
+  int64_t step = step_at(s, t);
+  if (step >= 0) mlprof__pq_i64(w, C_FIRST + 7, step);
+  int rc = mlprof__pq_row(w);
+  if (rc && !s->err) s->err = rc;
+  return s->err;
+}
+
+static int v_stack_rate(void *ud, uint32_t hz) {
+  pq_pass *s = ud;
+  if (hz) s->interval = 1e9 / hz;
+  return 0;
+}
+
+/* Longest time a stack sample stands for (as the hot functions count it,
+ * src/analyze/hot.c): a longer gap stands for one interval. */
+#define MAX_WEIGHT_NS 1000000000u
+
+static int v_stack_sample(void *ud, const mlprof__stack_sample *x) {
+  pq_pass *s = ud;
+  pq_thread *t = thread_of(s, x->tid);
+  if (!t) return MLPROF_ENOMEM;
+  uint64_t ns = (uint64_t)s->interval;
+  if (t->sampled && x->t > t->last_sample) ns = x->t - t->last_sample;
+  if (ns > MAX_WEIGHT_NS) ns = (uint64_t)s->interval;
+  t->sampled = 1;
+  t->last_sample = x->t;
+  mlprof__pq *w = s->ssamples.w;
+  uint64_t jt = mlprof__job_time(s->p, x->t);
+  put_proc(s, w);
+  mlprof__pq_i64(w, C_FIRST, (int64_t)x->tid);
+  mlprof__pq_i64(w, C_FIRST + 1, (int64_t)jt);
+  mlprof__pq_i64(w, C_FIRST + 2, (int64_t)ns);
+  mlprof__pq_i32(w, C_FIRST + 3, (x->flags & MLPROF__SAMPLE_ON_CPU) != 0);
+  if (x->flags & MLPROF__SAMPLE_CPU_KNOWN)
+    mlprof__pq_i64(w, C_FIRST + 4, (int64_t)x->cpu_ns);
+  if (x->stack) mlprof__pq_i64(w, C_FIRST + 5, x->stack);
+  int64_t step = step_at(s, jt);
+  if (step >= 0) mlprof__pq_i64(w, C_FIRST + 6, step);
+  int rc = mlprof__pq_row(w);
+  if (rc && !s->err) s->err = rc;
+  return s->err;
+}
+
+/* Keeps a stack definition (the first of an id wins, as in hot.c). */
+static int put_def(pq_pass *s, mlprof__map *ix, pq_def d) {
+  if (mlprof__map_get(ix, d.id) != MLPROF__NONE) return 0;
+  if (s->ndefs >= MLPROF__NONE - 1 ||
+      mlprof__grow(&s->defs, &s->dcap, s->ndefs + 1, sizeof *s->defs) ||
+      mlprof__map_put(ix, d.id, (uint32_t)s->ndefs))
+    return MLPROF_ENOMEM;
+  s->defs[s->ndefs++] = d;
+  return 0;
+}
+
+/* Appends the C string to the arena as UTF-8: its offset and length. */
+static void arena_str(pq_pass *s, const char *str, size_t *off, size_t *len) {
+  *off = s->arena.len;
+  out_utf8(&s->arena, str, strlen(str));
+  *len = s->arena.len - *off;
+}
+
+static int v_stack_func(void *ud, const mlprof__stack_func *f) {
+  pq_pass *s = ud;
+  pq_def d = {.kind = 0, .id = f->id, .a = f->first_line};
+  arena_str(s, f->file, &d.s1, &d.l1);
+  arena_str(s, f->function, &d.s2, &d.l2);
+  return s->arena.err ? MLPROF_ENOMEM : put_def(s, &s->funcs, d);
+}
+
+static int v_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  pq_pass *s = ud;
+  pq_def d = {
+      .kind = 1, .id = f->id, .a = f->func, .b = f->line, .native = f->native};
+  if (f->native) {
+    const char *slash = strrchr(f->module, '/');
+    arena_str(s, slash ? slash + 1 : f->module, &d.s1, &d.l1);
+    if (f->symbol[0]) {
+      arena_str(s, f->symbol, &d.s2, &d.l2);
+    } else {
+      char hex[32];
+      snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f->offset);
+      arena_str(s, hex, &d.s2, &d.l2);
+    }
+  }
+  return s->arena.err ? MLPROF_ENOMEM : put_def(s, &s->frames, d);
+}
+
+static int v_stack_node(void *ud, uint32_t id, uint32_t parent,
+                        uint32_t frame) {
+  pq_pass *s = ud;
+  return put_def(s, &s->nodes,
+                 (pq_def){.kind = 2, .id = id, .a = parent, .b = frame});
+}
+
+static const pq_def *def_of(const pq_pass *s, const mlprof__map *ix,
+                            uint32_t id) {
+  uint32_t at = mlprof__map_get(ix, id);
+  return at == MLPROF__NONE ? NULL : &s->defs[at];
+}
+
+/* A frame's function, file and line (-1: none) as the stacks table shows
+ * them; native 1 for a native frame. */
+static void frame_parts(const pq_pass *s, uint32_t frame, const char **fn,
+                        size_t *fnl, const char **file, size_t *filel,
+                        int64_t *line, int *native) {
+  const pq_def *f = def_of(s, &s->frames, frame);
+  *fn = "<unknown>", *file = "?", *line = -1, *native = 0;
+  *fnl = strlen(*fn), *filel = 1;
+  if (!f) return;
+  if (f->native) {
+    *native = 1;
+    *fn = s->arena.buf + f->s2, *fnl = f->l2;
+    *file = s->arena.buf + f->s1, *filel = f->l1;
+    return;
+  }
+  if (!f->a) {
+    *fn = "<truncated>", *fnl = strlen(*fn), *file = "", *filel = 0;
+    return;
+  }
+  *line = f->b;
+  const pq_def *fu = def_of(s, &s->funcs, f->a);
+  if (!fu) return;
+  *fn = s->arena.buf + fu->s2, *fnl = fu->l2;
+  *file = s->arena.buf + fu->s1, *filel = fu->l1;
+}
+
+/* The stacks table's rows of the profile just read: one per node, its leaf
+ * frame and the whole stack folded, outermost first, ';' between frames. */
+static int write_stacks(pq_pass *s) {
+  mlprof__out folded;
+  if (mlprof__out_open(&folded, -1)) return MLPROF_ENOMEM;
+  enum { MAX_STACK = 1100 };
+  uint32_t chain[MAX_STACK];
+  int rc = 0;
+  for (size_t i = 0; i < s->ndefs && !rc; i++) {
+    const pq_def *d = &s->defs[i];
+    if (d->kind != 2) continue;
+    size_t n = 0;
+    for (const pq_def *x = d; x && n < MAX_STACK;
+         x = x->a && x->a < x->id ? def_of(s, &s->nodes, x->a) : NULL)
+      chain[n++] = x->b;
+    folded.len = 0;
+    for (size_t k = n; k-- > 0;) {
+      const char *fn, *file;
+      size_t fnl, filel;
+      int64_t line;
+      int native;
+      frame_parts(s, chain[k], &fn, &fnl, &file, &filel, &line, &native);
+      if (k + 1 < n) mlprof__out_lit(&folded, ";");
+      mlprof__out_write(&folded, fn, fnl);
+      if (filel) {
+        mlprof__out_lit(&folded, " (");
+        mlprof__out_write(&folded, file, filel);
+        if (line >= 0) mlprof__out_printf(&folded, ":%lld", (long long)line);
+        mlprof__out_lit(&folded, ")");
+      }
+    }
+    const char *fn, *file;
+    size_t fnl, filel;
+    int64_t line;
+    int native;
+    frame_parts(s, d->b, &fn, &fnl, &file, &filel, &line, &native);
+    mlprof__pq *w = s->stacks.w;
+    put_proc(s, w);
+    mlprof__pq_i64(w, C_FIRST, d->id);
+    if (d->a) mlprof__pq_i64(w, C_FIRST + 1, d->a);
+    mlprof__pq_i32(w, C_FIRST + 2, (int32_t)n);
+    mlprof__pq_str(w, C_FIRST + 3, fn, fnl);
+    mlprof__pq_str(w, C_FIRST + 4, file, filel);
+    if (line >= 0) mlprof__pq_i64(w, C_FIRST + 5, line);
+    mlprof__pq_i32(w, C_FIRST + 6, native);
+    mlprof__pq_str(w, C_FIRST + 7, folded.buf, folded.len);
+    rc = folded.err ? MLPROF_ENOMEM : mlprof__pq_row(w);
+  }
+  mlprof__out_close(&folded);
+  return rc;
+}
+
 /* Decodes the step marks of the process being read: entry times in mt[0..nm)
  * and, after them in mt[nm..2nm), each entry's step index (for a mark). */
 static int load_marks(pq_pass *s) {
@@ -751,6 +1044,11 @@ static void pass_reset(pq_pass *s) {
   mlprof__map_clear(&s->ids);
   s->nnames = 0;
   s->arena.len = 0;
+  mlprof__map_clear(&s->funcs);
+  mlprof__map_clear(&s->frames);
+  mlprof__map_clear(&s->nodes);
+  s->ndefs = 0;
+  s->interval = 1e7;
 }
 
 static void pass_free(pq_pass *s) {
@@ -759,6 +1057,7 @@ static void pass_free(pq_pass *s) {
   free(s->names);
   free(s->mt);
   free(s->mend);
+  free(s->defs);
   mlprof__out_close(&s->arena);
 }
 
@@ -798,8 +1097,17 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     snprintf(err, errlen, "cannot create %s: %s", sub, strerror(errno));
     return MLPROF_EIO;
   }
+  mlprof__filtered *fd = NULL;
+  char warn[256];
+  if (opts->filter &&
+      mlprof__filter_prepare(opts->filter, job, 1, &fd, warn, sizeof warn)) {
+    snprintf(err, errlen, "out of memory");
+    return MLPROF_ENOMEM;
+  }
+  mlprof__filter_read fr = {0};
   pq_pass s = {.r = r, .scratch = scratch};
   s.spans.fd = s.samples.fd = s.colls.fd = -1;
+  s.allocs.fd = s.ssamples.fd = s.stacks.fd = -1;
   if (mlprof__out_open(&s.arena, -1)) {
     pass_free(&s);
     snprintf(err, errlen, "out of memory");
@@ -812,13 +1120,31 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     rc = file_open(&s.colls, dir, "collectives.parquet", coll_cols,
                    sizeof coll_cols / sizeof coll_cols[0], "collectives", opts,
                    err, errlen);
+  if (!rc)
+    rc = file_open(&s.allocs, dir, "allocations.parquet", alloc_cols,
+                   sizeof alloc_cols / sizeof alloc_cols[0], "allocations",
+                   opts, err, errlen);
+  if (!rc)
+    rc = file_open(&s.ssamples, dir, "stack_samples.parquet", ssample_cols,
+                   sizeof ssample_cols / sizeof ssample_cols[0],
+                   "stack_samples", opts, err, errlen);
+  if (!rc)
+    rc = file_open(&s.stacks, dir, "stacks.parquet", stack_cols,
+                   sizeof stack_cols / sizeof stack_cols[0], "stacks", opts,
+                   err, errlen);
   const mlprof__visitor v = {.ud = &s,
                              .name = v_name,
                              .span = v_span,
                              .span_meta = v_span_meta,
                              .span_units = v_span_units,
                              .open = v_open,
-                             .sample = v_sample};
+                             .sample = v_sample,
+                             .alloc = v_alloc,
+                             .stack_rate = v_stack_rate,
+                             .stack_func = v_stack_func,
+                             .stack_frame = v_stack_frame,
+                             .stack_node = v_stack_node,
+                             .stack_sample = v_stack_sample};
   for (size_t i = 0; i < job->count && !rc; i++) {
     const mlprof__job_profile *p = &job->profiles[i];
     char name[64];
@@ -849,8 +1175,11 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     mlprof__read_report rep;
     memset(&rep, 0, sizeof rep);
     char why[256] = "";
-    int rd = mlprof__read_file(p->path, &v, &rep, why, sizeof why);
+    mlprof__visitor fv = v;
+    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
+    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
     flush_all(&s);
+    if (!s.err) s.err = write_stacks(&s);
     if (res->reads) res->reads[i] = rep;
     if (rd && !s.err && rd != MLPROF_ENOMEM && res->read_errors)
       snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s", why);
@@ -868,10 +1197,19 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
   if (!rc) {
     res->samples = mlprof__pq_rows(s.samples.w);
     res->collectives = mlprof__pq_rows(s.colls.w);
+    res->allocations = mlprof__pq_rows(s.allocs.w);
+    res->stack_samples = mlprof__pq_rows(s.ssamples.w);
+    res->stacks = mlprof__pq_rows(s.stacks.w);
     rc = file_commit(&s.samples, &res->bytes, err, errlen);
     if (!rc) rc = file_commit(&s.colls, &res->bytes, err, errlen);
+    if (!rc) rc = file_commit(&s.allocs, &res->bytes, err, errlen);
+    if (!rc) rc = file_commit(&s.ssamples, &res->bytes, err, errlen);
+    if (!rc) rc = file_commit(&s.stacks, &res->bytes, err, errlen);
   }
   file_abort(&s.spans);
+  file_abort(&s.allocs);
+  file_abort(&s.ssamples);
+  file_abort(&s.stacks);
   file_abort(&s.samples);
   file_abort(&s.colls);
   pass_free(&s);
@@ -893,6 +1231,7 @@ int mlprof__export_parquet(const mlprof__job *job, const mlprof__report *r,
   int rc = write_zones(r, dir, opts, res, &scratch, err, errlen);
   if (!rc) rc = write_steps(job, r, dir, opts, res, &scratch, err, errlen);
   if (!rc) rc = write_findings(f, dir, opts, res, &scratch, err, errlen);
+  if (!rc) rc = write_sites(job, r, dir, opts, res, &scratch, err, errlen);
   if (!rc) rc = write_streamed(job, r, dir, opts, res, &scratch, err, errlen);
   mlprof__out_close(&scratch);
   return rc;

@@ -176,7 +176,7 @@ typedef struct {
     parent, frame)                                                             \
   X(stack_sample, (void *ud, const mlprof__stack_sample *s), s)                \
   /* The sampler's rate (samples per second), before the samples. */           \
-  X(stack_rate, (void *ud, uint32_t hz), hz)                                  \
+  X(stack_rate, (void *ud, uint32_t hz), hz)                                   \
   /* An allocation, and the free of a recorded allocation's address (in a      \
    * file recorded with every allocation, of any address) (since 1.5). */      \
   X(alloc, (void *ud, const mlprof__alloc *a), a)                              \

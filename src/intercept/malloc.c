@@ -9,10 +9,10 @@
  * a point inside it: a thread-local countdown, so an allocation that is not
  * sampled costs a subtraction and a compare. A free is recorded only when
  * its address was sampled and is still live: those addresses are kept in an
- * open-addressing table in mmap'd memory behind a spinlock, with a small
- * array of counters in front of it, so the free of an unsampled address
- * mostly costs one byte read. In mode all, every allocation and every free
- * is recorded and the reading side pairs them.
+ * open-addressing table in mmap'd memory behind a spinlock, with counters
+ * and a bitmap of their non-empty buckets in front of it, so the free of an
+ * unsampled address mostly costs one bit read. In mode all, every allocation
+ * and every free is recorded and the reading side pairs them.
  *
  * The hooks never allocate, never re-enter (mlprof__quiet is set while one
  * records; an allocation made meanwhile, by the library or by a signal
@@ -161,6 +161,15 @@ static inline int want(size_t n) {
 
 static uint64_t *live;  /* mmap'd; 0 empty, 1 deleted */
 static uint8_t *filter; /* per hash bucket: live addresses there */
+/* Per hash bucket: whether filter counts any, read by every free. 8 KiB in
+ * the library's own data, where it stays in cache: the counts (64 KiB,
+ * mapped) made the free of an unsampled address a cache and TLB miss, half
+ * of sampled mode's cost on a CNN step. Written under the lock. */
+static _Atomic uint8_t filter_bits[FILTER_CAP / 8];
+
+static inline int bucket(uint64_t h) {
+  return (int)((h >> 40) & (FILTER_CAP - 1));
+}
 static _Atomic uint32_t live_n, live_used; /* live; live + deleted */
 static atomic_flag live_lock = ATOMIC_FLAG_INIT;
 static _Atomic int live_failed;
@@ -230,8 +239,10 @@ static int live_add(uint64_t a) {
       while (live[j] >= 2) j = (j + 1) & (LIVE_CAP - 1);
       if (!live[j]) atomic_fetch_add(&live_used, 1);
       live[j] = a;
-      uint8_t *f = &filter[(h >> 40) & (FILTER_CAP - 1)];
-      if (*f < 255) ++*f;
+      int b = bucket(h);
+      if (filter[b] < 255) ++filter[b];
+      atomic_fetch_or_explicit(&filter_bits[b / 8], (uint8_t)(1u << (b % 8)),
+                               memory_order_relaxed);
       atomic_fetch_add(&live_n, 1);
       ok = 1;
     }
@@ -246,8 +257,10 @@ static int live_add(uint64_t a) {
 static int live_take(uint64_t a) {
   if (!atomic_load_explicit(&live_n, memory_order_relaxed)) return 0;
   uint64_t h = hash64(a);
-  uint8_t *f = &filter[(h >> 40) & (FILTER_CAP - 1)];
-  if (!__atomic_load_n(f, __ATOMIC_RELAXED)) return 0;
+  int b = bucket(h);
+  if (!(atomic_load_explicit(&filter_bits[b / 8], memory_order_relaxed) &
+        (1u << (b % 8))))
+    return 0;
   int found = 0;
   mlprof__quiet = 1;
   lock();
@@ -255,7 +268,11 @@ static int live_take(uint64_t a) {
        j = (j + 1) & (LIVE_CAP - 1))
     if (live[j] == a) {
       live[j] = 1;
-      if (*f < 255) --*f; /* a saturated bucket stays: only costs a probe */
+      /* A saturated bucket stays: only costs a probe. */
+      if (filter[b] < 255 && !--filter[b])
+        atomic_fetch_and_explicit(&filter_bits[b / 8],
+                                  (uint8_t) ~(1u << (b % 8)),
+                                  memory_order_relaxed);
       atomic_fetch_sub(&live_n, 1);
       found = 1;
       break;
@@ -287,15 +304,34 @@ __attribute__((constructor)) static void malloc_setup(void) {
 /* The allocation's site: the native frame that called the hook (pc, its
  * return address), then the thread's Python frames when a walker is
  * registered (src/record/stack.h), interned; 0 when the tables are full. */
-#define SITE_DEPTH 128
-
 static uint32_t site_here(uintptr_t pc) {
-  uint32_t fr[SITE_DEPTH];
+  uint32_t fr[MLPROF__SITE_DEPTH];
   size_t n = 0;
   if ((fr[0] = mlprof__stack_frame_native(pc))) n = 1;
   const mlprof__stack_walker *w = mlprof__stack_walker_get();
-  if (w && w->self) n += w->self(fr + n, SITE_DEPTH - n);
-  return mlprof__stack_intern(fr, n);
+  if (w && w->self) n += w->self(fr + n, MLPROF__SITE_DEPTH - n);
+  mlprof__thread *t = mlprof__tls.thread;
+  if (!n || !t) return mlprof__stack_intern(fr, n);
+  /* A site sharing its outer frames with the thread's last one interns
+   * only the frames that differ (ids never change): a CNN's step samples
+   * the same few stacks again and again. */
+  size_t k = 0, last = t->site_n;
+  while (k < n && k < last && fr[n - 1 - k] == t->site_fr[last - 1 - k]) k++;
+  uint32_t id = k ? t->site_node[last - k] : 0;
+  if (k && last != n)
+    memmove(t->site_node + n - k, t->site_node + last - k,
+            k * sizeof *t->site_node);
+  memcpy(t->site_fr, fr, n * sizeof *fr);
+  t->site_n = (uint32_t)n;
+  for (size_t i = n - k; i-- > 0;) {
+    /* An unknown frame (a full table) still takes its place. */
+    if (!(id = mlprof__stack_push(id, fr[i]))) {
+      t->site_n = 0;
+      return 0;
+    }
+    t->site_node[i] = id;
+  }
+  return id;
 }
 
 static __attribute__((noinline)) void note_alloc(void *p, size_t n,

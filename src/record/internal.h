@@ -119,6 +119,8 @@ typedef struct {
 } mlprof__frame;
 
 #define MLPROF__ICACHE 64
+/* Frames kept in an allocation site's stack (malloc.c). */
+#define MLPROF__SITE_DEPTH 128
 
 typedef struct mlprof__thread {
   struct mlprof__thread *next; /* in the global list; see buffer.c */
@@ -137,6 +139,11 @@ typedef struct mlprof__thread {
     const mlprof_site *site;
     uint32_t hash;
   } icache[MLPROF__ICACHE]; /* recently interned names (intern.c) */
+  /* The thread's last allocation site (malloc.c): its frames, innermost
+   * first, and the stack id of each suffix (site_node[i]: frames i..
+   * outwards). */
+  uint32_t site_fr[MLPROF__SITE_DEPTH], site_node[MLPROF__SITE_DEPTH];
+  uint32_t site_n;
 
   /* Oldest buffer not yet recycled: set once by the owner (its first buffer),
    * then owned by the writer. */

@@ -81,9 +81,10 @@ def test_report_window_and_processes(run):
     (["--rank", "-1"], "--rank wants a rank"),
     (["--skip-warmup", "-2"], "--skip-warmup wants a number"),
 ])
-def test_bad_filters_are_usage_errors(run, args, message):
-    for cmd in ("report", "trace", "html", "compare", "diff"):
-        paths = [run, run] if cmd in ("compare", "diff") else [run]
+def test_bad_filters_are_usage_errors(run, args, message, tmp_path):
+    for cmd in ("report", "trace", "html", "compare", "diff", "export"):
+        paths = [run, run] if cmd in ("compare", "diff") else \
+            [run, "-o", str(tmp_path / "tables")] if cmd == "export" else [run]
         p = mlprof(cmd, *args, *paths, check=False)
         assert p.returncode == 2, (cmd, p.stderr)
         assert message in p.stderr
@@ -100,17 +101,19 @@ def test_bad_filters_are_usage_errors(run, args, message):
     (["--skip-warmup", "40"], "select no step: this run has 10 steps"),
     (["--thread", "nosuch"], "--thread/--track match no thread"),
 ])
-def test_filters_matching_nothing_say_so(run, args, message):
+def test_filters_matching_nothing_say_so(run, args, message, tmp_path):
     """A filter that matches nothing is the user's mistake: a one-line error
     naming the options and what the run has, exit 2 — never an empty
     report that reads as "no zones recorded" (issue #21)."""
-    for cmd in ("report", "trace", "html", "compare", "diff"):
-        paths = [run, run] if cmd in ("compare", "diff") else [run]
+    for cmd in ("report", "trace", "html", "compare", "diff", "export"):
+        paths = [run, run] if cmd in ("compare", "diff") else \
+            [run, "-o", str(tmp_path / "tables")] if cmd == "export" else [run]
         p = mlprof(cmd, *args, *paths, check=False)
         assert p.returncode == 2, (cmd, p.returncode, p.stderr)
         assert message in p.stderr, (cmd, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1, (cmd, p.stderr)
         assert "No zones recorded" not in p.stdout
+    assert not (tmp_path / "tables").exists()
 
 
 def test_a_zone_filter_matching_nothing_names_the_zones(run):

@@ -213,3 +213,58 @@ def test_no_leak_from_imports_warmup_cache_or_workers(tmp_path):
     # The DataLoader's two workers wrote their own profiles.
     assert len(procs) >= 3
     assert [s for s in sites if s["leak"]] == []
+
+
+SITES = '''\
+def two_lines():
+    a = bytearray(1 << 20)
+    b = bytearray(1 << 20)
+    return len(a) + len(b)
+
+
+def inner():
+    return len(bytearray(1 << 20))
+
+
+def left():
+    return inner()
+
+
+def right():
+    return inner()
+
+
+def main():
+    for _ in range(200):
+        two_lines()
+        left()
+        right()
+    print("done")
+
+
+main()
+'''
+
+
+def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
+    # Sites recur step after step, and are looked up through the walker's
+    # and each thread's caches: two lines of one function, and one line
+    # reached from two callers, must stay four sites.
+    script = tmp_path / "sites.py"
+    script.write_text(SITES)
+    out = tmp_path / "out"
+    r = mlprof("run", "-q", "--memory=all", "-o", out, "--",
+               sys.executable, script)
+    assert r.stdout == "done\n"
+    _, sites = own(report_json(out))
+    by = {}
+    for s in sites:
+        by[s["python"]] = by.get(s["python"], 0) + s["allocated_bytes"]
+    top = "%s:21 main < %s:27 <module>" % (script, script)
+    want = ["%s:2 two_lines < %s" % (script, top),
+            "%s:3 two_lines < %s" % (script, top),
+            # (the report names three of the program's frames)
+            "%s:8 inner < %s:12 left < %s:22 main" % (script, script, script),
+            "%s:8 inner < %s:16 right < %s:23 main" % (script, script, script)]
+    for w in want:
+        assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))

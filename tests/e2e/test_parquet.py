@@ -9,6 +9,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 
 import duckdb
 import pyarrow as pa
@@ -16,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import craft
-from conftest import MLPROF, mlprof, program, report_json
+from conftest import MLPROF, mlprof, program, report_json, zone
 from mpi_flavours import OPEN_MPI
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -157,7 +158,7 @@ def con(out):
     c = duckdb.connect()
     c.execute(f"create view spans as select * from "
               f"read_parquet('{out}/spans/*.parquet')")
-    for t in ("zones", "steps", "samples", "collectives", "findings"):
+    for t in TABLES:
         c.execute(f"create view {t} as select * from '{out}/{t}.parquet'")
     return c
 
@@ -292,18 +293,65 @@ SCHEMA = {
                  ("evidence", pa.string(), False),
                  ("recommendation", pa.string(), True),
                  ("note", pa.string(), True)],
+    "memory_sites": [("pid", pa.int64(), False), ("zone", pa.string(), False),
+                     ("stack", pa.int64(), True),
+                     ("python", pa.string(), False),
+                     ("native", pa.string(), False),
+                     ("allocated_bytes", pa.int64(), False),
+                     ("count", pa.int64(), False),
+                     ("at_peak_bytes", pa.int64(), False),
+                     ("live_end_bytes", pa.int64(), False),
+                     ("leak", pa.int32(), False),
+                     ("bytes_per_step", pa.float64(), False)],
+    "allocations": [
+        ("process", pa.string(), False), ("pid", pa.int64(), False),
+        ("rank", pa.int64(), True), ("host", pa.string(), False),
+        ("thread", pa.int64(), False), ("time_ns", pa.int64(), False),
+        ("size", pa.int64(), False), ("weight", pa.int64(), False),
+        ("address", pa.int64(), False), ("zone", pa.string(), True),
+        ("stack", pa.int64(), True), ("step", pa.int64(), True)],
+    "stack_samples": [
+        ("process", pa.string(), False), ("pid", pa.int64(), False),
+        ("rank", pa.int64(), True), ("host", pa.string(), False),
+        ("thread", pa.int64(), False), ("time_ns", pa.int64(), False),
+        ("weight_ns", pa.int64(), False), ("on_cpu", pa.int32(), False),
+        ("cpu_ns", pa.int64(), True), ("stack", pa.int64(), True),
+        ("step", pa.int64(), True)],
+    "stacks": [
+        ("process", pa.string(), False), ("pid", pa.int64(), False),
+        ("rank", pa.int64(), True), ("host", pa.string(), False),
+        ("stack", pa.int64(), False), ("parent", pa.int64(), True),
+        ("depth", pa.int32(), False), ("function", pa.string(), False),
+        ("file", pa.string(), False), ("line", pa.int64(), True),
+        ("native", pa.int32(), False), ("folded", pa.string(), False)],
 }
+
+TABLES = ("zones", "steps", "samples", "collectives", "findings",
+          "memory_sites", "allocations", "stack_samples", "stacks")
 
 
 def table_files(out):
     yield from (("spans", f) for f in sorted(glob.glob(f"{out}/spans/*")))
-    for t in ("zones", "steps", "samples", "collectives", "findings"):
+    for t in TABLES:
         yield t, f"{out}/{t}.parquet"
+
+
+def check_schema(table, path):
+    """The file's schema, metadata and encodings are docs/parquet.md's."""
+    f = pq.ParquetFile(path)
+    want = pa.schema([pa.field(n, t, nullable=null)
+                      for n, t, null in SCHEMA[table]])
+    assert f.schema_arrow.remove_metadata().equals(want), (
+        path, f.schema_arrow)
+    meta = f.metadata.metadata
+    assert meta[b"mlprof.schema"] == b"mlprof.parquet/1"
+    assert meta[b"mlprof.table"] == table.encode()
+    f.read().validate(full=True)
 
 
 def test_pyarrow_schema_and_types(exported):
     files = list(table_files(exported))
-    assert len(files) == 8 + 5
+    assert len(files) == 8 + len(TABLES)
     for table, path in files:
         f = pq.ParquetFile(path)
         want = pa.schema([pa.field(n, t, nullable=null)
@@ -322,8 +370,9 @@ def test_pyarrow_schema_and_types(exported):
                 assert col.compression == "ZSTD"
                 enc = set(col.encodings)
                 if SCHEMA[table][k][1] == pa.string() and \
-                        SCHEMA[table][k][0] not in ("meta", "summary",
-                                                    "evidence"):
+                        SCHEMA[table][k][0] not in (
+                            "meta", "summary", "evidence", "folded",
+                            "python", "native"):
                     assert "RLE_DICTIONARY" in enc, (path, col)
                 if SCHEMA[table][k][0] in ("start_ns", "end_ns", "time_ns"):
                     assert "DELTA_BINARY_PACKED" in enc, (path, col)
@@ -353,7 +402,8 @@ def test_docs_duckdb_queries(layout, monkeypatch):
     and the ones with a known answer give it."""
     monkeypatch.chdir(layout)
     blocks = doc_blocks("sql")
-    assert len(blocks) == 7
+    assert len(blocks) == 9  # the last two: test_docs_memory_stack_queries
+    blocks = blocks[:7]
     c = duckdb.connect()
     results = [c.execute(q).fetchall() for q in blocks]
     assert all(results)
@@ -384,7 +434,7 @@ def test_to_duckdb(exported, tmp_path):
         tables.to_duckdb(str(tmp_path))
 
 
-def test_pyspark_reads_every_table(exported, report, layout):
+def test_pyspark_reads_every_table(exported, report, layout, python_run):
     os.environ.setdefault("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
     from pyspark.sql import SparkSession, functions as F
     spark = (SparkSession.builder.master("local[1]").appName("mlprof-test")
@@ -405,6 +455,18 @@ def test_pyspark_reads_every_table(exported, report, layout):
             df = spark.read.parquet(f"{exported}/{t}.parquet")
             assert df.count() == \
                 c.execute(f"select count(*) from {t}").fetchone()[0], t
+        # The memory and stack tables, from a run that has them.
+        _, py_tables = python_run
+        pc = con(py_tables)
+        for t in ("memory_sites", "allocations", "stack_samples", "stacks"):
+            df = spark.read.parquet(f"{py_tables}/{t}.parquet")
+            n = pc.execute(f"select count(*) from {t}").fetchone()[0]
+            assert n > 0 and df.count() == n, t
+        joined = spark.read.parquet(f"{py_tables}/stack_samples.parquet").join(
+            spark.read.parquet(f"{py_tables}/stacks.parquet"), ["pid", "stack"])
+        assert joined.count() == pc.execute(
+            "select count(*) from stack_samples join stacks using (pid, stack)"
+        ).fetchone()[0]
         # The slowest rank per step, as in docs/parquet.md.
         steps = spark.read.parquet(f"{exported}/steps.parquet")
         slow = steps.groupBy("step").agg(
@@ -588,3 +650,143 @@ def test_interrupted_export_leaves_no_temporary(tmp_path):
     left = [f for f in glob.glob(f"{out}/**", recursive=True) if ".tmp-" in f]
     assert left == []
     assert not os.path.exists(f"{out}/spans/part-00001.parquet")
+
+
+# ---- memory and stack tables (a real Python run) -----------------------------
+
+MEM_STACKS = """
+import time
+
+def spin(t):
+    end = time.perf_counter() + t
+    while time.perf_counter() < end:
+        pass
+
+def grow(n):
+    return [bytearray(64 * 1024) for _ in range(n)]
+
+kept = []
+for _ in range(4):
+    spin(0.1)
+    kept.append(grow(16))
+    del kept[0:len(kept) // 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def python_run(tmp_path_factory):
+    """`mlprof run --memory=all --stacks 500` of a Python program that
+    spins and allocates: its run directory and its export."""
+    d = tmp_path_factory.mktemp("pyrun")
+    (d / "prog.py").write_text(MEM_STACKS)
+    out = str(d / "run")
+    mlprof("run", "-q", "--memory=all", "--stacks", "500", "-o", out, "--",
+           sys.executable, str(d / "prog.py"))
+    tables = str(d / "tables")
+    mlprof("export", out, "-o", tables)
+    return out, tables
+
+
+def test_memory_and_stack_tables_equal_the_report(python_run):
+    run, out = python_run
+    rep = report_json(run)
+    mem, hot = rep["memory"], rep["hot"]
+    c = con(out)
+    # allocations: per process, the records and their bytes.
+    got = {pid: (n, b) for pid, n, b in c.execute(
+        "select pid, count(*), sum(weight) from allocations group by pid"
+    ).fetchall()}
+    want = {p["pid"]: (p["allocs"], p["allocated_bytes"])
+            for p in mem["processes"] if p["allocs"]}
+    assert want and got == want
+    # memory_sites: the report's sites, row for row.
+    rows = c.execute(
+        "select pid, zone, coalesce(stack, 0), allocated_bytes, count, "
+        "at_peak_bytes, live_end_bytes, leak = 1, python, native "
+        "from memory_sites").fetchall()
+    assert sorted(rows) == sorted(
+        (s["pid"], s["zone"], s["stack"], s["allocated_bytes"], s["count"],
+         s["at_peak_bytes"], s["live_end_bytes"], s["leak"], s["python"],
+         s["native"]) for s in mem["sites"])
+    assert c.execute("select sum(allocated_bytes) from memory_sites"
+                     ).fetchone()[0] == sum(
+                         p["allocated_bytes"] for p in mem["processes"])
+    # stack_samples: count, time and CPU as the hot functions count them.
+    n, on_cpu, wall, on_cpu_ns = c.execute(
+        "select count(*), sum(on_cpu), sum(weight_ns), "
+        "sum(weight_ns) filter (where on_cpu = 1) from stack_samples"
+    ).fetchone()
+    assert n > 50
+    assert (n, on_cpu, wall, on_cpu_ns) == (
+        hot["samples"], hot["on_cpu"], hot["wall_ns"], hot["on_cpu_ns"])
+    # stacks: every sample's stack is defined; spin's self time is the
+    # time of the samples whose leaf is spin.
+    assert c.execute(
+        "select count(*) from stack_samples x left join stacks s "
+        "on x.pid = s.pid and x.stack = s.stack "
+        "where x.stack is not null and s.stack is null").fetchone()[0] == 0
+    spin = [f for f in hot["functions"]
+            if f["function"] == "spin" and f["file"].endswith("prog.py")]
+    assert len(spin) == 1
+    self_ns, folded = c.execute(
+        "select sum(x.weight_ns), any_value(s.folded) from stack_samples x "
+        "join stacks s on x.pid = s.pid and x.stack = s.stack "
+        "where s.function = 'spin' and s.file like '%prog.py'").fetchone()
+    assert self_ns == spin[0]["self_ns"]
+    assert folded.endswith(";spin (%s:7)" % spin[0]["file"]) or \
+        ";spin (" in folded, folded
+    assert "<module> (" in folded.split(";")[0]
+    for t in ("memory_sites", "allocations", "stack_samples", "stacks"):
+        check_schema(t, f"{out}/{t}.parquet")
+
+
+def test_docs_memory_stack_queries(python_run, monkeypatch):
+    """docs/parquet.md's queries of the stack and allocation tables run on
+    an export of a Python run and name its functions."""
+    run, out = python_run
+    monkeypatch.chdir(os.path.dirname(out))
+    os.symlink(out, "base")
+    hot_rows, alloc_rows = [duckdb.connect().execute(q).fetchall()
+                            for q in doc_blocks("sql")[7:]]
+    assert hot_rows[0][0] == "spin" and hot_rows[0][1].endswith("prog.py")
+    assert alloc_rows and all(";" in r[1] or "(" in r[1] for r in alloc_rows)
+    assert any("grow (" in r[1] for r in alloc_rows), alloc_rows
+
+
+def export_filtered(job, tmp_path, *args):
+    out = str(tmp_path / "f")
+    r = mlprof("export", job, "-o", out, *args, check=False)
+    return r, out
+
+
+def test_filters_keep_what_report_keeps(job, tmp_path):
+    r, out = export_filtered(job, tmp_path, "--rank", "1", "--zone",
+                             "forward", "--steps", "5:10")
+    assert r.returncode == 0, r.stderr
+    rep = report_json(job, "--rank", "1", "--zone", "forward",
+                      "--steps", "5:10")
+    c = con(out)
+    assert c.execute("select distinct rank from spans").fetchall() == [(1,)]
+    assert c.execute("select distinct zone from spans").fetchall() == [
+        ("forward",)]
+    z = zone(rep, "forward")
+    assert c.execute("select count(*), sum(dur_ns) from spans").fetchone() \
+        == (z["count"], z["total_ns"])
+    assert c.execute("select zone, count from zones").fetchall() == [
+        ("forward", z["count"])]
+    # Steps 5 to 9 of the run, numbered from the first kept (as the
+    # filtered report numbers them).
+    assert c.execute("select min(step), max(step) from spans").fetchone() \
+        == (0, 4)
+    assert c.execute("select distinct rank, step from steps order by step"
+                     ).fetchall() == [(1, k) for k in range(5)]
+
+
+def test_filter_matching_nothing_fails(job, tmp_path):
+    r, out = export_filtered(job, tmp_path, "--rank", "99")
+    want = subprocess.run([MLPROF, "report", job, "--rank", "99"],
+                          capture_output=True, text=True)
+    assert r.returncode == 2 and want.returncode == 2
+    msg = want.stderr.split("mlprof report: ", 1)[1]
+    assert r.stderr == "mlprof export: " + msg
+    assert not os.path.exists(out)
