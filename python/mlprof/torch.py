@@ -544,7 +544,7 @@ def profile_data_loading(loader, num_batches, prof=None):
     and its bytes as a metric. With num_workers > 0 each worker process
     writes its own profile, with a zone "worker_fetch" per batch it made.
     Returns wait statistics, batch size, samples/s, bytes per batch and the
-    worker processes seen."""
+    loader's worker processes."""
     prof, started = _own_profiler(prof)
     workers = getattr(loader, "num_workers", 0)
     old_init = getattr(loader, "worker_init_fn", None)
@@ -570,6 +570,9 @@ def profile_data_loading(loader, num_batches, prof=None):
             batches += 1
     finally:
         elapsed = time.perf_counter() - t0
+        # This loader's workers (other children of this process, such as
+        # an earlier loader's sampled workers, have profiles too).
+        pids = {w.pid for w in getattr(it, "_workers", ())}
         shutdown = getattr(it, "_shutdown_workers", None)
         if shutdown is not None:
             shutdown()  # workers exit and close their profiles
@@ -581,7 +584,8 @@ def profile_data_loading(loader, num_batches, prof=None):
         prof.stop()
     z = _zone_stats(s, "data_wait") or {}
     me = os.getpid()
-    procs = [p for p in s["processes"] if p["ppid"] == me]
+    procs = [p for p in s["processes"]
+             if (p["pid"] in pids if pids else p["ppid"] == me)]
     wz = _zone_stats(s, "worker_fetch")
     return {
         "batches": batches, "samples": samples,
