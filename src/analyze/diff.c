@@ -359,29 +359,35 @@ static int u64_cmp(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* The step intervals of r's process with the most step marks into *z:
- * durations sorted (owned), count, total, mean and p99; its step marks into
- * *marks. Returns 0 (count 0 when r has no step) or MLPROF_ENOMEM. */
+/* The step intervals of every process of r (each process's steps as
+ * mlprof__report_marks gives them: a run of several processes, rounds or
+ * ranks, is judged on all its steps, not on one process's) into *z:
+ * durations sorted (owned), count, total, mean and p99; their step marks
+ * into *marks. Returns 0 (count 0 when r has no step) or MLPROF_ENOMEM. */
 static int step_side(const mlprof__report *r, mlprof__zone_stats *z,
                      uint64_t *marks) {
   memset(z, 0, sizeof *z);
-  const mlprof__marks *m = NULL;
+  size_t steps = 0;
+  *marks = 0;
   for (size_t i = 0; i < r->nprocs; i++) {
-    const mlprof__marks *p = mlprof__report_marks(r, i);
-    if (p && (!m || p->steps > m->steps)) m = p;
+    const mlprof__marks *m = mlprof__report_marks(r, i);
+    if (m) steps += m->steps, *marks += m->marks;
   }
-  if (!m || !m->steps) return 0;
-  *marks = m->marks;
-  if (!(z->durations = malloc(m->steps * sizeof *z->durations)))
+  if (!steps) return 0;
+  if (!(z->durations = malloc(steps * sizeof *z->durations)))
     return MLPROF_ENOMEM;
-  mlprof__marks_cursor c;
-  mlprof__marks_cursor_init(&c, m);
-  uint64_t t, prev = 0;
-  int end, open = 0;
-  while (mlprof__marks_next(&c, &t, &end) && z->count < m->steps) {
-    if (open) z->durations[z->count++] = t - prev;
-    open = !end;
-    prev = t;
+  for (size_t i = 0; i < r->nprocs; i++) {
+    const mlprof__marks *m = mlprof__report_marks(r, i);
+    if (!m) continue;
+    mlprof__marks_cursor c;
+    mlprof__marks_cursor_init(&c, m);
+    uint64_t t, prev = 0, n = 0;
+    int end, open = 0;
+    while (mlprof__marks_next(&c, &t, &end) && n < m->steps) {
+      if (open) z->durations[z->count++] = t - prev, n++;
+      open = !end;
+      prev = t;
+    }
   }
   qsort(z->durations, z->count, sizeof *z->durations, u64_cmp);
   for (size_t i = 0; i < z->count; i++) z->total_ns += z->durations[i];
