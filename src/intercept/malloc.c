@@ -287,15 +287,24 @@ static int live_take(uint64_t a) {
 static void live_prepare(void) { lock(); }
 static void live_release(void) { unlock(); }
 
+/* Set while malloc_setup calls the process's malloc: this file's malloc
+ * says it was the one called. */
+static int probing, probed;
+
 __attribute__((constructor)) static void malloc_setup(void) {
   if (!next.free) resolve();
   /* The process's malloc is this file's when this library was preloaded (or
-   * linked before the C library); loaded later, the C library's wins. */
-  Dl_info mine, def;
-  void *fn = dlsym(RTLD_DEFAULT, "malloc");
-  if (fn && dladdr((void *)malloc_setup, &mine) && dladdr(fn, &def) &&
-      mine.dli_fbase == def.dli_fbase)
-    atomic_store(&mlprof__mem_hooked, 1);
+   * linked before the C library); loaded later, the C library's wins. Asked
+   * by calling it: the address dlsym gives may be the executable's PLT
+   * entry (a non-PIE program that takes malloc's address, as Debian's
+   * python3 does), which says nothing of where it leads. */
+  void *(*fn)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+  if (fn) {
+    probing = 1;
+    free(fn(1));
+    probing = 0;
+  }
+  if (probed) atomic_store(&mlprof__mem_hooked, 1);
   pthread_atfork(live_prepare, live_release, live_release);
 }
 
@@ -364,6 +373,7 @@ static inline void note_free(void *p) {
 
 EXPORT void *malloc(size_t n) {
   if (MLPROF__UNLIKELY(!ready())) return arena_alloc(n);
+  if (MLPROF__UNLIKELY(probing)) probed = 1;
   void *p = next.malloc(n);
   NOTE(p, n);
   return p;
