@@ -296,7 +296,7 @@ static int zones(const mlprof__fpass *p, mlprof__findings *f,
     double *means = malloc(r->nzones * sizeof *means);
     if (!means) return MLPROF_ENOMEM;
     for (size_t i = 0; i < r->nzones; i++) means[i] = r->zones[i].mean_ns;
-    qsort(means, r->nzones, sizeof *means, dbl_cmp);
+    mlprof__sort(means, r->nzones, sizeof *means, dbl_cmp);
     p90 = means[mlprof__pct_rank(r->nzones, 90) - 1];
     free(means);
   }

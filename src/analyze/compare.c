@@ -187,7 +187,7 @@ int mlprof__compare_finish(mlprof__compare *c) {
   for (size_t i = 0; i < n && !rc; i++)
     for (size_t z = 0; z < c->runs[i].report.nzones; z++)
       refs[k++] = (zone_ref){&c->runs[i].report.zones[z], i};
-  if (!rc && nrefs) qsort(refs, nrefs, sizeof *refs, zone_ref_cmp);
+  if (!rc && nrefs) mlprof__sort(refs, nrefs, sizeof *refs, zone_ref_cmp);
   size_t ndistinct = 0;
   for (size_t i = 0; i < nrefs; i++)
     ndistinct +=
@@ -237,7 +237,7 @@ int mlprof__compare_finish(mlprof__compare *c) {
   }
   free(refs);
   if (!rc && c->nzones)
-    qsort(c->zones, c->nzones, sizeof *c->zones, compare_zone_cmp);
+    mlprof__sort(c->zones, c->nzones, sizeof *c->zones, compare_zone_cmp);
   if (!rc) {
     for (size_t i = 0; i < n; i++) keys[i] = (double)c->runs[i].report.wall_ns;
     rank_runs(c->by_total, keys, n);

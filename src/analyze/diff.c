@@ -140,7 +140,7 @@ static int zones_by_name(const mlprof__report *r,
   const mlprof__zone_stats **z = malloc(r->nzones * sizeof *z);
   if (!z) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nzones; i++) z[i] = &r->zones[i];
-  qsort(z, r->nzones, sizeof *z, zone_ptr_cmp);
+  mlprof__sort(z, r->nzones, sizeof *z, zone_ptr_cmp);
   *out = z;
   return 0;
 }
@@ -319,7 +319,7 @@ static int find_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
   size_t n = 0;
   for (size_t i = 0; i < d->nzones; i++)
     if (d->zones[i].in_shift) l[n++] = log(d->zones[i].ratio);
-  qsort(l, n, sizeof *l, double_cmp);
+  mlprof__sort(l, n, sizeof *l, double_cmp);
   double m0 = quantile_sorted(l, n, 0.5);
   /* The zones that moved with the median one; the common shift and its
    * spread are theirs, so the zones beyond it do not blur them. */
@@ -332,7 +332,7 @@ static int find_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
   s->agreeing = n;
   double m = m0, iqr = NAN;
   if (n) {
-    qsort(l, n, sizeof *l, double_cmp);
+    mlprof__sort(l, n, sizeof *l, double_cmp);
     m = quantile_sorted(l, n, 0.5);
     iqr = quantile_sorted(l, n, 0.75) - quantile_sorted(l, n, 0.25);
   }
@@ -389,7 +389,7 @@ static int step_side(const mlprof__report *r, mlprof__zone_stats *z,
       prev = t;
     }
   }
-  qsort(z->durations, z->count, sizeof *z->durations, u64_cmp);
+  mlprof__sort(z->durations, z->count, sizeof *z->durations, u64_cmp);
   for (size_t i = 0; i < z->count; i++) z->total_ns += z->durations[i];
   if (z->count) {
     z->mean_ns = (double)z->total_ns / (double)z->count;
@@ -529,7 +529,8 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
     mlprof__diff_free(d);
     return rc;
   }
-  if (d->nzones) qsort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
+  if (d->nzones)
+    mlprof__sort(d->zones, d->nzones, sizeof *d->zones, diff_zone_cmp);
   int other_work = d->has_unit && d->work_differs;
   for (size_t k = 0; k < d->nzones; k++) {
     const mlprof__diff_zone *z = &d->zones[k];

@@ -772,8 +772,10 @@ static long last_at(const ival *v, size_t n, uint64_t t) {
  * the call and ended with the completion. An irecv completed by a test, or
  * by a wait of no zone (torch's), did not block. */
 static void irecvs(mlprof__dist_builder *b) {
-  if (b->ndones > 1) qsort(b->dones, b->ndones, sizeof *b->dones, cmp_ival);
-  if (b->nwaits > 1) qsort(b->waits, b->nwaits, sizeof *b->waits, cmp_ival);
+  if (b->ndones > 1)
+    mlprof__sort(b->dones, b->ndones, sizeof *b->dones, cmp_ival);
+  if (b->nwaits > 1)
+    mlprof__sort(b->waits, b->nwaits, sizeof *b->waits, cmp_ival);
   uint64_t mono = (uint64_t)b->ranks[b->rank].start_mono, prev = 0;
   for (size_t i = b->first_p2p; i < b->np2p; i++) {
     p2p *x = &b->p2ps[i];
@@ -814,9 +816,10 @@ static int cmp_acall(const void *a, const void *b) {
  * collective's instance (collectives then counts the wait up to it). */
 static void pair_done(mlprof__dist_builder *b) {
   if (!b->ncdones) return;
-  if (b->ncalls > 1) qsort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
+  if (b->ncalls > 1)
+    mlprof__sort(b->calls, b->ncalls, sizeof *b->calls, cmp_acall);
   if (b->ncdones > 1)
-    qsort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
+    mlprof__sort(b->cdones, b->ncdones, sizeof *b->cdones, cmp_acall);
   uint32_t r = (uint32_t)b->rank;
   size_t i = 0;
   int64_t mono = b->ranks[r].start_mono;
@@ -910,7 +913,7 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
   }
   rs->nsteps = n;
   irecvs(b);
-  if (b->ncomm > 1) qsort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
+  if (b->ncomm > 1) mlprof__sort(b->comm, b->ncomm, sizeof *b->comm, cmp_ival);
   rs->exposed_ns = cut_by_steps(rs, b->comm, b->ncomm, offsetof(rstep, comm));
   /* The zones of depth 0 on the step thread: what the steps spent in none
    * of them is the time outside zones. */
@@ -927,7 +930,7 @@ int mlprof__dist_profile_end(mlprof__dist_builder *b) {
       }
     /* A thread's zones of depth 0 come in order already (one ends before
      * the next begins): sorted only when not. */
-    if (nt > 1 && !sorted) qsort(v, nt, sizeof *v, cmp_ival);
+    if (nt > 1 && !sorted) mlprof__sort(v, nt, sizeof *v, cmp_ival);
     cut_by_steps(rs, v, nt, offsetof(rstep, zoned));
     free(v);
     rs->zoned = 1;
@@ -1125,7 +1128,8 @@ static int collectives(mlprof__dist_builder *b) {
     double f = mlprof__op_bus_factor(t->op, t->ranks);
     t->busbw = f > 0 ? t->algbw * f : NAN;
   }
-  if (d->ncolls > 1) qsort(d->colls, d->ncolls, sizeof *d->colls, bucket_cmp);
+  if (d->ncolls > 1)
+    mlprof__sort(d->colls, d->ncolls, sizeof *d->colls, bucket_cmp);
   d->unmatched = b->unmatched;
   return 0;
 }
@@ -1165,7 +1169,7 @@ static int p2p_match(mlprof__dist_builder *b) {
   mlprof__dist *d = b->d;
   size_t n = b->nranks, cap = 0;
   if (!b->np2p) return 0;
-  if (b->np2p > 1) qsort(b->p2ps, b->np2p, sizeof *b->p2ps, p2p_cmp);
+  if (b->np2p > 1) mlprof__sort(b->p2ps, b->np2p, sizeof *b->p2ps, p2p_cmp);
   for (size_t i = 0, j; i < b->np2p; i = j) {
     const p2p *k = &b->p2ps[i];
     size_t ns = 0, nr = 0;
@@ -1211,7 +1215,7 @@ static int p2p_match(mlprof__dist_builder *b) {
   }
   /* A receiver blocked once for all the receives one wait completed: its
    * waiting is the longest of theirs. */
-  if (b->np2p > 1) qsort(b->p2ps, b->np2p, sizeof *b->p2ps, blocked_cmp);
+  if (b->np2p > 1) mlprof__sort(b->p2ps, b->np2p, sizeof *b->p2ps, blocked_cmp);
   for (size_t i = 0; i < b->np2p && b->p2ps[i].recv; i++) {
     const p2p *x = &b->p2ps[i];
     p2p *next = i + 1 < b->np2p ? &b->p2ps[i + 1] : NULL;
@@ -1231,7 +1235,8 @@ static int p2p_match(mlprof__dist_builder *b) {
     l->bandwidth =
         l->time_ns ? (double)l->bytes * 1e9 / (double)l->time_ns : NAN;
   }
-  if (d->nlinks > 1) qsort(d->links, d->nlinks, sizeof *d->links, link_cmp);
+  if (d->nlinks > 1)
+    mlprof__sort(d->links, d->nlinks, sizeof *d->links, link_cmp);
   for (size_t q = 0; q < d->nlinks; q++)
     if (d->links[q].bytes && isfinite(d->links[q].bandwidth) &&
         (d->slowest_link < 0 ||
@@ -1260,7 +1265,7 @@ static int rank_waits(mlprof__dist_builder *b) {
         w[nw++] = (ival){(uint64_t)(q->enter - rs->start_mono),
                          (uint64_t)(q->exit - rs->start_mono)};
     }
-    qsort(w, nw, sizeof *w, cmp_ival);
+    mlprof__sort(w, nw, sizeof *w, cmp_ival);
     for (size_t i = 0; i < nw;) {
       uint64_t lo = w[i].b, hi = w[i].e;
       for (i++; i < nw && w[i].b <= hi; i++)
@@ -1600,7 +1605,7 @@ static int findings(mlprof__dist_builder *b, mlprof__findings *f) {
     if (!l || y->bandwidth < l->bandwidth) l = y;
   }
   if (nbw >= 3) {
-    qsort(bw, nbw, sizeof *bw, dbl_cmp);
+    mlprof__sort(bw, nbw, sizeof *bw, dbl_cmp);
     double med = nbw % 2 ? bw[nbw / 2] : (bw[nbw / 2 - 1] + bw[nbw / 2]) / 2;
     if (l->bandwidth < SLOW_LINK * med) {
       if (!(x = mlprof__finding_add(

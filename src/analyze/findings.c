@@ -251,7 +251,7 @@ static int finding_cmp(const void *a, const void *b) {
 
 void mlprof__findings_sort(mlprof__findings *f) {
   if (f->nfindings > 1)
-    qsort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
+    mlprof__sort(f->findings, f->nfindings, sizeof *f->findings, finding_cmp);
 }
 
 /* Index of the first sample at or after t with a valid value in v, or

@@ -373,7 +373,7 @@ static int device_idle(mlprof__gpu_acc *a, size_t profile, const gspan *g,
       if (ge > t) t = ge;
     }
   }
-  qsort(gaps, ngaps, sizeof *gaps, ival_by_begin);
+  mlprof__sort(gaps, ngaps, sizeof *gaps, ival_by_begin);
   /* The innermost zone open on the step's thread takes the gap time: a
    * span's overlap less its children's (spans come by their end, children
    * first). */
@@ -428,7 +428,7 @@ static int ival_by_time(const void *x, const void *y) {
 
 /* Sorts and merges n intervals; returns how many remain. */
 static size_t merge(ival *v, size_t n) {
-  qsort(v, n, sizeof *v, ival_by_time);
+  mlprof__sort(v, n, sizeof *v, ival_by_time);
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     if (m && v[i].b <= v[m - 1].e) {
@@ -525,7 +525,7 @@ static int launches(mlprof__gpu_acc *a, size_t nzones) {
     return MLPROF_ENOMEM;
   }
   memset(a->by_zone + old, 0, (a->bzcap - old) * sizeof *a->by_zone);
-  qsort(a->api, a->napi, sizeof *a->api, api_by_corr);
+  mlprof__sort(a->api, a->napi, sizeof *a->api, api_by_corr);
   for (size_t i = 0; i < a->ng; i++) {
     const gspan *g = &a->g[i];
     if (!g->corr) continue;
@@ -542,8 +542,8 @@ static int launches(mlprof__gpu_acc *a, size_t nzones) {
     else
       a->unmatched++, a->unmatched_ns += g->e - g->b;
   }
-  qsort(l, nl, sizeof *l, launch_cmp);
-  qsort(a->c, a->nc, sizeof *a->c, cspan_by_begin);
+  mlprof__sort(l, nl, sizeof *l, launch_cmp);
+  mlprof__sort(a->c, a->nc, sizeof *a->c, cspan_by_begin);
   /* A sweep per thread: spans begun by the launch pushed, those ended
    * popped; the top is the innermost zone open then. */
   size_t at = 0, top = 0;
@@ -584,8 +584,8 @@ int mlprof__gpu_profile_end(mlprof__gpu_acc *a, size_t profile, size_t nzones) {
     rc = launches(a, nzones);
     goto done;
   }
-  qsort(a->steps, a->nsteps, sizeof *a->steps, ival_by_begin);
-  qsort(a->g, a->ng, sizeof *a->g, gspan_cmp);
+  mlprof__sort(a->steps, a->nsteps, sizeof *a->steps, ival_by_begin);
+  mlprof__sort(a->g, a->ng, sizeof *a->g, gspan_cmp);
   uint64_t *zone_ns = malloc((nzones ? nzones : 1) * sizeof *zone_ns);
   if (!zone_ns) {
     rc = MLPROF_ENOMEM;
@@ -693,7 +693,7 @@ static int launched(mlprof__gpu_acc *a, const mlprof__fpass *p,
     x->gpu_ns = a->by_zone[z].ns;
     f->nlaunched++;
   }
-  qsort(f->launched, f->nlaunched, sizeof *f->launched, by_ns);
+  mlprof__sort(f->launched, f->nlaunched, sizeof *f->launched, by_ns);
   return 0;
 }
 

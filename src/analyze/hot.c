@@ -441,7 +441,7 @@ static int by_self(const void *a, const void *b) {
 
 /* Sorts r's rows and hands them over. */
 static void rows_done(rowset *r, mlprof__hot_row **out, size_t *n) {
-  qsort(r->rows, r->n, sizeof *r->rows, by_self);
+  mlprof__sort(r->rows, r->n, sizeof *r->rows, by_self);
   *out = r->rows;
   *n = r->n;
   mlprof__map_clear(&r->ix);
@@ -485,7 +485,7 @@ static int build_rows(mlprof__hot_builder *b) {
     rows_done(&zr[z], &hz->rows, &hz->nrows);
     h->nzones++;
   }
-  if (!rc) qsort(h->zones, h->nzones, sizeof *h->zones, zone_order);
+  if (!rc) mlprof__sort(h->zones, h->nzones, sizeof *h->zones, zone_order);
   if (rc) {
     free(all.rows);
     mlprof__map_clear(&all.ix);

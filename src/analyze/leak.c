@@ -36,7 +36,7 @@ static int dbl_cmp(const void *a, const void *b) {
 
 double mlprof__median(double *a, size_t n) {
   if (!n) return NAN;
-  qsort(a, n, sizeof *a, dbl_cmp);
+  mlprof__sort(a, n, sizeof *a, dbl_cmp);
   return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
 }
 
@@ -277,7 +277,8 @@ static int leak_zones(const mlprof__fpass *p, int prof, mlprof__leak *lk) {
     lk->zones[lk->nzones++] = (mlprof__leak_zone){
         name, z->len, a->spans, a->positive, a->sum / (double)a->spans};
   }
-  if (lk->nzones > 1) qsort(lk->zones, lk->nzones, sizeof *lk->zones, zone_cmp);
+  if (lk->nzones > 1)
+    mlprof__sort(lk->zones, lk->nzones, sizeof *lk->zones, zone_cmp);
   while (lk->nzones > 5) free(lk->zones[--lk->nzones].name);
   return 0;
 }

@@ -89,7 +89,7 @@ static int copy_table(mlprof__line_func *f, const mlprof__line_table *t) {
     func_free(f);
     return MLPROF_ENOMEM;
   }
-  qsort(f->rows, f->n, sizeof *f->rows, by_line);
+  mlprof__sort(f->rows, f->n, sizeof *f->rows, by_line);
   return 0;
 }
 
@@ -160,7 +160,7 @@ static int add_rows(mlprof__line_func *f, mlprof__line_func *g) {
     rows[j].exclusive_ns =
         sat_add(rows[j].exclusive_ns, g->rows[i].exclusive_ns);
   }
-  qsort(f->rows, f->n, sizeof *f->rows, by_line);
+  mlprof__sort(f->rows, f->n, sizeof *f->rows, by_line);
   return 0;
 }
 

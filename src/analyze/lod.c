@@ -396,13 +396,13 @@ static void sort_runs(mlprof__lod *l, size_t stop) {
       mlprof__lod_run *r = &t->lv[k];
       for (size_t j = 1; j < r->n; j++)
         if (cmp_item(&r->items[j - 1], &r->items[j]) > 0) {
-          qsort(r->items, r->n, sizeof *r->items, cmp_item);
+          mlprof__sort(r->items, r->n, sizeof *r->items, cmp_item);
           break;
         }
     }
     for (size_t j = 1; j < t->nargs; j++)
       if (cmp_arg(&t->args[j - 1], &t->args[j]) > 0) {
-        qsort(t->args, t->nargs, sizeof *t->args, cmp_arg);
+        mlprof__sort(t->args, t->nargs, sizeof *t->args, cmp_arg);
         break;
       }
   }

@@ -332,7 +332,7 @@ static uint64_t *step_times(mlprof__memory_builder *b, size_t *n) {
   if (!t) return NULL;
   for (size_t i = 0; i < b->nmarks; i++)
     if (b->marks[i].tid == best_tid && *n < best) t[(*n)++] = b->marks[i].t;
-  qsort(t, *n, sizeof *t, by_t);
+  mlprof__sort(t, *n, sizeof *t, by_t);
   return t;
 }
 
@@ -438,7 +438,7 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   double *series = NULL;
   replay r = {0};
   if (rc || !b->nrecs) goto out;
-  qsort(b->recs, b->nrecs, sizeof *b->recs, by_time);
+  mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
   steps = step_times(b, &nsteps);
   size_t every = nsteps / MAX_STEPS + 1,
          cols = nsteps ? (nsteps - 1) / every + 1 : 0;
@@ -546,7 +546,7 @@ int mlprof__memory_finish(mlprof__memory_builder *b) {
     b->znames[z] = NULL;
   }
   b->zcount = 0;
-  if (m->nsites) qsort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+  if (m->nsites) mlprof__sort(m->sites, m->nsites, sizeof *m->sites, by_peak);
   free_builder(b);
   return 0;
 }

@@ -608,7 +608,7 @@ static int series_sort(series *s) {
     p[i].t = s->t[i];
     for (int c = 0; c < MLPROF__NCOLS; c++) p[i].v[c] = s->v[c][i];
   }
-  qsort(p, s->n, sizeof *p, point_cmp);
+  mlprof__sort(p, s->n, sizeof *p, point_cmp);
   for (i = 0; i < s->n; i++) {
     s->t[i] = p[i].t;
     for (int c = 0; c < MLPROF__NCOLS; c++) s->v[c][i] = p[i].v[c];
@@ -924,7 +924,7 @@ int mlprof__resources_finish(builder *b, const mlprof__job *job) {
     }
     finish_measures(&r->tree);
     if (r->nsubjects)
-      qsort(r->subjects, r->nsubjects, sizeof *r->subjects, subject_cmp);
+      mlprof__sort(r->subjects, r->nsubjects, sizeof *r->subjects, subject_cmp);
     if (!r->ngpus && r->sampled) {
       const mlprof__source_status *nv = source_on(r, NULL, "nvml");
       r->gpu_absent = nv && !nv->available && nv->reason[0] ? nv->reason
@@ -1009,7 +1009,8 @@ int mlprof__resources_zones_finish(zpass *z) {
     if (a->w[3]) zs->has_iowait = 1, zs->iowait_pct = a->sum[3] / a->w[3];
     if (a->w[4]) zs->has_runq = 1, zs->runq_wait_pct = a->sum[4] / a->w[4];
   }
-  if (!rc && r->nzones) qsort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
+  if (!rc && r->nzones)
+    mlprof__sort(r->zones, r->nzones, sizeof *r->zones, zone_cmp);
   zones_free(z);
   return rc;
 }

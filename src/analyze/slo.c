@@ -183,14 +183,14 @@ static int finish_one(const mlprof__slo_spec *spec, calls *c,
   if (!c->n) return 0;
   double *d = malloc(c->n * sizeof *d);
   if (!d) return MLPROF_ENOMEM;
-  qsort(c->c, c->n, sizeof *c->c, call_cmp);
+  mlprof__sort(c->c, c->n, sizeof *c->c, call_cmp);
   for (size_t i = 0; i < c->n; i++) {
     d[i] = c->c[i].v;
     out->over += d[i] > objective;
   }
   out->count = c->n;
   out->share_over = (double)out->over / (double)c->n;
-  qsort(d, c->n, sizeof *d, dbl_cmp);
+  mlprof__sort(d, c->n, sizeof *d, dbl_cmp);
   out->p50 = pct(d, c->n, 50);
   out->p95 = pct(d, c->n, 95);
   out->p99 = pct(d, c->n, 99);
@@ -216,7 +216,7 @@ static int finish_one(const mlprof__slo_spec *spec, calls *c,
       d[j - i] = c->c[j].v;
       win->over += d[j - i] > objective;
     }
-    qsort(d, k - i, sizeof *d, dbl_cmp);
+    mlprof__sort(d, k - i, sizeof *d, dbl_cmp);
     win->p50 = pct(d, k - i, 50);
     win->p95 = pct(d, k - i, 95);
     win->p99 = pct(d, k - i, 99);

@@ -947,7 +947,7 @@ int mlprof__kv_dedupe(mlprof__kv *kv, size_t *n) {
   kv_sorting *t = malloc(*n * sizeof *t);
   if (!t) return MLPROF_ENOMEM;
   for (size_t i = 0; i < *n; i++) t[i] = (kv_sorting){kv[i], i};
-  qsort(t, *n, sizeof *t, kv_cmp);
+  mlprof__sort(t, *n, sizeof *t, kv_cmp);
   size_t keep = 0;
   for (size_t i = 0; i < *n; i++) {
     int later = i + 1 < *n && t[i + 1].kv.key_len == t[i].kv.key_len &&
@@ -1208,7 +1208,7 @@ static int finish_zones(mlprof__stats *s) {
     if (!s->zb[i].done) zone_finish(s, i);
     z->share = r->wall_ns ? (double)z->outer_ns / (double)r->wall_ns : 0;
   }
-  if (s->nzu) qsort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
+  if (s->nzu) mlprof__sort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
   for (size_t i = 0; i < s->nzu;) {
     size_t k = i;
     while (k < s->nzu && s->zu[k].zone == s->zu[i].zone) k++;
@@ -1272,7 +1272,7 @@ int mlprof__stats_finish(mlprof__stats *s, mlprof__report *out) {
     counter_build *cb = &s->cb[i];
     if (cb->nfinite) {
       c->mean = cb->sum / (double)cb->nfinite;
-      qsort(cb->values, cb->nfinite, sizeof *cb->values, double_cmp);
+      mlprof__sort(cb->values, cb->nfinite, sizeof *cb->values, double_cmp);
       c->p50 = cb->values[mlprof__pct_rank(cb->nfinite, 50) - 1];
       c->p90 = cb->values[mlprof__pct_rank(cb->nfinite, 90) - 1];
       c->p99 = cb->values[mlprof__pct_rank(cb->nfinite, 99) - 1];
@@ -1544,7 +1544,7 @@ void mlprof__report_sort(mlprof__report *r, mlprof__sort_key key, size_t top) {
     for (size_t i = 0; i < r->nzones; i++)
       t[i] = (zone_sorting){sort_value(&r->zones[i], key), &r->zones[i],
                             (uint32_t)i};
-    qsort(t, r->nzones, sizeof *t, zone_sorting_cmp);
+    mlprof__sort(t, r->nzones, sizeof *t, zone_sorting_cmp);
     for (size_t i = 0; i < r->nzones; i++) r->order[i] = t[i].index;
     free(t);
   }

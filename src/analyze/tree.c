@@ -525,7 +525,7 @@ static int series_sort(mlprof__tree_series *s) {
   tv *a = malloc(s->n * sizeof *a);
   if (!a) return MLPROF_ENOMEM;
   for (size_t k = 0; k < s->n; k++) a[k] = (tv){s->t[k], s->v[k]};
-  qsort(a, s->n, sizeof *a, cmp_tv);
+  mlprof__sort(a, s->n, sizeof *a, cmp_tv);
   for (size_t k = 0; k < s->n; k++) {
     s->t[k] = a[k].t;
     s->v[k] = a[k].v;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define MLPROF__NONE UINT32_MAX
 
@@ -24,6 +25,13 @@ static inline size_t mlprof__lower_bound(size_t lo, size_t hi, const void *ctx,
       hi = mid;
   }
   return lo;
+}
+
+/* qsort, which may not be handed the NULL of an empty array (C leaves that
+ * undefined and UBSan says so): the one way the code sorts. */
+static inline void mlprof__sort(void *base, size_t n, size_t size,
+                                int (*cmp)(const void *, const void *)) {
+  if (n > 1) qsort(base, n, size, cmp);
 }
 
 /* Makes room for need elements of elem bytes in the array *arrayp of

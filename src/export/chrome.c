@@ -447,7 +447,7 @@ static int mem_by_time(const void *x, const void *y) {
  * number of records. Returns 0 or MLPROF_ENOMEM. */
 static int live_bytes_track(chrome *c) {
   if (!c->nmem) return 0;
-  qsort(c->mem, c->nmem, sizeof *c->mem, mem_by_time);
+  mlprof__sort(c->mem, c->nmem, sizeof *c->mem, mem_by_time);
   mlprof__map at = {0}; /* address -> index of its live allocation */
   uint64_t live = 0, high = 0, bucket = c->mem[0].t / 1000000;
   int rc = 0;

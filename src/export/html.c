@@ -192,7 +192,7 @@ static int tree_json(const mlprof__tree *tree, mlprof__out *o) {
   }
   for (size_t i = 0; i < n; i++)
     rank[i] = (node_rank){tree->nodes[i].total_ns, (uint32_t)i};
-  qsort(rank, n, sizeof *rank, cmp_rank);
+  mlprof__sort(rank, n, sizeof *rank, cmp_rank);
   for (size_t i = 0; i < n; i++) map[i] = -2; /* not chosen */
   for (size_t i = 0; i < n && i < MLPROF__HTML_MAX_NODES; i++)
     map[rank[i].i] = -1;

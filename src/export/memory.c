@@ -128,7 +128,7 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
     rc = sites_table(r, m, top, n, o);
   }
   for (size_t i = 0; i < m->nsites; i++) top[i] = &m->sites[i];
-  qsort(top, m->nsites, sizeof *top, by_alloc);
+  mlprof__sort(top, m->nsites, sizeof *top, by_alloc);
   n = m->nsites < TOP_SITES ? m->nsites : TOP_SITES;
   if (!rc && n) {
     mlprof__out_lit(o, "\n  Most bytes allocated (top sites)\n");

@@ -580,7 +580,7 @@ static int flush_thread(perfetto *c, thread_state *t) {
   if (mlprof__grow(&c->stack, &c->scap, t->nheld, sizeof *c->stack) ||
       mlprof__grow(&c->begin_bytes, &c->bcap, t->nheld, sizeof *c->begin_bytes))
     return MLPROF_ENOMEM;
-  qsort(t->held, t->nheld, sizeof *t->held, by_begin);
+  mlprof__sort(t->held, t->nheld, sizeof *t->held, by_begin);
   uint64_t *begin_bytes = c->begin_bytes;
   size_t sp = 0;
   for (size_t i = 0; i < t->nheld; i++) {

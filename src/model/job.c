@@ -89,7 +89,7 @@ static int list_dir(const char *dir, strlist *files, char *err, size_t errlen) {
     snprintf(err, errlen, "%s: no mlprof profiles in this directory", dir);
     return MLPROF_EINVAL;
   }
-  qsort(files->v + first, files->n - first, sizeof *files->v, cmp_str);
+  mlprof__sort(files->v + first, files->n - first, sizeof *files->v, cmp_str);
   return 0;
 }
 
@@ -290,7 +290,7 @@ static void arrange(mlprof__job *job) {
     ps[i].offset_ns = ps[i].header_damaged || (int64_t)ps[i].offset_ns < min
                           ? 0
                           : ps[i].offset_ns - (uint64_t)min;
-  qsort(ps, n, sizeof *ps, cmp_profile);
+  mlprof__sort(ps, n, sizeof *ps, cmp_profile);
   /* A pid can be reused: the parent is the latest process with that pid on
    * the same host that started no later than the child. */
   for (size_t i = 0; i < n; i++) {

@@ -746,7 +746,7 @@ static int nest(ext_span *s, size_t n) {
   uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
   if (!ends) return MLPROF_ENOMEM;
   for (size_t i = 0; i < n; i++) s[i].depth = (uint32_t)i;
-  qsort(s, n, sizeof *s, by_begin);
+  mlprof__sort(s, n, sizeof *s, by_begin);
   size_t top = 0;
   for (size_t i = 0; i < n; i++) {
     while (top && (ends[top - 1] <= s[i].begin || ends[top - 1] < s[i].end))
@@ -755,7 +755,7 @@ static int nest(ext_span *s, size_t n) {
     ends[top++] = s[i].end;
   }
   free(ends);
-  qsort(s, n, sizeof *s, by_end);
+  mlprof__sort(s, n, sizeof *s, by_end);
   return 0;
 }
 

@@ -283,7 +283,7 @@ size_t mlprof__proc_tree(const char *root, pid_t pid, pid_t *out, size_t max,
     nl++;
   }
   closedir(d);
-  if (nl) qsort(links, nl, sizeof *links, by_ppid);
+  if (nl) mlprof__sort(links, nl, sizeof *links, by_ppid);
 
   /* Breadth first: out[] is the queue. A pid is a child of one parent only,
    * so nothing is appended twice. */

@@ -596,7 +596,7 @@ static size_t list_runs(server *s, char ***runs) {
   size_t n = 0, cap = 0;
   *runs = NULL;
   find_runs(s->root, ".", 0, runs, &n, &cap);
-  if (n) qsort(*runs, n, sizeof **runs, cmp_str);
+  if (n) mlprof__sort(*runs, n, sizeof **runs, cmp_str);
   return n;
 }
 
