@@ -148,6 +148,8 @@ typedef struct {
   long sample_ms;        /* the process tree's sampling; 0: none */
   long stacks_hz;        /* Python stack samples per second; 0: none */
   const char *memory;    /* MLPROF_MEMORY's value; NULL: the default */
+  char memory_mode[64];  /* what memory points to when given */
+  int python_malloc;     /* PYTHONMALLOC=malloc for the command */
   int quiet;             /* no summary */
   char py_options[1024]; /* flags for Python processes, "a,b=c" */
 } mlprof__run_cmd;

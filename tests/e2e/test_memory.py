@@ -268,3 +268,43 @@ def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
             "%s:8 inner < %s:16 right < %s:23 main" % (script, script, script)]
     for w in want:
         assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))
+
+
+SMALL = '''\
+def small_objects(n):
+    return [(i, -i) for i in range(n)]
+
+
+kept = small_objects(100000)
+print("done", len(kept))
+'''
+
+
+def small_object_sites(tmp_path, memory):
+    script = tmp_path / "small.py"
+    script.write_text(SMALL)
+    out = tmp_path / memory.replace(",", "-")
+    r = mlprof("run", "-q", "--memory=" + memory, "-o", out, "--",
+               sys.executable, script)
+    assert r.stdout == "done 100000\n", r.stderr
+    _, sites = own(report_json(out))
+    line = "%s:2 small_objects" % script
+    return [s for s in sites if s["python"].startswith(line)]
+
+
+def test_python_small_objects_seen_only_with_python_allocator(tmp_path):
+    # pymalloc carves the 100,000 tuples (56 bytes each) from arenas the
+    # hooks see whole, a few mmaps; PYTHONMALLOC=malloc makes each its own
+    # malloc, recorded at the line that made it.
+    pymalloc = small_object_sites(tmp_path, "all")
+    assert sum(s["count"] for s in pymalloc) < 1000, pymalloc
+    traced = small_object_sites(tmp_path, "all,python")
+    assert sum(s["count"] for s in traced) >= 100000, traced
+    assert sum(s["allocated_bytes"] for s in traced) >= 100000 * 56
+
+
+def test_python_allocator_flag_is_checked(tmp_path):
+    for bad in ("all,pyhton", "off,python", "all,python,python"):
+        r = mlprof("run", "-q", "--memory=" + bad, "-o", tmp_path / "x",
+                   "--", "true", check=False)
+        assert r.returncode == 2 and "--memory=" + bad in r.stderr, r.stderr
