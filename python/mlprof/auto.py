@@ -152,6 +152,13 @@ def _instrument_torch(torch, layers):
                      % (type(e).__name__, e))
 
 
+def _saved_bytes():
+    """Whether --layers counts the bytes each layer saves for backward:
+    with mlprof run --memory=all (or all,python)."""
+    return os.environ.get("MLPROF_MEMORY", "") == "all" and \
+        _mlprof.memory_active()
+
+
 def _cuda_history(torch):
     """MLPROF_CUDA_MEMORY_HISTORY=1: torch's CUDA memory history, dumped
     beside the profile at exit (mlprof.cuda_memory.history_start); what
@@ -396,11 +403,12 @@ def _patch_torch(torch, layers):
 
         def profile_model(module, prof):
             # A compiled module's layers: said in the metadata, not warned.
-            # Activation memory per layer too, while allocations are
-            # recorded (docs/memory.md).
+            # Activation memory per layer too, with every allocation
+            # recorded (--memory=all: it costs a few µs per module and
+            # step, docs/memory.md).
             return ModelProfile(module, prof, None, True, True,
                                 BACKWARD_EVERY, warn_compiled=False,
-                                memory=_mlprof.memory_active())
+                                memory=_saved_bytes())
 
     def root_zone(self):
         """The zone of a root module: by its class; a compiled module's by

@@ -255,6 +255,9 @@ class _SavedBytes:
         self.model = model
         self.state = threading.local()
         self.skipped = 0  # forwards not counted: another pair of hooks
+        # Left out of the count: their storages are looked up at each
+        # forward (a module's .to() moves them), the list made once.
+        self.weights = list(model.parameters()) + list(model.buffers())
         self.handles = [model.register_forward_pre_hook(self.pre)]
         try:  # run even when the forward raises (torch 2.1 and later)
             post = model.register_forward_hook(self.post, always_call=True)
@@ -273,8 +276,8 @@ class _SavedBytes:
             if ag._top_saved_tensors_default_hooks(False) is not None:
                 self.skipped += 1
                 return
-            self.seen = {p.untyped_storage().data_ptr() for p in
-                         _chain(module.parameters(), module.buffers())}
+            self.seen = {p.untyped_storage().data_ptr()
+                         for p in self.weights}
             ag._push_saved_tensors_default_hooks(self.pack, _unpack)
         except Exception:  # disable_saved_tensors_hooks, another torch
             self.skipped += 1
@@ -307,11 +310,6 @@ class _SavedBytes:
         for h in self.handles:
             h.remove()
         self.handles = []
-
-
-def _chain(*its):
-    for it in its:
-        yield from it
 
 
 def _unpack(t):
