@@ -326,9 +326,15 @@ def _bytes(v):
 
 
 def _when(d, x):
-    if d["times"]:
-        return "%.3f s" % (x / 1e6)
-    return "entry %d" % x
+    """x of the timeline: a time (µs since the history began) or, without
+    times, an entry's index."""
+    if not d["times"]:
+        return "entry %d" % x
+    if x < 1000:
+        return "%d µs" % x
+    if x < 1000000:
+        return "%.3g ms" % (x / 1e3)
+    return "%.3f s" % (x / 1e6)
 
 
 def format_text(summary, path=""):

@@ -173,7 +173,7 @@ def test_cli_text_and_json(tmp_path):
     r = cli(p)
     assert r.returncode == 0, r.stderr
     assert "device 0: 21.0 MB reserved in 1 segments" in r.stdout
-    assert "peak 14.7 MB live at" in r.stdout
+    assert "peak 14.7 MB live at 5 µs" in r.stdout
     assert "/home/u/train.py:50 forward < /home/u/train.py:90 main" \
         in r.stdout
     assert "1 out-of-memory errors" in r.stdout
