@@ -308,3 +308,9 @@ def test_python_allocator_flag_is_checked(tmp_path):
         r = mlprof("run", "-q", "--memory=" + bad, "-o", tmp_path / "x",
                    "--", "true", check=False)
         assert r.returncode == 2 and "--memory=" + bad in r.stderr, r.stderr
+
+
+def test_memory_snapshot_points_to_the_python_package(tmp_path):
+    r = mlprof("memory-snapshot", tmp_path / "s.pickle", check=False)
+    assert r.returncode == 2
+    assert "python -m mlprof memory-snapshot FILE" in r.stderr

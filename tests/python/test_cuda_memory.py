@@ -329,3 +329,13 @@ def test_history_start_on_torch_api(monkeypatch):
     torch, mem = fake_torch(False)
     assert cm.history_start(torch, "/p", env) == (None, "no CUDA device")
     assert mem.calls == []
+
+
+def test_console_script_runs_it_in_python(tmp_path, monkeypatch, capsys):
+    from mlprof import __main__ as entry
+    p = write(tmp_path, snapshot())
+    monkeypatch.setattr(sys, "argv", ["mlprof", "memory-snapshot", str(p),
+                                      "--json"])
+    assert entry.command() == 0
+    assert json.loads(capsys.readouterr().out)["devices"][0][
+        "peak_bytes"] == 14 * MIB
