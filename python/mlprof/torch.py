@@ -247,9 +247,10 @@ class _SavedBytes:
     forward zone of the innermost hooked module, whose operator saved it),
     each storage once per forward of the model, parameters and buffers
     left out (they live on whatever the graph does). The hooks are pushed
-    only when no other pair is in place (activation checkpointing, a
-    program's own offloading): those stay the program's, and that forward is
-    not counted. Installed on the model itself: remove() takes it away."""
+    only when torch can tell that no other pair is in place (activation
+    checkpointing, a program's own offloading): those stay the program's,
+    and that forward is not counted (nor any, with a torch that cannot
+    tell). Installed on the model itself: remove() takes it away."""
 
     def __init__(self, model):
         self.model = model
@@ -276,8 +277,8 @@ class _SavedBytes:
             if ag._top_saved_tensors_default_hooks(False) is not None:
                 self.skipped += 1
                 return
-            self.seen = {p.untyped_storage().data_ptr()
-                         for p in self.weights}
+            st.seen = {p.untyped_storage().data_ptr()
+                       for p in self.weights}
             ag._push_saved_tensors_default_hooks(self.pack, _unpack)
         except Exception:  # disable_saved_tensors_hooks, another torch
             self.skipped += 1
@@ -292,11 +293,12 @@ class _SavedBytes:
             torch._C._autograd._pop_saved_tensors_default_hooks()
 
     def pack(self, t):
-        try:
+        try:  # on the thread whose forward pushed the hooks
+            seen = self.state.seen
             s = t.untyped_storage()
             ptr = s.data_ptr()
-            if ptr not in self.seen:
-                self.seen.add(ptr)
+            if ptr not in seen:
+                seen.add(ptr)
                 n = s.nbytes()
                 if n:
                     _mlprof.units(SAVED_UNIT, n)

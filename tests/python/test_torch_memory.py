@@ -213,3 +213,22 @@ def test_saved_bytes_only_with_every_allocation(build_dir, tmp_path, memory):
     assert not any(u["unit"] == mt.SAVED_UNIT for z in rep["zones"]
                    for u in z["units"])
     assert "Activation memory" not in text
+
+
+def test_threads_count_their_own_forwards(tmp_path):
+    import threading
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    with mlprof.Profiler(output=str(tmp_path / "p.mlprof")) as prof:
+        with mt.profile_model(model, prof, memory=True) as mp:
+            def work():
+                for _ in range(30):
+                    model(torch.randn(32, 64)).sum().backward()
+            threads = [threading.Thread(target=work) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            got = saved(mp)
+    assert got["1 (ReLU)"] == 32 * 128 * F32
+    assert got["2 (Linear)"] == 0
+    assert mp.saved.skipped == 0
