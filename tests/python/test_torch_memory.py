@@ -216,19 +216,25 @@ def test_saved_bytes_only_with_every_allocation(build_dir, tmp_path, memory):
 
 
 def test_threads_count_their_own_forwards(tmp_path):
+    """A forward of the model on another thread, run while this thread's
+    forward is between ReLU's save and the second Linear's (the same
+    storage), must not make this one count that storage twice."""
     import threading
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    other = []
+
+    def meanwhile(module, inputs, output):
+        if not other:
+            other.append(threading.Thread(target=lambda: model(
+                torch.randn(32, 64)).sum().backward()))
+            other[0].start()
+            other[0].join()
     with mlprof.Profiler(output=str(tmp_path / "p.mlprof")) as prof:
         with mt.profile_model(model, prof, memory=True) as mp:
-            def work():
-                for _ in range(30):
-                    model(torch.randn(32, 64)).sum().backward()
-            threads = [threading.Thread(target=work) for _ in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            model[1].register_forward_hook(meanwhile)
+            model(torch.randn(32, 64)).sum().backward()
             got = saved(mp)
+    assert len(other) == 1
     assert got["1 (ReLU)"] == 32 * 128 * F32
     assert got["2 (Linear)"] == 0
     assert mp.saved.skipped == 0
