@@ -30,6 +30,7 @@ __all__ = ["SnapshotError", "load", "analyze", "format_text", "main",
 MAX_BYTES = 1 << 30   # default cap on the file read
 FRAMES_LOOKED_AT = 64  # per allocation: a site is its first program frames
 SITE_FRAMES = 3
+MAX_NAME = 1000        # characters of a frame's file or function kept
 TIMELINE_POINTS = 200
 
 
@@ -95,8 +96,8 @@ def _need(cond, where, what):
 
 def _int(d, key, where, default=None):
     v = d.get(key, default)
-    _need(type(v) is int and v >= 0, "%s.%s" % (where, key),
-          "is not an integer >= 0")
+    _need(type(v) is int and 0 <= v < 1 << 64, "%s.%s" % (where, key),
+          "is not an integer from 0 to 2^64-1")
     return v
 
 
@@ -115,8 +116,9 @@ def _frames(d, where):
     for i, f in enumerate(fr[:FRAMES_LOOKED_AT]):
         w = "%s.frames[%d]" % (where, i)
         _need(type(f) is dict, w, "is not a dict")
-        out.append((_str(f, "filename", w), _int(f, "line", w),
-                    _str(f, "name", w)))
+        # Names cut: a crafted file may share one huge string everywhere.
+        out.append((_str(f, "filename", w)[:MAX_NAME], _int(f, "line", w),
+                    _str(f, "name", w)[:MAX_NAME]))
     return tuple(out)
 
 

@@ -206,6 +206,8 @@ def crafted(tmp_path):
     neg["segments"][0]["total_size"] = -1
     no_name = snapshot()
     del no_name["device_traces"][0][1]["frames"][3]["name"]
+    huge_int = snapshot()
+    huge_int["device_traces"][0][1]["size"] = 1 << 10000
     return marker, [
         ("empty", b""),
         ("truncated", good[:len(good) // 2]),
@@ -220,6 +222,7 @@ def crafted(tmp_path):
         ("size not a number", pickle.dumps(bad_types)),
         ("negative size", pickle.dumps(neg)),
         ("frame without name", pickle.dumps(no_name)),
+        ("huge integer", pickle.dumps(huge_int)),
         # A string claiming 4 GiB that the file does not hold.
         ("huge length", b"\x80\x04\x8d" + (4 << 30).to_bytes(8, "little")
          + b"abc."),
@@ -248,6 +251,7 @@ def test_refusals_name_what_is_wrong(tmp_path):
     want = {"code execution": "posix.system",
             "size not a number": "device_traces[0][2].size is not an "
                                  "integer",
+            "huge integer": "device_traces[0][1].size",
             "negative size": "segments[0].total_size",
             "frame without name": "device_traces[0][1].frames[3].name",
             "trailing data": "after the end of the pickle",
@@ -339,3 +343,18 @@ def test_console_script_runs_it_in_python(tmp_path, monkeypatch, capsys):
     assert entry.command() == 0
     assert json.loads(capsys.readouterr().out)["devices"][0][
         "peak_bytes"] == 14 * MIB
+
+
+def test_one_huge_string_shared_by_every_frame(tmp_path):
+    """The pickle's memo lets one string be every frame's file name: sites
+    are made of cut names, so the work stays proportional to the file."""
+    big = "/x" * (8 << 20)
+    s = snapshot()
+    for e in s["device_traces"][0]:
+        for f in e.get("frames", []):
+            f["filename"] = big
+    p = write(tmp_path, s)
+    assert p.stat().st_size < 20 << 20
+    d, = cm.analyze(cm.load(p))["devices"]
+    assert all(len(r["site"]) < 4 * cm.MAX_NAME + 100
+               for r in d["sites_allocated"])
