@@ -245,7 +245,7 @@ static void frame_text(mlprof__memory_builder *b, const sframe *fr, char *buf,
     snprintf(buf, len, "%s:%u %s", b->funcs[ui].file, fr->line,
              b->funcs[ui].function);
   } else {
-    snprintf(buf, len, "?");
+    snprintf(buf, len, "<truncated>"); /* the root of a deeper stack */
   }
 }
 
