@@ -628,9 +628,10 @@
   }
   /* ---- icicle ------------------------------------------------------------
    * A generic icicle (flame graph, outermost on top) of a tree {name, value,
-   * children: [...]} drawn as SVG into el (its content replaced). Click a
-   * frame to zoom into it, the top bar to zoom out. opts: id (the svg's),
-   * title (the top bar's text), color(node), tip(node, total) (hover text),
+   * children: [...]} drawn as SVG into host (its content replaced; each
+   * node gets a parent link). Click a frame to zoom into it, the top bar to
+   * zoom out. opts: id (the svg's), title (the top bar's text),
+   * color(node), tip(node, total) (the hover text, in the dashboard's tip),
    * mark(node) (drawn outlined), onclick(node), root (a node to start
    * zoomed on). Frames narrower than half a pixel are left out. Each frame's
    * rect carries data-name, data-value and data-depth. Returns {zoom(node)}. */
@@ -645,13 +646,20 @@
     function path(n) { var p = []; for (var x = n; x; x = x.parent) p.unshift(x); return p; }
     function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); }
     link(tree);
+    /* The dashboard's tip follows the pointer over a frame. */
+    function hover(r, n, total) {
+      var text = opts.tip ? opts.tip(n, total) : n.name;
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+      return r;
+    }
     function draw() {
       while (host.firstChild) host.removeChild(host.firstChild);
       var top = zoomed || tree, total = top.value || 1;
       var H = (depth(top) + (top === tree ? 0 : 1)) * rowH + 2;
       var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame', id: opts.id || null});
-      var bar = titled(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer', 'data-name': tree.name,
-        'data-value': tree.value, 'data-depth': 0}), (opts.tip ? opts.tip(tree, tree.value) : tree.name));
+      var bar = hover(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer', 'data-name': tree.name,
+        'data-value': tree.value, 'data-depth': 0}), tree, tree.value);
       bar.addEventListener('click', function () { zoomed = null; draw(); });
       g.appendChild(bar);
       g.appendChild(sv('text', {x: 4, y: 13, 'pointer-events': 'none',
@@ -659,10 +667,10 @@
       function frame(n, x, d, w) {
         if (w < 0.5) return;
         var c = opts.color ? opts.color(n) : COLORS[d % COLORS.length], marked = opts.mark && opts.mark(n);
-        var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: c, style: 'cursor:pointer',
+        var r = hover(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: c, style: 'cursor:pointer',
           stroke: marked ? '#1d2330' : null, 'stroke-width': marked ? 2 : null, class: marked ? 'marked' : null,
-          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), opts.tip ? opts.tip(n, total) : n.name);
-        r.addEventListener('click', function () { zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
+          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), n, total);
+        r.addEventListener('click', function () { hideTip(); zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
         g.appendChild(r);
         if (w > 40) {
           var label = n.name.length * 6.5 > w - 6 ? n.name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : n.name;
@@ -835,7 +843,7 @@
     out.push(chartCard('GPU memory per process', named(bySubj('process', 'gpu_mem_bytes')), fmtBytes));
     out.push(chartCard('GPU memory used per device', named(bySubj('gpu', 'gpu_mem_used_bytes')), fmtBytes, {bands: leakBands('gpu')}));
     out.push(chartCard('System memory used', named(bySubj('system', 'mem_used_bytes')), fmtBytes));
-    out.push(card('Leaks', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
+    out.push(card('Leaks (RSS and GPU memory growing)', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
       return el('tr', null, [el('td', {text: l.measure}), el('td', {text: (l.subject || '') + ' ' + (l.id !== undefined ? l.id : '')}),
         el('td', {text: num(l.growth_mb) + ' MB'}), el('td', {text: l.slope_mb_per_min !== undefined ? num(l.slope_mb_per_min) + ' MB/min' : '–'}),
         el('td', {text: fmtNs(l.begin_ns)}), el('td', {text: fmtNs(l.end_ns)})]);
