@@ -794,6 +794,9 @@
     var m = M();
     if (!m) return [card('Allocations', el('p', {class: 'muted', text: 'No allocations recorded in these profiles (mlprof run records them by default; see docs/memory.md).'}))];
     var out = [], procs = arr(m.processes), est = m.exact ? '' : ' (sampled: estimates)';
+    /* A live page's new data may hold fewer processes or other sites. */
+    if (mem.proc >= procs.length) mem.proc = -1;
+    if (mem.site >= arr(m.sites).length) mem.site = -1;
     var charts = procs.map(function (p, i) {
       var label = 'peak ' + fmtBytes(p.peak_bytes) + ' at ' + fmtNs(p.peak_ns) + '\nclick: what was live then';
       return el('div', null, [el('b', {text: 'pid ' + p.pid + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
