@@ -631,7 +631,8 @@
    * children: [...]} drawn as SVG into host (its content replaced; each
    * node gets a parent link). Click a frame to zoom into it, the top bar to
    * zoom out. opts: id (the svg's), title (the top bar's text),
-   * color(node), tip(node, total) (the hover text, in the dashboard's tip),
+   * color(node), label(node) (the text drawn on a frame; its name
+   * otherwise), tip(node, total) (the hover text, in the dashboard's tip),
    * mark(node) (drawn outlined), onclick(node), root (a node to start
    * zoomed on). Frames narrower than half a pixel are left out. Each frame's
    * rect carries data-name, data-value and data-depth. Returns {zoom(node)}. */
@@ -673,7 +674,8 @@
         r.addEventListener('click', function () { hideTip(); zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
         g.appendChild(r);
         if (w > 40) {
-          var label = n.name.length * 6.5 > w - 6 ? n.name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : n.name;
+          var text = opts.label ? opts.label(n) : n.name;
+          var label = text.length * 6.5 > w - 6 ? text.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : text;
           g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(c), text: label}));
         }
         var cx = x;
@@ -717,11 +719,13 @@
   function memFrameText(f) { return arr(M().frames)[f] || '?'; }
   /* "file:line" of a frame's text, or the native frame itself. */
   function memWhere(t) { var m = /^(.*:\d+) /.exec(t); return m ? m[1] : t; }
-  /* A site as a person reads it: its innermost frames, innermost first. */
+  /* A site as the report names it: the program's own Python lines,
+   * innermost first, then the native frame (report.memory.sites). */
   function memSiteWhere(s) {
-    var f = s[7];
-    if (!f.length) return '(no stack)';
-    return f.slice(-3).reverse().map(memFrameText).join(' < ');
+    var r = arr((R().memory || {}).sites)[s[8]];
+    if (!r) return s[7].length ? memFrameText(s[7][s[7].length - 1]) : '(no stack)';
+    var w = r.python || r.native || '-';
+    return r.python && r.native ? w + ' [' + r.native + ']' : w;
   }
   function memValue(s) { return mem.by === 'peak' ? s[2] : s[3]; }
   /* The flame graph's tree: all › zone › frames outermost first, with the
@@ -822,7 +826,7 @@
     if (tree.value > 0)
       icicle(host, tree, {id: 'mem-flame', title: 'all: ' + fmtBytes(tree.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated'),
         color: function (n) { return n.name.indexOf('zone ') === 0 ? zoneColor(n.name.slice(5)) : n.name.charAt(0) === '[' ? '#8d6e63' : n.name === '(other sites)' ? '#adb5bd' : '#e8590c'; },
-        tip: memTip, mark: memMarked});
+        tip: memTip, mark: memMarked, label: function (n) { return n.name.replace(/^[^\[]*\/(?=[^/]*:\d+ )/, ''); }});
     else host.appendChild(el('p', {class: 'muted', text: 'Nothing ' + (mem.by === 'peak' ? 'live at the peak' : 'allocated') + ' in this selection.'}));
     out.push(el('div', {class: 'card', id: 'mem-flame-card'}, [el('h2', {text: 'Memory flame graph (allocation sites)' + est}), controls,
       el('p', {class: 'hint', text: 'Each frame: bytes ' + (mem.by === 'peak' ? 'live at its process\'s peak' : 'allocated over the run') + ' by the allocations made beneath it; zone, then the stack from the outermost frame. Hover for bytes, count and file:line; click to zoom.' +

@@ -68,10 +68,11 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
 }
 
 /* One site: [process, zone, at peak, allocated, count, live at end, leak
- * bytes per step (0: no leak), [frame ids, outermost first]]. */
-static int site_json(const mlprof__mem_site *s, size_t proc, mlprof__out *o,
-                     mlprof__strindex *ix, char ***names, size_t **lens,
-                     size_t *count, size_t *cap, int first) {
+ * bytes per step (0: no leak), [frame ids, outermost first], index in the
+ * report's memory.sites]. */
+static int site_json(const mlprof__mem_site *s, size_t index, size_t proc,
+                     mlprof__out *o, mlprof__strindex *ix, char ***names,
+                     size_t **lens, size_t *count, size_t *cap, int first) {
   mlprof__out_str(o, first ? "\n[" : ",\n[");
   mlprof__out_u64(o, proc);
   mlprof__out_lit(o, ",");
@@ -99,7 +100,9 @@ static int site_json(const mlprof__mem_site *s, size_t proc, mlprof__out *o,
     mlprof__out_u64(o, id);
     p += n + (e != NULL);
   }
-  mlprof__out_lit(o, "]]");
+  mlprof__out_lit(o, "],");
+  mlprof__out_u64(o, index);
+  mlprof__out_lit(o, "]");
   return 0;
 }
 
@@ -176,7 +179,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
       left++;
       continue;
     }
-    if (site_json(s, page[s->proc] - 1, o, &ix, &names, &lens, &count, &cap,
+    if (site_json(s, i, page[s->proc] - 1, o, &ix, &names, &lens, &count, &cap,
                   first))
       goto out;
     first = 0;

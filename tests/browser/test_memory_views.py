@@ -59,7 +59,7 @@ def test_live_bytes_peak_and_flame_graph_of_a_known_program(open_page, known):
     rows = page.eval_on_selector_all(
         "#mem-peak-sites tr", "(r) => r.slice(1).map((t) => Array.from(t.children).map((c) => c.textContent))")
     assert rows[0][0] == "leak" and rows[0][1] == "21.0 MB"
-    assert rows[0][5] == "[" + leak["native"] + "]"
+    assert rows[0][5] == leak["native"]  # as the report names it
     assert [r[0] for r in rows[1:3]] == ["alpha", "gamma"]
     page.locator("#mem-peak-card").screenshot(path=str(SHOTS / "memory-peak.png"))
     # The flame graph by bytes at the peak: zone leak, then its site.

@@ -309,6 +309,11 @@ def test_html_carries_the_live_bytes_series_and_sites(tmp_path):
     assert leak[0][6] == pytest.approx(MIB, rel=0.01)
     want = next(s for s in sites if s["leak"])["native"]
     assert [mem["frames"][f] for f in leak[0][7]] == ["[" + want + "]"]
+    # Each site points at the report's own (its lines as the report says).
+    for s in mine:
+        r = rep["memory"]["sites"][s[8]]
+        assert (r["zone"], r["at_peak_bytes"], r["allocated_bytes"]) == \
+            (mem["zones"][s[1]], s[2], s[3])
 
 
 def test_html_sites_carry_their_whole_python_stack(tmp_path):
