@@ -103,11 +103,11 @@ int mlprof__export_html_data(const mlprof__report *r,
  * "zones": [zone names; "" outside any], "sites": [[process (index in
  * "processes"), zone (index in "zones"), bytes at the process's peak,
  * allocated, count, live at the end, leak bytes per step (0: no leak),
- * [frame ids, outermost first], its index in the report's memory.sites]] (at most MLPROF__HTML_MEM_SITES), "other":
- * per process [at peak, allocated, count, live at end] of the sites left
- * out, "other_sites": how many, "frames": [frame texts, "file:line
- * function" or "[symbol+0xOFF]"]}. Returns 0, MLPROF_ENOMEM or the writer's
- * error. */
+ * [frame ids, outermost first], its index in the report's memory.sites]] (at
+ * most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
+ * count, live at end] of the sites left out, "other_sites": how many, "frames":
+ * [frame texts, "file:line function" or "[symbol+0xOFF]"]}. Returns 0,
+ * MLPROF_ENOMEM or the writer's error. */
 int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o);
 
 /* The pyramid l for the time window [t0, t1) of the job: {"names": [...],
