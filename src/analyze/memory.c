@@ -56,6 +56,7 @@ struct mlprof__memory_builder {
   mlprof__memory *m;
   /* zone names over the job */
   mlprof__strindex zix;
+  mlprof__strindex fix; /* frame texts -> mlprof__memory.frames */
   char **znames;
   size_t *zlens, zcount, zcap;
   /* the profile being read */
@@ -249,8 +250,9 @@ static void frame_text(mlprof__memory_builder *b, const sframe *fr, char *buf,
   }
 }
 
-/* A stack's path (memory.h), malloc'ed; NULL when out of memory. */
-static char *site_path(mlprof__memory_builder *b, uint32_t id) {
+/* Sets s->path to its stack's (memory.h). 0 or MLPROF_ENOMEM. */
+static int site_path(mlprof__memory_builder *b, mlprof__mem_site *s) {
+  uint32_t id = (uint32_t)s->stack;
   const sframe *fr[MLPROF__MEM_PATH_FRAMES];
   size_t n = 0;
   /* Innermost first; parents have smaller ids: the walk ends. */
@@ -264,22 +266,19 @@ static char *site_path(mlprof__memory_builder *b, uint32_t id) {
     if (nd->parent >= id) break;
     id = nd->parent;
   }
-  char line[512], *out = NULL;
-  size_t len = 0, cap = 0;
+  if (!n) return 0;
+  if (!(s->path = malloc(n * sizeof *s->path))) return MLPROF_ENOMEM;
+  mlprof__memory *m = b->m;
+  char line[512];
   for (size_t k = n; k-- > 0;) {
     frame_text(b, fr[k], line, sizeof line);
-    size_t l = strlen(line);
-    if (mlprof__grow(&out, &cap, len + l + 2, 1)) {
-      free(out);
-      return NULL;
-    }
-    if (len) out[len++] = '\n';
-    memcpy(out + len, line, l);
-    len += l;
+    uint32_t f = mlprof__strindex_intern(&b->fix, &m->frames, &m->frame_lens,
+                                         &m->nframes, &m->frames_cap, line,
+                                         strlen(line));
+    if (f == MLPROF__NONE) return MLPROF_ENOMEM;
+    s->path[s->npath++] = f;
   }
-  if (!out) return mlprof__dup("", 0);
-  out[len] = 0;
-  return out;
+  return 0;
 }
 
 /* Fills s->python and s->native from its stack's definitions. Returns 0 or
@@ -322,8 +321,8 @@ static int describe(mlprof__memory_builder *b, mlprof__mem_site *s) {
   const char *p = py[0] ? py : lib;
   s->python = mlprof__dup(p, strlen(p));
   s->native = mlprof__dup(nat, strlen(nat));
-  s->path = site_path(b, (uint32_t)s->stack);
-  return s->python && s->native && s->path ? 0 : MLPROF_ENOMEM;
+  if (!s->python || !s->native) return MLPROF_ENOMEM;
+  return site_path(b, s);
 }
 
 mlprof__memory_builder *mlprof__memory_begin(mlprof__memory *m) {
@@ -621,6 +620,12 @@ static int by_peak(const void *x, const void *y) {
   return (a->proc > b->proc) - (a->proc < b->proc);
 }
 
+static void frames_free(mlprof__memory *m) {
+  for (size_t i = 0; i < m->nframes; i++) free(m->frames[i]);
+  free(m->frames);
+  free(m->frame_lens);
+}
+
 static void proc_free(mlprof__mem_proc *p) {
   free(p->step_peak);
   free(p->step_t);
@@ -630,6 +635,7 @@ static void proc_free(mlprof__mem_proc *p) {
 
 static void free_builder(mlprof__memory_builder *b) {
   mlprof__strindex_free(&b->zix);
+  mlprof__strindex_free(&b->fix);
   for (size_t i = 0; i < b->zcount; i++) free(b->znames[i]);
   free(b->znames);
   free(b->zlens);
@@ -672,6 +678,7 @@ void mlprof__memory_abort(mlprof__memory_builder *b) {
     free(m->sites[i].path);
   }
   free(m->sites);
+  frames_free(m);
   memset(m, 0, sizeof *m);
 }
 
@@ -686,5 +693,6 @@ void mlprof__memory_free(mlprof__memory *m) {
   free(m->procs);
   free(m->zones);
   free(m->sites);
+  frames_free(m);
   memset(m, 0, sizeof *m);
 }

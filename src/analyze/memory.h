@@ -42,11 +42,12 @@ typedef struct {
    * the native frame that called the allocator ("symbol+0xOFF" or
    * "module+0xOFF"). */
   char *python, *native;
-  /* The whole stack, outermost frame first, one frame a line ("\n" between
-   * them; "" when unknown): every Python frame ("file:line function"), then
-   * the native frame ("[symbol+0xOFF]"); at most MLPROF__MEM_PATH_FRAMES,
-   * the innermost kept. For flame graphs. */
-  char *path;
+  /* The whole stack, outermost frame first, as indices into
+   * mlprof__memory.frames: every Python frame, then the native frame; at
+   * most MLPROF__MEM_PATH_FRAMES, the innermost kept (npath 0: unknown).
+   * For flame graphs. */
+  uint32_t *path;
+  uint32_t npath;
   uint64_t alloc_bytes, alloc_count;
   uint64_t live_end; /* still live when the profile ended */
   uint64_t at_peak;  /* live at its process's peak */
@@ -83,6 +84,11 @@ typedef struct {
   mlprof__mem_site *sites;
   size_t nsites;
   size_t nleaks; /* sites with leak set */
+  /* The frames of the sites' paths over the job, each text once:
+   * "file:line function" (Python), "[symbol+0xOFF]" or "[module+0xOFF]"
+   * (native), "<truncated>" (the root of a deeper stack). */
+  char **frames;
+  size_t *frame_lens, nframes, frames_cap;
 } mlprof__memory;
 
 typedef struct mlprof__memory_builder mlprof__memory_builder;

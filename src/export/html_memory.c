@@ -70,9 +70,9 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
 /* One site: [process, zone, at peak, allocated, count, live at end, leak
  * bytes per step (0: no leak), [frame ids, outermost first], index in the
  * report's memory.sites]. */
-static int site_json(const mlprof__mem_site *s, size_t index, size_t proc,
-                     mlprof__out *o, mlprof__strindex *ix, char ***names,
-                     size_t **lens, size_t *count, size_t *cap, int first) {
+static void site_json(const mlprof__mem_site *s, size_t index, size_t proc,
+                      mlprof__out *o, uint32_t *frame_page, uint32_t *used,
+                      size_t *nused, int first) {
   mlprof__out_str(o, first ? "\n[" : ",\n[");
   mlprof__out_u64(o, proc);
   mlprof__out_lit(o, ",");
@@ -88,22 +88,19 @@ static int site_json(const mlprof__mem_site *s, size_t index, size_t proc,
   mlprof__out_lit(o, ",");
   mlprof__out_f64(o, s->leak ? s->slope : 0);
   mlprof__out_lit(o, ",[");
-  const char *p = s->path ? s->path : "";
-  int firstf = 1;
-  while (*p) {
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    uint32_t id = mlprof__strindex_intern(ix, names, lens, count, cap, p, n);
-    if (id == MLPROF__NONE) return MLPROF_ENOMEM;
-    if (!firstf) mlprof__out_lit(o, ",");
-    firstf = 0;
-    mlprof__out_u64(o, id);
-    p += n + (e != NULL);
+  /* The page numbers the frames its sites use, in order of first use. */
+  for (uint32_t k = 0; k < s->npath; k++) {
+    uint32_t f = s->path[k];
+    if (frame_page[f] == MLPROF__NONE) {
+      frame_page[f] = (uint32_t)*nused;
+      used[(*nused)++] = f;
+    }
+    if (k) mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, frame_page[f]);
   }
   mlprof__out_lit(o, "],");
   mlprof__out_u64(o, index);
   mlprof__out_lit(o, "]");
-  return 0;
 }
 
 int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
@@ -120,10 +117,12 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t nj = r->nprocs, *page = calloc(nj + 1, sizeof *page);
   char *keep = calloc(ns + 1, 1);
   mem_sum *other = NULL;
-  mlprof__strindex ix = {0};
-  char **names = NULL;
-  size_t *lens = NULL, count = 0, cap = 0;
-  if (!procs || !order || !page || !keep) goto out;
+  /* frame_page[frame]: its number in the page; used: the page's frames. */
+  size_t nf = m->nframes, nused = 0;
+  uint32_t *frame_page = malloc((nf ? nf : 1) * sizeof *frame_page);
+  uint32_t *used = malloc((nf ? nf : 1) * sizeof *used);
+  if (!procs || !order || !page || !keep || !frame_page || !used) goto out;
+  for (size_t i = 0; i < nf; i++) frame_page[i] = MLPROF__NONE;
   /* The processes with the largest peaks. */
   for (size_t i = 0; i < m->nprocs; i++) procs[i] = &m->procs[i];
   mlprof__sort(procs, m->nprocs, sizeof *procs, by_peak_desc);
@@ -179,9 +178,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
       left++;
       continue;
     }
-    if (site_json(s, i, page[s->proc] - 1, o, &ix, &names, &lens, &count, &cap,
-                  first))
-      goto out;
+    site_json(s, i, page[s->proc] - 1, o, frame_page, used, &nused, first);
     first = 0;
   }
   mlprof__out_lit(o, "],\n\"other\":[");
@@ -199,17 +196,15 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "],\"other_sites\":");
   mlprof__out_u64(o, left);
   mlprof__out_lit(o, ",\n\"frames\":[");
-  for (size_t i = 0; i < count; i++) {
+  for (size_t i = 0; i < nused; i++) {
     if (i) mlprof__out_lit(o, ",");
-    mlprof__out_json_str(o, names[i], lens[i]);
+    mlprof__out_json_str(o, m->frames[used[i]], m->frame_lens[used[i]]);
   }
   mlprof__out_lit(o, "]}");
   rc = 0;
 out:
-  for (size_t i = 0; i < count; i++) free(names[i]);
-  free(names);
-  free(lens);
-  mlprof__strindex_free(&ix);
+  free(frame_page);
+  free(used);
   free(procs);
   free(order);
   free(page);

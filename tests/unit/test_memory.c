@@ -204,16 +204,18 @@ static void test_site_path_outermost_first(void) {
   for (size_t i = 0; i < x.m.nsites; i++) {
     const mlprof__mem_site *s = &x.m.sites[i];
     if (s->stack == 3) {
-      CHECK_STR(s->path,
-                "/home/u/train.py:50 main\n"
-                "/usr/lib/python3/site-packages/torch/nn.py:7 forward\n"
-                "[malloc_caller+0x10]");
+      CHECK_EQ(s->npath, 3);
+      CHECK_STR(x.m.frames[s->path[0]], "/home/u/train.py:50 main");
+      CHECK_STR(x.m.frames[s->path[1]],
+                "/usr/lib/python3/site-packages/torch/nn.py:7 forward");
+      CHECK_STR(x.m.frames[s->path[2]], "[malloc_caller+0x10]");
     } else {
-      size_t lines = 1;
-      for (const char *c = s->path; *c; c++) lines += *c == '\n';
-      CHECK_EQ(lines, MLPROF__MEM_PATH_FRAMES);
+      CHECK_EQ(s->npath, MLPROF__MEM_PATH_FRAMES);
+      /* one text for the 48 frames of main */
+      for (uint32_t k = 1; k < s->npath; k++) CHECK_EQ(s->path[k], s->path[0]);
     }
   }
+  CHECK_EQ(x.m.nframes, 3);
   mlprof__memory_free(&x.m);
 }
 
