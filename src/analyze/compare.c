@@ -9,6 +9,7 @@
 #include "../base/base.h"
 #include "../model/job.h"
 #include "analysis.h"
+#include "diff.h"
 
 /* The mean of measure name of subject s, or NAN. */
 static double measure_mean(const mlprof__subject_stats *s, const char *name) {
@@ -17,11 +18,39 @@ static double measure_mean(const mlprof__subject_stats *s, const char *name) {
   return NAN;
 }
 
+/* What slowed the machine of a's run down (compare.h). */
+static mlprof__run_machine machine_of(const mlprof__analysis *a) {
+  mlprof__run_machine m = {NAN, NAN};
+  /* The tree's run-queue wait against the CPU it used, both summed over
+   * its processes tick by tick (% of a core); without a tree (a program
+   * sampling itself), the processes' means summed. */
+  double cpu = measure_mean(&a->res.tree, "cpu_pct");
+  double runq = measure_mean(&a->res.tree, "runq_wait_pct");
+  double steal = 0;
+  size_t hosts = 0;
+  if (isnan(runq)) cpu = runq = 0;
+  for (size_t i = 0; i < a->res.nsubjects; i++) {
+    const mlprof__subject_stats *s = &a->res.subjects[i];
+    if (s->subject == MLPROF__SUBJECT_SYSTEM) {
+      double v = measure_mean(s, "cpu_steal_pct");
+      if (!isnan(v)) steal += v / 100, hosts++;
+    } else if (s->subject == MLPROF__SUBJECT_PROCESS &&
+               isnan(measure_mean(&a->res.tree, "runq_wait_pct"))) {
+      double c = measure_mean(s, "cpu_pct"),
+             w = measure_mean(s, "runq_wait_pct");
+      if (!isnan(c) && !isnan(w)) cpu += c, runq += w;
+    }
+  }
+  if (cpu + runq > 0) m.wait = runq / (cpu + runq);
+  if (hosts) m.steal = steal / (double)hosts;
+  return m;
+}
+
 int mlprof__run_load(const char *path, int keep_durations,
                      const mlprof__filter *filter, mlprof__report *r,
-                     double *contention, char *err, size_t errlen) {
+                     mlprof__run_machine *machine, char *err, size_t errlen) {
   memset(r, 0, sizeof *r);
-  if (contention) *contention = NAN;
+  if (machine) *machine = (mlprof__run_machine){NAN, NAN};
   mlprof__job job;
   int rc = mlprof__job_open(&job, &path, 1, err, errlen);
   if (rc) return rc;
@@ -29,18 +58,12 @@ int mlprof__run_load(const char *path, int keep_durations,
   mlprof__analysis_opts_init(&o);
   o.keep_durations = keep_durations;
   o.filter = filter;
-  if (contention) o.want |= MLPROF__ANALYSIS_RESOURCES;
+  if (machine) o.want |= MLPROF__ANALYSIS_RESOURCES;
   mlprof__analysis a;
   rc = mlprof__analysis_run(&job, &o, &a, err, errlen);
   mlprof__job_close(&job);
   if (rc) return rc;
-  if (contention) {
-    /* The tree's run-queue wait against the CPU it used, both summed over
-     * its processes tick by tick (% of a core). */
-    double cpu = measure_mean(&a.res.tree, "cpu_pct");
-    double runq = measure_mean(&a.res.tree, "runq_wait_pct");
-    if (cpu + runq > 0) *contention = runq / (cpu + runq);
-  }
+  if (machine) *machine = machine_of(&a);
   *r = a.r; /* the caller's now */
   a.r = (mlprof__report){0};
   mlprof__analysis_free(&a);
@@ -63,6 +86,7 @@ int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
   run->label = l;
   run->path = p;
   run->per_s = NAN;
+  run->step_p50_ns = run->step_lo_ns = run->step_hi_ns = NAN;
   run->report = *r;
   memset(r, 0, sizeof *r);
   const mlprof__report *rep = &run->report;
@@ -74,6 +98,21 @@ int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
     sum += (double)th->step_mean_ns * (double)th->marks.steps;
   }
   run->step_mean_ns = run->intervals ? sum / (double)run->intervals : NAN;
+  uint64_t *v;
+  size_t n;
+  if (mlprof__step_intervals(rep, &v, &n)) {
+    /* Give the report back: the caller still owns it on failure. */
+    *r = run->report;
+    free(run->label);
+    free(run->path);
+    c->nruns--;
+    return MLPROF_ENOMEM;
+  }
+  if (n) {
+    run->step_p50_ns = mlprof__median_sorted(v, n);
+    mlprof__median_interval(v, n, &run->step_lo_ns, &run->step_hi_ns);
+  }
+  free(v);
   return 0;
 }
 
@@ -161,9 +200,10 @@ static int choose_unit(mlprof__compare *c) {
     double work = c->step_basis ? total / (double)run->intervals : total;
     lo = work < lo ? work : lo;
     hi = work > hi ? work : hi;
-    /* Per second of its steps when it has them (start-up and shutdown
-     * are not what a configuration is chosen for), else of its wall. */
-    run->per_s = c->step_basis ? work * 1e9 / run->step_mean_ns
+    /* Per second of its median step when it has steps (start-up and
+     * shutdown are not what a configuration is chosen for, and one
+     * preempted step is not what it costs), else of its wall. */
+    run->per_s = c->step_basis ? work * 1e9 / run->step_p50_ns
                  : run->report.wall_ns
                      ? total * 1e9 / (double)run->report.wall_ns
                      : NAN;
@@ -173,6 +213,31 @@ static int choose_unit(mlprof__compare *c) {
   for (size_t k = 0; k < r0->nunits; k++)
     if (strcmp(r0->units[k].name, unit) == 0) c->unit = r0->units[k].name;
   return 1;
+}
+
+/* The interval of run i's step time on by_step's scale (ns a step, or ns
+ * a unit of work: the step's bounds over its work a step). */
+static void key_interval(const mlprof__compare *c, size_t i, double *lo,
+                         double *hi) {
+  const mlprof__compare_run *r = &c->runs[i];
+  double f = c->step_basis == MLPROF__BASIS_UNITS
+                 ? 1e9 / r->per_s / r->step_p50_ns /* 1 / work a step */
+                 : 1;
+  *lo = r->step_lo_ns * f;
+  *hi = r->step_hi_ns * f;
+}
+
+/* Marks the runs whose interval overlaps the best's (compare.h). */
+static void mark_indistinct(mlprof__compare *c) {
+  if (!c->step_basis) return;
+  double blo, bhi;
+  key_interval(c, c->best, &blo, &bhi);
+  for (size_t i = 0; i < c->nruns; i++) {
+    double lo, hi;
+    key_interval(c, i, &lo, &hi);
+    c->runs[i].indistinct = i != c->best && lo <= bhi && hi >= blo;
+    c->indistinct += (size_t)c->runs[i].indistinct;
+  }
 }
 
 int mlprof__compare_finish(mlprof__compare *c) {
@@ -243,11 +308,12 @@ int mlprof__compare_finish(mlprof__compare *c) {
     rank_runs(c->by_total, keys, n);
     c->step_basis = n > 0 ? MLPROF__BASIS_STEPS : MLPROF__BASIS_WALL;
     for (size_t i = 0; i < n; i++)
-      if (!c->runs[i].intervals) c->step_basis = MLPROF__BASIS_WALL;
+      if (!c->runs[i].intervals || isnan(c->runs[i].step_p50_ns))
+        c->step_basis = MLPROF__BASIS_WALL;
     if (n > 1 && choose_unit(c)) c->step_basis = MLPROF__BASIS_UNITS;
     for (size_t i = 0; i < n && c->step_basis; i++)
       keys[i] = c->step_basis == MLPROF__BASIS_STEPS
-                    ? c->runs[i].step_mean_ns
+                    ? c->runs[i].step_p50_ns
                     : 1e9 / c->runs[i].per_s; /* ns a unit: lower first */
     rank_runs(c->by_step, keys, n);
     for (size_t i = 0; i < n; i++) {
@@ -259,6 +325,7 @@ int mlprof__compare_finish(mlprof__compare *c) {
       c->worst = c->by_step[n - 1];
       c->best_vs_slowest = ratio(keys[c->worst], keys[c->best]);
       c->best_vs_first = ratio(keys[0], keys[c->best]);
+      mark_indistinct(c);
     }
   }
   free(keys);
@@ -369,36 +436,62 @@ static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
     snprintf(b, len, "%.4g %.32s/s", r->per_s, c->unit);
   else
     mlprof__fmt_duration(
-        b, len, c->step_basis ? r->step_mean_ns : (double)r->report.wall_ns);
+        b, len, c->step_basis ? r->step_p50_ns : (double)r->report.wall_ns);
+}
+
+/* The labels of the runs indistinguishable from the best, "a, b and c",
+ * into b. */
+static void indistinct_labels(char *b, size_t len, const mlprof__compare *c) {
+  size_t at = 0, k = 0;
+  b[0] = '\0';
+  for (size_t i = 0; i < c->nruns && at < len; i++) {
+    if (!c->runs[i].indistinct) continue;
+    k++;
+    int w = snprintf(b + at, len - at, "%s%.64s",
+                     k == 1               ? ""
+                     : k == c->indistinct ? " and "
+                                          : ", ",
+                     c->runs[i].label);
+    if (w > 0) at += (size_t)w;
+  }
 }
 
 void mlprof__compare_recommendation(const mlprof__compare *c, char *b,
                                     size_t len) {
   char units[64];
-  snprintf(units, sizeof units, "%.32s per second", c->unit ? c->unit : "");
+  snprintf(units, sizeof units, "%.32s per second of the median step",
+           c->unit ? c->unit : "");
   const char *basis = c->step_basis == MLPROF__BASIS_UNITS ? units
-                      : c->step_basis                      ? "step time"
+                      : c->step_basis                      ? "median step time"
                                                            : "wall time";
   const char *best = c->runs[c->best].label, *worst = c->runs[c->worst].label,
              *first = c->runs[0].label;
-  char tb[64], tw[64], tf[64];
+  char tb[64], tw[64], tf[64], same[512], also[600] = "";
   fmt_basis(tb, sizeof tb, c, c->best);
   fmt_basis(tw, sizeof tw, c, c->worst);
   fmt_basis(tf, sizeof tf, c, 0);
+  indistinct_labels(same, sizeof same, c);
+  if (c->indistinct)
+    snprintf(also, sizeof also, " (or %s: within noise of it)", same);
   if (c->nruns < 2) {
     snprintf(b, len, "only one run: nothing to compare");
   } else if (c->best == c->worst || !(c->best_vs_slowest > 1)) {
     snprintf(b, len, "no run is faster than the others by %s (%s)", basis, tb);
+  } else if (c->indistinct + 1 == c->nruns) {
+    snprintf(b, len,
+             "%.64s and %s are indistinguishable by %s: their 95%% intervals "
+             "overlap (%s vs %s); rerun with more steps to tell them apart",
+             best, same, basis, tb, tw);
   } else if (c->best == 0) {
     snprintf(b, len,
-             "use %.64s (the first run): fastest by %s, %.2fx faster than the "
-             "slowest, %.64s (%s vs %s)",
-             best, basis, c->best_vs_slowest, worst, tb, tw);
+             "use %.64s (the first run)%s: fastest by %s, %.2fx faster than "
+             "the slowest, %.64s (%s vs %s)",
+             best, also, basis, c->best_vs_slowest, worst, tb, tw);
   } else {
     snprintf(b, len,
-             "use %.64s: fastest by %s, %.2fx faster than the slowest, %.64s "
-             "(%s vs %s), and %.2fx faster than the first, %.64s (%s)",
-             best, basis, c->best_vs_slowest, worst, tb, tw, c->best_vs_first,
-             first, tf);
+             "use %.64s%s: fastest by %s, %.2fx faster than the slowest, "
+             "%.64s (%s vs %s), and %.2fx faster than the first, %.64s (%s)",
+             best, also, basis, c->best_vs_slowest, worst, tb, tw,
+             c->best_vs_first, first, tf);
   }
 }

@@ -12,8 +12,14 @@
  *   the fastest mean is at most 1.96 standard errors of the difference of
  *   the two means (sqrt(std_a^2/n_a + std_b^2/n_b), a 95% interval), equal
  *   means included. Text, JSON and the page all use this one rule.
- * - step time of a run: the mean interval between consecutive step marks,
- *   over every thread of the run (each interval weighs the same).
+ * - step time of a run: the median interval between consecutive step
+ *   marks, over every process of the run (mlprof__step_intervals), with a
+ *   distribution-free 95% interval (mlprof__median_interval): a median,
+ *   not a mean, as one preempted step stretches a mean at will. The mean
+ *   (step_mean_ns, over every thread) is shown beside it.
+ * - indistinguishable: a run whose step time's interval overlaps the
+ *   fastest run's (on the ranking's scale: ns a step, or ns a unit of
+ *   work); the recommendation then names them together.
  * - ranking by total: by the job's wall time, shortest first. Ranking by
  *   step: by step time when every run has step marks (two or more on a
  *   thread), otherwise by wall time (basis "wall"). Ties keep the order
@@ -27,17 +33,26 @@
 #include "filter.h"
 #include "stats.h"
 
+/* What slowed a run's machine down, from its samples (mlprof__run_load). */
+typedef struct {
+  /* The run-queue wait as a share of the CPU time wanted, runq / (cpu +
+   * runq): of the process tree's totals (mlprof run), else summed over the
+   * processes sampled; NAN where not sampled. */
+  double wait;
+  /* The machine's CPU steal (cpu_steal_pct / 100, the mean over its
+   * samples, over hosts); NAN where not sampled. */
+  double steal;
+} mlprof__run_machine;
+
 /* Builds the report of one run: path is a profile file or a run directory.
  * keep_durations: keep each zone's sorted durations (mlprof diff); filter
- * (NULL: none) as mlprof__analysis_opts.filter; contention (NULL: not
- * wanted) receives the process tree's run-queue wait as a share of the CPU
- * time it wanted, runq / (cpu + runq), NAN where not sampled. Returns
- * 0; MLPROF_ENOMEM with "out of memory" in err; or another negative error
- * with a one-line reason in err when path cannot be opened or is not a
- * profile (bad input). */
+ * (NULL: none) as mlprof__analysis_opts.filter; machine (NULL: not wanted)
+ * receives what slowed its machine down. Returns 0; MLPROF_ENOMEM with "out
+ * of memory" in err; or another negative error with a one-line reason in
+ * err when path cannot be opened or is not a profile (bad input). */
 int mlprof__run_load(const char *path, int keep_durations,
                      const mlprof__filter *filter, mlprof__report *r,
-                     double *contention, char *err, size_t errlen);
+                     mlprof__run_machine *machine, char *err, size_t errlen);
 
 enum { MLPROF__BASIS_WALL, MLPROF__BASIS_STEPS, MLPROF__BASIS_UNITS };
 
@@ -50,8 +65,12 @@ typedef struct {
   uint64_t busy_ns;    /* summed top-level zone time of every thread */
   uint64_t intervals;  /* step intervals over every thread */
   double step_mean_ns; /* mean step interval, NAN without intervals */
-  double per_s;        /* units of mlprof__compare.unit per second of its steps
-                          (of its wall time without steps); NAN: none */
+  /* The median step interval and its 95% interval, NAN without steps. */
+  double step_p50_ns, step_lo_ns, step_hi_ns;
+  double per_s;   /* units of mlprof__compare.unit per second of its median
+                     step (of its wall time without steps); NAN: none */
+  int indistinct; /* not the fastest, but its interval overlaps the
+                     fastest's (by_step's basis, steps or units) */
   size_t rank_total, rank_step; /* 1 = fastest */
 } mlprof__compare_run;
 
@@ -89,6 +108,7 @@ typedef struct {
    * slowest run and the first. */
   size_t best, worst;
   double best_vs_slowest, best_vs_first;
+  size_t indistinct; /* runs indistinguishable from the best */
 } mlprof__compare;
 
 /* Whether run r's mean for zone z is within noise of the fastest run's

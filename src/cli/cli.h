@@ -74,7 +74,9 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c);
 enum { MLPROF__DIFF_TEXT, MLPROF__DIFF_JSON, MLPROF__DIFF_JUNIT };
 
 typedef struct {
-  const char *base, *next;  /* the runs: BASE and NEW */
+  /* The runs: BASE's (one, or several before --) and NEW's */
+  const char *const *base, *const *next;
+  size_t nbase, nnext;
   mlprof__diff_options opt; /* opt.zones: the --zone patterns (owned) */
   int format;               /* MLPROF__DIFF_*, default text */
   mlprof__filter filter;    /* owned */

@@ -704,6 +704,20 @@ int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_u64(o, r->intervals);
     mlprof__out_lit(o, ",\"step_mean_ns\":");
     mlprof__out_f64(o, r->step_mean_ns);
+    mlprof__out_lit(o, ",\"step_p50_ns\":");
+    mlprof__out_f64(o, r->step_p50_ns);
+    mlprof__out_lit(o, ",\"step_p50_interval_ns\":");
+    if (isnan(r->step_lo_ns)) {
+      mlprof__out_lit(o, "null");
+    } else {
+      mlprof__out_lit(o, "[");
+      mlprof__out_f64(o, r->step_lo_ns);
+      mlprof__out_lit(o, ",");
+      mlprof__out_f64(o, r->step_hi_ns);
+      mlprof__out_lit(o, "]");
+    }
+    mlprof__out_printf(o, ",\"indistinct\":%s",
+                       r->indistinct ? "true" : "false");
     mlprof__out_lit(o, ",\"units_per_s\":");
     mlprof__out_f64(o, r->per_s);
     mlprof__out_printf(o,
