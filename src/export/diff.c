@@ -291,7 +291,7 @@ static const char *note_of(const mlprof__diff_zone *z,
 static void fmt_note(char *b, size_t len, const mlprof__diff *d,
                      const mlprof__diff_zone *z,
                      const mlprof__diff_options *opt) {
-  if (!d->shift.detected || !z->in_shift) {
+  if (!d->shift.detected || !z->in_shift || z->runs_vary) {
     snprintf(b, len, "%s", note_of(z, opt));
   } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
     snprintf(b, len, "with the common shift");

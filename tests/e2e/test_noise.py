@@ -4,7 +4,7 @@ hoped for: the machine's run-queue wait and CPU steal as the sampler records
 them, a uniform shift of every zone, several runs a side, a preempted step.
 """
 import json
-import math
+import re
 import random
 
 from conftest import mlprof  # noqa: F401
@@ -122,9 +122,11 @@ def test_uniform_shift_is_reported_as_the_machine(tmp_path):
     assert all(z["explained_by"] == "uniform_shift" for z in doc["zones"])
     text = diff(base, shifted).stdout
     assert "4 moved with the machine" in text
-    assert "all 4 zones are 10." in text and "the machine was slower" in text
+    assert re.search(r"all 4 zones are (9|10)\.\d% slower together", text)
+    assert "the machine was slower" in text
     for z in ZONES:
-        line = next(x for x in text.splitlines() if x.startswith(z + " "))
+        line = next(x for x in text.splitlines()
+                    if x.strip().startswith(z + " "))
         assert " machine " in line and " slower " not in line
 
     beyond = write(tmp_path / "beyond.mlprof", [1.1, 1.1, 1.1 * 1.3, 1.1],
@@ -138,9 +140,11 @@ def test_uniform_shift_is_reported_as_the_machine(tmp_path):
 
 # Each run's own speed, zone by zone: runs of one program on a shared
 # machine differ by several percent, each zone its own way.
-AA = [[0.92, 1.04, 0.97, 1.06], [1.01, 0.95, 1.05, 0.93],
-      [0.97, 1.00, 0.91, 1.02], [1.08, 1.06, 1.04, 0.97],
-      [1.00, 0.93, 1.09, 1.05], [1.04, 1.08, 0.98, 1.09]]
+# Pooled, NEW looks 7% slower at load and backward, 6% faster at forward
+# and optimizer: no uniform shift, but verdicts the runs do not bear out.
+AA = [[0.95, 1.05, 1.01, 0.97], [1.00, 0.95, 1.06, 1.02],
+      [1.05, 1.00, 0.96, 1.07], [1.12, 0.94, 1.02, 0.95],
+      [1.02, 0.99, 1.12, 0.90], [1.07, 0.89, 1.07, 1.00]]
 
 
 def test_a_a_with_three_runs_a_side_is_no_regression(tmp_path):
@@ -156,6 +160,7 @@ def test_a_a_with_three_runs_a_side_is_no_regression(tmp_path):
     assert all(z["between_runs"]["base_runs"] == 3 for z in doc["zones"])
     # The pooled test alone flags some of them: the between-run test is what
     # keeps them unchanged.
+    assert doc["uniform_shift"]["detected"] is False
     assert any(z["runs_vary"] for z in doc["zones"])
     text = diff(*paths[:3], "--", *paths[3:]).stdout
     assert "and 2 more runs" in text and "the runs vary" in text

@@ -330,6 +330,7 @@ static void test_several_runs_between_run_noise(void) {
     CHECK_EQ(d.zones[i].base->count, 1200);
   }
   CHECK(vary >= 1); /* the pooled test alone would have judged them */
+  CHECK_EQ(d.shift.detected, 0);
   mlprof__diff_free(&d);
   for (int i = 0; i < 6; i++) mlprof__report_free(&rep[i]);
 
