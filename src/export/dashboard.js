@@ -735,17 +735,17 @@
     var c = C(), runs = arr(c.runs), zones = arr(c.zones), rk = c.ranking || {};
     var steps = rk.step_basis === 'steps', out = [];
     out.push(card('Recommendation', el('p', {id: 'recommendation', text: c.recommendation || ''})));
-    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step time', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
+    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step p50', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
     var rrows = runs.map(function (r, i) {
       var best = c.fastest && c.fastest.run === i;
       return el('tr', null, [el('td', {text: i + 1}), el('td', {class: 'name' + (best ? ' fastest' : ''), text: r.label}),
         el('td', {class: 'name', title: r.path, text: r.path}), el('td', {text: fmtNs(r.wall_ns)}), el('td', {text: r.spans}),
-        el('td', {text: r.step_intervals ? fmtNs(r.step_mean_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
+        el('td', {title: r.step_p50_interval_ns ? '95% interval ' + fmtNs(r.step_p50_interval_ns[0]) + ' .. ' + fmtNs(r.step_p50_interval_ns[1]) + '; mean ' + fmtNs(r.step_mean_ns) : '', text: r.step_intervals && r.step_p50_ns != null ? fmtNs(r.step_p50_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
     });
     function ranking(order, what) {
       return el('div', null, [el('b', {text: what}), el('ol', {class: 'ranking'}, arr(order).map(function (i) {
         var r = runs[i] || {};
-        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_mean_ns))})]);
+        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_p50_ns))})]);
       }))]);
     }
     out.push(card('Runs (' + runs.length + ')', [el('table', {id: 'compare-runs'}, [el('thead', null, rhead), el('tbody', null, rrows)]),
