@@ -20,7 +20,7 @@ static double measure_mean(const mlprof__subject_stats *s, const char *name) {
 
 /* What slowed the machine of a's run down (compare.h). */
 static mlprof__run_machine machine_of(const mlprof__analysis *a) {
-  mlprof__run_machine m = {NAN, NAN};
+  mlprof__run_machine m = {NAN, NAN, NAN};
   /* The tree's run-queue wait against the CPU it used, both summed over
    * its processes tick by tick (% of a core); without a tree (a program
    * sampling itself), the processes' means summed. */
@@ -41,7 +41,10 @@ static mlprof__run_machine machine_of(const mlprof__analysis *a) {
       if (!isnan(c) && !isnan(w)) cpu += c, runq += w;
     }
   }
-  if (cpu + runq > 0) m.wait = runq / (cpu + runq);
+  if (cpu + runq > 0) {
+    m.wait = runq / (cpu + runq);
+    m.demand = (cpu + runq) / 100;
+  }
   if (hosts) m.steal = steal / (double)hosts;
   return m;
 }
@@ -50,7 +53,7 @@ int mlprof__run_load(const char *path, int keep_durations,
                      const mlprof__filter *filter, mlprof__report *r,
                      mlprof__run_machine *machine, char *err, size_t errlen) {
   memset(r, 0, sizeof *r);
-  if (machine) *machine = (mlprof__run_machine){NAN, NAN};
+  if (machine) *machine = (mlprof__run_machine){NAN, NAN, NAN};
   mlprof__job job;
   int rc = mlprof__job_open(&job, &path, 1, err, errlen);
   if (rc) return rc;

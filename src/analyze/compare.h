@@ -39,6 +39,10 @@ typedef struct {
    * runq): of the process tree's totals (mlprof run), else summed over the
    * processes sampled; NAN where not sampled. */
   double wait;
+  /* How much of a CPU the run wanted, (cpu + runq) / 100 from the same
+   * sums: about 1 for a CPU-bound thread, near 0 for one that sleeps or
+   * waits for I/O, above 1 for several busy threads; NAN with wait. */
+  double demand;
   /* The machine's CPU steal (cpu_steal_pct / 100, the mean over its
    * samples, over hosts); NAN where not sampled. */
   double steal;

@@ -134,7 +134,8 @@ void mlprof__diff_options_init(mlprof__diff_options *opt) {
                                 .alpha = 0.01,
                                 .min_count = 5,
                                 .contention = {NAN, NAN},
-                                .steal = {NAN, NAN}};
+                                .steal = {NAN, NAN},
+                                .demand = {NAN, NAN}};
 }
 
 const char *mlprof__verdict_name(mlprof__verdict v) {
@@ -147,12 +148,6 @@ static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
   int c = memcmp(a, b, an < bn ? an : bn);
   if (c) return c;
   return (an > bn) - (an < bn);
-}
-
-static int zone_ptr_cmp(const void *x, const void *y) {
-  const mlprof__zone_stats *a = *(const mlprof__zone_stats *const *)x,
-                           *b = *(const mlprof__zone_stats *const *)y;
-  return name_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 static int u64_cmp(const void *x, const void *y) {
@@ -468,7 +463,7 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
   m->next = opt->contention[1];
   m->steal_base = opt->steal[0];
   m->steal_next = opt->steal[1];
-  m->factor = NAN;
+  m->factor = m->expected = NAN;
   int wait = !isnan(m->base) && !isnan(m->next) && m->next < 1;
   int steal =
       !isnan(m->steal_base) && !isnan(m->steal_next) && m->steal_next < 1;
@@ -476,9 +471,11 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
   double cb = wait ? m->base : 0, cn = wait ? m->next : 0;
   double sb = steal ? m->steal_base : 0, sn = steal ? m->steal_next : 0;
   m->factor = (1 - cb) * (1 - sb) / ((1 - cn) * (1 - sn));
+  m->demand = isnan(opt->demand[1]) ? 1 : fmin(1, fmax(0, opt->demand[1]));
+  m->expected = 1 + m->demand * (m->factor - 1);
   m->slower = (cn - cb >= MLPROF__MACHINE_MIN_WAIT ||
                sn - sb >= MLPROF__MACHINE_MIN_WAIT) &&
-              m->factor - 1 >= MLPROF__MACHINE_MIN_CHANGE;
+              m->expected - 1 >= MLPROF__MACHINE_MIN_CHANGE;
   /* The factor is a whole run's average over coarse samples: a zone is
    * beyond it only by MLPROF__MACHINE_TOLERANCE at least. */
   mlprof__diff_options wide = *opt;
@@ -495,7 +492,7 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
     double beyond;
     mlprof__mwu t;
     mlprof__verdict v;
-    int rc = judge_against(z, m->factor, &wide, &beyond, &t, &v);
+    int rc = judge_against(z, m->expected, &wide, &beyond, &t, &v);
     if (rc) return rc;
     if (v == MLPROF__VERDICT_SLOWER) continue;
     z->machine_explains = 1;
@@ -696,11 +693,11 @@ static int judge_unit(const mlprof__report *base, const mlprof__report *next,
   }
   if (!unit) return 0;
   const mlprof__report *r[2] = {base, next};
-  size_t k[2] = {kb, kn};
+  size_t runs[2] = {kb, kn};
   double ns_a_unit = INFINITY;
   for (int i = 0; i < 2; i++) {
     d->work[i] =
-        (double)unit_total(r[i], k[i], unit) / (double)d->step_marks[i];
+        (double)unit_total(r[i], runs[i], unit) / (double)d->step_marks[i];
     double x = d->step_side[i].mean_ns / d->work[i];
     if (x < ns_a_unit) ns_a_unit = x;
   }
@@ -737,7 +734,7 @@ static int judge_unit(const mlprof__report *base, const mlprof__report *next,
   double *per[2] = {malloc(kb * sizeof(double)), malloc(kn * sizeof(double))};
   if (!per[0] || !per[1]) rc = MLPROF_ENOMEM;
   for (int i = 0; i < 2 && !rc; i++)
-    for (size_t run = 0; run < k[i]; run++)
+    for (size_t run = 0; run < runs[i]; run++)
       per[i][run] = d->side[i].steps[run] * d->unit_scale / d->work[i];
   if (!rc) between_runs(&d->per_unit, per[0], kb, per[1], kn);
   free(per[0]);
@@ -909,10 +906,16 @@ void mlprof__diff_machine_note(char *b, size_t len, const mlprof__diff *d) {
   char wait[256], steal[64];
   wait_words(wait, sizeof wait, m);
   steal_words(steal, sizeof steal, m);
+  char part[128] = "";
+  if (m->demand < 0.95)
+    snprintf(part, sizeof part,
+             " (its processes wanted a CPU %.0f%% of the time: %.2fx of their "
+             "time)",
+             m->demand * 100, m->expected);
   int at = snprintf(b, len,
                     "the machine was slower for NEW: %s%s%s, which stretches "
-                    "CPU-bound work %.2fx",
-                    wait, *wait && *steal ? ", " : "", steal, m->factor);
+                    "CPU-bound work %.2fx%s",
+                    wait, *wait && *steal ? ", " : "", steal, m->factor, part);
   if (m->explained && at > 0 && (size_t)at < len)
     snprintf(b + at, len - (size_t)at,
              "; %zu slower verdict%s no more than that %s not counted as a "

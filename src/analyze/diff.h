@@ -147,6 +147,9 @@ typedef struct {
   /* Each run's CPU steal (BASE, NEW): the share of the machine's CPU time
    * the hypervisor gave other guests, 0 to 1; NAN when not sampled. */
   double steal[2];
+  /* How much of a CPU each run wanted (mlprof__run_machine.demand); NAN:
+   * unknown, taken as 1 (CPU-bound). */
+  double demand[2];
 } mlprof__diff_options;
 
 /* mlprof diff's defaults, the one copy: threshold 5%, alpha 0.01, 5 spans
@@ -157,10 +160,13 @@ void mlprof__diff_options_init(mlprof__diff_options *opt);
  * at least MLPROF__MACHINE_MIN_WAIT and they stretch CPU-bound work by at
  * least MLPROF__MACHINE_MIN_CHANGE: factor = (1 - c_base)(1 - s_base) /
  * ((1 - c_new)(1 - s_new)), the ratio of the shares of wanted time a run
- * got a CPU that ran it (s: steal, 0 on both sides unless both are known). */
+ * got a CPU that ran it (s: steal, 0 on both sides unless both are known).
+ * Only the time a run wanted a CPU is stretched: what the machine explains
+ * of a zone's wall time is expected = 1 + d (factor - 1), d = NEW's demand
+ * (at most 1; 1 when unknown); slower needs expected - 1 >= that change. */
 #define MLPROF__MACHINE_MIN_WAIT 0.05
 #define MLPROF__MACHINE_MIN_CHANGE 0.05
-/* A slower zone (or the step) is then judged against factor by the
+/* A slower zone (or the step) is then judged against expected by the
  * verdicts' rule with a threshold of at least this: beyond it, a change of
  * the code; within it, "no more than the machine explains". */
 #define MLPROF__MACHINE_TOLERANCE 0.25
@@ -212,8 +218,10 @@ typedef struct {
   double base, next; /* the runs' contention (options), NAN: unknown */
   double steal_base, steal_next; /* the runs' steal (options), NAN: unknown */
   double factor;                 /* above; NAN when unknown */
-  int slower;                    /* NEW's machine was markedly slower (above) */
-  size_t explained;              /* slower zones (and the step) it explains */
+  double demand;                 /* d above, 0 to 1 */
+  double expected;  /* above: what zones are judged against; NAN: unknown */
+  int slower;       /* NEW's machine was markedly slower (above) */
+  size_t explained; /* slower zones (and the step) it explains */
 } mlprof__diff_machine;
 
 /* One side's runs, pooled: their zones merged by name (sorted by name;

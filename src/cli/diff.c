@@ -243,21 +243,22 @@ static int write_diff(const mlprof__diff_cmd *c, const mlprof__diff *d,
 }
 
 /* Loads the n runs at paths into r[0..n) and the mean of what slowed
- * their machines into *wait and *steal (NAN when no run knows). Returns 0
- * or the exit status after a message. */
+ * their machines into *wait, *steal and *demand (NAN when no run knows).
+ * Returns 0 or the exit status after a message. */
 static int load_side(const char *const *paths, size_t n,
                      const mlprof__filter *filter, mlprof__report *r,
-                     double *wait, double *steal) {
-  double sw = 0, ss = 0;
+                     double *wait, double *steal, double *demand) {
+  double sw = 0, ss = 0, sd = 0;
   size_t nw = 0, ns = 0;
   for (size_t i = 0; i < n; i++) {
     mlprof__run_machine m;
     int rc = load(paths[i], filter, &r[i], &m);
     if (rc) return rc;
-    if (!isnan(m.wait)) sw += m.wait, nw++;
+    if (!isnan(m.wait)) sw += m.wait, sd += m.demand, nw++;
     if (!isnan(m.steal)) ss += m.steal, ns++;
   }
   *wait = nw ? sw / (double)nw : NAN;
+  *demand = nw ? sd / (double)nw : NAN;
   *steal = ns ? ss / (double)ns : NAN;
   return 0;
 }
@@ -271,10 +272,10 @@ int mlprof__diff_cmd_run(const mlprof__diff_cmd *c) {
   if (rc) fprintf(stderr, "mlprof diff: out of memory\n");
   if (!rc)
     rc = load_side(c->base, c->nbase, &c->filter, base, &opt.contention[0],
-                   &opt.steal[0]);
+                   &opt.steal[0], &opt.demand[0]);
   if (!rc)
     rc = load_side(c->next, c->nnext, &c->filter, next, &opt.contention[1],
-                   &opt.steal[1]);
+                   &opt.steal[1], &opt.demand[1]);
   if (!rc &&
       mlprof__diff_build_runs(base, c->nbase, next, c->nnext, &opt, &d)) {
     fprintf(stderr, "mlprof diff: out of memory\n");

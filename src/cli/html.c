@@ -183,7 +183,8 @@ static int diff_load(const char *const *paths, const mlprof__filter *filter,
   if (!rc)
     rc = mlprof__run_load(paths[1], 1, filter, next, &m[1], err, sizeof err);
   for (int i = 0; i < 2 && !rc; i++)
-    opt->contention[i] = m[i].wait, opt->steal[i] = m[i].steal;
+    opt->contention[i] = m[i].wait, opt->steal[i] = m[i].steal,
+    opt->demand[i] = m[i].demand;
   if (!rc && mlprof__diff_build(base, next, opt, d)) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;

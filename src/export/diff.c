@@ -186,6 +186,10 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   mlprof__out_f64(o, m->steal_next);
   mlprof__out_lit(o, ",\"factor\":");
   mlprof__out_f64(o, m->factor);
+  mlprof__out_lit(o, ",\"cpu_wanted\":");
+  mlprof__out_f64(o, isnan(m->expected) ? NAN : m->demand);
+  mlprof__out_lit(o, ",\"expected\":");
+  mlprof__out_f64(o, m->expected);
   mlprof__out_printf(o, ",\"slower\":%s,\"explained\":%zu,\"note\":",
                      m->slower ? "true" : "false", m->explained);
   json_note(o, d, m->slower ? mlprof__diff_machine_note : NULL);

@@ -369,6 +369,38 @@ static void test_steal_explains_a_slower_machine(void) {
   free_all(&base, &next, &d);
 }
 
+/* A program that sleeps (it wanted a CPU 3% of the time) is hardly
+ * stretched by a run queue, however long: its zones 25% slower are not the
+ * machine's. One that wanted half a CPU gets half the factor. */
+static void test_machine_stretches_only_the_cpu_wanted(void) {
+  static const double f[] = {1.25, 1.25, 1.25, 1.25, 1.8};
+  mlprof__report base, next;
+  mlprof__diff d;
+  CHECK_EQ(diff_of(5, f, 300, 300, 0.05, 41, &base, &next, &d), 0);
+  mlprof__diff_free(&d);
+  mlprof__diff_options opt;
+  mlprof__diff_options_init(&opt);
+  opt.contention[0] = 0.2, opt.contention[1] = 0.6; /* factor 2 */
+  opt.demand[1] = 0.03;
+  CHECK_EQ(mlprof__diff_build(&base, &next, &opt, &d), 0);
+  CHECK_NEAR(d.machine.factor, 2, 1e-12);
+  CHECK_NEAR(d.machine.expected, 1.03, 1e-12);
+  CHECK_EQ(d.machine.slower, 0);
+  CHECK_EQ(d.machine.explained, 0);
+  CHECK_EQ(dz(&d, "allreduce")->machine_explains, 0);
+  CHECK_EQ(d.regression, 1);
+  mlprof__diff_free(&d);
+  opt.demand[1] = 0.5; /* expected 1.5: allreduce's 1.8 is within 25% of it */
+  CHECK_EQ(mlprof__diff_build(&base, &next, &opt, &d), 0);
+  CHECK_EQ(d.machine.slower, 1);
+  CHECK_NEAR(d.machine.expected, 1.5, 1e-12);
+  CHECK_EQ(dz(&d, "allreduce")->explained_by, MLPROF__EXPLAINED_LOAD);
+  char note[512];
+  mlprof__diff_machine_note(note, sizeof note, &d);
+  CHECK(strstr(note, "wanted a CPU 50% of the time: 1.50x") != NULL);
+  free_all(&base, &next, &d);
+}
+
 /* The diff's text and JUnit outputs come from export/ (export/diff.h). */
 static void test_diff_text_and_junit(void) {
   static const double factors[] = {1, 1.5, 1};
@@ -399,6 +431,8 @@ const mlprof_test mlprof_tests_diff[] = {
     {"slower_machine_explains_its_share",
      test_slower_machine_explains_its_share},
     {"t_p", test_t_p},
+    {"machine_stretches_only_the_cpu_wanted",
+     test_machine_stretches_only_the_cpu_wanted},
     {"several_runs_between_run_noise", test_several_runs_between_run_noise},
     {"steal_explains_a_slower_machine", test_steal_explains_a_slower_machine},
     {"uniform_shift_found", test_uniform_shift_found},
