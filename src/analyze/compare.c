@@ -73,50 +73,109 @@ int mlprof__run_load(const char *path, int keep_durations,
   return 0;
 }
 
-int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
-                        mlprof__report *r) {
+static int u64_cmp(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return (a > b) - (a < b);
+}
+
+static int double_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* The step time of run's k reports rs[0..k) (compare.h) into run. Returns
+ * 0 or MLPROF_ENOMEM. */
+static int step_time(mlprof__compare_run *run, const mlprof__report *const *rs,
+                     size_t k) {
+  double *med = malloc(k * sizeof *med);
+  if (!med) return MLPROF_ENOMEM;
+  size_t m = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < k; i++) {
+    uint64_t *v;
+    size_t n;
+    if (mlprof__step_intervals(rs[i], &v, &n)) {
+      free(med);
+      return MLPROF_ENOMEM;
+    }
+    if (n) {
+      double l, h;
+      med[m++] = mlprof__median_sorted(v, n);
+      mlprof__median_interval(v, n, &l, &h);
+      lo = fmin(lo, l);
+      hi = fmax(hi, h);
+    }
+    free(v);
+  }
+  if (m) {
+    mlprof__sort(med, m, sizeof *med, double_cmp);
+    run->step_p50_ns = m % 2 ? med[m / 2] : med[m / 2 - 1] / 2 + med[m / 2] / 2;
+    run->step_lo_ns = lo;
+    run->step_hi_ns = hi;
+  }
+  free(med);
+  return 0;
+}
+
+int mlprof__compare_add_runs(mlprof__compare *c, const char *label,
+                             const char *path, mlprof__report *r, size_t k) {
   if (mlprof__grow(&c->runs, &c->rcap, c->nruns + 1, sizeof *c->runs))
     return MLPROF_ENOMEM;
-  char *l = mlprof__dup(label, strlen(label));
-  char *p = mlprof__dup(path, strlen(path));
-  if (!l || !p) {
-    free(l);
-    free(p);
-    return MLPROF_ENOMEM;
-  }
-  mlprof__compare_run *run = &c->runs[c->nruns++];
+  mlprof__compare_run *run = &c->runs[c->nruns];
   memset(run, 0, sizeof *run);
-  run->label = l;
-  run->path = p;
   run->per_s = NAN;
   run->step_p50_ns = run->step_lo_ns = run->step_hi_ns = NAN;
-  run->report = *r;
-  memset(r, 0, sizeof *r);
-  const mlprof__report *rep = &run->report;
-  double sum = 0;
-  for (size_t t = 0; t < rep->nthreads; t++) {
-    const mlprof__thread_stats *th = &rep->threads[t];
-    run->busy_ns += th->busy_ns;
-    run->intervals += th->marks.steps;
-    sum += (double)th->step_mean_ns * (double)th->marks.steps;
-  }
-  run->step_mean_ns = run->intervals ? sum / (double)run->intervals : NAN;
-  uint64_t *v;
-  size_t n;
-  if (mlprof__step_intervals(rep, &v, &n)) {
-    /* Give the report back: the caller still owns it on failure. */
-    *r = run->report;
+  run->repeats = k;
+  run->label = mlprof__dup(label, strlen(label));
+  run->path = mlprof__dup(path, strlen(path));
+  const mlprof__report **rs = malloc(k * sizeof *rs);
+  uint64_t *walls = malloc(k * sizeof *walls);
+  if (k > 1) run->more = malloc((k - 1) * sizeof *run->more);
+  int rc = run->label && run->path && rs && walls && (k == 1 || run->more)
+               ? 0
+               : MLPROF_ENOMEM;
+  for (size_t i = 0; i < k && !rc; i++) rs[i] = &r[i];
+  if (!rc && k > 1) rc = mlprof__diff_pool(r, k, &run->pooled);
+  if (!rc) rc = step_time(run, rs, k);
+  free(rs);
+  if (rc) {
+    mlprof__diff_side_free(&run->pooled);
     free(run->label);
     free(run->path);
-    c->nruns--;
-    return MLPROF_ENOMEM;
+    free(run->more);
+    free(walls);
+    return rc;
   }
-  if (n) {
-    run->step_p50_ns = mlprof__median_sorted(v, n);
-    mlprof__median_interval(v, n, &run->step_lo_ns, &run->step_hi_ns);
+  /* Ours now: the pooled zones point into the reports, which move into
+   * run without their contents moving. */
+  run->report = r[0];
+  for (size_t i = 1; i < k; i++) run->more[i - 1] = r[i];
+  for (size_t i = 0; i < k; i++) memset(&r[i], 0, sizeof r[i]);
+  c->nruns++;
+  run->zones = k > 1 ? run->pooled.zones : run->report.zones;
+  run->nzones = k > 1 ? run->pooled.nzones : run->report.nzones;
+  double sum = 0;
+  for (size_t i = 0; i < k; i++) {
+    const mlprof__report *rep = i ? &run->more[i - 1] : &run->report;
+    walls[i] = rep->wall_ns;
+    run->spans += rep->spans;
+    for (size_t t = 0; t < rep->nthreads; t++) {
+      const mlprof__thread_stats *th = &rep->threads[t];
+      run->busy_ns += th->busy_ns;
+      run->intervals += th->marks.steps;
+      sum += (double)th->step_mean_ns * (double)th->marks.steps;
+    }
   }
-  free(v);
+  mlprof__sort(walls, k, sizeof *walls, u64_cmp);
+  run->wall_ns = k % 2 ? walls[k / 2] : walls[k / 2 - 1] / 2 + walls[k / 2] / 2;
+  free(walls);
+  run->step_mean_ns = run->intervals ? sum / (double)run->intervals : NAN;
   return 0;
+}
+
+int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
+                        mlprof__report *r) {
+  return mlprof__compare_add_runs(c, label, path, r, 1);
 }
 
 static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
@@ -175,11 +234,18 @@ static double ratio(double num, double den) {
   return isnan(num) || isnan(den) || !(den > 0) ? NAN : num / den;
 }
 
-/* The total of unit name in report r, 0 when none. */
-static uint64_t unit_total(const mlprof__report *r, const char *name) {
-  for (size_t i = 0; i < r->nunits; i++)
-    if (strcmp(r->units[i].name, name) == 0) return r->units[i].total;
-  return 0;
+/* The total of unit name over run's repeated runs, 0 when one has none. */
+static uint64_t unit_total(const mlprof__compare_run *run, const char *name) {
+  uint64_t sum = 0;
+  for (size_t k = 0; k < run->repeats; k++) {
+    const mlprof__report *r = k ? &run->more[k - 1] : &run->report;
+    uint64_t one = 0;
+    for (size_t i = 0; i < r->nunits; i++)
+      if (strcmp(r->units[i].name, name) == 0) one = r->units[i].total;
+    if (!one) return 0;
+    sum += one;
+  }
+  return sum;
 }
 
 /* Whether the runs of c should be ranked by throughput (compare.h): then
@@ -192,24 +258,26 @@ static int choose_unit(mlprof__compare *c) {
                     : k == 1 ? "tokens"
                              : r0->units[k - 2].name;
     size_t i = 0;
-    while (i < c->nruns && unit_total(&c->runs[i].report, u)) i++;
+    while (i < c->nruns && unit_total(&c->runs[i], u)) i++;
     if (i == c->nruns) unit = u;
   }
   if (!unit) return 0;
   double lo = INFINITY, hi = 0;
   for (size_t i = 0; i < c->nruns; i++) {
     mlprof__compare_run *run = &c->runs[i];
-    double total = (double)unit_total(&run->report, unit);
-    double work = c->step_basis ? total / (double)run->intervals : total;
+    /* A run's share of its configuration's units. */
+    double total = (double)unit_total(run, unit) / (double)run->repeats;
+    double work = c->step_basis
+                      ? total * (double)run->repeats / (double)run->intervals
+                      : total;
     lo = work < lo ? work : lo;
     hi = work > hi ? work : hi;
     /* Per second of its median step when it has steps (start-up and
      * shutdown are not what a configuration is chosen for, and one
      * preempted step is not what it costs), else of its wall. */
-    run->per_s = c->step_basis ? work * 1e9 / run->step_p50_ns
-                 : run->report.wall_ns
-                     ? total * 1e9 / (double)run->report.wall_ns
-                     : NAN;
+    run->per_s = c->step_basis  ? work * 1e9 / run->step_p50_ns
+                 : run->wall_ns ? total * 1e9 / (double)run->wall_ns
+                                : NAN;
     if (!(run->per_s > 0)) return 0;
   }
   if (hi <= lo * 1.01) return 0;
@@ -245,7 +313,7 @@ static void mark_indistinct(mlprof__compare *c) {
 
 int mlprof__compare_finish(mlprof__compare *c) {
   size_t n = c->nruns, nrefs = 0;
-  for (size_t i = 0; i < n; i++) nrefs += c->runs[i].report.nzones;
+  for (size_t i = 0; i < n; i++) nrefs += c->runs[i].nzones;
   zone_ref *refs = malloc((nrefs ? nrefs : 1) * sizeof *refs);
   double *keys = calloc(n ? n : 1, sizeof *keys);
   c->by_total = malloc((n ? n : 1) * sizeof *c->by_total);
@@ -253,8 +321,8 @@ int mlprof__compare_finish(mlprof__compare *c) {
   int rc = refs && keys && c->by_total && c->by_step ? 0 : MLPROF_ENOMEM;
   size_t k = 0;
   for (size_t i = 0; i < n && !rc; i++)
-    for (size_t z = 0; z < c->runs[i].report.nzones; z++)
-      refs[k++] = (zone_ref){&c->runs[i].report.zones[z], i};
+    for (size_t z = 0; z < c->runs[i].nzones; z++)
+      refs[k++] = (zone_ref){&c->runs[i].zones[z], i};
   if (!rc && nrefs) mlprof__sort(refs, nrefs, sizeof *refs, zone_ref_cmp);
   size_t ndistinct = 0;
   for (size_t i = 0; i < nrefs; i++)
@@ -307,7 +375,7 @@ int mlprof__compare_finish(mlprof__compare *c) {
   if (!rc && c->nzones)
     mlprof__sort(c->zones, c->nzones, sizeof *c->zones, compare_zone_cmp);
   if (!rc) {
-    for (size_t i = 0; i < n; i++) keys[i] = (double)c->runs[i].report.wall_ns;
+    for (size_t i = 0; i < n; i++) keys[i] = (double)c->runs[i].wall_ns;
     rank_runs(c->by_total, keys, n);
     c->step_basis = n > 0 ? MLPROF__BASIS_STEPS : MLPROF__BASIS_WALL;
     for (size_t i = 0; i < n; i++)
@@ -345,7 +413,11 @@ void mlprof__compare_free(mlprof__compare *c) {
   for (size_t i = 0; i < c->nruns; i++) {
     free(c->runs[i].label);
     free(c->runs[i].path);
+    mlprof__diff_side_free(&c->runs[i].pooled);
     mlprof__report_free(&c->runs[i].report);
+    for (size_t k = 0; k + 1 < c->runs[i].repeats; k++)
+      mlprof__report_free(&c->runs[i].more[k]);
+    free(c->runs[i].more);
   }
   for (size_t i = 0; i < c->nzones; i++) {
     free(c->zones[i].stats);
@@ -386,49 +458,65 @@ static int split_labels(char *list, char **labels, size_t n) {
 }
 
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
+                         const size_t *sizes, size_t ngroups,
                          int keep_durations, const char *labels,
                          const mlprof__filter *filter, char *err,
                          size_t errlen) {
   memset(c, 0, sizeof *c);
+  if (!sizes) ngroups = n;
+  /* first[g]: the index in paths of configuration g's first run. */
+  size_t *first = calloc(ngroups + 1, sizeof *first);
   char *list = labels ? mlprof__dup(labels, strlen(labels)) : NULL;
-  char **lab = calloc(n ? n : 1, sizeof *lab);
-  char(*names)[256] = calloc(n ? n : 1, sizeof *names);
+  char **lab = calloc(ngroups ? ngroups : 1, sizeof *lab);
+  char(*names)[256] = calloc(ngroups ? ngroups : 1, sizeof *names);
+  mlprof__report *r = calloc(n ? n : 1, sizeof *r);
   int rc = 0;
-  if ((labels && !list) || !lab || !names) {
+  if ((labels && !list) || !lab || !names || !first || !r) {
     snprintf(err, errlen, "out of memory");
     rc = MLPROF_ENOMEM;
-  } else if (list && split_labels(list, lab, n)) {
+  }
+  for (size_t g = 0; g < ngroups && !rc; g++)
+    first[g + 1] = first[g] + (sizes ? sizes[g] : 1);
+  if (rc) {
+  } else if (list && split_labels(list, lab, ngroups)) {
     snprintf(err, errlen,
              "--labels wants %zu non-empty labels separated by commas, one "
-             "per run",
-             n);
+             "per %s",
+             ngroups, sizes ? "configuration" : "run");
     rc = MLPROF_EINVAL;
   } else if (!list) {
-    for (size_t i = 0; i < n; i++) {
-      base_name(names[i], sizeof names[i], paths[i]);
-      lab[i] = names[i];
+    for (size_t g = 0; g < ngroups; g++) {
+      base_name(names[g], sizeof names[g], paths[first[g]]);
+      lab[g] = names[g];
     }
     /* Runs with the same base name (a/out, b/out) go by their paths. */
-    for (size_t i = 0; i < n; i++)
-      for (size_t k = 0; k < n; k++)
+    for (size_t i = 0; i < ngroups; i++)
+      for (size_t k = 0; k < ngroups; k++)
         if (k != i && strcmp(names[i], names[k]) == 0)
-          lab[i] = (char *)paths[i];
+          lab[i] = (char *)paths[first[i]];
   }
-  for (size_t i = 0; i < n && !rc; i++) {
-    mlprof__report r;
-    rc = mlprof__run_load(paths[i], keep_durations, filter, &r, NULL, err,
-                          errlen);
-    if (!rc && (rc = mlprof__compare_add(c, lab[i], paths[i], &r))) {
-      mlprof__report_free(&r);
+  for (size_t g = 0; g < ngroups && !rc; g++) {
+    size_t k = first[g + 1] - first[g];
+    /* Repeated runs are pooled from their durations. */
+    int keep = keep_durations || k > 1;
+    for (size_t i = 0; i < k && !rc; i++)
+      rc = mlprof__run_load(paths[first[g] + i], keep, filter, &r[i], NULL, err,
+                            errlen);
+    if (!rc &&
+        (rc = mlprof__compare_add_runs(c, lab[g], paths[first[g]], r, k)))
       snprintf(err, errlen, "out of memory");
-    }
+    /* Emptied when added; what a failure left (run_load empties r[i]
+     * first, calloc the others). */
+    for (size_t i = 0; i < k; i++) mlprof__report_free(&r[i]);
   }
   if (!rc && (rc = mlprof__compare_finish(c)))
     snprintf(err, errlen, "out of memory");
   if (rc) mlprof__compare_free(c);
+  free(first);
   free(list);
   free(lab);
   free(names);
+  free(r);
   return rc;
 }
 
@@ -438,8 +526,8 @@ static void fmt_basis(char *b, size_t len, const mlprof__compare *c,
   if (c->step_basis == MLPROF__BASIS_UNITS)
     snprintf(b, len, "%.4g %.32s/s", r->per_s, c->unit);
   else
-    mlprof__fmt_duration(
-        b, len, c->step_basis ? r->step_p50_ns : (double)r->report.wall_ns);
+    mlprof__fmt_duration(b, len,
+                         c->step_basis ? r->step_p50_ns : (double)r->wall_ns);
 }
 
 /* The labels of the runs indistinguishable from the best, "a, b and c",

@@ -20,6 +20,12 @@
  * - indistinguishable: a run whose step time's interval overlaps the
  *   fastest run's (on the ranking's scale: ns a step, or ns a unit of
  *   work); the recommendation then names them together.
+ * - repeated runs of one configuration (mlprof__compare_add_runs): its zones
+ *   pooled over its runs (mlprof__diff_pool); its step time the median of
+ *   its runs' median steps, its interval from the lowest of their lower
+ *   bounds to the highest of their upper bounds (their spread counts as
+ *   noise); its wall time the median of theirs; its units, busy time and
+ *   step intervals summed over them.
  * - ranking by total: by the job's wall time, shortest first. Ranking by
  *   step: by step time when every run has step marks (two or more on a
  *   thread), otherwise by wall time (basis "wall"). Ties keep the order
@@ -30,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "diff.h"
 #include "filter.h"
 #include "stats.h"
 
@@ -64,8 +71,17 @@ enum { MLPROF__BASIS_WALL, MLPROF__BASIS_STEPS, MLPROF__BASIS_UNITS };
 const char *mlprof__compare_basis_name(int basis);
 
 typedef struct {
-  char *label, *path; /* owned */
-  mlprof__report report;
+  char *label, *path;    /* owned; path: the first run's */
+  mlprof__report report; /* the first run's */
+  /* Repeated runs of this configuration (at least 1); the reports of the
+   * others (repeats - 1, owned), and with several, the zones pooled. */
+  size_t repeats;
+  mlprof__report *more;
+  mlprof__diff_side pooled;
+  const mlprof__zone_stats *zones; /* report's, or pooled's */
+  size_t nzones;
+  uint64_t wall_ns;    /* the median of its runs' */
+  uint64_t spans;      /* summed over its runs */
   uint64_t busy_ns;    /* summed top-level zone time of every thread */
   uint64_t intervals;  /* step intervals over every thread */
   double step_mean_ns; /* mean step interval, NAN without intervals */
@@ -124,6 +140,13 @@ int mlprof__compare_tied(const mlprof__compare_zone *z, size_t r);
 int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
                         mlprof__report *r);
 
+/* Adds k >= 1 repeated runs of one configuration (r[0..k), each emptied),
+ * as one run of the comparison (definitions above); path is the first's.
+ * With k > 1 the reports must hold their durations. Returns 0 or
+ * MLPROF_ENOMEM (then r[] are still the caller's). */
+int mlprof__compare_add_runs(mlprof__compare *c, const char *label,
+                             const char *path, mlprof__report *r, size_t k);
+
 /* Computes zones, speedups and rankings of the runs added (at least one).
  * Returns 0 or MLPROF_ENOMEM. */
 int mlprof__compare_finish(mlprof__compare *c);
@@ -132,7 +155,10 @@ int mlprof__compare_finish(mlprof__compare *c);
 void mlprof__compare_free(mlprof__compare *c);
 
 /* Loads the runs at paths[0..n) (n >= 1) into *c (empty) and finishes the
- * comparison: what mlprof compare and mlprof html --compare share.
+ * comparison: what mlprof compare and mlprof html --compare share. sizes
+ * (NULL: every run its own configuration) groups the paths into ngroups
+ * configurations of sizes[g] repeated runs each (summing to n); labels and
+ * default names are then one a configuration (its first path's).
  * keep_durations: keep each zone's sorted durations (the page's
  * distributions), as mlprof__run_load. labels:
  * n non-empty labels separated by commas, or NULL for the base name of each
@@ -142,6 +168,7 @@ void mlprof__compare_free(mlprof__compare *c);
  * one-line reason in err when labels does not hold n labels or a run cannot be
  * read (bad usage or input). On error *c is left empty. */
 int mlprof__compare_load(mlprof__compare *c, const char *const *paths, size_t n,
+                         const size_t *sizes, size_t ngroups,
                          int keep_durations, const char *labels,
                          const mlprof__filter *filter, char *err,
                          size_t errlen);

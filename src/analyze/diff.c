@@ -272,13 +272,20 @@ static int pool_side(const mlprof__report *runs, size_t k,
   return rc;
 }
 
-static void side_free(mlprof__diff_side *s) {
+void mlprof__diff_side_free(mlprof__diff_side *s) {
   for (size_t i = 0; s->owned && i < s->nzones; i++)
     free(s->zones[i].durations);
   free(s->zones);
   free(s->medians);
   free(s->steps);
   memset(s, 0, sizeof *s);
+}
+
+int mlprof__diff_pool(const mlprof__report *runs, size_t k,
+                      mlprof__diff_side *s) {
+  int rc = pool_side(runs, k, s);
+  if (rc) mlprof__diff_side_free(s);
+  return rc;
 }
 
 /* The between-run test (diff.h) of BASE's run medians mb[0..kb) against
@@ -837,8 +844,8 @@ int mlprof__diff_step_slower(const mlprof__diff *d) {
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
-  side_free(&d->side[0]);
-  side_free(&d->side[1]);
+  mlprof__diff_side_free(&d->side[0]);
+  mlprof__diff_side_free(&d->side[1]);
   free(d->unit_side[0].durations);
   free(d->unit_side[1].durations);
   free(d->step_side[0].durations);

@@ -285,6 +285,14 @@ typedef struct {
   mlprof__diff_side side[2]; /* BASE's runs, NEW's runs */
 } mlprof__diff;
 
+/* Pools the zones of k >= 1 runs into *s (mlprof__diff_side): what diff
+ * does for each side, for compare's repeated runs. The runs must outlive
+ * *s. Returns 0 or MLPROF_ENOMEM (then *s is empty). */
+int mlprof__diff_pool(const mlprof__report *runs, size_t k,
+                      mlprof__diff_side *s);
+
+void mlprof__diff_side_free(mlprof__diff_side *s);
+
 /* Compares every zone of base and next (matched by name), and their steps,
  * under opt. Both
  * reports must have been built with mlprof__stats_keep_durations and must

@@ -90,6 +90,10 @@ int mlprof__diff_cmd_run(const mlprof__diff_cmd *c);
 typedef struct {
   const char *const *paths; /* the runs, at least two */
   size_t npaths;
+  /* Repeated runs (A1 A2 -- B1 B2): ngroups configurations of sizes[g]
+   * runs each, in paths' order (owned); NULL: each run its own. */
+  size_t *sizes, ngroups;
+  const char **grouped;  /* paths without the separators (owned) */
   const char *labels;    /* NULL, or the runs' names, comma-separated */
   int json;              /* JSON, else text */
   size_t top;            /* text: zones shown, 0 all; default 30 */

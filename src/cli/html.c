@@ -256,8 +256,8 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
   if (compare || diff) {
     rc = check_other_runs(c);
     if (!rc && compare &&
-        (rc = mlprof__compare_load(&cmp, paths, npaths, 1, c->labels, filter,
-                                   err, sizeof err))) {
+        (rc = mlprof__compare_load(&cmp, paths, npaths, NULL, 0, 1, c->labels,
+                                   filter, err, sizeof err))) {
       fprintf(stderr, "mlprof html: %s\n", err);
       rc = rc == MLPROF_ENOMEM ? 1 : 2;
     }

@@ -695,9 +695,10 @@ int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_lit(o, ",\"path\":");
     mlprof__out_json_str(o, r->path, strlen(r->path));
     mlprof__out_lit(o, ",\"wall_ns\":");
-    mlprof__out_u64(o, r->report.wall_ns);
+    mlprof__out_u64(o, r->wall_ns);
+    mlprof__out_printf(o, ",\"repeats\":%zu", r->repeats);
     mlprof__out_lit(o, ",\"spans\":");
-    mlprof__out_u64(o, r->report.spans);
+    mlprof__out_u64(o, r->spans);
     mlprof__out_lit(o, ",\"busy_ns\":");
     mlprof__out_u64(o, r->busy_ns);
     mlprof__out_lit(o, ",\"step_intervals\":");

@@ -211,3 +211,41 @@ def test_compare_ranks_by_median_step_and_says_when_indistinct(tmp_path):
     assert lo <= runs[0]["step_p50_ns"] <= hi
     two = json.loads(mlprof("compare", "-f", "json", a, b).stdout)
     assert "indistinguishable" in two["recommendation"]
+
+
+def test_compare_with_repeated_runs_per_configuration(tmp_path):
+    """Three runs of each configuration, separated by --: zones pooled,
+    step time the median of the runs' medians. Runs of one program whose
+    steps vary run to run by 6% are indistinguishable; a configuration 30%
+    slower a step is not."""
+    def steps(scale, seed):
+        rng = random.Random(seed)
+        return [int(10e6 * scale * (1 + 0.02 * rng.random()))
+                for _ in range(40)]
+    a = [write(tmp_path / f"a{i}.mlprof", [1] * 4, seed=60 + i,
+               step_ns=steps(s, 70 + i)) for i, s in enumerate((1, 1.06, 0.97))]
+    b = [write(tmp_path / f"b{i}.mlprof", [1] * 4, seed=80 + i,
+               step_ns=steps(s, 90 + i)) for i, s in enumerate((1.03, 0.98, 1.04))]
+    c = [write(tmp_path / f"c{i}.mlprof", [1] * 4, seed=100 + i,
+               step_ns=steps(1.3 * s, 110 + i))
+         for i, s in enumerate((1, 1.06, 0.97))]
+    doc = json.loads(mlprof("compare", "-f", "json", "-l", "a,b,c", *a, "--",
+                            *b, "--", *c).stdout)
+    runs = doc["runs"]
+    assert [r["repeats"] for r in runs] == [3, 3, 3]
+    assert [r["label"] for r in runs] == ["a", "b", "c"]
+    z = next(z for z in doc["zones"] if z["name"] == "load")
+    assert [r["count"] for r in z["runs"]] == [3 * SPANS] * 3
+    assert runs[2]["rank_step"] == 3 and not runs[2]["indistinct"]
+    assert runs[0]["indistinct"] or runs[1]["indistinct"]
+    assert "within noise of it" in doc["recommendation"]
+    lo, hi = runs[0]["step_p50_interval_ns"]
+    assert lo < 10e6 * 0.98 and hi > 10e6 * 1.06  # the runs' spread
+    text = mlprof("compare", *a, "--", *b).stdout
+    assert "a0.mlprof +2 runs" in text
+    assert "indistinguishable" in text
+    for args in ([a[0], "--"], ["--", a[0]], [a[0], "--", "--", b[0]],
+                 ["-l", "x", a[0], "--", b[0]]):
+        r = mlprof("compare", *args, check=False)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("mlprof compare: ")
