@@ -206,9 +206,24 @@ static double zone_mean(const mlprof__zone_stats *z) {
   return z && z->count ? z->mean_ns : NAN;
 }
 
+/* The zone's median in a run (compare.h): of its durations when kept,
+ * else its p50; NAN when absent. */
+static double zone_median(const mlprof__zone_stats *z) {
+  if (!z || !z->count) return NAN;
+  return z->durations ? mlprof__median_sorted(z->durations, z->count)
+                      : (double)z->p50_ns;
+}
+
 int mlprof__compare_tied(const mlprof__compare_zone *z, size_t r) {
   const mlprof__zone_stats *a = z->stats[z->fastest], *b = z->stats[r];
   if (!a || !b || !a->count || !b->count) return 0;
+  if (a->durations && b->durations) {
+    /* The medians' 95% intervals overlap. */
+    double alo, ahi, blo, bhi;
+    mlprof__median_interval(a->durations, a->count, &alo, &ahi);
+    mlprof__median_interval(b->durations, b->count, &blo, &bhi);
+    return blo <= ahi && bhi >= alo;
+  }
   double se = sqrt(a->std_ns * a->std_ns / (double)a->count +
                    b->std_ns * b->std_ns / (double)b->count);
   return b->mean_ns - a->mean_ns <= 1.96 * se;
@@ -357,7 +372,8 @@ int mlprof__compare_finish(mlprof__compare *c) {
     for (size_t r = 0; r < n; r++) {
       double m = zone_mean(z->stats[r]);
       if (isnan(m)) continue;
-      if (!have || m < zone_mean(z->stats[z->fastest])) z->fastest = r;
+      if (!have || zone_median(z->stats[r]) < zone_median(z->stats[z->fastest]))
+        z->fastest = r;
       if (!have || m > zone_mean(z->stats[z->slowest])) z->slowest = r;
       have = 1;
     }

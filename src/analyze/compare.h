@@ -7,11 +7,14 @@
  *   of the zone's mean durations (> 1: run i is faster). "vs slowest" takes
  *   for j the run with the largest mean for that zone, so it is >= 1; "vs
  *   first" takes the first run given.
- * - fastest run of a zone: the smallest mean (ties: the earlier run). It is
- *   a tie when another run's mean is within noise of it: its excess over
- *   the fastest mean is at most 1.96 standard errors of the difference of
- *   the two means (sqrt(std_a^2/n_a + std_b^2/n_b), a 95% interval), equal
- *   means included. Text, JSON and the page all use this one rule.
+ * - fastest run of a zone: the smallest median (ties: the earlier run): a
+ *   few preempted spans move a mean, not a median. It is a tie when another
+ *   run is within noise of it: their medians' 95% intervals
+ *   (mlprof__median_interval) overlap; without durations kept, when the
+ *   other's mean exceeds the fastest's by at most 1.96 standard errors of
+ *   the difference of the two means (sqrt(std_a^2/n_a + std_b^2/n_b)). Text,
+ *   JSON and the page all use this one rule. The slowest run (the
+ *   speedups' reference) is still the largest mean.
  * - step time of a run: the median interval between consecutive step
  *   marks, over every process of the run (mlprof__step_intervals), with a
  *   distribution-free 95% interval (mlprof__median_interval): a median,
@@ -131,8 +134,8 @@ typedef struct {
   size_t indistinct; /* runs indistinguishable from the best */
 } mlprof__compare;
 
-/* Whether run r's mean for zone z is within noise of the fastest run's
- * (the fastest itself is); 0 when r has no such zone. */
+/* Whether run r's median for zone z is within noise of the fastest run's
+ * (the rule above; the fastest itself is); 0 when r has no such zone. */
 int mlprof__compare_tied(const mlprof__compare_zone *z, size_t r);
 
 /* Adds a run: takes the report (*r is emptied) and copies label and path.

@@ -185,8 +185,10 @@ static int write_compare(const mlprof__compare_cmd *c,
 int mlprof__compare_cmd_run(const mlprof__compare_cmd *c) {
   mlprof__compare cmp;
   char err[512];
+  /* Durations kept: each zone's fastest run is judged on medians and their
+   * intervals (compare.h). */
   int rc = mlprof__compare_load(&cmp, c->paths, c->npaths, c->sizes, c->ngroups,
-                                0, c->labels, &c->filter, err, sizeof err);
+                                1, c->labels, &c->filter, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof compare: %s\n", err);
     rc = rc == MLPROF_ENOMEM ? 1 : 2;

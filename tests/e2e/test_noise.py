@@ -15,13 +15,15 @@ SPANS = 300
 PID = 100
 
 
-def write(path, factors, wait=0.0, steal=None, seed=1, step_ns=None):
+def write(path, factors, wait=0.0, steal=None, seed=1, step_ns=None,
+          spikes=0):
     """A profile of pid PID: SPANS spans of each zone (zone k lasts about
     (k + 1) x 100 µs, times factors[k], with a 5% jitter of seed), back to
     back on one thread; process samples every 100 ms whose run-queue wait
     is the share wait of the CPU time wanted, and system samples with
     cpu_steal_pct = steal x 100 when steal is given; step_ns: the intervals
-    of step marks on a thread of their own."""
+    of step marks on a thread of their own; spikes: every spikes-th span
+    of the first zone 200 times longer, as preemption makes it."""
     rng = random.Random(seed)
     ns = [(k + 1, craft.ZONE, 0, z) for k, z in enumerate(ZONES)]
     ns += [(10, craft.MEASURE, 0, "cpu_pct"),
@@ -33,6 +35,8 @@ def write(path, factors, wait=0.0, steal=None, seed=1, step_ns=None):
         for k in range(len(ZONES)):
             dur = int((k + 1) * 100_000 * factors[k] *
                       (1 + 0.05 * rng.random()))
+            if spikes and k == 0 and i % spikes == 0:
+                dur *= 200  # preempted
             recs.append(craft.span(k + 1, gap, dur))
             gap = dur
             t += dur
@@ -195,7 +199,7 @@ def test_compare_ranks_by_median_step_and_says_when_indistinct(tmp_path):
     hit[30] = 2_000_000_000
     slow = [int(13e6 * (1 + 0.02 * rng.random())) for _ in range(60)]
     a = write(tmp_path / "a.mlprof", [1] * 4, step_ns=steady)
-    b = write(tmp_path / "b.mlprof", [1] * 4, step_ns=hit)
+    b = write(tmp_path / "b.mlprof", [1] * 4, step_ns=hit, spikes=20)
     c = write(tmp_path / "c.mlprof", [1] * 4, step_ns=slow)
     doc = json.loads(mlprof("compare", "-f", "json", a, b, c).stdout)
     runs = doc["runs"]
@@ -211,6 +215,11 @@ def test_compare_ranks_by_median_step_and_says_when_indistinct(tmp_path):
     assert lo <= runs[0]["step_p50_ns"] <= hi
     two = json.loads(mlprof("compare", "-f", "json", a, b).stdout)
     assert "indistinguishable" in two["recommendation"]
+    # A zone with a few preempted spans in b: its mean is 10x a's, its
+    # median the same: a tie, not a fastest run.
+    load = next(z for z in two["zones"] if z["name"] == "load")
+    assert load["runs"][1]["mean_ns"] > 5 * load["runs"][0]["mean_ns"]
+    assert load["tie"] is True
 
 
 def test_compare_with_repeated_runs_per_configuration(tmp_path):
