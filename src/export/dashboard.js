@@ -964,17 +964,17 @@
     var c = C(), runs = arr(c.runs), zones = arr(c.zones), rk = c.ranking || {};
     var steps = rk.step_basis === 'steps', out = [];
     out.push(card('Recommendation', el('p', {id: 'recommendation', text: c.recommendation || ''})));
-    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step time', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
+    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step p50', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
     var rrows = runs.map(function (r, i) {
       var best = c.fastest && c.fastest.run === i;
       return el('tr', null, [el('td', {text: i + 1}), el('td', {class: 'name' + (best ? ' fastest' : ''), text: r.label}),
         el('td', {class: 'name', title: r.path, text: r.path}), el('td', {text: fmtNs(r.wall_ns)}), el('td', {text: r.spans}),
-        el('td', {text: r.step_intervals ? fmtNs(r.step_mean_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
+        el('td', {title: r.step_p50_interval_ns ? '95% interval ' + fmtNs(r.step_p50_interval_ns[0]) + ' .. ' + fmtNs(r.step_p50_interval_ns[1]) + '; mean ' + fmtNs(r.step_mean_ns) : '', text: r.step_intervals && r.step_p50_ns != null ? fmtNs(r.step_p50_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
     });
     function ranking(order, what) {
       return el('div', null, [el('b', {text: what}), el('ol', {class: 'ranking'}, arr(order).map(function (i) {
         var r = runs[i] || {};
-        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_mean_ns))})]);
+        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_p50_ns))})]);
       }))]);
     }
     out.push(card('Runs (' + runs.length + ')', [el('table', {id: 'compare-runs'}, [el('thead', null, rhead), el('tbody', null, rrows)]),
@@ -1071,10 +1071,14 @@
 
   /* Diff: what mlprof diff says of two runs (D.diff, schema mlprof.diff/1)
    * with each side's distribution; the other views show NEW. */
-  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)'};
+  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)', machine: 'var(--mut)'};
+  /* The verdict a person reads: "machine" for a move the machine explains. */
+  function shownVerdict(z) { return z.machine_explains ? 'machine' : z.verdict; }
   function fmtChange(x) { return x === null || x === undefined ? '–' : !isFinite(x) ? '+inf' : (x >= 0 ? '+' : '') + num(100 * x, 1) + '%'; }
   function fmtP(t) { return !t ? '–' : t.p < 1e-300 ? '<1e-300' : t.p.toPrecision(2); }
   function diffNote(z, shift) {
+    if (z.machine_explains && z.explained_by === 'load') return 'no more than the machine explains';
+    if (z.runs_vary) return 'the runs vary';
     if (shift.detected && z.vs_shift) return z.vs_shift.verdict === 'unchanged' ? 'with the common shift' : fmtChange(z.vs_shift.change) + ' beyond the common shift';
     if (z.verdict === 'new') return 'not in BASE';
     if (z.verdict === 'removed') return 'not in NEW';
@@ -1084,16 +1088,19 @@
   function viewDiff() {
     var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
     var th = num(100 * d.threshold, 1) + '%';
-    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th : 'no regression';
+    var machine = d.machine || {}, moved = zones.filter(function (z) { return z.machine_explains; }).length;
+    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th
+      : moved ? 'no regression: ' + moved + ' zone' + (moved === 1 ? '' : 's') + ' moved with the machine' : 'no regression';
     out.push(card('Verdict', [el('p', {id: 'diff-verdict', class: d.regression ? 'bad' : '', text: verdict}),
       figures([['base', d.base.path], ['new', d.new.path], ['threshold (ratio of medians)', th], ['alpha (Mann-Whitney U, two-sided)', String(d.alpha)],
         ['min spans a side', String(d.min_count)], ['slower / faster', sm.slower + ' / ' + sm.faster], ['unchanged', String(sm.unchanged)],
         ['new / removed', sm['new'] + ' / ' + sm.removed]]),
-      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null]));
+      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null,
+      machine.slower ? el('p', {id: 'diff-machine', class: 'warn', text: 'Machine: ' + machine.note}) : null]));
     var heads = ['zone', 'verdict', 'base n', 'new n', 'base p50', 'new p50', 'change', 'p', 'note'];
     var body = zones.map(function (z) {
       return el('tr', null, [el('td', {class: 'name', title: z.name, text: z.name}),
-        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[z.verdict] + ';font-weight:600', text: z.verdict}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[shownVerdict(z)] + ';font-weight:600', text: shownVerdict(z)}),
         el('td', {text: z.base ? z.base.count : '–'}), el('td', {text: z['new'] ? z['new'].count : '–'}),
         el('td', {text: z.base ? fmtNs(z.base.median_ns) : '–'}), el('td', {text: z['new'] ? fmtNs(z['new'].median_ns) : '–'}),
         el('td', {text: fmtChange(z.change)}), el('td', {title: z.test ? 'U ' + z.test.u + ' (' + z.test.method + '), P(new longer) ' + num(z.test.p_longer) : null, text: fmtP(z.test)}),
@@ -1106,7 +1113,7 @@
     var dist = arr(D.diff_dist);
     out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
       var q = arr(dist[k]);
-      return {name: z.name + '  ' + z.verdict + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
+      return {name: z.name + '  ' + shownVerdict(z) + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
     }), 30));
     var warn = [];
     [['base', d.base], ['new', d['new']]].forEach(function (r) { arr(r[1].warnings).forEach(function (w) { warn.push(r[0] + ': ' + w); }); });
