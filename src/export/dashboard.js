@@ -1300,7 +1300,7 @@
    * (dark: on a CPU), toggled by a check box; a click on one shows its stack.
    * Kept apart from the rest: every name here starts with st. */
   var ST = {src: null, dec: null, mode: 'cpu', zone: -2, proc: -1, thread: -1, rank: 'all', steps: '',
-    zoom: [], lane: true, marksSrc: null, marks: null, drawnMarks: [], frames: []};
+    zoom: [], lane: true, marksSrc: null, marks: null, frames: []};
   var ST_ROW = 17, ST_W = 1100, ST_STRIP = 7, ST_MAX_DEPTH = 300;
   var ST_COLORS = ['#e8590c', '#f08c00', '#d9480f', '#f59f00', '#e67700', '#fa5252', '#fab005', '#ff922b', '#ffa94d', '#fcc419'];
 
@@ -1561,26 +1561,30 @@
   }
   function stLaneH(l) { return stLaneOn() && l.st !== undefined ? ST_STRIP + 2 : 0; }
   function stStripY(l) { return l.y + LANE_HEAD + l.tracks.length * ROW; }
-  /* Draws each lane's samples in [v0, v1]. */
-  function stDrawMarks(g, lanes, v0, v1, nsPx, X, W) {
-    ST.drawnMarks = [];
-    if (!stLaneOn()) return 0;
-    var s = stData(), ms = stMarks(), w = Math.max(1, (s.interval_ns || 1e7) * (s.mark_stride || 1) / nsPx), n = 0;
+  /* Calls fn(lane, marks, i) for each sample of a lane in [v0, v1] (and
+   * the one whose interval reaches into it). */
+  function stEachMark(lanes, v0, v1, fn) {
+    var s = stData(), ms = stMarks(), back = (s.interval_ns || 0) * (s.mark_stride || 1);
     lanes.list.forEach(function (l) {
       var m = l.st === undefined ? null : ms[l.st];
       if (!m) return;
-      var y = stStripY(l);
-      g.fillStyle = '#f1f3f5'; g.fillRect(0, y, W, ST_STRIP);
       var lo = 0, hi = m.t.length;
-      while (lo < hi) { var mid = (lo + hi) >> 1; if (m.t[mid] < v0 - (s.interval_ns || 0)) lo = mid + 1; else hi = mid; }
-      for (var i = lo; i < m.t.length && m.t[i] <= v1; i++) {
-        var cpu = m.code[i] & 1;
-        g.fillStyle = cpu ? '#343a40' : '#adb5bd';
-        /* A sample stands for the time before it. */
-        g.fillRect(X(m.t[i]) - w, y + (cpu ? 0 : 2), w, cpu ? ST_STRIP : ST_STRIP - 4);
-        if (ST.drawnMarks.length < 5000) ST.drawnMarks.push({thread: l.st, pid: l.pid, tid: l.tid, t: m.t[i], cpu: !!cpu, y: y + ST_STRIP / 2});
-        n++;
-      }
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (m.t[mid] < v0 - back) lo = mid + 1; else hi = mid; }
+      for (var i = lo; i < m.t.length && m.t[i] <= v1 + back; i++) fn(l, m, i);
+    });
+  }
+  /* Draws each lane's samples in [v0, v1]: how many. */
+  function stDrawMarks(g, lanes, v0, v1, nsPx, X, W) {
+    if (!stLaneOn()) return 0;
+    var s = stData(), w = Math.max(1, (s.interval_ns || 1e7) * (s.mark_stride || 1) / nsPx), n = 0;
+    g.fillStyle = '#f1f3f5';
+    lanes.list.forEach(function (l) { if (l.st !== undefined) g.fillRect(0, stStripY(l), W, ST_STRIP); });
+    stEachMark(lanes, v0, v1, function (l, m, i) {
+      var cpu = m.code[i] & 1, y = stStripY(l);
+      g.fillStyle = cpu ? '#343a40' : '#adb5bd';
+      /* A sample stands for the time before it. */
+      g.fillRect(X(m.t[i]) - w, y + (cpu ? 0 : 2), w, cpu ? ST_STRIP : ST_STRIP - 4);
+      n++;
     });
     return n;
   }
@@ -1617,7 +1621,14 @@
   /* For the browser tests. */
   window.mlprofStacks = {
     frames: function () { return ST.frames.slice(); },
-    marks: function () { return ST.drawnMarks.slice(); }
+    marks: function () {
+      var out = [];
+      if (!stLaneOn() || !TL.canvas) return out;
+      stEachMark(tlLanes(), TL.v0, TL.v1, function (l, m, i) {
+        out.push({thread: l.st, pid: l.pid, tid: l.tid, t: m.t[i], cpu: !!(m.code[i] & 1), y: stStripY(l) + ST_STRIP / 2});
+      });
+      return out;
+    }
   };
 
   /* ---- distributed -------------------------------------------------------

@@ -32,7 +32,7 @@ def fifty():
 def sleeper(prof, stop):
     prof.thread_name("sleeper")
     while not stop.is_set():
-        time.sleep(0.02)
+        time.sleep(0.1)
 
 
 def main():

@@ -78,8 +78,10 @@ def test_page_data_carries_the_stacks_by_zone_step_thread(build_dir, tmp_path):
     t = totals(rows, three)
     whole = sum(t.values())
     assert 2.4e9 < whole < 3.6e9, t
+    # In about their shares (the sampler's accuracy, ±3 points on a quiet
+    # machine, is test_stacks.py's; this one may be loaded).
     for name, want in zip(three, (20, 30, 50)):
-        assert abs(100 * t[name] / whole - want) <= 3, (t, name)
+        assert abs(100 * t[name] / whole - want) <= 5, (t, name)
     # Each sample under the innermost zone open on its thread (a sample
     # taken as a zone ends may see the next function's frame).
     big = totals(rows, three, lambda r: r["zone"] == "big")
@@ -91,7 +93,7 @@ def test_page_data_carries_the_stacks_by_zone_step_thread(build_dir, tmp_path):
     steps = {r["step"] for r in rows if r["n"]}
     assert steps <= set(range(-1, 30)) and len(steps & set(range(30))) >= 28, steps
     five = totals(rows, three, lambda r: 10 <= r["step"] < 15)
-    assert abs(sum(five.values()) / whole - 5 / 30) <= 0.03, five
+    assert abs(sum(five.values()) / whole - 5 / 30) <= 0.05, five
     # The sleeping thread: wall time, hardly any CPU.
     sleeper = [r for r in rows if r["thread"][2] == "sleeper"]
     assert sleeper, [r["thread"] for r in rows]
