@@ -1573,19 +1573,41 @@
       for (var i = lo; i < m.t.length && m.t[i] <= v1 + back; i++) fn(l, m, i);
     });
   }
-  /* Draws each lane's samples in [v0, v1]: how many. */
+  /* Draws each lane's samples in [v0, v1]: how many. Per pixel column the
+   * strip is dark when a sample there was on a CPU, else pale when one was
+   * waiting (a sample covers the time before it); runs of equal columns are
+   * one rectangle, so a frame costs a pass over the samples in view and a
+   * few fills, however dense they are. */
   function stDrawMarks(g, lanes, v0, v1, nsPx, X, W) {
     if (!stLaneOn()) return 0;
-    var s = stData(), w = Math.max(1, (s.interval_ns || 1e7) * (s.mark_stride || 1) / nsPx), n = 0;
+    var s = stData(), ms = stMarks(), iv = (s.interval_ns || 1e7) * (s.mark_stride || 1);
+    var w = Math.max(1, iv / nsPx), n = 0, on = new Path2D(), off = new Path2D(), nc = Math.ceil(W) + 1;
+    var cols = new Uint8Array(nc);
     g.fillStyle = '#f1f3f5';
-    lanes.list.forEach(function (l) { if (l.st !== undefined) g.fillRect(0, stStripY(l), W, ST_STRIP); });
-    stEachMark(lanes, v0, v1, function (l, m, i) {
-      var cpu = m.code[i] & 1, y = stStripY(l);
-      g.fillStyle = cpu ? '#343a40' : '#adb5bd';
-      /* A sample stands for the time before it. */
-      g.fillRect(X(m.t[i]) - w, y + (cpu ? 0 : 2), w, cpu ? ST_STRIP : ST_STRIP - 4);
-      n++;
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st];
+      if (!m) return;
+      var y = stStripY(l), t = m.t, code = m.code, len = t.length, i, k;
+      g.fillRect(0, y, W, ST_STRIP);
+      cols.fill(0);
+      var lo = 0, hi = len;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (t[mid] < v0) lo = mid + 1; else hi = mid; }
+      for (i = lo; i < len && t[i] - iv <= v1; i++) {
+        var x1 = (t[i] - v0) / nsPx, v = (code[i] & 1) + 1;
+        var c0 = Math.max(0, Math.floor(x1 - w)), c1 = Math.min(nc, Math.ceil(x1));
+        for (k = c0; k < c1; k++) if (cols[k] < v) cols[k] = v;
+        n++;
+      }
+      for (k = 0; k < nc;) {
+        var st = cols[k], e = k + 1;
+        while (e < nc && cols[e] === st) e++;
+        if (st === 2) on.rect(k, y, e - k, ST_STRIP);
+        else if (st === 1) off.rect(k, y + 2, e - k, ST_STRIP - 4);
+        k = e;
+      }
     });
+    g.fillStyle = '#adb5bd'; g.fill(off);
+    g.fillStyle = '#343a40'; g.fill(on);
     return n;
   }
   /* The sample at canvas point (x, y) within 3 pixels, or null. */
