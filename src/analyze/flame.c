@@ -1,10 +1,11 @@
 /* The dashboard's stack samples (flame.h).
  *
  * The hot functions resolve each sample's stack and zone and hand it here
- * (their sink); a profile's samples wait for its end, when its step marks are
- * all read, then each is given its step (docs/guide.md, "Filters": those of
- * the profile's thread with the most marks, else its nearest ancestor's) and
- * added to the row of its (node, zone, thread, step). While the rows grow
+ * (their sink) once the profile is read, its step marks with it: each
+ * sample is given its step (docs/guide.md, "Filters": those of the
+ * profile's thread with the most marks, else its nearest ancestor's) and
+ * added to the row of its (node, zone, thread, step), nothing kept per
+ * sample but the timeline's selection. While the rows grow
  * past a multiple of their cap, steps are grouped in pairs, and pairs of
  * pairs, so the build stays bounded; at the end the stacks are cut to the
  * largest nodes and the steps grouped further until the rows fit. */
@@ -21,13 +22,6 @@
 #define BUILD_ROWS (8 * MLPROF__FLAME_ROWS)
 /* The fewest nodes the cut goes down to before rows are left out. */
 #define MIN_NODES 64
-
-typedef struct {
-  uint64_t t; /* the profile's ns */
-  uint32_t thread, node, zone;
-  int on_cpu;
-  uint64_t ns;
-} psample;
 
 typedef struct {
   uint32_t tid;
@@ -53,8 +47,13 @@ struct mlprof__flame_builder {
   mlprof__map ptm;     /* tid -> index in tm */
   tmarks *tm;
   size_t ntm, tm_cap;
-  psample *ps;
-  size_t nps, ps_cap;
+  /* The steps of this profile, looked up at its first sample (the read is
+   * over then): the entries (times on the clock of profile src) and for
+   * each the marks up to it, MLPROF__NONE for a step end. */
+  int ready, src;
+  uint64_t *st_t;
+  uint32_t *st_k;
+  size_t nst, st_cap, st_kcap;
   mlprof__marks *steps; /* per profile: the marks its steps come from */
   size_t procs_cap, threads_cap, marks_cap;
   uint64_t seq; /* samples offered to the marks */
@@ -197,41 +196,25 @@ static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
   return mark(ud, tid, t, 1);
 }
 
-/* The hot functions' sink (hot.h). */
-static int on_sample(void *ctx, uint32_t tid, uint64_t t, uint32_t node,
-                     uint32_t zone, uint32_t flags, uint64_t ns) {
-  mlprof__flame_builder *b = ctx;
-  uint32_t th = thread_of(b, tid);
-  if (th == MLPROF__NONE ||
-      mlprof__grow(&b->ps, &b->ps_cap, b->nps + 1, sizeof *b->ps))
-    return fail(b);
-  b->ps[b->nps++] =
-      (psample){t, th, node, zone, (flags & MLPROF__SAMPLE_ON_CPU) != 0, ns};
-  return 0;
-}
-
 void mlprof__flame_profile_begin(mlprof__flame_builder *b, size_t i,
                                  mlprof__visitor *v) {
   *v = (mlprof__visitor){
       .ud = b, .thread = on_thread, .step = on_step, .step_end = on_step_end};
   b->profile = i;
   b->proc = MLPROF__NONE;
-}
-
-static int by_time(const void *a, const void *b) {
-  const psample *x = a, *y = b;
-  return (x->t > y->t) - (x->t < y->t);
+  b->ready = 0;
 }
 
 /* Keeps one sample in stride for the timeline, halving the kept ones
  * (every other) when they pass the cap. 0 or MLPROF_ENOMEM. */
-static int keep_mark(mlprof__flame_builder *b, uint64_t t, const psample *s) {
+static int keep_mark(mlprof__flame_builder *b, uint64_t t,
+                     const mlprof__flame_row *s) {
   mlprof__flame *f = b->out;
   if (b->seq++ % f->mark_stride) return 0;
   if (mlprof__grow(&f->marks, &b->marks_cap, f->nmarks + 1, sizeof *f->marks))
     return fail(b);
   f->marks[f->nmarks++] =
-      (mlprof__flame_mark){t, s->thread, s->node, s->on_cpu};
+      (mlprof__flame_mark){t, s->thread, s->node, s->n_cpu != 0};
   if (f->nmarks > MLPROF__FLAME_MARKS) {
     size_t k = 0;
     for (size_t i = 0; i < f->nmarks; i += 2) f->marks[k++] = f->marks[i];
@@ -262,53 +245,86 @@ static int steps_source(mlprof__flame_builder *b, size_t i) {
   return -1;
 }
 
-int mlprof__flame_profile_end(mlprof__flame_builder *b) {
-  mlprof__flame *f = b->out;
-  const mlprof__job_profile *p = &b->job->profiles[b->profile];
-  int src = b->err ? -1 : steps_source(b, b->profile);
+/* Looks up this profile's steps (steps_source) and lists their entries.
+ * 0 or MLPROF_ENOMEM. */
+static int prepare(mlprof__flame_builder *b) {
+  b->ready = 1;
+  b->nst = 0;
+  b->src = steps_source(b, b->profile);
+  if (b->src < 0) return 0;
+  const mlprof__marks *m = &b->steps[b->src];
+  if (m->marks > b->out->steps) b->out->steps = m->marks;
   mlprof__marks_cursor c;
-  uint64_t et = 0;
-  int eend = 0, have = 0, in = 0;
-  uint64_t k = 0; /* marks passed */
-  if (src >= 0) {
-    mlprof__marks_cursor_init(&c, &b->steps[src]);
-    have = mlprof__marks_next(&c, &et, &eend);
-    if (b->steps[src].marks > f->steps) f->steps = b->steps[src].marks;
+  mlprof__marks_cursor_init(&c, m);
+  uint64_t t;
+  int end;
+  uint32_t k = 0;
+  while (mlprof__marks_next(&c, &t, &end)) {
+    if (mlprof__grow(&b->st_t, &b->st_cap, b->nst + 1, sizeof *b->st_t) ||
+        mlprof__grow(&b->st_k, &b->st_kcap, b->nst + 1, sizeof *b->st_k))
+      return fail(b);
+    k += !end && k < MLPROF__NONE - 1;
+    b->st_t[b->nst] = t;
+    b->st_k[b->nst++] = end ? MLPROF__NONE : k;
   }
-  const mlprof__job_profile *sp = src >= 0 ? &b->job->profiles[src] : p;
-  mlprof__sort(b->ps, b->nps, sizeof *b->ps, by_time);
-  for (size_t i = 0; i < b->nps && !b->err; i++) {
-    const psample *s = &b->ps[i];
-    uint64_t jt = mlprof__job_time(p, s->t);
+  return 0;
+}
+
+/* The step (from 0) at time t of the steps' clock, MLPROF__NONE in none:
+ * that of the last entry at or before t, when it is a mark. */
+static uint32_t step_at(const mlprof__flame_builder *b, uint64_t t) {
+  size_t lo = 0, hi = b->nst;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->st_t[mid] <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0 || b->st_k[lo - 1] == MLPROF__NONE) return MLPROF__NONE;
+  return b->st_k[lo - 1] - 1;
+}
+
+/* The hot functions' sink (hot.h): the sample into its row and, one in
+ * mark_stride, onto the timeline. */
+static int on_sample(void *ctx, uint32_t tid, uint64_t t, uint32_t node,
+                     uint32_t zone, uint32_t flags, uint64_t ns) {
+  mlprof__flame_builder *b = ctx;
+  mlprof__flame *f = b->out;
+  if (!b->ready && prepare(b)) return b->err;
+  uint32_t th = thread_of(b, tid);
+  if (th == MLPROF__NONE) return fail(b);
+  const mlprof__job_profile *p = &b->job->profiles[b->profile];
+  uint64_t jt = mlprof__job_time(p, t);
+  uint32_t step = MLPROF__NONE;
+  if (b->src >= 0) {
     /* On the clock of the profile the steps come from. */
-    uint64_t st = sp == p ? s->t : jt > sp->offset_ns ? jt - sp->offset_ns : 0;
-    while (have && et <= st) {
-      k += !eend;
-      in = !eend;
-      have = mlprof__marks_next(&c, &et, &eend);
-    }
-    uint32_t step = MLPROF__NONE;
-    if (in) {
-      uint64_t q = (k - 1) / f->step_width;
-      step = q >= MLPROF__NONE ? MLPROF__NONE - 1 : (uint32_t)q;
-    }
-    mlprof__flame_row x = {.node = s->node,
-                           .zone = s->zone,
-                           .thread = s->thread,
-                           .step = step,
-                           .n = 1,
-                           .n_cpu = (uint64_t)s->on_cpu,
-                           .wall_ns = s->ns,
-                           .cpu_ns = s->on_cpu ? s->ns : 0};
-    f->samples++;
-    if (rows_add(&b->rs, &x) || keep_mark(b, jt, s)) {
-      fail(b);
-      break;
-    }
-    if (b->rs.n > BUILD_ROWS && f->step_width < f->steps) coarsen(b);
+    const mlprof__job_profile *sp = &b->job->profiles[b->src];
+    uint64_t st = sp == p ? t : jt > sp->offset_ns ? jt - sp->offset_ns : 0;
+    step = step_at(b, st);
+    if (step != MLPROF__NONE) step = (uint32_t)(step / f->step_width);
   }
+  int cpu = (flags & MLPROF__SAMPLE_ON_CPU) != 0;
+  mlprof__flame_row x = {.node = node,
+                         .zone = zone,
+                         .thread = th,
+                         .step = step,
+                         .n = 1,
+                         .n_cpu = (uint64_t)cpu,
+                         .wall_ns = ns,
+                         .cpu_ns = cpu ? ns : 0};
+  f->samples++;
+  if (rows_add(&b->rs, &x) || keep_mark(b, jt, &x)) return fail(b);
+  if (b->rs.n > BUILD_ROWS && f->step_width < f->steps) coarsen(b);
+  return b->err;
+}
+
+int mlprof__flame_profile_end(mlprof__flame_builder *b) {
+  /* A profile without samples keeps its marks for its children. */
+  if (!b->ready && !b->err) prepare(b);
   for (size_t i = 0; i < b->ntm; i++) mlprof__marks_free(&b->tm[i].m);
-  b->ntm = b->nps = 0;
+  b->ntm = b->nst = 0;
+  b->ready = 0;
   mlprof__map_clear(&b->ptm);
   mlprof__map_clear(&b->pthread);
   return b->err;
@@ -449,7 +465,8 @@ static void builder_free(mlprof__flame_builder *b) {
   rows_free(&b->rs);
   for (size_t i = 0; i < b->ntm; i++) mlprof__marks_free(&b->tm[i].m);
   free(b->tm);
-  free(b->ps);
+  free(b->st_t);
+  free(b->st_k);
   for (size_t i = 0; i < b->job->count; i++) mlprof__marks_free(&b->steps[i]);
   free(b->steps);
   mlprof__map_clear(&b->ptm);
