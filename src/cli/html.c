@@ -295,7 +295,8 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
   mlprof__html_opts opts = {.title = c->title ? c->title : paths[diff],
                             .compare = cmp.nruns >= 2 ? &cmp : NULL,
                             .diff = diff ? &hd : NULL,
-                            .lod = &d.lod};
+                            .lod = &d.lod,
+                            .flame = &d.flame};
   page pg = {&d, &opts};
   rc = mlprof__cli_write_file(output, write_page, &pg, err, sizeof err);
   mlprof__analysis_free(&d);

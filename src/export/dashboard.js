@@ -1251,9 +1251,10 @@
       }
       l.tracks[x[5]] = i;
     });
+    stLanes(list);
     list.sort(function (a, b) { return (a.rank - b.rank) || (a.pid - b.pid) || (a.tid - b.tid); });
     var y = AXIS;
-    list.forEach(function (l) { l.y = y; y += LANE_HEAD + l.tracks.length * ROW + 4; });
+    list.forEach(function (l) { l.y = y; y += LANE_HEAD + l.tracks.length * ROW + 4 + stLaneH(l); });
     return {list: list, h: y};
   }
   function tlExtent() {
@@ -1336,6 +1337,7 @@
       drawn++;
       if (r.count[i] > 1) merged++;
     });
+    c.setAttribute('data-samples', stDrawMarks(g, lanes, v0, v1, nsPx, X, W));
     /* sampled series beneath, on the same time axis */
     var y0 = lanes.h;
     ser.forEach(function (s, k) {
@@ -1406,6 +1408,8 @@
   /* The item at canvas point (x, y), or null. */
   function tlHit(x, y) {
     var W = TL.canvas.clientWidth, nsPx = (TL.v1 - TL.v0) / W, t = TL.v0 + x * nsPx, lanes = tlLanes(), hit = null;
+    var sample = stHit(lanes, x, y, TL.v0, nsPx);
+    if (sample) return sample;
     var lv = tlLevel(TL.v0, TL.v1, nsPx);
     tlEach(lanes, lv, t - 2 * nsPx, t + 2 * nsPx, function (l, depth, r, i) {
       var ty = l.y + LANE_HEAD + depth * ROW;
@@ -1418,6 +1422,7 @@
     if (!box) return;
     while (box.firstChild) box.removeChild(box.firstChild);
     if (!s) { box.appendChild(el('p', {class: 'muted', text: 'Click a span for its details.'})); return; }
+    if (s.sample) { stSampleInfo(box, s.sample); return; }
     var r = s.r, i = s.i, name = s.lv.names[r.name[i]] || '', dur = r.e[i] - r.b[i], self = r.busy[i];
     var kids = s.lv.runs[s.lane.tracks[s.depth + 1]];
     if (kids && r.count[i] === 1) for (var k = tlFirst(kids, r.b[i]); k < kids.b.length && kids.b[k] < r.e[i]; k++) self -= kids.busy[k];
@@ -1491,7 +1496,7 @@
     c.addEventListener('click', function (ev) {
       if (moved) return;
       var sel = TL.sel = tlHit(ev.offsetX, ev.offsetY);
-      if (sel && sel.r.count[sel.i] === 1)
+      if (sel && sel.r && sel.r.count[sel.i] === 1)
         tlArgs(sel.lane.tracks[sel.depth], sel.r.b[sel.i], sel.r.e[sel.i], function (x) { sel.more = x; if (TL.sel === sel) tlInfo(); });
       tlRedraw();
     });
@@ -1509,7 +1514,7 @@
     tlRedraw();
     return [card('Spans', [el('p', {class: 'hint', text: 'Wheel or W/S (↑/↓) to zoom, drag or A/D (←/→) to pan, 0 to see all; click a span for its details. ' +
       'Pale bars merge spans shorter than a pixel.' + (D.timeline_url ? ' Zoomed in, the server sends every span of the window.' : '')}),
-      el('div', {class: 'spans-box'}, c), TL.note]), card('Span', TL.info)];
+      stLaneToggle(), el('div', {class: 'spans-box'}, c), TL.note]), card('Span', TL.info)];
   }
   /* For the browser tests: set the view, read what the last frame drew. */
   window.mlprofTimeline = {
@@ -1523,6 +1528,369 @@
           track: l.tracks[depth], y: l.y + LANE_HEAD + depth * ROW + ROW / 2});
       });
       return {res: lv ? lv.res : 0, items: out};
+    }
+  };
+
+  /* ---- stack samples (D.stacks) ---------------------------------------------
+   * The Stacks view: an icicle of the sampled stacks (outermost on top), the
+   * frames of one function merged at each depth, in CPU time (the samples
+   * taken on a CPU) or wall time (all of them), filtered by the zone each
+   * sample fell in (the innermost open on its thread), steps, process,
+   * thread and rank; a click on a frame zooms into it. And the samples on the
+   * span timeline: a thin strip under each thread's lane, a tick per sample
+   * (dark: on a CPU), toggled by a check box; a click on one shows its stack.
+   * Kept apart from the rest: every name here starts with st. */
+  var ST = {src: null, dec: null, mode: 'cpu', zone: -2, proc: -1, thread: -1, rank: 'all', steps: '',
+    zoom: [], lane: true, marksSrc: null, marks: null, frames: []};
+  var ST_ROW = 17, ST_W = 1100, ST_STRIP = 7, ST_MAX_DEPTH = 300;
+  var ST_COLORS = ['#e8590c', '#f08c00', '#d9480f', '#f59f00', '#e67700', '#fa5252', '#fab005', '#ff922b', '#ffa94d', '#fcc419'];
+
+  function stData() { return D.stacks || null; }
+  function hasStacks() { var s = stData(); return !!(s && s.samples > 0); }
+  /* The page's stacks decoded once per data: funcs, nodes and each node's
+   * path of function keys from the outermost frame. */
+  function stDecoded() {
+    var s = stData();
+    if (ST.src === s) return ST.dec;
+    ST.src = s;
+    var files = arr(s.files), f = arr(s.funcs), n = arr(s.nodes), funcs = [], nodes = [];
+    for (var i = 0; i + 2 < f.length; i += 3) funcs.push({file: f[i] >= 0 ? files[f[i]] : '', name: f[i + 1], first: f[i + 2]});
+    for (var k = 0; k + 2 < n.length; k += 3) nodes.push({parent: n[k], func: n[k + 1], line: n[k + 2]});
+    var rows = [], r = arr(s.rows);
+    for (var j = 0; j + 7 < r.length; j += 8)
+      rows.push({node: r[j], zone: r[j + 1], thread: r[j + 2], step: r[j + 3], n: r[j + 4], nCpu: r[j + 5], wall: r[j + 6], cpu: r[j + 7]});
+    ST.dec = {funcs: funcs, nodes: nodes, rows: rows, paths: {}, zones: arr(s.zones), procs: arr(s.procs), threads: arr(s.threads)};
+    return ST.dec;
+  }
+  /* Node i's frames from the outermost: [node...]; [] for no Python frame. */
+  function stPath(d, i) {
+    if (i < 0) return [];
+    var p = d.paths[i];
+    if (p) return p;
+    p = [];
+    for (var k = i, guard = 0; k >= 0 && guard < 100000; k = d.nodes[k].parent, guard++) p.push(k);
+    p.reverse();
+    d.paths[i] = p;
+    return p;
+  }
+  function stFuncLabel(d, f) { return f < 0 ? '(no Python frame)' : d.funcs[f].name; }
+  function stWhere(d, f, line) {
+    if (f < 0) return '';
+    var fn = d.funcs[f];
+    return fn.file + (line > 0 ? ':' + line : fn.first > 0 ? ':' + fn.first : '');
+  }
+  /* The steps field: {a, b} (b exclusive, Infinity: to the end), null for
+   * every sample, or a string saying what is wrong. Like --steps A:B; a
+   * lone N is step N. */
+  function stSteps(text) {
+    var t = String(text || '').trim(), m;
+    if (!t) return null;
+    if ((m = /^(\d+)$/.exec(t))) return {a: +m[1], b: +m[1] + 1};
+    if ((m = /^(\d*):(\d*)$/.exec(t))) {
+      var a = m[1] === '' ? 0 : +m[1], b = m[2] === '' ? Infinity : +m[2];
+      return b > a ? {a: a, b: b} : 'steps A:B wants A < B';
+    }
+    return 'steps: N, A:B, A: or :B';
+  }
+  function stRankOf(d, th) { var p = d.procs[d.threads[th][0]]; return p ? p[1] : -1; }
+  /* Whether row r passes the filters (st: the parsed steps). */
+  function stKeep(d, r, st, width) {
+    if (ST.zone !== -2 && r.zone !== ST.zone) return false;
+    if (ST.thread >= 0 && r.thread !== ST.thread) return false;
+    var th = d.threads[r.thread];
+    if (ST.proc >= 0 && th[0] !== ST.proc) return false;
+    if (ST.rank !== 'all' && stRankOf(d, r.thread) !== +ST.rank) return false;
+    if (st && typeof st === 'object') {
+      if (r.step < 0) return false;
+      /* A bucket holds steps [step * width, (step + 1) * width). */
+      var lo = r.step * width, hi = lo + width;
+      if (hi <= st.a || lo >= st.b) return false;
+    }
+    return true;
+  }
+  /* The icicle of the rows kept: nodes {key, func, total, self, n, lines,
+   * kids}, merged by function under each parent; and per function its self
+   * and total (once per sample however deep the recursion). */
+  function stTree(d) {
+    var s = stData(), st = stSteps(ST.steps), width = s.step_width || 1, cpu = ST.mode === 'cpu';
+    var root = {key: 'all', func: -2, total: 0, self: 0, n: 0, lines: {}, kids: {}}, funcs = {};
+    d.rows.forEach(function (r) {
+      if (!stKeep(d, r, st, width)) return;
+      var w = cpu ? r.cpu : r.wall, n = cpu ? r.nCpu : r.n;
+      if (w <= 0) return;
+      var path = stPath(d, r.node), cur = root, seen = {};
+      root.total += w; root.n += n;
+      var steps = path.length ? path : [-1];
+      steps.forEach(function (nd, k) {
+        var f = nd < 0 ? -1 : d.nodes[nd].func, line = nd < 0 ? 0 : d.nodes[nd].line, key = String(f);
+        var c = cur.kids[key];
+        if (!c) c = cur.kids[key] = {key: key, func: f, total: 0, self: 0, n: 0, lines: {}, kids: {}};
+        c.total += w; c.n += n;
+        c.lines[line] = (c.lines[line] || 0) + w;
+        var g = funcs[key] || (funcs[key] = {func: f, self: 0, total: 0, lines: {}});
+        if (!seen[key]) { seen[key] = 1; g.total += w; }
+        if (k === steps.length - 1) { c.self += w; g.self += w; g.lines[line] = (g.lines[line] || 0) + w; }
+        cur = c;
+      });
+    });
+    return {root: root, funcs: funcs, steps: st};
+  }
+  function stMainLine(lines) {
+    var best = 0, bw = -1;
+    Object.keys(lines).forEach(function (l) { if (lines[l] > bw) { bw = lines[l]; best = +l; } });
+    return best;
+  }
+  function stKids(n) {
+    return Object.keys(n.kids).map(function (k) { return n.kids[k]; }).sort(function (a, b) { return b.total - a.total || (a.key < b.key ? -1 : 1); });
+  }
+  function stColor(d, f) {
+    if (f < 0) return '#adb5bd';
+    /* By function (and file): neighbours differ, a function keeps its
+     * colour wherever it is. */
+    var s = d.funcs[f].name + '\n' + d.funcs[f].file, h = 0;
+    for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0;
+    return ST_COLORS[h % ST_COLORS.length];
+  }
+  function stFlame(d, t) {
+    var root = t.root, all = root.total || 1;
+    /* The zoomed frame: its path of keys from the top, dropped when the
+     * filters leave no such frame. */
+    var chain = [root], at = root;
+    for (var i = 0; i < ST.zoom.length; i++) {
+      at = at.kids[ST.zoom[i]];
+      if (!at) { ST.zoom = []; chain = [root]; break; }
+      chain.push(at);
+    }
+    var top = chain[chain.length - 1], maxDepth = 0;
+    (function depth(n, k) { if (k > maxDepth) maxDepth = k; if (k < ST_MAX_DEPTH) stKids(n).forEach(function (c) { if (c.total / (top.total || 1) * ST_W >= 0.5) depth(c, k + 1); }); })(top, 0);
+    var base = chain.length - 1, rows = base + Math.min(maxDepth, ST_MAX_DEPTH) + 1;
+    var g = sv('svg', {viewBox: '0 0 ' + ST_W + ' ' + (rows * ST_ROW + 2), width: '100%', class: 'flame', id: 'st-flame'});
+    ST.frames = [];
+    function frame(n, x, w, depthRow, path) {
+      var isRoot = n === root, fill = isRoot ? '#ced4da' : stColor(d, n.func);
+      var line = stMainLine(n.lines), name = isRoot ? 'all' : stFuncLabel(d, n.func), where = isRoot ? '' : stWhere(d, n.func, line);
+      var r = sv('rect', {x: x, y: depthRow * ST_ROW, width: Math.max(0.5, w - 0.5), height: ST_ROW - 1, fill: fill,
+        'data-name': name, 'data-total': n.total, style: 'cursor:pointer'});
+      var text = name + (where ? '\n' + where : '') + '\ntotal ' + fmtNs(n.total) + ' (' + num(100 * n.total / all) + '% of the selection' +
+        (top !== root ? ', ' + num(100 * n.total / (top.total || 1)) + '% of ' + stFuncLabel(d, top.func) : '') + ')' +
+        '\nself ' + fmtNs(n.self) + ' (' + num(100 * n.self / all) + '%)\n' + n.n + ' samples';
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+      r.addEventListener('click', function () { hideTip(); ST.zoom = path; render(); });
+      g.appendChild(r);
+      ST.frames.push({name: name, where: where, depth: depthRow, total: n.total, self: n.self, x: x, w: w});
+      if (w > 40) {
+        var lab = isRoot ? (ST.zoom.length ? '↑ all (click to zoom out) ' : 'all ') + fmtNs(root.total) : name;
+        if (lab.length * 6.5 > w - 6) lab = lab.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…';
+        g.appendChild(sv('text', {x: x + 3, y: depthRow * ST_ROW + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(fill), text: lab}));
+      }
+    }
+    /* The chain down to the zoomed frame spans the width; under it, its
+     * callees by their share of it, widest first. */
+    chain.forEach(function (n, k) { frame(n, 0, ST_W, k, ST.zoom.slice(0, k)); });
+    (function draw(n, x, k, path) {
+      if (k - base > ST_MAX_DEPTH) return;
+      var cx = x;
+      stKids(n).forEach(function (c) {
+        var w = c.total / (top.total || 1) * ST_W;
+        if (w >= 0.5) {
+          var p = path.concat([c.key]);
+          frame(c, cx, w, k + 1, p);
+          draw(c, cx, k + 1, p);
+        }
+        cx += w;
+      });
+    })(top, 0, base, ST.zoom.slice());
+    return g;
+  }
+  function stSelect(id, value, options, onchange) {
+    var s = el('select', {id: id, onchange: function () { onchange(s.value); render(); }},
+      options.map(function (o) { return el('option', {value: o[0], text: o[1]}); }));
+    s.value = String(value);
+    return s;
+  }
+  function stControls(d) {
+    var s = stData(), zw = {};
+    d.rows.forEach(function (r) { zw[r.zone] = (zw[r.zone] || 0) + r.wall; });
+    var zones = Object.keys(zw).map(Number).sort(function (a, b) { return zw[b] - zw[a]; });
+    var modes = [['cpu', 'CPU time'], ['wall', 'wall time']].map(function (m) {
+      var b = el('input', {type: 'radio', name: 'st-mode', id: 'st-mode-' + m[0], value: m[0], onchange: function () { ST.mode = m[0]; render(); }});
+      b.checked = ST.mode === m[0];
+      return el('label', null, [b, ' ' + m[1]]);
+    });
+    var kids = modes.concat([
+      stSelect('st-zone', ST.zone, [['-2', 'every zone']].concat(zones.map(function (z) { return [String(z), z === 0 ? '(no zone)' : d.zones[z]]; })),
+        function (v) { ST.zone = +v; ST.zoom = []; }),
+      stSelect('st-proc', ST.proc, [['-1', 'every process']].concat(d.procs.map(function (p, i) { return [String(i), p[2] + ' ' + p[0] + (p[1] >= 0 ? ' (rank ' + p[1] + ')' : '')]; })),
+        function (v) { ST.proc = +v; ST.thread = -1; ST.zoom = []; }),
+      stSelect('st-thread', ST.thread, [['-1', 'every thread']].concat(d.threads.map(function (t, i) { return [i, t]; }).filter(function (x) { return ST.proc < 0 || x[1][0] === ST.proc; }).map(function (x) {
+        return [String(x[0]), (x[1][2] || 'thread') + ' ' + x[1][1] + (ST.proc < 0 && d.procs.length > 1 ? ' (' + d.procs[x[1][0]][0] + ')' : '')];
+      })), function (v) { ST.thread = +v; ST.zoom = []; })]);
+    var ranks = {};
+    d.procs.forEach(function (p) { if (p[1] >= 0) ranks[p[1]] = 1; });
+    var rl = Object.keys(ranks).map(Number).sort(function (a, b) { return a - b; });
+    if (rl.length) kids.push(stSelect('st-rank', ST.rank, [['all', 'every rank']].concat(rl.map(function (r) { return [String(r), 'rank ' + r]; })), function (v) { ST.rank = v; ST.zoom = []; }));
+    var steps = el('input', {id: 'st-steps', type: 'text', size: 9, placeholder: 'steps A:B', value: ST.steps,
+      onchange: function () { ST.steps = steps.value; ST.zoom = []; render(); }});
+    kids.push(el('label', null, ['steps ', steps]));
+    var w = s.step_width || 1;
+    kids.push(el('span', {class: 'hint', text: s.steps ? s.steps + ' steps, from 0' + (w > 1 ? '; grouped by ' + w + ' in this page' : '') : 'no step marks'}));
+    return el('div', {class: 'st-controls'}, kids);
+  }
+  /* What the caps left out or merged, in words. */
+  function stNotes(s) {
+    var out = [];
+    if (s.merged) out.push(s.merged + ' samples (' + fmtNs(s.merged_ns) + ') had stacks deeper than the ' + s.nodes_cap + ' largest frames kept: their time is in the caller kept');
+    if (s.dropped) out.push(s.dropped + ' samples (' + fmtNs(s.dropped_ns) + ') in the smallest groups were left out (too many zone, thread and step groups)');
+    if ((s.step_width || 1) > 1) out.push('steps are grouped by ' + s.step_width + ': a step range is widened to whole groups');
+    if (s.unresolved) out.push(s.unresolved + ' samples named a stack the profile never defined');
+    return out;
+  }
+  function stTop(d, t) {
+    var all = t.root.total || 1;
+    var list = Object.keys(t.funcs).map(function (k) { return t.funcs[k]; }).sort(function (a, b) { return b.self - a.self || b.total - a.total; }).slice(0, 15);
+    return el('table', {id: 'st-top'}, [el('thead', null, el('tr', null, ['function', 'where', 'self', 'self %', 'total', 'total %'].map(function (h, i) { return el('th', {class: i < 2 ? 'l' : '', text: h}); }))),
+      el('tbody', null, list.map(function (g) {
+        return el('tr', null, [el('td', {class: 'name', text: stFuncLabel(d, g.func)}), el('td', {class: 'name', text: stWhere(d, g.func, stMainLine(g.lines))}),
+          el('td', {text: fmtNs(g.self)}), el('td', {text: num(100 * g.self / all) + '%'}), el('td', {text: fmtNs(g.total)}), el('td', {text: num(100 * g.total / all) + '%'})]);
+      }))]);
+  }
+  function viewStacks() {
+    var s = stData();
+    if (!hasStacks()) return [card('Stacks', el('p', {class: 'muted', text: 'This run has no stack samples (mlprof run samples Python processes at 100 Hz; --stacks off switches it off).'}))];
+    var d = stDecoded(), t = stTree(d), cpu = ST.mode === 'cpu';
+    var head = s.samples + ' samples at ' + (s.interval_ns ? num(1e9 / s.interval_ns, 0) + ' Hz' : '?') + '; shown: ' + fmtNs(t.root.total) +
+      (cpu ? ' on a CPU' : ' of wall time (on a CPU or waiting)') + ' in ' + t.root.n + ' samples';
+    var kids = [stControls(d), el('p', {class: 'hint', id: 'st-summary', text: head})];
+    if (typeof t.steps === 'string') kids.push(el('p', {class: 'bad', text: t.steps}));
+    kids.push(t.root.total > 0 ? stFlame(d, t) : el('p', {class: 'muted', id: 'st-empty', text: 'No sample matches these filters' + (cpu ? ' on a CPU (wall time shows those waiting)' : '') + '.'}));
+    kids.push(el('p', {class: 'hint', text: 'Width is time; outermost frame on top, callees below, widest first. Hover a frame for its self and total time; click it to zoom in, click the top bar to zoom out.'}));
+    var notes = stNotes(s);
+    if (notes.length) kids.push(el('ul', {class: 'hint', id: 'st-notes'}, notes.map(function (n) { return el('li', {text: n}); })));
+    return [card('Stacks: flame graph of the sampled stacks', kids), card('Hot functions in this selection (15 by self time)', stTop(d, t))];
+  }
+
+  /* ---- the samples on the span timeline ---- */
+  function stLaneOn() { return ST.lane && hasStacks(); }
+  /* The page's marks per thread: {t: Float64Array, code: Int32Array}. */
+  function stMarks() {
+    var s = stData();
+    if (ST.marksSrc === s) return ST.marks;
+    ST.marksSrc = s; ST.marks = {};
+    arr(s && s.marks).forEach(function (a) {
+      var n = (a.length - 1) >> 1, m = {t: new Float64Array(n), code: new Int32Array(n)}, t = 0;
+      for (var i = 0; i < n; i++) { t += a[1 + 2 * i]; m.t[i] = t; m.code[i] = a[2 + 2 * i]; }
+      ST.marks[a[0]] = m;
+    });
+    return ST.marks;
+  }
+  /* Gives the timeline's lanes their sampled threads (l.st), adding a lane
+   * for a thread that sampled but recorded no span. */
+  function stLanes(list) {
+    if (!stLaneOn()) return;
+    var d = stDecoded(), by = {};
+    list.forEach(function (l) { by[l.pid + '/' + l.tid] = l; });
+    Object.keys(stMarks()).forEach(function (k) {
+      var th = d.threads[+k], p = d.procs[th[0]], key = p[0] + '/' + th[1], l = by[key];
+      if (!l) {
+        l = by[key] = {rank: p[1], pid: p[0], tid: th[1], tracks: [],
+          label: (p[1] >= 0 ? 'rank ' + p[1] + ' · ' : '') + p[2] + ' ' + p[0] + ' · thread ' + (th[2] || '') + ' ' + th[1]};
+        list.push(l);
+      }
+      l.st = +k;
+    });
+  }
+  function stLaneH(l) { return stLaneOn() && l.st !== undefined ? ST_STRIP + 2 : 0; }
+  function stStripY(l) { return l.y + LANE_HEAD + l.tracks.length * ROW; }
+  /* Calls fn(lane, marks, i) for each sample of a lane in [v0, v1] (and
+   * the one whose interval reaches into it). */
+  function stEachMark(lanes, v0, v1, fn) {
+    var s = stData(), ms = stMarks(), back = (s.interval_ns || 0) * (s.mark_stride || 1);
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st];
+      if (!m) return;
+      var lo = 0, hi = m.t.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (m.t[mid] < v0 - back) lo = mid + 1; else hi = mid; }
+      for (var i = lo; i < m.t.length && m.t[i] <= v1 + back; i++) fn(l, m, i);
+    });
+  }
+  /* Draws each lane's samples in [v0, v1]: how many. Per pixel column the
+   * strip is dark when a sample there was on a CPU, else pale when one was
+   * waiting (a sample covers the time before it); runs of equal columns are
+   * one rectangle, so a frame costs a pass over the samples in view and a
+   * few fills, however dense they are. */
+  function stDrawMarks(g, lanes, v0, v1, nsPx, X, W) {
+    if (!stLaneOn()) return 0;
+    var s = stData(), ms = stMarks(), iv = (s.interval_ns || 1e7) * (s.mark_stride || 1);
+    var w = Math.max(1, iv / nsPx), n = 0, on = new Path2D(), off = new Path2D(), nc = Math.ceil(W) + 1;
+    var cols = new Uint8Array(nc);
+    g.fillStyle = '#f1f3f5';
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st];
+      if (!m) return;
+      var y = stStripY(l), t = m.t, code = m.code, len = t.length, i, k;
+      g.fillRect(0, y, W, ST_STRIP);
+      cols.fill(0);
+      var lo = 0, hi = len;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (t[mid] < v0) lo = mid + 1; else hi = mid; }
+      for (i = lo; i < len && t[i] - iv <= v1; i++) {
+        var x1 = (t[i] - v0) / nsPx, v = (code[i] & 1) + 1;
+        var c0 = Math.max(0, Math.floor(x1 - w)), c1 = Math.min(nc, Math.ceil(x1));
+        for (k = c0; k < c1; k++) if (cols[k] < v) cols[k] = v;
+        n++;
+      }
+      for (k = 0; k < nc;) {
+        var st = cols[k], e = k + 1;
+        while (e < nc && cols[e] === st) e++;
+        if (st === 2) on.rect(k, y, e - k, ST_STRIP);
+        else if (st === 1) off.rect(k, y + 2, e - k, ST_STRIP - 4);
+        k = e;
+      }
+    });
+    g.fillStyle = '#adb5bd'; g.fill(off);
+    g.fillStyle = '#343a40'; g.fill(on);
+    return n;
+  }
+  /* The sample at canvas point (x, y) within 3 pixels, or null. */
+  function stHit(lanes, x, y, v0, nsPx) {
+    if (!stLaneOn()) return null;
+    var ms = stMarks(), hit = null, best = 4;
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st], sy = stStripY(l);
+      if (!m || y < sy - 1 || y > sy + ST_STRIP + 1) return;
+      for (var i = 0; i < m.t.length; i++) {
+        var dx = Math.abs((m.t[i] - v0) / nsPx - x);
+        if (dx < best) { best = dx; hit = {sample: {thread: l.st, t: m.t[i], code: m.code[i], lane: l}}; }
+      }
+    });
+    return hit;
+  }
+  function stSampleInfo(box, x) {
+    var d = stDecoded(), node = (x.code >> 1) - 1, path = stPath(d, node);
+    var rows = [['sample', x.code & 1 ? 'on a CPU' : 'off a CPU (waiting)'], ['time', fmtNs(x.t)], ['where', x.lane.label]];
+    if (!path.length) rows.push(['stack', '(no Python frame)']);
+    path.slice().reverse().forEach(function (nd, k) {
+      var f = d.nodes[nd].func;
+      rows.push([k ? '' : 'stack', stFuncLabel(d, f) + ' (' + stWhere(d, f, d.nodes[nd].line) + ')']);
+    });
+    box.appendChild(el('table', {id: 'sample-detail'}, rows.map(function (r) { return el('tr', null, [el('td', {text: r[0]}), el('td', {class: 'name', text: r[1]})]); })));
+  }
+  function stLaneToggle() {
+    if (!hasStacks()) return null;
+    var b = el('input', {type: 'checkbox', id: 'st-lane', onchange: function () { ST.lane = b.checked; if (TL.sel && TL.sel.sample) TL.sel = null; tlRedraw(); }});
+    b.checked = ST.lane;
+    return el('label', {class: 'hint'}, [b, ' stack samples (a strip under each thread: dark on a CPU, pale waiting; click one for its stack)']);
+  }
+  /* For the browser tests. */
+  window.mlprofStacks = {
+    frames: function () { return ST.frames.slice(); },
+    marks: function () {
+      var out = [];
+      if (!stLaneOn() || !TL.canvas) return out;
+      stEachMark(tlLanes(), TL.v0, TL.v1, function (l, m, i) {
+        out.push({thread: l.st, pid: l.pid, tid: l.tid, t: m.t[i], cpu: !!(m.code[i] & 1), y: stStripY(l) + ST_STRIP / 2});
+      });
+      return out;
     }
   };
 
@@ -1668,6 +2036,11 @@
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
     if (hasLayers()) { TABS.splice(2, 0, ['layers', 'Layers']); VIEWS.layers = viewLayers; }
     if (hasDist()) { TABS.push(['distributed', 'Distributed']); VIEWS.distributed = viewDistributed; }
+    /* Stacks: when the run sampled stacks (live: they may come later). */
+    if (hasStacks() || D.live) {
+      var zi = TABS.map(function (t) { return t[0]; }).indexOf('zones');
+      TABS.splice(zi + 1, 0, ['stacks', 'Stacks']); VIEWS.stacks = viewStacks;
+    }
     /* A diff page opens on its Diff view. */
     if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {

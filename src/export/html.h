@@ -15,6 +15,8 @@
 
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
+#include "../analyze/flame.h"
+#include "../analyze/hot.h"
 #include "../analyze/lod.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
@@ -64,6 +66,9 @@ typedef struct {
   /* live page: the URL that answers a span's details
    * (mlprof__export_span_json), ?track=&t0=&t1= appended; NULL: none */
   const char *span_url;
+  /* The stack samples' attribution (flame.h) for the page's Stacks view and
+   * the samples on the span timeline; NULL: none. */
+  const mlprof__flame *flame;
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -80,7 +85,9 @@ typedef struct {
  * distributions, "timeline": mlprof__export_timeline_json of opts->lod with
  * at most MLPROF__DASH_LOD_ITEMS items (and args in at most
  * MLPROF__DASH_LOD_ARGS_BYTES when the page is static), or null,
- * "timeline_url", "span_url", "memory": mlprof__export_html_memory}. A
+ * "timeline_url", "span_url", "memory": mlprof__export_html_memory,
+ * "stacks": mlprof__export_html_stacks of the report's hot functions and
+ * opts->flame}. A
  * distribution is the zone's percentiles 0, 5, ..., 100
  * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
  * the run has no such zone or its durations were not kept. tree may be NULL:
@@ -140,6 +147,21 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
  * or end < begin, or the writer's error. */
 int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
                              uint64_t end, mlprof__out *o);
+
+/* The stack samples of h as f attributes them, or null when there are none
+ * (f NULL included): {"interval_ns", "samples", "unresolved", "steps" (the
+ * most steps of a process), "step_width" (steps per bucket), "nodes_cap",
+ * "merged", "merged_ns", "dropped", "dropped_ns", "mark_stride" (flame.h),
+ * "files": [...], "funcs": [file, name, first line, ...], "nodes": [parent
+ * (-1: a root), func, line, ...] (parents first), "zones": ["", ...] (0: no
+ * zone), "procs": [[pid, rank (-1: none), name]...], "threads": [[proc, tid,
+ * name]...], "rows": [node (-1: no Python frame), zone, thread, step bucket
+ * (-1: no step), samples, samples on a CPU, ns, ns on a CPU, ...], "marks":
+ * [[thread, job ns, code, ns since the previous, code, ...]...] with code
+ * (node + 1) * 2 + 1 when on a CPU}. Flat arrays hold their tuples one
+ * after the other. Returns 0 or the writer's error. */
+int mlprof__export_html_stacks(const mlprof__hot *h, const mlprof__flame *f,
+                               mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
 int mlprof__export_html_page(const mlprof__report *r,
