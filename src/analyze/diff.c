@@ -145,7 +145,7 @@ static int zones_by_name(const mlprof__report *r,
   return 0;
 }
 
-static int selected(const mlprof__diff_options *opt, const char *name) {
+int mlprof__diff_selected(const mlprof__diff_options *opt, const char *name) {
   if (!opt->nzones) return 1;
   for (size_t i = 0; i < opt->nzones; i++)
     if (fnmatch(opt->zones[i], name, 0) == 0) return 1;
@@ -494,7 +494,7 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
     const mlprof__zone_stats *b = c <= 0 ? zb[i++] : NULL;
     const mlprof__zone_stats *n = c >= 0 ? zn[j++] : NULL;
     const mlprof__zone_stats *any = b ? b : n;
-    if (!selected(opt, any->name)) {
+    if (!mlprof__diff_selected(opt, any->name)) {
       d->filtered++;
       continue;
     }
@@ -525,6 +525,7 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   if (!rc) rc = judge_step(base, next, opt, d);
   if (!rc) rc = judge_unit(base, next, opt, d);
   if (!rc) rc = judge_machine(d, opt);
+  if (!rc) rc = mlprof__memdiff_build(&base->mem, &next->mem, opt, &d->mem);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
@@ -542,6 +543,8 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   d->regression |= d->has_unit &&
                    d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
                    !d->per_unit.machine_explains;
+  d->time_regression = d->regression;
+  d->regression |= d->mem.regression;
   return 0;
 }
 
@@ -552,6 +555,7 @@ int mlprof__diff_step_slower(const mlprof__diff *d) {
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
+  mlprof__memdiff_free(&d->mem);
   free(d->unit_side[0].durations);
   free(d->unit_side[1].durations);
   free(d->step_side[0].durations);

@@ -13,8 +13,7 @@
 #define TOP_SITES 10
 #define NAME_COLS 40
 
-/* Bytes keeping 3 significant digits, decimal units (as the leaks' MB). */
-static void fmt_bytes(char *b, size_t len, double v) {
+void mlprof__fmt_bytes(char *b, size_t len, double v) {
   static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
   size_t u = 0;
   double a = v < 0 ? -v : v;
@@ -31,7 +30,7 @@ static void fmt_bytes(char *b, size_t len, double v) {
 
 static void cell_bytes(mlprof__table *t, double v) {
   char b[32];
-  fmt_bytes(b, sizeof b, v);
+  mlprof__fmt_bytes(b, sizeof b, v);
   mlprof__table_cell(t, "%s", b);
 }
 
@@ -106,9 +105,9 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
   for (size_t i = 0; i < m->nprocs; i++) {
     const mlprof__mem_proc *p = &m->procs[i];
     char peak[32], alloc[32], live[32], at[32];
-    fmt_bytes(peak, sizeof peak, (double)p->peak);
-    fmt_bytes(alloc, sizeof alloc, (double)p->alloc_bytes);
-    fmt_bytes(live, sizeof live, (double)p->live_end);
+    mlprof__fmt_bytes(peak, sizeof peak, (double)p->peak);
+    mlprof__fmt_bytes(alloc, sizeof alloc, (double)p->alloc_bytes);
+    mlprof__fmt_bytes(live, sizeof live, (double)p->live_end);
     mlprof__fmt_duration(at, sizeof at, (double)p->peak_t);
     mlprof__out_printf(o,
                        "  pid %" PRIu64
@@ -145,8 +144,8 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
       if (!s->leak) continue;
       const mlprof__mem_zone *z = &m->zones[s->zone];
       char rate[32], live[32];
-      fmt_bytes(rate, sizeof rate, s->slope);
-      fmt_bytes(live, sizeof live, (double)s->live_end);
+      mlprof__fmt_bytes(rate, sizeof rate, s->slope);
+      mlprof__fmt_bytes(live, sizeof live, (double)s->live_end);
       mlprof__out_printf(o, "    pid %" PRIu64 " ", proc_pid(r, s->proc));
       if (z->name_len)
         mlprof__out_name(o, z->name, z->name_len, NAME_COLS);

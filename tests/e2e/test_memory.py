@@ -3,6 +3,7 @@ zones and threads (tests/programs/alloc_known.c) recorded by `mlprof run`,
 exactly with --memory=all and within statistical bounds when sampled; leaks
 named; forks, SIGKILL, signal handlers and constructors survived."""
 import json
+import xml.etree.ElementTree as ET
 import math
 import os
 import subprocess
@@ -268,3 +269,71 @@ def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
             "%s:8 inner < %s:16 right < %s:23 main" % (script, script, script)]
     for w in want:
         assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))
+
+
+# ---- mlprof diff on memory ----------------------------------------------
+
+
+def diff_memory(base, new, *args):
+    r = mlprof("diff", base, new, "--format", "json", *args, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)["memory"]
+
+
+def test_diff_names_the_site_that_allocates_twice_as_much(tmp_path):
+    base, _ = run(tmp_path, "work", 1, name="base")
+    new, _ = run(tmp_path, "work", 2, name="new")
+    mem = diff_memory(base, new)
+    assert mem["regression"] is True
+    grew = [i for i in mem["items"] if i["verdict"] == "grew"]
+    assert grew and all(i["zone"] == "grow" for i in grew), grew
+    step = [i for i in grew if i["kind"] == "site a step"]
+    assert len(step) == 1 and step[0]["per_step"] is True
+    # 8 and 16 blocks of 128 KiB a step, within the estimates' errors.
+    assert step[0]["base_bytes"] == pytest.approx(MIB, abs=4 * step[0]["base_se_bytes"])
+    assert step[0]["new_bytes"] == pytest.approx(2 * MIB, abs=4 * step[0]["new_se_bytes"])
+    assert 0 < step[0]["base_se_bytes"] < 0.3 * MIB  # sampled: an error
+    assert step[0]["p_holm"] <= 0.01
+    # No other site or zone grew.
+    for i in mem["items"]:
+        if i.get("zone") != "grow":
+            assert i["verdict"] == "unchanged", i
+    text = mlprof("diff", base, new, check=False).stdout
+    assert "REGRESSION: 1 memory figure" in text or \
+        "memory figures significantly larger" in text
+    line = next(l for l in text.splitlines() if l.startswith("  site a step"))
+    assert "grew" in line and "grow:" in line
+    junit = mlprof("diff", base, new, "--format", "junit", check=False).stdout
+    root = ET.fromstring(junit)
+    cases = [c for c in root.iter("testcase")
+             if c.get("classname") == "mlprof.diff.memory"]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed and all("grow" in n for n in failed), failed
+    # Every allocation recorded: exact figures, no sampling error.
+    base, _ = run(tmp_path, "work", 1, memory="all", name="base_all")
+    new, _ = run(tmp_path, "work", 2, memory="all", name="new_all")
+    mem = diff_memory(base, new)
+    step = [i for i in mem["items"]
+            if i["kind"] == "site a step" and i["zone"] == "grow"]
+    assert len(step) == 1 and step[0]["verdict"] == "grew"
+    assert step[0]["base_se_bytes"] == step[0]["new_se_bytes"] == 0
+    assert step[0]["new_bytes"] == 2 * step[0]["base_bytes"]
+    # 40 MiB over the run's 41 step marks.
+    assert step[0]["base_bytes"] == pytest.approx(40 * MIB / 41)
+
+
+def test_diff_of_the_same_program_names_no_memory(tmp_path):
+    # A/A: sampling differs from run to run, the program does not.
+    runs = [run(tmp_path, "work", 1, name=f"aa{i}")[0] for i in range(4)]
+    for a, b in zip(runs, runs[1:]):
+        mem = diff_memory(a, b)
+        assert mem["regression"] is False
+        assert mem["summary"]["grew"] == mem["summary"]["shrank"] == 0, \
+            [i for i in mem["items"] if i["verdict"] != "unchanged"]
+        # Estimates do differ: their errors say by how much they may.
+        assert any(i["base_bytes"] != i["new_bytes"] for i in mem["items"])
+    a, _ = run(tmp_path, "work", 1, memory="all", name="aa_all0")
+    b, _ = run(tmp_path, "work", 1, memory="all", name="aa_all1")
+    mem = diff_memory(a, b)
+    assert mem["exact"] == [True, True]
+    assert mem["summary"]["grew"] == mem["summary"]["shrank"] == 0
