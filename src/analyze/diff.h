@@ -207,7 +207,7 @@ typedef struct {
                       has no step marks) */
   double value[2]; /* bytes, BASE and NEW (0: absent there) */
   double se[2];    /* their standard errors from sampling (0: exact) */
-  double z;        /* (NEW - BASE) / sqrt(se0^2 + se1^2); INFINITY with
+  double z;        /* (NEW - BASE) / sqrt(2 max(se0^2, se1^2)); INFINITY with
                       both exact and a difference; 0 with none */
   double p;        /* two-sided, from the normal distribution */
   double p_holm;   /* p adjusted by Holm over every item of the diff */

@@ -2,8 +2,9 @@
  *
  * Every figure compared is a sum of allocation records' weights, so its
  * sampling variance is known (memory.h): the difference of two runs'
- * estimates, over the square root of the sum of their variances, is a
- * normal score under the hypothesis that both runs hold the same bytes.
+ * estimates, over the square root of twice the larger of their variances,
+ * is a normal score under the hypothesis that both runs hold the same
+ * bytes.
  * Many items are tested at once (processes, zones, sites): Holm's step-down
  * correction keeps the chance that any item of an A/A pair is named at
  * alpha. A change must also be large (the threshold, on the larger value)
@@ -110,7 +111,12 @@ static int judge_all(mlprof__memdiff *out, const mlprof__diff_options *opt) {
   for (size_t i = 0; i < n; i++) {
     mlprof__memdiff_item *it = &out->items[i];
     double d = it->value[1] - it->value[0];
-    double se = sqrt(it->se[0] * it->se[0] + it->se[1] * it->se[1]);
+    /* With no change, both runs' variances are the same; the larger of
+     * the two estimates stands for both, so that a run whose few samples
+     * understate it (a few large blocks, most of them missed) does not
+     * make a difference of chance look significant. */
+    double v = fmax(it->se[0] * it->se[0], it->se[1] * it->se[1]);
+    double se = sqrt(2 * v);
     if (se > 0) {
       it->z = d / se;
       it->p = erfc(fabs(it->z) / sqrt(2.0));

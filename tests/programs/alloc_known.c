@@ -8,6 +8,9 @@
  *                          allocating F times 1 MiB a step (for diff)
  *   alloc_known leak B N   N steps, each keeping B bytes in 64-byte blocks
  *                          in zone "drip" (the least leak the report sees)
+ *   alloc_known clone N    N children made by a raw clone system call (no
+ *                          fork handlers) while a thread allocates; each
+ *                          allocates and exits. Status 6 when one hangs.
  * Zones (exact bytes asked for; nothing else allocates inside them):
  *   alpha    main thread   1000 x malloc(4096), kept
  *   beta     main thread   50 x malloc(1 MiB) then freed
@@ -24,10 +27,12 @@
 #include <mlprof.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -143,6 +148,48 @@ static void work(int f, int steps) {
   mlprof_step();
 }
 
+static _Atomic int churning = 1;
+
+/* Allocates and frees in a loop: under a small sampling mean, nearly every
+ * call takes the table of sampled addresses' lock. */
+static void *churn(void *arg) {
+  (void)arg;
+  while (churning)
+    for (int i = 0; i < 64; i++) free(kept(malloc(4096 + (size_t)i * 64)));
+  return NULL;
+}
+
+/* Children made while churn runs, without fork handlers; 0 when all of
+ * them ended within 5 s each. */
+static int clones(int n) {
+  pthread_t th;
+  pthread_create(&th, NULL, churn, NULL);
+  int hung = 0;
+  for (int k = 0; k < n; k++) {
+    long pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0) {
+      for (int i = 0; i < 16; i++) free(kept(malloc(8192 + (size_t)i)));
+      syscall(SYS_exit_group, 0);
+    }
+    if (pid < 0) break;
+    int st = 0, waited = 0;
+    while (waitpid((pid_t)pid, &st, WNOHANG) == 0 && waited < 5000) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+      waited++;
+    }
+    if (waited >= 5000) {
+      kill((pid_t)pid, SIGKILL);
+      waitpid((pid_t)pid, &st, 0);
+      hung++;
+    }
+  }
+  churning = 0;
+  pthread_join(th, NULL);
+  if (hung) fprintf(stderr, "%d of %d children hung\n", hung, n);
+  return hung ? 6 : 0;
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "zones";
   if (!early) return 3;
@@ -172,6 +219,9 @@ int main(int argc, char **argv) {
     waitpid(pid, &st, 0);
     zones();
     if (!WIFEXITED(st) || WEXITSTATUS(st)) return 5;
+  } else if (!strcmp(what, "clone")) {
+    int rc = clones(argc > 2 ? atoi(argv[2]) : 200);
+    if (rc) return rc;
   } else if (!strcmp(what, "work")) {
     work(argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 40);
   } else if (!strcmp(what, "leak")) {
