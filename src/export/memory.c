@@ -2,6 +2,7 @@
  * peak of each process and what held memory then, the sites by bytes at
  * the peak and by bytes allocated, the leaks, the zones. */
 #include <inttypes.h>
+#include <math.h>
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,38 @@ static int sites_table(const mlprof__report *r, const mlprof__memory *m,
   return mlprof__table_print(&t, o);
 }
 
+/* What the leak detector cannot see in process p (mlprof__mem_proc's
+ * leak_floor), one line. */
+static void leak_floor_line(const mlprof__mem_proc *p, mlprof__out *o) {
+  char mode[48], rate[32], need[32];
+  if (p->exact)
+    snprintf(mode, sizeof mode, "--memory=all");
+  else if (p->mean > 0)
+    snprintf(mode, sizeof mode, "--memory=sampled:%.0f", p->mean);
+  else
+    return; /* sampled, mean unknown: nothing to say */
+  mlprof__out_printf(o, "  pid %" PRIu64 ": ", p->pid);
+  if (isnan(p->leak_floor)) {
+    mlprof__out_printf(o,
+                       "%zu step marks: leaks by site need %d at least "
+                       "(mlprof_step)\n",
+                       p->nsteps, MLPROF__MEM_LEAK_MIN_STEPS);
+    return;
+  }
+  mlprof__fmt_bytes(rate, sizeof rate, p->leak_floor);
+  mlprof__fmt_bytes(need, sizeof need, MLPROF__MEM_LEAK_MIN_BYTES);
+  /* Sampled, the floor is the growth or the samples, the larger. */
+  int samples = p->leak_floor * (double)(p->nsteps - 1) >
+                MLPROF__MEM_LEAK_MIN_BYTES * 1.001;
+  mlprof__out_printf(o,
+                     "leaks under ~%s a step over %zu steps may go unseen "
+                     "at %s (%s%s%s)\n",
+                     rate, p->nsteps, mode,
+                     samples ? "too few of their bytes would be sampled"
+                             : "a leak must grow by ",
+                     samples ? "" : need, samples ? "" : " in all");
+}
+
 int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
   const mlprof__memory *m = &r->mem;
   if (!m->nprocs) return 0;
@@ -115,6 +148,7 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
                        "(%" PRIu64 " records); %s live at the end\n",
                        p->pid, peak, at, alloc, p->allocs, live);
   }
+  for (size_t i = 0; i < m->nprocs; i++) leak_floor_line(&m->procs[i], o);
   size_t n = 0;
   const mlprof__mem_site **top = malloc(m->nsites * sizeof *top + 1);
   if (!top) return MLPROF_ENOMEM;
@@ -204,6 +238,10 @@ static void json_site(const mlprof__report *r, const mlprof__memory *m,
   mlprof__out_f64(o, s->slope);
   mlprof__out_lit(o, ",\"mk_z\":");
   mlprof__out_f64(o, s->mk_z);
+  mlprof__out_lit(o, ",\"allocated_se_bytes\":");
+  mlprof__out_f64(o, sqrt(s->alloc_var));
+  mlprof__out_lit(o, ",\"at_peak_se_bytes\":");
+  mlprof__out_f64(o, sqrt(s->at_peak_var));
   mlprof__out_lit(o, "}");
 }
 
@@ -223,7 +261,13 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
         p->alloc_bytes, p->freed_bytes, p->live_end, p->peak, p->peak_t);
     for (size_t k = 0; k < p->nsteps; k++)
       mlprof__out_printf(o, "%s%" PRIu64, k ? "," : "", p->step_peak[k]);
-    mlprof__out_lit(o, "]}");
+    mlprof__out_lit(o, "],\"peak_se_bytes\":");
+    mlprof__out_f64(o, sqrt(p->peak_var));
+    mlprof__out_lit(o, ",\"sampling_mean_bytes\":");
+    mlprof__out_f64(o, p->mean);
+    mlprof__out_lit(o, ",\"leak_floor_bytes_per_step\":");
+    mlprof__out_f64(o, p->leak_floor);
+    mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "],\n\"zones\":[");
   size_t n = 0;
@@ -236,9 +280,11 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
                        ",\"allocated_bytes\":%" PRIu64 ",\"count\":%" PRIu64
                        ",\"freed_bytes\":%" PRIu64 ",\"freed_count\":%" PRIu64
                        ",\"peak_bytes\":%" PRIu64 ",\"at_peak_bytes\":%" PRIu64
-                       "}",
+                       ",\"peak_se_bytes\":",
                        z->alloc_bytes, z->alloc_count, z->freed_bytes,
                        z->freed_count, z->peak, z->at_peak);
+    mlprof__out_f64(o, sqrt(z->peak_var));
+    mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "],\n\"sites\":[");
   for (size_t i = 0; i < m->nsites; i++) {

@@ -282,6 +282,56 @@ def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
         assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))
 
 
+def leak_floor(steps, mean):
+    """docs/memory.md: the least steady leak the detector can tell over
+    steps step marks, sampled with that mean (0: every allocation)."""
+    span, need = steps - 1, MIB
+    if not mean:
+        return need / span
+    points = min(steps, 256)
+    k = 4
+    while 1.5 * math.sqrt(points) * k / (k + 1) < 3 or k * mean < need:
+        k += 1
+
+    def at_least(lam):  # P(Poisson(lam) >= k)
+        term, below = math.exp(-lam), 0.0
+        for i in range(k):
+            below += term
+            term *= lam / (i + 1)
+        return 1 - below
+    lo, hi = 0.0, 10.0 * k + 20
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if at_least(mid) >= 0.95 else (mid, hi)
+    return max(need, hi * mean) / span
+
+
+def test_report_says_the_least_leak_it_can_see(tmp_path):
+    for memory, mean in (("sampled", 524288), ("sampled:65536", 65536),
+                         ("sampled:4194304", 4194304), ("all", 0)):
+        out, _ = run(tmp_path, "leak", 262144, 100, memory=memory,
+                     name=memory.replace(":", "_"))
+        procs, _ = own(report_json(out))
+        p = procs[0]
+        assert len(p["step_peak_bytes"]) == 101
+        assert p["sampling_mean_bytes"] == mean
+        assert p["leak_floor_bytes_per_step"] == pytest.approx(
+            leak_floor(101, mean), rel=1e-6), memory
+        text = mlprof("report", out).stdout
+        flag = "--memory=all" if not mean else f"--memory=sampled:{mean}"
+        assert f"a step over 101 steps may go unseen at {flag}" in text
+    # A larger mean sees less; more steps see smaller leaks.
+    assert leak_floor(101, 4194304) > leak_floor(101, 524288) > \
+        leak_floor(101, 65536) > leak_floor(101, 0)
+    assert leak_floor(1001, 524288) < leak_floor(101, 524288)
+    # Too few steps: said, no figure.
+    out, _ = run(tmp_path, "leak", 262144, 5, memory="all", name="short")
+    procs, _ = own(report_json(out))
+    assert procs[0]["leak_floor_bytes_per_step"] is None
+    assert "6 step marks: leaks by site need 8 at least" in \
+        mlprof("report", out).stdout
+
+
 # ---- mlprof diff on memory ----------------------------------------------
 
 
