@@ -14,6 +14,11 @@
 
 #include "../format/reader.h"
 
+/* Points of a process's live-bytes series at most. */
+#define MLPROF__MEM_SERIES 1000
+/* Frames of a site's path at most. */
+#define MLPROF__MEM_PATH_FRAMES 48
+
 /* Bytes are estimates of the bytes allocated (each record's weight): exact
  * when every allocation was recorded. Each estimate has a sampling variance
  * (the *_var fields, bytes squared; 0 when exact): an allocation of s bytes
@@ -43,6 +48,12 @@ typedef struct {
    * the native frame that called the allocator ("symbol+0xOFF" or
    * "module+0xOFF"). */
   char *python, *native;
+  /* The whole stack, outermost frame first, as indices into
+   * mlprof__memory.frames: every Python frame, then the native frame; at
+   * most MLPROF__MEM_PATH_FRAMES, the innermost kept (npath 0: unknown).
+   * For flame graphs. */
+  uint32_t *path;
+  uint32_t npath;
   uint64_t alloc_bytes, alloc_count;
   uint64_t live_end;             /* still live when the profile ended */
   uint64_t at_peak;              /* live at its process's peak */
@@ -63,6 +74,7 @@ typedef struct {
   uint64_t peak, peak_t; /* the most live at once, and when (ns) */
   double peak_var;       /* the sampling variance of peak */
   uint64_t *step_peak;   /* per step (between two step marks) */
+  uint64_t *step_t;      /* the step marks (profile time, sorted) */
   size_t nsteps;
   /* The sampling mean in bytes, read back from the records' weights (0
    * when exact, or when no record tells: all far larger than the mean). */
@@ -71,6 +83,12 @@ typedef struct {
    * a step (mlprof__memory_leak_floor); NAN with fewer than
    * MLPROF__MEM_LEAK_MIN_STEPS step marks, or sampled with mean unknown. */
   double leak_floor;
+  /* Live bytes over time (profile time): the records' span cut into
+   * MLPROF__MEM_SERIES equal buckets, each the highest live bytes in it and
+   * when; the point of the peak is the peak itself. nlive at most
+   * MLPROF__MEM_SERIES + 1 (a first point at 0 bytes). */
+  uint64_t *live_t, *live_v;
+  size_t nlive;
 } mlprof__mem_proc;
 
 typedef struct {
@@ -81,6 +99,11 @@ typedef struct {
   mlprof__mem_site *sites;
   size_t nsites;
   size_t nleaks; /* sites with leak set */
+  /* The frames of the sites' paths over the job, each text once:
+   * "file:line function" (Python), "[symbol+0xOFF]" or "[module+0xOFF]"
+   * (native), "<truncated>" (the root of a deeper stack). */
+  char **frames;
+  size_t *frame_lens, nframes, frames_cap;
 } mlprof__memory;
 
 /* The leak detector's rule (a site is a leak when its live bytes at the
