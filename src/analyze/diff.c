@@ -322,7 +322,7 @@ static void between_runs(mlprof__diff_zone *z, const double *mb, size_t kb,
   }
 }
 
-static int selected(const mlprof__diff_options *opt, const char *name) {
+int mlprof__diff_selected(const mlprof__diff_options *opt, const char *name) {
   if (!opt->nzones) return 1;
   for (size_t i = 0; i < opt->nzones; i++)
     if (fnmatch(opt->zones[i], name, 0) == 0) return 1;
@@ -779,7 +779,7 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
     const mlprof__zone_stats *b = c <= 0 ? &sb->zones[i++] : NULL;
     const mlprof__zone_stats *n = c >= 0 ? &sn->zones[j++] : NULL;
     const mlprof__zone_stats *any = b ? b : n;
-    if (!selected(opt, any->name)) {
+    if (!mlprof__diff_selected(opt, any->name)) {
       d->filtered++;
       continue;
     }
@@ -812,6 +812,8 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
   if (!rc) rc = judge_unit(base, next, opt, d);
   if (!rc) rc = explain_shift(d, opt);
   if (!rc) rc = judge_machine(d, opt);
+  /* Memory: the first run of each side (its sampling error is its own). */
+  if (!rc) rc = mlprof__memdiff_build(&base->mem, &next->mem, opt, &d->mem);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
@@ -829,6 +831,8 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
   d->regression |= d->has_unit &&
                    d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
                    !d->per_unit.machine_explains;
+  d->time_regression = d->regression;
+  d->regression |= d->mem.regression;
   return 0;
 }
 
@@ -844,6 +848,7 @@ int mlprof__diff_step_slower(const mlprof__diff *d) {
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
+  mlprof__memdiff_free(&d->mem);
   mlprof__diff_side_free(&d->side[0]);
   mlprof__diff_side_free(&d->side[1]);
   free(d->unit_side[0].durations);

@@ -248,6 +248,64 @@ typedef struct {
   size_t explained; /* verdicts (zones, step) that moved with it */
 } mlprof__diff_shift;
 
+/* Memory (mlprof__memdiff_build; docs/memory.md, "Comparing two runs"):
+ * what each run's allocation records estimate, compared item by item. */
+typedef enum {
+  MLPROF__MEMDIFF_PEAK,      /* a process's peak of live bytes */
+  MLPROF__MEMDIFF_ZONE,      /* a zone's high-water mark */
+  MLPROF__MEMDIFF_SITE_PEAK, /* a site's bytes live at its process's peak */
+  MLPROF__MEMDIFF_SITE_STEP, /* a site's bytes allocated a step */
+  MLPROF__MEMDIFF_KINDS
+} mlprof__memdiff_kind;
+
+typedef enum {
+  MLPROF__MEMDIFF_GREW,
+  MLPROF__MEMDIFF_SHRANK,
+  MLPROF__MEMDIFF_UNCHANGED,
+  MLPROF__MEMDIFF_VERDICTS
+} mlprof__memdiff_verdict;
+
+/* A change counts only when it is at least this share of the figure it is
+ * part of: the larger run's process peak for zones and sites at the peak,
+ * the site's process's bytes allocated a step for sites a step. */
+#define MLPROF__MEMDIFF_MIN_SHARE 0.01
+
+typedef struct {
+  mlprof__memdiff_kind kind;
+  size_t proc;      /* the process (peak, sites): its rank among the
+                       processes with allocation records, in job order */
+  uint64_t pid[2];  /* that process in BASE and NEW; 0 when absent */
+  const char *zone; /* zones and sites; borrowed from the reports */
+  size_t zone_len;
+  const char *python, *native; /* sites (mlprof__mem_site); borrowed */
+  int per_step;    /* SITE_STEP: a step (1) or over the run (0: a side
+                      has no step marks) */
+  double value[2]; /* bytes, BASE and NEW (0: absent there) */
+  double se[2];    /* their standard errors from sampling (0: exact) */
+  double z;        /* (NEW - BASE) / sqrt(2 max(se0^2, se1^2)); INFINITY with
+                      both exact and a difference; 0 with none */
+  double p;        /* two-sided, from the normal distribution */
+  double p_holm;   /* p adjusted by Holm over every item of the diff */
+  double floor;    /* the least change that counts (share, threshold) */
+  mlprof__memdiff_verdict verdict;
+} mlprof__memdiff_item;
+
+typedef struct {
+  int compared;   /* both runs recorded allocations */
+  int exact[2];   /* every allocation recorded, per run */
+  double mean[2]; /* the sampling mean read back (0: exact or unknown) */
+  mlprof__memdiff_item *items; /* by kind, then grew, shrank, unchanged,
+                                  each by |change| largest first */
+  size_t nitems;
+  size_t count[MLPROF__MEMDIFF_VERDICTS];
+  int regression; /* some item grew */
+} mlprof__memdiff;
+
+/* "grew", "shrank", "unchanged". */
+const char *mlprof__memdiff_verdict_name(mlprof__memdiff_verdict v);
+/* "peak", "zone high-water", "site at peak", "site a step". */
+const char *mlprof__memdiff_kind_name(mlprof__memdiff_kind k);
+
 typedef struct {
   mlprof__diff_zone *zones; /* slower, faster, new, removed, unchanged; then
                                by |change| largest first, then by name */
@@ -283,6 +341,8 @@ typedef struct {
   mlprof__zone_stats unit_side[2];
   mlprof__diff_machine machine;
   mlprof__diff_side side[2]; /* BASE's runs, NEW's runs */
+  int time_regression;       /* regression by the zones, the step or per unit */
+  mlprof__memdiff mem;       /* its growth is a regression too */
 } mlprof__diff;
 
 /* Pools the zones of k >= 1 runs into *s (mlprof__diff_side): what diff
@@ -308,6 +368,26 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
                             const mlprof__diff_options *opt, mlprof__diff *d);
 
 void mlprof__diff_free(mlprof__diff *d);
+
+/* Compares the memory of two reports (processes matched by their rank
+ * among those with allocation records, zones by name, sites by process,
+ * zone and stack text) into *out: each item's estimates, their sampling
+ * errors, a two-sided z test on their difference with Holm's correction
+ * over all items, and the verdict: grew or shrank when p_holm <= alpha and
+ * the change is at least opt->threshold of the larger value and at least
+ * MLPROF__MEMDIFF_MIN_SHARE of the figure it belongs to. Zones and sites
+ * are kept when their zone matches opt's patterns. The reports must
+ * outlive *out. Returns 0 or MLPROF_ENOMEM (then *out is empty). */
+int mlprof__memdiff_build(const mlprof__memory *base,
+                          const mlprof__memory *next,
+                          const mlprof__diff_options *opt,
+                          mlprof__memdiff *out);
+
+void mlprof__memdiff_free(mlprof__memdiff *m);
+
+/* Whether name matches opt's zone patterns (all match when there are
+ * none). */
+int mlprof__diff_selected(const mlprof__diff_options *opt, const char *name);
 
 /* Whether d's step is a regression by itself: slower, not explained by the
  * machine, and the runs' work a step the same (else per_unit decides). */

@@ -20,15 +20,19 @@
 
 #define DEAD (UINT32_MAX - 1) /* a freed address in the live map */
 #define MAX_STEPS 256         /* step marks a site's series keeps */
-#define MIN_STEPS 8           /* for a leak by slope */
-#define LEAK_MIN_BYTES (1u << 20)
 #define MAX_POINTS 300
 
 typedef struct {
   uint64_t t, addr, weight;
   uint32_t site; /* index in the profile's sites; UINT32_MAX: a free */
   uint32_t seq;
+  uint32_t excess; /* weight - size, at most UINT32_MAX: its variance */
 } rec;
+
+/* The sampling variance a record stands for (memory.h): w (w - s). */
+static inline double rec_var(const rec *r) {
+  return (double)r->weight * (double)r->excess;
+}
 
 typedef struct {
   uint32_t zone;
@@ -66,6 +70,7 @@ struct mlprof__memory_builder {
   rec *recs;
   size_t nrecs, recs_cap;
   int exact;
+  double mean, mean_p; /* the mean read back, from the record of least p */
   mlprof__map site_of; /* zone << 40 | stack -> profile site */
   site_key *keys;
   size_t nkeys, keys_cap;
@@ -144,13 +149,25 @@ static int on_alloc(void *ud, const mlprof__alloc *a) {
     b->oom = 1;
     return MLPROF_ENOMEM;
   }
+  uint32_t excess = 0;
+  if (a->weight > a->size) {
+    uint64_t e = a->weight - a->size;
+    excess = e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
+    /* w = s / (1 - exp(-s / mean)): mean = -s / log(1 - s / w), most
+     * precise where s / w is least (rounding w moves it least). */
+    double p = (double)a->size / (double)a->weight;
+    if (p < b->mean_p) {
+      b->mean_p = p;
+      b->mean = -(double)a->size / log1p(-p);
+    }
+  }
   if (a->weight != a->size) b->exact = 0;
-  return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0});
+  return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0, excess});
 }
 
 static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   (void)tid;
-  return add_rec(ud, (rec){t, addr, 0, UINT32_MAX, 0});
+  return add_rec(ud, (rec){t, addr, 0, UINT32_MAX, 0, 0});
 }
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
@@ -343,6 +360,8 @@ void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
   b->proc = proc;
   b->pid = pid;
   b->exact = 1;
+  b->mean = 0;
+  b->mean_p = 1;
   *v = (mlprof__visitor){.ud = b,
                          .name = on_name,
                          .alloc = on_alloc,
@@ -392,7 +411,9 @@ static uint64_t *step_times(mlprof__memory_builder *b, size_t *n) {
  * the peak and its index. */
 typedef struct {
   uint64_t *live, *zlive;
+  double *var, *zvar; /* their sampling variances */
   uint64_t total, peak;
+  double total_var, peak_var;
   size_t peak_i;
   size_t cols; /* columns of the series filled: step marks passed */
   /* The live-bytes series (memory.h) into p's, with p: the records' first
@@ -453,19 +474,27 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
     if (e->site != UINT32_MAX) {
       const site_key *k = &b->keys[e->site];
       if ((rc = mlprof__map_put(&at, e->addr, (uint32_t)i))) break;
+      double v = rec_var(e);
       r->live[e->site] += e->weight;
       r->zlive[k->zone] += e->weight;
       r->total += e->weight;
+      r->var[e->site] += v;
+      r->zvar[k->zone] += v;
+      r->total_var += v;
       if (p) {
         mlprof__mem_zone *z = &m->zones[k->zone];
         z->alloc_bytes += e->weight;
         z->alloc_count++;
-        if (r->zlive[k->zone] > z->peak) z->peak = r->zlive[k->zone];
+        if (r->zlive[k->zone] > z->peak) {
+          z->peak = r->zlive[k->zone];
+          z->peak_var = r->zvar[k->zone];
+        }
         p->alloc_bytes += e->weight;
         p->allocs++;
       }
       if (r->total > r->peak) {
         r->peak = r->total;
+        r->peak_var = r->total_var;
         r->peak_i = i + 1;
       }
     } else {
@@ -478,9 +507,14 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
       if ((rc = mlprof__map_put(&at, e->addr, DEAD))) break;
       const rec *a = &b->recs[j];
       const site_key *k = &b->keys[a->site];
+      double v = rec_var(a);
       r->live[a->site] -= a->weight;
       r->zlive[k->zone] -= a->weight;
       r->total -= a->weight;
+      /* Sums of doubles: rounding may leave a trace below 0. */
+      r->var[a->site] = fmax(0, r->var[a->site] - v);
+      r->zvar[k->zone] = fmax(0, r->zvar[k->zone] - v);
+      r->total_var = fmax(0, r->total_var - v);
       if (p) {
         m->zones[k->zone].freed_bytes += a->weight;
         m->zones[k->zone].freed_count++;
@@ -505,7 +539,7 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
 /* Whether a site's live bytes at the step marks (n of them) grow step
  * after step and keep growing. */
 static void judge(mlprof__mem_site *s, const double *y, size_t n) {
-  if (n < MIN_STEPS) return;
+  if (n < MLPROF__MEM_LEAK_MIN_STEPS) return;
   double *x = malloc(n * sizeof *x);
   if (!x) return;
   s->growth = y[n - 1] > y[0] ? (uint64_t)(y[n - 1] - y[0]) : 0;
@@ -518,8 +552,9 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
   /* A warm-up or a cache filled once grows, then stops: the second half
    * must grow too. What is live at the end does not decide: a Python
    * program's finalization frees what it leaked. */
-  s->leak = s->mk_z >= 3 && s->slope > 0 && s->slope_late >= 0.5 * s->slope &&
-            s->growth >= LEAK_MIN_BYTES;
+  s->leak = s->mk_z >= MLPROF__MEM_LEAK_MIN_Z && s->slope > 0 &&
+            s->slope_late >= 0.5 * s->slope &&
+            s->growth >= MLPROF__MEM_LEAK_MIN_BYTES;
 }
 
 int mlprof__memory_profile_end(mlprof__memory_builder *b) {
@@ -539,7 +574,10 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   if (!ps) goto out;
   m->procs = ps;
   mlprof__mem_proc *p = &ps[m->nprocs];
-  *p = (mlprof__mem_proc){.proc = b->proc, .pid = b->pid, .exact = b->exact};
+  *p = (mlprof__mem_proc){.proc = b->proc,
+                          .pid = b->pid,
+                          .exact = b->exact,
+                          .mean = b->exact ? 0 : round(b->mean)};
   m->nprocs++;
   if (nsteps && !(p->step_peak = calloc(nsteps, sizeof *p->step_peak)))
     goto out;
@@ -553,12 +591,18 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   r.span = b->recs[b->nrecs - 1].t - r.t0;
   r.live = calloc(b->nkeys, sizeof *r.live);
   r.zlive = calloc(m->nzones, sizeof *r.zlive);
+  r.var = calloc(b->nkeys, sizeof *r.var);
+  r.zvar = calloc(m->nzones, sizeof *r.zvar);
   if (cols) series = calloc(b->nkeys * MAX_STEPS, sizeof *series);
-  if (!r.live || !r.zlive || (cols && !series)) goto out;
+  if (!r.live || !r.zlive || !r.var || !r.zvar || (cols && !series)) goto out;
   if ((rc = run(b, &r, b->nrecs, p->step_t, nsteps, series, every, p)))
     goto out;
   p->peak = r.peak;
+  p->peak_var = r.peak_var;
   p->live_end = r.total;
+  p->leak_floor = p->exact || p->mean > 0
+                      ? mlprof__memory_leak_floor(nsteps, cols, p->mean)
+                      : NAN;
   size_t peak_i = r.peak_i;
   p->peak_t = peak_i ? b->recs[peak_i - 1].t : 0;
   /* Sites: totals and what each still held at the end. */
@@ -579,6 +623,7 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
     if (b->recs[i].site != UINT32_MAX) {
       ss[base + b->recs[i].site].alloc_bytes += b->recs[i].weight;
       ss[base + b->recs[i].site].alloc_count++;
+      ss[base + b->recs[i].site].alloc_var += rec_var(&b->recs[i]);
     }
   /* Step after step: the series over the marks this process made. */
   if (series && r.cols) {
@@ -591,9 +636,15 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   /* Again, up to the peak: what held memory then. */
   memset(r.live, 0, b->nkeys * sizeof *r.live);
   memset(r.zlive, 0, m->nzones * sizeof *r.zlive);
+  memset(r.var, 0, b->nkeys * sizeof *r.var);
+  memset(r.zvar, 0, m->nzones * sizeof *r.zvar);
   r.total = r.peak = 0;
+  r.total_var = r.peak_var = 0;
   if ((rc = run(b, &r, peak_i, NULL, 0, NULL, 1, NULL))) goto out;
-  for (size_t s = 0; s < b->nkeys; s++) ss[base + s].at_peak = r.live[s];
+  for (size_t s = 0; s < b->nkeys; s++) {
+    ss[base + s].at_peak = r.live[s];
+    ss[base + s].at_peak_var = r.var[s];
+  }
   for (size_t z = 0; z < m->nzones; z++) m->zones[z].at_peak += r.zlive[z];
   rc = 0;
 out:
@@ -601,12 +652,51 @@ out:
   free(series);
   free(r.live);
   free(r.zlive);
+  free(r.var);
+  free(r.zvar);
   b->nrecs = b->nkeys = b->nmarks = 0;
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
   b->oom = 0;
   return rc;
+}
+
+/* ---- what the leak detector can see -------------------------------------- */
+
+/* The least Poisson mean whose draw is k or more with probability power. */
+static double poisson_at_least(unsigned k, double power) {
+  double lo = 0, hi = 10.0 * k + 20;
+  for (int it = 0; it < 100; it++) {
+    double lam = (lo + hi) / 2, term = exp(-lam), below = 0;
+    for (unsigned i = 0; i < k; i++) { /* P(X < k) */
+      below += term;
+      term *= lam / (i + 1);
+    }
+    if (1 - below >= power)
+      hi = lam;
+    else
+      lo = lam;
+  }
+  return hi;
+}
+
+double mlprof__memory_leak_floor(size_t nsteps, size_t points, double mean) {
+  if (nsteps < MLPROF__MEM_LEAK_MIN_STEPS || points < 2) return NAN;
+  double span = (double)(nsteps - 1), bytes = MLPROF__MEM_LEAK_MIN_BYTES;
+  if (mean <= 0) return bytes / span;
+  /* k rises: a Theil-Sen slope above 0 in each half wants two there; the
+   * z of k equal rises over n points, without the tie correction that
+   * mlprof__mann_kendall_z leaves out, is 1.5 sqrt(n) k / (k + 1). */
+  unsigned k = 4;
+  double n = (double)(points < MAX_STEPS ? points : MAX_STEPS);
+  if (1.5 * sqrt(n) < MLPROF__MEM_LEAK_MIN_Z) return NAN; /* no k will do */
+  while (k < 1000000 &&
+         (1.5 * sqrt(n) * k / (k + 1.0) < MLPROF__MEM_LEAK_MIN_Z ||
+          k * mean < bytes))
+    k++;
+  double lam = poisson_at_least(k, MLPROF__MEM_LEAK_POWER);
+  return fmax(bytes, lam * mean) / span;
 }
 
 /* ---- results ------------------------------------------------------------ */

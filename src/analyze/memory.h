@@ -20,13 +20,19 @@
 #define MLPROF__MEM_PATH_FRAMES 48
 
 /* Bytes are estimates of the bytes allocated (each record's weight): exact
- * when every allocation was recorded. */
+ * when every allocation was recorded. Each estimate has a sampling variance
+ * (the *_var fields, bytes squared; 0 when exact): an allocation of s bytes
+ * is sampled with probability p = 1 - exp(-s / mean) and weighs w = s / p,
+ * so a sum of weights has the variance sum(s^2 (1 - p) / p), which the
+ * records it holds estimate without bias by sum(w (w - s)) (docs/memory.md,
+ * "Sampling error"). */
 typedef struct {
   char *name; /* the innermost zone the memory was allocated in; "" none */
   size_t name_len;
   uint64_t alloc_bytes, alloc_count, freed_bytes, freed_count;
   uint64_t peak;    /* the most its allocations held live at once */
   uint64_t at_peak; /* what they held at their process's peak */
+  double peak_var;  /* the sampling variance of peak (below) */
 } mlprof__mem_zone;
 
 /* An allocation site: a zone and a stack (its innermost zone alone while
@@ -49,8 +55,9 @@ typedef struct {
   uint32_t *path;
   uint32_t npath;
   uint64_t alloc_bytes, alloc_count;
-  uint64_t live_end; /* still live when the profile ended */
-  uint64_t at_peak;  /* live at its process's peak */
+  uint64_t live_end;             /* still live when the profile ended */
+  uint64_t at_peak;              /* live at its process's peak */
+  double alloc_var, at_peak_var; /* sampling variances of the two */
   /* Live bytes over the process's steps: Theil-Sen slope (bytes per step),
    * over the whole run and over its second half. */
   double slope, slope_late, mk_z;
@@ -65,9 +72,17 @@ typedef struct {
   int exact;              /* every record's weight is its size */
   uint64_t alloc_bytes, freed_bytes, live_end;
   uint64_t peak, peak_t; /* the most live at once, and when (ns) */
+  double peak_var;       /* the sampling variance of peak */
   uint64_t *step_peak;   /* per step (between two step marks) */
   uint64_t *step_t;      /* the step marks (profile time, sorted) */
   size_t nsteps;
+  /* The sampling mean in bytes, read back from the records' weights (0
+   * when exact, or when no record tells: all far larger than the mean). */
+  double mean;
+  /* The smallest leak the detector can tell over this run's steps, in bytes
+   * a step (mlprof__memory_leak_floor); NAN with fewer than
+   * MLPROF__MEM_LEAK_MIN_STEPS step marks, or sampled with mean unknown. */
+  double leak_floor;
   /* Live bytes over time (profile time): the records' span cut into
    * MLPROF__MEM_SERIES equal buckets, each the highest live bytes in it and
    * when; the point of the peak is the peak itself. nlive at most
@@ -90,6 +105,27 @@ typedef struct {
   char **frames;
   size_t *frame_lens, nframes, frames_cap;
 } mlprof__memory;
+
+/* The leak detector's rule (a site is a leak when its live bytes at the
+ * step marks have a Mann-Kendall z of at least MLPROF__MEM_LEAK_MIN_Z and
+ * grew by MLPROF__MEM_LEAK_MIN_BYTES or more; docs/memory.md). */
+#define MLPROF__MEM_LEAK_MIN_STEPS 8
+#define MLPROF__MEM_LEAK_MIN_Z 3.0
+#define MLPROF__MEM_LEAK_MIN_BYTES (1u << 20)
+/* The chance the leak floor's leak is seen at all (below). */
+#define MLPROF__MEM_LEAK_POWER 0.95
+
+/* The smallest steady leak, in bytes a step, that the detector can tell
+ * over nsteps step marks whose series has points values (the series keeps
+ * at most 256): the growth must reach MLPROF__MEM_LEAK_MIN_BYTES, and when
+ * sampled with mean bytes (0: every allocation recorded) the leaked bytes
+ * must hold, with probability MLPROF__MEM_LEAK_POWER, enough samples k for
+ * both that growth (k mean >= MLPROF__MEM_LEAK_MIN_BYTES) and the trend: k
+ * sampled rises in a series of n points give a Mann-Kendall z of about
+ * 1.5 sqrt(n k / (k + 2)), which must reach MLPROF__MEM_LEAK_MIN_Z. The
+ * samples of a leak of r bytes a step are Poisson with mean r (nsteps - 1)
+ * / mean. NAN with fewer than MLPROF__MEM_LEAK_MIN_STEPS marks. */
+double mlprof__memory_leak_floor(size_t nsteps, size_t points, double mean);
 
 typedef struct mlprof__memory_builder mlprof__memory_builder;
 

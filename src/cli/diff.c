@@ -281,7 +281,7 @@ int mlprof__diff_cmd_run(const mlprof__diff_cmd *c) {
     fprintf(stderr, "mlprof diff: out of memory\n");
     rc = 3;
   }
-  if (!rc && d.nzones == 0) {
+  if (!rc && d.nzones == 0 && !d.mem.compared) {
     if (opt.nzones)
       fprintf(stderr,
               "mlprof diff: --zone patterns match no zone of either run\n");

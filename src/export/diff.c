@@ -8,7 +8,205 @@
 #include <string.h>
 
 #include "escape.h"
+#include "export.h"
 #include "table.h"
+
+/* ---- memory (mlprof__memdiff) ------------------------------------------- */
+
+/* Whether a memory item is shown in text and JUnit: processes and zones
+ * always, sites when they changed (the JSON lists them all). */
+static int mem_shown(const mlprof__memdiff_item *it) {
+  return it->kind == MLPROF__MEMDIFF_PEAK || it->kind == MLPROF__MEMDIFF_ZONE ||
+         it->verdict != MLPROF__MEMDIFF_UNCHANGED;
+}
+
+/* What the item is, for a person: "pid A -> B", the zone, or the site's
+ * zone, Python lines and native frame. */
+static void mem_where(mlprof__out *o, const mlprof__memdiff_item *it,
+                      size_t max) {
+  if (it->kind == MLPROF__MEMDIFF_PEAK) {
+    mlprof__out_printf(o, "process %zu: pid ", it->proc + 1);
+    for (int k = 0; k < 2; k++) {
+      if (k) mlprof__out_lit(o, " -> ");
+      if (it->pid[k])
+        mlprof__out_u64(o, it->pid[k]);
+      else
+        mlprof__out_lit(o, "-");
+    }
+    return;
+  }
+  if (it->zone_len)
+    mlprof__out_name(o, it->zone, it->zone_len, 40);
+  else
+    mlprof__out_lit(o, "(no zone)");
+  if (it->kind == MLPROF__MEMDIFF_ZONE) return;
+  const char *w = it->python && it->python[0] ? it->python : NULL;
+  mlprof__out_lit(o, ": ");
+  if (w) mlprof__out_name(o, w, strlen(w), max);
+  if (it->native && it->native[0]) {
+    mlprof__out_str(o, w ? " [" : "[");
+    mlprof__out_name(o, it->native, strlen(it->native), 40);
+    mlprof__out_lit(o, "]");
+  }
+  if (!w && !(it->native && it->native[0])) mlprof__out_lit(o, "-");
+}
+
+/* "381 MB" or "381 MB ± 2.10 MB" (one standard error). */
+static void fmt_estimate(char *b, size_t len, double v, double se) {
+  char x[32], e[32];
+  mlprof__fmt_bytes(x, sizeof x, v);
+  if (se > 0) {
+    mlprof__fmt_bytes(e, sizeof e, se);
+    snprintf(b, len, "%s +/- %s", x, e);
+  } else {
+    snprintf(b, len, "%s", x);
+  }
+}
+
+static void fmt_mem_change(char *b, size_t len,
+                           const mlprof__memdiff_item *it) {
+  if (it->value[0] > 0)
+    snprintf(b, len, "%+.1f%%", (it->value[1] / it->value[0] - 1) * 100);
+  else
+    snprintf(b, len, "%s", it->value[1] > 0 ? "+inf" : "-");
+}
+
+static void fmt_mem_p(char *b, size_t len, double p) {
+  if (p < 1e-300)
+    snprintf(b, len, "<1e-300");
+  else
+    snprintf(b, len, "%.2g", p);
+}
+
+static void json_mem(mlprof__out *o, const mlprof__memdiff *m) {
+  if (!m->compared) {
+    mlprof__out_lit(o, "null");
+    return;
+  }
+  mlprof__out_printf(o, "{\"exact\":[%s,%s],\"sampling_mean_bytes\":[",
+                     m->exact[0] ? "true" : "false",
+                     m->exact[1] ? "true" : "false");
+  mlprof__out_f64(o, m->mean[0]);
+  mlprof__out_lit(o, ",");
+  mlprof__out_f64(o, m->mean[1]);
+  mlprof__out_printf(o, "],\"min_share\":%g,\"regression\":%s,\"summary\":{",
+                     MLPROF__MEMDIFF_MIN_SHARE,
+                     m->regression ? "true" : "false");
+  for (int v = 0; v < MLPROF__MEMDIFF_VERDICTS; v++)
+    mlprof__out_printf(o, "%s\"%s\":%zu", v ? "," : "",
+                       mlprof__memdiff_verdict_name((mlprof__memdiff_verdict)v),
+                       m->count[v]);
+  mlprof__out_lit(o, "},\"items\":[");
+  for (size_t i = 0; i < m->nitems; i++) {
+    const mlprof__memdiff_item *it = &m->items[i];
+    mlprof__out_printf(o, "%s\n{\"kind\":\"%s\",\"verdict\":\"%s\"",
+                       i ? "," : "", mlprof__memdiff_kind_name(it->kind),
+                       mlprof__memdiff_verdict_name(it->verdict));
+    if (it->kind != MLPROF__MEMDIFF_ZONE) {
+      mlprof__out_printf(o, ",\"process\":%zu,\"pid_base\":", it->proc);
+      mlprof__out_u64(o, it->pid[0]);
+      mlprof__out_lit(o, ",\"pid_new\":");
+      mlprof__out_u64(o, it->pid[1]);
+    }
+    if (it->kind != MLPROF__MEMDIFF_PEAK) {
+      mlprof__out_lit(o, ",\"zone\":");
+      mlprof__out_json_str(o, it->zone, it->zone_len);
+    }
+    if (it->kind == MLPROF__MEMDIFF_SITE_PEAK ||
+        it->kind == MLPROF__MEMDIFF_SITE_STEP) {
+      const char *py = it->python ? it->python : "",
+                 *nat = it->native ? it->native : "";
+      mlprof__out_lit(o, ",\"python\":");
+      mlprof__out_json_str(o, py, strlen(py));
+      mlprof__out_lit(o, ",\"native\":");
+      mlprof__out_json_str(o, nat, strlen(nat));
+    }
+    if (it->kind == MLPROF__MEMDIFF_SITE_STEP)
+      mlprof__out_printf(o, ",\"per_step\":%s",
+                         it->per_step ? "true" : "false");
+    static const char *const keys[] = {
+        ",\"base_bytes\":",   ",\"new_bytes\":",  ",\"base_se_bytes\":",
+        ",\"new_se_bytes\":", ",\"z\":",          ",\"p\":",
+        ",\"p_holm\":",       ",\"floor_bytes\":"};
+    double vals[] = {it->value[0], it->value[1], it->se[0],  it->se[1],
+                     it->z,        it->p,        it->p_holm, it->floor};
+    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+      mlprof__out_str(o, keys[k]);
+      mlprof__out_f64(o, vals[k]);
+    }
+    mlprof__out_lit(o, ",\"change\":");
+    mlprof__out_f64(o,
+                    it->value[0] > 0 ? it->value[1] / it->value[0] - 1 : NAN);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]}");
+}
+
+/* The memory section of the text: a line on how the runs were recorded and
+ * judged, a table, the counts. */
+static int text_mem(mlprof__out *o, const mlprof__memdiff *m,
+                    const mlprof__diff_options *opt) {
+  if (!m->compared) return 0;
+  char how[2][64];
+  for (int k = 0; k < 2; k++) {
+    char b[32];
+    mlprof__fmt_bytes(b, sizeof b, m->mean[k]);
+    if (m->exact[k])
+      snprintf(how[k], sizeof how[k], "every allocation");
+    else if (m->mean[k] > 0)
+      snprintf(how[k], sizeof how[k], "sampled, one in %s", b);
+    else
+      snprintf(how[k], sizeof how[k], "sampled");
+  }
+  mlprof__out_printf(o,
+                     "\nMemory (BASE %s, NEW %s; estimates +/- one standard "
+                     "error of their sampling): z test on the difference, "
+                     "Holm-corrected over %zu figures, alpha %g; a change "
+                     "counts beyond %g%% and %g%% of the peak (of the bytes "
+                     "a step for sites a step)\n",
+                     how[0], how[1], m->nitems, opt->alpha,
+                     opt->threshold * 100, MLPROF__MEMDIFF_MIN_SHARE * 100);
+  static const char *const heads[] = {"memory", "verdict", "base", "new",
+                                      "change", "p",       "what"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "llrrrrl")) return MLPROF_ENOMEM;
+  size_t hidden = 0;
+  for (size_t i = 0; i < m->nitems; i++) {
+    const mlprof__memdiff_item *it = &m->items[i];
+    if (!mem_shown(it)) {
+      hidden++;
+      continue;
+    }
+    char a[80], b[80], c[32], p[32];
+    mlprof__table_cell(&t, "%s",
+                       it->kind == MLPROF__MEMDIFF_SITE_STEP && !it->per_step
+                           ? "site a run"
+                           : mlprof__memdiff_kind_name(it->kind));
+    mlprof__table_cell(&t, "%s", mlprof__memdiff_verdict_name(it->verdict));
+    fmt_estimate(a, sizeof a, it->value[0], it->se[0]);
+    fmt_estimate(b, sizeof b, it->value[1], it->se[1]);
+    fmt_mem_change(c, sizeof c, it);
+    fmt_mem_p(p, sizeof p, it->p_holm);
+    mlprof__table_cell(&t, "%s", a);
+    mlprof__table_cell(&t, "%s", b);
+    mlprof__table_cell(&t, "%s", c);
+    mlprof__table_cell(&t, "%s", p);
+    mlprof__table_begin(&t);
+    mem_where(&t.text, it, 100);
+    mlprof__table_end(&t);
+  }
+  int rc = mlprof__table_print(&t, o);
+  mlprof__out_printf(
+      o, "%zu grew, %zu shrank, %zu unchanged", m->count[MLPROF__MEMDIFF_GREW],
+      m->count[MLPROF__MEMDIFF_SHRANK], m->count[MLPROF__MEMDIFF_UNCHANGED]);
+  if (hidden)
+    mlprof__out_printf(o,
+                       " (%zu unchanged sites not shown; --format json "
+                       "lists them)",
+                       hidden);
+  mlprof__out_lit(o, "\n");
+  return rc;
+}
 
 static void json_run(mlprof__out *o, const char *path,
                      const mlprof__report *r) {
@@ -219,6 +417,8 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   } else {
     mlprof__out_lit(o, "null");
   }
+  mlprof__out_lit(o, ",\n\"memory\":");
+  json_mem(o, &d->mem);
   mlprof__out_lit(o, ",\n\"zones\":[");
   for (size_t i = 0; i < d->nzones; i++) {
     const mlprof__diff_zone *z = &d->zones[i];
@@ -451,26 +651,39 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     mlprof__diff_machine_note(note, sizeof note, d);
     mlprof__out_printf(o, "\nnote: %s", note);
   }
+  if (d->mem.compared) {
+    mlprof__out_lit(o, "\n");
+    int mrc = text_mem(o, &d->mem, opt);
+    if (!rc) rc = mrc;
+  }
   size_t slower = d->count[MLPROF__VERDICT_SLOWER];
   slower -= moved[0];
   int step = mlprof__diff_step_slower(d);
   int unit = d->has_unit && d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
              !d->per_unit.machine_explains;
-  if (d->regression && d->has_unit && d->work_differs)
+  if (d->time_regression && d->has_unit && d->work_differs)
     mlprof__out_printf(o,
                        "\nREGRESSION: the time per unit of work significantly "
                        "slower by more than %g%% (the runs' work a step "
                        "differs: zones and step not counted)\n",
                        opt->threshold * 100);
-  else if (d->regression)
+  else if (d->time_regression)
     mlprof__out_printf(o,
                        "\nREGRESSION: %s%s%zu zone%s significantly slower by "
                        "more than %g%%\n",
                        step ? "the step and " : "",
                        unit ? "the time per unit of work and " : "", slower,
                        slower == 1 ? "" : "s", opt->threshold * 100);
-  else if ((d->machine.slower && d->machine.explained) ||
-           (d->shift.explained && d->shift.ratio > 1))
+  if (d->mem.regression) {
+    size_t n = d->mem.count[MLPROF__MEMDIFF_GREW];
+    mlprof__out_printf(o,
+                       "\nREGRESSION: %zu memory figure%s significantly "
+                       "larger by more than %g%%\n",
+                       n, n == 1 ? "" : "s", opt->threshold * 100);
+  }
+  if (d->regression) return rc;
+  if ((d->machine.slower && d->machine.explained) ||
+      (d->shift.explained && d->shift.ratio > 1))
     mlprof__out_lit(o,
                     "\nno regression: the machine was slower; rerun both on "
                     "an idle machine to judge the code\n");
@@ -495,6 +708,49 @@ static void xml_note(mlprof__out *o, const char *name, const mlprof__diff *d,
   mlprof__out_lit(o, "\"/>\n");
 }
 
+/* The memory items shown (mem_shown) as testcases of the class
+ * mlprof.diff.memory, named by their kind and what they are; a failure for
+ * each that grew. Returns 0 or MLPROF_ENOMEM. */
+static int junit_mem(const mlprof__diff *d, const mlprof__diff_options *opt,
+                     mlprof__out *o) {
+  mlprof__out name;
+  if (mlprof__out_open(&name, -1)) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < d->mem.nitems; i++) {
+    const mlprof__memdiff_item *it = &d->mem.items[i];
+    if (!mem_shown(it)) continue;
+    name.len = 0;
+    mlprof__out_str(&name, mlprof__memdiff_kind_name(it->kind));
+    mlprof__out_lit(&name, " ");
+    mem_where(&name, it, 200);
+    char a[80], b[80], c[32], p[32], msg[256];
+    fmt_estimate(a, sizeof a, it->value[0], it->se[0]);
+    fmt_estimate(b, sizeof b, it->value[1], it->se[1]);
+    fmt_mem_change(c, sizeof c, it);
+    fmt_mem_p(p, sizeof p, it->p_holm);
+    snprintf(msg, sizeof msg, "%s: %s -> %s (%s), p (Holm) = %s",
+             mlprof__memdiff_verdict_name(it->verdict), a, b, c, p);
+    mlprof__out_lit(o, "<testcase classname=\"mlprof.diff.memory\" name=\"");
+    mlprof__out_xml_str(o, name.buf, name.len);
+    mlprof__out_lit(o, "\">");
+    if (it->verdict == MLPROF__MEMDIFF_GREW) {
+      mlprof__out_lit(o, "<failure type=\"regression\" message=\"");
+      mlprof__out_xml_str(o, msg, strlen(msg));
+      mlprof__out_printf(o,
+                         "\">larger by more than %g%% with p &lt;= %g "
+                         "(Holm)</failure>",
+                         opt->threshold * 100, opt->alpha);
+    } else {
+      mlprof__out_lit(o, "<system-out>");
+      mlprof__out_xml_str(o, msg, strlen(msg));
+      mlprof__out_lit(o, "</system-out>");
+    }
+    mlprof__out_lit(o, "</testcase>\n");
+  }
+  int rc = name.err;
+  mlprof__out_close(&name);
+  return rc;
+}
+
 /* The i-th testcase of d: the step first when there is one, then the time
  * per unit of work, then the zones. */
 static const mlprof__diff_zone *testcase(const mlprof__diff *d, size_t i) {
@@ -515,8 +771,15 @@ int mlprof__export_diff_junit(const mlprof__diff *d,
                               const char *bpath, const char *npath,
                               mlprof__out *o) {
   size_t tests = d->nzones + (size_t)d->has_step + (size_t)d->has_unit,
-         failures = 0;
+         failures = 0, mem = 0;
   for (size_t i = 0; i < tests; i++) failures += fails(d, testcase(d, i));
+  for (size_t i = 0; i < d->mem.nitems; i++)
+    if (mem_shown(&d->mem.items[i])) {
+      mem++;
+      failures += d->mem.items[i].verdict == MLPROF__MEMDIFF_GREW;
+    }
+  size_t time_tests = tests;
+  tests += mem;
   size_t skipped =
       d->count[MLPROF__VERDICT_NEW] + d->count[MLPROF__VERDICT_REMOVED];
   mlprof__out_lit(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -538,7 +801,7 @@ int mlprof__export_diff_junit(const mlprof__diff *d,
     xml_note(o, "uniform_shift", d, mlprof__diff_shift_note);
   if (d->machine.slower) xml_note(o, "machine", d, mlprof__diff_machine_note);
   mlprof__out_lit(o, "</properties>\n");
-  for (size_t i = 0; i < tests; i++) {
+  for (size_t i = 0; i < time_tests; i++) {
     /* The step first, as a testcase named "step" of its own class. */
     const mlprof__diff_zone *z = testcase(d, i);
     char a[32], b[32], c[32], p[32], msg[256];
@@ -575,6 +838,7 @@ int mlprof__export_diff_junit(const mlprof__diff *d,
     }
     mlprof__out_lit(o, "</testcase>\n");
   }
+  int rc = mem ? junit_mem(d, opt, o) : 0;
   mlprof__out_lit(o, "</testsuite>\n</testsuites>\n");
-  return 0;
+  return rc;
 }

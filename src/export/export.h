@@ -45,6 +45,10 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
  * report (returns 0 or the first error), the key "lines" for the JSON one;
  * nothing when no lines were timed. */
 int mlprof__export_lines_text(const mlprof__report *r, mlprof__out *o);
+/* Bytes v in b, 3 significant digits in decimal units ("381 MB", "12 B");
+ * negative values keep their sign. */
+void mlprof__fmt_bytes(char *b, size_t len, double v);
+
 /* The memory section (r->mem; docs/memory.md): nothing when no process
  * recorded allocations. Returns 0 or the first error. */
 int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o);

@@ -2,6 +2,7 @@
  * peak of each process and what held memory then, the sites by bytes at
  * the peak and by bytes allocated, the leaks, the zones. */
 #include <inttypes.h>
+#include <math.h>
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,7 @@
 #define TOP_SITES 10
 #define NAME_COLS 40
 
-/* Bytes keeping 3 significant digits, decimal units (as the leaks' MB). */
-static void fmt_bytes(char *b, size_t len, double v) {
+void mlprof__fmt_bytes(char *b, size_t len, double v) {
   static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
   size_t u = 0;
   double a = v < 0 ? -v : v;
@@ -31,7 +31,7 @@ static void fmt_bytes(char *b, size_t len, double v) {
 
 static void cell_bytes(mlprof__table *t, double v) {
   char b[32];
-  fmt_bytes(b, sizeof b, v);
+  mlprof__fmt_bytes(b, sizeof b, v);
   mlprof__table_cell(t, "%s", b);
 }
 
@@ -169,6 +169,38 @@ static int activation_table(const mlprof__report *r, mlprof__out *o, int head) {
   return mlprof__table_print(&t, o);
 }
 
+/* What the leak detector cannot see in process p (mlprof__mem_proc's
+ * leak_floor), one line. */
+static void leak_floor_line(const mlprof__mem_proc *p, mlprof__out *o) {
+  char mode[48], rate[32], need[32];
+  if (p->exact)
+    snprintf(mode, sizeof mode, "--memory=all");
+  else if (p->mean > 0)
+    snprintf(mode, sizeof mode, "--memory=sampled:%.0f", p->mean);
+  else
+    return; /* sampled, mean unknown: nothing to say */
+  mlprof__out_printf(o, "  pid %" PRIu64 ": ", p->pid);
+  if (isnan(p->leak_floor)) {
+    mlprof__out_printf(o,
+                       "%zu step marks: leaks by site need %d at least "
+                       "(mlprof_step)\n",
+                       p->nsteps, MLPROF__MEM_LEAK_MIN_STEPS);
+    return;
+  }
+  mlprof__fmt_bytes(rate, sizeof rate, p->leak_floor);
+  mlprof__fmt_bytes(need, sizeof need, MLPROF__MEM_LEAK_MIN_BYTES);
+  /* Sampled, the floor is the growth or the samples, the larger. */
+  int samples = p->leak_floor * (double)(p->nsteps - 1) >
+                MLPROF__MEM_LEAK_MIN_BYTES * 1.001;
+  mlprof__out_printf(o,
+                     "leaks under ~%s a step over %zu steps may go unseen "
+                     "at %s (%s%s%s)\n",
+                     rate, p->nsteps, mode,
+                     samples ? "too few of their bytes would be sampled"
+                             : "a leak must grow by ",
+                     samples ? "" : need, samples ? "" : " in all");
+}
+
 int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
   const mlprof__memory *m = &r->mem;
   if (!m->nprocs) return activation_table(r, o, 1);
@@ -180,9 +212,9 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
   for (size_t i = 0; i < m->nprocs; i++) {
     const mlprof__mem_proc *p = &m->procs[i];
     char peak[32], alloc[32], live[32], at[32];
-    fmt_bytes(peak, sizeof peak, (double)p->peak);
-    fmt_bytes(alloc, sizeof alloc, (double)p->alloc_bytes);
-    fmt_bytes(live, sizeof live, (double)p->live_end);
+    mlprof__fmt_bytes(peak, sizeof peak, (double)p->peak);
+    mlprof__fmt_bytes(alloc, sizeof alloc, (double)p->alloc_bytes);
+    mlprof__fmt_bytes(live, sizeof live, (double)p->live_end);
     mlprof__fmt_duration(at, sizeof at, (double)p->peak_t);
     mlprof__out_printf(o,
                        "  pid %" PRIu64
@@ -190,6 +222,7 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
                        "(%" PRIu64 " records); %s live at the end\n",
                        p->pid, peak, at, alloc, p->allocs, live);
   }
+  for (size_t i = 0; i < m->nprocs; i++) leak_floor_line(&m->procs[i], o);
   size_t n = 0;
   const mlprof__mem_site **top = malloc(m->nsites * sizeof *top + 1);
   if (!top) return MLPROF_ENOMEM;
@@ -219,8 +252,8 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
       if (!s->leak) continue;
       const mlprof__mem_zone *z = &m->zones[s->zone];
       char rate[32], live[32];
-      fmt_bytes(rate, sizeof rate, s->slope);
-      fmt_bytes(live, sizeof live, (double)s->live_end);
+      mlprof__fmt_bytes(rate, sizeof rate, s->slope);
+      mlprof__fmt_bytes(live, sizeof live, (double)s->live_end);
       mlprof__out_printf(o, "    pid %" PRIu64 " ", proc_pid(r, s->proc));
       if (z->name_len)
         mlprof__out_name(o, z->name, z->name_len, NAME_COLS);
@@ -280,6 +313,10 @@ static void json_site(const mlprof__report *r, const mlprof__memory *m,
   mlprof__out_f64(o, s->slope);
   mlprof__out_lit(o, ",\"mk_z\":");
   mlprof__out_f64(o, s->mk_z);
+  mlprof__out_lit(o, ",\"allocated_se_bytes\":");
+  mlprof__out_f64(o, sqrt(s->alloc_var));
+  mlprof__out_lit(o, ",\"at_peak_se_bytes\":");
+  mlprof__out_f64(o, sqrt(s->at_peak_var));
   mlprof__out_lit(o, "}");
 }
 
@@ -299,7 +336,13 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
         p->alloc_bytes, p->freed_bytes, p->live_end, p->peak, p->peak_t);
     for (size_t k = 0; k < p->nsteps; k++)
       mlprof__out_printf(o, "%s%" PRIu64, k ? "," : "", p->step_peak[k]);
-    mlprof__out_lit(o, "]}");
+    mlprof__out_lit(o, "],\"peak_se_bytes\":");
+    mlprof__out_f64(o, sqrt(p->peak_var));
+    mlprof__out_lit(o, ",\"sampling_mean_bytes\":");
+    mlprof__out_f64(o, p->mean);
+    mlprof__out_lit(o, ",\"leak_floor_bytes_per_step\":");
+    mlprof__out_f64(o, p->leak_floor);
+    mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "],\n\"zones\":[");
   size_t n = 0;
@@ -312,9 +355,11 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
                        ",\"allocated_bytes\":%" PRIu64 ",\"count\":%" PRIu64
                        ",\"freed_bytes\":%" PRIu64 ",\"freed_count\":%" PRIu64
                        ",\"peak_bytes\":%" PRIu64 ",\"at_peak_bytes\":%" PRIu64
-                       "}",
+                       ",\"peak_se_bytes\":",
                        z->alloc_bytes, z->alloc_count, z->freed_bytes,
                        z->freed_count, z->peak, z->at_peak);
+    mlprof__out_f64(o, sqrt(z->peak_var));
+    mlprof__out_lit(o, "}");
   }
   mlprof__out_lit(o, "],\n\"sites\":[");
   for (size_t i = 0; i < m->nsites; i++) {

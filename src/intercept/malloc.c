@@ -14,6 +14,13 @@
  * unsampled address mostly costs one bit read. In mode all, every allocation
  * and every free is recorded and the reading side pairs them.
  *
+ * The spinlock never spins forever: a child made without fork handlers
+ * (clone, syscall(SYS_clone), _Fork, vfork) while another thread held it
+ * has a copy of the lock (or shares it) but not the thread that would free
+ * it. A waiter that has spun for long checks whether it is still the
+ * table's process; when not, it leaves the table alone: the sample is
+ * dropped, the free is taken as unsampled.
+ *
  * The hooks never allocate, never re-enter (mlprof__quiet is set while one
  * records; an allocation made meanwhile, by the library or by a signal
  * handler, passes through unrecorded), and work before main and before the
@@ -26,6 +33,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -171,8 +179,14 @@ static inline int bucket(uint64_t h) {
   return (int)((h >> 40) & (FILTER_CAP - 1));
 }
 static _Atomic uint32_t live_n, live_used; /* live; live + deleted */
-static atomic_flag live_lock = ATOMIC_FLAG_INIT;
+static _Atomic int live_lock;
 static _Atomic int live_failed;
+/* The process whose table this is (0 before malloc_setup): set again in a
+ * child forked with its handlers. */
+static _Atomic pid_t live_pid;
+/* Tries between two checks of the process. The lock is held for a few
+ * hundred ns; a holder preempted keeps it for a time slice, spent yielding. */
+#define LOCK_SPINS 4096
 
 static inline uint64_t hash64(uint64_t x) {
   x ^= x >> 33;
@@ -181,13 +195,27 @@ static inline uint64_t hash64(uint64_t x) {
   return x;
 }
 
-static void lock(void) {
-  while (atomic_flag_test_and_set_explicit(&live_lock, memory_order_acquire)) {
+/* Takes the lock; 0 when it is held in a process other than the table's
+ * (above): then nobody here will free it. */
+static int lock(void) {
+  for (unsigned i = 0;; i++) {
+    if (!atomic_load_explicit(&live_lock, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&live_lock, 1, memory_order_acquire))
+      return 1;
+    if (i == LOCK_SPINS) {
+      pid_t own = atomic_load_explicit(&live_pid, memory_order_relaxed);
+      if (own && getpid() != own) return 0;
+      sched_yield();
+      i = 0;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
   }
 }
 
 static void unlock(void) {
-  atomic_flag_clear_explicit(&live_lock, memory_order_release);
+  atomic_store_explicit(&live_lock, 0, memory_order_release);
 }
 
 /* Under the lock: makes the table once; 0 when it cannot be. */
@@ -228,7 +256,7 @@ static void live_rehash(void) {
  * then not be recorded: the reader sees it live at the end). */
 static int live_add(uint64_t a) {
   int ok = 0;
-  lock();
+  if (!lock()) return 0;
   if (live_setup()) {
     if (atomic_load(&live_used) >= LIVE_CAP / 4 &&
         atomic_load(&live_n) < LIVE_CAP / 8)
@@ -263,7 +291,10 @@ static int live_take(uint64_t a) {
     return 0;
   int found = 0;
   mlprof__quiet = 1;
-  lock();
+  if (!lock()) {
+    mlprof__quiet = 0;
+    return 0;
+  }
   for (uint32_t j = (uint32_t)h & (LIVE_CAP - 1); live[j];
        j = (j + 1) & (LIVE_CAP - 1))
     if (live[j] == a) {
@@ -282,10 +313,29 @@ static int live_take(uint64_t a) {
   return found;
 }
 
-/* After fork, in the child: the lock may have been held by a thread that
- * the child does not have. */
-static void live_prepare(void) { lock(); }
-static void live_release(void) { unlock(); }
+/* Around fork: the lock is taken first, so that no thread the child will
+ * not have holds it. Not taken (this process is itself a child made without
+ * fork handlers, the lock held by a thread it does not have): the child
+ * starts a table of its own. */
+static int prepared;
+static void live_prepare(void) { prepared = lock(); }
+static void live_parent(void) {
+  if (prepared) unlock();
+}
+static void live_child(void) {
+  atomic_store(&live_pid, getpid());
+  if (!prepared) {
+    /* Whatever the holder was doing is half done: a new table. */
+    if (live) next.munmap(live, LIVE_CAP * sizeof *live + FILTER_CAP);
+    live = NULL;
+    filter = NULL;
+    atomic_store(&live_n, 0);
+    atomic_store(&live_used, 0);
+    for (size_t i = 0; i < sizeof filter_bits; i++)
+      atomic_store(&filter_bits[i], 0);
+  }
+  unlock();
+}
 
 /* Set while malloc_setup calls the process's malloc: this file's malloc
  * says it was the one called. */
@@ -305,7 +355,8 @@ __attribute__((constructor)) static void malloc_setup(void) {
     probing = 0;
   }
   if (probed) atomic_store(&mlprof__mem_hooked, 1);
-  pthread_atfork(live_prepare, live_release, live_release);
+  atomic_store(&live_pid, getpid());
+  pthread_atfork(live_prepare, live_parent, live_child);
 }
 
 /* ---- recording ---------------------------------------------------------- */

@@ -235,6 +235,9 @@ static int room_slow(uintptr_t slots) {
 static int room_slow_quiet(uintptr_t slots) {
   mlprof__tls_state *s = &mlprof__tls;
   mlprof__thread *t = s->thread;
+  /* A child made without fork handlers: the locks below may be held by a
+   * thread it does not have, and nothing would write what it records. */
+  if (!mlprof__session_here()) return 0;
   if (!t && !(t = thread_register())) return 0;
   if (s->skip) return 0;
   if (ROOM(s) >= slots) return 1;

@@ -316,6 +316,12 @@ MLPROF__HIDDEN void mlprof__session_before_exit(int status);
 /* At exit() or main()'s return (src/intercept/exit.c): finish the file
  * when the exit handlers will not run (spent by a vfork child). */
 MLPROF__HIDDEN void mlprof__session_exit_spent(int status);
+/* Whether this process is the session's: not a vfork child, nor a child
+ * made without fork handlers (clone, syscall(SYS_clone), _Fork), which
+ * copy or share the session's memory, its locks held by threads they do not
+ * have, but not its writer: what they would record goes nowhere. One
+ * system call; async-signal-safe. */
+MLPROF__HIDDEN int mlprof__session_here(void);
 
 /* The flush interval of the session (ms), for those who flush beside the
  * writer (CUPTI's buffers). */

@@ -296,6 +296,8 @@ void mlprof__altstack_free(void *stack) {
 
 /* ---- exec and _exit (src/intercept/exec.c) ------------------------------ */
 
+int mlprof__session_here(void) { return owner == getpid(); }
+
 int mlprof__session_before_exec(void) {
   mlprof__writer *w = atomic_load(&writer);
   if (owner != getpid()) return -1; /* a vfork child */

@@ -3,6 +3,7 @@ zones and threads (tests/programs/alloc_known.c) recorded by `mlprof run`,
 exactly with --memory=all and within statistical bounds when sampled; leaks
 named; forks, SIGKILL, signal handlers and constructors survived."""
 import json
+import xml.etree.ElementTree as ET
 import math
 import os
 import subprocess
@@ -174,6 +175,17 @@ def test_signal_handler_and_constructor_allocations(tmp_path):
     assert any(s["allocated_bytes"] == 12345 for s in sites if s["zone"] == "")
 
 
+def test_child_cloned_without_fork_handlers_never_hangs(tmp_path):
+    # Raw clone system calls (no fork handlers run) while a thread allocates,
+    # sampled so often that the table of sampled addresses is nearly always
+    # locked: a child that copied the lock held must not wait for a thread
+    # it does not have (nor for the buffer pool's lock). alloc_known gives
+    # a child 5 s, then counts it hung (status 6).
+    _, r = run(tmp_path, "clone", 200, memory="sampled:4096", check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+
+
 VALIDATE = os.path.realpath(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "programs",
     "mem_validate.py"))
@@ -268,6 +280,126 @@ def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
             "%s:8 inner < %s:16 right < %s:23 main" % (script, script, script)]
     for w in want:
         assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))
+
+
+def leak_floor(steps, mean):
+    """docs/memory.md: the least steady leak the detector can tell over
+    steps step marks, sampled with that mean (0: every allocation)."""
+    span, need = steps - 1, MIB
+    if not mean:
+        return need / span
+    points = min(steps, 256)
+    k = 4
+    while 1.5 * math.sqrt(points) * k / (k + 1) < 3 or k * mean < need:
+        k += 1
+
+    def at_least(lam):  # P(Poisson(lam) >= k)
+        term, below = math.exp(-lam), 0.0
+        for i in range(k):
+            below += term
+            term *= lam / (i + 1)
+        return 1 - below
+    lo, hi = 0.0, 10.0 * k + 20
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if at_least(mid) >= 0.95 else (mid, hi)
+    return max(need, hi * mean) / span
+
+
+def test_report_says_the_least_leak_it_can_see(tmp_path):
+    for memory, mean in (("sampled", 524288), ("sampled:65536", 65536),
+                         ("sampled:4194304", 4194304), ("all", 0)):
+        out, _ = run(tmp_path, "leak", 262144, 100, memory=memory,
+                     name=memory.replace(":", "_"))
+        procs, _ = own(report_json(out))
+        p = procs[0]
+        assert len(p["step_peak_bytes"]) == 101
+        assert p["sampling_mean_bytes"] == mean
+        assert p["leak_floor_bytes_per_step"] == pytest.approx(
+            leak_floor(101, mean), rel=1e-6), memory
+        text = mlprof("report", out).stdout
+        flag = "--memory=all" if not mean else f"--memory=sampled:{mean}"
+        assert f"a step over 101 steps may go unseen at {flag}" in text
+    # A larger mean sees less; more steps see smaller leaks.
+    assert leak_floor(101, 4194304) > leak_floor(101, 524288) > \
+        leak_floor(101, 65536) > leak_floor(101, 0)
+    assert leak_floor(1001, 524288) < leak_floor(101, 524288)
+    # Too few steps: said, no figure.
+    out, _ = run(tmp_path, "leak", 262144, 5, memory="all", name="short")
+    procs, _ = own(report_json(out))
+    assert procs[0]["leak_floor_bytes_per_step"] is None
+    assert "6 step marks: leaks by site need 8 at least" in \
+        mlprof("report", out).stdout
+
+
+# ---- mlprof diff on memory ----------------------------------------------
+
+
+def diff_memory(base, new, *args):
+    r = mlprof("diff", base, new, "--format", "json", *args, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)["memory"]
+
+
+def test_diff_names_the_site_that_allocates_twice_as_much(tmp_path):
+    # 120 steps: about 240 and 480 samples of the site at the default
+    # mean, z about 7.8 (40 steps gave about 4.5: named 9 times in 10).
+    base, _ = run(tmp_path, "work", 1, 120, name="base")
+    new, _ = run(tmp_path, "work", 2, 120, name="new")
+    mem = diff_memory(base, new)
+    assert mem["regression"] is True
+    grew = [i for i in mem["items"] if i["verdict"] == "grew"]
+    assert grew and all(i["zone"] == "grow" for i in grew), grew
+    step = [i for i in grew if i["kind"] == "site a step"]
+    assert len(step) == 1 and step[0]["per_step"] is True
+    # 8 and 16 blocks of 128 KiB a step, within the estimates' errors.
+    assert step[0]["base_bytes"] == pytest.approx(MIB, abs=4 * step[0]["base_se_bytes"])
+    assert step[0]["new_bytes"] == pytest.approx(2 * MIB, abs=4 * step[0]["new_se_bytes"])
+    assert 0 < step[0]["base_se_bytes"] < 0.3 * MIB  # sampled: an error
+    assert step[0]["p_holm"] <= 0.01
+    # No other site or zone grew.
+    for i in mem["items"]:
+        if i.get("zone") != "grow":
+            assert i["verdict"] == "unchanged", i
+    text = mlprof("diff", base, new, check=False).stdout
+    assert "REGRESSION: 1 memory figure" in text or \
+        "memory figures significantly larger" in text
+    line = next(l for l in text.splitlines() if l.startswith("  site a step"))
+    assert "grew" in line and "grow:" in line
+    junit = mlprof("diff", base, new, "--format", "junit", check=False).stdout
+    root = ET.fromstring(junit)
+    cases = [c for c in root.iter("testcase")
+             if c.get("classname") == "mlprof.diff.memory"]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed and all("grow" in n for n in failed), failed
+    # Every allocation recorded: exact figures, no sampling error.
+    base, _ = run(tmp_path, "work", 1, 40, memory="all", name="base_all")
+    new, _ = run(tmp_path, "work", 2, 40, memory="all", name="new_all")
+    mem = diff_memory(base, new)
+    step = [i for i in mem["items"]
+            if i["kind"] == "site a step" and i["zone"] == "grow"]
+    assert len(step) == 1 and step[0]["verdict"] == "grew"
+    assert step[0]["base_se_bytes"] == step[0]["new_se_bytes"] == 0
+    assert step[0]["new_bytes"] == 2 * step[0]["base_bytes"]
+    # 40 MiB over the run's 41 step marks.
+    assert step[0]["base_bytes"] == pytest.approx(40 * MIB / 41)
+
+
+def test_diff_of_the_same_program_names_no_memory(tmp_path):
+    # A/A: sampling differs from run to run, the program does not.
+    runs = [run(tmp_path, "work", 1, 120, name=f"aa{i}")[0] for i in range(4)]
+    for a, b in zip(runs, runs[1:]):
+        mem = diff_memory(a, b)
+        assert mem["regression"] is False
+        assert mem["summary"]["grew"] == mem["summary"]["shrank"] == 0, \
+            [i for i in mem["items"] if i["verdict"] != "unchanged"]
+        # Estimates do differ: their errors say by how much they may.
+        assert any(i["base_bytes"] != i["new_bytes"] for i in mem["items"])
+    a, _ = run(tmp_path, "work", 1, memory="all", name="aa_all0")
+    b, _ = run(tmp_path, "work", 1, memory="all", name="aa_all1")
+    mem = diff_memory(a, b)
+    assert mem["exact"] == [True, True]
+    assert mem["summary"]["grew"] == mem["summary"]["shrank"] == 0
 
 
 def html_data(path):

@@ -4,6 +4,13 @@
  *   alloc_known signal     allocates in a signal handler meanwhile
  *   alloc_known fork       a child allocates 3 MiB in zone "child" too
  *   alloc_known kill MS    steps of 1 MiB leaked, then SIGKILL after MS ms
+ *   alloc_known work F [N] N steps (40) of a steady loop, zone "grow"
+ *                          allocating F times 1 MiB a step (for diff)
+ *   alloc_known leak B N   N steps, each keeping B bytes in 64-byte blocks
+ *                          in zone "drip" (the least leak the report sees)
+ *   alloc_known clone N    N children made by a raw clone system call (no
+ *                          fork handlers) while a thread allocates; each
+ *                          allocates and exits. Status 6 when one hangs.
  * Zones (exact bytes asked for; nothing else allocates inside them):
  *   alpha    main thread   1000 x malloc(4096), kept
  *   beta     main thread   50 x malloc(1 MiB) then freed
@@ -20,10 +27,12 @@
 #include <mlprof.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,6 +120,76 @@ static void zones(void) {
   free(early);
 }
 
+/* A steady loop, the same every step but for zone "grow": "fwd" 64 x
+ * 16 KiB and "grow" f x 8 x 128 KiB held to the step's end; "small" 2000
+ * x 100 bytes freed at once; "cache" 4 MiB kept from the first step. */
+static void work(int f, int steps) {
+  static void *fwd[64], *grow[8 * 16];
+  if (f < 1 || f > 16) f = 1;
+  for (int s = 0; s < steps; s++) {
+    mlprof_step();
+    if (s == 0) {
+      mlprof_zone_begin("cache");
+      for (int i = 0; i < 4; i++) kept(malloc(MIB));
+      mlprof_zone_end();
+    }
+    mlprof_zone_begin("fwd");
+    for (int i = 0; i < 64; i++) fwd[i] = kept(malloc(16384));
+    mlprof_zone_end();
+    mlprof_zone_begin("grow");
+    for (int i = 0; i < 8 * f; i++) grow[i] = kept(malloc(131072));
+    mlprof_zone_end();
+    mlprof_zone_begin("small");
+    for (int i = 0; i < 2000; i++) free(kept(malloc(100)));
+    mlprof_zone_end();
+    for (int i = 0; i < 64; i++) free(fwd[i]);
+    for (int i = 0; i < 8 * f; i++) free(grow[i]);
+  }
+  mlprof_step();
+}
+
+static _Atomic int churning = 1;
+
+/* Allocates and frees in a loop: under a small sampling mean, nearly every
+ * call takes the table of sampled addresses' lock. */
+static void *churn(void *arg) {
+  (void)arg;
+  while (churning)
+    for (int i = 0; i < 64; i++) free(kept(malloc(4096 + (size_t)i * 64)));
+  return NULL;
+}
+
+/* Children made while churn runs, without fork handlers; 0 when all of
+ * them ended within 5 s each. */
+static int clones(int n) {
+  pthread_t th;
+  pthread_create(&th, NULL, churn, NULL);
+  int hung = 0;
+  for (int k = 0; k < n; k++) {
+    long pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0) {
+      for (int i = 0; i < 16; i++) free(kept(malloc(8192 + (size_t)i)));
+      syscall(SYS_exit_group, 0);
+    }
+    if (pid < 0) break;
+    int st = 0, waited = 0;
+    while (waitpid((pid_t)pid, &st, WNOHANG) == 0 && waited < 5000) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+      waited++;
+    }
+    if (waited >= 5000) {
+      kill((pid_t)pid, SIGKILL);
+      waitpid((pid_t)pid, &st, 0);
+      hung++;
+    }
+  }
+  churning = 0;
+  pthread_join(th, NULL);
+  if (hung) fprintf(stderr, "%d of %d children hung\n", hung, n);
+  return hung ? 6 : 0;
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "zones";
   if (!early) return 3;
@@ -140,6 +219,21 @@ int main(int argc, char **argv) {
     waitpid(pid, &st, 0);
     zones();
     if (!WIFEXITED(st) || WEXITSTATUS(st)) return 5;
+  } else if (!strcmp(what, "clone")) {
+    int rc = clones(argc > 2 ? atoi(argv[2]) : 200);
+    if (rc) return rc;
+  } else if (!strcmp(what, "work")) {
+    work(argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 40);
+  } else if (!strcmp(what, "leak")) {
+    long bytes = argc > 2 ? atol(argv[2]) : 65536;
+    int steps = argc > 3 ? atoi(argv[3]) : 100;
+    for (int s = 0; s < steps; s++) {
+      mlprof_step();
+      mlprof_zone_begin("drip");
+      for (long b = 0; b < bytes; b += 64) kept(malloc(64));
+      mlprof_zone_end();
+    }
+    mlprof_step();
   } else if (!strcmp(what, "kill")) {
     long ms = argc > 2 ? atol(argv[2]) : 500;
     struct timespec t0, t;

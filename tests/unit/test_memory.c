@@ -2,6 +2,10 @@
  * reader would: exact totals, frees that arrive before their allocation
  * (another thread's chunk written first), the peak and what held it, step
  * peaks, and a leak told from a cache filled once. */
+#include <math.h>
+#include <stdio.h>
+
+#include "analyze/diff.h"
 #include "analyze/memory.h"
 
 #include "analyze/stats.h"
@@ -119,6 +123,156 @@ static void test_leak_and_cache_over_steps(void) {
     if (!strcmp(m->zones[m->sites[i].zone].name, "cache"))
       CHECK(!m->sites[i].leak);
   mlprof__memory_free(&x.m);
+}
+
+/* Each figure's sampling variance, sum(w (w - s)), and the mean read back
+ * from the weights. */
+static void test_sampling_variance_and_mean(void) {
+  mem x;
+  begin(&x);
+  zone(&x, 1, "z");
+  /* Sampled at a mean of 524288: w = s / (1 - exp(-s / mean)). */
+  uint64_t s1 = 100, w1 = 524338, s2 = 8u << 20, w2 = 8u << 20;
+  alloc(&x, 1, 10, 0x1000, s1, w1, 1);
+  alloc(&x, 1, 20, 0x2000, s1, w1, 1);
+  alloc(&x, 1, 30, 0x3000, s2, w2, 1); /* far above the mean: exact */
+  release(&x, 1, 40, 0x2000);
+  finish(&x);
+  const mlprof__memory *m = &x.m;
+  double v1 = (double)w1 * (double)(w1 - s1);
+  CHECK(fabs(m->procs[0].mean - 524288) <= 1);
+  CHECK_EQ(m->nsites, 1);
+  CHECK(fabs(m->sites[0].alloc_var - 2 * v1) < 1e-6 * v1);
+  /* At the peak (t=30) all three were live; at the end one of the small. */
+  CHECK(fabs(m->procs[0].peak_var - 2 * v1) < 1e-6 * v1);
+  CHECK(fabs(m->sites[0].at_peak_var - 2 * v1) < 1e-6 * v1);
+  CHECK(fabs(zone_named(m, "z")->peak_var - 2 * v1) < 1e-6 * v1);
+  mlprof__memory_free(&x.m);
+}
+
+static void test_leak_floor(void) {
+  /* 101 marks at 512 KiB: 4 samples with probability 0.95 need a Poisson
+   * mean of 7.7537, over 100 steps. */
+  double f = mlprof__memory_leak_floor(101, 101, 524288);
+  CHECK(fabs(f - 7.75366 * 524288 / 100) < 0.001 * f);
+  /* Every allocation: the 1 MiB of growth alone. */
+  CHECK(mlprof__memory_leak_floor(101, 101, 0) == (1 << 20) / 100.0);
+  /* 64 KiB: 16 samples make 1 MiB. */
+  CHECK(mlprof__memory_leak_floor(101, 101, 65536) > (1 << 20) / 100.0);
+  CHECK(mlprof__memory_leak_floor(1001, 256, 524288) < f / 9);
+  CHECK(isnan(mlprof__memory_leak_floor(7, 7, 524288)));
+}
+
+/* A memory of one process, zones "" and "z", sites given: the peak and the
+ * process's bytes from them. */
+typedef struct {
+  mlprof__memory m;
+  mlprof__mem_proc proc;
+  mlprof__mem_zone zones[2];
+  mlprof__mem_site sites[32];
+} fake_mem;
+
+static void fake(fake_mem *f, const double *alloc, const double *var, size_t n,
+                 double peak, double peak_var) {
+  memset(f, 0, sizeof *f);
+  f->proc = (mlprof__mem_proc){
+      .pid = 7, .peak = (uint64_t)peak, .peak_var = peak_var, .nsteps = 10};
+  f->zones[0] = (mlprof__mem_zone){.name = "", .name_len = 0};
+  f->zones[1] = (mlprof__mem_zone){.name = "z",
+                                   .name_len = 1,
+                                   .alloc_count = 1,
+                                   .peak = (uint64_t)peak,
+                                   .peak_var = peak_var};
+  static char natives[32][16];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(natives[i], sizeof natives[i], "f%zu+0x1", i);
+    f->sites[i] = (mlprof__mem_site){.zone = 1,
+                                     .python = "",
+                                     .native = natives[i],
+                                     .alloc_bytes = (uint64_t)alloc[i],
+                                     .alloc_count = 1,
+                                     .alloc_var = var[i]};
+    f->proc.alloc_bytes += (uint64_t)alloc[i];
+  }
+  f->m = (mlprof__memory){.procs = &f->proc,
+                          .nprocs = 1,
+                          .zones = f->zones,
+                          .nzones = 2,
+                          .sites = f->sites,
+                          .nsites = n};
+}
+
+static const mlprof__memdiff_item *step_item(const mlprof__memdiff *d,
+                                             const char *native) {
+  for (size_t i = 0; i < d->nitems; i++)
+    if (d->items[i].kind == MLPROF__MEMDIFF_SITE_STEP &&
+        !strcmp(d->items[i].native, native))
+      return &d->items[i];
+  return NULL;
+}
+
+static void test_memdiff_verdicts(void) {
+  mlprof__diff_options opt;
+  mlprof__diff_options_init(&opt);
+  const double mean = 524288, mb = 1e6;
+  fake_mem a, b;
+  mlprof__memdiff d;
+  /* Sampled: 100 MB against 104 MB (standard errors ~7 MB each) is chance;
+   * 100 MB against 200 MB is not. */
+  double x[2] = {100 * mb, 100 * mb},
+         vx[2] = {mean * 100 * mb, mean * 100 * mb};
+  double y[2] = {104 * mb, 200 * mb},
+         vy[2] = {mean * 104 * mb, mean * 200 * mb};
+  fake(&a, x, vx, 2, 300 * mb, mean * 300 * mb);
+  fake(&b, y, vy, 2, 300 * mb, mean * 300 * mb);
+  CHECK_EQ(mlprof__memdiff_build(&a.m, &b.m, &opt, &d), 0);
+  CHECK(d.compared);
+  const mlprof__memdiff_item *s0 = step_item(&d, "f0+0x1"),
+                             *s1 = step_item(&d, "f1+0x1");
+  CHECK(s0 && s1);
+  CHECK_EQ(s0->verdict, MLPROF__MEMDIFF_UNCHANGED);
+  CHECK_EQ(s1->verdict, MLPROF__MEMDIFF_GREW);
+  /* Per step: 10 step marks. */
+  CHECK(fabs(s1->value[1] - 20 * mb) < 1);
+  CHECK(fabs(s1->se[1] - sqrt(mean * 200 * mb) / 10) < 1);
+  CHECK(fabs(s1->z - 10 * mb / sqrt(2 * mean * 200 * mb / 100)) < 1e-6);
+  CHECK_EQ(d.count[MLPROF__MEMDIFF_GREW], 1);
+  CHECK(d.regression);
+  mlprof__memdiff_free(&d);
+
+  /* Exact: no sampling error; +3% is under the threshold, a tiny site
+   * doubled is under 1% of the bytes a step, +10% counts. */
+  double e[3] = {100 * mb, 100 * mb, 0.1 * mb}, z0[3] = {0, 0, 0};
+  double f[3] = {103 * mb, 110 * mb, 0.2 * mb};
+  fake(&a, e, z0, 3, 300 * mb, 0);
+  fake(&b, f, z0, 3, 300 * mb, 0);
+  CHECK_EQ(mlprof__memdiff_build(&a.m, &b.m, &opt, &d), 0);
+  CHECK_EQ(step_item(&d, "f0+0x1")->verdict, MLPROF__MEMDIFF_UNCHANGED);
+  CHECK_EQ(step_item(&d, "f1+0x1")->verdict, MLPROF__MEMDIFF_GREW);
+  CHECK(step_item(&d, "f1+0x1")->p == 0);
+  CHECK_EQ(step_item(&d, "f2+0x1")->verdict, MLPROF__MEMDIFF_UNCHANGED);
+  mlprof__memdiff_free(&d);
+
+  /* Holm: 20 sites each moved by 2.7 standard errors (p 0.007 alone, below
+   * alpha) are chance among 20 + 2 figures. */
+  double g[20], vg[20], h[20], vh[20];
+  for (int i = 0; i < 20; i++) {
+    g[i] = 100 * mb;
+    vg[i] = vh[i] = mean * 100 * mb;
+    h[i] = g[i] + 2.7 * sqrt(2 * vg[i]);
+  }
+  fake(&a, g, vg, 20, 300 * mb, mean * 300 * mb);
+  fake(&b, h, vh, 20, 300 * mb, mean * 300 * mb);
+  CHECK_EQ(mlprof__memdiff_build(&a.m, &b.m, &opt, &d), 0);
+  CHECK(step_item(&d, "f3+0x1")->p < opt.alpha);
+  CHECK(step_item(&d, "f3+0x1")->p_holm > opt.alpha);
+  CHECK_EQ(d.count[MLPROF__MEMDIFF_GREW], 0);
+  CHECK(!d.regression);
+  mlprof__memdiff_free(&d);
+  /* No records on a side: nothing compared. */
+  mlprof__memory none = {0};
+  CHECK_EQ(mlprof__memdiff_build(&a.m, &none, &opt, &d), 0);
+  CHECK(!d.compared && d.nitems == 0);
 }
 
 /* The live-bytes series: bounded whatever the records, its highest point
@@ -265,4 +419,7 @@ const mlprof_test mlprof_tests_memory[] = {
     {"site_path_outermost_first", test_site_path_outermost_first},
     {"exact_totals_and_peak", test_exact_totals_and_peak},
     {"leak_and_cache_over_steps", test_leak_and_cache_over_steps},
+    {"sampling_variance_and_mean", test_sampling_variance_and_mean},
+    {"leak_floor", test_leak_floor},
+    {"memdiff_verdicts", test_memdiff_verdicts},
     {NULL, NULL}};
