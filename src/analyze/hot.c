@@ -66,6 +66,9 @@ struct mlprof__hot_builder {
   size_t nsamples, samples_cap;
   mark *marks;
   size_t nmarks, marks_cap;
+  uint32_t *mark_step; /* per sorted mark: its step's number, or NONE */
+  size_t mark_step_cap, step_self_cap;
+  mlprof__map step_self_ix; /* step << 32 | func -> index in step_self */
   double hz;
   int err;
 };
@@ -304,12 +307,13 @@ static int mark_order(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Whether a step of tid was under way at t: the thread's last mark or step
- * end at or before t was a mark and something followed it (a step is from
- * a mark to the next mark or step end: the time after the last one is
- * none). marks sorted by mark_order. */
-static int in_marked_step(const mlprof__hot_builder *b, uint32_t tid,
-                          uint64_t t) {
+/* The number of the step of tid under way at t (mlprof__hot.marked_steps),
+ * or MLPROF__NONE: the thread's last mark or step end at or before t was a
+ * mark and something followed it (a step is from a mark to the next mark
+ * or step end: the time after the last one is none). marks sorted by
+ * mark_order, mark_step filled. */
+static uint32_t marked_step(const mlprof__hot_builder *b, uint32_t tid,
+                            uint64_t t) {
   size_t lo = 0, hi = b->nmarks;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -319,8 +323,8 @@ static int in_marked_step(const mlprof__hot_builder *b, uint32_t tid,
     else
       hi = mid;
   }
-  return lo > 0 && b->marks[lo - 1].tid == tid && !b->marks[lo - 1].end &&
-         lo < b->nmarks && b->marks[lo].tid == tid;
+  return lo > 0 && b->marks[lo - 1].tid == tid ? b->mark_step[lo - 1]
+                                               : MLPROF__NONE;
 }
 
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
@@ -425,6 +429,24 @@ static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
   return 0;
 }
 
+/* Adds ns of func's self time to marked step step. */
+static int step_self(mlprof__hot_builder *b, uint32_t step, uint32_t func,
+                     uint64_t ns) {
+  mlprof__hot *h = b->out;
+  uint64_t key = (uint64_t)step << 32 | func;
+  uint32_t i = mlprof__map_get(&b->step_self_ix, key);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&h->step_self, &b->step_self_cap, h->nstep_self + 1,
+                     sizeof *h->step_self) ||
+        mlprof__map_put(&b->step_self_ix, key, (uint32_t)h->nstep_self))
+      return fail(b);
+    i = (uint32_t)h->nstep_self++;
+    h->step_self[i] = (mlprof__hot_step_self){step, func, 0};
+  }
+  h->step_self[i].self_ns += ns;
+  return 0;
+}
+
 /* Longest time a sample stands for: a longer gap is the recording switched
  * off or the thread out of Python, not what its next sample shows. */
 #define MAX_WEIGHT_NS 1000000000u
@@ -434,8 +456,19 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   double interval = b->hz > 0 ? 1e9 / b->hz : 1e7;
   mlprof__map last; /* tid -> index of its previous sample + 1 */
   memset(&last, 0, sizeof last);
-  if (b->nmarks)
+  if (b->nmarks) {
     mlprof__sort(b->marks, b->nmarks, sizeof *b->marks, mark_order);
+    if (mlprof__grow(&b->mark_step, &b->mark_step_cap, b->nmarks,
+                     sizeof *b->mark_step))
+      rc = fail(b);
+    for (size_t i = 0; i < b->nmarks && !rc; i++) {
+      const mark *m = &b->marks[i];
+      int closed = !m->end && i + 1 < b->nmarks && m[1].tid == m->tid &&
+                   b->out->marked_steps < MLPROF__NONE - 1;
+      b->mark_step[i] =
+          closed ? (uint32_t)b->out->marked_steps++ : MLPROF__NONE;
+    }
+  }
   for (size_t i = 0; i < b->nsamples && !rc; i++) {
     const sample *s = &b->samples[i];
     uint32_t prev = mlprof__map_get(&last, s->tid);
@@ -460,8 +493,12 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
                        ? 0
                        : mlprof__map_get(&b->pzone, s->top_name);
     if (top == MLPROF__NONE) top = 0;
-    rc = count(b, node, zone, top, s->part, in_marked_step(b, s->tid, s->t),
+    uint32_t step = b->nmarks ? marked_step(b, s->tid, s->t) : MLPROF__NONE;
+    rc = count(b, node, zone, top, s->part, step != MLPROF__NONE,
                (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
+    if (!rc && step != MLPROF__NONE && node != MLPROF__NONE)
+      rc = step_self(b, step, b->out->frames[b->out->nodes[node].frame].func,
+                     ns);
   }
   mlprof__map_clear(&last);
   if (b->hz > 0 && !b->out->interval_ns) b->out->interval_ns = 1e9 / b->hz;
@@ -644,7 +681,9 @@ int mlprof__hot_finish(mlprof__hot_builder *b) {
   mlprof__map_clear(&b->memo);
   mlprof__map_clear(&b->pparts);
   mlprof__map_clear(&b->label_ix);
+  mlprof__map_clear(&b->step_self_ix);
   free(b->marks);
+  free(b->mark_step);
   free(b->pframes);
   free(b->pnodes);
   free(b->samples);
@@ -662,6 +701,7 @@ void mlprof__hot_free(mlprof__hot *h) {
   free(h->frames);
   free(h->nodes);
   free(h->stacks);
+  free(h->step_self);
   free(h->rows);
   for (size_t i = 0; i < h->nzones; i++) {
     free(h->zones[i].name);

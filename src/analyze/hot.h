@@ -57,6 +57,11 @@ typedef struct {
   uint64_t line_weight; /* how line was chosen */
 } mlprof__hot_row;
 
+typedef struct {
+  uint32_t step, func;
+  uint64_t self_ns;
+} mlprof__hot_step_self;
+
 /* A zone's (or a step part's) samples and its functions by self time on a
  * CPU, most first. */
 typedef struct {
@@ -97,6 +102,12 @@ typedef struct {
   int steps;
   mlprof__hot_zone parts[MLPROF__HOT_PARTS];
   uint64_t outside_samples, outside_wall_ns, outside_on_cpu_ns;
+  /* The steps of the threads' step marks (a mark to the next mark or step
+   * end), numbered 0 to marked_steps - 1 over the job, and each function's
+   * self time (wall) in each of them where it had some (mlprof diff). */
+  uint64_t marked_steps;
+  mlprof__hot_step_self *step_self;
+  size_t nstep_self;
 } mlprof__hot;
 
 typedef struct mlprof__hot_builder mlprof__hot_builder;

@@ -2,7 +2,9 @@
 step part, the step's "other" time explained by the samples of that time
 alone, and a zone whose time is mostly under one callee."""
 import json
+import os
 import re
+import subprocess
 
 import pytest
 
@@ -113,3 +115,72 @@ def test_zone_mostly_under_one_callee_says_so(build_dir, tmp_path):
             assert " under " not in x["summary"], x
     text = mlprof_cmd(build_dir, "report", out)
     assert re.search(r"under slow \([^ ]*run\.py:%d\)" % def_line, text), text
+
+
+DIFF = """
+import os
+import mlprof
+SLOW = float(os.environ.get("SLOW", "1"))
+prof = mlprof.Profiler().start()
+def steady():
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:
+        pass
+def changing():
+    end = time.perf_counter() + 0.02 * SLOW
+    while time.perf_counter() < end:
+        pass
+STEPS = os.environ.get("STEPS") == "1"
+for _ in range(20):
+    if STEPS:
+        prof.step()
+    with prof.zone("train_step"):
+        steady()
+        changing()
+if STEPS:
+    prof.step()
+prof.stop()
+"""
+
+
+def diff(build_dir, base, new):
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "diff", "-f",
+                        "json", str(base), str(new)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    text = subprocess.run([os.path.join(build_dir, "mlprof"), "diff",
+                           str(base), str(new)], capture_output=True,
+                          text=True, timeout=300).stdout
+    return json.loads(r.stdout), text
+
+
+@pytest.mark.parametrize("steps", ["1", "0"])
+def test_diff_names_the_function_made_slower(build_dir, tmp_path,
+                                             monkeypatch, steps):
+    """One script run three times: as is twice (A/A), then with changing()
+    twice as slow; the runs are in two directories, as two checkouts. Per
+    step with step marks, per run without."""
+    monkeypatch.setenv("STEPS", steps)
+    outs = {}
+    for name, slow in (("base", "1"), ("same", "1"), ("slow", "2")):
+        monkeypatch.setenv("SLOW", slow)
+        where = tmp_path / ("a" if name == "base" else "b")
+        where.mkdir(exist_ok=True)
+        outs[name] = run(build_dir, where, DIFF, "--stacks", "200",
+                         name="train")[1]
+        outs[name] = outs[name].rename(tmp_path / name)
+    d, text = diff(build_dir, outs["base"], outs["slow"])
+    funcs = d["functions"]
+    assert funcs["per"] == ("step" if steps == "1" else "run")
+    rows = {r["function"]: r for r in funcs["rows"]
+            if r["file"] == "train.py"}
+    assert rows["changing"]["verdict"] == "slower", funcs
+    assert 1.3 <= rows["changing"]["ratio"] <= 2.6, rows["changing"]
+    assert rows["changing"]["p"] <= 0.01
+    assert rows["steady"]["verdict"] == "unchanged", rows["steady"]
+    assert re.search(r"changing .* slower", text), text
+    # A/A: nothing significant.
+    d, text = diff(build_dir, outs["base"], outs["same"])
+    bad = [r for r in d["functions"]["rows"] if r["verdict"] != "unchanged"]
+    assert not bad, bad
+    assert "0 changed of" in text, text
