@@ -613,8 +613,10 @@ static int callees(const mlprof__fpass *p, mlprof__findings *f) {
     const mlprof__hot_zone *hz = &h->zones[z];
     size_t len = strlen(hz->name);
     double share = 0;
-    uint32_t fn =
-        len ? mlprof__hot_callee(h, hz->name, len, &share) : MLPROF__NONE;
+    /* The profiler's own zones are no finding about the user's code. */
+    int own = len > 7 && memcmp(hz->name, "mlprof ", 7) == 0;
+    uint32_t fn = len && !own ? mlprof__hot_callee(h, hz->name, len, &share)
+                              : MLPROF__NONE;
     if (fn == MLPROF__NONE) continue;
     const mlprof__hot_func *c = &h->funcs[fn];
     char where[640];
