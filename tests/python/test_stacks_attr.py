@@ -65,9 +65,18 @@ def test_other_is_explained_by_its_own_samples(build_dir, tmp_path, steps):
     assert h["outside_steps"]["on_cpu_ns"] >= 0.4e9, h["outside_steps"]
     other = names(h["parts"]["other"]["functions"])
     assert other[0] == "clip_metric", other
-    assert "heavy_import" not in other and "fwd" not in other, other
+    assert "heavy_import" not in other, other
+    # A sample read as a zone begins or ends may land on its other side
+    # (the sample's time is taken before the walk): a few, no more.
+    def share(part, name):
+        p = h["parts"][part]
+        return sum(r["self_cpu_ns"] for r in p["functions"]
+                   if r["function"] == name) / p["on_cpu_ns"]
+    assert share("other", "clip_metric") >= 0.85, h["parts"]["other"]
+    assert share("other", "fwd") <= 0.1, h["parts"]["other"]
     fwd = names(h["parts"]["forward"]["functions"])
-    assert fwd[0] == "fwd" and "clip_metric" not in fwd, fwd
+    assert fwd[0] == "fwd", fwd
+    assert share("forward", "clip_metric") <= 0.1, h["parts"]["forward"]
     assert 0.15e9 <= h["parts"]["other"]["on_cpu_ns"] <= 0.4e9, h["parts"]
     text = mlprof_cmd(build_dir, "report", out)
     line = next(l for l in text.splitlines()
