@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <mlprof.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "export.h"
@@ -290,9 +291,29 @@ int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
                           mlprof__out *o) {
   const mlprof__hot *h = &r->hot;
   uint32_t chain[1100];
+  /* One line per stack (and zone): the stacks are kept per label (zone,
+   * step part...), so the same one may come several times. */
+  mlprof__map first = {0}; /* (node, zone) -> its first stack */
+  uint64_t *sum = calloc(h->nstacks ? h->nstacks : 1, sizeof *sum);
+  if (!sum) return MLPROF_ENOMEM;
   for (size_t i = 0; i < h->nstacks; i++) {
     const mlprof__hot_stack *s = &h->stacks[i];
-    uint64_t n = wall ? s->samples : s->on_cpu;
+    uint64_t key = (uint64_t)s->node << 32 | (by_zone ? s->zone : 0);
+    uint32_t at = mlprof__map_get(&first, key);
+    if (at == MLPROF__NONE) {
+      if (mlprof__map_put(&first, key, (uint32_t)i)) {
+        free(sum);
+        mlprof__map_clear(&first);
+        return MLPROF_ENOMEM;
+      }
+      at = (uint32_t)i;
+    }
+    sum[at] += wall ? s->samples : s->on_cpu;
+  }
+  mlprof__map_clear(&first);
+  for (size_t i = 0; i < h->nstacks; i++) {
+    const mlprof__hot_stack *s = &h->stacks[i];
+    uint64_t n = sum[i];
     if (!n || s->node == MLPROF__NONE) continue;
     size_t depth = 0;
     for (uint32_t k = s->node; k != MLPROF__NONE && depth < 1100;
@@ -318,5 +339,6 @@ int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
     }
     mlprof__out_printf(o, " %" PRIu64 "\n", n);
   }
+  free(sum);
   return o->err;
 }
