@@ -427,6 +427,11 @@ int mlprof__analysis_run(const mlprof__job *job,
   }
   if (!rc) rc = first_pass(job, want, opts, fd, a);
   if (!rc) rc = second_pass(job, want, opts, fd, a);
+  /* Hot functions per step part, once the findings know the steps. */
+  if (!rc && (want & MLPROF__ANALYSIS_FINDINGS) &&
+      a->f.steps.source != MLPROF__STEPS_NONE)
+    rc = mlprof__hot_steps(&a->r.hot, a->f.steps.source == MLPROF__STEPS_MARKS,
+                           a->f.steps.zone, a->f.steps.zone_len);
   /* The pyramid's windows read the profiles again through the same filter
    * (lod.h). */
   if (!rc && (want & MLPROF__ANALYSIS_LOD)) {

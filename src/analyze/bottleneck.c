@@ -597,12 +597,74 @@ static int leaks(const mlprof__fpass *p, mlprof__findings *f) {
   return 0;
 }
 
+static const char rec_callee[] =
+    "start with that function: most of the zone's time is spent under it "
+    "(`mlprof report`, Hot functions by zone, shows its lines)";
+
+/* A zone's finding gets the callee most of its sampled time was under
+ * (mlprof__hot_callee); a zone with no finding that took CALLEE_MIN_SHARE
+ * of the sampled time or more gets a finding of its own. */
+#define CALLEE_MIN_SHARE 0.05
+
+static int callees(const mlprof__fpass *p, mlprof__findings *f) {
+  const mlprof__hot *h = &p->r->hot;
+  size_t had = f->nfindings;
+  for (size_t z = 0; z < h->nzones; z++) {
+    const mlprof__hot_zone *hz = &h->zones[z];
+    size_t len = strlen(hz->name);
+    double share = 0;
+    /* The profiler's own zones are no finding about the user's code. */
+    int own = len > 7 && memcmp(hz->name, "mlprof ", 7) == 0;
+    uint32_t fn = len && !own ? mlprof__hot_callee(h, hz->name, len, &share)
+                              : MLPROF__NONE;
+    if (fn == MLPROF__NONE) continue;
+    const mlprof__hot_func *c = &h->funcs[fn];
+    char where[640];
+    if (c->first_line)
+      snprintf(where, sizeof where, "%s (%s:%u)", c->function, c->file,
+               (unsigned)c->first_line);
+    else
+      snprintf(where, sizeof where, "%s (%s)", c->function, c->file);
+    int found = 0;
+    for (size_t i = 0; i < had; i++) {
+      mlprof__finding *x = &f->findings[i];
+      if (!x->zone || x->zone_len != len || memcmp(x->zone, hz->name, len))
+        continue;
+      char line[1024];
+      snprintf(line, sizeof line, "%s; %.0f%% of its sampled time under %s",
+               x->summary, share * 100, where);
+      char *d = mlprof__dup(line, strlen(line));
+      if (!d) return MLPROF_ENOMEM;
+      free(x->summary);
+      x->summary = d;
+      mlprof__finding_ev(x, "callee_share", share);
+      found = 1;
+    }
+    double of = h->wall_ns ? (double)hz->wall_ns / (double)h->wall_ns : 0;
+    if (found || of < CALLEE_MIN_SHARE) continue;
+    mlprof__finding *x = mlprof__finding_add(
+        f, "callee", hz->name, len,
+        "%.0f%% of the time sampled in the zone is under one callee, %s",
+        share * 100, where);
+    if (!x) return MLPROF_ENOMEM;
+    x->flagged = "stacks";
+    x->severity = severity(of * share, 0.5);
+    x->recommendation = rec_callee;
+    mlprof__finding_ev(x, "callee_share", share);
+    mlprof__finding_ev(x, "zone_sampled_ns", (double)hz->wall_ns);
+    mlprof__finding_ev(x, "zone_sampled_share", of);
+    mlprof__finding_ev(x, "samples", (double)hz->samples);
+  }
+  return 0;
+}
+
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f) {
   const mlprof__zone_stats *folded = NULL;
   int rc = data_bound(p, f, &folded);
   if (!rc) rc = gpu_idle(p, f);
   if (!rc) rc = memory_pressure(p, f);
   if (!rc) rc = zones(p, f, folded);
+  if (!rc) rc = callees(p, f);
   if (!rc && p->res) rc = leaks(p, f);
   if (rc) return rc;
   if (!f->sampled)

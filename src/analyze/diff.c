@@ -352,13 +352,18 @@ static int diff_zone_cmp(const void *x, const void *y) {
 /* The rule of docs/guide.md: slower (faster) when the test is significant
  * at alpha, U is above (below) its null mean and the ratio of medians
  * beyond 1 + threshold (1 - threshold). */
+static mlprof__verdict rule(double p, double ratio, int up, int down,
+                            const mlprof__diff_options *opt) {
+  if (p > opt->alpha) return MLPROF__VERDICT_UNCHANGED;
+  if (ratio > 1 + opt->threshold && up) return MLPROF__VERDICT_SLOWER;
+  if (ratio < 1 - opt->threshold && down) return MLPROF__VERDICT_FASTER;
+  return MLPROF__VERDICT_UNCHANGED;
+}
+
 static mlprof__verdict verdict(const mlprof__mwu *t, double ratio, uint64_t nb,
                                uint64_t nn, const mlprof__diff_options *opt) {
   double half = (double)nb * (double)nn / 2;
-  if (t->p > opt->alpha) return MLPROF__VERDICT_UNCHANGED;
-  if (ratio > 1 + opt->threshold && t->u > half) return MLPROF__VERDICT_SLOWER;
-  if (ratio < 1 - opt->threshold && t->u < half) return MLPROF__VERDICT_FASTER;
-  return MLPROF__VERDICT_UNCHANGED;
+  return rule(t->p, ratio, t->u > half, t->u < half, opt);
 }
 
 /* The verdict of a zone present in both runs. */
@@ -749,6 +754,256 @@ static int judge_unit(const mlprof__report *base, const mlprof__report *next,
   return rc;
 }
 
+/* ---- functions (mlprof__diff_func) --------------------------------------- */
+
+typedef struct {
+  const char *file, *function;
+  double tot[2];     /* self time (ns) in each run */
+  double samples[2]; /* the samples it was innermost in, in each run */
+  uint64_t *vals[2]; /* per step, when per step */
+  uint32_t at;       /* its index before sorting */
+} fentry;
+
+typedef struct {
+  fentry *e;
+  size_t n, cap;
+  mlprof__map ix; /* hash of file and function -> first entry of it */
+} fset;
+
+/* The entry of (file, function), added if new; MLPROF__NONE when out of
+ * memory. Files are matched by their last component: two runs of one
+ * script from two checkouts or environments are the same code. */
+static uint32_t fentry_of(fset *s, const char *path, const char *function) {
+  const char *file = strrchr(path, '/');
+  file = file ? file + 1 : path;
+  uint64_t h = mlprof__hash(file, strlen(file) + 1, MLPROF__HASH_START);
+  h = mlprof__hash(function, strlen(function), h);
+  for (;; h++) {
+    uint32_t at = mlprof__map_get(&s->ix, h);
+    if (at == MLPROF__NONE) break;
+    if (!strcmp(s->e[at].file, file) && !strcmp(s->e[at].function, function))
+      return at;
+  }
+  if (s->n >= MLPROF__NONE - 1 ||
+      mlprof__grow(&s->e, &s->cap, s->n + 1, sizeof *s->e) ||
+      mlprof__map_put(&s->ix, h, (uint32_t)s->n))
+    return MLPROF__NONE;
+  s->e[s->n] = (fentry){.file = file, .function = function};
+  return (uint32_t)s->n++;
+}
+
+static int fentry_cmp(const void *x, const void *y) {
+  const fentry *a = x, *b = y;
+  double ma = fmax(a->tot[0], a->tot[1]), mb = fmax(b->tot[0], b->tot[1]);
+  if (ma != mb) return ma > mb ? -1 : 1;
+  int c = strcmp(a->function, b->function);
+  return c ? c : strcmp(a->file, b->file);
+}
+
+static int diff_func_cmp(const void *x, const void *y) {
+  const mlprof__diff_func *a = x, *b = y;
+  if (a->verdict != b->verdict) return a->verdict < b->verdict ? -1 : 1;
+  /* The unchanged by their time, the largest first. */
+  double ta = fmax(a->base_ns, a->new_ns), tb = fmax(b->base_ns, b->new_ns);
+  if (a->verdict == MLPROF__VERDICT_UNCHANGED && ta != tb)
+    return ta > tb ? -1 : 1;
+  double ea = a->ratio > 0 ? fabs(log(a->ratio)) : INFINITY,
+         eb = b->ratio > 0 ? fabs(log(b->ratio)) : INFINITY;
+  if (ea != eb) return ea > eb ? -1 : 1;
+  if (ta != tb) return ta > tb ? -1 : 1;
+  return strcmp(a->function, b->function);
+}
+
+/* One side's runs (BASE's or NEW's): their hot functions and, per run,
+ * each function's entry. */
+typedef struct {
+  const mlprof__hot **h;
+  uint32_t **map;
+  size_t n;
+  uint64_t steps;          /* marked steps, all runs */
+  double samples, wall_ns; /* all runs' samples, and the time they cover */
+} fside;
+
+/* The kept entries' per-step values of side k (all its runs' steps, zero
+ * but where a function was innermost), sorted. */
+static int step_values(const fside *sd, fset *s, size_t keep, int k) {
+  for (size_t i = 0; i < keep; i++)
+    if (!(s->e[i].vals[k] = calloc(sd->steps, sizeof(uint64_t))))
+      return MLPROF_ENOMEM;
+  uint64_t at = 0; /* the run's first step among the side's */
+  for (size_t r = 0; r < sd->n; r++) {
+    const mlprof__hot *h = sd->h[r];
+    for (size_t i = 0; i < h->nstep_self; i++) {
+      const mlprof__hot_step_self *x = &h->step_self[i];
+      uint32_t e = sd->map[r][x->func];
+      if (e < keep && x->step < h->marked_steps)
+        s->e[e].vals[k][at + x->step] += x->self_ns;
+    }
+    at += h->marked_steps;
+  }
+  for (size_t i = 0; i < keep; i++)
+    mlprof__sort(s->e[i].vals[k], sd->steps, sizeof(uint64_t), u64_cmp);
+  return 0;
+}
+
+/* Side k's runs into sd and their functions into s. Returns 0 or
+ * MLPROF_ENOMEM. */
+static int side_funcs(const mlprof__report *runs, size_t n, int per_step, int k,
+                      fside *sd, fset *s, double *all) {
+  for (size_t r = 0; r < n; r++) {
+    const mlprof__hot *h = sd->h[r] = &runs[r].hot;
+    if (!(sd->map[r] = malloc((h->nfuncs ? h->nfuncs : 1) * sizeof **sd->map)))
+      return MLPROF_ENOMEM;
+    for (size_t i = 0; i < h->nfuncs; i++)
+      if ((sd->map[r][i] = fentry_of(s, h->funcs[i].file,
+                                     h->funcs[i].function)) == MLPROF__NONE)
+        return MLPROF_ENOMEM;
+    sd->steps += h->marked_steps;
+    sd->samples += (double)h->samples;
+    sd->wall_ns += (double)h->wall_ns;
+    if (per_step) {
+      for (size_t i = 0; i < h->nstep_self; i++) {
+        double ns = (double)h->step_self[i].self_ns;
+        s->e[sd->map[r][h->step_self[i].func]].tot[k] += ns;
+        *all += ns;
+      }
+      continue;
+    }
+    for (size_t i = 0; i < h->nrows; i++) {
+      s->e[sd->map[r][h->rows[i].func]].tot[k] += (double)h->rows[i].self;
+      *all += (double)h->rows[i].self;
+    }
+    for (size_t i = 0; i < h->nstacks; i++) {
+      const mlprof__hot_stack *x = &h->stacks[i];
+      if (x->node == MLPROF__NONE) continue;
+      uint32_t fn = h->frames[h->nodes[x->node].frame].func;
+      s->e[sd->map[r][fn]].samples[k] += (double)x->samples;
+    }
+  }
+  return 0;
+}
+
+/* Fills d->funcs from the runs' stack samples (mlprof__diff_func): the
+ * steps of a side's runs pooled; per run, the mean of its runs. */
+static int judge_funcs(const mlprof__report *base, size_t nbase,
+                       const mlprof__report *next, size_t nnext,
+                       const mlprof__diff_options *opt, mlprof__diff *d) {
+  const mlprof__report *runs[2] = {base, next};
+  size_t nruns[2] = {nbase, nnext};
+  int per_step = 1;
+  for (int k = 0; k < 2; k++)
+    for (size_t r = 0; r < nruns[k]; r++) {
+      if (!runs[k][r].hot.samples) return 0;
+      per_step &= runs[k][r].hot.marked_steps > 0;
+    }
+  fset s = {0};
+  fside sd[2];
+  memset(sd, 0, sizeof sd);
+  double all[2] = {0, 0};
+  int rc = 0;
+  for (int k = 0; k < 2 && !rc; k++) {
+    sd[k].n = nruns[k];
+    sd[k].h = calloc(nruns[k], sizeof *sd[k].h);
+    sd[k].map = calloc(nruns[k], sizeof *sd[k].map);
+    rc = sd[k].h && sd[k].map
+             ? side_funcs(runs[k], nruns[k], per_step, k, &sd[k], &s, &all[k])
+             : MLPROF_ENOMEM;
+  }
+  /* Largest first: the entries sorted, each function mapped to its
+   * entry's new place (the entries hold no pointer yet). */
+  size_t keep = 0;
+  if (!rc) {
+    uint32_t *rank = malloc((s.n ? s.n : 1) * sizeof *rank);
+    if (!rank) rc = MLPROF_ENOMEM;
+    for (size_t i = 0; !rc && i < s.n; i++) s.e[i].at = (uint32_t)i;
+    if (!rc) {
+      mlprof__sort(s.e, s.n, sizeof *s.e, fentry_cmp);
+      for (size_t i = 0; i < s.n; i++) rank[s.e[i].at] = (uint32_t)i;
+      for (int k = 0; k < 2; k++)
+        for (size_t r = 0; r < sd[k].n; r++)
+          for (size_t i = 0; i < sd[k].h[r]->nfuncs; i++)
+            sd[k].map[r][i] = rank[sd[k].map[r][i]];
+      while (keep < s.n && keep < MLPROF__DIFF_FUNCS &&
+             (s.e[keep].tot[0] >= MLPROF__DIFF_FUNC_MIN_SHARE * all[0] ||
+              s.e[keep].tot[1] >= MLPROF__DIFF_FUNC_MIN_SHARE * all[1]))
+        keep++;
+    }
+    free(rank);
+  }
+  if (!rc && per_step)
+    for (int k = 0; k < 2 && !rc; k++) rc = step_values(&sd[k], &s, keep, k);
+  if (!rc && keep && !(d->funcs = calloc(keep, sizeof *d->funcs)))
+    rc = MLPROF_ENOMEM;
+  for (size_t i = 0; i < keep && !rc; i++) {
+    const fentry *e = &s.e[i];
+    mlprof__diff_func *f = &d->funcs[d->nfuncs++];
+    f->function = e->function;
+    f->file = e->file;
+    double b, n, p;
+    int up, down;
+    if (per_step) {
+      uint64_t nb = sd[0].steps, nn = sd[1].steps;
+      b = e->tot[0] / (double)nb;
+      n = e->tot[1] / (double)nn;
+      mlprof__mwu t;
+      if ((rc = mlprof__mwu_sorted(e->vals[0], nb, e->vals[1], nn, &t))) break;
+      double half = (double)nb * (double)nn / 2;
+      p = t.p;
+      up = t.u > half;
+      down = t.u < half;
+      f->too_few = nb < opt->min_count || nn < opt->min_count ||
+                   mlprof__mwu_min_p(nb, nn) > opt->alpha;
+    } else {
+      b = e->tot[0] / (double)nbase;
+      n = e->tot[1] / (double)nnext;
+      /* The samples themselves (one a sample, whatever time it stands
+       * for), each side's taken at its own density (samples a second: a
+       * sampler that fell behind on a loaded machine took fewer) over its
+       * runs. */
+      double kb = e->samples[0], kn = e->samples[1], all_k = kb + kn;
+      double db = sd[0].wall_ns > 0 ? sd[0].samples / sd[0].wall_ns : 0;
+      double dn = sd[1].wall_ns > 0 ? sd[1].samples / sd[1].wall_ns : 0;
+      db *= (double)nbase;
+      dn *= (double)nnext;
+      double pi = db + dn > 0 ? dn / (db + dn) : 0.5, mean = all_k * pi;
+      double sdev = sqrt(all_k * pi * (1 - pi));
+      double z = sdev > 0 ? (fabs(kn - mean) - 0.5) / sdev : 0;
+      p = z > 0 ? fmin(1, 2 * mlprof__normal_sf(z)) : 1;
+      up = kn > mean;
+      down = kn < mean;
+      f->too_few = all_k < (double)opt->min_count;
+    }
+    f->base_ns = b;
+    f->new_ns = n;
+    f->ratio = b > 0 ? n / b : n > 0 ? INFINITY : 1;
+    f->p = p;
+    f->verdict = f->too_few ? MLPROF__VERDICT_UNCHANGED
+                            : rule(p, f->ratio, up, down, opt);
+    if (f->verdict == MLPROF__VERDICT_SLOWER && b <= 0)
+      f->verdict = MLPROF__VERDICT_NEW;
+    if (f->verdict == MLPROF__VERDICT_FASTER && n <= 0)
+      f->verdict = MLPROF__VERDICT_REMOVED;
+    d->func_count[f->verdict]++;
+  }
+  if (!rc) {
+    d->funcs_per_step = per_step;
+    if (d->nfuncs)
+      mlprof__sort(d->funcs, d->nfuncs, sizeof *d->funcs, diff_func_cmp);
+  }
+  for (size_t i = 0; i < s.n; i++) {
+    free(s.e[i].vals[0]);
+    free(s.e[i].vals[1]);
+  }
+  free(s.e);
+  mlprof__map_clear(&s.ix);
+  for (int k = 0; k < 2; k++) {
+    for (size_t r = 0; sd[k].map && r < sd[k].n; r++) free(sd[k].map[r]);
+    free(sd[k].map);
+    free(sd[k].h);
+  }
+  return rc;
+}
+
 const char *mlprof__diff_likely(const mlprof__diff_zone *z,
                                 const mlprof__diff_options *opt) {
   if (!(z->too_few || z->runs_vary) || !z->tested) return NULL;
@@ -814,6 +1069,7 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
   if (!rc) rc = judge_machine(d, opt);
   /* Memory: the first run of each side (its sampling error is its own). */
   if (!rc) rc = mlprof__memdiff_build(&base->mem, &next->mem, opt, &d->mem);
+  if (!rc) rc = judge_funcs(base, nbase, next, nnext, opt, d);
   if (rc) {
     mlprof__diff_free(d);
     return rc;
@@ -849,6 +1105,7 @@ int mlprof__diff_step_slower(const mlprof__diff *d) {
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
   mlprof__memdiff_free(&d->mem);
+  free(d->funcs);
   mlprof__diff_side_free(&d->side[0]);
   mlprof__diff_side_free(&d->side[1]);
   free(d->unit_side[0].durations);

@@ -214,6 +214,37 @@ typedef struct {
   int runs_vary;
 } mlprof__diff_zone;
 
+/* A function's self time in the two runs, from their stack samples (each
+ * sample's time to its innermost function; functions matched by name and
+ * the file's last path component, so that runs from two checkouts match).
+ * Per step when both runs have step marks: each step's self time (0 in a
+ * step where it was never innermost), the steps compared by the zones' test
+ * (Mann-Whitney U) and rule (mlprof__diff_options), with the ratio of the
+ * means for the medians'. Per run otherwise: the samples it was innermost
+ * in, k_b and k_n (one a sample, whatever time each stands for), by the
+ * conditional test of two Poisson counts: with each run's density d
+ * (samples / sampled wall time), k_n given K = k_b + k_n is binomial with
+ * p = d_n / (d_b + d_n) when the self times are equal (normal approximation,
+ * continuity correction 0.5); too few below min_count samples. The same
+ * rule with the ratio of the self times. A side with none of its time is
+ * "new" or "removed" only when significant. With several runs a side, the
+ * steps of a side's runs are pooled; per run, a side's self time is the
+ * mean of its runs' and its samples are pooled (d times its runs). */
+typedef struct {
+  const char *function, *file; /* borrowed; file: its last component */
+  double base_ns, new_ns; /* self time a step (per_step), else in the run */
+  double ratio; /* new_ns / base_ns; INFINITY when only base_ns is 0 */
+  double p;     /* two-sided */
+  int too_few;  /* fewer than min_count steps (samples) a side, or no
+                   outcome could reach alpha */
+  mlprof__verdict verdict;
+} mlprof__diff_func;
+
+/* The functions compared: those with 1% of a run's sampled self time or
+ * more in either run, the MLPROF__DIFF_FUNCS largest. */
+#define MLPROF__DIFF_FUNCS 50
+#define MLPROF__DIFF_FUNC_MIN_SHARE 0.01
+
 typedef struct {
   double base, next; /* the runs' contention (options), NAN: unknown */
   double steal_base, steal_next; /* the runs' steal (options), NAN: unknown */
@@ -343,6 +374,14 @@ typedef struct {
   mlprof__diff_side side[2]; /* BASE's runs, NEW's runs */
   int time_regression;       /* regression by the zones, the step or per unit */
   mlprof__memdiff mem;       /* its growth is a regression too */
+  /* The functions (above), when both runs have stack samples: slower,
+   * faster, new, removed (each by |change|, largest first), unchanged (by
+   * self time, largest first).
+   * They decide no regression: the zones and the step do. */
+  int funcs_per_step; /* 1: per step, 0: per run */
+  mlprof__diff_func *funcs;
+  size_t nfuncs;
+  size_t func_count[MLPROF__VERDICT_COUNT];
 } mlprof__diff;
 
 /* Pools the zones of k >= 1 runs into *s (mlprof__diff_side): what diff

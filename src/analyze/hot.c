@@ -18,11 +18,23 @@
 
 #include "../base/base.h"
 #include "../format/wire.h"
+#include "findings.h"
+
+_Static_assert(MLPROF__HOT_PARTS == MLPROF__NPARTS, "one part per part");
 
 typedef struct {
   uint64_t t;
   uint32_t tid, stack, flags, zone_name, zone_depth;
+  uint32_t top_name, part_depth; /* MLPROF__NONE: none */
+  uint8_t part;
 } sample;
+
+/* A step mark (end 0) or a step end of a thread; seq keeps file order. */
+typedef struct {
+  uint64_t t;
+  uint32_t tid, seq;
+  int end;
+} mark;
 
 typedef struct {
   uint32_t a, b; /* frames: func id, line; nodes: parent, frame */
@@ -41,15 +53,22 @@ struct mlprof__hot_builder {
   size_t *zone_lens, nzones, zones_cap;
   uint64_t *zone_samples, *zone_cpu, *zone_wall_ns, *zone_cpu_ns;
   /* this profile's */
-  mlprof__map pfunc;  /* func id -> job func */
-  mlprof__map pframe; /* frame id -> index in pframes */
-  mlprof__map pnode;  /* stack id -> index in pnodes */
-  mlprof__map pzone;  /* zone name id -> job zone */
-  mlprof__map memo;   /* stack id -> job node + 1 (0 unused) */
+  mlprof__map pfunc;    /* func id -> job func */
+  mlprof__map pframe;   /* frame id -> index in pframes */
+  mlprof__map pnode;    /* stack id -> index in pnodes */
+  mlprof__map pzone;    /* zone name id -> job zone */
+  mlprof__map memo;     /* stack id -> job node + 1 (0 unused) */
+  mlprof__map pparts;   /* zone name id -> its part at top | nested << 8 */
+  mlprof__map label_ix; /* a sample's label (pack_label) -> index */
   pdef *pframes, *pnodes;
   size_t npframes, pframes_cap, npnodes, pnodes_cap;
   sample *samples;
   size_t nsamples, samples_cap;
+  mark *marks;
+  size_t nmarks, marks_cap;
+  uint32_t *mark_step; /* per sorted mark: its step's number, or NONE */
+  size_t mark_step_cap, step_self_cap;
+  mlprof__map step_self_ix; /* step << 32 | func -> index in step_self */
   double hz;
   mlprof__hot_sink sink;
   void *sink_ctx;
@@ -147,7 +166,12 @@ static int on_name(void *ud, const mlprof__name *n) {
   mlprof__hot_builder *b = ud;
   if (n->kind != MLPROF__NAME_ZONE) return 0;
   uint32_t z = job_zone(b, n->name, n->name_len);
-  if (z == MLPROF__NONE || mlprof__map_put(&b->pzone, n->id, z)) return fail(b);
+  uint32_t parts =
+      (uint32_t)mlprof__zone_part(n->category, n->name, n->name_len, 0) |
+      (uint32_t)mlprof__zone_part(n->category, n->name, n->name_len, 1) << 8;
+  if (z == MLPROF__NONE || mlprof__map_put(&b->pzone, n->id, z) ||
+      mlprof__map_put(&b->pparts, n->id, parts))
+    return fail(b);
   return 0;
 }
 
@@ -198,8 +222,14 @@ static int on_sample(void *ud, const mlprof__stack_sample *s) {
   if (mlprof__grow(&b->samples, &b->samples_cap, b->nsamples + 1,
                    sizeof *b->samples))
     return fail(b);
-  b->samples[b->nsamples++] =
-      (sample){s->t, s->tid, s->stack, s->flags, MLPROF__NONE, 0};
+  b->samples[b->nsamples++] = (sample){.t = s->t,
+                                       .tid = s->tid,
+                                       .stack = s->stack,
+                                       .flags = s->flags,
+                                       .zone_name = MLPROF__NONE,
+                                       .top_name = MLPROF__NONE,
+                                       .part_depth = MLPROF__NONE,
+                                       .part = MLPROF__PART_OTHER};
   b->out->cpu_ns += s->cpu_ns;
   return 0;
 }
@@ -217,16 +247,30 @@ static size_t lower(const mlprof__hot_builder *b, uint64_t t) {
   return lo;
 }
 
+/* The span's labels on its thread's samples: its zone where it is the
+ * innermost so far, its part where it is the innermost span with a part
+ * (the innermost part wins, as in the step breakdown), and itself as the
+ * outermost zone at depth 0. */
 static void label(mlprof__hot_builder *b, uint32_t tid, uint32_t name,
                   uint32_t depth, uint64_t begin, uint64_t end) {
+  uint32_t parts = mlprof__map_get(&b->pparts, name);
+  int part = parts == MLPROF__NONE ? MLPROF__PART_OTHER
+             : depth               ? (int)(parts >> 8)
+                                   : (int)(parts & 0xff);
   for (size_t i = lower(b, begin); i < b->nsamples && b->samples[i].t < end;
        i++) {
     sample *s = &b->samples[i];
-    if (s->tid == tid &&
-        (s->zone_name == MLPROF__NONE || s->zone_depth <= depth)) {
+    if (s->tid != tid) continue;
+    if (s->zone_name == MLPROF__NONE || s->zone_depth <= depth) {
       s->zone_name = name;
       s->zone_depth = depth;
     }
+    if (part != MLPROF__PART_OTHER &&
+        (s->part_depth == MLPROF__NONE || s->part_depth <= depth)) {
+      s->part = (uint8_t)part;
+      s->part_depth = depth;
+    }
+    if (depth == 0) s->top_name = name;
   }
 }
 
@@ -242,6 +286,49 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
+static int on_mark(mlprof__hot_builder *b, uint32_t tid, uint64_t t, int end) {
+  if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
+    return fail(b);
+  b->marks[b->nmarks] = (mark){t, tid, (uint32_t)b->nmarks, end};
+  b->nmarks++;
+  return 0;
+}
+
+static int on_step(void *ud, uint32_t tid, uint64_t t) {
+  return on_mark(ud, tid, t, 0);
+}
+
+static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
+  return on_mark(ud, tid, t, 1);
+}
+
+static int mark_order(const void *a, const void *b) {
+  const mark *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The number of the step of tid under way at t (mlprof__hot.marked_steps),
+ * or MLPROF__NONE: the thread's last mark or step end at or before t was a
+ * mark and something followed it (a step is from a mark to the next mark
+ * or step end: the time after the last one is none). marks sorted by
+ * mark_order, mark_step filled. */
+static uint32_t marked_step(const mlprof__hot_builder *b, uint32_t tid,
+                            uint64_t t) {
+  size_t lo = 0, hi = b->nmarks;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const mark *m = &b->marks[mid];
+    if (m->tid < tid || (m->tid == tid && m->t <= t))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > 0 && b->marks[lo - 1].tid == tid ? b->mark_step[lo - 1]
+                                               : MLPROF__NONE;
+}
+
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
   *v = (mlprof__visitor){.ud = b,
                          .stack_rate = on_rate,
@@ -251,7 +338,9 @@ void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
                          .stack_func = on_func,
                          .stack_frame = on_frame,
                          .stack_node = on_node,
-                         .stack_sample = on_sample};
+                         .stack_sample = on_sample,
+                         .step = on_step,
+                         .step_end = on_step_end};
   b->hz = 0;
 }
 
@@ -294,10 +383,25 @@ static uint32_t resolve(mlprof__hot_builder *b, uint32_t id) {
   return node;
 }
 
+/* A sample's label in 64 bits: zone and top (27 bits each; a job with
+ * more zones than that has them labelled "no zone"), part, marked. */
+static uint64_t pack_label(uint32_t zone, uint32_t top, int part, int marked) {
+  if (zone >= 1u << 27) zone = 0;
+  if (top >= 1u << 27) top = 0;
+  return (uint64_t)zone << 37 | (uint64_t)top << 10 | (uint64_t)part << 1 |
+         (uint64_t)(marked != 0);
+}
+
 static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
-                 int on_cpu, uint64_t ns) {
+                 uint32_t top, int part, int marked, int on_cpu, uint64_t ns) {
   mlprof__hot *h = b->out;
-  uint64_t key = ((uint64_t)node << 32) | zone;
+  uint64_t lkey = pack_label(zone, top, part, marked);
+  uint32_t label = mlprof__map_get(&b->label_ix, lkey);
+  if (label == MLPROF__NONE) {
+    label = (uint32_t)b->label_ix.count;
+    if (mlprof__map_put(&b->label_ix, lkey, label)) return fail(b);
+  }
+  uint64_t key = ((uint64_t)node << 32) | label;
   uint32_t i = mlprof__map_get(&b->stack_ix, key);
   if (i == MLPROF__NONE) {
     if (mlprof__grow(&h->stacks, &b->stacks_cap, h->nstacks + 1,
@@ -305,7 +409,11 @@ static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
         mlprof__map_put(&b->stack_ix, key, (uint32_t)h->nstacks))
       return fail(b);
     i = (uint32_t)h->nstacks++;
-    h->stacks[i] = (mlprof__hot_stack){node, zone, 0, 0, 0, 0};
+    h->stacks[i] = (mlprof__hot_stack){.node = node,
+                                       .zone = zone,
+                                       .top = top,
+                                       .part = (uint8_t)part,
+                                       .marked = (uint8_t)(marked != 0)};
   }
   uint64_t cns = on_cpu ? ns : 0;
   h->stacks[i].samples++;
@@ -323,6 +431,24 @@ static int count(mlprof__hot_builder *b, uint32_t node, uint32_t zone,
   return 0;
 }
 
+/* Adds ns of func's self time to marked step step. */
+static int step_self(mlprof__hot_builder *b, uint32_t step, uint32_t func,
+                     uint64_t ns) {
+  mlprof__hot *h = b->out;
+  uint64_t key = (uint64_t)step << 32 | func;
+  uint32_t i = mlprof__map_get(&b->step_self_ix, key);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&h->step_self, &b->step_self_cap, h->nstep_self + 1,
+                     sizeof *h->step_self) ||
+        mlprof__map_put(&b->step_self_ix, key, (uint32_t)h->nstep_self))
+      return fail(b);
+    i = (uint32_t)h->nstep_self++;
+    h->step_self[i] = (mlprof__hot_step_self){step, func, 0};
+  }
+  h->step_self[i].self_ns += ns;
+  return 0;
+}
+
 /* Longest time a sample stands for: a longer gap is the recording switched
  * off or the thread out of Python, not what its next sample shows. */
 #define MAX_WEIGHT_NS 1000000000u
@@ -332,6 +458,19 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   double interval = b->hz > 0 ? 1e9 / b->hz : 1e7;
   mlprof__map last; /* tid -> index of its previous sample + 1 */
   memset(&last, 0, sizeof last);
+  if (b->nmarks) {
+    mlprof__sort(b->marks, b->nmarks, sizeof *b->marks, mark_order);
+    if (mlprof__grow(&b->mark_step, &b->mark_step_cap, b->nmarks,
+                     sizeof *b->mark_step))
+      rc = fail(b);
+    for (size_t i = 0; i < b->nmarks && !rc; i++) {
+      const mark *m = &b->marks[i];
+      int closed = !m->end && i + 1 < b->nmarks && m[1].tid == m->tid &&
+                   b->out->marked_steps < MLPROF__NONE - 1;
+      b->mark_step[i] =
+          closed ? (uint32_t)b->out->marked_steps++ : MLPROF__NONE;
+    }
+  }
   for (size_t i = 0; i < b->nsamples && !rc; i++) {
     const sample *s = &b->samples[i];
     uint32_t prev = mlprof__map_get(&last, s->tid);
@@ -352,7 +491,16 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
                         ? 0
                         : mlprof__map_get(&b->pzone, s->zone_name);
     if (zone == MLPROF__NONE) zone = 0;
-    rc = count(b, node, zone, (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
+    uint32_t top = s->top_name == MLPROF__NONE
+                       ? 0
+                       : mlprof__map_get(&b->pzone, s->top_name);
+    if (top == MLPROF__NONE) top = 0;
+    uint32_t step = b->nmarks ? marked_step(b, s->tid, s->t) : MLPROF__NONE;
+    rc = count(b, node, zone, top, s->part, step != MLPROF__NONE,
+               (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
+    if (!rc && step != MLPROF__NONE && node != MLPROF__NONE)
+      rc = step_self(b, step, b->out->frames[b->out->nodes[node].frame].func,
+                     ns);
     if (!rc && b->sink)
       rc = b->sink(b->sink_ctx, s->tid, s->t, node, zone, s->flags, ns);
   }
@@ -363,7 +511,8 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   mlprof__map_clear(&b->pnode);
   mlprof__map_clear(&b->pzone);
   mlprof__map_clear(&b->memo);
-  b->npframes = b->npnodes = b->nsamples = 0;
+  mlprof__map_clear(&b->pparts);
+  b->npframes = b->npnodes = b->nsamples = b->nmarks = 0;
   return rc ? rc : b->err;
 }
 
@@ -540,6 +689,11 @@ int mlprof__hot_finish(mlprof__hot_builder *b) {
   mlprof__map_clear(&b->pnode);
   mlprof__map_clear(&b->pzone);
   mlprof__map_clear(&b->memo);
+  mlprof__map_clear(&b->pparts);
+  mlprof__map_clear(&b->label_ix);
+  mlprof__map_clear(&b->step_self_ix);
+  free(b->marks);
+  free(b->mark_step);
   free(b->pframes);
   free(b->pnodes);
   free(b->samples);
@@ -557,15 +711,139 @@ void mlprof__hot_free(mlprof__hot *h) {
   free(h->frames);
   free(h->nodes);
   free(h->stacks);
+  free(h->step_self);
   free(h->rows);
   for (size_t i = 0; i < h->nzones; i++) {
     free(h->zones[i].name);
     free(h->zones[i].rows);
   }
   free(h->zones);
+  for (size_t k = 0; k < MLPROF__HOT_PARTS; k++) free(h->parts[k].rows);
   for (size_t i = 0; i < h->nzone_names; i++) free(h->zone_names[i]);
   free(h->zone_names);
   memset(h, 0, sizeof *h);
+}
+
+int mlprof__hot_steps(mlprof__hot *h, int marks, const char *zone, size_t len) {
+  uint32_t step = MLPROF__NONE;
+  for (size_t z = 1; !marks && zone && z < h->nzone_names; z++)
+    if (strlen(h->zone_names[z]) == len &&
+        memcmp(h->zone_names[z], zone, len) == 0)
+      step = (uint32_t)z;
+  uint32_t *seen = calloc(h->nfuncs ? h->nfuncs : 1, sizeof *seen);
+  rowset r[MLPROF__HOT_PARTS];
+  memset(r, 0, sizeof r);
+  int rc = seen ? 0 : MLPROF_ENOMEM;
+  for (size_t i = 0; i < h->nstacks && !rc; i++) {
+    const mlprof__hot_stack *s = &h->stacks[i];
+    if (marks ? !s->marked : s->top != step) {
+      h->outside_samples += s->samples;
+      h->outside_wall_ns += s->wall_ns;
+      h->outside_on_cpu_ns += s->cpu_ns;
+      continue;
+    }
+    mlprof__hot_zone *p = &h->parts[s->part];
+    p->samples += s->samples;
+    p->on_cpu += s->on_cpu;
+    p->wall_ns += s->wall_ns;
+    p->on_cpu_ns += s->cpu_ns;
+    rc = add_stack(h, &r[s->part], s, seen, (uint32_t)i + 1);
+  }
+  for (size_t k = 0; k < MLPROF__HOT_PARTS; k++) {
+    if (!rc) {
+      rows_done(&r[k], &h->parts[k].rows, &h->parts[k].nrows);
+      continue;
+    }
+    free(r[k].rows);
+    mlprof__map_clear(&r[k].ix);
+    mlprof__map_clear(&r[k].lines);
+  }
+  free(seen);
+  if (rc) {
+    memset(h->parts, 0, sizeof h->parts);
+    h->outside_samples = h->outside_wall_ns = h->outside_on_cpu_ns = 0;
+  } else {
+    h->steps = 1;
+  }
+  return rc;
+}
+
+uint32_t mlprof__hot_callee(const mlprof__hot *h, const char *name, size_t len,
+                            double *share) {
+  uint32_t zone = MLPROF__NONE;
+  for (size_t z = 1; z < h->nzone_names; z++)
+    if (strlen(h->zone_names[z]) == len &&
+        memcmp(h->zone_names[z], name, len) == 0)
+      zone = (uint32_t)z;
+  uint64_t all = 0, samples = 0;
+  for (size_t i = 0; zone != MLPROF__NONE && i < h->nstacks; i++)
+    if (h->stacks[i].zone == zone) {
+      all += h->stacks[i].wall_ns;
+      samples += h->stacks[i].samples;
+    }
+  if (samples < MLPROF__HOT_CALLEE_MIN_SAMPLES || !all) return MLPROF__NONE;
+  /* Function paths: a node's path is its parent's path and its function
+   * (parents are made before their children, so come first). */
+  size_t n = h->nnodes;
+  uint32_t *fp = malloc((n ? n : 1) * sizeof *fp);
+  uint32_t *fp_parent = malloc((n ? n : 1) * sizeof *fp_parent);
+  uint32_t *fp_func = malloc((n ? n : 1) * sizeof *fp_func);
+  uint64_t *in = calloc(n ? n : 1, sizeof *in);
+  uint8_t *out = calloc(n ? n : 1, 1);
+  mlprof__map ix = {0};
+  uint32_t nfp = 0, best = MLPROF__NONE;
+  int ok = fp && fp_parent && fp_func && in && out;
+  for (size_t i = 0; i < n && ok; i++) {
+    uint32_t parent = h->nodes[i].parent == MLPROF__NONE
+                          ? MLPROF__NONE
+                          : fp[h->nodes[i].parent];
+    uint32_t func = h->frames[h->nodes[i].frame].func;
+    uint64_t key = (uint64_t)(uint32_t)(parent + 1) << 32 | func;
+    uint32_t k = mlprof__map_get(&ix, key);
+    if (k == MLPROF__NONE) {
+      k = nfp++;
+      fp_parent[k] = parent;
+      fp_func[k] = func;
+      ok = !mlprof__map_put(&ix, key, k);
+    }
+    fp[i] = k;
+  }
+  /* The zone's time under each path; which paths ran outside it. */
+  for (size_t i = 0; i < h->nstacks && ok; i++) {
+    const mlprof__hot_stack *s = &h->stacks[i];
+    for (uint32_t k = s->node == MLPROF__NONE ? MLPROF__NONE : fp[s->node];
+         k != MLPROF__NONE; k = fp_parent[k])
+      if (s->zone == zone)
+        in[k] += s->wall_ns;
+      else
+        out[k] = 1;
+  }
+  /* The paths over the share are nested (two over half share samples):
+   * from the root down, the first below every enclosing one. */
+  uint64_t min = (uint64_t)((double)all * MLPROF__HOT_CALLEE_SHARE);
+  uint64_t enclosing = (uint64_t)((double)all * 0.98);
+  size_t depth_best = 0;
+  for (uint32_t k = 0; k < nfp && ok; k++) {
+    if (in[k] < min || in[k] >= enclosing || out[k]) continue;
+    /* Called by an enclosing frame (an outermost one is none). */
+    uint32_t up = fp_parent[k];
+    if (up == MLPROF__NONE || (in[up] < enclosing && !out[up])) continue;
+    size_t depth = 0;
+    for (; up != MLPROF__NONE; up = fp_parent[up]) depth++;
+    if (best == MLPROF__NONE || depth < depth_best) {
+      best = k;
+      depth_best = depth;
+    }
+  }
+  uint32_t func = best == MLPROF__NONE || !ok ? MLPROF__NONE : fp_func[best];
+  if (func != MLPROF__NONE) *share = (double)in[best] / (double)all;
+  free(fp);
+  free(fp_parent);
+  free(fp_func);
+  free(in);
+  free(out);
+  mlprof__map_clear(&ix);
+  return func;
 }
 
 void mlprof__hot_frame_name(const mlprof__hot *h, uint32_t frame, char *buf,

@@ -11,6 +11,9 @@
 #include "../format/reader.h"
 #include "../model/job.h"
 
+/* The step parts (MLPROF__NPARTS of findings.h, which includes this). */
+#define MLPROF__HOT_PARTS 6
+
 /* A function (or a native symbol: file is the module, first_line 0). */
 typedef struct {
   char *file, *function;
@@ -29,12 +32,17 @@ typedef struct {
 } mlprof__hot_node;
 
 /* The samples of one stack (node MLPROF__NONE: no Python frame) under one
- * zone (index in zones; 0 is "no zone"): how many, and the time they stand
+ * label: the innermost zone open on the thread (index in zone_names; 0 is
+ * "no zone"), the outermost one (top, the same; the step zone's spans are
+ * steps), the step part of the innermost zone that has one (MLPROF__PART_*,
+ * findings.h; "other" when none) and whether a step mark of the thread had
+ * begun a step (marked). How many, and the time they stand
  * for. A sample stands for the time since its thread's previous sample (the
  * rate's interval for a thread's first), so a sampler that fell behind on a
  * busy machine does not bend the shares. */
 typedef struct {
-  uint32_t node, zone;
+  uint32_t node, zone, top;
+  uint8_t part, marked;
   uint64_t samples, on_cpu;
   uint64_t wall_ns, cpu_ns; /* all of them; those on a CPU */
 } mlprof__hot_stack;
@@ -49,9 +57,15 @@ typedef struct {
   uint64_t line_weight; /* how line was chosen */
 } mlprof__hot_row;
 
-/* A zone's samples and its functions by self time on a CPU, most first. */
 typedef struct {
-  char *name; /* "" for the samples taken in no zone */
+  uint32_t step, func;
+  uint64_t self_ns;
+} mlprof__hot_step_self;
+
+/* A zone's (or a step part's) samples and its functions by self time on a
+ * CPU, most first. */
+typedef struct {
+  char *name; /* "" for the samples taken in no zone; NULL for a part */
   uint64_t samples, on_cpu;
   uint64_t wall_ns, on_cpu_ns;
   mlprof__hot_row *rows;
@@ -82,6 +96,18 @@ typedef struct {
    * samples. */
   mlprof__hot_zone *zones;
   size_t nzones;
+  /* Set by mlprof__hot_steps when the job has steps: the samples inside
+   * them by step part (index MLPROF__PART_*), and those outside every step
+   * (start-up, between steps, shutdown). */
+  int steps;
+  mlprof__hot_zone parts[MLPROF__HOT_PARTS];
+  uint64_t outside_samples, outside_wall_ns, outside_on_cpu_ns;
+  /* The steps of the threads' step marks (a mark to the next mark or step
+   * end), numbered 0 to marked_steps - 1 over the job, and each function's
+   * self time (wall) in each of them where it had some (mlprof diff). */
+  uint64_t marked_steps;
+  mlprof__hot_step_self *step_self;
+  size_t nstep_self;
 } mlprof__hot;
 
 typedef struct mlprof__hot_builder mlprof__hot_builder;
@@ -107,6 +133,31 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b);
  * freed. b may be NULL. */
 int mlprof__hot_finish(mlprof__hot_builder *b);
 void mlprof__hot_free(mlprof__hot *h);
+
+/* Splits the samples taken inside the job's steps by step part (h->parts)
+ * and counts those outside (h->outside_*), as the step breakdown splits
+ * the steps' time (findings.h): steps are the intervals of the threads'
+ * step marks when marks is non-zero, else the spans of the outermost zone
+ * named zone (len bytes). Returns 0 or MLPROF_ENOMEM (h then has no
+ * parts). */
+int mlprof__hot_steps(mlprof__hot *h, int marks, const char *zone, size_t len);
+
+/* A share of a zone's sampled time at least this large is "under one
+ * callee" when below its enclosing frames (mlprof__hot_callee). */
+#define MLPROF__HOT_CALLEE_SHARE 0.6
+#define MLPROF__HOT_CALLEE_MIN_SAMPLES 20
+
+/* The one function most of the time sampled in the zone named name (len
+ * bytes) was spent under, when there is one: the shallowest function of
+ * the zone's stacks under MLPROF__HOT_CALLEE_SHARE of its sampled (wall)
+ * time or more that is below every enclosing frame (one under 98% or more
+ * of it, or one that also ran outside the zone: the frames that opened the
+ * zone and their callers). Functions are told apart by their path from the
+ * root, whatever line each frame was at. Returns the function (index in
+ * h->funcs) with its share in *share, or MLPROF__NONE: none, fewer than
+ * MLPROF__HOT_CALLEE_MIN_SAMPLES samples, or memory short. */
+uint32_t mlprof__hot_callee(const mlprof__hot *h, const char *name, size_t len,
+                            double *share);
 
 /* Writes the frame's name as "function (file:line)" into buf. */
 void mlprof__hot_frame_name(const mlprof__hot *h, uint32_t frame, char *buf,

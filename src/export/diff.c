@@ -342,6 +342,34 @@ static void json_shift(mlprof__out *o, const mlprof__diff *d) {
   mlprof__out_lit(o, "}");
 }
 
+/* The functions' self times (mlprof__diff_func), a leading comma included;
+ * none when a run has no stack samples. */
+static void json_funcs(mlprof__out *o, const mlprof__diff *d) {
+  if (!d->funcs) return;
+  mlprof__out_printf(o, ",\n\"functions\":{\"per\":\"%s\",\"rows\":[",
+                     d->funcs_per_step ? "step" : "run");
+  for (size_t i = 0; i < d->nfuncs; i++) {
+    const mlprof__diff_func *f = &d->funcs[i];
+    mlprof__out_str(o, i ? ",\n{\"function\":" : "\n{\"function\":");
+    mlprof__out_json_str(o, f->function, strlen(f->function));
+    mlprof__out_lit(o, ",\"file\":");
+    mlprof__out_json_str(o, f->file, strlen(f->file));
+    mlprof__out_printf(o, ",\"verdict\":\"%s\",\"too_few\":%s",
+                       mlprof__verdict_name(f->verdict),
+                       f->too_few ? "true" : "false");
+    mlprof__out_lit(o, ",\"base_self_ns\":");
+    mlprof__out_f64(o, f->base_ns);
+    mlprof__out_lit(o, ",\"new_self_ns\":");
+    mlprof__out_f64(o, f->new_ns);
+    mlprof__out_lit(o, ",\"ratio\":");
+    mlprof__out_f64(o, f->ratio);
+    mlprof__out_lit(o, ",\"p\":");
+    mlprof__out_f64(o, f->p);
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "]}");
+}
+
 int mlprof__export_diff_json(const mlprof__diff *d,
                              const mlprof__diff_options *opt, const char *bpath,
                              const mlprof__report *base, const char *npath,
@@ -442,7 +470,9 @@ int mlprof__export_diff_json(const mlprof__diff *d,
     }
     mlprof__out_lit(o, "}");
   }
-  mlprof__out_lit(o, "]}\n");
+  mlprof__out_lit(o, "]");
+  json_funcs(o, d);
+  mlprof__out_lit(o, "}\n");
   return 0;
 }
 
@@ -518,6 +548,46 @@ static void run_line(mlprof__out *o, const char *what, const char *path,
     mlprof__out_printf(o, " and %zu more run%s", runs - 1,
                        runs == 2 ? "" : "s");
   mlprof__out_lit(o, "\n");
+}
+
+/* The functions whose self time changed (mlprof__diff_func), most first:
+ * every one that is not unchanged, then unchanged ones up to FUNCS_SHOWN. */
+#define FUNCS_SHOWN 10
+
+static int funcs_text(mlprof__out *o, const mlprof__diff *d) {
+  if (!d->funcs) return 0;
+  size_t changed = d->nfuncs - d->func_count[MLPROF__VERDICT_UNCHANGED];
+  mlprof__out_printf(o,
+                     "\nFunctions (self time %s, from the stack samples; "
+                     "%zu changed of %zu compared)\n",
+                     d->funcs_per_step
+                         ? "a step: each step's, Mann-Whitney U"
+                         : "in the run: the runs' sample counts, Poisson test",
+                     changed, d->nfuncs);
+  static const char *const heads[] = {"function", "where",  "verdict", "base",
+                                      "new",      "change", "p"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lllrrrr")) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < d->nfuncs && (i < changed || i < FUNCS_SHOWN); i++) {
+    const mlprof__diff_func *f = &d->funcs[i];
+    char a[32], b[32], c[32], p[32];
+    mlprof__table_name(&t, f->function, strlen(f->function), 40);
+    mlprof__table_name(&t, f->file, strlen(f->file), 40);
+    mlprof__table_cell(&t, "%s%s", mlprof__verdict_name(f->verdict),
+                       f->too_few ? " (too few)" : "");
+    mlprof__fmt_duration(a, sizeof a, f->base_ns);
+    mlprof__fmt_duration(b, sizeof b, f->new_ns);
+    fmt_change(c, sizeof c, f->ratio);
+    if (f->p < 1e-300)
+      snprintf(p, sizeof p, "<1e-300");
+    else
+      snprintf(p, sizeof p, "%.2g", f->p);
+    mlprof__table_cell(&t, "%s", a);
+    mlprof__table_cell(&t, "%s", b);
+    mlprof__table_cell(&t, "%s", c);
+    mlprof__table_cell(&t, "%s", p);
+  }
+  return mlprof__table_print(&t, o);
 }
 
 int mlprof__export_diff_text(const mlprof__diff *d,
@@ -601,6 +671,7 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     mlprof__table_cell(&t, "%s", note);
   }
   int rc = mlprof__table_print(&t, o);
+  if (!rc) rc = funcs_text(o, d);
   size_t moved[2] = {0, 0}; /* slower, faster the machine explains */
   for (size_t i = 0; i < d->nzones; i++)
     if (d->zones[i].machine_explains)

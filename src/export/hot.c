@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <mlprof.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "export.h"
@@ -61,6 +62,31 @@ static int rows_table(const mlprof__hot *h, const mlprof__hot_row *rows,
   return mlprof__table_print(&t, o);
 }
 
+/* The samples inside the steps by step part (mlprof__hot_steps). */
+static int parts_text(const mlprof__hot *h, mlprof__out *o) {
+  uint64_t in = 0;
+  for (int k = 0; k < MLPROF__HOT_PARTS; k++) in += h->parts[k].on_cpu_ns;
+  if (!h->steps || !in) return 0;
+  char b[32], out[32];
+  fmt_ns(b, sizeof b, in);
+  fmt_ns(out, sizeof out, h->outside_on_cpu_ns);
+  mlprof__out_printf(o,
+                     "\nHot functions by step part (samples inside the steps, "
+                     "on a CPU: %s; outside them, start-up included: %s)\n",
+                     b, out);
+  for (int k = 0; k < MLPROF__HOT_PARTS; k++) {
+    const mlprof__hot_zone *p = &h->parts[k];
+    if (!p->on_cpu_ns) continue;
+    fmt_ns(b, sizeof b, p->on_cpu_ns);
+    mlprof__out_printf(o, "  %s: %s, %.1f%% of the steps' time on a CPU\n",
+                       mlprof__part_name(k), b, pct(p->on_cpu_ns, in));
+    int rc =
+        rows_table(h, p->rows, p->nrows, TOP_ZONE_FUNCS, p->on_cpu_ns, 1, o);
+    if (rc) return rc;
+  }
+  return o->err;
+}
+
 int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
   const mlprof__hot *h = &r->hot;
   if (!h->samples) return 0;
@@ -70,7 +96,9 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
   mlprof__fmt_duration(cpu, sizeof cpu, (double)h->cpu_ns);
   mlprof__out_printf(o,
                      "\nHot functions (stack samples%s: %" PRIu64
-                     " on a CPU of %" PRIu64 ", threads' CPU time %s)\n",
+                     " on a CPU of %" PRIu64
+                     ", threads' CPU time %s; the whole run, start-up "
+                     "included)\n",
                      rate, h->on_cpu, h->samples, cpu);
   int rc;
   if (h->on_cpu_ns) {
@@ -104,6 +132,7 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
                          o)))
       return rc;
   }
+  if ((rc = parts_text(h, o))) return rc;
   size_t zones = 0;
   for (size_t z = 0; z < h->nzones; z++) zones += h->zones[z].name[0] != 0;
   if (!zones) return o->err;
@@ -131,11 +160,13 @@ int mlprof__export_hot_text(const mlprof__report *r, mlprof__out *o) {
 
 int mlprof__export_hot_other_text(const mlprof__report *r, mlprof__out *o) {
   const mlprof__hot *h = &r->hot;
-  const mlprof__hot_zone *none = NULL;
-  for (size_t z = 0; z < h->nzones; z++)
-    if (!h->zones[z].name[0]) none = &h->zones[z];
-  if (!none || !none->on_cpu_ns || !none->nrows) return 0;
-  mlprof__out_lit(o, "  other, by stack samples in no zone (self, on a CPU):");
+  /* Only the samples of the "other" time itself: inside the steps, outside
+   * every part's zones. */
+  const mlprof__hot_zone *none = &h->parts[MLPROF__PART_OTHER];
+  if (!h->steps || !none->on_cpu_ns || !none->nrows) return 0;
+  mlprof__out_lit(o,
+                  "  other, by stack samples inside the steps outside every "
+                  "part's zones (self, on a CPU):");
   const char *sep = " ";
   for (size_t i = 0; i < none->nrows && i < 3; i++) {
     const mlprof__hot_row *row = &none->rows[i];
@@ -217,7 +248,34 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
     json_rows(h, hz->rows, hz->nrows < 20 ? hz->nrows : 20, o);
     mlprof__out_lit(o, "}");
   }
-  mlprof__out_lit(o, "]}");
+  mlprof__out_lit(o, "]");
+  if (h->steps) {
+    mlprof__out_lit(o, ",\n\"outside_steps\":{\"samples\":");
+    mlprof__out_u64(o, h->outside_samples);
+    mlprof__out_lit(o, ",\"wall_ns\":");
+    mlprof__out_u64(o, h->outside_wall_ns);
+    mlprof__out_lit(o, ",\"on_cpu_ns\":");
+    mlprof__out_u64(o, h->outside_on_cpu_ns);
+    mlprof__out_lit(o, "},\n\"parts\":{");
+    for (int k = 0; k < MLPROF__HOT_PARTS; k++) {
+      const mlprof__hot_zone *p = &h->parts[k];
+      mlprof__out_str(o, k ? ",\n\"" : "\n\"");
+      mlprof__out_str(o, mlprof__part_name(k));
+      mlprof__out_lit(o, "\":{\"samples\":");
+      mlprof__out_u64(o, p->samples);
+      mlprof__out_lit(o, ",\"on_cpu\":");
+      mlprof__out_u64(o, p->on_cpu);
+      mlprof__out_lit(o, ",\"wall_ns\":");
+      mlprof__out_u64(o, p->wall_ns);
+      mlprof__out_lit(o, ",\"on_cpu_ns\":");
+      mlprof__out_u64(o, p->on_cpu_ns);
+      mlprof__out_lit(o, ",\"functions\":");
+      json_rows(h, p->rows, p->nrows < 20 ? p->nrows : 20, o);
+      mlprof__out_lit(o, "}");
+    }
+    mlprof__out_lit(o, "}");
+  }
+  mlprof__out_lit(o, "}");
 }
 
 /* A frame's name in a folded line: ';' and newlines would split it. */
@@ -233,9 +291,29 @@ int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
                           mlprof__out *o) {
   const mlprof__hot *h = &r->hot;
   uint32_t chain[1100];
+  /* One line per stack (and zone): the stacks are kept per label (zone,
+   * step part...), so the same one may come several times. */
+  mlprof__map first = {0}; /* (node, zone) -> its first stack */
+  uint64_t *sum = calloc(h->nstacks ? h->nstacks : 1, sizeof *sum);
+  if (!sum) return MLPROF_ENOMEM;
   for (size_t i = 0; i < h->nstacks; i++) {
     const mlprof__hot_stack *s = &h->stacks[i];
-    uint64_t n = wall ? s->samples : s->on_cpu;
+    uint64_t key = (uint64_t)s->node << 32 | (by_zone ? s->zone : 0);
+    uint32_t at = mlprof__map_get(&first, key);
+    if (at == MLPROF__NONE) {
+      if (mlprof__map_put(&first, key, (uint32_t)i)) {
+        free(sum);
+        mlprof__map_clear(&first);
+        return MLPROF_ENOMEM;
+      }
+      at = (uint32_t)i;
+    }
+    sum[at] += wall ? s->samples : s->on_cpu;
+  }
+  mlprof__map_clear(&first);
+  for (size_t i = 0; i < h->nstacks; i++) {
+    const mlprof__hot_stack *s = &h->stacks[i];
+    uint64_t n = sum[i];
     if (!n || s->node == MLPROF__NONE) continue;
     size_t depth = 0;
     for (uint32_t k = s->node; k != MLPROF__NONE && depth < 1100;
@@ -261,5 +339,6 @@ int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
     }
     mlprof__out_printf(o, " %" PRIu64 "\n", n);
   }
+  free(sum);
   return o->err;
 }
