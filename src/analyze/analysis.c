@@ -72,18 +72,25 @@ static mlprof__visitor tee_visitor(tee *t) {
 }
 
 /* Reads profile p through the members of t: 0 when it was read (damage and
- * a read that stops early included: why says why), or MLPROF_ENOMEM. */
+ * a read that stops early included: why says why), or MLPROF_ENOMEM. The
+ * profile's first read leaves its mark in marks[i], by which the later ones
+ * read it again (mlprof__read_file_again: its CRCs are checked once). */
 static int read_profile(mlprof__analysis *a, mlprof__filtered *fd, size_t i,
                         const mlprof__job_profile *p, tee *t,
-                        mlprof__read_report *rep, int *rd, char *why,
-                        size_t whylen) {
+                        mlprof__read_mark *marks, mlprof__read_report *rep,
+                        int *rd, char *why, size_t whylen) {
   mlprof__visitor v = tee_visitor(t);
   mlprof__filter_read fr = {0};
   if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &v);
   memset(rep, 0, sizeof *rep);
   why[0] = '\0';
   a->reads++;
-  *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+  if (marks[i].valid) {
+    *rd = mlprof__read_file_again(p->path, &marks[i], &v, rep, why, whylen);
+  } else {
+    *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+    marks[i] = rep->mark;
+  }
   mlprof__filter_read_free(&fr);
   if (*rd == MLPROF_ENOMEM) return *rd;
   if (*rd && !why[0]) snprintf(why, whylen, "%s", mlprof_strerror(*rd));
@@ -103,7 +110,8 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
  * budget of raw durations: the spans again, for that zone's percentiles.
  * Returns 0 or MLPROF_ENOMEM. */
 static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
-                         mlprof__analysis *a, mlprof__stats *s) {
+                         mlprof__read_mark *marks, mlprof__analysis *a,
+                         mlprof__stats *s) {
   int rc;
   while ((rc = mlprof__stats_select_begin(s)) > 0) {
     for (size_t i = 0; i < job->count; i++) {
@@ -113,8 +121,8 @@ static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
       char why[256];
       int rd = 0;
       /* A file that went away or broke since pass 1 keeps what it gave. */
-      if ((rc = read_profile(a, fd, i, &job->profiles[i], &t, &rep, &rd, why,
-                             sizeof why)))
+      if ((rc = read_profile(a, fd, i, &job->profiles[i], &t, marks, &rep, &rd,
+                             why, sizeof why)))
         return rc;
     }
     if ((rc = mlprof__stats_select_end(s))) return rc;
@@ -126,7 +134,7 @@ static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
  * and the pyramid, which need nothing but the records. */
 static int first_pass(const mlprof__job *job, unsigned want,
                       const mlprof__analysis_opts *opts, mlprof__filtered *fd,
-                      mlprof__analysis *a) {
+                      mlprof__read_mark *marks, mlprof__analysis *a) {
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
@@ -172,7 +180,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     char why[256];
     int rd = 0;
     if (!rc && t.n)
-      rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
+      rc = read_profile(a, fd, i, p, &t, marks, &rep, &rd, why, sizeof why);
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
@@ -181,7 +189,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
     if (!rc && mb) rc = mlprof__memory_profile_end(mb);
   }
-  if (!rc && s) rc = select_passes(job, fd, a, s);
+  if (!rc && s) rc = select_passes(job, fd, marks, a, s);
   mlprof__lines_finish(lnb);
   if (hb) {
     /* Frees hb; hot is freed on failure. */
@@ -238,7 +246,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
  * neither needs are not read. */
 static int second_pass(const mlprof__job *job, unsigned want,
                        const mlprof__analysis_opts *opts, mlprof__filtered *fd,
-                       mlprof__analysis *a) {
+                       mlprof__read_mark *marks, mlprof__analysis *a) {
   mlprof__zone_pass *zp = NULL;
   mlprof__findings_builder *fb = NULL;
   mlprof__dist_builder *db = NULL;
@@ -260,7 +268,8 @@ static int second_pass(const mlprof__job *job, unsigned want,
     char why[256];
     int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
-    if (t.n) rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
+    if (t.n)
+      rc = read_profile(a, fd, i, p, &t, marks, &rep, &rd, why, sizeof why);
     if (fb && mlprof__findings_profile_end(fb) && !rc) rc = MLPROF_ENOMEM;
     if (!rc && db) rc = mlprof__dist_profile_end(db);
   }
@@ -409,8 +418,12 @@ int mlprof__analysis_run(const mlprof__job *job,
     memset(a, 0, sizeof *a);
     return MLPROF_EINVAL;
   }
-  if (!rc) rc = first_pass(job, want, opts, fd, a);
-  if (!rc) rc = second_pass(job, want, opts, fd, a);
+  mlprof__read_mark *marks = NULL;
+  if (!rc && !(marks = calloc(job->count ? job->count : 1, sizeof *marks)))
+    rc = MLPROF_ENOMEM;
+  if (!rc) rc = first_pass(job, want, opts, fd, marks, a);
+  if (!rc) rc = second_pass(job, want, opts, fd, marks, a);
+  free(marks);
   /* The pyramid's windows read the profiles again through the same filter
    * (lod.h). */
   if (!rc && (want & MLPROF__ANALYSIS_LOD)) {

@@ -230,7 +230,9 @@ static void label(mlprof__hot_builder *b, uint32_t tid, uint32_t name,
 
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
-  label(ud, tid, name, depth, begin, end);
+  mlprof__hot_builder *b = ud;
+  /* Most profiles have no stack samples: nothing to label, at no cost. */
+  if (b->nsamples) label(b, tid, name, depth, begin, end);
   return 0;
 }
 
