@@ -44,7 +44,6 @@ typedef struct {
   size_t n, cap;
 } u64vec;
 
-
 /* A zone's raw durations: 32 bits each while every one fits (spans under
  * 4.29 s: nearly all), half the memory to fill as the spans stream by; 64
  * from the first that does not. cap counts values, whatever their width. */
