@@ -15,6 +15,11 @@
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
+  /* gate[i]: NULL, or a count member i's spans (span and open) wait on:
+   * they join the reading at the first chunk that starts with it non-zero
+   * (the hot functions' spans, which label samples of earlier chunks). */
+  const size_t *gate[TEE_MAX];
+  int asleep; /* some gated member has not joined yet */
   size_t n;
   /* Per callback, the members that have it, in order (tee_visitor): a
    * record costs a call per member that reads it, no test of the others. */
@@ -42,6 +47,34 @@ _Static_assert(TEE_MAX >= 7, "pass 1 tees seven analyses");
 MLPROF__VISITOR_CALLBACKS(TEE)
 #undef TEE
 
+/* Member i reads callback cb now: it has it, and it is not a span (span,
+ * open) of a member whose gate is still shut (the names are constants:
+ * the comparisons fold away). */
+#define TEE_READS(t, i, cb)                           \
+  ((t)->v[i].cb && (!(t)->gate[i] || *(t)->gate[i] || \
+                    (strcmp(#cb, "span") && strcmp(#cb, "open"))))
+
+/* Lists, per callback, the members that read it now. */
+static void tee_lists(tee *t) {
+  t->asleep = 0;
+  for (size_t i = 0; i < t->n; i++) t->asleep |= t->gate[i] && !*t->gate[i];
+#define HAS(cb, ...)                \
+  t->cb##_n = 0;                    \
+  for (size_t i = 0; i < t->n; i++) \
+    if (TEE_READS(t, i, cb)) t->cb##_at[t->cb##_n++] = (uint8_t)i;
+  MLPROF__VISITOR_CALLBACKS(HAS)
+#undef HAS
+}
+
+/* A chunk begins: the members whose gates opened join, then the chunk is
+ * forwarded. */
+static int tee_chunk_gated(void *ud, uint16_t type, uint64_t off,
+                           uint32_t len) {
+  tee *t = ud;
+  if (t->asleep) tee_lists(t);
+  return tee_chunk(ud, type, off, len);
+}
+
 /* The visitor to read with: the one member as it is (no forwarding cost for
  * a pass of one analysis), else the tee, with only the callbacks some
  * member has so the reader skips what nobody reads. Fills t's lists. */
@@ -54,20 +87,22 @@ static mlprof__visitor tee_visitor(tee *t) {
 #define READS(cb, ...) reads |= t->v[i].cb != NULL;
     MLPROF__VISITOR_CALLBACKS(READS)
 #undef READS
-    if (reads) t->v[n++] = t->v[i];
+    if (reads) {
+      t->gate[n] = t->gate[i];
+      t->v[n++] = t->v[i];
+    }
   }
   t->n = n;
   if (t->n == 1) return t->v[0];
+  /* Every callback some member has, asleep or not, is the tee's. */
   mlprof__visitor v = {.ud = (void *)t};
-#define HAS(cb, ...)                        \
-  t->cb##_n = 0;                            \
-  for (size_t i = 0; i < t->n; i++)         \
-    if (t->v[i].cb) {                       \
-      t->cb##_at[t->cb##_n++] = (uint8_t)i; \
-      v.cb = tee_##cb;                      \
-    }
+#define HAS(cb, ...)                \
+  for (size_t i = 0; i < t->n; i++) \
+    if (t->v[i].cb) v.cb = tee_##cb;
   MLPROF__VISITOR_CALLBACKS(HAS)
 #undef HAS
+  tee_lists(t);
+  if (t->asleep) v.chunk = tee_chunk_gated;
   return v;
 }
 
@@ -173,7 +208,10 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
     if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
-    if (!rc && hb) mlprof__hot_profile_begin(hb, &t.v[t.n++]);
+    if (!rc && hb) {
+      t.gate[t.n] = mlprof__hot_samples(hb);
+      mlprof__hot_profile_begin(hb, &t.v[t.n++]);
+    }
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
     mlprof__read_report rep;

@@ -230,9 +230,7 @@ static void label(mlprof__hot_builder *b, uint32_t tid, uint32_t name,
 
 static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin, uint64_t end) {
-  mlprof__hot_builder *b = ud;
-  /* Most profiles have no stack samples: nothing to label, at no cost. */
-  if (b->nsamples) label(b, tid, name, depth, begin, end);
+  label(ud, tid, name, depth, begin, end);
   return 0;
 }
 
@@ -253,6 +251,10 @@ void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
                          .stack_node = on_node,
                          .stack_sample = on_sample};
   b->hz = 0;
+}
+
+const size_t *mlprof__hot_samples(const mlprof__hot_builder *b) {
+  return &b->nsamples;
 }
 
 /* The job's node of this profile's stack id (MLPROF__NONE when it cannot be

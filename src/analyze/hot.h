@@ -90,6 +90,11 @@ typedef struct mlprof__hot_builder mlprof__hot_builder;
 mlprof__hot_builder *mlprof__hot_begin(mlprof__hot *out);
 /* The visitor that reads one profile's stacks, samples and spans into b. */
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v);
+/* The profile's samples held so far. The spans (span and open) only label
+ * samples, which come before the spans that cover them, in an earlier
+ * chunk: a reader may leave the spans out while this is 0 at the start of
+ * a chunk (most profiles have no samples). */
+const size_t *mlprof__hot_samples(const mlprof__hot_builder *b);
 /* Adds the profile's samples to the result. 0 or MLPROF_ENOMEM. */
 int mlprof__hot_profile_end(mlprof__hot_builder *b);
 /* Computes the functions' rows and frees b: 0, or MLPROF_ENOMEM with *out
