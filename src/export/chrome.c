@@ -819,6 +819,24 @@ static void write_other_data(chrome *c, size_t profiles) {
   mlprof__out_lit(c->o, "}}}\n");
 }
 
+/* mlprof__trace_walk's emitter: a profile begins, and ends. */
+static int walk_begin(void *ud, size_t i) {
+  chrome *c = ud;
+  c->pid = c->plan.tpids[i];
+  c->host = c->plan.hosts[i];
+  c->prof = &c->job->profiles[i];
+  c->end_seen = 0;
+  c->end_ns = 0;
+  profile_start(c, c->prof, i);
+  return 0;
+}
+
+static int walk_finish(void *ud, const mlprof__read_report *rep) {
+  chrome *c = ud;
+  stack_defs_clear(&c->stk); /* ids are the profile's own */
+  return profile_finish(c, rep);
+}
+
 int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
                           mlprof__out *o, mlprof__chrome_result *res, char *err,
                           size_t errlen) {
@@ -856,65 +874,14 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       .alloc_free = on_alloc_free,
   };
   c.job = job;
+  const mlprof__trace_emitter e = {
+      .ud = &c, .begin = walk_begin, .finish = walk_finish};
   rc = mlprof__trace_plan_init(&c.plan, job);
-  mlprof__filtered *fd = NULL;
-  if (res) res->warning[0] = '\0';
-  if (!rc && filter &&
-      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
-    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
-                                res ? sizeof res->warning : errlen);
-  if (rc) snprintf(err, errlen, "out of memory");
-  if (!rc && mlprof__filtered_unmatched(fd)) {
-    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
-    rc = MLPROF_EINVAL;
-  }
   mlprof__out_lit(o, "{\"traceEvents\":[\n");
-  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    c.pid = c.plan.tpids[i];
-    c.host = c.plan.hosts[i];
-    c.prof = p;
-    c.end_seen = 0;
-    c.end_ns = 0;
-    profile_start(&c, p, i);
-    mlprof__read_report rep;
-    memset(&rep, 0, sizeof rep);
-    char why[256] = "";
-    mlprof__visitor fv = v;
-    mlprof__filter_read fr = {0};
-    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
-    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
-    stack_defs_clear(&c.stk); /* ids are the profile's own */
-    shown += fr.zones_shown;
-    hidden += fr.zones_hidden;
-    mlprof__filter_read_free(&fr);
-    if (o->err) {
-      rc = o->err;
-      snprintf(err, errlen, "cannot write the trace");
-      break;
-    }
-    if (rd == MLPROF_ENOMEM) {
-      rc = rd;
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if ((rc = profile_finish(&c, &rep))) {
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if (res && res->reads) res->reads[i] = rep;
-    if (res && res->read_errors)
-      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
-               !rd      ? ""
-               : why[0] ? why
-                        : mlprof_strerror(rd));
-  }
-  if (!rc && hidden && !shown) {
-    snprintf(err, errlen,
-             "--zone/--category/--exclude match no zone of this run");
-    rc = MLPROF_EINVAL;
-  }
+  if (rc)
+    snprintf(err, errlen, "out of memory");
+  else
+    rc = mlprof__trace_walk(job, filter, &v, &e, o, res, err, errlen);
   if (!rc && !(rc = mlprof__kv_dedupe(c.meta, &c.nmeta))) {
     write_other_data(&c, job->count);
     rc = o->err;
@@ -926,7 +893,6 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     res->events = c.events;
     res->bytes = mlprof__out_pos(o) - start;
   }
-  mlprof__filtered_free(fd);
   for (size_t i = 0; i < c.nthreads; i++) free(c.threads[i].args);
   for (size_t i = 0; i < c.nmeta; i++) {
     free(c.meta[i].key);

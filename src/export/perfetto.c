@@ -879,6 +879,21 @@ static int profile_finish(perfetto *c, const mlprof__read_report *rep) {
   return rc;
 }
 
+/* mlprof__trace_walk's emitter: a profile begins, and ends. */
+static int walk_begin(void *ud, size_t i) {
+  perfetto *c = ud;
+  c->pid = c->plan.tpids[i];
+  c->host = c->plan.hosts[i];
+  c->prof = &c->job->profiles[i];
+  c->end_seen = 0;
+  c->end_ns = 0;
+  return profile_start(c, i);
+}
+
+static int walk_finish(void *ud, const mlprof__read_report *rep) {
+  return profile_finish(ud, rep);
+}
+
 int mlprof__export_perfetto(const mlprof__job *job,
                             const mlprof__filter *filter, mlprof__out *o,
                             mlprof__chrome_result *res, char *err,
@@ -911,73 +926,17 @@ int mlprof__export_perfetto(const mlprof__job *job,
       .end = on_end,
       .sample = on_sample,
   };
+  const mlprof__trace_emitter e = {
+      .ud = &c, .begin = walk_begin, .finish = walk_finish};
   rc = mlprof__trace_plan_init(&c.plan, job);
-  mlprof__filtered *fd = NULL;
-  if (res) res->warning[0] = '\0';
-  if (!rc && filter &&
-      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
-    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
-                                res ? sizeof res->warning : errlen);
-  if (rc) snprintf(err, errlen, "out of memory");
-  if (!rc && mlprof__filtered_unmatched(fd)) {
-    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
-    rc = MLPROF_EINVAL;
-  }
-  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    c.pid = c.plan.tpids[i];
-    c.host = c.plan.hosts[i];
-    c.prof = p;
-    c.end_seen = 0;
-    c.end_ns = 0;
-    if ((rc = profile_start(&c, i))) {
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    mlprof__read_report rep;
-    memset(&rep, 0, sizeof rep);
-    char why[256] = "";
-    mlprof__visitor fv = v;
-    mlprof__filter_read fr = {0};
-    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
-    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
-    shown += fr.zones_shown;
-    hidden += fr.zones_hidden;
-    mlprof__filter_read_free(&fr);
-    if (rd == MLPROF_ENOMEM || o->err == MLPROF_ENOMEM) {
-      rc = MLPROF_ENOMEM;
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if (o->err) {
-      rc = o->err;
-      snprintf(err, errlen, "cannot write the trace");
-      break;
-    }
-    if ((rc = profile_finish(&c, &rep)) || (rc = o->err)) {
-      snprintf(
-          err, errlen,
-          rc == MLPROF_ENOMEM ? "out of memory" : "cannot write the trace");
-      break;
-    }
-    if (res && res->reads) res->reads[i] = rep;
-    if (res && res->read_errors)
-      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
-               !rd      ? ""
-               : why[0] ? why
-                        : mlprof_strerror(rd));
-  }
-  if (!rc && hidden && !shown) {
-    snprintf(err, errlen,
-             "--zone/--category/--exclude match no zone of this run");
-    rc = MLPROF_EINVAL;
-  }
+  if (rc)
+    snprintf(err, errlen, "out of memory");
+  else
+    rc = mlprof__trace_walk(job, filter, &v, &e, o, res, err, errlen);
   if (res) {
     res->events = c.events;
     res->bytes = mlprof__out_pos(o) - start;
   }
-  mlprof__filtered_free(fd);
   for (size_t i = 0; i < c.nthreads; i++) {
     free(c.threads[i].held);
     free(c.threads[i].args);
