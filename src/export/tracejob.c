@@ -132,10 +132,10 @@ void mlprof__trace_process_label(const mlprof__job *job, size_t index,
     }
 }
 
-int mlprof__trace_walk(const mlprof__job *job, const mlprof__filter *filter,
-                       const mlprof__visitor *v, const mlprof__trace_emitter *e,
-                       mlprof__out *o, mlprof__chrome_result *res, char *err,
-                       size_t errlen) {
+int mlprof__trace_walk(const mlprof__job *job, const mlprof__trace_plan *plan,
+                       const mlprof__filter *filter, const mlprof__visitor *v,
+                       const mlprof__trace_emitter *e, mlprof__out *o,
+                       mlprof__chrome_result *res, char *err, size_t errlen) {
   mlprof__filtered *fd = NULL;
   int rc = 0;
   if (res) res->warning[0] = '\0';
@@ -150,6 +150,9 @@ int mlprof__trace_walk(const mlprof__job *job, const mlprof__filter *filter,
   }
   size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
   for (size_t i = 0; i < job->count && !rc; i++) {
+    *e->at = (mlprof__trace_at){.prof = &job->profiles[i],
+                                .pid = plan->tpids[i],
+                                .host = plan->hosts[i]};
     if ((rc = e->begin(e->ud, i))) {
       snprintf(err, errlen, "out of memory");
       break;
