@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* At most this many analyses share a pass: pass 1 has seven (statistics,
- * resources, tree, lines, hot functions, pyramid, memory). */
+/* At most this many analyses share a pass: pass 1 has eight (statistics,
+ * resources, tree, lines, hot functions, pyramid, memory, the dashboard's
+ * stack samples). */
 #define TEE_MAX 8
 
 typedef struct {
@@ -27,7 +28,7 @@ typedef struct {
   MLPROF__VISITOR_CALLBACKS(TEE_HAS)
 #undef TEE_HAS
 } tee;
-_Static_assert(TEE_MAX >= 7, "pass 1 tees seven analyses");
+_Static_assert(TEE_MAX >= 8, "pass 1 tees eight analyses");
 
 /* Forwards a callback to every member that has it, in order; the first
  * non-zero return stops the read. */
@@ -180,6 +181,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
   mlprof__lod_builder *lb = NULL;
   mlprof__memory_builder *mb = NULL;
   mlprof__memory mem;
+  mlprof__flame_builder *fb = NULL;
   int rc = 0;
   if (want & MLPROF__ANALYSIS_STATS) {
     if (!(s = mlprof__stats_new()) || !(lnb = mlprof__lines_begin(&lines)) ||
@@ -191,6 +193,9 @@ static int first_pass(const mlprof__job *job, unsigned want,
   }
   if (!rc && (want & MLPROF__ANALYSIS_STATS) &&
       !(mb = mlprof__memory_begin(&mem)))
+    rc = MLPROF_ENOMEM;
+  if (!rc && hb && (want & MLPROF__ANALYSIS_FLAME) &&
+      !(fb = mlprof__flame_begin(&a->flame, hb, job)))
     rc = MLPROF_ENOMEM;
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))
@@ -214,6 +219,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     }
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
+    if (!rc && fb) mlprof__flame_profile_begin(fb, i, &t.v[t.n++]);
     mlprof__read_report rep;
     char why[256];
     int rd = 0;
@@ -226,6 +232,8 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && hb) rc = mlprof__hot_profile_end(hb);
     if (!rc && lb) rc = mlprof__lod_profile_end(lb);
     if (!rc && mb) rc = mlprof__memory_profile_end(mb);
+    /* After the hot functions', which hand it the profile's samples. */
+    if (!rc && fb) rc = mlprof__flame_profile_end(fb);
   }
   if (!rc && s) rc = select_passes(job, fd, marks, a, s);
   mlprof__lines_finish(lnb);
@@ -237,6 +245,13 @@ static int first_pass(const mlprof__job *job, unsigned want,
     else if (!hrc)
       mlprof__hot_free(&hot);
   }
+  if (fb && !rc) {
+    /* Frees fb; the flame is freed on failure. */
+    rc = mlprof__flame_finish(fb, &hot);
+    fb = NULL;
+    if (rc) mlprof__hot_free(&hot);
+  }
+  mlprof__flame_abort(fb);
   if (rc) {
     if (lnb) mlprof__lines_free(&lines);
     mlprof__stats_free(s);
@@ -441,6 +456,7 @@ int mlprof__analysis_run(const mlprof__job *job,
   unsigned want = opts->want;
   if (want & MLPROF__ANALYSIS_FINDINGS)
     want |= MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_RESOURCES;
+  if (want & MLPROF__ANALYSIS_FLAME) want |= MLPROF__ANALYSIS_STATS;
   a->have = want;
   const mlprof__filter *f = opts->filter;
   mlprof__filtered *fd = NULL;
@@ -494,5 +510,6 @@ void mlprof__analysis_free(mlprof__analysis *a) {
   mlprof__findings_free(&a->f);
   mlprof__tree_free(&a->tree);
   mlprof__lod_free(&a->lod);
+  mlprof__flame_free(&a->flame);
   memset(a, 0, sizeof *a);
 }

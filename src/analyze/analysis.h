@@ -23,6 +23,7 @@
 #include "../model/job.h"
 #include "filter.h"
 #include "findings.h"
+#include "flame.h"
 #include "lod.h"
 #include "resources.h"
 #include "stats.h"
@@ -34,7 +35,9 @@ enum {
   MLPROF__ANALYSIS_RESOURCES = 2, /* the samples' summary */
   MLPROF__ANALYSIS_FINDINGS = 4,  /* needs, so implies, the two above */
   MLPROF__ANALYSIS_TREE = 8,      /* the dashboard's tree and series */
-  MLPROF__ANALYSIS_LOD = 16       /* the span timeline's pyramid */
+  MLPROF__ANALYSIS_LOD = 16,      /* the span timeline's pyramid */
+  MLPROF__ANALYSIS_FLAME = 32     /* the dashboard's stack samples; implies
+                                     the statistics (the hot functions) */
 };
 
 typedef struct {
@@ -73,6 +76,7 @@ typedef struct {
   mlprof__findings f;
   mlprof__tree tree;
   mlprof__lod lod;
+  mlprof__flame flame;
   size_t reads; /* profile files read, for tests and benchmarks */
 } mlprof__analysis;
 

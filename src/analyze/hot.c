@@ -51,6 +51,8 @@ struct mlprof__hot_builder {
   sample *samples;
   size_t nsamples, samples_cap;
   double hz;
+  mlprof__hot_sink sink;
+  void *sink_ctx;
   int err;
 };
 
@@ -355,6 +357,8 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
                         : mlprof__map_get(&b->pzone, s->zone_name);
     if (zone == MLPROF__NONE) zone = 0;
     rc = count(b, node, zone, (s->flags & MLPROF__SAMPLE_ON_CPU) != 0, ns);
+    if (!rc && b->sink)
+      rc = b->sink(b->sink_ctx, s->tid, s->t, node, zone, s->flags, ns);
   }
   mlprof__map_clear(&last);
   if (b->hz > 0 && !b->out->interval_ns) b->out->interval_ns = 1e9 / b->hz;
@@ -365,6 +369,12 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   mlprof__map_clear(&b->memo);
   b->npframes = b->npnodes = b->nsamples = 0;
   return rc ? rc : b->err;
+}
+
+void mlprof__hot_set_sink(mlprof__hot_builder *b, mlprof__hot_sink sink,
+                          void *ctx) {
+  b->sink = sink;
+  b->sink_ctx = ctx;
 }
 
 mlprof__hot_builder *mlprof__hot_begin(mlprof__hot *out) {

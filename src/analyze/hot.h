@@ -95,6 +95,17 @@ void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v);
  * chunk: a reader may leave the spans out while this is 0 at the start of
  * a chunk (most profiles have no samples). */
 const size_t *mlprof__hot_samples(const mlprof__hot_builder *b);
+/* What a sample became once resolved, for an analysis that keeps more of it
+ * than the hot functions do (flame.h): its thread and time (the profile's
+ * ns), the job's node (MLPROF__NONE: no Python frame) and zone (an index in
+ * zone_names, 0: none), its MLPROF__SAMPLE_* flags and the ns it stands
+ * for. Returns 0 or MLPROF_ENOMEM, which fails the profile's end. */
+typedef int (*mlprof__hot_sink)(void *ctx, uint32_t tid, uint64_t t,
+                                uint32_t node, uint32_t zone, uint32_t flags,
+                                uint64_t ns);
+/* Calls sink with every sample counted from now on (NULL: none). */
+void mlprof__hot_set_sink(mlprof__hot_builder *b, mlprof__hot_sink sink,
+                          void *ctx);
 /* Adds the profile's samples to the result. 0 or MLPROF_ENOMEM. */
 int mlprof__hot_profile_end(mlprof__hot_builder *b);
 /* Computes the functions' rows and frees b: 0, or MLPROF_ENOMEM with *out

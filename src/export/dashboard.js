@@ -187,7 +187,8 @@
 
   /* A line chart of several series over job time, sharing state.zoom: drag
    * to zoom, double-click to reset. opts: fmt, height, marks, bands
-   * ([{t0, t1, label}]). */
+   * ([{t0, t1, label}]), points ([{t, v, label, attrs, onclick}]: markers
+   * drawn over the chart, clickable). */
   function lineChart(list, opts) {
     opts = opts || {};
     var W = 900, H = opts.height || 200, L = 70, Rm = 10, T = 10, B = 24;
@@ -277,6 +278,16 @@
       drag = null;
       sel.setAttribute('display', 'none');
       if (b - a > 4) { state.zoom = [tAt(a), tAt(b)]; render(); }
+    });
+    arr(opts.points).forEach(function (p) {
+      if (p.t < tmin || p.t > tmax) return;
+      var x = X(p.t), y = Y(p.v);
+      g.appendChild(sv('line', {x1: x, x2: x, y1: y, y2: H - B, stroke: '#c8372d', 'stroke-dasharray': '3,2', 'pointer-events': 'none'}));
+      var m = titled(sv('circle', Object.assign({cx: x, cy: y, r: 6, fill: '#c8372d', stroke: '#fff', 'stroke-width': 2,
+        style: p.onclick ? 'cursor:pointer' : null}, p.attrs || {})), p.label);
+      if (p.onclick) m.addEventListener('click', p.onclick);
+      g.appendChild(m);
+      g.appendChild(sv('text', {x: x + (x > W - 160 ? -9 : 9), y: Math.max(y - 8, T + 10), 'text-anchor': x > W - 160 ? 'end' : 'start', fill: '#c8372d', 'pointer-events': 'none', text: p.label.split('\n')[0]}));
     });
     g.addEventListener('dblclick', function () { state.zoom = null; render(); });
     var legend = el('div', {class: 'legend'}, list.map(function (s, i) {
@@ -615,13 +626,231 @@
       return {t0: l.begin_ns || 0, t1: l.end_ns || 0, label: 'leak? ' + (l.measure || '') + ' +' + g + (l.slope_mb_per_min !== undefined ? ' (' + num(l.slope_mb_per_min) + ' MB/min)' : '')};
     });
   }
+  /* ---- icicle ------------------------------------------------------------
+   * A generic icicle (flame graph, outermost on top) of a tree {name, value,
+   * children: [...]} drawn as SVG into host (its content replaced; each
+   * node gets a parent link). Click a frame to zoom into it, the top bar to
+   * zoom out. opts: id (the svg's), title (the top bar's text),
+   * color(node), label(node) (the text drawn on a frame; its name
+   * otherwise), tip(node, total) (the hover text, in the dashboard's tip),
+   * mark(node) (drawn outlined), onclick(node), root (a node to start
+   * zoomed on). Frames narrower than half a pixel are left out. Each frame's
+   * rect carries data-name, data-value and data-depth. Returns {zoom(node)}. */
+  function icicle(host, tree, opts) {
+    opts = opts || {};
+    var W = 900, rowH = 18, zoomed = opts.root || null;
+    function depth(n) {
+      var d = 0;
+      (n.children || []).forEach(function (c) { d = Math.max(d, depth(c)); });
+      return d + 1;
+    }
+    function path(n) { var p = []; for (var x = n; x; x = x.parent) p.unshift(x); return p; }
+    function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); }
+    link(tree);
+    /* The dashboard's tip follows the pointer over a frame. */
+    function hover(r, n, total) {
+      var text = opts.tip ? opts.tip(n, total) : n.name;
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+      return r;
+    }
+    function draw() {
+      while (host.firstChild) host.removeChild(host.firstChild);
+      var top = zoomed || tree, total = top.value || 1;
+      var H = (depth(top) + (top === tree ? 0 : 1)) * rowH + 2;
+      var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame', id: opts.id || null});
+      var bar = hover(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer', 'data-name': tree.name,
+        'data-value': tree.value, 'data-depth': 0}), tree, tree.value);
+      bar.addEventListener('click', function () { zoomed = null; draw(); });
+      g.appendChild(bar);
+      g.appendChild(sv('text', {x: 4, y: 13, 'pointer-events': 'none',
+        text: top !== tree ? '↑ ' + (opts.title || tree.name) + ' (click to zoom out) › ' + path(top).slice(1).map(function (n) { return n.name; }).join(' › ') : (opts.title || tree.name)}));
+      function frame(n, x, d, w) {
+        if (w < 0.5) return;
+        var c = opts.color ? opts.color(n) : COLORS[d % COLORS.length], marked = opts.mark && opts.mark(n);
+        var r = hover(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: c, style: 'cursor:pointer',
+          stroke: marked ? '#1d2330' : null, 'stroke-width': marked ? 2 : null, class: marked ? 'marked' : null,
+          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), n, total);
+        r.addEventListener('click', function () { hideTip(); zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
+        g.appendChild(r);
+        if (w > 40) {
+          var text = opts.label ? opts.label(n) : n.name;
+          var label = text.length * 6.5 > w - 6 ? text.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : text;
+          g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(c), text: label}));
+        }
+        var cx = x;
+        (n.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
+          var kw = k.value / total * W;
+          frame(k, cx, d + 1, kw); cx += kw;
+        });
+      }
+      if (top === tree) {
+        var cx = 0;
+        (tree.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
+          var kw = k.value / total * W;
+          frame(k, cx, 1, kw); cx += kw;
+        });
+      } else {
+        frame(top, 0, 1, W);
+      }
+      host.appendChild(g);
+    }
+    draw();
+    return {zoom: function (n) { zoomed = n; draw(); }};
+  }
+
+  /* ---- memory: allocations ----------------------------------------------
+   * D.memory (html_memory.c, docs/memory.md): per process live bytes over
+   * time with the peak and the step marks; allocation sites with their
+   * stacks. The live-bytes chart marks the peak (click: what was live then);
+   * the flame graph sums the sites by bytes at the peak or by bytes
+   * allocated, for one process and one zone or all; a leak links to its
+   * site there. */
+  var mem = {by: 'peak', proc: -1, zone: -1, site: -1, peakOf: -1};
+  function M() { return D.memory || null; }
+  /* Live bytes as span-timeline strips (tlSeries). */
+  function memSeries() {
+    var m = M();
+    return m ? arr(m.processes).map(function (p) {
+      return {subject: 'process', id: p.pid, label: '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
+    }) : [];
+  }
+  function memZoneName(z) { var n = arr(M().zones)[z]; return n ? n : '(no zone)'; }
+  function memFrameText(f) { return arr(M().frames)[f] || '?'; }
+  /* "file:line" of a frame's text, or the native frame itself. */
+  function memWhere(t) { var m = /^(.*:\d+) /.exec(t); return m ? m[1] : t; }
+  /* A site as the report names it: the program's own Python lines,
+   * innermost first, then the native frame (report.memory.sites). */
+  function memSiteWhere(s) {
+    var r = arr((R().memory || {}).sites)[s[8]];
+    if (!r) return s[7].length ? memFrameText(s[7][s[7].length - 1]) : '(no stack)';
+    var w = r.python || r.native || '-';
+    return r.python && r.native ? w + ' [' + r.native + ']' : w;
+  }
+  function memValue(s) { return mem.by === 'peak' ? s[2] : s[3]; }
+  /* The flame graph's tree: all › zone › frames outermost first, with the
+   * sites (indices) beneath each node. */
+  function memTree() {
+    var m = M(), root = {name: 'all', value: 0, count: 0, children: [], kids: {}, sites: []};
+    function add(parent, name, v, c, si, key) {
+      var n = parent.kids[name];
+      if (!n) { n = parent.kids[name] = {name: name, value: 0, count: 0, children: [], kids: {}, sites: [], key: key}; parent.children.push(n); }
+      n.value += v; n.count += c;
+      if (si >= 0) n.sites.push(si);
+      return n;
+    }
+    arr(m.sites).forEach(function (s, i) {
+      if ((mem.proc >= 0 && s[0] !== mem.proc) || (mem.zone >= 0 && s[1] !== mem.zone)) return;
+      var v = memValue(s);
+      if (v <= 0) return;
+      root.value += v; root.count += s[4]; root.sites.push(i);
+      var key = 'z' + s[1], n = add(root, 'zone ' + memZoneName(s[1]), v, s[4], i, key);
+      s[7].forEach(function (f) { key += '/' + f; n = add(n, memFrameText(f), v, s[4], i, key); });
+    });
+    if (mem.zone < 0) arr(m.other).forEach(function (o, p) {
+      var v = mem.by === 'peak' ? o[0] : o[1];
+      if (v <= 0 || (mem.proc >= 0 && p !== mem.proc)) return;
+      root.value += v; root.count += o[2];
+      add(root, '(other sites)', v, o[2], -1, 'other');
+    });
+    return root;
+  }
+  function memTip(n, total) {
+    var lines = [n.name, fmtBytes(n.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated') + ' (' + num(100 * n.value / (total || 1)) + '%)',
+      n.count + ' allocations' + (M().exact ? '' : ' (sampled records)')];
+    if (n.key && n.key !== 'other' && n.name.indexOf('zone ') !== 0) lines.push('at ' + memWhere(n.name));
+    return lines.join('\n');
+  }
+  /* Sites beneath node n hold the selected one: draw n outlined. */
+  function memMarked(n) { return mem.site >= 0 && n.sites && n.sites.indexOf(mem.site) >= 0 && n.key; }
+  function memSelect(id, val, opts, onchange) {
+    var s = el('select', {id: id, onchange: function () { onchange(s.value); }}, opts.map(function (o) {
+      return el('option', {value: o[0], text: o[1]});
+    }));
+    s.value = String(val);
+    return s;
+  }
+  /* The sites of process p live at its peak, largest first: a table. */
+  function memPeakSites(p) {
+    var m = M(), rows = [];
+    arr(m.sites).forEach(function (s, i) { if (s[0] === p && s[2] > 0) rows.push(i); });
+    rows.sort(function (a, b) { return m.sites[b][2] - m.sites[a][2]; });
+    var peak = m.processes[p].peak_bytes || 1;
+    return el('table', {id: 'mem-peak-sites'}, [el('tr', null, ['zone', 'at peak', 'share', 'allocated', 'count', 'where'].map(function (h, i) {
+      return el('th', {class: i === 0 || i === 5 ? 'l' : '', text: h});
+    }))].concat(rows.slice(0, 20).map(function (i) {
+      var s = m.sites[i];
+      return el('tr', {style: 'cursor:pointer', onclick: function () { memShowSite(i); }}, [el('td', {class: 'l', text: memZoneName(s[1])}),
+        el('td', {text: fmtBytes(s[2])}), el('td', {text: num(100 * s[2] / peak) + '%'}), el('td', {text: fmtBytes(s[3])}),
+        el('td', {text: s[4]}), el('td', {class: 'l mono', text: memSiteWhere(s)})]);
+    })));
+  }
+  /* Shows site i in the flame graph: its process, every zone, outlined. */
+  function memShowSite(i) {
+    var s = M().sites[i];
+    mem.site = i; mem.proc = s[0]; mem.zone = -1;
+    if (memValue(s) <= 0) mem.by = s[2] > 0 ? 'peak' : 'alloc';
+    render();
+    var f = document.getElementById('mem-flame-card');
+    if (f && f.scrollIntoView) f.scrollIntoView();
+  }
+  function memCards() {
+    var m = M();
+    if (!m) return [card('Allocations', el('p', {class: 'muted', text: 'No allocations recorded in these profiles (mlprof run records them by default; see docs/memory.md).'}))];
+    var out = [], procs = arr(m.processes), est = m.exact ? '' : ' (sampled: estimates)';
+    /* A live page's new data may hold fewer processes or other sites. */
+    if (mem.proc >= procs.length) mem.proc = -1;
+    if (mem.site >= arr(m.sites).length) mem.site = -1;
+    var charts = procs.map(function (p, i) {
+      var label = 'peak ' + fmtBytes(p.peak_bytes) + ' at ' + fmtNs(p.peak_ns) + '\nclick: what was live then';
+      return el('div', null, [el('b', {text: 'pid ' + p.pid + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
+        lineChart([{name: 'live bytes, pid ' + p.pid, t: p.t, v: p.v}], {fmt: fmtBytes, marks: p.steps, height: 160,
+          points: [{t: p.peak_ns, v: p.peak_bytes, label: label, attrs: {class: 'mem-peak', id: 'mem-peak-' + i, 'data-bytes': p.peak_bytes, 'data-ns': p.peak_ns},
+            onclick: function () { mem.peakOf = i; render(); var c = document.getElementById('mem-peak-card'); if (c && c.scrollIntoView) c.scrollIntoView(); }}]})]);
+    });
+    out.push(card('Live bytes (allocations)' + est, [el('p', {class: 'hint', text: 'The bytes the program had allocated and not freed, per process, on the job\'s time axis (the span timeline\'s). ' +
+      'The red dot is the peak: click it for what was live then. Dashed lines are step marks; drag to zoom, double-click to reset.'})].concat(charts)));
+    if (mem.peakOf >= 0 && mem.peakOf < procs.length) {
+      var pp = procs[mem.peakOf];
+      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: pid ' + pp.pid + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
+        el('p', {class: 'hint', text: 'Click a site to show it in the flame graph.'}), memPeakSites(mem.peakOf)]));
+    }
+    var zones = [[-1, 'every zone']], used = {};
+    arr(m.sites).forEach(function (s) { used[s[1]] = 1; });
+    Object.keys(used).map(Number).sort(function (a, b) { return memZoneName(a).localeCompare(memZoneName(b)); }).forEach(function (z) { zones.push([z, memZoneName(z)]); });
+    var controls = el('div', {class: 'legend'}, [
+      el('label', null, ['by ', memSelect('mem-by', mem.by, [['peak', 'bytes live at the peak'], ['alloc', 'bytes allocated']], function (v) { mem.by = v; render(); })]),
+      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, 'pid ' + p.pid]; })), function (v) { mem.proc = Number(v); render(); })]),
+      el('label', null, ['zone ', memSelect('mem-zone', mem.zone, zones, function (v) { mem.zone = Number(v); render(); })])]);
+    var host = el('div', {id: 'mem-flame-box'}), tree = memTree();
+    if (tree.value > 0)
+      icicle(host, tree, {id: 'mem-flame', title: 'all: ' + fmtBytes(tree.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated'),
+        color: function (n) { return n.name.indexOf('zone ') === 0 ? zoneColor(n.name.slice(5)) : n.name.charAt(0) === '[' ? '#8d6e63' : n.name === '(other sites)' ? '#adb5bd' : '#e8590c'; },
+        tip: memTip, mark: memMarked, label: function (n) { return n.name.replace(/^[^\[]*\/(?=[^/]*:\d+ )/, ''); }});
+    else host.appendChild(el('p', {class: 'muted', text: 'Nothing ' + (mem.by === 'peak' ? 'live at the peak' : 'allocated') + ' in this selection.'}));
+    out.push(el('div', {class: 'card', id: 'mem-flame-card'}, [el('h2', {text: 'Memory flame graph (allocation sites)' + est}), controls,
+      el('p', {class: 'hint', text: 'Each frame: bytes ' + (mem.by === 'peak' ? 'live at its process\'s peak' : 'allocated over the run') + ' by the allocations made beneath it; zone, then the stack from the outermost frame. Hover for bytes, count and file:line; click to zoom.' +
+        (m.other_sites ? ' ' + m.other_sites + ' smaller sites are summed as (other sites).' : '')}), host]));
+    var leaks = [];
+    arr(m.sites).forEach(function (s, i) { if (s[6] > 0) leaks.push(i); });
+    out.push(card('Leaks (allocation sites growing step after step)', leaks.length ? el('table', {id: 'mem-leaks'}, [el('tr', null, ['pid', 'zone', 'per step', 'live at end', 'where', ''].map(function (h, i) {
+      return el('th', {class: i === 1 || i === 4 ? 'l' : '', text: h});
+    }))].concat(leaks.map(function (i) {
+      var s = m.sites[i];
+      return el('tr', null, [el('td', {text: procs[s[0]].pid}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
+        el('td', {text: fmtBytes(s[5])}), el('td', {class: 'l mono', text: memSiteWhere(s)}),
+        el('td', null, el('a', {href: '#memory', class: 'mem-leak-link', 'data-site': i, text: 'show in flame graph', onclick: function (ev) { ev.preventDefault(); memShowSite(i); }}))]);
+    }))) : el('p', {class: 'muted', text: 'No allocation site grows step after step.'})));
+    return out;
+  }
+
   function viewMemory() {
-    var out = [], leaks = arr(R().leaks);
+    var out = memCards(), leaks = arr(R().leaks);
     out.push(chartCard('RSS per process', named(bySubj('process', 'rss_bytes')), fmtBytes, {bands: leakBands('process')}));
     out.push(chartCard('GPU memory per process', named(bySubj('process', 'gpu_mem_bytes')), fmtBytes));
     out.push(chartCard('GPU memory used per device', named(bySubj('gpu', 'gpu_mem_used_bytes')), fmtBytes, {bands: leakBands('gpu')}));
     out.push(chartCard('System memory used', named(bySubj('system', 'mem_used_bytes')), fmtBytes));
-    out.push(card('Leaks', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
+    out.push(card('Leaks (RSS and GPU memory growing)', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
       return el('tr', null, [el('td', {text: l.measure}), el('td', {text: (l.subject || '') + ' ' + (l.id !== undefined ? l.id : '')}),
         el('td', {text: num(l.growth_mb) + ' MB'}), el('td', {text: l.slope_mb_per_min !== undefined ? num(l.slope_mb_per_min) + ' MB/min' : '–'}),
         el('td', {text: fmtNs(l.begin_ns)}), el('td', {text: fmtNs(l.end_ns)})]);
@@ -735,17 +964,17 @@
     var c = C(), runs = arr(c.runs), zones = arr(c.zones), rk = c.ranking || {};
     var steps = rk.step_basis === 'steps', out = [];
     out.push(card('Recommendation', el('p', {id: 'recommendation', text: c.recommendation || ''})));
-    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step time', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
+    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step p50', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
     var rrows = runs.map(function (r, i) {
       var best = c.fastest && c.fastest.run === i;
       return el('tr', null, [el('td', {text: i + 1}), el('td', {class: 'name' + (best ? ' fastest' : ''), text: r.label}),
         el('td', {class: 'name', title: r.path, text: r.path}), el('td', {text: fmtNs(r.wall_ns)}), el('td', {text: r.spans}),
-        el('td', {text: r.step_intervals ? fmtNs(r.step_mean_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
+        el('td', {title: r.step_p50_interval_ns ? '95% interval ' + fmtNs(r.step_p50_interval_ns[0]) + ' .. ' + fmtNs(r.step_p50_interval_ns[1]) + '; mean ' + fmtNs(r.step_mean_ns) : '', text: r.step_intervals && r.step_p50_ns != null ? fmtNs(r.step_p50_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
     });
     function ranking(order, what) {
       return el('div', null, [el('b', {text: what}), el('ol', {class: 'ranking'}, arr(order).map(function (i) {
         var r = runs[i] || {};
-        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_mean_ns))})]);
+        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_p50_ns))})]);
       }))]);
     }
     out.push(card('Runs (' + runs.length + ')', [el('table', {id: 'compare-runs'}, [el('thead', null, rhead), el('tbody', null, rrows)]),
@@ -842,10 +1071,14 @@
 
   /* Diff: what mlprof diff says of two runs (D.diff, schema mlprof.diff/1)
    * with each side's distribution; the other views show NEW. */
-  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)'};
+  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)', machine: 'var(--mut)'};
+  /* The verdict a person reads: "machine" for a move the machine explains. */
+  function shownVerdict(z) { return z.machine_explains ? 'machine' : z.verdict; }
   function fmtChange(x) { return x === null || x === undefined ? '–' : !isFinite(x) ? '+inf' : (x >= 0 ? '+' : '') + num(100 * x, 1) + '%'; }
   function fmtP(t) { return !t ? '–' : t.p < 1e-300 ? '<1e-300' : t.p.toPrecision(2); }
   function diffNote(z, shift) {
+    if (z.machine_explains && z.explained_by === 'load') return 'no more than the machine explains';
+    if (z.runs_vary) return 'the runs vary';
     if (shift.detected && z.vs_shift) return z.vs_shift.verdict === 'unchanged' ? 'with the common shift' : fmtChange(z.vs_shift.change) + ' beyond the common shift';
     if (z.verdict === 'new') return 'not in BASE';
     if (z.verdict === 'removed') return 'not in NEW';
@@ -855,16 +1088,19 @@
   function viewDiff() {
     var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
     var th = num(100 * d.threshold, 1) + '%';
-    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th : 'no regression';
+    var machine = d.machine || {}, moved = zones.filter(function (z) { return z.machine_explains; }).length;
+    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th
+      : moved ? 'no regression: ' + moved + ' zone' + (moved === 1 ? '' : 's') + ' moved with the machine' : 'no regression';
     out.push(card('Verdict', [el('p', {id: 'diff-verdict', class: d.regression ? 'bad' : '', text: verdict}),
       figures([['base', d.base.path], ['new', d.new.path], ['threshold (ratio of medians)', th], ['alpha (Mann-Whitney U, two-sided)', String(d.alpha)],
         ['min spans a side', String(d.min_count)], ['slower / faster', sm.slower + ' / ' + sm.faster], ['unchanged', String(sm.unchanged)],
         ['new / removed', sm['new'] + ' / ' + sm.removed]]),
-      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null]));
+      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null,
+      machine.slower ? el('p', {id: 'diff-machine', class: 'warn', text: 'Machine: ' + machine.note}) : null]));
     var heads = ['zone', 'verdict', 'base n', 'new n', 'base p50', 'new p50', 'change', 'p', 'note'];
     var body = zones.map(function (z) {
       return el('tr', null, [el('td', {class: 'name', title: z.name, text: z.name}),
-        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[z.verdict] + ';font-weight:600', text: z.verdict}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[shownVerdict(z)] + ';font-weight:600', text: shownVerdict(z)}),
         el('td', {text: z.base ? z.base.count : '–'}), el('td', {text: z['new'] ? z['new'].count : '–'}),
         el('td', {text: z.base ? fmtNs(z.base.median_ns) : '–'}), el('td', {text: z['new'] ? fmtNs(z['new'].median_ns) : '–'}),
         el('td', {text: fmtChange(z.change)}), el('td', {title: z.test ? 'U ' + z.test.u + ' (' + z.test.method + '), P(new longer) ' + num(z.test.p_longer) : null, text: fmtP(z.test)}),
@@ -877,7 +1113,7 @@
     var dist = arr(D.diff_dist);
     out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
       var q = arr(dist[k]);
-      return {name: z.name + '  ' + z.verdict + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
+      return {name: z.name + '  ' + shownVerdict(z) + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
     }), 30));
     var warn = [];
     [['base', d.base], ['new', d['new']]].forEach(function (r) { arr(r[1].warnings).forEach(function (w) { warn.push(r[0] + ': ' + w); }); });
@@ -1015,9 +1251,10 @@
       }
       l.tracks[x[5]] = i;
     });
+    stLanes(list);
     list.sort(function (a, b) { return (a.rank - b.rank) || (a.pid - b.pid) || (a.tid - b.tid); });
     var y = AXIS;
-    list.forEach(function (l) { l.y = y; y += LANE_HEAD + l.tracks.length * ROW + 4; });
+    list.forEach(function (l) { l.y = y; y += LANE_HEAD + l.tracks.length * ROW + 4 + stLaneH(l); });
     return {list: list, h: y};
   }
   function tlExtent() {
@@ -1055,7 +1292,7 @@
   }
   function tlSeries() {
     var want = ['cpu_pct', 'rss_bytes', 'gpu_util_pct', 'cpu_user_pct'];
-    return series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; }).slice(0, 6);
+    return memSeries().slice(0, 2).concat(series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; })).slice(0, 6);
   }
   function tlDraw() {
     var c = TL.canvas;
@@ -1100,6 +1337,7 @@
       drawn++;
       if (r.count[i] > 1) merged++;
     });
+    c.setAttribute('data-samples', stDrawMarks(g, lanes, v0, v1, nsPx, X, W));
     /* sampled series beneath, on the same time axis */
     var y0 = lanes.h;
     ser.forEach(function (s, k) {
@@ -1112,6 +1350,11 @@
         if (on) g.lineTo(px, py); else { g.moveTo(px, py); on = true; }
       }
       g.stroke();
+      if (s.peak_ns !== undefined && s.peak_ns >= v0 && s.peak_ns <= v1) {
+        /* the allocations' peak: a red tick */
+        g.fillStyle = '#c8372d';
+        g.fillRect(X(s.peak_ns) - 1, y + 2, 3, STRIP - 6);
+      }
       g.fillStyle = '#4a5263';
       g.fillText(subjectName(s) + ' ' + s.measure + ' (max ' + fmt(vmax) + ')', 4, y + 6);
     });
@@ -1165,6 +1408,8 @@
   /* The item at canvas point (x, y), or null. */
   function tlHit(x, y) {
     var W = TL.canvas.clientWidth, nsPx = (TL.v1 - TL.v0) / W, t = TL.v0 + x * nsPx, lanes = tlLanes(), hit = null;
+    var sample = stHit(lanes, x, y, TL.v0, nsPx);
+    if (sample) return sample;
     var lv = tlLevel(TL.v0, TL.v1, nsPx);
     tlEach(lanes, lv, t - 2 * nsPx, t + 2 * nsPx, function (l, depth, r, i) {
       var ty = l.y + LANE_HEAD + depth * ROW;
@@ -1177,6 +1422,7 @@
     if (!box) return;
     while (box.firstChild) box.removeChild(box.firstChild);
     if (!s) { box.appendChild(el('p', {class: 'muted', text: 'Click a span for its details.'})); return; }
+    if (s.sample) { stSampleInfo(box, s.sample); return; }
     var r = s.r, i = s.i, name = s.lv.names[r.name[i]] || '', dur = r.e[i] - r.b[i], self = r.busy[i];
     var kids = s.lv.runs[s.lane.tracks[s.depth + 1]];
     if (kids && r.count[i] === 1) for (var k = tlFirst(kids, r.b[i]); k < kids.b.length && kids.b[k] < r.e[i]; k++) self -= kids.busy[k];
@@ -1250,7 +1496,7 @@
     c.addEventListener('click', function (ev) {
       if (moved) return;
       var sel = TL.sel = tlHit(ev.offsetX, ev.offsetY);
-      if (sel && sel.r.count[sel.i] === 1)
+      if (sel && sel.r && sel.r.count[sel.i] === 1)
         tlArgs(sel.lane.tracks[sel.depth], sel.r.b[sel.i], sel.r.e[sel.i], function (x) { sel.more = x; if (TL.sel === sel) tlInfo(); });
       tlRedraw();
     });
@@ -1268,7 +1514,7 @@
     tlRedraw();
     return [card('Spans', [el('p', {class: 'hint', text: 'Wheel or W/S (↑/↓) to zoom, drag or A/D (←/→) to pan, 0 to see all; click a span for its details. ' +
       'Pale bars merge spans shorter than a pixel.' + (D.timeline_url ? ' Zoomed in, the server sends every span of the window.' : '')}),
-      el('div', {class: 'spans-box'}, c), TL.note]), card('Span', TL.info)];
+      stLaneToggle(), el('div', {class: 'spans-box'}, c), TL.note]), card('Span', TL.info)];
   }
   /* For the browser tests: set the view, read what the last frame drew. */
   window.mlprofTimeline = {
@@ -1282,6 +1528,369 @@
           track: l.tracks[depth], y: l.y + LANE_HEAD + depth * ROW + ROW / 2});
       });
       return {res: lv ? lv.res : 0, items: out};
+    }
+  };
+
+  /* ---- stack samples (D.stacks) ---------------------------------------------
+   * The Stacks view: an icicle of the sampled stacks (outermost on top), the
+   * frames of one function merged at each depth, in CPU time (the samples
+   * taken on a CPU) or wall time (all of them), filtered by the zone each
+   * sample fell in (the innermost open on its thread), steps, process,
+   * thread and rank; a click on a frame zooms into it. And the samples on the
+   * span timeline: a thin strip under each thread's lane, a tick per sample
+   * (dark: on a CPU), toggled by a check box; a click on one shows its stack.
+   * Kept apart from the rest: every name here starts with st. */
+  var ST = {src: null, dec: null, mode: 'cpu', zone: -2, proc: -1, thread: -1, rank: 'all', steps: '',
+    zoom: [], lane: true, marksSrc: null, marks: null, frames: []};
+  var ST_ROW = 17, ST_W = 1100, ST_STRIP = 7, ST_MAX_DEPTH = 300;
+  var ST_COLORS = ['#e8590c', '#f08c00', '#d9480f', '#f59f00', '#e67700', '#fa5252', '#fab005', '#ff922b', '#ffa94d', '#fcc419'];
+
+  function stData() { return D.stacks || null; }
+  function hasStacks() { var s = stData(); return !!(s && s.samples > 0); }
+  /* The page's stacks decoded once per data: funcs, nodes and each node's
+   * path of function keys from the outermost frame. */
+  function stDecoded() {
+    var s = stData();
+    if (ST.src === s) return ST.dec;
+    ST.src = s;
+    var files = arr(s.files), f = arr(s.funcs), n = arr(s.nodes), funcs = [], nodes = [];
+    for (var i = 0; i + 2 < f.length; i += 3) funcs.push({file: f[i] >= 0 ? files[f[i]] : '', name: f[i + 1], first: f[i + 2]});
+    for (var k = 0; k + 2 < n.length; k += 3) nodes.push({parent: n[k], func: n[k + 1], line: n[k + 2]});
+    var rows = [], r = arr(s.rows);
+    for (var j = 0; j + 7 < r.length; j += 8)
+      rows.push({node: r[j], zone: r[j + 1], thread: r[j + 2], step: r[j + 3], n: r[j + 4], nCpu: r[j + 5], wall: r[j + 6], cpu: r[j + 7]});
+    ST.dec = {funcs: funcs, nodes: nodes, rows: rows, paths: {}, zones: arr(s.zones), procs: arr(s.procs), threads: arr(s.threads)};
+    return ST.dec;
+  }
+  /* Node i's frames from the outermost: [node...]; [] for no Python frame. */
+  function stPath(d, i) {
+    if (i < 0) return [];
+    var p = d.paths[i];
+    if (p) return p;
+    p = [];
+    for (var k = i, guard = 0; k >= 0 && guard < 100000; k = d.nodes[k].parent, guard++) p.push(k);
+    p.reverse();
+    d.paths[i] = p;
+    return p;
+  }
+  function stFuncLabel(d, f) { return f < 0 ? '(no Python frame)' : d.funcs[f].name; }
+  function stWhere(d, f, line) {
+    if (f < 0) return '';
+    var fn = d.funcs[f];
+    return fn.file + (line > 0 ? ':' + line : fn.first > 0 ? ':' + fn.first : '');
+  }
+  /* The steps field: {a, b} (b exclusive, Infinity: to the end), null for
+   * every sample, or a string saying what is wrong. Like --steps A:B; a
+   * lone N is step N. */
+  function stSteps(text) {
+    var t = String(text || '').trim(), m;
+    if (!t) return null;
+    if ((m = /^(\d+)$/.exec(t))) return {a: +m[1], b: +m[1] + 1};
+    if ((m = /^(\d*):(\d*)$/.exec(t))) {
+      var a = m[1] === '' ? 0 : +m[1], b = m[2] === '' ? Infinity : +m[2];
+      return b > a ? {a: a, b: b} : 'steps A:B wants A < B';
+    }
+    return 'steps: N, A:B, A: or :B';
+  }
+  function stRankOf(d, th) { var p = d.procs[d.threads[th][0]]; return p ? p[1] : -1; }
+  /* Whether row r passes the filters (st: the parsed steps). */
+  function stKeep(d, r, st, width) {
+    if (ST.zone !== -2 && r.zone !== ST.zone) return false;
+    if (ST.thread >= 0 && r.thread !== ST.thread) return false;
+    var th = d.threads[r.thread];
+    if (ST.proc >= 0 && th[0] !== ST.proc) return false;
+    if (ST.rank !== 'all' && stRankOf(d, r.thread) !== +ST.rank) return false;
+    if (st && typeof st === 'object') {
+      if (r.step < 0) return false;
+      /* A bucket holds steps [step * width, (step + 1) * width). */
+      var lo = r.step * width, hi = lo + width;
+      if (hi <= st.a || lo >= st.b) return false;
+    }
+    return true;
+  }
+  /* The icicle of the rows kept: nodes {key, func, total, self, n, lines,
+   * kids}, merged by function under each parent; and per function its self
+   * and total (once per sample however deep the recursion). */
+  function stTree(d) {
+    var s = stData(), st = stSteps(ST.steps), width = s.step_width || 1, cpu = ST.mode === 'cpu';
+    var root = {key: 'all', func: -2, total: 0, self: 0, n: 0, lines: {}, kids: {}}, funcs = {};
+    d.rows.forEach(function (r) {
+      if (!stKeep(d, r, st, width)) return;
+      var w = cpu ? r.cpu : r.wall, n = cpu ? r.nCpu : r.n;
+      if (w <= 0) return;
+      var path = stPath(d, r.node), cur = root, seen = {};
+      root.total += w; root.n += n;
+      var steps = path.length ? path : [-1];
+      steps.forEach(function (nd, k) {
+        var f = nd < 0 ? -1 : d.nodes[nd].func, line = nd < 0 ? 0 : d.nodes[nd].line, key = String(f);
+        var c = cur.kids[key];
+        if (!c) c = cur.kids[key] = {key: key, func: f, total: 0, self: 0, n: 0, lines: {}, kids: {}};
+        c.total += w; c.n += n;
+        c.lines[line] = (c.lines[line] || 0) + w;
+        var g = funcs[key] || (funcs[key] = {func: f, self: 0, total: 0, lines: {}});
+        if (!seen[key]) { seen[key] = 1; g.total += w; }
+        if (k === steps.length - 1) { c.self += w; g.self += w; g.lines[line] = (g.lines[line] || 0) + w; }
+        cur = c;
+      });
+    });
+    return {root: root, funcs: funcs, steps: st};
+  }
+  function stMainLine(lines) {
+    var best = 0, bw = -1;
+    Object.keys(lines).forEach(function (l) { if (lines[l] > bw) { bw = lines[l]; best = +l; } });
+    return best;
+  }
+  function stKids(n) {
+    return Object.keys(n.kids).map(function (k) { return n.kids[k]; }).sort(function (a, b) { return b.total - a.total || (a.key < b.key ? -1 : 1); });
+  }
+  function stColor(d, f) {
+    if (f < 0) return '#adb5bd';
+    /* By function (and file): neighbours differ, a function keeps its
+     * colour wherever it is. */
+    var s = d.funcs[f].name + '\n' + d.funcs[f].file, h = 0;
+    for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0;
+    return ST_COLORS[h % ST_COLORS.length];
+  }
+  function stFlame(d, t) {
+    var root = t.root, all = root.total || 1;
+    /* The zoomed frame: its path of keys from the top, dropped when the
+     * filters leave no such frame. */
+    var chain = [root], at = root;
+    for (var i = 0; i < ST.zoom.length; i++) {
+      at = at.kids[ST.zoom[i]];
+      if (!at) { ST.zoom = []; chain = [root]; break; }
+      chain.push(at);
+    }
+    var top = chain[chain.length - 1], maxDepth = 0;
+    (function depth(n, k) { if (k > maxDepth) maxDepth = k; if (k < ST_MAX_DEPTH) stKids(n).forEach(function (c) { if (c.total / (top.total || 1) * ST_W >= 0.5) depth(c, k + 1); }); })(top, 0);
+    var base = chain.length - 1, rows = base + Math.min(maxDepth, ST_MAX_DEPTH) + 1;
+    var g = sv('svg', {viewBox: '0 0 ' + ST_W + ' ' + (rows * ST_ROW + 2), width: '100%', class: 'flame', id: 'st-flame'});
+    ST.frames = [];
+    function frame(n, x, w, depthRow, path) {
+      var isRoot = n === root, fill = isRoot ? '#ced4da' : stColor(d, n.func);
+      var line = stMainLine(n.lines), name = isRoot ? 'all' : stFuncLabel(d, n.func), where = isRoot ? '' : stWhere(d, n.func, line);
+      var r = sv('rect', {x: x, y: depthRow * ST_ROW, width: Math.max(0.5, w - 0.5), height: ST_ROW - 1, fill: fill,
+        'data-name': name, 'data-total': n.total, style: 'cursor:pointer'});
+      var text = name + (where ? '\n' + where : '') + '\ntotal ' + fmtNs(n.total) + ' (' + num(100 * n.total / all) + '% of the selection' +
+        (top !== root ? ', ' + num(100 * n.total / (top.total || 1)) + '% of ' + stFuncLabel(d, top.func) : '') + ')' +
+        '\nself ' + fmtNs(n.self) + ' (' + num(100 * n.self / all) + '%)\n' + n.n + ' samples';
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+      r.addEventListener('click', function () { hideTip(); ST.zoom = path; render(); });
+      g.appendChild(r);
+      ST.frames.push({name: name, where: where, depth: depthRow, total: n.total, self: n.self, x: x, w: w});
+      if (w > 40) {
+        var lab = isRoot ? (ST.zoom.length ? '↑ all (click to zoom out) ' : 'all ') + fmtNs(root.total) : name;
+        if (lab.length * 6.5 > w - 6) lab = lab.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…';
+        g.appendChild(sv('text', {x: x + 3, y: depthRow * ST_ROW + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(fill), text: lab}));
+      }
+    }
+    /* The chain down to the zoomed frame spans the width; under it, its
+     * callees by their share of it, widest first. */
+    chain.forEach(function (n, k) { frame(n, 0, ST_W, k, ST.zoom.slice(0, k)); });
+    (function draw(n, x, k, path) {
+      if (k - base > ST_MAX_DEPTH) return;
+      var cx = x;
+      stKids(n).forEach(function (c) {
+        var w = c.total / (top.total || 1) * ST_W;
+        if (w >= 0.5) {
+          var p = path.concat([c.key]);
+          frame(c, cx, w, k + 1, p);
+          draw(c, cx, k + 1, p);
+        }
+        cx += w;
+      });
+    })(top, 0, base, ST.zoom.slice());
+    return g;
+  }
+  function stSelect(id, value, options, onchange) {
+    var s = el('select', {id: id, onchange: function () { onchange(s.value); render(); }},
+      options.map(function (o) { return el('option', {value: o[0], text: o[1]}); }));
+    s.value = String(value);
+    return s;
+  }
+  function stControls(d) {
+    var s = stData(), zw = {};
+    d.rows.forEach(function (r) { zw[r.zone] = (zw[r.zone] || 0) + r.wall; });
+    var zones = Object.keys(zw).map(Number).sort(function (a, b) { return zw[b] - zw[a]; });
+    var modes = [['cpu', 'CPU time'], ['wall', 'wall time']].map(function (m) {
+      var b = el('input', {type: 'radio', name: 'st-mode', id: 'st-mode-' + m[0], value: m[0], onchange: function () { ST.mode = m[0]; render(); }});
+      b.checked = ST.mode === m[0];
+      return el('label', null, [b, ' ' + m[1]]);
+    });
+    var kids = modes.concat([
+      stSelect('st-zone', ST.zone, [['-2', 'every zone']].concat(zones.map(function (z) { return [String(z), z === 0 ? '(no zone)' : d.zones[z]]; })),
+        function (v) { ST.zone = +v; ST.zoom = []; }),
+      stSelect('st-proc', ST.proc, [['-1', 'every process']].concat(d.procs.map(function (p, i) { return [String(i), p[2] + ' ' + p[0] + (p[1] >= 0 ? ' (rank ' + p[1] + ')' : '')]; })),
+        function (v) { ST.proc = +v; ST.thread = -1; ST.zoom = []; }),
+      stSelect('st-thread', ST.thread, [['-1', 'every thread']].concat(d.threads.map(function (t, i) { return [i, t]; }).filter(function (x) { return ST.proc < 0 || x[1][0] === ST.proc; }).map(function (x) {
+        return [String(x[0]), (x[1][2] || 'thread') + ' ' + x[1][1] + (ST.proc < 0 && d.procs.length > 1 ? ' (' + d.procs[x[1][0]][0] + ')' : '')];
+      })), function (v) { ST.thread = +v; ST.zoom = []; })]);
+    var ranks = {};
+    d.procs.forEach(function (p) { if (p[1] >= 0) ranks[p[1]] = 1; });
+    var rl = Object.keys(ranks).map(Number).sort(function (a, b) { return a - b; });
+    if (rl.length) kids.push(stSelect('st-rank', ST.rank, [['all', 'every rank']].concat(rl.map(function (r) { return [String(r), 'rank ' + r]; })), function (v) { ST.rank = v; ST.zoom = []; }));
+    var steps = el('input', {id: 'st-steps', type: 'text', size: 9, placeholder: 'steps A:B', value: ST.steps,
+      onchange: function () { ST.steps = steps.value; ST.zoom = []; render(); }});
+    kids.push(el('label', null, ['steps ', steps]));
+    var w = s.step_width || 1;
+    kids.push(el('span', {class: 'hint', text: s.steps ? s.steps + ' steps, from 0' + (w > 1 ? '; grouped by ' + w + ' in this page' : '') : 'no step marks'}));
+    return el('div', {class: 'st-controls'}, kids);
+  }
+  /* What the caps left out or merged, in words. */
+  function stNotes(s) {
+    var out = [];
+    if (s.merged) out.push(s.merged + ' samples (' + fmtNs(s.merged_ns) + ') had stacks deeper than the ' + s.nodes_cap + ' largest frames kept: their time is in the caller kept');
+    if (s.dropped) out.push(s.dropped + ' samples (' + fmtNs(s.dropped_ns) + ') in the smallest groups were left out (too many zone, thread and step groups)');
+    if ((s.step_width || 1) > 1) out.push('steps are grouped by ' + s.step_width + ': a step range is widened to whole groups');
+    if (s.unresolved) out.push(s.unresolved + ' samples named a stack the profile never defined');
+    return out;
+  }
+  function stTop(d, t) {
+    var all = t.root.total || 1;
+    var list = Object.keys(t.funcs).map(function (k) { return t.funcs[k]; }).sort(function (a, b) { return b.self - a.self || b.total - a.total; }).slice(0, 15);
+    return el('table', {id: 'st-top'}, [el('thead', null, el('tr', null, ['function', 'where', 'self', 'self %', 'total', 'total %'].map(function (h, i) { return el('th', {class: i < 2 ? 'l' : '', text: h}); }))),
+      el('tbody', null, list.map(function (g) {
+        return el('tr', null, [el('td', {class: 'name', text: stFuncLabel(d, g.func)}), el('td', {class: 'name', text: stWhere(d, g.func, stMainLine(g.lines))}),
+          el('td', {text: fmtNs(g.self)}), el('td', {text: num(100 * g.self / all) + '%'}), el('td', {text: fmtNs(g.total)}), el('td', {text: num(100 * g.total / all) + '%'})]);
+      }))]);
+  }
+  function viewStacks() {
+    var s = stData();
+    if (!hasStacks()) return [card('Stacks', el('p', {class: 'muted', text: 'This run has no stack samples (mlprof run samples Python processes at 100 Hz; --stacks off switches it off).'}))];
+    var d = stDecoded(), t = stTree(d), cpu = ST.mode === 'cpu';
+    var head = s.samples + ' samples at ' + (s.interval_ns ? num(1e9 / s.interval_ns, 0) + ' Hz' : '?') + '; shown: ' + fmtNs(t.root.total) +
+      (cpu ? ' on a CPU' : ' of wall time (on a CPU or waiting)') + ' in ' + t.root.n + ' samples';
+    var kids = [stControls(d), el('p', {class: 'hint', id: 'st-summary', text: head})];
+    if (typeof t.steps === 'string') kids.push(el('p', {class: 'bad', text: t.steps}));
+    kids.push(t.root.total > 0 ? stFlame(d, t) : el('p', {class: 'muted', id: 'st-empty', text: 'No sample matches these filters' + (cpu ? ' on a CPU (wall time shows those waiting)' : '') + '.'}));
+    kids.push(el('p', {class: 'hint', text: 'Width is time; outermost frame on top, callees below, widest first. Hover a frame for its self and total time; click it to zoom in, click the top bar to zoom out.'}));
+    var notes = stNotes(s);
+    if (notes.length) kids.push(el('ul', {class: 'hint', id: 'st-notes'}, notes.map(function (n) { return el('li', {text: n}); })));
+    return [card('Stacks: flame graph of the sampled stacks', kids), card('Hot functions in this selection (15 by self time)', stTop(d, t))];
+  }
+
+  /* ---- the samples on the span timeline ---- */
+  function stLaneOn() { return ST.lane && hasStacks(); }
+  /* The page's marks per thread: {t: Float64Array, code: Int32Array}. */
+  function stMarks() {
+    var s = stData();
+    if (ST.marksSrc === s) return ST.marks;
+    ST.marksSrc = s; ST.marks = {};
+    arr(s && s.marks).forEach(function (a) {
+      var n = (a.length - 1) >> 1, m = {t: new Float64Array(n), code: new Int32Array(n)}, t = 0;
+      for (var i = 0; i < n; i++) { t += a[1 + 2 * i]; m.t[i] = t; m.code[i] = a[2 + 2 * i]; }
+      ST.marks[a[0]] = m;
+    });
+    return ST.marks;
+  }
+  /* Gives the timeline's lanes their sampled threads (l.st), adding a lane
+   * for a thread that sampled but recorded no span. */
+  function stLanes(list) {
+    if (!stLaneOn()) return;
+    var d = stDecoded(), by = {};
+    list.forEach(function (l) { by[l.pid + '/' + l.tid] = l; });
+    Object.keys(stMarks()).forEach(function (k) {
+      var th = d.threads[+k], p = d.procs[th[0]], key = p[0] + '/' + th[1], l = by[key];
+      if (!l) {
+        l = by[key] = {rank: p[1], pid: p[0], tid: th[1], tracks: [],
+          label: (p[1] >= 0 ? 'rank ' + p[1] + ' · ' : '') + p[2] + ' ' + p[0] + ' · thread ' + (th[2] || '') + ' ' + th[1]};
+        list.push(l);
+      }
+      l.st = +k;
+    });
+  }
+  function stLaneH(l) { return stLaneOn() && l.st !== undefined ? ST_STRIP + 2 : 0; }
+  function stStripY(l) { return l.y + LANE_HEAD + l.tracks.length * ROW; }
+  /* Calls fn(lane, marks, i) for each sample of a lane in [v0, v1] (and
+   * the one whose interval reaches into it). */
+  function stEachMark(lanes, v0, v1, fn) {
+    var s = stData(), ms = stMarks(), back = (s.interval_ns || 0) * (s.mark_stride || 1);
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st];
+      if (!m) return;
+      var lo = 0, hi = m.t.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (m.t[mid] < v0 - back) lo = mid + 1; else hi = mid; }
+      for (var i = lo; i < m.t.length && m.t[i] <= v1 + back; i++) fn(l, m, i);
+    });
+  }
+  /* Draws each lane's samples in [v0, v1]: how many. Per pixel column the
+   * strip is dark when a sample there was on a CPU, else pale when one was
+   * waiting (a sample covers the time before it); runs of equal columns are
+   * one rectangle, so a frame costs a pass over the samples in view and a
+   * few fills, however dense they are. */
+  function stDrawMarks(g, lanes, v0, v1, nsPx, X, W) {
+    if (!stLaneOn()) return 0;
+    var s = stData(), ms = stMarks(), iv = (s.interval_ns || 1e7) * (s.mark_stride || 1);
+    var w = Math.max(1, iv / nsPx), n = 0, on = new Path2D(), off = new Path2D(), nc = Math.ceil(W) + 1;
+    var cols = new Uint8Array(nc);
+    g.fillStyle = '#f1f3f5';
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st];
+      if (!m) return;
+      var y = stStripY(l), t = m.t, code = m.code, len = t.length, i, k;
+      g.fillRect(0, y, W, ST_STRIP);
+      cols.fill(0);
+      var lo = 0, hi = len;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (t[mid] < v0) lo = mid + 1; else hi = mid; }
+      for (i = lo; i < len && t[i] - iv <= v1; i++) {
+        var x1 = (t[i] - v0) / nsPx, v = (code[i] & 1) + 1;
+        var c0 = Math.max(0, Math.floor(x1 - w)), c1 = Math.min(nc, Math.ceil(x1));
+        for (k = c0; k < c1; k++) if (cols[k] < v) cols[k] = v;
+        n++;
+      }
+      for (k = 0; k < nc;) {
+        var st = cols[k], e = k + 1;
+        while (e < nc && cols[e] === st) e++;
+        if (st === 2) on.rect(k, y, e - k, ST_STRIP);
+        else if (st === 1) off.rect(k, y + 2, e - k, ST_STRIP - 4);
+        k = e;
+      }
+    });
+    g.fillStyle = '#adb5bd'; g.fill(off);
+    g.fillStyle = '#343a40'; g.fill(on);
+    return n;
+  }
+  /* The sample at canvas point (x, y) within 3 pixels, or null. */
+  function stHit(lanes, x, y, v0, nsPx) {
+    if (!stLaneOn()) return null;
+    var ms = stMarks(), hit = null, best = 4;
+    lanes.list.forEach(function (l) {
+      var m = l.st === undefined ? null : ms[l.st], sy = stStripY(l);
+      if (!m || y < sy - 1 || y > sy + ST_STRIP + 1) return;
+      for (var i = 0; i < m.t.length; i++) {
+        var dx = Math.abs((m.t[i] - v0) / nsPx - x);
+        if (dx < best) { best = dx; hit = {sample: {thread: l.st, t: m.t[i], code: m.code[i], lane: l}}; }
+      }
+    });
+    return hit;
+  }
+  function stSampleInfo(box, x) {
+    var d = stDecoded(), node = (x.code >> 1) - 1, path = stPath(d, node);
+    var rows = [['sample', x.code & 1 ? 'on a CPU' : 'off a CPU (waiting)'], ['time', fmtNs(x.t)], ['where', x.lane.label]];
+    if (!path.length) rows.push(['stack', '(no Python frame)']);
+    path.slice().reverse().forEach(function (nd, k) {
+      var f = d.nodes[nd].func;
+      rows.push([k ? '' : 'stack', stFuncLabel(d, f) + ' (' + stWhere(d, f, d.nodes[nd].line) + ')']);
+    });
+    box.appendChild(el('table', {id: 'sample-detail'}, rows.map(function (r) { return el('tr', null, [el('td', {text: r[0]}), el('td', {class: 'name', text: r[1]})]); })));
+  }
+  function stLaneToggle() {
+    if (!hasStacks()) return null;
+    var b = el('input', {type: 'checkbox', id: 'st-lane', onchange: function () { ST.lane = b.checked; if (TL.sel && TL.sel.sample) TL.sel = null; tlRedraw(); }});
+    b.checked = ST.lane;
+    return el('label', {class: 'hint'}, [b, ' stack samples (a strip under each thread: dark on a CPU, pale waiting; click one for its stack)']);
+  }
+  /* For the browser tests. */
+  window.mlprofStacks = {
+    frames: function () { return ST.frames.slice(); },
+    marks: function () {
+      var out = [];
+      if (!stLaneOn() || !TL.canvas) return out;
+      stEachMark(tlLanes(), TL.v0, TL.v1, function (l, m, i) {
+        out.push({thread: l.st, pid: l.pid, tid: l.tid, t: m.t[i], cpu: !!(m.code[i] & 1), y: stStripY(l) + ST_STRIP / 2});
+      });
+      return out;
     }
   };
 
@@ -1427,6 +2036,11 @@
     if (hasCompare()) { TABS.push(['compare', 'Compare']); VIEWS.compare = viewCompare; }
     if (hasLayers()) { TABS.splice(2, 0, ['layers', 'Layers']); VIEWS.layers = viewLayers; }
     if (hasDist()) { TABS.push(['distributed', 'Distributed']); VIEWS.distributed = viewDistributed; }
+    /* Stacks: when the run sampled stacks (live: they may come later). */
+    if (hasStacks() || D.live) {
+      var zi = TABS.map(function (t) { return t[0]; }).indexOf('zones');
+      TABS.splice(zi + 1, 0, ['stacks', 'Stacks']); VIEWS.stacks = viewStacks;
+    }
     /* A diff page opens on its Diff view. */
     if (D.diff) { TABS.unshift(['diff', 'Diff']); VIEWS.diff = viewDiff; state.tab = 'diff'; }
     TABS.forEach(function (t) {

@@ -15,6 +15,8 @@
 
 #include "../analyze/compare.h"
 #include "../analyze/findings.h"
+#include "../analyze/flame.h"
+#include "../analyze/hot.h"
 #include "../analyze/lod.h"
 #include "../analyze/resources.h"
 #include "../analyze/stats.h"
@@ -29,6 +31,13 @@
 #define MLPROF__HTML_MAX_NODES 5000
 /* Process series in the page at most (the processes with the largest RSS). */
 #define MLPROF__HTML_MAX_PROCESSES 16
+/* Memory allocation sites in the page at most (html_memory.c): the leaks
+ * and the largest at the peak, then the largest allocators; the rest of a
+ * process's sites summed into one. */
+#define MLPROF__HTML_MEM_SITES 2000
+/* Step marks per process in the page's memory data at most (evenly
+ * picked). */
+#define MLPROF__HTML_MEM_STEPS 1000
 /* A zone's distribution in the page: its percentiles 0, 100 / STEPS, ...,
  * 100 (nearest rank, stats.h). */
 #define MLPROF__HTML_DIST_STEPS 20
@@ -57,6 +66,9 @@ typedef struct {
   /* live page: the URL that answers a span's details
    * (mlprof__export_span_json), ?track=&t0=&t1= appended; NULL: none */
   const char *span_url;
+  /* The stack samples' attribution (flame.h) for the page's Stacks view and
+   * the samples on the span timeline; NULL: none. */
+  const mlprof__flame *flame;
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
@@ -73,7 +85,9 @@ typedef struct {
  * distributions, "timeline": mlprof__export_timeline_json of opts->lod with
  * at most MLPROF__DASH_LOD_ITEMS items (and args in at most
  * MLPROF__DASH_LOD_ARGS_BYTES when the page is static), or null,
- * "timeline_url", "span_url"}. A
+ * "timeline_url", "span_url", "memory": mlprof__export_html_memory,
+ * "stacks": mlprof__export_html_stacks of the report's hot functions and
+ * opts->flame}. A
  * distribution is the zone's percentiles 0, 5, ..., 100
  * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
  * the run has no such zone or its durations were not kept. tree may be NULL:
@@ -85,6 +99,23 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__findings *f,
                              const mlprof__tree *tree,
                              const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The page's "memory" (docs/memory.md), or null when no process recorded
+ * allocations: {"exact", "processes": [{"pid", "exact", "peak_bytes",
+ * "peak_ns" (job ns), "allocated_bytes", "live_end_bytes", "t": [job ns],
+ * "v": [live bytes] (at most MLPROF__MEM_SERIES + 1 points, each the
+ * highest of its stretch of time; the peak among them), "steps": [job ns of
+ * step marks, at most MLPROF__HTML_MEM_STEPS]}] (the
+ * MLPROF__HTML_MAX_PROCESSES with the largest peaks, largest first),
+ * "zones": [zone names; "" outside any], "sites": [[process (index in
+ * "processes"), zone (index in "zones"), bytes at the process's peak,
+ * allocated, count, live at the end, leak bytes per step (0: no leak),
+ * [frame ids, outermost first], its index in the report's memory.sites]] (at
+ * most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
+ * count, live at end] of the sites left out, "other_sites": how many, "frames":
+ * [frame texts, "file:line function" or "[symbol+0xOFF]"]}. Returns 0,
+ * MLPROF_ENOMEM or the writer's error. */
+int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o);
 
 /* The pyramid l for the time window [t0, t1) of the job: {"names": [...],
  * "tracks": [[pid, rank (-1: unknown), process name, tid, thread name,
@@ -116,6 +147,21 @@ int mlprof__export_timeline_json(const mlprof__lod *l, uint64_t t0, uint64_t t1,
  * or end < begin, or the writer's error. */
 int mlprof__export_span_json(const mlprof__lod *l, size_t track, uint64_t begin,
                              uint64_t end, mlprof__out *o);
+
+/* The stack samples of h as f attributes them, or null when there are none
+ * (f NULL included): {"interval_ns", "samples", "unresolved", "steps" (the
+ * most steps of a process), "step_width" (steps per bucket), "nodes_cap",
+ * "merged", "merged_ns", "dropped", "dropped_ns", "mark_stride" (flame.h),
+ * "files": [...], "funcs": [file, name, first line, ...], "nodes": [parent
+ * (-1: a root), func, line, ...] (parents first), "zones": ["", ...] (0: no
+ * zone), "procs": [[pid, rank (-1: none), name]...], "threads": [[proc, tid,
+ * name]...], "rows": [node (-1: no Python frame), zone, thread, step bucket
+ * (-1: no step), samples, samples on a CPU, ns, ns on a CPU, ...], "marks":
+ * [[thread, job ns, code, ns since the previous, code, ...]...] with code
+ * (node + 1) * 2 + 1 when on a CPU}. Flat arrays hold their tuples one
+ * after the other. Returns 0 or the writer's error. */
+int mlprof__export_html_stacks(const mlprof__hot *h, const mlprof__flame *f,
+                               mlprof__out *o);
 
 /* The whole page with that data inside. Returns 0 or the writer's error. */
 int mlprof__export_html_page(const mlprof__report *r,

@@ -284,7 +284,8 @@ static mlprof__html_opts page_opts(const char *rel, run_build *b,
                              .data_url = u->data,
                              .lod = &b->d.lod,
                              .timeline_url = u->timeline,
-                             .span_url = u->span};
+                             .span_url = u->span,
+                             .flame = &b->d.flame};
 }
 
 /* Opens the profiles of a run, leaving out files that cannot be opened yet
