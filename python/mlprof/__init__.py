@@ -434,7 +434,7 @@ class Profiler(_mlprof.ProfilerBase):
         mechanism: "eval_frame", "monitoring" or "profile", and
         fallback: why "profile" stands in for "monitoring", or None,
         docs/python.md);
-        when lines are timed, "lines" (mlprof.line_table()). filters:
+        when timed lines ran, "lines" (mlprof.line_table()). filters:
         those of mlprof.report() (zone=, steps=, skip_warmup=, window=,
         rank=...)."""
         if self.running:
@@ -455,8 +455,11 @@ class Profiler(_mlprof.ProfilerBase):
                           "dropped_no_memory": _mlprof.calls_dropped_memory(),
                           "mechanism": _mlprof.calls_mechanism(),
                           "fallback": _mlprof.calls_fallback()}
-        if self._lines or _lines_chosen:
-            d["lines"] = line_table()
+        # As in the report of the profile (one document): the key when some
+        # timed line ran, not for functions chosen that did not run here.
+        rows = line_table() if self._lines or _lines_chosen else []
+        if rows:
+            d["lines"] = rows
         return d
 
     def export(self, path, formats=("json", "csv", "text", "trace"),

@@ -16,6 +16,11 @@
 
 typedef struct {
   mlprof__visitor v[TEE_MAX];
+  /* gate[i]: NULL, or a count member i's spans (span and open) wait on:
+   * they join the reading at the first chunk that starts with it non-zero
+   * (the hot functions' spans, which label samples of earlier chunks). */
+  const size_t *gate[TEE_MAX];
+  int asleep; /* some gated member has not joined yet */
   size_t n;
   /* Per callback, the members that have it, in order (tee_visitor): a
    * record costs a call per member that reads it, no test of the others. */
@@ -43,6 +48,34 @@ _Static_assert(TEE_MAX >= 8, "pass 1 tees eight analyses");
 MLPROF__VISITOR_CALLBACKS(TEE)
 #undef TEE
 
+/* Member i reads callback cb now: it has it, and it is not a span (span,
+ * open) of a member whose gate is still shut (the names are constants:
+ * the comparisons fold away). */
+#define TEE_READS(t, i, cb)                           \
+  ((t)->v[i].cb && (!(t)->gate[i] || *(t)->gate[i] || \
+                    (strcmp(#cb, "span") && strcmp(#cb, "open"))))
+
+/* Lists, per callback, the members that read it now. */
+static void tee_lists(tee *t) {
+  t->asleep = 0;
+  for (size_t i = 0; i < t->n; i++) t->asleep |= t->gate[i] && !*t->gate[i];
+#define HAS(cb, ...)                \
+  t->cb##_n = 0;                    \
+  for (size_t i = 0; i < t->n; i++) \
+    if (TEE_READS(t, i, cb)) t->cb##_at[t->cb##_n++] = (uint8_t)i;
+  MLPROF__VISITOR_CALLBACKS(HAS)
+#undef HAS
+}
+
+/* A chunk begins: the members whose gates opened join, then the chunk is
+ * forwarded. */
+static int tee_chunk_gated(void *ud, uint16_t type, uint64_t off,
+                           uint32_t len) {
+  tee *t = ud;
+  if (t->asleep) tee_lists(t);
+  return tee_chunk(ud, type, off, len);
+}
+
 /* The visitor to read with: the one member as it is (no forwarding cost for
  * a pass of one analysis), else the tee, with only the callbacks some
  * member has so the reader skips what nobody reads. Fills t's lists. */
@@ -55,36 +88,45 @@ static mlprof__visitor tee_visitor(tee *t) {
 #define READS(cb, ...) reads |= t->v[i].cb != NULL;
     MLPROF__VISITOR_CALLBACKS(READS)
 #undef READS
-    if (reads) t->v[n++] = t->v[i];
+    if (reads) {
+      t->gate[n] = t->gate[i];
+      t->v[n++] = t->v[i];
+    }
   }
   t->n = n;
   if (t->n == 1) return t->v[0];
+  /* Every callback some member has, asleep or not, is the tee's. */
   mlprof__visitor v = {.ud = (void *)t};
-#define HAS(cb, ...)                        \
-  t->cb##_n = 0;                            \
-  for (size_t i = 0; i < t->n; i++)         \
-    if (t->v[i].cb) {                       \
-      t->cb##_at[t->cb##_n++] = (uint8_t)i; \
-      v.cb = tee_##cb;                      \
-    }
+#define HAS(cb, ...)                \
+  for (size_t i = 0; i < t->n; i++) \
+    if (t->v[i].cb) v.cb = tee_##cb;
   MLPROF__VISITOR_CALLBACKS(HAS)
 #undef HAS
+  tee_lists(t);
+  if (t->asleep) v.chunk = tee_chunk_gated;
   return v;
 }
 
 /* Reads profile p through the members of t: 0 when it was read (damage and
- * a read that stops early included: why says why), or MLPROF_ENOMEM. */
+ * a read that stops early included: why says why), or MLPROF_ENOMEM. The
+ * profile's first read leaves its mark in marks[i], by which the later ones
+ * read it again (mlprof__read_file_again: its CRCs are checked once). */
 static int read_profile(mlprof__analysis *a, mlprof__filtered *fd, size_t i,
                         const mlprof__job_profile *p, tee *t,
-                        mlprof__read_report *rep, int *rd, char *why,
-                        size_t whylen) {
+                        mlprof__read_mark *marks, mlprof__read_report *rep,
+                        int *rd, char *why, size_t whylen) {
   mlprof__visitor v = tee_visitor(t);
   mlprof__filter_read fr = {0};
   if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &v);
   memset(rep, 0, sizeof *rep);
   why[0] = '\0';
   a->reads++;
-  *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+  if (marks[i].valid) {
+    *rd = mlprof__read_file_again(p->path, &marks[i], &v, rep, why, whylen);
+  } else {
+    *rd = mlprof__read_file(p->path, &v, rep, why, whylen);
+    marks[i] = rep->mark;
+  }
   mlprof__filter_read_free(&fr);
   if (*rd == MLPROF_ENOMEM) return *rd;
   if (*rd && !why[0]) snprintf(why, whylen, "%s", mlprof_strerror(*rd));
@@ -104,7 +146,8 @@ void mlprof__analysis_opts_init(mlprof__analysis_opts *o) {
  * budget of raw durations: the spans again, for that zone's percentiles.
  * Returns 0 or MLPROF_ENOMEM. */
 static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
-                         mlprof__analysis *a, mlprof__stats *s) {
+                         mlprof__read_mark *marks, mlprof__analysis *a,
+                         mlprof__stats *s) {
   int rc;
   while ((rc = mlprof__stats_select_begin(s)) > 0) {
     for (size_t i = 0; i < job->count; i++) {
@@ -114,8 +157,8 @@ static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
       char why[256];
       int rd = 0;
       /* A file that went away or broke since pass 1 keeps what it gave. */
-      if ((rc = read_profile(a, fd, i, &job->profiles[i], &t, &rep, &rd, why,
-                             sizeof why)))
+      if ((rc = read_profile(a, fd, i, &job->profiles[i], &t, marks, &rep, &rd,
+                             why, sizeof why)))
         return rc;
     }
     if ((rc = mlprof__stats_select_end(s))) return rc;
@@ -127,7 +170,7 @@ static int select_passes(const mlprof__job *job, mlprof__filtered *fd,
  * and the pyramid, which need nothing but the records. */
 static int first_pass(const mlprof__job *job, unsigned want,
                       const mlprof__analysis_opts *opts, mlprof__filtered *fd,
-                      mlprof__analysis *a) {
+                      mlprof__read_mark *marks, mlprof__analysis *a) {
   mlprof__stats *s = NULL;
   mlprof__resources_builder *rb = NULL;
   mlprof__tree_builder *tb = NULL;
@@ -170,7 +213,10 @@ static int first_pass(const mlprof__job *job, unsigned want,
     if (!rc && rb) rc = mlprof__resources_profile_begin(rb, p, i, &t.v[t.n++]);
     if (!rc && tb) mlprof__tree_profile_begin(tb, p, &t.v[t.n++]);
     if (!rc && lnb) mlprof__lines_profile_begin(lnb, &t.v[t.n++]);
-    if (!rc && hb) mlprof__hot_profile_begin(hb, &t.v[t.n++]);
+    if (!rc && hb) {
+      t.gate[t.n] = mlprof__hot_samples(hb);
+      mlprof__hot_profile_begin(hb, &t.v[t.n++]);
+    }
     if (!rc && lb) rc = mlprof__lod_profile_begin(lb, p, i, &t.v[t.n++]);
     if (!rc && mb) mlprof__memory_profile_begin(mb, i, p->pid, &t.v[t.n++]);
     if (!rc && fb) mlprof__flame_profile_begin(fb, i, &t.v[t.n++]);
@@ -178,7 +224,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     char why[256];
     int rd = 0;
     if (!rc && t.n)
-      rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
+      rc = read_profile(a, fd, i, p, &t, marks, &rep, &rd, why, sizeof why);
     if (!rc && s) rc = mlprof__stats_profile_end(s, &rep, rd ? why : NULL);
     if (!rc && rb) rc = mlprof__resources_profile_end(rb);
     if (!rc && tb) rc = mlprof__tree_profile_end(tb);
@@ -189,7 +235,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
     /* After the hot functions', which hand it the profile's samples. */
     if (!rc && fb) rc = mlprof__flame_profile_end(fb);
   }
-  if (!rc && s) rc = select_passes(job, fd, a, s);
+  if (!rc && s) rc = select_passes(job, fd, marks, a, s);
   mlprof__lines_finish(lnb);
   if (hb) {
     /* Frees hb; hot is freed on failure. */
@@ -253,7 +299,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
  * neither needs are not read. */
 static int second_pass(const mlprof__job *job, unsigned want,
                        const mlprof__analysis_opts *opts, mlprof__filtered *fd,
-                       mlprof__analysis *a) {
+                       mlprof__read_mark *marks, mlprof__analysis *a) {
   mlprof__zone_pass *zp = NULL;
   mlprof__findings_builder *fb = NULL;
   mlprof__dist_builder *db = NULL;
@@ -275,7 +321,8 @@ static int second_pass(const mlprof__job *job, unsigned want,
     char why[256];
     int rd = 0;
     /* A file that went away or broke since pass 1 keeps what it gave. */
-    if (t.n) rc = read_profile(a, fd, i, p, &t, &rep, &rd, why, sizeof why);
+    if (t.n)
+      rc = read_profile(a, fd, i, p, &t, marks, &rep, &rd, why, sizeof why);
     if (fb && mlprof__findings_profile_end(fb) && !rc) rc = MLPROF_ENOMEM;
     if (!rc && db) rc = mlprof__dist_profile_end(db);
   }
@@ -425,8 +472,12 @@ int mlprof__analysis_run(const mlprof__job *job,
     memset(a, 0, sizeof *a);
     return MLPROF_EINVAL;
   }
-  if (!rc) rc = first_pass(job, want, opts, fd, a);
-  if (!rc) rc = second_pass(job, want, opts, fd, a);
+  mlprof__read_mark *marks = NULL;
+  if (!rc && !(marks = calloc(job->count ? job->count : 1, sizeof *marks)))
+    rc = MLPROF_ENOMEM;
+  if (!rc) rc = first_pass(job, want, opts, fd, marks, a);
+  if (!rc) rc = second_pass(job, want, opts, fd, marks, a);
+  free(marks);
   /* Hot functions per step part, once the findings know the steps. */
   if (!rc && (want & MLPROF__ANALYSIS_FINDINGS) &&
       a->f.steps.source != MLPROF__STEPS_NONE)

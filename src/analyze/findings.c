@@ -39,6 +39,13 @@ typedef struct {
   double cpu_sum, cpu_ns, runq_sum, runq_ns, idle_sum, idle_ns;
 } below_st;
 
+/* A span kept until its profile ends: the communication ones, and those of
+ * zones that may be flagged, whose cover by the former is measured then. */
+typedef struct {
+  uint64_t b, e;
+  uint32_t zone; /* index in p.zones */
+} ival;
+
 typedef struct {
   below_st *acc; /* acc[d]: spans at depth d */
   size_t cap, top;
@@ -50,14 +57,11 @@ typedef struct {
   uint64_t inside; /* spans ended since the last depth-0 span */
   uint8_t *ran;    /* by zone index: the thread ran that zone */
   size_t rancap;
+  /* Its communication spans, in the order they ended: nearly sorted by
+   * begin, where all threads' together interleave in runs of a flush. */
+  ival *comm;
+  size_t ncomm, commcap;
 } thread_st;
-
-/* A span kept until its profile ends: the communication ones, and those of
- * zones that may be flagged, whose cover by the former is measured then. */
-typedef struct {
-  uint64_t b, e;
-  uint32_t zone; /* index in p.zones */
-} ival;
 
 typedef struct {
   mlprof__fpass p;
@@ -79,6 +83,7 @@ typedef struct {
   const mlprof__series *cpu;  /* its process's samples holding cpu_pct (and
                                  runq_wait_pct) */
   const mlprof__series *sys;  /* its host's system samples, idle CPU */
+  int gpu_spans;  /* the GPU analysis reads its spans (it has work tracks) */
   size_t hint[4]; /* mlprof__series_lower's: cpu, sys; proc at begin, end */
   name_info *names;
   size_t nnames, ncap;
@@ -453,10 +458,10 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
   }
   if (n->comm) {
-    if (ps->ncomm + 1 > ps->commcap &&
-        mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + 1, sizeof *ps->comm))
+    if (th->ncomm + 1 > th->commcap &&
+        mlprof__grow(&th->comm, &th->commcap, th->ncomm + 1, sizeof *th->comm))
       return MLPROF_ENOMEM;
-    ps->comm[ps->ncomm++] = (ival){begin, end, n->zone};
+    th->comm[th->ncomm++] = (ival){begin, end, n->zone};
   } else if (!track && fz->candidate &&
              (ps->cand_seen++ & (ps->cand_stride - 1)) == 0) {
     /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
@@ -471,8 +476,8 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
       return MLPROF_ENOMEM;
     ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
   }
-  if (mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name, fz->len, depth, n->comm,
-                       begin, end))
+  if (ps->gpu_spans && mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name,
+                                        fz->len, depth, n->comm, begin, end))
     return MLPROF_ENOMEM;
   /* Another profiler's spans are not the program's code: never blamed for
    * its memory. */
@@ -622,6 +627,20 @@ static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
  * and by name. */
 static int comm_cover(pass *ps) {
   if (!ps->ncand) return 0;
+  /* The threads' spans one thread after another: a sort of as many runs as
+   * threads, not of one a flush. */
+  for (size_t i = 0; i < ps->nthreads; i++) {
+    thread_st *th = &ps->threads[i];
+    if (!th->ncomm) continue;
+    if (mlprof__grow(&ps->comm, &ps->commcap, ps->ncomm + th->ncomm,
+                     sizeof *ps->comm))
+      return MLPROF_ENOMEM;
+    memcpy(ps->comm + ps->ncomm, th->comm, th->ncomm * sizeof *th->comm);
+    ps->ncomm += th->ncomm;
+    free(th->comm);
+    th->comm = NULL;
+    th->ncomm = th->commcap = 0;
+  }
   ival *all = NULL;
   size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
@@ -686,6 +705,7 @@ static void profile_end(pass *ps) {
   for (size_t i = 0; i < ps->nthreads; i++) {
     free(ps->threads[i].acc);
     free(ps->threads[i].ran);
+    free(ps->threads[i].comm);
   }
   ps->nthreads = 0;
   ps->nnames = 0;
@@ -700,6 +720,7 @@ static void pass_free(pass *ps) {
   for (size_t i = 0; i < ps->nthreads; i++) {
     free(ps->threads[i].acc);
     free(ps->threads[i].ran);
+    free(ps->threads[i].comm);
   }
   free(ps->threads);
   free(ps->names);
@@ -782,7 +803,7 @@ void mlprof__findings_profile_begin(mlprof__findings_builder *b, size_t index,
   b->f->sampled |= ps->proc != NULL;
   ps->bytes_id = ps->corr_id = 0;
   /* Out of memory here leaves the profile's GPU spans unread. */
-  (void)mlprof__gpu_profile_begin(ps->gpu, ps->p.r, index);
+  ps->gpu_spans = mlprof__gpu_profile_begin(ps->gpu, ps->p.r, index) == 1;
   *v = (mlprof__visitor){.ud = ps,
                          .name = on_name,
                          .span = on_span,

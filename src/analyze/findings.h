@@ -346,13 +346,15 @@ double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
  * profile: GPU idle time in steps and the zones open meanwhile, host-device
  * copies and synchronisations per step, kernel time by the zone that
  * launched it (f->launched). begin: NULL when out of memory.
- * profile_begin takes the profile's tracks from r's threads (spans are kept
- * only when some are GPU work); span takes each span (zone: its index in
- * the pass's zones, name its name, comm: a zone of communication), span_units
- * the units of the span just given (bytes, or the correlation id when
- * correlation), step a step mark (end 0) or step end of a thread; profile_end
- * measures and forgets the profile's spans; finish adds the findings to f (zone
- * names from p). Each returns 0 or MLPROF_ENOMEM; free frees a. */
+ * profile_begin takes the profile's tracks from r's threads and returns 1
+ * when some are GPU work (then span wants the spans; without, span need not
+ * be called), 0 when none are, or MLPROF_ENOMEM; span takes each span (zone:
+ * its index in the pass's zones, name its name, comm: a zone of communication),
+ * span_units the units of the span just given (bytes, or the correlation id
+ * when correlation), step a step mark (end 0) or step end of a thread;
+ * profile_end measures and forgets the profile's spans; finish adds the
+ * findings to f (zone names from p). The others return 0 or MLPROF_ENOMEM; free
+ * frees a. */
 typedef struct mlprof__gpu_acc mlprof__gpu_acc;
 mlprof__gpu_acc *mlprof__gpu_begin(void);
 int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,

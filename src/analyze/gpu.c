@@ -163,9 +163,10 @@ int mlprof__gpu_profile_begin(mlprof__gpu_acc *a, const mlprof__report *r,
     if (rc) return rc;
   }
   a->active = 0;
+  a->last_gpu = a->last_api = -1;
   for (size_t i = 0; i < a->ntracks; i++)
     a->active |= a->tracks[i].kind == TRACK_WORK;
-  return 0;
+  return a->active;
 }
 
 static int has_word(const char *name, size_t len, const char *w) {

@@ -344,6 +344,10 @@ void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
   b->hz = 0;
 }
 
+const size_t *mlprof__hot_samples(const mlprof__hot_builder *b) {
+  return &b->nsamples;
+}
+
 /* The job's node of this profile's stack id (MLPROF__NONE when it cannot be
  * resolved). Walks the parents first, then makes the nodes root down. */
 static uint32_t resolve(mlprof__hot_builder *b, uint32_t id) {

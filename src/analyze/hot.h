@@ -116,6 +116,11 @@ typedef struct mlprof__hot_builder mlprof__hot_builder;
 mlprof__hot_builder *mlprof__hot_begin(mlprof__hot *out);
 /* The visitor that reads one profile's stacks, samples and spans into b. */
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v);
+/* The profile's samples held so far. The spans (span and open) only label
+ * samples, which come before the spans that cover them, in an earlier
+ * chunk: a reader may leave the spans out while this is 0 at the start of
+ * a chunk (most profiles have no samples). */
+const size_t *mlprof__hot_samples(const mlprof__hot_builder *b);
 /* What a sample became once resolved, for an analysis that keeps more of it
  * than the hot functions do (flame.h): its thread and time (the profile's
  * ns), the job's node (MLPROF__NONE: no Python frame) and zone (an index in

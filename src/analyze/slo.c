@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "findings.h"
+#include "marks.h"
 
 int mlprof__duration_parse(const char *s, uint64_t *ns) {
   const char *p = s;
@@ -157,11 +158,10 @@ static int dbl_cmp(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* Nearest rank over sorted d. */
+/* Percentile p of the n sorted values d, by the one nearest-rank rule
+ * (mlprof__pct_rank, as mlprof__percentile_sorted's); 0 for none. */
 static double pct(const double *d, size_t n, unsigned p) {
-  if (!n) return 0;
-  size_t rank = (size_t)(((uint64_t)n * p + 99) / 100);
-  return d[rank ? rank - 1 : 0];
+  return n ? d[mlprof__pct_rank(n, p) - 1] : 0;
 }
 
 /* A zone's duration as the _ns fields hold it; 0 for a gauge. */

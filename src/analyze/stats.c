@@ -44,11 +44,38 @@ typedef struct {
   size_t n, cap;
 } u64vec;
 
-static int u64vec_push(u64vec *a, uint64_t x) {
-  if (a->n == a->cap && mlprof__grow(&a->v, &a->cap, a->n + 1, sizeof *a->v))
+/* A zone's raw durations: 32 bits each while every one fits (spans under
+ * 4.29 s: nearly all), half the memory to fill as the spans stream by; 64
+ * from the first that does not. cap counts values, whatever their width. */
+typedef struct {
+  void *v;
+  size_t n, cap;
+  int wide;
+} durvec;
+
+static int durvec_push(durvec *a, uint64_t x) {
+  if (!a->wide && x <= UINT32_MAX) {
+    if (a->n == a->cap && mlprof__grow(&a->v, &a->cap, a->n + 1, 4))
+      return MLPROF_ENOMEM;
+    ((uint32_t *)a->v)[a->n++] = (uint32_t)x;
+    return 0;
+  }
+  if (!a->wide && a->cap) {
+    uint64_t *w = malloc(a->cap * sizeof *w);
+    if (!w) return MLPROF_ENOMEM;
+    for (size_t i = 0; i < a->n; i++) w[i] = ((uint32_t *)a->v)[i];
+    free(a->v);
+    a->v = w;
+  }
+  a->wide = 1;
+  if (a->n == a->cap && mlprof__grow(&a->v, &a->cap, a->n + 1, 8))
     return MLPROF_ENOMEM;
-  a->v[a->n++] = x;
+  ((uint64_t *)a->v)[a->n++] = x;
   return 0;
+}
+
+static uint64_t durvec_at(const durvec *a, size_t i) {
+  return a->wide ? ((const uint64_t *)a->v)[i] : ((const uint32_t *)a->v)[i];
 }
 
 static void u64_swap(uint64_t *a, uint64_t *b) {
@@ -234,7 +261,7 @@ typedef struct {
 static const unsigned pcts[4] = {50, 90, 95, 99};
 
 typedef struct {
-  u64vec durations;
+  durvec durations;
   uint64_t *hist; /* HIST_BUCKETS counts once the zone spilled, else NULL */
   double sq;      /* a spilled zone's squared deviations from its mean */
   uint32_t probe0, nprobes; /* its probes in the selection pass */
@@ -301,6 +328,7 @@ typedef struct {
 struct mlprof__stats {
   mlprof__report r;
   u64vec scratch; /* the sorts' (sort_u64) */
+  u64vec widened; /* a zone's 32-bit durations as 64, for its sort */
   size_t zcap, zbcap, pcap, tcap, tbcap, ccap, cbcap, ucap, ocap;
   zone_build *zb;    /* parallel to r.zones */
   thread_build *tb;  /* parallel to r.threads */
@@ -504,10 +532,10 @@ static int spill(mlprof__stats *s) {
   if (!(big->hist = calloc(HIST_BUCKETS, sizeof *big->hist)))
     return MLPROF_ENOMEM;
   for (size_t k = 0; k < big->durations.n; k++)
-    big->hist[hist_bucket(big->durations.v[k])]++;
+    big->hist[hist_bucket(durvec_at(&big->durations, k))]++;
   s->held -= big->durations.cap;
   free(big->durations.v);
-  big->durations = (u64vec){0};
+  big->durations = (durvec){0};
   return 0;
 }
 
@@ -521,7 +549,7 @@ static int add_duration(mlprof__stats *s, uint32_t zi, uint64_t d) {
     return 0;
   }
   size_t cap = zb->durations.cap;
-  if (u64vec_push(&zb->durations, d)) return MLPROF_ENOMEM;
+  if (durvec_push(&zb->durations, d)) return MLPROF_ENOMEM;
   if (zb->durations.cap == cap || s->keep_durations) return 0;
   s->held += zb->durations.cap - cap;
   int rc = 0;
@@ -595,6 +623,16 @@ static uint64_t outer_time(thread_build *tb, uint32_t zi, uint32_t d,
     tb->stacks[at] = (outer_stack){0};
   }
   outer_stack *st = &tb->stacks[at];
+  /* The common case: no span of zi ended since the last depth-0 span (its
+   * entries, if any, are dead), so none is inside this one and it is the
+   * stack's one live entry. */
+  if (d && st->cap &&
+      (st->n == st->head || st->v[st->n - 1].seq <= tb->start[0])) {
+    st->head = 0;
+    st->n = 1;
+    st->v[0] = (outer_entry){seq, dur};
+    return dur;
+  }
   uint64_t inner = 0;
   while (st->n > st->head && st->v[st->n - 1].seq > q)
     inner += st->v[--st->n].ns;
@@ -1165,38 +1203,60 @@ static uint64_t *pct_slot(mlprof__zone_stats *z, unsigned k) {
 
 /* Computes zone i's statistics from its raw durations, or, for a spilled
  * zone, from what the selection passes found; frees the durations unless
- * the report keeps them. */
-static void zone_finish(mlprof__stats *s, size_t i) {
+ * the report keeps them. Returns 0 or MLPROF_ENOMEM (the zone is left as it
+ * was). */
+static int zone_finish(mlprof__stats *s, size_t i) {
   mlprof__zone_stats *z = &s->r.zones[i];
   zone_build *zb = &s->zb[i];
-  u64vec *d = &zb->durations;
-  zb->done = 1;
-  if (!z->count) z->min_ns = 0;
-  if (z->count) z->mean_ns = (double)z->total_ns / (double)z->count;
+  durvec *d = &zb->durations;
   if (zb->hist) {
+    zb->done = 1;
+    if (!z->count) z->min_ns = 0;
+    if (z->count) z->mean_ns = (double)z->total_ns / (double)z->count;
     if (z->count) z->std_ns = sqrt(zb->sq / (double)z->count);
     free(zb->hist);
     zb->hist = NULL;
-    return;
+    return 0;
   }
-  sort_u64(d->v, d->n, &s->scratch);
+  /* 32-bit durations are sorted as 64 in a block kept for the next zone
+   * (a fresh one would be faulted in again), unless the report keeps it. */
+  uint64_t *v = d->v;
+  size_t n = d->n;
+  if (!d->wide && n) {
+    if (s->widened.cap < n) {
+      free(s->widened.v);
+      s->widened.cap = 0;
+      if (!(s->widened.v = malloc(n * sizeof *v))) return MLPROF_ENOMEM;
+      s->widened.cap = n;
+    }
+    v = s->widened.v;
+    for (size_t k = 0; k < n; k++) v[k] = ((const uint32_t *)d->v)[k];
+    free(d->v);
+  }
+  zb->done = 1;
+  if (!z->count) z->min_ns = 0;
+  if (z->count) z->mean_ns = (double)z->total_ns / (double)z->count;
+  sort_u64(v, n, &s->scratch);
   for (unsigned k = 0; k < 4; k++)
-    *pct_slot(z, k) = mlprof__percentile_sorted(d->v, d->n, pcts[k]);
-  if (d->n) {
+    *pct_slot(z, k) = mlprof__percentile_sorted(v, n, pcts[k]);
+  if (n) {
     /* Two passes over the raw durations: exact where a running sum of
      * squares would cancel. */
     double sq = 0;
-    for (size_t k = 0; k < d->n; k++) {
-      double dev = (double)d->v[k] - z->mean_ns;
+    for (size_t k = 0; k < n; k++) {
+      double dev = (double)v[k] - z->mean_ns;
       sq += dev * dev;
     }
-    z->std_ns = sqrt(sq / (double)d->n);
+    z->std_ns = sqrt(sq / (double)n);
   }
-  if (s->keep_durations && d->n)
-    z->durations = d->v;
-  else
-    free(d->v);
-  *d = (u64vec){0};
+  if (s->keep_durations && n) {
+    z->durations = v;
+    if (v == s->widened.v) s->widened = (u64vec){0};
+  } else if (v != s->widened.v) {
+    free(v);
+  }
+  *d = (durvec){0};
+  return 0;
 }
 
 static int finish_zones(mlprof__stats *s) {
@@ -1205,7 +1265,7 @@ static int finish_zones(mlprof__stats *s) {
     mlprof__zone_stats *z = &r->zones[i];
     z->category = s->strs[s->zb[i].str].category;
     r->spans += z->count;
-    if (!s->zb[i].done) zone_finish(s, i);
+    if (!s->zb[i].done && zone_finish(s, i)) return MLPROF_ENOMEM;
     z->share = r->wall_ns ? (double)z->outer_ns / (double)r->wall_ns : 0;
   }
   if (s->nzu) mlprof__sort(s->zu, s->nzu, sizeof *s->zu, zone_units_cmp);
@@ -1397,7 +1457,7 @@ int mlprof__stats_select_begin(mlprof__stats *s) {
     /* The zones of raw durations first: their room goes to the passes. */
     for (uint32_t i = 0; i < r->nzones; i++) {
       if (!s->zb[i].hist) {
-        zone_finish(s, i);
+        if (zone_finish(s, i)) return MLPROF_ENOMEM;
         continue;
       }
       r->zones[i].mean_ns =
@@ -1497,6 +1557,7 @@ void mlprof__stats_free(mlprof__stats *s) {
   free(s->str_slots);
   free(s->zu);
   free(s->scratch.v);
+  free(s->widened.v);
   mlprof__map_clear(&s->zu_index);
   mlprof__map_clear(&s->names);
   mlprof__map_clear(&s->tids);

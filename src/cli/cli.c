@@ -53,10 +53,13 @@ int mlprof__cli_job_open(const char *cmd, mlprof__job *job,
  * its path is known. */
 static char tmp_path[PATH_MAX];
 static volatile sig_atomic_t tmp_armed;
+/* What else an interrupted write leaves (mlprof__cli_guarded). */
+static void (*volatile tmp_cleanup)(void);
 
 static void on_fatal_signal(int sig) {
   int saved = errno;
   if (tmp_armed) unlink(tmp_path);
+  if (tmp_cleanup) tmp_cleanup();
   signal(sig, SIG_DFL);
   raise(sig); /* pending until this handler returns, which it then never does */
   errno = saved;
@@ -105,6 +108,7 @@ static void handlers_install(saved_handler *h, size_t n) {
 
 static void handlers_restore(saved_handler *h, size_t n) {
   tmp_armed = 0;
+  tmp_cleanup = NULL;
   for (size_t i = 0; i < n; i++)
     if (h[i].installed) sigaction(h[i].sig, &h[i].old, NULL);
 }
@@ -120,6 +124,16 @@ static int write_armed(void *ctx, mlprof__out *o, char *err, size_t errlen) {
   arm_tmp(o->fd);
   sigprocmask(SIG_SETMASK, &a->unblocked, NULL);
   return a->fn(a->ctx, o, err, errlen);
+}
+
+int mlprof__cli_guarded(int (*fn)(void *ctx), void *ctx,
+                        void (*cleanup)(void)) {
+  saved_handler h[] = {{.sig = SIGINT}, {.sig = SIGTERM}};
+  tmp_cleanup = cleanup;
+  handlers_install(h, sizeof h / sizeof h[0]);
+  int rc = fn(ctx);
+  handlers_restore(h, sizeof h / sizeof h[0]);
+  return rc;
 }
 
 int mlprof__cli_write_file(const char *path, mlprof__write_fn fn, void *ctx,

@@ -232,5 +232,10 @@ typedef int (*mlprof__write_fn)(void *ctx, mlprof__out *o, char *err,
  * by that signal (a shell's 130 or 143), as the signal would have. */
 int mlprof__cli_write_file(const char *path, mlprof__write_fn fn, void *ctx,
                            char *err, size_t errlen);
+/* Returns fn(ctx), run with the same handling of SIGINT and SIGTERM for
+ * files that fn writes itself under temporary names: cleanup (async-signal-
+ * safe) removes them before the process dies of the signal. Where the
+ * signals were ignored (a command in the background) they stay so. */
+int mlprof__cli_guarded(int (*fn)(void *ctx), void *ctx, void (*cleanup)(void));
 
 #endif

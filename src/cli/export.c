@@ -80,13 +80,22 @@ static void warn_reads(const mlprof__job *job,
   }
 }
 
-/* SIGINT or SIGTERM during the export: no temporary file is left behind,
- * and the process dies of the signal (a shell's 130 or 143), as it would
- * without the handler. */
-static void on_signal(int sig) {
-  mlprof__parquet_unlink_temps();
-  signal(sig, SIG_DFL);
-  raise(sig);
+/* What mlprof__export_cmd_run hands write_tables. */
+typedef struct {
+  const mlprof__export_cmd *c;
+  const mlprof__job *job;
+  const mlprof__analysis *a;
+  mlprof__parquet_result *res;
+  char *err;
+  size_t errlen;
+} tables;
+
+static int write_tables(void *ctx) {
+  tables *t = ctx;
+  mlprof__parquet_opts po = t->c->parquet;
+  po.filter = &t->c->filter;
+  return mlprof__export_parquet(t->job, &t->a->r, &t->a->f, t->c->output, &po,
+                                t->res, t->err, t->errlen);
 }
 
 /* mkdir -p path: 0, or -1 with errno. */
@@ -138,10 +147,6 @@ int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
     mlprof__job_close(&job);
     return 1;
   }
-  struct sigaction sa = {.sa_handler = on_signal}, old[2];
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old[0]);
-  sigaction(SIGTERM, &sa, &old[1]);
   mlprof__parquet_result res = {
       .reads = calloc(job.count, sizeof *res.reads),
       .read_errors = calloc(job.count, sizeof *res.read_errors)};
@@ -149,14 +154,11 @@ int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
   } else {
-    mlprof__parquet_opts po = c->parquet;
-    po.filter = &c->filter;
-    rc = mlprof__export_parquet(&job, &a.r, &a.f, c->output, &po, &res, err,
-                                sizeof err);
+    /* SIGINT or SIGTERM meanwhile: no temporary table is left behind. */
+    tables t = {c, &job, &a, &res, err, sizeof err};
+    rc = mlprof__cli_guarded(write_tables, &t, mlprof__parquet_unlink_temps);
   }
   mlprof__analysis_free(&a);
-  sigaction(SIGINT, &old[0], NULL);
-  sigaction(SIGTERM, &old[1], NULL);
   if (rc) {
     fprintf(stderr, "mlprof export: %s\n", err);
   } else {

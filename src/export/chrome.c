@@ -83,10 +83,7 @@ typedef struct {
   mlprof__kv *meta; /* session metadata of the whole job */
   size_t nmeta, mcap;
   /* The profile being read. */
-  const mlprof__job_profile *prof;
-  uint64_t pid, end_ns;
-  int end_seen;
-  size_t host;
+  mlprof__trace_at at; /* the profile being read */
   /* Samples: where each subject's counters go. */
   const mlprof__job *job;
   mlprof__trace_plan plan;
@@ -142,7 +139,7 @@ static thread_state *thread_of(chrome *c, uint32_t tid) {
     thread_state *ts = &c->threads[t];
     memset(ts, 0, sizeof *ts);
     char *p = PUT_LIT(ts->ids, "\"pid\":");
-    p = mlprof__fmt_u64(p, c->pid);
+    p = mlprof__fmt_u64(p, c->at.pid);
     p = PUT_LIT(p, ",\"tid\":");
     p = mlprof__fmt_u64(p, tid);
     ts->ids_len = (size_t)(p - ts->ids);
@@ -180,7 +177,7 @@ static void write_span(chrome *c, thread_state *t) {
   p = PUT_LIT(p, "\"ph\":\"X\",");
   p = put(p, t->ids, t->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t->begin));
+  p = mlprof__fmt_us(p, mlprof__job_time(c->at.prof, t->begin));
   p = PUT_LIT(p, ",\"dur\":");
   p = mlprof__fmt_us(p, t->end - t->begin);
   p = PUT_LIT(p, ",\"name\":");
@@ -254,7 +251,7 @@ static int link_collective(chrome *c, const thread_state *t) {
   }
   if (!seq || !has_group) return 0;
   key = mlprof__hash(&seq, sizeof seq, key);
-  uint64_t ts = mlprof__job_time(c->prof, t->begin);
+  uint64_t ts = mlprof__job_time(c->at.prof, t->begin);
   uint32_t at = mlprof__map_get(&c->colls, key);
   if (at == MLPROF__NONE) {
     if (c->nanchors >= MLPROF__NONE - 1 ||
@@ -381,9 +378,9 @@ static void counter_start(chrome *c, uint64_t t, uint32_t name,
   char *p = mlprof__out_space(c->o, 64);
   p = event_start(c, p);
   p = PUT_LIT(p, "\"ph\":\"C\",\"pid\":");
-  p = mlprof__fmt_u64(p, c->pid);
+  p = mlprof__fmt_u64(p, c->at.pid);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
+  p = mlprof__fmt_us(p, mlprof__job_time(c->at.prof, t));
   p = PUT_LIT(p, ",\"name\":");
   mlprof__out_end(c->o, p);
   if (name != MLPROF__NONE) put_name(c, name);
@@ -486,7 +483,7 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",");
   p = put(p, ts->ids, ts->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, t));
+  p = mlprof__fmt_us(p, mlprof__job_time(c->at.prof, t));
   p = PUT_LIT(p, ",\"name\":\"step\",\"args\":{\"step\":");
   p = mlprof__fmt_u64(p, ts->steps++);
   p = PUT_LIT(p, "}}");
@@ -546,7 +543,7 @@ static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
                             int *rc) {
   int fresh;
   uint64_t tp =
-      mlprof__trace_process_pid(&c->plan, c->host, pid, t, &fresh, rc);
+      mlprof__trace_process_pid(&c->plan, c->at.host, pid, t, &fresh, rc);
   if (fresh && !*rc) {
     char pre[48];
     snprintf(pre, sizeof pre, "pid %llu", (unsigned long long)pid);
@@ -557,7 +554,7 @@ static uint64_t process_pid(chrome *c, uint64_t pid, uint32_t label, uint64_t t,
 
 static int on_sample(void *ud, const mlprof__sample_row *row) {
   chrome *c = ud;
-  uint64_t t = mlprof__job_time(c->prof, row->t), pid;
+  uint64_t t = mlprof__job_time(c->at.prof, row->t), pid;
   int rc = 0;
   char pre[48];
   switch (row->subject) {
@@ -565,12 +562,12 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
       pid = process_pid(c, row->id, row->label, t, &rc);
       break;
     case MLPROF__SUBJECT_GPU:
-      pid = MLPROF__TRACE_GPU_PID(c->host, row->id);
+      pid = MLPROF__TRACE_GPU_PID(c->at.host, row->id);
       snprintf(pre, sizeof pre, "GPU %llu", (unsigned long long)row->id);
       rc = name_pseudo(c, pid, pre, row->label, "");
       break;
     case MLPROF__SUBJECT_SYSTEM:
-      pid = MLPROF__TRACE_SYSTEM_PID(c->host);
+      pid = MLPROF__TRACE_SYSTEM_PID(c->at.host);
       rc = name_pseudo(c, pid, "system", 0, "");
       break;
     default:
@@ -702,7 +699,7 @@ static int on_stack_sample(void *ud, const mlprof__stack_sample *s) {
   p = PUT_LIT(p, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"stack\",");
   p = put(p, ts->ids, ts->ids_len);
   p = PUT_LIT(p, ",\"ts\":");
-  p = mlprof__fmt_us(p, mlprof__job_time(c->prof, s->t));
+  p = mlprof__fmt_us(p, mlprof__job_time(c->at.prof, s->t));
   p = PUT_LIT(p, ",\"name\":");
   mlprof__out_end(c->o, p);
   mlprof__out_json_str(c->o, a->buf + mark, name_end - mark);
@@ -725,8 +722,8 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   chrome *c = ud;
   (void)dropped;
   (void)unmatched;
-  c->end_seen = 1;
-  c->end_ns = end_ns;
+  c->at.end_seen = 1;
+  c->at.end_ns = end_ns;
   return 0;
 }
 
@@ -738,7 +735,7 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
   char *w = mlprof__out_space(c->o, 96);
   w = event_start(c, w);
   w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
-  w = mlprof__fmt_u64(w, c->pid);
+  w = mlprof__fmt_u64(w, c->at.pid);
   w = PUT_LIT(w, ",\"name\":\"process_name\",\"args\":{\"name\":");
   mlprof__out_end(c->o, w);
   mlprof__out_json_str(c->o, label, strlen(label));
@@ -747,7 +744,7 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
   w = mlprof__out_space(c->o, 128);
   w = event_start(c, w);
   w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
-  w = mlprof__fmt_u64(w, c->pid);
+  w = mlprof__fmt_u64(w, c->at.pid);
   w = PUT_LIT(w, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
   w = mlprof__fmt_u64(w, index);
   w = PUT_LIT(w, "}}");
@@ -757,7 +754,7 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
     w = mlprof__out_space(c->o, 96);
     w = event_start(c, w);
     w = PUT_LIT(w, "\"ph\":\"M\",\"pid\":");
-    w = mlprof__fmt_u64(w, c->pid);
+    w = mlprof__fmt_u64(w, c->at.pid);
     w = PUT_LIT(w, ",\"name\":\"process_labels\",\"args\":{\"labels\":");
     mlprof__out_end(c->o, w);
     mlprof__out_json_str(c->o, p->cmdline, strlen(p->cmdline));
@@ -773,7 +770,7 @@ static int profile_finish(chrome *c, const mlprof__read_report *rep) {
   for (size_t i = 0; i < c->nthreads; i++)
     if (flush_span(c, &c->threads[i])) rc = MLPROF_ENOMEM;
   uint64_t end = rep->last_ns;
-  if (c->end_seen && c->end_ns > end) end = c->end_ns;
+  if (c->at.end_seen && c->at.end_ns > end) end = c->at.end_ns;
   for (size_t i = 0; i < c->nopen; i++) {
     const open_zone *z = &c->open[i];
     const thread_state *t = &c->threads[z->thread];
@@ -782,7 +779,7 @@ static int profile_finish(chrome *c, const mlprof__read_report *rep) {
     p = PUT_LIT(p, "\"ph\":\"X\",");
     p = put(p, t->ids, t->ids_len);
     p = PUT_LIT(p, ",\"ts\":");
-    p = mlprof__fmt_us(p, mlprof__job_time(c->prof, z->begin));
+    p = mlprof__fmt_us(p, mlprof__job_time(c->at.prof, z->begin));
     p = PUT_LIT(p, ",\"dur\":");
     p = mlprof__fmt_us(p, end > z->begin ? end - z->begin : 0);
     p = PUT_LIT(p, ",\"name\":");
@@ -817,6 +814,19 @@ static void write_other_data(chrome *c, size_t profiles) {
     mlprof__out_json_str(c->o, c->meta[i].value, c->meta[i].value_len);
   }
   mlprof__out_lit(c->o, "}}}\n");
+}
+
+/* mlprof__trace_walk's emitter: a profile begins, and ends. */
+static int walk_begin(void *ud, size_t i) {
+  chrome *c = ud;
+  profile_start(c, c->at.prof, i);
+  return 0;
+}
+
+static int walk_finish(void *ud, const mlprof__read_report *rep) {
+  chrome *c = ud;
+  stack_defs_clear(&c->stk); /* ids are the profile's own */
+  return profile_finish(c, rep);
 }
 
 int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
@@ -856,65 +866,14 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
       .alloc_free = on_alloc_free,
   };
   c.job = job;
+  const mlprof__trace_emitter e = {
+      .ud = &c, .at = &c.at, .begin = walk_begin, .finish = walk_finish};
   rc = mlprof__trace_plan_init(&c.plan, job);
-  mlprof__filtered *fd = NULL;
-  if (res) res->warning[0] = '\0';
-  if (!rc && filter &&
-      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
-    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
-                                res ? sizeof res->warning : errlen);
-  if (rc) snprintf(err, errlen, "out of memory");
-  if (!rc && mlprof__filtered_unmatched(fd)) {
-    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
-    rc = MLPROF_EINVAL;
-  }
   mlprof__out_lit(o, "{\"traceEvents\":[\n");
-  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    c.pid = c.plan.tpids[i];
-    c.host = c.plan.hosts[i];
-    c.prof = p;
-    c.end_seen = 0;
-    c.end_ns = 0;
-    profile_start(&c, p, i);
-    mlprof__read_report rep;
-    memset(&rep, 0, sizeof rep);
-    char why[256] = "";
-    mlprof__visitor fv = v;
-    mlprof__filter_read fr = {0};
-    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
-    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
-    stack_defs_clear(&c.stk); /* ids are the profile's own */
-    shown += fr.zones_shown;
-    hidden += fr.zones_hidden;
-    mlprof__filter_read_free(&fr);
-    if (o->err) {
-      rc = o->err;
-      snprintf(err, errlen, "cannot write the trace");
-      break;
-    }
-    if (rd == MLPROF_ENOMEM) {
-      rc = rd;
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if ((rc = profile_finish(&c, &rep))) {
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if (res && res->reads) res->reads[i] = rep;
-    if (res && res->read_errors)
-      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
-               !rd      ? ""
-               : why[0] ? why
-                        : mlprof_strerror(rd));
-  }
-  if (!rc && hidden && !shown) {
-    snprintf(err, errlen,
-             "--zone/--category/--exclude match no zone of this run");
-    rc = MLPROF_EINVAL;
-  }
+  if (rc)
+    snprintf(err, errlen, "out of memory");
+  else
+    rc = mlprof__trace_walk(job, &c.plan, filter, &v, &e, o, res, err, errlen);
   if (!rc && !(rc = mlprof__kv_dedupe(c.meta, &c.nmeta))) {
     write_other_data(&c, job->count);
     rc = o->err;
@@ -926,7 +885,6 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
     res->events = c.events;
     res->bytes = mlprof__out_pos(o) - start;
   }
-  mlprof__filtered_free(fd);
   for (size_t i = 0; i < c.nthreads; i++) free(c.threads[i].args);
   for (size_t i = 0; i < c.nmeta; i++) {
     free(c.meta[i].key);

@@ -152,10 +152,8 @@ typedef struct {
   size_t nopen, ocap;
   /* The profile being read. */
   const mlprof__job *job;
-  const mlprof__job_profile *prof;
-  uint64_t pid, proc_uuid, end_ns;
-  int end_seen;
-  size_t host;
+  mlprof__trace_at at; /* the profile being read */
+  uint64_t proc_uuid;
   uint32_t seq;    /* trusted_packet_sequence_id */
   int seq_started; /* the sequence's first packet is written */
   uint8_t cats_interned[MLPROF_CAT_COUNT];
@@ -335,7 +333,7 @@ static void describe_thread(perfetto *c, const thread_state *t,
     if (name) mlprof__pb_string(m, TD_NAME, name, len);
   } else {
     size_t th = mlprof__pb_open(m, TD_THREAD);
-    mlprof__pb_out_uint(m, THD_PID, c->pid);
+    mlprof__pb_out_uint(m, THD_PID, c->at.pid);
     mlprof__pb_out_uint(m, THD_TID, t->tid);
     if (name) mlprof__pb_string(m, THD_THREAD_NAME, name, len);
     mlprof__pb_close(m, th);
@@ -471,7 +469,7 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
     e = mlprof__pb_uint(e, TE_NAME_IID, NAME_IID0 + s->name);
     if (cat) e = mlprof__pb_uint(e, TE_CATEGORY_IIDS, cat);
     c->events++;
-    return write_small_event(c, mlprof__job_time(c->prof, s->begin), ev,
+    return write_small_event(c, mlprof__job_time(c->at.prof, s->begin), ev,
                              (size_t)(e - ev));
   }
   uint64_t flow = collective_flow(c, t, s);
@@ -482,7 +480,7 @@ static uint64_t write_begin(perfetto *c, const thread_state *t,
     else if (mlprof__map_put(&c->colls, flow, 0))
       c->pk.err = MLPROF_ENOMEM;
   }
-  packet_start(c, mlprof__job_time(c->prof, s->begin), 1);
+  packet_start(c, mlprof__job_time(c->at.prof, s->begin), 1);
   interning in;
   size_t before = c->pk.len;
   intern_open(c, &in);
@@ -550,7 +548,7 @@ static uint64_t write_end(perfetto *c, const thread_state *t,
   char ev[32], *e = ev;
   e = mlprof__pb_uint(e, TE_TYPE, TYPE_SLICE_END);
   e = mlprof__pb_uint(e, TE_TRACK_UUID, t->uuid);
-  return write_small_event(c, mlprof__job_time(c->prof, s->end), ev,
+  return write_small_event(c, mlprof__job_time(c->at.prof, s->end), ev,
                            (size_t)(e - ev));
 }
 
@@ -702,7 +700,7 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   if (n == MLPROF__NONE || !isfinite(v)) return status(c);
   uint64_t track = counter_uuid(c, c->proc_uuid, 'c', n);
   if (!track) return MLPROF_ENOMEM;
-  counter_value(c, track, mlprof__job_time(c->prof, t), v, 0, 0);
+  counter_value(c, track, mlprof__job_time(c->at.prof, t), v, 0, 0);
   return status(c);
 }
 
@@ -716,7 +714,7 @@ static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   c->names[u].units += n;
   uint64_t track = counter_uuid(c, c->proc_uuid, 'u', u);
   if (!track) return MLPROF_ENOMEM;
-  counter_value(c, track, mlprof__job_time(c->prof, t), 0, 1,
+  counter_value(c, track, mlprof__job_time(c->at.prof, t), 0, 1,
                 c->names[u].units);
   return status(c);
 }
@@ -726,7 +724,7 @@ static int on_step(void *ud, uint32_t tid, uint64_t t) {
   thread_state *ts = event_thread(c, tid);
   if (!ts) return MLPROF_ENOMEM;
   mlprof__out *m = &c->pk;
-  packet_start(c, mlprof__job_time(c->prof, t), 1);
+  packet_start(c, mlprof__job_time(c->at.prof, t), 1);
   interning in;
   intern_open(c, &in);
   intern_literals(c, &in, INTERNED_EVENT | INTERNED_ANNOTATION);
@@ -786,13 +784,13 @@ static uint64_t pseudo_process(perfetto *c, uint64_t pid, const char *pre,
 
 static int on_sample(void *ud, const mlprof__sample_row *row) {
   perfetto *c = ud;
-  uint64_t t = mlprof__job_time(c->prof, row->t), pid, proc = 0;
+  uint64_t t = mlprof__job_time(c->at.prof, row->t), pid, proc = 0;
   int rc = 0, fresh = 0;
   char pre[48];
   switch (row->subject) {
     case MLPROF__SUBJECT_PROCESS:
-      pid =
-          mlprof__trace_process_pid(&c->plan, c->host, row->id, t, &fresh, &rc);
+      pid = mlprof__trace_process_pid(&c->plan, c->at.host, row->id, t, &fresh,
+                                      &rc);
       if (rc) return rc;
       if (fresh) {
         snprintf(pre, sizeof pre, "pid %llu", (unsigned long long)row->id);
@@ -802,12 +800,12 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
       }
       break;
     case MLPROF__SUBJECT_GPU:
-      pid = MLPROF__TRACE_GPU_PID(c->host, row->id);
+      pid = MLPROF__TRACE_GPU_PID(c->at.host, row->id);
       snprintf(pre, sizeof pre, "GPU %llu", (unsigned long long)row->id);
       proc = pseudo_process(c, pid, pre, row->label, "");
       break;
     case MLPROF__SUBJECT_SYSTEM:
-      pid = MLPROF__TRACE_SYSTEM_PID(c->host);
+      pid = MLPROF__TRACE_SYSTEM_PID(c->at.host);
       proc = pseudo_process(c, pid, "system", 0, "");
       break;
     default:
@@ -831,8 +829,8 @@ static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
   perfetto *c = ud;
   (void)dropped;
   (void)unmatched;
-  c->end_seen = 1;
-  c->end_ns = end_ns;
+  c->at.end_seen = 1;
+  c->at.end_ns = end_ns;
   return 0;
 }
 
@@ -844,12 +842,13 @@ static int profile_start(perfetto *c, size_t index) {
   c->literals_interned = 0;
   memset(c->cats_interned, 0, sizeof c->cats_interned);
   int fresh;
-  c->proc_uuid = process_uuid(c, c->pid, &fresh);
+  c->proc_uuid = process_uuid(c, c->at.pid, &fresh);
   if (!c->proc_uuid) return MLPROF_ENOMEM;
   char label[512];
   size_t order;
   mlprof__trace_process_label(c->job, index, label, sizeof label, &order);
-  describe_process(c, c->proc_uuid, c->pid, label, strlen(label), p->cmdline);
+  describe_process(c, c->proc_uuid, c->at.pid, label, strlen(label),
+                   p->cmdline);
   return 0;
 }
 
@@ -859,7 +858,7 @@ static int profile_start(perfetto *c, size_t index) {
 static int profile_finish(perfetto *c, const mlprof__read_report *rep) {
   int rc = 0;
   uint64_t end = rep->last_ns;
-  if (c->end_seen && c->end_ns > end) end = c->end_ns;
+  if (c->at.end_seen && c->at.end_ns > end) end = c->at.end_ns;
   for (size_t i = 0; i < c->nopen && !rc; i++) {
     const open_zone *z = &c->open[i];
     rc = hold_span(c, &c->threads[z->thread], z->name, z->depth, z->begin, end,
@@ -877,6 +876,13 @@ static int profile_finish(perfetto *c, const mlprof__read_report *rep) {
   mlprof__map_clear(&c->tids);
   c->last_thread = MLPROF__NONE;
   return rc;
+}
+
+/* mlprof__trace_walk's emitter: a profile begins, and ends. */
+static int walk_begin(void *ud, size_t i) { return profile_start(ud, i); }
+
+static int walk_finish(void *ud, const mlprof__read_report *rep) {
+  return profile_finish(ud, rep);
 }
 
 int mlprof__export_perfetto(const mlprof__job *job,
@@ -911,73 +917,17 @@ int mlprof__export_perfetto(const mlprof__job *job,
       .end = on_end,
       .sample = on_sample,
   };
+  const mlprof__trace_emitter e = {
+      .ud = &c, .at = &c.at, .begin = walk_begin, .finish = walk_finish};
   rc = mlprof__trace_plan_init(&c.plan, job);
-  mlprof__filtered *fd = NULL;
-  if (res) res->warning[0] = '\0';
-  if (!rc && filter &&
-      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
-    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
-                                res ? sizeof res->warning : errlen);
-  if (rc) snprintf(err, errlen, "out of memory");
-  if (!rc && mlprof__filtered_unmatched(fd)) {
-    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
-    rc = MLPROF_EINVAL;
-  }
-  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
-  for (size_t i = 0; i < job->count && !rc; i++) {
-    const mlprof__job_profile *p = &job->profiles[i];
-    c.pid = c.plan.tpids[i];
-    c.host = c.plan.hosts[i];
-    c.prof = p;
-    c.end_seen = 0;
-    c.end_ns = 0;
-    if ((rc = profile_start(&c, i))) {
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    mlprof__read_report rep;
-    memset(&rep, 0, sizeof rep);
-    char why[256] = "";
-    mlprof__visitor fv = v;
-    mlprof__filter_read fr = {0};
-    if (fd) mlprof__filter_visitor(fd, i, &fr, &v, &fv);
-    int rd = mlprof__read_file(p->path, &fv, &rep, why, sizeof why);
-    shown += fr.zones_shown;
-    hidden += fr.zones_hidden;
-    mlprof__filter_read_free(&fr);
-    if (rd == MLPROF_ENOMEM || o->err == MLPROF_ENOMEM) {
-      rc = MLPROF_ENOMEM;
-      snprintf(err, errlen, "out of memory");
-      break;
-    }
-    if (o->err) {
-      rc = o->err;
-      snprintf(err, errlen, "cannot write the trace");
-      break;
-    }
-    if ((rc = profile_finish(&c, &rep)) || (rc = o->err)) {
-      snprintf(
-          err, errlen,
-          rc == MLPROF_ENOMEM ? "out of memory" : "cannot write the trace");
-      break;
-    }
-    if (res && res->reads) res->reads[i] = rep;
-    if (res && res->read_errors)
-      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
-               !rd      ? ""
-               : why[0] ? why
-                        : mlprof_strerror(rd));
-  }
-  if (!rc && hidden && !shown) {
-    snprintf(err, errlen,
-             "--zone/--category/--exclude match no zone of this run");
-    rc = MLPROF_EINVAL;
-  }
+  if (rc)
+    snprintf(err, errlen, "out of memory");
+  else
+    rc = mlprof__trace_walk(job, &c.plan, filter, &v, &e, o, res, err, errlen);
   if (res) {
     res->events = c.events;
     res->bytes = mlprof__out_pos(o) - start;
   }
-  mlprof__filtered_free(fd);
   for (size_t i = 0; i < c.nthreads; i++) {
     free(c.threads[i].held);
     free(c.threads[i].args);

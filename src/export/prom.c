@@ -176,11 +176,11 @@ typedef struct {
 static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
   static const struct {
     uint8_t kind;
-    const char *prefix, *idkey;
-  } kinds[] = {{MLPROF__SUBJECT_SYSTEM, "mlprof_system_", NULL},
-               {MLPROF__SUBJECT_PROCESS, "mlprof_process_", "pid"},
-               {MLPROF__SUBJECT_GPU, "mlprof_gpu_", "gpu"},
-               {MLPROF__SUBJECT_TREE, "mlprof_tree_", NULL}};
+    const char *idkey;
+  } kinds[] = {{MLPROF__SUBJECT_SYSTEM, NULL},
+               {MLPROF__SUBJECT_PROCESS, "pid"},
+               {MLPROF__SUBJECT_GPU, "gpu"},
+               {MLPROF__SUBJECT_TREE, NULL}};
   enum { MAXSUB = 4096 };
   const mlprof__subject_stats **subs = malloc(MAXSUB * sizeof *subs);
   fam *fams = NULL;
@@ -188,6 +188,10 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
   if (!subs) return MLPROF_ENOMEM;
   int rc = 0;
   for (size_t kd = 0; kd < sizeof kinds / sizeof kinds[0] && !rc; kd++) {
+    /* mlprof_<subject>_: the subjects' names, as everywhere. */
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "mlprof_%s_",
+             mlprof__subject_name(kinds[kd].kind));
     nfams = 0;
     /* Distinct family names of this kind over every run, of measures with
      * a value (a family without samples would only say nothing). */
@@ -198,7 +202,7 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
           char part[128], name[160];
           if (subs[s]->m[m].count == 0) continue;
           sanitise(subs[s]->m[m].name, part, sizeof part);
-          snprintf(name, sizeof name, "%s%s", kinds[kd].prefix, part);
+          snprintf(name, sizeof name, "%s%s", prefix, part);
           size_t f;
           for (f = 0; f < nfams && strcmp(fams[f].name, name); f++) {
           }
@@ -226,7 +230,7 @@ static int resources(mlprof__out *o, const mlprof__prom_run *runs, size_t n) {
             char part[128], full[160];
             if (subs[s]->m[m].count == 0) continue;
             sanitise(subs[s]->m[m].name, part, sizeof part);
-            snprintf(full, sizeof full, "%s%s", kinds[kd].prefix, part);
+            snprintf(full, sizeof full, "%s%s", prefix, part);
             if (strcmp(full, name) == 0) ms = &subs[s]->m[m];
           }
           if (!ms) continue;

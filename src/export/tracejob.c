@@ -131,3 +131,71 @@ void mlprof__trace_process_label(const mlprof__job *job, size_t index,
       break;
     }
 }
+
+int mlprof__trace_walk(const mlprof__job *job, const mlprof__trace_plan *plan,
+                       const mlprof__filter *filter, const mlprof__visitor *v,
+                       const mlprof__trace_emitter *e, mlprof__out *o,
+                       mlprof__chrome_result *res, char *err, size_t errlen) {
+  mlprof__filtered *fd = NULL;
+  int rc = 0;
+  if (res) res->warning[0] = '\0';
+  if (filter &&
+      (mlprof__filter_records(filter) || mlprof__filter_zones(filter)))
+    rc = mlprof__filter_prepare(filter, job, 1, &fd, res ? res->warning : err,
+                                res ? sizeof res->warning : errlen);
+  if (rc) snprintf(err, errlen, "out of memory");
+  if (!rc && mlprof__filtered_unmatched(fd)) {
+    snprintf(err, errlen, "%s", mlprof__filtered_unmatched(fd));
+    rc = MLPROF_EINVAL;
+  }
+  size_t shown = 0, hidden = 0; /* zone names, by what the filter does */
+  for (size_t i = 0; i < job->count && !rc; i++) {
+    *e->at = (mlprof__trace_at){.prof = &job->profiles[i],
+                                .pid = plan->tpids[i],
+                                .host = plan->hosts[i]};
+    if ((rc = e->begin(e->ud, i))) {
+      snprintf(err, errlen, "out of memory");
+      break;
+    }
+    mlprof__read_report rep;
+    memset(&rep, 0, sizeof rep);
+    char why[256] = "";
+    mlprof__visitor fv = *v;
+    mlprof__filter_read fr = {0};
+    if (fd) mlprof__filter_visitor(fd, i, &fr, v, &fv);
+    int rd =
+        mlprof__read_file(job->profiles[i].path, &fv, &rep, why, sizeof why);
+    shown += fr.zones_shown;
+    hidden += fr.zones_hidden;
+    mlprof__filter_read_free(&fr);
+    if (rd == MLPROF_ENOMEM || o->err == MLPROF_ENOMEM) {
+      rc = MLPROF_ENOMEM;
+      snprintf(err, errlen, "out of memory");
+      break;
+    }
+    if (o->err) {
+      rc = o->err;
+      snprintf(err, errlen, "cannot write the trace");
+      break;
+    }
+    if ((rc = e->finish(e->ud, &rep)) || (rc = o->err)) {
+      snprintf(
+          err, errlen, "%s",
+          rc == MLPROF_ENOMEM ? "out of memory" : "cannot write the trace");
+      break;
+    }
+    if (res && res->reads) res->reads[i] = rep;
+    if (res && res->read_errors)
+      snprintf(res->read_errors[i], sizeof res->read_errors[i], "%s",
+               !rd      ? ""
+               : why[0] ? why
+                        : mlprof_strerror(rd));
+  }
+  if (!rc && hidden && !shown) {
+    snprintf(err, errlen,
+             "--zone/--category/--exclude match no zone of this run");
+    rc = MLPROF_EINVAL;
+  }
+  mlprof__filtered_free(fd);
+  return rc;
+}

@@ -9,8 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../analyze/filter.h"
 #include "../base/base.h"
 #include "../model/job.h"
+#include "export.h"
 
 /* Pseudo-processes for what is not a profiled process; above any Linux pid
  * (2^22) and any pid given to profiles sharing one (2^22 + job index). */
@@ -50,5 +52,38 @@ uint64_t mlprof__trace_process_pid(mlprof__trace_plan *plan, size_t host,
  * *order: ranks first in rank order, then the job's other processes. */
 void mlprof__trace_process_label(const mlprof__job *job, size_t index,
                                  char *label, size_t size, size_t *order);
+
+/* The profile a trace exporter is reading, set by mlprof__trace_walk before
+ * its begin: the profile, its trace pid and host index (the plan's), and
+ * its END chunk's time once read (end_seen; the exporter sets them). */
+typedef struct {
+  const mlprof__job_profile *prof;
+  uint64_t pid, end_ns;
+  int end_seen;
+  size_t host;
+} mlprof__trace_at;
+
+/* What a trace exporter does around each profile's read (mlprof__trace_walk):
+ * at is set, then begin is called before it (index: the profile's), finish
+ * after it with what the read found; each returns 0, MLPROF_ENOMEM or the
+ * output's error. */
+typedef struct {
+  void *ud;
+  mlprof__trace_at *at;
+  int (*begin)(void *ud, size_t index);
+  int (*finish)(void *ud, const mlprof__read_report *rep);
+} mlprof__trace_emitter;
+
+/* The walk both trace exporters (chrome.c, perfetto.c) make over job, placed
+ * by plan: filter (may be
+ * NULL) prepared for job, its warning in res (may be NULL); every profile read
+ * through v, filtered, between e's begin and finish; what each read found
+ * in res->reads and res->read_errors when given; a filter whose zones match
+ * none of the run's refused. Returns 0, MLPROF_ENOMEM, MLPROF_EINVAL or o's
+ * error, with a one-line reason in err. */
+int mlprof__trace_walk(const mlprof__job *job, const mlprof__trace_plan *plan,
+                       const mlprof__filter *filter, const mlprof__visitor *v,
+                       const mlprof__trace_emitter *e, mlprof__out *o,
+                       mlprof__chrome_result *res, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/base.h"
@@ -129,6 +130,10 @@ typedef struct {
   /* Only the chunks at these offsets are read (mlprof__read_fd_chunks). */
   const uint64_t *only;
   size_t nonly;
+  /* Chunks that end by trusted_to had their CRCs checked by an earlier read
+   * of the unchanged file (mlprof__read_file_again); from the file header
+   * to checked_to, every chunk of this read was whole with its CRC right. */
+  uint64_t trusted_to, checked_to;
   char why[200]; /* the latest problem, for a format error */
 } reader;
 
@@ -878,14 +883,17 @@ static int check_chunk(reader *r, uint64_t pos, const uint8_t **chunk,
   n = source_get(&r->src, pos, want, &p);
   if (n < 0) return (int)n;
   if ((size_t)n < want) return CHUNK_CUT;
-  uint32_t crc = mlprof__crc32(0, p + 4, 8);
-  crc = mlprof__crc32(crc, p + MLPROF__CHUNK_HEADER_SIZE, l);
   *chunk = p;
   *len = l;
-  if (crc != mlprof__get_u32(p + 12)) {
-    *why = "bad CRC";
-    return CHUNK_BAD;
+  if (pos + want > r->trusted_to) {
+    uint32_t crc = mlprof__crc32(0, p + 4, 8);
+    crc = mlprof__crc32(crc, p + MLPROF__CHUNK_HEADER_SIZE, l);
+    if (crc != mlprof__get_u32(p + 12)) {
+      *why = "bad CRC";
+      return CHUNK_BAD;
+    }
   }
+  if (pos == r->checked_to) r->checked_to = pos + want;
   return CHUNK_OK;
 }
 
@@ -1013,6 +1021,7 @@ static int read_all(reader *r) {
   if (rc) return rc;
   if ((rc = names_init(r, 16, 60))) return rc;
   uint64_t pos = MLPROF__FILE_HEADER_SIZE;
+  r->checked_to = pos;
   for (;;) {
     const uint8_t *chunk = NULL;
     uint32_t len = 0;
@@ -1120,7 +1129,7 @@ static int read_only(reader *r) {
 
 /* The shared path of every entry point. err gets prefix + the reason. */
 static int read_source(source *src, const char *prefix, int meta_only,
-                       const uint64_t *only, size_t nonly,
+                       const uint64_t *only, size_t nonly, uint64_t trusted_to,
                        const mlprof__visitor *v, mlprof__read_report *rep,
                        char *err, size_t errlen) {
   static const mlprof__visitor no_visitor;
@@ -1130,9 +1139,11 @@ static int read_source(source *src, const char *prefix, int meta_only,
               .rep = rep ? rep : &local,
               .meta_only = meta_only,
               .only = only,
-              .nonly = nonly};
+              .nonly = nonly,
+              .trusted_to = trusted_to};
   memset(r.rep, 0, sizeof *r.rep);
   int rc = only ? read_only(&r) : read_all(&r);
+  r.rep->mark.checked_to = r.checked_to;
   if (err && errlen) {
     err[0] = '\0';
     if (rc == MLPROF_EFORMAT)
@@ -1149,7 +1160,10 @@ static int read_source(source *src, const char *prefix, int meta_only,
 }
 
 /* Both file entry points. err names the file: "PATH: reason". */
-static int read_path(const char *path, int meta_only, const mlprof__visitor *v,
+/* Reads the file at path; again: NULL, or the mark of an earlier read of
+ * it (mlprof__read_file_again). */
+static int read_path(const char *path, int meta_only,
+                     const mlprof__read_mark *again, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen) {
   char prefix[4096 + 3];
   snprintf(prefix, sizeof prefix, "%s: ", path);
@@ -1159,7 +1173,28 @@ static int read_path(const char *path, int meta_only, const mlprof__visitor *v,
     if (err && errlen) snprintf(err, errlen, "%s%s", prefix, strerror(errno));
     return MLPROF_EIO;
   }
-  int rc = read_source(&src, prefix, meta_only, NULL, 0, v, rep, err, errlen);
+  /* The file as it is before this read: a later read finds it unchanged
+   * only if it is so still. */
+  struct stat st;
+  mlprof__read_mark was = {0};
+  if (fstat(src.fd, &st) == 0)
+    was = (mlprof__read_mark){.valid = 1,
+                              .dev = (uint64_t)st.st_dev,
+                              .ino = (uint64_t)st.st_ino,
+                              .size = (uint64_t)st.st_size,
+                              .mtime_s = (int64_t)st.st_mtim.tv_sec,
+                              .mtime_ns = (int64_t)st.st_mtim.tv_nsec};
+  uint64_t trusted = 0;
+  if (again && again->valid && was.valid && again->dev == was.dev &&
+      again->ino == was.ino && again->size == was.size &&
+      again->mtime_s == was.mtime_s && again->mtime_ns == was.mtime_ns)
+    trusted = again->checked_to;
+  int rc = read_source(&src, prefix, meta_only, NULL, 0, trusted, v, rep, err,
+                       errlen);
+  if (rep) {
+    was.checked_to = rep->mark.checked_to;
+    rep->mark = was;
+  }
   close(src.fd);
   return rc;
 }
@@ -1167,13 +1202,20 @@ static int read_path(const char *path, int meta_only, const mlprof__visitor *v,
 /* See reader.h. */
 int mlprof__read_file(const char *path, const mlprof__visitor *v,
                       mlprof__read_report *rep, char *err, size_t errlen) {
-  return read_path(path, 0, v, rep, err, errlen);
+  return read_path(path, 0, NULL, v, rep, err, errlen);
+}
+
+/* See reader.h. */
+int mlprof__read_file_again(const char *path, const mlprof__read_mark *m,
+                            const mlprof__visitor *v, mlprof__read_report *rep,
+                            char *err, size_t errlen) {
+  return read_path(path, 0, m, v, rep, err, errlen);
 }
 
 /* See reader.h. */
 int mlprof__read_file_meta(const char *path, const mlprof__visitor *v,
                            mlprof__read_report *rep, char *err, size_t errlen) {
-  return read_path(path, 1, v, rep, err, errlen);
+  return read_path(path, 1, NULL, v, rep, err, errlen);
 }
 
 /* See reader.h. */
@@ -1181,7 +1223,7 @@ int mlprof__read_mem(const uint8_t *data, size_t len, const mlprof__visitor *v,
                      mlprof__read_report *rep, char *err, size_t errlen) {
   static const uint8_t empty[1];
   source src = {.fd = -1, .base = data ? data : empty, .avail = len, .eof = 1};
-  return read_source(&src, "", 0, NULL, 0, v, rep, err, errlen);
+  return read_source(&src, "", 0, NULL, 0, 0, v, rep, err, errlen);
 }
 
 /* See reader.h. */
@@ -1195,5 +1237,5 @@ int mlprof__read_fd_chunks(int fd, const uint64_t *offs, size_t n,
     if (err && errlen) snprintf(err, errlen, "%s", strerror(errno));
     return MLPROF_EIO;
   }
-  return read_source(&src, "", 0, n ? offs : none, n, v, rep, err, errlen);
+  return read_source(&src, "", 0, n ? offs : none, n, 0, v, rep, err, errlen);
 }

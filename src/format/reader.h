@@ -197,6 +197,16 @@ typedef struct {
 #undef MLPROF__VISITOR_MEMBER
 } mlprof__visitor;
 
+/* A file as a read of it found it (its device, inode, size and time of
+ * change; valid: they could be had), and how far from its start every chunk
+ * was whole with its CRC right (checked_to, a file offset). */
+typedef struct {
+  int valid;
+  uint64_t dev, ino, size;
+  int64_t mtime_s, mtime_ns;
+  uint64_t checked_to;
+} mlprof__read_mark;
+
 /* What a read found besides the data. */
 typedef struct {
   uint64_t chunks;          /* whole, valid chunks read */
@@ -208,6 +218,7 @@ typedef struct {
   int clean_end;            /* the last chunk read was an END chunk */
   int end_how, end_status;  /* from it: MLPROF__END_* (wire.h), status */
   char problem[256];        /* the first problem met, one line; "" if none */
+  mlprof__read_mark mark;   /* a file's (mlprof__read_file_again) */
 } mlprof__read_report;
 
 /* Reads a whole file. Returns 0 (damage is not an error: it is described in
@@ -216,6 +227,15 @@ typedef struct {
  * callback's non-zero value. err (may be NULL) gets a one-line reason. */
 int mlprof__read_file(const char *path, const mlprof__visitor *v,
                       mlprof__read_report *rep, char *err, size_t errlen);
+
+/* Reads a whole file again, as mlprof__read_file, after a read that left
+ * mark m in its report: while the file is unchanged since (same device,
+ * inode, size and time of change), the chunks m found whole and right are
+ * not checked against their CRCs a second time (their records are checked
+ * as ever: damage still shows). A changed file is checked throughout. */
+int mlprof__read_file_again(const char *path, const mlprof__read_mark *m,
+                            const mlprof__visitor *v, mlprof__read_report *rep,
+                            char *err, size_t errlen);
 
 /* Reads what opening a job needs of a file: its HEADER, META and END
  * chunks. Every other chunk is passed over by its length, neither read nor

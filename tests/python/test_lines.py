@@ -141,6 +141,24 @@ def test_run_lines_module_function(tmp_path, build_dir):
     assert len(shares) == 2 and abs(shares[0] - 75) <= 5, rows
 
 
+def never_run():
+    return 1
+
+
+def test_summary_is_the_report_when_chosen_lines_did_not_run(tmp_path):
+    """A function chosen for line timing earlier in the process that did not
+    run in a Profiler gives its summary no "lines", as its report has none:
+    summary() stays the report's document plus "session"."""
+    mlprof.lines(never_run)
+    with mlprof.Profiler(output=str(tmp_path / "n.mlprof"),
+                         sample_interval=0) as p:
+        with p.zone("z"):
+            pass
+    s, r = p.summary(), mlprof.report(p.path)
+    assert "lines" not in r
+    assert set(s) - set(r) == {"session"}, set(s) - set(r)
+
+
 def test_lines_in_the_profile(tmp_path, build_dir):
     """The line timings of a Profiler's functions are in its profile file:
     `mlprof report` shows them (JSON key lines, a text table), the same as

@@ -1,5 +1,6 @@
 /* The profile reader (format/reader.c) and job opening (model/job.c), driven
  * by profiles built here byte by byte with the wire.h encoders. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1047,12 +1048,84 @@ static void test_read_file_matches_mem(void) {
   CHECK_EQ(rcm, 0);
   CHECK_EQ(rcf, 0);
   CHECK(same);
+  /* A file's read says which file it read; bytes in memory are no file. */
+  CHECK(rf.mark.valid && !rm.mark.valid);
+  CHECK_EQ_U64(rf.mark.checked_to, rm.mark.checked_to);
+  rm.mark = rf.mark;
   CHECK(memcmp(&rm, &rf, sizeof rm) == 0);
   CHECK_EQ_U64(rm.damaged_chunks, 1);
   CHECK(rm.truncated_bytes > 0);
   CHECK(lm.spans > 340000);
   CHECK_EQ(rcx, MLPROF_EIO);
   CHECK(strstr(err, "missing.mlprof: No such file") != NULL);
+}
+
+/* Reads path with a fresh logger, again after mark when it is not NULL. */
+static int read_path_logged(const char *path, const mlprof__read_mark *mark,
+                            logger *l, mlprof__read_report *rep) {
+  mlprof__visitor v = log_visitor(l);
+  int rc = mark ? mlprof__read_file_again(path, mark, &v, rep, NULL, 0)
+                : mlprof__read_file(path, &v, rep, NULL, 0);
+  put(&l->text, "", 1);
+  return rc;
+}
+
+/* A read again of an unchanged file takes the chunks the first read found
+ * right without their CRCs (a CRC made wrong behind its back goes unseen),
+ * and gives what the first gave; once the file changed, every CRC counts. */
+static void test_read_again_checks_crcs_once(void) {
+  buf f = {0};
+  big_profile(&f); /* chunk 150 of 300 is damaged */
+  make_tmp_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/again.mlprof", tmp_dir);
+  write_file(path, &f);
+  logger l1 = {0}, l2 = {0}, l3 = {0}, l4 = {0};
+  mlprof__read_report r1, r2, r3, r4;
+  int rc1 = read_path_logged(path, NULL, &l1, &r1);
+  int rc2 = read_path_logged(path, &r1.mark, &l2, &r2);
+  int same = l1.text.n == l2.text.n && !memcmp(l1.text.d, l2.text.d, l1.text.n);
+  /* The CRC of the fifth chunk made wrong, the file's time of change put
+   * back: to a read again it is the file it read. */
+  size_t at = MLPROF__FILE_HEADER_SIZE;
+  for (int k = 0; k < 4; k++)
+    at += MLPROF__CHUNK_HEADER_SIZE + mlprof__get_u32(f.d + at + 8);
+  FILE *fp = fopen(path, "r+b");
+  uint8_t crc = (uint8_t)(f.d[at + 12] ^ 0xff);
+  int wrote = fp && fseek(fp, (long)at + 12, SEEK_SET) == 0 &&
+              fwrite(&crc, 1, 1, fp) == 1;
+  if (fp && fclose(fp)) wrote = 0;
+  struct timespec times[2] = {
+      {.tv_sec = r1.mark.mtime_s, .tv_nsec = r1.mark.mtime_ns},
+      {.tv_sec = r1.mark.mtime_s, .tv_nsec = r1.mark.mtime_ns}};
+  int touched = utimensat(AT_FDCWD, path, times, 0) == 0;
+  int rc3 = read_path_logged(path, &r1.mark, &l3, &r3);
+  /* Changed: its time of change is not the first read's. */
+  times[0].tv_sec = times[1].tv_sec = r1.mark.mtime_s + 1;
+  touched &= utimensat(AT_FDCWD, path, times, 0) == 0;
+  int rc4 = read_path_logged(path, &r1.mark, &l4, &r4);
+  remove_tmp_dir();
+  CHECK_EQ(rc1, 0);
+  CHECK_EQ(rc2, 0);
+  CHECK(same);
+  CHECK(memcmp(&r1, &r2, sizeof r1) == 0);
+  CHECK_EQ_U64(r1.damaged_chunks, 1);
+  /* Checked up to the damaged chunk, not past it. */
+  CHECK(r1.mark.valid);
+  CHECK(r1.mark.checked_to > MLPROF__FILE_HEADER_SIZE);
+  CHECK(r1.mark.checked_to < r1.mark.size);
+  CHECK(wrote && touched);
+  CHECK_EQ(rc3, 0);
+  CHECK_EQ_U64(r3.damaged_chunks, 1);
+  CHECK(l3.text.n == l1.text.n && !memcmp(l3.text.d, l1.text.d, l1.text.n));
+  /* The file changed: every CRC is checked, the one made wrong too. */
+  CHECK_EQ(rc4, 0);
+  CHECK_EQ_U64(r4.damaged_chunks, 2);
+  free(l1.text.d);
+  free(l2.text.d);
+  free(l3.text.d);
+  free(l4.text.d);
+  free(f.d);
 }
 
 /* A one-chunk profile for the job tests. */
@@ -1658,6 +1731,7 @@ const mlprof_test mlprof_tests_reader[] = {
     {"many_names", test_many_names},
     {"callback_stops_read", test_callback_stops_read},
     {"read_file_matches_mem", test_read_file_matches_mem},
+    {"read_again_checks_crcs_once", test_read_again_checks_crcs_once},
     {"job_dir", test_job_dir},
     {"job_hosts", test_job_hosts},
     {"job_exec_chain", test_job_exec_chain},
