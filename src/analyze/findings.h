@@ -317,6 +317,9 @@ int mlprof__leaks_find(const mlprof__fpass *p, mlprof__findings *f);
 /* bottleneck.c: every finding (leaks included, from f->leaks), sorted.
  * 0 or MLPROF_ENOMEM. */
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f);
+/* gil.c: GIL contention in each process whose stack samples say who held
+ * and who waited for the GIL (r->hot.gil). 0 or MLPROF_ENOMEM. */
+int mlprof__gil_find(const mlprof__fpass *p, mlprof__findings *f);
 /* findings.c: the list of findings, which every detector (bottleneck.c,
  * leak.c, dist.c) adds to. Adds a finding with a copy of zone (may be NULL)
  * and the summary printf makes; returns it (evidence to be added), or NULL

@@ -147,6 +147,7 @@ typedef struct {
   long memory_mb;        /* 0: the library's default */
   long sample_ms;        /* the process tree's sampling; 0: none */
   long stacks_hz;        /* Python stack samples per second; 0: none */
+  int stacks_native;     /* with native frames */
   const char *memory;    /* MLPROF_MEMORY's value; NULL: the default */
   int quiet;             /* no summary */
   char py_options[1024]; /* flags for Python processes, "a,b=c" */
