@@ -51,6 +51,9 @@ typedef struct {
   int sys_fd;    /* its /proc syscall (GIL waits), -2 until opened */
   int status_fd; /* its /proc status (signal masks), -2 until opened */
   int gil_wait;  /* waited for the GIL at its previous sample */
+  /* Its last Python-only stack and, when native frames were merged into
+   * it, the merged stack (0: none). */
+  uint32_t py_stack, merged;
   uint64_t cpu_ns, at_ns;
   uint64_t seen;   /* tick it was last seen */
   uint32_t stack;  /* its stack then */
@@ -274,12 +277,22 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   if (ts && (t->flags & MLPROF__STACK_SAME)) {
     p.stack = ts->stack;
   } else if (ts && s->native && r > 0) {
+    uint32_t py = intern_after(ts, t);
     mlprof__stack_thread m =
         with_native(s, ts, t, merged, MLPROF__STACK_MAX_DEPTH);
-    /* A merged stack shares no prefix with a Python-only one: interned
-     * whole. */
-    p.stack = m.frames == merged ? mlprof__stack_intern(m.frames, m.n)
-                                 : intern_after(ts, t);
+    if (m.frames == merged) {
+      /* A merged stack shares no prefix with a Python-only one: interned
+       * whole. */
+      p.stack = ts->merged = mlprof__stack_intern(m.frames, m.n);
+    } else if (ts->merged && ts->py_stack == py) {
+      /* No answer in time (a loaded machine): its Python frames are those
+       * of its previous sample, whose native frames stand for this one. */
+      p.stack = ts->merged;
+    } else {
+      p.stack = py;
+      ts->merged = 0;
+    }
+    ts->py_stack = py;
   } else {
     p.stack = intern_after(ts, t);
   }
@@ -294,10 +307,12 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
     if (r > 0 || (r < 0 && (p.flags & CPU_KNOWN) &&
                   2 * p.cpu_ns >= s->now_ns - ts->at_ns))
       p.flags |= MLPROF__STACK_ON_CPU;
-    /* Waiting for the GIL: asleep on its futex. A thread that did not run
-     * since its previous sample is where it was then. */
+    /* Waiting for the GIL: in a futex wait on it, asleep or woken and not
+     * back on a CPU yet (runnable: a loaded machine's waiters are that
+     * often). A thread that did not run since its previous sample is where
+     * it was then. */
     if ((p.flags & MLPROF__STACK_GIL_KNOWN) &&
-        !(p.flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_ON_CPU))) {
+        !(p.flags & MLPROF__STACK_HAS_GIL)) {
       if (ts->seen != UINT64_MAX && c != UINT64_MAX && c == ts->cpu_ns)
         p.flags |= ts->gil_wait ? MLPROF__STACK_GIL_WAIT : 0;
       else if (waits_for_gil(ts))
