@@ -2,7 +2,6 @@
  * through the reader's stack callbacks. */
 #include <dlfcn.h>
 #include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -230,17 +229,23 @@ __attribute__((noinline)) void mlprof_test_ext(void) { __asm__ volatile(""); }
 
 static void native_merge_replaces_loop_frames(void) {
 #ifdef MLPROF_HAVE_LIBUNWIND
-  /* The C library plays the interpreter, getaddrinfo its evaluation loop. */
-  mlprof__native_interp_set((const void *)getaddrinfo);
-  uintptr_t loop = (uintptr_t)getaddrinfo;
+  /* The C library plays the interpreter, getaddrinfo its evaluation loop
+   * (its own functions, not a sanitizer's interceptors of them). */
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(libc != NULL);
+  uintptr_t loop = (uintptr_t)dlsym(libc, "getaddrinfo");
+  uintptr_t own1 = (uintptr_t)dlsym(libc, "getenv");
+  uintptr_t own2 = (uintptr_t)dlsym(libc, "strtol");
+  CHECK(loop && own1 && own2);
+  mlprof__native_interp_set((const void *)loop);
   uintptr_t pcs[] = {
       (uintptr_t)mlprof_test_leaf + 2, /* where the thread was */
       (uintptr_t)mlprof_test_ext + 3,  /* its caller, native */
-      (uintptr_t)getenv + 5,           /* the interpreter's own: left out */
+      own1 + 5,                        /* the interpreter's own: left out */
       loop + 20,                       /* the loop: Python frames p0, p1 */
       (uintptr_t)mlprof_test_ext + 4,  /* native between two loops */
       loop + 30,                       /* the loop: p2 */
-      (uintptr_t)strtol + 5,           /* the interpreter's start */
+      own2 + 5,                        /* the interpreter's start */
       (uintptr_t)mlprof_test_leaf + 1, /* outer than every loop: left out */
   };
   uint32_t f = func("native", 1);
