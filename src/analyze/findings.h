@@ -111,12 +111,13 @@ typedef struct {
 
 typedef struct {
   const char *type; /* data_bound, compute, io_wait, memory,
-                       gpu_underutilized, memory_leak, hotspot */
+                       gpu_underutilized, memory_leak, hotspot,
+                       gil_contention */
   char *zone;       /* the zone it is about, or NULL (the steps, the
                        machine, a process) */
   size_t zone_len;
   const char *flagged; /* why it was looked at: dominant, outlier,
-                          variable, steps, memory, leak */
+                          variable, steps, memory, leak, gil */
   double severity;     /* 0..100, docs/findings.md */
   char *summary;       /* one line, plain language, with the numbers */
   mlprof__evidence ev[MLPROF__MAX_EVIDENCE];

@@ -184,7 +184,7 @@ static int waits_for_gil(tstate *t) {
  * still pending there (a program that waits for signals with sigwait must
  * never be handed ours). */
 static int may_signal(tstate *t, int sig) {
-  char buf[2048];
+  char buf[4096];
   if (task_read(t->tid, "status", &t->status_fd, buf, sizeof buf) < 0) return 0;
   unsigned long long bit = 1ull << (sig - 1);
   static const char *const keys[] = {"\nSigPnd:", "\nShdPnd:", "\nSigBlk:"};
