@@ -266,9 +266,16 @@ def test_gil_contention_names_threads(build_dir, tmp_path, spin_lib):
     assert f["evidence"]["gil_wait_share"] >= 0.2, f
     assert "burn (run.py:" in f["summary"], f["summary"]
     assert f["evidence"]["top_holder_share"] >= 0.8, f
-    # The samples say it too: waits on the GIL, per sample.
     text = mlprof_cmd(build_dir, "report", out)
     assert "GIL contention in process" in text
+    # The samples say it too: the GIL's state of each, in the trace.
+    trace = tmp_path / "t.json"
+    mlprof_cmd(build_dir, "trace", out, "-o", trace)
+    states = [e["args"].get("gil")
+              for e in json.loads(trace.read_text())["traceEvents"]
+              if e.get("cat") == "stack" and e["name"].startswith("burn (")]
+    assert states.count("held") >= 10 and states.count("waiting") >= 10, \
+        {s: states.count(s) for s in set(states)}
 
 
 def test_no_gil_contention_for_one_busy_thread(build_dir, tmp_path, spin_lib):
