@@ -282,7 +282,8 @@ __attribute__((noinline)) void mlprof_test_spin(void) {
   errno = 1234;
   while (!atomic_load(&spin_stop)) {
 #if defined(__SANITIZE_THREAD__)
-    usleep(100); /* TSan delivers signals in its interceptors */
+    usleep(100);  /* TSan delivers signals in its interceptors */
+    errno = 1234; /* which an interrupted usleep sets */
 #endif
     if (errno != 1234) atomic_fetch_add(&spin_bad_errno, 1);
   }
