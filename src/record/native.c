@@ -133,10 +133,29 @@ void mlprof__native_after_fork(void) {
   atomic_store(&req.state, IDLE);
 }
 
+/* Whether the kernel still has our handler for s: a program that loaded
+ * libmlprof with dlopen (the Python package's copy) sets its dispositions
+ * past the interposed sigaction. Asked of the kernel directly, since the
+ * interposed sigaction answers SIG_DFL for our signal. */
+static int still_ours(int s) {
+  struct {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    uint64_t mask;
+  } k;
+  if (syscall(SYS_rt_sigaction, s, NULL, &k, sizeof k.mask) != 0) return 0;
+  return k.handler == (void *)on_signal;
+}
+
 long mlprof__native_capture(uint32_t tid, uintptr_t *pcs, size_t max,
                             uint64_t timeout_ns) {
   int s = mlprof__native_signal();
   if (!s || !atomic_load(&active)) return -1;
+  if (!still_ours(s)) {
+    mlprof__native_give_up(s);
+    return -1;
+  }
   int st = atomic_load_explicit(&req.state, memory_order_acquire);
   if (st == BUSY) return -1; /* a handler of a timed-out request still runs */
   atomic_store(&req.state, IDLE);

@@ -286,3 +286,40 @@ def test_no_gil_contention_for_one_busy_thread(build_dir, tmp_path, spin_lib):
                  GIL_SCRIPT % "worker, sleeper, in_c",
                  "--stacks", "200")
     assert gil_findings(build_dir, out) == []
+
+
+def test_profiler_native_left_by_a_program_taking_the_signal(
+        build_dir, tmp_path, spin_lib):
+    """mlprof.Profiler(stacks="200,native") without `mlprof run` (the
+    package's libmlprof, loaded with dlopen: the program's sigaction is not
+    interposed): a program that takes every free real-time signal afterwards
+    never sees mlprof's, and its sampled C call has native frames before."""
+    script = tmp_path / "prog.py"
+    out = tmp_path / "p.mlprof"
+    script.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent("""
+        import mlprof
+        prof = mlprof.Profiler(output=sys.argv[2], stacks="200,native")
+        prof.start()
+        def c_caller():
+            lib.c_spin(0.5)
+        c_caller()
+        counts = {}
+        def handler(sig, frame):
+            counts[sig] = counts.get(sig, 0) + 1
+        sigs = [s for s in range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
+                if signal.getsignal(s) == signal.SIG_DFL]
+        for s in sigs:
+            signal.signal(s, handler)
+        lib.c_spin(0.5)
+        prof.stop()
+        assert counts == {}, counts
+        print("ok")
+    """))
+    env = dict(os.environ)
+    env.pop("MLPROF_OUTPUT", None)
+    r = subprocess.run([sys.executable, str(script), spin_lib, str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+    folded = mlprof_cmd(build_dir, "report", "-f", "folded", out)
+    assert any("c_caller (" in l and "c_spin (libspin.so" in l
+               for l in folded.splitlines()), folded[-2000:]
