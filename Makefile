@@ -133,11 +133,13 @@ sanitize: deps python-install
 	  MLPROF_PY_STARTUP=$(abspath $(BUILD))/python/mlprof/_startup \
 	  $(PY) -m pytest -q tests/e2e
 
-# The threaded tests under TSan (fewer zones: TSan is ~10x slower).
+# The threaded tests under TSan (fewer zones: TSan is ~10x slower): the
+# recorder, the stack sampler, the allocation hooks.
 tsan:
 	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
-	MLPROF_STRESS_ZONES=100000 MLPROF_TEST_TIMEOUT=600 TSAN_OPTIONS=halt_on_error=1 \
-	  build-tsan/mlprof_unit record/
+	MLPROF_STRESS_ZONES=100000 MLPROF_TEST_TIMEOUT=600 \
+	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan/suppressions.txt)" \
+	  build-tsan/mlprof_unit record/ stack/ memory/
 
 fuzz:
 	sh fuzz/run.sh 60

@@ -13,6 +13,7 @@ import sys
 USAGE = """usage: python -m mlprof run [mlprof run options] script.py [ARGS...]
        python -m mlprof run [mlprof run options] -m module [ARGS...]
        python -m mlprof report|trace|... (as the mlprof command)
+       python -m mlprof memory-snapshot FILE (a CUDA memory snapshot)
 
 Runs the script under `mlprof run` with this Python ({python}).
 mlprof run options: -o DIR, --flush-ms N, --memory-mb N, -q, --no-torch,
@@ -49,7 +50,16 @@ def _exec(argv, env=None):
 
 def command():
     """The `mlprof` console script."""
+    if sys.argv[1:2] == ["memory-snapshot"]:
+        return _memory_snapshot(sys.argv[2:])
     return _exec(sys.argv[1:])
+
+
+def _memory_snapshot(argv):
+    """mlprof memory-snapshot: read here, in Python (mlprof.cuda_memory),
+    since the snapshot is a pickle."""
+    from .cuda_memory import main as snapshot_main
+    return snapshot_main(argv)
 
 
 def main(argv=None):
@@ -60,6 +70,8 @@ def main(argv=None):
     if argv[0] == "_traced":
         return run_traced(argv[1:])
     cmd, rest = argv[0], argv[1:]
+    if cmd == "memory-snapshot":
+        return _memory_snapshot(rest)
     if cmd != "run":
         return _exec(argv)
     opts = []

@@ -138,6 +138,7 @@ def _instrument_torch(torch, layers):
         return
     _mlprof.meta("mlprof.torch", "instrumented (torch %s%s)"
                  % (torch.__version__, ", --layers" if layers else ""))
+    _cuda_history(torch)
     # torch.distributed's collectives, by mlprof.distributed (when this
     # package has it): install() patches them once a process group exists.
     try:
@@ -149,6 +150,24 @@ def _instrument_torch(torch, layers):
     except Exception as e:
         _mlprof.meta("mlprof.distributed", "not instrumented: %s: %s"
                      % (type(e).__name__, e))
+
+
+def _saved_bytes():
+    """Whether --layers counts the bytes each layer saves for backward:
+    with mlprof run --memory=all (or all,python)."""
+    return os.environ.get("MLPROF_MEMORY", "") == "all" and \
+        _mlprof.memory_active()
+
+
+def _cuda_history(torch):
+    """MLPROF_CUDA_MEMORY_HISTORY=1: torch's CUDA memory history, dumped
+    beside the profile at exit (mlprof.cuda_memory.history_start); what
+    happened is session metadata "mlprof.cuda_memory" when it was asked."""
+    from . import cuda_memory
+    path, why = cuda_memory.history_start(torch, _mlprof.output_path())
+    if why != "off":
+        _mlprof.meta("mlprof.cuda_memory", "snapshot at exit: %s" % path
+                     if path else "not recorded: %s" % why)
 
 
 def _never():
@@ -384,8 +403,12 @@ def _patch_torch(torch, layers):
 
         def profile_model(module, prof):
             # A compiled module's layers: said in the metadata, not warned.
+            # Activation memory per layer too, with every allocation
+            # recorded (--memory=all: it costs a few µs per module and
+            # step, docs/memory.md).
             return ModelProfile(module, prof, None, True, True,
-                                BACKWARD_EVERY, warn_compiled=False)
+                                BACKWARD_EVERY, warn_compiled=False,
+                                memory=_saved_bytes())
 
     def root_zone(self):
         """The zone of a root module: by its class; a compiled module's by

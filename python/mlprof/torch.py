@@ -17,6 +17,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 import time
 import warnings
 
@@ -29,7 +30,8 @@ from .auto import compiled_class, _note as _note_compiled
 
 __all__ = ["profile_model", "ModelProfile", "profile_data_loading",
            "profile_preprocessing", "profile_training", "module_flops",
-           "matmul_flops", "format_training", "import_profile"]
+           "matmul_flops", "format_training", "import_profile",
+           "SAVED_UNIT"]
 
 FORWARD, BACKWARD = ":forward", ":backward"
 LAYERS_META = "mlprof.layers:"  # + the model's class name
@@ -231,6 +233,91 @@ class _Routed:
             cls.handles = None
 
 
+# Units of a layer's forward zone: bytes of the tensors autograd saved for
+# backward while the layer's own operators ran (docs/memory.md).
+SAVED_UNIT = "saved_bytes"
+MEMORY_META = "mlprof.torch.memory"
+
+
+class _SavedBytes:
+    """Activation memory of a model: while its forward runs, a pair of
+    autograd saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks)
+    sees each tensor an operator saves for backward, and counts its
+    storage's bytes as SAVED_UNIT units of the innermost zone open (the
+    forward zone of the innermost hooked module, whose operator saved it),
+    each storage once per forward of the model, parameters and buffers
+    left out (they live on whatever the graph does). The hooks are pushed
+    only when torch can tell that no other pair is in place (activation
+    checkpointing, a program's own offloading): those stay the program's,
+    and that forward is not counted (nor any, with a torch that cannot
+    tell). Installed on the model itself: remove() takes it away."""
+
+    def __init__(self, model):
+        self.model = model
+        self.state = threading.local()
+        self.skipped = 0  # forwards not counted: another pair of hooks
+        # Left out of the count: their storages are looked up at each
+        # forward (a module's .to() moves them), the list made once.
+        self.weights = list(model.parameters()) + list(model.buffers())
+        self.handles = [model.register_forward_pre_hook(self.pre)]
+        try:  # run even when the forward raises (torch 2.1 and later)
+            post = model.register_forward_hook(self.post, always_call=True)
+        except TypeError:
+            post = model.register_forward_hook(self.post)
+        self.handles.append(post)
+
+    def pre(self, module, inputs):
+        st = self.state
+        depth = getattr(st, "depth", 0)
+        st.depth = depth + 1
+        if depth or _auto._compiling() or not torch.is_grad_enabled():
+            return
+        ag = torch._C._autograd
+        try:
+            if ag._top_saved_tensors_default_hooks(False) is not None:
+                self.skipped += 1
+                return
+            st.seen = {p.untyped_storage().data_ptr()
+                       for p in self.weights}
+            ag._push_saved_tensors_default_hooks(self.pack, _unpack)
+        except Exception:  # disable_saved_tensors_hooks, another torch
+            self.skipped += 1
+            return
+        st.pushed = True
+
+    def post(self, module, inputs, output):
+        st = self.state
+        st.depth = max(0, getattr(st, "depth", 1) - 1)
+        if st.depth == 0 and getattr(st, "pushed", False):
+            st.pushed = False
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+
+    def pack(self, t):
+        try:  # on the thread whose forward pushed the hooks
+            seen = self.state.seen
+            s = t.untyped_storage()
+            ptr = s.data_ptr()
+            if ptr not in seen:
+                seen.add(ptr)
+                n = s.nbytes()
+                if n:
+                    _mlprof.units(SAVED_UNIT, n)
+        except Exception:
+            pass  # a tensor without storage (a subclass): not counted
+        # Detached: what the graph keeps must not hold the tensor itself
+        # (a reference cycle through its grad_fn), torch's advice.
+        return t.detach()
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _unpack(t):
+    return t
+
+
 class ModelProfile:
     """What profile_model installed: hooks (remove() takes them away; also
     a context manager), FLOPs per layer, and per-layer statistics read back
@@ -238,7 +325,7 @@ class ModelProfile:
     (the model itself by its class name)."""
 
     def __init__(self, model, prof, depth, backward, flops, backward_every,
-                 warn_compiled=True):
+                 warn_compiled=True, memory=False):
         if isinstance(backward_every, bool) or not isinstance(
                 backward_every, int) or backward_every < 1:
             raise ValueError("profile_model: backward_every must be an "
@@ -305,6 +392,18 @@ class ModelProfile:
             self.names.append(key)
             if leaf:
                 self.leaves.add(key)
+        # Activation memory: not inside compiled code (torch.compile
+        # traces saved-tensor hooks), nor on a model whose hooks are routed.
+        self.saved = None
+        if memory:
+            why = "compiled by torch.compile" if self.compiled else \
+                "a fused encoder layer" if id(model) in self._fused else None
+            if why is None:
+                self.saved = _SavedBytes(model)
+                self.handles.append(self.saved)
+            prof.meta(MEMORY_META + ":" + root_name,
+                      "saved for backward, per layer" if why is None else
+                      "not recorded: %s" % why)
         if self.compiled and warn_compiled:
             warnings.warn(
                 "mlprof.torch.profile_model: %s compiled by torch.compile: no "
@@ -392,6 +491,54 @@ class ModelProfile:
             out.append(row)
         return out
 
+    def memory(self, summary=None):
+        """Per module that ran: its zone name, path and type, forward
+        calls, and the activation memory of its forward (docs/memory.md):
+        saved_bytes, the bytes autograd saved for backward in one forward
+        (mean over its forwards; None unless profile_model(memory=True));
+        and, where this process's allocations were recorded (mlprof run),
+        allocated_bytes (allocated while its forward was the innermost
+        zone, over the run), peak_bytes (the most those allocations held
+        live at once) and at_peak_bytes (what they held at the process's
+        peak); None where allocations were not recorded."""
+        s = summary or self.prof.summary()
+        zones = {z["name"]: z for z in s["zones"]}
+        mem = s.get("memory") or {}
+        me = os.getpid()
+        captured = any(p["pid"] == me for p in mem.get("processes", ()))
+        by_zone = {z["zone"]: z for z in mem.get("zones", ())}
+        out = []
+        for key in self.names:
+            label = self.labels[key]
+            z = zones.get(label + FORWARD)
+            if z is None:
+                continue
+            u = _unit(z, SAVED_UNIT)
+            m = by_zone.get(label + FORWARD, {})
+            row = {"name": label, "path": self.paths[key],
+                   "type": self.types[key], "forwards": z["count"],
+                   "saved_bytes": None, "allocated_bytes": None,
+                   "peak_bytes": None, "at_peak_bytes": None}
+            if self.saved is not None:
+                row["saved_bytes"] = (u["n"] if u else 0) // z["count"]
+            if captured:
+                for k in ("allocated_bytes", "peak_bytes", "at_peak_bytes"):
+                    row[k] = m.get(k, 0)
+            out.append(row)
+        return out
+
+    def memory_report(self, summary=None):
+        """The layers' activation memory (memory()) as lines."""
+        rows = self.memory(summary)
+        lines = ["%-40s %12s %12s %12s" % ("layer (forward)", "saved/fwd",
+                                           "allocated", "at peak")]
+        for r in sorted(rows, key=lambda r: -(r["saved_bytes"] or 0)):
+            lines.append("%-40s %12s %12s %12s" % (
+                r["name"][:40], _fmt_bytes(r["saved_bytes"]),
+                _fmt_bytes(r["allocated_bytes"]),
+                _fmt_bytes(r["at_peak_bytes"])))
+        return "\n".join(lines)
+
     def slowest(self, n=5, summary=None, leaves_only=True):
         """The n layers with the largest forward+backward total time, among
         the modules that ran: the innermost ones (leaves_only; modules that
@@ -449,16 +596,19 @@ BACKWARD_EVERY = 10
 
 
 def profile_model(model, prof, depth=None, backward=True, flops=True,
-                  backward_every=BACKWARD_EVERY):
+                  backward_every=BACKWARD_EVERY, memory=False):
     """Installs hooks on model's modules (down to `depth` levels below the
     model; None: all): one zone per module call, "PATH (Type):forward"
     (category forward; the model itself is named after its class) and
     "PATH (Type):backward" (category backward); forward FLOPs of the
     innermost modules that ran as "flops" units of their zones. Backward
     zones are recorded for the model's 1st forward and then every
-    backward_every-th (1: every forward). Returns a ModelProfile (remove()
-    takes the hooks away)."""
-    return ModelProfile(model, prof, depth, backward, flops, backward_every)
+    backward_every-th (1: every forward). memory: also the bytes each
+    layer's forward saves for backward, as SAVED_UNIT units of its forward
+    zone (ModelProfile.memory(); docs/memory.md). Returns a ModelProfile
+    (remove() takes the hooks away)."""
+    return ModelProfile(model, prof, depth, backward, flops, backward_every,
+                        memory=memory)
 
 
 # ---- data loading, preprocessing, training --------------------------------
@@ -876,6 +1026,15 @@ def _fmt_ns(ns):
         if ns >= div:
             return "%.3g %s" % (ns / div, unit)
     return "%.0f ns" % ns
+
+
+def _fmt_bytes(v):
+    if v is None:
+        return "-"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if v >= div:
+            return "%.3g %s" % (v / div, unit)
+    return "%d B" % v
 
 
 def _fmt_si(v):

@@ -107,11 +107,35 @@ int mlprof__mwu_sorted(const uint64_t *a, size_t na, const uint64_t *b,
   return 0;
 }
 
+double mlprof__t_p(double t, unsigned df) {
+  if (isnan(t) || df == 0) return NAN;
+  if (isinf(t)) return 0;
+  /* A(t) = P(|T| < t) as a finite series in cos(theta), theta = atan(t /
+   * sqrt(df)): odd df sum the odd terms, even df the even ones. */
+  double th = atan(fabs(t) / sqrt((double)df)), c2 = cos(th) * cos(th);
+  double a;
+  if (df % 2) {
+    double term = 1, sum = df > 1 ? 1 : 0;
+    for (unsigned j = 1; 2 * j + 1 < df; j++)
+      term *= c2 * (2.0 * j) / (2.0 * j + 1), sum += term;
+    a = 2 / M_PI * (th + sin(th) * cos(th) * sum);
+  } else {
+    double term = 1, sum = 1;
+    for (unsigned j = 1; 2 * j < df; j++)
+      term *= c2 * (2.0 * j - 1) / (2.0 * j), sum += term;
+    a = sin(th) * sum;
+  }
+  double p = 1 - a;
+  return p < 0 ? 0 : p > 1 ? 1 : p;
+}
+
 void mlprof__diff_options_init(mlprof__diff_options *opt) {
   *opt = (mlprof__diff_options){.threshold = 0.05,
                                 .alpha = 0.01,
                                 .min_count = 5,
-                                .contention = {NAN, NAN}};
+                                .contention = {NAN, NAN},
+                                .steal = {NAN, NAN},
+                                .demand = {NAN, NAN}};
 }
 
 const char *mlprof__verdict_name(mlprof__verdict v) {
@@ -126,23 +150,176 @@ static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
   return (an > bn) - (an < bn);
 }
 
-static int zone_ptr_cmp(const void *x, const void *y) {
-  const mlprof__zone_stats *a = *(const mlprof__zone_stats *const *)x,
-                           *b = *(const mlprof__zone_stats *const *)y;
-  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+static int u64_cmp(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return (a > b) - (a < b);
 }
 
-/* The zones of r sorted by name, in a new array (*out NULL when none). */
-static int zones_by_name(const mlprof__report *r,
-                         const mlprof__zone_stats ***out) {
-  *out = NULL;
-  if (!r->nzones) return 0;
-  const mlprof__zone_stats **z = malloc(r->nzones * sizeof *z);
-  if (!z) return MLPROF_ENOMEM;
-  for (size_t i = 0; i < r->nzones; i++) z[i] = &r->zones[i];
-  mlprof__sort(z, r->nzones, sizeof *z, zone_ptr_cmp);
-  *out = z;
+/* Fills the statistics of z that its sorted durations (z->count of them)
+ * give: total, min, max, mean, std and percentiles. */
+static void stats_of_durations(mlprof__zone_stats *z) {
+  uint64_t n = z->count;
+  double sum = 0, sq = 0;
+  z->total_ns = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    z->total_ns += z->durations[i];
+    sum += (double)z->durations[i];
+  }
+  if (!n) return;
+  z->mean_ns = sum / (double)n;
+  for (uint64_t i = 0; i < n; i++) {
+    double e = (double)z->durations[i] - z->mean_ns;
+    sq += e * e;
+  }
+  z->std_ns = n > 1 ? sqrt(sq / (double)(n - 1)) : 0;
+  z->min_ns = z->durations[0];
+  z->max_ns = z->durations[n - 1];
+  z->p50_ns = z->durations[mlprof__pct_rank(n, 50) - 1];
+  z->p90_ns = z->durations[mlprof__pct_rank(n, 90) - 1];
+  z->p95_ns = z->durations[mlprof__pct_rank(n, 95) - 1];
+  z->p99_ns = z->durations[mlprof__pct_rank(n, 99) - 1];
+}
+
+/* One zone of several runs, refs[0..n) (sorted by run), merged into *z:
+ * durations concatenated and sorted (owned; NULL when a run kept none),
+ * counts and times summed; each run's median into med[run]. */
+static int merge_zone(const mlprof__zone_stats *const *refs, const size_t *run,
+                      size_t n, mlprof__zone_stats *z, double *med) {
+  *z = *refs[0];
+  z->units = NULL, z->nunits = 0, z->durations = NULL;
+  z->count = z->self_ns = z->outer_ns = 0;
+  int kept = 1;
+  for (size_t i = 0; i < n; i++) {
+    z->count += refs[i]->count;
+    z->self_ns += refs[i]->self_ns;
+    z->outer_ns += refs[i]->outer_ns;
+    kept &= refs[i]->durations != NULL || refs[i]->count == 0;
+    med[run[i]] = refs[i]->durations ? mlprof__median_sorted(refs[i]->durations,
+                                                             refs[i]->count)
+                                     : NAN;
+  }
+  if (!kept || !z->count) return 0;
+  if (!(z->durations = malloc(z->count * sizeof *z->durations)))
+    return MLPROF_ENOMEM;
+  uint64_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(z->durations + at, refs[i]->durations,
+           refs[i]->count * sizeof *z->durations);
+    at += refs[i]->count;
+  }
+  mlprof__sort(z->durations, z->count, sizeof *z->durations, u64_cmp);
+  stats_of_durations(z);
   return 0;
+}
+
+typedef struct {
+  const mlprof__zone_stats *z;
+  size_t run;
+} zone_ref;
+
+static int zone_ref_cmp(const void *x, const void *y) {
+  const zone_ref *a = x, *b = y;
+  int c = name_cmp(a->z->name, a->z->name_len, b->z->name, b->z->name_len);
+  if (c) return c;
+  return (a->run > b->run) - (a->run < b->run);
+}
+
+/* Pools the zones of k runs into *s (mlprof__diff_side). Returns 0 or
+ * MLPROF_ENOMEM (then *s holds what to free). */
+static int pool_side(const mlprof__report *runs, size_t k,
+                     mlprof__diff_side *s) {
+  memset(s, 0, sizeof *s);
+  s->runs = k;
+  s->owned = k > 1;
+  size_t nrefs = 0;
+  for (size_t r = 0; r < k; r++) nrefs += runs[r].nzones;
+  if (!(s->steps = malloc(k * sizeof *s->steps))) return MLPROF_ENOMEM;
+  if (!nrefs) return 0;
+  zone_ref *refs = malloc(nrefs * sizeof *refs);
+  const mlprof__zone_stats **zs = malloc(nrefs * sizeof *zs);
+  size_t *run = malloc(nrefs * sizeof *run);
+  s->zones = calloc(nrefs, sizeof *s->zones);
+  s->medians = malloc(nrefs * k * sizeof *s->medians);
+  int rc = refs && zs && run && s->zones && s->medians ? 0 : MLPROF_ENOMEM;
+  size_t n = 0;
+  for (size_t r = 0; r < k && !rc; r++)
+    for (size_t i = 0; i < runs[r].nzones; i++)
+      refs[n++] = (zone_ref){&runs[r].zones[i], r};
+  if (!rc) mlprof__sort(refs, n, sizeof *refs, zone_ref_cmp);
+  for (size_t i = 0; i < n && !rc;) {
+    size_t e = i;
+    while (e < n && zone_ref_cmp(&(zone_ref){refs[e].z, 0},
+                                 &(zone_ref){refs[i].z, 0}) == 0) {
+      zs[e - i] = refs[e].z;
+      run[e - i] = refs[e].run;
+      e++;
+    }
+    double *med = s->medians + s->nzones * k;
+    for (size_t r = 0; r < k; r++) med[r] = NAN;
+    mlprof__zone_stats *z = &s->zones[s->nzones++];
+    if (k == 1) {
+      *z = *zs[0]; /* borrows its durations */
+      med[0] =
+          z->durations ? mlprof__median_sorted(z->durations, z->count) : NAN;
+    } else {
+      rc = merge_zone(zs, run, e - i, z, med);
+    }
+    i = e;
+  }
+  free(refs);
+  free(zs);
+  free(run);
+  return rc;
+}
+
+void mlprof__diff_side_free(mlprof__diff_side *s) {
+  for (size_t i = 0; s->owned && i < s->nzones; i++)
+    free(s->zones[i].durations);
+  free(s->zones);
+  free(s->medians);
+  free(s->steps);
+  memset(s, 0, sizeof *s);
+}
+
+int mlprof__diff_pool(const mlprof__report *runs, size_t k,
+                      mlprof__diff_side *s) {
+  int rc = pool_side(runs, k, s);
+  if (rc) mlprof__diff_side_free(s);
+  return rc;
+}
+
+/* The between-run test (diff.h) of BASE's run medians mb[0..kb) against
+ * NEW's mn[0..kn) (NAN: a run without the zone) into z. */
+static void between_runs(mlprof__diff_zone *z, const double *mb, size_t kb,
+                         const double *mn, size_t kn) {
+  double sum[2] = {0, 0}, sq[2] = {0, 0};
+  size_t n[2] = {0, 0};
+  const double *m[2] = {mb, mn};
+  size_t k[2] = {kb, kn};
+  z->runs_p = z->runs_spread = NAN;
+  for (int s = 0; s < 2; s++)
+    for (size_t r = 0; r < k[s]; r++)
+      if (m[s][r] > 0 && isfinite(m[s][r])) n[s]++, sum[s] += log(m[s][r]);
+  z->runs[0] = n[0], z->runs[1] = n[1];
+  if (!n[0] || !n[1] || n[0] + n[1] < 3) return;
+  for (int s = 0; s < 2; s++)
+    for (size_t r = 0; r < k[s]; r++)
+      if (m[s][r] > 0 && isfinite(m[s][r])) {
+        double e = log(m[s][r]) - sum[s] / (double)n[s];
+        sq[s] += e * e;
+      }
+  unsigned df = (unsigned)(n[0] + n[1] - 2);
+  double var = (sq[0] + sq[1]) / df;
+  double diff = sum[1] / (double)n[1] - sum[0] / (double)n[0];
+  double se = sqrt(var * (1.0 / (double)n[0] + 1.0 / (double)n[1]));
+  z->runs_spread = expm1(sqrt(var));
+  z->runs_p = se > 0 ? mlprof__t_p(diff / se, df) : diff != 0 ? 0 : 1;
+  if ((z->verdict == MLPROF__VERDICT_SLOWER ||
+       z->verdict == MLPROF__VERDICT_FASTER) &&
+      z->runs_p > MLPROF__RUNS_ALPHA) {
+    z->verdict = MLPROF__VERDICT_UNCHANGED;
+    z->runs_vary = 1;
+  }
 }
 
 static int selected(const mlprof__diff_options *opt, const char *name) {
@@ -253,6 +430,37 @@ static int judge_shift(mlprof__diff_zone *z, double common,
                        &z->shift_verdict);
 }
 
+/* The uniform shift as the machine's (diff.h): each slower or faster
+ * verdict of a zone that moved with the shift, and of the step and the time
+ * per unit of work when they did too, is explained by it. */
+static int explain_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
+  mlprof__diff_shift *s = &d->shift;
+  if (!s->detected) return 0;
+  for (size_t i = 0; i <= d->nzones + 1; i++) {
+    mlprof__diff_zone *z = i < d->nzones    ? &d->zones[i]
+                           : i == d->nzones ? &d->step
+                                            : &d->per_unit;
+    if ((i == d->nzones && !d->has_step) ||
+        (i == d->nzones + 1 && !d->has_unit) ||
+        (z->verdict != MLPROF__VERDICT_SLOWER &&
+         z->verdict != MLPROF__VERDICT_FASTER))
+      continue;
+    if (i >= d->nzones) {
+      int rc = judge_shift(z, s->ratio, opt);
+      if (rc) return rc;
+    } else if (!z->in_shift) {
+      continue;
+    }
+    /* Moving less than the shift the same way, or the other way, is no
+     * regression either: only beyond it is the code's. */
+    if (z->shift_verdict == z->verdict) continue;
+    z->machine_explains = 1;
+    z->explained_by = MLPROF__EXPLAINED_SHIFT;
+    s->explained++;
+  }
+  return 0;
+}
+
 /* The machine (mlprof__diff.machine): when NEW's run waited for a CPU
  * markedly more than BASE's, each slower zone and the step are judged
  * once more against the slowdown that waiting explains. */
@@ -260,11 +468,21 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
   mlprof__diff_machine *m = &d->machine;
   m->base = opt->contention[0];
   m->next = opt->contention[1];
-  m->factor = NAN;
-  if (isnan(m->base) || isnan(m->next) || m->next >= 1) return 0;
-  m->factor = (1 - m->base) / (1 - m->next);
-  m->slower = m->next - m->base >= MLPROF__MACHINE_MIN_WAIT &&
-              m->factor - 1 >= MLPROF__MACHINE_MIN_CHANGE;
+  m->steal_base = opt->steal[0];
+  m->steal_next = opt->steal[1];
+  m->factor = m->expected = NAN;
+  int wait = !isnan(m->base) && !isnan(m->next) && m->next < 1;
+  int steal =
+      !isnan(m->steal_base) && !isnan(m->steal_next) && m->steal_next < 1;
+  if (!wait && !steal) return 0;
+  double cb = wait ? m->base : 0, cn = wait ? m->next : 0;
+  double sb = steal ? m->steal_base : 0, sn = steal ? m->steal_next : 0;
+  m->factor = (1 - cb) * (1 - sb) / ((1 - cn) * (1 - sn));
+  m->demand = isnan(opt->demand[1]) ? 1 : fmin(1, fmax(0, opt->demand[1]));
+  m->expected = 1 + m->demand * (m->factor - 1);
+  m->slower = (cn - cb >= MLPROF__MACHINE_MIN_WAIT ||
+               sn - sb >= MLPROF__MACHINE_MIN_WAIT) &&
+              m->expected - 1 >= MLPROF__MACHINE_MIN_CHANGE;
   /* The factor is a whole run's average over coarse samples: a zone is
    * beyond it only by MLPROF__MACHINE_TOLERANCE at least. */
   mlprof__diff_options wide = *opt;
@@ -274,17 +492,19 @@ static int judge_machine(mlprof__diff *d, const mlprof__diff_options *opt) {
     mlprof__diff_zone *z = i < d->nzones    ? &d->zones[i]
                            : i == d->nzones ? &d->step
                                             : &d->per_unit;
-    if (z->verdict != MLPROF__VERDICT_SLOWER ||
+    if (z->verdict != MLPROF__VERDICT_SLOWER || z->machine_explains ||
         (i == d->nzones && !d->has_step) ||
         (i == d->nzones + 1 && !d->has_unit))
       continue;
     double beyond;
     mlprof__mwu t;
     mlprof__verdict v;
-    int rc = judge_against(z, m->factor, &wide, &beyond, &t, &v);
+    int rc = judge_against(z, m->expected, &wide, &beyond, &t, &v);
     if (rc) return rc;
-    z->machine_explains = v != MLPROF__VERDICT_SLOWER;
-    m->explained += z->machine_explains;
+    if (v == MLPROF__VERDICT_SLOWER) continue;
+    z->machine_explains = 1;
+    z->explained_by = MLPROF__EXPLAINED_LOAD;
+    m->explained++;
   }
   return 0;
 }
@@ -354,69 +574,115 @@ static int find_shift(mlprof__diff *d, const mlprof__diff_options *opt) {
   return 0;
 }
 
-static int u64_cmp(const void *x, const void *y) {
-  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-  return (a > b) - (a < b);
-}
-
-/* The step intervals of every process of r (each process's steps as
- * mlprof__report_marks gives them: a run of several processes, rounds or
- * ranks, is judged on all its steps, not on one process's) into *z:
- * durations sorted (owned), count, total, mean and p99; their step marks
- * into *marks. Returns 0 (count 0 when r has no step) or MLPROF_ENOMEM. */
-static int step_side(const mlprof__report *r, mlprof__zone_stats *z,
-                     uint64_t *marks) {
-  memset(z, 0, sizeof *z);
+int mlprof__step_intervals(const mlprof__report *r, uint64_t **out, size_t *n) {
   size_t steps = 0;
-  *marks = 0;
+  *out = NULL;
+  *n = 0;
   for (size_t i = 0; i < r->nprocs; i++) {
     const mlprof__marks *m = mlprof__report_marks(r, i);
-    if (m) steps += m->steps, *marks += m->marks;
+    if (m) steps += m->steps;
   }
   if (!steps) return 0;
-  if (!(z->durations = malloc(steps * sizeof *z->durations)))
-    return MLPROF_ENOMEM;
+  uint64_t *v = malloc(steps * sizeof *v);
+  if (!v) return MLPROF_ENOMEM;
   for (size_t i = 0; i < r->nprocs; i++) {
     const mlprof__marks *m = mlprof__report_marks(r, i);
     if (!m) continue;
     mlprof__marks_cursor c;
     mlprof__marks_cursor_init(&c, m);
-    uint64_t t, prev = 0, n = 0;
+    uint64_t t, prev = 0, k = 0;
     int end, open = 0;
-    while (mlprof__marks_next(&c, &t, &end) && n < m->steps) {
-      if (open) z->durations[z->count++] = t - prev, n++;
+    while (mlprof__marks_next(&c, &t, &end) && k < m->steps) {
+      if (open) v[(*n)++] = t - prev, k++;
       open = !end;
       prev = t;
     }
   }
-  mlprof__sort(z->durations, z->count, sizeof *z->durations, u64_cmp);
-  for (size_t i = 0; i < z->count; i++) z->total_ns += z->durations[i];
-  if (z->count) {
-    z->mean_ns = (double)z->total_ns / (double)z->count;
-    z->p99_ns = z->durations[mlprof__pct_rank(z->count, 99) - 1];
-  }
+  mlprof__sort(v, *n, sizeof *v, u64_cmp);
+  *out = v;
   return 0;
 }
 
-/* The step of both runs, judged as a zone (mlprof__diff.step). */
+void mlprof__median_interval(const uint64_t *a, size_t n, double *lo,
+                             double *hi) {
+  double h = 1.96 * sqrt((double)n) / 2;
+  double l = floor((double)n / 2 - h), u = ceil((double)n / 2 + h) + 1;
+  size_t li = l < 1 ? 1 : (size_t)l, ui = u > (double)n ? n : (size_t)u;
+  *lo = (double)a[li - 1];
+  *hi = (double)a[ui - 1];
+}
+
+/* The step intervals of each of the k runs r[0..k) (mlprof__step_intervals:
+ * a run of several processes, rounds or ranks, is judged on all its steps,
+ * not on one process's) into *z: durations sorted (owned), count, total,
+ * mean and p99; their step marks into *marks; each run's median interval
+ * into med[run] (NAN: none). Returns 0 (count 0 when no run has a step) or
+ * MLPROF_ENOMEM. */
+static int step_side(const mlprof__report *r, size_t k, mlprof__zone_stats *z,
+                     uint64_t *marks, double *med) {
+  memset(z, 0, sizeof *z);
+  *marks = 0;
+  for (size_t run = 0; run < k; run++) {
+    med[run] = NAN;
+    for (size_t i = 0; i < r[run].nprocs; i++) {
+      const mlprof__marks *m = mlprof__report_marks(&r[run], i);
+      if (m) *marks += m->marks;
+    }
+    uint64_t *v;
+    size_t n;
+    if (mlprof__step_intervals(&r[run], &v, &n)) return MLPROF_ENOMEM;
+    if (!n) continue;
+    uint64_t *grown = realloc(z->durations, (z->count + n) * sizeof *grown);
+    if (!grown) {
+      free(v);
+      return MLPROF_ENOMEM;
+    }
+    z->durations = grown;
+    memcpy(z->durations + z->count, v, n * sizeof *v);
+    z->count += n;
+    med[run] = mlprof__median_sorted(v, n);
+    free(v);
+  }
+  if (!z->count) return 0;
+  mlprof__sort(z->durations, z->count, sizeof *z->durations, u64_cmp);
+  for (size_t i = 0; i < z->count; i++) z->total_ns += z->durations[i];
+  z->mean_ns = (double)z->total_ns / (double)z->count;
+  z->p99_ns = z->durations[mlprof__pct_rank(z->count, 99) - 1];
+  return 0;
+}
+
+/* The step of both sides, judged as a zone (mlprof__diff.step). */
 static int judge_step(const mlprof__report *base, const mlprof__report *next,
                       const mlprof__diff_options *opt, mlprof__diff *d) {
-  int rc = step_side(base, &d->step_side[0], &d->step_marks[0]);
-  if (!rc) rc = step_side(next, &d->step_side[1], &d->step_marks[1]);
+  mlprof__diff_side *sb = &d->side[0], *sn = &d->side[1];
+  int rc =
+      step_side(base, sb->runs, &d->step_side[0], &d->step_marks[0], sb->steps);
+  if (!rc)
+    rc = step_side(next, sn->runs, &d->step_side[1], &d->step_marks[1],
+                   sn->steps);
   if (rc || !d->step_side[0].count || !d->step_side[1].count) return rc;
   d->has_step = 1;
   d->step = (mlprof__diff_zone){.name = "step",
                                 .name_len = 4,
                                 .base = &d->step_side[0],
                                 .next = &d->step_side[1]};
-  return judge(&d->step, opt);
+  rc = judge(&d->step, opt);
+  if (!rc) between_runs(&d->step, sb->steps, sb->runs, sn->steps, sn->runs);
+  return rc;
 }
 
-/* The total of unit name in r, 0 when none. */
-static uint64_t unit_total(const mlprof__report *r, const char *name) {
-  for (size_t i = 0; i < r->nunits; i++)
-    if (strcmp(r->units[i].name, name) == 0) return r->units[i].total;
-  return 0;
+/* The total of unit name over the k runs r[0..k), 0 when a run has none. */
+static uint64_t unit_total(const mlprof__report *r, size_t k,
+                           const char *name) {
+  uint64_t sum = 0;
+  for (size_t run = 0; run < k; run++) {
+    uint64_t one = 0;
+    for (size_t i = 0; i < r[run].nunits; i++)
+      if (strcmp(r[run].units[i].name, name) == 0) one = r[run].units[i].total;
+    if (!one) return 0;
+    sum += one;
+  }
+  return sum;
 }
 
 /* The step's time per unit of work (mlprof__diff.per_unit), after
@@ -424,18 +690,21 @@ static uint64_t unit_total(const mlprof__report *r, const char *name) {
 static int judge_unit(const mlprof__report *base, const mlprof__report *next,
                       const mlprof__diff_options *opt, mlprof__diff *d) {
   if (!d->has_step) return 0;
+  size_t kb = d->side[0].runs, kn = d->side[1].runs;
   const char *unit = NULL;
   for (size_t k = 0; k < base->nunits + 2 && !unit; k++) {
     const char *u = k == 0   ? "samples"
                     : k == 1 ? "tokens"
                              : base->units[k - 2].name;
-    if (unit_total(base, u) && unit_total(next, u)) unit = u;
+    if (unit_total(base, kb, u) && unit_total(next, kn, u)) unit = u;
   }
   if (!unit) return 0;
   const mlprof__report *r[2] = {base, next};
+  size_t runs[2] = {kb, kn};
   double ns_a_unit = INFINITY;
   for (int i = 0; i < 2; i++) {
-    d->work[i] = (double)unit_total(r[i], unit) / (double)d->step_marks[i];
+    d->work[i] =
+        (double)unit_total(r[i], runs[i], unit) / (double)d->step_marks[i];
     double x = d->step_side[i].mean_ns / d->work[i];
     if (x < ns_a_unit) ns_a_unit = x;
   }
@@ -465,34 +734,50 @@ static int judge_unit(const mlprof__report *base, const mlprof__report *next,
                                     .name_len = 13,
                                     .base = &d->unit_side[0],
                                     .next = &d->unit_side[1]};
-  return judge(&d->per_unit, opt);
+  int rc = judge(&d->per_unit, opt);
+  if (rc) return rc;
+  /* Each run's median step over its side's work a step: the step's
+   * between-run test, each side's values scaled alike. */
+  double *per[2] = {malloc(kb * sizeof(double)), malloc(kn * sizeof(double))};
+  if (!per[0] || !per[1]) rc = MLPROF_ENOMEM;
+  for (int i = 0; i < 2 && !rc; i++)
+    for (size_t run = 0; run < runs[i]; run++)
+      per[i][run] = d->side[i].steps[run] * d->unit_scale / d->work[i];
+  if (!rc) between_runs(&d->per_unit, per[0], kb, per[1], kn);
+  free(per[0]);
+  free(per[1]);
+  return rc;
 }
 
 const char *mlprof__diff_likely(const mlprof__diff_zone *z,
                                 const mlprof__diff_options *opt) {
-  if (!z->too_few || !z->tested) return NULL;
+  if (!(z->too_few || z->runs_vary) || !z->tested) return NULL;
   double half = (double)z->base->count * (double)z->next->count / 2;
   if (z->ratio > 1 + opt->threshold && z->test.u > half) return "slower";
   if (z->ratio < 1 - opt->threshold && z->test.u < half) return "faster";
   return NULL;
 }
 
-int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
-                       const mlprof__diff_options *opt, mlprof__diff *d) {
+int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
+                            const mlprof__report *next, size_t nnext,
+                            const mlprof__diff_options *opt, mlprof__diff *d) {
   memset(d, 0, sizeof *d);
-  const mlprof__zone_stats **zb = NULL, **zn = NULL;
-  int rc = zones_by_name(base, &zb);
-  if (!rc) rc = zones_by_name(next, &zn);
-  size_t cap = base->nzones + next->nzones;
+  mlprof__diff_side *sb = &d->side[0], *sn = &d->side[1];
+  int rc = pool_side(base, nbase, sb);
+  if (!rc) rc = pool_side(next, nnext, sn);
+  size_t cap = sb->nzones + sn->nzones;
   if (!rc && cap && !(d->zones = calloc(cap, sizeof *d->zones)))
     rc = MLPROF_ENOMEM;
   size_t i = 0, j = 0;
-  while (!rc && (i < base->nzones || j < next->nzones)) {
-    int c = i >= base->nzones   ? 1
-            : j >= next->nzones ? -1
-                                : zone_ptr_cmp(&zb[i], &zn[j]);
-    const mlprof__zone_stats *b = c <= 0 ? zb[i++] : NULL;
-    const mlprof__zone_stats *n = c >= 0 ? zn[j++] : NULL;
+  while (!rc && (i < sb->nzones || j < sn->nzones)) {
+    int c = i >= sb->nzones ? 1
+            : j >= sn->nzones
+                ? -1
+                : name_cmp(sb->zones[i].name, sb->zones[i].name_len,
+                           sn->zones[j].name, sn->zones[j].name_len);
+    size_t bi = i, ni = j;
+    const mlprof__zone_stats *b = c <= 0 ? &sb->zones[i++] : NULL;
+    const mlprof__zone_stats *n = c >= 0 ? &sn->zones[j++] : NULL;
     const mlprof__zone_stats *any = b ? b : n;
     if (!selected(opt, any->name)) {
       d->filtered++;
@@ -506,7 +791,9 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                              .next = n,
                              .median_base = NAN,
                              .median_new = NAN,
-                             .ratio = NAN};
+                             .ratio = NAN,
+                             .runs_p = NAN,
+                             .runs_spread = NAN};
     if (!b) {
       z->verdict = MLPROF__VERDICT_NEW;
       z->median_new =
@@ -515,15 +802,15 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
       z->verdict = MLPROF__VERDICT_REMOVED;
       z->median_base =
           mlprof__median_sorted(b->durations, b->durations ? b->count : 0);
-    } else {
-      rc = judge(z, opt);
+    } else if (!(rc = judge(z, opt))) {
+      between_runs(z, sb->medians + bi * nbase, nbase, sn->medians + ni * nnext,
+                   nnext);
     }
   }
-  free(zb);
-  free(zn);
   if (!rc) rc = find_shift(d, opt);
   if (!rc) rc = judge_step(base, next, opt, d);
   if (!rc) rc = judge_unit(base, next, opt, d);
+  if (!rc) rc = explain_shift(d, opt);
   if (!rc) rc = judge_machine(d, opt);
   if (rc) {
     mlprof__diff_free(d);
@@ -545,6 +832,11 @@ int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
   return 0;
 }
 
+int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
+                       const mlprof__diff_options *opt, mlprof__diff *d) {
+  return mlprof__diff_build_runs(base, 1, next, 1, opt, d);
+}
+
 int mlprof__diff_step_slower(const mlprof__diff *d) {
   return d->has_step && d->step.verdict == MLPROF__VERDICT_SLOWER &&
          !d->step.machine_explains && !(d->has_unit && d->work_differs);
@@ -552,6 +844,8 @@ int mlprof__diff_step_slower(const mlprof__diff *d) {
 
 void mlprof__diff_free(mlprof__diff *d) {
   free(d->zones);
+  mlprof__diff_side_free(&d->side[0]);
+  mlprof__diff_side_free(&d->side[1]);
   free(d->unit_side[0].durations);
   free(d->unit_side[1].durations);
   free(d->step_side[0].durations);
@@ -559,29 +853,76 @@ void mlprof__diff_free(mlprof__diff *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* The uniform shift's note (d->shift.detected), one line. */
+/* "run-queue wait 3.1x higher (31% of the time wanted against 10%)" or
+ * "... 0% -> 12%" when BASE's is 0, into b; "" when unknown. */
+static void wait_words(char *b, size_t len, const mlprof__diff_machine *m) {
+  b[0] = '\0';
+  if (isnan(m->base) || isnan(m->next)) return;
+  if (m->base > 0.0005)
+    snprintf(b, len,
+             "run-queue wait %.1fx %s (its processes waited for a CPU %.0f%% "
+             "of the time they wanted one, against %.0f%% for BASE)",
+             m->next >= m->base ? m->next / m->base : m->base / m->next,
+             m->next >= m->base ? "higher" : "lower", m->next * 100,
+             m->base * 100);
+  else
+    snprintf(b, len,
+             "run-queue wait %.0f%% -> %.0f%% (the share of the time its "
+             "processes wanted a CPU that they waited for one)",
+             m->base * 100, m->next * 100);
+}
+
+/* "CPU steal 0% -> 12%" into b; "" when unknown. */
+static void steal_words(char *b, size_t len, const mlprof__diff_machine *m) {
+  b[0] = '\0';
+  if (!isnan(m->steal_base) && !isnan(m->steal_next))
+    snprintf(b, len, "CPU steal %.0f%% -> %.0f%%", m->steal_base * 100,
+             m->steal_next * 100);
+}
+
 void mlprof__diff_shift_note(char *b, size_t len, const mlprof__diff *d) {
   const mlprof__diff_shift *s = &d->shift;
-  char who[64];
+  const mlprof__diff_machine *m = &d->machine;
+  char who[64], wait[256], steal[64], seen[400] = "";
   if (s->agreeing == s->zones)
     snprintf(who, sizeof who, "all %zu zones", s->zones);
   else
     snprintf(who, sizeof who, "%zu of %zu zones", s->agreeing, s->zones);
+  wait_words(wait, sizeof wait, m);
+  steal_words(steal, sizeof steal, m);
+  if (m->slower)
+    snprintf(seen, sizeof seen, " (%s%s%s)", wait, *wait && *steal ? ", " : "",
+             steal);
+  else if (*wait || *steal)
+    snprintf(seen, sizeof seen,
+             " (its %s%s%s did not change enough to say so: the CPU's "
+             "frequency, or other programs' use of memory and caches, may "
+             "have)",
+             *wait ? "run-queue wait" : "", *wait && *steal ? " and " : "",
+             *steal ? "steal" : "");
   snprintf(b, len,
-           "%s are %.1f%% %s (spread %.1f%%): a change of machine speed or "
-           "load more likely than of code; rerun both interleaved or on an "
-           "idle machine",
+           "%s are %.1f%% %s together (spread %.1f%%): the machine was %s%s, "
+           "more likely than the code; a verdict that moved with it is no "
+           "regression; rerun both interleaved or on an idle machine",
            who, fabs(s->ratio - 1) * 100, s->ratio > 1 ? "slower" : "faster",
-           s->spread * 100);
+           s->spread * 100, s->ratio > 1 ? "slower" : "faster", seen);
 }
 
 void mlprof__diff_machine_note(char *b, size_t len, const mlprof__diff *d) {
   const mlprof__diff_machine *m = &d->machine;
+  char wait[256], steal[64];
+  wait_words(wait, sizeof wait, m);
+  steal_words(steal, sizeof steal, m);
+  char part[128] = "";
+  if (m->demand < 0.95)
+    snprintf(part, sizeof part,
+             " (its processes wanted a CPU %.0f%% of the time: %.2fx of their "
+             "time)",
+             m->demand * 100, m->expected);
   int at = snprintf(b, len,
-                    "the machine was slower for NEW: its processes waited "
-                    "for a CPU %.0f%% of the time they wanted one, against "
-                    "%.0f%% for BASE, which stretches CPU-bound work %.2fx",
-                    m->next * 100, m->base * 100, m->factor);
+                    "the machine was slower for NEW: %s%s%s, which stretches "
+                    "CPU-bound work %.2fx%s",
+                    wait, *wait && *steal ? ", " : "", steal, m->factor, part);
   if (m->explained && at > 0 && (size_t)at < len)
     snprintf(b + at, len - (size_t)at,
              "; %zu slower verdict%s no more than that %s not counted as a "

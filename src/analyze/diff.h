@@ -37,7 +37,18 @@
  * durations multiplied by the common ratio (rounded to whole ns) against
  * NEW's, by the same test and rule as the verdicts. A zone slower or faster
  * than the common shift moved beyond what the machine explains: a candidate
- * for a real change. The verdicts and the exit status are not changed. */
+ * for a real change. A zone (and the step, and the time per unit of work,
+ * judged against the shift the same way) that moved with the shift moved
+ * with the machine: its verdict stands but it is no regression
+ * (machine_explains, explained_by MLPROF__EXPLAINED_SHIFT).
+ *
+ * Several runs a side (mlprof__diff_build_runs): each side's durations are
+ * pooled per zone for the test above, and each run's median of the zone is
+ * kept. Between-run noise, as pyperf judges it: with at least three runs in
+ * all and one a side, Student's t test (pooled variance, two-sided) on the
+ * log of the runs' medians, BASE's against NEW's; a slower or faster verdict
+ * stands only when that p is at most MLPROF__RUNS_ALPHA too, else the zone
+ * is unchanged with runs_vary set ("likely slower: the runs vary"). */
 #ifndef MLPROF_DIFF_H
 #define MLPROF_DIFF_H
 
@@ -55,6 +66,9 @@
 #define MLPROF__SHIFT_AGREE 0.75
 #define MLPROF__SHIFT_MAX_SPREAD 0.03
 #define MLPROF__SHIFT_MIN_CHANGE 0.01
+
+/* The between-run test's level (pyperf's 95%). */
+#define MLPROF__RUNS_ALPHA 0.05
 
 typedef struct {
   double u;    /* U of the second sample against the first (see above) */
@@ -85,6 +99,23 @@ double mlprof__mwu_exact_sf(size_t n1, size_t n2, double u);
  * of n1 and n2 values: 2 / C(n1 + n2, n1), at most 1. */
 double mlprof__mwu_min_p(uint64_t n1, uint64_t n2);
 
+/* The two-sided p-value of Student's t statistic t with df >= 1 degrees of
+ * freedom, P(|T| >= |t|), exact for whole df (Abramowitz and Stegun
+ * 26.7.3-4). */
+double mlprof__t_p(double t, unsigned df);
+
+/* The step intervals of every process of r (each process's steps as
+ * mlprof__report_marks gives them), sorted ascending, into a new array
+ * *out (NULL when none; the caller frees it) of *n. Returns 0 or
+ * MLPROF_ENOMEM. */
+int mlprof__step_intervals(const mlprof__report *r, uint64_t **out, size_t *n);
+
+/* A distribution-free 95% interval for the median of n >= 1 sorted values:
+ * the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2 (rounded outwards,
+ * within 1..n) into *lo and *hi. */
+void mlprof__median_interval(const uint64_t *a, size_t n, double *lo,
+                             double *hi);
+
 /* The median of n sorted values (0 for none). */
 double mlprof__median_sorted(const uint64_t *a, size_t n);
 
@@ -110,24 +141,42 @@ typedef struct {
   size_t nzones;
   /* Each run's contention for CPU (BASE, NEW): the process tree's
    * run-queue wait as a share of the CPU time it wanted, runq / (cpu +
-   * runq), from mlprof__run_load; NAN when not sampled. */
+   * runq), from mlprof__run_load; NAN when not sampled. With several runs a
+   * side, the mean of its runs'. */
   double contention[2];
+  /* Each run's CPU steal (BASE, NEW): the share of the machine's CPU time
+   * the hypervisor gave other guests, 0 to 1; NAN when not sampled. */
+  double steal[2];
+  /* How much of a CPU each run wanted (mlprof__run_machine.demand); NAN:
+   * unknown, taken as 1 (CPU-bound). */
+  double demand[2];
 } mlprof__diff_options;
 
 /* mlprof diff's defaults, the one copy: threshold 5%, alpha 0.01, 5 spans
- * a side at least, every zone, contention unknown. */
+ * a side at least, every zone, contention and steal unknown. */
 void mlprof__diff_options_init(mlprof__diff_options *opt);
 
-/* NEW's machine was slower when its contention is higher by at least
- * MLPROF__MACHINE_MIN_WAIT and stretches CPU-bound work by at least
- * MLPROF__MACHINE_MIN_CHANGE: factor = (1 - c_base) / (1 - c_new), the
- * ratio of the shares of wanted time a run got the CPU. */
+/* NEW's machine was slower when its contention or its steal is higher by
+ * at least MLPROF__MACHINE_MIN_WAIT and they stretch CPU-bound work by at
+ * least MLPROF__MACHINE_MIN_CHANGE: factor = (1 - c_base)(1 - s_base) /
+ * ((1 - c_new)(1 - s_new)), the ratio of the shares of wanted time a run
+ * got a CPU that ran it (s: steal, 0 on both sides unless both are known).
+ * Only the time a run wanted a CPU is stretched: what the machine explains
+ * of a zone's wall time is expected = 1 + d (factor - 1), d = NEW's demand
+ * (at most 1; 1 when unknown); slower needs expected - 1 >= that change. */
 #define MLPROF__MACHINE_MIN_WAIT 0.05
 #define MLPROF__MACHINE_MIN_CHANGE 0.05
-/* A slower zone (or the step) is then judged against factor by the
+/* A slower zone (or the step) is then judged against expected by the
  * verdicts' rule with a threshold of at least this: beyond it, a change of
  * the code; within it, "no more than the machine explains". */
 #define MLPROF__MACHINE_TOLERANCE 0.25
+
+/* What explains a verdict that is no regression (mlprof__diff_zone). */
+enum {
+  MLPROF__EXPLAINED_NONE,
+  MLPROF__EXPLAINED_LOAD,  /* run-queue wait and steal (diff_machine) */
+  MLPROF__EXPLAINED_SHIFT, /* the uniform shift (diff_shift) */
+};
 
 typedef struct {
   const char *name; /* borrowed from the reports */
@@ -151,17 +200,42 @@ typedef struct {
   double shift_ratio; /* NAN otherwise */
   mlprof__mwu shift_test;
   mlprof__verdict shift_verdict;
-  /* Slower, but not beyond what NEW's slower machine explains
-   * (mlprof__diff.machine): not a regression. */
+  /* Slower (or faster), but not beyond what NEW's slower machine
+   * (mlprof__diff.machine) or the common shift explains: no regression;
+   * explained_by says which. */
   int machine_explains;
+  int explained_by;
+  /* Between runs (several runs a side, above): runs of each side that have
+   * the zone, the test's p (NAN when not tested), the runs' spread
+   * (exp(pooled std of the log medians) - 1), and runs_vary: the durations'
+   * verdict was slower or faster, the runs' medians did not bear it out. */
+  size_t runs[2];
+  double runs_p, runs_spread;
+  int runs_vary;
 } mlprof__diff_zone;
 
 typedef struct {
   double base, next; /* the runs' contention (options), NAN: unknown */
-  double factor;     /* (1 - base) / (1 - next); NAN when unknown */
-  int slower;        /* NEW's machine was markedly slower (above) */
-  size_t explained;  /* slower zones (and the step) it explains */
+  double steal_base, steal_next; /* the runs' steal (options), NAN: unknown */
+  double factor;                 /* above; NAN when unknown */
+  double demand;                 /* d above, 0 to 1 */
+  double expected;  /* above: what zones are judged against; NAN: unknown */
+  int slower;       /* NEW's machine was markedly slower (above) */
+  size_t explained; /* slower zones (and the step) it explains */
 } mlprof__diff_machine;
+
+/* One side's runs, pooled: their zones merged by name (sorted by name;
+ * with one run, copies of its zone statistics that borrow its durations;
+ * with several, durations merged and owned), and each run's median of each
+ * zone and of its step. */
+typedef struct {
+  size_t runs;
+  mlprof__zone_stats *zones;
+  size_t nzones;
+  int owned;       /* zones[].durations are owned */
+  double *medians; /* nzones x runs, NAN where a run lacks the zone */
+  double *steps;   /* runs: each run's median step interval, NAN: none */
+} mlprof__diff_side;
 
 typedef struct {
   int detected;
@@ -171,6 +245,7 @@ typedef struct {
   double spread;    /* exp(IQR of the agreeing log ratios) - 1; NAN with
                        too few zones or none agreeing */
   size_t deviating; /* zones slower or faster than the common shift */
+  size_t explained; /* verdicts (zones, step) that moved with it */
 } mlprof__diff_shift;
 
 typedef struct {
@@ -207,7 +282,16 @@ typedef struct {
   mlprof__diff_zone per_unit;
   mlprof__zone_stats unit_side[2];
   mlprof__diff_machine machine;
+  mlprof__diff_side side[2]; /* BASE's runs, NEW's runs */
 } mlprof__diff;
+
+/* Pools the zones of k >= 1 runs into *s (mlprof__diff_side): what diff
+ * does for each side, for compare's repeated runs. The runs must outlive
+ * *s. Returns 0 or MLPROF_ENOMEM (then *s is empty). */
+int mlprof__diff_pool(const mlprof__report *runs, size_t k,
+                      mlprof__diff_side *s);
+
+void mlprof__diff_side_free(mlprof__diff_side *s);
 
 /* Compares every zone of base and next (matched by name), and their steps,
  * under opt. Both
@@ -217,25 +301,33 @@ typedef struct {
 int mlprof__diff_build(const mlprof__report *base, const mlprof__report *next,
                        const mlprof__diff_options *opt, mlprof__diff *d);
 
+/* The same with several runs a side: nbase reports of BASE's runs, nnext of
+ * NEW's (each at least 1), judged as above (several runs a side). */
+int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
+                            const mlprof__report *next, size_t nnext,
+                            const mlprof__diff_options *opt, mlprof__diff *d);
+
 void mlprof__diff_free(mlprof__diff *d);
 
 /* Whether d's step is a regression by itself: slower, not explained by the
  * machine, and the runs' work a step the same (else per_unit decides). */
 int mlprof__diff_step_slower(const mlprof__diff *d);
 
-/* For a zone judged with too few samples: "slower" or "faster" when its
- * change is beyond the threshold the way U leans (the verdict the test could
- * not give with so few), else NULL. */
+/* For a zone judged with too few samples, or whose runs varied too much
+ * (runs_vary): "slower" or "faster" when its change is beyond the threshold
+ * the way U leans (the verdict the test could not give), else NULL. */
 const char *mlprof__diff_likely(const mlprof__diff_zone *z,
                                 const mlprof__diff_options *opt);
 
 /* The slower machine's note (d->machine.slower) as one sentence in b: the
- * runs' run-queue waits, the slowdown they explain, the verdicts it
- * explains. */
+ * runs' run-queue waits and steal, the slowdown they explain, the verdicts
+ * it explains. */
 void mlprof__diff_machine_note(char *b, size_t len, const mlprof__diff *d);
 
 /* The uniform shift's note (d->shift.detected) as one sentence in b: how
- * many zones moved together, by how much, and what to do about it. */
+ * many zones moved together, by how much, that the machine more likely than
+ * the code moved them (and whether its run-queue wait and steal show it),
+ * and what to do about it. */
 void mlprof__diff_shift_note(char *b, size_t len, const mlprof__diff *d);
 
 #endif

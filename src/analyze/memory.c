@@ -56,6 +56,7 @@ struct mlprof__memory_builder {
   mlprof__memory *m;
   /* zone names over the job */
   mlprof__strindex zix;
+  mlprof__strindex fix; /* frame texts -> mlprof__memory.frames */
   char **znames;
   size_t *zlens, zcount, zcap;
   /* the profile being read */
@@ -231,6 +232,55 @@ static int library_file(const char *f) {
 
 #define USER_FRAMES 3
 
+/* A frame as a line of a site's path (memory.h) into buf. */
+static void frame_text(mlprof__memory_builder *b, const sframe *fr, char *buf,
+                       size_t len) {
+  uint32_t ui =
+      fr->func ? mlprof__map_get(&b->func_of, fr->func) : MLPROF__NONE;
+  if (fr->native) {
+    const char *mod = strrchr(fr->module, '/');
+    mod = mod ? mod + 1 : fr->module;
+    snprintf(buf, len, "[%s+0x%llx]", fr->symbol[0] ? fr->symbol : mod,
+             (unsigned long long)fr->offset);
+  } else if (ui != MLPROF__NONE) {
+    snprintf(buf, len, "%s:%u %s", b->funcs[ui].file, fr->line,
+             b->funcs[ui].function);
+  } else {
+    snprintf(buf, len, "<truncated>"); /* the root of a deeper stack */
+  }
+}
+
+/* Sets s->path to its stack's (memory.h). 0 or MLPROF_ENOMEM. */
+static int site_path(mlprof__memory_builder *b, mlprof__mem_site *s) {
+  uint32_t id = (uint32_t)s->stack;
+  const sframe *fr[MLPROF__MEM_PATH_FRAMES];
+  size_t n = 0;
+  /* Innermost first; parents have smaller ids: the walk ends. */
+  for (size_t hops = 0; id && hops < 4096 && n < MLPROF__MEM_PATH_FRAMES;
+       hops++) {
+    uint32_t ni = mlprof__map_get(&b->node_of, id);
+    if (ni == MLPROF__NONE) break;
+    const snode *nd = &b->nodes[ni];
+    uint32_t fi = mlprof__map_get(&b->frame_of, nd->frame);
+    if (fi != MLPROF__NONE) fr[n++] = &b->frames[fi];
+    if (nd->parent >= id) break;
+    id = nd->parent;
+  }
+  if (!n) return 0;
+  if (!(s->path = malloc(n * sizeof *s->path))) return MLPROF_ENOMEM;
+  mlprof__memory *m = b->m;
+  char line[512];
+  for (size_t k = n; k-- > 0;) {
+    frame_text(b, fr[k], line, sizeof line);
+    uint32_t f = mlprof__strindex_intern(&b->fix, &m->frames, &m->frame_lens,
+                                         &m->nframes, &m->frames_cap, line,
+                                         strlen(line));
+    if (f == MLPROF__NONE) return MLPROF_ENOMEM;
+    s->path[s->npath++] = f;
+  }
+  return 0;
+}
+
 /* Fills s->python and s->native from its stack's definitions. Returns 0 or
  * MLPROF_ENOMEM. */
 static int describe(mlprof__memory_builder *b, mlprof__mem_site *s) {
@@ -271,7 +321,8 @@ static int describe(mlprof__memory_builder *b, mlprof__mem_site *s) {
   const char *p = py[0] ? py : lib;
   s->python = mlprof__dup(p, strlen(p));
   s->native = mlprof__dup(nat, strlen(nat));
-  return s->python && s->native ? 0 : MLPROF_ENOMEM;
+  if (!s->python || !s->native) return MLPROF_ENOMEM;
+  return site_path(b, s);
 }
 
 mlprof__memory_builder *mlprof__memory_begin(mlprof__memory *m) {
@@ -344,7 +395,39 @@ typedef struct {
   uint64_t total, peak;
   size_t peak_i;
   size_t cols; /* columns of the series filled: step marks passed */
+  /* The live-bytes series (memory.h) into p's, with p: the records' first
+   * time and span, the bucket under way, its highest and when. */
+  uint64_t t0, span, bucket, high, high_t;
 } replay;
+
+/* Live bytes went to total at time t: the series' bucket of t keeps its
+ * highest (memory.h). */
+static void series_point(replay *r, mlprof__mem_proc *p, uint64_t t,
+                         uint64_t before) {
+  uint64_t k = (uint64_t)((double)(t - r->t0) * MLPROF__MEM_SERIES /
+                          (double)(r->span + 1));
+  if (p->nlive == 0) {
+    /* Nothing was live before the first record. */
+    p->live_t[0] = t;
+    p->live_v[0] = 0;
+    p->nlive = 1;
+    r->bucket = k;
+    r->high = before;
+    r->high_t = t;
+  } else if (k != r->bucket) {
+    if (p->nlive <= MLPROF__MEM_SERIES) {
+      p->live_t[p->nlive] = r->high_t;
+      p->live_v[p->nlive++] = r->high;
+    }
+    r->bucket = k;
+    r->high = before;
+    r->high_t = t;
+  }
+  if (r->total > r->high) {
+    r->high = r->total;
+    r->high_t = t;
+  }
+}
 
 static int run(mlprof__memory_builder *b, replay *r, size_t stop,
                const uint64_t *steps, size_t nsteps, double *series,
@@ -355,6 +438,7 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
   int rc = 0;
   for (size_t i = 0; i < stop; i++) {
     const rec *e = &b->recs[i];
+    uint64_t before = r->total;
     /* Step marks passed: the series' columns and the steps' peaks. */
     while (steps && step < nsteps && steps[step] <= e->t) {
       if (series && step % every == 0 && col < MAX_STEPS) {
@@ -387,7 +471,10 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
     } else {
       if (p) p->frees++;
       uint32_t j = mlprof__map_get(&at, e->addr);
-      if (j == MLPROF__NONE || j == DEAD) continue;
+      if (j == MLPROF__NONE || j == DEAD) {
+        if (p && p->live_t) series_point(r, p, e->t, before);
+        continue;
+      }
       if ((rc = mlprof__map_put(&at, e->addr, DEAD))) break;
       const rec *a = &b->recs[j];
       const site_key *k = &b->keys[a->site];
@@ -400,6 +487,7 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
         p->freed_bytes += a->weight;
       }
     }
+    if (p && p->live_t) series_point(r, p, e->t, before);
     /* The step under way: its own high-water mark. */
     if (p && step >= 1 && step - 1 < p->nsteps &&
         r->total > p->step_peak[step - 1])
@@ -407,6 +495,10 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
   }
   mlprof__map_clear(&at);
   r->cols = col;
+  if (p && p->live_t && p->nlive && p->nlive <= MLPROF__MEM_SERIES) {
+    p->live_t[p->nlive] = r->high_t;
+    p->live_v[p->nlive++] = r->high;
+  }
   return rc ? MLPROF_ENOMEM : 0;
 }
 
@@ -448,15 +540,23 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   m->procs = ps;
   mlprof__mem_proc *p = &ps[m->nprocs];
   *p = (mlprof__mem_proc){.proc = b->proc, .pid = b->pid, .exact = b->exact};
+  m->nprocs++;
   if (nsteps && !(p->step_peak = calloc(nsteps, sizeof *p->step_peak)))
     goto out;
   p->nsteps = nsteps;
-  m->nprocs++;
+  p->step_t = steps;
+  steps = NULL; /* p's now: run() reads it as p->step_t */
+  p->live_t = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_t);
+  p->live_v = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_v);
+  if (!p->live_t || !p->live_v) goto out;
+  r.t0 = b->recs[0].t;
+  r.span = b->recs[b->nrecs - 1].t - r.t0;
   r.live = calloc(b->nkeys, sizeof *r.live);
   r.zlive = calloc(m->nzones, sizeof *r.zlive);
   if (cols) series = calloc(b->nkeys * MAX_STEPS, sizeof *series);
   if (!r.live || !r.zlive || (cols && !series)) goto out;
-  if ((rc = run(b, &r, b->nrecs, steps, nsteps, series, every, p))) goto out;
+  if ((rc = run(b, &r, b->nrecs, p->step_t, nsteps, series, every, p)))
+    goto out;
   p->peak = r.peak;
   p->live_end = r.total;
   size_t peak_i = r.peak_i;
@@ -520,8 +620,22 @@ static int by_peak(const void *x, const void *y) {
   return (a->proc > b->proc) - (a->proc < b->proc);
 }
 
+static void frames_free(mlprof__memory *m) {
+  for (size_t i = 0; i < m->nframes; i++) free(m->frames[i]);
+  free(m->frames);
+  free(m->frame_lens);
+}
+
+static void proc_free(mlprof__mem_proc *p) {
+  free(p->step_peak);
+  free(p->step_t);
+  free(p->live_t);
+  free(p->live_v);
+}
+
 static void free_builder(mlprof__memory_builder *b) {
   mlprof__strindex_free(&b->zix);
+  mlprof__strindex_free(&b->fix);
   for (size_t i = 0; i < b->zcount; i++) free(b->znames[i]);
   free(b->znames);
   free(b->zlens);
@@ -555,26 +669,30 @@ void mlprof__memory_abort(mlprof__memory_builder *b) {
   if (!b) return;
   mlprof__memory *m = b->m;
   free_builder(b);
-  for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
+  for (size_t i = 0; i < m->nprocs; i++) proc_free(&m->procs[i]);
   free(m->procs);
   free(m->zones); /* their names are still the builder's: freed above */
   for (size_t i = 0; i < m->nsites; i++) {
     free(m->sites[i].python);
     free(m->sites[i].native);
+    free(m->sites[i].path);
   }
   free(m->sites);
+  frames_free(m);
   memset(m, 0, sizeof *m);
 }
 
 void mlprof__memory_free(mlprof__memory *m) {
-  for (size_t i = 0; i < m->nprocs; i++) free(m->procs[i].step_peak);
+  for (size_t i = 0; i < m->nprocs; i++) proc_free(&m->procs[i]);
   for (size_t i = 0; i < m->nzones; i++) free(m->zones[i].name);
   for (size_t i = 0; i < m->nsites; i++) {
     free(m->sites[i].python);
     free(m->sites[i].native);
+    free(m->sites[i].path);
   }
   free(m->procs);
   free(m->zones);
   free(m->sites);
+  frames_free(m);
   memset(m, 0, sizeof *m);
 }

@@ -14,6 +14,11 @@
 
 #include "../format/reader.h"
 
+/* Points of a process's live-bytes series at most. */
+#define MLPROF__MEM_SERIES 1000
+/* Frames of a site's path at most. */
+#define MLPROF__MEM_PATH_FRAMES 48
+
 /* Bytes are estimates of the bytes allocated (each record's weight): exact
  * when every allocation was recorded. */
 typedef struct {
@@ -37,6 +42,12 @@ typedef struct {
    * the native frame that called the allocator ("symbol+0xOFF" or
    * "module+0xOFF"). */
   char *python, *native;
+  /* The whole stack, outermost frame first, as indices into
+   * mlprof__memory.frames: every Python frame, then the native frame; at
+   * most MLPROF__MEM_PATH_FRAMES, the innermost kept (npath 0: unknown).
+   * For flame graphs. */
+  uint32_t *path;
+  uint32_t npath;
   uint64_t alloc_bytes, alloc_count;
   uint64_t live_end; /* still live when the profile ended */
   uint64_t at_peak;  /* live at its process's peak */
@@ -55,7 +66,14 @@ typedef struct {
   uint64_t alloc_bytes, freed_bytes, live_end;
   uint64_t peak, peak_t; /* the most live at once, and when (ns) */
   uint64_t *step_peak;   /* per step (between two step marks) */
+  uint64_t *step_t;      /* the step marks (profile time, sorted) */
   size_t nsteps;
+  /* Live bytes over time (profile time): the records' span cut into
+   * MLPROF__MEM_SERIES equal buckets, each the highest live bytes in it and
+   * when; the point of the peak is the peak itself. nlive at most
+   * MLPROF__MEM_SERIES + 1 (a first point at 0 bytes). */
+  uint64_t *live_t, *live_v;
+  size_t nlive;
 } mlprof__mem_proc;
 
 typedef struct {
@@ -66,6 +84,11 @@ typedef struct {
   mlprof__mem_site *sites;
   size_t nsites;
   size_t nleaks; /* sites with leak set */
+  /* The frames of the sites' paths over the job, each text once:
+   * "file:line function" (Python), "[symbol+0xOFF]" or "[module+0xOFF]"
+   * (native), "<truncated>" (the root of a deeper stack). */
+  char **frames;
+  size_t *frame_lens, nframes, frames_cap;
 } mlprof__memory;
 
 typedef struct mlprof__memory_builder mlprof__memory_builder;

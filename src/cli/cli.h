@@ -74,7 +74,9 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c);
 enum { MLPROF__DIFF_TEXT, MLPROF__DIFF_JSON, MLPROF__DIFF_JUNIT };
 
 typedef struct {
-  const char *base, *next;  /* the runs: BASE and NEW */
+  /* The runs: BASE's (one, or several before --) and NEW's */
+  const char *const *base, *const *next;
+  size_t nbase, nnext;
   mlprof__diff_options opt; /* opt.zones: the --zone patterns (owned) */
   int format;               /* MLPROF__DIFF_*, default text */
   mlprof__filter filter;    /* owned */
@@ -88,6 +90,10 @@ int mlprof__diff_cmd_run(const mlprof__diff_cmd *c);
 typedef struct {
   const char *const *paths; /* the runs, at least two */
   size_t npaths;
+  /* Repeated runs (A1 A2 -- B1 B2): ngroups configurations of sizes[g]
+   * runs each, in paths' order (owned); NULL: each run its own. */
+  size_t *sizes, ngroups;
+  const char **grouped;  /* paths without the separators (owned) */
   const char *labels;    /* NULL, or the runs' names, comma-separated */
   int json;              /* JSON, else text */
   size_t top;            /* text: zones shown, 0 all; default 30 */
@@ -149,6 +155,8 @@ typedef struct {
   long stacks_hz;        /* Python stack samples per second; 0: none */
   int stacks_native;     /* with native frames */
   const char *memory;    /* MLPROF_MEMORY's value; NULL: the default */
+  char memory_mode[64];  /* what memory points to when given */
+  int python_malloc;     /* PYTHONMALLOC=malloc for the command */
   int quiet;             /* no summary */
   char py_options[1024]; /* flags for Python processes, "a,b=c" */
 } mlprof__run_cmd;

@@ -17,14 +17,20 @@
 
 static const char usage[] =
     "usage: mlprof compare [options] RUN RUN [RUN...]\n"
+    "       mlprof compare [options] A1 A2... -- B1 B2... [-- C1...]\n"
     "\n"
     "Runs of one workload under different backends or configurations, side\n"
     "by side: per zone the count, mean, p50 and p99 of each run, its speedup\n"
     "against the slowest run and against the first (ratio of means: the\n"
     "other run's mean / this run's mean, > 1 is faster) and the fastest run;\n"
-    "the runs ranked by wall time and by step time (mean interval between\n"
-    "step marks; wall time when a run has no steps); and a one-line\n"
-    "recommendation. RUN is a profile file or a run directory.\n"
+    "the runs ranked by wall time and by step time (the median interval\n"
+    "between step marks, with a 95% interval, robust to preempted steps;\n"
+    "wall time when a run has no steps); and a one-line recommendation that\n"
+    "says when runs cannot be told apart (their intervals overlap). RUN is a\n"
+    "profile file or a run directory. With repeated runs of each\n"
+    "configuration, separated by --, each configuration's zones are pooled\n"
+    "over its runs and its step time is the median of its runs' medians,\n"
+    "their spread counted as noise.\n"
     "\n"
     "options:\n"
     "  -l, --labels A,B,...  names of the runs, in order (default: the base\n"
@@ -49,7 +55,38 @@ void mlprof__compare_cmd_init(mlprof__compare_cmd *c) {
 }
 
 void mlprof__compare_cmd_free(mlprof__compare_cmd *c) {
+  free(c->sizes);
+  free(c->grouped);
+  c->sizes = NULL;
+  c->grouped = NULL;
   mlprof__filter_free(&c->filter);
+}
+
+/* Splits argv[first..argc) at lone "--" into c's configurations. Returns
+ * -1 to go on, else the exit status after a message. */
+static int groups(int argc, char **argv, int first, mlprof__compare_cmd *c) {
+  c->sizes = calloc((size_t)argc, sizeof *c->sizes);
+  c->grouped = calloc((size_t)argc, sizeof *c->grouped);
+  if (!c->sizes || !c->grouped) {
+    fprintf(stderr, "mlprof compare: out of memory\n");
+    return 1;
+  }
+  size_t n = 0;
+  for (int i = first; i <= argc; i++) {
+    if (i < argc && strcmp(argv[i], "--") != 0) {
+      c->grouped[n++] = argv[i];
+      c->sizes[c->ngroups]++;
+      continue;
+    }
+    if (!c->sizes[c->ngroups])
+      return fail_usage("%s", "each configuration between -- wants a run");
+    c->ngroups++;
+  }
+  if (c->ngroups < 2)
+    return fail_usage("%s", "wants at least two configurations to compare");
+  c->paths = c->grouped;
+  c->npaths = n;
+  return -1;
 }
 
 /* Reads the arguments into *c. Returns -1 to go on, else the exit status
@@ -63,11 +100,16 @@ static int parse(int argc, char **argv, mlprof__compare_cmd *c) {
       MLPROF__FILTER_OPTIONS,
       {NULL, 0, NULL, 0}};
   int top_given = 0, rc = -1;
+  /* A1 A2 -- B1 B2: options and the first configuration's runs before
+   * the first lone "--". */
+  int sep = 0;
+  for (int i = 1; i < argc && !sep; i++)
+    if (strcmp(argv[i], "--") == 0) sep = i;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
-  while (rc < 0 &&
-         (ch = getopt_long(argc, argv, ":l:f:n:h", options, NULL)) != -1) {
+  while (rc < 0 && (ch = getopt_long(sep ? sep : argc, argv, ":l:f:n:h",
+                                     options, NULL)) != -1) {
     switch (ch) {
       case 'l':
         c->labels = optarg;
@@ -94,6 +136,12 @@ static int parse(int argc, char **argv, mlprof__compare_cmd *c) {
       default:
         rc = mlprof__cli_other_option("compare", ch, argv, &c->filter);
     }
+  }
+  if (rc < 0 && sep) {
+    /* getopt left the first configuration's runs at optind..sep. */
+    rc = groups(argc, argv, optind, c);
+    if (!top_given && c->json) c->top = 0;
+    return rc;
   }
   size_t nruns = (size_t)(argc - optind);
   if (rc < 0 && nruns < 2)
@@ -137,8 +185,10 @@ static int write_compare(const mlprof__compare_cmd *c,
 int mlprof__compare_cmd_run(const mlprof__compare_cmd *c) {
   mlprof__compare cmp;
   char err[512];
-  int rc = mlprof__compare_load(&cmp, c->paths, c->npaths, 0, c->labels,
-                                &c->filter, err, sizeof err);
+  /* Durations kept: each zone's fastest run is judged on medians and their
+   * intervals (compare.h). */
+  int rc = mlprof__compare_load(&cmp, c->paths, c->npaths, c->sizes, c->ngroups,
+                                1, c->labels, &c->filter, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof compare: %s\n", err);
     rc = rc == MLPROF_ENOMEM ? 1 : 2;

@@ -16,6 +16,7 @@
 
 static const char usage[] =
     "usage: mlprof diff [options] BASE NEW\n"
+    "       mlprof diff [options] BASE... -- NEW...\n"
     "\n"
     "Per zone, is NEW slower or faster than BASE? Each zone's durations are\n"
     "compared with a Mann-Whitney U test (two-sided; exact for small samples\n"
@@ -25,11 +26,16 @@ static const char usage[] =
     "p <= alpha and it shrank by more than the threshold; new and removed\n"
     "zones are listed; anything else is unchanged (\"too few samples\" when a\n"
     "side has fewer than --min-count spans or no outcome could reach alpha).\n"
-    "When most zones moved alike by a similar ratio, more likely a change of\n"
-    "the machine's speed or load than of code, a note says so and names the\n"
-    "zones that moved beyond that common shift (verdicts and exit status stay\n"
-    "as they are; see docs/guide.md).\n"
-    "BASE and NEW are profile files or run directories.\n"
+    "The gate tells a change of the program from one of the machine: when\n"
+    "NEW's processes waited for a CPU (run-queue wait) or had their CPU\n"
+    "stolen by a hypervisor markedly more than BASE's, or when most zones\n"
+    "moved alike by a similar ratio, a slower zone that moved no more than\n"
+    "that is \"machine\", not a regression, and the report says the machine\n"
+    "was slower and by how much; zones beyond it are still judged.\n"
+    "Several runs a side (BASE... -- NEW...): each zone's durations are\n"
+    "pooled, and a verdict also needs the runs' medians to differ beyond\n"
+    "their between-run spread (Student's t, p <= 0.05, as pyperf does).\n"
+    "BASE and NEW are profile files or run directories (see docs/guide.md).\n"
     "\n"
     "options:\n"
     "  -t, --threshold PCT  smallest change of the median that counts, in\n"
@@ -79,9 +85,9 @@ static int parse_percent(const char *s, double *out) {
 /* ---- command ------------------------------------------------------------- */
 
 static int load(const char *path, const mlprof__filter *filter,
-                mlprof__report *r, double *contention) {
+                mlprof__report *r, mlprof__run_machine *machine) {
   char err[512];
-  int rc = mlprof__run_load(path, 1, filter, r, contention, err, sizeof err);
+  int rc = mlprof__run_load(path, 1, filter, r, machine, err, sizeof err);
   if (rc) {
     fprintf(stderr, "mlprof diff: %s\n", err);
     return rc == MLPROF_ENOMEM ? 3 : 2;
@@ -127,11 +133,17 @@ static int parse(int argc, char **argv, mlprof__diff_cmd *c) {
   }
   opt->zones = zones;
   int rc = -1;
+  /* BASE... -- NEW...: the options and BASE's runs come before a lone
+   * "--", NEW's runs after it. */
+  int sep = 0;
+  for (int i = 1; i < argc && !sep; i++)
+    if (strcmp(argv[i], "--") == 0) sep = i;
+  int nopt = sep ? sep : argc;
   opterr = 0;
   optind = 0; /* 0, not 1: GNU getopt then also resets its ordering mode */
   int ch;
   while (rc < 0 &&
-         (ch = getopt_long(argc, argv, ":t:a:m:z:f:h", options, NULL)) != -1) {
+         (ch = getopt_long(nopt, argv, ":t:a:m:z:f:h", options, NULL)) != -1) {
     switch (ch) {
       case 't':
         if (parse_percent(optarg, &opt->threshold))
@@ -171,13 +183,24 @@ static int parse(int argc, char **argv, mlprof__diff_cmd *c) {
         rc = mlprof__cli_other_option("diff", ch, argv, &c->filter);
     }
   }
-  if (rc < 0 && argc - optind != 2)
-    rc = fail_usage("%s", argc - optind < 2
-                              ? "wants two runs: BASE NEW"
-                              : "wants exactly two runs: BASE NEW");
-  if (rc < 0) {
-    c->base = argv[optind];
-    c->next = argv[optind + 1];
+  if (rc < 0 && sep) {
+    if (nopt - optind < 1 || argc - sep - 1 < 1)
+      rc = fail_usage("%s",
+                      "wants at least one run each side of --: "
+                      "BASE... -- NEW...");
+    c->base = (const char *const *)argv + optind;
+    c->nbase = (size_t)(nopt - optind);
+    c->next = (const char *const *)argv + sep + 1;
+    c->nnext = (size_t)(argc - sep - 1);
+  } else if (rc < 0) {
+    if (argc - optind != 2)
+      rc = fail_usage("%s", argc - optind < 2
+                                ? "wants two runs: BASE NEW"
+                                : "wants exactly two runs: BASE NEW (several "
+                                  "a side: BASE... -- NEW...)");
+    c->base = (const char *const *)argv + optind;
+    c->next = (const char *const *)argv + optind + 1;
+    c->nbase = c->nnext = 1;
   }
   return rc;
 }
@@ -203,11 +226,13 @@ static int write_diff(const mlprof__diff_cmd *c, const mlprof__diff *d,
   }
   int rc;
   if (c->format == MLPROF__DIFF_JSON)
-    rc = mlprof__export_diff_json(d, opt, c->base, base, c->next, next, &o);
+    rc = mlprof__export_diff_json(d, opt, c->base[0], base, c->next[0], next,
+                                  &o);
   else if (c->format == MLPROF__DIFF_JUNIT)
-    rc = mlprof__export_diff_junit(d, opt, c->base, c->next, &o);
+    rc = mlprof__export_diff_junit(d, opt, c->base[0], c->next[0], &o);
   else
-    rc = mlprof__export_diff_text(d, opt, c->base, base, c->next, next, &o);
+    rc = mlprof__export_diff_text(d, opt, c->base[0], base, c->next[0], next,
+                                  &o);
   int frc = mlprof__out_flush(&o);
   if (!rc) rc = frc;
   if (rc)
@@ -217,13 +242,42 @@ static int write_diff(const mlprof__diff_cmd *c, const mlprof__diff *d,
   return rc ? 3 : 0;
 }
 
+/* Loads the n runs at paths into r[0..n) and the mean of what slowed
+ * their machines into *wait, *steal and *demand (NAN when no run knows).
+ * Returns 0 or the exit status after a message. */
+static int load_side(const char *const *paths, size_t n,
+                     const mlprof__filter *filter, mlprof__report *r,
+                     double *wait, double *steal, double *demand) {
+  double sw = 0, ss = 0, sd = 0;
+  size_t nw = 0, ns = 0;
+  for (size_t i = 0; i < n; i++) {
+    mlprof__run_machine m;
+    int rc = load(paths[i], filter, &r[i], &m);
+    if (rc) return rc;
+    if (!isnan(m.wait)) sw += m.wait, sd += m.demand, nw++;
+    if (!isnan(m.steal)) ss += m.steal, ns++;
+  }
+  *wait = nw ? sw / (double)nw : NAN;
+  *demand = nw ? sd / (double)nw : NAN;
+  *steal = ns ? ss / (double)ns : NAN;
+  return 0;
+}
+
 int mlprof__diff_cmd_run(const mlprof__diff_cmd *c) {
   mlprof__diff_options opt = c->opt;
-  mlprof__report base = {0}, next = {0};
+  mlprof__report *base = calloc(c->nbase, sizeof *base);
+  mlprof__report *next = calloc(c->nnext, sizeof *next);
   mlprof__diff d = {0};
-  int rc = load(c->base, &c->filter, &base, &opt.contention[0]);
-  if (!rc) rc = load(c->next, &c->filter, &next, &opt.contention[1]);
-  if (!rc && mlprof__diff_build(&base, &next, &opt, &d)) {
+  int rc = base && next ? 0 : 3;
+  if (rc) fprintf(stderr, "mlprof diff: out of memory\n");
+  if (!rc)
+    rc = load_side(c->base, c->nbase, &c->filter, base, &opt.contention[0],
+                   &opt.steal[0], &opt.demand[0]);
+  if (!rc)
+    rc = load_side(c->next, c->nnext, &c->filter, next, &opt.contention[1],
+                   &opt.steal[1], &opt.demand[1]);
+  if (!rc &&
+      mlprof__diff_build_runs(base, c->nbase, next, c->nnext, &opt, &d)) {
     fprintf(stderr, "mlprof diff: out of memory\n");
     rc = 3;
   }
@@ -235,10 +289,12 @@ int mlprof__diff_cmd_run(const mlprof__diff_cmd *c) {
       fprintf(stderr, "mlprof diff: neither run has any zone to compare\n");
     rc = 2;
   }
-  if (!rc) rc = write_diff(c, &d, &opt, &base, &next);
+  if (!rc) rc = write_diff(c, &d, &opt, base, next);
   if (!rc) rc = d.regression ? 1 : 0;
   mlprof__diff_free(&d);
-  mlprof__report_free(&base);
-  mlprof__report_free(&next);
+  for (size_t i = 0; base && i < c->nbase; i++) mlprof__report_free(&base[i]);
+  for (size_t i = 0; next && i < c->nnext; i++) mlprof__report_free(&next[i]);
+  free(base);
+  free(next);
   return rc;
 }

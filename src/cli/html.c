@@ -178,11 +178,13 @@ static int diff_load(const char *const *paths, const mlprof__filter *filter,
   char err[512];
   *base = (mlprof__report){0};
   *next = (mlprof__report){0};
-  int rc = mlprof__run_load(paths[0], 1, filter, base, &opt->contention[0], err,
-                            sizeof err);
+  mlprof__run_machine m[2];
+  int rc = mlprof__run_load(paths[0], 1, filter, base, &m[0], err, sizeof err);
   if (!rc)
-    rc = mlprof__run_load(paths[1], 1, filter, next, &opt->contention[1], err,
-                          sizeof err);
+    rc = mlprof__run_load(paths[1], 1, filter, next, &m[1], err, sizeof err);
+  for (int i = 0; i < 2 && !rc; i++)
+    opt->contention[i] = m[i].wait, opt->steal[i] = m[i].steal,
+    opt->demand[i] = m[i].demand;
   if (!rc && mlprof__diff_build(base, next, opt, d)) {
     snprintf(err, sizeof err, "out of memory");
     rc = MLPROF_ENOMEM;
@@ -254,8 +256,8 @@ int mlprof__html_cmd_run(const mlprof__html_cmd *c) {
   if (compare || diff) {
     rc = check_other_runs(c);
     if (!rc && compare &&
-        (rc = mlprof__compare_load(&cmp, paths, npaths, 1, c->labels, filter,
-                                   err, sizeof err))) {
+        (rc = mlprof__compare_load(&cmp, paths, npaths, NULL, 0, 1, c->labels,
+                                   filter, err, sizeof err))) {
       fprintf(stderr, "mlprof html: %s\n", err);
       rc = rc == MLPROF_ENOMEM ? 1 : 2;
     }

@@ -11,6 +11,19 @@
 #define SERVE_HELP "(not in this build: it needs libmicrohttpd)"
 #endif
 
+/* The snapshot is a pickle, read by the Python package (safely, without
+ * running it: mlprof/cuda_memory.py), whose `mlprof` console script runs
+ * this command itself; this binary only says where it is. */
+static int memory_snapshot(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr,
+          "mlprof memory-snapshot: a command of the Python package: run "
+          "python -m mlprof memory-snapshot FILE (or its mlprof console "
+          "script; docs/memory.md)\n");
+  return 2;
+}
+
 static const struct {
   const char *name;
   int (*fn)(int, char **);
@@ -29,6 +42,8 @@ static const struct {
     {"diff", mlprof__cmd_diff,
      "per-zone regression test of NEW against BASE (CI gate)"},
     {"top", mlprof__cmd_top, "a live terminal view of a running job"},
+    {"memory-snapshot", memory_snapshot,
+     "torch's CUDA memory snapshot (the Python package's command)"},
 };
 
 static void usage(FILE *out) {

@@ -48,7 +48,9 @@ static void usage(FILE *out) {
       "      --memory-mb N    event buffer cap per process (default 64)\n"
       "      --memory=MODE    allocations recorded: sampled[:BYTES] (default;\n"
       "                       a sample every 512 KiB allocated on average),\n"
-      "                       all (every one, for leak hunting) or off\n"
+      "                       all (every one, for leak hunting) or off;\n"
+      "                       MODE,python: Python's small objects too\n"
+      "                       (PYTHONMALLOC=malloc: slower, docs/memory.md)\n"
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
       "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
@@ -59,7 +61,8 @@ static void usage(FILE *out) {
       "                       import torch\n"
       "      --layers         Python: also a zone per module of each model\n"
       "                       (forward and backward), as mlprof.torch's\n"
-      "                       profile_model\n"
+      "                       profile_model; with --memory=all, the bytes\n"
+      "                       each layer saves for backward too\n"
       "      --calls          Python: every Python function call a zone\n"
       "                       (backend=\"calls\")\n"
       "      --lines MODULE:FUNCTION\n"
@@ -417,14 +420,32 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
       case 'M': {
         int mode;
         uint64_t mean;
-        if (mlprof__mem_parse(optarg, &mode, &mean) != 0) {
+        /* MODE,python: pymalloc's small objects are carved from arenas the
+         * hooks see whole; PYTHONMALLOC=malloc sends each to malloc. */
+        const char *comma = strchr(optarg, ',');
+        size_t n = comma ? (size_t)(comma - optarg) : strlen(optarg);
+        int python = comma && strcmp(comma, ",python") == 0;
+        if (n >= sizeof c->memory_mode) n = 0; /* refused below */
+        memcpy(c->memory_mode, optarg, n);
+        c->memory_mode[n] = '\0';
+        if ((comma && !python) ||
+            mlprof__mem_parse(c->memory_mode, &mode, &mean) != 0) {
           fprintf(stderr,
                   "mlprof run: --memory=%s: not sampled, sampled:BYTES "
-                  "(BYTES > 0), all or off\n",
+                  "(BYTES > 0), all or off, optionally followed by "
+                  "\",python\"\n",
                   optarg);
           return 2;
         }
-        c->memory = optarg;
+        if (python && mode == MLPROF__MEM_OFF) {
+          fprintf(stderr,
+                  "mlprof run: --memory=%s: \",python\" needs "
+                  "allocations recorded (sampled or all)\n",
+                  optarg);
+          return 2;
+        }
+        c->memory = c->memory_mode;
+        c->python_malloc = python;
         break;
       }
       case 'S': {
@@ -556,6 +577,17 @@ static int profile_env(const mlprof__run_cmd *c, const char *lib,
     setenv(MLPROF__ENV_MEMORY_MB, num, 1);
   }
   if (c->memory) setenv(MLPROF__ENV_MEMORY, c->memory, 1);
+  if (c->python_malloc) {
+    /* The user's own choice of allocator stands (debug, pymalloc...). */
+    const char *had = getenv("PYTHONMALLOC");
+    if (had && *had && strcmp(had, "malloc") != 0)
+      fprintf(stderr,
+              "mlprof run: PYTHONMALLOC=%s kept: --memory=...,python "
+              "needs PYTHONMALLOC=malloc to see Python's small objects\n",
+              had);
+    else
+      setenv("PYTHONMALLOC", "malloc", 1);
+  }
   snprintf(num, sizeof num, "%ld%s", c->stacks_hz,
            c->stacks_native ? ",native" : "");
   setenv(MLPROF__ENV_STACKS, c->stacks_hz ? num : "off", 1);

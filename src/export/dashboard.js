@@ -187,7 +187,8 @@
 
   /* A line chart of several series over job time, sharing state.zoom: drag
    * to zoom, double-click to reset. opts: fmt, height, marks, bands
-   * ([{t0, t1, label}]). */
+   * ([{t0, t1, label}]), points ([{t, v, label, attrs, onclick}]: markers
+   * drawn over the chart, clickable). */
   function lineChart(list, opts) {
     opts = opts || {};
     var W = 900, H = opts.height || 200, L = 70, Rm = 10, T = 10, B = 24;
@@ -277,6 +278,16 @@
       drag = null;
       sel.setAttribute('display', 'none');
       if (b - a > 4) { state.zoom = [tAt(a), tAt(b)]; render(); }
+    });
+    arr(opts.points).forEach(function (p) {
+      if (p.t < tmin || p.t > tmax) return;
+      var x = X(p.t), y = Y(p.v);
+      g.appendChild(sv('line', {x1: x, x2: x, y1: y, y2: H - B, stroke: '#c8372d', 'stroke-dasharray': '3,2', 'pointer-events': 'none'}));
+      var m = titled(sv('circle', Object.assign({cx: x, cy: y, r: 6, fill: '#c8372d', stroke: '#fff', 'stroke-width': 2,
+        style: p.onclick ? 'cursor:pointer' : null}, p.attrs || {})), p.label);
+      if (p.onclick) m.addEventListener('click', p.onclick);
+      g.appendChild(m);
+      g.appendChild(sv('text', {x: x + (x > W - 160 ? -9 : 9), y: Math.max(y - 8, T + 10), 'text-anchor': x > W - 160 ? 'end' : 'start', fill: '#c8372d', 'pointer-events': 'none', text: p.label.split('\n')[0]}));
     });
     g.addEventListener('dblclick', function () { state.zoom = null; render(); });
     var legend = el('div', {class: 'legend'}, list.map(function (s, i) {
@@ -615,13 +626,231 @@
       return {t0: l.begin_ns || 0, t1: l.end_ns || 0, label: 'leak? ' + (l.measure || '') + ' +' + g + (l.slope_mb_per_min !== undefined ? ' (' + num(l.slope_mb_per_min) + ' MB/min)' : '')};
     });
   }
+  /* ---- icicle ------------------------------------------------------------
+   * A generic icicle (flame graph, outermost on top) of a tree {name, value,
+   * children: [...]} drawn as SVG into host (its content replaced; each
+   * node gets a parent link). Click a frame to zoom into it, the top bar to
+   * zoom out. opts: id (the svg's), title (the top bar's text),
+   * color(node), label(node) (the text drawn on a frame; its name
+   * otherwise), tip(node, total) (the hover text, in the dashboard's tip),
+   * mark(node) (drawn outlined), onclick(node), root (a node to start
+   * zoomed on). Frames narrower than half a pixel are left out. Each frame's
+   * rect carries data-name, data-value and data-depth. Returns {zoom(node)}. */
+  function icicle(host, tree, opts) {
+    opts = opts || {};
+    var W = 900, rowH = 18, zoomed = opts.root || null;
+    function depth(n) {
+      var d = 0;
+      (n.children || []).forEach(function (c) { d = Math.max(d, depth(c)); });
+      return d + 1;
+    }
+    function path(n) { var p = []; for (var x = n; x; x = x.parent) p.unshift(x); return p; }
+    function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); }
+    link(tree);
+    /* The dashboard's tip follows the pointer over a frame. */
+    function hover(r, n, total) {
+      var text = opts.tip ? opts.tip(n, total) : n.name;
+      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
+      r.addEventListener('mouseleave', hideTip);
+      return r;
+    }
+    function draw() {
+      while (host.firstChild) host.removeChild(host.firstChild);
+      var top = zoomed || tree, total = top.value || 1;
+      var H = (depth(top) + (top === tree ? 0 : 1)) * rowH + 2;
+      var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame', id: opts.id || null});
+      var bar = hover(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer', 'data-name': tree.name,
+        'data-value': tree.value, 'data-depth': 0}), tree, tree.value);
+      bar.addEventListener('click', function () { zoomed = null; draw(); });
+      g.appendChild(bar);
+      g.appendChild(sv('text', {x: 4, y: 13, 'pointer-events': 'none',
+        text: top !== tree ? '↑ ' + (opts.title || tree.name) + ' (click to zoom out) › ' + path(top).slice(1).map(function (n) { return n.name; }).join(' › ') : (opts.title || tree.name)}));
+      function frame(n, x, d, w) {
+        if (w < 0.5) return;
+        var c = opts.color ? opts.color(n) : COLORS[d % COLORS.length], marked = opts.mark && opts.mark(n);
+        var r = hover(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: c, style: 'cursor:pointer',
+          stroke: marked ? '#1d2330' : null, 'stroke-width': marked ? 2 : null, class: marked ? 'marked' : null,
+          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), n, total);
+        r.addEventListener('click', function () { hideTip(); zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
+        g.appendChild(r);
+        if (w > 40) {
+          var text = opts.label ? opts.label(n) : n.name;
+          var label = text.length * 6.5 > w - 6 ? text.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : text;
+          g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(c), text: label}));
+        }
+        var cx = x;
+        (n.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
+          var kw = k.value / total * W;
+          frame(k, cx, d + 1, kw); cx += kw;
+        });
+      }
+      if (top === tree) {
+        var cx = 0;
+        (tree.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
+          var kw = k.value / total * W;
+          frame(k, cx, 1, kw); cx += kw;
+        });
+      } else {
+        frame(top, 0, 1, W);
+      }
+      host.appendChild(g);
+    }
+    draw();
+    return {zoom: function (n) { zoomed = n; draw(); }};
+  }
+
+  /* ---- memory: allocations ----------------------------------------------
+   * D.memory (html_memory.c, docs/memory.md): per process live bytes over
+   * time with the peak and the step marks; allocation sites with their
+   * stacks. The live-bytes chart marks the peak (click: what was live then);
+   * the flame graph sums the sites by bytes at the peak or by bytes
+   * allocated, for one process and one zone or all; a leak links to its
+   * site there. */
+  var mem = {by: 'peak', proc: -1, zone: -1, site: -1, peakOf: -1};
+  function M() { return D.memory || null; }
+  /* Live bytes as span-timeline strips (tlSeries). */
+  function memSeries() {
+    var m = M();
+    return m ? arr(m.processes).map(function (p) {
+      return {subject: 'process', id: p.pid, label: '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
+    }) : [];
+  }
+  function memZoneName(z) { var n = arr(M().zones)[z]; return n ? n : '(no zone)'; }
+  function memFrameText(f) { return arr(M().frames)[f] || '?'; }
+  /* "file:line" of a frame's text, or the native frame itself. */
+  function memWhere(t) { var m = /^(.*:\d+) /.exec(t); return m ? m[1] : t; }
+  /* A site as the report names it: the program's own Python lines,
+   * innermost first, then the native frame (report.memory.sites). */
+  function memSiteWhere(s) {
+    var r = arr((R().memory || {}).sites)[s[8]];
+    if (!r) return s[7].length ? memFrameText(s[7][s[7].length - 1]) : '(no stack)';
+    var w = r.python || r.native || '-';
+    return r.python && r.native ? w + ' [' + r.native + ']' : w;
+  }
+  function memValue(s) { return mem.by === 'peak' ? s[2] : s[3]; }
+  /* The flame graph's tree: all › zone › frames outermost first, with the
+   * sites (indices) beneath each node. */
+  function memTree() {
+    var m = M(), root = {name: 'all', value: 0, count: 0, children: [], kids: {}, sites: []};
+    function add(parent, name, v, c, si, key) {
+      var n = parent.kids[name];
+      if (!n) { n = parent.kids[name] = {name: name, value: 0, count: 0, children: [], kids: {}, sites: [], key: key}; parent.children.push(n); }
+      n.value += v; n.count += c;
+      if (si >= 0) n.sites.push(si);
+      return n;
+    }
+    arr(m.sites).forEach(function (s, i) {
+      if ((mem.proc >= 0 && s[0] !== mem.proc) || (mem.zone >= 0 && s[1] !== mem.zone)) return;
+      var v = memValue(s);
+      if (v <= 0) return;
+      root.value += v; root.count += s[4]; root.sites.push(i);
+      var key = 'z' + s[1], n = add(root, 'zone ' + memZoneName(s[1]), v, s[4], i, key);
+      s[7].forEach(function (f) { key += '/' + f; n = add(n, memFrameText(f), v, s[4], i, key); });
+    });
+    if (mem.zone < 0) arr(m.other).forEach(function (o, p) {
+      var v = mem.by === 'peak' ? o[0] : o[1];
+      if (v <= 0 || (mem.proc >= 0 && p !== mem.proc)) return;
+      root.value += v; root.count += o[2];
+      add(root, '(other sites)', v, o[2], -1, 'other');
+    });
+    return root;
+  }
+  function memTip(n, total) {
+    var lines = [n.name, fmtBytes(n.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated') + ' (' + num(100 * n.value / (total || 1)) + '%)',
+      n.count + ' allocations' + (M().exact ? '' : ' (sampled records)')];
+    if (n.key && n.key !== 'other' && n.name.indexOf('zone ') !== 0) lines.push('at ' + memWhere(n.name));
+    return lines.join('\n');
+  }
+  /* Sites beneath node n hold the selected one: draw n outlined. */
+  function memMarked(n) { return mem.site >= 0 && n.sites && n.sites.indexOf(mem.site) >= 0 && n.key; }
+  function memSelect(id, val, opts, onchange) {
+    var s = el('select', {id: id, onchange: function () { onchange(s.value); }}, opts.map(function (o) {
+      return el('option', {value: o[0], text: o[1]});
+    }));
+    s.value = String(val);
+    return s;
+  }
+  /* The sites of process p live at its peak, largest first: a table. */
+  function memPeakSites(p) {
+    var m = M(), rows = [];
+    arr(m.sites).forEach(function (s, i) { if (s[0] === p && s[2] > 0) rows.push(i); });
+    rows.sort(function (a, b) { return m.sites[b][2] - m.sites[a][2]; });
+    var peak = m.processes[p].peak_bytes || 1;
+    return el('table', {id: 'mem-peak-sites'}, [el('tr', null, ['zone', 'at peak', 'share', 'allocated', 'count', 'where'].map(function (h, i) {
+      return el('th', {class: i === 0 || i === 5 ? 'l' : '', text: h});
+    }))].concat(rows.slice(0, 20).map(function (i) {
+      var s = m.sites[i];
+      return el('tr', {style: 'cursor:pointer', onclick: function () { memShowSite(i); }}, [el('td', {class: 'l', text: memZoneName(s[1])}),
+        el('td', {text: fmtBytes(s[2])}), el('td', {text: num(100 * s[2] / peak) + '%'}), el('td', {text: fmtBytes(s[3])}),
+        el('td', {text: s[4]}), el('td', {class: 'l mono', text: memSiteWhere(s)})]);
+    })));
+  }
+  /* Shows site i in the flame graph: its process, every zone, outlined. */
+  function memShowSite(i) {
+    var s = M().sites[i];
+    mem.site = i; mem.proc = s[0]; mem.zone = -1;
+    if (memValue(s) <= 0) mem.by = s[2] > 0 ? 'peak' : 'alloc';
+    render();
+    var f = document.getElementById('mem-flame-card');
+    if (f && f.scrollIntoView) f.scrollIntoView();
+  }
+  function memCards() {
+    var m = M();
+    if (!m) return [card('Allocations', el('p', {class: 'muted', text: 'No allocations recorded in these profiles (mlprof run records them by default; see docs/memory.md).'}))];
+    var out = [], procs = arr(m.processes), est = m.exact ? '' : ' (sampled: estimates)';
+    /* A live page's new data may hold fewer processes or other sites. */
+    if (mem.proc >= procs.length) mem.proc = -1;
+    if (mem.site >= arr(m.sites).length) mem.site = -1;
+    var charts = procs.map(function (p, i) {
+      var label = 'peak ' + fmtBytes(p.peak_bytes) + ' at ' + fmtNs(p.peak_ns) + '\nclick: what was live then';
+      return el('div', null, [el('b', {text: 'pid ' + p.pid + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
+        lineChart([{name: 'live bytes, pid ' + p.pid, t: p.t, v: p.v}], {fmt: fmtBytes, marks: p.steps, height: 160,
+          points: [{t: p.peak_ns, v: p.peak_bytes, label: label, attrs: {class: 'mem-peak', id: 'mem-peak-' + i, 'data-bytes': p.peak_bytes, 'data-ns': p.peak_ns},
+            onclick: function () { mem.peakOf = i; render(); var c = document.getElementById('mem-peak-card'); if (c && c.scrollIntoView) c.scrollIntoView(); }}]})]);
+    });
+    out.push(card('Live bytes (allocations)' + est, [el('p', {class: 'hint', text: 'The bytes the program had allocated and not freed, per process, on the job\'s time axis (the span timeline\'s). ' +
+      'The red dot is the peak: click it for what was live then. Dashed lines are step marks; drag to zoom, double-click to reset.'})].concat(charts)));
+    if (mem.peakOf >= 0 && mem.peakOf < procs.length) {
+      var pp = procs[mem.peakOf];
+      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: pid ' + pp.pid + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
+        el('p', {class: 'hint', text: 'Click a site to show it in the flame graph.'}), memPeakSites(mem.peakOf)]));
+    }
+    var zones = [[-1, 'every zone']], used = {};
+    arr(m.sites).forEach(function (s) { used[s[1]] = 1; });
+    Object.keys(used).map(Number).sort(function (a, b) { return memZoneName(a).localeCompare(memZoneName(b)); }).forEach(function (z) { zones.push([z, memZoneName(z)]); });
+    var controls = el('div', {class: 'legend'}, [
+      el('label', null, ['by ', memSelect('mem-by', mem.by, [['peak', 'bytes live at the peak'], ['alloc', 'bytes allocated']], function (v) { mem.by = v; render(); })]),
+      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, 'pid ' + p.pid]; })), function (v) { mem.proc = Number(v); render(); })]),
+      el('label', null, ['zone ', memSelect('mem-zone', mem.zone, zones, function (v) { mem.zone = Number(v); render(); })])]);
+    var host = el('div', {id: 'mem-flame-box'}), tree = memTree();
+    if (tree.value > 0)
+      icicle(host, tree, {id: 'mem-flame', title: 'all: ' + fmtBytes(tree.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated'),
+        color: function (n) { return n.name.indexOf('zone ') === 0 ? zoneColor(n.name.slice(5)) : n.name.charAt(0) === '[' ? '#8d6e63' : n.name === '(other sites)' ? '#adb5bd' : '#e8590c'; },
+        tip: memTip, mark: memMarked, label: function (n) { return n.name.replace(/^[^\[]*\/(?=[^/]*:\d+ )/, ''); }});
+    else host.appendChild(el('p', {class: 'muted', text: 'Nothing ' + (mem.by === 'peak' ? 'live at the peak' : 'allocated') + ' in this selection.'}));
+    out.push(el('div', {class: 'card', id: 'mem-flame-card'}, [el('h2', {text: 'Memory flame graph (allocation sites)' + est}), controls,
+      el('p', {class: 'hint', text: 'Each frame: bytes ' + (mem.by === 'peak' ? 'live at its process\'s peak' : 'allocated over the run') + ' by the allocations made beneath it; zone, then the stack from the outermost frame. Hover for bytes, count and file:line; click to zoom.' +
+        (m.other_sites ? ' ' + m.other_sites + ' smaller sites are summed as (other sites).' : '')}), host]));
+    var leaks = [];
+    arr(m.sites).forEach(function (s, i) { if (s[6] > 0) leaks.push(i); });
+    out.push(card('Leaks (allocation sites growing step after step)', leaks.length ? el('table', {id: 'mem-leaks'}, [el('tr', null, ['pid', 'zone', 'per step', 'live at end', 'where', ''].map(function (h, i) {
+      return el('th', {class: i === 1 || i === 4 ? 'l' : '', text: h});
+    }))].concat(leaks.map(function (i) {
+      var s = m.sites[i];
+      return el('tr', null, [el('td', {text: procs[s[0]].pid}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
+        el('td', {text: fmtBytes(s[5])}), el('td', {class: 'l mono', text: memSiteWhere(s)}),
+        el('td', null, el('a', {href: '#memory', class: 'mem-leak-link', 'data-site': i, text: 'show in flame graph', onclick: function (ev) { ev.preventDefault(); memShowSite(i); }}))]);
+    }))) : el('p', {class: 'muted', text: 'No allocation site grows step after step.'})));
+    return out;
+  }
+
   function viewMemory() {
-    var out = [], leaks = arr(R().leaks);
+    var out = memCards(), leaks = arr(R().leaks);
     out.push(chartCard('RSS per process', named(bySubj('process', 'rss_bytes')), fmtBytes, {bands: leakBands('process')}));
     out.push(chartCard('GPU memory per process', named(bySubj('process', 'gpu_mem_bytes')), fmtBytes));
     out.push(chartCard('GPU memory used per device', named(bySubj('gpu', 'gpu_mem_used_bytes')), fmtBytes, {bands: leakBands('gpu')}));
     out.push(chartCard('System memory used', named(bySubj('system', 'mem_used_bytes')), fmtBytes));
-    out.push(card('Leaks', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
+    out.push(card('Leaks (RSS and GPU memory growing)', leaks.length ? el('table', null, [el('tr', null, ['measure', 'subject', 'growth', 'slope', 'from', 'to'].map(function (h) { return el('th', {text: h}); }))].concat(leaks.map(function (l) {
       return el('tr', null, [el('td', {text: l.measure}), el('td', {text: (l.subject || '') + ' ' + (l.id !== undefined ? l.id : '')}),
         el('td', {text: num(l.growth_mb) + ' MB'}), el('td', {text: l.slope_mb_per_min !== undefined ? num(l.slope_mb_per_min) + ' MB/min' : '–'}),
         el('td', {text: fmtNs(l.begin_ns)}), el('td', {text: fmtNs(l.end_ns)})]);
@@ -735,17 +964,17 @@
     var c = C(), runs = arr(c.runs), zones = arr(c.zones), rk = c.ranking || {};
     var steps = rk.step_basis === 'steps', out = [];
     out.push(card('Recommendation', el('p', {id: 'recommendation', text: c.recommendation || ''})));
-    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step time', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
+    var rhead = el('tr', null, ['#', 'label', 'path', 'wall', 'spans', 'step p50', 'rank wall', 'rank step'].map(function (h) { return el('th', {class: h === 'label' || h === 'path' ? 'l' : '', text: h}); }));
     var rrows = runs.map(function (r, i) {
       var best = c.fastest && c.fastest.run === i;
       return el('tr', null, [el('td', {text: i + 1}), el('td', {class: 'name' + (best ? ' fastest' : ''), text: r.label}),
         el('td', {class: 'name', title: r.path, text: r.path}), el('td', {text: fmtNs(r.wall_ns)}), el('td', {text: r.spans}),
-        el('td', {text: r.step_intervals ? fmtNs(r.step_mean_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
+        el('td', {title: r.step_p50_interval_ns ? '95% interval ' + fmtNs(r.step_p50_interval_ns[0]) + ' .. ' + fmtNs(r.step_p50_interval_ns[1]) + '; mean ' + fmtNs(r.step_mean_ns) : '', text: r.step_intervals && r.step_p50_ns != null ? fmtNs(r.step_p50_ns) : '–'}), el('td', {text: r.rank_total}), el('td', {text: r.rank_step})]);
     });
     function ranking(order, what) {
       return el('div', null, [el('b', {text: what}), el('ol', {class: 'ranking'}, arr(order).map(function (i) {
         var r = runs[i] || {};
-        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_mean_ns))})]);
+        return el('li', null, [el('span', {class: 'name', text: r.label}), el('span', {class: 'muted', text: '  ' + (what === 'by wall time' ? fmtNs(r.wall_ns) : fmtNs(r.step_p50_ns))})]);
       }))]);
     }
     out.push(card('Runs (' + runs.length + ')', [el('table', {id: 'compare-runs'}, [el('thead', null, rhead), el('tbody', null, rrows)]),
@@ -842,10 +1071,14 @@
 
   /* Diff: what mlprof diff says of two runs (D.diff, schema mlprof.diff/1)
    * with each side's distribution; the other views show NEW. */
-  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)'};
+  var VERDICT_COLORS = {slower: 'var(--bad)', faster: 'var(--ok)', 'new': 'var(--acc)', removed: 'var(--warn)', unchanged: 'var(--mut)', machine: 'var(--mut)'};
+  /* The verdict a person reads: "machine" for a move the machine explains. */
+  function shownVerdict(z) { return z.machine_explains ? 'machine' : z.verdict; }
   function fmtChange(x) { return x === null || x === undefined ? '–' : !isFinite(x) ? '+inf' : (x >= 0 ? '+' : '') + num(100 * x, 1) + '%'; }
   function fmtP(t) { return !t ? '–' : t.p < 1e-300 ? '<1e-300' : t.p.toPrecision(2); }
   function diffNote(z, shift) {
+    if (z.machine_explains && z.explained_by === 'load') return 'no more than the machine explains';
+    if (z.runs_vary) return 'the runs vary';
     if (shift.detected && z.vs_shift) return z.vs_shift.verdict === 'unchanged' ? 'with the common shift' : fmtChange(z.vs_shift.change) + ' beyond the common shift';
     if (z.verdict === 'new') return 'not in BASE';
     if (z.verdict === 'removed') return 'not in NEW';
@@ -855,16 +1088,19 @@
   function viewDiff() {
     var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
     var th = num(100 * d.threshold, 1) + '%';
-    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th : 'no regression';
+    var machine = d.machine || {}, moved = zones.filter(function (z) { return z.machine_explains; }).length;
+    var verdict = d.regression ? 'REGRESSION: ' + sm.slower + ' zone' + (sm.slower === 1 ? '' : 's') + ' significantly slower by more than ' + th
+      : moved ? 'no regression: ' + moved + ' zone' + (moved === 1 ? '' : 's') + ' moved with the machine' : 'no regression';
     out.push(card('Verdict', [el('p', {id: 'diff-verdict', class: d.regression ? 'bad' : '', text: verdict}),
       figures([['base', d.base.path], ['new', d.new.path], ['threshold (ratio of medians)', th], ['alpha (Mann-Whitney U, two-sided)', String(d.alpha)],
         ['min spans a side', String(d.min_count)], ['slower / faster', sm.slower + ' / ' + sm.faster], ['unchanged', String(sm.unchanged)],
         ['new / removed', sm['new'] + ' / ' + sm.removed]]),
-      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null]));
+      shift.detected ? el('p', {id: 'diff-shift', class: 'warn', text: 'Uniform shift: ' + shift.note}) : null,
+      machine.slower ? el('p', {id: 'diff-machine', class: 'warn', text: 'Machine: ' + machine.note}) : null]));
     var heads = ['zone', 'verdict', 'base n', 'new n', 'base p50', 'new p50', 'change', 'p', 'note'];
     var body = zones.map(function (z) {
       return el('tr', null, [el('td', {class: 'name', title: z.name, text: z.name}),
-        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[z.verdict] + ';font-weight:600', text: z.verdict}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[shownVerdict(z)] + ';font-weight:600', text: shownVerdict(z)}),
         el('td', {text: z.base ? z.base.count : '–'}), el('td', {text: z['new'] ? z['new'].count : '–'}),
         el('td', {text: z.base ? fmtNs(z.base.median_ns) : '–'}), el('td', {text: z['new'] ? fmtNs(z['new'].median_ns) : '–'}),
         el('td', {text: fmtChange(z.change)}), el('td', {title: z.test ? 'U ' + z.test.u + ' (' + z.test.method + '), P(new longer) ' + num(z.test.p_longer) : null, text: fmtP(z.test)}),
@@ -877,7 +1113,7 @@
     var dist = arr(D.diff_dist);
     out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
       var q = arr(dist[k]);
-      return {name: z.name + '  ' + z.verdict + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
+      return {name: z.name + '  ' + shownVerdict(z) + ' ' + fmtChange(z.change), rows: [{label: 'base', color: COLORS[0], q: q[0] || null}, {label: 'new', color: COLORS[1], q: q[1] || null}]};
     }), 30));
     var warn = [];
     [['base', d.base], ['new', d['new']]].forEach(function (r) { arr(r[1].warnings).forEach(function (w) { warn.push(r[0] + ': ' + w); }); });
@@ -1055,7 +1291,7 @@
   }
   function tlSeries() {
     var want = ['cpu_pct', 'rss_bytes', 'gpu_util_pct', 'cpu_user_pct'];
-    return series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; }).slice(0, 6);
+    return memSeries().slice(0, 2).concat(series(function (s) { return s.subject === 'counter' || want.indexOf(s.measure) >= 0; })).slice(0, 6);
   }
   function tlDraw() {
     var c = TL.canvas;
@@ -1112,6 +1348,11 @@
         if (on) g.lineTo(px, py); else { g.moveTo(px, py); on = true; }
       }
       g.stroke();
+      if (s.peak_ns !== undefined && s.peak_ns >= v0 && s.peak_ns <= v1) {
+        /* the allocations' peak: a red tick */
+        g.fillStyle = '#c8372d';
+        g.fillRect(X(s.peak_ns) - 1, y + 2, 3, STRIP - 6);
+      }
       g.fillStyle = '#4a5263';
       g.fillText(subjectName(s) + ' ' + s.measure + ' (max ' + fmt(vmax) + ')', 4, y + 6);
     });

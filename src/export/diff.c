@@ -67,12 +67,16 @@ static void json_test(mlprof__out *o, const mlprof__mwu *t,
 static void json_verdict(mlprof__out *o, const mlprof__diff_zone *z,
                          const mlprof__diff_options *opt) {
   const char *likely = mlprof__diff_likely(z, opt);
-  mlprof__out_printf(o,
-                     "\"verdict\":\"%s\",\"machine_explains\":%s,"
-                     "\"too_few\":%s,\"likely\":",
-                     mlprof__verdict_name(z->verdict),
-                     z->machine_explains ? "true" : "false",
-                     z->too_few ? "true" : "false");
+  mlprof__out_printf(
+      o,
+      "\"verdict\":\"%s\",\"machine_explains\":%s,"
+      "\"explained_by\":%s,\"too_few\":%s,\"runs_vary\":%s,"
+      "\"likely\":",
+      mlprof__verdict_name(z->verdict), z->machine_explains ? "true" : "false",
+      z->explained_by == MLPROF__EXPLAINED_LOAD    ? "\"load\""
+      : z->explained_by == MLPROF__EXPLAINED_SHIFT ? "\"uniform_shift\""
+                                                   : "null",
+      z->too_few ? "true" : "false", z->runs_vary ? "true" : "false");
   if (likely)
     mlprof__out_printf(o, "\"%s\"", likely);
   else
@@ -90,6 +94,18 @@ static void json_verdict(mlprof__out *o, const mlprof__diff_zone *z,
     json_test(o, &z->test, z);
   else
     mlprof__out_lit(o, "null");
+  mlprof__out_lit(o, ",\"between_runs\":");
+  if (isnan(z->runs_p)) {
+    mlprof__out_lit(o, "null");
+  } else {
+    mlprof__out_printf(o,
+                       "{\"base_runs\":%zu,\"new_runs\":%zu,\"p\":", z->runs[0],
+                       z->runs[1]);
+    mlprof__out_f64(o, z->runs_p);
+    mlprof__out_lit(o, ",\"spread\":");
+    mlprof__out_f64(o, z->runs_spread);
+    mlprof__out_lit(o, "}");
+  }
 }
 
 /* The one-line note that note writes of d as a JSON string, or null
@@ -107,8 +123,9 @@ static void json_note(mlprof__out *o, const mlprof__diff *d,
 
 static void json_shift(mlprof__out *o, const mlprof__diff *d) {
   const mlprof__diff_shift *s = &d->shift;
-  mlprof__out_printf(o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu",
-                     s->detected ? "true" : "false", s->zones, s->agreeing);
+  mlprof__out_printf(
+      o, "{\"detected\":%s,\"zones\":%zu,\"agreeing\":%zu,\"explained\":%zu",
+      s->detected ? "true" : "false", s->zones, s->agreeing, s->explained);
   mlprof__out_lit(o, ",\"ratio\":");
   mlprof__out_f64(o, s->ratio);
   mlprof__out_lit(o, ",\"change\":");
@@ -149,8 +166,9 @@ int mlprof__export_diff_json(const mlprof__diff *d,
     if (i) mlprof__out_lit(o, ",");
     mlprof__out_json_str(o, opt->zones[i], strlen(opt->zones[i]));
   }
-  mlprof__out_printf(o, "],\"regression\":%s",
-                     d->regression ? "true" : "false");
+  mlprof__out_printf(
+      o, "],\"base_runs\":%zu,\"new_runs\":%zu,\"regression\":%s",
+      d->side[0].runs, d->side[1].runs, d->regression ? "true" : "false");
   mlprof__out_lit(o, ",\n\"summary\":{");
   for (int v = 0; v < MLPROF__VERDICT_COUNT; v++)
     mlprof__out_printf(o, "\"%s\":%zu,",
@@ -162,8 +180,16 @@ int mlprof__export_diff_json(const mlprof__diff *d,
   mlprof__out_f64(o, m->base);
   mlprof__out_lit(o, ",\"new_wait_share\":");
   mlprof__out_f64(o, m->next);
+  mlprof__out_lit(o, ",\"base_steal_share\":");
+  mlprof__out_f64(o, m->steal_base);
+  mlprof__out_lit(o, ",\"new_steal_share\":");
+  mlprof__out_f64(o, m->steal_next);
   mlprof__out_lit(o, ",\"factor\":");
   mlprof__out_f64(o, m->factor);
+  mlprof__out_lit(o, ",\"cpu_wanted\":");
+  mlprof__out_f64(o, isnan(m->expected) ? NAN : m->demand);
+  mlprof__out_lit(o, ",\"expected\":");
+  mlprof__out_f64(o, m->expected);
   mlprof__out_printf(o, ",\"slower\":%s,\"explained\":%zu,\"note\":",
                      m->slower ? "true" : "false", m->explained);
   json_note(o, d, m->slower ? mlprof__diff_machine_note : NULL);
@@ -240,12 +266,23 @@ static void fmt_change(char *b, size_t len, double ratio) {
     snprintf(b, len, "%+.1f%%", (ratio - 1) * 100);
 }
 
+/* The verdict a person reads: "machine" for a move the machine explains. */
+static const char *shown_verdict(const mlprof__diff_zone *z) {
+  return z->machine_explains ? "machine" : mlprof__verdict_name(z->verdict);
+}
+
 static const char *note_of(const mlprof__diff_zone *z,
                            const mlprof__diff_options *opt) {
-  if (z->machine_explains) return "no more than the machine explains";
+  if (z->machine_explains && z->explained_by == MLPROF__EXPLAINED_LOAD)
+    return "no more than the machine explains";
+  if (z->machine_explains) return "with the common shift";
   if (z->verdict == MLPROF__VERDICT_NEW) return "not in BASE";
   if (z->verdict == MLPROF__VERDICT_REMOVED) return "not in NEW";
   const char *likely = mlprof__diff_likely(z, opt);
+  if (likely && z->runs_vary)
+    return *likely == 's' ? "likely slower, the runs vary"
+                          : "likely faster, the runs vary";
+  if (z->runs_vary) return "the runs vary";
   if (likely && *likely == 's') return "likely slower, too few samples";
   if (likely) return "likely faster, too few samples";
   if (z->too_few) return "too few samples";
@@ -258,7 +295,7 @@ static const char *note_of(const mlprof__diff_zone *z,
 static void fmt_note(char *b, size_t len, const mlprof__diff *d,
                      const mlprof__diff_zone *z,
                      const mlprof__diff_options *opt) {
-  if (!d->shift.detected || !z->in_shift) {
+  if (!d->shift.detected || !z->in_shift || z->runs_vary) {
     snprintf(b, len, "%s", note_of(z, opt));
   } else if (z->shift_verdict == MLPROF__VERDICT_UNCHANGED) {
     snprintf(b, len, "with the common shift");
@@ -270,25 +307,35 @@ static void fmt_note(char *b, size_t len, const mlprof__diff *d,
 }
 
 static void run_line(mlprof__out *o, const char *what, const char *path,
-                     const mlprof__report *r) {
+                     const mlprof__report *r, size_t runs) {
   char wall[32];
   mlprof__fmt_duration(wall, sizeof wall, (double)r->wall_ns);
   mlprof__out_str(o, what);
   mlprof__out_text_str(o, path, strlen(path));
-  mlprof__out_printf(o, " (%zu zones, %llu spans, wall %s)\n", r->nzones,
+  mlprof__out_printf(o, " (%zu zones, %llu spans, wall %s)", r->nzones,
                      (unsigned long long)r->spans, wall);
+  if (runs > 1)
+    mlprof__out_printf(o, " and %zu more run%s", runs - 1,
+                       runs == 2 ? "" : "s");
+  mlprof__out_lit(o, "\n");
 }
 
 int mlprof__export_diff_text(const mlprof__diff *d,
                              const mlprof__diff_options *opt, const char *bpath,
                              const mlprof__report *base, const char *npath,
                              const mlprof__report *next, mlprof__out *o) {
-  run_line(o, "mlprof diff: base ", bpath, base);
-  run_line(o, "             new  ", npath, next);
+  run_line(o, "mlprof diff: base ", bpath, base, d->side[0].runs);
+  run_line(o, "             new  ", npath, next, d->side[1].runs);
   mlprof__out_printf(o,
                      "Mann-Whitney U (two-sided), alpha %g; threshold %g%% on "
-                     "the ratio of medians\n\n",
+                     "the ratio of medians",
                      opt->alpha, opt->threshold * 100);
+  if (d->side[0].runs + d->side[1].runs > 2)
+    mlprof__out_printf(o,
+                       "; between runs, Student's t on the runs' medians, "
+                       "p <= %g",
+                       MLPROF__RUNS_ALPHA);
+  mlprof__out_lit(o, "\n\n");
   if (d->has_step) {
     const mlprof__diff_zone *z = &d->step;
     char a[32], b[32], c[32], p[32], note[64];
@@ -297,13 +344,12 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     fmt_change(c, sizeof c, z->ratio);
     fmt_p(p, sizeof p, z);
     fmt_note(note, sizeof note, d, z, opt);
-    mlprof__out_printf(o,
-                       "step (interval between step marks): %s, p50 %s -> %s "
-                       "(%s, p %s; %llu and %llu steps)%s%s\n\n",
-                       mlprof__verdict_name(z->verdict), a, b, c, p,
-                       (unsigned long long)z->base->count,
-                       (unsigned long long)z->next->count, *note ? "; " : "",
-                       note);
+    mlprof__out_printf(
+        o,
+        "step (interval between step marks): %s, p50 %s -> %s "
+        "(%s, p %s; %llu and %llu steps)%s%s\n\n",
+        shown_verdict(z), a, b, c, p, (unsigned long long)z->base->count,
+        (unsigned long long)z->next->count, *note ? "; " : "", note);
   }
   if (d->has_unit) {
     const mlprof__diff_zone *z = &d->per_unit;
@@ -318,8 +364,8 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     mlprof__out_printf(o,
                        " a step: %.4g -> %.4g): %s, p50 %s -> %s a unit (%s, "
                        "p %s)%s%s%s\n\n",
-                       d->work[0], d->work[1], mlprof__verdict_name(z->verdict),
-                       a, b, c, p, *note ? "; " : "", note,
+                       d->work[0], d->work[1], shown_verdict(z), a, b, c, p,
+                       *note ? "; " : "", note,
                        d->work_differs ? "; the work a step differs: this "
                                          "verdict, not the step's, counts"
                                        : "");
@@ -333,7 +379,7 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     const mlprof__diff_zone *z = &d->zones[i];
     char a[32], b[32], c[32], p[32];
     mlprof__table_name(&t, z->name, z->name_len, 48);
-    mlprof__table_cell(&t, "%s", mlprof__verdict_name(z->verdict));
+    mlprof__table_cell(&t, "%s", shown_verdict(z));
     if (z->base)
       mlprof__table_cell(&t, "%llu", (unsigned long long)z->base->count);
     else
@@ -355,13 +401,20 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     mlprof__table_cell(&t, "%s", note);
   }
   int rc = mlprof__table_print(&t, o);
-  mlprof__out_printf(
-      o,
-      "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
-      "removed",
-      d->count[MLPROF__VERDICT_SLOWER], d->count[MLPROF__VERDICT_FASTER],
-      d->count[MLPROF__VERDICT_UNCHANGED], d->count[MLPROF__VERDICT_NEW],
-      d->count[MLPROF__VERDICT_REMOVED]);
+  size_t moved[2] = {0, 0}; /* slower, faster the machine explains */
+  for (size_t i = 0; i < d->nzones; i++)
+    if (d->zones[i].machine_explains)
+      moved[d->zones[i].verdict == MLPROF__VERDICT_FASTER]++;
+  mlprof__out_printf(o,
+                     "\n%zu slower, %zu faster, %zu unchanged, %zu new, %zu "
+                     "removed",
+                     d->count[MLPROF__VERDICT_SLOWER] - moved[0],
+                     d->count[MLPROF__VERDICT_FASTER] - moved[1],
+                     d->count[MLPROF__VERDICT_UNCHANGED],
+                     d->count[MLPROF__VERDICT_NEW],
+                     d->count[MLPROF__VERDICT_REMOVED]);
+  if (moved[0] + moved[1])
+    mlprof__out_printf(o, ", %zu moved with the machine", moved[0] + moved[1]);
   if (d->filtered)
     mlprof__out_printf(o, " (%zu zones left out by --zone)", d->filtered);
   if (d->shift.detected) {
@@ -399,7 +452,7 @@ int mlprof__export_diff_text(const mlprof__diff *d,
     mlprof__out_printf(o, "\nnote: %s", note);
   }
   size_t slower = d->count[MLPROF__VERDICT_SLOWER];
-  for (size_t i = 0; i < d->nzones; i++) slower -= d->zones[i].machine_explains;
+  slower -= moved[0];
   int step = mlprof__diff_step_slower(d);
   int unit = d->has_unit && d->per_unit.verdict == MLPROF__VERDICT_SLOWER &&
              !d->per_unit.machine_explains;
@@ -416,10 +469,15 @@ int mlprof__export_diff_text(const mlprof__diff *d,
                        step ? "the step and " : "",
                        unit ? "the time per unit of work and " : "", slower,
                        slower == 1 ? "" : "s", opt->threshold * 100);
-  else if (d->machine.slower && d->machine.explained)
+  else if ((d->machine.slower && d->machine.explained) ||
+           (d->shift.explained && d->shift.ratio > 1))
     mlprof__out_lit(o,
                     "\nno regression: the machine was slower; rerun both on "
                     "an idle machine to judge the code\n");
+  else if (d->shift.explained)
+    mlprof__out_lit(o,
+                    "\nno regression (the machine was faster; the faster "
+                    "verdicts moved with it)\n");
   else
     mlprof__out_lit(o, "\nno regression\n");
   return rc;
@@ -492,8 +550,7 @@ int mlprof__export_diff_junit(const mlprof__diff *d,
     char note[64];
     fmt_note(note, sizeof note, d, z, opt);
     snprintf(msg, sizeof msg, "%s: median %s -> %s (%s), p = %s%s%s",
-             mlprof__verdict_name(z->verdict), a, b, c, p, *note ? "; " : "",
-             note);
+             shown_verdict(z), a, b, c, p, *note ? "; " : "", note);
     mlprof__out_printf(o, "<testcase classname=\"%s\" name=\"",
                        z == &d->step       ? "mlprof.diff.step"
                        : z == &d->per_unit ? "mlprof.diff.per_unit"

@@ -546,7 +546,8 @@ int mlprof__export_html_data(const mlprof__report *r,
     }
     mlprof__out_lit(o, "]");
   }
-  mlprof__out_lit(o, "]");
+  mlprof__out_lit(o, "],\n\"memory\":");
+  if (!rc) rc = mlprof__export_html_memory(r, o);
   if (!rc) rc = runs_json(opts, o);
   mlprof__out_lit(o, ",\n\"timeline\":");
   if (!rc && opts->lod)

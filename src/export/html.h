@@ -29,6 +29,13 @@
 #define MLPROF__HTML_MAX_NODES 5000
 /* Process series in the page at most (the processes with the largest RSS). */
 #define MLPROF__HTML_MAX_PROCESSES 16
+/* Memory allocation sites in the page at most (html_memory.c): the leaks
+ * and the largest at the peak, then the largest allocators; the rest of a
+ * process's sites summed into one. */
+#define MLPROF__HTML_MEM_SITES 2000
+/* Step marks per process in the page's memory data at most (evenly
+ * picked). */
+#define MLPROF__HTML_MEM_STEPS 1000
 /* A zone's distribution in the page: its percentiles 0, 100 / STEPS, ...,
  * 100 (nearest rank, stats.h). */
 #define MLPROF__HTML_DIST_STEPS 20
@@ -73,7 +80,7 @@ typedef struct {
  * distributions, "timeline": mlprof__export_timeline_json of opts->lod with
  * at most MLPROF__DASH_LOD_ITEMS items (and args in at most
  * MLPROF__DASH_LOD_ARGS_BYTES when the page is static), or null,
- * "timeline_url", "span_url"}. A
+ * "timeline_url", "span_url", "memory": mlprof__export_html_memory}. A
  * distribution is the zone's percentiles 0, 5, ..., 100
  * of its durations in ns (MLPROF__HTML_DIST_STEPS + 1 values), null when
  * the run has no such zone or its durations were not kept. tree may be NULL:
@@ -85,6 +92,23 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__findings *f,
                              const mlprof__tree *tree,
                              const mlprof__html_opts *opts, mlprof__out *o);
+
+/* The page's "memory" (docs/memory.md), or null when no process recorded
+ * allocations: {"exact", "processes": [{"pid", "exact", "peak_bytes",
+ * "peak_ns" (job ns), "allocated_bytes", "live_end_bytes", "t": [job ns],
+ * "v": [live bytes] (at most MLPROF__MEM_SERIES + 1 points, each the
+ * highest of its stretch of time; the peak among them), "steps": [job ns of
+ * step marks, at most MLPROF__HTML_MEM_STEPS]}] (the
+ * MLPROF__HTML_MAX_PROCESSES with the largest peaks, largest first),
+ * "zones": [zone names; "" outside any], "sites": [[process (index in
+ * "processes"), zone (index in "zones"), bytes at the process's peak,
+ * allocated, count, live at the end, leak bytes per step (0: no leak),
+ * [frame ids, outermost first], its index in the report's memory.sites]] (at
+ * most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
+ * count, live at end] of the sites left out, "other_sites": how many, "frames":
+ * [frame texts, "file:line function" or "[symbol+0xOFF]"]}. Returns 0,
+ * MLPROF_ENOMEM or the writer's error. */
+int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o);
 
 /* The pyramid l for the time window [t0, t1) of the job: {"names": [...],
  * "tracks": [[pid, rank (-1: unknown), process name, tid, thread name,

@@ -695,15 +695,30 @@ int mlprof__export_compare_json(const mlprof__compare *c, mlprof__out *o) {
     mlprof__out_lit(o, ",\"path\":");
     mlprof__out_json_str(o, r->path, strlen(r->path));
     mlprof__out_lit(o, ",\"wall_ns\":");
-    mlprof__out_u64(o, r->report.wall_ns);
+    mlprof__out_u64(o, r->wall_ns);
+    mlprof__out_printf(o, ",\"repeats\":%zu", r->repeats);
     mlprof__out_lit(o, ",\"spans\":");
-    mlprof__out_u64(o, r->report.spans);
+    mlprof__out_u64(o, r->spans);
     mlprof__out_lit(o, ",\"busy_ns\":");
     mlprof__out_u64(o, r->busy_ns);
     mlprof__out_lit(o, ",\"step_intervals\":");
     mlprof__out_u64(o, r->intervals);
     mlprof__out_lit(o, ",\"step_mean_ns\":");
     mlprof__out_f64(o, r->step_mean_ns);
+    mlprof__out_lit(o, ",\"step_p50_ns\":");
+    mlprof__out_f64(o, r->step_p50_ns);
+    mlprof__out_lit(o, ",\"step_p50_interval_ns\":");
+    if (isnan(r->step_lo_ns)) {
+      mlprof__out_lit(o, "null");
+    } else {
+      mlprof__out_lit(o, "[");
+      mlprof__out_f64(o, r->step_lo_ns);
+      mlprof__out_lit(o, ",");
+      mlprof__out_f64(o, r->step_hi_ns);
+      mlprof__out_lit(o, "]");
+    }
+    mlprof__out_printf(o, ",\"indistinct\":%s",
+                       r->indistinct ? "true" : "false");
     mlprof__out_lit(o, ",\"units_per_s\":");
     mlprof__out_f64(o, r->per_s);
     mlprof__out_printf(o,

@@ -95,9 +95,83 @@ static int sites_table(const mlprof__report *r, const mlprof__memory *m,
   return mlprof__table_print(&t, o);
 }
 
+/* The units mlprof.torch's profile_model(memory=True) gives a layer's
+ * forward zone: the bytes autograd saved for backward in it (its
+ * SAVED_UNIT). */
+#define SAVED_UNIT "saved_bytes"
+#define TOP_LAYERS 20
+
+typedef struct {
+  const mlprof__zone_stats *z;
+  uint64_t saved; /* per forward */
+} layer_row;
+
+static int by_saved(const void *x, const void *y) {
+  const layer_row *a = x, *b = y;
+  return a->saved != b->saved ? (a->saved > b->saved ? -1 : 1) : 0;
+}
+
+/* Activation memory per layer: the zones with SAVED_UNIT units, their bytes
+ * saved for backward per call beside what their calls allocated (when
+ * allocations were recorded). Nothing when no zone has such units. */
+static int activation_table(const mlprof__report *r, mlprof__out *o, int head) {
+  size_t u = 0;
+  while (u < r->nunits &&
+         !(r->units[u].name_len == sizeof SAVED_UNIT - 1 &&
+           !memcmp(r->units[u].name, SAVED_UNIT, sizeof SAVED_UNIT - 1)))
+    u++;
+  if (u == r->nunits) return 0;
+  layer_row *rows = malloc(r->nzones * sizeof *rows + 1);
+  if (!rows) return MLPROF_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < r->nzones; i++) {
+    const mlprof__zone_stats *z = &r->zones[i];
+    uint64_t saved = 0;
+    for (size_t k = 0; k < z->nunits; k++)
+      if (z->units[k].unit == u) saved = z->units[k].n;
+    if (z->count &&
+        (saved || (z->name_len > 8 &&
+                   !memcmp(z->name + z->name_len - 8, ":forward", 8))))
+      rows[n++] = (layer_row){z, saved / z->count};
+  }
+  mlprof__sort(rows, n, sizeof *rows, by_saved);
+  static const char *const heads[] = {"zone",      "calls",      "saved/call",
+                                      "allocated", "high-water", "at peak"};
+  mlprof__table t;
+  if (mlprof__table_open(&t, heads, "lrrrrr")) {
+    free(rows);
+    return MLPROF_ENOMEM;
+  }
+  if (head) mlprof__out_lit(o, "\nMemory (allocations not recorded)\n");
+  mlprof__out_lit(o,
+                  "\n  Activation memory per layer (saved for backward by "
+                  "each forward; allocated: over the run)\n");
+  const mlprof__memory *m = &r->mem;
+  for (size_t i = 0; i < n && i < TOP_LAYERS; i++) {
+    const mlprof__zone_stats *z = rows[i].z;
+    const mlprof__mem_zone *mz = NULL;
+    for (size_t k = 0; k < m->nzones && !mz; k++)
+      if (m->zones[k].name_len == z->name_len &&
+          !memcmp(m->zones[k].name, z->name, z->name_len))
+        mz = &m->zones[k];
+    mlprof__table_name(&t, z->name, z->name_len, NAME_COLS);
+    mlprof__table_cell(&t, "%" PRIu64, z->count);
+    cell_bytes(&t, (double)rows[i].saved);
+    if (!m->nprocs) {
+      for (int k = 0; k < 3; k++) mlprof__table_cell(&t, "-");
+    } else {
+      cell_bytes(&t, mz ? (double)mz->alloc_bytes : 0);
+      cell_bytes(&t, mz ? (double)mz->peak : 0);
+      cell_bytes(&t, mz ? (double)mz->at_peak : 0);
+    }
+  }
+  free(rows);
+  return mlprof__table_print(&t, o);
+}
+
 int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
   const mlprof__memory *m = &r->mem;
-  if (!m->nprocs) return 0;
+  if (!m->nprocs) return activation_table(r, o, 1);
   int exact = 1;
   for (size_t i = 0; i < m->nprocs; i++) exact &= m->procs[i].exact;
   mlprof__out_printf(o, "\nMemory (%s)\n",
@@ -181,7 +255,8 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
     cell_bytes(&t, (double)z->peak);
     cell_bytes(&t, (double)z->at_peak);
   }
-  return mlprof__table_print(&t, o);
+  rc = mlprof__table_print(&t, o);
+  return rc ? rc : activation_table(r, o, 0);
 }
 
 static void json_site(const mlprof__report *r, const mlprof__memory *m,

@@ -1110,6 +1110,7 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
   s.allocs.fd = s.ssamples.fd = s.stacks.fd = -1;
   if (mlprof__out_open(&s.arena, -1)) {
     pass_free(&s);
+    mlprof__filtered_free(fd);
     snprintf(err, errlen, "out of memory");
     return MLPROF_ENOMEM;
   }
@@ -1213,6 +1214,8 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
   file_abort(&s.samples);
   file_abort(&s.colls);
   pass_free(&s);
+  mlprof__filter_read_free(&fr);
+  mlprof__filtered_free(fd);
   return rc;
 }
 

@@ -999,24 +999,48 @@ static void out_recommendation_text(const mlprof__compare *c, mlprof__out *o) {
 
 int mlprof__export_compare_text(const mlprof__compare *c, size_t top,
                                 mlprof__out *o) {
-  mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
-  static const char *const rheads[] = {"run",  "label",     "path",
-                                       "wall", "spans",     "steps",
-                                       "step", "rank wall", "rank step"};
+  size_t all = 0;
+  for (size_t i = 0; i < c->nruns; i++) all += c->runs[i].repeats;
+  if (all > c->nruns)
+    mlprof__out_printf(o,
+                       "mlprof compare: %zu configurations, %zu runs\n\nRuns\n",
+                       c->nruns, all);
+  else
+    mlprof__out_printf(o, "mlprof compare: %zu runs\n\nRuns\n", c->nruns);
+  static const char *const rheads[] = {
+      "run",       "label",    "path",
+      "wall",      "spans",    "steps",
+      "step mean", "step p50", "p50 95% interval",
+      "rank wall", "rank step"};
   mlprof__table t;
-  if (mlprof__table_open(&t, rheads, "rllrrrrrr")) return MLPROF_ENOMEM;
+  if (mlprof__table_open(&t, rheads, "rllrrrrrrrr")) return MLPROF_ENOMEM;
   for (size_t i = 0; i < c->nruns; i++) {
     const mlprof__compare_run *r = &c->runs[i];
-    char w[32], s[32];
-    mlprof__fmt_duration(w, sizeof w, (double)r->report.wall_ns);
+    char w[32], s[32], p50[32], lo[32], hi[32];
+    mlprof__fmt_duration(w, sizeof w, (double)r->wall_ns);
     mlprof__fmt_duration(s, sizeof s, r->step_mean_ns);
+    mlprof__fmt_duration(p50, sizeof p50, r->step_p50_ns);
+    mlprof__fmt_duration(lo, sizeof lo, r->step_lo_ns);
+    mlprof__fmt_duration(hi, sizeof hi, r->step_hi_ns);
     mlprof__table_cell(&t, "%zu", i + 1);
     mlprof__table_name(&t, r->label, strlen(r->label), 24);
-    mlprof__table_name(&t, r->path, strlen(r->path), 40);
+    if (r->repeats > 1) {
+      char more[512];
+      int n = snprintf(more, sizeof more, "%.400s +%zu runs", r->path,
+                       r->repeats - 1);
+      mlprof__table_name(&t, more, n > 0 ? (size_t)n : 0, 40);
+    } else {
+      mlprof__table_name(&t, r->path, strlen(r->path), 40);
+    }
     mlprof__table_cell(&t, "%s", w);
-    mlprof__table_cell(&t, "%llu", (unsigned long long)r->report.spans);
+    mlprof__table_cell(&t, "%llu", (unsigned long long)r->spans);
     mlprof__table_cell(&t, "%llu", (unsigned long long)r->intervals);
     mlprof__table_cell(&t, "%s", s);
+    mlprof__table_cell(&t, "%s", p50);
+    if (isnan(r->step_lo_ns))
+      mlprof__table_cell(&t, "-");
+    else
+      mlprof__table_cell(&t, "%s .. %s", lo, hi);
     mlprof__table_cell(&t, "%zu", r->rank_total);
     mlprof__table_cell(&t, "%zu", r->rank_step);
   }

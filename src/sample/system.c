@@ -11,7 +11,8 @@
 #define BIG_FILE (64 * 1024) /* diskstats and net/dev of a large machine */
 
 typedef struct {
-  unsigned long long user, system, iowait, idle, total;
+  unsigned long long user, system, iowait, idle, steal, total;
+  int has_steal; /* the line has the steal field (Linux 2.6.11 on) */
 } cpu_t;
 
 /* What the lines of diskstats were at the previous tick: whether each is
@@ -85,7 +86,10 @@ static int read_cpu(const char *root, cpu_t *c) {
   if (mlprof__read_at(root, "/proc/stat", buf, sizeof buf) < 0) return -1;
   if (strncmp(buf, "cpu ", 4) != 0) return -1;
   const char *p = buf + 4;
-  if (fields(&p, v, 8) < 4) return -1;
+  int n = fields(&p, v, 8);
+  if (n < 4) return -1;
+  c->has_steal = n == 8;
+  c->steal = v[7];
   c->user = v[0] + v[1];
   c->system = v[2] + v[5] + v[6];
   c->idle = v[3];
@@ -244,7 +248,8 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
   cpu_t c;
   int cpu_ok = read_cpu(root, &c) == 0;
   static const char *const cpu_names[] = {"cpu_user_pct", "cpu_system_pct",
-                                          "cpu_iowait_pct", "cpu_idle_pct"};
+                                          "cpu_iowait_pct", "cpu_idle_pct",
+                                          "cpu_steal_pct"};
   const char *cpu_why = NULL;
   if (!cpu_ok)
     cpu_why = "cannot read /proc/stat";
@@ -253,7 +258,7 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
   else if (c.total <= s->cpu.total)
     cpu_why = "no time elapsed";
   if (cpu_why) {
-    for (int i = 0; i < 4; i++) mlprof__row_put(r, cpu_names[i], 0, cpu_why);
+    for (int i = 0; i < 5; i++) mlprof__row_put(r, cpu_names[i], 0, cpu_why);
   } else {
     unsigned long long t = c.total - s->cpu.total;
     /* Each share is clamped at 0: idle can step back on some kernels. */
@@ -262,6 +267,12 @@ static int sys_sample(void *state, const mlprof__sample_ctx *ctx,
     mlprof__row_put(r, cpu_names[1], pct(DELTA(system), t), NULL);
     mlprof__row_put(r, cpu_names[2], pct(DELTA(iowait), t), NULL);
     mlprof__row_put(r, cpu_names[3], pct(DELTA(idle), t), NULL);
+    /* Time the hypervisor ran other guests on our virtual CPUs: a process
+     * that waits for it is not on a run queue, so only this shows it. */
+    if (c.has_steal && s->cpu.has_steal)
+      mlprof__row_put(r, cpu_names[4], pct(DELTA(steal), t), NULL);
+    else
+      mlprof__row_put(r, cpu_names[4], 0, "not provided by this kernel");
 #undef DELTA
   }
 

@@ -284,7 +284,7 @@ def test_compare_page_labelled_runs_side_by_side_labels_stay_text(tmp, open_page
     C = page.evaluate(f"() => {DATA}.compare")
     assert [r["label"] for r in C["runs"]] == labels
     assert page.text_content("#recommendation") == C["recommendation"]
-    assert re.match(r"use .* fastest by step time", C["recommendation"])
+    assert re.match(r"use .* fastest by median step time", C["recommendation"])
     assert page.eval_on_selector_all("#compare-zones tbody tr", "(r) => r.length") == 4
     # The fastest run of each zone is named and its cells marked; a zone
     # where another run is within noise of it says "tie" and marks none.

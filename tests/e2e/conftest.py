@@ -19,6 +19,15 @@ LIBRARY = os.environ.get("MLPROF_LIB") or os.path.join(BUILD, "libmlprof.so")
 PROGRAMS = os.environ.get("MLPROF_PROGRAMS") or BUILD
 
 
+def clean_env(*drop):
+    """This environment without the test run's mlprof settings (nor the
+    names or prefixes in drop), but for which library and start-up module
+    `mlprof run` loads: a sanitizer build names uninstrumented ones."""
+    keep = ("MLPROF_LIB", "MLPROF_PY_STARTUP")
+    return {k: v for k, v in os.environ.items()
+            if k in keep or not k.startswith(("MLPROF_", *drop))}
+
+
 def mlprof(*args, check=True, **kw):
     """Runs mlprof with args; returns the CompletedProcess (text mode)."""
     proc = subprocess.run([MLPROF, *map(str, args)], capture_output=True,

@@ -6,7 +6,9 @@ import zlib
 FILE_MAGIC = b"MLPROF\r\n"
 CHUNK_MAGIC = b"MPCK"
 HEADER, NAMES, THREAD, EVENTS, META, END, LINES = 1, 2, 3, 4, 5, 6, 9
-ZONE, GAUGE, UNITS, STRING = 0, 1, 2, 3
+SOURCES, SAMPLES = 7, 8
+ZONE, GAUGE, UNITS, STRING, MEASURE = 0, 1, 2, 3, 4
+SUBJECT_SYSTEM, SUBJECT_PROCESS = 0, 1
 CAT_COMM = 5
 SPAN, SPAN_META, SPAN_UNITS, STEP = 1, 4, 5, 6
 
@@ -85,6 +87,25 @@ def lines(function, file, first, rows):
     for line, hits, total, excl, src in rows:
         p += uv(line) + uv(hits) + uv(total) + uv(excl) + s(src)
     return chunk(LINES, p)
+
+
+def sources(names_available):
+    """A SOURCES chunk: names_available is [(source, available, reason)]."""
+    p = uv(len(names_available))
+    for name, ok, why in names_available:
+        p += s(name) + bytes([1 if ok else 0]) + s(why)
+    return chunk(SOURCES, p)
+
+
+def samples(base_ns, rows):
+    """A SAMPLES chunk: rows are (subject, id, delta_ns, [(measure id,
+    value)]), each measure valid."""
+    p = uv(base_ns)
+    for subject, sid, delta, measures in rows:
+        p += bytes([subject]) + uv(sid) + uv(0) + sv(delta) + uv(len(measures))
+        for mid, value in measures:
+            p += uv(mid) + bytes([0]) + struct.pack("<d", value)
+    return chunk(SAMPLES, p)
 
 
 def end(end_ns):

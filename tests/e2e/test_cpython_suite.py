@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 
-from conftest import MLPROF, report_json
+from conftest import MLPROF, clean_env, report_json
 
 PYTHON = "/usr/bin/python3"
 SUITES = ["test_signal", "test_generators", "test_subprocess"]
@@ -28,13 +28,9 @@ def regrtest(*args, under=None):
         cmd += ["--ignore", name]
     if under:
         cmd = [MLPROF, "run", "-q", "-o", str(under), "--", *cmd]
-    # The test run's own settings stay out, but for which library and
-    # start-up module mlprof run loads (a sanitizer build names others).
-    keep = ("MLPROF_LIB", "MLPROF_PY_STARTUP")
-    env = {k: v for k, v in os.environ.items()
-           if k in keep or not k.startswith(("MLPROF_", "PYTHON"))}
     return subprocess.run(cmd, capture_output=True, text=True,
-                          errors="replace", env=env, timeout=600)
+                          errors="replace", env=clean_env("PYTHON"),
+                          timeout=600)
 
 
 def test_cpython_signal_generators_subprocess_pass_under_run(tmp_path):

@@ -9,9 +9,9 @@ import json
 import os
 import subprocess
 
-from conftest import BUILD, LIBRARY, mlprof, program, report_json
+from conftest import LIBRARY, clean_env, mlprof, program, report_json
 
-FAKE = os.path.join(BUILD, "fake_cupti", "libcupti.so")
+FAKE = program(os.path.join("fake_cupti", "libcupti.so"))  # loaded by DEMO
 DEMO = program("cupti_demo")
 # CUPTI's clock 1000 s ahead of CLOCK_MONOTONIC: unmapped, every record
 # would land far past the end of the run.
@@ -19,9 +19,8 @@ OFFSET_NS = 1000 * 10**9
 
 
 def env_for(tmp_path, script="", **extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MLPROF_", "FAKE_CUPTI"))
-           and k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
+    env = clean_env("FAKE_CUPTI", "CUDA_INJECTION64_PATH",
+                    "NVTX_INJECTION64_PATH")
     path = tmp_path / "cupti.script"
     path.write_text(script)
     env.update(FAKE_CUPTI_SCRIPT=str(path), MLPROF_CUPTI_LIB=FAKE,

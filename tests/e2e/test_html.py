@@ -271,7 +271,7 @@ def test_html_compare_ranks_labelled_runs(compare_runs, tmp_path):
     busy = {r["label"]: r["busy_ns"] for r in c["runs"]}  # wall time: see test_compare
     assert busy["fast"] < busy["mid"] < busy["slow"]
     assert labels[c["fastest"]["run"]] == "fast"
-    assert c["recommendation"].startswith("use fast: fastest by step time")
+    assert c["recommendation"].startswith("use fast: fastest by median step time")
     assert {z["name"] for z in c["zones"]} == {"load", "forward", "backward", "optimizer"}
     for z in c["zones"]:
         assert labels[z["fastest"]] == "fast" and labels[z["slowest"]] == "slow"

@@ -268,3 +268,117 @@ def test_repeated_sites_keep_their_lines_and_callers(tmp_path):
             "%s:8 inner < %s:16 right < %s:23 main" % (script, script, script)]
     for w in want:
         assert 200 * MIB <= by.get(w, 0) < 201 * MIB, (w, sorted(by))
+
+
+def html_data(path):
+    """The data a dashboard page carries (its mlprof-data script)."""
+    text = path.read_text()
+    start = text.index('<script id="mlprof-data" type="application/json">')
+    start = text.index(">", start) + 1
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def test_html_carries_the_live_bytes_series_and_sites(tmp_path):
+    out, _ = run(tmp_path, "zones", memory="all")
+    rep = report_json(out)
+    procs, sites = own(rep)
+    page = tmp_path / "page.html"
+    mlprof("html", out, "-o", page)
+    mem = html_data(page)["memory"]
+    assert mem["exact"]
+    p = next(x for x in mem["processes"] if x["pid"] == procs[0]["pid"])
+    offset = next(x["offset_ns"] for x in rep["processes"]
+                  if x["pid"] == p["pid"])
+    # The series' highest point is the report's peak, at its time (on the
+    # job's timeline), and it is bounded.
+    assert p["peak_bytes"] == procs[0]["peak_bytes"]
+    assert p["peak_ns"] == procs[0]["peak_ns"] + offset
+    assert 10 < len(p["t"]) == len(p["v"]) <= 1001
+    top = max(range(len(p["v"])), key=lambda i: p["v"][i])
+    assert (p["t"][top], p["v"][top]) == (p["peak_ns"], p["peak_bytes"])
+    assert p["t"] == sorted(p["t"])
+    assert len(p["steps"]) == 21
+    # Every site of the process, with its stack; what they held at the
+    # peak adds up to the peak.
+    k = mem["processes"].index(p)
+    mine = [s for s in mem["sites"] if s[0] == k]
+    assert len(mine) == len(sites)
+    assert sum(s[2] for s in mine) + mem["other"][k][0] == p["peak_bytes"]
+    leak = [s for s in mine if s[6] > 0]
+    assert len(leak) == 1 and mem["zones"][leak[0][1]] == "leak"
+    assert leak[0][6] == pytest.approx(MIB, rel=0.01)
+    want = next(s for s in sites if s["leak"])["native"]
+    assert [mem["frames"][f] for f in leak[0][7]] == ["[" + want + "]"]
+    # Each site points at the report's own (its lines as the report says).
+    for s in mine:
+        r = rep["memory"]["sites"][s[8]]
+        assert (r["zone"], r["at_peak_bytes"], r["allocated_bytes"]) == \
+            (mem["zones"][s[1]], s[2], s[3])
+
+
+def test_html_sites_carry_their_whole_python_stack(tmp_path):
+    script = tmp_path / "sites.py"
+    script.write_text(SITES)
+    out = tmp_path / "out"
+    mlprof("run", "-q", "--memory=all", "-o", out, "--", sys.executable,
+           script)
+    page = tmp_path / "page.html"
+    mlprof("html", out, "-o", page)
+    mem = html_data(page)["memory"]
+    paths = {}
+    for s in mem["sites"]:
+        frames = [mem["frames"][f] for f in s[7]]
+        # The program's frames, outermost first, then the native caller.
+        own_frames = tuple(f for f in frames if f.startswith(str(script)))
+        paths[own_frames] = paths.get(own_frames, 0) + s[3]
+        if own_frames:
+            assert frames[-1].startswith("[") and frames[-1].endswith("]")
+    left = tuple("%s:%s" % (script, x) for x in
+                 ("27 <module>", "22 main", "12 left", "8 inner"))
+    assert 200 * MIB <= paths.get(left, 0) < 201 * MIB, sorted(paths)
+
+
+SMALL = '''\
+def small_objects(n):
+    return [(i, -i) for i in range(n)]
+
+
+kept = small_objects(100000)
+print("done", len(kept))
+'''
+
+
+def small_object_sites(tmp_path, memory):
+    script = tmp_path / "small.py"
+    script.write_text(SMALL)
+    out = tmp_path / memory.replace(",", "-")
+    r = mlprof("run", "-q", "--memory=" + memory, "-o", out, "--",
+               sys.executable, script)
+    assert r.stdout == "done 100000\n", r.stderr
+    _, sites = own(report_json(out))
+    line = "%s:2 small_objects" % script
+    return [s for s in sites if s["python"].startswith(line)]
+
+
+def test_python_small_objects_seen_only_with_python_allocator(tmp_path):
+    # pymalloc carves the 100,000 tuples (56 bytes each) from arenas the
+    # hooks see whole, a few mmaps; PYTHONMALLOC=malloc makes each its own
+    # malloc, recorded at the line that made it.
+    pymalloc = small_object_sites(tmp_path, "all")
+    assert sum(s["count"] for s in pymalloc) < 1000, pymalloc
+    traced = small_object_sites(tmp_path, "all,python")
+    assert sum(s["count"] for s in traced) >= 100000, traced
+    assert sum(s["allocated_bytes"] for s in traced) >= 100000 * 56
+
+
+def test_python_allocator_flag_is_checked(tmp_path):
+    for bad in ("all,pyhton", "off,python", "all,python,python"):
+        r = mlprof("run", "-q", "--memory=" + bad, "-o", tmp_path / "x",
+                   "--", "true", check=False)
+        assert r.returncode == 2 and "--memory=" + bad in r.stderr, r.stderr
+
+
+def test_memory_snapshot_points_to_the_python_package(tmp_path):
+    r = mlprof("memory-snapshot", tmp_path / "s.pickle", check=False)
+    assert r.returncode == 2
+    assert "python -m mlprof memory-snapshot FILE" in r.stderr

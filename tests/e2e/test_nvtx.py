@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from conftest import LIBRARY, mlprof, program, report_json
+from conftest import LIBRARY, clean_env, mlprof, program, report_json
 
 DEMO = program("nvtx_demo")
 
@@ -23,11 +23,7 @@ def demo_path():
 
 
 def plain_env():
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("MLPROF_") or k == "NVTX_INJECTION64_PATH":
-            del env[k]
-    return env
+    return clean_env("NVTX_INJECTION64_PATH")
 
 
 def trace_of(path):

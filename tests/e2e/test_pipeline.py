@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from conftest import BUILD, lib, mlprof, report_json, start, zone  # noqa: F401
+from conftest import BUILD, LIBRARY, lib, mlprof, report_json, start, zone  # noqa: F401
 
 HOSTILE = [
     b'quote"and\\backslash',
@@ -200,12 +200,13 @@ def check_abi(prefix, flags, tmp_path):
     exe = tmp_path / "layout"
     subprocess.run(["cc", os.path.join(ABI, "layout.c"), "-o", str(exe),
                     *flags], check=True)
-    lib = os.path.join(str(prefix), "lib")
-    # A sanitizer build's library wants its runtime first, which a plain
-    # program built against the header does not load first.
-    env = dict(os.environ, ASAN_OPTIONS="verify_asan_link_order=0",
-               LD_LIBRARY_PATH=":".join(
-                   str(p.parent) for p in prefix.rglob("libmlprof.so")))
+    # A sanitizer build's library cannot run in a plain program built
+    # against the header (its malloc runs before the sanitizer's runtime is
+    # set up): the layouts are run against the uninstrumented build's
+    # library the sanitizer run names, the symbols still read from this one.
+    libdirs = ([os.path.dirname(LIBRARY)] if os.environ.get("MLPROF_LIB") else
+               [str(p.parent) for p in prefix.rglob("libmlprof.so")])
+    env = dict(os.environ, LD_LIBRARY_PATH=":".join(libdirs))
     got = subprocess.run([str(exe)], env=env, check=True, capture_output=True,
                          text=True).stdout
     so = next(prefix.rglob("libmlprof.so"))

@@ -5,7 +5,7 @@
  * double tests/fake_cupti, which it is linked with): a kernel and a
  * host-to-device copy on device 0 stream 7, a memset on device 1 stream 8,
  * the runtime call that launched the kernel, and a stream synchronisation.
- * MODE "gaps": each step waits 2 ms in a zone "data_wait" with the GPU idle,
+ * MODE "gaps": each step waits 4 ms in a zone "data_wait" with the GPU idle,
  * launches a 1 ms kernel from a zone "forward", copies 1 MB to the device for
  * 800 us and synchronises for 600 us. MODE "busy": kernels back to back
  * over each whole step (no gap, copy or synchronisation). MODE "comm": an
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     MLPROF_ZONE("step");
     {
       MLPROF_ZONE("data_wait");
-      sleep_us(2000);
+      sleep_us(4000);
     }
     {
       MLPROF_ZONE("forward");

@@ -716,11 +716,13 @@ static void system_files(const char *root, unsigned long long user,
                          unsigned long long iowait, unsigned long long sda_rd,
                          unsigned long long sda_wr, unsigned long long eth_rx,
                          unsigned long long eth_tx) {
-  /* user nice system idle iowait irq softirq steal guest guest_nice */
+  /* user nice system idle iowait irq softirq steal guest guest_nice; the
+   * idle time given beyond 8000 jiffies is split idle and steal */
+  unsigned long long steal = idle > 8000 ? (idle - 8000) / 5 : 0;
   put_file(root, "proc/stat",
-           "cpu  %llu 0 %llu %llu %llu 0 0 0 0 0\n"
+           "cpu  %llu 0 %llu %llu %llu 0 0 %llu 0 0\n"
            "cpu0 1 2 3 4 5 6 7 8 0 0\nintr 12345 0 0\nctxt 999\n",
-           user, sys, idle, iowait);
+           user, sys, idle - steal, iowait, steal);
   put_file(root, "proc/diskstats",
            "   7       0 loop0 100 0 %llu 10 0 0 0 0 0 10 10 0 0 0 0\n"
            "   8       0 sda 100 0 %llu 10 50 0 %llu 20 0 30 30 0 0 0 0\n"
@@ -762,6 +764,7 @@ static void test_system_fixture(void) {
   CHECK_EQ(r->subject, MLPROF__SUBJECT_SYSTEM);
   CHECK_ABSENT(r, "cpu_user_pct", "first sample");
   CHECK_ABSENT(r, "cpu_idle_pct", "first sample");
+  CHECK_ABSENT(r, "cpu_steal_pct", "first sample");
   CHECK_ABSENT(r, "disk_read_bytes_s", "first sample");
   CHECK_ABSENT(r, "net_tx_bytes_s", "first sample");
   CHECK_VAL(r, "load1", 1.25);
@@ -770,7 +773,8 @@ static void test_system_fixture(void) {
   CHECK_VAL(r, "mem_total_bytes", 16000000.0 * 1024);
   CHECK_VAL(r, "swap_used_bytes", 500000.0 * 1024);
 
-  /* Two seconds later: 1000 jiffies split 250/125/500/125; sda read 4000
+  /* Two seconds later: 1000 jiffies split 250/125/400/125 and 100 stolen
+   * by the hypervisor; sda read 4000
    * sectors and wrote 1000; eth0 received 4 MB and sent 1 MB. Partitions,
    * loop, dm and lo move too and must not count. */
   system_files(root, 1250, 625, 8500, 625, 6000, 5000, 4010000, 1005000);
@@ -778,7 +782,8 @@ static void test_system_fixture(void) {
   CHECK_EQ(mlprof__source_system.sample(st, &c, rows, 64, why, sizeof why), 1);
   CHECK_VAL(r, "cpu_user_pct", 25);
   CHECK_VAL(r, "cpu_system_pct", 12.5);
-  CHECK_VAL(r, "cpu_idle_pct", 50);
+  CHECK_VAL(r, "cpu_idle_pct", 40);
+  CHECK_VAL(r, "cpu_steal_pct", 10);
   CHECK_VAL(r, "cpu_iowait_pct", 12.5);
   CHECK_VAL(r, "disk_read_bytes_s", 4000.0 * 512 / 2);
   CHECK_VAL(r, "disk_write_bytes_s", 1000.0 * 512 / 2);
