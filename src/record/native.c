@@ -47,6 +47,31 @@ static _Atomic int given_up; /* the program took the signal */
 static _Atomic int active;   /* the sampler wants captures */
 static const char *_Atomic why = "no real-time signal is free";
 
+/* The handler the kernel holds for our signal once it is installed: ours,
+ * or a sanitizer's that calls ours (TSan's). */
+static void *_Atomic kernel_handler;
+
+/* The kernel's handler of signal s, NULL when unknown. Asked of the kernel
+ * directly: the interposed sigaction answers SIG_DFL for our signal. */
+static void *kernel_handler_of(int s) {
+  struct {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    uint64_t mask;
+  } k;
+  if (syscall(SYS_rt_sigaction, s, NULL, &k, sizeof k.mask) != 0) return NULL;
+  return k.handler;
+}
+
+/* Whether the kernel still has our handler for s: a program that loaded
+ * libmlprof with dlopen (the Python package's copy) sets its dispositions
+ * past the interposed sigaction. */
+static int still_ours(int s) {
+  void *h = kernel_handler_of(s);
+  return h && h == atomic_load(&kernel_handler);
+}
+
 static void on_signal(int s, siginfo_t *info, void *uc) {
   int saved = errno;
   int expect = ASKED;
@@ -105,6 +130,7 @@ int mlprof__native_start(void) {
     act.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&act.sa_mask);
     if (sigaction(s, &act, NULL) != 0) continue;
+    atomic_store(&kernel_handler, kernel_handler_of(s));
     atomic_store(&sig, s);
     atomic_store_explicit(&active, 1, memory_order_release);
     return 0;
@@ -131,21 +157,6 @@ void mlprof__native_give_up(int s) {
 void mlprof__native_after_fork(void) {
   /* The request in flight was the parent's. */
   atomic_store(&req.state, IDLE);
-}
-
-/* Whether the kernel still has our handler for s: a program that loaded
- * libmlprof with dlopen (the Python package's copy) sets its dispositions
- * past the interposed sigaction. Asked of the kernel directly, since the
- * interposed sigaction answers SIG_DFL for our signal. */
-static int still_ours(int s) {
-  struct {
-    void *handler;
-    unsigned long flags;
-    void *restorer;
-    uint64_t mask;
-  } k;
-  if (syscall(SYS_rt_sigaction, s, NULL, &k, sizeof k.mask) != 0) return 0;
-  return k.handler == (void *)on_signal;
 }
 
 long mlprof__native_capture(uint32_t tid, uintptr_t *pcs, size_t max,
