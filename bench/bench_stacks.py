@@ -6,8 +6,11 @@ workloads, in the same run, in interleaved rounds:
 
 each run whole as a user runs it: plain (the baseline), under `mlprof run
 --stacks off` and `mlprof run --stacks 100` (the sampler's cost is the
-difference of the two), and under `py-spy record -r 100`, with
---nonblocking and with its default (it stops the program for each sample).
+difference of the two), under `mlprof run --stacks 100,native` (native
+frames too: a signal and an unwind per sample of a running thread), and
+under `py-spy record -r 100`, with --nonblocking, with its default (it
+stops the program for each sample) and with --native (native frames; it
+stops the program too).
 The figures, medians of the rounds, over the workload's own loop, timed
 inside the program (start-up and reports at exit excluded): the CPU time
 of its main thread (the program's own work: what the sampler slows down),
@@ -24,7 +27,7 @@ Then the bytes one sample takes on disk (the STACKS chunks of the 100 Hz
 runs over their samples, definitions included).
 
     make bench-python      or
-    PYTHONPATH=build/python python3 bench/bench_stacks.py [ROUNDS]
+    PYTHONPATH=build/python python3 bench/bench_stacks.py [ROUNDS [pure|torch]]
 """
 import json
 import os
@@ -124,6 +127,7 @@ def count_samples(cli, run_dir):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    only = sys.argv[2] if len(sys.argv) > 2 else None
     cli = find_cli()
     spy = py_spy()
     tmp = tempfile.mkdtemp(prefix="mlprof-bench-stacks-")
@@ -134,6 +138,8 @@ def main():
         return os.path.join(tmp, "run%d" % n[0])
 
     scripts = {"pure Python": PURE % 1000, "torch CNN steps": TORCH % (HERE, 60)}
+    if only:
+        scripts = {k: v for k, v in scripts.items() if k.startswith(only)}
     stacks_disk = []
     try:
         for label, body in scripts.items():
@@ -150,6 +156,9 @@ def main():
                 "mlprof run --stacks 100": lambda: [
                     cli, "run", "-q", "-o", out_dir(), "--stacks", "100",
                     "--"] + py,
+                "mlprof run --stacks 100,native": lambda: [
+                    cli, "run", "-q", "-o", out_dir(), "--stacks",
+                    "100,native", "--"] + py,
             }
             if spy:
                 ways["py-spy record -r 100 --nonblocking"] = lambda: [
@@ -158,11 +167,16 @@ def main():
                 ways["py-spy record -r 100 (pauses)"] = lambda: [
                     spy, "record", "-r", "100", "-f", "raw", "-o",
                     os.path.join(tmp, "spy.txt"), "--"] + py
+                ways["py-spy record -r 100 --native"] = lambda: [
+                    spy, "record", "-r", "100", "--native", "-f", "raw",
+                    "-o", os.path.join(tmp, "spy.txt"), "--"] + py
             got = {k: [] for k in ways}
             names = list(ways)
             for r in range(rounds):
                 i = r % len(names)
                 for k in names[i:] + names[:i]:
+                    if k not in names:
+                        continue
                     cmd = ways[k]()
                     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     p = subprocess.run(cmd, capture_output=True, text=True,
@@ -170,6 +184,14 @@ def main():
                     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     run_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
                                r0.ru_stime) * 1e9
+                    if p.returncode != 0 and k.startswith("py-spy"):
+                        # py-spy --native needs ptrace rights, which a
+                        # container may refuse: left out, said so.
+                        print("  (%s failed here: %s)" % (
+                            k, (p.stderr.strip().splitlines() or [""])[0][:200]))
+                        names.remove(k)
+                        del got[k]
+                        continue
                     if p.returncode != 0:
                         raise SystemExit("%s failed: %s" % (k, p.stderr[-500:]))
                     line = [ln for ln in p.stdout.splitlines()
@@ -193,15 +215,18 @@ def main():
                 cells = []
                 for i in range(3):
                     vs = " [%+.1f%%]" % (100 * (med[k][i] / off[i] - 1)) \
-                        if k == "mlprof run --stacks 100" else ""
+                        if k.startswith("mlprof run --stacks 100") else ""
                     cells.append("%.1f%s" % (med[k][i] / 1e6, vs))
                 print("  %-38s %17s %17s %17s %9.1f" % (
                     k, cells[0], cells[1], cells[2], med[k][3] / 1e6))
-            s = med["mlprof run --stacks 100"]
-            print("  the sampler thread's own CPU time (its schedstat) over "
-                  "the loop: %.1f ms, %.2f%% of a core, %.2f%% of the "
-                  "process's" % (s[4] / 1e6, 100 * s[4] / s[2],
-                                 100 * s[4] / s[1]))
+            for k in ("mlprof run --stacks 100",
+                      "mlprof run --stacks 100,native"):
+                s = med[k]
+                print("  %s: the sampler thread's own CPU time (its "
+                      "schedstat) over the loop: %.1f ms, %.2f%% of a core, "
+                      "%.2f%% of the process's" % (
+                          k, s[4] / 1e6, 100 * s[4] / s[2],
+                          100 * s[4] / s[1]))
             print()
         b = sum(x for x, _ in stacks_disk)
         s = sum(y for _, y in stacks_disk)

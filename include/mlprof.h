@@ -123,8 +123,17 @@ typedef struct mlprof_config {
    * process with no Python interpreter nothing is sampled. Since 0.1 of
    * format 1.5; it fills what was padding, so sizeof is unchanged. */
   int stacks_hz;
-  uint64_t reserved[6];
+  /* MLPROF_STACKS_* bits; 0: Python frames only. MLPROF_STACKS_NATIVE adds
+   * each thread's native frames (C extensions, libraries), merged with its
+   * Python frames (docs/stacks.md; needs a library built with libunwind).
+   * Any other bit: MLPROF_EINVAL. It was reserved[0] before, so sizeof is
+   * unchanged. */
+  uint64_t stacks_flags;
+  uint64_t reserved[5];
 } mlprof_config;
+
+/* mlprof_config.stacks_flags. */
+#define MLPROF_STACKS_NATIVE 1u
 
 /* Fills *cfg with the defaults (enabled, defaults described above) and sets
  * cfg->size. */

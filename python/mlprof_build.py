@@ -94,6 +94,19 @@ def zstd_flags():
     return shlex.split(out[0]), shlex.split(out[1])
 
 
+def unwind_flags():
+    """(cflags, libs) of libunwind, for the stack sampler's native frames
+    (src/record/native.c); ([], []) without it: Python frames only."""
+    try:
+        out = [subprocess.run(["pkg-config", flag, "libunwind"], check=True,
+                              capture_output=True, text=True).stdout
+               for flag in ("--cflags", "--libs")]
+    except (OSError, subprocess.CalledProcessError):
+        return [], []
+    return ["-DMLPROF_HAVE_LIBUNWIND"] + shlex.split(out[0]), \
+        shlex.split(out[1])
+
+
 def generate_assets(out_dir):
     """Writes out_dir/html_assets.h, which src/export/html.c includes: the
     dashboard's CSS and JavaScript as C strings (scripts/embed-assets.py,

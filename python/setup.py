@@ -21,6 +21,7 @@ class BuildMlprof(build_ext):
         mb.check_tree()
         http_cflags, http_libs = mb.http_flags()
         zstd_cflags, zstd_libs = mb.zstd_flags()
+        unwind_cflags, unwind_libs = mb.unwind_flags()
         recording = mb.layers(["record", "sample"])
         # Only in the recording library, not in the command.
         preload = mb.sources("preload")
@@ -46,7 +47,7 @@ class BuildMlprof(build_ext):
                               macros=macros,
                               include_dirs=mb.INCLUDE_DIRS + [generated],
                               extra_postargs=mb.CFLAGS + http_cflags +
-                              zstd_cflags)[0]
+                              zstd_cflags + unwind_cflags)[0]
 
         every = mb.ext_sources() + recording + cli
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
@@ -61,11 +62,13 @@ class BuildMlprof(build_ext):
         cc.link_shared_object(lib + [obj[s] for s in lower], "libmlprof.so",
                               output_dir=os.path.join(out, "_lib"),
                               libraries=mb.LIBS,
-                              extra_postargs=["-Wl,-soname," + soname])
+                              extra_postargs=["-Wl,-soname," + soname] +
+                              unwind_libs)
         cc.link_executable([obj[s] for s in cli + core + recording + lower],
                            "mlprof", output_dir=os.path.join(out, "_bin"),
                            libraries=mb.LIBS,
-                           extra_postargs=http_libs + zstd_libs)
+                           extra_postargs=http_libs + zstd_libs +
+                           unwind_libs)
 
 
 setup(

@@ -5,7 +5,8 @@
 #   install-deps.sh [all]   every test: Python, torch, browser (make test)
 set -e
 # libzstd-dev: mlprof export compresses its Parquet pages with zstd.
-build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev libzstd-dev"
+# libunwind-dev: the stack sampler's native frames (--stacks HZ,native).
+build="cmake gcc make pkg-config python3 python3-venv libmicrohttpd-dev libzstd-dev libunwind-dev"
 # Both MPIs, for the MPI tests (each called by its own name: mpirun.openmpi,
 # mpirun.mpich; which is the default mpirun does not matter).
 # time: GNU time measures the export's peak memory (tests/e2e/test_parquet.py).

@@ -103,6 +103,25 @@ class schedule:
                                     self.repeat, self.skip_first))
 
 
+def _stacks_setting(stacks):
+    """(stacks_hz, native) for _mlprof.init from a Profiler's stacks=
+    (None: the default; hz 0 the library's default rate, -1 none), or None
+    when it is not one: None, False, 0..10000, 'native' or 'HZ,native'."""
+    if stacks is None:
+        return 0, False
+    if stacks is False or stacks == 0 and not isinstance(stacks, str):
+        return -1, False
+    if isinstance(stacks, int) and not isinstance(stacks, bool):
+        return (stacks, False) if 0 < stacks <= 10000 else None
+    if isinstance(stacks, str):
+        if stacks == "native":
+            return 0, True
+        hz, _, what = stacks.partition(",")
+        if what == "native" and hz.isdigit() and 0 <= int(hz) <= 10000:
+            return (int(hz), True) if int(hz) else (-1, False)
+    return None
+
+
 class Profiler(_mlprof.ProfilerBase):
     """A profiling session for this process (or a handle on the one already
     running, under `mlprof run`).
@@ -118,7 +137,8 @@ class Profiler(_mlprof.ProfilerBase):
         (under `mlprof run`) keeps the settings it was started with.
     stacks: stack samples per second of every Python thread (default 100;
         False or 0: none), for the report's Hot functions and folded
-        stacks (docs/stacks.md). Applies when this Profiler starts the
+        stacks (docs/stacks.md); "native" or "HZ,native" add native frames
+        (C extensions, libraries) merged with the Python ones. Applies when this Profiler starts the
         session (under `mlprof run`, --stacks decides). CPython 3.11+.
     enabled: False starts with recording switched off.
     memory_cap: bytes of event buffers at most (default 64 MiB); past it
@@ -154,11 +174,10 @@ class Profiler(_mlprof.ProfilerBase):
                  enabled=True, memory_cap=None, schedule=None, flush_ms=None,
                  backend=None, torch_options=None, calls_options=None,
                  lines=None, stacks=None, memory=None):
-        if stacks is not None and stacks is not False and (
-                isinstance(stacks, bool) or not isinstance(stacks, int) or
-                not 0 <= stacks <= 10000):
+        if _stacks_setting(stacks) is None:
             raise ValueError("stacks must be samples per second (0 to "
-                             "10000), False or None, not %r" % (stacks,))
+                             "10000), 'native', 'HZ,native', False or None, "
+                             "not %r" % (stacks,))
         if sample_interval is not None and not sample_interval >= 0:
             raise ValueError("sample_interval must be >= 0 seconds")
         if memory_cap is not None and memory_cap < 0:
@@ -263,11 +282,12 @@ class Profiler(_mlprof.ProfilerBase):
         if self.sample_interval is not None:
             sample_ms = max(1, round(self.sample_interval * 1000)) \
                 if self.sample_interval > 0 else -1
-        stacks_hz = 0 if self.stacks is None else (self.stacks or -1)
+        stacks_hz, native = _stacks_setting(self.stacks)
         return _mlprof.init(self.output, flush_ms=self.flush_ms or 0,
                             memory_cap=self.memory_cap or 0,
                             enabled=self.enabled, sample_ms=sample_ms,
-                            gpu=self.gpu is not False, stacks_hz=stacks_hz)
+                            gpu=self.gpu is not False, stacks_hz=stacks_hz,
+                            stacks_native=native)
 
     def _start_torch(self):
         self._start_tracers()

@@ -917,20 +917,22 @@ static PyObject *mod_stacks_finalizing(PyObject *m, PyObject *noargs) {
 }
 
 /* init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0,
- *      gpu=True, stacks_hz=0) -> bool
+ *      gpu=True, stacks_hz=0, stacks_native=False) -> bool
  * True: this call started the session; False: one was running already (the
  * package joins it). sample_ms: 0 the default interval, < 0 no sampling.
- * stacks_hz: 0 the default rate of stack samples, < 0 none. */
+ * stacks_hz: 0 the default rate of stack samples, < 0 none. stacks_native:
+ * native frames too (MLPROF_STACKS_NATIVE). */
 static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"output",    "flush_ms", "memory_cap", "enabled",
-                           "sample_ms", "gpu",      "stacks_hz",  NULL};
+  static char *kwlist[] = {"output",    "flush_ms",      "memory_cap",
+                           "enabled",   "sample_ms",     "gpu",
+                           "stacks_hz", "stacks_native", NULL};
   PyObject *out = Py_None;
   unsigned int flush_ms = 0;
   Py_ssize_t cap = 0;
-  int enabled = 1, sample_ms = 0, gpu = 1, stacks_hz = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInpipi:init", kwlist, &out,
+  int enabled = 1, sample_ms = 0, gpu = 1, stacks_hz = 0, native = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OInpipip:init", kwlist, &out,
                                    &flush_ms, &cap, &enabled, &sample_ms, &gpu,
-                                   &stacks_hz))
+                                   &stacks_hz, &native))
     return NULL;
   if (cap < 0) {
     PyErr_SetString(PyExc_ValueError, "memory_cap must be >= 0");
@@ -947,6 +949,7 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
   if (sample_ms) cfg.sample_interval_ms = sample_ms;
   cfg.no_gpu = !gpu;
   if (stacks_hz) cfg.stacks_hz = stacks_hz < 0 ? 0 : stacks_hz;
+  if (native) cfg.stacks_flags |= MLPROF_STACKS_NATIVE;
   int rc, e;
   Py_BEGIN_ALLOW_THREADS rc = api.init(&cfg);
   e = errno;
@@ -1799,7 +1802,7 @@ static PyMethodDef module_methods[] = {
     {"init", (PyCFunction)(void (*)(void))mod_init,
      METH_VARARGS | METH_KEYWORDS,
      "init(output=None, flush_ms=0, memory_cap=0, enabled=True, sample_ms=0, "
-     "gpu=True, stacks_hz=0) -> bool: "
+     "gpu=True, stacks_hz=0, stacks_native=False) -> bool: "
      "starts the session;\nFalse when one was running already (joined)."},
     {"shutdown", mod_shutdown, METH_NOARGS,
      "Flushes and closes the session; False when none was running."},

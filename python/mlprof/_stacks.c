@@ -271,14 +271,22 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
 
 /* Steps from frame *f to the one it was called from: 1 with the code object
  * and byte offset of *f when it runs Python code, 0 for a frame to skip, -1
- * when *f cannot be read. */
+ * when *f cannot be read. *entry: 1 when *f was the first frame of its call
+ * of the evaluation loop (3.11: its is_entry; 3.12+: the loop's own shim
+ * frame, owned by the C stack, comes next), 2 when *f is such a shim. */
 static int step(reader_fn rd, const _PyInterpreterFrame **f,
-                const PyObject **code, long *off) {
+                const PyObject **code, long *off, int *entry) {
   _PyInterpreterFrame fr;
+  *entry = 0;
   if (rd(&fr, *f, offsetof(_PyInterpreterFrame, localsplus)) != 0) return -1;
   *f = fr.previous;
 #if PY_VERSION_HEX >= 0x030C0000
-  if (fr.owner == FRAME_OWNED_BY_CSTACK) return 0;
+  if (fr.owner == FRAME_OWNED_BY_CSTACK) {
+    *entry = 2;
+    return 0;
+  }
+#else
+  *entry = fr.is_entry ? 1 : 0;
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
   *code = fr.f_executable;
@@ -343,7 +351,8 @@ static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
   for (size_t guard = 0; f && n < max && guard < 4 * max; guard++) {
     const PyObject *code;
     long off;
-    int r = step(rd, &f, &code, &off);
+    int entry;
+    int r = step(rd, &f, &code, &off, &entry);
     if (r < 0) break;
     uint32_t id = !r             ? 0
                   : rd == direct ? self_frame(code, off)
@@ -354,17 +363,22 @@ static size_t walk(reader_fn rd, const _PyInterpreterFrame *f, uint32_t *out,
 }
 
 /* walk for the sampler: the frames' code objects not read yet this tick
- * are read together, with one system call. */
+ * are read together, with one system call. entry[i] gets whether out[i] is
+ * the first frame of its call of the evaluation loop (mlprof__stack_thread). */
 static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
-                           size_t max) {
+                           uint8_t *entry, size_t max) {
   static const PyObject *code[MLPROF__STACK_MAX_DEPTH];
   static long off[MLPROF__STACK_MAX_DEPTH];
+  static uint8_t ent[MLPROF__STACK_MAX_DEPTH];
   struct iovec dst[CODE_CACHE], src[CODE_CACHE];
   size_t m = 0, q = 0;
   for (size_t guard = 0; f && m < max && guard < 4 * max; guard++) {
-    int r = step(windowed, &f, &code[m], &off[m]);
+    int e, r = step(windowed, &f, &code[m], &off[m], &e);
     if (r < 0) break;
-    if (r) m++;
+    if (r)
+      ent[m++] = e == 1;
+    else if (e == 2 && m)
+      ent[m - 1] = 1;
   }
   for (size_t i = 0; i < m && ncode_cache + q < CODE_CACHE; i++) {
     size_t c = 0;
@@ -378,7 +392,13 @@ static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
   size_t n = 0;
   for (size_t i = 0; i < m; i++) {
     uint32_t id = frame_of(windowed, code[i], off[i]);
-    if (id) out[n++] = id;
+    if (id) {
+      entry[n] = ent[i];
+      out[n++] = id;
+    } else if (ent[i] && n) {
+      /* An unreadable frame still ends its loop's frames. */
+      entry[n - 1] = 1;
+    }
   }
   return n;
 }
@@ -400,21 +420,26 @@ static size_t walk_self(uint32_t *out, size_t max) {
   return walk(direct, current_frame(direct, t), out, max);
 }
 
-/* The thread holding the GIL, or NULL when it is free or unreadable. */
-static const PyThreadState *gil_holder(void) {
-  struct _gil_runtime_state g;
+/* Where the main interpreter's GIL state is, NULL when unreadable. */
+static struct _gil_runtime_state *gil_state(void) {
 #if PY_VERSION_HEX >= 0x030C0000
   struct _gil_runtime_state *at;
   if (sapi->read(
           &at,
           (const char *)main_interp + offsetof(PyInterpreterState, ceval.gil),
-          sizeof at) != 0 ||
-      !at)
+          sizeof at) != 0)
     return NULL;
+  return at;
 #else
-  struct _gil_runtime_state *at = &_PyRuntime.ceval.gil;
+  return &_PyRuntime.ceval.gil;
 #endif
-  if (sapi->read(&g, at, sizeof g) != 0) return NULL;
+}
+
+/* The thread holding the GIL, or NULL when it is free or unreadable. */
+static const PyThreadState *gil_holder(void) {
+  struct _gil_runtime_state g;
+  struct _gil_runtime_state *at = gil_state();
+  if (!at || sapi->read(&g, at, sizeof g) != 0) return NULL;
 #if PY_VERSION_HEX >= 0x030D0000
   return g.locked ? g.last_holder : NULL;
 #else
@@ -425,6 +450,7 @@ static const PyThreadState *gil_holder(void) {
 static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
                      void *ctx) {
   static uint32_t frames[MLPROF__STACK_MAX_DEPTH];
+  static uint8_t entry[MLPROF__STACK_MAX_DEPTH];
   const PyThreadState *ts = NULL;
   if (finalizing) return;
   if (sapi->read(&ts,
@@ -441,14 +467,15 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
         .tid = (uint32_t)t.native_thread_id,
         .flags = MLPROF__STACK_GIL_KNOWN |
                  (holder == ts ? MLPROF__STACK_HAS_GIL : 0),
-        .frames = frames};
+        .frames = frames,
+        .entry = entry};
     /* A thread that has not run since its last sample keeps its stack:
      * most of a tick's reads are saved on threads that wait. */
     if (st.tid && st.tid <= (1u << 22) && sapi->thread_still(st.tid)) {
       st.flags |= MLPROF__STACK_SAME;
     } else {
       window_load(&t);
-      st.n = walk_sampled(current_frame(sapi->read, &t), frames,
+      st.n = walk_sampled(current_frame(sapi->read, &t), frames, entry,
                           MLPROF__STACK_MAX_DEPTH);
     }
     /* A thread state freed under us reads as anything: a kernel thread id
@@ -473,6 +500,11 @@ int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   sapi = a;
   *fork_child = a->fork_child;
   main_interp = PyInterpreterState_Main();
+  /* Native frames of the evaluation loop become its Python frames; a
+   * thread asleep on a futex in the GIL's state (its mutex and condition
+   * variables) waits for the GIL. */
+  a->interp_set((const void *)_PyEval_EvalFrameDefault, gil_state(),
+                sizeof(struct _gil_runtime_state));
   return a->walker_set(&walker) == 0;
 }
 

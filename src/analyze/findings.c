@@ -833,6 +833,7 @@ int mlprof__findings_finish(mlprof__findings_builder *b) {
   }
   if (!rc) rc = mlprof__leaks_find(&ps->p, f);
   if (!rc) rc = mlprof__bottlenecks_find(&ps->p, f);
+  if (!rc) rc = mlprof__gil_find(&ps->p, f);
   if (!rc && !(rc = mlprof__gpu_finish(ps->gpu, &ps->p, f)))
     mlprof__findings_sort(f);
   pass_free(ps);

@@ -111,12 +111,13 @@ typedef struct {
 
 typedef struct {
   const char *type; /* data_bound, compute, io_wait, memory,
-                       gpu_underutilized, memory_leak, hotspot */
+                       gpu_underutilized, memory_leak, hotspot,
+                       gil_contention */
   char *zone;       /* the zone it is about, or NULL (the steps, the
                        machine, a process) */
   size_t zone_len;
   const char *flagged; /* why it was looked at: dominant, outlier,
-                          variable, steps, memory, leak */
+                          variable, steps, memory, leak, gil */
   double severity;     /* 0..100, docs/findings.md */
   char *summary;       /* one line, plain language, with the numbers */
   mlprof__evidence ev[MLPROF__MAX_EVIDENCE];
@@ -317,6 +318,9 @@ int mlprof__leaks_find(const mlprof__fpass *p, mlprof__findings *f);
 /* bottleneck.c: every finding (leaks included, from f->leaks), sorted.
  * 0 or MLPROF_ENOMEM. */
 int mlprof__bottlenecks_find(const mlprof__fpass *p, mlprof__findings *f);
+/* gil.c: GIL contention in each process whose stack samples say who held
+ * and who waited for the GIL (r->hot.gil). 0 or MLPROF_ENOMEM. */
+int mlprof__gil_find(const mlprof__fpass *p, mlprof__findings *f);
 /* findings.c: the list of findings, which every detector (bottleneck.c,
  * leak.c, dist.c) adds to. Adds a finding with a copy of zone (may be NULL)
  * and the summary printf makes; returns it (evidence to be added), or NULL

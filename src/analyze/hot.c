@@ -41,6 +41,11 @@ typedef struct {
   int native;
 } pdef;
 
+typedef struct {
+  uint32_t frame; /* a job frame */
+  uint64_t ns;
+} held_frame;
+
 struct mlprof__hot_builder {
   mlprof__hot *out;
   size_t funcs_cap, frames_cap, nodes_cap, stacks_cap;
@@ -72,6 +77,15 @@ struct mlprof__hot_builder {
   double hz;
   mlprof__hot_sink sink;
   void *sink_ctx;
+  /* this profile's process and thread names (tid -> index in tnames) */
+  uint64_t pid;
+  mlprof__map tname_ix;
+  char **tnames;
+  size_t ntnames, tnames_cap;
+  size_t gil_cap;
+  held_frame *held; /* frames the GIL's holders ran, this profile's */
+  size_t nheld, held_cap;
+  mlprof__map held_ix; /* job frame -> index in held */
   int err;
 };
 
@@ -329,8 +343,35 @@ static uint32_t marked_step(const mlprof__hot_builder *b, uint32_t tid,
                                                : MLPROF__NONE;
 }
 
+static int on_header(void *ud, const mlprof__header *h) {
+  ((mlprof__hot_builder *)ud)->pid = h->pid;
+  return 0;
+}
+
+static int on_thread(void *ud, uint32_t tid, const char *name, size_t len) {
+  mlprof__hot_builder *b = ud;
+  uint32_t i = mlprof__map_get(&b->tname_ix, tid);
+  char *copy = mlprof__dup(name, len);
+  if (!copy) return fail(b);
+  if (i != MLPROF__NONE) {
+    free(b->tnames[i]);
+    b->tnames[i] = copy;
+    return 0;
+  }
+  if (mlprof__grow(&b->tnames, &b->tnames_cap, b->ntnames + 1,
+                   sizeof *b->tnames) ||
+      mlprof__map_put(&b->tname_ix, tid, (uint32_t)b->ntnames)) {
+    free(copy);
+    return fail(b);
+  }
+  b->tnames[b->ntnames++] = copy;
+  return 0;
+}
+
 void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
   *v = (mlprof__visitor){.ud = b,
+                         .header = on_header,
+                         .thread = on_thread,
                          .stack_rate = on_rate,
                          .name = on_name,
                          .span = on_span,
@@ -342,6 +383,7 @@ void mlprof__hot_profile_begin(mlprof__hot_builder *b, mlprof__visitor *v) {
                          .step = on_step,
                          .step_end = on_step_end};
   b->hz = 0;
+  b->pid = 0;
 }
 
 const size_t *mlprof__hot_samples(const mlprof__hot_builder *b) {
@@ -457,6 +499,71 @@ static int step_self(mlprof__hot_builder *b, uint32_t step, uint32_t func,
  * off or the thread out of Python, not what its next sample shows. */
 #define MAX_WEIGHT_NS 1000000000u
 
+static int by_wait(const void *a, const void *b) {
+  const mlprof__hot_gil_thread *x = a, *y = b;
+  return x->wait_ns < y->wait_ns   ? 1
+         : x->wait_ns > y->wait_ns ? -1
+         : x->tid > y->tid         ? 1
+                                   : -1;
+}
+
+/* Adds a sample of thread tid standing for ns to this profile's GIL
+ * figures in g (made on the first), node its stack (MLPROF__NONE: none). */
+static int gil_count(mlprof__hot_builder *b, mlprof__hot_gil *g,
+                     mlprof__map *ix, size_t *cap, const sample *s,
+                     uint32_t node, uint64_t ns) {
+  uint32_t i = mlprof__map_get(ix, s->tid);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&g->threads, cap, g->nthreads + 1, sizeof *g->threads) ||
+        mlprof__map_put(ix, s->tid, (uint32_t)g->nthreads))
+      return fail(b);
+    i = (uint32_t)g->nthreads++;
+    uint32_t n = mlprof__map_get(&b->tname_ix, s->tid);
+    const char *name = n == MLPROF__NONE ? "" : b->tnames[n];
+    g->threads[i] = (mlprof__hot_gil_thread){
+        s->tid, mlprof__dup(name, strlen(name)), 0, 0, 0};
+    if (!g->threads[i].name) return fail(b);
+  }
+  mlprof__hot_gil_thread *t = &g->threads[i];
+  t->wall_ns += ns;
+  if (s->flags & MLPROF__SAMPLE_GIL_WAIT) t->wait_ns += ns;
+  if (!(s->flags & MLPROF__SAMPLE_HAS_GIL)) return 0;
+  t->held_ns += ns;
+  g->held_ns += ns;
+  if (node == MLPROF__NONE) return 0;
+  uint32_t frame = b->out->nodes[node].frame;
+  uint32_t k = mlprof__map_get(&b->held_ix, frame);
+  if (k == MLPROF__NONE) {
+    if (mlprof__grow(&b->held, &b->held_cap, b->nheld + 1, sizeof *b->held) ||
+        mlprof__map_put(&b->held_ix, frame, (uint32_t)b->nheld))
+      return fail(b);
+    k = (uint32_t)b->nheld++;
+    b->held[k] = (held_frame){frame, 0};
+  }
+  b->held[k].ns += ns;
+  return 0;
+}
+
+/* g's top: the frames that held the GIL longest (b->held), then forgets
+ * them. */
+static void gil_top(mlprof__hot_builder *b, mlprof__hot_gil *g) {
+  const mlprof__hot *h = b->out;
+  for (size_t i = 0; i < b->nheld; i++) {
+    size_t k = g->ntop;
+    while (k > 0 && g->top[k - 1].ns < b->held[i].ns) k--;
+    if (k >= MLPROF__HOT_GIL_TOP) continue;
+    size_t end = g->ntop < MLPROF__HOT_GIL_TOP ? g->ntop : g->ntop - 1;
+    memmove(&g->top[k + 1], &g->top[k], (end - k) * sizeof g->top[0]);
+    const mlprof__hot_frame *fr = &h->frames[b->held[i].frame];
+    g->top[k].func = fr->func;
+    g->top[k].line = fr->line;
+    g->top[k].ns = b->held[i].ns;
+    if (g->ntop < MLPROF__HOT_GIL_TOP) g->ntop++;
+  }
+  b->nheld = 0;
+  mlprof__map_clear(&b->held_ix);
+}
+
 int mlprof__hot_profile_end(mlprof__hot_builder *b) {
   int rc = b->err;
   double interval = b->hz > 0 ? 1e9 / b->hz : 1e7;
@@ -475,6 +582,10 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
           closed ? (uint32_t)b->out->marked_steps++ : MLPROF__NONE;
     }
   }
+  mlprof__hot_gil g = {.pid = b->pid};
+  mlprof__map gil_ix;
+  memset(&gil_ix, 0, sizeof gil_ix);
+  size_t gil_threads_cap = 0;
   for (size_t i = 0; i < b->nsamples && !rc; i++) {
     const sample *s = &b->samples[i];
     uint32_t prev = mlprof__map_get(&last, s->tid);
@@ -507,8 +618,27 @@ int mlprof__hot_profile_end(mlprof__hot_builder *b) {
                      ns);
     if (!rc && b->sink)
       rc = b->sink(b->sink_ctx, s->tid, s->t, node, zone, s->flags, ns);
+    if (!rc && (s->flags & MLPROF__SAMPLE_GIL_KNOWN) && s->stack)
+      rc = gil_count(b, &g, &gil_ix, &gil_threads_cap, s, node, ns);
   }
   mlprof__map_clear(&last);
+  mlprof__map_clear(&gil_ix);
+  if (!rc && g.nthreads) gil_top(b, &g);
+  b->nheld = 0;
+  mlprof__map_clear(&b->held_ix);
+  if (!rc && g.nthreads) {
+    qsort(g.threads, g.nthreads, sizeof *g.threads, by_wait);
+    mlprof__hot *h = b->out;
+    if (mlprof__grow(&h->gil, &b->gil_cap, h->ngil + 1, sizeof *h->gil))
+      rc = fail(b);
+    else
+      h->gil[h->ngil++] = g, g.nthreads = 0;
+  }
+  for (size_t i = 0; i < g.nthreads; i++) free(g.threads[i].name);
+  if (g.nthreads) free(g.threads);
+  for (size_t i = 0; i < b->ntnames; i++) free(b->tnames[i]);
+  b->ntnames = 0;
+  mlprof__map_clear(&b->tname_ix);
   if (b->hz > 0 && !b->out->interval_ns) b->out->interval_ns = 1e9 / b->hz;
   mlprof__map_clear(&b->pfunc);
   mlprof__map_clear(&b->pframe);
@@ -701,12 +831,23 @@ int mlprof__hot_finish(mlprof__hot_builder *b) {
   free(b->pframes);
   free(b->pnodes);
   free(b->samples);
+  for (size_t i = 0; i < b->ntnames; i++) free(b->tnames[i]);
+  free(b->tnames);
+  mlprof__map_clear(&b->tname_ix);
+  free(b->held);
+  mlprof__map_clear(&b->held_ix);
   if (rc) mlprof__hot_free(b->out);
   free(b);
   return rc;
 }
 
 void mlprof__hot_free(mlprof__hot *h) {
+  for (size_t i = 0; i < h->ngil; i++) {
+    for (size_t j = 0; j < h->gil[i].nthreads; j++)
+      free(h->gil[i].threads[j].name);
+    free(h->gil[i].threads);
+  }
+  free(h->gil);
   for (size_t i = 0; i < h->nfuncs; i++) {
     free(h->funcs[i].file);
     free(h->funcs[i].function);

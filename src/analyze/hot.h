@@ -72,6 +72,30 @@ typedef struct {
   size_t nrows;
 } mlprof__hot_zone;
 
+/* A thread's GIL, from the samples that say (flag GIL_KNOWN): the time
+ * they stand for, and of it the time it held the GIL and waited for it. */
+typedef struct {
+  uint32_t tid;
+  char *name; /* "" when unnamed */
+  uint64_t wall_ns, held_ns, wait_ns;
+} mlprof__hot_gil_thread;
+
+/* The GIL of one process (a profile): its threads by wait, most first, and
+ * the functions that held it (innermost frame of the holder's samples, time
+ * held), most first, at most MLPROF__HOT_GIL_TOP. */
+#define MLPROF__HOT_GIL_TOP 3
+typedef struct {
+  uint64_t pid;
+  mlprof__hot_gil_thread *threads;
+  size_t nthreads;
+  struct {
+    uint32_t func, line; /* func: an index in funcs */
+    uint64_t ns;
+  } top[MLPROF__HOT_GIL_TOP];
+  size_t ntop;
+  uint64_t held_ns; /* by all of its threads */
+} mlprof__hot_gil;
+
 typedef struct {
   double interval_ns;          /* the sampling interval (1 / its rate), or 0 */
   uint64_t samples, on_cpu;    /* how many; how many on a CPU */
@@ -108,6 +132,10 @@ typedef struct {
   uint64_t marked_steps;
   mlprof__hot_step_self *step_self;
   size_t nstep_self;
+  /* The processes whose samples said something of the GIL, in profile
+   * order. */
+  mlprof__hot_gil *gil;
+  size_t ngil;
 } mlprof__hot;
 
 typedef struct mlprof__hot_builder mlprof__hot_builder;

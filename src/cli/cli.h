@@ -153,6 +153,7 @@ typedef struct {
   long memory_mb;        /* 0: the library's default */
   long sample_ms;        /* the process tree's sampling; 0: none */
   long stacks_hz;        /* Python stack samples per second; 0: none */
+  int stacks_native;     /* with native frames */
   const char *memory;    /* MLPROF_MEMORY's value; NULL: the default */
   char memory_mode[64];  /* what memory points to when given */
   int python_malloc;     /* PYTHONMALLOC=malloc for the command */

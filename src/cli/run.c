@@ -54,7 +54,8 @@ static void usage(FILE *out) {
       "      --sample-ms N    sample the process tree and the machine every N\n"
       "                       ms (default 100; 0: no sampling)\n"
       "      --stacks HZ|off  Python: sample every thread's stack HZ times a\n"
-      "                       second (default 100; off: never)\n"
+      "                       second (default 100; off: never); HZ,native or\n"
+      "                       native: with native frames (C extensions)\n"
       "      --no-torch       Python: do not record PyTorch's steps (data,\n"
       "                       forward, backward, optimizer) in programs that\n"
       "                       import torch\n"
@@ -447,16 +448,37 @@ static int parse(int argc, char **argv, mlprof__run_cmd *c) {
         c->python_malloc = python;
         break;
       }
-      case 'S':
-        if (strcmp(optarg, "off") == 0 || strcmp(optarg, "0") == 0)
+      case 'S': {
+        /* HZ, off, native (100 a second) or HZ,native. */
+        char hz[32];
+        const char *comma = strchr(optarg, ',');
+        c->stacks_native = 0;
+        if (strcmp(optarg, "native") == 0) {
+          c->stacks_hz = 100;
+          c->stacks_native = 1;
+          break;
+        }
+        if (comma && (strcmp(comma + 1, "native") != 0 ||
+                      (size_t)(comma - optarg) >= sizeof hz)) {
+          fprintf(stderr,
+                  "mlprof run: --stacks %s: not HZ, HZ,native, "
+                  "native or off\n",
+                  optarg);
+          return 2;
+        }
+        snprintf(hz, sizeof hz, "%.*s",
+                 comma ? (int)(comma - optarg) : (int)sizeof hz - 1, optarg);
+        c->stacks_native = comma != NULL;
+        if (strcmp(hz, "off") == 0 || strcmp(hz, "0") == 0)
           c->stacks_hz = 0;
-        else if ((c->stacks_hz = positive("--stacks", optarg)) < 0)
+        else if ((c->stacks_hz = positive("--stacks", hz)) < 0)
           return 2;
         else if (c->stacks_hz > 10000) {
           fprintf(stderr, "mlprof run: --stacks takes at most 10000 (Hz)\n");
           return 2;
         }
         break;
+      }
       case 'q':
         c->quiet = 1;
         break;
@@ -566,7 +588,8 @@ static int profile_env(const mlprof__run_cmd *c, const char *lib,
     else
       setenv("PYTHONMALLOC", "malloc", 1);
   }
-  snprintf(num, sizeof num, "%ld", c->stacks_hz);
+  snprintf(num, sizeof num, "%ld%s", c->stacks_hz,
+           c->stacks_native ? ",native" : "");
   setenv(MLPROF__ENV_STACKS, c->stacks_hz ? num : "off", 1);
   /* The processes do not sample themselves: this one samples them all. */
   setenv(MLPROF__ENV_SAMPLE_MS, "0", 1);

@@ -705,8 +705,14 @@ static int on_stack_sample(void *ud, const mlprof__stack_sample *s) {
   mlprof__out_json_str(c->o, a->buf + mark, name_end - mark);
   mlprof__out_lit(c->o, ",\"args\":{\"stack\":");
   mlprof__out_json_str(c->o, a->buf + name_end, a->len - name_end);
-  mlprof__out_printf(c->o, ",\"on_cpu\":%s}}",
-                     s->flags & MLPROF__SAMPLE_ON_CPU ? "true" : "false");
+  /* The GIL's state where the sample says it. */
+  const char *gil = !(s->flags & MLPROF__SAMPLE_GIL_KNOWN) ? NULL
+                    : (s->flags & MLPROF__SAMPLE_HAS_GIL)  ? "held"
+                    : (s->flags & MLPROF__SAMPLE_GIL_WAIT) ? "waiting"
+                                                           : "released";
+  mlprof__out_printf(c->o, ",\"on_cpu\":%s%s%s%s}}",
+                     s->flags & MLPROF__SAMPLE_ON_CPU ? "true" : "false",
+                     gil ? ",\"gil\":\"" : "", gil ? gil : "", gil ? "\"" : "");
   a->len = mark;
   return status(c);
 }

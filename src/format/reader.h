@@ -98,7 +98,8 @@ enum {
   MLPROF__SAMPLE_ON_CPU = 1,
   MLPROF__SAMPLE_HAS_GIL = 2,
   MLPROF__SAMPLE_GIL_KNOWN = 4,
-  MLPROF__SAMPLE_CPU_KNOWN = 8 /* cpu_ns was measured */
+  MLPROF__SAMPLE_CPU_KNOWN = 8, /* cpu_ns was measured */
+  MLPROF__SAMPLE_GIL_WAIT = 16  /* waiting to take the GIL (with GIL_KNOWN) */
 };
 
 /* One thread's stack at time t. */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../record/internal.h"
+#include "../record/stack.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -146,6 +147,18 @@ static int table_sigaction(int i, const struct sigaction *act,
 
 static int any_sigaction(int sig, const struct sigaction *act,
                          struct sigaction *old) {
+  int native = mlprof__native_signal();
+  if (native && sig == native) {
+    /* The stack sampler's signal (src/record/native.c): the program's now.
+     * It reads SIG_DFL where mlprof's handler stood. */
+    if (act) mlprof__native_give_up(sig);
+    int rc = real(sig, act, old);
+    if (rc == 0 && old) {
+      memset(old, 0, sizeof *old);
+      old->sa_handler = SIG_DFL;
+    }
+    return rc;
+  }
   int i = slot_of(sig);
   if (i < 0 || atomic_load(&armed) != getpid()) return real(sig, act, old);
   return table_sigaction(i, act, old);

@@ -118,10 +118,30 @@ static unsigned long env_ulong(const char *name, unsigned long dflt) {
 }
 
 /* MLPROF_STACKS: samples of every thread's stack per second, or off (0);
- * 100 when unset. */
-static int stacks_from_env(void) {
+ * 100 when unset. "HZ,native" or "native" (100 a second) add native
+ * frames (*flags gets MLPROF_STACKS_NATIVE). */
+static int stacks_from_env(uint64_t *flags) {
   const char *v = mlprof__env(MLPROF__ENV_STACKS);
+  *flags = 0;
   if (v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) return -1;
+  if (v && strcmp(v, "native") == 0) {
+    *flags = MLPROF_STACKS_NATIVE;
+    return 100;
+  }
+  const char *comma = v ? strchr(v, ',') : NULL;
+  if (comma) {
+    char *end;
+    errno = 0;
+    unsigned long hz = strtoul(v, &end, 10);
+    if (errno || end != comma || end == v || strcmp(comma + 1, "native")) {
+      mlprof__warn_once(NULL, "ignoring %s=%s: not HZ, HZ,native or off",
+                        MLPROF__ENV_STACKS, v);
+      return 100;
+    }
+    if (hz == 0) return -1;
+    *flags = MLPROF_STACKS_NATIVE;
+    return hz > 10000 ? 10000 : (int)hz;
+  }
   unsigned long hz = env_ulong(MLPROF__ENV_STACKS, 100);
   return hz == 0 ? -1 : hz > 10000 ? 10000 : (int)hz;
 }
@@ -139,7 +159,7 @@ static void config_from_env(mlprof_config *cfg) {
       env_ulong(MLPROF__ENV_SAMPLE_MS, (unsigned long)cfg->sample_interval_ms);
   cfg->sample_interval_ms = ms == 0 ? -1 : ms > 3600000 ? 3600000 : (int)ms;
   cfg->no_gpu = env_ulong("MLPROF_GPU", 1) == 0;
-  cfg->stacks_hz = stacks_from_env();
+  cfg->stacks_hz = stacks_from_env(&cfg->stacks_flags);
 }
 
 static int is_dir(const char *p) {
@@ -418,7 +438,10 @@ static int session_start(const char *output, int child) {
   owner = getpid();
   atomic_store(&writer, w);
   atomic_store(&mlprof__on, want_enabled);
-  if (config.stacks_hz > 0 && (rc = mlprof__stacks_start(config.stacks_hz)))
+  if (config.stacks_hz > 0 &&
+      (rc = mlprof__stacks_start(
+           config.stacks_hz,
+           (config.stacks_flags & MLPROF_STACKS_NATIVE) != 0)))
     mlprof__warn_once(NULL,
                       "cannot start the stack sampler: %s; recording goes on",
                       mlprof_strerror(rc));
@@ -437,6 +460,7 @@ int mlprof_init(const mlprof_config *cfg) {
     memcpy(&c, cfg, cfg->size);
     for (size_t i = 0; i < sizeof c.reserved / sizeof c.reserved[0]; i++)
       if (c.reserved[i]) return MLPROF_EINVAL;
+    if (c.stacks_flags & ~(uint64_t)MLPROF_STACKS_NATIVE) return MLPROF_EINVAL;
   } else {
     config_from_env(&c);
   }

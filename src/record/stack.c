@@ -332,6 +332,11 @@ static int walker_set(const mlprof__stack_walker *w) {
   return 0;
 }
 
+static void interp_set(const void *eval_fn, const void *gil, size_t len) {
+  mlprof__native_interp_set(eval_fn);
+  mlprof__stacks_gil_set(gil, len);
+}
+
 void mlprof__stack_after_fork(void) { atomic_store(&self_pid, 0); }
 
 const mlprof__stack_walker *mlprof__stack_walker_get(void) {
@@ -351,6 +356,7 @@ const mlprof__stack_api *mlprof__stack_api_get(void) {
       .fork_child = mlprof__stacks_fork_child,
       .thread_still = mlprof__stacks_thread_still,
       .readv = mlprof__stack_readv,
+      .interp_set = interp_set,
   };
   return &api;
 }

@@ -39,15 +39,22 @@ typedef struct {
   uint32_t flags;         /* MLPROF__STACK_* below */
   const uint32_t *frames; /* frame ids, innermost first */
   size_t n;
+  /* Beside frames (NULL: unknown): non-zero where the frame is the first
+   * one its call of the interpreter's evaluation loop ran (a frame called
+   * from C), so that native frames can be merged in. */
+  const uint8_t *entry;
 } mlprof__stack_thread;
 
 enum {
   MLPROF__STACK_ON_CPU = 1,    /* running (or runnable) when sampled */
   MLPROF__STACK_HAS_GIL = 2,   /* held the GIL when sampled */
-  MLPROF__STACK_GIL_KNOWN = 4, /* the HAS_GIL bit means something */
+  MLPROF__STACK_GIL_KNOWN = 4, /* the GIL bits mean something */
+  /* Waiting to take the GIL (the sampler sets it: the thread sleeps on the
+   * GIL's own futex, see the api's interp_set). */
+  MLPROF__STACK_GIL_WAIT = 16,
   /* The thread has not run since its previous sample (thread_still said
    * so): frames is empty and the sampler reuses that sample's stack. */
-  MLPROF__STACK_SAME = 16
+  MLPROF__STACK_SAME = 256
 };
 
 typedef struct mlprof__stack_walker {
@@ -93,6 +100,12 @@ typedef struct {
   int (*thread_still)(uint32_t tid);
   /* mlprof__stack_readv (see there). */
   size_t (*readv)(const struct iovec *dst, const struct iovec *src, size_t n);
+  /* What the walker knows of its interpreter, once, before it registers:
+   * the address of the evaluation loop's function (native frames of it are
+   * replaced by Python frames) and the bytes of the GIL's state (mutex and
+   * condition variables: a thread asleep on a futex in them waits for the
+   * GIL). NULL / 0 for unknown. */
+  void (*interp_set)(const void *eval_fn, const void *gil, size_t gil_len);
 } mlprof__stack_api;
 
 MLPROF_EXPORT const mlprof__stack_api *mlprof__stack_api_get(void);
@@ -179,12 +192,57 @@ void mlprof__stack_after_fork(void);
 /* Interning refused for want of room, all tables together. */
 void mlprof__stacks_table_counts(uint64_t *full);
 
+/* ---- native stacks (native.c) ----------------------------------------- */
+
+/* Return addresses one capture keeps. */
+#define MLPROF__NATIVE_MAX 512
+
+/* Picks the signal (the highest real-time one at SIG_DFL) and installs the
+ * handler, or re-arms it: 0, or MLPROF_EINVAL when native stacks cannot be
+ * had (built without libunwind, no free signal, the program took it). */
+int mlprof__native_start(void);
+/* Why mlprof__native_start failed, for a warning. */
+const char *mlprof__native_why(void);
+/* Captures stop; the handler stays, inert. */
+void mlprof__native_stop(void);
+/* The signal in use, 0 for none. */
+int mlprof__native_signal(void);
+/* The program sets a disposition for signal s (src/intercept/signal.c):
+ * when it is ours, native stacks stop for good in this process. */
+void mlprof__native_give_up(int s);
+/* In a forked child. */
+void mlprof__native_after_fork(void);
+/* Sampler thread only: signals thread tid and waits at most timeout_ns for
+ * its handler's return addresses (innermost first, the interrupted one
+ * first) into pcs (room for max). Returns how many; -1 when nothing was
+ * asked (no signal, the thread ended, a late handler still running), -2 when
+ * the thread did not answer in time (it may have the signal blocked). */
+long mlprof__native_capture(uint32_t tid, uintptr_t *pcs, size_t max,
+                            uint64_t timeout_ns);
+/* The api's interp_set, its native half. */
+void mlprof__native_interp_set(const void *eval_fn);
+/* Merges native return addresses pcs[0..npc) with Python frames
+ * py[0..npy) (both innermost first; entry as in mlprof__stack_thread) into
+ * out (room for max) as py-spy does: each native frame of the evaluation
+ * loop becomes its Python frames, native frames inner than the innermost
+ * one stay on top of it, the interpreter's other frames and those outer
+ * than the outermost loop are left out. Returns the frames written; 0 when
+ * the two cannot be merged (read at moments between which the thread
+ * entered or left a loop): the caller keeps the Python frames. Sampler
+ * thread only. */
+size_t mlprof__native_merge(const uintptr_t *pcs, size_t npc,
+                            const uint32_t *py, const uint8_t *entry,
+                            size_t npy, uint32_t *out, size_t max);
+
 /* ---- the sampler (stacks.c) ------------------------------------------- */
 
 /* Samples hz times per second (hz <= 0: not at all) for the session now
- * starting; the thread starts once a walker is registered (at once when one
- * is). Returns 0, or MLPROF_ENOMEM or MLPROF_ETHREAD. */
-int mlprof__stacks_start(int hz);
+ * starting, with native frames too when native is non-zero; the thread
+ * starts once a walker is registered (at once when one is). Returns 0, or
+ * MLPROF_ENOMEM or MLPROF_ETHREAD. */
+int mlprof__stacks_start(int hz, int native);
+/* The api's interp_set, the GIL's half. */
+void mlprof__stacks_gil_set(const void *gil, size_t len);
 /* A walker was registered: starts the sampler if a session wants one. */
 void mlprof__stacks_walker_ready(void);
 /* Stops the sampler and waits for its thread (no-op when none runs). */

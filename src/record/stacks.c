@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,7 +47,13 @@ static uint64_t n_taken, n_dropped;
 /* The sampler thread's view of one thread. */
 typedef struct {
   uint32_t tid;
-  int stat_fd; /* its /proc stat, -1 when it cannot be opened */
+  int stat_fd;   /* its /proc stat, -1 when it cannot be opened */
+  int sys_fd;    /* its /proc syscall (GIL waits), -2 until opened */
+  int status_fd; /* its /proc status (signal masks), -2 until opened */
+  int gil_wait;  /* waited for the GIL at its previous sample */
+  /* Its last Python-only stack and, when native frames were merged into
+   * it, the merged stack (0: none). */
+  uint32_t py_stack, merged;
   uint64_t cpu_ns, at_ns;
   uint64_t seen;   /* tick it was last seen */
   uint32_t stack;  /* its stack then */
@@ -64,6 +71,7 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int stop;
+  int native;     /* native frames too */
   int wait_first; /* a forked child's: no sample before one interval */
   uint64_t interval_ns;
   tstate *ts;
@@ -84,6 +92,8 @@ static tstate *tstate_of(sampler *s, uint32_t tid) {
   snprintf(stat, sizeof stat, "/proc/self/task/%u/stat", tid);
   s->ts[s->nts] = (tstate){.tid = tid,
                            .stat_fd = open(stat, O_RDONLY | O_CLOEXEC),
+                           .sys_fd = -2,
+                           .status_fd = -2,
                            .seen = UINT64_MAX,
                            .cpu_at = UINT64_MAX};
   return &s->ts[s->nts++];
@@ -128,6 +138,64 @@ static uint64_t thread_cpu(uint32_t tid) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* A descriptor of /proc/self/task/TID/NAME kept in *fd (-2: not opened
+ * yet, -1: cannot be); reads it whole into buf (cap bytes, NUL-ended).
+ * Returns the length, or -1. */
+static ssize_t task_read(uint32_t tid, const char *name, int *fd, char *buf,
+                         size_t cap) {
+  if (*fd == -2) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%u/%s", tid, name);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  if (*fd < 0) return -1;
+  ssize_t n = pread(*fd, buf, cap - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+/* The GIL's state (the api's interp_set): a thread asleep on a futex in
+ * these bytes waits for the GIL. */
+static _Atomic uintptr_t gil_lo, gil_len;
+
+void mlprof__stacks_gil_set(const void *gil, size_t len) {
+  atomic_store(&gil_len, (uintptr_t)len);
+  atomic_store(&gil_lo, (uintptr_t)gil);
+}
+
+/* Whether thread t (off a CPU) is in a futex wait on the GIL: the system
+ * call it is blocked in, from /proc/self/task/TID/syscall ("NR arg0 ..."),
+ * readable for the threads of one's own process. */
+static int waits_for_gil(tstate *t) {
+  uintptr_t lo = atomic_load(&gil_lo), len = atomic_load(&gil_len);
+  char buf[256];
+  if (!lo || !len ||
+      task_read(t->tid, "syscall", &t->sys_fd, buf, sizeof buf) < 0)
+    return 0;
+  char *end;
+  long nr = strtol(buf, &end, 10);
+  if (end == buf || nr != SYS_futex) return 0;
+  unsigned long long addr = strtoull(end, NULL, 16);
+  return addr >= lo && addr - lo < len;
+}
+
+/* Whether the native signal can be sent to thread t: not blocked by it nor
+ * still pending there (a program that waits for signals with sigwait must
+ * never be handed ours). */
+static int may_signal(tstate *t, int sig) {
+  char buf[4096];
+  if (task_read(t->tid, "status", &t->status_fd, buf, sizeof buf) < 0) return 0;
+  unsigned long long bit = 1ull << (sig - 1);
+  static const char *const keys[] = {"\nSigPnd:", "\nShdPnd:", "\nSigBlk:"};
+  for (size_t i = 0; i < 3; i++) {
+    const char *p = strstr(buf, keys[i]);
+    if (!p) return 0;
+    if (strtoull(p + strlen(keys[i]), NULL, 16) & bit) return 0;
+  }
+  return 1;
+}
+
 /* The sampler whose walker is running (its thread only). */
 static sampler *walking;
 
@@ -168,18 +236,36 @@ static uint32_t intern_after(tstate *ts, const mlprof__stack_thread *t) {
   return id;
 }
 
+/* t with native frames merged in (into frames, room for max) when it is
+ * on a CPU and its handler answers; t itself otherwise. */
+static mlprof__stack_thread with_native(sampler *s, tstate *ts,
+                                        const mlprof__stack_thread *t,
+                                        uint32_t *frames, size_t max) {
+  static uintptr_t pcs[MLPROF__NATIVE_MAX];
+  int sig = mlprof__native_signal();
+  if (!sig || !t->n || !t->entry || !may_signal(ts, sig)) return *t;
+  uint64_t wait = s->interval_ns / 2 < 5000000u ? s->interval_ns / 2 : 5000000u;
+  long n = mlprof__native_capture(t->tid, pcs, MLPROF__NATIVE_MAX, wait);
+  if (n <= 0) return *t;
+  mlprof__stack_thread m = *t;
+  m.n = mlprof__native_merge(pcs, (size_t)n, t->frames, t->entry, t->n, frames,
+                             max);
+  if (!m.n) return *t;
+  m.frames = frames;
+  m.entry = NULL;
+  return m;
+}
+
 static void on_thread(void *ctx, const mlprof__stack_thread *t) {
+  static uint32_t merged[MLPROF__STACK_MAX_DEPTH];
   sampler *s = ctx;
   pending p = {s->raw, t->tid, 0,
                t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
   tstate *ts = tstate_of(s, t->tid);
-  if (ts && (t->flags & MLPROF__STACK_SAME))
-    p.stack = ts->stack;
-  else
-    p.stack = intern_after(ts, t);
+  int r = 0;
+  uint64_t c = UINT64_MAX;
   if (ts) {
-    uint64_t c = ts->cpu_at == s->tick ? ts->cpu_now : thread_cpu(t->tid);
-    int r = 0;
+    c = ts->cpu_at == s->tick ? ts->cpu_now : thread_cpu(t->tid);
     /* A thread that used no CPU time since its previous sample was off a
      * CPU all along: no need to read its state. */
     if (c == UINT64_MAX || ts->seen == UINT64_MAX || c != ts->cpu_ns) {
@@ -187,6 +273,30 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
       r = thread_stat(ts, &from_stat);
       if (c == UINT64_MAX) c = from_stat;
     }
+  }
+  if (ts && (t->flags & MLPROF__STACK_SAME)) {
+    p.stack = ts->stack;
+  } else if (ts && s->native && r > 0) {
+    uint32_t py = intern_after(ts, t);
+    mlprof__stack_thread m =
+        with_native(s, ts, t, merged, MLPROF__STACK_MAX_DEPTH);
+    if (m.frames == merged) {
+      /* A merged stack shares no prefix with a Python-only one: interned
+       * whole. */
+      p.stack = ts->merged = mlprof__stack_intern(m.frames, m.n);
+    } else if (ts->merged && ts->py_stack == py) {
+      /* No answer in time (a loaded machine): its Python frames are those
+       * of its previous sample, whose native frames stand for this one. */
+      p.stack = ts->merged;
+    } else {
+      p.stack = py;
+      ts->merged = 0;
+    }
+    ts->py_stack = py;
+  } else {
+    p.stack = intern_after(ts, t);
+  }
+  if (ts) {
     if (c != UINT64_MAX && ts->seen != UINT64_MAX && c >= ts->cpu_ns &&
         s->now_ns > ts->at_ns) {
       p.cpu_ns = c - ts->cpu_ns;
@@ -197,6 +307,18 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
     if (r > 0 || (r < 0 && (p.flags & CPU_KNOWN) &&
                   2 * p.cpu_ns >= s->now_ns - ts->at_ns))
       p.flags |= MLPROF__STACK_ON_CPU;
+    /* Waiting for the GIL: in a futex wait on it, asleep or woken and not
+     * back on a CPU yet (runnable: a loaded machine's waiters are that
+     * often). A thread that did not run since its previous sample is where
+     * it was then. */
+    if ((p.flags & MLPROF__STACK_GIL_KNOWN) &&
+        !(p.flags & MLPROF__STACK_HAS_GIL)) {
+      if (ts->seen != UINT64_MAX && c != UINT64_MAX && c == ts->cpu_ns)
+        p.flags |= ts->gil_wait ? MLPROF__STACK_GIL_WAIT : 0;
+      else if (waits_for_gil(ts))
+        p.flags |= MLPROF__STACK_GIL_WAIT;
+    }
+    ts->gil_wait = (p.flags & MLPROF__STACK_GIL_WAIT) != 0;
     if (c != UINT64_MAX) ts->cpu_ns = c;
     ts->at_ns = s->now_ns;
     ts->seen = s->tick;
@@ -213,13 +335,19 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   pthread_mutex_unlock(&queue_lock);
 }
 
+static void tstate_close(tstate *t) {
+  if (t->stat_fd >= 0) close(t->stat_fd);
+  if (t->sys_fd >= 0) close(t->sys_fd);
+  if (t->status_fd >= 0) close(t->status_fd);
+  free(t->fr);
+}
+
 /* Forgets the threads not seen for a second (they ended). */
 static void sweep(sampler *s, uint64_t keep_ticks) {
   size_t j = 0;
   for (size_t i = 0; i < s->nts; i++) {
     if (s->tick - s->ts[i].seen > keep_ticks && s->ts[i].seen != UINT64_MAX) {
-      if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
-      free(s->ts[i].fr);
+      tstate_close(&s->ts[i]);
       continue;
     }
     s->ts[j++] = s->ts[i];
@@ -262,10 +390,7 @@ static void *sampler_main(void *arg) {
     }
   }
   pthread_mutex_unlock(&s->lock);
-  for (size_t i = 0; i < s->nts; i++) {
-    if (s->ts[i].stat_fd >= 0) close(s->ts[i].stat_fd);
-    free(s->ts[i].fr);
-  }
+  for (size_t i = 0; i < s->nts; i++) tstate_close(&s->ts[i]);
   free(s->ts);
   return NULL;
 }
@@ -273,7 +398,7 @@ static void *sampler_main(void *arg) {
 /* Samples per second the session wants (0: none). The thread is made once
  * both a session wants stacks and a walker is registered, whichever comes
  * last: a program with no Python gets no thread. */
-static int want_hz;
+static int want_hz, want_native;
 /* What the parent wanted, in a forked child until its session starts. */
 static int parent_hz;
 /* The next thread made is a forked child's (mlprof__stacks_fork_child). */
@@ -286,6 +411,10 @@ static int start_locked(void) {
   rc = MLPROF_ENOMEM;
   if (!s) goto out;
   s->interval_ns = 1000000000u / (unsigned)hz;
+  s->native = want_native && mlprof__native_start() == 0;
+  if (want_native && !s->native)
+    mlprof__warn_once(NULL, "no native stacks here (%s): Python frames only",
+                      mlprof__native_why());
   s->wait_first = child_thread;
   child_thread = 0;
   pthread_condattr_t ca;
@@ -301,6 +430,7 @@ static int start_locked(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   rc = MLPROF_ETHREAD;
   if (err) {
+    if (s->native) mlprof__native_stop();
     free(s);
     goto out;
   }
@@ -311,9 +441,10 @@ out:
   return rc;
 }
 
-int mlprof__stacks_start(int hz) {
+int mlprof__stacks_start(int hz, int native) {
   pthread_mutex_lock(&start_lock);
   want_hz = hz <= 0 ? 0 : hz > 10000 ? 10000 : hz;
+  want_native = native != 0;
   int rc = start_locked();
   pthread_mutex_unlock(&start_lock);
   return rc;
@@ -340,6 +471,7 @@ void mlprof__stacks_stop(void) {
   pthread_cond_signal(&s->cond);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
+  if (s->native) mlprof__native_stop();
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->lock);
   free(s);
@@ -356,6 +488,7 @@ void mlprof__stacks_after_fork(void) {
   nqueue = 0;
   n_taken = n_dropped = 0;
   mlprof__stack_after_fork();
+  mlprof__native_after_fork();
 }
 
 void mlprof__stacks_fork_child(void) {

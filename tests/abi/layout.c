@@ -24,6 +24,7 @@ int main(void) {
   FIELD(mlprof_config, sample_interval_ms);
   FIELD(mlprof_config, no_gpu);
   FIELD(mlprof_config, stacks_hz);
+  FIELD(mlprof_config, stacks_flags);
   FIELD(mlprof_config, reserved);
   printf("sizeof(mlprof_span) %zu\n", sizeof(mlprof_span));
   FIELD(mlprof_span, site);

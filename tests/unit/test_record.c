@@ -510,9 +510,13 @@ static void config_size_is_checked(void) {
   c.size = sizeof c + 8;
   CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
   c.size = sizeof c;
-  c.reserved[5] = 1;
+  c.reserved[4] = 1;
   CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
-  c.reserved[5] = 0;
+  c.reserved[4] = 0;
+  /* A stacks flag this library does not know. */
+  c.stacks_flags = 2;
+  CHECK_EQ(mlprof_init(&c), MLPROF_EINVAL);
+  c.stacks_flags = 0;
   c.size = offsetof(mlprof_config, reserved);
   CHECK_EQ(mlprof_init(&c), 0);
   CHECK_STR(mlprof_output_path(), temp_path("cfgsize.mlprof"));

@@ -1,7 +1,12 @@
 /* Interned stacks (src/record/stack.h) and the stack sampler, read back
  * through the reader's stack callbacks. */
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +105,7 @@ static size_t fake_self(uint32_t *out, size_t max) {
 
 static void fake_each(void (*fn)(void *, const mlprof__stack_thread *),
                       void *ctx) {
-  mlprof__stack_thread t = {(uint32_t)getpid(), 0, fake_frames, 2};
+  mlprof__stack_thread t = {(uint32_t)getpid(), 0, fake_frames, 2, NULL};
   fn(ctx, &t);
 }
 
@@ -215,10 +220,174 @@ static void deep_stack_is_truncated(void) {
   CHECK_EQ(a, b); /* the same innermost frames */
 }
 
+/* ---- native stacks (src/record/native.c) ------------------------------ */
+
+/* Stand-ins for native code: functions of this program (neither the
+ * "interpreter" nor its loop). */
+__attribute__((noinline)) void mlprof_test_leaf(void) { __asm__ volatile(""); }
+__attribute__((noinline)) void mlprof_test_ext(void) { __asm__ volatile(""); }
+
+static void native_merge_replaces_loop_frames(void) {
+#ifdef MLPROF_HAVE_LIBUNWIND
+  /* The C library plays the interpreter, getaddrinfo its evaluation loop
+   * (its own functions, not a sanitizer's interceptors of them). */
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(libc != NULL);
+  uintptr_t loop = (uintptr_t)dlsym(libc, "getaddrinfo");
+  uintptr_t own1 = (uintptr_t)dlsym(libc, "getenv");
+  uintptr_t own2 = (uintptr_t)dlsym(libc, "strtol");
+  CHECK(loop && own1 && own2);
+  mlprof__native_interp_set((const void *)loop);
+  uintptr_t pcs[] = {
+      (uintptr_t)mlprof_test_leaf + 2, /* where the thread was */
+      (uintptr_t)mlprof_test_ext + 3,  /* its caller, native */
+      own1 + 5,                        /* the interpreter's own: left out */
+      loop + 20,                       /* the loop: Python frames p0, p1 */
+      (uintptr_t)mlprof_test_ext + 4,  /* native between two loops */
+      loop + 30,                       /* the loop: p2 */
+      own2 + 5,                        /* the interpreter's start */
+      (uintptr_t)mlprof_test_leaf + 1, /* outer than every loop: left out */
+  };
+  uint32_t f = func("native", 1);
+  uint32_t py[] = {mlprof__stack_frame_py(f, 1), mlprof__stack_frame_py(f, 2),
+                   mlprof__stack_frame_py(f, 3)};
+  uint8_t entry[] = {0, 1, 1};
+  uint32_t out[16];
+  size_t n = mlprof__native_merge(pcs, 8, py, entry, 3, out, 16);
+  CHECK_EQ(n, 6);
+  CHECK_EQ(out[0], mlprof__stack_frame_native(pcs[0]));
+  CHECK_EQ(out[1], mlprof__stack_frame_native(pcs[1]));
+  CHECK_EQ(out[2], py[0]);
+  CHECK_EQ(out[3], py[1]);
+  CHECK_EQ(out[4], mlprof__stack_frame_native(pcs[4]));
+  CHECK_EQ(out[5], py[2]);
+  /* Three loops' worth of Python frames against two loops: read at
+   * different moments, not merged. */
+  uint8_t three[] = {1, 1, 1};
+  CHECK_EQ(mlprof__native_merge(pcs, 8, py, three, 3, out, 16), 0);
+  CHECK_EQ(mlprof__native_merge(pcs, 8, py, NULL, 3, out, 16), 0);
+#endif
+}
+
+static _Atomic int spin_stop, spin_ready, spin_bad_errno;
+static _Atomic pid_t spin_tid;
+static _Atomic int program_handler_runs;
+
+static void program_handler(int sig) {
+  (void)sig;
+  atomic_fetch_add(&program_handler_runs, 1);
+}
+
+__attribute__((noinline)) void mlprof_test_spin(void) {
+  errno = 1234;
+  while (!atomic_load(&spin_stop)) {
+#if defined(__SANITIZE_THREAD__)
+    usleep(100);  /* TSan delivers signals in its interceptors */
+    errno = 1234; /* which an interrupted usleep sets */
+#endif
+    if (errno != 1234) atomic_fetch_add(&spin_bad_errno, 1);
+  }
+}
+
+static void *spinner(void *arg) {
+  if (arg) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+  }
+  atomic_store(&spin_tid, (pid_t)syscall(SYS_gettid));
+  atomic_store(&spin_ready, 1);
+  mlprof_test_spin();
+  return NULL;
+}
+
+/* A thread's handler answers with where it was (the spinning function),
+ * keeps its errno; the program's own handler of another signal is left as
+ * it was and does not run. */
+static void native_capture_reads_a_thread(void) {
+#ifdef MLPROF_HAVE_LIBUNWIND
+  struct sigaction mine = {.sa_handler = program_handler};
+  CHECK_EQ(sigaction(SIGRTMAX, &mine, NULL), 0);
+  CHECK_EQ(mlprof__native_start(), 0);
+  int sig = mlprof__native_signal();
+  /* Not the program's signal: the highest one left at SIG_DFL. */
+  CHECK(sig >= SIGRTMIN && sig < SIGRTMAX);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, spinner, NULL), 0);
+  while (!atomic_load(&spin_ready)) sched_yield();
+  static uintptr_t pcs[MLPROF__NATIVE_MAX];
+  int hits = 0, answers = 0;
+  for (int i = 0; i < 20; i++) {
+    long n = mlprof__native_capture((uint32_t)atomic_load(&spin_tid), pcs,
+                                    MLPROF__NATIVE_MAX, 500000000u);
+    if (n <= 0) continue;
+    answers++;
+    for (long k = 0; k < n && k < 3; k++)
+      hits += pcs[k] >= (uintptr_t)mlprof_test_spin &&
+              pcs[k] < (uintptr_t)mlprof_test_spin + 256;
+  }
+  atomic_store(&spin_stop, 1);
+  pthread_join(t, NULL);
+  CHECK(answers >= 15);
+#if !defined(__SANITIZE_THREAD__)
+  CHECK(hits >= 15);
+#endif
+  CHECK_EQ(atomic_load(&spin_bad_errno), 0);
+  CHECK_EQ(atomic_load(&program_handler_runs), 0);
+  struct sigaction now;
+  CHECK_EQ(sigaction(SIGRTMAX, NULL, &now), 0);
+  CHECK(now.sa_handler == program_handler);
+  /* Stopped: the handler stays, inert; a capture asks nothing. */
+  mlprof__native_stop();
+  CHECK_EQ(mlprof__native_capture((uint32_t)getpid(), pcs, 4, 1000000u), -1);
+#endif
+}
+
+/* A thread that blocks every signal never answers: the capture gives up in
+ * time and the thread runs on. */
+static void native_capture_gives_up_on_blocked_thread(void) {
+#ifdef MLPROF_HAVE_LIBUNWIND
+  CHECK_EQ(mlprof__native_start(), 0);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, spinner, (void *)1), 0);
+  while (!atomic_load(&spin_ready)) sched_yield();
+  uintptr_t pcs[8];
+  CHECK_EQ(mlprof__native_capture((uint32_t)atomic_load(&spin_tid), pcs, 8,
+                                  20000000u),
+           -2);
+  atomic_store(&spin_stop, 1);
+  pthread_join(t, NULL);
+  mlprof__native_stop();
+#endif
+}
+
+/* The program takes the sampler's signal: native stacks stop for good and
+ * its handler gets what it asked for. */
+static void native_signal_goes_to_program(void) {
+#ifdef MLPROF_HAVE_LIBUNWIND
+  CHECK_EQ(mlprof__native_start(), 0);
+  int sig = mlprof__native_signal();
+  CHECK(sig > 0);
+  struct sigaction mine = {.sa_handler = program_handler}, old;
+  CHECK_EQ(sigaction(sig, &mine, &old), 0);
+  /* What it replaced reads as the default. */
+  CHECK(old.sa_handler == SIG_DFL);
+  CHECK_EQ(mlprof__native_signal(), 0);
+  CHECK(mlprof__native_start() != 0);
+  raise(sig);
+  CHECK_EQ(atomic_load(&program_handler_runs), 1);
+#endif
+}
+
 const mlprof_test mlprof_tests_stack[] = {
     {"interning_is_stable", interning_is_stable},
     {"interning_from_threads_agrees", interning_from_threads_agrees},
     {"read_survives_unmapped_memory", read_survives_unmapped_memory},
     {"sampler_writes_stacks", sampler_writes_stacks},
     {"deep_stack_is_truncated", deep_stack_is_truncated},
+    {"native_merge_replaces_loop_frames", native_merge_replaces_loop_frames},
+    {"native_capture_reads_a_thread", native_capture_reads_a_thread},
+    {"native_capture_gives_up_on_blocked_thread",
+     native_capture_gives_up_on_blocked_thread},
+    {"native_signal_goes_to_program", native_signal_goes_to_program},
     {NULL, NULL}};
