@@ -630,73 +630,75 @@
    * A generic icicle (flame graph, outermost on top) of a tree {name, value,
    * children: [...]} drawn as SVG into host (its content replaced; each
    * node gets a parent link). Click a frame to zoom into it, the top bar to
-   * zoom out. opts: id (the svg's), title (the top bar's text),
-   * color(node), label(node) (the text drawn on a frame; its name
-   * otherwise), tip(node, total) (the hover text, in the dashboard's tip),
-   * mark(node) (drawn outlined), onclick(node), root (a node to start
-   * zoomed on). Frames narrower than half a pixel are left out. Each frame's
-   * rect carries data-name, data-value and data-depth. Returns {zoom(node)}. */
+   * zoom out. opts: id (the svg's), width (its viewBox's, 900 otherwise),
+   * title (the top bar's text), color(node), label(node) (the text drawn on
+   * a frame; its name otherwise), tip(node, total, top) (the hover text, in
+   * the dashboard's tip; total: the zoomed frame's value), mark(node) (drawn
+   * outlined), onzoom(node or null) (after a click zooms in or out), root
+   * (a node to start zoomed on), maxDepth (the most rows drawn under the top
+   * bar). Frames narrower than half a pixel are left out. Each frame's rect
+   * carries data-name, data-value and data-depth. Returns {zoom(node),
+   * drawn()}: drawn lists the frames now drawn, top bar first, as {node, x,
+   * w, depth}. */
   function icicle(host, tree, opts) {
     opts = opts || {};
-    var W = 900, rowH = 18, zoomed = opts.root || null;
-    function depth(n) {
-      var d = 0;
-      (n.children || []).forEach(function (c) { d = Math.max(d, depth(c)); });
-      return d + 1;
-    }
+    var W = opts.width || 900, rowH = 18, zoomed = opts.root || null, drawn = [];
+    var maxDepth = opts.maxDepth || Infinity;
     function path(n) { var p = []; for (var x = n; x; x = x.parent) p.unshift(x); return p; }
     function link(n) { (n.children || []).forEach(function (c) { c.parent = n; link(c); }); }
     link(tree);
     /* The dashboard's tip follows the pointer over a frame. */
-    function hover(r, n, total) {
-      var text = opts.tip ? opts.tip(n, total) : n.name;
+    function hover(r, n, total, top) {
+      var text = opts.tip ? opts.tip(n, total, top) : n.name;
       r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
       r.addEventListener('mouseleave', hideTip);
       return r;
     }
+    function zoom(n) {
+      hideTip(); zoomed = n; draw();
+      if (opts.onzoom) opts.onzoom(n);
+    }
     function draw() {
       while (host.firstChild) host.removeChild(host.firstChild);
-      var top = zoomed || tree, total = top.value || 1;
-      var H = (depth(top) + (top === tree ? 0 : 1)) * rowH + 2;
-      var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame', id: opts.id || null});
+      var top = zoomed || tree, total = top.value || 1, rows = 1;
+      var g = sv('svg', {width: '100%', class: 'flame', id: opts.id || null});
       var bar = hover(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer', 'data-name': tree.name,
-        'data-value': tree.value, 'data-depth': 0}), tree, tree.value);
-      bar.addEventListener('click', function () { zoomed = null; draw(); });
+        'data-value': tree.value, 'data-depth': 0}), tree, tree.value, tree);
+      bar.addEventListener('click', function () { zoom(null); });
       g.appendChild(bar);
       g.appendChild(sv('text', {x: 4, y: 13, 'pointer-events': 'none',
         text: top !== tree ? '↑ ' + (opts.title || tree.name) + ' (click to zoom out) › ' + path(top).slice(1).map(function (n) { return n.name; }).join(' › ') : (opts.title || tree.name)}));
+      drawn = [{node: tree, x: 0, w: W, depth: 0}];
       function frame(n, x, d, w) {
-        if (w < 0.5) return;
+        if (w < 0.5 || d > maxDepth) return;
+        rows = Math.max(rows, d + 1);
+        drawn.push({node: n, x: x, w: w, depth: d});
         var c = opts.color ? opts.color(n) : COLORS[d % COLORS.length], marked = opts.mark && opts.mark(n);
         var r = hover(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: c, style: 'cursor:pointer',
           stroke: marked ? '#1d2330' : null, 'stroke-width': marked ? 2 : null, class: marked ? 'marked' : null,
-          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), n, total);
-        r.addEventListener('click', function () { hideTip(); zoomed = n; draw(); if (opts.onclick) opts.onclick(n); });
+          'data-name': n.name, 'data-value': n.value, 'data-depth': d}), n, total, top);
+        r.addEventListener('click', function () { zoom(n); });
         g.appendChild(r);
         if (w > 40) {
           var text = opts.label ? opts.label(n) : n.name;
           var label = text.length * 6.5 > w - 6 ? text.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : text;
           g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(c), text: label}));
         }
-        var cx = x;
+        kids(n, x, d + 1);
+      }
+      function kids(n, x, d) {
         (n.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
           var kw = k.value / total * W;
-          frame(k, cx, d + 1, kw); cx += kw;
+          frame(k, x, d, kw); x += kw;
         });
       }
-      if (top === tree) {
-        var cx = 0;
-        (tree.children || []).slice().sort(function (a, b) { return b.value - a.value; }).forEach(function (k) {
-          var kw = k.value / total * W;
-          frame(k, cx, 1, kw); cx += kw;
-        });
-      } else {
-        frame(top, 0, 1, W);
-      }
+      if (top === tree) kids(tree, 0, 1);
+      else frame(top, 0, 1, W);
+      g.setAttribute('viewBox', '0 0 ' + W + ' ' + (rows * rowH + 2));
       host.appendChild(g);
     }
     draw();
-    return {zoom: function (n) { zoomed = n; draw(); }};
+    return {zoom: function (n) { zoomed = n; draw(); }, drawn: function () { return drawn.slice(); }};
   }
 
   /* ---- memory: allocations ----------------------------------------------
@@ -1541,8 +1543,8 @@
    * (dark: on a CPU), toggled by a check box; a click on one shows its stack.
    * Kept apart from the rest: every name here starts with st. */
   var ST = {src: null, dec: null, mode: 'cpu', zone: -2, proc: -1, thread: -1, rank: 'all', steps: '',
-    zoom: [], lane: true, marksSrc: null, marks: null, frames: []};
-  var ST_ROW = 17, ST_W = 1100, ST_STRIP = 7, ST_MAX_DEPTH = 300;
+    zoom: [], lane: true, marksSrc: null, marks: null, flame: null};
+  var ST_STRIP = 7;
   var ST_COLORS = ['#e8590c', '#f08c00', '#d9480f', '#f59f00', '#e67700', '#fa5252', '#fab005', '#ff922b', '#ffa94d', '#fcc419'];
 
   function stData() { return D.stacks || null; }
@@ -1608,24 +1610,28 @@
     }
     return true;
   }
-  /* The icicle of the rows kept: nodes {key, func, total, self, n, lines,
-   * kids}, merged by function under each parent; and per function its self
-   * and total (once per sample however deep the recursion). */
+  /* The icicle of the rows kept: nodes {key, func, name, value (the total
+   * time), self, n, lines, kids (by key), children}, merged by function
+   * under each parent; and per function its self and total (once per sample
+   * however deep the recursion). */
   function stTree(d) {
     var s = stData(), st = stSteps(ST.steps), width = s.step_width || 1, cpu = ST.mode === 'cpu';
-    var root = {key: 'all', func: -2, total: 0, self: 0, n: 0, lines: {}, kids: {}}, funcs = {};
+    var root = {key: 'all', func: -2, name: 'all', value: 0, self: 0, n: 0, lines: {}, kids: {}, children: []}, funcs = {};
     d.rows.forEach(function (r) {
       if (!stKeep(d, r, st, width)) return;
       var w = cpu ? r.cpu : r.wall, n = cpu ? r.nCpu : r.n;
       if (w <= 0) return;
       var path = stPath(d, r.node), cur = root, seen = {};
-      root.total += w; root.n += n;
+      root.value += w; root.n += n;
       var steps = path.length ? path : [-1];
       steps.forEach(function (nd, k) {
         var f = nd < 0 ? -1 : d.nodes[nd].func, line = nd < 0 ? 0 : d.nodes[nd].line, key = String(f);
         var c = cur.kids[key];
-        if (!c) c = cur.kids[key] = {key: key, func: f, total: 0, self: 0, n: 0, lines: {}, kids: {}};
-        c.total += w; c.n += n;
+        if (!c) {
+          c = cur.kids[key] = {key: key, func: f, name: stFuncLabel(d, f), value: 0, self: 0, n: 0, lines: {}, kids: {}, children: []};
+          cur.children.push(c);
+        }
+        c.value += w; c.n += n;
         c.lines[line] = (c.lines[line] || 0) + w;
         var g = funcs[key] || (funcs[key] = {func: f, self: 0, total: 0, lines: {}});
         if (!seen[key]) { seen[key] = 1; g.total += w; }
@@ -1640,9 +1646,6 @@
     Object.keys(lines).forEach(function (l) { if (lines[l] > bw) { bw = lines[l]; best = +l; } });
     return best;
   }
-  function stKids(n) {
-    return Object.keys(n.kids).map(function (k) { return n.kids[k]; }).sort(function (a, b) { return b.total - a.total || (a.key < b.key ? -1 : 1); });
-  }
   function stColor(d, f) {
     if (f < 0) return '#adb5bd';
     /* By function (and file): neighbours differ, a function keeps its
@@ -1651,57 +1654,28 @@
     for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0;
     return ST_COLORS[h % ST_COLORS.length];
   }
+  function stNodeWhere(d, n) { return stWhere(d, n.func, stMainLine(n.lines)); }
+  /* The flame graph, through icicle: zoomed on ST.zoom (the path of keys
+   * from the top), dropped when the filters leave no such frame. */
   function stFlame(d, t) {
-    var root = t.root, all = root.total || 1;
-    /* The zoomed frame: its path of keys from the top, dropped when the
-     * filters leave no such frame. */
-    var chain = [root], at = root;
-    for (var i = 0; i < ST.zoom.length; i++) {
-      at = at.kids[ST.zoom[i]];
-      if (!at) { ST.zoom = []; chain = [root]; break; }
-      chain.push(at);
-    }
-    var top = chain[chain.length - 1], maxDepth = 0;
-    (function depth(n, k) { if (k > maxDepth) maxDepth = k; if (k < ST_MAX_DEPTH) stKids(n).forEach(function (c) { if (c.total / (top.total || 1) * ST_W >= 0.5) depth(c, k + 1); }); })(top, 0);
-    var base = chain.length - 1, rows = base + Math.min(maxDepth, ST_MAX_DEPTH) + 1;
-    var g = sv('svg', {viewBox: '0 0 ' + ST_W + ' ' + (rows * ST_ROW + 2), width: '100%', class: 'flame', id: 'st-flame'});
-    ST.frames = [];
-    function frame(n, x, w, depthRow, path) {
-      var isRoot = n === root, fill = isRoot ? '#ced4da' : stColor(d, n.func);
-      var line = stMainLine(n.lines), name = isRoot ? 'all' : stFuncLabel(d, n.func), where = isRoot ? '' : stWhere(d, n.func, line);
-      var r = sv('rect', {x: x, y: depthRow * ST_ROW, width: Math.max(0.5, w - 0.5), height: ST_ROW - 1, fill: fill,
-        'data-name': name, 'data-total': n.total, style: 'cursor:pointer'});
-      var text = name + (where ? '\n' + where : '') + '\ntotal ' + fmtNs(n.total) + ' (' + num(100 * n.total / all) + '% of the selection' +
-        (top !== root ? ', ' + num(100 * n.total / (top.total || 1)) + '% of ' + stFuncLabel(d, top.func) : '') + ')' +
-        '\nself ' + fmtNs(n.self) + ' (' + num(100 * n.self / all) + '%)\n' + n.n + ' samples';
-      r.addEventListener('mousemove', function (ev) { showTip(ev, text); });
-      r.addEventListener('mouseleave', hideTip);
-      r.addEventListener('click', function () { hideTip(); ST.zoom = path; render(); });
-      g.appendChild(r);
-      ST.frames.push({name: name, where: where, depth: depthRow, total: n.total, self: n.self, x: x, w: w});
-      if (w > 40) {
-        var lab = isRoot ? (ST.zoom.length ? '↑ all (click to zoom out) ' : 'all ') + fmtNs(root.total) : name;
-        if (lab.length * 6.5 > w - 6) lab = lab.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…';
-        g.appendChild(sv('text', {x: x + 3, y: depthRow * ST_ROW + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(fill), text: lab}));
-      }
-    }
-    /* The chain down to the zoomed frame spans the width; under it, its
-     * callees by their share of it, widest first. */
-    chain.forEach(function (n, k) { frame(n, 0, ST_W, k, ST.zoom.slice(0, k)); });
-    (function draw(n, x, k, path) {
-      if (k - base > ST_MAX_DEPTH) return;
-      var cx = x;
-      stKids(n).forEach(function (c) {
-        var w = c.total / (top.total || 1) * ST_W;
-        if (w >= 0.5) {
-          var p = path.concat([c.key]);
-          frame(c, cx, w, k + 1, p);
-          draw(c, cx, k + 1, p);
-        }
-        cx += w;
-      });
-    })(top, 0, base, ST.zoom.slice());
-    return g;
+    var root = t.root, at = root;
+    for (var i = 0; i < ST.zoom.length && at; i++) at = at.kids[ST.zoom[i]];
+    if (!at) { ST.zoom = []; at = root; }
+    var host = el('div', {id: 'st-flame-box'});
+    ST.flame = icicle(host, root, {id: 'st-flame', width: 1100, maxDepth: 300, root: at === root ? null : at,
+      title: 'all: ' + fmtNs(root.value),
+      color: function (n) { return stColor(d, n.func); },
+      tip: function (n, total, top) {
+        var where = stNodeWhere(d, n);
+        return n.name + (where ? '\n' + where : '') + '\ntotal ' + fmtNs(n.value) + ' (' + num(100 * n.value / (root.value || 1)) + '% of the selection' +
+          (top !== root ? ', ' + num(100 * n.value / (total || 1)) + '% of ' + top.name : '') + ')' +
+          '\nself ' + fmtNs(n.self) + ' (' + num(100 * n.self / (root.value || 1)) + '%)\n' + n.n + ' samples';
+      },
+      onzoom: function (n) {
+        ST.zoom = [];
+        for (var x = n; x && x !== root; x = x.parent) ST.zoom.unshift(x.key);
+      }});
+    return host;
   }
   function stSelect(id, value, options, onchange) {
     var s = el('select', {id: id, onchange: function () { onchange(s.value); render(); }},
@@ -1747,7 +1721,7 @@
     return out;
   }
   function stTop(d, t) {
-    var all = t.root.total || 1;
+    var all = t.root.value || 1;
     var list = Object.keys(t.funcs).map(function (k) { return t.funcs[k]; }).sort(function (a, b) { return b.self - a.self || b.total - a.total; }).slice(0, 15);
     return el('table', {id: 'st-top'}, [el('thead', null, el('tr', null, ['function', 'where', 'self', 'self %', 'total', 'total %'].map(function (h, i) { return el('th', {class: i < 2 ? 'l' : '', text: h}); }))),
       el('tbody', null, list.map(function (g) {
@@ -1759,11 +1733,12 @@
     var s = stData();
     if (!hasStacks()) return [card('Stacks', el('p', {class: 'muted', text: 'This run has no stack samples (mlprof run samples Python processes at 100 Hz; --stacks off switches it off).'}))];
     var d = stDecoded(), t = stTree(d), cpu = ST.mode === 'cpu';
-    var head = s.samples + ' samples at ' + (s.interval_ns ? num(1e9 / s.interval_ns, 0) + ' Hz' : '?') + '; shown: ' + fmtNs(t.root.total) +
+    var head = s.samples + ' samples at ' + (s.interval_ns ? num(1e9 / s.interval_ns, 0) + ' Hz' : '?') + '; shown: ' + fmtNs(t.root.value) +
       (cpu ? ' on a CPU' : ' of wall time (on a CPU or waiting)') + ' in ' + t.root.n + ' samples';
     var kids = [stControls(d), el('p', {class: 'hint', id: 'st-summary', text: head})];
     if (typeof t.steps === 'string') kids.push(el('p', {class: 'bad', text: t.steps}));
-    kids.push(t.root.total > 0 ? stFlame(d, t) : el('p', {class: 'muted', id: 'st-empty', text: 'No sample matches these filters' + (cpu ? ' on a CPU (wall time shows those waiting)' : '') + '.'}));
+    ST.flame = null;
+    kids.push(t.root.value > 0 ? stFlame(d, t) : el('p', {class: 'muted', id: 'st-empty', text: 'No sample matches these filters' + (cpu ? ' on a CPU (wall time shows those waiting)' : '') + '.'}));
     kids.push(el('p', {class: 'hint', text: 'Width is time; outermost frame on top, callees below, widest first. Hover a frame for its self and total time; click it to zoom in, click the top bar to zoom out.'}));
     var notes = stNotes(s);
     if (notes.length) kids.push(el('ul', {class: 'hint', id: 'st-notes'}, notes.map(function (n) { return el('li', {text: n}); })));
@@ -1883,7 +1858,13 @@
   }
   /* For the browser tests. */
   window.mlprofStacks = {
-    frames: function () { return ST.frames.slice(); },
+    frames: function () {
+      var d = ST.dec;
+      return ST.flame ? ST.flame.drawn().map(function (f) {
+        var n = f.node;
+        return {name: n.name, where: stNodeWhere(d, n), depth: f.depth, total: n.value, self: n.self, x: f.x, w: f.w};
+      }) : [];
+    },
     marks: function () {
       var out = [];
       if (!stLaneOn() || !TL.canvas) return out;

@@ -94,6 +94,10 @@ def test_flame_graph_known_shares_zone_steps_zoom_hover_modes(open_page, shares)
     spin = [f for f in fr if f["name"] == "spin"]
     assert spin and spin[0]["depth"] == thirty[0]["depth"] + 1 and spin[0]["w"] > 1000, spin
     page.screenshot(path=str(SHOTS / "stacks-zoom.png"), full_page=True)
+    # The zoom outlives a redraw (wall time here).
+    page.check("#st-mode-wall")
+    assert [f["w"] for f in page.evaluate(FRAMES) if f["name"] == "thirty"] == [1100]
+    page.check("#st-mode-cpu")
     page.locator('#st-flame rect[data-name="all"]').click()
     assert widths(page)["twenty"] > 0
     # CPU time leaves the sleeping thread out; wall time shows it.
