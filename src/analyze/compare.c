@@ -178,28 +178,10 @@ int mlprof__compare_add(mlprof__compare *c, const char *label, const char *path,
   return mlprof__compare_add_runs(c, label, path, r, 1);
 }
 
-static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
-  int c = memcmp(a, b, an < bn ? an : bn);
-  if (c) return c;
-  return (an > bn) - (an < bn);
-}
-
-typedef struct {
-  const mlprof__zone_stats *z;
-  size_t run;
-} zone_ref;
-
-static int zone_ref_cmp(const void *x, const void *y) {
-  const zone_ref *a = x, *b = y;
-  int c = name_cmp(a->z->name, a->z->name_len, b->z->name, b->z->name_len);
-  if (c) return c;
-  return (a->run > b->run) - (a->run < b->run);
-}
-
 static int compare_zone_cmp(const void *x, const void *y) {
   const mlprof__compare_zone *a = x, *b = y;
   if (a->max_total != b->max_total) return a->max_total > b->max_total ? -1 : 1;
-  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+  return mlprof__name_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 static double zone_mean(const mlprof__zone_stats *z) {
@@ -329,7 +311,7 @@ static void mark_indistinct(mlprof__compare *c) {
 int mlprof__compare_finish(mlprof__compare *c) {
   size_t n = c->nruns, nrefs = 0;
   for (size_t i = 0; i < n; i++) nrefs += c->runs[i].nzones;
-  zone_ref *refs = malloc((nrefs ? nrefs : 1) * sizeof *refs);
+  mlprof__zone_ref *refs = malloc((nrefs ? nrefs : 1) * sizeof *refs);
   double *keys = calloc(n ? n : 1, sizeof *keys);
   c->by_total = malloc((n ? n : 1) * sizeof *c->by_total);
   c->by_step = malloc((n ? n : 1) * sizeof *c->by_step);
@@ -337,13 +319,15 @@ int mlprof__compare_finish(mlprof__compare *c) {
   size_t k = 0;
   for (size_t i = 0; i < n && !rc; i++)
     for (size_t z = 0; z < c->runs[i].nzones; z++)
-      refs[k++] = (zone_ref){&c->runs[i].zones[z], i};
-  if (!rc && nrefs) mlprof__sort(refs, nrefs, sizeof *refs, zone_ref_cmp);
+      refs[k++] = (mlprof__zone_ref){&c->runs[i].zones[z], i};
+  if (!rc && nrefs)
+    mlprof__sort(refs, nrefs, sizeof *refs, mlprof__zone_ref_cmp);
   size_t ndistinct = 0;
   for (size_t i = 0; i < nrefs; i++)
     ndistinct +=
-        i == 0 || name_cmp(refs[i].z->name, refs[i].z->name_len,
-                           refs[i - 1].z->name, refs[i - 1].z->name_len) != 0;
+        i == 0 ||
+        mlprof__name_cmp(refs[i].z->name, refs[i].z->name_len,
+                         refs[i - 1].z->name, refs[i - 1].z->name_len) != 0;
   if (!rc && ndistinct && !(c->zones = calloc(ndistinct, sizeof *c->zones)))
     rc = MLPROF_ENOMEM;
   for (size_t i = 0; i < nrefs && !rc;) {
@@ -359,8 +343,8 @@ int mlprof__compare_finish(mlprof__compare *c) {
       break;
     }
     size_t e = i;
-    while (e < nrefs && name_cmp(refs[e].z->name, refs[e].z->name_len, z->name,
-                                 z->name_len) == 0) {
+    while (e < nrefs && mlprof__name_cmp(refs[e].z->name, refs[e].z->name_len,
+                                         z->name, z->name_len) == 0) {
       /* A zone appears once per report: names are merged by the stats. */
       z->stats[refs[e].run] = refs[e].z;
       if (refs[e].z->total_ns > z->max_total)

@@ -144,7 +144,7 @@ const char *mlprof__verdict_name(mlprof__verdict v) {
   return v < MLPROF__VERDICT_COUNT ? names[v] : "unknown";
 }
 
-static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
+int mlprof__name_cmp(const char *a, size_t an, const char *b, size_t bn) {
   int c = memcmp(a, b, an < bn ? an : bn);
   if (c) return c;
   return (an > bn) - (an < bn);
@@ -212,14 +212,10 @@ static int merge_zone(const mlprof__zone_stats *const *refs, const size_t *run,
   return 0;
 }
 
-typedef struct {
-  const mlprof__zone_stats *z;
-  size_t run;
-} zone_ref;
-
-static int zone_ref_cmp(const void *x, const void *y) {
-  const zone_ref *a = x, *b = y;
-  int c = name_cmp(a->z->name, a->z->name_len, b->z->name, b->z->name_len);
+int mlprof__zone_ref_cmp(const void *x, const void *y) {
+  const mlprof__zone_ref *a = x, *b = y;
+  int c =
+      mlprof__name_cmp(a->z->name, a->z->name_len, b->z->name, b->z->name_len);
   if (c) return c;
   return (a->run > b->run) - (a->run < b->run);
 }
@@ -235,7 +231,7 @@ static int pool_side(const mlprof__report *runs, size_t k,
   for (size_t r = 0; r < k; r++) nrefs += runs[r].nzones;
   if (!(s->steps = malloc(k * sizeof *s->steps))) return MLPROF_ENOMEM;
   if (!nrefs) return 0;
-  zone_ref *refs = malloc(nrefs * sizeof *refs);
+  mlprof__zone_ref *refs = malloc(nrefs * sizeof *refs);
   const mlprof__zone_stats **zs = malloc(nrefs * sizeof *zs);
   size_t *run = malloc(nrefs * sizeof *run);
   s->zones = calloc(nrefs, sizeof *s->zones);
@@ -244,12 +240,13 @@ static int pool_side(const mlprof__report *runs, size_t k,
   size_t n = 0;
   for (size_t r = 0; r < k && !rc; r++)
     for (size_t i = 0; i < runs[r].nzones; i++)
-      refs[n++] = (zone_ref){&runs[r].zones[i], r};
-  if (!rc) mlprof__sort(refs, n, sizeof *refs, zone_ref_cmp);
+      refs[n++] = (mlprof__zone_ref){&runs[r].zones[i], r};
+  if (!rc) mlprof__sort(refs, n, sizeof *refs, mlprof__zone_ref_cmp);
   for (size_t i = 0; i < n && !rc;) {
     size_t e = i;
-    while (e < n && zone_ref_cmp(&(zone_ref){refs[e].z, 0},
-                                 &(zone_ref){refs[i].z, 0}) == 0) {
+    while (e < n &&
+           mlprof__zone_ref_cmp(&(mlprof__zone_ref){refs[e].z, 0},
+                                &(mlprof__zone_ref){refs[i].z, 0}) == 0) {
       zs[e - i] = refs[e].z;
       run[e - i] = refs[e].run;
       e++;
@@ -346,7 +343,7 @@ static int diff_zone_cmp(const void *x, const void *y) {
              tb = (b->base ? b->base : b->next)->total_ns;
     if (ta != tb) return ta > tb ? -1 : 1;
   }
-  return name_cmp(a->name, a->name_len, b->name, b->name_len);
+  return mlprof__name_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 /* The rule of docs/guide.md: slower (faster) when the test is significant
@@ -1028,8 +1025,8 @@ int mlprof__diff_build_runs(const mlprof__report *base, size_t nbase,
     int c = i >= sb->nzones ? 1
             : j >= sn->nzones
                 ? -1
-                : name_cmp(sb->zones[i].name, sb->zones[i].name_len,
-                           sn->zones[j].name, sn->zones[j].name_len);
+                : mlprof__name_cmp(sb->zones[i].name, sb->zones[i].name_len,
+                                   sn->zones[j].name, sn->zones[j].name_len);
     size_t bi = i, ni = j;
     const mlprof__zone_stats *b = c <= 0 ? &sb->zones[i++] : NULL;
     const mlprof__zone_stats *n = c >= 0 ? &sn->zones[j++] : NULL;

@@ -384,6 +384,15 @@ typedef struct {
   size_t func_count[MLPROF__VERDICT_COUNT];
 } mlprof__diff;
 
+/* A zone of one of several runs, and the order diff and compare match
+ * them in: by name (bytes, a prefix first), then by run. */
+typedef struct {
+  const mlprof__zone_stats *z;
+  size_t run;
+} mlprof__zone_ref;
+int mlprof__zone_ref_cmp(const void *x, const void *y);
+int mlprof__name_cmp(const char *a, size_t an, const char *b, size_t bn);
+
 /* Pools the zones of k >= 1 runs into *s (mlprof__diff_side): what diff
  * does for each side, for compare's repeated runs. The runs must outlive
  * *s. Returns 0 or MLPROF_ENOMEM (then *s is empty). */

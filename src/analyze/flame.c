@@ -272,15 +272,19 @@ static int prepare(mlprof__flame_builder *b) {
 
 /* The step (from 0) at time t of the steps' clock, MLPROF__NONE in none:
  * that of the last entry at or before t, when it is a mark. */
+typedef struct {
+  const mlprof__flame_builder *b;
+  uint64_t t;
+} step_key;
+
+static int step_at_or_before(const void *ctx, size_t i) {
+  const step_key *k = ctx;
+  return k->b->st_t[i] <= k->t;
+}
+
 static uint32_t step_at(const mlprof__flame_builder *b, uint64_t t) {
-  size_t lo = 0, hi = b->nst;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->st_t[mid] <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo =
+      mlprof__lower_bound(0, b->nst, &(step_key){b, t}, step_at_or_before);
   if (lo == 0 || b->st_k[lo - 1] == MLPROF__NONE) return MLPROF__NONE;
   return b->st_k[lo - 1] - 1;
 }

@@ -304,16 +304,24 @@ static int steps_from_zone(mlprof__gpu_acc *a, size_t nzones) {
   return 0;
 }
 
+typedef struct {
+  const ival *a;
+  uint64_t t;
+} ival_key;
+
+static int ends_by(const void *ctx, size_t i) {
+  const ival_key *k = ctx;
+  return k->a[i].e <= k->t;
+}
+
+/* The first of the sorted intervals a[0, n) that ends after t. */
+static size_t first_ending_after(const ival *a, size_t n, uint64_t t) {
+  return mlprof__lower_bound(0, n, &(ival_key){a, t}, ends_by);
+}
+
 /* Time of [b, e] under the disjoint sorted intervals a. */
 static uint64_t under(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (a[mid].e <= b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = first_ending_after(a, n, b);
   uint64_t ns = 0;
   for (; lo < n && a[lo].b < e; lo++) {
     uint64_t x = a[lo].b > b ? a[lo].b : b, y = a[lo].e < e ? a[lo].e : e;
@@ -355,14 +363,7 @@ static int device_idle(mlprof__gpu_acc *a, size_t profile, const gspan *g,
     r.idle_ns += st->e - st->b - under(busy, nb, st->b, st->e);
     /* The step's gaps: its time between the busy intervals. */
     uint64_t t = st->b;
-    size_t lo = 0, hi = nb;
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (busy[mid].e <= st->b)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    size_t lo = first_ending_after(busy, nb, st->b);
     for (size_t k = lo; k <= nb; k++) {
       uint64_t gb = k < nb ? busy[k].b : st->e, ge = k < nb ? busy[k].e : 0;
       if (gb > st->e) gb = st->e;
@@ -497,6 +498,16 @@ static int api_by_corr(const void *x, const void *y) {
   return (a->corr > b->corr) - (a->corr < b->corr);
 }
 
+typedef struct {
+  const apicall *a;
+  uint32_t corr;
+} corr_key;
+
+static int corr_below(const void *ctx, size_t i) {
+  const corr_key *k = ctx;
+  return k->a[i].corr < k->corr;
+}
+
 static int launch_cmp(const void *x, const void *y) {
   const launch *a = x, *b = y;
   if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
@@ -530,14 +541,8 @@ static int launches(mlprof__gpu_acc *a, size_t nzones) {
   for (size_t i = 0; i < a->ng; i++) {
     const gspan *g = &a->g[i];
     if (!g->corr) continue;
-    size_t lo = 0, hi = a->napi;
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (a->api[mid].corr < g->corr)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    size_t lo = mlprof__lower_bound(0, a->napi, &(corr_key){a->api, g->corr},
+                                    corr_below);
     if (lo < a->napi && a->api[lo].corr == g->corr)
       l[nl++] = (launch){a->api[lo].b, g->e - g->b, a->api[lo].tid};
     else

@@ -249,16 +249,19 @@ static int on_sample(void *ud, const mlprof__stack_sample *s) {
 }
 
 /* The first sample at or after t. */
+typedef struct {
+  const mlprof__hot_builder *b;
+  uint64_t t;
+} sample_key;
+
+static int sample_before(const void *ctx, size_t i) {
+  const sample_key *k = ctx;
+  return k->b->samples[i].t < k->t;
+}
+
 static size_t lower(const mlprof__hot_builder *b, uint64_t t) {
-  size_t lo = 0, hi = b->nsamples;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->samples[mid].t < t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  return mlprof__lower_bound(0, b->nsamples, &(sample_key){b, t},
+                             sample_before);
 }
 
 /* The span's labels on its thread's samples: its zone where it is the
@@ -328,17 +331,22 @@ static int mark_order(const void *a, const void *b) {
  * mark and something followed it (a step is from a mark to the next mark
  * or step end: the time after the last one is none). marks sorted by
  * mark_order, mark_step filled. */
+typedef struct {
+  const mark *marks;
+  uint32_t tid;
+  uint64_t t;
+} mark_key;
+
+static int mark_at_or_before(const void *ctx, size_t i) {
+  const mark_key *k = ctx;
+  const mark *m = &k->marks[i];
+  return m->tid < k->tid || (m->tid == k->tid && m->t <= k->t);
+}
+
 static uint32_t marked_step(const mlprof__hot_builder *b, uint32_t tid,
                             uint64_t t) {
-  size_t lo = 0, hi = b->nmarks;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    const mark *m = &b->marks[mid];
-    if (m->tid < tid || (m->tid == tid && m->t <= t))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  mark_key k = {b->marks, tid, t};
+  size_t lo = mlprof__lower_bound(0, b->nmarks, &k, mark_at_or_before);
   return lo > 0 && b->marks[lo - 1].tid == tid ? b->mark_step[lo - 1]
                                                : MLPROF__NONE;
 }

@@ -602,15 +602,20 @@ static pq_thread *thread_of(pq_pass *s, uint32_t tid) {
 
 /* The step (index of the process's step marks) that job time t falls in,
  * or -1 when it falls in none. */
+typedef struct {
+  const uint64_t *t;
+  uint64_t at;
+} time_key;
+
+static int time_at_or_before(const void *ctx, size_t i) {
+  const time_key *k = ctx;
+  return k->t[i] <= k->at;
+}
+
 static int64_t step_at(const pq_pass *s, uint64_t t) {
-  size_t lo = 0, hi = s->nm; /* the first entry after t */
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->mt[mid] <= t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  /* the first entry after t */
+  size_t lo =
+      mlprof__lower_bound(0, s->nm, &(time_key){s->mt, t}, time_at_or_before);
   if (!lo || s->mend[lo - 1]) return -1;
   return (int64_t)s->mt[s->nm + lo - 1];
 }
