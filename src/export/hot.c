@@ -211,6 +211,23 @@ static void json_rows(const mlprof__hot *h, const mlprof__hot_row *rows,
   mlprof__out_lit(o, "]");
 }
 
+/* A zone's or a step part's samples and top functions, then the closing
+ * brace of its object. */
+static void zone_json(const mlprof__hot *h, const mlprof__hot_zone *z,
+                      mlprof__out *o) {
+  mlprof__out_lit(o, "\"samples\":");
+  mlprof__out_u64(o, z->samples);
+  mlprof__out_lit(o, ",\"on_cpu\":");
+  mlprof__out_u64(o, z->on_cpu);
+  mlprof__out_lit(o, ",\"wall_ns\":");
+  mlprof__out_u64(o, z->wall_ns);
+  mlprof__out_lit(o, ",\"on_cpu_ns\":");
+  mlprof__out_u64(o, z->on_cpu_ns);
+  mlprof__out_lit(o, ",\"functions\":");
+  json_rows(h, z->rows, z->nrows < 20 ? z->nrows : 20, o);
+  mlprof__out_lit(o, "}");
+}
+
 void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
   const mlprof__hot *h = &r->hot;
   if (!h->samples) return;
@@ -236,17 +253,8 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
       mlprof__out_json_str(o, hz->name, strlen(hz->name));
     else
       mlprof__out_lit(o, "null");
-    mlprof__out_lit(o, ",\"samples\":");
-    mlprof__out_u64(o, hz->samples);
-    mlprof__out_lit(o, ",\"on_cpu\":");
-    mlprof__out_u64(o, hz->on_cpu);
-    mlprof__out_lit(o, ",\"wall_ns\":");
-    mlprof__out_u64(o, hz->wall_ns);
-    mlprof__out_lit(o, ",\"on_cpu_ns\":");
-    mlprof__out_u64(o, hz->on_cpu_ns);
-    mlprof__out_lit(o, ",\"functions\":");
-    json_rows(h, hz->rows, hz->nrows < 20 ? hz->nrows : 20, o);
-    mlprof__out_lit(o, "}");
+    mlprof__out_lit(o, ",");
+    zone_json(h, hz, o);
   }
   mlprof__out_lit(o, "]");
   if (h->steps) {
@@ -261,17 +269,8 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
       const mlprof__hot_zone *p = &h->parts[k];
       mlprof__out_str(o, k ? ",\n\"" : "\n\"");
       mlprof__out_str(o, mlprof__part_name(k));
-      mlprof__out_lit(o, "\":{\"samples\":");
-      mlprof__out_u64(o, p->samples);
-      mlprof__out_lit(o, ",\"on_cpu\":");
-      mlprof__out_u64(o, p->on_cpu);
-      mlprof__out_lit(o, ",\"wall_ns\":");
-      mlprof__out_u64(o, p->wall_ns);
-      mlprof__out_lit(o, ",\"on_cpu_ns\":");
-      mlprof__out_u64(o, p->on_cpu_ns);
-      mlprof__out_lit(o, ",\"functions\":");
-      json_rows(h, p->rows, p->nrows < 20 ? p->nrows : 20, o);
-      mlprof__out_lit(o, "}");
+      mlprof__out_lit(o, "\":{");
+      zone_json(h, p, o);
     }
     mlprof__out_lit(o, "}");
   }
