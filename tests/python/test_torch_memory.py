@@ -11,6 +11,11 @@ from torch.utils.checkpoint import checkpoint
 import mlprof
 import mlprof.torch as mt
 
+# Saved bytes need torch 2's view of the saved-tensor hooks in force
+# (torch._C._autograd._top_saved_tensors_default_hooks): without it mlprof
+# cannot tell it would replace the program's own, and counts nothing.
+torch2 = pytest.mark.torch2
+
 F32 = 4
 
 
@@ -22,6 +27,7 @@ def no_hooks():
     return torch._C._autograd._top_saved_tensors_default_hooks(False) is None
 
 
+@torch2
 def test_mlp_saved_bytes_from_shapes(tmp_path):
     n, i, h, o = 32, 64, 128, 10
     model = nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))
@@ -42,6 +48,7 @@ def test_mlp_saved_bytes_from_shapes(tmp_path):
         "2 (Linear)": 0}
 
 
+@torch2
 def test_cnn_saved_bytes_from_shapes(tmp_path):
     b, c, hw, k = 4, 8, 16, 10
     model = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c),
@@ -67,6 +74,7 @@ def test_cnn_saved_bytes_from_shapes(tmp_path):
     assert text.splitlines()[1].startswith("1 (BatchNorm2d)")
 
 
+@torch2
 def test_without_memory_nothing_is_pushed_or_counted(tmp_path):
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     pushed = []
@@ -80,6 +88,7 @@ def test_without_memory_nothing_is_pushed_or_counted(tmp_path):
     assert all(r["saved_bytes"] is None for r in rows)
 
 
+@torch2
 def test_checkpointing_keeps_its_own_hooks(tmp_path):
     """Non-reentrant checkpointing saves nothing inside the region (its own
     hooks); mlprof's must not replace them: the model called under
@@ -108,6 +117,7 @@ def test_checkpointing_keeps_its_own_hooks(tmp_path):
     assert no_hooks()
 
 
+@torch2
 def test_a_forward_that_raises_leaves_no_hooks(tmp_path):
     class Boom(nn.Module):
         def forward(self, x):
@@ -175,6 +185,7 @@ def run_layers(build_dir, tmp_path, steps, *flags):
     return json.loads(r.stdout), text
 
 
+@torch2
 def test_under_mlprof_run_layers_allocated_and_saved(build_dir, tmp_path):
     steps = 12
     rep, text = run_layers(build_dir, tmp_path, steps, "--memory=all")
@@ -215,6 +226,7 @@ def test_saved_bytes_only_with_every_allocation(build_dir, tmp_path, memory):
     assert "Activation memory" not in text
 
 
+@torch2
 def test_threads_count_their_own_forwards(tmp_path):
     """A forward of the model on another thread, run while this thread's
     forward is between ReLU's save and the second Linear's (the same
