@@ -200,6 +200,44 @@ static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   return 0;
 }
 
+/* Stacks: strings valid, a node's parent older than it, a sample's time
+ * among the file's and its flags known. */
+static int on_stack_func(void *ud, const mlprof__stack_func *f) {
+  touch(ud, f->file, strlen(f->file));
+  touch(ud, f->function, strlen(f->function));
+  return 0;
+}
+
+static int on_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  touch(ud, f->module, strlen(f->module));
+  touch(ud, f->symbol, strlen(f->symbol));
+  return 0;
+}
+
+static int on_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  (void)ud, (void)frame;
+  if (parent && parent >= id) abort();
+  return 0;
+}
+
+static int on_stack_sample(void *ud, const mlprof__stack_sample *smp) {
+  if (smp->flags > 31) abort();
+  see_time(ud, smp->t);
+  return 0;
+}
+
+static int on_stack_rate(void *ud, uint32_t hz) {
+  (void)ud;
+  if (hz == 0) abort();
+  return 0;
+}
+
+static int on_events(void *ud, uint32_t tid, uint64_t dropped) {
+  (void)ud, (void)tid, (void)dropped;
+  return 0;
+}
+
 static int on_chunk(void *ud, uint16_t type, uint64_t off, uint32_t len) {
   (void)type;
   state *s = ud;
@@ -263,6 +301,12 @@ static void read_once(const uint8_t *data, size_t size, int meta_only) {
       .lines = on_lines,
       .alloc = on_alloc,
       .alloc_free = on_alloc_free,
+      .stack_func = on_stack_func,
+      .stack_frame = on_stack_frame,
+      .stack_node = on_stack_node,
+      .stack_sample = on_stack_sample,
+      .stack_rate = on_stack_rate,
+      .events = on_events,
   };
   mlprof__read_report rep;
   char err[256];
