@@ -118,8 +118,9 @@ def test_composite_leaf_backward_covers_all_its_operations(tmp_path):
     assert len(attn) == 5 and len(out) == 5
     # Attention's backward (q/k/v and output projections, two batched
     # matmuls, softmax) costs several times a Linear of the same width.
-    mean = lambda ss: sum(s["end_ns"] - s["begin_ns"] for s in ss) / len(ss)
-    assert mean(attn) > 2 * mean(out)
+    # The fastest of each: preemption only ever lengthens a span.
+    fastest = lambda ss: min(s["end_ns"] - s["begin_ns"] for s in ss)
+    assert fastest(attn) > 2 * fastest(out)
 
 
 def test_partial_backward_leaves_no_zone_open_for_the_next_step(tmp_path):
