@@ -789,8 +789,9 @@ static int parse_stacks(reader *r, mlprof__cursor *c) {
         uint64_t flags = mlprof__get_uv(c);
         if (flags & MLPROF__SAMPLE_CPU_KNOWN) s.cpu_ns = mlprof__get_uv(c);
         if (c->err) return damage(r, rec, "sample cut short");
-        if ((dt < 0 && (uint64_t)-dt > t) || tid > UINT32_MAX || flags > 31 ||
-            stack_id(r, rec, stack, 1) || r->bad)
+        if ((dt < 0 && 0 - (uint64_t)dt > t) ||
+            (dt > 0 && (uint64_t)dt > INT64_MAX - t) || tid > UINT32_MAX ||
+            flags > 31 || stack_id(r, rec, stack, 1) || r->bad)
           return r->bad ? 0 : damage(r, rec, "sample out of range");
         t += (uint64_t)dt;
         s.t = t;
