@@ -196,6 +196,12 @@ int main(int argc, char **argv) {
   if (!strcmp(what, "zones")) {
     zones();
   } else if (!strcmp(what, "signal")) {
+    /* The handler's block comes from the thread's cache of freed blocks
+     * (glibc's tcache), which takes no lock: filled here before the first
+     * signal. Empty, glibc would take the arena's lock that the interrupted
+     * malloc may hold, and wait forever: the library's writer thread makes
+     * the process multi-threaded, where glibc locks. Not mlprof's hooks. */
+    free(kept(malloc(1000)));
     signal(SIGALRM, on_alarm);
     struct itimerval it = {{0, 200}, {0, 200}};
     setitimer(ITIMER_REAL, &it, NULL);
