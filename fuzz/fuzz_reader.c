@@ -194,6 +194,13 @@ static int on_alloc(void *ud, const mlprof__alloc *a) {
   return 0;
 }
 
+static int on_alloc_sum(void *ud, const mlprof__alloc_sum *a) {
+  if (a->zone) check_name(ud, a->zone, MLPROF__NAME_ZONE);
+  if (!a->count) abort(); /* the reader calls it damage */
+  see_time(ud, a->t);
+  return 0;
+}
+
 static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   (void)tid, (void)addr;
   see_time(ud, t);
@@ -301,6 +308,7 @@ static void read_once(const uint8_t *data, size_t size, int meta_only) {
       .lines = on_lines,
       .alloc = on_alloc,
       .alloc_free = on_alloc_free,
+      .alloc_sum = on_alloc_sum,
       .stack_func = on_stack_func,
       .stack_frame = on_stack_frame,
       .stack_node = on_stack_node,

@@ -344,6 +344,31 @@ int main(int argc, char **argv) {
   end(&f, &p);
   save(argv[1], "allocs.mlprof", &f);
 
+  /* Folded allocations (since 1.5): a site's sum in zone 1, one of a single
+   * allocation in none, one whose sums are the largest a file can say, and
+   * an allocation live across them. */
+  f.n = 0;
+  start(&f, &p);
+  names(&f, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_ALLOC);
+  put_sv(&p, 10), put_uv(&p, 4096), put_uv(&p, 524288), put_uv(&p, 0x7f0010);
+  put_uv(&p, 1), put_uv(&p, 3);
+  put_u8(&p, MLPROF__ALLOC_FOLDED);
+  put_sv(&p, 20), put_uv(&p, 1), put_uv(&p, 3), put_uv(&p, 12);
+  put_uv(&p, 12 * 700), put_uv(&p, 12 * 524600), put_uv(&p, 3300000000000);
+  put_u8(&p, MLPROF__ALLOC_FOLDED);
+  put_sv(&p, 1), put_uv(&p, 0), put_uv(&p, 0), put_uv(&p, 1);
+  put_uv(&p, 100), put_uv(&p, 524338), put_uv(&p, 274877906944);
+  put_u8(&p, MLPROF__ALLOC_FOLDED);
+  put_sv(&p, 1), put_uv(&p, 1), put_uv(&p, 3), put_uv(&p, UINT64_MAX);
+  put_uv(&p, UINT64_MAX), put_uv(&p, UINT64_MAX), put_uv(&p, UINT64_MAX);
+  put_u8(&p, MLPROF__ALLOC_FREE);
+  put_sv(&p, 30), put_uv(&p, 0x7f0010);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  end(&f, &p);
+  save(argv[1], "allocs-folded.mlprof", &f);
+
   rank_job(&f, &p, 2, 0, 123456789, "1500 20 1000", "1600 20 9000");
   save(argv[1], "job-two-ranks.mlprof", &f);
   rank_job(&f, &p, 1 << 20, 0, 123456789, NULL, NULL);

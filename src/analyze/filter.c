@@ -636,6 +636,15 @@ static int f_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   return r->inner.alloc_free(r->inner.ud, tid, t, addr);
 }
 
+/* Folded allocations as an allocation, at the time of the latest free. */
+static int f_alloc_sum(void *ud, const mlprof__alloc_sum *a) {
+  mlprof__filter_read *r = ud;
+  if (!kept(r, a->tid, a->t) || (a->zone && !zone_kept(r, a->zone)) ||
+      !r->inner.alloc_sum)
+    return 0;
+  return r->inner.alloc_sum(r->inner.ud, a);
+}
+
 static int f_sample(void *ud, const mlprof__sample_row *row) {
   mlprof__filter_read *r = ud;
   if (!r->cur->keep || !in_time(r->cur, row->t) || !r->inner.sample) return 0;

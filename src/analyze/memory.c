@@ -5,7 +5,9 @@
  * each site's live bytes at every step mark; once more up to the peak, for
  * what was live then. A free pairs with the latest allocation of its
  * address before it; a free of an address never recorded (allocated before
- * recording began, or not sampled) counts for nothing. */
+ * recording began, or not sampled) counts for nothing. A site's folded
+ * allocations (made and freed within one flush, counted together) add to
+ * the totals and never to what is live. */
 #include "memory.h"
 
 #include <math.h>
@@ -38,6 +40,13 @@ typedef struct {
   uint32_t zone;
   uint64_t stack;
 } site_key;
+
+/* A site's folded allocations (made and freed within one flush): they add
+ * to the totals, never to what is live. */
+typedef struct {
+  uint64_t count, weight;
+  double var;
+} site_sum;
 
 /* A stack's definitions as read (ids may be used before they are defined:
  * resolved when the profile ends). */
@@ -74,6 +83,8 @@ struct mlprof__memory_builder {
   mlprof__map site_of; /* zone << 40 | stack -> profile site */
   site_key *keys;
   size_t nkeys, keys_cap;
+  site_sum *sums; /* per site, the first nsums of them */
+  size_t nsums, sums_cap;
   struct {
     uint32_t tid;
     uint64_t t;
@@ -142,6 +153,25 @@ static int add_rec(mlprof__memory_builder *b, rec r) {
   return 0;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* What an allocation of size bytes weighing weight says of the sampling:
+ * not exact when they differ, and the mean gap. */
+static void note_weight(mlprof__memory_builder *b, uint64_t size,
+                        uint64_t weight) {
+  if (weight != size) b->exact = 0;
+  if (weight <= size) return;
+  /* w = s / (1 - exp(-s / mean)): mean = -s / log(1 - s / w), most
+   * precise where s / w is least (rounding w moves it least). */
+  double p = (double)size / (double)weight;
+  if (p < b->mean_p) {
+    b->mean_p = p;
+    b->mean = -(double)size / log1p(-p);
+  }
+}
+
 static int on_alloc(void *ud, const mlprof__alloc *a) {
   mlprof__memory_builder *b = ud;
   uint32_t s = site_of(b, a->zone, a->stack);
@@ -153,16 +183,31 @@ static int on_alloc(void *ud, const mlprof__alloc *a) {
   if (a->weight > a->size) {
     uint64_t e = a->weight - a->size;
     excess = e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
-    /* w = s / (1 - exp(-s / mean)): mean = -s / log(1 - s / w), most
-     * precise where s / w is least (rounding w moves it least). */
-    double p = (double)a->size / (double)a->weight;
-    if (p < b->mean_p) {
-      b->mean_p = p;
-      b->mean = -(double)a->size / log1p(-p);
-    }
   }
-  if (a->weight != a->size) b->exact = 0;
+  note_weight(b, a->size, a->weight);
   return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0, excess});
+}
+
+static int on_alloc_sum(void *ud, const mlprof__alloc_sum *a) {
+  mlprof__memory_builder *b = ud;
+  uint32_t s = site_of(b, a->zone, a->stack);
+  if (s == MLPROF__NONE ||
+      mlprof__grow(&b->sums, &b->sums_cap, (size_t)s + 1, sizeof *b->sums)) {
+    b->oom = 1;
+    return MLPROF_ENOMEM;
+  }
+  for (; b->nsums <= s; b->nsums++) b->sums[b->nsums] = (site_sum){0, 0, 0};
+  site_sum *u = &b->sums[s];
+  u->count = sat_add(u->count, a->count);
+  u->weight = sat_add(u->weight, a->weight);
+  u->var += (double)a->var;
+  /* One allocation alone tells the mean as a record does; a sum of sizes
+   * only whether the weights are sizes. */
+  if (a->count == 1)
+    note_weight(b, a->size, a->weight);
+  else if (a->weight != a->size)
+    b->exact = 0;
+  return 0;
 }
 
 static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
@@ -366,6 +411,7 @@ void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
                          .name = on_name,
                          .alloc = on_alloc,
                          .alloc_free = on_free,
+                         .alloc_sum = on_alloc_sum,
                          .step = on_step,
                          .stack_func = on_stack_func,
                          .stack_frame = on_stack_frame,
@@ -564,7 +610,7 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   uint64_t *steps = NULL;
   double *series = NULL;
   replay r = {0};
-  if (rc || !b->nrecs) goto out;
+  if (rc || (!b->nrecs && !b->nsums)) goto out;
   mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
   steps = step_times(b, &nsteps);
   size_t every = nsteps / MAX_STEPS + 1,
@@ -587,8 +633,8 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   p->live_t = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_t);
   p->live_v = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_v);
   if (!p->live_t || !p->live_v) goto out;
-  r.t0 = b->recs[0].t;
-  r.span = b->recs[b->nrecs - 1].t - r.t0;
+  r.t0 = b->nrecs ? b->recs[0].t : 0;
+  r.span = b->nrecs ? b->recs[b->nrecs - 1].t - r.t0 : 0;
   r.live = calloc(b->nkeys, sizeof *r.live);
   r.zlive = calloc(m->nzones, sizeof *r.zlive);
   r.var = calloc(b->nkeys, sizeof *r.var);
@@ -597,6 +643,19 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   if (!r.live || !r.zlive || !r.var || !r.zvar || (cols && !series)) goto out;
   if ((rc = run(b, &r, b->nrecs, p->step_t, nsteps, series, every, p)))
     goto out;
+  /* Folded allocations: allocated and freed, never live at a peak. */
+  for (size_t s = 0; s < b->nsums; s++) {
+    const site_sum *u = &b->sums[s];
+    mlprof__mem_zone *z = &m->zones[b->keys[s].zone];
+    z->alloc_bytes = sat_add(z->alloc_bytes, u->weight);
+    z->alloc_count = sat_add(z->alloc_count, u->count);
+    z->freed_bytes = sat_add(z->freed_bytes, u->weight);
+    z->freed_count = sat_add(z->freed_count, u->count);
+    p->alloc_bytes = sat_add(p->alloc_bytes, u->weight);
+    p->freed_bytes = sat_add(p->freed_bytes, u->weight);
+    p->allocs = sat_add(p->allocs, u->count);
+    p->frees = sat_add(p->frees, u->count);
+  }
   p->peak = r.peak;
   p->peak_var = r.peak_var;
   p->live_end = r.total;
@@ -625,6 +684,12 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
       ss[base + b->recs[i].site].alloc_count++;
       ss[base + b->recs[i].site].alloc_var += rec_var(&b->recs[i]);
     }
+  for (size_t s = 0; s < b->nsums; s++) {
+    mlprof__mem_site *x = &ss[base + s];
+    x->alloc_bytes = sat_add(x->alloc_bytes, b->sums[s].weight);
+    x->alloc_count = sat_add(x->alloc_count, b->sums[s].count);
+    x->alloc_var += b->sums[s].var;
+  }
   /* Step after step: the series over the marks this process made. */
   if (series && r.cols) {
     /* The marks after the last record left no column. */
@@ -654,7 +719,7 @@ out:
   free(r.zlive);
   free(r.var);
   free(r.zvar);
-  b->nrecs = b->nkeys = b->nmarks = 0;
+  b->nrecs = b->nkeys = b->nmarks = b->nsums = 0;
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
@@ -731,6 +796,7 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->zlens);
   free(b->recs);
   free(b->keys);
+  free(b->sums);
   free(b->marks);
   stacks_clear(b);
   free(b->funcs);

@@ -68,7 +68,7 @@ typedef struct {
 typedef struct {
   size_t proc;
   uint64_t pid;
-  uint64_t allocs, frees; /* records read */
+  uint64_t allocs, frees; /* recorded (a folded sum counts each of its) */
   int exact;              /* every record's weight is its size */
   uint64_t alloc_bytes, freed_bytes, live_end;
   uint64_t peak, peak_t; /* the most live at once, and when (ns) */

@@ -432,6 +432,10 @@ static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   return add_mem(ud, t, addr, 0);
 }
 
+/* Folded allocations (allocated and freed within one flush: docs/memory.md)
+ * are not read: they add nothing to the live bytes at any flush, nor at the
+ * peaks, whose allocations the writer keeps one by one. */
+
 static int mem_by_time(const void *x, const void *y) {
   const mem_rec *a = x, *b = y;
   if (a->t != b->t) return a->t < b->t ? -1 : 1;

@@ -471,7 +471,8 @@ static const mlprof__pq_column alloc_cols[] = {
     {"address", MLPROF__PQ_INT64, 0, 0},
     {"zone", MLPROF__PQ_STRING, 1, 1},
     {"stack", MLPROF__PQ_INT64, 1, 0},
-    {"step", MLPROF__PQ_INT64, 1, 0}};
+    {"step", MLPROF__PQ_INT64, 1, 0},
+    {"count", MLPROF__PQ_INT64, 0, 0}};
 
 static const mlprof__pq_column ssample_cols[] = {
     PROCESS_COLUMNS,
@@ -818,8 +819,9 @@ static int v_sample(void *ud, const mlprof__sample_row *row) {
 /* ---- allocations and stack samples (streamed) -------------------------------
  */
 
-static int v_alloc(void *ud, const mlprof__alloc *a) {
-  pq_pass *s = ud;
+/* One row: an allocation (count 1), or a site's allocations made and freed
+ * within one flush (address 0). */
+static int alloc_row(pq_pass *s, const mlprof__alloc *a, uint64_t count) {
   mlprof__pq *w = s->allocs.w;
   uint64_t t = mlprof__job_time(s->p, a->t);
   put_proc(s, w);
@@ -833,9 +835,19 @@ static int v_alloc(void *ud, const mlprof__alloc *a) {
   if (a->stack) mlprof__pq_i64(w, C_FIRST + 6, (int64_t)a->stack);
   int64_t step = step_at(s, t);
   if (step >= 0) mlprof__pq_i64(w, C_FIRST + 7, step);
+  mlprof__pq_i64(w, C_FIRST + 8, (int64_t)count);
   int rc = mlprof__pq_row(w);
   if (rc && !s->err) s->err = rc;
   return s->err;
+}
+
+static int v_alloc(void *ud, const mlprof__alloc *a) {
+  return alloc_row(ud, a, 1);
+}
+
+static int v_alloc_sum(void *ud, const mlprof__alloc_sum *u) {
+  mlprof__alloc a = {u->tid, u->t, u->size, u->weight, 0, u->zone, u->stack};
+  return alloc_row(ud, &a, u->count);
 }
 
 static int v_stack_rate(void *ud, uint32_t hz) {
@@ -1146,6 +1158,7 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
                              .open = v_open,
                              .sample = v_sample,
                              .alloc = v_alloc,
+                             .alloc_sum = v_alloc_sum,
                              .stack_rate = v_stack_rate,
                              .stack_func = v_stack_func,
                              .stack_frame = v_stack_frame,

@@ -591,6 +591,23 @@ static int parse_allocs(reader *r, mlprof__cursor *c) {
       if ((uint64_t)t > r->rep->last_ns) r->rep->last_ns = (uint64_t)t;
       if (v->alloc_free)
         rc = v->alloc_free(v->ud, (uint32_t)tid64, (uint64_t)t, addr);
+    } else if (tag == MLPROF__ALLOC_FOLDED) {
+      mlprof__alloc_sum a = {.tid = (uint32_t)tid64};
+      uint64_t zone = mlprof__get_uv(c);
+      a.stack = mlprof__get_uv(c);
+      a.count = mlprof__get_uv(c);
+      a.size = mlprof__get_uv(c);
+      a.weight = mlprof__get_uv(c);
+      a.var = mlprof__get_uv(c);
+      if (c->err) return damage(r, rec, "record cut short");
+      if (!a.count) return damage(r, rec, "folded allocations counting none");
+      if (zone && ((rc = need_name(r, rec, zone, MLPROF__NAME_ZONE)) || r->bad))
+        return rc;
+      if (!step_time(&t, delta)) return damage(r, rec, "time out of range");
+      a.zone = (uint32_t)zone;
+      a.t = (uint64_t)t;
+      if (a.t > r->rep->last_ns) r->rep->last_ns = a.t;
+      if (v->alloc_sum) rc = v->alloc_sum(v->ud, &a);
     } else {
       return damage(r, rec, "unknown allocation record tag %u", tag);
     }

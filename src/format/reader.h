@@ -106,11 +106,12 @@ enum {
 typedef struct {
   uint64_t t; /* ns since the profile's start */
   uint32_t tid;
-  uint32_t stack;       /* a stack_node id, 0: no Python frame */
-  uint32_t flags;       /* MLPROF__SAMPLE_* */
-  uint64_t cpu_ns;      /* CPU time since the thread's previous sample */
-} mlprof__stack_sample; /* A recorded allocation (an ALLOCS chunk, since 1.5).
-                         */
+  uint32_t stack;  /* a stack_node id, 0: no Python frame */
+  uint32_t flags;  /* MLPROF__SAMPLE_* */
+  uint64_t cpu_ns; /* CPU time since the thread's previous sample */
+} mlprof__stack_sample;
+
+/* A recorded allocation (an ALLOCS chunk, since 1.5). */
 typedef struct {
   uint32_t tid;
   uint64_t t;      /* ns since the profile's start */
@@ -120,6 +121,20 @@ typedef struct {
   uint32_t zone;   /* the innermost zone open on tid (a zone name id), or 0 */
   uint64_t stack;  /* a stack id, or 0 */
 } mlprof__alloc;
+
+/* Allocations of one site, made on tid and freed within one flush interval,
+ * counted together (tag 3 of an ALLOCS chunk, since 1.5): count of them
+ * (at least 1), the sums of their sizes and weights (each as
+ * mlprof__alloc's), and var, the sum of weight * (weight - size): the
+ * sampling variance they stand for (docs/memory.md). Sums as the file says
+ * them: a consumer adding them up saturates. */
+typedef struct {
+  uint32_t tid;
+  uint64_t t;     /* the latest free among them */
+  uint32_t zone;  /* as mlprof__alloc's */
+  uint64_t stack; /* as mlprof__alloc's */
+  uint64_t count, size, weight, var;
+} mlprof__alloc_sum;
 
 /* The callbacks, listed once: X(name, (parameters), arguments after ud).
  * The visitor's members, the analysis driver's tee and the filter's
@@ -182,7 +197,9 @@ typedef struct {
    * file recorded with every allocation, of any address) (since 1.5). */      \
   X(alloc, (void *ud, const mlprof__alloc *a), a)                              \
   X(alloc_free, (void *ud, uint32_t tid, uint64_t t, uint64_t addr), tid, t,   \
-    addr)
+    addr)                                                                      \
+  /* Allocations made and freed within one flush, per site (since 1.5). */     \
+  X(alloc_sum, (void *ud, const mlprof__alloc_sum *s), s)
 
 /* Every callback may be NULL. Pointers passed in are valid only during the
  * call. A callback returning non-zero stops the read; mlprof__read_* then

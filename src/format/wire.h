@@ -46,6 +46,9 @@ enum {
 enum {
   MLPROF__ALLOC_ALLOC = 1,
   MLPROF__ALLOC_FREE = 2,
+  /* Allocations of one site made and freed within one flush interval,
+   * counted together (since 1.5, helper sites). */
+  MLPROF__ALLOC_FOLDED = 3,
 };
 
 enum {

@@ -16,6 +16,9 @@
 #define MLPROF__ENV_SAMPLE_MS "MLPROF_SAMPLE_MS" /* 0: no sampling */
 #define MLPROF__ENV_STACKS "MLPROF_STACKS"       /* stack samples/s; off */
 #define MLPROF__ENV_MEMORY "MLPROF_MEMORY"       /* allocations recorded */
+/* 0: sampled allocations freed within a flush are written one by one too
+ * (docs/memory.md, "File growth") */
+#define MLPROF__ENV_MEMORY_FOLD "MLPROF_MEMORY_FOLD"
 /* Why mlprof run found no Python start-up module (said in the profile). */
 #define MLPROF__ENV_PY_MISSING "MLPROF_PY_MISSING"
 /* The Python flags mlprof run passes on (python/mlprof/_startup). */

@@ -18,6 +18,7 @@
 
 #include "../format/wire.h"
 #include "../sample/sample.h"
+#include "fold.h"
 #include "internal.h"
 #include "stack.h"
 
@@ -47,6 +48,10 @@ typedef struct {
     double value;
   } m[MLPROF__ROW_MEASURES];
 } pending_row;
+
+/* Sampled allocation records held for folding in one flush at most (56
+ * bytes each); past it the interval's records are written one by one. */
+#define MAX_HELD_ALLOCS (1u << 18)
 
 /* Rows beyond this many between two flushes are dropped (a stalled disk). */
 #define MAX_PENDING_ROWS 65536
@@ -112,6 +117,17 @@ struct mlprof__writer {
   mlprof__thread *events_thread;
   bytes allocs; /* the ALLOCS payload being built */
   mlprof__thread *allocs_thread;
+  /* Sampled mode: this flush's allocation records, held until every thread
+   * is drained, then folded (fold.h) and written. */
+  int folding;        /* this flush holds them */
+  int fold_off;       /* MLPROF_MEMORY_FOLD=0 */
+  int bypass;         /* this flush wrote allocation records without fold */
+  mlprof__fold *fold; /* made at the first flush, before any record */
+  int fold_made;
+  mlprof__fold_rec *held;
+  size_t nheld, held_cap;
+  mlprof__thread **gone; /* exited threads, freed once their records are */
+  size_t ngone, gone_cap;
   bytes out;    /* whole chunks waiting for write() */
   bytes stacks; /* the STACKS payload being built */
 
@@ -358,27 +374,93 @@ static uint8_t *alloc_record(mlprof__writer *w, mlprof__thread *t, uint8_t tag,
   return p;
 }
 
+static void put_free(mlprof__writer *w, mlprof__thread *t, uint64_t ns,
+                     uint64_t addr) {
+  uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_FREE, ns, 10);
+  if (q) w->allocs.len = (size_t)(mlprof__put_uv(q, addr) - w->allocs.p);
+}
+
+static void put_alloc(mlprof__writer *w, mlprof__thread *t,
+                      const mlprof__fold_rec *r) {
+  uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_ALLOC, r->ns, 50);
+  if (q) {
+    q = mlprof__put_uv(q, r->size);
+    q = mlprof__put_uv(q, r->weight);
+    q = mlprof__put_uv(q, r->addr);
+    q = mlprof__put_uv(q, r->zone);
+    q = mlprof__put_uv(q, r->stack);
+    w->allocs.len = (size_t)(q - w->allocs.p);
+  }
+}
+
+static void put_folded(mlprof__writer *w, mlprof__thread *t,
+                       const mlprof__fold_sum *s) {
+  uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_FOLDED, s->ns, 70);
+  if (q) {
+    q = mlprof__put_uv(q, s->zone);
+    q = mlprof__put_uv(q, s->stack);
+    q = mlprof__put_uv(q, s->count);
+    q = mlprof__put_uv(q, s->size);
+    q = mlprof__put_uv(q, s->weight);
+    q = mlprof__put_uv(q, s->var);
+    w->allocs.len = (size_t)(q - w->allocs.p);
+  }
+}
+
+/* Writes the held records: folded when fold (else f forgets what it
+ * followed), each thread's sums after its records. */
+static void held_flush(mlprof__writer *w, int fold) {
+  const mlprof__fold_sum *sums = NULL;
+  size_t nsums = 0, k = 0;
+  if (fold)
+    mlprof__fold_interval(w->fold, w->held, w->nheld, &sums, &nsums);
+  else
+    mlprof__fold_forget(w->fold);
+  for (size_t i = 0; i < w->nheld; i++) {
+    const mlprof__fold_rec *r = &w->held[i];
+    mlprof__thread *t = r->thread;
+    if (!r->folded && r->size)
+      put_alloc(w, t, r);
+    else if (!r->folded)
+      put_free(w, t, r->ns, r->addr);
+    if (i + 1 == w->nheld || w->held[i + 1].thread != t)
+      for (; k < nsums && sums[k].run <= i; k++) put_folded(w, t, &sums[k]);
+  }
+  allocs_flush(w);
+  w->nheld = 0;
+}
+
+/* Holds an allocation record for folding; 0 when it cannot be (too many:
+ * then those held are written as they are, and so is the rest of this
+ * flush's). */
+static int hold(mlprof__writer *w, const mlprof__fold_rec *r) {
+  if (w->nheld >= MAX_HELD_ALLOCS ||
+      mlprof__grow(&w->held, &w->held_cap, w->nheld + 1, sizeof *w->held)) {
+    held_flush(w, 0);
+    w->folding = 0;
+    return 0;
+  }
+  w->held[w->nheld++] = *r;
+  return 1;
+}
+
 /* An allocation or a free (MLPROF__EV_MEM), attributed to the innermost
  * zone open on t when it was made. */
 static unsigned on_mem(mlprof__writer *w, mlprof__thread *t,
                        const mlprof__ev *e, uint64_t p, uint64_t ns) {
+  mlprof__fold_rec r = {.thread = t, .ns = ns};
+  if (!w->folding) w->bypass = 1;
   if (p & MLPROF__EV_MEM_FREE) {
-    uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_FREE, ns, 10);
-    if (q) w->allocs.len = (size_t)(mlprof__put_uv(q, p >> 4) - w->allocs.p);
+    r.addr = p >> 4;
+    if (!w->folding || !hold(w, &r)) put_free(w, t, ns, r.addr);
     return 1;
   }
-  uint64_t size = p >> 4;
-  uint32_t zone =
-      t->depth && !t->lost_depth ? t->frames[t->depth - 1].site_id : 0;
-  uint8_t *q = alloc_record(w, t, MLPROF__ALLOC_ALLOC, ns, 50);
-  if (q) {
-    q = mlprof__put_uv(q, size);
-    q = mlprof__put_uv(q, mlprof__mem_weight(size));
-    q = mlprof__put_uv(q, e[1].ts);
-    q = mlprof__put_uv(q, zone);
-    q = mlprof__put_uv(q, atomic_load_explicit(&e[1].p, memory_order_relaxed));
-    w->allocs.len = (size_t)(q - w->allocs.p);
-  }
+  r.size = p >> 4;
+  r.weight = mlprof__mem_weight(r.size);
+  r.addr = e[1].ts;
+  r.zone = t->depth && !t->lost_depth ? t->frames[t->depth - 1].site_id : 0;
+  r.stack = atomic_load_explicit(&e[1].p, memory_order_relaxed);
+  if (!w->folding || !hold(w, &r)) put_alloc(w, t, &r);
   return 2;
 }
 
@@ -900,6 +982,15 @@ static void stacks_flush(mlprof__writer *w) {
   }
 }
 
+/* An exited thread whose records are all written. */
+static void thread_gone(mlprof__writer *w, mlprof__thread *t) {
+  /* Zones it left open will never end: record them as open. */
+  emit_open(w, t);
+  w->unmatched_gone += t->unmatched;
+  w->wdropped_gone += t->wdropped;
+  mlprof__thread_free(t);
+}
+
 static void flush_all(mlprof__writer *w) {
   mlprof__timebase_calibrate(&w->tb, mlprof__clock_anchor());
   emit_thread_names(w);
@@ -911,21 +1002,34 @@ static void flush_all(mlprof__writer *w) {
   stacks_flush(w);
   samples_flush(w);
   tracks_flush(w);
+  /* Sampled: the allocation records wait until every thread is drained, so
+   * that a free finds its allocation whichever thread made it. */
+  if (!w->fold_made) {
+    w->fold_made = 1;
+    if (!w->fold_off) w->fold = mlprof__fold_new();
+  }
+  w->folding = w->fold && atomic_load(&mlprof__mem_mode) == MLPROF__MEM_SAMPLED;
+  w->ngone = 0;
   mlprof__thread *t = mlprof__threads_head();
   while (t) {
     mlprof__thread *next = t->next;
     int gone = drain(w, t);
     events_flush(w);
     allocs_flush(w);
-    if (gone) {
-      /* Zones it left open will never end: record them as open. */
-      emit_open(w, t);
-      w->unmatched_gone += t->unmatched;
-      w->wdropped_gone += t->wdropped;
-      mlprof__thread_free(t);
-    }
+    /* A thread whose records are held is freed after them (else at the
+     * next flush, which finds it exited again). */
+    if (gone && !w->folding)
+      thread_gone(w, t);
+    else if (gone && !mlprof__grow(&w->gone, &w->gone_cap, w->ngone + 1,
+                                   sizeof *w->gone))
+      w->gone[w->ngone++] = t;
     t = next;
   }
+  if (w->folding) held_flush(w, 1);
+  /* Every allocation recorded: what the folder followed no longer holds. */
+  if (w->bypass && w->fold) mlprof__fold_forget(w->fold);
+  w->bypass = 0;
+  for (size_t i = 0; i < w->ngone; i++) thread_gone(w, w->gone[i]);
   names_flush(w);
   out_flush(w);
 }
@@ -1164,6 +1268,8 @@ int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
   w->want = path;
   w->cap = cap;
   w->leaf = leaf;
+  const char *fold = mlprof__env(MLPROF__ENV_MEMORY_FOLD);
+  w->fold_off = fold && !strcmp(fold, "0");
   uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
   if (!fh) {
     free(w);
@@ -1285,6 +1391,9 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->names.p);
   free(w->events.p);
   free(w->allocs.p);
+  mlprof__fold_free(w->fold);
+  free(w->held);
+  free(w->gone);
   free(w->stacks.p);
   free(w->out.p);
   free(w->rows);

@@ -54,7 +54,7 @@ extern int mlprof_test_failed;
 #define MLPROF_TEST_GROUPS(X)                                             \
   X(wire) X(record) X(reader) X(stats) X(export) X(sample) X(compare)     \
   X(findings) X(tree) X(prom) X(table) X(diff) X(filter) X(dist) X(lod) \
-  X(pb) X(parquet) X(stack) X(memory) X(flame) X(hot)
+  X(pb) X(parquet) X(stack) X(memory) X(flame) X(hot) X(fold)
 /* clang-format on */
 #define MLPROF__DECLARE_GROUP(g) extern const mlprof_test mlprof_tests_##g[];
 MLPROF_TEST_GROUPS(MLPROF__DECLARE_GROUP)

@@ -150,6 +150,64 @@ static void test_sampling_variance_and_mean(void) {
   mlprof__memory_free(&x.m);
 }
 
+static void sum(mem *x, uint32_t tid, uint64_t t, uint32_t zone, uint64_t stack,
+                uint64_t count, uint64_t size, uint64_t weight, uint64_t var) {
+  mlprof__alloc_sum a = {tid, t, zone, stack, count, size, weight, var};
+  CHECK_EQ(x->v.alloc_sum(x->v.ud, &a), 0);
+}
+
+/* Folded allocations (a site's sum, tag 3): allocated and freed in the
+ * totals, never live; the mean read from a sum of one; sums that would
+ * overflow saturate; a profile holding only sums still has its figures. */
+static void test_folded_sums(void) {
+  mem x;
+  begin(&x);
+  zone(&x, 1, "z");
+  uint64_t w1 = 524338, v1 = w1 * (w1 - 100);
+  alloc(&x, 1, 10, 0x1000, 8u << 20, 8u << 20, 1);
+  sum(&x, 1, 20, 1, 0, 3, 300, 3 * w1, 3 * v1);
+  sum(&x, 2, 25, 0, 0, 1, 100, w1, v1);
+  release(&x, 1, 30, 0x1000);
+  sum(&x, 1, 40, 1, 0, 2, 200, 2 * w1, 2 * v1);
+  finish(&x);
+  const mlprof__memory *m = &x.m;
+  const mlprof__mem_proc *p = &m->procs[0];
+  CHECK_EQ_U64(p->allocs, 7);
+  CHECK_EQ_U64(p->frees, 7);
+  CHECK_EQ_U64(p->alloc_bytes, (8u << 20) + 6 * w1);
+  CHECK_EQ_U64(p->freed_bytes, (8u << 20) + 6 * w1);
+  CHECK_EQ_U64(p->live_end, 0);
+  CHECK_EQ_U64(p->peak, 8u << 20); /* the sums were never live */
+  CHECK(!p->exact);
+  CHECK(fabs(p->mean - 524288) <= 1);
+  const mlprof__mem_zone *z = zone_named(m, "z");
+  CHECK_EQ_U64(z->alloc_count, 6);
+  CHECK_EQ_U64(z->freed_count, 6);
+  CHECK_EQ_U64(z->alloc_bytes, (8u << 20) + 5 * w1);
+  CHECK_EQ_U64(z->peak, 8u << 20);
+  CHECK_EQ(m->nsites, 2);
+  CHECK_EQ_U64(m->sites[0].alloc_bytes, (8u << 20) + 5 * w1);
+  CHECK_EQ_U64(m->sites[0].alloc_count, 6);
+  CHECK(fabs(m->sites[0].alloc_var - 5.0 * (double)v1) < 1e-6 * (double)v1);
+  mlprof__memory_free(&x.m);
+
+  begin(&x);
+  zone(&x, 1, "z");
+  sum(&x, 1, 20, 1, 0, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX);
+  sum(&x, 1, 30, 1, 0, 5, 5, 5, 0);
+  finish(&x);
+  m = &x.m;
+  CHECK_EQ(m->nprocs, 1);
+  CHECK_EQ_U64(m->procs[0].allocs, UINT64_MAX);
+  CHECK_EQ_U64(m->procs[0].alloc_bytes, UINT64_MAX);
+  CHECK_EQ_U64(m->procs[0].freed_bytes, UINT64_MAX);
+  CHECK_EQ_U64(m->procs[0].live_end, 0);
+  CHECK_EQ_U64(m->procs[0].peak, 0);
+  CHECK_EQ_U64(zone_named(m, "z")->alloc_count, UINT64_MAX);
+  CHECK_EQ_U64(m->sites[0].alloc_bytes, UINT64_MAX);
+  mlprof__memory_free(&x.m);
+}
+
 static void test_leak_floor(void) {
   /* 101 marks at 512 KiB: 4 samples with probability 0.95 need a Poisson
    * mean of 7.7537, over 100 steps. */
@@ -421,5 +479,6 @@ const mlprof_test mlprof_tests_memory[] = {
     {"leak_and_cache_over_steps", test_leak_and_cache_over_steps},
     {"sampling_variance_and_mean", test_sampling_variance_and_mean},
     {"leak_floor", test_leak_floor},
+    {"folded_sums", test_folded_sums},
     {"memdiff_verdicts", test_memdiff_verdicts},
     {NULL, NULL}};

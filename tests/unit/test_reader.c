@@ -1710,8 +1710,97 @@ static void test_stacks_chunk(void) {
   free(got.d);
 }
 
+static int log_alloc(void *ud, const mlprof__alloc *a) {
+  char line[128];
+  int n = snprintf(line, sizeof line, "A%llu %u %llu %llu %llx %u %llu\n",
+                   (unsigned long long)a->t, (unsigned)a->tid,
+                   (unsigned long long)a->size, (unsigned long long)a->weight,
+                   (unsigned long long)a->addr, (unsigned)a->zone,
+                   (unsigned long long)a->stack);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_afree(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  char line[64];
+  int n = snprintf(line, sizeof line, "D%llu %u %llx\n", (unsigned long long)t,
+                   (unsigned)tid, (unsigned long long)addr);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+static int log_asum(void *ud, const mlprof__alloc_sum *a) {
+  char line[160];
+  int n = snprintf(line, sizeof line, "U%llu %u %u %llu %llu %llu %llu %llu\n",
+                   (unsigned long long)a->t, (unsigned)a->tid,
+                   (unsigned)a->zone, (unsigned long long)a->stack,
+                   (unsigned long long)a->count, (unsigned long long)a->size,
+                   (unsigned long long)a->weight, (unsigned long long)a->var);
+  put(ud, line, (size_t)n);
+  return 0;
+}
+
+/* ALLOCS (since 1.5): an allocation, a site's folded allocations (tag 3,
+ * the largest sums a file can say among them), a free; then damaged
+ * chunks: folded allocations counting none, naming a counter as their
+ * zone, cut short, and an unknown tag. */
+static void test_allocs_chunk(void) {
+  buf f = {0}, p = {0}, got = {0};
+  profile_start(&f);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_ALLOC), put_sv(&p, 10);
+  put_uv(&p, 4096), put_uv(&p, 524288), put_uv(&p, 0x7f00), put_uv(&p, 1);
+  put_uv(&p, 3);
+  put_u8(&p, MLPROF__ALLOC_FOLDED), put_sv(&p, 5);
+  put_uv(&p, 1), put_uv(&p, 4), put_uv(&p, 12), put_uv(&p, 8400);
+  put_uv(&p, 6295200), put_uv(&p, 3300000000000);
+  put_u8(&p, MLPROF__ALLOC_FOLDED), put_sv(&p, -3);
+  put_uv(&p, 0), put_uv(&p, 0), put_uv(&p, UINT64_MAX);
+  put_uv(&p, UINT64_MAX), put_uv(&p, UINT64_MAX), put_uv(&p, UINT64_MAX);
+  put_u8(&p, MLPROF__ALLOC_FREE), put_sv(&p, 8), put_uv(&p, 0x7f00);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_FOLDED), put_sv(&p, 5);
+  put_uv(&p, 1), put_uv(&p, 4), put_uv(&p, 0), put_uv(&p, 0);
+  put_uv(&p, 0), put_uv(&p, 0);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_FOLDED), put_sv(&p, 5);
+  put_uv(&p, 2), put_uv(&p, 4), put_uv(&p, 1), put_uv(&p, 10);
+  put_uv(&p, 10), put_uv(&p, 0);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, MLPROF__ALLOC_FOLDED), put_sv(&p, 5);
+  put_uv(&p, 1), put_uv(&p, 4), put_uv(&p, 1), put_uv(&p, 10);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  put_uv(&p, 7), put_uv(&p, 1000);
+  put_u8(&p, 4), put_sv(&p, 5), put_uv(&p, 1);
+  chunk(&f, MLPROF__CHUNK_ALLOCS, &p);
+  mlprof__visitor v = {.ud = &got,
+                       .alloc = log_alloc,
+                       .alloc_free = log_afree,
+                       .alloc_sum = log_asum};
+  mlprof__read_report rep;
+  int rc = mlprof__read_mem(f.d, f.n, &v, &rep, NULL, 0);
+  put(&got, "", 1);
+  CHECK_EQ(rc, 0);
+  CHECK_STR((char *)got.d,
+            "A1010 7 4096 524288 7f00 1 3\n"
+            "U1015 7 1 4 12 8400 6295200 3300000000000\n"
+            "U1012 7 0 0 18446744073709551615 18446744073709551615 "
+            "18446744073709551615 18446744073709551615\n"
+            "D1020 7 7f00\n");
+  CHECK_EQ_U64(rep.damaged_chunks, 4);
+  CHECK(strstr(rep.problem, "counting none") != NULL);
+  CHECK_EQ_U64(rep.last_ns, 1020);
+  free(f.d);
+  free(p.d);
+  free(got.d);
+}
+
 const mlprof_test mlprof_tests_reader[] = {
     {"round_trip", test_round_trip},
+    {"allocs_chunk", test_allocs_chunk},
     {"stacks_chunk", test_stacks_chunk},
     {"null_visitor_and_report", test_null_visitor_and_report},
     {"truncated_tail", test_truncated_tail},
