@@ -219,7 +219,7 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
     mlprof__out_printf(o,
                        "  pid %" PRIu64
                        ": peak %s live at %s; %s allocated "
-                       "(%" PRIu64 " records); %s live at the end\n",
+                       "(%" PRIu64 " recorded); %s live at the end\n",
                        p->pid, peak, at, alloc, p->allocs, live);
   }
   for (size_t i = 0; i < m->nprocs; i++) leak_floor_line(&m->procs[i], o);

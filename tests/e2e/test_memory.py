@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -117,6 +118,52 @@ def test_sampled_estimates_within_statistical_bounds(tmp_path):
         assert abs(got - sum(ss)) <= 4 * sigma + 1, (name, got, sum(ss), sigma)
     # Far fewer records than allocations.
     assert z["gamma"]["count"] < 400
+
+
+def allocs_bytes(out):
+    """Bytes of the ALLOCS chunks (type 11: the allocation records) in the
+    profile of alloc_known in run directory out."""
+    [path] = [p for p in out.iterdir() if p.name.startswith("alloc_known")]
+    data = path.read_bytes()
+    at, n = 16, 0  # the file header, then chunks with a 16-byte header
+    while at + 16 <= len(data):
+        kind, size = struct.unpack_from("<H2xI", data, at + 4)
+        n += (16 + size) if kind == 11 else 0
+        at += 16 + size
+    return n
+
+
+def test_sampled_file_grows_with_sites_not_allocations(tmp_path):
+    """Sampled allocations freed within a flush are folded into per-site
+    sums (docs/memory.md, "File growth"): running a steady loop twice as
+    long adds a small part of what one record per sample adds
+    (MLPROF_MEMORY_FOLD=0), and the totals are the same estimates."""
+    mean, grown, totals = 16384, {}, {}
+    for fold in ("1", "0"):
+        for steps in (50, 100):
+            out = tmp_path / f"fold{fold}-{steps}"
+            mlprof("run", "-q", f"--memory=sampled:{mean}", "--flush-ms", "20",
+                   "-o", out, "--", program("alloc_known"), "work", 1, steps,
+                   2, env=dict(os.environ, MLPROF_MEMORY_FOLD=fold))
+            grown[fold, steps] = allocs_bytes(out)
+            totals[fold, steps] = zones(report_json(out))
+    folded = grown["1", 100] - grown["1", 50]
+    whole = grown["0", 100] - grown["0", 50]
+    # 50 more steps of about 60 samples each: some 80 kB one by one.
+    assert whole > 50000, grown
+    assert folded < 0.1 * whole, grown
+    # Each zone's bytes: within the sampling error of what was asked.
+    asked = {"fwd": [16384] * 64, "grow": [131072] * 8, "small": [100] * 2000}
+    for (fold, steps), z in totals.items():
+        for name, ss in asked.items():
+            sigma = sampled_sigma(ss * steps, mean)
+            got = z[name]["allocated_bytes"]
+            assert abs(got - sum(ss) * steps) <= 4 * sigma, (fold, name, got)
+            assert z[name]["freed_bytes"] == got
+        # Held to the step's end: each step's 8 blocks, never more at once
+        # (each sampled with probability 0.99966, weighing a little more).
+        w = int(131072 / -math.expm1(-131072 / mean) + 0.5)
+        assert z["grow"]["peak_bytes"] == 8 * w, (fold, z["grow"])
 
 
 def test_default_is_sampled_and_off_records_nothing(tmp_path):

@@ -309,7 +309,8 @@ SCHEMA = {
         ("thread", pa.int64(), False), ("time_ns", pa.int64(), False),
         ("size", pa.int64(), False), ("weight", pa.int64(), False),
         ("address", pa.int64(), False), ("zone", pa.string(), True),
-        ("stack", pa.int64(), True), ("step", pa.int64(), True)],
+        ("stack", pa.int64(), True), ("step", pa.int64(), True),
+        ("count", pa.int64(), False)],
     "stack_samples": [
         ("process", pa.string(), False), ("pid", pa.int64(), False),
         ("rank", pa.int64(), True), ("host", pa.string(), False),
@@ -687,6 +688,29 @@ def python_run(tmp_path_factory):
     return out, tables
 
 
+def test_folded_allocations_are_rows_with_their_count(tmp_path):
+    """Sampled, the allocations freed within a flush are one row per site
+    and flush (address 0, count: how many): the sums still give the
+    report's allocations and bytes."""
+    run, out = tmp_path / "run", tmp_path / "tables"
+    mlprof("run", "-q", "--memory=sampled:16384", "--flush-ms", "20", "-o",
+           run, "--", program("alloc_known"), "work", 1, 40, 2)
+    mlprof("export", run, "-o", out)
+    mem = report_json(run)["memory"]
+    c = con(str(out))
+    got = {pid: (n, b) for pid, n, b in c.execute(
+        "select pid, sum(count), sum(weight) from allocations group by pid"
+    ).fetchall()}
+    want = {p["pid"]: (p["allocs"], p["allocated_bytes"])
+            for p in mem["processes"] if p["allocs"]}
+    assert want and got == want
+    folded, n = c.execute("select count(*), sum(count) from allocations "
+                          "where count > 1").fetchone()
+    assert folded > 0 and n > 2 * folded
+    assert c.execute("select count(*) from allocations where count > 1 "
+                     "and address != 0").fetchone()[0] == 0
+
+
 def test_memory_and_stack_tables_equal_the_report(python_run):
     run, out = python_run
     rep = report_json(run)
@@ -694,7 +718,7 @@ def test_memory_and_stack_tables_equal_the_report(python_run):
     c = con(out)
     # allocations: per process, the records and their bytes.
     got = {pid: (n, b) for pid, n, b in c.execute(
-        "select pid, count(*), sum(weight) from allocations group by pid"
+        "select pid, sum(count), sum(weight) from allocations group by pid"
     ).fetchall()}
     want = {p["pid"]: (p["allocs"], p["allocated_bytes"])
             for p in mem["processes"] if p["allocs"]}

@@ -4,8 +4,9 @@
  *   alloc_known signal     allocates in a signal handler meanwhile
  *   alloc_known fork       a child allocates 3 MiB in zone "child" too
  *   alloc_known kill MS    steps of 1 MiB leaked, then SIGKILL after MS ms
- *   alloc_known work F [N] N steps (40) of a steady loop, zone "grow"
- *                          allocating F times 1 MiB a step (for diff)
+ *   alloc_known work F [N [MS]]  N steps (40) of a steady loop, zone
+ *                          "grow" allocating F times 1 MiB a step (for
+ *                          diff); a nap of MS ms after each step (0)
  *   alloc_known leak B N   N steps, each keeping B bytes in 64-byte blocks
  *                          in zone "drip" (the least leak the report sees)
  *   alloc_known clone N    N children made by a raw clone system call (no
@@ -123,7 +124,7 @@ static void zones(void) {
 /* A steady loop, the same every step but for zone "grow": "fwd" 64 x
  * 16 KiB and "grow" f x 8 x 128 KiB held to the step's end; "small" 2000
  * x 100 bytes freed at once; "cache" 4 MiB kept from the first step. */
-static void work(int f, int steps) {
+static void work(int f, int steps, long ms) {
   static void *fwd[64], *grow[8 * 16];
   if (f < 1 || f > 16) f = 1;
   for (int s = 0; s < steps; s++) {
@@ -144,6 +145,8 @@ static void work(int f, int steps) {
     mlprof_zone_end();
     for (int i = 0; i < 64; i++) free(fwd[i]);
     for (int i = 0; i < 8 * f; i++) free(grow[i]);
+    struct timespec nap = {ms / 1000, ms % 1000 * 1000000};
+    if (ms > 0) nanosleep(&nap, NULL);
   }
   mlprof_step();
 }
@@ -229,7 +232,8 @@ int main(int argc, char **argv) {
     int rc = clones(argc > 2 ? atoi(argv[2]) : 200);
     if (rc) return rc;
   } else if (!strcmp(what, "work")) {
-    work(argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 40);
+    work(argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 40,
+         argc > 4 ? atol(argv[4]) : 0);
   } else if (!strcmp(what, "leak")) {
     long bytes = argc > 2 ? atol(argv[2]) : 65536;
     int steps = argc > 3 ? atoi(argv[3]) : 100;
