@@ -49,8 +49,9 @@ typedef struct {
   } m[MLPROF__ROW_MEASURES];
 } pending_row;
 
-/* Sampled allocation records held for folding in one flush at most (56
- * bytes each); past it the interval's records are written one by one. */
+/* Sampled allocation records held for folding in one flush at most (64
+ * bytes each, and about as much again while folding); past it the
+ * interval's records are written one by one. */
 #define MAX_HELD_ALLOCS (1u << 18)
 
 /* Rows beyond this many between two flushes are dropped (a stalled disk). */
