@@ -41,12 +41,6 @@ typedef struct {
                          live rose to high; 0: none */
 } watch;
 
-typedef struct {
-  uint32_t run, zone;
-  uint64_t stack;
-  uint32_t i;
-} sum_key;
-
 struct mlprof__fold {
   block *b; /* open addressing, linear probing, cap a power of two */
   size_t cap, n;
@@ -61,8 +55,7 @@ struct mlprof__fold {
    * watches' highs are the file's: since the file began, or since the last
    * forget with nothing live in it. */
   int unknown;
-  sum_key *keys;
-  size_t keys_cap;
+  mlprof__map six; /* a site's zone << 32 | stack -> its sum's index */
   mlprof__fold_sum *sums;
   size_t sums_cap;
 };
@@ -84,7 +77,7 @@ void mlprof__fold_free(mlprof__fold *f) {
   free(f->pos);
   free(f->w);
   mlprof__map_clear(&f->zix);
-  free(f->keys);
+  mlprof__map_clear(&f->six);
   free(f->sums);
   free(f);
 }
@@ -165,14 +158,6 @@ static block *put(mlprof__fold *f, uint64_t addr) {
 static int cmp_ns(const void *x, const void *y) {
   const by_ns *a = x, *b = y;
   if (a->ns != b->ns) return a->ns < b->ns ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int cmp_key(const void *x, const void *y) {
-  const sum_key *a = x, *b = y;
-  if (a->run != b->run) return a->run < b->run ? -1 : 1;
-  if (a->zone != b->zone) return a->zone < b->zone ? -1 : 1;
-  if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
   return a->i < b->i ? -1 : a->i > b->i;
 }
 
@@ -259,44 +244,48 @@ int mlprof__fold_interval(mlprof__fold *f, mlprof__fold_rec *r, size_t n,
       mlprof__grow(&f->order, &f->order_cap, n, sizeof *f->order) ||
       mlprof__grow(&f->pos, &f->pos_cap, n, sizeof *f->pos))
     goto fail;
-  for (size_t i = 0; i < n; i++) f->order[i] = (by_ns){r[i].ns, (uint32_t)i};
-  mlprof__sort(f->order, n, sizeof *f->order, cmp_ns);
+  int sorted = 1; /* one thread's records are: no need to sort */
+  for (size_t i = 0; i < n; i++) {
+    f->order[i] = (by_ns){r[i].ns, (uint32_t)i};
+    sorted &= !i || r[i].ns >= r[i - 1].ns;
+  }
+  if (!sorted) mlprof__sort(f->order, n, sizeof *f->order, cmp_ns);
   if (replay(f, r, n)) goto fail;
   /* Blocks allocated here and still live are earlier intervals' now. */
   for (size_t i = 0; i < n; i++) {
     block *b = r[i].size ? find(f, r[i].addr) : NULL;
     if (b && b->pos == f->pos[i] + 1) b->pos = 0;
   }
-  /* The pairs not live at a highest point fold, summed per run and site. */
-  size_t nk = 0;
+  /* The pairs not live at a highest point fold, summed per run and site
+   * (sums in run order, as the records). */
+  size_t ns = 0;
   uint32_t run = 0;
   for (size_t i = 0; i < n; i++) {
     if (i && r[i].thread != r[i - 1].thread) run = (uint32_t)i;
-    uint32_t j = r[i].partner;
-    if (!r[i].size || j == MLPROF__FOLD_NONE) continue;
-    uint32_t a = f->pos[i], b = f->pos[j];
-    uint32_t zk = mlprof__map_get(&f->zix, r[i].zone);
+    mlprof__fold_rec *e = &r[i];
+    /* Stack ids are 32-bit: a larger one would not fit the site's key. */
+    if (!e->size || e->partner == MLPROF__FOLD_NONE || e->stack > UINT32_MAX)
+      continue;
+    mlprof__fold_rec *fr = &r[e->partner];
+    uint32_t a = f->pos[i], b = f->pos[e->partner];
+    uint32_t zk = mlprof__map_get(&f->zix, e->zone);
     if (live_at(f->w[0].at, a, b) ||
         (zk != MLPROF__NONE && live_at(f->w[zk].at, a, b)))
       continue;
-    if (mlprof__grow(&f->keys, &f->keys_cap, nk + 1, sizeof *f->keys))
-      goto fail;
-    f->keys[nk++] = (sum_key){run, r[i].zone, r[i].stack, (uint32_t)i};
-  }
-  if (nk && mlprof__grow(&f->sums, &f->sums_cap, nk, sizeof *f->sums))
-    goto fail;
-  mlprof__sort(f->keys, nk, sizeof *f->keys, cmp_key);
-  size_t ns = 0;
-  for (size_t k = 0; k < nk; k++) {
-    const sum_key *key = &f->keys[k];
-    mlprof__fold_rec *e = &r[key->i], *fr = &r[e->partner];
-    mlprof__fold_sum *s = &f->sums[ns - (ns > 0)];
-    if (!ns || s->run != key->run || s->zone != key->zone ||
-        s->stack != key->stack) {
-      s = &f->sums[ns++];
-      *s = (mlprof__fold_sum){
-          .run = key->run, .zone = key->zone, .stack = key->stack};
+    uint64_t key = (uint64_t)e->zone << 32 | e->stack;
+    uint32_t k = mlprof__map_get(&f->six, key);
+    /* The map keeps every site met: an index of an earlier run or interval
+     * is not this run's sum. */
+    if (k == MLPROF__NONE || k >= ns || f->sums[k].run != run ||
+        f->sums[k].zone != e->zone || f->sums[k].stack != e->stack) {
+      if (mlprof__grow(&f->sums, &f->sums_cap, ns + 1, sizeof *f->sums) ||
+          mlprof__map_put(&f->six, key, (uint32_t)ns))
+        goto fail;
+      k = (uint32_t)ns++;
+      f->sums[k] =
+          (mlprof__fold_sum){.run = run, .zone = e->zone, .stack = e->stack};
     }
+    mlprof__fold_sum *s = &f->sums[k];
     double v = e->weight > e->size
                    ? (double)e->weight * (double)(e->weight - e->size)
                    : 0;
