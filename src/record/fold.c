@@ -232,6 +232,7 @@ static int replay(mlprof__fold *f, mlprof__fold_rec *r, size_t n) {
 }
 
 int mlprof__fold_interval(mlprof__fold *f, mlprof__fold_rec *r, size_t n,
+                          uint64_t lo, uint64_t hi,
                           const mlprof__fold_sum **sums, size_t *nsums) {
   *sums = NULL;
   *nsums = 0;
@@ -267,6 +268,7 @@ int mlprof__fold_interval(mlprof__fold *f, mlprof__fold_rec *r, size_t n,
     if (!e->size || e->partner == MLPROF__FOLD_NONE || e->stack > UINT32_MAX)
       continue;
     mlprof__fold_rec *fr = &r[e->partner];
+    if (e->ns <= lo || fr->ns >= hi) continue;
     uint32_t a = f->pos[i], b = f->pos[e->partner];
     uint32_t zk = mlprof__map_get(&f->zix, e->zone);
     if (live_at(f->w[0].at, a, b) ||

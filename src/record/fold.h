@@ -62,12 +62,17 @@ void mlprof__fold_forget(mlprof__fold *f);
  * was live when the live bytes of the process, or of its zone, first
  * reached their highest of the interval, above their highest so far in the
  * file (any highest of the interval, once f forgot or could not follow a
- * block: then it cannot know the file's). Then *sums, *nsums (f's, valid
+ * block: then it cannot know the file's). Only a pair made after lo and
+ * freed before hi (ns) folds: the caller has every record of that stretch,
+ * whichever thread made it (the writer drains one thread after another,
+ * which record on meanwhile), so no record of its address between the two
+ * is in another interval. Then *sums, *nsums (f's, valid
  * until the next call) hold the folded allocations per thread run and site,
  * in run order. Blocks allocated and not freed are followed into the next
  * intervals (at most 262144). Returns 0, or MLPROF_ENOMEM with nothing
  * folded (the records are then written one by one; f has forgotten). */
 int mlprof__fold_interval(mlprof__fold *f, mlprof__fold_rec *r, size_t n,
+                          uint64_t lo, uint64_t hi,
                           const mlprof__fold_sum **sums, size_t *nsums);
 
 #endif

@@ -125,6 +125,9 @@ struct mlprof__writer {
   int bypass;         /* this flush wrote allocation records without fold */
   mlprof__fold *fold; /* made at the first flush, before any record */
   int fold_made;
+  /* Raw times: the last drain of every thread began, and the one before
+   * ended. Between the two the held records are all there are. */
+  uint64_t drain_begin, drain_end;
   mlprof__fold_rec *held;
   size_t nheld, held_cap;
   mlprof__thread **gone; /* exited threads, freed once their records are */
@@ -414,7 +417,9 @@ static void held_flush(mlprof__writer *w, int fold) {
   const mlprof__fold_sum *sums = NULL;
   size_t nsums = 0, k = 0;
   if (fold)
-    mlprof__fold_interval(w->fold, w->held, w->nheld, &sums, &nsums);
+    mlprof__fold_interval(
+        w->fold, w->held, w->nheld, mlprof__timebase_ns(&w->tb, w->drain_end),
+        mlprof__timebase_ns(&w->tb, w->drain_begin), &sums, &nsums);
   else
     mlprof__fold_forget(w->fold);
   for (size_t i = 0; i < w->nheld; i++) {
@@ -1011,6 +1016,7 @@ static void flush_all(mlprof__writer *w) {
   }
   w->folding = w->fold && atomic_load(&mlprof__mem_mode) == MLPROF__MEM_SAMPLED;
   w->ngone = 0;
+  w->drain_begin = mlprof__now();
   mlprof__thread *t = mlprof__threads_head();
   while (t) {
     mlprof__thread *next = t->next;
@@ -1026,7 +1032,9 @@ static void flush_all(mlprof__writer *w) {
       w->gone[w->ngone++] = t;
     t = next;
   }
+  uint64_t drained = mlprof__now();
   if (w->folding) held_flush(w, 1);
+  w->drain_end = drained;
   /* Every allocation recorded: what the folder followed no longer holds. */
   if (w->bypass && w->fold) mlprof__fold_forget(w->fold);
   w->bypass = 0;
