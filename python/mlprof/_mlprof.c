@@ -77,6 +77,11 @@ static struct {
 #undef API_FIELD
 } api;
 
+/* mlprof_track_allocs of the library in use, NULL in one older than 1.5's
+ * (resolved apart from the api table, which a missing symbol fails). */
+static int (*track_allocs_fn)(const char *, const char *, const mlprof_alloc *,
+                              size_t);
+
 /* The library's _exit, which flushes and finishes the profile before it
  * ends the process (src/intercept/exec.c); NULL where the process's _exit
  * is already that one (the library preloaded, or linked into the program). */
@@ -120,6 +125,8 @@ static int api_setup(void) {
   memcpy(&api.name, &fn, sizeof fn);
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
+  void *ta = dlsym(h, "mlprof_track_allocs");
+  if (ta) memcpy(&track_allocs_fn, &ta, sizeof ta);
   stacks_walker = mlprof_stacks_register(h, &stacks_fork_child);
   Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
@@ -1160,6 +1167,129 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   return PyLong_FromSize_t(n);
 }
 
+/* A frame's string as UTF-8 owned by the frame's tuple (surrogates
+ * replaced: kept in keep); NULL with an exception set. */
+static const char *frame_str(PyObject *o, PyObject *keep) {
+  if (!PyUnicode_Check(o)) {
+    PyErr_SetString(PyExc_TypeError, "a frame's file and name must be str");
+    return NULL;
+  }
+  const char *s = PyUnicode_AsUTF8(o);
+  if (s) return s;
+  PyErr_Clear();
+  PyObject *b = PyUnicode_AsEncodedString(o, "utf-8", "replace");
+  if (!b) return NULL;
+  int bad = PyList_Append(keep, b);
+  Py_DECREF(b);
+  return bad ? NULL : PyBytes_AS_STRING(b);
+}
+
+/* track_allocs(track, zone, stacks, allocs) -> int: allocations measured
+ * elsewhere (mlprof_track_allocs), on the track named `track`, in zone
+ * `zone`. stacks: a sequence of stacks, each a sequence of (file, line,
+ * name) frames, innermost first; allocs: (time_ns, address, size,
+ * stack) tuples, CLOCK_MONOTONIC ns, size 0 for a free, stack an index in
+ * stacks or -1. Returns the records handed over. */
+static PyObject *mod_track_allocs(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *trackobj, *zoneobj, *stacks_in, *allocs_in;
+  if (!PyArg_ParseTuple(args, "OOOO:track_allocs", &trackobj, &zoneobj,
+                        &stacks_in, &allocs_in))
+    return NULL;
+  if (!track_allocs_fn) {
+    PyErr_SetString(ErrorObject,
+                    "the libmlprof in this process has no "
+                    "mlprof_track_allocs (older than 1.5?)");
+    return NULL;
+  }
+  PyObject *tkeep = NULL, *zkeep = NULL, *keep = NULL, *stacks = NULL,
+           *items = NULL;
+  mlprof_frame **fr = NULL;
+  size_t *nfr = NULL, ns = 0, n = 0;
+  mlprof_alloc *a = NULL;
+  int rc = 0, bad = 1;
+  const char *track = c_name(trackobj, "track name", &tkeep);
+  const char *zone = track ? c_name(zoneobj, "zone name", &zkeep) : NULL;
+  if (!zone || !(keep = PyList_New(0)) ||
+      !(stacks = PySequence_Tuple(stacks_in)) ||
+      !(items = PySequence_Tuple(allocs_in)))
+    goto out;
+  ns = (size_t)PyTuple_GET_SIZE(stacks);
+  n = (size_t)PyTuple_GET_SIZE(items);
+  fr = PyMem_Calloc(ns ? ns : 1, sizeof *fr);
+  nfr = PyMem_Calloc(ns ? ns : 1, sizeof *nfr);
+  a = PyMem_Calloc(n ? n : 1, sizeof *a);
+  if (!fr || !nfr || !a) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (size_t i = 0; i < ns; i++) {
+    PyObject *st = PySequence_Tuple(PyTuple_GET_ITEM(stacks, i));
+    if (!st || PyList_Append(keep, st) < 0) {
+      Py_XDECREF(st);
+      goto out;
+    }
+    Py_DECREF(st); /* keep holds it */
+    size_t k = (size_t)PyTuple_GET_SIZE(st);
+    if (!(fr[i] = PyMem_Calloc(k ? k : 1, sizeof **fr))) {
+      PyErr_NoMemory();
+      goto out;
+    }
+    nfr[i] = k;
+    for (size_t j = 0; j < k; j++) {
+      PyObject *f = PyTuple_GET_ITEM(st, j);
+      if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "stack %zu, frame %zu: want (file, line, name)", i, j);
+        goto out;
+      }
+      fr[i][j].file = frame_str(PyTuple_GET_ITEM(f, 0), keep);
+      fr[i][j].function =
+          fr[i][j].file ? frame_str(PyTuple_GET_ITEM(f, 2), keep) : NULL;
+      if (!fr[i][j].function) goto out;
+      unsigned long line = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(f, 1));
+      if (PyErr_Occurred()) goto out;
+      fr[i][j].line = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    PyObject *t = PyTuple_GET_ITEM(items, i);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+      PyErr_Format(PyExc_TypeError,
+                   "allocation %zu: want (time_ns, address, size, stack)", i);
+      goto out;
+    }
+    a[i].time_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 0));
+    a[i].address = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 1));
+    a[i].size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
+    long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    if (PyErr_Occurred()) goto out;
+    if (k >= 0) {
+      if ((size_t)k >= ns) {
+        PyErr_Format(PyExc_ValueError, "allocation %zu: no stack %lld", i, k);
+        goto out;
+      }
+      a[i].frames = fr[k];
+      a[i].nframes = nfr[k];
+    }
+  }
+  bad = 0;
+  Py_BEGIN_ALLOW_THREADS rc = track_allocs_fn(track, zone, a, n);
+  Py_END_ALLOW_THREADS out : if (fr) for (size_t i = 0; i < ns; i++)
+                                 PyMem_Free(fr[i]);
+  PyMem_Free(fr);
+  PyMem_Free(nfr);
+  PyMem_Free(a);
+  Py_XDECREF(items);
+  Py_XDECREF(stacks);
+  Py_XDECREF(keep);
+  Py_XDECREF(zkeep);
+  Py_XDECREF(tkeep);
+  if (bad) return NULL;
+  if (rc) return raise_mlprof(rc, "track_allocs");
+  return PyLong_FromSize_t(n);
+}
+
 /* A PyArg "O&" converter: a count, an int in [0, 2^64) (ValueError or
  * OverflowError otherwise, not a silent wrap). */
 static int count_arg(PyObject *o, void *out) {
@@ -1831,6 +1961,11 @@ static PyMethodDef module_methods[] = {
      "track_spans(track, spans) -> int: records spans measured elsewhere on "
      "a track;\nspans are (name, category, begin_ns, end_ns[, unit, units]) "
      "tuples, CLOCK_MONOTONIC ns."},
+    {"track_allocs", mod_track_allocs, METH_VARARGS,
+     "track_allocs(track, zone, stacks, allocs) -> int: records allocations "
+     "measured elsewhere;\nstacks: sequences of (file, line, name) frames, "
+     "innermost first; allocs: (time_ns, address, size, stack index or -1) "
+     "tuples, CLOCK_MONOTONIC ns, size 0 for a free."},
     {"lines_record", mod_lines_record, METH_VARARGS,
      "lines_record(function, file, first_line, rows): a function's line "
      "timings\ninto the profile; rows are (line, hits, total_ns, "

@@ -25,7 +25,8 @@ import sys
 from . import Error
 
 __all__ = ["SnapshotError", "load", "analyze", "format_text", "main",
-           "MAX_BYTES", "history_start", "HISTORY_ENV"]
+           "MAX_BYTES", "history_start", "HISTORY_ENV", "record",
+           "profile_records"]
 
 MAX_BYTES = 1 << 30   # default cap on the file read
 FRAMES_LOOKED_AT = 64  # per allocation: a site is its first program frames
@@ -482,11 +483,140 @@ def history_start(torch, profile_path, environ=os.environ):
     path = profile_path + ".cuda-memory.pickle"
 
     def dump():
+        # What torch's _dump_snapshot does, with the snapshot taken once:
+        # written beside the profile, then brought into it.
         try:
-            mem._dump_snapshot(path)
+            snap = mem._snapshot()
+        except Exception:
+            return  # the program's exit is never disturbed
+        try:
+            with open(path, "wb") as f:
+                pickle.dump(snap, f)
+        except Exception:
+            pass
+        try:
+            record(snap)
+        except Exception:
+            pass
+        try:
             mem._record_memory_history(None)
         except Exception:
-            pass  # the program's exit is never disturbed
+            pass
     import atexit
     atexit.register(dump)
     return path, "recording"
+
+
+# ---- into the profile ------------------------------------------------------
+
+TRACK = "CUDA memory"  # the track of device N: "CUDA memory cuda:N"
+# time_us of torch's entries is Unix time in µs; a value before this one
+# (2001) is not, and the entries are then placed at the moment of recording.
+_UNIX_US_MIN = 10 ** 15
+
+
+def _program_frames(frames):
+    """The frames of an allocation kept in the profile, innermost first:
+    its Python frames (torch's C++ frames left out: a site names Python
+    lines), or, with none, its first frames past the allocator's own."""
+    kept = [f for f in frames
+            if not any(o in f[2] for o in _OMIT_NAMES)
+            and not any(o in f[0] for o in _OMIT_FILES)]
+    py = [f for f in kept if f[0].endswith(".py") or f[0][:1] == "<"]
+    return tuple(py) if py else tuple(kept[:SITE_FRAMES])
+
+
+def profile_records(snap, now_mono_ns, now_unix_ns):
+    """What a snapshot brings into the profile, per device: {device:
+    (stacks, allocs)}, stacks a list of frame tuples ((file, line, name),
+    innermost first), allocs (time_ns CLOCK_MONOTONIC, address, size (0: a
+    free), index in stacks or -1) in order. The history's alloc and
+    free_completed entries; before them, as allocations at the history's
+    start, what was allocated before it began (what it frees without having
+    allocated it, and the blocks live at the snapshot it never allocated),
+    so that live bytes are as `memory-snapshot` replays them. Raises
+    SnapshotError on a snapshot not in torch's format."""
+    analyze(snap, top=1, points=1)  # checks every field (SnapshotError)
+    segs = snap.get("segments", [])
+    traces = snap.get("device_traces", [])
+    blocks_of = {}
+    for s in segs:
+        blocks_of.setdefault(s.get("device", 0), []).extend(
+            b for b in s["blocks"] if b["state"] == "active_allocated")
+    out = {}
+    for dev in sorted(set(blocks_of) | {i for i, t in enumerate(traces)
+                                          if t}):
+        trace = traces[dev] if dev < len(traces) else []
+        stacks, index = [], {}
+
+        def stack(frames):
+            fr = _program_frames(_frames({"frames": frames}, "frames"))
+            if not fr:
+                return -1
+            k = index.get(fr)
+            if k is None:
+                k = index[fr] = len(stacks)
+                stacks.append(fr)
+            return k
+        times = all(type(e.get("time_us")) is int
+                    and e["time_us"] >= _UNIX_US_MIN for e in trace)
+
+        def when(e):
+            if not times:
+                return now_mono_ns
+            return max(0, e["time_us"] * 1000 - now_unix_ns + now_mono_ns)
+        pre, hist, live = [], [], {}
+        for e in trace:
+            action = e["action"]
+            if action not in ("alloc", "free_completed"):
+                continue
+            t, addr, size = when(e), e["addr"], e.get("size", 0)
+            if action == "alloc":
+                if addr in live:  # its free_completed was not recorded
+                    hist.append((t, addr, 0, -1))
+                live[addr] = size
+                if size:
+                    hist.append((t, addr, size, stack(e.get("frames", []))))
+            elif live.pop(addr, None) is not None:
+                hist.append((t, addr, 0, -1))
+            elif size:  # allocated before the history began
+                pre.append((addr, size, stack(e.get("frames", []))))
+                hist.append((t, addr, 0, -1))
+        for b in blocks_of.get(dev, []):
+            if b["address"] not in live and b["size"]:
+                pre.append((b["address"], b["size"],
+                            stack(b.get("frames", []))))
+        start = hist[0][0] if hist else now_mono_ns
+        allocs = [(start, a, n, k) for a, n, k in pre] + hist
+        out[dev] = (stacks, allocs)
+    return out
+
+
+def record(snap, now_mono_ns=None, now_unix_ns=None):
+    """Brings a snapshot (torch.cuda.memory._snapshot()) into this
+    process's profile: each device's allocations on a track of their own
+    ("CUDA memory cuda:N"), in zone "cuda:N", where the report's Memory
+    section and the dashboard show them as the process's CUDA memory
+    (docs/memory.md); the segments as metadata "mlprof.cuda_memory:cuda:N".
+    Returns the allocation records made. Raises SnapshotError on a snapshot
+    not in torch's format, mlprof.Error when the profile takes none."""
+    import time
+    from . import _mlprof
+    if now_mono_ns is None:
+        now_unix_ns, now_mono_ns = time.time_ns(), time.monotonic_ns()
+    made = 0
+    summary = {d["device"]: d for d in analyze(snap, top=1,
+                                               points=1)["devices"]}
+    for dev, (stacks, allocs) in profile_records(
+            snap, now_mono_ns, now_unix_ns).items():
+        zone = "cuda:%d" % dev
+        made += _mlprof.track_allocs("%s %s" % (TRACK, zone), zone, stacks,
+                                     allocs)
+        d = summary.get(dev)
+        if d:
+            _mlprof.meta("mlprof.cuda_memory:" + zone, (
+                "%d bytes reserved in %d segments, %d allocated at the "
+                "snapshot; %d history entries, %d out-of-memory errors" % (
+                    d["reserved_bytes"], d["segments"], d["allocated_bytes"],
+                    d["trace_entries"], d["ooms"])))
+    return made

@@ -27,6 +27,7 @@ typedef struct {
   uint32_t site; /* index in the profile's sites; UINT32_MAX: a free */
   uint32_t seq;
   uint32_t excess; /* weight - size, at most UINT32_MAX: its variance */
+  int32_t device;  /* its address space (memory.h): -1 the process's own */
 } rec;
 
 /* The sampling variance a record stands for (memory.h): w (w - s). */
@@ -37,6 +38,7 @@ static inline double rec_var(const rec *r) {
 typedef struct {
   uint32_t zone;
   uint64_t stack;
+  int32_t device; /* the address space of its allocations */
 } site_key;
 
 /* A stack's definitions as read (ids may be used before they are defined:
@@ -67,9 +69,9 @@ struct mlprof__memory_builder {
   size_t proc;
   uint64_t pid;
   mlprof__map zone_of; /* name id -> zone index */
+  mlprof__map tid_dev; /* a track's tid -> 1 + its CUDA device */
   rec *recs;
   size_t nrecs, recs_cap;
-  int exact;
   double mean, mean_p; /* the mean read back, from the record of least p */
   mlprof__map site_of; /* zone << 40 | stack -> profile site */
   site_key *keys;
@@ -116,10 +118,35 @@ static int on_name(void *ud, const mlprof__name *n) {
   return 0;
 }
 
-static uint32_t site_of(mlprof__memory_builder *b, uint32_t zone_id,
-                        uint64_t stack) {
+/* The CUDA device of a zone named "cuda:N" (N at most 4095), else -1. */
+static int32_t cuda_device(const char *name, size_t len) {
+  if (len < 6 || len > 9 || memcmp(name, "cuda:", 5) != 0) return -1;
+  int32_t d = 0;
+  for (size_t i = 5; i < len; i++) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    d = d * 10 + (name[i] - '0');
+  }
+  return d < 4096 ? d : -1;
+}
+
+/* The address space of tid's allocations in zone (a zone index): a CUDA
+ * device's for a track's allocations in a zone "cuda:N" (a program's own
+ * zone of that name stays the process's), else -1. */
+static int32_t space_of(mlprof__memory_builder *b, uint32_t tid,
+                        uint32_t zone) {
+  if (tid < MLPROF__TRACK_TID_BASE || !zone) return -1;
+  int32_t d = cuda_device(b->znames[zone], b->zlens[zone]);
+  if (d >= 0 && mlprof__map_get(&b->tid_dev, tid) == MLPROF__NONE &&
+      mlprof__map_put(&b->tid_dev, tid, (uint32_t)d + 1))
+    b->oom = 1;
+  return d;
+}
+
+static uint32_t site_of(mlprof__memory_builder *b, uint32_t tid,
+                        uint32_t zone_id, uint64_t stack) {
   uint32_t zone = zone_id ? mlprof__map_get(&b->zone_of, zone_id) : 0;
   if (zone == MLPROF__NONE) zone = 0;
+  int32_t device = space_of(b, tid, zone);
   uint64_t key = (uint64_t)zone << 40 ^ (stack & ((1ull << 40) - 1));
   uint32_t s = mlprof__map_get(&b->site_of, key);
   if (s != MLPROF__NONE) return s;
@@ -127,7 +154,7 @@ static uint32_t site_of(mlprof__memory_builder *b, uint32_t zone_id,
     return MLPROF__NONE;
   s = (uint32_t)b->nkeys;
   if (mlprof__map_put(&b->site_of, key, s)) return MLPROF__NONE;
-  b->keys[b->nkeys++] = (site_key){zone, stack};
+  b->keys[b->nkeys++] = (site_key){zone, stack, device};
   return s;
 }
 
@@ -144,7 +171,7 @@ static int add_rec(mlprof__memory_builder *b, rec r) {
 
 static int on_alloc(void *ud, const mlprof__alloc *a) {
   mlprof__memory_builder *b = ud;
-  uint32_t s = site_of(b, a->zone, a->stack);
+  uint32_t s = site_of(b, a->tid, a->zone, a->stack);
   if (s == MLPROF__NONE) {
     b->oom = 1;
     return MLPROF_ENOMEM;
@@ -161,13 +188,21 @@ static int on_alloc(void *ud, const mlprof__alloc *a) {
       b->mean = -(double)a->size / log1p(-p);
     }
   }
-  if (a->weight != a->size) b->exact = 0;
-  return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0, excess});
+  return add_rec(
+      b, (rec){a->t, a->addr, a->weight, s, 0, excess, b->keys[s].device});
 }
 
 static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
-  (void)tid;
-  return add_rec(ud, (rec){t, addr, 0, UINT32_MAX, 0, 0});
+  mlprof__memory_builder *b = ud;
+  int32_t device = -1;
+  if (tid >= MLPROF__TRACK_TID_BASE) {
+    /* A track's free ends only its own space's allocations; before any
+     * of them it has nothing to end. */
+    uint32_t d = mlprof__map_get(&b->tid_dev, tid);
+    if (d == MLPROF__NONE) return 0;
+    device = (int32_t)d - 1;
+  }
+  return add_rec(b, (rec){t, addr, 0, UINT32_MAX, 0, 0, device});
 }
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
@@ -359,7 +394,6 @@ void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
                                   uint64_t pid, mlprof__visitor *v) {
   b->proc = proc;
   b->pid = pid;
-  b->exact = 1;
   b->mean = 0;
   b->mean_p = 1;
   *v = (mlprof__visitor){.ud = b,
@@ -557,33 +591,39 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
             s->growth >= MLPROF__MEM_LEAK_MIN_BYTES;
 }
 
-int mlprof__memory_profile_end(mlprof__memory_builder *b) {
+/* Replays the profile's records of one address space (b->recs holds only
+ * them, sorted) into a new process entry and its sites. steps: the
+ * profile's step marks, copied. 0 or MLPROF_ENOMEM. */
+static int replay_space(mlprof__memory_builder *b, int32_t device,
+                        const uint64_t *steps, size_t nsteps) {
   mlprof__memory *m = b->m;
-  int rc = b->oom ? MLPROF_ENOMEM : 0;
-  size_t nsteps = 0;
-  uint64_t *steps = NULL;
+  int rc = MLPROF_ENOMEM;
   double *series = NULL;
+  uint32_t *sidx = NULL;
   replay r = {0};
-  if (rc || !b->nrecs) goto out;
-  mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
-  steps = step_times(b, &nsteps);
   size_t every = nsteps / MAX_STEPS + 1,
          cols = nsteps ? (nsteps - 1) / every + 1 : 0;
-  rc = MLPROF_ENOMEM;
   mlprof__mem_proc *ps = realloc(m->procs, (m->nprocs + 1) * sizeof *ps);
   if (!ps) goto out;
   m->procs = ps;
-  mlprof__mem_proc *p = &ps[m->nprocs];
+  size_t mproc = m->nprocs;
+  mlprof__mem_proc *p = &ps[mproc];
+  /* Exact when every record of this space weighs its size (a device's
+   * history is whole beside a process's sampled allocations). */
+  int exact = 1;
+  for (size_t i = 0; i < b->nrecs && exact; i++)
+    exact = b->recs[i].site == UINT32_MAX || !b->recs[i].excess;
   *p = (mlprof__mem_proc){.proc = b->proc,
                           .pid = b->pid,
-                          .exact = b->exact,
-                          .mean = b->exact ? 0 : round(b->mean)};
+                          .device = device,
+                          .exact = exact,
+                          .mean = exact ? 0 : round(b->mean)};
   m->nprocs++;
-  if (nsteps && !(p->step_peak = calloc(nsteps, sizeof *p->step_peak)))
+  if (nsteps && (!(p->step_peak = calloc(nsteps, sizeof *p->step_peak)) ||
+                 !(p->step_t = malloc(nsteps * sizeof *p->step_t))))
     goto out;
+  if (nsteps) memcpy(p->step_t, steps, nsteps * sizeof *steps);
   p->nsteps = nsteps;
-  p->step_t = steps;
-  steps = NULL; /* p's now: run() reads it as p->step_t */
   p->live_t = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_t);
   p->live_v = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_v);
   if (!p->live_t || !p->live_v) goto out;
@@ -593,8 +633,10 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   r.zlive = calloc(m->nzones, sizeof *r.zlive);
   r.var = calloc(b->nkeys, sizeof *r.var);
   r.zvar = calloc(m->nzones, sizeof *r.zvar);
+  sidx = malloc(b->nkeys * sizeof *sidx);
   if (cols) series = calloc(b->nkeys * MAX_STEPS, sizeof *series);
-  if (!r.live || !r.zlive || !r.var || !r.zvar || (cols && !series)) goto out;
+  if (!r.live || !r.zlive || !r.var || !r.zvar || !sidx || (cols && !series))
+    goto out;
   if ((rc = run(b, &r, b->nrecs, p->step_t, nsteps, series, every, p)))
     goto out;
   p->peak = r.peak;
@@ -605,32 +647,39 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
                       : NAN;
   size_t peak_i = r.peak_i;
   p->peak_t = peak_i ? b->recs[peak_i - 1].t : 0;
-  /* Sites: totals and what each still held at the end. */
-  size_t base = m->nsites;
+  /* Sites of this space: totals and what each still held at the end. */
+  size_t base = m->nsites, nown = 0;
+  for (size_t s = 0; s < b->nkeys; s++)
+    sidx[s] =
+        b->keys[s].device == device ? (uint32_t)(base + nown++) : UINT32_MAX;
   rc = MLPROF_ENOMEM;
-  mlprof__mem_site *ss = realloc(m->sites, (m->nsites + b->nkeys) * sizeof *ss);
+  mlprof__mem_site *ss = realloc(m->sites, (base + nown + 1) * sizeof *ss);
   if (!ss) goto out;
   m->sites = ss;
   for (size_t s = 0; s < b->nkeys; s++)
-    ss[base + s] = (mlprof__mem_site){.proc = b->proc,
-                                      .zone = b->keys[s].zone,
-                                      .stack = b->keys[s].stack,
-                                      .live_end = r.live[s]};
-  m->nsites += b->nkeys;
+    if (sidx[s] != UINT32_MAX)
+      ss[sidx[s]] = (mlprof__mem_site){.proc = b->proc,
+                                       .mproc = mproc,
+                                       .zone = b->keys[s].zone,
+                                       .stack = b->keys[s].stack,
+                                       .live_end = r.live[s]};
+  m->nsites += nown;
   for (size_t s = 0; s < b->nkeys; s++)
-    if (describe(b, &ss[base + s])) goto out;
+    if (sidx[s] != UINT32_MAX && describe(b, &ss[sidx[s]])) goto out;
   for (size_t i = 0; i < b->nrecs; i++)
     if (b->recs[i].site != UINT32_MAX) {
-      ss[base + b->recs[i].site].alloc_bytes += b->recs[i].weight;
-      ss[base + b->recs[i].site].alloc_count++;
-      ss[base + b->recs[i].site].alloc_var += rec_var(&b->recs[i]);
+      mlprof__mem_site *x = &ss[sidx[b->recs[i].site]];
+      x->alloc_bytes += b->recs[i].weight;
+      x->alloc_count++;
+      x->alloc_var += rec_var(&b->recs[i]);
     }
   /* Step after step: the series over the marks this process made. */
   if (series && r.cols) {
     /* The marks after the last record left no column. */
     for (size_t s = 0; s < b->nkeys; s++) {
-      judge(&ss[base + s], &series[s * MAX_STEPS], r.cols);
-      m->nleaks += ss[base + s].leak != 0;
+      if (sidx[s] == UINT32_MAX) continue;
+      judge(&ss[sidx[s]], &series[s * MAX_STEPS], r.cols);
+      m->nleaks += ss[sidx[s]].leak != 0;
     }
   }
   /* Again, up to the peak: what held memory then. */
@@ -642,22 +691,77 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   r.total_var = r.peak_var = 0;
   if ((rc = run(b, &r, peak_i, NULL, 0, NULL, 1, NULL))) goto out;
   for (size_t s = 0; s < b->nkeys; s++) {
-    ss[base + s].at_peak = r.live[s];
-    ss[base + s].at_peak_var = r.var[s];
+    if (sidx[s] == UINT32_MAX) continue;
+    ss[sidx[s]].at_peak = r.live[s];
+    ss[sidx[s]].at_peak_var = r.var[s];
   }
   for (size_t z = 0; z < m->nzones; z++) m->zones[z].at_peak += r.zlive[z];
   rc = 0;
 out:
-  free(steps);
   free(series);
+  free(sidx);
   free(r.live);
   free(r.zlive);
   free(r.var);
   free(r.zvar);
+  return rc;
+}
+
+static int by_int32(const void *x, const void *y) {
+  int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+  return (a > b) - (a < b);
+}
+
+int mlprof__memory_profile_end(mlprof__memory_builder *b) {
+  int rc = b->oom ? MLPROF_ENOMEM : 0;
+  size_t nsteps = 0, ndev = 0;
+  uint64_t *steps = NULL;
+  int32_t *devs = NULL;
+  rec *all = b->recs, *some = NULL;
+  size_t nall = b->nrecs;
+  if (rc || !b->nrecs) goto out;
+  mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
+  steps = step_times(b, &nsteps);
+  /* The address spaces the records hold: the process's own first, then
+   * each CUDA device in order (memory.h). */
+  rc = MLPROF_ENOMEM;
+  if (!(devs = malloc((b->nkeys + 1) * sizeof *devs))) goto out;
+  for (size_t s = 0; s < b->nkeys; s++) devs[ndev++] = b->keys[s].device;
+  mlprof__sort(devs, ndev, sizeof *devs, by_int32);
+  size_t u = 0;
+  for (size_t i = 0; i < ndev; i++)
+    if (!u || devs[u - 1] != devs[i]) devs[u++] = devs[i];
+  ndev = u;
+  if (!ndev) devs[ndev++] = -1; /* frees alone: the process's, empty */
+  if (ndev == 1) {
+    rc = replay_space(b, devs[0], steps, nsteps);
+    goto out;
+  }
+  if (!(some = malloc(nall * sizeof *some))) goto out;
+  rc = 0;
+  for (size_t d = 0; d < ndev && !rc; d++) {
+    size_t k = 0;
+    for (size_t i = 0; i < nall; i++)
+      if (all[i].device == devs[d]) some[k++] = all[i];
+    int has_alloc = devs[d] < 0;
+    for (size_t i = 0; i < k && !has_alloc; i++)
+      has_alloc = some[i].site != UINT32_MAX;
+    if (!has_alloc) continue;
+    b->recs = some;
+    b->nrecs = k;
+    rc = replay_space(b, devs[d], steps, nsteps);
+    b->recs = all;
+  }
+out:
+  b->recs = all;
+  free(some);
+  free(devs);
+  free(steps);
   b->nrecs = b->nkeys = b->nmarks = 0;
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->tid_dev);
   b->oom = 0;
   return rc;
 }
@@ -738,6 +842,7 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->nodes);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->tid_dev);
   free(b);
 }
 

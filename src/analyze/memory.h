@@ -39,6 +39,7 @@ typedef struct {
  * no stack was recorded) in one process. */
 typedef struct {
   size_t proc;    /* index in the job */
+  size_t mproc;   /* index in mlprof__memory.procs: its address space */
   uint32_t zone;  /* index in mlprof__memory.zones */
   uint64_t stack; /* the profile's stack id, or 0 */
   /* The stack as a person reads it (NUL-terminated, "" when unknown): the
@@ -65,9 +66,15 @@ typedef struct {
   int leak;        /* grows step after step and keeps growing */
 } mlprof__mem_site;
 
+/* One address space of a process: its own memory (device -1), or a CUDA
+ * device's, whose allocations a track recorded in zone "cuda:N" (torch's
+ * caching allocator's history, docs/memory.md): each is replayed apart,
+ * with a peak of its own. A process's spaces follow one another, its own
+ * first, then its devices in order. */
 typedef struct {
   size_t proc;
   uint64_t pid;
+  int device;             /* -1: the process's own memory; else CUDA's */
   uint64_t allocs, frees; /* records read */
   int exact;              /* every record's weight is its size */
   uint64_t alloc_bytes, freed_bytes, live_end;

@@ -714,9 +714,12 @@
   function memSeries() {
     var m = M();
     return m ? arr(m.processes).map(function (p) {
-      return {subject: 'process', id: p.pid, label: '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
+      return {subject: 'process', id: p.pid, label: p.cuda_device != null ? 'cuda:' + p.cuda_device : '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
     }) : [];
   }
+  /* A process of the memory data as a person reads it: its pid, and the
+   * CUDA device of an entry that holds a device's memory. */
+  function memProcName(p) { return 'pid ' + p.pid + (p.cuda_device != null ? ' cuda:' + p.cuda_device + ' (CUDA)' : ''); }
   function memZoneName(z) { var n = arr(M().zones)[z]; return n ? n : '(no zone)'; }
   function memFrameText(f) { return arr(M().frames)[f] || '?'; }
   /* "file:line" of a frame's text, or the native frame itself. */
@@ -805,8 +808,8 @@
     if (mem.site >= arr(m.sites).length) mem.site = -1;
     var charts = procs.map(function (p, i) {
       var label = 'peak ' + fmtBytes(p.peak_bytes) + ' at ' + fmtNs(p.peak_ns) + '\nclick: what was live then';
-      return el('div', null, [el('b', {text: 'pid ' + p.pid + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
-        lineChart([{name: 'live bytes, pid ' + p.pid, t: p.t, v: p.v}], {fmt: fmtBytes, marks: p.steps, height: 160,
+      return el('div', null, [el('b', {text: memProcName(p) + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
+        lineChart([{name: 'live bytes, ' + memProcName(p), t: p.t, v: p.v}], {fmt: fmtBytes, marks: p.steps, height: 160,
           points: [{t: p.peak_ns, v: p.peak_bytes, label: label, attrs: {class: 'mem-peak', id: 'mem-peak-' + i, 'data-bytes': p.peak_bytes, 'data-ns': p.peak_ns},
             onclick: function () { mem.peakOf = i; render(); var c = document.getElementById('mem-peak-card'); if (c && c.scrollIntoView) c.scrollIntoView(); }}]})]);
     });
@@ -814,7 +817,7 @@
       'The red dot is the peak: click it for what was live then. Dashed lines are step marks; drag to zoom, double-click to reset.'})].concat(charts)));
     if (mem.peakOf >= 0 && mem.peakOf < procs.length) {
       var pp = procs[mem.peakOf];
-      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: pid ' + pp.pid + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
+      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: ' + memProcName(pp) + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
         el('p', {class: 'hint', text: 'Click a site to show it in the flame graph.'}), memPeakSites(mem.peakOf)]));
     }
     var zones = [[-1, 'every zone']], used = {};
@@ -822,7 +825,7 @@
     Object.keys(used).map(Number).sort(function (a, b) { return memZoneName(a).localeCompare(memZoneName(b)); }).forEach(function (z) { zones.push([z, memZoneName(z)]); });
     var controls = el('div', {class: 'legend'}, [
       el('label', null, ['by ', memSelect('mem-by', mem.by, [['peak', 'bytes live at the peak'], ['alloc', 'bytes allocated']], function (v) { mem.by = v; render(); })]),
-      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, 'pid ' + p.pid]; })), function (v) { mem.proc = Number(v); render(); })]),
+      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, memProcName(p)]; })), function (v) { mem.proc = Number(v); render(); })]),
       el('label', null, ['zone ', memSelect('mem-zone', mem.zone, zones, function (v) { mem.zone = Number(v); render(); })])]);
     var host = el('div', {id: 'mem-flame-box'}), tree = memTree();
     if (tree.value > 0)
@@ -839,7 +842,7 @@
       return el('th', {class: i === 1 || i === 4 ? 'l' : '', text: h});
     }))].concat(leaks.map(function (i) {
       var s = m.sites[i];
-      return el('tr', null, [el('td', {text: procs[s[0]].pid}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
+      return el('tr', null, [el('td', {text: memProcName(procs[s[0]]).slice(4)}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
         el('td', {text: fmtBytes(s[5])}), el('td', {class: 'l mono', text: memSiteWhere(s)}),
         el('td', null, el('a', {href: '#memory', class: 'mem-leak-link', 'data-site': i, text: 'show in flame graph', onclick: function (ev) { ev.preventDefault(); memShowSite(i); }}))]);
     }))) : el('p', {class: 'muted', text: 'No allocation site grows step after step.'})));

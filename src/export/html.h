@@ -101,7 +101,8 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__html_opts *opts, mlprof__out *o);
 
 /* The page's "memory" (docs/memory.md), or null when no process recorded
- * allocations: {"exact", "processes": [{"pid", "exact", "peak_bytes",
+ * allocations: {"exact", "processes": [{"pid", "cuda_device" (only for
+ * a CUDA device's memory, a process entry of its own), "exact", "peak_bytes",
  * "peak_ns" (job ns), "allocated_bytes", "live_end_bytes", "t": [job ns],
  * "v": [live bytes] (at most MLPROF__MEM_SERIES + 1 points, each the
  * highest of its stretch of time; the peak among them), "steps": [job ns of

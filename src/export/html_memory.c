@@ -38,6 +38,10 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
   uint64_t off = offset_of(r, p->proc);
   mlprof__out_lit(o, "{\"pid\":");
   mlprof__out_u64(o, p->pid);
+  if (p->device >= 0) {
+    mlprof__out_lit(o, ",\"cuda_device\":");
+    mlprof__out_u64(o, (uint64_t)p->device);
+  }
   mlprof__out_str(o, p->exact ? ",\"exact\":true" : ",\"exact\":false");
   mlprof__out_lit(o, ",\"peak_bytes\":");
   mlprof__out_u64(o, p->peak);
@@ -113,8 +117,9 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t ns = m->nsites;
   const mlprof__mem_proc **procs = malloc(m->nprocs * sizeof *procs);
   const mlprof__mem_site **order = malloc((ns ? ns : 1) * sizeof *order);
-  /* page[proc in the job]: its index among the page's processes + 1. */
-  size_t nj = r->nprocs, *page = calloc(nj + 1, sizeof *page);
+  /* page[process of m (an address space)]: its index among the page's
+   * processes + 1. */
+  size_t nj = m->nprocs, *page = calloc(nj + 1, sizeof *page);
   char *keep = calloc(ns + 1, 1);
   mem_sum *other = NULL;
   /* frame_page[frame]: its number in the page; used: the page's frames. */
@@ -129,15 +134,15 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t np = m->nprocs < MLPROF__HTML_MAX_PROCESSES
                   ? m->nprocs
                   : MLPROF__HTML_MAX_PROCESSES;
-  for (size_t i = 0; i < np; i++)
-    if (procs[i]->proc < nj) page[procs[i]->proc] = i + 1;
+  for (size_t i = 0; i < np; i++) page[procs[i] - m->procs] = i + 1;
   if (!(other = calloc(np, sizeof *other))) goto out;
   /* Sites: the leaks and the largest at the peak (m->sites' own order),
    * then the largest allocators, half the cap each. */
   size_t kept = 0, half = MLPROF__HTML_MEM_SITES / 2;
   for (size_t i = 0; i < ns && kept < half; i++) {
     const mlprof__mem_site *s = &m->sites[i];
-    if (s->proc >= nj || !page[s->proc] || (!s->leak && !s->at_peak)) continue;
+    if (s->mproc >= nj || !page[s->mproc] || (!s->leak && !s->at_peak))
+      continue;
     keep[i] = 1;
     kept++;
   }
@@ -145,7 +150,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   mlprof__sort(order, ns, sizeof *order, by_alloc_desc);
   for (size_t i = 0; i < ns && kept < MLPROF__HTML_MEM_SITES; i++) {
     size_t k = (size_t)(order[i] - m->sites);
-    if (keep[k] || order[i]->proc >= nj || !page[order[i]->proc]) continue;
+    if (keep[k] || order[i]->mproc >= nj || !page[order[i]->mproc]) continue;
     keep[k] = 1;
     kept++;
   }
@@ -168,9 +173,9 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t left = 0;
   for (size_t i = 0; i < ns; i++) {
     const mlprof__mem_site *s = &m->sites[i];
-    if (s->proc >= nj || !page[s->proc]) continue;
+    if (s->mproc >= nj || !page[s->mproc]) continue;
     if (!keep[i]) {
-      mem_sum *x = &other[page[s->proc] - 1];
+      mem_sum *x = &other[page[s->mproc] - 1];
       x->at_peak += s->at_peak;
       x->alloc += s->alloc_bytes;
       x->count += s->alloc_count;
@@ -178,7 +183,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
       left++;
       continue;
     }
-    site_json(s, i, page[s->proc] - 1, o, frame_page, used, &nused, first);
+    site_json(s, i, page[s->mproc] - 1, o, frame_page, used, &nused, first);
     first = 0;
   }
   mlprof__out_lit(o, "],\n\"other\":[");
