@@ -1735,6 +1735,8 @@ typedef struct {
   PyObject *names; /* dict id -> (kind, category, name) */
   PyObject *spans; /* list of dicts */
   PyObject *counters, *steps, *threads, *units;
+  PyObject *allocs;                 /* list of tuples (ev_alloc) */
+  PyObject *funcs, *frames, *nodes; /* dicts id -> tuple (stack tables) */
   PyObject *last; /* the last span dict (for its metadata and units) */
   PyObject *header;
 } events_ctx;
@@ -1751,9 +1753,9 @@ static PyObject *name_of(events_ctx *c, uint32_t id) {
 
 static int ev_header(void *ud, const mlprof__header *h) {
   events_ctx *c = ud;
-  c->header =
-      dict_of(4, "pid", U64(h->pid), "ppid", U64(h->ppid), "start_mono_ns",
-              U64(h->start_mono_ns), "exe", str_z(h->exe));
+  c->header = dict_of(5, "pid", U64(h->pid), "ppid", U64(h->ppid),
+                      "start_mono_ns", U64(h->start_mono_ns), "start_wall_ns",
+                      U64(h->start_wall_ns), "exe", str_z(h->exe));
   return c->header ? 0 : MLPROF_ENOMEM;
 }
 
@@ -1842,6 +1844,62 @@ static int ev_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   return rc;
 }
 
+/* An allocation: (tid, t, address, size, weight, zone, stack); a free:
+ * (tid, t, address, 0, 0, "", 0). */
+static int ev_alloc(void *ud, const mlprof__alloc *a) {
+  events_ctx *c = ud;
+  PyObject *e =
+      Py_BuildValue("(KKKKKNK)", (unsigned long long)a->tid,
+                    (unsigned long long)a->t, (unsigned long long)a->addr,
+                    (unsigned long long)a->size, (unsigned long long)a->weight,
+                    a->zone ? name_of(c, a->zone) : PyUnicode_FromString(""),
+                    (unsigned long long)a->stack);
+  int rc = (e && PyList_Append(c->allocs, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+static int ev_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  events_ctx *c = ud;
+  PyObject *e =
+      Py_BuildValue("(KKKKKsK)", (unsigned long long)tid, (unsigned long long)t,
+                    (unsigned long long)addr, 0ull, 0ull, "", 0ull);
+  int rc = (e && PyList_Append(c->allocs, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+/* Sets d[id] = v (v's reference taken); MLPROF_ENOMEM on failure. */
+static int put_id(PyObject *d, uint32_t id, PyObject *v) {
+  PyObject *k = PyLong_FromUnsignedLong(id);
+  int rc = (k && v && PyDict_SetItem(d, k, v) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(k);
+  Py_XDECREF(v);
+  return rc;
+}
+
+static int ev_stack_func(void *ud, const mlprof__stack_func *f) {
+  events_ctx *c = ud;
+  return put_id(c->funcs, f->id,
+                Py_BuildValue("(NNI)", str_z(f->file), str_z(f->function),
+                              (unsigned)f->first_line));
+}
+
+static int ev_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  events_ctx *c = ud;
+  return put_id(c->frames, f->id,
+                Py_BuildValue("(IIiNNK)", (unsigned)f->func, (unsigned)f->line,
+                              f->native, str_z(f->module), str_z(f->symbol),
+                              (unsigned long long)f->offset));
+}
+
+static int ev_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  events_ctx *c = ud;
+  return put_id(c->nodes, id,
+                Py_BuildValue("(II)", (unsigned)parent, (unsigned)frame));
+}
+
 static int ev_step(void *ud, uint32_t tid, uint64_t t) {
   events_ctx *c = ud;
   PyObject *e =
@@ -1852,7 +1910,11 @@ static int ev_step(void *ud, uint32_t tid, uint64_t t) {
 }
 
 /* read_events(path) -> {"header", "threads", "spans", "counters", "units",
- * "steps", "clean_end"}: every record of one profile, for tests and tools. */
+ * "steps", "allocs", "stack_funcs", "stack_frames", "stack_nodes",
+ * "clean_end"}: every record of one profile, for tests and tools. allocs:
+ * allocation records in the order read (ev_alloc); the stack tables: id ->
+ * (file, function, first_line), (func, line, native, module, symbol,
+ * offset), (parent, frame). */
 static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
   PyObject *pathb;
   if (!PyUnicode_FSConverter(arg, &pathb)) return NULL;
@@ -1861,9 +1923,14 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                   .counters = PyList_New(0),
                   .steps = PyList_New(0),
                   .threads = PyDict_New(),
-                  .units = PyList_New(0)};
+                  .units = PyList_New(0),
+                  .allocs = PyList_New(0),
+                  .funcs = PyDict_New(),
+                  .frames = PyDict_New(),
+                  .nodes = PyDict_New()};
   PyObject *res = NULL;
-  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads || !c.units)
+  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads ||
+      !c.units || !c.allocs || !c.funcs || !c.frames || !c.nodes)
     goto out;
   mlprof__visitor v = {.ud = &c,
                        .header = ev_header,
@@ -1874,7 +1941,12 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                        .span_units = ev_span_units,
                        .counter = ev_counter,
                        .units = ev_units,
-                       .step = ev_step};
+                       .step = ev_step,
+                       .alloc = ev_alloc,
+                       .alloc_free = ev_alloc_free,
+                       .stack_func = ev_stack_func,
+                       .stack_frame = ev_stack_frame,
+                       .stack_node = ev_stack_node};
   mlprof__read_report rep;
   memset(&rep, 0, sizeof rep);
   char err[512] = "";
@@ -1885,14 +1957,18 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
       PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
     goto out;
   }
-  res = dict_of(7, "header",
+  res = dict_of(11, "header",
                 c.header ? (Py_INCREF(c.header), c.header)
                          : (Py_INCREF(Py_None), Py_None),
                 "threads", (Py_INCREF(c.threads), c.threads), "spans",
                 (Py_INCREF(c.spans), c.spans), "counters",
                 (Py_INCREF(c.counters), c.counters), "units",
                 (Py_INCREF(c.units), c.units), "steps",
-                (Py_INCREF(c.steps), c.steps), "clean_end",
+                (Py_INCREF(c.steps), c.steps), "allocs",
+                (Py_INCREF(c.allocs), c.allocs), "stack_funcs",
+                (Py_INCREF(c.funcs), c.funcs), "stack_frames",
+                (Py_INCREF(c.frames), c.frames), "stack_nodes",
+                (Py_INCREF(c.nodes), c.nodes), "clean_end",
                 PyBool_FromLong(rep.clean_end));
 out:
   Py_DECREF(pathb);
@@ -1902,6 +1978,10 @@ out:
   Py_XDECREF(c.steps);
   Py_XDECREF(c.threads);
   Py_XDECREF(c.units);
+  Py_XDECREF(c.allocs);
+  Py_XDECREF(c.funcs);
+  Py_XDECREF(c.frames);
+  Py_XDECREF(c.nodes);
   Py_XDECREF(c.last);
   Py_XDECREF(c.header);
   return res;

@@ -26,7 +26,7 @@ from . import Error
 
 __all__ = ["SnapshotError", "load", "analyze", "format_text", "main",
            "MAX_BYTES", "history_start", "HISTORY_ENV", "record",
-           "profile_records"]
+           "profile_records", "profile_snapshot"]
 
 MAX_BYTES = 1 << 30   # default cap on the file read
 FRAMES_LOOKED_AT = 64  # per allocation: a site is its first program frames
@@ -388,6 +388,7 @@ def format_text(summary, path=""):
 
 
 USAGE = """usage: mlprof memory-snapshot FILE [--json] [--top N] [--max-mb N]
+       mlprof memory-snapshot --from PROFILE -o OUT.pickle
 
 Reads a CUDA memory snapshot (torch.cuda.memory._dump_snapshot) and prints,
 per device, what is reserved and allocated, the peak of live bytes over the
@@ -398,6 +399,10 @@ runs.
   --json      the summary as JSON
   --top N     sites listed (default 10, 0: all)
   --max-mb N  refuse files larger than N MiB (default 1024)
+
+With --from, writes the allocations recorded in one mlprof profile (a
+process's .mlprof file) as a snapshot that pytorch.org/memory_viz opens (its
+trace of allocs and frees with their frames; docs/memory.md).
 """
 
 
@@ -406,6 +411,7 @@ def main(argv):
     or 2 for bad usage or a file that is not a snapshot (with a line on
     stderr)."""
     args, path, as_json, top, cap = list(argv), None, False, 10, MAX_BYTES
+    source = out = None
     try:
         while args:
             a = args.pop(0)
@@ -414,6 +420,14 @@ def main(argv):
                 return 0
             if a == "--json":
                 as_json = True
+            elif a in ("--from", "-o"):
+                v = args.pop(0) if args else ""
+                if not v:
+                    raise ValueError("%s takes a path" % a)
+                if a == "--from":
+                    source = v
+                else:
+                    out = v
             elif a in ("--top", "--max-mb"):
                 v = args.pop(0) if args else ""
                 if not v.isdigit() or not v.isascii():
@@ -431,12 +445,20 @@ def main(argv):
                 path = a
             else:
                 raise ValueError("one FILE only")
-        if path is None:
+        if source is not None:
+            if path is not None or out is None or as_json:
+                raise ValueError("--from PROFILE takes -o OUT.pickle and "
+                                 "nothing else")
+        elif out is not None:
+            raise ValueError("-o goes with --from PROFILE")
+        elif path is None:
             raise ValueError("a FILE is needed")
     except ValueError as e:
         sys.stderr.write("mlprof memory-snapshot: %s (see mlprof "
                          "memory-snapshot --help)\n" % e)
         return 2
+    if source is not None:
+        return _write_from_profile(source, out)
     try:
         summary = analyze(load(path, cap), top)
     except SnapshotError as e:
@@ -447,6 +469,132 @@ def main(argv):
         sys.stdout.write(json.dumps(summary, indent=1) + "\n")
     else:
         sys.stdout.write(format_text(summary, path))
+    return 0
+
+
+# ---- a profile's allocations as a snapshot --------------------------------
+
+ZONE_FILE = "<mlprof zone>"  # the outermost frame of an allocation in a zone
+
+
+def _is_cuda_zone(zone):
+    return (zone.startswith("cuda:") and zone[5:].isdigit()
+            and zone[5:].isascii() and len(zone) <= 9)
+
+
+def profile_snapshot(path):
+    """The allocations recorded in profile `path` (one process's .mlprof
+    file) as a memory snapshot in torch's format, which memory_viz opens:
+    {"segments": [], "device_traces": [trace]}, trace the allocations and
+    frees of the process's own memory replayed in time order over every
+    thread: per allocation {"action": "alloc", "addr", "size", "stream": 0,
+    "time_us" (Unix time), "frames": [{"filename", "line", "name"}],
+    innermost first: its Python frames, its native frame (filename the
+    shared object, name "symbol+0xOFF"), then the zone it was made in as
+    the outermost frame ({"filename": ZONE_FILE, "name": zone})}; per free
+    of a recorded allocation, "free_requested" then "free_completed" with
+    its size and frames. Sizes are the bytes asked for: in a sampled
+    profile, the sampled allocations only. Allocations of a CUDA device
+    brought into the profile (zone cuda:N on a track) are left out: the
+    snapshot they came from is beside the profile. Raises mlprof.Error
+    when the file cannot be read as a profile."""
+    from . import _mlprof
+    ev = _mlprof.read_events(path)
+    funcs, frames, nodes = (ev["stack_funcs"], ev["stack_frames"],
+                            ev["stack_nodes"])
+    t0 = (ev["header"] or {}).get("start_wall_ns", 0)
+    cache = {}
+
+    def frames_of(stack, zone):
+        key = (stack, zone)
+        got = cache.get(key)
+        if got is not None:
+            return got
+        out, sid, hops = [], stack, 0
+        while sid and hops < 4096:  # parents have smaller ids
+            hops += 1
+            node = nodes.get(sid)
+            if node is None:
+                break
+            parent, fid = node
+            f = frames.get(fid)
+            if f is not None:
+                func, line, native, module, symbol, offset = f
+                if native:
+                    out.append({"filename": module, "line": 0, "name": "%s+0x%x" % (
+                        symbol or os.path.basename(module), offset)})
+                elif func:
+                    file, fn, _ = funcs.get(func, ("?", "?", 0))
+                    out.append({"filename": file, "line": line, "name": fn})
+                else:
+                    out.append({"filename": "<truncated>", "line": 0,
+                                "name": "<truncated>"})
+            if parent >= sid:
+                break
+            sid = parent
+        if zone:
+            out.append({"filename": ZONE_FILE, "line": 0, "name": zone})
+        cache[key] = out
+        return out
+    cuda_tids = {r[0] for r in ev["allocs"]
+                 if r[0] >= 1 << 31 and r[3] and _is_cuda_zone(r[5])}
+    order = sorted(range(len(ev["allocs"])),
+                   key=lambda i: ev["allocs"][i][1])
+    live, trace = {}, []
+    for i in order:
+        tid, t, addr, size, weight, zone, stack = ev["allocs"][i]
+        if tid in cuda_tids:
+            continue
+        us = (t0 + t) // 1000
+        if size:
+            old = live.pop(addr, None)
+            if old is not None:  # its free was not recorded
+                trace.append(_free_entry("free_requested", addr, old, us))
+                trace.append(_free_entry("free_completed", addr, old, us))
+            fr = frames_of(stack, zone)
+            live[addr] = (size, fr)
+            trace.append({"action": "alloc", "addr": addr, "size": size,
+                          "stream": 0, "time_us": us, "frames": fr})
+        else:
+            old = live.pop(addr, None)
+            if old is not None:
+                trace.append(_free_entry("free_requested", addr, old, us))
+                trace.append(_free_entry("free_completed", addr, old, us))
+    return {"segments": [], "device_traces": [trace]}
+
+
+def _free_entry(action, addr, alloc, us):
+    return {"action": action, "addr": addr, "size": alloc[0], "stream": 0,
+            "time_us": us, "frames": alloc[1]}
+
+
+def _write_from_profile(source, out):
+    """memory-snapshot --from SOURCE -o OUT: 0, or 2 with a line on
+    stderr."""
+    from . import Error as MlprofError
+    if os.path.isdir(source):
+        sys.stderr.write("mlprof memory-snapshot: %s is a directory: name "
+                         "one process's profile (a .mlprof file in it)\n"
+                         % source)
+        return 2
+    try:
+        snap = profile_snapshot(source)
+    except (MlprofError, OSError) as e:
+        sys.stderr.write("mlprof memory-snapshot: %s: %s\n" % (source, e))
+        return 2
+    try:
+        # As torch's _dump_snapshot writes one: pickle's default protocol.
+        data = pickle.dumps(snap)
+        with open(out, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        sys.stderr.write("mlprof memory-snapshot: %s: %s\n" % (
+            out, e.strerror or e))
+        return 2
+    n = len(snap["device_traces"][0])
+    sys.stdout.write("%s: %d trace entries (%d allocations) from %s\n" % (
+        out, n, sum(e["action"] == "alloc" for e in snap["device_traces"][0]),
+        source))
     return 0
 
 
