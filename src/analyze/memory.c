@@ -591,6 +591,137 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
             s->growth >= MLPROF__MEM_LEAK_MIN_BYTES;
 }
 
+/* The site figures of group g (memory.h) for site s (a key of b): found or
+ * added through idx (g << 32 | s -> index in p->step_sites). NULL when
+ * memory is short. */
+static mlprof__mem_step_site *step_site(mlprof__mem_proc *p, mlprof__map *idx,
+                                        size_t *cap, uint32_t g, uint32_t s,
+                                        size_t site) {
+  uint64_t key = (uint64_t)g << 32 | s;
+  uint32_t k = mlprof__map_get(idx, key);
+  if (k != MLPROF__NONE) return &p->step_sites[k];
+  if (p->nstep_sites >= UINT32_MAX - 2 ||
+      mlprof__grow(&p->step_sites, cap, p->nstep_sites + 1,
+                   sizeof *p->step_sites) ||
+      mlprof__map_put(idx, key, (uint32_t)p->nstep_sites))
+    return NULL;
+  mlprof__mem_step_site *x = &p->step_sites[p->nstep_sites++];
+  *x = (mlprof__mem_step_site){.group = g, .site = site};
+  return x;
+}
+
+/* Live bytes of the record stream at record i (r: the running state of
+ * one pass): applies record i, returns 0 or MLPROF_ENOMEM. */
+static int apply(mlprof__memory_builder *b, mlprof__map *at, size_t i,
+                 uint64_t *total, uint64_t *live) {
+  const rec *e = &b->recs[i];
+  if (e->site != UINT32_MAX) {
+    if (mlprof__map_put(at, e->addr, (uint32_t)i)) return MLPROF_ENOMEM;
+    *total += e->weight;
+    if (live) live[e->site] += e->weight;
+    return 0;
+  }
+  uint32_t j = mlprof__map_get(at, e->addr);
+  if (j == MLPROF__NONE || j == DEAD) return 0;
+  if (mlprof__map_put(at, e->addr, DEAD)) return MLPROF_ENOMEM;
+  *total -= b->recs[j].weight;
+  if (live) live[b->recs[j].site] -= b->recs[j].weight;
+  return 0;
+}
+
+/* The process's steps in groups (memory.h), each group's peak, and per
+ * site (sidx: key -> index in m->sites, UINT32_MAX for another space's)
+ * what it allocated in each group and held at its peak. Two passes over
+ * the records: the groups' peaks, then the sites live at them. 0 or
+ * MLPROF_ENOMEM. */
+static int step_groups(mlprof__memory_builder *b, mlprof__mem_proc *p,
+                       const uint32_t *sidx) {
+  size_t n = p->nsteps,
+         ng = n < MLPROF__MEM_STEP_GROUPS ? n : MLPROF__MEM_STEP_GROUPS;
+  if (!ng || !b->nrecs) return 0;
+  int rc = MLPROF_ENOMEM;
+  size_t *peak_i = calloc(ng, sizeof *peak_i), cap = 0;
+  char *started = calloc(ng, 1);
+  uint64_t *live = calloc(b->nkeys, sizeof *live), total = 0;
+  mlprof__map at = {0}, idx = {0};
+  if (!(p->groups = calloc(ng, sizeof *p->groups)) || !peak_i || !started ||
+      !live)
+    goto out;
+  p->ngroups = ng;
+  uint64_t end = b->recs[b->nrecs - 1].t;
+  for (size_t g = 0; g < ng; g++) {
+    mlprof__mem_group *x = &p->groups[g];
+    x->first = (uint32_t)(g * n / ng);
+    x->count = (uint32_t)((g + 1) * n / ng - x->first);
+    x->t0 = p->step_t[x->first];
+    x->t1 = x->first + x->count < n ? p->step_t[x->first + x->count] : end;
+    if (x->t1 < x->t0) x->t1 = x->t0;
+  }
+  /* Pass 1: each group's peak (what was live when it began, at least),
+   * and what each site allocated in it. */
+  size_t g = 0;
+  for (size_t i = 0; i <= b->nrecs; i++) {
+    uint64_t t = i < b->nrecs ? b->recs[i].t : UINT64_MAX;
+    /* The last group takes the records up to the end. */
+    while (g < ng && (g + 1 < ng ? t >= p->groups[g].t1 : i == b->nrecs)) {
+      if (!started[g]) {
+        started[g] = 1;
+        p->groups[g].peak = total;
+        p->groups[g].peak_t = p->groups[g].t0;
+        peak_i[g] = i;
+      }
+      g++;
+    }
+    if (i == b->nrecs) break;
+    int in = g < ng && t >= p->groups[g].t0;
+    if (in && !started[g]) {
+      started[g] = 1;
+      p->groups[g].peak = total;
+      p->groups[g].peak_t = p->groups[g].t0;
+      peak_i[g] = i;
+    }
+    if (apply(b, &at, i, &total, NULL)) goto out;
+    const rec *e = &b->recs[i];
+    if (!in) continue;
+    if (total > p->groups[g].peak) {
+      p->groups[g].peak = total;
+      p->groups[g].peak_t = t;
+      peak_i[g] = i + 1;
+    }
+    if (e->site != UINT32_MAX) {
+      mlprof__mem_step_site *x =
+          step_site(p, &idx, &cap, (uint32_t)g, e->site, sidx[e->site]);
+      if (!x) goto out;
+      x->alloc_bytes += e->weight;
+      x->alloc_count++;
+    }
+  }
+  /* Pass 2: the sites live at each group's peak (peak_i grows with g). */
+  mlprof__map_clear(&at);
+  total = 0;
+  g = 0;
+  for (size_t i = 0; i <= b->nrecs; i++) {
+    for (; g < ng && peak_i[g] == i; g++)
+      for (size_t s = 0; s < b->nkeys; s++) {
+        if (!live[s] || sidx[s] == UINT32_MAX) continue;
+        mlprof__mem_step_site *x =
+            step_site(p, &idx, &cap, (uint32_t)g, (uint32_t)s, sidx[s]);
+        if (!x) goto out;
+        x->at_peak = live[s];
+      }
+    if (i == b->nrecs || g == ng) break;
+    if (apply(b, &at, i, &total, live)) goto out;
+  }
+  rc = 0;
+out:
+  mlprof__map_clear(&at);
+  mlprof__map_clear(&idx);
+  free(peak_i);
+  free(started);
+  free(live);
+  return rc;
+}
+
 /* Replays the profile's records of one address space (b->recs holds only
  * them, sorted) into a new process entry and its sites. steps: the
  * profile's step marks, copied. 0 or MLPROF_ENOMEM. */
@@ -660,6 +791,7 @@ static int replay_space(mlprof__memory_builder *b, int32_t device,
     if (sidx[s] != UINT32_MAX)
       ss[sidx[s]] = (mlprof__mem_site){.proc = b->proc,
                                        .mproc = mproc,
+                                       .id = sidx[s],
                                        .zone = b->keys[s].zone,
                                        .stack = b->keys[s].stack,
                                        .live_end = r.live[s]};
@@ -696,7 +828,7 @@ static int replay_space(mlprof__memory_builder *b, int32_t device,
     ss[sidx[s]].at_peak_var = r.var[s];
   }
   for (size_t z = 0; z < m->nzones; z++) m->zones[z].at_peak += r.zlive[z];
-  rc = 0;
+  rc = step_groups(b, p, sidx);
 out:
   free(series);
   free(sidx);
@@ -821,6 +953,8 @@ static void frames_free(mlprof__memory *m) {
 }
 
 static void proc_free(mlprof__mem_proc *p) {
+  free(p->groups);
+  free(p->step_sites);
   free(p->step_peak);
   free(p->step_t);
   free(p->live_t);
@@ -855,9 +989,25 @@ int mlprof__memory_finish(mlprof__memory_builder *b) {
     b->znames[z] = NULL;
   }
   b->zcount = 0;
-  if (m->nsites) mlprof__sort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+  int rc = 0;
+  if (m->nsites) {
+    mlprof__sort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+    /* The per-step figures name sites by their index before the sort. */
+    size_t *now = malloc(m->nsites * sizeof *now);
+    if (now) {
+      for (size_t i = 0; i < m->nsites; i++) now[m->sites[i].id] = i;
+      for (size_t i = 0; i < m->nsites; i++) m->sites[i].id = i;
+      for (size_t i = 0; i < m->nprocs; i++)
+        for (size_t k = 0; k < m->procs[i].nstep_sites; k++)
+          m->procs[i].step_sites[k].site = now[m->procs[i].step_sites[k].site];
+      free(now);
+    } else {
+      rc = MLPROF_ENOMEM;
+    }
+  }
   free_builder(b);
-  return 0;
+  if (rc) mlprof__memory_free(m);
+  return rc;
 }
 
 void mlprof__memory_abort(mlprof__memory_builder *b) {

@@ -1,6 +1,7 @@
 /* The dashboard's memory data (html.h, docs/memory.md): per process the
  * live bytes over time with its peak and step marks, and the allocation
  * sites with their whole stacks for the memory flame graph, bounded. */
+#include <inttypes.h>
 #include <mlprof.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,79 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
     if (i) mlprof__out_lit(o, ",");
     mlprof__out_u64(o, p->step_t[n * i / k] + off);
   }
+  mlprof__out_lit(o, "],\"step_groups\":[");
+  for (size_t g = 0; g < p->ngroups; g++) {
+    const mlprof__mem_group *x = &p->groups[g];
+    mlprof__out_str(o, g ? ",[" : "[");
+    mlprof__out_u64(o, (uint64_t)x->first + 1);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->count);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->t0 + off);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->t1 + off);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->peak);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->peak_t + off);
+    mlprof__out_lit(o, "]");
+  }
   mlprof__out_lit(o, "]}");
+}
+
+static uint64_t step_weight(const mlprof__mem_step_site *x) {
+  return x->at_peak > x->alloc_bytes ? x->at_peak : x->alloc_bytes;
+}
+
+static int by_step_weight(const void *x, const void *y) {
+  const mlprof__mem_step_site *a = *(const mlprof__mem_step_site *const *)x,
+                              *b = *(const mlprof__mem_step_site *const *)y;
+  if (a->group != b->group) return a->group < b->group ? -1 : 1;
+  uint64_t wa = step_weight(a), wb = step_weight(b);
+  if (wa != wb) return wa > wb ? -1 : 1;
+  return (a->site > b->site) - (a->site < b->site);
+}
+
+/* The page's "step_sites" of process p (index k among the page's):
+ * per group its largest sites on the page (page_site: m->sites index ->
+ * index in the page's "sites", or MLPROF__NONE), the rest summed as site
+ * -1. *first: no entry written yet. 0 or MLPROF_ENOMEM. */
+static int step_sites_json(const mlprof__mem_proc *p, size_t k,
+                           const uint32_t *page_site, mlprof__out *o,
+                           int *first) {
+  size_t n = p->nstep_sites;
+  if (!n) return 0;
+  const mlprof__mem_step_site **v = malloc(n * sizeof *v);
+  if (!v) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) v[i] = &p->step_sites[i];
+  mlprof__sort(v, n, sizeof *v, by_step_weight);
+  for (size_t i = 0; i < n;) {
+    uint32_t g = v[i]->group;
+    mlprof__mem_step_site rest = {0};
+    size_t shown = 0;
+    for (; i < n && v[i]->group == g; i++) {
+      uint32_t ps = page_site[v[i]->site];
+      if (ps == MLPROF__NONE || shown == MLPROF__HTML_MEM_STEP_SITES) {
+        rest.alloc_bytes += v[i]->alloc_bytes;
+        rest.alloc_count += v[i]->alloc_count;
+        rest.at_peak += v[i]->at_peak;
+        continue;
+      }
+      shown++;
+      mlprof__out_printf(o, "%s[%zu,%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                         *first ? "\n" : ",\n", k, g, ps, v[i]->alloc_bytes,
+                         v[i]->alloc_count, v[i]->at_peak);
+      *first = 0;
+    }
+    if (rest.alloc_bytes || rest.at_peak) {
+      mlprof__out_printf(o, "%s[%zu,%u,-1,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                         *first ? "\n" : ",\n", k, g, rest.alloc_bytes,
+                         rest.alloc_count, rest.at_peak);
+      *first = 0;
+    }
+  }
+  free(v);
+  return 0;
 }
 
 /* One site: [process, zone, at peak, allocated, count, live at end, leak
@@ -126,7 +199,11 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t nf = m->nframes, nused = 0;
   uint32_t *frame_page = malloc((nf ? nf : 1) * sizeof *frame_page);
   uint32_t *used = malloc((nf ? nf : 1) * sizeof *used);
-  if (!procs || !order || !page || !keep || !frame_page || !used) goto out;
+  /* page_site[site]: its index in the page's "sites", or MLPROF__NONE. */
+  uint32_t *page_site = malloc((ns ? ns : 1) * sizeof *page_site);
+  if (!procs || !order || !page || !keep || !frame_page || !used || !page_site)
+    goto out;
+  for (size_t i = 0; i < ns; i++) page_site[i] = MLPROF__NONE;
   for (size_t i = 0; i < nf; i++) frame_page[i] = MLPROF__NONE;
   /* The processes with the largest peaks. */
   for (size_t i = 0; i < m->nprocs; i++) procs[i] = &m->procs[i];
@@ -170,7 +247,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   }
   mlprof__out_lit(o, "],\n\"sites\":[");
   int first = 1;
-  size_t left = 0;
+  size_t left = 0, npage = 0;
   for (size_t i = 0; i < ns; i++) {
     const mlprof__mem_site *s = &m->sites[i];
     if (s->mproc >= nj || !page[s->mproc]) continue;
@@ -184,6 +261,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
       continue;
     }
     site_json(s, i, page[s->mproc] - 1, o, frame_page, used, &nused, first);
+    page_site[i] = (uint32_t)npage++;
     first = 0;
   }
   mlprof__out_lit(o, "],\n\"other\":[");
@@ -200,6 +278,11 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   }
   mlprof__out_lit(o, "],\"other_sites\":");
   mlprof__out_u64(o, left);
+  mlprof__out_lit(o, ",\n\"step_sites\":[");
+  first = 1;
+  for (size_t i = 0; i < np; i++)
+    if (step_sites_json(procs[i], i, page_site, o, &first)) goto out;
+  mlprof__out_lit(o, "]");
   mlprof__out_lit(o, ",\n\"frames\":[");
   for (size_t i = 0; i < nused; i++) {
     if (i) mlprof__out_lit(o, ",");
@@ -210,6 +293,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
 out:
   free(frame_page);
   free(used);
+  free(page_site);
   free(procs);
   free(order);
   free(page);
