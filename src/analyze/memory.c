@@ -72,8 +72,9 @@ struct mlprof__memory_builder {
   mlprof__map tid_dev; /* a track's tid -> 1 + its CUDA device */
   rec *recs;
   size_t nrecs, recs_cap;
-  double mean, mean_p; /* the mean read back, from the record of least p */
-  mlprof__map site_of; /* zone << 40 | stack -> profile site */
+  double mean, mean_p;  /* the mean read back, from the record of least p */
+  mlprof__map site_of;  /* zone << 40 | stack -> profile site */
+  mlprof__map dsite_of; /* the same, for a CUDA device's (its zone tells) */
   site_key *keys;
   size_t nkeys, keys_cap;
   struct {
@@ -148,12 +149,13 @@ static uint32_t site_of(mlprof__memory_builder *b, uint32_t tid,
   if (zone == MLPROF__NONE) zone = 0;
   int32_t device = space_of(b, tid, zone);
   uint64_t key = (uint64_t)zone << 40 ^ (stack & ((1ull << 40) - 1));
-  uint32_t s = mlprof__map_get(&b->site_of, key);
+  mlprof__map *of = device >= 0 ? &b->dsite_of : &b->site_of;
+  uint32_t s = mlprof__map_get(of, key);
   if (s != MLPROF__NONE) return s;
   if (mlprof__grow(&b->keys, &b->keys_cap, b->nkeys + 1, sizeof *b->keys))
     return MLPROF__NONE;
   s = (uint32_t)b->nkeys;
-  if (mlprof__map_put(&b->site_of, key, s)) return MLPROF__NONE;
+  if (mlprof__map_put(of, key, s)) return MLPROF__NONE;
   b->keys[b->nkeys++] = (site_key){zone, stack, device};
   return s;
 }
@@ -893,6 +895,7 @@ out:
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->dsite_of);
   mlprof__map_clear(&b->tid_dev);
   b->oom = 0;
   return rc;
@@ -976,6 +979,7 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->nodes);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->dsite_of);
   mlprof__map_clear(&b->tid_dev);
   free(b);
 }
