@@ -497,3 +497,13 @@ def test_history_in_the_profile_beside_cpu_memory(tmp_path, build_dir):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert '"cuda_device":0' in html.read_text()
+    # The Chrome trace's live-bytes counter is the process's own memory.
+    trace = tmp_path / "t.json"
+    r = subprocess.run([mlprof_bin, "trace", str(run_dir), "-o", str(trace)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ev = json.loads(trace.read_text())
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    live = [e["args"]["bytes"] for e in ev
+            if e.get("name") == "live bytes (allocations)"]
+    assert max(live) == host[0]["peak_bytes"]
