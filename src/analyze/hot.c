@@ -303,7 +303,12 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
+/* Marks are kept only once the profile has said it samples stacks (its
+ * rate comes first in every flush that has samples, before the flush's
+ * events): a profile of marks alone keeps none, as they place no sample. A
+ * step begun before the sampler's first flush places none of its samples. */
 static int on_mark(mlprof__hot_builder *b, uint32_t tid, uint64_t t, int end) {
+  if (!b->hz) return 0;
   if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
     return fail(b);
   b->marks[b->nmarks] = (mark){t, tid, (uint32_t)b->nmarks, end};
