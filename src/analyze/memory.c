@@ -17,6 +17,7 @@
 #include "../base/base.h"
 #include "../format/wire.h"
 #include "findings.h"
+#include "hot.h"
 #include "marks.h"
 
 #define DEAD (UINT32_MAX - 1) /* a freed address in the live map */
@@ -255,7 +256,7 @@ static void stacks_clear(mlprof__memory_builder *b) {
  * mlprof's own (its torch wrappers call the modules), not the program's. */
 static int library_file(const char *f) {
   return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
-         strstr(f, "/lib/python") || strstr(f, "/mlprof/") || f[0] == '<';
+         strstr(f, "/lib/python") || mlprof__hot_own_file(f) || f[0] == '<';
 }
 
 #define USER_FRAMES 3
