@@ -5,6 +5,7 @@ threads are left alone; two CPU-bound threads are named in a GIL contention
 finding."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -295,6 +296,9 @@ def test_gil_contention_names_threads(build_dir, tmp_path, spin_lib):
     assert f["evidence"]["threads_waiting"] == 2, f
     assert f["evidence"]["gil_wait_share"] >= 0.2, f
     assert "burn (run.py:" in f["summary"], f["summary"]
+    # Named as Python names them ("Thread-1 (worker)"), not by their OS name.
+    assert len(re.findall(r"Thread-\d+ \(worker\) \d+", f["summary"])) == 2, \
+        f["summary"]
     assert f["evidence"]["top_holder_share"] >= 0.8, f
     text = mlprof_cmd(build_dir, "report", out)
     assert "GIL contention in process" in text
