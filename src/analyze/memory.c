@@ -17,6 +17,8 @@
 #include "../base/base.h"
 #include "../format/wire.h"
 #include "findings.h"
+#include "hot.h"
+#include "marks.h"
 
 #define DEAD (UINT32_MAX - 1) /* a freed address in the live map */
 #define MAX_STEPS 256         /* step marks a site's series keeps */
@@ -77,11 +79,14 @@ struct mlprof__memory_builder {
   mlprof__map dsite_of; /* the same, for a CUDA device's (its zone tells) */
   site_key *keys;
   size_t nkeys, keys_cap;
+  /* Each thread's step marks, compact (marks.h): a profile of marks alone
+   * keeps about the file's bytes, not 16 a mark. */
   struct {
     uint32_t tid;
-    uint64_t t;
+    mlprof__marks m;
   } * marks;
   size_t nmarks, marks_cap;
+  mlprof__map mark_ix;                    /* tid -> index in marks */
   mlprof__map func_of, frame_of, node_of; /* id -> index */
   sfunc *funcs;
   size_t nfuncs, funcs_cap;
@@ -209,10 +214,17 @@ static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
   mlprof__memory_builder *b = ud;
-  if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
-    return b->oom = 1, MLPROF_ENOMEM;
-  b->marks[b->nmarks].tid = tid;
-  b->marks[b->nmarks++].t = t;
+  uint32_t i = mlprof__map_get(&b->mark_ix, tid);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1,
+                     sizeof *b->marks) ||
+        mlprof__map_put(&b->mark_ix, tid, (uint32_t)b->nmarks))
+      return b->oom = 1, MLPROF_ENOMEM;
+    i = (uint32_t)b->nmarks++;
+    b->marks[i].tid = tid;
+    memset(&b->marks[i].m, 0, sizeof b->marks[i].m);
+  }
+  if (mlprof__marks_add(&b->marks[i].m, t, 0)) return b->oom = 1, MLPROF_ENOMEM;
   return 0;
 }
 
@@ -281,7 +293,7 @@ static void stacks_clear(mlprof__memory_builder *b) {
  * mlprof's own (its torch wrappers call the modules), not the program's. */
 static int library_file(const char *f) {
   return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
-         strstr(f, "/lib/python") || strstr(f, "/mlprof/") || f[0] == '<';
+         strstr(f, "/lib/python") || mlprof__hot_own_file(f) || f[0] == '<';
 }
 
 #define USER_FRAMES 3
@@ -416,30 +428,27 @@ static int by_time(const void *x, const void *y) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-static int by_t(const void *x, const void *y) {
-  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-  return a < b ? -1 : a > b;
-}
-
-/* The step marks of the thread that marks the most steps, sorted. */
+/* The step marks of the thread that marks the most steps, in time order
+ * (marks.h keeps a thread's in order). */
 static uint64_t *step_times(mlprof__memory_builder *b, size_t *n) {
   *n = 0;
-  if (!b->nmarks) return NULL;
-  mlprof__map count = {0};
-  uint32_t best_tid = 0, best = 0;
-  for (size_t i = 0; i < b->nmarks; i++) {
-    uint32_t c = mlprof__map_get(&count, b->marks[i].tid);
-    c = c == MLPROF__NONE ? 1 : c + 1;
-    if (mlprof__map_put(&count, b->marks[i].tid, c)) break;
-    if (c > best) best = c, best_tid = b->marks[i].tid;
-  }
-  mlprof__map_clear(&count);
-  uint64_t *t = malloc(best * sizeof *t);
-  if (!t) return NULL;
+  const mlprof__marks *best = NULL;
   for (size_t i = 0; i < b->nmarks; i++)
-    if (b->marks[i].tid == best_tid && *n < best) t[(*n)++] = b->marks[i].t;
-  mlprof__sort(t, *n, sizeof *t, by_t);
+    if (!best || b->marks[i].m.marks > best->marks) best = &b->marks[i].m;
+  if (!best || !best->marks) return NULL;
+  uint64_t *t = malloc(best->marks * sizeof *t);
+  if (!t) return NULL;
+  mlprof__marks_cursor c;
+  mlprof__marks_cursor_init(&c, best);
+  int end;
+  while (*n < best->marks && mlprof__marks_next(&c, &t[*n], &end)) (*n)++;
   return t;
+}
+
+static void marks_clear(mlprof__memory_builder *b) {
+  for (size_t i = 0; i < b->nmarks; i++) mlprof__marks_free(&b->marks[i].m);
+  b->nmarks = 0;
+  mlprof__map_clear(&b->mark_ix);
 }
 
 /* One replay of the sorted records up to (not including) index stop.
@@ -891,7 +900,8 @@ out:
   free(some);
   free(devs);
   free(steps);
-  b->nrecs = b->nkeys = b->nmarks = 0;
+  b->nrecs = b->nkeys = 0;
+  marks_clear(b);
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
@@ -972,6 +982,7 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->zlens);
   free(b->recs);
   free(b->keys);
+  marks_clear(b);
   free(b->marks);
   stacks_clear(b);
   free(b->funcs);

@@ -351,50 +351,29 @@
     return el('div', null, [legend, g]);
   }
 
-  /* The zone hierarchy as a flame graph (icicle, outermost on top); click a
-   * frame to zoom into it, click the top bar to zoom out. */
-  function flameGraph() {
-    var tr = D.tree;
-    if (!tr || !arr(tr.nodes).length) return el('p', {class: 'muted', text: 'no zones'});
-    var nodes = tr.nodes, names = tr.names, kids = {}, roots = [];
+  /* The zone hierarchy (D.tree: zone paths by nesting per thread, merged)
+   * as an icicle: width is total time; click a frame to zoom into it
+   * (state.flameRoot, the node's index, kept across renders), the top bar
+   * to zoom out. */
+  function zoneFlame() {
+    var tr = D.tree, nodes = arr(tr && tr.nodes), names = arr(tr && tr.names);
+    if (!nodes.length) return el('p', {class: 'muted', text: 'no zones'});
+    var all = {name: 'all zones', value: 0, children: []}, made = [];
     nodes.forEach(function (n, i) {
-      if (n[1] < 0) roots.push(i); else (kids[n[1]] = kids[n[1]] || []).push(i);
+      var x = made[i] = {name: names[n[0]], value: n[2], calls: n[3], index: i, children: []};
+      var up = n[1] >= 0 ? made[n[1]] : null; /* parents come first */
+      (up || all).children.push(x);
+      if (!up) all.value += n[2];
     });
-    var rootTotal = 0;
-    roots.forEach(function (i) { rootTotal += nodes[i][2]; });
-    var W = 900, rowH = 18, maxDepth = 0;
-    function depthOf(i, d) { maxDepth = Math.max(maxDepth, d); (kids[i] || []).forEach(function (c) { depthOf(c, d + 1); }); }
-    var top = state.flameRoot >= 0 && state.flameRoot < nodes.length ? [state.flameRoot] : roots;
-    top.forEach(function (i) { depthOf(i, 1); });
-    var total = 0;
-    top.forEach(function (i) { total += nodes[i][2]; });
-    if (total <= 0) total = 1;
-    var H = (maxDepth + 1) * rowH + 2;
-    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame'});
-    var all = titled(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer'}), 'all: ' + fmtNs(rootTotal));
-    all.addEventListener('click', function () { state.flameRoot = -1; render(); });
-    g.appendChild(all);
-    g.appendChild(sv('text', {x: 4, y: 13, text: state.flameRoot >= 0 ? '↑ all zones (click to zoom out)' : 'all zones ' + fmtNs(rootTotal)}));
-    function draw(i, x, d, scale) {
-      var n = nodes[i], w = n[2] * scale;
-      if (w < 0.5) return;
-      var name = names[n[0]];
-      var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: zoneColor(name), 'data-zone': name, style: 'cursor:pointer'}),
-        name + '\ntotal ' + fmtNs(n[2]) + ' (' + num(100 * n[2] / total) + '%), ' + n[3] + ' calls');
-      r.addEventListener('click', function () { state.flameRoot = i; render(); });
-      g.appendChild(r);
-      if (w > 40) {
-        var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
-        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(zoneColor(name)), text: label}));
-      }
-      var cx = x;
-      (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
-        draw(c, cx, d + 1, scale); cx += nodes[c][2] * scale;
-      });
-    }
-    var x = 0, scale = W / total;
-    top.slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (i) { draw(i, x, 1, scale); x += nodes[i][2] * scale; });
-    return g;
+    var host = el('div');
+    icicle(host, all, {id: 'zone-flame', title: 'all zones ' + fmtNs(all.value), root: made[state.flameRoot] || null,
+      color: function (n) { return zoneColor(n.name); },
+      tip: function (n, total) {
+        if (n === all) return 'all: ' + fmtNs(all.value);
+        return n.name + '\ntotal ' + fmtNs(n.value) + ' (' + num(100 * n.value / total) + '%), ' + n.calls + ' calls';
+      },
+      onzoom: function (n) { state.flameRoot = n ? n.index : -1; }});
+    return host;
   }
 
   /* ---- views ------------------------------------------------------------ */
@@ -515,7 +494,7 @@
         return {name: z.name, value: z.mean_ns, err: z.std_ns, color: zoneColor(z.name),
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
-      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])].concat(linesCards());
+      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), zoneFlame()])].concat(linesCards());
   }
 
   /* Line timings (R().lines, one row per line): each timed function's

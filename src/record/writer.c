@@ -1269,12 +1269,8 @@ int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
     atomic_store(&t->name_dirty, 1);
   }
 
-  sigset_t all, old;
-  sigfillset(&all);
   /* The writer never takes the program's signals. */
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&w->thread, NULL, writer_main, w);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = mlprof__thread_start(&w->thread, writer_main, w);
   if (rc != 0) {
     mlprof__writer_abandon(w);
     return MLPROF_ETHREAD;
