@@ -1736,6 +1736,7 @@ typedef struct {
   PyObject *spans; /* list of dicts */
   PyObject *counters, *steps, *threads, *units;
   PyObject *allocs;                 /* list of tuples (ev_alloc) */
+  PyObject *alloc_sums;             /* list of tuples (ev_alloc_sum) */
   PyObject *funcs, *frames, *nodes; /* dicts id -> tuple (stack tables) */
   PyObject *last; /* the last span dict (for its metadata and units) */
   PyObject *header;
@@ -1869,6 +1870,21 @@ static int ev_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
   return rc;
 }
 
+/* A site's allocations made and freed within one flush (ALLOCS tag 3):
+ * (tid, t, zone, stack, count, size, weight, var). */
+static int ev_alloc_sum(void *ud, const mlprof__alloc_sum *a) {
+  events_ctx *c = ud;
+  PyObject *e = Py_BuildValue(
+      "(KKNKKKKK)", (unsigned long long)a->tid, (unsigned long long)a->t,
+      a->zone ? name_of(c, a->zone) : PyUnicode_FromString(""),
+      (unsigned long long)a->stack, (unsigned long long)a->count,
+      (unsigned long long)a->size, (unsigned long long)a->weight,
+      (unsigned long long)a->var);
+  int rc = (e && PyList_Append(c->alloc_sums, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
 /* Sets d[id] = v (v's reference taken); MLPROF_ENOMEM on failure. */
 static int put_id(PyObject *d, uint32_t id, PyObject *v) {
   PyObject *k = PyLong_FromUnsignedLong(id);
@@ -1910,9 +1926,10 @@ static int ev_step(void *ud, uint32_t tid, uint64_t t) {
 }
 
 /* read_events(path) -> {"header", "threads", "spans", "counters", "units",
- * "steps", "allocs", "stack_funcs", "stack_frames", "stack_nodes",
- * "clean_end"}: every record of one profile, for tests and tools. allocs:
- * allocation records in the order read (ev_alloc); the stack tables: id ->
+ * "steps", "allocs", "alloc_sums", "stack_funcs", "stack_frames",
+ * "stack_nodes", "clean_end"}: every record of one profile, for tests and
+ * tools. allocs: allocation records in the order read (ev_alloc);
+ * alloc_sums: folded allocations (ev_alloc_sum); the stack tables: id ->
  * (file, function, first_line), (func, line, native, module, symbol,
  * offset), (parent, frame). */
 static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
@@ -1925,12 +1942,14 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                   .threads = PyDict_New(),
                   .units = PyList_New(0),
                   .allocs = PyList_New(0),
+                  .alloc_sums = PyList_New(0),
                   .funcs = PyDict_New(),
                   .frames = PyDict_New(),
                   .nodes = PyDict_New()};
   PyObject *res = NULL;
   if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads ||
-      !c.units || !c.allocs || !c.funcs || !c.frames || !c.nodes)
+      !c.units || !c.allocs || !c.alloc_sums || !c.funcs || !c.frames ||
+      !c.nodes)
     goto out;
   mlprof__visitor v = {.ud = &c,
                        .header = ev_header,
@@ -1944,6 +1963,7 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                        .step = ev_step,
                        .alloc = ev_alloc,
                        .alloc_free = ev_alloc_free,
+                       .alloc_sum = ev_alloc_sum,
                        .stack_func = ev_stack_func,
                        .stack_frame = ev_stack_frame,
                        .stack_node = ev_stack_node};
@@ -1957,7 +1977,7 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
       PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
     goto out;
   }
-  res = dict_of(11, "header",
+  res = dict_of(12, "header",
                 c.header ? (Py_INCREF(c.header), c.header)
                          : (Py_INCREF(Py_None), Py_None),
                 "threads", (Py_INCREF(c.threads), c.threads), "spans",
@@ -1965,7 +1985,8 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                 (Py_INCREF(c.counters), c.counters), "units",
                 (Py_INCREF(c.units), c.units), "steps",
                 (Py_INCREF(c.steps), c.steps), "allocs",
-                (Py_INCREF(c.allocs), c.allocs), "stack_funcs",
+                (Py_INCREF(c.allocs), c.allocs), "alloc_sums",
+                (Py_INCREF(c.alloc_sums), c.alloc_sums), "stack_funcs",
                 (Py_INCREF(c.funcs), c.funcs), "stack_frames",
                 (Py_INCREF(c.frames), c.frames), "stack_nodes",
                 (Py_INCREF(c.nodes), c.nodes), "clean_end",
@@ -1979,6 +2000,7 @@ out:
   Py_XDECREF(c.threads);
   Py_XDECREF(c.units);
   Py_XDECREF(c.allocs);
+  Py_XDECREF(c.alloc_sums);
   Py_XDECREF(c.funcs);
   Py_XDECREF(c.frames);
   Py_XDECREF(c.nodes);

@@ -494,7 +494,8 @@ def profile_snapshot(path):
     the outermost frame ({"filename": ZONE_FILE, "name": zone})}; per free
     of a recorded allocation, "free_requested" then "free_completed" with
     its size and frames. Sizes are the bytes asked for: in a sampled
-    profile, the sampled allocations only. Allocations of a CUDA device
+    profile, the sampled allocations only, less those folded into a site's
+    sum (read_events' alloc_sums: no address nor time of their own). Allocations of a CUDA device
     brought into the profile (zone cuda:N on a track) are left out: the
     snapshot they came from is beside the profile. Raises mlprof.Error
     when the file cannot be read as a profile."""

@@ -166,6 +166,29 @@ def test_sampled_file_grows_with_sites_not_allocations(tmp_path):
         assert z["grow"]["peak_bytes"] == 8 * w, (fold, z["grow"])
 
 
+def test_read_events_gives_the_folded_sums(tmp_path):
+    """mlprof.read_events lists the folded allocations apart (alloc_sums):
+    with the allocation records they make the report's allocations."""
+    out = tmp_path / "run"
+    mlprof("run", "-q", "--memory=sampled:16384", "--flush-ms", "20", "-o",
+           out, "--", program("alloc_known"), "work", 1, 40, 2)
+    [prof] = [p for p in out.iterdir() if p.name.startswith("alloc_known")]
+    code = ("import json, sys, mlprof\n"
+            "e = mlprof.read_events(sys.argv[1])\n"
+            "print(json.dumps([sum(1 for a in e['allocs'] if a[3]),"
+            " [list(u[4:7]) for u in e['alloc_sums']]]))")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(MLPROF),
+                                                   "python"))
+    r = subprocess.run([sys.executable, "-c", code, str(prof)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    records, sums = json.loads(r.stdout)
+    procs, _ = own(report_json(out))
+    assert sums and all(n >= 1 and w >= s for n, s, w in sums)
+    assert records + sum(n for n, _, _ in sums) == procs[0]["allocs"]
+    assert sum(w for _, _, w in sums) < procs[0]["allocated_bytes"]
+
+
 def test_default_is_sampled_and_off_records_nothing(tmp_path):
     out, _ = run(tmp_path, "zones", name="default")
     procs, _ = own(report_json(out))
