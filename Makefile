@@ -134,12 +134,12 @@ sanitize: deps python-install
 	  $(PY) -m pytest -q tests/e2e
 
 # The threaded tests under TSan (fewer zones: TSan is ~10x slower): the
-# recorder, the stack sampler, the allocation hooks.
+# recorder, the stack sampler, the allocation hooks and their folding.
 tsan:
 	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DMLPROF_SANITIZE=thread -DMLPROF_BUILD_BENCH=OFF -DMLPROF_WERROR=ON"
 	MLPROF_STRESS_ZONES=100000 MLPROF_TEST_TIMEOUT=600 \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath tests/tsan/suppressions.txt)" \
-	  build-tsan/mlprof_unit record/ stack/ memory/
+	  build-tsan/mlprof_unit record/ stack/ memory/ fold/
 
 fuzz:
 	sh fuzz/run.sh 60
