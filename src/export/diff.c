@@ -354,6 +354,7 @@ static void json_funcs(mlprof__out *o, const mlprof__diff *d) {
     mlprof__out_json_str(o, f->function, strlen(f->function));
     mlprof__out_lit(o, ",\"file\":");
     mlprof__out_json_str(o, f->file, strlen(f->file));
+    mlprof__out_printf(o, ",\"line\":%u", (unsigned)f->line);
     mlprof__out_printf(o, ",\"verdict\":\"%s\",\"too_few\":%s",
                        mlprof__verdict_name(f->verdict),
                        f->too_few ? "true" : "false");
