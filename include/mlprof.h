@@ -239,6 +239,42 @@ typedef struct mlprof_span {
 MLPROF_EXPORT int mlprof_track_spans(const char *track,
                                      const mlprof_span *spans, size_t n);
 
+/* Allocations measured elsewhere, recorded after the fact: another
+ * allocator's history (torch's CUDA caching allocator). Each is a block of
+ * `size` bytes at `address` made at time_ns, or with size 0 the free of the
+ * latest block at that address, with the allocation's stack (Python-style
+ * frames, innermost first; NULL and 0 when unknown). */
+typedef struct mlprof_frame {
+  const char *file;     /* file name, or NULL */
+  const char *function; /* function name, or NULL */
+  uint32_t line;
+  uint32_t reserved; /* zero */
+} mlprof_frame;
+
+typedef struct mlprof_alloc {
+  uint64_t time_ns; /* CLOCK_MONOTONIC nanoseconds */
+  uint64_t address;
+  uint64_t size;              /* 0: a free */
+  const mlprof_frame *frames; /* innermost first; shared arrays are cheaper */
+  size_t nframes;             /* at most 1024 kept (the innermost) */
+  uint64_t reserved[2];       /* zero: later versions may give them meaning */
+} mlprof_alloc;
+
+/* Records n allocations and frees, in the order given, on the track named
+ * `track` (as mlprof_track_spans), each attributed to the zone named `zone`
+ * and weighing its size (every one recorded: no sampling). They go into the
+ * profile's allocation records (docs/format.md, chunk ALLOCS) and so into
+ * its Memory section; an address space of their own is the caller's to mark
+ * by the zone's name (docs/memory.md: zone "cuda:N" for device N). Times
+ * before the session's start count as its start. Not for hot paths: it
+ * takes a lock and interns each distinct frames array once. Returns 0, or
+ * MLPROF_ENOTSTARTED, MLPROF_EINVAL (no track or zone name, n records but
+ * no array, a record with nframes but no frames or a reserved field set;
+ * nothing recorded) or MLPROF_ENOMEM (records past the memory cap were
+ * dropped and counted). */
+MLPROF_EXPORT int mlprof_track_allocs(const char *track, const char *zone,
+                                      const mlprof_alloc *allocs, size_t n);
+
 /* Line timings of one function (a line profiler's table), recorded after the
  * fact: per line, how often it ran, the time from it to the next line
  * (total) and that less the calls made from it (exclusive), and its source

@@ -1031,7 +1031,9 @@ def report(paths, sort="total", top=0, *, zone=None, exclude=None,
 
 def read_events(path):
     """Every record of one profile file: spans (with metadata and units),
-    counters, units, steps, threads."""
+    counters, units, steps, threads; allocations ("allocs": (tid, t,
+    address, size, weight, zone, stack), size 0 for a free) and the stack
+    tables they name ("stack_funcs", "stack_frames", "stack_nodes")."""
     return _mlprof.read_events(path)
 
 

@@ -77,6 +77,11 @@ static struct {
 #undef API_FIELD
 } api;
 
+/* mlprof_track_allocs of the library in use, NULL in one older than 1.5's
+ * (resolved apart from the api table, which a missing symbol fails). */
+static int (*track_allocs_fn)(const char *, const char *, const mlprof_alloc *,
+                              size_t);
+
 /* The library's _exit, which flushes and finishes the profile before it
  * ends the process (src/intercept/exec.c); NULL where the process's _exit
  * is already that one (the library preloaded, or linked into the program). */
@@ -120,6 +125,8 @@ static int api_setup(void) {
   memcpy(&api.name, &fn, sizeof fn);
   MLPROF_API(API_LOOKUP)
 #undef API_LOOKUP
+  void *ta = dlsym(h, "mlprof_track_allocs");
+  if (ta) memcpy(&track_allocs_fn, &ta, sizeof ta);
   stacks_walker = mlprof_stacks_register(h, &stacks_fork_child);
   Dl_info lib;
   snprintf(api_origin, sizeof api_origin, "%s",
@@ -1160,6 +1167,129 @@ static PyObject *mod_track_spans(PyObject *m, PyObject *args) {
   return PyLong_FromSize_t(n);
 }
 
+/* A frame's string as UTF-8 owned by the frame's tuple (surrogates
+ * replaced: kept in keep); NULL with an exception set. */
+static const char *frame_str(PyObject *o, PyObject *keep) {
+  if (!PyUnicode_Check(o)) {
+    PyErr_SetString(PyExc_TypeError, "a frame's file and name must be str");
+    return NULL;
+  }
+  const char *s = PyUnicode_AsUTF8(o);
+  if (s) return s;
+  PyErr_Clear();
+  PyObject *b = PyUnicode_AsEncodedString(o, "utf-8", "replace");
+  if (!b) return NULL;
+  int bad = PyList_Append(keep, b);
+  Py_DECREF(b);
+  return bad ? NULL : PyBytes_AS_STRING(b);
+}
+
+/* track_allocs(track, zone, stacks, allocs) -> int: allocations measured
+ * elsewhere (mlprof_track_allocs), on the track named `track`, in zone
+ * `zone`. stacks: a sequence of stacks, each a sequence of (file, line,
+ * name) frames, innermost first; allocs: (time_ns, address, size,
+ * stack) tuples, CLOCK_MONOTONIC ns, size 0 for a free, stack an index in
+ * stacks or -1. Returns the records handed over. */
+static PyObject *mod_track_allocs(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *trackobj, *zoneobj, *stacks_in, *allocs_in;
+  if (!PyArg_ParseTuple(args, "OOOO:track_allocs", &trackobj, &zoneobj,
+                        &stacks_in, &allocs_in))
+    return NULL;
+  if (!track_allocs_fn) {
+    PyErr_SetString(ErrorObject,
+                    "the libmlprof in this process has no "
+                    "mlprof_track_allocs (older than 1.5?)");
+    return NULL;
+  }
+  PyObject *tkeep = NULL, *zkeep = NULL, *keep = NULL, *stacks = NULL,
+           *items = NULL;
+  mlprof_frame **fr = NULL;
+  size_t *nfr = NULL, ns = 0, n = 0;
+  mlprof_alloc *a = NULL;
+  int rc = 0, bad = 1;
+  const char *track = c_name(trackobj, "track name", &tkeep);
+  const char *zone = track ? c_name(zoneobj, "zone name", &zkeep) : NULL;
+  if (!zone || !(keep = PyList_New(0)) ||
+      !(stacks = PySequence_Tuple(stacks_in)) ||
+      !(items = PySequence_Tuple(allocs_in)))
+    goto out;
+  ns = (size_t)PyTuple_GET_SIZE(stacks);
+  n = (size_t)PyTuple_GET_SIZE(items);
+  fr = PyMem_Calloc(ns ? ns : 1, sizeof *fr);
+  nfr = PyMem_Calloc(ns ? ns : 1, sizeof *nfr);
+  a = PyMem_Calloc(n ? n : 1, sizeof *a);
+  if (!fr || !nfr || !a) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (size_t i = 0; i < ns; i++) {
+    PyObject *st = PySequence_Tuple(PyTuple_GET_ITEM(stacks, i));
+    if (!st || PyList_Append(keep, st) < 0) {
+      Py_XDECREF(st);
+      goto out;
+    }
+    Py_DECREF(st); /* keep holds it */
+    size_t k = (size_t)PyTuple_GET_SIZE(st);
+    if (!(fr[i] = PyMem_Calloc(k ? k : 1, sizeof **fr))) {
+      PyErr_NoMemory();
+      goto out;
+    }
+    nfr[i] = k;
+    for (size_t j = 0; j < k; j++) {
+      PyObject *f = PyTuple_GET_ITEM(st, j);
+      if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "stack %zu, frame %zu: want (file, line, name)", i, j);
+        goto out;
+      }
+      fr[i][j].file = frame_str(PyTuple_GET_ITEM(f, 0), keep);
+      fr[i][j].function =
+          fr[i][j].file ? frame_str(PyTuple_GET_ITEM(f, 2), keep) : NULL;
+      if (!fr[i][j].function) goto out;
+      unsigned long line = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(f, 1));
+      if (PyErr_Occurred()) goto out;
+      fr[i][j].line = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    PyObject *t = PyTuple_GET_ITEM(items, i);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+      PyErr_Format(PyExc_TypeError,
+                   "allocation %zu: want (time_ns, address, size, stack)", i);
+      goto out;
+    }
+    a[i].time_ns = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 0));
+    a[i].address = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 1));
+    a[i].size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 2));
+    long long k = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    if (PyErr_Occurred()) goto out;
+    if (k >= 0) {
+      if ((size_t)k >= ns) {
+        PyErr_Format(PyExc_ValueError, "allocation %zu: no stack %lld", i, k);
+        goto out;
+      }
+      a[i].frames = fr[k];
+      a[i].nframes = nfr[k];
+    }
+  }
+  bad = 0;
+  Py_BEGIN_ALLOW_THREADS rc = track_allocs_fn(track, zone, a, n);
+  Py_END_ALLOW_THREADS out : if (fr) for (size_t i = 0; i < ns; i++)
+                                 PyMem_Free(fr[i]);
+  PyMem_Free(fr);
+  PyMem_Free(nfr);
+  PyMem_Free(a);
+  Py_XDECREF(items);
+  Py_XDECREF(stacks);
+  Py_XDECREF(keep);
+  Py_XDECREF(zkeep);
+  Py_XDECREF(tkeep);
+  if (bad) return NULL;
+  if (rc) return raise_mlprof(rc, "track_allocs");
+  return PyLong_FromSize_t(n);
+}
+
 /* A PyArg "O&" converter: a count, an int in [0, 2^64) (ValueError or
  * OverflowError otherwise, not a silent wrap). */
 static int count_arg(PyObject *o, void *out) {
@@ -1605,6 +1735,8 @@ typedef struct {
   PyObject *names; /* dict id -> (kind, category, name) */
   PyObject *spans; /* list of dicts */
   PyObject *counters, *steps, *threads, *units;
+  PyObject *allocs;                 /* list of tuples (ev_alloc) */
+  PyObject *funcs, *frames, *nodes; /* dicts id -> tuple (stack tables) */
   PyObject *last; /* the last span dict (for its metadata and units) */
   PyObject *header;
 } events_ctx;
@@ -1621,9 +1753,9 @@ static PyObject *name_of(events_ctx *c, uint32_t id) {
 
 static int ev_header(void *ud, const mlprof__header *h) {
   events_ctx *c = ud;
-  c->header =
-      dict_of(4, "pid", U64(h->pid), "ppid", U64(h->ppid), "start_mono_ns",
-              U64(h->start_mono_ns), "exe", str_z(h->exe));
+  c->header = dict_of(5, "pid", U64(h->pid), "ppid", U64(h->ppid),
+                      "start_mono_ns", U64(h->start_mono_ns), "start_wall_ns",
+                      U64(h->start_wall_ns), "exe", str_z(h->exe));
   return c->header ? 0 : MLPROF_ENOMEM;
 }
 
@@ -1712,6 +1844,62 @@ static int ev_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   return rc;
 }
 
+/* An allocation: (tid, t, address, size, weight, zone, stack); a free:
+ * (tid, t, address, 0, 0, "", 0). */
+static int ev_alloc(void *ud, const mlprof__alloc *a) {
+  events_ctx *c = ud;
+  PyObject *e =
+      Py_BuildValue("(KKKKKNK)", (unsigned long long)a->tid,
+                    (unsigned long long)a->t, (unsigned long long)a->addr,
+                    (unsigned long long)a->size, (unsigned long long)a->weight,
+                    a->zone ? name_of(c, a->zone) : PyUnicode_FromString(""),
+                    (unsigned long long)a->stack);
+  int rc = (e && PyList_Append(c->allocs, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+static int ev_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  events_ctx *c = ud;
+  PyObject *e =
+      Py_BuildValue("(KKKKKsK)", (unsigned long long)tid, (unsigned long long)t,
+                    (unsigned long long)addr, 0ull, 0ull, "", 0ull);
+  int rc = (e && PyList_Append(c->allocs, e) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(e);
+  return rc;
+}
+
+/* Sets d[id] = v (v's reference taken); MLPROF_ENOMEM on failure. */
+static int put_id(PyObject *d, uint32_t id, PyObject *v) {
+  PyObject *k = PyLong_FromUnsignedLong(id);
+  int rc = (k && v && PyDict_SetItem(d, k, v) == 0) ? 0 : MLPROF_ENOMEM;
+  Py_XDECREF(k);
+  Py_XDECREF(v);
+  return rc;
+}
+
+static int ev_stack_func(void *ud, const mlprof__stack_func *f) {
+  events_ctx *c = ud;
+  return put_id(c->funcs, f->id,
+                Py_BuildValue("(NNI)", str_z(f->file), str_z(f->function),
+                              (unsigned)f->first_line));
+}
+
+static int ev_stack_frame(void *ud, const mlprof__stack_frame *f) {
+  events_ctx *c = ud;
+  return put_id(c->frames, f->id,
+                Py_BuildValue("(IIiNNK)", (unsigned)f->func, (unsigned)f->line,
+                              f->native, str_z(f->module), str_z(f->symbol),
+                              (unsigned long long)f->offset));
+}
+
+static int ev_stack_node(void *ud, uint32_t id, uint32_t parent,
+                         uint32_t frame) {
+  events_ctx *c = ud;
+  return put_id(c->nodes, id,
+                Py_BuildValue("(II)", (unsigned)parent, (unsigned)frame));
+}
+
 static int ev_step(void *ud, uint32_t tid, uint64_t t) {
   events_ctx *c = ud;
   PyObject *e =
@@ -1722,7 +1910,11 @@ static int ev_step(void *ud, uint32_t tid, uint64_t t) {
 }
 
 /* read_events(path) -> {"header", "threads", "spans", "counters", "units",
- * "steps", "clean_end"}: every record of one profile, for tests and tools. */
+ * "steps", "allocs", "stack_funcs", "stack_frames", "stack_nodes",
+ * "clean_end"}: every record of one profile, for tests and tools. allocs:
+ * allocation records in the order read (ev_alloc); the stack tables: id ->
+ * (file, function, first_line), (func, line, native, module, symbol,
+ * offset), (parent, frame). */
 static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
   PyObject *pathb;
   if (!PyUnicode_FSConverter(arg, &pathb)) return NULL;
@@ -1731,9 +1923,14 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                   .counters = PyList_New(0),
                   .steps = PyList_New(0),
                   .threads = PyDict_New(),
-                  .units = PyList_New(0)};
+                  .units = PyList_New(0),
+                  .allocs = PyList_New(0),
+                  .funcs = PyDict_New(),
+                  .frames = PyDict_New(),
+                  .nodes = PyDict_New()};
   PyObject *res = NULL;
-  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads || !c.units)
+  if (!c.names || !c.spans || !c.counters || !c.steps || !c.threads ||
+      !c.units || !c.allocs || !c.funcs || !c.frames || !c.nodes)
     goto out;
   mlprof__visitor v = {.ud = &c,
                        .header = ev_header,
@@ -1744,7 +1941,12 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
                        .span_units = ev_span_units,
                        .counter = ev_counter,
                        .units = ev_units,
-                       .step = ev_step};
+                       .step = ev_step,
+                       .alloc = ev_alloc,
+                       .alloc_free = ev_alloc_free,
+                       .stack_func = ev_stack_func,
+                       .stack_frame = ev_stack_frame,
+                       .stack_node = ev_stack_node};
   mlprof__read_report rep;
   memset(&rep, 0, sizeof rep);
   char err[512] = "";
@@ -1755,14 +1957,18 @@ static PyObject *mod_read_events(PyObject *m, PyObject *arg) {
       PyErr_SetString(ErrorObject, err[0] ? err : api.strerror(rc));
     goto out;
   }
-  res = dict_of(7, "header",
+  res = dict_of(11, "header",
                 c.header ? (Py_INCREF(c.header), c.header)
                          : (Py_INCREF(Py_None), Py_None),
                 "threads", (Py_INCREF(c.threads), c.threads), "spans",
                 (Py_INCREF(c.spans), c.spans), "counters",
                 (Py_INCREF(c.counters), c.counters), "units",
                 (Py_INCREF(c.units), c.units), "steps",
-                (Py_INCREF(c.steps), c.steps), "clean_end",
+                (Py_INCREF(c.steps), c.steps), "allocs",
+                (Py_INCREF(c.allocs), c.allocs), "stack_funcs",
+                (Py_INCREF(c.funcs), c.funcs), "stack_frames",
+                (Py_INCREF(c.frames), c.frames), "stack_nodes",
+                (Py_INCREF(c.nodes), c.nodes), "clean_end",
                 PyBool_FromLong(rep.clean_end));
 out:
   Py_DECREF(pathb);
@@ -1772,6 +1978,10 @@ out:
   Py_XDECREF(c.steps);
   Py_XDECREF(c.threads);
   Py_XDECREF(c.units);
+  Py_XDECREF(c.allocs);
+  Py_XDECREF(c.funcs);
+  Py_XDECREF(c.frames);
+  Py_XDECREF(c.nodes);
   Py_XDECREF(c.last);
   Py_XDECREF(c.header);
   return res;
@@ -1831,6 +2041,11 @@ static PyMethodDef module_methods[] = {
      "track_spans(track, spans) -> int: records spans measured elsewhere on "
      "a track;\nspans are (name, category, begin_ns, end_ns[, unit, units]) "
      "tuples, CLOCK_MONOTONIC ns."},
+    {"track_allocs", mod_track_allocs, METH_VARARGS,
+     "track_allocs(track, zone, stacks, allocs) -> int: records allocations "
+     "measured elsewhere;\nstacks: sequences of (file, line, name) frames, "
+     "innermost first; allocs: (time_ns, address, size, stack index or -1) "
+     "tuples, CLOCK_MONOTONIC ns, size 0 for a free."},
     {"lines_record", mod_lines_record, METH_VARARGS,
      "lines_record(function, file, first_line, rows): a function's line "
      "timings\ninto the profile; rows are (line, hits, total_ns, "

@@ -25,7 +25,8 @@ import sys
 from . import Error
 
 __all__ = ["SnapshotError", "load", "analyze", "format_text", "main",
-           "MAX_BYTES", "history_start", "HISTORY_ENV"]
+           "MAX_BYTES", "history_start", "HISTORY_ENV", "record",
+           "profile_records", "profile_snapshot"]
 
 MAX_BYTES = 1 << 30   # default cap on the file read
 FRAMES_LOOKED_AT = 64  # per allocation: a site is its first program frames
@@ -387,6 +388,7 @@ def format_text(summary, path=""):
 
 
 USAGE = """usage: mlprof memory-snapshot FILE [--json] [--top N] [--max-mb N]
+       mlprof memory-snapshot --from PROFILE -o OUT.pickle
 
 Reads a CUDA memory snapshot (torch.cuda.memory._dump_snapshot) and prints,
 per device, what is reserved and allocated, the peak of live bytes over the
@@ -397,6 +399,10 @@ runs.
   --json      the summary as JSON
   --top N     sites listed (default 10, 0: all)
   --max-mb N  refuse files larger than N MiB (default 1024)
+
+With --from, writes the allocations recorded in one mlprof profile (a
+process's .mlprof file) as a snapshot that pytorch.org/memory_viz opens (its
+trace of allocs and frees with their frames; docs/memory.md).
 """
 
 
@@ -405,6 +411,7 @@ def main(argv):
     or 2 for bad usage or a file that is not a snapshot (with a line on
     stderr)."""
     args, path, as_json, top, cap = list(argv), None, False, 10, MAX_BYTES
+    source = out = None
     try:
         while args:
             a = args.pop(0)
@@ -413,6 +420,14 @@ def main(argv):
                 return 0
             if a == "--json":
                 as_json = True
+            elif a in ("--from", "-o"):
+                v = args.pop(0) if args else ""
+                if not v:
+                    raise ValueError("%s takes a path" % a)
+                if a == "--from":
+                    source = v
+                else:
+                    out = v
             elif a in ("--top", "--max-mb"):
                 v = args.pop(0) if args else ""
                 if not v.isdigit() or not v.isascii():
@@ -430,12 +445,20 @@ def main(argv):
                 path = a
             else:
                 raise ValueError("one FILE only")
-        if path is None:
+        if source is not None:
+            if path is not None or out is None or as_json:
+                raise ValueError("--from PROFILE takes -o OUT.pickle and "
+                                 "nothing else")
+        elif out is not None:
+            raise ValueError("-o goes with --from PROFILE")
+        elif path is None:
             raise ValueError("a FILE is needed")
     except ValueError as e:
         sys.stderr.write("mlprof memory-snapshot: %s (see mlprof "
                          "memory-snapshot --help)\n" % e)
         return 2
+    if source is not None:
+        return _write_from_profile(source, out)
     try:
         summary = analyze(load(path, cap), top)
     except SnapshotError as e:
@@ -446,6 +469,132 @@ def main(argv):
         sys.stdout.write(json.dumps(summary, indent=1) + "\n")
     else:
         sys.stdout.write(format_text(summary, path))
+    return 0
+
+
+# ---- a profile's allocations as a snapshot --------------------------------
+
+ZONE_FILE = "<mlprof zone>"  # the outermost frame of an allocation in a zone
+
+
+def _is_cuda_zone(zone):
+    return (zone.startswith("cuda:") and zone[5:].isdigit()
+            and zone[5:].isascii() and len(zone) <= 9)
+
+
+def profile_snapshot(path):
+    """The allocations recorded in profile `path` (one process's .mlprof
+    file) as a memory snapshot in torch's format, which memory_viz opens:
+    {"segments": [], "device_traces": [trace]}, trace the allocations and
+    frees of the process's own memory replayed in time order over every
+    thread: per allocation {"action": "alloc", "addr", "size", "stream": 0,
+    "time_us" (Unix time), "frames": [{"filename", "line", "name"}],
+    innermost first: its Python frames, its native frame (filename the
+    shared object, name "symbol+0xOFF"), then the zone it was made in as
+    the outermost frame ({"filename": ZONE_FILE, "name": zone})}; per free
+    of a recorded allocation, "free_requested" then "free_completed" with
+    its size and frames. Sizes are the bytes asked for: in a sampled
+    profile, the sampled allocations only. Allocations of a CUDA device
+    brought into the profile (zone cuda:N on a track) are left out: the
+    snapshot they came from is beside the profile. Raises mlprof.Error
+    when the file cannot be read as a profile."""
+    from . import _mlprof
+    ev = _mlprof.read_events(path)
+    funcs, frames, nodes = (ev["stack_funcs"], ev["stack_frames"],
+                            ev["stack_nodes"])
+    t0 = (ev["header"] or {}).get("start_wall_ns", 0)
+    cache = {}
+
+    def frames_of(stack, zone):
+        key = (stack, zone)
+        got = cache.get(key)
+        if got is not None:
+            return got
+        out, sid, hops = [], stack, 0
+        while sid and hops < 4096:  # parents have smaller ids
+            hops += 1
+            node = nodes.get(sid)
+            if node is None:
+                break
+            parent, fid = node
+            f = frames.get(fid)
+            if f is not None:
+                func, line, native, module, symbol, offset = f
+                if native:
+                    out.append({"filename": module, "line": 0, "name": "%s+0x%x" % (
+                        symbol or os.path.basename(module), offset)})
+                elif func:
+                    file, fn, _ = funcs.get(func, ("?", "?", 0))
+                    out.append({"filename": file, "line": line, "name": fn})
+                else:
+                    out.append({"filename": "<truncated>", "line": 0,
+                                "name": "<truncated>"})
+            if parent >= sid:
+                break
+            sid = parent
+        if zone:
+            out.append({"filename": ZONE_FILE, "line": 0, "name": zone})
+        cache[key] = out
+        return out
+    cuda_tids = {r[0] for r in ev["allocs"]
+                 if r[0] >= 1 << 31 and r[3] and _is_cuda_zone(r[5])}
+    order = sorted(range(len(ev["allocs"])),
+                   key=lambda i: ev["allocs"][i][1])
+    live, trace = {}, []
+    for i in order:
+        tid, t, addr, size, weight, zone, stack = ev["allocs"][i]
+        if tid in cuda_tids:
+            continue
+        us = (t0 + t) // 1000
+        if size:
+            old = live.pop(addr, None)
+            if old is not None:  # its free was not recorded
+                trace.append(_free_entry("free_requested", addr, old, us))
+                trace.append(_free_entry("free_completed", addr, old, us))
+            fr = frames_of(stack, zone)
+            live[addr] = (size, fr)
+            trace.append({"action": "alloc", "addr": addr, "size": size,
+                          "stream": 0, "time_us": us, "frames": fr})
+        else:
+            old = live.pop(addr, None)
+            if old is not None:
+                trace.append(_free_entry("free_requested", addr, old, us))
+                trace.append(_free_entry("free_completed", addr, old, us))
+    return {"segments": [], "device_traces": [trace]}
+
+
+def _free_entry(action, addr, alloc, us):
+    return {"action": action, "addr": addr, "size": alloc[0], "stream": 0,
+            "time_us": us, "frames": alloc[1]}
+
+
+def _write_from_profile(source, out):
+    """memory-snapshot --from SOURCE -o OUT: 0, or 2 with a line on
+    stderr."""
+    from . import Error as MlprofError
+    if os.path.isdir(source):
+        sys.stderr.write("mlprof memory-snapshot: %s is a directory: name "
+                         "one process's profile (a .mlprof file in it)\n"
+                         % source)
+        return 2
+    try:
+        snap = profile_snapshot(source)
+    except (MlprofError, OSError) as e:
+        sys.stderr.write("mlprof memory-snapshot: %s: %s\n" % (source, e))
+        return 2
+    try:
+        # As torch's _dump_snapshot writes one: pickle's default protocol.
+        data = pickle.dumps(snap)
+        with open(out, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        sys.stderr.write("mlprof memory-snapshot: %s: %s\n" % (
+            out, e.strerror or e))
+        return 2
+    n = len(snap["device_traces"][0])
+    sys.stdout.write("%s: %d trace entries (%d allocations) from %s\n" % (
+        out, n, sum(e["action"] == "alloc" for e in snap["device_traces"][0]),
+        source))
     return 0
 
 
@@ -482,11 +631,140 @@ def history_start(torch, profile_path, environ=os.environ):
     path = profile_path + ".cuda-memory.pickle"
 
     def dump():
+        # What torch's _dump_snapshot does, with the snapshot taken once:
+        # written beside the profile, then brought into it.
         try:
-            mem._dump_snapshot(path)
+            snap = mem._snapshot()
+        except Exception:
+            return  # the program's exit is never disturbed
+        try:
+            with open(path, "wb") as f:
+                pickle.dump(snap, f)
+        except Exception:
+            pass
+        try:
+            record(snap)
+        except Exception:
+            pass
+        try:
             mem._record_memory_history(None)
         except Exception:
-            pass  # the program's exit is never disturbed
+            pass
     import atexit
     atexit.register(dump)
     return path, "recording"
+
+
+# ---- into the profile ------------------------------------------------------
+
+TRACK = "CUDA memory"  # the track of device N: "CUDA memory cuda:N"
+# time_us of torch's entries is Unix time in µs; a value before this one
+# (2001) is not, and the entries are then placed at the moment of recording.
+_UNIX_US_MIN = 10 ** 15
+
+
+def _program_frames(frames):
+    """The frames of an allocation kept in the profile, innermost first:
+    its Python frames (torch's C++ frames left out: a site names Python
+    lines), or, with none, its first frames past the allocator's own."""
+    kept = [f for f in frames
+            if not any(o in f[2] for o in _OMIT_NAMES)
+            and not any(o in f[0] for o in _OMIT_FILES)]
+    py = [f for f in kept if f[0].endswith(".py") or f[0][:1] == "<"]
+    return tuple(py) if py else tuple(kept[:SITE_FRAMES])
+
+
+def profile_records(snap, now_mono_ns, now_unix_ns):
+    """What a snapshot brings into the profile, per device: {device:
+    (stacks, allocs)}, stacks a list of frame tuples ((file, line, name),
+    innermost first), allocs (time_ns CLOCK_MONOTONIC, address, size (0: a
+    free), index in stacks or -1) in order. The history's alloc and
+    free_completed entries; before them, as allocations at the history's
+    start, what was allocated before it began (what it frees without having
+    allocated it, and the blocks live at the snapshot it never allocated),
+    so that live bytes are as `memory-snapshot` replays them. Raises
+    SnapshotError on a snapshot not in torch's format."""
+    analyze(snap, top=1, points=1)  # checks every field (SnapshotError)
+    segs = snap.get("segments", [])
+    traces = snap.get("device_traces", [])
+    blocks_of = {}
+    for s in segs:
+        blocks_of.setdefault(s.get("device", 0), []).extend(
+            b for b in s["blocks"] if b["state"] == "active_allocated")
+    out = {}
+    for dev in sorted(set(blocks_of) | {i for i, t in enumerate(traces)
+                                          if t}):
+        trace = traces[dev] if dev < len(traces) else []
+        stacks, index = [], {}
+
+        def stack(frames):
+            fr = _program_frames(_frames({"frames": frames}, "frames"))
+            if not fr:
+                return -1
+            k = index.get(fr)
+            if k is None:
+                k = index[fr] = len(stacks)
+                stacks.append(fr)
+            return k
+        times = all(type(e.get("time_us")) is int
+                    and e["time_us"] >= _UNIX_US_MIN for e in trace)
+
+        def when(e):
+            if not times:
+                return now_mono_ns
+            return max(0, e["time_us"] * 1000 - now_unix_ns + now_mono_ns)
+        pre, hist, live = [], [], {}
+        for e in trace:
+            action = e["action"]
+            if action not in ("alloc", "free_completed"):
+                continue
+            t, addr, size = when(e), e["addr"], e.get("size", 0)
+            if action == "alloc":
+                if addr in live:  # its free_completed was not recorded
+                    hist.append((t, addr, 0, -1))
+                live[addr] = size
+                if size:
+                    hist.append((t, addr, size, stack(e.get("frames", []))))
+            elif live.pop(addr, None) is not None:
+                hist.append((t, addr, 0, -1))
+            elif size:  # allocated before the history began
+                pre.append((addr, size, stack(e.get("frames", []))))
+                hist.append((t, addr, 0, -1))
+        for b in blocks_of.get(dev, []):
+            if b["address"] not in live and b["size"]:
+                pre.append((b["address"], b["size"],
+                            stack(b.get("frames", []))))
+        start = hist[0][0] if hist else now_mono_ns
+        allocs = [(start, a, n, k) for a, n, k in pre] + hist
+        out[dev] = (stacks, allocs)
+    return out
+
+
+def record(snap, now_mono_ns=None, now_unix_ns=None):
+    """Brings a snapshot (torch.cuda.memory._snapshot()) into this
+    process's profile: each device's allocations on a track of their own
+    ("CUDA memory cuda:N"), in zone "cuda:N", where the report's Memory
+    section and the dashboard show them as the process's CUDA memory
+    (docs/memory.md); the segments as metadata "mlprof.cuda_memory:cuda:N".
+    Returns the allocation records made. Raises SnapshotError on a snapshot
+    not in torch's format, mlprof.Error when the profile takes none."""
+    import time
+    from . import _mlprof
+    if now_mono_ns is None:
+        now_unix_ns, now_mono_ns = time.time_ns(), time.monotonic_ns()
+    made = 0
+    summary = {d["device"]: d for d in analyze(snap, top=1,
+                                               points=1)["devices"]}
+    for dev, (stacks, allocs) in profile_records(
+            snap, now_mono_ns, now_unix_ns).items():
+        zone = "cuda:%d" % dev
+        made += _mlprof.track_allocs("%s %s" % (TRACK, zone), zone, stacks,
+                                     allocs)
+        d = summary.get(dev)
+        if d:
+            _mlprof.meta("mlprof.cuda_memory:" + zone, (
+                "%d bytes reserved in %d segments, %d allocated at the "
+                "snapshot; %d history entries, %d out-of-memory errors" % (
+                    d["reserved_bytes"], d["segments"], d["allocated_bytes"],
+                    d["trace_entries"], d["ooms"])))
+    return made

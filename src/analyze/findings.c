@@ -39,13 +39,6 @@ typedef struct {
   double cpu_sum, cpu_ns, runq_sum, runq_ns, idle_sum, idle_ns;
 } below_st;
 
-/* A span kept until its profile ends: the communication ones, and those of
- * zones that may be flagged, whose cover by the former is measured then. */
-typedef struct {
-  uint64_t b, e;
-  uint32_t zone; /* index in p.zones */
-} ival;
-
 typedef struct {
   below_st *acc; /* acc[d]: spans at depth d */
   size_t cap, top;
@@ -59,7 +52,7 @@ typedef struct {
   size_t rancap;
   /* Its communication spans, in the order they ended: nearly sorted by
    * begin, where all threads' together interleave in runs of a flush. */
-  ival *comm;
+  mlprof__ival *comm;
   size_t ncomm, commcap;
 } thread_st;
 
@@ -94,7 +87,10 @@ typedef struct {
   mlprof__map tids;
   uint32_t last_tid;
   thread_st *last_thread;
-  ival *comm, *cand;
+  /* Spans kept until the profile ends (id: their zone's index in p.zones):
+   * the communication ones, and those of zones that may be flagged, whose
+   * cover by the former is measured then. */
+  mlprof__ival *comm, *cand;
   size_t ncomm, commcap, ncand, candcap;
   /* Sampling of cand: kept 1 in stride, a power of two (a mask, not a
    * division, on every span). */
@@ -461,7 +457,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     if (th->ncomm + 1 > th->commcap &&
         mlprof__grow(&th->comm, &th->commcap, th->ncomm + 1, sizeof *th->comm))
       return MLPROF_ENOMEM;
-    th->comm[th->ncomm++] = (ival){begin, end, n->zone};
+    th->comm[th->ncomm++] = (mlprof__ival){begin, end, n->zone};
   } else if (!track && fz->candidate &&
              (ps->cand_seen++ & (ps->cand_stride - 1)) == 0) {
     /* A sample of them, every cand_stride-th: when CAND_MAX are kept, every
@@ -474,7 +470,7 @@ static int on_span(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
     }
     if (mlprof__grow(&ps->cand, &ps->candcap, ps->ncand + 1, sizeof *ps->cand))
       return MLPROF_ENOMEM;
-    ps->cand[ps->ncand++] = (ival){begin, end, n->zone};
+    ps->cand[ps->ncand++] = (mlprof__ival){begin, end, n->zone};
   }
   if (ps->gpu_spans && mlprof__gpu_span(ps->gpu, tid, n->zone, fz->name,
                                         fz->len, depth, n->comm, begin, end))
@@ -550,18 +546,18 @@ static const mlprof__series *proc_series(const mlprof__resources *res,
   return NULL;
 }
 
-static int ival_less(const ival *x, const ival *y) {
-  return x->zone != y->zone ? x->zone < y->zone : x->b < y->b;
+static int ival_less(const mlprof__ival *x, const mlprof__ival *y) {
+  return x->id != y->id ? x->id < y->id : x->b < y->b;
 }
 
 /* Sorts a by zone, then begin: a natural merge sort, as the spans come
  * nearly in that order (each thread's by end). Returns 0 or MLPROF_ENOMEM
  * (a unchanged). */
-static int ival_sort(ival *a, size_t n) {
+static int ival_sort(mlprof__ival *a, size_t n) {
   size_t i = 1;
   while (i < n && !ival_less(&a[i], &a[i - 1])) i++;
   if (i >= n) return 0;
-  ival *t = malloc(n * sizeof *t), *src = a, *dst = t;
+  mlprof__ival *t = malloc(n * sizeof *t), *src = a, *dst = t;
   if (!t) return MLPROF_ENOMEM;
   for (size_t runs = 0; runs != 1;) {
     runs = 0;
@@ -578,7 +574,7 @@ static int ival_sort(ival *a, size_t n) {
       while (y < hi) dst[o++] = src[y++];
       lo = hi;
     }
-    ival *w = src;
+    mlprof__ival *w = src;
     src = dst;
     dst = w;
   }
@@ -587,12 +583,10 @@ static int ival_sort(ival *a, size_t n) {
   return 0;
 }
 
-/* Merges a (sorted by zone, then begin) into disjoint intervals per zone,
- * or across zones when any; returns the new count. */
-static size_t ival_merge(ival *a, size_t n, int any) {
+size_t mlprof__ival_merge(mlprof__ival *a, size_t n, int any) {
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    if (m && (any || a[m - 1].zone == a[i].zone) && a[i].b <= a[m - 1].e) {
+    if (m && (any || a[m - 1].id == a[i].id) && a[i].b <= a[m - 1].e) {
       if (a[i].e > a[m - 1].e) a[m - 1].e = a[i].e;
     } else {
       a[m++] = a[i];
@@ -601,9 +595,8 @@ static size_t ival_merge(ival *a, size_t n, int any) {
   return m;
 }
 
-/* The time of [b, e] under the disjoint intervals a (sorted). */
 typedef struct {
-  const ival *a;
+  const mlprof__ival *a;
   uint64_t t;
 } ival_key;
 
@@ -613,12 +606,17 @@ static int ends_by(const void *ctx, size_t i) {
   return k->a[i].e <= k->t;
 }
 
-static uint64_t covered(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  ival_key key = {a, b};
-  size_t lo = mlprof__lower_bound(0, n, &key, ends_by);
+size_t mlprof__ival_after(const mlprof__ival *a, size_t n, uint64_t t) {
+  return mlprof__lower_bound(0, n, &(ival_key){a, t}, ends_by);
+}
+
+uint64_t mlprof__ival_cover(const mlprof__ival *a, size_t n, uint64_t b,
+                            uint64_t e) {
   uint64_t ns = 0;
-  for (; lo < n && a[lo].b < e; lo++)
-    ns += (a[lo].e < e ? a[lo].e : e) - (a[lo].b > b ? a[lo].b : b);
+  for (size_t i = mlprof__ival_after(a, n, b); i < n && a[i].b < e; i++) {
+    uint64_t x = a[i].b > b ? a[i].b : b, y = a[i].e < e ? a[i].e : e;
+    ns += y > x ? y - x : 0;
+  }
   return ns;
 }
 
@@ -641,16 +639,16 @@ static int comm_cover(pass *ps) {
     th->comm = NULL;
     th->ncomm = th->commcap = 0;
   }
-  ival *all = NULL;
+  mlprof__ival *all = NULL;
   size_t nall = 0, ngroups = 0, *group = NULL;
   if (ps->ncomm) {
     if (ival_sort(ps->comm, ps->ncomm)) return MLPROF_ENOMEM;
-    ps->ncomm = ival_merge(ps->comm, ps->ncomm, 0);
+    ps->ncomm = mlprof__ival_merge(ps->comm, ps->ncomm, 0);
     /* Where each zone's intervals begin in comm, and where they end. */
     if (!(group = malloc((ps->ncomm + 1) * sizeof *group)))
       return MLPROF_ENOMEM;
     for (size_t i = 0; i < ps->ncomm; i++)
-      if (!i || ps->comm[i].zone != ps->comm[i - 1].zone) group[ngroups++] = i;
+      if (!i || ps->comm[i].id != ps->comm[i - 1].id) group[ngroups++] = i;
     group[ngroups] = ps->ncomm;
   }
   if (ngroups == 1) {
@@ -662,36 +660,36 @@ static int comm_cover(pass *ps) {
       return MLPROF_ENOMEM;
     }
     memcpy(all, ps->comm, ps->ncomm * sizeof *all);
-    for (size_t i = 0; i < ps->ncomm; i++) all[i].zone = 0;
+    for (size_t i = 0; i < ps->ncomm; i++) all[i].id = 0;
     if (ival_sort(all, ps->ncomm)) {
       free(all);
       free(group);
       return MLPROF_ENOMEM;
     }
-    nall = ival_merge(all, ps->ncomm, 1);
+    nall = mlprof__ival_merge(all, ps->ncomm, 1);
   }
   for (size_t i = 0; i < ps->ncand; i++) {
-    const ival *c = &ps->cand[i];
-    mlprof__fzone *z = &ps->p.zones[c->zone];
+    const mlprof__ival *c = &ps->cand[i];
+    mlprof__fzone *z = &ps->p.zones[c->id];
     z->span_ns += c->e > c->b ? c->e - c->b : 0;
-    z->comm_ns += covered(all ? all : ps->comm, nall, c->b, c->e);
+    z->comm_ns += mlprof__ival_cover(all ? all : ps->comm, nall, c->b, c->e);
     for (size_t k = 0; k < ngroups; k++) {
       size_t g = group[k], end = group[k + 1];
-      uint64_t ns = covered(ps->comm + g, end - g, c->b, c->e);
+      uint64_t ns = mlprof__ival_cover(ps->comm + g, end - g, c->b, c->e);
       if (ns) {
         /* Its slot, a free one, or the least one's if it covered more. */
         size_t at = 0;
         for (size_t j = 0; j < MLPROF__COMM_NAMES; j++) {
-          if (z->comm_by[j].ns && z->comm_by[j].zone == ps->comm[g].zone) {
+          if (z->comm_by[j].ns && z->comm_by[j].zone == ps->comm[g].id) {
             at = j;
             break;
           }
           if (z->comm_by[j].ns < z->comm_by[at].ns) at = j;
         }
-        if (z->comm_by[at].ns && z->comm_by[at].zone == ps->comm[g].zone)
+        if (z->comm_by[at].ns && z->comm_by[at].zone == ps->comm[g].id)
           z->comm_by[at].ns += ns;
         else if (ns > z->comm_by[at].ns)
-          z->comm_by[at].zone = ps->comm[g].zone, z->comm_by[at].ns = ns;
+          z->comm_by[at].zone = ps->comm[g].id, z->comm_by[at].ns = ns;
       }
     }
   }

@@ -346,6 +346,26 @@ double mlprof__theil_sen(const double *x, const double *y, size_t n,
  * y grows; |z| >= 3 is significant at about p = 0.001. */
 double mlprof__mann_kendall_z(const double *y, size_t n, size_t max_points);
 
+/* An interval of time [b, e) with an id (a thread, a zone), as the analyses
+ * that measure how much of a span other spans cover keep them (gpu.c,
+ * findings.c). */
+typedef struct {
+  uint64_t b, e;
+  uint32_t id;
+} mlprof__ival;
+
+/* Merges a[0, n), sorted by id then begin, into disjoint intervals: those
+ * that overlap or touch become one, of the same id, or of any id when any (it
+ * keeps the first's id). Returns how many remain, at the front of a. */
+size_t mlprof__ival_merge(mlprof__ival *a, size_t n, int any);
+/* The first of the disjoint sorted intervals a[0, n) that ends after t; n
+ * when none does. */
+size_t mlprof__ival_after(const mlprof__ival *a, size_t n, uint64_t t);
+/* The time of [b, e) under the disjoint sorted intervals a[0, n) (ids
+ * aside); 0 when e <= b. */
+uint64_t mlprof__ival_cover(const mlprof__ival *a, size_t n, uint64_t b,
+                            uint64_t e);
+
 /* gpu.c: CUDA activity (CUPTI's tracks) against the steps, profile by
  * profile: GPU idle time in steps and the zones open meanwhile, host-device
  * copies and synchronisations per step, kernel time by the zone that

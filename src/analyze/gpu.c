@@ -44,11 +44,6 @@ typedef struct {
   uint8_t comm; /* a zone of communication */
 } cspan;
 
-typedef struct {
-  uint64_t b, e;
-  uint32_t tid;
-} ival;
-
 /* A track: GPU work of device dev, synchronisations, or the API calls of
  * thread dev. */
 enum { TRACK_WORK, TRACK_SYNC, TRACK_API };
@@ -88,11 +83,11 @@ struct mlprof__gpu_acc {
   size_t ntracks, trcap;
   gspan *g;
   size_t ng, gcap;
-  ival *syncs;
+  mlprof__ival *syncs;
   size_t nsyncs, scap;
   cspan *c;
   size_t nc, ccap;
-  ival *steps;
+  mlprof__ival *steps; /* id: the step's thread */
   size_t nsteps, stcap;
   marker *marks;
   size_t nmarks, mcap;
@@ -199,7 +194,7 @@ int mlprof__gpu_span(mlprof__gpu_acc *a, uint32_t tid, uint32_t zone,
   if (t->kind == TRACK_SYNC) {
     if (mlprof__grow(&a->syncs, &a->scap, a->nsyncs + 1, sizeof *a->syncs))
       return MLPROF_ENOMEM;
-    a->syncs[a->nsyncs++] = (ival){begin, end, 0};
+    a->syncs[a->nsyncs++] = (mlprof__ival){begin, end, 0};
     return 0;
   }
   if (t->kind == TRACK_API) {
@@ -249,7 +244,7 @@ int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end) {
   if (m->open && t > m->last) {
     if (mlprof__grow(&a->steps, &a->stcap, a->nsteps + 1, sizeof *a->steps))
       return MLPROF_ENOMEM;
-    a->steps[a->nsteps++] = (ival){m->last, t, tid};
+    a->steps[a->nsteps++] = (mlprof__ival){m->last, t, tid};
   }
   if (t > m->last) m->last = t;
   m->open = !end;
@@ -257,8 +252,8 @@ int mlprof__gpu_step(mlprof__gpu_acc *a, uint32_t tid, uint64_t t, int end) {
 }
 
 static int ival_by_begin(const void *x, const void *y) {
-  const ival *a = x, *b = y;
-  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  const mlprof__ival *a = x, *b = y;
+  if (a->id != b->id) return a->id < b->id ? -1 : 1;
   return (a->b > b->b) - (a->b < b->b);
 }
 
@@ -299,40 +294,14 @@ static int steps_from_zone(mlprof__gpu_acc *a, size_t nzones) {
     if (s->depth || s->zone != best) continue;
     if (mlprof__grow(&a->steps, &a->stcap, a->nsteps + 1, sizeof *a->steps))
       return MLPROF_ENOMEM;
-    a->steps[a->nsteps++] = (ival){s->b, s->e, s->tid};
+    a->steps[a->nsteps++] = (mlprof__ival){s->b, s->e, s->tid};
   }
   return 0;
 }
 
-typedef struct {
-  const ival *a;
-  uint64_t t;
-} ival_key;
-
-static int ends_by(const void *ctx, size_t i) {
-  const ival_key *k = ctx;
-  return k->a[i].e <= k->t;
-}
-
-/* The first of the sorted intervals a[0, n) that ends after t. */
-static size_t first_ending_after(const ival *a, size_t n, uint64_t t) {
-  return mlprof__lower_bound(0, n, &(ival_key){a, t}, ends_by);
-}
-
-/* Time of [b, e] under the disjoint sorted intervals a. */
-static uint64_t under(const ival *a, size_t n, uint64_t b, uint64_t e) {
-  size_t lo = first_ending_after(a, n, b);
-  uint64_t ns = 0;
-  for (; lo < n && a[lo].b < e; lo++) {
-    uint64_t x = a[lo].b > b ? a[lo].b : b, y = a[lo].e < e ? a[lo].e : e;
-    ns += y > x ? y - x : 0;
-  }
-  return ns;
-}
-
 /* The step holding t (steps sorted by thread, then begin: the first
  * thread's), or NULL. */
-static const ival *step_at(const mlprof__gpu_acc *a, uint64_t t) {
+static const mlprof__ival *step_at(const mlprof__gpu_acc *a, uint64_t t) {
   for (size_t i = 0; i < a->nsteps; i++)
     if (a->steps[i].b <= t && t < a->steps[i].e) return &a->steps[i];
   return NULL;
@@ -341,35 +310,30 @@ static const ival *step_at(const mlprof__gpu_acc *a, uint64_t t) {
 /* One device's idle time in the steps and the zones open then. */
 static int device_idle(mlprof__gpu_acc *a, size_t profile, const gspan *g,
                        size_t n, uint64_t *zone_ns, size_t nzones) {
-  ival *busy = malloc(n * sizeof *busy), *gaps = NULL;
+  mlprof__ival *busy = malloc(n * sizeof *busy), *gaps = NULL;
   size_t nb = 0, ngaps = 0, gcap = 0;
   uint64_t *below = NULL;
   size_t bcap = 0;
   int rc = MLPROF_ENOMEM;
   if (!busy) return rc;
-  for (size_t i = 0; i < n; i++) {
-    if (nb && g[i].b <= busy[nb - 1].e) {
-      if (g[i].e > busy[nb - 1].e) busy[nb - 1].e = g[i].e;
-    } else {
-      busy[nb++] = (ival){g[i].b, g[i].e, 0};
-    }
-  }
+  for (size_t i = 0; i < n; i++) busy[i] = (mlprof__ival){g[i].b, g[i].e, 0};
+  nb = mlprof__ival_merge(busy, n, 1);
   idle_res r = {.profile = profile, .dev = g[0].dev};
   memset(zone_ns, 0, nzones * sizeof *zone_ns);
   for (size_t s = 0; s < a->nsteps; s++) {
-    const ival *st = &a->steps[s];
+    const mlprof__ival *st = &a->steps[s];
     r.steps++;
     r.step_ns += st->e - st->b;
-    r.idle_ns += st->e - st->b - under(busy, nb, st->b, st->e);
+    r.idle_ns += st->e - st->b - mlprof__ival_cover(busy, nb, st->b, st->e);
     /* The step's gaps: its time between the busy intervals. */
     uint64_t t = st->b;
-    size_t lo = first_ending_after(busy, nb, st->b);
+    size_t lo = mlprof__ival_after(busy, nb, st->b);
     for (size_t k = lo; k <= nb; k++) {
       uint64_t gb = k < nb ? busy[k].b : st->e, ge = k < nb ? busy[k].e : 0;
       if (gb > st->e) gb = st->e;
       if (gb > t) {
         if (mlprof__grow(&gaps, &gcap, ngaps + 1, sizeof *gaps)) goto out;
-        gaps[ngaps++] = (ival){t, gb, st->tid};
+        gaps[ngaps++] = (mlprof__ival){t, gb, st->id};
       }
       if (k == nb || gb >= st->e) break;
       if (ge > t) t = ge;
@@ -383,8 +347,8 @@ static int device_idle(mlprof__gpu_acc *a, size_t profile, const gspan *g,
   uint64_t zoned = 0;
   for (size_t i = 0; i < ngaps;) {
     size_t j = i;
-    while (j < ngaps && gaps[j].tid == gaps[i].tid) j++;
-    uint32_t tid = gaps[i].tid;
+    while (j < ngaps && gaps[j].id == gaps[i].id) j++;
+    uint32_t tid = gaps[i].id;
     for (size_t k = 0; k < a->nc; k++) {
       const cspan *c = &a->c[k];
       if (c->tid != tid) continue;
@@ -392,7 +356,7 @@ static int device_idle(mlprof__gpu_acc *a, size_t profile, const gspan *g,
       if (mlprof__grow(&below, &bcap, (size_t)c->depth + 2, sizeof *below))
         goto out;
       memset(below + old, 0, (bcap - old) * sizeof *below);
-      uint64_t ov = under(gaps + i, j - i, c->b, c->e);
+      uint64_t ov = mlprof__ival_cover(gaps + i, j - i, c->b, c->e);
       uint64_t own = ov > below[c->depth + 1] ? ov - below[c->depth + 1] : 0;
       below[c->depth + 1] = 0;
       below[c->depth] += ov;
@@ -424,22 +388,14 @@ out:
 }
 
 static int ival_by_time(const void *x, const void *y) {
-  const ival *a = x, *b = y;
+  const mlprof__ival *a = x, *b = y;
   return (a->b > b->b) - (a->b < b->b);
 }
 
 /* Sorts and merges n intervals; returns how many remain. */
-static size_t merge(ival *v, size_t n) {
+static size_t merge(mlprof__ival *v, size_t n) {
   mlprof__sort(v, n, sizeof *v, ival_by_time);
-  size_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (m && v[i].b <= v[m - 1].e) {
-      if (v[i].e > v[m - 1].e) v[m - 1].e = v[i].e;
-    } else {
-      v[m++] = v[i];
-    }
-  }
-  return m;
+  return mlprof__ival_merge(v, n, 1);
 }
 
 /* Communication in the steps (NCCL kernels and communication zones, their
@@ -452,7 +408,8 @@ static int comm_overlap(mlprof__gpu_acc *a, xfer_res *x) {
   }
   for (size_t i = 0; i < a->nc; i++) ncomm += a->c[i].comm;
   if (!ncomm) return 0;
-  ival *k = malloc((nk ? nk : 1) * sizeof *k), *c = malloc(ncomm * sizeof *c);
+  mlprof__ival *k = malloc((nk ? nk : 1) * sizeof *k),
+               *c = malloc(ncomm * sizeof *c);
   if (!k || !c) {
     free(k);
     free(c);
@@ -461,24 +418,24 @@ static int comm_overlap(mlprof__gpu_acc *a, xfer_res *x) {
   size_t n1 = 0, n2 = 0;
   for (size_t i = 0; i < a->ng; i++) {
     const gspan *g = &a->g[i];
-    if (g->kind == WORK_KERNEL) k[n1++] = (ival){g->b, g->e, 0};
+    if (g->kind == WORK_KERNEL) k[n1++] = (mlprof__ival){g->b, g->e, 0};
     if (g->kind == WORK_NCCL) {
-      c[n2++] = (ival){g->b, g->e, 0};
+      c[n2++] = (mlprof__ival){g->b, g->e, 0};
       x->nccl += step_at(a, g->b) != NULL;
     }
   }
   for (size_t i = 0; i < a->nc; i++)
-    if (a->c[i].comm) c[n2++] = (ival){a->c[i].b, a->c[i].e, 0};
+    if (a->c[i].comm) c[n2++] = (mlprof__ival){a->c[i].b, a->c[i].e, 0};
   n1 = merge(k, n1);
   n2 = merge(c, n2);
   for (size_t s = 0; s < a->nsteps; s++) {
-    const ival *st = &a->steps[s];
+    const mlprof__ival *st = &a->steps[s];
     for (size_t i = 0; i < n2; i++) {
       uint64_t b = c[i].b > st->b ? c[i].b : st->b;
       uint64_t e = c[i].e < st->e ? c[i].e : st->e;
       if (e <= b) continue;
       x->comm_ns += e - b;
-      x->exposed_ns += e - b - under(k, n1, b, e);
+      x->exposed_ns += e - b - mlprof__ival_cover(k, n1, b, e);
     }
   }
   free(k);

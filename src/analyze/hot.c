@@ -303,7 +303,12 @@ static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
   return 0;
 }
 
+/* Marks are kept only once the profile has said it samples stacks (its
+ * rate comes first in every flush that has samples, before the flush's
+ * events): a profile of marks alone keeps none, as they place no sample. A
+ * step begun before the sampler's first flush places none of its samples. */
 static int on_mark(mlprof__hot_builder *b, uint32_t tid, uint64_t t, int end) {
+  if (!b->hz) return 0;
   if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
     return fail(b);
   b->marks[b->nmarks] = (mark){t, tid, (uint32_t)b->nmarks, end};
@@ -921,6 +926,18 @@ int mlprof__hot_steps(mlprof__hot *h, int marks, const char *zone, size_t len) {
   return rc;
 }
 
+int mlprof__hot_own_file(const char *file) {
+  return strstr(file, "/mlprof/") != NULL;
+}
+
+/* The nearest of path k and its parents that is not mlprof's own frame. */
+static uint32_t user_path(const mlprof__hot *h, const uint32_t *fp_parent,
+                          const uint32_t *fp_func, uint32_t k) {
+  while (k != MLPROF__NONE && mlprof__hot_own_file(h->funcs[fp_func[k]].file))
+    k = fp_parent[k];
+  return k;
+}
+
 uint32_t mlprof__hot_callee(const mlprof__hot *h, const char *name, size_t len,
                             double *share) {
   uint32_t zone = MLPROF__NONE;
@@ -977,9 +994,11 @@ uint32_t mlprof__hot_callee(const mlprof__hot *h, const char *name, size_t len,
   uint64_t enclosing = (uint64_t)((double)all * 0.98);
   size_t depth_best = 0;
   for (uint32_t k = 0; k < nfp && ok; k++) {
-    if (in[k] < min || in[k] >= enclosing || out[k]) continue;
+    if (in[k] < min || in[k] >= enclosing || out[k] ||
+        user_path(h, fp_parent, fp_func, k) != k)
+      continue;
     /* Called by an enclosing frame (an outermost one is none). */
-    uint32_t up = fp_parent[k];
+    uint32_t up = user_path(h, fp_parent, fp_func, fp_parent[k]);
     if (up == MLPROF__NONE || (in[up] < enclosing && !out[up])) continue;
     size_t depth = 0;
     for (; up != MLPROF__NONE; up = fp_parent[up]) depth++;

@@ -186,11 +186,18 @@ int mlprof__hot_steps(mlprof__hot *h, int marks, const char *zone, size_t len);
  * time or more that is below every enclosing frame (one under 98% or more
  * of it, or one that also ran outside the zone: the frames that opened the
  * zone and their callers). Functions are told apart by their path from the
- * root, whatever line each frame was at. Returns the function (index in
- * h->funcs) with its share in *share, or MLPROF__NONE: none, fewer than
- * MLPROF__HOT_CALLEE_MIN_SAMPLES samples, or memory short. */
+ * root, whatever line each frame was at. mlprof's own frames (the wrappers
+ * that open zones around the user's calls) are never the callee and are
+ * passed over when looking for the enclosing frame. Returns the function
+ * (index in h->funcs) with its share in *share, or MLPROF__NONE: none,
+ * fewer than MLPROF__HOT_CALLEE_MIN_SAMPLES samples, or memory short. */
 uint32_t mlprof__hot_callee(const mlprof__hot *h, const char *name, size_t len,
                             double *share);
+
+/* Whether a Python source file is mlprof's own package's (a path with a
+ * "/mlprof/" directory): its wrappers open zones around the user's calls,
+ * so its frames say nothing of the user's code. */
+int mlprof__hot_own_file(const char *file);
 
 /* Writes the frame's name as "function (file:line)" into buf. */
 void mlprof__hot_frame_name(const mlprof__hot *h, uint32_t frame, char *buf,

@@ -59,13 +59,6 @@ static int site_ref_cmp(const void *x, const void *y) {
   return c ? c : a->side - b->side;
 }
 
-/* The rank among m's processes of the one with job index proc. */
-static size_t rank_of(const mlprof__memory *m, size_t proc) {
-  for (size_t i = 0; i < m->nprocs; i++)
-    if (m->procs[i].proc == proc) return i;
-  return SIZE_MAX;
-}
-
 static double largest_peak(const mlprof__memory *m) {
   uint64_t p = 0;
   for (size_t i = 0; i < m->nprocs; i++)
@@ -260,13 +253,8 @@ static int add_sites(const mlprof__memory *m[2],
       const mlprof__mem_site *s = &m[side]->sites[i];
       const mlprof__mem_zone *z = &m[side]->zones[s->zone];
       if (z->name_len && !mlprof__diff_selected(opt, z->name)) continue;
-      refs[k++] = (site_ref){rank_of(m[side], s->proc),
-                             z->name,
-                             s->python,
-                             s->native,
-                             z->name_len,
-                             s,
-                             side};
+      refs[k++] = (site_ref){s->mproc,    z->name, s->python, s->native,
+                             z->name_len, s,       side};
     }
   mlprof__sort(refs, k, sizeof *refs, site_ref_cmp);
   int rc = 0;

@@ -17,6 +17,8 @@
 #include "../base/base.h"
 #include "../format/wire.h"
 #include "findings.h"
+#include "hot.h"
+#include "marks.h"
 
 #define DEAD (UINT32_MAX - 1) /* a freed address in the live map */
 #define MAX_STEPS 256         /* step marks a site's series keeps */
@@ -27,6 +29,7 @@ typedef struct {
   uint32_t site; /* index in the profile's sites; UINT32_MAX: a free */
   uint32_t seq;
   uint32_t excess; /* weight - size, at most UINT32_MAX: its variance */
+  int32_t device;  /* its address space (memory.h): -1 the process's own */
 } rec;
 
 /* The sampling variance a record stands for (memory.h): w (w - s). */
@@ -37,6 +40,7 @@ static inline double rec_var(const rec *r) {
 typedef struct {
   uint32_t zone;
   uint64_t stack;
+  int32_t device; /* the address space of its allocations */
 } site_key;
 
 /* A stack's definitions as read (ids may be used before they are defined:
@@ -67,18 +71,22 @@ struct mlprof__memory_builder {
   size_t proc;
   uint64_t pid;
   mlprof__map zone_of; /* name id -> zone index */
+  mlprof__map tid_dev; /* a track's tid -> 1 + its CUDA device */
   rec *recs;
   size_t nrecs, recs_cap;
-  int exact;
-  double mean, mean_p; /* the mean read back, from the record of least p */
-  mlprof__map site_of; /* zone << 40 | stack -> profile site */
+  double mean, mean_p;  /* the mean read back, from the record of least p */
+  mlprof__map site_of;  /* zone << 40 | stack -> profile site */
+  mlprof__map dsite_of; /* the same, for a CUDA device's (its zone tells) */
   site_key *keys;
   size_t nkeys, keys_cap;
+  /* Each thread's step marks, compact (marks.h): a profile of marks alone
+   * keeps about the file's bytes, not 16 a mark. */
   struct {
     uint32_t tid;
-    uint64_t t;
+    mlprof__marks m;
   } * marks;
   size_t nmarks, marks_cap;
+  mlprof__map mark_ix;                    /* tid -> index in marks */
   mlprof__map func_of, frame_of, node_of; /* id -> index */
   sfunc *funcs;
   size_t nfuncs, funcs_cap;
@@ -116,18 +124,44 @@ static int on_name(void *ud, const mlprof__name *n) {
   return 0;
 }
 
-static uint32_t site_of(mlprof__memory_builder *b, uint32_t zone_id,
-                        uint64_t stack) {
+/* The CUDA device of a zone named "cuda:N" (N at most 4095), else -1. */
+static int32_t cuda_device(const char *name, size_t len) {
+  if (len < 6 || len > 9 || memcmp(name, "cuda:", 5) != 0) return -1;
+  int32_t d = 0;
+  for (size_t i = 5; i < len; i++) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    d = d * 10 + (name[i] - '0');
+  }
+  return d < 4096 ? d : -1;
+}
+
+/* The address space of tid's allocations in zone (a zone index): a CUDA
+ * device's for a track's allocations in a zone "cuda:N" (a program's own
+ * zone of that name stays the process's), else -1. */
+static int32_t space_of(mlprof__memory_builder *b, uint32_t tid,
+                        uint32_t zone) {
+  if (tid < MLPROF__TRACK_TID_BASE || !zone) return -1;
+  int32_t d = cuda_device(b->znames[zone], b->zlens[zone]);
+  if (d >= 0 && mlprof__map_get(&b->tid_dev, tid) == MLPROF__NONE &&
+      mlprof__map_put(&b->tid_dev, tid, (uint32_t)d + 1))
+    b->oom = 1;
+  return d;
+}
+
+static uint32_t site_of(mlprof__memory_builder *b, uint32_t tid,
+                        uint32_t zone_id, uint64_t stack) {
   uint32_t zone = zone_id ? mlprof__map_get(&b->zone_of, zone_id) : 0;
   if (zone == MLPROF__NONE) zone = 0;
+  int32_t device = space_of(b, tid, zone);
   uint64_t key = (uint64_t)zone << 40 ^ (stack & ((1ull << 40) - 1));
-  uint32_t s = mlprof__map_get(&b->site_of, key);
+  mlprof__map *of = device >= 0 ? &b->dsite_of : &b->site_of;
+  uint32_t s = mlprof__map_get(of, key);
   if (s != MLPROF__NONE) return s;
   if (mlprof__grow(&b->keys, &b->keys_cap, b->nkeys + 1, sizeof *b->keys))
     return MLPROF__NONE;
   s = (uint32_t)b->nkeys;
-  if (mlprof__map_put(&b->site_of, key, s)) return MLPROF__NONE;
-  b->keys[b->nkeys++] = (site_key){zone, stack};
+  if (mlprof__map_put(of, key, s)) return MLPROF__NONE;
+  b->keys[b->nkeys++] = (site_key){zone, stack, device};
   return s;
 }
 
@@ -144,7 +178,7 @@ static int add_rec(mlprof__memory_builder *b, rec r) {
 
 static int on_alloc(void *ud, const mlprof__alloc *a) {
   mlprof__memory_builder *b = ud;
-  uint32_t s = site_of(b, a->zone, a->stack);
+  uint32_t s = site_of(b, a->tid, a->zone, a->stack);
   if (s == MLPROF__NONE) {
     b->oom = 1;
     return MLPROF_ENOMEM;
@@ -161,21 +195,36 @@ static int on_alloc(void *ud, const mlprof__alloc *a) {
       b->mean = -(double)a->size / log1p(-p);
     }
   }
-  if (a->weight != a->size) b->exact = 0;
-  return add_rec(b, (rec){a->t, a->addr, a->weight, s, 0, excess});
+  return add_rec(
+      b, (rec){a->t, a->addr, a->weight, s, 0, excess, b->keys[s].device});
 }
 
 static int on_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
-  (void)tid;
-  return add_rec(ud, (rec){t, addr, 0, UINT32_MAX, 0, 0});
+  mlprof__memory_builder *b = ud;
+  int32_t device = -1;
+  if (tid >= MLPROF__TRACK_TID_BASE) {
+    /* A track's free ends only its own space's allocations; before any
+     * of them it has nothing to end. */
+    uint32_t d = mlprof__map_get(&b->tid_dev, tid);
+    if (d == MLPROF__NONE) return 0;
+    device = (int32_t)d - 1;
+  }
+  return add_rec(b, (rec){t, addr, 0, UINT32_MAX, 0, 0, device});
 }
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
   mlprof__memory_builder *b = ud;
-  if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1, sizeof *b->marks))
-    return b->oom = 1, MLPROF_ENOMEM;
-  b->marks[b->nmarks].tid = tid;
-  b->marks[b->nmarks++].t = t;
+  uint32_t i = mlprof__map_get(&b->mark_ix, tid);
+  if (i == MLPROF__NONE) {
+    if (mlprof__grow(&b->marks, &b->marks_cap, b->nmarks + 1,
+                     sizeof *b->marks) ||
+        mlprof__map_put(&b->mark_ix, tid, (uint32_t)b->nmarks))
+      return b->oom = 1, MLPROF_ENOMEM;
+    i = (uint32_t)b->nmarks++;
+    b->marks[i].tid = tid;
+    memset(&b->marks[i].m, 0, sizeof b->marks[i].m);
+  }
+  if (mlprof__marks_add(&b->marks[i].m, t, 0)) return b->oom = 1, MLPROF_ENOMEM;
   return 0;
 }
 
@@ -244,7 +293,7 @@ static void stacks_clear(mlprof__memory_builder *b) {
  * mlprof's own (its torch wrappers call the modules), not the program's. */
 static int library_file(const char *f) {
   return strstr(f, "/site-packages/") || strstr(f, "/dist-packages/") ||
-         strstr(f, "/lib/python") || strstr(f, "/mlprof/") || f[0] == '<';
+         strstr(f, "/lib/python") || mlprof__hot_own_file(f) || f[0] == '<';
 }
 
 #define USER_FRAMES 3
@@ -359,7 +408,6 @@ void mlprof__memory_profile_begin(mlprof__memory_builder *b, size_t proc,
                                   uint64_t pid, mlprof__visitor *v) {
   b->proc = proc;
   b->pid = pid;
-  b->exact = 1;
   b->mean = 0;
   b->mean_p = 1;
   *v = (mlprof__visitor){.ud = b,
@@ -380,30 +428,27 @@ static int by_time(const void *x, const void *y) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-static int by_t(const void *x, const void *y) {
-  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-  return a < b ? -1 : a > b;
-}
-
-/* The step marks of the thread that marks the most steps, sorted. */
+/* The step marks of the thread that marks the most steps, in time order
+ * (marks.h keeps a thread's in order). */
 static uint64_t *step_times(mlprof__memory_builder *b, size_t *n) {
   *n = 0;
-  if (!b->nmarks) return NULL;
-  mlprof__map count = {0};
-  uint32_t best_tid = 0, best = 0;
-  for (size_t i = 0; i < b->nmarks; i++) {
-    uint32_t c = mlprof__map_get(&count, b->marks[i].tid);
-    c = c == MLPROF__NONE ? 1 : c + 1;
-    if (mlprof__map_put(&count, b->marks[i].tid, c)) break;
-    if (c > best) best = c, best_tid = b->marks[i].tid;
-  }
-  mlprof__map_clear(&count);
-  uint64_t *t = malloc(best * sizeof *t);
-  if (!t) return NULL;
+  const mlprof__marks *best = NULL;
   for (size_t i = 0; i < b->nmarks; i++)
-    if (b->marks[i].tid == best_tid && *n < best) t[(*n)++] = b->marks[i].t;
-  mlprof__sort(t, *n, sizeof *t, by_t);
+    if (!best || b->marks[i].m.marks > best->marks) best = &b->marks[i].m;
+  if (!best || !best->marks) return NULL;
+  uint64_t *t = malloc(best->marks * sizeof *t);
+  if (!t) return NULL;
+  mlprof__marks_cursor c;
+  mlprof__marks_cursor_init(&c, best);
+  int end;
+  while (*n < best->marks && mlprof__marks_next(&c, &t[*n], &end)) (*n)++;
   return t;
+}
+
+static void marks_clear(mlprof__memory_builder *b) {
+  for (size_t i = 0; i < b->nmarks; i++) mlprof__marks_free(&b->marks[i].m);
+  b->nmarks = 0;
+  mlprof__map_clear(&b->mark_ix);
 }
 
 /* One replay of the sorted records up to (not including) index stop.
@@ -557,33 +602,170 @@ static void judge(mlprof__mem_site *s, const double *y, size_t n) {
             s->growth >= MLPROF__MEM_LEAK_MIN_BYTES;
 }
 
-int mlprof__memory_profile_end(mlprof__memory_builder *b) {
+/* The site figures of group g (memory.h) for site s (a key of b): found or
+ * added through idx (g << 32 | s -> index in p->step_sites). NULL when
+ * memory is short. */
+static mlprof__mem_step_site *step_site(mlprof__mem_proc *p, mlprof__map *idx,
+                                        size_t *cap, uint32_t g, uint32_t s,
+                                        size_t site) {
+  uint64_t key = (uint64_t)g << 32 | s;
+  uint32_t k = mlprof__map_get(idx, key);
+  if (k != MLPROF__NONE) return &p->step_sites[k];
+  if (p->nstep_sites >= UINT32_MAX - 2 ||
+      mlprof__grow(&p->step_sites, cap, p->nstep_sites + 1,
+                   sizeof *p->step_sites) ||
+      mlprof__map_put(idx, key, (uint32_t)p->nstep_sites))
+    return NULL;
+  mlprof__mem_step_site *x = &p->step_sites[p->nstep_sites++];
+  *x = (mlprof__mem_step_site){.group = g, .site = site};
+  return x;
+}
+
+/* Live bytes of the record stream at record i (r: the running state of
+ * one pass): applies record i, returns 0 or MLPROF_ENOMEM. */
+static int apply(mlprof__memory_builder *b, mlprof__map *at, size_t i,
+                 uint64_t *total, uint64_t *live) {
+  const rec *e = &b->recs[i];
+  if (e->site != UINT32_MAX) {
+    if (mlprof__map_put(at, e->addr, (uint32_t)i)) return MLPROF_ENOMEM;
+    *total += e->weight;
+    if (live) live[e->site] += e->weight;
+    return 0;
+  }
+  uint32_t j = mlprof__map_get(at, e->addr);
+  if (j == MLPROF__NONE || j == DEAD) return 0;
+  if (mlprof__map_put(at, e->addr, DEAD)) return MLPROF_ENOMEM;
+  *total -= b->recs[j].weight;
+  if (live) live[b->recs[j].site] -= b->recs[j].weight;
+  return 0;
+}
+
+/* The process's steps in groups (memory.h), each group's peak, and per
+ * site (sidx: key -> index in m->sites, UINT32_MAX for another space's)
+ * what it allocated in each group and held at its peak. Two passes over
+ * the records: the groups' peaks, then the sites live at them. 0 or
+ * MLPROF_ENOMEM. */
+static int step_groups(mlprof__memory_builder *b, mlprof__mem_proc *p,
+                       const uint32_t *sidx) {
+  size_t n = p->nsteps,
+         ng = n < MLPROF__MEM_STEP_GROUPS ? n : MLPROF__MEM_STEP_GROUPS;
+  if (!ng || !b->nrecs) return 0;
+  int rc = MLPROF_ENOMEM;
+  size_t *peak_i = calloc(ng, sizeof *peak_i), cap = 0;
+  char *started = calloc(ng, 1);
+  uint64_t *live = calloc(b->nkeys, sizeof *live), total = 0;
+  mlprof__map at = {0}, idx = {0};
+  if (!(p->groups = calloc(ng, sizeof *p->groups)) || !peak_i || !started ||
+      !live)
+    goto out;
+  p->ngroups = ng;
+  uint64_t end = b->recs[b->nrecs - 1].t;
+  for (size_t g = 0; g < ng; g++) {
+    mlprof__mem_group *x = &p->groups[g];
+    x->first = (uint32_t)(g * n / ng);
+    x->count = (uint32_t)((g + 1) * n / ng - x->first);
+    x->t0 = p->step_t[x->first];
+    x->t1 = x->first + x->count < n ? p->step_t[x->first + x->count] : end;
+    if (x->t1 < x->t0) x->t1 = x->t0;
+  }
+  /* Pass 1: each group's peak (what was live when it began, at least),
+   * and what each site allocated in it. */
+  size_t g = 0;
+  for (size_t i = 0; i <= b->nrecs; i++) {
+    uint64_t t = i < b->nrecs ? b->recs[i].t : UINT64_MAX;
+    /* The last group takes the records up to the end. */
+    while (g < ng && (g + 1 < ng ? t >= p->groups[g].t1 : i == b->nrecs)) {
+      if (!started[g]) {
+        started[g] = 1;
+        p->groups[g].peak = total;
+        p->groups[g].peak_t = p->groups[g].t0;
+        peak_i[g] = i;
+      }
+      g++;
+    }
+    if (i == b->nrecs) break;
+    int in = g < ng && t >= p->groups[g].t0;
+    if (in && !started[g]) {
+      started[g] = 1;
+      p->groups[g].peak = total;
+      p->groups[g].peak_t = p->groups[g].t0;
+      peak_i[g] = i;
+    }
+    if (apply(b, &at, i, &total, NULL)) goto out;
+    const rec *e = &b->recs[i];
+    if (!in) continue;
+    if (total > p->groups[g].peak) {
+      p->groups[g].peak = total;
+      p->groups[g].peak_t = t;
+      peak_i[g] = i + 1;
+    }
+    if (e->site != UINT32_MAX) {
+      mlprof__mem_step_site *x =
+          step_site(p, &idx, &cap, (uint32_t)g, e->site, sidx[e->site]);
+      if (!x) goto out;
+      x->alloc_bytes += e->weight;
+      x->alloc_count++;
+    }
+  }
+  /* Pass 2: the sites live at each group's peak (peak_i grows with g). */
+  mlprof__map_clear(&at);
+  total = 0;
+  g = 0;
+  for (size_t i = 0; i <= b->nrecs; i++) {
+    for (; g < ng && peak_i[g] == i; g++)
+      for (size_t s = 0; s < b->nkeys; s++) {
+        if (!live[s] || sidx[s] == UINT32_MAX) continue;
+        mlprof__mem_step_site *x =
+            step_site(p, &idx, &cap, (uint32_t)g, (uint32_t)s, sidx[s]);
+        if (!x) goto out;
+        x->at_peak = live[s];
+      }
+    if (i == b->nrecs || g == ng) break;
+    if (apply(b, &at, i, &total, live)) goto out;
+  }
+  rc = 0;
+out:
+  mlprof__map_clear(&at);
+  mlprof__map_clear(&idx);
+  free(peak_i);
+  free(started);
+  free(live);
+  return rc;
+}
+
+/* Replays the profile's records of one address space (b->recs holds only
+ * them, sorted) into a new process entry and its sites. steps: the
+ * profile's step marks, copied. 0 or MLPROF_ENOMEM. */
+static int replay_space(mlprof__memory_builder *b, int32_t device,
+                        const uint64_t *steps, size_t nsteps) {
   mlprof__memory *m = b->m;
-  int rc = b->oom ? MLPROF_ENOMEM : 0;
-  size_t nsteps = 0;
-  uint64_t *steps = NULL;
+  int rc = MLPROF_ENOMEM;
   double *series = NULL;
+  uint32_t *sidx = NULL;
   replay r = {0};
-  if (rc || !b->nrecs) goto out;
-  mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
-  steps = step_times(b, &nsteps);
   size_t every = nsteps / MAX_STEPS + 1,
          cols = nsteps ? (nsteps - 1) / every + 1 : 0;
-  rc = MLPROF_ENOMEM;
   mlprof__mem_proc *ps = realloc(m->procs, (m->nprocs + 1) * sizeof *ps);
   if (!ps) goto out;
   m->procs = ps;
-  mlprof__mem_proc *p = &ps[m->nprocs];
+  size_t mproc = m->nprocs;
+  mlprof__mem_proc *p = &ps[mproc];
+  /* Exact when every record of this space weighs its size (a device's
+   * history is whole beside a process's sampled allocations). */
+  int exact = 1;
+  for (size_t i = 0; i < b->nrecs && exact; i++)
+    exact = b->recs[i].site == UINT32_MAX || !b->recs[i].excess;
   *p = (mlprof__mem_proc){.proc = b->proc,
                           .pid = b->pid,
-                          .exact = b->exact,
-                          .mean = b->exact ? 0 : round(b->mean)};
+                          .device = device,
+                          .exact = exact,
+                          .mean = exact ? 0 : round(b->mean)};
   m->nprocs++;
-  if (nsteps && !(p->step_peak = calloc(nsteps, sizeof *p->step_peak)))
+  if (nsteps && (!(p->step_peak = calloc(nsteps, sizeof *p->step_peak)) ||
+                 !(p->step_t = malloc(nsteps * sizeof *p->step_t))))
     goto out;
+  if (nsteps) memcpy(p->step_t, steps, nsteps * sizeof *steps);
   p->nsteps = nsteps;
-  p->step_t = steps;
-  steps = NULL; /* p's now: run() reads it as p->step_t */
   p->live_t = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_t);
   p->live_v = malloc((MLPROF__MEM_SERIES + 1) * sizeof *p->live_v);
   if (!p->live_t || !p->live_v) goto out;
@@ -593,8 +775,10 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   r.zlive = calloc(m->nzones, sizeof *r.zlive);
   r.var = calloc(b->nkeys, sizeof *r.var);
   r.zvar = calloc(m->nzones, sizeof *r.zvar);
+  sidx = malloc(b->nkeys * sizeof *sidx);
   if (cols) series = calloc(b->nkeys * MAX_STEPS, sizeof *series);
-  if (!r.live || !r.zlive || !r.var || !r.zvar || (cols && !series)) goto out;
+  if (!r.live || !r.zlive || !r.var || !r.zvar || !sidx || (cols && !series))
+    goto out;
   if ((rc = run(b, &r, b->nrecs, p->step_t, nsteps, series, every, p)))
     goto out;
   p->peak = r.peak;
@@ -605,32 +789,40 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
                       : NAN;
   size_t peak_i = r.peak_i;
   p->peak_t = peak_i ? b->recs[peak_i - 1].t : 0;
-  /* Sites: totals and what each still held at the end. */
-  size_t base = m->nsites;
+  /* Sites of this space: totals and what each still held at the end. */
+  size_t base = m->nsites, nown = 0;
+  for (size_t s = 0; s < b->nkeys; s++)
+    sidx[s] =
+        b->keys[s].device == device ? (uint32_t)(base + nown++) : UINT32_MAX;
   rc = MLPROF_ENOMEM;
-  mlprof__mem_site *ss = realloc(m->sites, (m->nsites + b->nkeys) * sizeof *ss);
+  mlprof__mem_site *ss = realloc(m->sites, (base + nown + 1) * sizeof *ss);
   if (!ss) goto out;
   m->sites = ss;
   for (size_t s = 0; s < b->nkeys; s++)
-    ss[base + s] = (mlprof__mem_site){.proc = b->proc,
-                                      .zone = b->keys[s].zone,
-                                      .stack = b->keys[s].stack,
-                                      .live_end = r.live[s]};
-  m->nsites += b->nkeys;
+    if (sidx[s] != UINT32_MAX)
+      ss[sidx[s]] = (mlprof__mem_site){.proc = b->proc,
+                                       .mproc = mproc,
+                                       .id = sidx[s],
+                                       .zone = b->keys[s].zone,
+                                       .stack = b->keys[s].stack,
+                                       .live_end = r.live[s]};
+  m->nsites += nown;
   for (size_t s = 0; s < b->nkeys; s++)
-    if (describe(b, &ss[base + s])) goto out;
+    if (sidx[s] != UINT32_MAX && describe(b, &ss[sidx[s]])) goto out;
   for (size_t i = 0; i < b->nrecs; i++)
     if (b->recs[i].site != UINT32_MAX) {
-      ss[base + b->recs[i].site].alloc_bytes += b->recs[i].weight;
-      ss[base + b->recs[i].site].alloc_count++;
-      ss[base + b->recs[i].site].alloc_var += rec_var(&b->recs[i]);
+      mlprof__mem_site *x = &ss[sidx[b->recs[i].site]];
+      x->alloc_bytes += b->recs[i].weight;
+      x->alloc_count++;
+      x->alloc_var += rec_var(&b->recs[i]);
     }
   /* Step after step: the series over the marks this process made. */
   if (series && r.cols) {
     /* The marks after the last record left no column. */
     for (size_t s = 0; s < b->nkeys; s++) {
-      judge(&ss[base + s], &series[s * MAX_STEPS], r.cols);
-      m->nleaks += ss[base + s].leak != 0;
+      if (sidx[s] == UINT32_MAX) continue;
+      judge(&ss[sidx[s]], &series[s * MAX_STEPS], r.cols);
+      m->nleaks += ss[sidx[s]].leak != 0;
     }
   }
   /* Again, up to the peak: what held memory then. */
@@ -642,22 +834,79 @@ int mlprof__memory_profile_end(mlprof__memory_builder *b) {
   r.total_var = r.peak_var = 0;
   if ((rc = run(b, &r, peak_i, NULL, 0, NULL, 1, NULL))) goto out;
   for (size_t s = 0; s < b->nkeys; s++) {
-    ss[base + s].at_peak = r.live[s];
-    ss[base + s].at_peak_var = r.var[s];
+    if (sidx[s] == UINT32_MAX) continue;
+    ss[sidx[s]].at_peak = r.live[s];
+    ss[sidx[s]].at_peak_var = r.var[s];
   }
   for (size_t z = 0; z < m->nzones; z++) m->zones[z].at_peak += r.zlive[z];
-  rc = 0;
+  rc = step_groups(b, p, sidx);
 out:
-  free(steps);
   free(series);
+  free(sidx);
   free(r.live);
   free(r.zlive);
   free(r.var);
   free(r.zvar);
-  b->nrecs = b->nkeys = b->nmarks = 0;
+  return rc;
+}
+
+static int by_int32(const void *x, const void *y) {
+  int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+  return (a > b) - (a < b);
+}
+
+int mlprof__memory_profile_end(mlprof__memory_builder *b) {
+  int rc = b->oom ? MLPROF_ENOMEM : 0;
+  size_t nsteps = 0, ndev = 0;
+  uint64_t *steps = NULL;
+  int32_t *devs = NULL;
+  rec *all = b->recs, *some = NULL;
+  size_t nall = b->nrecs;
+  if (rc || !b->nrecs) goto out;
+  mlprof__sort(b->recs, b->nrecs, sizeof *b->recs, by_time);
+  steps = step_times(b, &nsteps);
+  /* The address spaces the records hold: the process's own first, then
+   * each CUDA device in order (memory.h). */
+  rc = MLPROF_ENOMEM;
+  if (!(devs = malloc((b->nkeys + 1) * sizeof *devs))) goto out;
+  for (size_t s = 0; s < b->nkeys; s++) devs[ndev++] = b->keys[s].device;
+  mlprof__sort(devs, ndev, sizeof *devs, by_int32);
+  size_t u = 0;
+  for (size_t i = 0; i < ndev; i++)
+    if (!u || devs[u - 1] != devs[i]) devs[u++] = devs[i];
+  ndev = u;
+  if (!ndev) devs[ndev++] = -1; /* frees alone: the process's, empty */
+  if (ndev == 1) {
+    rc = replay_space(b, devs[0], steps, nsteps);
+    goto out;
+  }
+  if (!(some = malloc(nall * sizeof *some))) goto out;
+  rc = 0;
+  for (size_t d = 0; d < ndev && !rc; d++) {
+    size_t k = 0;
+    for (size_t i = 0; i < nall; i++)
+      if (all[i].device == devs[d]) some[k++] = all[i];
+    int has_alloc = devs[d] < 0;
+    for (size_t i = 0; i < k && !has_alloc; i++)
+      has_alloc = some[i].site != UINT32_MAX;
+    if (!has_alloc) continue;
+    b->recs = some;
+    b->nrecs = k;
+    rc = replay_space(b, devs[d], steps, nsteps);
+    b->recs = all;
+  }
+out:
+  b->recs = all;
+  free(some);
+  free(devs);
+  free(steps);
+  b->nrecs = b->nkeys = 0;
+  marks_clear(b);
   stacks_clear(b);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->dsite_of);
+  mlprof__map_clear(&b->tid_dev);
   b->oom = 0;
   return rc;
 }
@@ -717,6 +966,8 @@ static void frames_free(mlprof__memory *m) {
 }
 
 static void proc_free(mlprof__mem_proc *p) {
+  free(p->groups);
+  free(p->step_sites);
   free(p->step_peak);
   free(p->step_t);
   free(p->live_t);
@@ -731,6 +982,7 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->zlens);
   free(b->recs);
   free(b->keys);
+  marks_clear(b);
   free(b->marks);
   stacks_clear(b);
   free(b->funcs);
@@ -738,6 +990,8 @@ static void free_builder(mlprof__memory_builder *b) {
   free(b->nodes);
   mlprof__map_clear(&b->zone_of);
   mlprof__map_clear(&b->site_of);
+  mlprof__map_clear(&b->dsite_of);
+  mlprof__map_clear(&b->tid_dev);
   free(b);
 }
 
@@ -750,9 +1004,25 @@ int mlprof__memory_finish(mlprof__memory_builder *b) {
     b->znames[z] = NULL;
   }
   b->zcount = 0;
-  if (m->nsites) mlprof__sort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+  int rc = 0;
+  if (m->nsites) {
+    mlprof__sort(m->sites, m->nsites, sizeof *m->sites, by_peak);
+    /* The per-step figures name sites by their index before the sort. */
+    size_t *now = malloc(m->nsites * sizeof *now);
+    if (now) {
+      for (size_t i = 0; i < m->nsites; i++) now[m->sites[i].id] = i;
+      for (size_t i = 0; i < m->nsites; i++) m->sites[i].id = i;
+      for (size_t i = 0; i < m->nprocs; i++)
+        for (size_t k = 0; k < m->procs[i].nstep_sites; k++)
+          m->procs[i].step_sites[k].site = now[m->procs[i].step_sites[k].site];
+      free(now);
+    } else {
+      rc = MLPROF_ENOMEM;
+    }
+  }
   free_builder(b);
-  return 0;
+  if (rc) mlprof__memory_free(m);
+  return rc;
 }
 
 void mlprof__memory_abort(mlprof__memory_builder *b) {

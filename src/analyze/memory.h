@@ -16,6 +16,8 @@
 
 /* Points of a process's live-bytes series at most. */
 #define MLPROF__MEM_SERIES 1000
+/* Groups of steps a process's per-step figures are kept for at most. */
+#define MLPROF__MEM_STEP_GROUPS 50
 /* Frames of a site's path at most. */
 #define MLPROF__MEM_PATH_FRAMES 48
 
@@ -39,6 +41,7 @@ typedef struct {
  * no stack was recorded) in one process. */
 typedef struct {
   size_t proc;    /* index in the job */
+  size_t mproc;   /* index in mlprof__memory.procs: its address space */
   uint32_t zone;  /* index in mlprof__memory.zones */
   uint64_t stack; /* the profile's stack id, or 0 */
   /* The stack as a person reads it (NUL-terminated, "" when unknown): the
@@ -63,11 +66,38 @@ typedef struct {
   double slope, slope_late, mk_z;
   uint64_t growth; /* live at the last step less live at the first */
   int leak;        /* grows step after step and keeps growing */
+  size_t id;       /* its index before the sites were sorted (internal) */
 } mlprof__mem_site;
 
+/* Consecutive steps of a process (a step: from one step mark to the next,
+ * the last to the last record), grouped so that a process has at most
+ * MLPROF__MEM_STEP_GROUPS: steps [first, first + count) (0: the step that
+ * the first mark begins), between profile times t0 (the first one's mark)
+ * and t1 (the next group's mark; the last record's time for the last). */
+typedef struct {
+  uint32_t first, count;
+  uint64_t t0, t1;
+  uint64_t peak, peak_t; /* the most live within them (or when they
+                          * began: what was live then), and when */
+} mlprof__mem_group;
+
+/* One site's figures within one group of steps: bytes and records it
+ * allocated there and what it held at the group's peak (either may be 0). */
+typedef struct {
+  uint32_t group; /* index in its process's groups */
+  size_t site;    /* index in mlprof__memory.sites */
+  uint64_t alloc_bytes, alloc_count, at_peak;
+} mlprof__mem_step_site;
+
+/* One address space of a process: its own memory (device -1), or a CUDA
+ * device's, whose allocations a track recorded in zone "cuda:N" (torch's
+ * caching allocator's history, docs/memory.md): each is replayed apart,
+ * with a peak of its own. A process's spaces follow one another, its own
+ * first, then its devices in order. */
 typedef struct {
   size_t proc;
   uint64_t pid;
+  int device;             /* -1: the process's own memory; else CUDA's */
   uint64_t allocs, frees; /* records read */
   int exact;              /* every record's weight is its size */
   uint64_t alloc_bytes, freed_bytes, live_end;
@@ -89,6 +119,12 @@ typedef struct {
    * MLPROF__MEM_SERIES + 1 (a first point at 0 bytes). */
   uint64_t *live_t, *live_v;
   size_t nlive;
+  /* Per group of steps (none without step marks): the groups, and the
+   * sites' figures in them (a site with nothing in a group is absent). */
+  mlprof__mem_group *groups;
+  size_t ngroups;
+  mlprof__mem_step_site *step_sites;
+  size_t nstep_sites;
 } mlprof__mem_proc;
 
 typedef struct {

@@ -500,6 +500,17 @@ static void see_time(mlprof__stats *s, uint64_t t) {
   if (jt > s->sel_last) s->sel_last = jt;
 }
 
+/* A record other than a span on thread tid at time t: units after it are
+ * no span's, and t is one of the profile's times. The thread's index, or
+ * MLPROF__NONE when out of memory. */
+static uint32_t non_span(mlprof__stats *s, uint32_t tid, uint64_t t) {
+  uint32_t th = thread_of(s, tid);
+  if (th == MLPROF__NONE) return th;
+  s->tb[th].last_zone = MLPROF__NONE;
+  see_time(s, t);
+  return th;
+}
+
 /* ---- durations ------------------------------------------------------------
  */
 
@@ -782,10 +793,8 @@ static int double_cmp(const void *x, const void *y) {
 static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                       double v) {
   mlprof__stats *s = ud;
-  uint32_t th = thread_of(s, tid);
+  uint32_t th = non_span(s, tid, t);
   if (th == MLPROF__NONE) return MLPROF_ENOMEM;
-  s->tb[th].last_zone = MLPROF__NONE;
-  see_time(s, t);
   str_entry *e = name_str(s, name);
   if (!e) return 0;
   uint32_t c = counter_of(s, e);
@@ -813,18 +822,14 @@ static int on_counter(void *ud, uint32_t tid, uint32_t name, uint64_t t,
 static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
                     uint64_t n) {
   mlprof__stats *s = ud;
-  uint32_t th = thread_of(s, tid);
+  uint32_t th = non_span(s, tid, t);
   if (th == MLPROF__NONE) return MLPROF_ENOMEM;
-  s->tb[th].last_zone = MLPROF__NONE;
-  see_time(s, t);
   return add_units(s, MLPROF__NONE, name, n);
 }
 
 static int step_entry(mlprof__stats *s, uint32_t tid, uint64_t t, int end) {
-  uint32_t th = thread_of(s, tid);
+  uint32_t th = non_span(s, tid, t);
   if (th == MLPROF__NONE) return MLPROF_ENOMEM;
-  s->tb[th].last_zone = MLPROF__NONE;
-  see_time(s, t);
   mlprof__thread_stats *ts = &s->r.threads[th];
   uint64_t jt = s->r.procs[s->r.nprocs - 1].offset_ns + t;
   if (mlprof__marks_add(&ts->marks, jt, end)) return MLPROF_ENOMEM;
@@ -843,10 +848,8 @@ static int on_step_end(void *ud, uint32_t tid, uint64_t t) {
 static int on_open(void *ud, uint32_t tid, uint32_t name, uint32_t depth,
                    uint64_t begin) {
   mlprof__stats *s = ud;
-  uint32_t th = thread_of(s, tid);
+  uint32_t th = non_span(s, tid, begin);
   if (th == MLPROF__NONE) return MLPROF_ENOMEM;
-  s->tb[th].last_zone = MLPROF__NONE;
-  see_time(s, begin);
   str_entry *e = name_str(s, name);
   if (!e) return 0;
   mlprof__report *r = &s->r;

@@ -3,6 +3,7 @@
 #ifndef MLPROF_BASE_H
 #define MLPROF_BASE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -138,6 +139,15 @@ int mlprof__fd_is_private(void);
  * own reads made from a program's thread. Runs fn here when no thread can
  * be started. */
 int mlprof__fd_run_private(int (*fn)(void *), void *arg);
+
+/* Starts fn(arg) in a thread of the library (*t), created with every signal
+ * blocked so the program's signals never run on it. pthread_create's
+ * result: 0 or an error number. */
+int mlprof__thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* Initialises *c for timed waits (pthread_cond_timedwait) on
+ * CLOCK_MONOTONIC, which the wall clock's steps do not move. */
+void mlprof__cond_init_mono(pthread_cond_t *c);
 
 /* Writes len bytes to the program's stderr, from any thread: a thread with a
  * private table writes through a duplicate of the program's descriptor 2

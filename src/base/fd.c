@@ -81,15 +81,28 @@ static void *call_main(void *p) {
   return NULL;
 }
 
+int mlprof__thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(t, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+void mlprof__cond_init_mono(pthread_cond_t *c) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
 int mlprof__fd_run_private(int (*fn)(void *), void *arg) {
   call c = {fn, arg, -1, 0};
-  sigset_t all, old;
   pthread_t t;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* never takes the program's */
-  int rc = pthread_create(&t, NULL, call_main, &c);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) return fn(arg); /* no thread: here, as before */
+  if (mlprof__thread_start(&t, call_main, &c) != 0)
+    return fn(arg); /* no thread: here, as before */
   pthread_join(t, NULL);
   errno = c.err;
   return c.rc;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define OUT_FD_BUFFER (1u << 20)
+#define OUT_FD_BUFFER (256u << 10)
 #define OUT_MEM_INITIAL (2 * MLPROF__OUT_SLACK)
 
 int mlprof__write_atomically(const char *path,

@@ -52,7 +52,7 @@ static const char usage[] =
     "  -o, --output DIR       the directory to write (made, with its parents,\n"
     "                         when absent). Each file appears only once it\n"
     "                         is complete. With --format pprof, the file.\n"
-    "      --row-group-rows N rows per row group at most (default 131072;\n"
+    "      --row-group-rows N rows per row group at most (default 65536;\n"
     "                         a row group also ends at 64 MB of values)\n"
     "  -h, --help             show this help\n"
     "\n"

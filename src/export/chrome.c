@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../format/subject.h"
+#include "../format/wire.h"
 #include "export.h"
 #include "tracejob.h"
 
@@ -423,12 +424,15 @@ static int add_mem(chrome *c, uint64_t t, uint64_t addr, uint64_t weight) {
   return 0;
 }
 
+/* A track's allocations (a CUDA device's, measured elsewhere) are another
+ * address space: the counter is the process's own memory. */
 static int on_alloc(void *ud, const mlprof__alloc *a) {
+  if (a->tid >= MLPROF__TRACK_TID_BASE) return 0;
   return add_mem(ud, a->t, a->addr, a->weight ? a->weight : 1);
 }
 
 static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
-  (void)tid;
+  if (tid >= MLPROF__TRACK_TID_BASE) return 0;
   return add_mem(ud, t, addr, 0);
 }
 

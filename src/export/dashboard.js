@@ -351,50 +351,29 @@
     return el('div', null, [legend, g]);
   }
 
-  /* The zone hierarchy as a flame graph (icicle, outermost on top); click a
-   * frame to zoom into it, click the top bar to zoom out. */
-  function flameGraph() {
-    var tr = D.tree;
-    if (!tr || !arr(tr.nodes).length) return el('p', {class: 'muted', text: 'no zones'});
-    var nodes = tr.nodes, names = tr.names, kids = {}, roots = [];
+  /* The zone hierarchy (D.tree: zone paths by nesting per thread, merged)
+   * as an icicle: width is total time; click a frame to zoom into it
+   * (state.flameRoot, the node's index, kept across renders), the top bar
+   * to zoom out. */
+  function zoneFlame() {
+    var tr = D.tree, nodes = arr(tr && tr.nodes), names = arr(tr && tr.names);
+    if (!nodes.length) return el('p', {class: 'muted', text: 'no zones'});
+    var all = {name: 'all zones', value: 0, children: []}, made = [];
     nodes.forEach(function (n, i) {
-      if (n[1] < 0) roots.push(i); else (kids[n[1]] = kids[n[1]] || []).push(i);
+      var x = made[i] = {name: names[n[0]], value: n[2], calls: n[3], index: i, children: []};
+      var up = n[1] >= 0 ? made[n[1]] : null; /* parents come first */
+      (up || all).children.push(x);
+      if (!up) all.value += n[2];
     });
-    var rootTotal = 0;
-    roots.forEach(function (i) { rootTotal += nodes[i][2]; });
-    var W = 900, rowH = 18, maxDepth = 0;
-    function depthOf(i, d) { maxDepth = Math.max(maxDepth, d); (kids[i] || []).forEach(function (c) { depthOf(c, d + 1); }); }
-    var top = state.flameRoot >= 0 && state.flameRoot < nodes.length ? [state.flameRoot] : roots;
-    top.forEach(function (i) { depthOf(i, 1); });
-    var total = 0;
-    top.forEach(function (i) { total += nodes[i][2]; });
-    if (total <= 0) total = 1;
-    var H = (maxDepth + 1) * rowH + 2;
-    var g = sv('svg', {viewBox: '0 0 ' + W + ' ' + H, width: '100%', class: 'flame'});
-    var all = titled(sv('rect', {x: 0, y: 0, width: W, height: rowH - 1, fill: '#ced4da', style: 'cursor:pointer'}), 'all: ' + fmtNs(rootTotal));
-    all.addEventListener('click', function () { state.flameRoot = -1; render(); });
-    g.appendChild(all);
-    g.appendChild(sv('text', {x: 4, y: 13, text: state.flameRoot >= 0 ? '↑ all zones (click to zoom out)' : 'all zones ' + fmtNs(rootTotal)}));
-    function draw(i, x, d, scale) {
-      var n = nodes[i], w = n[2] * scale;
-      if (w < 0.5) return;
-      var name = names[n[0]];
-      var r = titled(sv('rect', {x: x, y: d * rowH, width: Math.max(0.5, w - 0.5), height: rowH - 1, fill: zoneColor(name), 'data-zone': name, style: 'cursor:pointer'}),
-        name + '\ntotal ' + fmtNs(n[2]) + ' (' + num(100 * n[2] / total) + '%), ' + n[3] + ' calls');
-      r.addEventListener('click', function () { state.flameRoot = i; render(); });
-      g.appendChild(r);
-      if (w > 40) {
-        var label = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(1, Math.floor((w - 6) / 6.5) - 1)) + '…' : name;
-        g.appendChild(sv('text', {x: x + 3, y: d * rowH + 13, 'pointer-events': 'none', class: 'label', style: 'fill:' + inkOn(zoneColor(name)), text: label}));
-      }
-      var cx = x;
-      (kids[i] || []).slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (c) {
-        draw(c, cx, d + 1, scale); cx += nodes[c][2] * scale;
-      });
-    }
-    var x = 0, scale = W / total;
-    top.slice().sort(function (a, b) { return nodes[b][2] - nodes[a][2]; }).forEach(function (i) { draw(i, x, 1, scale); x += nodes[i][2] * scale; });
-    return g;
+    var host = el('div');
+    icicle(host, all, {id: 'zone-flame', title: 'all zones ' + fmtNs(all.value), root: made[state.flameRoot] || null,
+      color: function (n) { return zoneColor(n.name); },
+      tip: function (n, total) {
+        if (n === all) return 'all: ' + fmtNs(all.value);
+        return n.name + '\ntotal ' + fmtNs(n.value) + ' (' + num(100 * n.value / total) + '%), ' + n.calls + ' calls';
+      },
+      onzoom: function (n) { state.flameRoot = n ? n.index : -1; }});
+    return host;
   }
 
   /* ---- views ------------------------------------------------------------ */
@@ -515,7 +494,7 @@
         return {name: z.name, value: z.mean_ns, err: z.std_ns, color: zoneColor(z.name),
           tip: z.name + '\nmean ' + fmtNs(z.mean_ns) + ' ± ' + fmtNs(z.std_ns) + '\np50 ' + fmtNs(z.p50_ns) + ', p99 ' + fmtNs(z.p99_ns)};
       }), fmtNs)),
-      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), flameGraph()])].concat(linesCards());
+      card('Flame graph of the zone hierarchy', [el('p', {class: 'hint', text: 'Width is total time, nesting per thread; click a frame to zoom in.'}), zoneFlame()])].concat(linesCards());
   }
 
   /* Line timings (R().lines, one row per line): each timed function's
@@ -706,17 +685,21 @@
    * time with the peak and the step marks; allocation sites with their
    * stacks. The live-bytes chart marks the peak (click: what was live then);
    * the flame graph sums the sites by bytes at the peak or by bytes
-   * allocated, for one process and one zone or all; a leak links to its
-   * site there. */
-  var mem = {by: 'peak', proc: -1, zone: -1, site: -1, peakOf: -1};
+   * allocated, for one process, one zone and one group of steps or all
+   * (D.memory.step_sites: per group of steps the sites' bytes allocated
+   * there and live at the group's peak); a leak links to its site there. */
+  var mem = {by: 'peak', proc: -1, zone: -1, step: -1, site: -1, peakOf: -1};
   function M() { return D.memory || null; }
   /* Live bytes as span-timeline strips (tlSeries). */
   function memSeries() {
     var m = M();
     return m ? arr(m.processes).map(function (p) {
-      return {subject: 'process', id: p.pid, label: '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
+      return {subject: 'process', id: p.pid, label: p.cuda_device != null ? 'cuda:' + p.cuda_device : '', measure: 'live_bytes', t: p.t, v: p.v, peak_ns: p.peak_ns};
     }) : [];
   }
+  /* A process of the memory data as a person reads it: its pid, and the
+   * CUDA device of an entry that holds a device's memory. */
+  function memProcName(p) { return 'pid ' + p.pid + (p.cuda_device != null ? ' cuda:' + p.cuda_device + ' (CUDA)' : ''); }
   function memZoneName(z) { var n = arr(M().zones)[z]; return n ? n : '(no zone)'; }
   function memFrameText(f) { return arr(M().frames)[f] || '?'; }
   /* "file:line" of a frame's text, or the native frame itself. */
@@ -730,6 +713,12 @@
     return r.python && r.native ? w + ' [' + r.native + ']' : w;
   }
   function memValue(s) { return mem.by === 'peak' ? s[2] : s[3]; }
+  /* The group of steps chosen (its process's step_groups entry), or null. */
+  function memGroup() {
+    var p = arr(M().processes)[mem.proc];
+    return p && mem.step >= 0 ? arr(p.step_groups)[mem.step] || null : null;
+  }
+  function memGroupName(g) { return g[1] > 1 ? 'steps ' + g[0] + '–' + (g[0] + g[1] - 1) : 'step ' + g[0]; }
   /* The flame graph's tree: all › zone › frames outermost first, with the
    * sites (indices) beneath each node. */
   function memTree() {
@@ -741,13 +730,28 @@
       if (si >= 0) n.sites.push(si);
       return n;
     }
+    function site(s, i, v, c) {
+      root.value += v; root.count += c; root.sites.push(i);
+      var key = 'z' + s[1], n = add(root, 'zone ' + memZoneName(s[1]), v, c, i, key);
+      s[7].forEach(function (f) { key += '/' + f; n = add(n, memFrameText(f), v, c, i, key); });
+    }
+    if (memGroup()) {
+      /* One group of steps: [process, group, site (-1: the rest), allocated,
+       * count, at the group's peak]. */
+      arr(m.step_sites).forEach(function (e) {
+        if (e[0] !== mem.proc || e[1] !== mem.step) return;
+        var v = mem.by === 'peak' ? e[5] : e[3], s = e[2] >= 0 ? m.sites[e[2]] : null;
+        if (v <= 0 || (mem.zone >= 0 && (!s || s[1] !== mem.zone))) return;
+        if (s) return site(s, e[2], v, e[4]);
+        root.value += v; root.count += e[4];
+        add(root, '(other sites)', v, e[4], -1, 'other');
+      });
+      return root;
+    }
     arr(m.sites).forEach(function (s, i) {
       if ((mem.proc >= 0 && s[0] !== mem.proc) || (mem.zone >= 0 && s[1] !== mem.zone)) return;
       var v = memValue(s);
-      if (v <= 0) return;
-      root.value += v; root.count += s[4]; root.sites.push(i);
-      var key = 'z' + s[1], n = add(root, 'zone ' + memZoneName(s[1]), v, s[4], i, key);
-      s[7].forEach(function (f) { key += '/' + f; n = add(n, memFrameText(f), v, s[4], i, key); });
+      if (v > 0) site(s, i, v, s[4]);
     });
     if (mem.zone < 0) arr(m.other).forEach(function (o, p) {
       var v = mem.by === 'peak' ? o[0] : o[1];
@@ -758,10 +762,15 @@
     return root;
   }
   function memTip(n, total) {
-    var lines = [n.name, fmtBytes(n.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated') + ' (' + num(100 * n.value / (total || 1)) + '%)',
+    var lines = [n.name, fmtBytes(n.value) + memByText() + ' (' + num(100 * n.value / (total || 1)) + '%)',
       n.count + ' allocations' + (M().exact ? '' : ' (sampled records)')];
     if (n.key && n.key !== 'other' && n.name.indexOf('zone ') !== 0) lines.push('at ' + memWhere(n.name));
     return lines.join('\n');
+  }
+  /* What the flame graph's values are, as words. */
+  function memByText() {
+    var g = memGroup();
+    return (mem.by === 'peak' ? ' live at the peak' : ' allocated') + (g ? (mem.by === 'peak' ? ' of ' : ' in ') + memGroupName(g) : '');
   }
   /* Sites beneath node n hold the selected one: draw n outlined. */
   function memMarked(n) { return mem.site >= 0 && n.sites && n.sites.indexOf(mem.site) >= 0 && n.key; }
@@ -790,7 +799,7 @@
   /* Shows site i in the flame graph: its process, every zone, outlined. */
   function memShowSite(i) {
     var s = M().sites[i];
-    mem.site = i; mem.proc = s[0]; mem.zone = -1;
+    mem.site = i; mem.proc = s[0]; mem.zone = -1; mem.step = -1;
     if (memValue(s) <= 0) mem.by = s[2] > 0 ? 'peak' : 'alloc';
     render();
     var f = document.getElementById('mem-flame-card');
@@ -802,36 +811,58 @@
     var out = [], procs = arr(m.processes), est = m.exact ? '' : ' (sampled: estimates)';
     /* A live page's new data may hold fewer processes or other sites. */
     if (mem.proc >= procs.length) mem.proc = -1;
+    if (!memGroup()) mem.step = -1;
     if (mem.site >= arr(m.sites).length) mem.site = -1;
-    var charts = procs.map(function (p, i) {
-      var label = 'peak ' + fmtBytes(p.peak_bytes) + ' at ' + fmtNs(p.peak_ns) + '\nclick: what was live then';
-      return el('div', null, [el('b', {text: 'pid ' + p.pid + ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end'}),
-        lineChart([{name: 'live bytes, pid ' + p.pid, t: p.t, v: p.v}], {fmt: fmtBytes, marks: p.steps, height: 160,
-          points: [{t: p.peak_ns, v: p.peak_bytes, label: label, attrs: {class: 'mem-peak', id: 'mem-peak-' + i, 'data-bytes': p.peak_bytes, 'data-ns': p.peak_ns},
-            onclick: function () { mem.peakOf = i; render(); var c = document.getElementById('mem-peak-card'); if (c && c.scrollIntoView) c.scrollIntoView(); }}]})]);
+    /* The charts of the process chosen (all: every process); of one group
+     * of steps, the part of its series within it and the group's peak. */
+    var charts = [];
+    procs.forEach(function (p, i) {
+      if (mem.proc >= 0 && i !== mem.proc) return;
+      var g = mem.proc === i ? memGroup() : null, t = p.t, v = p.v, peak = p.peak_bytes, at = p.peak_ns, what = 'peak';
+      if (g) {
+        t = []; v = [];
+        arr(p.t).forEach(function (x, k) { if (x >= g[2] && x <= g[3]) { t.push(x); v.push(p.v[k]); } });
+        var k = 0;
+        while (k < t.length && t[k] < g[5]) k++;
+        if (t[k] !== g[5]) { t.splice(k, 0, g[5]); v.splice(k, 0, g[4]); }
+        peak = g[4]; at = g[5]; what = 'peak of ' + memGroupName(g);
+      }
+      var label = what + ' ' + fmtBytes(peak) + ' at ' + fmtNs(at) + (g ? '' : '\nclick: what was live then');
+      charts.push(el('div', null, [el('b', {text: memProcName(p) + (g ? ', ' + memGroupName(g) + ': ' + what + ' ' + fmtBytes(peak) : ': peak ' + fmtBytes(p.peak_bytes) + ', ' + fmtBytes(p.allocated_bytes) + ' allocated, ' + fmtBytes(p.live_end_bytes) + ' live at the end')}),
+        lineChart([{name: 'live bytes, ' + memProcName(p), t: t, v: v}], {fmt: fmtBytes, marks: p.steps, height: 160,
+          bands: g ? [{t0: g[2], t1: g[3], label: memGroupName(g)}] : [],
+          points: [{t: at, v: peak, label: label, attrs: {class: 'mem-peak', id: 'mem-peak-' + i, 'data-bytes': peak, 'data-ns': at},
+            onclick: g ? null : function () { mem.peakOf = i; render(); var c = document.getElementById('mem-peak-card'); if (c && c.scrollIntoView) c.scrollIntoView(); }}]})]));
     });
     out.push(card('Live bytes (allocations)' + est, [el('p', {class: 'hint', text: 'The bytes the program had allocated and not freed, per process, on the job\'s time axis (the span timeline\'s). ' +
       'The red dot is the peak: click it for what was live then. Dashed lines are step marks; drag to zoom, double-click to reset.'})].concat(charts)));
     if (mem.peakOf >= 0 && mem.peakOf < procs.length) {
       var pp = procs[mem.peakOf];
-      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: pid ' + pp.pid + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
+      out.push(el('div', {class: 'card', id: 'mem-peak-card'}, [el('h2', {text: 'What was live at the peak: ' + memProcName(pp) + ', ' + fmtBytes(pp.peak_bytes) + ' at ' + fmtNs(pp.peak_ns)}),
         el('p', {class: 'hint', text: 'Click a site to show it in the flame graph.'}), memPeakSites(mem.peakOf)]));
     }
     var zones = [[-1, 'every zone']], used = {};
     arr(m.sites).forEach(function (s) { used[s[1]] = 1; });
     Object.keys(used).map(Number).sort(function (a, b) { return memZoneName(a).localeCompare(memZoneName(b)); }).forEach(function (z) { zones.push([z, memZoneName(z)]); });
+    /* Steps: the groups of the process chosen, else of the first that has
+     * step marks (choosing one chooses that process too). */
+    var sp = mem.proc >= 0 ? mem.proc : procs.map(function (p) { return arr(p.step_groups).length > 0; }).indexOf(true);
+    var steps = [[-1, 'every step']].concat(sp >= 0 ? arr(procs[sp].step_groups).map(function (g, k) {
+      return [k, memGroupName(g) + ' (peak ' + fmtBytes(g[4]) + ')'];
+    }) : []);
     var controls = el('div', {class: 'legend'}, [
       el('label', null, ['by ', memSelect('mem-by', mem.by, [['peak', 'bytes live at the peak'], ['alloc', 'bytes allocated']], function (v) { mem.by = v; render(); })]),
-      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, 'pid ' + p.pid]; })), function (v) { mem.proc = Number(v); render(); })]),
-      el('label', null, ['zone ', memSelect('mem-zone', mem.zone, zones, function (v) { mem.zone = Number(v); render(); })])]);
+      el('label', null, ['process ', memSelect('mem-proc', mem.proc, [[-1, 'every process']].concat(procs.map(function (p, i) { return [i, memProcName(p)]; })), function (v) { mem.proc = Number(v); mem.step = -1; render(); })]),
+      el('label', null, ['zone ', memSelect('mem-zone', mem.zone, zones, function (v) { mem.zone = Number(v); render(); })]),
+      el('label', null, ['step ', memSelect('mem-step', mem.step, steps, function (v) { mem.step = Number(v); if (mem.step >= 0) mem.proc = sp; render(); })])]);
     var host = el('div', {id: 'mem-flame-box'}), tree = memTree();
     if (tree.value > 0)
-      icicle(host, tree, {id: 'mem-flame', title: 'all: ' + fmtBytes(tree.value) + (mem.by === 'peak' ? ' live at the peak' : ' allocated'),
+      icicle(host, tree, {id: 'mem-flame', title: 'all: ' + fmtBytes(tree.value) + memByText(),
         color: function (n) { return n.name.indexOf('zone ') === 0 ? zoneColor(n.name.slice(5)) : n.name.charAt(0) === '[' ? '#8d6e63' : n.name === '(other sites)' ? '#adb5bd' : '#e8590c'; },
         tip: memTip, mark: memMarked, label: function (n) { return n.name.replace(/^[^\[]*\/(?=[^/]*:\d+ )/, ''); }});
-    else host.appendChild(el('p', {class: 'muted', text: 'Nothing ' + (mem.by === 'peak' ? 'live at the peak' : 'allocated') + ' in this selection.'}));
+    else host.appendChild(el('p', {class: 'muted', text: 'Nothing' + memByText() + ' in this selection.'}));
     out.push(el('div', {class: 'card', id: 'mem-flame-card'}, [el('h2', {text: 'Memory flame graph (allocation sites)' + est}), controls,
-      el('p', {class: 'hint', text: 'Each frame: bytes ' + (mem.by === 'peak' ? 'live at its process\'s peak' : 'allocated over the run') + ' by the allocations made beneath it; zone, then the stack from the outermost frame. Hover for bytes, count and file:line; click to zoom.' +
+      el('p', {class: 'hint', text: 'Each frame: bytes ' + (mem.by === 'peak' ? 'live at its process\'s peak' : 'allocated over the run') + ' (of one step or group of steps, when chosen) by the allocations made beneath it; zone, then the stack from the outermost frame. Hover for bytes, count and file:line; click to zoom.' +
         (m.other_sites ? ' ' + m.other_sites + ' smaller sites are summed as (other sites).' : '')}), host]));
     var leaks = [];
     arr(m.sites).forEach(function (s, i) { if (s[6] > 0) leaks.push(i); });
@@ -839,7 +870,7 @@
       return el('th', {class: i === 1 || i === 4 ? 'l' : '', text: h});
     }))].concat(leaks.map(function (i) {
       var s = m.sites[i];
-      return el('tr', null, [el('td', {text: procs[s[0]].pid}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
+      return el('tr', null, [el('td', {text: memProcName(procs[s[0]]).slice(4)}), el('td', {class: 'l', text: memZoneName(s[1])}), el('td', {text: '+' + fmtBytes(s[6])}),
         el('td', {text: fmtBytes(s[5])}), el('td', {class: 'l mono', text: memSiteWhere(s)}),
         el('td', null, el('a', {href: '#memory', class: 'mem-leak-link', 'data-site': i, text: 'show in flame graph', onclick: function (ev) { ev.preventDefault(); memShowSite(i); }}))]);
     }))) : el('p', {class: 'muted', text: 'No allocation site grows step after step.'})));

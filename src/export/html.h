@@ -38,6 +38,9 @@
 /* Step marks per process in the page's memory data at most (evenly
  * picked). */
 #define MLPROF__HTML_MEM_STEPS 1000
+/* Sites per group of steps (mlprof__mem_group) in the page at most: the
+ * largest, the others of the group summed into one. */
+#define MLPROF__HTML_MEM_STEP_SITES 100
 /* A zone's distribution in the page: its percentiles 0, 100 / STEPS, ...,
  * 100 (nearest rank, stats.h). */
 #define MLPROF__HTML_DIST_STEPS 20
@@ -101,18 +104,25 @@ int mlprof__export_html_data(const mlprof__report *r,
                              const mlprof__html_opts *opts, mlprof__out *o);
 
 /* The page's "memory" (docs/memory.md), or null when no process recorded
- * allocations: {"exact", "processes": [{"pid", "exact", "peak_bytes",
+ * allocations: {"exact", "processes": [{"pid", "cuda_device" (only for
+ * a CUDA device's memory, a process entry of its own), "exact", "peak_bytes",
  * "peak_ns" (job ns), "allocated_bytes", "live_end_bytes", "t": [job ns],
  * "v": [live bytes] (at most MLPROF__MEM_SERIES + 1 points, each the
  * highest of its stretch of time; the peak among them), "steps": [job ns of
- * step marks, at most MLPROF__HTML_MEM_STEPS]}] (the
+ * step marks, at most MLPROF__HTML_MEM_STEPS], "step_groups": [[first step
+ * (1: the step the first mark begins), steps, t0, t1 (job ns), peak bytes,
+ * peak ns]] (mlprof__mem_group)}] (the
  * MLPROF__HTML_MAX_PROCESSES with the largest peaks, largest first),
  * "zones": [zone names; "" outside any], "sites": [[process (index in
  * "processes"), zone (index in "zones"), bytes at the process's peak,
  * allocated, count, live at the end, leak bytes per step (0: no leak),
  * [frame ids, outermost first], its index in the report's memory.sites]] (at
  * most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
- * count, live at end] of the sites left out, "other_sites": how many, "frames":
+ * count, live at end] of the sites left out, "other_sites": how many,
+ * "step_sites": [[process, group (index in its "step_groups"), site (index
+ * in "sites"; -1: the group's sites left out, summed), allocated there,
+ * count, bytes at the group's peak]] (at most MLPROF__HTML_MEM_STEP_SITES
+ * sites per group), "frames":
  * [frame texts, "file:line function" or "[symbol+0xOFF]"]}. Returns 0,
  * MLPROF_ENOMEM or the writer's error. */
 int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o);

@@ -1,6 +1,7 @@
 /* The dashboard's memory data (html.h, docs/memory.md): per process the
  * live bytes over time with its peak and step marks, and the allocation
  * sites with their whole stacks for the memory flame graph, bounded. */
+#include <inttypes.h>
 #include <mlprof.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
   uint64_t off = offset_of(r, p->proc);
   mlprof__out_lit(o, "{\"pid\":");
   mlprof__out_u64(o, p->pid);
+  if (p->device >= 0) {
+    mlprof__out_lit(o, ",\"cuda_device\":");
+    mlprof__out_u64(o, (uint64_t)p->device);
+  }
   mlprof__out_str(o, p->exact ? ",\"exact\":true" : ",\"exact\":false");
   mlprof__out_lit(o, ",\"peak_bytes\":");
   mlprof__out_u64(o, p->peak);
@@ -64,7 +69,79 @@ static void proc_json(const mlprof__report *r, const mlprof__mem_proc *p,
     if (i) mlprof__out_lit(o, ",");
     mlprof__out_u64(o, p->step_t[n * i / k] + off);
   }
+  mlprof__out_lit(o, "],\"step_groups\":[");
+  for (size_t g = 0; g < p->ngroups; g++) {
+    const mlprof__mem_group *x = &p->groups[g];
+    mlprof__out_str(o, g ? ",[" : "[");
+    mlprof__out_u64(o, (uint64_t)x->first + 1);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->count);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->t0 + off);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->t1 + off);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->peak);
+    mlprof__out_lit(o, ",");
+    mlprof__out_u64(o, x->peak_t + off);
+    mlprof__out_lit(o, "]");
+  }
   mlprof__out_lit(o, "]}");
+}
+
+static uint64_t step_weight(const mlprof__mem_step_site *x) {
+  return x->at_peak > x->alloc_bytes ? x->at_peak : x->alloc_bytes;
+}
+
+static int by_step_weight(const void *x, const void *y) {
+  const mlprof__mem_step_site *a = *(const mlprof__mem_step_site *const *)x,
+                              *b = *(const mlprof__mem_step_site *const *)y;
+  if (a->group != b->group) return a->group < b->group ? -1 : 1;
+  uint64_t wa = step_weight(a), wb = step_weight(b);
+  if (wa != wb) return wa > wb ? -1 : 1;
+  return (a->site > b->site) - (a->site < b->site);
+}
+
+/* The page's "step_sites" of process p (index k among the page's):
+ * per group its largest sites on the page (page_site: m->sites index ->
+ * index in the page's "sites", or MLPROF__NONE), the rest summed as site
+ * -1. *first: no entry written yet. 0 or MLPROF_ENOMEM. */
+static int step_sites_json(const mlprof__mem_proc *p, size_t k,
+                           const uint32_t *page_site, mlprof__out *o,
+                           int *first) {
+  size_t n = p->nstep_sites;
+  if (!n) return 0;
+  const mlprof__mem_step_site **v = malloc(n * sizeof *v);
+  if (!v) return MLPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++) v[i] = &p->step_sites[i];
+  mlprof__sort(v, n, sizeof *v, by_step_weight);
+  for (size_t i = 0; i < n;) {
+    uint32_t g = v[i]->group;
+    mlprof__mem_step_site rest = {0};
+    size_t shown = 0;
+    for (; i < n && v[i]->group == g; i++) {
+      uint32_t ps = page_site[v[i]->site];
+      if (ps == MLPROF__NONE || shown == MLPROF__HTML_MEM_STEP_SITES) {
+        rest.alloc_bytes += v[i]->alloc_bytes;
+        rest.alloc_count += v[i]->alloc_count;
+        rest.at_peak += v[i]->at_peak;
+        continue;
+      }
+      shown++;
+      mlprof__out_printf(o, "%s[%zu,%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                         *first ? "\n" : ",\n", k, g, ps, v[i]->alloc_bytes,
+                         v[i]->alloc_count, v[i]->at_peak);
+      *first = 0;
+    }
+    if (rest.alloc_bytes || rest.at_peak) {
+      mlprof__out_printf(o, "%s[%zu,%u,-1,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                         *first ? "\n" : ",\n", k, g, rest.alloc_bytes,
+                         rest.alloc_count, rest.at_peak);
+      *first = 0;
+    }
+  }
+  free(v);
+  return 0;
 }
 
 /* One site: [process, zone, at peak, allocated, count, live at end, leak
@@ -113,15 +190,20 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t ns = m->nsites;
   const mlprof__mem_proc **procs = malloc(m->nprocs * sizeof *procs);
   const mlprof__mem_site **order = malloc((ns ? ns : 1) * sizeof *order);
-  /* page[proc in the job]: its index among the page's processes + 1. */
-  size_t nj = r->nprocs, *page = calloc(nj + 1, sizeof *page);
+  /* page[process of m (an address space)]: its index among the page's
+   * processes + 1. */
+  size_t nj = m->nprocs, *page = calloc(nj + 1, sizeof *page);
   char *keep = calloc(ns + 1, 1);
   mem_sum *other = NULL;
   /* frame_page[frame]: its number in the page; used: the page's frames. */
   size_t nf = m->nframes, nused = 0;
   uint32_t *frame_page = malloc((nf ? nf : 1) * sizeof *frame_page);
   uint32_t *used = malloc((nf ? nf : 1) * sizeof *used);
-  if (!procs || !order || !page || !keep || !frame_page || !used) goto out;
+  /* page_site[site]: its index in the page's "sites", or MLPROF__NONE. */
+  uint32_t *page_site = malloc((ns ? ns : 1) * sizeof *page_site);
+  if (!procs || !order || !page || !keep || !frame_page || !used || !page_site)
+    goto out;
+  for (size_t i = 0; i < ns; i++) page_site[i] = MLPROF__NONE;
   for (size_t i = 0; i < nf; i++) frame_page[i] = MLPROF__NONE;
   /* The processes with the largest peaks. */
   for (size_t i = 0; i < m->nprocs; i++) procs[i] = &m->procs[i];
@@ -129,15 +211,15 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   size_t np = m->nprocs < MLPROF__HTML_MAX_PROCESSES
                   ? m->nprocs
                   : MLPROF__HTML_MAX_PROCESSES;
-  for (size_t i = 0; i < np; i++)
-    if (procs[i]->proc < nj) page[procs[i]->proc] = i + 1;
+  for (size_t i = 0; i < np; i++) page[procs[i] - m->procs] = i + 1;
   if (!(other = calloc(np, sizeof *other))) goto out;
   /* Sites: the leaks and the largest at the peak (m->sites' own order),
    * then the largest allocators, half the cap each. */
   size_t kept = 0, half = MLPROF__HTML_MEM_SITES / 2;
   for (size_t i = 0; i < ns && kept < half; i++) {
     const mlprof__mem_site *s = &m->sites[i];
-    if (s->proc >= nj || !page[s->proc] || (!s->leak && !s->at_peak)) continue;
+    if (s->mproc >= nj || !page[s->mproc] || (!s->leak && !s->at_peak))
+      continue;
     keep[i] = 1;
     kept++;
   }
@@ -145,7 +227,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   mlprof__sort(order, ns, sizeof *order, by_alloc_desc);
   for (size_t i = 0; i < ns && kept < MLPROF__HTML_MEM_SITES; i++) {
     size_t k = (size_t)(order[i] - m->sites);
-    if (keep[k] || order[i]->proc >= nj || !page[order[i]->proc]) continue;
+    if (keep[k] || order[i]->mproc >= nj || !page[order[i]->mproc]) continue;
     keep[k] = 1;
     kept++;
   }
@@ -165,12 +247,12 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   }
   mlprof__out_lit(o, "],\n\"sites\":[");
   int first = 1;
-  size_t left = 0;
+  size_t left = 0, npage = 0;
   for (size_t i = 0; i < ns; i++) {
     const mlprof__mem_site *s = &m->sites[i];
-    if (s->proc >= nj || !page[s->proc]) continue;
+    if (s->mproc >= nj || !page[s->mproc]) continue;
     if (!keep[i]) {
-      mem_sum *x = &other[page[s->proc] - 1];
+      mem_sum *x = &other[page[s->mproc] - 1];
       x->at_peak += s->at_peak;
       x->alloc += s->alloc_bytes;
       x->count += s->alloc_count;
@@ -178,7 +260,8 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
       left++;
       continue;
     }
-    site_json(s, i, page[s->proc] - 1, o, frame_page, used, &nused, first);
+    site_json(s, i, page[s->mproc] - 1, o, frame_page, used, &nused, first);
+    page_site[i] = (uint32_t)npage++;
     first = 0;
   }
   mlprof__out_lit(o, "],\n\"other\":[");
@@ -195,6 +278,11 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
   }
   mlprof__out_lit(o, "],\"other_sites\":");
   mlprof__out_u64(o, left);
+  mlprof__out_lit(o, ",\n\"step_sites\":[");
+  first = 1;
+  for (size_t i = 0; i < np; i++)
+    if (step_sites_json(procs[i], i, page_site, o, &first)) goto out;
+  mlprof__out_lit(o, "]");
   mlprof__out_lit(o, ",\n\"frames\":[");
   for (size_t i = 0; i < nused; i++) {
     if (i) mlprof__out_lit(o, ",");
@@ -205,6 +293,7 @@ int mlprof__export_html_memory(const mlprof__report *r, mlprof__out *o) {
 out:
   free(frame_page);
   free(used);
+  free(page_site);
   free(procs);
   free(order);
   free(page);

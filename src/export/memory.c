@@ -169,6 +169,11 @@ static int activation_table(const mlprof__report *r, mlprof__out *o, int head) {
   return mlprof__table_print(&t, o);
 }
 
+/* " cuda:N" after the pid of a CUDA device's memory (memory.h). */
+static void space_label(const mlprof__mem_proc *p, mlprof__out *o) {
+  if (p->device >= 0) mlprof__out_printf(o, " cuda:%d", p->device);
+}
+
 /* What the leak detector cannot see in process p (mlprof__mem_proc's
  * leak_floor), one line. */
 static void leak_floor_line(const mlprof__mem_proc *p, mlprof__out *o) {
@@ -179,7 +184,9 @@ static void leak_floor_line(const mlprof__mem_proc *p, mlprof__out *o) {
     snprintf(mode, sizeof mode, "--memory=sampled:%.0f", p->mean);
   else
     return; /* sampled, mean unknown: nothing to say */
-  mlprof__out_printf(o, "  pid %" PRIu64 ": ", p->pid);
+  mlprof__out_printf(o, "  pid %" PRIu64, p->pid);
+  space_label(p, o);
+  mlprof__out_lit(o, ": ");
   if (isnan(p->leak_floor)) {
     mlprof__out_printf(o,
                        "%zu step marks: leaks by site need %d at least "
@@ -216,11 +223,14 @@ int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o) {
     mlprof__fmt_bytes(alloc, sizeof alloc, (double)p->alloc_bytes);
     mlprof__fmt_bytes(live, sizeof live, (double)p->live_end);
     mlprof__fmt_duration(at, sizeof at, (double)p->peak_t);
-    mlprof__out_printf(o,
-                       "  pid %" PRIu64
-                       ": peak %s live at %s; %s allocated "
-                       "(%" PRIu64 " records); %s live at the end\n",
-                       p->pid, peak, at, alloc, p->allocs, live);
+    mlprof__out_printf(o, "  pid %" PRIu64, p->pid);
+    space_label(p, o);
+    mlprof__out_printf(
+        o,
+        ": peak %s live at %s; %s allocated "
+        "(%" PRIu64 " records); %s live at the end%s\n",
+        peak, at, alloc, p->allocs, live,
+        p->device >= 0 ? " (CUDA, torch's allocator history)" : "");
   }
   for (size_t i = 0; i < m->nprocs; i++) leak_floor_line(&m->procs[i], o);
   size_t n = 0;
@@ -325,15 +335,19 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, ",\n\"memory\":{\"processes\":[");
   for (size_t i = 0; i < m->nprocs; i++) {
     const mlprof__mem_proc *p = &m->procs[i];
-    mlprof__out_printf(
-        o,
-        "%s\n{\"pid\":%" PRIu64 ",\"exact\":%s,\"allocs\":%" PRIu64
-        ",\"frees\":%" PRIu64 ",\"allocated_bytes\":%" PRIu64
-        ",\"freed_bytes\":%" PRIu64 ",\"live_end_bytes\":%" PRIu64
-        ",\"peak_bytes\":%" PRIu64 ",\"peak_ns\":%" PRIu64
-        ",\"step_peak_bytes\":[",
-        i ? "," : "", p->pid, p->exact ? "true" : "false", p->allocs, p->frees,
-        p->alloc_bytes, p->freed_bytes, p->live_end, p->peak, p->peak_t);
+    char dev[32] = "";
+    if (p->device >= 0)
+      snprintf(dev, sizeof dev, ",\"cuda_device\":%d", p->device);
+    mlprof__out_printf(o,
+                       "%s\n{\"pid\":%" PRIu64
+                       "%s,\"exact\":%s,\"allocs\":%" PRIu64
+                       ",\"frees\":%" PRIu64 ",\"allocated_bytes\":%" PRIu64
+                       ",\"freed_bytes\":%" PRIu64
+                       ",\"live_end_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
+                       ",\"peak_ns\":%" PRIu64 ",\"step_peak_bytes\":[",
+                       i ? "," : "", p->pid, dev, p->exact ? "true" : "false",
+                       p->allocs, p->frees, p->alloc_bytes, p->freed_bytes,
+                       p->live_end, p->peak, p->peak_t);
     for (size_t k = 0; k < p->nsteps; k++)
       mlprof__out_printf(o, "%s%" PRIu64, k ? "," : "", p->step_peak[k]);
     mlprof__out_lit(o, "],\"peak_se_bytes\":");

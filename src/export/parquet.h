@@ -106,9 +106,10 @@ typedef struct {
 } mlprof__pq_column;
 
 /* A row group's rows and buffered bytes at most, by default: DuckDB's own
- * row groups are of 122,880 rows, and 128 Ki rows of spans (about 90 bytes
- * each while buffered) keep the export's memory well under the report's. */
-#define MLPROF__PQ_ROWS ((size_t)1 << 17)
+ * row groups are of 122,880 rows; 64 Ki rows of spans (about 130 bytes each
+ * while buffered, 16 columns) keep the export under twice the report's
+ * memory (bench/bench_parquet.c). */
+#define MLPROF__PQ_ROWS ((size_t)1 << 16)
 #define MLPROF__PQ_BYTES ((size_t)64 << 20)
 
 typedef struct {

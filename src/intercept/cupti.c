@@ -398,14 +398,8 @@ static int cupti_start(void) {
   cupti.offset = (int64_t)t - (int64_t)(a + (b - a) / 2);
   cupti.flush_ms = mlprof__session_flush_ms();
   cupti.stop = 0;
-  /* Created with every signal blocked: the program's signals never run on
-   * a thread of ours. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  if (pthread_create(&cupti.thread, NULL, flusher, NULL) == 0)
+  if (mlprof__thread_start(&cupti.thread, flusher, NULL) == 0)
     cupti.thread_started = 1;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, atfork_once);
   mlprof__session_before_end(cupti_stop);

@@ -277,6 +277,18 @@ MLPROF__HIDDEN void mlprof__writer_sink(mlprof__writer *w,
  * cap. Returns 0, or MLPROF_ENOMEM when some were dropped. */
 MLPROF__HIDDEN int mlprof__writer_spans(mlprof__writer *w, const char *track,
                                         const mlprof_span *spans, size_t n);
+/* An allocation measured elsewhere (mlprof_track_allocs), its stack
+ * interned: time CLOCK_MONOTONIC, size 0 for a free. */
+typedef struct {
+  uint64_t t, addr, size;
+  uint32_t stack;
+} mlprof__ext_alloc;
+/* Queues n allocations of zone `zone` on the track named `track` for the
+ * next flush, as mlprof__writer_spans queues spans (the same cap). Returns
+ * 0, or MLPROF_ENOMEM when some were dropped. */
+MLPROF__HIDDEN int mlprof__writer_allocs(mlprof__writer *w, const char *track,
+                                         const mlprof_site *zone,
+                                         const mlprof__ext_alloc *a, size_t n);
 /* In a forked child: release the parent's writer without touching its file. */
 MLPROF__HIDDEN void mlprof__writer_abandon(mlprof__writer *w);
 

@@ -12,8 +12,9 @@
  * async-signal-safe (libunwind's local unwinding, whose locks block signals
  * while held, a futex wake and atomics), keeps errno, runs with SA_RESTART,
  * acts only on a request of the sampler meant for its own thread, and stays
- * installed but inert once the sampler stops: a signal still in flight then
- * does nothing, where SIG_DFL would end the process. */
+ * installed but inert once the sampler stops: a signal of ours still in
+ * flight then does nothing, where SIG_DFL would end the process. A signal
+ * anyone else sends gets SIG_DFL's action (as_default). */
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -51,17 +52,33 @@ static const char *_Atomic why = "no real-time signal is free";
  * or a sanitizer's that calls ours (TSan's). */
 static void *_Atomic kernel_handler;
 
-/* The kernel's handler of signal s, NULL when unknown. Asked of the kernel
- * directly: the interposed sigaction answers SIG_DFL for our signal. */
+/* The kernel's struct sigaction, for the system call itself: the
+ * interposed sigaction answers SIG_DFL for our signal. */
+typedef struct {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  uint64_t mask;
+} kernel_sigaction;
+
+/* The kernel's handler of signal s, NULL when unknown. */
 static void *kernel_handler_of(int s) {
-  struct {
-    void *handler;
-    unsigned long flags;
-    void *restorer;
-    uint64_t mask;
-  } k;
+  kernel_sigaction k;
   if (syscall(SYS_rt_sigaction, s, NULL, &k, sizeof k.mask) != 0) return NULL;
   return k.handler;
+}
+
+/* A signal someone else sent (kill, sigqueue, another process): what
+ * SIG_DFL would have done, which for a real-time signal ends the process.
+ * The disposition goes back to SIG_DFL (native stacks stop) and the signal
+ * is sent again to this thread, where it waits, blocked, until the handler
+ * returns. */
+static void as_default(int s) {
+  kernel_sigaction k = {SIG_DFL, 0, NULL, 0};
+  atomic_store(&given_up, 1);
+  atomic_store_explicit(&active, 0, memory_order_release);
+  if (syscall(SYS_rt_sigaction, s, &k, NULL, sizeof k.mask) == 0)
+    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), s);
 }
 
 /* Whether the kernel still has our handler for s: a program that loaded
@@ -75,10 +92,11 @@ static int still_ours(int s) {
 static void on_signal(int s, siginfo_t *info, void *uc) {
   int saved = errno;
   int expect = ASKED;
-  /* Only the sampler's own request for this very thread: a stray or late
-   * signal (a request that timed out) does nothing. */
-  if (atomic_load_explicit(&active, memory_order_acquire) && info &&
-      info->si_code == SI_TKILL && info->si_pid == getpid() &&
+  int ours = info && info->si_code == SI_TKILL && info->si_pid == getpid();
+  if (!ours) as_default(s);
+  /* Only the sampler's own request for this very thread: a late one (a
+   * request that timed out) does nothing. */
+  if (ours && atomic_load_explicit(&active, memory_order_acquire) &&
       atomic_load_explicit(&req.tid, memory_order_acquire) ==
           (pid_t)syscall(SYS_gettid) &&
       atomic_compare_exchange_strong(&req.state, &expect, BUSY)) {

@@ -601,6 +601,93 @@ int mlprof_track_spans(const char *track, const mlprof_span *spans, size_t n) {
   return rc;
 }
 
+/* A function key of the stack tables for a frame given by name (file,
+ * function): FNV-1a of both, its top bit set (a walker's keys mix a code
+ * object's address; the bit keeps them apart in practice), never 0. */
+static uint64_t frame_key(const char *file, const char *function) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = file; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  h = (h ^ 0xff) * 1099511628211ull;
+  for (const char *p = function; *p; p++)
+    h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return h | 1ull << 63;
+}
+
+/* The stack id of frames[0..n) (innermost first), interned; 0 when none or
+ * a table is full. */
+static uint32_t frames_stack(const mlprof_frame *fr, size_t n) {
+  static uint32_t ids[MLPROF__STACK_MAX_DEPTH]; /* under session_lock */
+  if (n > MLPROF__STACK_MAX_DEPTH) n = MLPROF__STACK_MAX_DEPTH;
+  for (size_t i = 0; i < n; i++) {
+    const char *file = fr[i].file ? fr[i].file : "";
+    const char *fn = fr[i].function ? fr[i].function : "";
+    uint64_t key = frame_key(file, fn);
+    uint32_t f = mlprof__stack_func_find(key);
+    if (!f) f = mlprof__stack_func_add(key, file, fn, 0);
+    ids[i] = mlprof__stack_frame_py(f, fr[i].line);
+  }
+  return mlprof__stack_intern(ids, n);
+}
+
+int mlprof_track_allocs(const char *track, const char *zone,
+                        const mlprof_alloc *allocs, size_t n) {
+  if (!track || !*track || !zone || !*zone || (n && !allocs))
+    return MLPROF_EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    const mlprof_alloc *a = &allocs[i];
+    if ((a->nframes && !a->frames) || a->reserved[0] || a->reserved[1])
+      return MLPROF_EINVAL;
+    for (size_t k = 0; k < a->nframes && k < MLPROF__STACK_MAX_DEPTH; k++)
+      if (a->frames[k].reserved) return MLPROF_EINVAL;
+  }
+  if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
+  if (owner != getpid()) return MLPROF_ENOTSTARTED; /* see session_end */
+  const mlprof_site *site = mlprof_site_intern(zone, MLPROF_CAT_NONE);
+  mlprof__ext_alloc *e = malloc((n ? n : 1) * sizeof *e);
+  /* Each distinct frames array interned once: an open-addressed table from
+   * its address to its stack id. */
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  struct {
+    const mlprof_frame *fr;
+    size_t n;
+    uint32_t id;
+  } *seen = calloc(cap, sizeof *seen);
+  if (!site || !e || !seen) {
+    free(e);
+    free(seen);
+    return MLPROF_ENOMEM;
+  }
+  pthread_mutex_lock(&session_lock);
+  mlprof__writer *w = atomic_load(&writer);
+  int rc = MLPROF_ENOTSTARTED;
+  if (w) {
+    for (size_t i = 0; i < n; i++) {
+      const mlprof_alloc *a = &allocs[i];
+      uint32_t stack = 0;
+      if (a->size && a->nframes) {
+        size_t h =
+            (size_t)(((uintptr_t)a->frames >> 4) * 0x9e3779b97f4a7c15ull);
+        for (h &= cap - 1;; h = (h + 1) & (cap - 1)) {
+          if (!seen[h].fr) {
+            seen[h].fr = a->frames;
+            seen[h].n = a->nframes;
+            seen[h].id = frames_stack(a->frames, a->nframes);
+          }
+          if (seen[h].fr == a->frames && seen[h].n == a->nframes) break;
+        }
+        stack = seen[h].id;
+      }
+      e[i] = (mlprof__ext_alloc){a->time_ns, a->address, a->size, stack};
+    }
+    rc = mlprof__writer_allocs(w, track, site, e, n);
+  }
+  pthread_mutex_unlock(&session_lock);
+  free(e);
+  free(seen);
+  return rc;
+}
+
 const char *mlprof_output_path(void) {
   return atomic_load(&writer) ? path : NULL;
 }

@@ -135,11 +135,6 @@ uint32_t mlprof__stack_frame_native(uintptr_t pc);
  * MLPROF__STACK_MAX_DEPTH the outermost frames are left out. 0 when a table
  * is full. */
 uint32_t mlprof__stack_intern(const uint32_t *frames, size_t n);
-/* The stack id of frame on top of stack parent (0: frame alone), as
- * mlprof__stack_intern makes it one frame at a time; 0 when a table is
- * full. For callers that keep the ids of a stack they interned before. */
-uint32_t mlprof__stack_push(uint32_t parent, uint32_t frame);
-
 /* The stack id of frame on top of stack parent (0: frame is the outermost);
  * 0 when a table is full. What mlprof__stack_intern does one frame at a
  * time, for a caller that keeps the ids of a stack's prefixes. */

@@ -425,17 +425,9 @@ static int start_locked(void) {
                       mlprof__native_why());
   s->wait_first = child_thread;
   child_thread = 0;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  mlprof__cond_init_mono(&s->cond);
   pthread_mutex_init(&s->lock, NULL);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* never takes the program's */
-  int err = pthread_create(&s->thread, NULL, sampler_main, s);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int err = mlprof__thread_start(&s->thread, sampler_main, s);
   rc = MLPROF_ETHREAD;
   if (err) {
     if (s->native) mlprof__native_stop();

@@ -60,13 +60,22 @@ typedef struct {
 
 #define MAX_TRACKS 256
 
-/* A track: its name, the spans queued for the next flush (pending_lock),
- * and the writer's encoding state for its EVENTS chunks. */
+/* An allocation queued on a track (mlprof_track_allocs), with its zone. */
+typedef struct {
+  mlprof__ext_alloc a;
+  const mlprof_site *zone;
+} ext_alloc;
+
+/* A track: its name, the spans and allocations queued for the next flush
+ * (pending_lock), and the writer's encoding state for its EVENTS and
+ * ALLOCS chunks. */
 typedef struct {
   char name[64];
   int announced; /* writer only: its THREAD chunk is written */
   ext_span *spans;
   size_t n, cap;
+  ext_alloc *allocs;
+  size_t nallocs, acap;
   mlprof__thread stream;
 } track;
 
@@ -122,8 +131,8 @@ struct mlprof__writer {
   uint32_t nsources;
   track *tracks[MAX_TRACKS];
   uint32_t ntracks;
-  size_t queued;                  /* spans queued on all tracks */
-  _Atomic uint64_t track_dropped; /* spans dropped at the memory cap */
+  size_t queued;                  /* spans and allocations queued */
+  _Atomic uint64_t track_dropped; /* those dropped at the memory cap */
 };
 
 /* ---- byte buffers ------------------------------------------------------- */
@@ -819,10 +828,74 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
   return done < n ? MLPROF_ENOMEM : 0;
 }
 
-/* Writes the queued spans of every track (and a new track's name). */
+int mlprof__writer_allocs(mlprof__writer *w, const char *name,
+                          const mlprof_site *zone, const mlprof__ext_alloc *a,
+                          size_t n) {
+  size_t max = mlprof__pool_cap_bytes() / sizeof(ext_alloc), done = 0;
+  int flushed = 0;
+  pthread_mutex_lock(&w->pending_lock);
+  track *tr = track_of(w, name);
+  while (tr && done < n) {
+    size_t room = w->queued < max ? max - w->queued : 0;
+    if (room < n - done && !flushed) {
+      /* Let the writer take what is queued rather than exceed the cap. */
+      pthread_mutex_unlock(&w->pending_lock);
+      mlprof__writer_flush(w);
+      pthread_mutex_lock(&w->pending_lock);
+      flushed = 1;
+      continue;
+    }
+    size_t k = n - done < room ? n - done : room;
+    if (!k || mlprof__grow(&tr->allocs, &tr->acap, tr->nallocs + k,
+                           sizeof *tr->allocs))
+      break;
+    for (size_t i = 0; i < k; i++)
+      tr->allocs[tr->nallocs + i] = (ext_alloc){a[done + i], zone};
+    tr->nallocs += k;
+    w->queued += k;
+    done += k;
+    flushed = 0;
+  }
+  if (done < n) {
+    if (tr) atomic_fetch_add(&tr->stream.dropped, n - done);
+    atomic_fetch_add(&w->track_dropped, n - done);
+  }
+  pthread_mutex_unlock(&w->pending_lock);
+  return done < n ? MLPROF_ENOMEM : 0;
+}
+
+/* Writes a track's queued allocations as its ALLOCS records, in order. */
+static void track_allocs_flush(mlprof__writer *w, track *tr, ext_alloc *a,
+                               size_t n) {
+  uint64_t a0 = w->tb.a0.mono;
+  for (size_t k = 0; k < n; k++) {
+    const mlprof__ext_alloc *e = &a[k].a;
+    uint64_t ns = e->t > a0 ? e->t - a0 : 0;
+    uint8_t *q;
+    if (!e->size) {
+      if ((q = alloc_record(w, &tr->stream, MLPROF__ALLOC_FREE, ns, 10)))
+        w->allocs.len = (size_t)(mlprof__put_uv(q, e->addr) - w->allocs.p);
+      continue;
+    }
+    uint32_t zone = name_id(w, a[k].zone, MLPROF__NAME_ZONE);
+    if (!(q = alloc_record(w, &tr->stream, MLPROF__ALLOC_ALLOC, ns, 50)))
+      continue;
+    q = mlprof__put_uv(q, e->size);
+    q = mlprof__put_uv(q, e->size); /* every one recorded: weight = size */
+    q = mlprof__put_uv(q, e->addr);
+    q = mlprof__put_uv(q, zone);
+    q = mlprof__put_uv(q, e->stack);
+    w->allocs.len = (size_t)(q - w->allocs.p);
+  }
+  allocs_flush(w);
+}
+
+/* Writes the queued spans and allocations of every track (and a new
+ * track's name). */
 static void tracks_flush(mlprof__writer *w) {
   ext_span *spans[MAX_TRACKS];
-  size_t counts[MAX_TRACKS];
+  size_t counts[MAX_TRACKS], nallocs[MAX_TRACKS];
+  ext_alloc *allocs[MAX_TRACKS];
   pthread_mutex_lock(&w->pending_lock);
   uint32_t ntracks = w->ntracks;
   for (uint32_t i = 0; i < ntracks; i++) {
@@ -831,6 +904,10 @@ static void tracks_flush(mlprof__writer *w) {
     counts[i] = tr->n;
     tr->spans = NULL;
     tr->n = tr->cap = 0;
+    allocs[i] = tr->allocs;
+    nallocs[i] = tr->nallocs;
+    tr->allocs = NULL;
+    tr->nallocs = tr->acap = 0;
   }
   w->queued = 0;
   pthread_mutex_unlock(&w->pending_lock);
@@ -858,6 +935,8 @@ static void tracks_flush(mlprof__writer *w) {
       events_for(w, &tr->stream); /* a chunk header carries the drops */
     events_flush(w);
     free(spans[i]);
+    track_allocs_flush(w, tr, allocs[i], nallocs[i]);
+    free(allocs[i]);
   }
 }
 
@@ -1190,12 +1269,8 @@ int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
     atomic_store(&t->name_dirty, 1);
   }
 
-  sigset_t all, old;
-  sigfillset(&all);
   /* The writer never takes the program's signals. */
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&w->thread, NULL, writer_main, w);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = mlprof__thread_start(&w->thread, writer_main, w);
   if (rc != 0) {
     mlprof__writer_abandon(w);
     return MLPROF_ETHREAD;
@@ -1291,6 +1366,7 @@ void mlprof__writer_abandon(mlprof__writer *w) {
   free(w->sources.p);
   for (uint32_t i = 0; i < w->ntracks; i++) {
     free(w->tracks[i]->spans);
+    free(w->tracks[i]->allocs);
     free(w->tracks[i]);
   }
   free(w->path);

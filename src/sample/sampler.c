@@ -250,19 +250,9 @@ int mlprof__sampler_start(mlprof__sampler **out,
   s->tree = tree;
   s->no_gpu = no_gpu;
   snprintf(s->root, sizeof s->root, "%s", root ? root : "");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  mlprof__cond_init_mono(&s->cond);
   pthread_mutex_init(&s->lock, NULL);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all,
-                  &old); /* never takes the program's signals */
-  int rc = pthread_create(&s->thread, NULL, sampler_main, s);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
+  if (mlprof__thread_start(&s->thread, sampler_main, s) != 0) {
     free(s);
     return MLPROF_ETHREAD;
   }

@@ -40,6 +40,18 @@ int main(void) {
   FIELD(mlprof_line, exclusive_ns);
   FIELD(mlprof_line, source);
   FIELD(mlprof_line, reserved);
+  printf("sizeof(mlprof_frame) %zu\n", sizeof(mlprof_frame));
+  FIELD(mlprof_frame, file);
+  FIELD(mlprof_frame, function);
+  FIELD(mlprof_frame, line);
+  FIELD(mlprof_frame, reserved);
+  printf("sizeof(mlprof_alloc) %zu\n", sizeof(mlprof_alloc));
+  FIELD(mlprof_alloc, time_ns);
+  FIELD(mlprof_alloc, address);
+  FIELD(mlprof_alloc, size);
+  FIELD(mlprof_alloc, frames);
+  FIELD(mlprof_alloc, nframes);
+  FIELD(mlprof_alloc, reserved);
   for (int e = MLPROF__ERR_LAST + 1; e <= 0; e++)
     printf("%d %s: %s\n", e, mlprof_err_name(e), mlprof_strerror(e));
   for (int c = 0; c < MLPROF_CAT_COUNT; c++)

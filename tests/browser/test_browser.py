@@ -184,8 +184,8 @@ def test_axes_at_round_values_one_colour_per_zone_in_every_chart(open_page, stat
     top = page.eval_on_selector_all("#main rect[data-name]", pairs)
     page.click("#tab-zones")
     mean = page.eval_on_selector_all("#main rect[data-name]", pairs)
-    flame = page.eval_on_selector_all(
-        "svg.flame rect[data-zone]", "(r) => r.map((x) => [x.getAttribute('data-zone'), x.getAttribute('fill')])")
+    flame = page.eval_on_selector_all("#zone-flame rect[data-depth]:not([data-depth='0'])", pairs)
+    assert flame, "no zone flame graph frames"
     cats = page.evaluate(f"() => Object.fromEntries({DATA}.report.zones.map((z) => [z.name, z.category]))")
     colour, by_cat, shared = {}, {}, 0
     for name, fill in top + mean + flame:
@@ -382,6 +382,62 @@ def test_diff_page_verdicts_and_a_distribution_per_zone_and_side(tmp, open_page,
     assert c.page.eval_on_selector_all("svg.dist", "(s) => s.length") == 4
     assert c.page.eval_on_selector_all("svg.dist polygon", "(s) => s.length") == 8
     assert c.errors == []
+
+
+def zone_frames(page):
+    """The zone flame graph's frames: [{name, value, depth, x, w}], the top
+    bar (depth 0) first."""
+    return page.eval_on_selector_all("#zone-flame rect", """(r) => r.map((x) => ({
+        name: x.dataset.name, value: +x.dataset.value, depth: +x.dataset.depth,
+        x: +x.getAttribute('x'), w: +x.getAttribute('width') + 0.5}))""")
+
+
+def test_zones_flame_graph_of_a_known_profile_nests_zooms_and_tells(tmp, open_page):
+    # tests/golden/profiles/infer: the inference loop's requests, each a
+    # prefill then decode tokens (attention, mlp, sample), the prefill's
+    # own first tokens inside it; the weights loaded once before.
+    infer = ROOT / "tests" / "golden" / "profiles" / "infer"
+    totals = {z["name"]: z["total_ns"] for z in json.loads(run(["report", "-f", "json", "--top", "0", infer]))["zones"]}
+    file = tmp / "infer.html"
+    run(["html", infer, "-o", file])
+    p = open_page(file.as_uri() + "#zones")
+    page = p.page
+    page.wait_for_selector("#zone-flame rect")
+    f = zone_frames(page)
+    top, W = f[0], f[0]["w"] - 0.5
+    assert top["depth"] == 0 and top["value"] == totals["request"] + totals["load_weights"], f
+    # Width is total time: the outermost zones side by side, the widest first.
+    assert [(x["name"], x["depth"]) for x in f if x["depth"] == 1] == [("request", 1), ("load_weights", 1)], f
+    for x in f[1:]:
+        assert abs(x["w"] - x["value"] / top["value"] * W) < 0.01, x
+    # Every zone's frames add up to its total (none recursive), and each
+    # stands where the zones nest on their thread.
+    for name, ns in totals.items():
+        assert sum(x["value"] for x in f if x["name"] == name) == ns, (name, f)
+    assert sorted((x["name"], x["depth"]) for x in f if x["depth"] >= 2) == sorted(
+        [("prefill", 2), ("decode_token", 2), ("decode_token", 3)]
+        + [(n, d) for n in ("attention", "mlp", "sample") for d in (3, 4)]), f
+    # A hover tells a frame's total, share and calls.
+    page.locator('#zone-flame rect[data-name="prefill"]').hover()
+    assert re.search(r"^prefill\ntotal 1\.4\d* ms \(3\d(\.\d+)?%\), 4 calls$", page.text_content(".tip")), \
+        page.text_content(".tip")
+    # A click zooms into request: it takes the whole width, its children
+    # under it; load_weights is gone; a re-render (sorting) keeps the zoom.
+    page.locator('#zone-flame rect[data-name="request"]').click()
+    z = zone_frames(page)
+    assert [(x["name"], x["depth"], round(x["w"], 3)) for x in z[:2]] == [(top["name"], 0, W + 0.5), ("request", 1, W)], z
+    assert "load_weights" not in {x["name"] for x in z}
+    assert {x["name"] for x in z if x["depth"] == 2} == {"prefill", "decode_token"}
+    prefill = next(x for x in z if x["name"] == "prefill")
+    assert abs(prefill["w"] - totals["prefill"] / totals["request"] * W) < 0.01
+    assert re.search(r"^↑ all zones .*click to zoom out.* › request$", page.text_content("#zone-flame text")), \
+        page.text_content("#zone-flame text")
+    page.click("#zones th:nth-child(3)")
+    assert zone_frames(page)[1]["name"] == "request" and zone_frames(page)[1]["w"] == z[1]["w"]
+    # The top bar zooms out.
+    page.locator("#zone-flame rect[data-depth='0']").click()
+    assert zone_frames(page) == f
+    assert p.errors == []
 
 
 def test_zones_view_line_timings_as_source_with_a_heat_bar_per_line_escaped(tmp, open_page):

@@ -92,3 +92,71 @@ def test_live_bytes_peak_and_flame_graph_of_a_known_program(open_page, known):
     page.wait_for_selector("#span-canvas[data-drawn]")
     page.screenshot(path=str(SHOTS / "spans-memory.png"))
     assert p.errors == []
+
+
+def test_filter_by_step_and_process(open_page, known, tmp):
+    """The step filter (docs/memory.md) changes what the flame graph and
+    the live-bytes chart draw: alloc_known's zone leak keeps 1 MiB and
+    frees 1 MiB in each of 20 steps, so step 5 allocated 2 MiB, all in zone
+    leak, and its peak is the report's step_peak_bytes, the chart's dot,
+    with the series drawn over that step alone."""
+    rep, file = known
+    proc = max(rep["memory"]["processes"], key=lambda p: p["peak_bytes"])
+    p = open_page(file.as_uri() + "#memory")
+    page = p.page
+    page.wait_for_selector("#mem-step")
+    opts = page.eval_on_selector_all("#mem-step option", "(o) => o.map((x) => [x.value, x.textContent])")
+    assert opts[0] == ["-1", "every step"]
+    assert [o[1].split(" (")[0] for o in opts[1:4]] == ["step 1", "step 2", "step 3"]
+    whole = page.eval_on_selector("#mem-peak-0", "(c) => c.ownerSVGElement.querySelector('polyline').getAttribute('points').split(' ').length")
+    page.select_option("#mem-by", "alloc")
+    page.select_option("#mem-step", opts[5][0])  # step 5
+    # Allocated in step 5: zone leak's 2 MiB, nothing else.
+    assert [f[:2] for f in frames(page, 1)] == [("zone leak", 2 * MIB)]
+    assert frames(page, 0)[0][1] == 2 * MIB
+    # At step 5's peak: what the report says was live then, by site.
+    page.select_option("#mem-by", "peak")
+    assert frames(page, 0)[0][1] == proc["step_peak_bytes"][4]
+    leak = {f[0]: f[1] for f in frames(page, 1)}["zone leak"]
+    assert leak == 4 * MIB + 2 * MIB  # 4 kept before, 2 in the step
+    dot = page.eval_on_selector("#mem-peak-0", """(c) => ({bytes: +c.dataset.bytes,
+        n: c.ownerSVGElement.querySelector('polyline').getAttribute('points').split(' ').length,
+        band: c.ownerSVGElement.querySelectorAll('rect[fill^="rgba(200,55,45"]').length})""")
+    assert dot["bytes"] == proc["step_peak_bytes"][4]
+    assert dot["n"] < whole and dot["band"] == 1
+    page.locator("#mem-flame-card").screenshot(path=str(SHOTS / "memory-step.png"))
+    # Every step again: the whole run.
+    page.select_option("#mem-step", "-1")
+    assert frames(page, 0)[0][1] == proc["peak_bytes"]
+    assert p.errors == []
+
+
+def test_process_filter_with_two_processes(open_page, tmp):
+    """Two processes in one page: the process filter keeps one's chart and
+    its sites in the flame graph, and its steps in the step filter."""
+    out = tmp / "two"
+    run(["run", "-q", "--memory=all", "-o", out, "--", BUILD / "alloc_known", "fork"])
+    page_file = tmp / "two.html"
+    run(["html", out, "-o", page_file])
+    rep = json.loads(run(["report", out, "--format", "json"]))
+    pids = [q["pid"] for q in rep["memory"]["processes"]]
+    p = open_page(page_file.as_uri() + "#memory")
+    page = p.page
+    page.wait_for_selector("#mem-proc")
+    opts = page.eval_on_selector_all("#mem-proc option", "(o) => o.map((x) => [x.value, x.textContent])")
+    assert len(opts) == len(pids) + 1 >= 3
+    def charts():
+        return page.eval_on_selector_all(".mem-peak", "(c) => c.length")
+    assert charts() == len(pids)
+    # The process that allocated in zone "child" alone shows it.
+    for value, name in opts[1:]:
+        page.select_option("#mem-proc", value)
+        assert charts() == 1
+        zones = {f[0] for f in frames(page, 1)}
+        if "zone child" in zones:
+            break
+    else:
+        raise AssertionError("no process shows zone child")
+    page.select_option("#mem-proc", "-1")
+    assert "zone child" in {f[0] for f in frames(page, 1)}
+    assert p.errors == []

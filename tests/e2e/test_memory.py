@@ -514,3 +514,87 @@ def test_memory_snapshot_points_to_the_python_package(tmp_path):
     r = mlprof("memory-snapshot", tmp_path / "s.pickle", check=False)
     assert r.returncode == 2
     assert "python -m mlprof memory-snapshot FILE" in r.stderr
+
+
+def test_memory_viz_snapshot_of_a_known_workload(tmp_path):
+    """`mlprof memory-snapshot --from PROFILE -o OUT` writes the recorded
+    allocations as a snapshot in torch's format (docs/memory.md): alloc and
+    free entries with the sizes, zones and native frames alloc_known made,
+    which torch's own memory_viz code (torch.cuda._memory_viz, no GPU
+    needed) reads."""
+    import glob
+    import pickle
+    import time
+    before = time.time_ns() // 1000
+    out, _ = run(tmp_path, "zones", memory="all")
+    after = time.time_ns() // 1000
+    prof, = glob.glob(str(out / "alloc_known-*.mlprof"))
+    snap_path = tmp_path / "cpu.pickle"
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(MLPROF),
+                                                   "python"))
+    r = subprocess.run([sys.executable, "-m", "mlprof", "memory-snapshot",
+                        "--from", prof, "-o", str(snap_path)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with open(snap_path, "rb") as f:
+        snap = pickle.load(f)
+    assert snap["segments"] == [] and len(snap["device_traces"]) == 1
+    trace = snap["device_traces"][0]
+    by_zone = {}
+    for e in trace:
+        assert set(e) == {"action", "addr", "size", "stream", "time_us",
+                          "frames"}, e
+        assert before <= e["time_us"] <= after
+        zone = e["frames"][-1]["name"] if e["frames"] and \
+            e["frames"][-1]["filename"] == "<mlprof zone>" else ""
+        by_zone.setdefault((zone, e["action"]), []).append(e)
+    times = [e["time_us"] for e in trace]
+    assert times == sorted(times)
+    for name, (nbytes, count, freed, nfreed) in KNOWN.items():
+        allocs = by_zone.get((name, "alloc"), [])
+        frees = by_zone.get((name, "free_completed"), [])
+        assert (sum(e["size"] for e in allocs), len(allocs)) == \
+            (nbytes, count), name
+        assert (sum(e["size"] for e in frees), len(frees)) == \
+            (freed, nfreed), name
+        assert len(by_zone.get((name, "free_requested"), [])) == nfreed
+    # The allocating frame: alloc_known's own code, innermost.
+    for e in by_zone[("alpha", "alloc")]:
+        inner = e["frames"][0]
+        assert inner["filename"].endswith("alloc_known"), inner
+        assert inner["name"].startswith("alloc_known+0x") and \
+            inner["line"] == 0
+    # A free carries its allocation's size and frames, at its address.
+    alloc_at = {}
+    for e in trace:
+        if e["action"] == "alloc":
+            alloc_at[e["addr"]] = e
+        elif e["action"] == "free_completed":
+            a = alloc_at.pop(e["addr"])
+            assert (e["size"], e["frames"]) == (a["size"], a["frames"])
+    # torch's memory_viz reads it: its text trace names every allocation.
+    from torch.cuda import _memory_viz
+    text = _memory_viz.trace(snap)
+    allocs = sum(e["action"] == "alloc" for e in trace)
+    assert text.startswith("Device 0 ----------------\n%d entries\n"
+                           % len(trace))
+    assert text.count(" = MEM[") == allocs
+    assert text.count("# free completed for ") == \
+        sum(e["action"] == "free_completed" for e in trace)
+    assert _memory_viz.segsum(snap).startswith("Summary of segments")
+    assert "Active Memory Timeline" in _memory_viz.trace_plot(snap)
+    # mlprof's own reader of snapshots takes it too.
+    r = subprocess.run([sys.executable, "-m", "mlprof", "memory-snapshot",
+                        str(snap_path), "--json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    d, = json.loads(r.stdout)["devices"]
+    assert d["allocated_bytes"] == 0 and d["trace_entries"] == len(trace)
+    # A directory, or a file that is no profile: one line, exit 2.
+    for bad in (out, snap_path):
+        r = subprocess.run([sys.executable, "-m", "mlprof",
+                            "memory-snapshot", "--from", str(bad), "-o",
+                            str(tmp_path / "x.pickle")], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, \
+            r.stderr

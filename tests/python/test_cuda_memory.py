@@ -297,14 +297,18 @@ def test_random_damage_never_escapes_as_another_error(tmp_path):
 
 
 class FakeMemory:
-    def __init__(self):
+    """A stand-in for torch.cuda.memory: its history is `snap`."""
+
+    def __init__(self, snap=None):
         self.calls = []
+        self.snap = snap if snap is not None else snapshot()
 
     def _record_memory_history(self, enabled, **kw):
         self.calls.append(("record", enabled, kw))
 
-    def _dump_snapshot(self, path):
-        self.calls.append(("dump", path))
+    def _snapshot(self):
+        self.calls.append(("snapshot",))
+        return self.snap
 
 
 def fake_torch(available):
@@ -313,17 +317,20 @@ def fake_torch(available):
     return types.SimpleNamespace(cuda=cuda), mem
 
 
-def test_history_start_on_torch_api(monkeypatch):
+def test_history_start_on_torch_api(monkeypatch, tmp_path):
     registered = []
     monkeypatch.setattr("atexit.register", registered.append)
     torch, mem = fake_torch(True)
     env = {cm.HISTORY_ENV: "1"}
-    path, why = cm.history_start(torch, "/run/123.mlprof", env)
-    assert (path, why) == ("/run/123.mlprof.cuda-memory.pickle", "recording")
+    prof = str(tmp_path / "123.mlprof")
+    path, why = cm.history_start(torch, prof, env)
+    assert (path, why) == (prof + ".cuda-memory.pickle", "recording")
     assert mem.calls == [("record", "all",
                           {"max_entries": cm.HISTORY_ENTRIES})]
-    registered[0]()
-    assert mem.calls[1:] == [("dump", path), ("record", None, {})]
+    registered[0]()  # no session here: the profile takes none, said nowhere
+    assert mem.calls[1:] == [("snapshot",), ("record", None, {})]
+    # The file torch's _dump_snapshot would have written.
+    assert cm.analyze(cm.load(path))["devices"][0]["peak_bytes"] == 14 * MIB
     torch, mem = fake_torch(True)
     assert cm.history_start(torch, "/p", {cm.HISTORY_ENV: "500"})[0]
     assert mem.calls[0][2] == {"max_entries": 500}
@@ -358,3 +365,145 @@ def test_one_huge_string_shared_by_every_frame(tmp_path):
     d, = cm.analyze(cm.load(p))["devices"]
     assert all(len(r["site"]) < 4 * cm.MAX_NAME + 100
                for r in d["sites_allocated"])
+
+
+# ---- brought into the profile ---------------------------------------------
+
+def test_profile_records_replay_as_the_reader_does():
+    """The records handed to the profile: what was allocated before the
+    history first (at its start), the history's allocs and frees in order,
+    times moved from Unix µs to CLOCK_MONOTONIC ns."""
+    s = snapshot()
+    for e in s["device_traces"][0]:
+        e["time_us"] = 1_700_000_000_000_000 + 1000 * e["time_us"]
+    unix0 = 1_700_000_000_000_000 * 1000
+    recs = cm.profile_records(s, now_mono_ns=5_000_000_000,
+                              now_unix_ns=unix0 + 20_000_000)
+    stacks, allocs = recs[0]
+    mono0 = 5_000_000_000 - 20_000_000  # the history's time 0
+    assert allocs[0] == (mono0 + 1_000_000, SEG, 2 * MIB, -1)
+    assert [(t - mono0, a - SEG, n) for t, a, n, k in allocs[1:]] == [
+        (1_000_000, 2 * MIB, 4 * MIB), (2_000_000, 6 * MIB, 4 * MIB),
+        (3_000_000, 10 * MIB, MIB), (4_000_000, 10 * MIB, 0),
+        (5_000_000, 10 * MIB, 4 * MIB), (6_000_000, 0, 0),
+        (7_000_000, 2 * MIB, 0), (8_000_000, 6 * MIB, 0),
+        (9_000_000, 10 * MIB, 0), (10_000_000, 14 * MIB, 3 * MIB)]
+    # Python frames only, innermost first; one stack per distinct site.
+    assert stacks[allocs[1][3]] == (
+        (TORCH["filename"], 125, "forward"),
+        ("/home/u/train.py", 50, "forward"), ("/home/u/train.py", 90, "main"))
+    assert len(stacks) == 3
+    # Live bytes replayed from the records: the reader's peak.
+    live, cur, peak = {}, 0, 0
+    for t, a, n, k in allocs:
+        if n:
+            live[a] = n
+            cur += n
+        else:
+            cur -= live.pop(a, 0)
+        peak = max(peak, cur)
+    assert peak == 14 * MIB and cur == 3 * MIB
+    # Without Unix times: every entry at the moment of recording, in order.
+    s = snapshot()
+    _, allocs = cm.profile_records(s, 77, unix0)[0]
+    assert {t for t, *_ in allocs} == {77}
+    with pytest.raises(cm.SnapshotError):
+        cm.profile_records({"segments": 3}, 0, 0)
+
+
+PROGRAM = """
+import pickle, sys, time, types
+import mlprof
+from mlprof import auto
+
+with open(sys.argv[1], "rb") as f:
+    snap = pickle.load(f)
+base = time.time_ns() // 1000
+for e in snap["device_traces"][0]:
+    e["time_us"] = base + 1000 * e["time_us"]
+
+
+class Memory:  # torch.cuda.memory as tests/python/test_cuda_memory.py fakes it
+    def _record_memory_history(self, enabled, **kw):
+        pass
+
+    def _snapshot(self):
+        return snap
+
+
+torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
+    is_available=lambda: True, memory=Memory()))
+auto._cuda_history(torch)
+with mlprof.zone("host"):
+    keep = bytearray(8 << 20)
+time.sleep(0.02)
+"""
+
+
+def test_history_in_the_profile_beside_cpu_memory(tmp_path, build_dir):
+    """Under mlprof run with MLPROF_CUDA_MEMORY_HISTORY=1, the snapshot taken
+    at exit goes into the process's profile: the report's Memory section
+    has the process's CUDA memory (its peak, its sites by Python line, zone
+    cuda:0) beside its own, JSON a process entry with cuda_device, the
+    dashboard's memory data too. (torch.cuda.memory is a stand-in: no GPU
+    here.)"""
+    from conftest import child_env
+    snap = write(tmp_path, snapshot())
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    run_dir = tmp_path / "run"
+    mlprof_bin = os.path.join(build_dir, "mlprof")
+    r = subprocess.run([mlprof_bin, "run", "-q", "--no-torch", "-o",
+                        str(run_dir), "--", sys.executable, str(script),
+                        str(snap)],
+                       env=child_env(**{cm.HISTORY_ENV: "1"}),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = subprocess.run([mlprof_bin, "report", str(run_dir)],
+                          capture_output=True, text=True).stdout
+    assert " cuda:0: peak 14.7 MB live at " in text, text
+    assert "(CUDA, torch's allocator history)" in text
+    act = "/home/u/train.py:50 forward < /home/u/train.py:90 main"
+    rows = [line.split() for line in text.splitlines() if act in line]
+    # pid, zone, at peak, allocated, count, live at end: the reader's.
+    assert any(r[1:10] == ["cuda:0", "12.6", "MB", "12.6", "MB", "3", "0",
+                           "B", act.split()[0]] for r in rows), rows
+    j = json.loads(subprocess.run([mlprof_bin, "report", "-f", "json",
+                                   str(run_dir)],
+                                  capture_output=True, text=True).stdout)
+    procs = j["memory"]["processes"]
+    cuda = [p for p in procs if p.get("cuda_device") == 0]
+    host = [p for p in procs if "cuda_device" not in p]
+    assert len(cuda) == 1 and len(host) == 1, procs
+    assert cuda[0]["pid"] == host[0]["pid"]
+    assert cuda[0]["peak_bytes"] == 14 * MIB
+    assert cuda[0]["allocated_bytes"] == 18 * MIB
+    assert cuda[0]["live_end_bytes"] == 3 * MIB
+    assert cuda[0]["exact"] is True
+    sites = {(s["zone"], s["python"]): s for s in j["memory"]["sites"]}
+    fwd = sites[("cuda:0", act)]
+    assert (fwd["allocated_bytes"], fwd["count"], fwd["at_peak_bytes"]) == \
+        (12 * MIB, 3, 12 * MIB)
+    assert sites[("cuda:0", "/home/u/train.py:70 cache < "
+                  "/home/u/train.py:90 main")]["live_end_bytes"] == 3 * MIB
+    # The CPU allocations stay the process's own, apart from the device's.
+    big = [s for s in j["memory"]["sites"] if s["zone"] == "host"]
+    assert big and big[0]["allocated_bytes"] >= 8 << 20
+    assert host[0]["peak_bytes"] < 14 * MIB + (8 << 20)
+    zones = {z["zone"]: z for z in j["memory"]["zones"]}
+    assert zones["cuda:0"]["peak_bytes"] == 14 * MIB
+    html = tmp_path / "d.html"
+    r = subprocess.run([mlprof_bin, "html", str(run_dir), "-o", str(html)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"cuda_device":0' in html.read_text()
+    # The Chrome trace's live-bytes counter is the process's own memory.
+    trace = tmp_path / "t.json"
+    r = subprocess.run([mlprof_bin, "trace", str(run_dir), "-o", str(trace)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    ev = json.loads(trace.read_text())
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    live = [e["args"]["bytes"] for e in ev
+            if e.get("name") == "live bytes (allocations)"]
+    assert max(live) == host[0]["peak_bytes"]

@@ -5,6 +5,8 @@ threads are left alone; two CPU-bound threads are named in a GIL contention
 finding."""
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -161,6 +163,34 @@ def test_program_signals_are_left_alone(build_dir, tmp_path, spin_lib):
     assert row(report(build_dir, out)["hot"], "c_spin", "libspin.so")
 
 
+def test_signal_sent_by_others_keeps_its_default(build_dir, tmp_path,
+                                                  spin_lib):
+    """The real-time signal native stacks took, sent by someone else (here
+    kill() from the program itself), ends the process as SIG_DFL does
+    without mlprof: same status, the lines after it never run."""
+    path = tmp_path / "rt.py"
+    path.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent("""
+        lib.c_spin(0.3)  # native stacks running: the signal is ours
+        os.kill(os.getpid(), signal.SIGRTMAX)
+        time.sleep(0.5)
+        print("survived")
+    """))
+    plain = subprocess.run([sys.executable, str(path), spin_lib],
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == -signal.SIGRTMAX
+    env = dict(os.environ, MLPROF_PY_STARTUP=STARTUP)
+    env.pop("MLPROF_OUTPUT", None)
+    out = tmp_path / "rt"
+    r = subprocess.run([os.path.join(build_dir, "mlprof"), "run", "-q", "-o",
+                        str(out), "--stacks", "200,native", "--",
+                        sys.executable, str(path), spin_lib],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert "survived" not in r.stdout
+    assert r.returncode == 128 + signal.SIGRTMAX, (r.returncode, r.stderr)
+    # What was sampled before it is kept.
+    assert row(report(build_dir, out)["hot"], "c_spin", "libspin.so")
+
+
 def test_program_blocking_signals_runs(build_dir, tmp_path, spin_lib):
     """A program that blocks every signal runs as without mlprof (nothing
     left pending for it) and gets Python-only stacks; a thread that does not
@@ -266,6 +296,9 @@ def test_gil_contention_names_threads(build_dir, tmp_path, spin_lib):
     assert f["evidence"]["threads_waiting"] == 2, f
     assert f["evidence"]["gil_wait_share"] >= 0.2, f
     assert "burn (run.py:" in f["summary"], f["summary"]
+    # Named as Python names them ("Thread-1 (worker)"), not by their OS name.
+    assert len(re.findall(r"Thread-\d+ \(worker\) \d+", f["summary"])) == 2, \
+        f["summary"]
     assert f["evidence"]["top_holder_share"] >= 0.8, f
     text = mlprof_cmd(build_dir, "report", out)
     assert "GIL contention in process" in text

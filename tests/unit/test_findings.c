@@ -1342,6 +1342,66 @@ static void test_robust_slope(void) {
   CHECK(fabs(mlprof__median(m, 4) - 2.5) < 1e-12);
 }
 
+/* ---- intervals ------------------------------------------------------------
+ */
+
+static void test_ival_cover(void) {
+  /* Disjoint, sorted: [10, 20) [30, 40) [40, 45) (touching) [60, 100). */
+  const mlprof__ival a[] = {
+      {10, 20, 0}, {30, 40, 0}, {40, 45, 0}, {60, 100, 0}};
+  CHECK_EQ_U64(mlprof__ival_cover(NULL, 0, 0, 100), 0); /* empty set */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 0, 0, 100), 0);
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 0, 10), 0);    /* before all */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 100, 200), 0); /* after all */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 20, 30), 0);   /* in a gap */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 45, 60), 0);   /* gap, touching */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 12, 18), 6);   /* inside one */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 0, 200), 65);  /* holds them all */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 15, 35), 10);  /* overlaps two */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 35, 42), 7);   /* across a touch */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 44, 61), 2);   /* two ends */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 10, 10), 0);   /* empty span */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 18, 12), 0);   /* reversed span */
+  CHECK_EQ_U64(mlprof__ival_cover(a, 4, 99, UINT64_MAX), 1);
+}
+
+static void test_ival_after(void) {
+  const mlprof__ival a[] = {{10, 20, 0}, {30, 40, 0}};
+  CHECK_EQ(mlprof__ival_after(a, 2, 0), 0);
+  CHECK_EQ(mlprof__ival_after(a, 2, 19), 0);
+  CHECK_EQ(mlprof__ival_after(a, 2, 20), 1); /* [10, 20) ends by 20 */
+  CHECK_EQ(mlprof__ival_after(a, 2, 40), 2);
+  CHECK_EQ(mlprof__ival_after(NULL, 0, 5), 0);
+}
+
+static void test_ival_merge(void) {
+  /* Sorted by id, then begin: id 1 overlapping, nested and touching, then a
+   * gap; id 2 overlapping id 1's last. */
+  mlprof__ival a[] = {{0, 10, 1},  {5, 15, 1},  {6, 8, 1},  {15, 20, 1},
+                      {30, 40, 1}, {35, 50, 2}, {60, 70, 2}};
+  mlprof__ival b[7];
+  memcpy(b, a, sizeof a);
+  CHECK_EQ(mlprof__ival_merge(a, 7, 0), 4);
+  CHECK_EQ_U64(a[0].b, 0);
+  CHECK_EQ_U64(a[0].e, 20);
+  CHECK_EQ_U64(a[1].b, 30);
+  CHECK_EQ_U64(a[1].e, 40);
+  CHECK_EQ(a[1].id, 1);
+  CHECK_EQ_U64(a[2].b, 35); /* another id: not merged */
+  CHECK_EQ_U64(a[2].e, 50);
+  CHECK_EQ(a[2].id, 2);
+  CHECK_EQ_U64(a[3].b, 60);
+  /* Any id: what begins in [30, 40) joins it, sorted by begin as it is. */
+  CHECK_EQ(mlprof__ival_merge(b, 7, 1), 3);
+  CHECK_EQ_U64(b[1].b, 30);
+  CHECK_EQ_U64(b[1].e, 50);
+  CHECK_EQ(b[1].id, 1);
+  CHECK_EQ_U64(b[2].e, 70);
+  CHECK_EQ(mlprof__ival_merge(NULL, 0, 1), 0);
+  /* Merged, the cover of a span is its time under the union. */
+  CHECK_EQ_U64(mlprof__ival_cover(b, 3, 0, 100), 20 + 20 + 10);
+}
+
 /* ---- latency objectives ----------------------------------------------------
  */
 
@@ -1465,6 +1525,9 @@ const mlprof_test mlprof_tests_findings[] = {
     {"leak_shapes", test_leak_shapes},
     {"leak_beside_another_profiler", test_leak_beside_another_profiler},
     {"robust_slope", test_robust_slope},
+    {"ival_cover", test_ival_cover},
+    {"ival_after", test_ival_after},
+    {"ival_merge", test_ival_merge},
     {"slo_parse", test_slo_parse},
     {"slo_windows", test_slo_windows},
     {NULL, NULL}};

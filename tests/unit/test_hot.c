@@ -67,7 +67,35 @@ static void no_callee_when_split_or_few(void) {
   CHECK_EQ(mlprof__hot_callee(&h, "nope", 4, &share), MLPROF__NONE);
 }
 
+/* The zone is opened by mlprof's wrapper, on 95% of the zone's stacks
+ * (the rest caught before the wrapper's frame): the callee is the user's
+ * loader under it, not the wrapper. */
+static void callee_passes_over_own_frames(void) {
+  static mlprof__hot_func f[] = {
+      {"run.py", "<module>", 1},
+      {"/venv/site-packages/mlprof/auto.py", "data_wait", 361},
+      {"/venv/site-packages/torch/loader.py", "__next__", 720},
+      {"/usr/lib/python3.11/queue.py", "get", 154}};
+  static mlprof__hot_frame fr[] = {{0, 9}, {1, 362}, {2, 721}, {3, 180}};
+  static mlprof__hot_node nd[] = {{MLPROF__NONE, 0}, {0, 1}, {1, 2}, {2, 3}};
+  mlprof__hot_stack s[] = {stack(3, 1, 95), stack(0, 1, 5)};
+  mlprof__hot h = {.funcs = f,
+                   .nfuncs = 4,
+                   .frames = fr,
+                   .nframes = 4,
+                   .nodes = nd,
+                   .nnodes = 4,
+                   .stacks = s,
+                   .nstacks = 2,
+                   .zone_names = zone_names,
+                   .nzone_names = 2};
+  double share = 0;
+  CHECK_EQ(mlprof__hot_callee(&h, "zone", 4, &share), 2);
+  CHECK(fabs(share - 0.95) < 1e-9);
+}
+
 const mlprof_test mlprof_tests_hot[] = {
+    {"callee_passes_over_own_frames", callee_passes_over_own_frames},
     {"callee_is_found_across_lines", callee_is_found_across_lines},
     {"no_callee_when_split_or_few", no_callee_when_split_or_few},
     {NULL, NULL}};

@@ -413,7 +413,93 @@ static void test_html_memory_capped_on_job_time(void) {
   mlprof__memory_free(&x.m);
 }
 
+/* A track's allocations in zone "cuda:N" are device N's memory, replayed
+ * apart: a free on a thread ends only the process's own allocation of that
+ * address, a free on the track only the device's; each space has its own
+ * peak, and its sites name it (mproc). A program's zone "cuda:0" on a
+ * thread stays its own. */
+static void test_cuda_space_replayed_apart(void) {
+  mem x;
+  uint32_t track = MLPROF__TRACK_TID_BASE + 1;
+  begin(&x);
+  zone(&x, 1, "fwd");
+  zone(&x, 2, "cuda:0");
+  alloc(&x, 1, 10, 0x100, 1000, 1000, 1);
+  alloc(&x, track, 15, 0x100, 5000, 5000, 2);
+  alloc(&x, 1, 16, 0x200, 7, 7, 2); /* the program's own zone cuda:0 */
+  release(&x, 1, 20, 0x100);
+  alloc(&x, track, 25, 0x300, 2000, 2000, 2);
+  release(&x, track, 30, 0x100);
+  finish(&x);
+  const mlprof__memory *m = &x.m;
+  CHECK_EQ(m->nprocs, 2);
+  CHECK_EQ(m->procs[0].device, -1);
+  CHECK_EQ(m->procs[1].device, 0);
+  CHECK_EQ_U64(m->procs[0].peak, 1007);
+  CHECK_EQ_U64(m->procs[0].live_end, 7);
+  CHECK_EQ_U64(m->procs[1].peak, 7000);
+  CHECK_EQ_U64(m->procs[1].peak_t, 25);
+  CHECK_EQ_U64(m->procs[1].live_end, 2000);
+  CHECK(m->procs[1].exact);
+  for (size_t i = 0; i < m->nsites; i++) {
+    const mlprof__mem_site *s = &m->sites[i];
+    CHECK_EQ(s->mproc, s->alloc_bytes == 7000 ? 1u : 0u);
+  }
+  CHECK_EQ_U64(zone_named(m, "cuda:0")->alloc_bytes, 7007);
+  mlprof__memory_free(&x.m);
+}
+
+/* Per step: each site's bytes allocated in it and held at its peak. */
+static void test_step_groups(void) {
+  mem x;
+  begin(&x);
+  zone(&x, 1, "a");
+  zone(&x, 2, "b");
+  alloc(&x, 1, 1, 0x10, 100, 100, 1); /* before the first step */
+  CHECK_EQ(x.v.step(x.v.ud, 1, 10), 0);
+  alloc(&x, 1, 11, 0x20, 50, 50, 2);
+  release(&x, 1, 12, 0x20);
+  alloc(&x, 1, 13, 0x30, 30, 30, 2);
+  CHECK_EQ(x.v.step(x.v.ud, 1, 20), 0);
+  CHECK_EQ(x.v.step(x.v.ud, 1, 30), 0); /* an empty step */
+  alloc(&x, 1, 31, 0x40, 10, 10, 1);
+  release(&x, 1, 32, 0x10);
+  finish(&x);
+  const mlprof__mem_proc *p = &x.m.procs[0];
+  CHECK_EQ(p->ngroups, 3);
+  /* Step 1: 100 live when it began, 150 at 11. */
+  CHECK_EQ_U64(p->groups[0].peak, 150);
+  CHECK_EQ_U64(p->groups[0].peak_t, 11);
+  CHECK_EQ_U64(p->groups[0].t1, 20);
+  /* Step 2: nothing happened: what was live when it began. */
+  CHECK_EQ_U64(p->groups[1].peak, 130);
+  CHECK_EQ_U64(p->groups[1].peak_t, 20);
+  /* Step 3, to the last record: 140 at 31. */
+  CHECK_EQ_U64(p->groups[2].peak, 140);
+  CHECK_EQ_U64(p->groups[2].t1, 32);
+  uint64_t got[3][2][2] = {{{0}}}; /* group, zone a/b, alloc / at peak */
+  for (size_t i = 0; i < p->nstep_sites; i++) {
+    const mlprof__mem_step_site *e = &p->step_sites[i];
+    const mlprof__mem_site *s = &x.m.sites[e->site];
+    int b = !strcmp(x.m.zones[s->zone].name, "b");
+    got[e->group][b][0] += e->alloc_bytes;
+    got[e->group][b][1] += e->at_peak;
+  }
+  CHECK_EQ_U64(got[0][1][0], 80);
+  CHECK_EQ_U64(got[0][0][0], 0);
+  CHECK_EQ_U64(got[0][0][1], 100);
+  CHECK_EQ_U64(got[0][1][1], 50);
+  CHECK_EQ_U64(got[1][0][1], 100);
+  CHECK_EQ_U64(got[1][1][1], 30);
+  CHECK_EQ_U64(got[1][1][0], 0);
+  CHECK_EQ_U64(got[2][0][0], 10);
+  CHECK_EQ_U64(got[2][0][1], 110);
+  mlprof__memory_free(&x.m);
+}
+
 const mlprof_test mlprof_tests_memory[] = {
+    {"cuda_space_replayed_apart", test_cuda_space_replayed_apart},
+    {"step_groups", test_step_groups},
     {"html_memory_capped_on_job_time", test_html_memory_capped_on_job_time},
     {"live_series_bounded_peak_exact", test_live_series_bounded_peak_exact},
     {"site_path_outermost_first", test_site_path_outermost_first},
