@@ -39,5 +39,6 @@ for py in $pythons; do
     "$env/bin/python" -m pytest -q "$root/tests/python/test_api.py" \
     "$root/tests/python/test_calls.py" "$root/tests/python/test_lines.py" \
     "$root/tests/python/test_package.py" "$root/tests/python/test_descriptors.py" \
-    "$root/tests/python/test_stacks.py" "$root/tests/python/test_stacks_native.py"
+    "$root/tests/python/test_stacks.py" "$root/tests/python/test_stacks_native.py" \
+    "$root/tests/python/test_stacks_pprof.py"
 done

@@ -59,10 +59,12 @@ static struct {
   char buf[WINDOW_BYTES];
 } win;
 
+/* n 0: 1 when src is in the window, else 0. */
 static int windowed(void *dst, const void *src, size_t n) {
   /* Integers, not pointers: a garbage address near the top of the address
    * space must not wrap into the window. */
   uintptr_t a = (uintptr_t)src, lo = (uintptr_t)win.lo, hi = (uintptr_t)win.hi;
+  if (!n) return a >= lo && a < hi;
   if (a >= lo && a < hi && n <= hi - a) {
     memcpy(dst, win.buf + (a - lo), n);
     return 0;
@@ -70,28 +72,165 @@ static int windowed(void *dst, const void *src, size_t n) {
   return sapi->read(dst, src, n);
 }
 
-/* Copies the used part of the thread's current data stack chunk (its top
- * WINDOW_BYTES) into win. */
-static void window_load(const PyThreadState *t) {
-  win.lo = win.hi = NULL;
-  uintptr_t lo = (uintptr_t)t->datastack_chunk;
-  uintptr_t hi = (uintptr_t)t->datastack_top;
-  if (!lo || hi <= lo || hi - lo > (64u << 20)) return;
-  if (hi - lo > WINDOW_BYTES) lo = hi - WINDOW_BYTES;
-  if (sapi->read(win.buf, (const void *)lo, hi - lo) == 0) {
-    win.lo = (const char *)lo;
-    win.hi = (const char *)hi;
+/* A second window, for the frames the first one misses: those of the
+ * chunk before the current one (a deep stack spans two chunks, and a loop
+ * that crosses their border frees and makes the newer one again and
+ * again) and those of generators and coroutines, which live in their
+ * objects. A miss copies the memory below the frame (older frames of its
+ * chunk are there) in one system call; the walk reads the frames only
+ * (frame_read), so it is filled by frames alone. */
+#define WINDOW2_BYTES (16u << 10)
+#define PAGE_BYTES 4096u
+static struct {
+  uintptr_t lo, hi;
+  char buf[WINDOW2_BYTES];
+} win2;
+
+static int window2_load(uintptr_t lo, uintptr_t hi) {
+  win2.lo = win2.hi = 0;
+  if (sapi->read(win2.buf, (const void *)lo, hi - lo) != 0) return -1;
+  win2.lo = lo;
+  win2.hi = hi;
+  return 0;
+}
+
+/* A frame's bytes: from either window, else the second is moved to it. */
+static int frame_read(void *dst, const void *src, size_t n) {
+  uintptr_t a = (uintptr_t)src;
+  if (a >= win2.lo && a < win2.hi && n <= win2.hi - a) {
+    memcpy(dst, win2.buf + (a - win2.lo), n);
+    return 0;
+  }
+  if (windowed(dst, src, 0) == 1 || n > PAGE_BYTES || a < WINDOW2_BYTES ||
+      a > UINTPTR_MAX - n)
+    return windowed(dst, src, n);
+  uintptr_t hi = a + n;
+  /* The pages below too (older frames of its chunk), else only from the
+   * frame's own page on (mapped whenever the frame is). */
+  if (window2_load(
+          (hi - WINDOW2_BYTES + PAGE_BYTES) & ~(uintptr_t)(PAGE_BYTES - 1),
+          hi) != 0 &&
+      window2_load(a & ~(uintptr_t)(PAGE_BYTES - 1), hi) != 0)
+    return -1;
+  memcpy(dst, win2.buf + (a - win2.lo), n);
+  return 0;
+}
+
+/* Room past the data stack's top as the thread state said it: the thread
+ * runs on, and the frames it pushed since are in the window too. */
+#define WINDOW_SLACK (4u << 10)
+
+/* Reads the pieces (dst[i] from src[i]) with one system call where it can;
+ * ok[i] says which were read. A piece that cannot be read (freed memory)
+ * is tried alone, and the rest go on together. */
+static void read_pieces(const struct iovec *dst, const struct iovec *src,
+                        size_t n, int *ok) {
+  for (size_t i = 0; i < n;) {
+    size_t k = sapi->readv(dst + i, src + i, n - i);
+    for (size_t j = 0; j < k; j++) ok[i + j] = 1;
+    i += k;
+    if (i < n) {
+      ok[i] = sapi->read(dst[i].iov_base, src[i].iov_base, src[i].iov_len) == 0;
+      i++;
+    }
   }
 }
 
+/* The part of thread t's data stack to copy into win: the used part of
+ * its current chunk (its top WINDOW_BYTES), and WINDOW_SLACK past its top.
+ * 0 when t says nothing sensible. */
+static int window_range(const PyThreadState *t, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t a = (uintptr_t)t->datastack_chunk;
+  uintptr_t top = (uintptr_t)t->datastack_top;
+  uintptr_t end = (uintptr_t)t->datastack_limit;
+  if (!a || top <= a || top - a > (64u << 20) || end < top) return 0;
+  *hi = end - top > WINDOW_SLACK ? top + WINDOW_SLACK : end;
+  *lo = *hi - a > WINDOW_BYTES ? *hi - WINDOW_BYTES : a;
+  return 1;
+}
+
+/* The window of the thread walked first in the previous tick (sampler
+ * thread only): copied again with the thread states (walk_all), and used
+ * when that thread's state says its frames are still there, so that a
+ * program's one running thread costs no system call of its own. */
+static struct {
+  const PyThreadState *ts; /* NULL: none */
+  const void *chunk, *cframe;
+  uintptr_t lo, hi;
+  int live; /* win holds it, copied this tick */
+#if PY_VERSION_HEX < 0x030D0000
+  _PyCFrame cf;
+#endif
+} spec;
+
+/* Whether win holds the speculative copy of thread ts (state t)'s window:
+ * then *f gets its current frame. */
+static int spec_hit(const PyThreadState *ts, const PyThreadState *t,
+                    const _PyInterpreterFrame **f) {
+  if (!spec.live || ts != spec.ts ||
+      (const void *)t->datastack_chunk != spec.chunk ||
+      (uintptr_t)t->datastack_top > spec.hi)
+    return 0;
+#if PY_VERSION_HEX < 0x030D0000
+  if ((const void *)t->cframe != spec.cframe) return 0;
+  *f = spec.cf.current_frame;
+#else
+  *f = t->current_frame;
+#endif
+  win.lo = (const char *)spec.lo;
+  win.hi = (const char *)spec.hi;
+  return 1;
+}
+
+/* The thread's current frame, and into win its window (window_range),
+ * both with one system call. */
+static const _PyInterpreterFrame *window_load(const PyThreadState *t) {
+  win.lo = win.hi = NULL;
+  spec.live = 0; /* win is overwritten */
+  uintptr_t lo, hi;
+  size_t n = 0;
+  struct iovec dst[2], src[2];
+  int ok[2];
+#if PY_VERSION_HEX < 0x030D0000
+  /* The frame is in the evaluation loop's C frame, on the thread's stack. */
+  _PyCFrame cf;
+  if (!t->cframe) return NULL;
+  dst[n] = (struct iovec){&cf, sizeof cf};
+  src[n++] = (struct iovec){(void *)t->cframe, sizeof cf};
+#endif
+  int windowed = window_range(t, &lo, &hi);
+  if (windowed) {
+    dst[n] = (struct iovec){win.buf, hi - lo};
+    src[n++] = (struct iovec){(void *)lo, hi - lo};
+  }
+  read_pieces(dst, src, n, ok);
+  if (windowed && ok[n - 1]) {
+    win.lo = (const char *)lo;
+    win.hi = (const char *)hi;
+  }
+#if PY_VERSION_HEX < 0x030D0000
+  return ok[0] ? cf.current_frame : NULL;
+#else
+  return t->current_frame;
+#endif
+}
+
 /* Code objects read during one walk of every thread, by address: recursion
- * and threads running the same code read it once a tick. */
+ * and threads running the same code read it once a tick. used: a frame of
+ * this tick's ran it. */
 #define CODE_CACHE 64
 static struct {
   const PyObject *addr;
+  int used;
   PyCodeObject co;
 } code_cache[CODE_CACHE];
 static size_t ncode_cache;
+/* Those used in the previous tick (at most half the cache, so that a tick
+ * has room for new ones), read again with the thread states (walk_all): a
+ * loop's code objects cost no system call of their own. */
+#define CODE_GUESS (CODE_CACHE / 2)
+static const PyObject *code_guess[CODE_GUESS];
+static size_t ncode_guess;
 
 /* Sampler thread only, across ticks. */
 #define FRAME_CACHE 4093
@@ -148,7 +287,7 @@ typedef struct {
   reader_fn rd;
   const uint8_t *base;
   size_t len, at;
-  uint8_t buf[256];
+  uint8_t buf[1024];
   size_t lo, hi; /* buf holds [lo, hi) */
 } bytes_cursor;
 
@@ -223,10 +362,12 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
     while (hit < ncode_cache && code_cache[hit].addr != addr) hit++;
   if (rd == windowed && hit < ncode_cache) {
     co = code_cache[hit].co;
+    code_cache[hit].used = 1;
   } else {
     if (rd(&co, addr, sizeof co) != 0) return 0;
     if (rd == windowed && ncode_cache < CODE_CACHE) {
       code_cache[ncode_cache].addr = addr;
+      code_cache[ncode_cache].used = 1;
       code_cache[ncode_cache++].co = co;
     }
   }
@@ -372,8 +513,9 @@ static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
   static uint8_t ent[MLPROF__STACK_MAX_DEPTH];
   struct iovec dst[CODE_CACHE], src[CODE_CACHE];
   size_t m = 0, q = 0;
+  win2.lo = win2.hi = 0; /* another thread's, or an older tick's */
   for (size_t guard = 0; f && m < max && guard < 4 * max; guard++) {
-    int e, r = step(windowed, &f, &code[m], &off[m], &e);
+    int e, r = step(frame_read, &f, &code[m], &off[m], &e);
     if (r < 0) break;
     if (r)
       ent[m++] = e == 1;
@@ -385,6 +527,7 @@ static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
     while (c < ncode_cache + q && code_cache[c].addr != code[i]) c++;
     if (c < ncode_cache + q) continue;
     code_cache[c].addr = code[i];
+    code_cache[c].used = 0;
     dst[q] = (struct iovec){&code_cache[c].co, sizeof(PyCodeObject)};
     src[q++] = (struct iovec){(void *)code[i], sizeof(PyCodeObject)};
   }
@@ -403,24 +546,25 @@ static size_t walk_sampled(const _PyInterpreterFrame *f, uint32_t *out,
   return n;
 }
 
-static const _PyInterpreterFrame *current_frame(reader_fn rd,
-                                                const PyThreadState *t) {
+/* The calling thread's current frame. */
+static const _PyInterpreterFrame *current_frame(const PyThreadState *t) {
 #if PY_VERSION_HEX >= 0x030D0000
   return t->current_frame;
 #else
-  _PyCFrame cf;
-  if (!t->cframe || rd(&cf, t->cframe, sizeof cf) != 0) return NULL;
-  return cf.current_frame;
+  return t->cframe ? t->cframe->current_frame : NULL;
 #endif
 }
 
 static size_t walk_self(uint32_t *out, size_t max) {
   PyThreadState *t = PyGILState_GetThisThreadState();
   if (!t) return 0;
-  return walk(direct, current_frame(direct, t), out, max);
+  return walk(direct, current_frame(t), out, max);
 }
 
-/* Where the main interpreter's GIL state is, NULL when unreadable. */
+/* Where the main interpreter's GIL state is, NULL when unreadable. Read
+ * once: the interpreter keeps it where it made it. */
+static struct _gil_runtime_state *gil_at;
+
 static struct _gil_runtime_state *gil_state(void) {
 #if PY_VERSION_HEX >= 0x030C0000
   struct _gil_runtime_state *at;
@@ -435,54 +579,118 @@ static struct _gil_runtime_state *gil_state(void) {
 #endif
 }
 
-/* The thread holding the GIL, or NULL when it is free or unreadable. */
-static const PyThreadState *gil_holder(void) {
-  struct _gil_runtime_state g;
-  struct _gil_runtime_state *at = gil_state();
-  if (!at || sapi->read(&g, at, sizeof g) != 0) return NULL;
+/* The thread holding the GIL in g, or NULL when it is free. */
+static const PyThreadState *gil_holder(const struct _gil_runtime_state *g) {
 #if PY_VERSION_HEX >= 0x030D0000
-  return g.locked ? g.last_holder : NULL;
+  return g->locked ? g->last_holder : NULL;
 #else
-  return g.locked._value ? (const PyThreadState *)g.last_holder._value : NULL;
+  return g->locked._value ? (const PyThreadState *)g->last_holder._value : NULL;
 #endif
 }
+
+/* The thread states of the previous tick, in list order, where they were
+ * (sampler thread only): read again at once with the list's head and the
+ * GIL, one system call for a tick's threads whose list did not change.
+ * Each one read is checked against the list as it is read, so a state
+ * freed, or a list changed, meanwhile costs only the reads it needs. */
+#define GUESS_MAX 64
+static const PyThreadState *guess[GUESS_MAX];
+#define PIECES (GUESS_MAX + 4 + CODE_GUESS)
+static size_t nguess;
 
 static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
                      void *ctx) {
   static uint32_t frames[MLPROF__STACK_MAX_DEPTH];
   static uint8_t entry[MLPROF__STACK_MAX_DEPTH];
+  static PyThreadState got[GUESS_MAX];
   const PyThreadState *ts = NULL;
+  struct _gil_runtime_state g;
   if (finalizing) return;
-  if (sapi->read(&ts,
-                 (const char *)main_interp +
-                     offsetof(PyInterpreterState, threads.head),
-                 sizeof ts) != 0)
-    return;
-  const PyThreadState *holder = gil_holder();
+  static struct iovec dst[PIECES], src[PIECES];
+  static int ok[PIECES];
+  size_t n = 0;
+  dst[n] = (struct iovec){&ts, sizeof ts};
+  src[n++] = (struct iovec){
+      (char *)main_interp + offsetof(PyInterpreterState, threads.head),
+      sizeof ts};
+  if (gil_at) {
+    dst[n] = (struct iovec){&g, sizeof g};
+    src[n++] = (struct iovec){gil_at, sizeof g};
+  }
+  size_t first = n;
+  for (size_t i = 0; i < nguess; i++) {
+    dst[n] = (struct iovec){&got[i], sizeof got[i]};
+    src[n++] = (struct iovec){(void *)guess[i], sizeof got[i]};
+  }
+  size_t codes = n;
+  for (size_t i = 0; i < ncode_guess; i++) {
+    code_cache[i].addr = code_guess[i];
+    code_cache[i].used = 0;
+    dst[n] = (struct iovec){&code_cache[i].co, sizeof code_cache[i].co};
+    src[n++] = (struct iovec){(void *)code_guess[i], sizeof code_cache[i].co};
+  }
+  size_t at_spec = n;
+  if (spec.ts) {
+#if PY_VERSION_HEX < 0x030D0000
+    dst[n] = (struct iovec){&spec.cf, sizeof spec.cf};
+    src[n++] = (struct iovec){(void *)spec.cframe, sizeof spec.cf};
+#endif
+    dst[n] = (struct iovec){win.buf, spec.hi - spec.lo};
+    src[n++] = (struct iovec){(void *)spec.lo, spec.hi - spec.lo};
+  }
+  read_pieces(dst, src, n, ok);
+  spec.live = 1;
+  for (size_t i = at_spec; i < n; i++) spec.live &= ok[i];
+  const PyThreadState *walked = NULL; /* the first thread walked */
   ncode_cache = 0;
+  for (size_t i = 0; i < ncode_guess; i++)
+    if (ok[codes + i]) code_cache[ncode_cache++] = code_cache[i];
+  if (!ok[0]) return;
+  const PyThreadState *holder = gil_at && ok[1] ? gil_holder(&g) : NULL;
+  size_t nseen = 0;
   for (int i = 0; ts && i < MAX_THREADS; i++) {
     PyThreadState t;
-    if (sapi->read(&t, ts, sizeof t) != 0) break;
+    size_t k = (size_t)i;
+    if (k < nguess && guess[k] == ts && ok[first + k])
+      t = got[k];
+    else if (sapi->read(&t, ts, sizeof t) != 0)
+      break;
+    if (k < GUESS_MAX) guess[nseen++] = ts;
     mlprof__stack_thread st = {
         .tid = (uint32_t)t.native_thread_id,
         .flags = MLPROF__STACK_GIL_KNOWN |
                  (holder == ts ? MLPROF__STACK_HAS_GIL : 0),
         .frames = frames,
         .entry = entry};
+    if (!gil_at || !ok[1]) st.flags = 0;
     /* A thread that has not run since its last sample keeps its stack:
      * most of a tick's reads are saved on threads that wait. */
     if (st.tid && st.tid <= (1u << 22) && sapi->thread_still(st.tid)) {
       st.flags |= MLPROF__STACK_SAME;
     } else {
-      window_load(&t);
-      st.n = walk_sampled(current_frame(sapi->read, &t), frames, entry,
-                          MLPROF__STACK_MAX_DEPTH);
+      const _PyInterpreterFrame *f;
+      if (!spec_hit(ts, &t, &f)) f = window_load(&t);
+      st.n = walk_sampled(f, frames, entry, MLPROF__STACK_MAX_DEPTH);
+      if (!walked) {
+        walked = ts;
+        spec.chunk = t.datastack_chunk;
+#if PY_VERSION_HEX < 0x030D0000
+        spec.cframe = t.cframe;
+#endif
+        if (!window_range(&t, &spec.lo, &spec.hi)) walked = NULL;
+      }
     }
     /* A thread state freed under us reads as anything: a kernel thread id
      * is never 0 nor above pid_max's limit. */
     if (st.tid && st.tid <= (1u << 22)) fn(ctx, &st);
     ts = t.next;
   }
+  nguess = nseen;
+  spec.ts = walked;
+  spec.live = 0;
+  ncode_guess = 0;
+  for (size_t i = 0; i < ncode_cache && ncode_guess < CODE_GUESS; i++)
+    if (code_cache[i].used) code_guess[ncode_guess++] = code_cache[i].addr;
 }
 
 static const mlprof__stack_walker walker = {walk_self, walk_all};
@@ -503,7 +711,8 @@ int mlprof_stacks_register(void *lib, void (**fork_child)(void)) {
   /* Native frames of the evaluation loop become its Python frames; a
    * thread asleep on a futex in the GIL's state (its mutex and condition
    * variables) waits for the GIL. */
-  a->interp_set((const void *)_PyEval_EvalFrameDefault, gil_state(),
+  gil_at = gil_state();
+  a->interp_set((const void *)_PyEval_EvalFrameDefault, gil_at,
                 sizeof(struct _gil_runtime_state));
   return a->walker_set(&walker) == 0;
 }

@@ -197,6 +197,7 @@ static int first_pass(const mlprof__job *job, unsigned want,
   if (!rc && hb && (want & MLPROF__ANALYSIS_FLAME) &&
       !(fb = mlprof__flame_begin(&a->flame, hb, job)))
     rc = MLPROF_ENOMEM;
+  if (fb && opts->flame_uncapped) mlprof__flame_uncapped(fb);
   if (!rc && (want & MLPROF__ANALYSIS_RESOURCES) &&
       !(rb = mlprof__resources_begin(&a->res)))
     rc = MLPROF_ENOMEM;

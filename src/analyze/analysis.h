@@ -63,6 +63,9 @@ typedef struct {
    * it matches may not have run yet. */
   int filter_must_match;
   size_t lod_items; /* the pyramid's items at most (lod.h); 0: no cap */
+  /* With MLPROF__ANALYSIS_FLAME: every row and node kept
+   * (mlprof__flame_uncapped), for exports of every stack. */
+  int flame_uncapped;
 } mlprof__analysis_opts;
 
 /* The statistics alone, findings options at their defaults, every zone by

@@ -755,6 +755,7 @@ static int judge_unit(const mlprof__report *base, const mlprof__report *next,
 
 typedef struct {
   const char *file, *function;
+  uint32_t line;     /* its first line: NEW's where NEW has it */
   double tot[2];     /* self time (ns) in each run */
   double samples[2]; /* the samples it was innermost in, in each run */
   uint64_t *vals[2]; /* per step, when per step */
@@ -851,10 +852,14 @@ static int side_funcs(const mlprof__report *runs, size_t n, int per_step, int k,
     const mlprof__hot *h = sd->h[r] = &runs[r].hot;
     if (!(sd->map[r] = malloc((h->nfuncs ? h->nfuncs : 1) * sizeof **sd->map)))
       return MLPROF_ENOMEM;
-    for (size_t i = 0; i < h->nfuncs; i++)
+    for (size_t i = 0; i < h->nfuncs; i++) {
       if ((sd->map[r][i] = fentry_of(s, h->funcs[i].file,
                                      h->funcs[i].function)) == MLPROF__NONE)
         return MLPROF_ENOMEM;
+      /* BASE's side comes first: NEW's line wins. */
+      if (h->funcs[i].first_line)
+        s->e[sd->map[r][i]].line = h->funcs[i].first_line;
+    }
     sd->steps += h->marked_steps;
     sd->samples += (double)h->samples;
     sd->wall_ns += (double)h->wall_ns;
@@ -936,6 +941,7 @@ static int judge_funcs(const mlprof__report *base, size_t nbase,
     mlprof__diff_func *f = &d->funcs[d->nfuncs++];
     f->function = e->function;
     f->file = e->file;
+    f->line = e->line;
     double b, n, p;
     int up, down;
     if (per_step) {

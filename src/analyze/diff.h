@@ -232,6 +232,7 @@ typedef struct {
  * mean of its runs' and its samples are pooled (d times its runs). */
 typedef struct {
   const char *function, *file; /* borrowed; file: its last component */
+  uint32_t line;          /* its first line (NEW's, else BASE's); 0: unknown */
   double base_ns, new_ns; /* self time a step (per_step), else in the run */
   double ratio; /* new_ns / base_ns; INFINITY when only base_ns is 0 */
   double p;     /* two-sided */

@@ -57,6 +57,7 @@ struct mlprof__flame_builder {
   mlprof__marks *steps; /* per profile: the marks its steps come from */
   size_t procs_cap, threads_cap, marks_cap;
   uint64_t seq; /* samples offered to the marks */
+  int uncapped; /* mlprof__flame_uncapped */
   int err;
 };
 
@@ -319,7 +320,8 @@ static int on_sample(void *ctx, uint32_t tid, uint64_t t, uint32_t node,
                          .cpu_ns = cpu ? ns : 0};
   f->samples++;
   if (rows_add(&b->rs, &x) || keep_mark(b, jt, &x)) return fail(b);
-  if (b->rs.n > BUILD_ROWS && f->step_width < f->steps) coarsen(b);
+  if (!b->uncapped && b->rs.n > BUILD_ROWS && f->step_width < f->steps)
+    coarsen(b);
   return b->err;
 }
 
@@ -390,6 +392,16 @@ static int by_thread_time(const void *a, const void *b) {
  * (flame.h). Returns 0 or MLPROF_ENOMEM. */
 static int cap_rows(mlprof__flame_builder *b, const mlprof__hot *h) {
   mlprof__flame *f = b->out;
+  if (b->uncapped) {
+    rows_free_maps(&b->rs);
+    mlprof__sort(b->rs.rows, b->rs.n, sizeof *b->rs.rows, by_key);
+    f->rows = b->rs.rows;
+    f->nrows = b->rs.n;
+    f->nodes_cap = h->nnodes > UINT32_MAX ? UINT32_MAX : (uint32_t)h->nnodes;
+    memset(&b->rs, 0, sizeof b->rs);
+    mlprof__sort(f->marks, f->nmarks, sizeof *f->marks, by_thread_time);
+    return 0;
+  }
   size_t nn = h->nnodes;
   uint64_t *tot = calloc(nn ? nn : 1, sizeof *tot);
   ranked *order = malloc((nn ? nn : 1) * sizeof *order);
@@ -464,6 +476,8 @@ static int cap_rows(mlprof__flame_builder *b, const mlprof__hot *h) {
   free(keep);
   return rc;
 }
+
+void mlprof__flame_uncapped(mlprof__flame_builder *b) { b->uncapped = 1; }
 
 static void builder_free(mlprof__flame_builder *b) {
   rows_free(&b->rs);

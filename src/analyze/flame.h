@@ -92,6 +92,9 @@ void mlprof__flame_profile_begin(mlprof__flame_builder *b, size_t i,
 /* Adds the profile's samples (after mlprof__hot_profile_end). 0 or
  * MLPROF_ENOMEM. */
 int mlprof__flame_profile_end(mlprof__flame_builder *b);
+/* Keeps every row and node: no cap, no step grouped (mlprof export
+ * --format pprof, which writes every stack). Before the first profile. */
+void mlprof__flame_uncapped(mlprof__flame_builder *b);
 /* Applies the caps with h's nodes (the finished hot functions of the same
  * read) and frees b: 0, or MLPROF_ENOMEM with *out freed. b may be NULL. */
 int mlprof__flame_finish(mlprof__flame_builder *b, const mlprof__hot *h);

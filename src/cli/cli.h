@@ -123,14 +123,16 @@ int mlprof__trace_cmd_run(const mlprof__trace_cmd *c);
 typedef struct {
   const char *const *paths; /* merged */
   size_t npaths;
-  const char *output;           /* the directory to write */
+  int pprof;                    /* --format pprof: output is a file */
+  const char *output;           /* the directory (the file) to write */
   mlprof__parquet_opts parquet; /* row groups */
   mlprof__filter filter;        /* what the tables keep */
 } mlprof__export_cmd;
 void mlprof__export_cmd_init(mlprof__export_cmd *c);
 void mlprof__export_cmd_free(mlprof__export_cmd *c);
-/* Writes the Parquet tables of c->paths into c->output. Returns mlprof
- * export's exit status, after a message on stderr. */
+/* Writes the Parquet tables of c->paths into c->output (with c->pprof,
+ * their stack samples as a pprof profile, the file c->output). Returns
+ * mlprof export's exit status, after a message on stderr. */
 int mlprof__export_cmd_run(const mlprof__export_cmd *c);
 
 typedef struct {

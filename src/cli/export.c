@@ -1,4 +1,5 @@
-/* mlprof export: a run's tables as Parquet files, for DuckDB, Spark, pandas. */
+/* mlprof export: a run's tables as Parquet files, for DuckDB, Spark, pandas;
+ * or its stack samples as a pprof profile. */
 #include <errno.h>
 #include <getopt.h>
 #include <mlprof.h>
@@ -10,11 +11,13 @@
 #include <time.h>
 
 #include "../analyze/analysis.h"
+#include "../export/export.h"
 #include "../export/parquet.h"
 #include "cli.h"
 
 static const char usage[] =
     "usage: mlprof export [options] PATH... -o DIR\n"
+    "       mlprof export --format pprof [options] PATH... -o FILE\n"
     "\n"
     "Writes the run as tables in Parquet files (docs/parquet.md), one file\n"
     "per table, for DuckDB, Spark, pandas or any Parquet reader:\n"
@@ -36,11 +39,19 @@ static const char usage[] =
     "part of the run, as in mlprof report; one that matches nothing is an\n"
     "error (exit status 2).\n"
     "\n"
+    "With --format pprof, writes the run's stack samples (mlprof run\n"
+    "--stacks) to FILE as a pprof profile (profile.proto, uncompressed),\n"
+    "for pprof, go tool pprof, speedscope or any reader of the format: one\n"
+    "sample per stack, zone, thread and step, with the values samples/count,\n"
+    "wall/nanoseconds and cpu/nanoseconds (the samples taken on a CPU, the\n"
+    "default) and the labels zone, step, thread, thread_name, pid, rank and\n"
+    "process (docs/stacks.md, \"pprof\").\n"
+    "\n"
     "options:\n"
-    "  -f, --format FORMAT    parquet (the only one, and the default)\n"
+    "  -f, --format FORMAT    parquet (the default) or pprof\n"
     "  -o, --output DIR       the directory to write (made, with its parents,\n"
     "                         when absent). Each file appears only once it\n"
-    "                         is complete.\n"
+    "                         is complete. With --format pprof, the file.\n"
     "      --row-group-rows N rows per row group at most (default 65536;\n"
     "                         a row group also ends at 64 MB of values)\n"
     "  -h, --help             show this help\n"
@@ -49,8 +60,8 @@ static const char usage[] =
     "with a warning saying what was skipped. Interrupted by SIGINT or\n"
     "SIGTERM, it removes the unfinished files and dies of that signal.\n"
     "exit status: 0 done, 1 the tables could not be written, 2 bad usage,\n"
-    "a filter matching nothing or "
-    "unreadable input.\n";
+    "a filter matching nothing, "
+    "unreadable input or (pprof) no stack samples.\n";
 
 static int fail_usage(const char *fmt, const char *arg) {
   return mlprof__usage_error("export", fmt, arg);
@@ -117,7 +128,66 @@ static int make_dirs(const char *path) {
   return 0;
 }
 
+static int write_pprof(void *ctx, mlprof__out *o, char *err, size_t errlen) {
+  const mlprof__analysis *a = ctx;
+  int rc = mlprof__export_pprof(&a->r, &a->flame, o);
+  if (rc) snprintf(err, errlen, "%s", mlprof_strerror(rc));
+  return rc;
+}
+
+/* --format pprof. */
+static int pprof_run(const mlprof__export_cmd *c) {
+  struct stat st, pst;
+  if (stat(c->output, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlprof export: %s is a directory; -o wants a file\n",
+            c->output);
+    return 2;
+  }
+  mlprof__job job;
+  if (mlprof__cli_job_open("export", &job, c->paths, c->npaths)) return 2;
+  for (size_t i = 0; i < job.count; i++)
+    if (stat(c->output, &st) == 0 && stat(job.profiles[i].path, &pst) == 0 &&
+        st.st_dev == pst.st_dev && st.st_ino == pst.st_ino) {
+      fprintf(stderr,
+              "mlprof export: %s is the profile %s; choose another -o\n",
+              c->output, job.profiles[i].path);
+      mlprof__job_close(&job);
+      return 2;
+    }
+  char err[512];
+  mlprof__analysis_opts ao;
+  mlprof__analysis_opts_init(&ao);
+  ao.want = MLPROF__ANALYSIS_STATS | MLPROF__ANALYSIS_FLAME;
+  ao.flame_uncapped = 1;
+  ao.filter = &c->filter;
+  mlprof__analysis a;
+  int rc = mlprof__analysis_run(&job, &ao, &a, err, sizeof err);
+  mlprof__job_close(&job);
+  if (rc) {
+    fprintf(stderr, "mlprof export: %s\n", err);
+    return rc == MLPROF_EINVAL ? 2 : 1; /* a filter matching nothing: 2 */
+  }
+  if (!a.flame.samples) {
+    fprintf(stderr,
+            "mlprof export: no stack samples in the run (record them with "
+            "mlprof run --stacks HZ)\n");
+    mlprof__analysis_free(&a);
+    return 2;
+  }
+  rc = mlprof__cli_write_file(c->output, write_pprof, &a, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "mlprof export: %s\n", err);
+  else
+    fprintf(stderr,
+            "mlprof export: %llu stack samples (%zu stacks by zone, thread "
+            "and step) to %s\n",
+            (unsigned long long)a.flame.samples, a.flame.nrows, c->output);
+  mlprof__analysis_free(&a);
+  return rc ? 1 : 0;
+}
+
 int mlprof__export_cmd_run(const mlprof__export_cmd *c) {
+  if (c->pprof) return pprof_run(c);
   struct stat st;
   if (stat(c->output, &st) == 0 && !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "mlprof export: %s is not a directory; -o wants one\n",
@@ -213,11 +283,12 @@ static int parse(int argc, char **argv, mlprof__export_cmd *c) {
          (ch = getopt_long(argc, argv, ":f:o:h", options, NULL)) != -1) {
     switch (ch) {
       case 'f':
-        if (strcmp(optarg, "parquet") != 0)
-          rc = fail_usage("unknown format '%s': use parquet", optarg);
+        c->pprof = strcmp(optarg, "pprof") == 0;
+        if (!c->pprof && strcmp(optarg, "parquet") != 0)
+          rc = fail_usage("unknown format '%s': use parquet or pprof", optarg);
         break;
       case 'o':
-        if (!optarg[0]) rc = fail_usage("%s", "-o wants a directory");
+        if (!optarg[0]) rc = fail_usage("%s", "-o wants a path");
         c->output = optarg;
         break;
       case OPT_ROW_GROUP_ROWS: {
@@ -239,9 +310,12 @@ static int parse(int argc, char **argv, mlprof__export_cmd *c) {
         rc = mlprof__cli_other_option("export", ch, argv, &c->filter);
     }
   }
+  if (rc < 0 && c->pprof && c->parquet.pq.row_group_rows)
+    rc = fail_usage("%s", "--row-group-rows applies to --format parquet only");
   if (rc < 0 && optind >= argc) rc = fail_usage("%s", "no profile given");
   if (rc < 0 && !c->output)
-    rc = fail_usage("%s", "no output directory given (-o DIR)");
+    rc = fail_usage("%s", c->pprof ? "no output file given (-o FILE)"
+                                   : "no output directory given (-o DIR)");
   c->paths = (const char *const *)argv + optind;
   c->npaths = (size_t)(argc - optind);
   return rc;

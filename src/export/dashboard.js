@@ -1118,6 +1118,24 @@
     if (z.too_few) return 'too few samples';
     return z.test ? '' : 'no durations';
   }
+  /* The functions' self time (D.diff.functions): what the stack samples say
+   * made a zone slower. */
+  function diffFuncs(fn) {
+    var rows = arr(fn.rows), per = fn.per === 'step' ? 'a step' : 'in the run';
+    var heads = ['function', 'file:line', 'verdict', 'base', 'new', 'change', 'p'];
+    var body = rows.map(function (f) {
+      var change = f.ratio === null || f.ratio === undefined ? (f.base_self_ns > 0 ? '–' : '+inf') : fmtChange(f.ratio - 1);
+      return el('tr', null, [el('td', {class: 'name', title: f['function'], text: f['function']}),
+        el('td', {class: 'l', text: f.file + (f.line ? ':' + f.line : '')}),
+        el('td', {class: 'l verdict', style: 'color:' + VERDICT_COLORS[f.verdict] + ';font-weight:600', text: f.verdict + (f.too_few ? ' (too few)' : '')}),
+        el('td', {text: fmtNs(f.base_self_ns)}), el('td', {text: fmtNs(f.new_self_ns)}),
+        el('td', {text: change}), el('td', {text: f.p === null || f.p === undefined ? '–' : fmtP(f)})]);
+    });
+    return card('Functions (' + rows.length + '; self time ' + per + ', from the stack samples; change = new / base − 1)',
+      el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'diff-funcs'}, [el('thead', null, el('tr', null, heads.map(function (h, i) {
+        return el('th', {class: i === 1 || i === 2 ? 'l' : '', text: h});
+      }))), el('tbody', null, body)])));
+  }
   function viewDiff() {
     var d = D.diff, zones = arr(d.zones), sm = d.summary || {}, shift = d.uniform_shift || {}, out = [];
     var th = num(100 * d.threshold, 1) + '%';
@@ -1143,6 +1161,8 @@
       el('div', {style: 'max-height:480px;overflow:auto'}, el('table', {id: 'diff-zones'}, [el('thead', null, el('tr', null, heads.map(function (h, i) {
         return el('th', {class: i === 1 || i === 8 ? 'l' : '', text: h});
       }))), el('tbody', null, body)]))));
+    var fn = d.functions;
+    if (fn) out.push(diffFuncs(fn));
     var dist = arr(D.diff_dist);
     out.push(distCard('Distribution per zone, BASE and NEW (first 30 in this order)', zones.map(function (z, k) {
       var q = arr(dist[k]);

@@ -354,6 +354,7 @@ static void json_funcs(mlprof__out *o, const mlprof__diff *d) {
     mlprof__out_json_str(o, f->function, strlen(f->function));
     mlprof__out_lit(o, ",\"file\":");
     mlprof__out_json_str(o, f->file, strlen(f->file));
+    mlprof__out_printf(o, ",\"line\":%u", (unsigned)f->line);
     mlprof__out_printf(o, ",\"verdict\":\"%s\",\"too_few\":%s",
                        mlprof__verdict_name(f->verdict),
                        f->too_few ? "true" : "false");
@@ -572,7 +573,15 @@ static int funcs_text(mlprof__out *o, const mlprof__diff *d) {
     const mlprof__diff_func *f = &d->funcs[i];
     char a[32], b[32], c[32], p[32];
     mlprof__table_name(&t, f->function, strlen(f->function), 40);
-    mlprof__table_name(&t, f->file, strlen(f->file), 40);
+    char where[300];
+    int n = f->line ? snprintf(where, sizeof where, "%s:%u", f->file,
+                               (unsigned)f->line)
+                    : snprintf(where, sizeof where, "%s", f->file);
+    mlprof__table_name(&t, where,
+                       n < 0                      ? 0
+                       : (size_t)n < sizeof where ? (size_t)n
+                                                  : sizeof where - 1,
+                       40);
     mlprof__table_cell(&t, "%s%s", mlprof__verdict_name(f->verdict),
                        f->too_few ? " (too few)" : "");
     mlprof__fmt_duration(a, sizeof a, f->base_ns);

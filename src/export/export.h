@@ -69,6 +69,15 @@ int mlprof__export_hot_other_text(const mlprof__report *r, mlprof__out *o);
 void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o);
 int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
                           mlprof__out *o);
+/* The stack samples as an uncompressed pprof profile (perftools.profiles.
+ * Profile; docs/stacks.md, "pprof"): one sample per row of f (built
+ * uncapped, from the same read as r), with values samples/count,
+ * wall/nanoseconds and cpu/nanoseconds (the samples taken on a CPU) and
+ * labels zone, step, thread, thread_name, pid, rank and process where
+ * known; a location per frame, a function per function of r's hot
+ * functions. */
+int mlprof__export_pprof(const mlprof__report *r, const mlprof__flame *f,
+                         mlprof__out *o);
 
 int mlprof__export_csv(const mlprof__report *r, mlprof__out *o);
 

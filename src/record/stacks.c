@@ -8,9 +8,10 @@
  * What a tick costs is mostly system calls, so a thread that used no CPU
  * time since its previous sample (asleep, waiting on a lock, for I/O, for
  * the GIL) is neither walked again nor its state read: its stack cannot
- * have changed and it was off a CPU. Only a thread that ran gets its state
- * read (/proc/self/task/TID/stat, kept open in the sampler's own
- * descriptor table) and its frames walked. */
+ * have changed and it was off a CPU. Only a thread that ran gets its frames
+ * walked, and its state read (/proc/self/task/TID/stat, kept open in the
+ * sampler's own descriptor table) unless it holds the GIL or ran nearly
+ * all the time since its previous sample (then it is on a CPU). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -267,8 +268,15 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   if (ts) {
     c = ts->cpu_at == s->tick ? ts->cpu_now : thread_cpu(t->tid);
     /* A thread that used no CPU time since its previous sample was off a
-     * CPU all along: no need to read its state. */
-    if (c == UINT64_MAX || ts->seen == UINT64_MAX || c != ts->cpu_ns) {
+     * CPU all along; one that ran since and holds the GIL runs (it gives
+     * the GIL up to wait), and so does one that used nearly all of the
+     * time since (nine tenths or more): no need to read their state. */
+    int known = c != UINT64_MAX && ts->seen != UINT64_MAX;
+    if (known && c > ts->cpu_ns && s->now_ns > ts->at_ns &&
+        ((t->flags & MLPROF__STACK_HAS_GIL) ||
+         10 * (c - ts->cpu_ns) >= 9 * (s->now_ns - ts->at_ns))) {
+      r = 1;
+    } else if (!known || c != ts->cpu_ns) {
       uint64_t from_stat;
       r = thread_stat(ts, &from_stat);
       if (c == UINT64_MAX) c = from_stat;

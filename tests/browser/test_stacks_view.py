@@ -147,3 +147,83 @@ def test_served_page_draws_the_same_flame_graph(open_page, serve, shares):
     assert max(w, key=w.get) == "fifty", w
     assert p.errors == []
     assert srv.stop() == 0
+
+
+# Three functions that spin in their own loops (their own self time), per
+# step 20, 30 and 50 ms times SLOW for fifty().
+SELF_SHARES = """import sys, time
+import mlprof
+
+
+def twenty():
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:
+        pass
+
+
+def thirty():
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        pass
+
+
+def fifty(slow):
+    end = time.perf_counter() + 0.05 * slow
+    while time.perf_counter() < end:
+        pass
+
+
+prof = mlprof.Profiler(sys.argv[1], stacks=200).start()
+for _ in range(20):
+    prof.step()
+    with prof.zone("train_step"):
+        twenty()
+        thirty()
+        fifty(float(sys.argv[2]))
+prof.step()
+prof.stop()
+"""
+
+
+def test_diff_page_lists_the_function_made_slower(tmp, open_page):
+    """Two runs of three functions' known self times, fifty() twice as slow
+    in NEW: the Diff view's Functions table has one row per function of
+    mlprof diff's, with its file:line, and says fifty() is slower, about
+    +100% a step, and the other two unchanged."""
+    d = tmp / "stack-runs" / "diff"
+    d.mkdir(parents=True)
+    prog = d / "self_shares.py"
+    prog.write_text(SELF_SHARES)
+    env = {**os.environ, "PYTHONPATH": str(BUILD / "python")}
+    env.pop("MLPROF_OUTPUT", None)
+    for name, slow in (("base", "1"), ("new", "2")):
+        (d / name).mkdir()
+        subprocess.run([sys.executable, str(prog), str(d / name / "p.mlprof"), slow],
+                       stdin=subprocess.DEVNULL, check=True, env=env, timeout=300)
+    page_file = tmp / "stack-diff.html"
+    run(["html", "--diff", d / "base", d / "new", "-o", page_file])
+    p = open_page(page_file.as_uri())
+    page = p.page
+    assert page.get_attribute("#tab-diff", "class") == "on"
+    fn = page.evaluate("() => JSON.parse(document.getElementById('mlprof-data').textContent)"
+                       ".diff.functions")
+    assert fn["per"] == "step"
+    rows = page.eval_on_selector_all(
+        "#diff-funcs tbody tr", "(r) => r.map((x) => Array.from(x.children).map((c) => c.textContent))")
+    # One row per function of the diff, in its order.
+    assert [r[0] for r in rows] == [f["function"] for f in fn["rows"]]
+    by = {r[0]: r for r in rows}
+    src = SELF_SHARES.splitlines()
+    for name in THREE:
+        line = next(i + 1 for i, t in enumerate(src) if t.startswith("def %s(" % name))
+        assert by[name][1] == "self_shares.py:%d" % line, by[name]
+    assert by["fifty"][2] == "slower", by["fifty"]
+    assert by["twenty"][2] == "unchanged" and by["thirty"][2] == "unchanged", rows
+    change = float(by["fifty"][5].rstrip("%"))
+    assert 60 <= change <= 140, by["fifty"]
+    # NEW's self time a step is about twice BASE's, as the row shows it.
+    f = next(f for f in fn["rows"] if f["function"] == "fifty")
+    assert 1.6 <= f["new_self_ns"] / f["base_self_ns"] <= 2.4, f
+    assert by["fifty"][3].endswith("ms") and by["fifty"][4].endswith("ms"), by["fifty"]
+    page.screenshot(path=str(SHOTS / "diff-functions.png"), full_page=True)
+    assert p.errors == []

@@ -412,3 +412,56 @@ def test_gloo_ranks_sample_with_their_rank(build_dir, tmp_path):
         assert ranks == {rank}, rep["processes"]
         assert "hot" in rep, "rank %d has no stack samples" % rank
         assert func(rep["hot"], "rank_work")["total_ns"] >= 0.3e9, rank
+
+
+def test_thread_started_before_the_profiler(tmp_path):
+    """A thread the program started before Profiler(stacks=...).start() is
+    sampled as the others (the walker reads the interpreter's thread list,
+    not threads it saw start)."""
+    script = tmp_path / "early.py"
+    script.write_text(textwrap.dedent(SPIN) + textwrap.dedent("""
+        import sys, threading, mlprof
+        go = threading.Event()
+        def early_worker():
+            go.wait()
+            spin(0.6)
+        t = threading.Thread(target=early_worker)
+        t.start()
+        prof = mlprof.Profiler(sys.argv[1], stacks=200)
+        prof.start()
+        go.set()
+        t.join()
+        prof.stop()
+        mlprof._mlprof.shutdown()
+    """))
+    env = dict(os.environ)
+    env.pop("MLPROF_OUTPUT", None)
+    path = tmp_path / "early.mlprof"
+    subprocess.run([sys.executable, str(script), str(path)], check=True,
+                   env=env, timeout=120)
+    h = hot(os.environ.get("MLPROF_BUILD"), path)
+    rows = [r for r in h["functions"] if r["function"] == "early_worker"]
+    assert rows and rows[0]["total_ns"] >= 0.3e9, rows
+
+
+def test_python_subprocess_samples_itself(build_dir, tmp_path):
+    """A Python program started by another (subprocess, not fork) under
+    mlprof run gets its own profile with its own stacks."""
+    child = tmp_path / "child.py"
+    child.write_text(textwrap.dedent(SPIN) + textwrap.dedent("""
+        def in_subprocess():
+            spin(0.5)
+        in_subprocess()
+    """))
+    _, out = run(build_dir, tmp_path, """
+        import subprocess, sys
+        def in_parent():
+            subprocess.run([sys.executable, %r], check=True)
+        in_parent()
+    """ % str(child), "--stacks", "200")
+    profiles = sorted(p for p in os.listdir(out) if p.startswith("python"))
+    assert len(profiles) == 2, profiles
+    found = [p for p in profiles
+             if any(r["function"] == "in_subprocess" and r["total_ns"] >= 0.25e9
+                    for r in hot(build_dir, out / p)["functions"])]
+    assert len(found) == 1, profiles

@@ -238,9 +238,55 @@ static void caps_group_steps_cut_stacks_keep_the_time(void) {
   done(&x);
 }
 
+/* Uncapped (mlprof export --format pprof): past every cap, each (stack,
+ * step) keeps its own row, no step grouped, no stack cut, none dropped. */
+static void uncapped_keeps_every_row(void) {
+  fixture x;
+  start(&x, 1);
+  mlprof__flame_uncapped(x.fb);
+  profile(&x, 0);
+  enum { STEPS = 1200, LEAVES = 40 };
+  def(&x, 1, "main", 1, 0);
+  for (uint32_t k = 0; k < LEAVES; k++) {
+    mlprof__stack_func fn = {2 + k, "run.py", "leaf", 2 + k};
+    mlprof__stack_frame fr = {
+        .id = 2 + k, .func = 2 + k, .line = 1, .module = "", .symbol = ""};
+    x.hv.stack_func(x.hv.ud, &fn);
+    x.hv.stack_frame(x.hv.ud, &fr);
+    x.hv.stack_node(x.hv.ud, 2 + k, 1, 2 + k);
+  }
+  uint64_t t = 0, n = 0;
+  for (uint32_t s = 0; s < STEPS; s++) {
+    x.fv.step(x.fv.ud, 1, t + 500); /* between two samples */
+    /* 20 leaves a step, two samples each: 20 rows a step. */
+    for (uint32_t j = 0; j < 40; j++, n++) {
+      t += 1000;
+      sample(&x, 1, t, 2 + (s + j / 2) % LEAVES, 1);
+    }
+  }
+  CHECK_EQ(profile_end(&x), 0);
+  CHECK_EQ(finish(&x), 0);
+  const mlprof__flame *f = &x.fl;
+  CHECK_EQ(f->samples, n);
+  CHECK_EQ(f->nrows, (size_t)STEPS * 20);
+  CHECK(f->nrows > MLPROF__FLAME_ROWS);
+  CHECK_EQ(f->step_width, 1);
+  CHECK_EQ(f->merged, 0);
+  CHECK_EQ(f->dropped, 0);
+  uint64_t rows_n = 0;
+  for (size_t i = 0; i < f->nrows; i++) {
+    rows_n += f->rows[i].n;
+    CHECK_EQ(f->rows[i].n, 2);
+    CHECK(f->rows[i].step < STEPS);
+  }
+  CHECK_EQ(rows_n, n);
+  done(&x);
+}
+
 const mlprof_test mlprof_tests_flame[] = {
     {"flame_steps_zones_threads_and_inherited_steps",
      steps_zones_threads_and_inherited_steps},
     {"flame_caps_group_steps_cut_stacks_keep_the_time",
      caps_group_steps_cut_stacks_keep_the_time},
+    {"flame_uncapped_keeps_every_row", uncapped_keeps_every_row},
     {NULL, NULL}};
