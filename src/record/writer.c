@@ -870,6 +870,19 @@ static track *track_of(mlprof__writer *w, const char *name) {
   return w->tracks[w->ntracks++] = tr;
 }
 
+/* With pending_lock held: how many of want more records fit in the queue
+ * under max, at most want. When not all do, the writer first takes what is
+ * queued (the lock let go meanwhile) rather than the cap be exceeded. */
+static size_t queue_room(mlprof__writer *w, size_t max, size_t want) {
+  for (int flushed = 0;; flushed = 1) {
+    size_t room = w->queued < max ? max - w->queued : 0;
+    if (room >= want || flushed) return room < want ? room : want;
+    pthread_mutex_unlock(&w->pending_lock);
+    mlprof__writer_flush(w);
+    pthread_mutex_lock(&w->pending_lock);
+  }
+}
+
 int mlprof__writer_spans(mlprof__writer *w, const char *name,
                          const mlprof_span *spans, size_t n) {
   ext_span *s = malloc((n ? n : 1) * sizeof *s);
@@ -884,28 +897,15 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
     free(s);
     return MLPROF_ENOMEM;
   }
-  size_t max = mlprof__pool_cap_bytes() / sizeof *s, done = 0;
-  int flushed = 0;
+  size_t max = mlprof__pool_cap_bytes() / sizeof *s, done = 0, k;
   pthread_mutex_lock(&w->pending_lock);
   track *tr = track_of(w, name);
-  while (tr && done < n) {
-    size_t room = w->queued < max ? max - w->queued : 0;
-    if (room < n - done && !flushed) {
-      /* Let the writer take what is queued rather than exceed the cap. */
-      pthread_mutex_unlock(&w->pending_lock);
-      mlprof__writer_flush(w);
-      pthread_mutex_lock(&w->pending_lock);
-      flushed = 1;
-      continue;
-    }
-    size_t k = n - done < room ? n - done : room;
-    if (!k) break;
+  while (tr && done < n && (k = queue_room(w, max, n - done))) {
     if (mlprof__grow(&tr->spans, &tr->cap, tr->n + k, sizeof *tr->spans)) break;
     memcpy(tr->spans + tr->n, s + done, k * sizeof *s);
     tr->n += k;
     w->queued += k;
     done += k;
-    flushed = 0;
   }
   if (done < n) {
     if (tr) atomic_fetch_add(&tr->stream.dropped, n - done);
@@ -919,30 +919,18 @@ int mlprof__writer_spans(mlprof__writer *w, const char *name,
 int mlprof__writer_allocs(mlprof__writer *w, const char *name,
                           const mlprof_site *zone, const mlprof__ext_alloc *a,
                           size_t n) {
-  size_t max = mlprof__pool_cap_bytes() / sizeof(ext_alloc), done = 0;
-  int flushed = 0;
+  size_t max = mlprof__pool_cap_bytes() / sizeof(ext_alloc), done = 0, k;
   pthread_mutex_lock(&w->pending_lock);
   track *tr = track_of(w, name);
-  while (tr && done < n) {
-    size_t room = w->queued < max ? max - w->queued : 0;
-    if (room < n - done && !flushed) {
-      /* Let the writer take what is queued rather than exceed the cap. */
-      pthread_mutex_unlock(&w->pending_lock);
-      mlprof__writer_flush(w);
-      pthread_mutex_lock(&w->pending_lock);
-      flushed = 1;
-      continue;
-    }
-    size_t k = n - done < room ? n - done : room;
-    if (!k || mlprof__grow(&tr->allocs, &tr->acap, tr->nallocs + k,
-                           sizeof *tr->allocs))
+  while (tr && done < n && (k = queue_room(w, max, n - done))) {
+    if (mlprof__grow(&tr->allocs, &tr->acap, tr->nallocs + k,
+                     sizeof *tr->allocs))
       break;
     for (size_t i = 0; i < k; i++)
       tr->allocs[tr->nallocs + i] = (ext_alloc){a[done + i], zone};
     tr->nallocs += k;
     w->queued += k;
     done += k;
-    flushed = 0;
   }
   if (done < n) {
     if (tr) atomic_fetch_add(&tr->stream.dropped, n - done);
