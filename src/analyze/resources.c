@@ -251,6 +251,29 @@ static void series_add(builder *b, series *s, uint64_t t, double v0, double v1,
   s->v[3][s->n++] = v3;
 }
 
+/* Moves the part of the run-queue wait in the row just added to s that was
+ * waited before its interval (runq_wait_before_pct, pct of that interval)
+ * back over the intervals before it, one core's worth each, latest first:
+ * a thread's wait is counted when it gets a CPU, all of it, and lies just
+ * before. What no earlier interval takes stays where it was. */
+static void runq_back(series *s, double pct) {
+  size_t n = s->n;
+  if (n < 2 || !(pct > 0) || s->t[n - 1] <= s->t[n - 2]) return;
+  double *v = s->v[MLPROF__COL_RUNQ];
+  double dt = (double)(s->t[n - 1] - s->t[n - 2]);
+  double left = pct / 100 * dt;
+  v[n - 1] -= pct;
+  for (size_t j = n - 2; j > 0 && left > 0 && !isnan(v[j]); j--) {
+    if (s->t[j] <= s->t[j - 1]) break;
+    double room = (double)(s->t[j] - s->t[j - 1]);
+    double take = left < room ? left : room;
+    v[j] += take / room * 100;
+    left -= take;
+  }
+  v[n - 1] += left / dt * 100;
+  if (v[n - 1] < 0) v[n - 1] = 0;
+}
+
 /* Closes the tick being summed into the tree totals. */
 static void tick_close(builder *b) {
   if (!b->tick_rows) return;
@@ -297,6 +320,7 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   if (!s->rows || t > s->last_ns) s->last_ns = t;
   s->rows++;
   double cpu = NAN, rss = NAN, util = NAN, gmem = NAN, gused = NAN, runq = NAN;
+  double runq_before = NAN;
   double iowait = NAN, avail = NAN, swap = NAN, idle = NAN;
   /* Rows of other processes than the profile's own: a tree sampled from
    * outside, summed tick by tick. */
@@ -328,6 +352,8 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
       cpu = v;
     else if (strcmp(name, "runq_wait_pct") == 0)
       runq = v;
+    else if (strcmp(name, "runq_wait_before_pct") == 0)
+      runq_before = v;
     else if (strcmp(name, "rss_bytes") == 0)
       rss = v;
     else if (strcmp(name, "gpu_util_pct") == 0)
@@ -364,6 +390,8 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
         series_for(b, &b->procs, &b->nprocs, &b->procs_cap, &b->proc_index,
                    (uint64_t)b->host << 32 | (row->id & 0xffffffffu));
     if (ps) series_add(b, ps, t, cpu, rss, gmem, runq);
+    if (ps && !b->err && !isnan(runq) && !isnan(runq_before))
+      runq_back(ps, runq_before);
   } else if (row->subject == MLPROF__SUBJECT_GPU &&
              !(isnan(util) && isnan(gused))) {
     series *gs = series_for(b, &b->gpus, &b->ngpus, &b->gpus_cap, &b->gpu_index,

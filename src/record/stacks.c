@@ -7,11 +7,12 @@
  *
  * What a tick costs is mostly system calls, so a thread that used no CPU
  * time since its previous sample (asleep, waiting on a lock, for I/O, for
- * the GIL) is neither walked again nor its state read: its stack cannot
- * have changed and it was off a CPU. Only a thread that ran gets its frames
- * walked, and its state read (/proc/self/task/TID/stat, kept open in the
- * sampler's own descriptor table) unless it holds the GIL or ran nearly
- * all the time since its previous sample (then it is on a CPU). */
+ * the GIL, or for a CPU on a loaded machine) is neither walked again nor its
+ * state read: its stack and its state cannot have changed, as only running
+ * could change them. Only a thread that ran gets its frames walked, and its
+ * state read (/proc/self/task/TID/stat, kept open in the sampler's own
+ * descriptor table) unless it holds the GIL or ran nearly all the time
+ * since its previous sample (then it is on a CPU). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -52,6 +53,7 @@ typedef struct {
   int sys_fd;    /* its /proc syscall (GIL waits), -2 until opened */
   int status_fd; /* its /proc status (signal masks), -2 until opened */
   int gil_wait;  /* waited for the GIL at its previous sample */
+  int on_cpu;    /* on a CPU (state R) at its previous sample */
   /* Its last Python-only stack and, when native frames were merged into
    * it, the merged stack (0: none). */
   uint32_t py_stack, merged;
@@ -263,14 +265,15 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   pending p = {s->raw, t->tid, 0,
                t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
   tstate *ts = tstate_of(s, t->tid);
-  int r = 0;
+  int r = 0, still = 0;
   uint64_t c = UINT64_MAX;
   if (ts) {
     c = ts->cpu_at == s->tick ? ts->cpu_now : thread_cpu(t->tid);
-    /* A thread that used no CPU time since its previous sample was off a
-     * CPU all along; one that ran since and holds the GIL runs (it gives
-     * the GIL up to wait), and so does one that used nearly all of the
-     * time since (nine tenths or more): no need to read their state. */
+    /* A thread that used no CPU time since its previous sample is in the
+     * state it was in then (only running can change it); one that ran
+     * since and holds the GIL runs (it gives the GIL up to wait), and so
+     * does one that used nearly all of the time since (nine tenths or
+     * more): no need to read their state. */
     int known = c != UINT64_MAX && ts->seen != UINT64_MAX;
     if (known && c > ts->cpu_ns && s->now_ns > ts->at_ns &&
         ((t->flags & MLPROF__STACK_HAS_GIL) ||
@@ -280,6 +283,8 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
       uint64_t from_stat;
       r = thread_stat(ts, &from_stat);
       if (c == UINT64_MAX) c = from_stat;
+    } else {
+      still = 1;
     }
   }
   if (ts && (t->flags & MLPROF__STACK_SAME)) {
@@ -311,10 +316,14 @@ static void on_thread(void *ctx, const mlprof__stack_thread *t) {
       p.flags |= CPU_KNOWN;
     }
     /* Its state, else whether it ran for at least half the time since its
-     * previous sample. */
-    if (r > 0 || (r < 0 && (p.flags & CPU_KNOWN) &&
-                  2 * p.cpu_ns >= s->now_ns - ts->at_ns))
+     * previous sample. One that did not run since then keeps its state: a
+     * busy thread preempted on a loaded machine waits for a CPU (R), on
+     * a CPU by that definition, not asleep. */
+    if (r > 0 || (still && ts->on_cpu) ||
+        (r < 0 && (p.flags & CPU_KNOWN) &&
+         2 * p.cpu_ns >= s->now_ns - ts->at_ns))
       p.flags |= MLPROF__STACK_ON_CPU;
+    ts->on_cpu = (p.flags & MLPROF__STACK_ON_CPU) != 0;
     /* Waiting for the GIL: in a futex wait on it, asleep or woken and not
      * back on a CPU yet (runnable: a loaded machine's waiters are that
      * often). A thread that did not run since its previous sample is where

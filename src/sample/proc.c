@@ -12,19 +12,29 @@
 /* Pids remembered between ticks for cpu_pct; a process tree larger than this
  * gets cpu_pct for the first PROC_MAX pids only. */
 #define PROC_MAX 1024
+/* Threads remembered between ticks for runq_wait_pct (the tree walk lists
+ * as many); past them a thread's wait is not counted. */
+#define TID_MAX 16384
 
 typedef struct {
   pid_t pid;
   unsigned long long start; /* starttime: tells a reused pid apart */
   unsigned long long ticks; /* utime + stime */
-  unsigned long long wait;  /* run-queue wait of its threads, ns */
-  int has_wait;
+  int has_wait;             /* its threads' run-queue wait was read */
   uint64_t ns;
+  size_t tfirst, nt; /* its threads in the thread table */
 } prev_t;
+
+typedef struct {
+  pid_t tid;
+  unsigned long long wait; /* run-queue wait, ns (schedstat) */
+} tprev_t;
 
 typedef struct {
   prev_t *prev, *next; /* last tick's table, this tick's (swapped) */
   size_t nprev;
+  tprev_t *tprev, *tnext; /* their threads, the same way */
+  size_t ntprev, ntnext, tprev_cap, tnext_cap;
   char (*label)[32]; /* rows' command names, valid until the next call */
   double tck;        /* clock ticks per second */
 } proc_state;
@@ -58,6 +68,8 @@ static void proc_close(void *state) {
   free(s->prev);
   free(s->next);
   free(s->label);
+  free(s->tprev);
+  free(s->tnext);
   free(s);
 }
 
@@ -151,34 +163,36 @@ static long count_fds(const char *root, pid_t pid) {
   return n;
 }
 
-/* Adds the run time and the run-queue wait of thread tid of pid (its
- * schedstat) to *on_cpu and *wait. 0, or -1 with errno. */
-static int add_schedstat(const char *root, pid_t pid, const char *tid,
-                         unsigned long long *on_cpu, unsigned long long *wait) {
+/* Adds the run time of thread tid of pid (its schedstat) to *on_cpu and
+ * appends its run-queue wait to s->tnext (when there is room). 0, or -1
+ * with errno. */
+static int add_schedstat(proc_state *s, const char *root, pid_t pid,
+                         const char *tid, unsigned long long *on_cpu) {
   char path[96], buf[128];
   snprintf(path, sizeof path, "/proc/%d/task/%.20s/schedstat", (int)pid, tid);
   if (mlprof__read_at(root, path, buf, sizeof buf) <= 0) return -1;
   char *end;
   *on_cpu += strtoull(buf, &end, 10);
-  *wait += strtoull(end, &end, 10);
+  unsigned long long wait = strtoull(end, &end, 10);
+  if (s->ntnext < TID_MAX && mlprof__grow(&s->tnext, &s->tnext_cap,
+                                          s->ntnext + 1, sizeof *s->tnext) == 0)
+    s->tnext[s->ntnext++] = (tprev_t){(pid_t)atoi(tid), wait};
   return 0;
 }
 
-/* The run-queue wait (ns, the second field of schedstat: time runnable but
- * not running) summed over the threads of pid into *wait: those in tids
- * (ntids of them) when the tree walk listed them, else those its task
- * directory lists. Returns NULL, or why it cannot be had. A thread that
- * exits takes its wait with it, so the sum may go down between two ticks. */
-static const char *runq_wait(const char *root, pid_t pid, const pid_t *tids,
-                             size_t ntids, unsigned long long *wait) {
+/* Reads the run-queue wait (ns, the second field of schedstat: time
+ * runnable but not running) of each thread of pid into s->tnext: those in
+ * tids (ntids of them) when the tree walk listed them, else those its task
+ * directory lists. Returns NULL, or why it cannot be had. */
+static const char *runq_wait(proc_state *s, const char *root, pid_t pid,
+                             const pid_t *tids, size_t ntids) {
   unsigned long long on_cpu = 0;
   int threads = 0, err = ENOENT;
-  *wait = 0;
   if (tids) {
     for (size_t k = 0; k < ntids; k++) {
       char tid[16];
       snprintf(tid, sizeof tid, "%d", (int)tids[k]);
-      if (add_schedstat(root, pid, tid, &on_cpu, wait) < 0)
+      if (add_schedstat(s, root, pid, tid, &on_cpu) < 0)
         err = errno; /* the thread exited, or no schedstat */
       else
         threads++;
@@ -191,7 +205,7 @@ static const char *runq_wait(const char *root, pid_t pid, const pid_t *tids,
     struct dirent *e;
     while ((e = readdir(d))) {
       if (e->d_name[0] == '.') continue;
-      if (add_schedstat(root, pid, e->d_name, &on_cpu, wait) < 0)
+      if (add_schedstat(s, root, pid, e->d_name, &on_cpu) < 0)
         err = errno;
       else
         threads++;
@@ -201,6 +215,38 @@ static const char *runq_wait(const char *root, pid_t pid, const pid_t *tids,
   if (!threads) return errno_reason(err);
   /* A kernel without sched_info shows "0 0 0" for every thread. */
   return on_cpu ? NULL : "not counted by this kernel (schedstat is 0)";
+}
+
+/* The run-queue wait of the threads read this tick from s->tnext[from] on
+ * since pv's tick, over dt ns: *all, and *before, the part of it waited
+ * before that tick. The kernel adds a wait to a thread's count only when
+ * the thread gets a CPU, all at once: a thread starved over several ticks
+ * shows its whole wait in the interval it got a CPU in, and a wait d that
+ * ended at a time uniform over the interval lies before it by d^2 / 2dt
+ * when d < dt, by d - dt/2 past that (the expected value). A thread seen for
+ * the first time counts its whole wait; one that exited, none. */
+static void runq_delta(const proc_state *s, const prev_t *pv, size_t from,
+                       double dt, double *all, double *before) {
+  const tprev_t *old = s->tprev + pv->tfirst;
+  size_t h = 0;
+  *all = *before = 0;
+  for (size_t k = from; k < s->ntnext; k++) {
+    const tprev_t *t = &s->tnext[k];
+    unsigned long long w0 = 0;
+    /* The threads come in the same order tick after tick: the search
+     * starts where the last one was found. */
+    for (size_t j = 0; j < pv->nt; j++) {
+      size_t at = (h + j) % pv->nt;
+      if (old[at].tid == t->tid) {
+        w0 = old[at].wait;
+        h = at + 1;
+        break;
+      }
+    }
+    double d = t->wait > w0 ? (double)(t->wait - w0) : 0;
+    *all += d;
+    *before += d < dt ? d * d / (2 * dt) : d - dt / 2;
+  }
 }
 
 static const prev_t *find_prev(const proc_state *s, pid_t pid) {
@@ -250,26 +296,33 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
                           s->tck / ((double)(ctx->now_ns - pv->ns) / 1e9) *
                           100.0,
                       NULL);
-    unsigned long long wait = 0;
     const mlprof__tree_threads *th = ctx->threads;
     int listed = th && i < th->npids;
+    size_t tfirst = s->ntnext;
     const char *no_wait =
-        runq_wait(root, pid, listed ? th->tid + th->first[i] : NULL,
-                  listed ? th->first[i + 1] - th->first[i] : 0, &wait);
-    if (no_wait)
+        runq_wait(s, root, pid, listed ? th->tid + th->first[i] : NULL,
+                  listed ? th->first[i + 1] - th->first[i] : 0);
+    if (no_wait) {
       mlprof__row_put(r, "runq_wait_pct", 0, no_wait);
-    else if (!pv || pv->start != st.start || !pv->has_wait)
+      mlprof__row_put(r, "runq_wait_before_pct", 0, no_wait);
+    } else if (!pv || pv->start != st.start || !pv->has_wait) {
       mlprof__row_put(r, "runq_wait_pct", 0, "first sample");
-    else if (ctx->now_ns <= pv->ns)
+      mlprof__row_put(r, "runq_wait_before_pct", 0, "first sample");
+    } else if (ctx->now_ns <= pv->ns) {
       mlprof__row_put(r, "runq_wait_pct", 0, "no time elapsed");
-    else
-      mlprof__row_put(r, "runq_wait_pct",
-                      (double)(wait >= pv->wait ? wait - pv->wait : 0) /
-                          (double)(ctx->now_ns - pv->ns) * 100.0,
-                      NULL);
+      mlprof__row_put(r, "runq_wait_before_pct", 0, "no time elapsed");
+    } else {
+      double dt = (double)(ctx->now_ns - pv->ns), all, before;
+      runq_delta(s, pv, tfirst, dt, &all, &before);
+      mlprof__row_put(r, "runq_wait_pct", all / dt * 100.0, NULL);
+      mlprof__row_put(r, "runq_wait_before_pct", before / dt * 100.0, NULL);
+    }
     if (nnext < PROC_MAX)
       s->next[nnext++] =
-          (prev_t){pid, st.start, ticks, wait, !no_wait, ctx->now_ns};
+          (prev_t){pid,    st.start,          ticks, !no_wait, ctx->now_ns,
+                   tfirst, s->ntnext - tfirst};
+    else
+      s->ntnext = tfirst; /* not remembered: nor are its threads */
 
     /* Kernel threads have no memory lines: those are absent, not 0. */
     unsigned long long v;
@@ -321,6 +374,14 @@ static int proc_sample(void *state, const mlprof__sample_ctx *ctx,
   s->prev = s->next;
   s->next = t;
   s->nprev = nnext;
+  tprev_t *tt = s->tprev;
+  size_t tcap = s->tprev_cap;
+  s->tprev = s->tnext;
+  s->tprev_cap = s->tnext_cap;
+  s->ntprev = s->ntnext;
+  s->tnext = tt;
+  s->tnext_cap = tcap;
+  s->ntnext = 0;
   return rows;
 }
 

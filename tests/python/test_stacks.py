@@ -126,6 +126,33 @@ def test_lock_waiter_and_sleeper_are_off_cpu(build_dir, tmp_path):
     assert "off a CPU (waiting" in text
 
 
+def test_preempted_spinner_is_on_a_cpu(build_dir, tmp_path):
+    """A busy thread that shares its one CPU with three busy loops gets
+    about a quarter of it and waits for it the rest of the time: runnable,
+    so on a CPU, however long it waits between two samples; never off a
+    CPU as if it slept (a loaded machine's spinners were)."""
+    cpu = min(os.sched_getaffinity(0))
+    loops = [subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c",
+                               "while :; do :; done"]) for _ in range(3)]
+    try:
+        _, out = run(build_dir, tmp_path, f"""
+            import os
+            os.sched_setaffinity(0, {{{cpu}}})
+            def spinner():
+                spin(1.0)
+            spinner()
+        """, "--stacks", "200")
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    h = hot(build_dir, out)
+    spinner = func(h, "spinner")
+    # It did wait for its CPU: its process ran well under a core.
+    assert h["cpu_ns"] < 0.7 * spinner["total_ns"], (h["cpu_ns"], spinner)
+    assert spinner["total_cpu_ns"] >= 0.9 * spinner["total_ns"], spinner
+
+
 def test_recursion_500_deep(build_dir, tmp_path):
     _, out = run(build_dir, tmp_path, """
         import sys

@@ -25,6 +25,7 @@ enum {
   M_TOTAL,
   M_RUNQ,
   M_IDLE,
+  M_RUNQ_BEFORE,
   Z_FIRST = 10
 };
 
@@ -68,7 +69,7 @@ static int sb_open(sb *b, const char *const *zones, const uint8_t *cats,
   b->pid = 4242;
   synth_header(b->f, b->pid, 1, 1000, "h", "/usr/bin/train");
   payload p = {.n = 0};
-  p_uv(&p, 7 + n);
+  p_uv(&p, 8 + n);
   p_name(&p, M_CPU, MLPROF__NAME_MEASURE, 0, "cpu_pct");
   p_name(&p, M_RSS, MLPROF__NAME_MEASURE, 0, "rss_bytes");
   p_name(&p, M_UTIL, MLPROF__NAME_MEASURE, 0, "gpu_util_pct");
@@ -76,6 +77,7 @@ static int sb_open(sb *b, const char *const *zones, const uint8_t *cats,
   p_name(&p, M_TOTAL, MLPROF__NAME_MEASURE, 0, "mem_total_bytes");
   p_name(&p, M_RUNQ, MLPROF__NAME_MEASURE, 0, "runq_wait_pct");
   p_name(&p, M_IDLE, MLPROF__NAME_MEASURE, 0, "cpu_idle_pct");
+  p_name(&p, M_RUNQ_BEFORE, MLPROF__NAME_MEASURE, 0, "runq_wait_before_pct");
   for (size_t i = 0; i < n; i++)
     p_name(&p, (uint32_t)(Z_FIRST + i), MLPROF__NAME_ZONE, cats ? cats[i] : 0,
            zones[i]);
@@ -543,6 +545,56 @@ static void test_starved_zone_is_contended_compute(void) {
   CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
   CHECK(finding(&x.f, "io_wait", "crunch"));
   CHECK(isnan(evidence(finding(&x.f, "io_wait", "crunch"), "runq_wait_pct")));
+  built_free(&x);
+}
+
+/* The kernel counts a thread's run-queue wait when the thread gets a CPU,
+ * all at once: "crunch" (40 ms, starved: 4 ms on a CPU, 36 ms runnable)
+ * shows its whole wait in the sample 7 ms into "wait" (asleep 40 ms), 360%
+ * of that 10 ms interval. With the sampler's runq_wait_before_pct (the part
+ * waited before the interval: 36 - 10/2 ms, docs/sampling.md) it goes back over
+ * crunch's intervals, and wait is still a wait; without it (an older
+ * profile) the burst falls on wait as well. */
+static void write_burst(sb *b, int before) {
+  uint64_t t = 0;
+  for (int i = 0; i < 20; i++) {
+    span(b, 0, 0, t, t + 40 * MS);
+    span(b, 1, 0, t + 40 * MS, t + 80 * MS);
+    t += 80 * MS;
+  }
+  for (uint64_t s = 7 * MS; s < t; s += 10 * MS) {
+    int burst = s % (80 * MS) == 47 * MS;
+    int busy = s % (80 * MS) < 47 * MS;
+    sm_room(b);
+    row_begin(&b->sm, MLPROF__SUBJECT_PROCESS, b->pid, 0,
+              (int64_t)s - (int64_t)b->sm_t, 3 + (before != 0));
+    m_valid(&b->sm, M_CPU, busy ? 10 : 2);
+    m_valid(&b->sm, M_RSS, 500e6);
+    m_valid(&b->sm, M_RUNQ, burst ? 360 : 0);
+    if (before) m_valid(&b->sm, M_RUNQ_BEFORE, burst ? 310 : 0);
+    b->sm_t = s;
+  }
+}
+
+static void test_runq_burst_goes_back_to_the_starved_zone(void) {
+  static const char *const zones[] = {"crunch", "wait"};
+  sb b;
+  built x;
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_burst(&b, 1);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  const mlprof__finding *c = finding(&x.f, "compute", "crunch");
+  CHECK(c != NULL && strstr(c->summary, "contended"));
+  CHECK(evidence(c, "runq_wait_pct") >= 60);
+  const mlprof__finding *w = finding(&x.f, "io_wait", "wait");
+  CHECK(w != NULL);
+  CHECK(evidence(w, "runq_wait_pct") < 15);
+  built_free(&x);
+
+  CHECK_EQ(sb_open(&b, zones, NULL, 2), 0);
+  write_burst(&b, 0);
+  CHECK_EQ(sb_build(&b, 1600 * MS, NULL, &x), 0);
+  CHECK(finding(&x.f, "compute", "wait"));
   built_free(&x);
 }
 
@@ -1504,6 +1556,8 @@ const mlprof_test mlprof_tests_findings[] = {
     {"starved_zone_is_contended_compute",
      test_starved_zone_is_contended_compute},
     {"saturated_machine_judged_by_runq", test_saturated_machine_judged_by_runq},
+    {"runq_burst_goes_back_to_the_starved_zone",
+     test_runq_burst_goes_back_to_the_starved_zone},
     {"busy_uncontended_is_plain_compute",
      test_busy_uncontended_is_plain_compute},
     {"parent_classified_on_own_time", test_parent_classified_on_own_time},

@@ -548,13 +548,25 @@ static void test_proc_runq_fixture(void) {
   n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
   CHECK_EQ(n, 1);
   CHECK_VAL(&rows[0], "runq_wait_pct", 30);
+  /* Of it, waited before the previous tick, had each wait ended at a time
+   * uniform over the interval: d^2 / 2dt each, 10 + 2.5 ms, 2.5%. */
+  CHECK_VAL(&rows[0], "runq_wait_before_pct", 2.5);
+  /* Thread 100 was starved: it got a CPU after 800 ms of waiting, which
+   * the kernel counts at once. 800 - 500/2 ms of it lie before this
+   * interval. */
+  put_file(root, "proc/100/task/100/schedstat", "5101000000 1100000000 42\n");
+  c = ctx_at(root, pids, 1, 2000000000ull, 2);
+  n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
+  CHECK_EQ(n, 1);
+  CHECK_VAL(&rows[0], "runq_wait_pct", 160);
+  CHECK_VAL(&rows[0], "runq_wait_before_pct", 110);
 
-  /* Thread 101 exits, taking its wait with it: the sum goes down, and the
-   * share is 0, never negative. */
+  /* Thread 101 exits, taking its wait with it: it counts for nothing,
+   * never less. */
   char gone[PATH_MAX];
   snprintf(gone, sizeof gone, "%s/proc/100/task/101/schedstat", root);
   CHECK_EQ(unlink(gone), 0);
-  c = ctx_at(root, pids, 1, 2000000000ull, 2);
+  c = ctx_at(root, pids, 1, 2500000000ull, 3);
   n = mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why);
   CHECK_EQ(n, 1);
   CHECK_VAL(&rows[0], "runq_wait_pct", 0);
@@ -573,7 +585,7 @@ static void test_proc_runq_fixture(void) {
   c = ctx_at(root, pids, 1, 3000000000ull, 3);
   c.threads = &th;
   CHECK_EQ(mlprof__source_proc.sample(st, &c, rows, 64, why, sizeof why), 1);
-  put_file(root, "proc/100/task/100/schedstat", "5200000000 400000000 42\n");
+  put_file(root, "proc/100/task/100/schedstat", "5200000000 1200000000 43\n");
   put_file(root, "proc/100/task/102/schedstat", "9000000000 999000000 11\n");
   c = ctx_at(root, pids, 1, 3500000000ull, 4);
   c.threads = &th;
