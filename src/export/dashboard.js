@@ -705,12 +705,11 @@
   /* "file:line" of a frame's text, or the native frame itself. */
   function memWhere(t) { var m = /^(.*:\d+) /.exec(t); return m ? m[1] : t; }
   /* A site as the report names it: the program's own Python lines,
-   * innermost first, then the native frame (report.memory.sites). */
+   * innermost first, then the native frame (the site's s[9] and s[10]). */
   function memSiteWhere(s) {
-    var r = arr((R().memory || {}).sites)[s[8]];
-    if (!r) return s[7].length ? memFrameText(s[7][s[7].length - 1]) : '(no stack)';
-    var w = r.python || r.native || '-';
-    return r.python && r.native ? w + ' [' + r.native + ']' : w;
+    var py = s[9], nat = s[10];
+    if (!py && !nat) return s[7].length ? memFrameText(s[7][s[7].length - 1]) : '(no stack)';
+    return py && nat ? py + ' [' + nat + ']' : py || nat;
   }
   function memValue(s) { return mem.by === 'peak' ? s[2] : s[3]; }
   /* The group of steps chosen (its process's step_groups entry), or null. */

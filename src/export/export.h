@@ -39,6 +39,13 @@ int mlprof__export_text(const mlprof__report *r, const mlprof__resources *res,
  * NULL: those fields are then left out). */
 int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
                         const mlprof__findings *f, mlprof__out *o);
+/* mlprof__export_json less what grows with the run's allocation sites and
+ * steps, for the HTML page, whose own "memory" data (html.h) holds what it
+ * draws of them, bounded: "memory" without "sites" and without its
+ * processes' "step_peak_bytes". */
+int mlprof__export_json_page(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f, mlprof__out *o);
 
 /* The zone table (r->order) as CSV with a header row, times in ns. */
 /* The line timings of r (lines.c): a table per function for the text
@@ -53,8 +60,10 @@ void mlprof__fmt_bytes(char *b, size_t len, double v);
  * recorded allocations. Returns 0 or the first error. */
 int mlprof__export_memory_text(const mlprof__report *r, mlprof__out *o);
 /* The report's "memory" member, a leading comma included
- * (docs/json-schema.md). */
-void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o);
+ * (docs/json-schema.md); page: without the sites and the processes' step
+ * peaks (mlprof__export_json_page). */
+void mlprof__export_memory_json(const mlprof__report *r, int page,
+                                mlprof__out *o);
 void mlprof__export_lines_json(const mlprof__report *r, mlprof__out *o);
 
 /* Hot functions from stack samples (hot.c): the text report's sections,

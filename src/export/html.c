@@ -513,7 +513,7 @@ int mlprof__export_html_data(const mlprof__report *r,
   else
     mlprof__out_lit(o, "null");
   mlprof__out_lit(o, ",\n\"report\":");
-  rc = mlprof__export_json(r, res, f, o);
+  rc = mlprof__export_json_page(r, res, f, o);
   mlprof__out_lit(o, ",\n\"tree\":");
   if (!rc && tree)
     rc = tree_json(tree, o);

@@ -75,7 +75,8 @@ typedef struct {
 } mlprof__html_opts;
 
 /* The page's data as one JSON object: {"report": the JSON report
- * (mlprof__export_json, with the findings f when not NULL), "tree": {"names":
+ * (mlprof__export_json_page, with the findings f when not NULL), "tree":
+ * {"names":
  * [...], "nodes": [[name, parent
  * (-1 at the top), total_ns, count], ...]}, "series": [{"subject", "id",
  * "host", "label", "measure", "t": [job ns...], "v": [...]}], "marks": [job
@@ -116,8 +117,10 @@ int mlprof__export_html_data(const mlprof__report *r,
  * "zones": [zone names; "" outside any], "sites": [[process (index in
  * "processes"), zone (index in "zones"), bytes at the process's peak,
  * allocated, count, live at the end, leak bytes per step (0: no leak),
- * [frame ids, outermost first], its index in the report's memory.sites]] (at
- * most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
+ * [frame ids, outermost first], its index in the report's memory.sites
+ * (mlprof__export_json's: the page's report leaves them out), the program's
+ * Python lines and the native frame as the report names them ("": none)]]
+ * (at most MLPROF__HTML_MEM_SITES), "other": per process [at peak, allocated,
  * count, live at end] of the sites left out, "other_sites": how many,
  * "step_sites": [[process, group (index in its "step_groups"), site (index
  * in "sites"; -1: the group's sites left out, summed), allocated there,

@@ -146,7 +146,7 @@ static int step_sites_json(const mlprof__mem_proc *p, size_t k,
 
 /* One site: [process, zone, at peak, allocated, count, live at end, leak
  * bytes per step (0: no leak), [frame ids, outermost first], index in the
- * report's memory.sites]. */
+ * report's memory.sites, Python lines, native frame]. */
 static void site_json(const mlprof__mem_site *s, size_t index, size_t proc,
                       mlprof__out *o, uint32_t *frame_page, uint32_t *used,
                       size_t *nused, int first) {
@@ -177,6 +177,12 @@ static void site_json(const mlprof__mem_site *s, size_t index, size_t proc,
   }
   mlprof__out_lit(o, "],");
   mlprof__out_u64(o, index);
+  mlprof__out_lit(o, ",");
+  mlprof__out_json_str(o, s->python ? s->python : "",
+                       s->python ? strlen(s->python) : 0);
+  mlprof__out_lit(o, ",");
+  mlprof__out_json_str(o, s->native ? s->native : "",
+                       s->native ? strlen(s->native) : 0);
   mlprof__out_lit(o, "]");
 }
 

@@ -634,8 +634,9 @@ static void distributed(const mlprof__dist *d, mlprof__out *o) {
   mlprof__out_lit(o, "}");
 }
 
-int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
-                        const mlprof__findings *f, mlprof__out *o) {
+/* The report; page: for the HTML page (mlprof__export_json_page). */
+static int report_json(const mlprof__report *r, const mlprof__resources *res,
+                       const mlprof__findings *f, int page, mlprof__out *o) {
   mlprof__out_printf(o,
                      "{\"schema\":\"mlprof.report/1\",\"generator\":\"mlprof "
                      "%d.%d.%d\"",
@@ -659,7 +660,7 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   units(r, o);
   open_zones(r, o);
   mlprof__export_lines_json(r, o);
-  mlprof__export_memory_json(r, o);
+  mlprof__export_memory_json(r, page, o);
   mlprof__export_hot_json(r, o);
   resources(res, o);
   if (f) {
@@ -672,6 +673,17 @@ int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
   }
   mlprof__out_lit(o, "\n}\n");
   return o->err;
+}
+
+int mlprof__export_json(const mlprof__report *r, const mlprof__resources *res,
+                        const mlprof__findings *f, mlprof__out *o) {
+  return report_json(r, res, f, 0, o);
+}
+
+int mlprof__export_json_page(const mlprof__report *r,
+                             const mlprof__resources *res,
+                             const mlprof__findings *f, mlprof__out *o) {
+  return report_json(r, res, f, 1, o);
 }
 
 static void json_indices(mlprof__out *o, const size_t *v, size_t n) {

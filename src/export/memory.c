@@ -330,7 +330,8 @@ static void json_site(const mlprof__report *r, const mlprof__memory *m,
   mlprof__out_lit(o, "}");
 }
 
-void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
+void mlprof__export_memory_json(const mlprof__report *r, int page,
+                                mlprof__out *o) {
   const mlprof__memory *m = &r->mem;
   mlprof__out_lit(o, ",\n\"memory\":{\"processes\":[");
   for (size_t i = 0; i < m->nprocs; i++) {
@@ -338,19 +339,22 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
     char dev[32] = "";
     if (p->device >= 0)
       snprintf(dev, sizeof dev, ",\"cuda_device\":%d", p->device);
-    mlprof__out_printf(o,
-                       "%s\n{\"pid\":%" PRIu64
-                       "%s,\"exact\":%s,\"allocs\":%" PRIu64
-                       ",\"frees\":%" PRIu64 ",\"allocated_bytes\":%" PRIu64
-                       ",\"freed_bytes\":%" PRIu64
-                       ",\"live_end_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64
-                       ",\"peak_ns\":%" PRIu64 ",\"step_peak_bytes\":[",
-                       i ? "," : "", p->pid, dev, p->exact ? "true" : "false",
-                       p->allocs, p->frees, p->alloc_bytes, p->freed_bytes,
-                       p->live_end, p->peak, p->peak_t);
-    for (size_t k = 0; k < p->nsteps; k++)
-      mlprof__out_printf(o, "%s%" PRIu64, k ? "," : "", p->step_peak[k]);
-    mlprof__out_lit(o, "],\"peak_se_bytes\":");
+    mlprof__out_printf(
+        o,
+        "%s\n{\"pid\":%" PRIu64 "%s,\"exact\":%s,\"allocs\":%" PRIu64
+        ",\"frees\":%" PRIu64 ",\"allocated_bytes\":%" PRIu64
+        ",\"freed_bytes\":%" PRIu64 ",\"live_end_bytes\":%" PRIu64
+        ",\"peak_bytes\":%" PRIu64 ",\"peak_ns\":%" PRIu64,
+        i ? "," : "", p->pid, dev, p->exact ? "true" : "false", p->allocs,
+        p->frees, p->alloc_bytes, p->freed_bytes, p->live_end, p->peak,
+        p->peak_t);
+    if (!page) {
+      mlprof__out_lit(o, ",\"step_peak_bytes\":[");
+      for (size_t k = 0; k < p->nsteps; k++)
+        mlprof__out_printf(o, "%s%" PRIu64, k ? "," : "", p->step_peak[k]);
+      mlprof__out_lit(o, "]");
+    }
+    mlprof__out_lit(o, ",\"peak_se_bytes\":");
     mlprof__out_f64(o, sqrt(p->peak_var));
     mlprof__out_lit(o, ",\"sampling_mean_bytes\":");
     mlprof__out_f64(o, p->mean);
@@ -375,10 +379,14 @@ void mlprof__export_memory_json(const mlprof__report *r, mlprof__out *o) {
     mlprof__out_f64(o, sqrt(z->peak_var));
     mlprof__out_lit(o, "}");
   }
-  mlprof__out_lit(o, "],\n\"sites\":[");
-  for (size_t i = 0; i < m->nsites; i++) {
-    mlprof__out_str(o, i ? ",\n" : "\n");
-    json_site(r, m, &m->sites[i], o);
+  mlprof__out_lit(o, "]");
+  if (!page) {
+    mlprof__out_lit(o, ",\n\"sites\":[");
+    for (size_t i = 0; i < m->nsites; i++) {
+      mlprof__out_str(o, i ? ",\n" : "\n");
+      json_site(r, m, &m->sites[i], o);
+    }
+    mlprof__out_lit(o, "]");
   }
-  mlprof__out_lit(o, "]}");
+  mlprof__out_lit(o, "}");
 }

@@ -7,6 +7,7 @@ allocated), its filters and hover work, and the leak links to its site.
 Screenshots go to build/screenshots/."""
 import json
 import re
+import sys
 
 import pytest
 
@@ -159,4 +160,39 @@ def test_process_filter_with_two_processes(open_page, tmp):
         raise AssertionError("no process shows zone child")
     page.select_option("#mem-proc", "-1")
     assert "zone child" in {f[0] for f in frames(page, 1)}
+    assert p.errors == []
+
+
+def test_site_details_of_a_page_with_many_sites(open_page, tmp):
+    """A run of 5000 allocation sites: the page keeps 2000 of them
+    (docs/memory.md) and no report sites of its own, yet each shown site
+    is named as the report names it, and a click shows it in the flame
+    graph."""
+    script = tmp / "many_sites.py"
+    script.write_text("kept = [bytearray(40 << 20)]\n" +
+                      "kept.append(bytearray(2048))\n" * 5000 + "print(len(kept))\n")
+    out = tmp / "many-sites"
+    run(["run", "-q", "--memory=all", "-o", out, "--", sys.executable, script])
+    file = tmp / "many-sites.html"
+    run(["html", out, "-o", file])
+    rep = json.loads(run(["report", out, "--format", "json"]))
+    big = next(s for s in rep["memory"]["sites"] if s["python"] == "%s:1 <module>" % script)
+    assert len(rep["memory"]["sites"]) > 5000
+    p = open_page(file.as_uri() + "#memory")
+    page = p.page
+    page.wait_for_selector("#mem-peak-0")
+    page.click("#mem-peak-0")
+    page.wait_for_selector("#mem-peak-sites")
+    rows = page.eval_on_selector_all(
+        "#mem-peak-sites tr", "(r) => r.slice(1).map((t) => Array.from(t.children).map((c) => c.textContent))")
+    assert rows[0][1] == "41.9 MB"
+    assert rows[0][5] == "%s [%s]" % (big["python"], big["native"])
+    # Every row names a line of the program or another site of the report.
+    names = {"%s [%s]" % (s["python"], s["native"]) if s["python"] and s["native"]
+             else s["python"] or s["native"] for s in rep["memory"]["sites"]}
+    assert len(rows) == 20 and all(r[5] in names for r in rows)
+    page.click("#mem-peak-sites tr:nth-child(2)")
+    page.wait_for_selector("#mem-flame rect.marked")
+    marked = page.eval_on_selector_all("#mem-flame rect.marked", "(r) => r.map((x) => x.dataset.name)")
+    assert "%s:1 <module>" % script in marked
     assert p.errors == []

@@ -511,11 +511,53 @@ def test_html_carries_the_live_bytes_series_and_sites(tmp_path):
     assert leak[0][6] == pytest.approx(MIB, rel=0.01)
     want = next(s for s in sites if s["leak"])["native"]
     assert [mem["frames"][f] for f in leak[0][7]] == ["[" + want + "]"]
-    # Each site points at the report's own (its lines as the report says).
+    # Each site points at the report's own and names it as the report
+    # does: the page carries its lines, not the report's sites.
     for s in mine:
         r = rep["memory"]["sites"][s[8]]
         assert (r["zone"], r["at_peak_bytes"], r["allocated_bytes"]) == \
             (mem["zones"][s[1]], s[2], s[3])
+        assert (s[9], s[10]) == (r["python"], r["native"])
+    assert "sites" not in html_data(page)["report"]["memory"]
+
+
+def many_sites(tmp_path, n):
+    """A Python program allocating 2 kB from each of n distinct lines, every
+    allocation recorded: (its JSON report, its page)."""
+    script = tmp_path / ("many%d.py" % n)
+    script.write_text("kept = []\n" + "kept.append(bytearray(2048))\n" * n +
+                      "print('done', len(kept))\n")
+    out = tmp_path / ("many%d" % n)
+    r = mlprof("run", "-q", "--memory=all", "-o", out, "--",
+               sys.executable, script)
+    assert r.stdout == "done %d\n" % n, r.stderr
+    page = tmp_path / ("many%d.html" % n)
+    mlprof("html", out, "-o", page)
+    return report_json(out), page
+
+
+def test_html_stays_bounded_whatever_the_number_of_sites(tmp_path):
+    """The page holds at most 2000 sites (MLPROF__HTML_MEM_SITES) with what
+    it shows of them, and the report it embeds none: four times the sites
+    make the JSON report about four times larger, not the page."""
+    small_rep, small = many_sites(tmp_path, 2500)
+    big_rep, big = many_sites(tmp_path, 10000)
+    for rep, page, n in ((small_rep, small, 2500), (big_rep, big, 10000)):
+        _, sites = own(rep)
+        assert len(sites) >= n  # mlprof report keeps every site
+        data = html_data(page)
+        mem = data["memory"]
+        assert len(mem["sites"]) == 2000 and mem["other_sites"] >= n - 2000
+        assert "sites" not in data["report"]["memory"]
+        # The page's sites name their lines as the report does.
+        for s in mem["sites"]:
+            r = rep["memory"]["sites"][s[8]]
+            assert (s[9], s[10]) == (r["python"], r["native"])
+        script = str(page.with_suffix(".py")) + ":"
+        assert sum(s[9].startswith(script) for s in mem["sites"]) > 1000
+    grown = big.stat().st_size - small.stat().st_size
+    assert len(json.dumps(big_rep)) > 3 * len(json.dumps(small_rep))
+    assert grown < 0.1 * small.stat().st_size, (small.stat().st_size, grown)
 
 
 def test_html_sites_carry_their_whole_python_stack(tmp_path):
