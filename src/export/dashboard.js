@@ -943,11 +943,13 @@
     });
     g.appendChild(sv('text', {x: L, y: procs.length * rowH + 18, text: '0'}));
     g.appendChild(sv('text', {x: W - 10, y: procs.length * rowH + 18, 'text-anchor': 'end', text: fmtNs(wall)}));
-    var th = arr(R().threads);
+    /* Tracks as the text report shows them: "track" for a tid, none that
+     * holds no span (torch's CUDA allocator history: allocations only). */
+    var th = arr(R().threads).filter(function (t) { return !t.track || t.spans || t.dropped; });
     return [card('Process tree', el('div', {class: 'tree'}, el('ul', null, roots.map(item)))),
       card('Process lifetimes on the job timeline', g),
       card('Threads', el('table', null, [el('tr', null, ['pid', 'tid', 'name', 'spans', 'busy', 'steps', 'mean step'].map(function (h) { return el('th', {text: h}); }))].concat(th.map(function (t) {
-        return el('tr', null, [el('td', {text: t.pid}), el('td', {text: t.tid}), el('td', {class: 'name', text: t.name}), el('td', {text: t.spans}), el('td', {text: fmtNs(t.busy_ns)}), el('td', {text: t.steps}), el('td', {text: t.steps > 1 ? fmtNs(t.step_mean_ns) : '–'})]);
+        return el('tr', null, [el('td', {text: t.pid}), el('td', {text: t.track ? 'track' : t.tid}), el('td', {class: 'name', text: t.name}), el('td', {text: t.spans}), el('td', {text: fmtNs(t.busy_ns)}), el('td', {text: t.steps}), el('td', {text: t.steps > 1 ? fmtNs(t.step_mean_ns) : '–'})]);
       }))))];
   }
 

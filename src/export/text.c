@@ -187,8 +187,18 @@ static int procs_section(const mlprof__report *r, mlprof__out *o) {
   return mlprof__table_print(&t, o);
 }
 
+/* A track that holds no span (torch's CUDA allocator history, recorded by
+ * mlprof_track_allocs, holds allocations only): no row of the thread table,
+ * whose figures are spans'. */
+static int spanless_track(const mlprof__thread_stats *th) {
+  return th->tid >= MLPROF__TRACK_TID_BASE && !th->spans && !th->dropped;
+}
+
 static int threads_section(const mlprof__report *r, mlprof__out *o) {
-  if (!r->nthreads) return 0;
+  size_t rows = 0;
+  for (size_t i = 0; i < r->nthreads; i++)
+    rows += !spanless_track(&r->threads[i]);
+  if (!rows) return 0;
   mlprof__out_lit(o, "\nThreads (busy: time in top-level zones)\n");
   static const char *const heads[] = {"pid",  "tid",   "name",   "spans",
                                       "busy", "busy%", "dropped"};
@@ -197,6 +207,7 @@ static int threads_section(const mlprof__report *r, mlprof__out *o) {
   for (size_t i = 0; i < r->nthreads; i++) {
     const mlprof__thread_stats *th = &r->threads[i];
     uint64_t wall = r->procs[th->proc].wall_ns;
+    if (spanless_track(th)) continue;
     mlprof__table_cell(&t, "%" PRIu64, th->pid);
     if (th->tid >= MLPROF__TRACK_TID_BASE)
       mlprof__table_cell(&t, "track");

@@ -781,3 +781,32 @@ def test_distributed_view_4_open_mpi_ranks_the_straggler_collectives_rank_x_rank
     # A run of one process has no Distributed tab.
     plain = open_page(static_report.as_uri())
     assert plain.page.eval_on_selector_all("#tab-distributed", "(x) => x.length") == 0
+
+
+def test_processes_view_threads_table_shows_tracks_as_the_report_does(tmp, open_page):
+    """A track of spans is a row with "track" for its tid; a track that
+    holds allocations alone (mlprof_track_allocs, as torch's CUDA memory
+    history) is no row of the threads table, as in mlprof report."""
+    prof = tmp / "tracks.mlprof"
+    python(tmp, ["import sys, time", "import mlprof", "from mlprof import _mlprof",
+                 "with mlprof.Profiler(output=sys.argv[1]) as prof:",
+                 "    with mlprof.zone('work'):",
+                 "        t = time.monotonic_ns()",
+                 "    prof.track_spans('ops', [('op', 'user', t, t + 1000)])",
+                 "    _mlprof.track_allocs('CUDA memory cuda:0', 'cuda:0', [[('f.py', 1, 'f')]],",
+                 "                         [(t, 4096, 1 << 20, 0)])"], prof)
+    file = tmp / "tracks.html"
+    run(["html", prof, "-o", file])
+    rep = json.loads(run(["report", prof, "--format", "json"]))
+    track = [t for t in rep["threads"] if t["name"] == "CUDA memory cuda:0"]
+    assert len(track) == 1 and track[0]["track"] and track[0]["spans"] == 0
+    p = open_page(file.as_uri() + "#processes")
+    page = p.page
+    page.wait_for_selector("#main table")
+    rows = page.eval_on_selector_all(
+        "#main .card table tr", "(r) => r.slice(1).map((t) => Array.from(t.children).map((c) => c.textContent))")
+    names = {r[2]: r[1] for r in rows if len(r) == 7}
+    assert names.get("ops") == "track", rows
+    assert "CUDA memory cuda:0" not in names, rows
+    assert any(tid.isdigit() for tid in names.values()), rows
+    assert p.errors == []

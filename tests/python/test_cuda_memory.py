@@ -463,6 +463,11 @@ def test_history_in_the_profile_beside_cpu_memory(tmp_path, build_dir):
                           capture_output=True, text=True).stdout
     assert " cuda:0: peak 14.7 MB live at " in text, text
     assert "(CUDA, torch's allocator history)" in text
+    # The history's track holds no span: no row of the thread table, which
+    # still has the process's own thread.
+    threads = text.split("\nThreads (")[1].split("\n\n")[0]
+    assert "CUDA memory" not in threads and "track" not in threads, threads
+    assert len(threads.splitlines()) >= 3, threads
     act = "/home/u/train.py:50 forward < /home/u/train.py:90 main"
     rows = [line.split() for line in text.splitlines() if act in line]
     # pid, zone, at peak, allocated, count, live at end: the reader's.
@@ -480,6 +485,8 @@ def test_history_in_the_profile_beside_cpu_memory(tmp_path, build_dir):
     assert cuda[0]["allocated_bytes"] == 18 * MIB
     assert cuda[0]["live_end_bytes"] == 3 * MIB
     assert cuda[0]["exact"] is True
+    track = [t for t in j["threads"] if t["name"] == "CUDA memory cuda:0"]
+    assert len(track) == 1 and track[0]["track"] and track[0]["spans"] == 0
     sites = {(s["zone"], s["python"]): s for s in j["memory"]["sites"]}
     fwd = sites[("cuda:0", act)]
     assert (fwd["allocated_bytes"], fwd["count"], fwd["at_peak_bytes"]) == \
