@@ -309,9 +309,12 @@ def analyze(snap, top=10, points=TIMELINE_POINTS):
     for i, t in enumerate(traces):
         _need(type(t) is list, "device_traces[%d]" % i, "is not a list")
     devs = sorted(set(by_dev) | {i for i, t in enumerate(traces) if t})
+    # A profile's CPU allocations (profile_snapshot) name their profile.
+    src = snap.get(PROFILE_KEY)
+    _need(src is None or type(src) is str, PROFILE_KEY, "is not a string")
     return {"devices": [_device(by_dev.get(d, []), traces[d]
                                 if d < len(traces) else [], d, top, points)
-                        for d in devs]}
+                        for d in devs], PROFILE_KEY: src}
 
 
 # ---- output ---------------------------------------------------------------
@@ -342,15 +345,25 @@ def _when(d, x):
 
 def format_text(summary, path=""):
     """The summary as lines a person reads in a terminal."""
-    out = ["CUDA memory snapshot%s" % (" " + path if path else "")]
+    src = summary.get(PROFILE_KEY)
+    if src:
+        out = ["Memory snapshot%s: the CPU allocations recorded in the "
+               "mlprof profile %s (mlprof memory-snapshot --from), not CUDA "
+               "memory" % (" " + path if path else "", src)]
+    else:
+        out = ["CUDA memory snapshot%s" % (" " + path if path else "")]
     if not summary["devices"]:
         out.append("  no segments and no history: nothing was allocated")
     for d in summary["devices"]:
-        out.append("device %d: %s reserved in %d segments, %s allocated in "
-                   "%d blocks at the snapshot" % (
-                       d["device"], _bytes(d["reserved_bytes"]),
-                       d["segments"], _bytes(d["allocated_bytes"]),
-                       d["active_blocks"]))
+        if src:
+            out.append("process memory (device %d of the snapshot; no "
+                       "segments)" % d["device"])
+        else:
+            out.append("device %d: %s reserved in %d segments, %s allocated "
+                       "in %d blocks at the snapshot" % (
+                           d["device"], _bytes(d["reserved_bytes"]),
+                           d["segments"], _bytes(d["allocated_bytes"]),
+                           d["active_blocks"]))
         if d["trace_entries"]:
             out.append("  history: %d entries; peak %s live at %s%s" % (
                 d["trace_entries"], _bytes(d["peak_bytes"]),
@@ -475,6 +488,9 @@ def main(argv):
 # ---- a profile's allocations as a snapshot --------------------------------
 
 ZONE_FILE = "<mlprof zone>"  # the outermost frame of an allocation in a zone
+# The key of a profile's snapshot that names the profile (its path): what
+# tells its CPU allocations from a CUDA snapshot of torch's.
+PROFILE_KEY = "mlprof_profile"
 
 
 def _is_cuda_zone(zone):
@@ -485,7 +501,8 @@ def _is_cuda_zone(zone):
 def profile_snapshot(path):
     """The allocations recorded in profile `path` (one process's .mlprof
     file) as a memory snapshot in torch's format, which memory_viz opens:
-    {"segments": [], "device_traces": [trace]}, trace the allocations and
+    {"segments": [], "device_traces": [trace], PROFILE_KEY: path (made
+    absolute)}, trace the allocations and
     frees of the process's own memory replayed in time order over every
     thread: per allocation {"action": "alloc", "addr", "size", "stream": 0,
     "time_us" (Unix time), "frames": [{"filename", "line", "name"}],
@@ -561,7 +578,8 @@ def profile_snapshot(path):
             if old is not None:
                 trace.append(_free_entry("free_requested", addr, old, us))
                 trace.append(_free_entry("free_completed", addr, old, us))
-    return {"segments": [], "device_traces": [trace]}
+    return {"segments": [], "device_traces": [trace],
+            PROFILE_KEY: os.path.abspath(path)}
 
 
 def _free_entry(action, addr, alloc, us):

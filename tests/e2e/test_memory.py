@@ -651,6 +651,7 @@ def test_memory_viz_snapshot_of_a_known_workload(tmp_path):
     with open(snap_path, "rb") as f:
         snap = pickle.load(f)
     assert snap["segments"] == [] and len(snap["device_traces"]) == 1
+    assert snap["mlprof_profile"] == os.path.abspath(prof)
     trace = snap["device_traces"][0]
     by_zone = {}
     for e in trace:
@@ -702,6 +703,19 @@ def test_memory_viz_snapshot_of_a_known_workload(tmp_path):
     assert r.returncode == 0, r.stderr
     d, = json.loads(r.stdout)["devices"]
     assert d["allocated_bytes"] == 0 and d["trace_entries"] == len(trace)
+    assert json.loads(r.stdout)["mlprof_profile"] == os.path.abspath(prof)
+    # Read as text, it says what it is: a profile's CPU memory.
+    r = subprocess.run([sys.executable, "-m", "mlprof", "memory-snapshot",
+                        str(snap_path)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[:2]
+    assert head == [
+        "Memory snapshot %s: the CPU allocations recorded in the mlprof "
+        "profile %s (mlprof memory-snapshot --from), not CUDA memory"
+        % (snap_path, os.path.abspath(prof)),
+        "process memory (device 0 of the snapshot; no segments)"], head
+    assert "CUDA memory snapshot" not in r.stdout
     # A directory, or a file that is no profile: one line, exit 2.
     for bad in (out, snap_path):
         r = subprocess.run([sys.executable, "-m", "mlprof",
