@@ -144,7 +144,11 @@ def test_compiled_model_training(build_dir, tmp_path, plain_train):
     assert counts["torch.compile"] >= 1, counts
     comp = [z for z in rep["zones"] if z["name"] == "torch.compile"][0]
     net = [z for z in rep["zones"] if z["name"] == "Net"][0]
-    assert comp["total_ns"] <= net["max_ns"] + 1000 * counts["torch.compile"]
+    # A second compilation (AOTAutograd's backward graph, compiled lazily)
+    # runs inside backward's first call.
+    bw = [z for z in rep["zones"] if z["name"] == "backward"][0]
+    assert comp["total_ns"] <= net["max_ns"] + bw["max_ns"] + \
+        1000 * counts["torch.compile"]
     steps = rep["steps"]
     assert steps["source"] == "marks" and steps["count"] == 11
     parts = {p["part"]: p["total_ns"] for p in steps["parts"]}
