@@ -947,21 +947,18 @@ static void track_allocs_flush(mlprof__writer *w, track *tr, ext_alloc *a,
   for (size_t k = 0; k < n; k++) {
     const mlprof__ext_alloc *e = &a[k].a;
     uint64_t ns = e->t > a0 ? e->t - a0 : 0;
-    uint8_t *q;
     if (!e->size) {
-      if ((q = alloc_record(w, &tr->stream, MLPROF__ALLOC_FREE, ns, 10)))
-        w->allocs.len = (size_t)(mlprof__put_uv(q, e->addr) - w->allocs.p);
+      put_free(w, &tr->stream, ns, e->addr);
       continue;
     }
-    uint32_t zone = name_id(w, a[k].zone, MLPROF__NAME_ZONE);
-    if (!(q = alloc_record(w, &tr->stream, MLPROF__ALLOC_ALLOC, ns, 50)))
-      continue;
-    q = mlprof__put_uv(q, e->size);
-    q = mlprof__put_uv(q, e->size); /* every one recorded: weight = size */
-    q = mlprof__put_uv(q, e->addr);
-    q = mlprof__put_uv(q, zone);
-    q = mlprof__put_uv(q, e->stack);
-    w->allocs.len = (size_t)(q - w->allocs.p);
+    /* Every one recorded: its weight is its size. */
+    mlprof__fold_rec r = {.ns = ns,
+                          .addr = e->addr,
+                          .size = e->size,
+                          .weight = e->size,
+                          .stack = e->stack,
+                          .zone = name_id(w, a[k].zone, MLPROF__NAME_ZONE)};
+    put_alloc(w, &tr->stream, &r);
   }
   allocs_flush(w);
 }
