@@ -657,7 +657,11 @@ def history_start(torch, profile_path, environ=os.environ):
         except Exception:
             return  # the program's exit is never disturbed
         try:
-            with open(path, "wb") as f:
+            # A new file only, never through a link: the profile's folder
+            # may be shared, and someone may have put a name there first.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                         os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as f:
                 pickle.dump(snap, f)
         except Exception:
             pass

@@ -342,6 +342,22 @@ def test_history_start_on_torch_api(monkeypatch, tmp_path):
     assert mem.calls == []
 
 
+def test_history_never_writes_through_a_planted_link(monkeypatch, tmp_path):
+    """The profile's folder may be shared: a link put at the snapshot's name
+    by someone else is not followed, its target not overwritten."""
+    registered = []
+    monkeypatch.setattr("atexit.register", registered.append)
+    torch, mem = fake_torch(True)
+    prof = str(tmp_path / "123.mlprof")
+    target = tmp_path / "victim"
+    target.write_text("keep me")
+    os.symlink(target, prof + ".cuda-memory.pickle")
+    path, why = cm.history_start(torch, prof, {cm.HISTORY_ENV: "1"})
+    registered[0]()
+    assert target.read_text() == "keep me"
+    assert ("snapshot",) in mem.calls  # the history is still taken
+
+
 def test_console_script_runs_it_in_python(tmp_path, monkeypatch, capsys):
     from mlprof import __main__ as entry
     p = write(tmp_path, snapshot())
