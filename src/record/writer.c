@@ -1320,6 +1320,23 @@ static int writer_create(mlprof__writer *w) {
   }
   w->dev = st.st_dev;
   w->ino = st.st_ino;
+  /* Here, not in mlprof__writer_open: every block of the writer's is its
+   * own thread's, never one of the opening thread's arena (the main one, in
+   * glibc), so that a child made without fork handlers never finds that
+   * arena's lock held by the writer (the program's own threads never take
+   * it: tests/e2e/test_memory.py). */
+  uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
+  if (!fh) {
+    close(w->fd);
+    w->fd = -1;
+    errno = ENOMEM;
+    return MLPROF_ENOMEM;
+  }
+  memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
+  memcpy(fh, MLPROF__FILE_MAGIC, 8);
+  mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
+  mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
+  w->out.len = MLPROF__FILE_HEADER_SIZE;
   put_header(w);
   out_flush(w);
   if (w->failed) {
@@ -1343,16 +1360,6 @@ int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
   w->leaf = leaf;
   const char *fold = mlprof__env(MLPROF__ENV_MEMORY_FOLD);
   w->fold_off = fold && !strcmp(fold, "0");
-  uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
-  if (!fh) {
-    free(w);
-    return MLPROF_ENOMEM;
-  }
-  memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
-  memcpy(fh, MLPROF__FILE_MAGIC, 8);
-  mlprof__put_u16(fh + 8, MLPROF__FORMAT_MAJOR);
-  mlprof__put_u16(fh + 10, MLPROF__FORMAT_MINOR);
-  w->out.len = MLPROF__FILE_HEADER_SIZE;
   pthread_once(&wake_once, wake_init);
   sem_init(&w->ready, 0, 0);
   pthread_mutex_init(&w->pending_lock, NULL);
