@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../record/internal.h"
@@ -145,18 +146,45 @@ static int table_sigaction(int i, const struct sigaction *act,
   return rc;
 }
 
+/* The table's lock where this process owns the table: a child made without
+ * fork handlers may have a copy of it held by a thread it does not have. */
+static int lock_here(sigset_t *old) {
+  if (atomic_load(&armed) != getpid()) return 0;
+  lock(old);
+  return 1;
+}
+
+void mlprof__signals_discard(int sig, void *handler) {
+  sigset_t mask;
+  int locked = lock_here(&mask);
+  mlprof__ksigaction k, ign = {SIG_IGN, 0, NULL, 0};
+  /* SIG_IGN drops the signal wherever it is pending, blocked or not
+   * (POSIX); then the very disposition read comes back. Only while the
+   * handler is still the one named: the program may have taken it. */
+  if (syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof k.mask) == 0 &&
+      k.handler == handler &&
+      syscall(SYS_rt_sigaction, sig, &ign, NULL, sizeof k.mask) == 0)
+    syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
+  if (locked) unlock(&mask);
+}
+
 static int any_sigaction(int sig, const struct sigaction *act,
                          struct sigaction *old) {
   int native = mlprof__native_signal();
   if (native && sig == native) {
     /* The stack sampler's signal (src/record/native.c): the program's now.
-     * It reads SIG_DFL where mlprof's handler stood. */
+     * It reads SIG_DFL where mlprof's handler stood. Under the table's lock,
+     * so that a discard (above) never puts mlprof's handler back over it. */
+    sigset_t mask;
+    int locked = lock_here(&mask);
     if (act) mlprof__native_give_up(sig);
-    int rc = real(sig, act, old);
+    int rc = real(sig, act, old), err = errno;
+    if (locked) unlock(&mask);
     if (rc == 0 && old) {
       memset(old, 0, sizeof *old);
       old->sa_handler = SIG_DFL;
     }
+    errno = err;
     return rc;
   }
   int i = slot_of(sig);

@@ -352,6 +352,19 @@ MLPROF__HIDDEN int mlprof__cupti_capture(void);
  * across fork() and hand it to the child. */
 MLPROF__HIDDEN void mlprof__signals_take(void (*fn)(int, siginfo_t *, void *));
 MLPROF__HIDDEN void mlprof__signals_die(int sig);
+/* The kernel's struct sigaction, for the rt_sigaction system call itself
+ * (past the interposed sigaction, which answers SIG_DFL for the stack
+ * sampler's signal). */
+typedef struct {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  uint64_t mask;
+} mlprof__ksigaction;
+/* Drops sig wherever it is pending in the process (the stack sampler's
+ * request that a thread blocking it never took), leaving the disposition as
+ * it was; nothing when the kernel's handler is no longer `handler`. */
+MLPROF__HIDDEN void mlprof__signals_discard(int sig, void *handler);
 MLPROF__HIDDEN void mlprof__signals_fork_prepare(void);
 MLPROF__HIDDEN void mlprof__signals_fork_parent(void);
 MLPROF__HIDDEN void mlprof__signals_fork_child(void);

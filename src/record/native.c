@@ -14,7 +14,9 @@
  * acts only on a request of the sampler meant for its own thread, and stays
  * installed but inert once the sampler stops: a signal of ours still in
  * flight then does nothing, where SIG_DFL would end the process. A signal
- * anyone else sends gets SIG_DFL's action (as_default). */
+ * anyone else sends gets SIG_DFL's action (as_default). A request the
+ * thread does not take in time is withdrawn and its signal dropped
+ * (mlprof__signals_discard): the thread may have blocked it meanwhile. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -52,18 +54,9 @@ static const char *_Atomic why = "no real-time signal is free";
  * or a sanitizer's that calls ours (TSan's). */
 static void *_Atomic kernel_handler;
 
-/* The kernel's struct sigaction, for the system call itself: the
- * interposed sigaction answers SIG_DFL for our signal. */
-typedef struct {
-  void *handler;
-  unsigned long flags;
-  void *restorer;
-  uint64_t mask;
-} kernel_sigaction;
-
 /* The kernel's handler of signal s, NULL when unknown. */
 static void *kernel_handler_of(int s) {
-  kernel_sigaction k;
+  mlprof__ksigaction k;
   if (syscall(SYS_rt_sigaction, s, NULL, &k, sizeof k.mask) != 0) return NULL;
   return k.handler;
 }
@@ -74,7 +67,7 @@ static void *kernel_handler_of(int s) {
  * is sent again to this thread, where it waits, blocked, until the handler
  * returns. */
 static void as_default(int s) {
-  kernel_sigaction k = {SIG_DFL, 0, NULL, 0};
+  mlprof__ksigaction k = {SIG_DFL, 0, NULL, 0};
   atomic_store(&given_up, 1);
   atomic_store_explicit(&active, 0, memory_order_release);
   if (syscall(SYS_rt_sigaction, s, &k, NULL, sizeof k.mask) == 0)
@@ -201,9 +194,12 @@ long mlprof__native_capture(uint32_t tid, uintptr_t *pcs, size_t max,
     uint64_t now = mlprof__mono_ns();
     if (now >= until) {
       int expect = ASKED;
-      /* Not taken yet: withdrawn (the handler, when it runs, does
-       * nothing). Taken: it finishes shortly; the next capture waits. */
-      atomic_compare_exchange_strong(&req.state, &expect, IDLE);
+      /* Not taken yet: withdrawn, and the signal dropped, so that a thread
+       * that blocked it after the sampler read its mask is not left with
+       * it pending (sigpending, sigwait) when the handler would do nothing
+       * anyway. Taken: it finishes shortly; the next capture waits. */
+      if (atomic_compare_exchange_strong(&req.state, &expect, IDLE))
+        mlprof__signals_discard(s, atomic_load(&kernel_handler));
       return expect == ASKED || expect == BUSY ? -2 : -1;
     }
     uint64_t left = until - now;
