@@ -573,13 +573,13 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
       r->total_var += v;
       if (p) {
         mlprof__mem_zone *z = &m->zones[k->zone];
-        z->alloc_bytes += e->weight;
+        z->alloc_bytes = sat_add(z->alloc_bytes, e->weight);
         z->alloc_count++;
         if (r->zlive[k->zone] > z->peak) {
           z->peak = r->zlive[k->zone];
           z->peak_var = r->zvar[k->zone];
         }
-        p->alloc_bytes += e->weight;
+        p->alloc_bytes = sat_add(p->alloc_bytes, e->weight);
         p->allocs++;
       }
       if (r->total > r->peak) {
@@ -606,9 +606,10 @@ static int run(mlprof__memory_builder *b, replay *r, size_t stop,
       r->zvar[k->zone] = fmax(0, r->zvar[k->zone] - v);
       r->total_var = fmax(0, r->total_var - v);
       if (p) {
-        m->zones[k->zone].freed_bytes += a->weight;
+        m->zones[k->zone].freed_bytes =
+            sat_add(m->zones[k->zone].freed_bytes, a->weight);
         m->zones[k->zone].freed_count++;
-        p->freed_bytes += a->weight;
+        p->freed_bytes = sat_add(p->freed_bytes, a->weight);
       }
     }
     if (p && p->live_t) series_point(r, p, e->t, before);
@@ -748,7 +749,7 @@ static int step_groups(mlprof__memory_builder *b, mlprof__mem_proc *p,
       mlprof__mem_step_site *x =
           step_site(p, &idx, &cap, (uint32_t)g, e->site, sidx[e->site]);
       if (!x) goto out;
-      x->alloc_bytes += e->weight;
+      x->alloc_bytes = sat_add(x->alloc_bytes, e->weight);
       x->alloc_count++;
     }
   }
@@ -873,7 +874,7 @@ static int replay_space(mlprof__memory_builder *b, int32_t device,
   for (size_t i = 0; i < b->nrecs; i++)
     if (b->recs[i].site != UINT32_MAX) {
       mlprof__mem_site *x = &ss[sidx[b->recs[i].site]];
-      x->alloc_bytes += b->recs[i].weight;
+      x->alloc_bytes = sat_add(x->alloc_bytes, b->recs[i].weight);
       x->alloc_count++;
       x->alloc_var += rec_var(&b->recs[i]);
     }

@@ -2,8 +2,9 @@
  * the registered walker (stack.h) for every Python thread's stack, interns
  * it, reads how much CPU time the thread used since its previous sample
  * (its CPU-time clock, no file) and queues the sample for the writer. It
- * never stops or signals the program's threads: the walker reads their
- * frames as they run.
+ * never stops the program's threads: the walker reads their frames as they
+ * run. Only with native stacks asked for does it signal one, on a CPU and
+ * not blocking the signal, whose handler unwinds itself (native.c).
  *
  * What a tick costs is mostly system calls, so a thread that used no CPU
  * time since its previous sample (asleep, waiting on a lock, for I/O, for
