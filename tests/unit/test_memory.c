@@ -206,6 +206,23 @@ static void test_folded_sums(void) {
   CHECK_EQ_U64(zone_named(m, "z")->alloc_count, UINT64_MAX);
   CHECK_EQ_U64(m->sites[0].alloc_bytes, UINT64_MAX);
   mlprof__memory_free(&x.m);
+
+  /* Single allocations (tag 1) whose weights claim near 2^64 each: the
+   * allocated and freed totals stop at UINT64_MAX too. */
+  begin(&x);
+  zone(&x, 1, "z");
+  alloc(&x, 1, 10, 0x1000, 100, UINT64_MAX - 1, 1);
+  alloc(&x, 1, 20, 0x2000, 100, UINT64_MAX - 1, 1);
+  release(&x, 1, 30, 0x1000);
+  release(&x, 1, 40, 0x2000);
+  finish(&x);
+  m = &x.m;
+  CHECK_EQ_U64(m->procs[0].alloc_bytes, UINT64_MAX);
+  CHECK_EQ_U64(m->procs[0].freed_bytes, UINT64_MAX);
+  CHECK_EQ_U64(zone_named(m, "z")->alloc_bytes, UINT64_MAX);
+  CHECK_EQ_U64(zone_named(m, "z")->freed_bytes, UINT64_MAX);
+  CHECK_EQ_U64(m->sites[0].alloc_bytes, UINT64_MAX);
+  mlprof__memory_free(&x.m);
 }
 
 static void test_leak_floor(void) {
