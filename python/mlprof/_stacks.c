@@ -242,27 +242,38 @@ static struct {
 #define MAX_THREADS 4096
 #define NAME_MAX_BYTES 1024
 
-/* Copies a str object as UTF-8 into out (cap bytes, NUL-terminated); "" when
- * it cannot be read. */
-static void read_str(reader_fn rd, const PyObject *addr, char *out,
-                     size_t cap) {
+/* Copies a str object as UTF-8 into out (cap bytes, NUL-terminated; a lone
+ * surrogate, as surrogateescape leaves in file names, becomes U+FFFD).
+ * Returns 0, with out "", when it cannot be read, or is no str (a code
+ * object read while freed and reused), or holds what no str holds (a code
+ * point past U+10FFFF, a non-ASCII one in an ASCII str: torn memory): a
+ * name is text or nothing. */
+static int read_str(reader_fn rd, const PyObject *addr, char *out,
+                    size_t cap) {
   out[0] = 0;
   PyCompactUnicodeObject u;
-  if (!addr || rd(&u, addr, sizeof u) != 0) return;
-  if (!u._base.state.compact) return;
+  if (!addr || rd(&u, addr, sizeof u) != 0) return 0;
+  if (u._base.ob_base.ob_type != &PyUnicode_Type || !u._base.state.compact ||
+      (u._base.state.ascii && u._base.state.kind != 1))
+    return 0;
   size_t len = (size_t)u._base.length, kind = u._base.state.kind;
   const char *data = (const char *)addr +
                      (u._base.state.ascii ? sizeof(PyASCIIObject)
                                           : sizeof(PyCompactUnicodeObject));
-  if (kind != 1 && kind != 2 && kind != 4) return;
+  if (kind != 1 && kind != 2 && kind != 4) return 0;
   uint8_t raw[NAME_MAX_BYTES];
   if (len > sizeof raw / kind) len = sizeof raw / kind;
-  if (rd(raw, data, len * kind) != 0) return;
+  if (rd(raw, data, len * kind) != 0) return 0;
   size_t o = 0;
   for (size_t i = 0; i < len && o + 5 < cap; i++) {
     uint32_t c = kind == 1   ? raw[i]
                  : kind == 2 ? ((uint16_t *)raw)[i]
                              : ((uint32_t *)raw)[i];
+    if (c > 0x10ffff || (u._base.state.ascii && c >= 0x80)) {
+      out[0] = 0;
+      return 0;
+    }
+    if (c >= 0xd800 && c < 0xe000) c = 0xfffd;
     if (c < 0x80) {
       out[o++] = (char)c;
     } else if (c < 0x800) {
@@ -280,6 +291,7 @@ static void read_str(reader_fn rd, const PyObject *addr, char *out,
     }
   }
   out[o] = 0;
+  return 1;
 }
 
 /* A byte window over a bytes object's contents, read as needed. */
@@ -388,8 +400,10 @@ static uint32_t frame_of(reader_fn rd, const PyObject *addr, long off) {
   uint32_t func = sapi->func_find(key);
   if (!func) {
     char file[NAME_MAX_BYTES], name[NAME_MAX_BYTES];
-    read_str(rd, co.co_filename, file, sizeof file);
-    read_str(rd, co.co_qualname, name, sizeof name);
+    /* Not kept when a name cannot be read: the next sample tries again. */
+    if (!read_str(rd, co.co_filename, file, sizeof file) ||
+        !read_str(rd, co.co_qualname, name, sizeof name))
+      return 0;
     func = sapi->func_add(key, file, name, (uint32_t)co.co_firstlineno);
     if (!func) return 0;
   }

@@ -277,13 +277,21 @@ void mlprof__export_hot_json(const mlprof__report *r, mlprof__out *o) {
   mlprof__out_lit(o, "}");
 }
 
-/* A frame's name in a folded line: ';' and newlines would split it. */
+/* A name in a folded line: ';' and newlines would split it (they become
+ * ':'); other control characters and invalid UTF-8 become U+FFFD, so the
+ * lines are text whatever the profile holds. */
+static void folded_name(const char *name, mlprof__out *o) {
+  char b[1024];
+  snprintf(b, sizeof b, "%s", name);
+  for (char *c = b; *c; c++)
+    if (*c == ';' || *c == '\n' || *c == '\r') *c = ':';
+  mlprof__out_text_str(o, b, strlen(b));
+}
+
 static void folded_frame(const mlprof__hot *h, uint32_t frame, mlprof__out *o) {
   char b[1024];
   mlprof__hot_frame_name(h, frame, b, sizeof b);
-  for (char *c = b; *c; c++)
-    if (*c == ';' || *c == '\n' || *c == '\r') *c = ':';
-  mlprof__out_str(o, b);
+  folded_name(b, o);
 }
 
 int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
@@ -325,9 +333,7 @@ int mlprof__export_folded(const mlprof__report *r, int wall, int by_zone,
                           ? h->zone_names[s->zone]
                           : "(no zone)";
       mlprof__out_lit(o, "[");
-      for (const char *c = z; *c; c++)
-        mlprof__out_str(
-            o, *c == ';' || *c == '\n' || *c == '\r' ? ":" : (char[2]){*c, 0});
+      folded_name(z, o);
       mlprof__out_lit(o, "]");
       sep = ";";
     }

@@ -174,6 +174,21 @@ def test_recursion_500_deep(build_dir, tmp_path):
     assert rec["total_ns"] >= 0.4e9, rec
 
 
+def test_odd_names_stay_text(build_dir, tmp_path):
+    """A function whose name holds ';', a control character and a lone
+    surrogate (as surrogateescape leaves in file names): the folded lines
+    stay valid UTF-8 (read strictly here), one frame per name."""
+    _, out = run(build_dir, tmp_path, """
+        def odd():
+            spin(0.4)
+        odd.__code__ = odd.__code__.replace(co_qualname="odd;name\\x01\\udcff")
+        odd()
+    """, "--stacks", "200")
+    folded = mlprof_cmd(build_dir, "report", "-f", "folded", out)
+    assert any(";odd:name\ufffd\ufffd (" in l and l.count(";") == 2
+               for l in folded.splitlines()), folded[:2000]
+
+
 def test_generators_and_coroutines(build_dir, tmp_path):
     _, out = run(build_dir, tmp_path, """
         import asyncio
