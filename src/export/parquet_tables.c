@@ -136,30 +136,11 @@ static void file_abort(pq_file *f) {
 /* ---- strings ---------------------------------------------------------------
  */
 
-/* Appends s to o as valid UTF-8: each byte that does not start a valid
- * sequence becomes U+FFFD (Parquet's STRING is UTF-8, and readers check). */
-static void out_utf8(mlprof__out *o, const char *s, size_t n) {
-  size_t i = 0, from = 0;
-  while (i < n) {
-    unsigned char c = (unsigned char)s[i];
-    size_t k =
-        c < 0x80 ? 1 : mlprof__utf8_len((const unsigned char *)s + i, n - i);
-    if (k) {
-      i += k;
-      continue;
-    }
-    mlprof__out_write(o, s + from, i - from);
-    mlprof__out_lit(o, "\xef\xbf\xbd");
-    from = ++i;
-  }
-  mlprof__out_write(o, s + from, n - from);
-}
-
 /* s as valid UTF-8, through scratch. */
 static void put_str(mlprof__pq *w, size_t col, mlprof__out *scratch,
                     const char *s, size_t n) {
   scratch->len = 0;
-  out_utf8(scratch, s, n);
+  mlprof__out_utf8(scratch, s, n);
   mlprof__pq_str(w, col, scratch->buf, scratch->len);
 }
 
@@ -574,7 +555,7 @@ static int v_name(void *ud, const mlprof__name *n) {
       mlprof__map_put(&s->ids, n->id, (uint32_t)s->nnames))
     return MLPROF_ENOMEM;
   size_t off = s->arena.len;
-  out_utf8(&s->arena, n->name, n->name_len);
+  mlprof__out_utf8(&s->arena, n->name, n->name_len);
   if (s->arena.err) return MLPROF_ENOMEM;
   s->names[s->nnames++] =
       (pq_name){off, s->arena.len - off, n->kind, n->category};
@@ -900,7 +881,7 @@ static int put_def(pq_pass *s, mlprof__map *ix, pq_def d) {
 /* Appends the C string to the arena as UTF-8: its offset and length. */
 static void arena_str(pq_pass *s, const char *str, size_t *off, size_t *len) {
   *off = s->arena.len;
-  out_utf8(&s->arena, str, strlen(str));
+  mlprof__out_utf8(&s->arena, str, strlen(str));
   *len = s->arena.len - *off;
 }
 
@@ -1181,10 +1162,10 @@ static int write_streamed(const mlprof__job *job, const mlprof__report *r,
     s.proc = i;
     const char *pn = p->name ? p->name : "",
                *hn = p->hostname ? p->hostname : "";
-    out_utf8(&s.arena, pn, strlen(pn));
+    mlprof__out_utf8(&s.arena, pn, strlen(pn));
     s.proc_len = s.arena.len;
     s.host_off = s.arena.len;
-    out_utf8(&s.arena, hn, strlen(hn));
+    mlprof__out_utf8(&s.arena, hn, strlen(hn));
     s.host_len = s.arena.len - s.host_off;
     if (load_marks(&s)) {
       rc = MLPROF_ENOMEM;
