@@ -80,7 +80,7 @@ typedef struct {
   uint64_t interval_ns;
   tstate *ts;
   size_t nts, ts_cap;
-  uint64_t tick, now_ns, raw;
+  uint64_t tick, now_ns;
 } sampler;
 
 static sampler *running;
@@ -263,7 +263,10 @@ static mlprof__stack_thread with_native(sampler *s, tstate *ts,
 static void on_thread(void *ctx, const mlprof__stack_thread *t) {
   static uint32_t merged[MLPROF__STACK_MAX_DEPTH];
   sampler *s = ctx;
-  pending p = {s->raw, t->tid, 0,
+  /* Its own time, once its frames were read: the tick's start may be
+   * milliseconds earlier (threads walked before it, native captures), and
+   * a zone begun meanwhile would lose the frames it runs. */
+  pending p = {mlprof__now(), t->tid, 0,
                t->flags & (MLPROF__STACK_HAS_GIL | MLPROF__STACK_GIL_KNOWN), 0};
   tstate *ts = tstate_of(s, t->tid);
   int r = 0, still = 0;
@@ -390,7 +393,6 @@ static void *sampler_main(void *arg) {
     } else if (w && w->each && atomic_load(&mlprof__on)) {
       /* A forked child's profile starts on its first event: a sample. */
       if (atomic_load(&mlprof__child_pending)) mlprof__session_child_start();
-      s->raw = mlprof__now();
       s->now_ns = mlprof__mono_ns();
       walking = s;
       w->each(on_thread, s);
