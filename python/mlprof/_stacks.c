@@ -685,6 +685,18 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
       const _PyInterpreterFrame *f;
       if (!spec_hit(ts, &t, &f)) f = window_load(&t);
       st.n = walk_sampled(f, frames, entry, MLPROF__STACK_MAX_DEPTH);
+      /* Where the innermost frame is named, read again after a native
+       * capture (src/record/stacks.c, moved). */
+#if PY_VERSION_HEX < 0x030D0000
+      if (t.cframe)
+        st.top_at = (const void *const *)((const char *)t.cframe +
+                                           offsetof(_PyCFrame, current_frame));
+#else
+      st.top_at = (const void *const *)((const char *)ts +
+                                         offsetof(PyThreadState, current_frame));
+#endif
+      st.top = f;
+      if (f && st.top_at) st.flags |= MLPROF__STACK_TOP;
       if (!walked) {
         walked = ts;
         spec.chunk = t.datastack_chunk;

@@ -43,6 +43,13 @@ typedef struct {
    * one its call of the interpreter's evaluation loop ran (a frame called
    * from C), so that native frames can be merged in. */
   const uint8_t *entry;
+  /* With MLPROF__STACK_TOP (walkers that know it): the word that names the
+   * thread's innermost frame (to read again with mlprof__stack_read) and
+   * what it held when frames were read, so that the sampler tells whether
+   * the thread called or returned since: native frames taken after that do
+   * not go with these Python frames. */
+  const void *const *top_at;
+  const void *top;
 } mlprof__stack_thread;
 
 enum {
@@ -54,7 +61,8 @@ enum {
   MLPROF__STACK_GIL_WAIT = 16,
   /* The thread has not run since its previous sample (thread_still said
    * so): frames is empty and the sampler reuses that sample's stack. */
-  MLPROF__STACK_SAME = 256
+  MLPROF__STACK_SAME = 256,
+  MLPROF__STACK_TOP = 512 /* top_at and top are there */
 };
 
 typedef struct mlprof__stack_walker {

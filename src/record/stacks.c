@@ -242,6 +242,17 @@ static uint32_t intern_after(tstate *ts, const mlprof__stack_thread *t) {
 
 /* t with native frames merged in (into frames, room for max) when it is
  * on a CPU and its handler answers; t itself otherwise. */
+/* Whether t's innermost Python frame is no longer the one its frames were
+ * read with (the walker says where to look): a thread that called a Python
+ * function or returned from one in the evaluation loop it was in (3.11+
+ * does not enter a new one) would get native frames from one place under
+ * Python frames from another. */
+static int moved(const mlprof__stack_thread *t) {
+  const void *now;
+  if (!(t->flags & MLPROF__STACK_TOP)) return 0;
+  return mlprof__stack_read(&now, t->top_at, sizeof now) != 0 || now != t->top;
+}
+
 static mlprof__stack_thread with_native(sampler *s, tstate *ts,
                                         const mlprof__stack_thread *t,
                                         uint32_t *frames, size_t max) {
@@ -250,7 +261,7 @@ static mlprof__stack_thread with_native(sampler *s, tstate *ts,
   if (!sig || !t->n || !t->entry || !may_signal(ts, sig)) return *t;
   uint64_t wait = s->interval_ns / 2 < 5000000u ? s->interval_ns / 2 : 5000000u;
   long n = mlprof__native_capture(t->tid, pcs, MLPROF__NATIVE_MAX, wait);
-  if (n <= 0) return *t;
+  if (n <= 0 || moved(t)) return *t;
   mlprof__stack_thread m = *t;
   m.n = mlprof__native_merge(pcs, (size_t)n, t->frames, t->entry, t->n, frames,
                              max);
