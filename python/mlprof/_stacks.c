@@ -248,8 +248,7 @@ static struct {
  * object read while freed and reused), or holds what no str holds (a code
  * point past U+10FFFF, a non-ASCII one in an ASCII str: torn memory): a
  * name is text or nothing. */
-static int read_str(reader_fn rd, const PyObject *addr, char *out,
-                    size_t cap) {
+static int read_str(reader_fn rd, const PyObject *addr, char *out, size_t cap) {
   out[0] = 0;
   PyCompactUnicodeObject u;
   if (!addr || rd(&u, addr, sizeof u) != 0) return 0;
@@ -690,10 +689,10 @@ static void walk_all(void (*fn)(void *, const mlprof__stack_thread *),
 #if PY_VERSION_HEX < 0x030D0000
       if (t.cframe)
         st.top_at = (const void *const *)((const char *)t.cframe +
-                                           offsetof(_PyCFrame, current_frame));
+                                          offsetof(_PyCFrame, current_frame));
 #else
       st.top_at = (const void *const *)((const char *)ts +
-                                         offsetof(PyThreadState, current_frame));
+                                        offsetof(PyThreadState, current_frame));
 #endif
       st.top = f;
       if (f && st.top_at) st.flags |= MLPROF__STACK_TOP;

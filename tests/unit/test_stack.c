@@ -105,8 +105,8 @@ static size_t fake_self(uint32_t *out, size_t max) {
 
 static void fake_each(void (*fn)(void *, const mlprof__stack_thread *),
                       void *ctx) {
-  mlprof__stack_thread t = {(uint32_t)getpid(), 0, fake_frames, 2, NULL,
-                            NULL, NULL};
+  mlprof__stack_thread t = {
+      (uint32_t)getpid(), 0, fake_frames, 2, NULL, NULL, NULL};
   fn(ctx, &t);
 }
 
