@@ -1300,6 +1300,16 @@ static int open_dir(mlprof__writer *w) {
   return fd;
 }
 
+/* writer_create's way out once the file is open: closed, errno kept;
+ * returns rc. */
+static int create_failed(mlprof__writer *w, int rc) {
+  int saved = errno;
+  close(w->fd);
+  w->fd = -1;
+  errno = saved;
+  return rc;
+}
+
 /* In the writer thread: creates the file and writes its header. 0, or an
  * MLPROF_ code with errno set. */
 static int writer_create(mlprof__writer *w) {
@@ -1311,13 +1321,8 @@ static int writer_create(mlprof__writer *w) {
   errno = saved;
   struct stat st;
   if (w->fd < 0) return MLPROF_EIO;
-  if (fstat(w->fd, &st) != 0 || !(w->path = strdup(w->want))) {
-    saved = errno;
-    close(w->fd);
-    w->fd = -1;
-    errno = saved;
-    return w->path ? MLPROF_EIO : MLPROF_ENOMEM;
-  }
+  if (fstat(w->fd, &st) != 0 || !(w->path = strdup(w->want)))
+    return create_failed(w, w->path ? MLPROF_EIO : MLPROF_ENOMEM);
   w->dev = st.st_dev;
   w->ino = st.st_ino;
   /* Here, not in mlprof__writer_open: every block of the writer's is its
@@ -1327,10 +1332,8 @@ static int writer_create(mlprof__writer *w) {
    * it: tests/e2e/test_memory.py). */
   uint8_t *fh = room(&w->out, MLPROF__FILE_HEADER_SIZE);
   if (!fh) {
-    close(w->fd);
-    w->fd = -1;
     errno = ENOMEM;
-    return MLPROF_ENOMEM;
+    return create_failed(w, MLPROF_ENOMEM);
   }
   memset(fh, 0, MLPROF__FILE_HEADER_SIZE);
   memcpy(fh, MLPROF__FILE_MAGIC, 8);
@@ -1339,14 +1342,7 @@ static int writer_create(mlprof__writer *w) {
   w->out.len = MLPROF__FILE_HEADER_SIZE;
   put_header(w);
   out_flush(w);
-  if (w->failed) {
-    saved = errno;
-    close(w->fd);
-    w->fd = -1;
-    errno = saved;
-    return MLPROF_EIO;
-  }
-  return 0;
+  return w->failed ? create_failed(w, MLPROF_EIO) : 0;
 }
 
 int mlprof__writer_open(mlprof__writer **out, char *path, size_t cap,
