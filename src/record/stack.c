@@ -35,8 +35,12 @@
 typedef struct {
   _Atomic uint64_t key;
   _Atomic uint32_t id;
-  uint32_t pad;
+  _Atomic uint32_t pad; /* written to touch its page (touch) */
 } slot;
+
+/* Bits of the largest slot table's pages (4 KiB each). */
+#define PAGE_BYTES 4096u
+#define PAGE_WORDS (2 * NODE_CAP * sizeof(slot) / PAGE_BYTES / 64)
 
 typedef struct {
   _Atomic uint64_t key; /* what the id stands for (frames and nodes) */
@@ -51,6 +55,7 @@ typedef struct {
   _Atomic uint32_t n; /* ids given */
   uint32_t written;   /* ids written to the current file (writer only) */
   _Atomic uint64_t full;
+  _Atomic uint64_t touched[PAGE_WORDS]; /* pages of slots touched */
 } table;
 
 static table funcs, frames, nodes, pcs;
@@ -106,13 +111,29 @@ static inline void relax(void) {
 #endif
 }
 
+/* Slot s, its page first touched by a write. Read first, a page of the
+ * mapping would be the kernel's shared zero page, and the first write to it
+ * would then replace it and flush the TLB of every CPU the process runs on:
+ * an interrupt of each of the program's running threads, once per page,
+ * thousands in a run's first minutes. */
+static slot *touch(table *t, slot *s) {
+  size_t page = (size_t)(s - t->slots) * sizeof *s / PAGE_BYTES;
+  _Atomic uint64_t *w = &t->touched[page / 64];
+  uint64_t bit = 1ull << (page % 64);
+  if (MLPROF__LIKELY(atomic_load_explicit(w, memory_order_relaxed) & bit))
+    return s;
+  atomic_fetch_or_explicit(&s->pad, 0, memory_order_relaxed);
+  atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+  return s;
+}
+
 /* The slot holding key, or NULL when absent; *claim gets the first free slot
  * of its probe sequence (NULL when none). */
 static slot *probe(table *t, uint64_t key, slot **claim) {
   uint64_t h = mix(key);
   *claim = NULL;
   for (uint32_t i = 0; i < PROBES; i++) {
-    slot *s = &t->slots[(h + i) & t->mask];
+    slot *s = touch(t, &t->slots[(h + i) & t->mask]);
     uint64_t k = atomic_load_explicit(&s->key, memory_order_acquire);
     if (k == key) return s;
     if (k == 0) {
