@@ -212,12 +212,9 @@ static int on_frame(void *ud, const mlprof__stack_frame *f) {
   if (f->native) {
     /* A native frame is a function of its own: symbol in module. */
     char sym[512];
-    if (f->symbol[0])
-      snprintf(sym, sizeof sym, "%s", f->symbol);
-    else
-      snprintf(sym, sizeof sym, "0x%llx", (unsigned long long)f->offset);
     const char *slash = strrchr(f->module, '/');
-    uint32_t i = job_func(b, slash ? slash + 1 : f->module, sym, 0);
+    uint32_t i = job_func(b, slash ? slash + 1 : f->module,
+                          mlprof__native_name(f, sym, sizeof sym), 0);
     if (i == MLPROF__NONE) return fail(b);
     d.a = i;
   }

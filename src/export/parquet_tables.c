@@ -900,13 +900,8 @@ static int v_stack_frame(void *ud, const mlprof__stack_frame *f) {
   if (f->native) {
     const char *slash = strrchr(f->module, '/');
     arena_str(s, slash ? slash + 1 : f->module, &d.s1, &d.l1);
-    if (f->symbol[0]) {
-      arena_str(s, f->symbol, &d.s2, &d.l2);
-    } else {
-      char hex[32];
-      snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f->offset);
-      arena_str(s, hex, &d.s2, &d.l2);
-    }
+    char name[512];
+    arena_str(s, mlprof__native_name(f, name, sizeof name), &d.s2, &d.l2);
   }
   return s->arena.err ? MLPROF_ENOMEM : put_def(s, &s->frames, d);
 }

@@ -1257,3 +1257,14 @@ int mlprof__read_fd_chunks(int fd, const uint64_t *offs, size_t n,
   }
   return read_source(&src, "", 0, n ? offs : none, n, 0, v, rep, err, errlen);
 }
+
+const char *mlprof__native_name(const mlprof__stack_frame *f, char *buf,
+                                size_t cap) {
+  if (f->symbol[0])
+    snprintf(buf, cap, "%s", f->symbol);
+  else if (f->module[0])
+    snprintf(buf, cap, "0x%llx", (unsigned long long)f->offset);
+  else
+    snprintf(buf, cap, "[unknown]");
+  return buf;
+}

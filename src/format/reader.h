@@ -92,6 +92,12 @@ typedef struct {
   const char *module, *symbol; /* NUL-terminated; "" when not native */
 } mlprof__stack_frame;
 
+/* The function name of native frame f, into buf (cap bytes): its symbol,
+ * else its offset in its module, else "[unknown]" (code in no loaded
+ * object: a JIT's). */
+const char *mlprof__native_name(const mlprof__stack_frame *f, char *buf,
+                                size_t cap);
+
 /* What a stack sample's flags say (MLPROF__STACK_* in src/record/stack.h
  * give the same bits). */
 enum {

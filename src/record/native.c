@@ -33,6 +33,7 @@
 #ifdef MLPROF_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <link.h>
 #include <libunwind.h>
 
 enum { IDLE, ASKED, BUSY, DONE };
@@ -216,40 +217,33 @@ long mlprof__native_capture(uint32_t tid, uintptr_t *pcs, size_t max,
 
 /* ---- classification and merging (the sampler thread) ------------------ */
 
-static _Atomic uintptr_t eval_fn; /* _PyEval_EvalFrameDefault */
-static uintptr_t interp_base;     /* the module that holds it */
+/* Where _PyEval_EvalFrameDefault is, and the object that holds it: ranges,
+ * so that classifying an address costs no look-up (dladdr goes through
+ * every symbol of an object: a millisecond for libtorch's). Set once, before
+ * the sampler starts. */
+static _Atomic uintptr_t eval_fn;
+static uintptr_t eval_end, interp_lo, interp_hi;
 
 void mlprof__native_interp_set(const void *eval) {
   Dl_info info;
-  if (eval && dladdr(eval, &info) && info.dli_fbase)
-    interp_base = (uintptr_t)info.dli_fbase;
+  const ElfW(Sym) *s = NULL;
+  mlprof__symbol obj;
+  if (!eval || !dladdr1(eval, &info, (void **)&s, RTLD_DL_SYMENT) || !s ||
+      mlprof__object_of((uintptr_t)eval, &obj) != 0)
+    return;
+  eval_end = (uintptr_t)eval + (s->st_size ? s->st_size : 1);
+  interp_lo = obj.lo;
+  interp_hi = obj.hi;
   atomic_store(&eval_fn, (uintptr_t)eval);
 }
 
 enum { OTHER = 1, INTERP = 2, EVAL = 3 };
 
-#define CLASS_CACHE 4096
-static struct {
-  uintptr_t pc;
-  int cls;
-} class_cache[CLASS_CACHE];
-
 static int classify(uintptr_t pc, int innermost) {
-  size_t h = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> 52) & (CLASS_CACHE - 1);
-  if (class_cache[h].pc == pc && class_cache[h].cls) return class_cache[h].cls;
-  Dl_info info;
-  int cls = OTHER;
   /* A return address may be one past a call that ends its function. */
   uintptr_t at = innermost ? pc : pc - 1;
-  if (dladdr((void *)at, &info) && info.dli_fbase) {
-    if (info.dli_saddr && (uintptr_t)info.dli_saddr == atomic_load(&eval_fn))
-      cls = EVAL;
-    else if ((uintptr_t)info.dli_fbase == interp_base)
-      cls = INTERP;
-  }
-  class_cache[h].pc = pc;
-  class_cache[h].cls = cls;
-  return cls;
+  if (at >= atomic_load(&eval_fn) && at < eval_end) return EVAL;
+  return at >= interp_lo && at < interp_hi ? INTERP : OTHER;
 }
 
 size_t mlprof__native_merge(const uintptr_t *pcs, size_t npc,

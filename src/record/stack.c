@@ -7,7 +7,6 @@
  * and marked ready, and only then the id stored in the slot. A lookup that
  * meets a claimed slot whose id is not stored yet waits a little, then
  * answers 0 rather than block. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -400,23 +399,15 @@ static uint8_t *put_s(uint8_t *p, const char *s, size_t n) {
   return p + n;
 }
 
-/* Symbolizes a native frame: module, symbol and offset from dladdr. */
+/* Symbolizes a native frame: module, symbol and offset (symbols.c). */
 static uint8_t *put_native(uint8_t *p, uint64_t pc) {
-  Dl_info info;
-  const char *mod = "", *sym = "";
+  mlprof__symbol sym;
   uint64_t off = 0;
-  if (dladdr((void *)(uintptr_t)pc, &info)) {
-    if (info.dli_fname) mod = info.dli_fname;
-    if (info.dli_sname) {
-      sym = info.dli_sname;
-      off = pc - (uint64_t)(uintptr_t)info.dli_saddr;
-    } else if (info.dli_fbase) {
-      off = pc - (uint64_t)(uintptr_t)info.dli_fbase;
-    }
-  }
+  if (mlprof__symbolize((uintptr_t)pc, &sym) == 0)
+    off = pc - (sym.start ? sym.start : sym.base);
   PUT_UV(pc);
-  p = put_s(p, mod, strnlen(mod, STR_MAX));
-  p = put_s(p, sym, strnlen(sym, STR_MAX));
+  p = put_s(p, sym.module, strlen(sym.module));
+  p = put_s(p, sym.name, strlen(sym.name));
   PUT_UV(off);
   return p;
 }

@@ -195,6 +195,24 @@ void mlprof__stack_after_fork(void);
 /* Interning refused for want of room, all tables together. */
 void mlprof__stacks_table_counts(uint64_t *full);
 
+/* ---- native symbols (symbols.c) --------------------------------------- */
+
+#define MLPROF__SYM_MAX 4095
+typedef struct {
+  uintptr_t lo, hi;      /* the loaded object's range (its segments) */
+  uintptr_t base;        /* its first page (dladdr's dli_fbase) */
+  uintptr_t start, size; /* the symbol holding the address; 0, 0: none */
+  char module[MLPROF__SYM_MAX + 1], name[MLPROF__SYM_MAX + 1];
+} mlprof__symbol;
+
+/* What dladdr says of pc (the object's path, the dynamic symbol whose range
+ * holds pc), without going through all of the object's symbols: a table of
+ * them, sorted, is made on the object's first address. The writer's thread
+ * only. 0, MLPROF_EINVAL when no loaded object holds pc, MLPROF_ENOMEM. */
+int mlprof__symbolize(uintptr_t pc, mlprof__symbol *out);
+/* The same of the object alone (no symbol, no table): any thread. */
+int mlprof__object_of(uintptr_t pc, mlprof__symbol *out);
+
 /* ---- native stacks (native.c) ----------------------------------------- */
 
 /* Return addresses one capture keeps. */

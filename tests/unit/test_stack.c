@@ -1,6 +1,9 @@
 /* Interned stacks (src/record/stack.h) and the stack sampler, read back
  * through the reader's stack callbacks. */
 #include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -380,6 +383,97 @@ static void native_signal_goes_to_program(void) {
 #endif
 }
 
+/* ---- native symbols (src/record/symbols.c) ---------------------------- */
+
+typedef struct {
+  uintptr_t pcs[8192];
+  size_t n;
+} some_pcs;
+
+/* Addresses through every loaded object's segments (the program, the C
+ * library, the vDSO...): each segment's edges and evenly spaced ones. */
+static int segment_pcs(struct dl_phdr_info *info, size_t size, void *arg) {
+  some_pcs *a = arg;
+  (void)size;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+    if (p->p_type != PT_LOAD || !p->p_memsz) continue;
+    uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+    size_t step = p->p_memsz / 97 + 1;
+    for (uintptr_t at = lo; at < lo + p->p_memsz && a->n < 8192; at += step)
+      a->pcs[a->n++] = at;
+    if (a->n < 8192) a->pcs[a->n++] = lo + p->p_memsz - 1;
+  }
+  return 0;
+}
+
+/* What dladdr says of an address, the symbolizer says too: the object,
+ * the symbol holding it and its start, the object's first page. */
+static void symbolize_agrees_with_dladdr(void) {
+  static some_pcs a;
+  a.n = 0;
+  dl_iterate_phdr(segment_pcs, &a);
+  /* And the entries of exported functions, and inside them. */
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(libc != NULL);
+  static const char *const fns[] = {"malloc", "getaddrinfo", "strtol",
+                                    "qsort",  "printf",      "pthread_create"};
+  for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
+    uintptr_t f = (uintptr_t)dlsym(libc, fns[i]);
+    CHECK(f != 0);
+    a.pcs[a.n++] = f;
+    a.pcs[a.n++] = f + 7;
+  }
+  a.pcs[a.n++] = (uintptr_t)symbolize_agrees_with_dladdr + 5;
+  a.pcs[a.n++] = 16; /* no object */
+  CHECK(a.n > 500);
+  size_t named = 0, disagree = 0;
+  static mlprof__symbol sym;
+  for (size_t i = 0; i < a.n; i++) {
+    Dl_info d;
+    int ok = dladdr((void *)a.pcs[i], &d) != 0;
+    int rc = mlprof__symbolize(a.pcs[i], &sym);
+    int same = (rc == 0) == ok;
+    if (ok && same) {
+      same = strcmp(sym.module, d.dli_fname ? d.dli_fname : "") == 0 &&
+             sym.base == (uintptr_t)d.dli_fbase &&
+             strcmp(sym.name, d.dli_sname ? d.dli_sname : "") == 0 &&
+             sym.start == (d.dli_sname ? (uintptr_t)d.dli_saddr : 0);
+      named += d.dli_sname != NULL;
+    }
+    if (!same && disagree++ < 5)
+      fprintf(stderr, "  %#lx: dladdr %s %s %p, symbolize %d %s %s %#lx\n",
+              (unsigned long)a.pcs[i], ok ? d.dli_fname : "-",
+              ok && d.dli_sname ? d.dli_sname : "-", ok ? d.dli_saddr : NULL,
+              rc, sym.module, sym.name, (unsigned long)sym.start);
+  }
+  CHECK_EQ(disagree, 0);
+  CHECK(named > 50);
+  /* The object alone. */
+  CHECK_EQ(mlprof__object_of((uintptr_t)dlsym(libc, "malloc"), &sym), 0);
+  CHECK(sym.lo <= (uintptr_t)dlsym(libc, "malloc") &&
+        (uintptr_t)dlsym(libc, "malloc") < sym.hi);
+  CHECK_EQ(sym.name[0], 0);
+  CHECK(mlprof__object_of(16, &sym) != 0);
+  dlclose(libc);
+}
+
+/* How a report names a native frame: its symbol, else its offset in its
+ * module, else (in no module: a JIT's code) one name for all such. */
+static void native_frames_are_named(void) {
+  char buf[64];
+  mlprof__stack_frame f = {.native = 1,
+                           .pc = 0x7f0012345678,
+                           .offset = 0x1a2b,
+                           .module = "/lib/libx.so",
+                           .symbol = "run"};
+  CHECK_STR(mlprof__native_name(&f, buf, sizeof buf), "run");
+  f.symbol = "";
+  CHECK_STR(mlprof__native_name(&f, buf, sizeof buf), "0x1a2b");
+  f.module = "";
+  CHECK_STR(mlprof__native_name(&f, buf, sizeof buf), "[unknown]");
+}
+
 const mlprof_test mlprof_tests_stack[] = {
     {"interning_is_stable", interning_is_stable},
     {"interning_from_threads_agrees", interning_from_threads_agrees},
@@ -391,4 +485,6 @@ const mlprof_test mlprof_tests_stack[] = {
     {"native_capture_gives_up_on_blocked_thread",
      native_capture_gives_up_on_blocked_thread},
     {"native_signal_goes_to_program", native_signal_goes_to_program},
+    {"symbolize_agrees_with_dladdr", symbolize_agrees_with_dladdr},
+    {"native_frames_are_named", native_frames_are_named},
     {NULL, NULL}};
