@@ -45,6 +45,12 @@ from side_by_side import version
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SAMPLER = r"""
+def main_thread():
+    # The main thread's involuntary context switches and page faults: how
+    # often something took its CPU or stopped it.
+    import resource
+    r = resource.getrusage(resource.RUSAGE_THREAD)
+    return r.ru_nivcsw, r.ru_minflt
 def sampler_ns():
     import os
     for t in os.listdir("/proc/self/task"):
@@ -73,12 +79,13 @@ def work():
         total += sum(len(str(i)) for i in range(500))
     return total
 work()  # warm-up
-t0, c0, m0, s0 = (time.perf_counter(), time.process_time(),
-                  time.thread_time(), sampler_ns())
+t0, c0, m0, s0, i0 = (time.perf_counter(), time.process_time(),
+                      time.thread_time(), sampler_ns(), main_thread())
 work()
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
       int((time.process_time() - c0) * 1e9),
-      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0)
+      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0,
+      *[b - a for a, b in zip(i0, main_thread())])
 """
 
 TORCH = SAMPLER + r"""
@@ -87,13 +94,29 @@ sys.path.insert(0, %r)
 from train_cnn import setup, train
 parts = setup()
 train(*parts, 5)
-t0, c0, m0, s0 = (time.perf_counter(), time.process_time(),
-                  time.thread_time(), sampler_ns())
+t0, c0, m0, s0, i0 = (time.perf_counter(), time.process_time(),
+                      time.thread_time(), sampler_ns(), main_thread())
 train(*parts, %d)
 print("work_ns", int((time.perf_counter() - t0) * 1e9),
       int((time.process_time() - c0) * 1e9),
-      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0)
+      int((time.thread_time() - m0) * 1e9), sampler_ns() - s0,
+      *[b - a for a, b in zip(i0, main_thread())])
 """
+
+
+def tlb_shootdowns():
+    """TLB shootdowns so far, all CPUs (/proc/interrupts; the machine's,
+    so other jobs' count too): each one an interrupt of a running thread
+    of the process that unmapped or changed a page."""
+    try:
+        with open("/proc/interrupts") as f:
+            for line in f:
+                if line.split(":")[0].strip() == "TLB":
+                    return sum(int(x) for x in line.split()[1:]
+                               if x.isdigit())
+    except OSError:
+        pass
+    return 0
 
 
 def py_spy():
@@ -179,8 +202,10 @@ def main():
                         continue
                     cmd = ways[k]()
                     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    tlb0 = tlb_shootdowns()
                     p = subprocess.run(cmd, capture_output=True, text=True,
                                        timeout=600)
+                    tlb = tlb_shootdowns() - tlb0
                     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     run_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
                                r0.ru_stime) * 1e9
@@ -196,14 +221,14 @@ def main():
                         raise SystemExit("%s failed: %s" % (k, p.stderr[-500:]))
                     line = [ln for ln in p.stdout.splitlines()
                             if ln.startswith("work_ns ")][-1]
-                    _, wall, cpu, main, smp = line.split()
+                    _, wall, cpu, main, smp, nivcsw, minflt = line.split()
                     got[k].append((int(main), int(cpu), int(wall), run_cpu,
-                                   int(smp)))
+                                   int(smp), int(nivcsw), int(minflt), tlb))
                     if k == "mlprof run --stacks 100":
                         d = cmd[cmd.index("-o") + 1]
                         stacks_disk.append((stacks_bytes(d),
                                             count_samples(cli, d)))
-            med = {k: [statistics.median(x[i] for x in v) for i in range(5)]
+            med = {k: [statistics.median(x[i] for x in v) for i in range(8)]
                    for k, v in got.items()}
             off = med["mlprof run --stacks off"]
             print("%s: medians of %d interleaved rounds, ms; in [], vs "
@@ -219,6 +244,27 @@ def main():
                     cells.append("%.1f%s" % (med[k][i] / 1e6, vs))
                 print("  %-38s %17s %17s %17s %9.1f" % (
                     k, cells[0], cells[1], cells[2], med[k][3] / 1e6))
+            # Each round's own ratio to --stacks off in that round: a
+            # machine whose speed drifts between rounds moves both alike.
+            for k in ("mlprof run --stacks 100",
+                      "mlprof run --stacks 100,native"):
+                cells = []
+                for i, what in ((0, "main thread"), (1, "process")):
+                    r = sorted(100 * (a[i] / b[i] - 1)
+                               for a, b in zip(got[k], got[
+                                   "mlprof run --stacks off"]))
+                    q = len(r) // 4
+                    cells.append("%s %+.1f%% (quartiles %+.1f%% .. %+.1f%%)"
+                                 % (what, statistics.median(r), r[q],
+                                    r[-1 - q]))
+                print("  %s, paired by round against --stacks off: %s" % (
+                    k, ", ".join(cells)))
+            print("  what interrupted the program, medians: the main thread's "
+                  "involuntary context switches and page faults over the "
+                  "loop, the machine's TLB shootdowns over the whole run")
+            for k in names:
+                print("  %-38s %6d switches %8d faults %8d shootdowns" % (
+                    k, med[k][5], med[k][6], med[k][7]))
             for k in ("mlprof run --stacks 100",
                       "mlprof run --stacks 100,native"):
                 s = med[k]

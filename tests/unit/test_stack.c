@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +50,27 @@ static void interning_is_stable(void) {
   CHECK(mlprof__stack_frame_native(0x1234) != 0);
   CHECK_EQ(mlprof__stack_frame_native(0x1234),
            mlprof__stack_frame_native(0x1234));
+}
+
+/* A table page is first touched by a write: one page fault, where a read
+ * first costs two, the second of which flushes the TLB of every CPU the
+ * process runs on (an interrupt of each of the program's threads). */
+static void table_pages_fault_once(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* Shadow memory, first read, faults too: nothing to count here. */
+#else
+  uint32_t fr = mlprof__stack_frame_py(func("faults", 1), 1);
+  CHECK(fr != 0);
+  struct rusage a, b;
+  getrusage(RUSAGE_THREAD, &a);
+  /* New nodes, in slots spread over the node table's 8,192 pages. */
+  for (uint32_t i = 0; i < 256; i++)
+    CHECK(mlprof__stack_push(0x40000000u + i * 7919u, fr) != 0);
+  getrusage(RUSAGE_THREAD, &b);
+  long faults = b.ru_minflt - a.ru_minflt;
+  fprintf(stderr, "  %ld page faults for 256 new nodes\n", faults);
+  CHECK(faults > 0 && faults < 256 * 3 / 2);
+#endif
 }
 
 /* Four threads interning the same stacks get the same ids. */
@@ -477,6 +499,7 @@ static void native_frames_are_named(void) {
 const mlprof_test mlprof_tests_stack[] = {
     {"interning_is_stable", interning_is_stable},
     {"interning_from_threads_agrees", interning_from_threads_agrees},
+    {"table_pages_fault_once", table_pages_fault_once},
     {"read_survives_unmapped_memory", read_survives_unmapped_memory},
     {"sampler_writes_stacks", sampler_writes_stacks},
     {"deep_stack_is_truncated", deep_stack_is_truncated},
