@@ -167,7 +167,7 @@ static const sym *lookup(const object *o, uintptr_t pc) {
 
 static size_t copy(char *dst, const char *src) {
   size_t n = src ? strnlen(src, MLPROF__SYM_MAX) : 0;
-  memcpy(dst, src, n);
+  if (n) memcpy(dst, src, n);
   dst[n] = 0;
   return n;
 }
