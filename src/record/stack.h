@@ -207,11 +207,17 @@ typedef struct {
 
 /* What dladdr says of pc (the object's path, the dynamic symbol whose range
  * holds pc), without going through all of the object's symbols: a table of
- * them, sorted, is made on the object's first address. The writer's thread
- * only. 0, MLPROF_EINVAL when no loaded object holds pc, MLPROF_ENOMEM. */
+ * them, sorted, is made on the object's first address. A C++ name comes
+ * demangled, without its parameters. The writer's thread only. 0,
+ * MLPROF_EINVAL when no loaded object holds pc, MLPROF_ENOMEM. */
 int mlprof__symbolize(uintptr_t pc, mlprof__symbol *out);
 /* The same of the object alone (no symbol, no table): any thread. */
 int mlprof__object_of(uintptr_t pc, mlprof__symbol *out);
+/* Cuts a demangled C++ name to the function's own, in place: its
+ * parameters and return type left out ("void ns::f<int>(int) const" becomes
+ * "ns::f<int>"); "(anonymous namespace)", "operator()" and
+ * "{lambda(int)#1}" are parts of names. */
+void mlprof__cxx_name_short(char *name);
 
 /* ---- native stacks (native.c) ----------------------------------------- */
 

@@ -429,6 +429,12 @@ static int segment_pcs(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
+/* A function of this program that is not exported. */
+static __attribute__((noinline)) int hidden_fn(int x) {
+  __asm__ volatile("" : "+r"(x));
+  return x + 1;
+}
+
 /* What dladdr says of an address, the symbolizer says too: the object,
  * the symbol holding it and its start, the object's first page. */
 static void symbolize_agrees_with_dladdr(void) {
@@ -449,7 +455,7 @@ static void symbolize_agrees_with_dladdr(void) {
   a.pcs[a.n++] = (uintptr_t)symbolize_agrees_with_dladdr + 5;
   a.pcs[a.n++] = 16; /* no object */
   CHECK(a.n > 500);
-  size_t named = 0, disagree = 0;
+  size_t named = 0, disagree = 0, from_file = 0;
   static mlprof__symbol sym;
   for (size_t i = 0; i < a.n; i++) {
     Dl_info d;
@@ -458,10 +464,17 @@ static void symbolize_agrees_with_dladdr(void) {
     int same = (rc == 0) == ok;
     if (ok && same) {
       same = strcmp(sym.module, d.dli_fname ? d.dli_fname : "") == 0 &&
-             sym.base == (uintptr_t)d.dli_fbase &&
-             strcmp(sym.name, d.dli_sname ? d.dli_sname : "") == 0 &&
-             sym.start == (d.dli_sname ? (uintptr_t)d.dli_saddr : 0);
+             sym.base == (uintptr_t)d.dli_fbase;
+      if (d.dli_sname) /* the same symbol, C++ names demangled */
+        same = same &&
+               (strcmp(sym.name, d.dli_sname) == 0 ||
+                strncmp(d.dli_sname, "_Z", 2) == 0) &&
+               sym.start == (uintptr_t)d.dli_saddr;
+      else /* none, or a function of the file's own symbol table */
+        same = same && (!sym.name[0] || (sym.start <= a.pcs[i] &&
+                                         a.pcs[i] - sym.start < sym.size));
       named += d.dli_sname != NULL;
+      from_file += !d.dli_sname && sym.name[0];
     }
     if (!same && disagree++ < 5)
       fprintf(stderr, "  %#lx: dladdr %s %s %p, symbolize %d %s %s %#lx\n",
@@ -471,6 +484,12 @@ static void symbolize_agrees_with_dladdr(void) {
   }
   CHECK_EQ(disagree, 0);
   CHECK(named > 50);
+  /* This program's own functions that dladdr cannot name (not exported):
+   * from its .symtab. */
+  CHECK(from_file > 0);
+  CHECK_EQ(mlprof__symbolize((uintptr_t)hidden_fn + 1, &sym), 0);
+  CHECK_STR(sym.name, "hidden_fn");
+  CHECK_EQ(sym.start, (uintptr_t)hidden_fn);
   /* The object alone. */
   CHECK_EQ(mlprof__object_of((uintptr_t)dlsym(libc, "malloc"), &sym), 0);
   CHECK(sym.lo <= (uintptr_t)dlsym(libc, "malloc") &&
@@ -478,6 +497,44 @@ static void symbolize_agrees_with_dladdr(void) {
   CHECK_EQ(sym.name[0], 0);
   CHECK(mlprof__object_of(16, &sym) != 0);
   dlclose(libc);
+}
+
+/* A C++ function is named as people read it, its parameters left out. */
+static void cxx_names_are_demangled(void) {
+  static const char *const cases[][2] = {
+      {"ns::f<int>(int) const", "ns::f<int>"},
+      {"at::native::(anonymous namespace)::run(at::Tensor const&)",
+       "at::native::(anonymous namespace)::run"},
+      {"Outer::operator()(int)", "Outer::operator()"},
+      {"std::operator<< <char>(std::ostream&, char const*)",
+       "std::operator<< <char>"},
+      {"f(int)::{lambda(char*)#1}::operator()(char*) const", "f"},
+      {"std::vector<std::pair<int, int>>::size() const",
+       "std::vector<std::pair<int, int>>::size"},
+      {"void at::native::(anonymous namespace)::pool<float, false>(int)",
+       "at::native::(anonymous namespace)::pool<float, false>"},
+      {"unsigned long f<int>(int)", "f<int>"},
+      {"A::operator new(unsigned long)", "A::operator new"},
+      {"A::operator int() const", "A::operator int"},
+      {"plain_c", "plain_c"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", cases[i][0]);
+    mlprof__cxx_name_short(buf);
+    CHECK_STR(buf, cases[i][1]);
+  }
+  /* A mangled symbol of a C++ runtime loaded in a local scope, as torch's
+   * extension loads its own. */
+  void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+  CHECK(cxx != NULL);
+  uintptr_t join = (uintptr_t)dlsym(cxx, "_ZNSt6thread4joinEv");
+  CHECK(join != 0);
+  static mlprof__symbol sym;
+  CHECK_EQ(mlprof__symbolize(join + 4, &sym), 0);
+  CHECK_STR(sym.name, "std::thread::join");
+  CHECK(strstr(sym.module, "libstdc++") != NULL);
+  CHECK_EQ(sym.start, join);
+  dlclose(cxx);
 }
 
 /* How a report names a native frame: its symbol, else its offset in its
@@ -510,4 +567,5 @@ const mlprof_test mlprof_tests_stack[] = {
     {"native_signal_goes_to_program", native_signal_goes_to_program},
     {"symbolize_agrees_with_dladdr", symbolize_agrees_with_dladdr},
     {"native_frames_are_named", native_frames_are_named},
+    {"cxx_names_are_demangled", cxx_names_are_demangled},
     {NULL, NULL}};
