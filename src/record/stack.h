@@ -205,11 +205,12 @@ typedef struct {
   char module[MLPROF__SYM_MAX + 1], name[MLPROF__SYM_MAX + 1];
 } mlprof__symbol;
 
-/* What dladdr says of pc (the object's path, the dynamic symbol whose range
- * holds pc), without going through all of the object's symbols: a table of
- * them, sorted, is made on the object's first address. A C++ name comes
- * demangled, without its parameters. The writer's thread only. 0,
- * MLPROF_EINVAL when no loaded object holds pc, MLPROF_ENOMEM. */
+/* The loaded object that holds pc and the function whose range holds it:
+ * what dladdr says of its dynamic symbols, and a function of its file's
+ * .symtab where dladdr has none, without going through all of its symbols
+ * (a sorted table of them is made on the object's first address). A C++
+ * name comes demangled, cut to the function's own. The writer's thread
+ * only. 0, MLPROF_EINVAL when no loaded object holds pc, MLPROF_ENOMEM. */
 int mlprof__symbolize(uintptr_t pc, mlprof__symbol *out);
 /* The same of the object alone (no symbol, no table): any thread. */
 int mlprof__object_of(uintptr_t pc, mlprof__symbol *out);
