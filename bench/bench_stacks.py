@@ -26,6 +26,11 @@ wall time (share of a core) and the process's CPU time.
 Then the bytes one sample takes on disk (the STACKS chunks of the 100 Hz
 runs over their samples, definitions included).
 
+Last, the sampler's cost while it runs, finely: one process alternates
+sessions with --stacks 100 and with none over the same unit of work,
+MLPROF_BENCH_PAIRS (150) times, beside none against none (the machine's
+own spread between equal settings).
+
     make bench-python      or
     PYTHONPATH=build/python python3 bench/bench_stacks.py [ROUNDS [pure|torch]]
 """
@@ -34,6 +39,7 @@ import os
 import resource
 import shutil
 import statistics
+import string
 import struct
 import subprocess
 import sys
@@ -102,6 +108,73 @@ print("work_ns", int((time.perf_counter() - t0) * 1e9),
       int((time.thread_time() - m0) * 1e9), sampler_ns() - s0,
       *[b - a for a, b in zip(i0, main_thread())])
 """
+
+
+# The sampler's cost while it runs, measured finely: one process times the
+# same unit of work under sessions with --stacks 100 and with none, in
+# alternation (a third session, none again, gives this machine's own spread
+# between two equal settings). A whole run's rounds move by several percent
+# on a shared VM; hundreds of short phases of one process tell 1% apart.
+ALTERNATE = string.Template(r"""
+import os, sys, time
+sys.path.insert(0, $here)
+import mlprof
+$setup
+out, pairs = $out, $pairs
+for i in range(pairs):
+    ways = [100, 0, -1]
+    ways = ways[i % 3:] + ways[:i % 3]
+    for hz in ways:
+        path = os.path.join(out, "p%d_%d.mlprof" % (i, hz))
+        with mlprof.Profiler(output=path, stacks=max(hz, 0), sample_interval=0.1):
+            unit()  # the session's threads are up
+            t = time.thread_time_ns()
+            unit()
+            print("phase", hz, time.thread_time_ns() - t)
+        os.unlink(path)
+""")
+
+UNITS = {
+    "pure Python": """
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def unit():
+    for _ in range(400):
+        fib(18)
+""",
+    "torch CNN steps": """
+from train_cnn import setup, train
+parts = setup()
+train(*parts, 5)
+def unit():
+    train(*parts, 8)
+""",
+}
+
+
+def alternate(label, pairs, tmp):
+    """Per pair, --stacks 100's main-thread CPU time over none's, and none
+    again over none: their medians and quartiles, in %."""
+    body = ALTERNATE.substitute(here=repr(HERE), setup=UNITS[label],
+                                out=repr(tmp), pairs=pairs)
+    script = os.path.join(tmp, "alternate.py")
+    with open(script, "w") as f:
+        f.write(body)
+    p = subprocess.run([sys.executable, script], capture_output=True,
+                       text=True, timeout=3600)
+    if p.returncode != 0:
+        raise SystemExit("alternation failed: " + p.stderr[-500:])
+    got = {100: [], 0: [], -1: []}
+    for line in p.stdout.splitlines():
+        if line.startswith("phase "):
+            _, hz, ns = line.split()
+            got[int(hz)].append(int(ns))
+    res = []
+    for a, b in ((100, 0), (-1, 0)):
+        r = sorted(100 * (x / y - 1) for x, y in zip(got[a], got[b]))
+        q = len(r) // 4
+        res.append((statistics.median(r), r[q], r[-1 - q]))
+    return res, statistics.median(got[0]) / 1e6
 
 
 def tlb_shootdowns():
@@ -274,6 +347,15 @@ def main():
                           k, s[4] / 1e6, 100 * s[4] / s[2],
                           100 * s[4] / s[1]))
             print()
+        pairs = int(os.environ.get("MLPROF_BENCH_PAIRS", "150"))
+        for label in scripts:
+            (on, aa), unit_ms = alternate(label, pairs, tmp)
+            print("%s, one process, %d alternated phases each of %.1f ms "
+                  "(main thread's CPU): --stacks 100 against none %+.2f%% "
+                  "(quartiles %+.1f%% .. %+.1f%%); none against none, this "
+                  "machine's spread, %+.2f%% (quartiles %+.1f%% .. %+.1f%%)"
+                  % ((label, pairs, unit_ms) + on + aa))
+        print()
         b = sum(x for x, _ in stacks_disk)
         s = sum(y for _, y in stacks_disk)
         if s:
