@@ -57,16 +57,12 @@ static int run(const target *t, char *const *env) {
                     : fn(t->file, t->argv, env);
 }
 
-static int has_prefix(const char *s, const char *prefix) {
-  return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
 /* var, or the session's output made absolute in buf when var passes on the
  * relative output the session was given: the new program writes where this
  * one does, whatever directory it is in now. */
 static char *output_var(char *var, char *buf, size_t cap) {
   const char *abs;
-  if (!has_prefix(var, OUTPUT_VAR) ||
+  if (!mlprof__has_prefix(var, OUTPUT_VAR) ||
       !(abs = mlprof__session_output_for(var + strlen(OUTPUT_VAR))) ||
       snprintf(buf, cap, OUTPUT_VAR "%s", abs) >= (int)cap)
     return var;
@@ -80,13 +76,14 @@ static int exec_with(const target *t, char *const *envp) {
   int seq = mlprof__session_before_exec();
   size_t n = 0;
   int profiled = 0;
-  for (; envp && envp[n]; n++) profiled |= has_prefix(envp[n], OUTPUT_VAR);
+  for (; envp && envp[n]; n++)
+    profiled |= mlprof__has_prefix(envp[n], OUTPUT_VAR);
   if (seq < 0 && !profiled) return run(t, envp);
   char mark[64], output[sizeof OUTPUT_VAR + 4096];
   char *env[n + 2];
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (seq < 0 || !has_prefix(envp[i], EXEC_VAR))
+    if (seq < 0 || !mlprof__has_prefix(envp[i], EXEC_VAR))
       env[k++] = output_var(envp[i], output, sizeof output);
   if (profiled && seq >= 0) {
     snprintf(mark, sizeof mark, EXEC_VAR "%d.%d", (int)getpid(), seq);

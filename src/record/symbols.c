@@ -296,29 +296,24 @@ static const sym *lookup(const object *o, uintptr_t pc) {
   return best;
 }
 
-static size_t copy(char *dst, const char *src) {
+static void copy(char *dst, const char *src) {
   size_t n = src ? strnlen(src, MLPROF__SYM_MAX) : 0;
   if (n) memcpy(dst, src, n);
   dst[n] = 0;
-  return n;
-}
-
-static int starts(const char *s, const char *with) {
-  return strncmp(s, with, strlen(with)) == 0;
 }
 
 void mlprof__cxx_name_short(char *s) {
   int angle = 0, brace = 0;
   char *space = NULL; /* the last one outside brackets: after a return type */
   for (char *p = s; *p; p++) {
-    if (starts(p, "(anonymous namespace)")) {
+    if (mlprof__has_prefix(p, "(anonymous namespace)")) {
       p += strlen("(anonymous namespace)") - 1;
-    } else if (starts(p, "operator") && !isalnum((unsigned char)p[8]) &&
-               p[8] != '_') {
+    } else if (mlprof__has_prefix(p, "operator") &&
+               !isalnum((unsigned char)p[8]) && p[8] != '_') {
       /* The operator's own characters are no brackets; "operator new",
        * "operator int" have their space. */
       p += 8;
-      if (starts(p, "()"))
+      if (mlprof__has_prefix(p, "()"))
         p += 2;
       else if (*p == ' ')
         p += 1 + strcspn(p + 1, "(<");
@@ -349,7 +344,7 @@ void mlprof__cxx_name_short(char *s) {
  * Outside dl_iterate_phdr: dlopen takes the loader's other lock. */
 static void demangle(char *name) {
   static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1"};
-  if (!starts(name, "_Z")) return;
+  if (!mlprof__has_prefix(name, "_Z")) return;
   void *h = NULL, *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
   for (size_t i = 0; !f && i < sizeof runtimes / sizeof *runtimes; i++) {
     /* Only one already loaded; closed after, so it stays as loaded as it
