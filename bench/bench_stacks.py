@@ -169,12 +169,15 @@ def alternate(label, pairs, tmp):
         if line.startswith("phase "):
             _, hz, ns = line.split()
             got[int(hz)].append(int(ns))
-    res = []
-    for a, b in ((100, 0), (-1, 0)):
-        r = sorted(100 * (x / y - 1) for x, y in zip(got[a], got[b]))
-        q = len(r) // 4
-        res.append((statistics.median(r), r[q], r[-1 - q]))
-    return res, statistics.median(got[0]) / 1e6
+    return ([paired(got[a], got[b]) for a, b in ((100, 0), (-1, 0))],
+            statistics.median(got[0]) / 1e6)
+
+
+def paired(xs, ys):
+    """The median of x / y - 1 over the pairs, and its quartiles, in %."""
+    r = sorted(100 * (x / y - 1) for x, y in zip(xs, ys))
+    q = len(r) // 4
+    return statistics.median(r), r[q], r[-1 - q]
 
 
 def tlb_shootdowns():
@@ -323,13 +326,11 @@ def main():
                       "mlprof run --stacks 100,native"):
                 cells = []
                 for i, what in ((0, "main thread"), (1, "process")):
-                    r = sorted(100 * (a[i] / b[i] - 1)
-                               for a, b in zip(got[k], got[
-                                   "mlprof run --stacks off"]))
-                    q = len(r) // 4
+                    off = got["mlprof run --stacks off"]
                     cells.append("%s %+.1f%% (quartiles %+.1f%% .. %+.1f%%)"
-                                 % (what, statistics.median(r), r[q],
-                                    r[-1 - q]))
+                                 % ((what,) + paired(
+                                     [x[i] for x in got[k]],
+                                     [x[i] for x in off])))
                 print("  %s, paired by round against --stacks off: %s" % (
                     k, ", ".join(cells)))
             print("  what interrupted the program, medians: the main thread's "
