@@ -22,6 +22,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -156,6 +157,19 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off) {
   return 0;
 }
 
+/* path opened for reading when it is a regular file, else -1: a loaded
+ * object's path may since name a FIFO (another user's, in a directory
+ * both can write), whose open would block the writer forever. */
+static int open_regular(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
 /* Whether fd holds the object info describes: same program headers. */
 static int same_object(int fd, const ElfW(Ehdr) * e,
                        const struct dl_phdr_info *info) {
@@ -178,7 +192,7 @@ static int file_syms(object *o, const struct dl_phdr_info *info, sym **s,
                      size_t *n, size_t *cap) {
   const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name
                                                            : "/proc/self/exe";
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open_regular(path);
   if (fd < 0) return 0;
   int rc = 0;
   ElfW(Ehdr) e;
@@ -235,7 +249,7 @@ out:
 /* The name at off of o's file's string table, into out. */
 static void file_name(const object *o, uint32_t off, char *out) {
   out[0] = 0;
-  int fd = o->path ? open(o->path, O_RDONLY | O_CLOEXEC) : -1;
+  int fd = o->path ? open_regular(o->path) : -1;
   if (fd < 0) return;
   uint64_t left = o->strtab_size - off;
   size_t n = left < MLPROF__SYM_MAX ? (size_t)left : MLPROF__SYM_MAX;

@@ -1,10 +1,12 @@
 /* Interned stacks (src/record/stack.h) and the stack sampler, read back
  * through the reader's stack callbacks. */
 #include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -12,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -537,6 +540,65 @@ static void cxx_names_are_demangled(void) {
   dlclose(cxx);
 }
 
+/* A copy of libz loaded from dir as name (*h); *crc gets its crc32. */
+static void libz_copy(const char *dir, const char *name, char *path, void **h,
+                      uintptr_t *crc) {
+  char cmd[256];
+  snprintf(path, 128, "%s/%s", dir, name);
+  snprintf(cmd, sizeof cmd, "cp /usr/lib/x86_64-linux-gnu/libz.so.1 %s", path);
+  CHECK_EQ(system(cmd), 0);
+  *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  CHECK(*h != NULL);
+  *crc = (uintptr_t)dlsym(*h, "crc32");
+  CHECK(*crc != 0);
+}
+
+/* A loaded object whose path names something else by the time its symbols
+ * are read: a FIFO (opening it would block) or a file whose section
+ * headers claim sizes past its end. The answer comes at once, the object
+ * still named, its exported symbols too. */
+static void symbolize_survives_a_changed_file(void) {
+  char dir[] = "/tmp/mlprof-sym-XXXXXX", a[128], b[128];
+  CHECK(mkdtemp(dir) != NULL);
+  uintptr_t crc_a = 0, crc_b = 0;
+  void *ha = NULL, *hb = NULL;
+  libz_copy(dir, "libz-a.so.1", a, &ha, &crc_a);
+  libz_copy(dir, "libz-b.so.1", b, &hb, &crc_b);
+  CHECK(ha && hb);
+  /* a's section headers claim tables at a huge offset, of huge sizes. */
+  int fd = open(a, O_RDWR);
+  CHECK(fd >= 0);
+  Elf64_Ehdr e;
+  CHECK_EQ(pread(fd, &e, sizeof e, 0), (ssize_t)sizeof e);
+  for (unsigned i = 0; i < e.e_shnum; i++) {
+    Elf64_Shdr sh;
+    CHECK_EQ(pread(fd, &sh, sizeof sh, e.e_shoff + i * sizeof sh),
+             (ssize_t)sizeof sh);
+    sh.sh_type = i % 2 ? SHT_STRTAB : SHT_SYMTAB;
+    sh.sh_entsize = sizeof(Elf64_Sym);
+    sh.sh_offset = 1ull << 62;
+    sh.sh_size = 200u << 20;
+    sh.sh_link = i + 1;
+    CHECK_EQ(pwrite(fd, &sh, sizeof sh, e.e_shoff + i * sizeof sh),
+             (ssize_t)sizeof sh);
+  }
+  close(fd);
+  /* b is a FIFO now. */
+  CHECK_EQ(unlink(b), 0);
+  CHECK_EQ(mkfifo(b, 0600), 0);
+  static mlprof__symbol sym;
+  CHECK_EQ(mlprof__symbolize(crc_a + 3, &sym), 0);
+  CHECK_STR(sym.name, "crc32");
+  CHECK_EQ(mlprof__symbolize(crc_b + 3, &sym), 0);
+  CHECK_STR(sym.name, "crc32");
+  CHECK(strstr(sym.module, "libz-b") != NULL);
+  dlclose(ha);
+  dlclose(hb);
+  unlink(a);
+  unlink(b);
+  rmdir(dir);
+}
+
 /* How a report names a native frame: its symbol, else its offset in its
  * module, else (in no module: a JIT's code) one name for all such. */
 static void native_frames_are_named(void) {
@@ -566,6 +628,7 @@ const mlprof_test mlprof_tests_stack[] = {
      native_capture_gives_up_on_blocked_thread},
     {"native_signal_goes_to_program", native_signal_goes_to_program},
     {"symbolize_agrees_with_dladdr", symbolize_agrees_with_dladdr},
+    {"symbolize_survives_a_changed_file", symbolize_survives_a_changed_file},
     {"native_frames_are_named", native_frames_are_named},
     {"cxx_names_are_demangled", cxx_names_are_demangled},
     {NULL, NULL}};
