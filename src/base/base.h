@@ -110,12 +110,29 @@ void mlprof__fmt_duration(char *b, size_t len, double ns);
  * re-enters itself, even from a signal handler). */
 extern __thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
 
-/* The value of the environment variable name (MLPROF_...), or NULL when
- * unset or when the process runs with privileges its caller does not have
- * (setuid, setgid, file capabilities: AT_SECURE): such a caller must not
- * choose where the profile goes or which library is loaded. Every variable
- * the recording library and its sampler read goes through here. */
+/* The launchers' variables the HEADER's rank fields come from, in order of
+ * precedence (docs/format.md): torchrun, Open MPI, MPICH, Slurm. */
+#define MLPROF__RANK_VARS \
+  "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"
+#define MLPROF__WORLD_VARS \
+  "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"
+#define MLPROF__LOCAL_RANK_VARS \
+  "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"
+#define MLPROF__JOB_VARS \
+  "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid"
+
+/* The value of the environment variable name (MLPROF_..., or a launcher's
+ * rank variable) as of the last copy, or NULL when unset or when the
+ * process runs with privileges its caller does not have (setuid, setgid,
+ * file capabilities: AT_SECURE): such a caller must not choose where the
+ * profile goes or which library is loaded. Every variable the recording
+ * library and its sampler read goes through here: never the program's
+ * environment itself, which may be changing (env.c). */
 const char *mlprof__env(const char *name);
+
+/* Copies those variables from the program's environment: only where the
+ * program could call getenv itself (its thread, outside any hook). */
+void mlprof__env_copy(void);
 
 /* Writes "mlprof[PID]: " and the formatted line to the program's stderr
  * (mlprof__fd_stderr) without allocating; with flag, only the first time

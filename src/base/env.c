@@ -1,16 +1,101 @@
 /* What the recording side reads of its environment and how it speaks up:
- * used by the recording library and its sampler. */
+ * used by the recording library and its sampler.
+ *
+ * The environment is read from a copy of the variables the library reads
+ * (MLPROF_* and the launchers' rank variables, base.h), taken where
+ * reading the program's environment is as safe as the program's own getenv:
+ * when the library is loaded, when a session starts (mlprof_init, on the
+ * program's thread) and in a forked child (its fork handler, on the child's
+ * only thread). Read anywhere else, the array could be in the middle of a
+ * change: the writer and sampler threads run beside the program's setenv,
+ * and a forked child's profile starts on its first recorded allocation,
+ * which may be setenv's own realloc of the array it has just freed (MPICH's
+ * launcher putenv()s between fork and exec: a crash, before this copy).
+ * Two copies take turns, so that one being read is never the one rewritten
+ * by the next mlprof_init. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "base.h"
 
 __thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
 
-const char *mlprof__env(const char *name) { return secure_getenv(name); }
+extern char **environ;
+
+#define ENV_VARS 128
+#define ENV_BYTES 65536
+
+typedef struct {
+  int n;
+  const char *var[ENV_VARS]; /* "NAME=VALUE", in the environment's order */
+  char text[ENV_BYTES];
+} env_copy;
+
+static env_copy copies[2];
+static env_copy *_Atomic current;
+static atomic_flag copying = ATOMIC_FLAG_INIT;
+
+static int wanted(const char *var) {
+  static const char *const launchers[] = {MLPROF__RANK_VARS, MLPROF__WORLD_VARS,
+                                          MLPROF__LOCAL_RANK_VARS,
+                                          MLPROF__JOB_VARS};
+  if (strncmp(var, "MLPROF_", 7) == 0) return 1;
+  for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++) {
+    size_t len = strlen(launchers[i]);
+    if (strncmp(var, launchers[i], len) == 0 && var[len] == '=') return 1;
+  }
+  return 0;
+}
+
+void mlprof__env_copy(void) {
+  /* Another thread copies it now (or did, when a fork took this child from
+   * it midway: the child keeps the last whole copy). */
+  if (atomic_flag_test_and_set(&copying)) return;
+  env_copy *c = &copies[atomic_load(&current) == &copies[0]];
+  size_t used = 0;
+  c->n = 0;
+  /* A caller with privileges it did not have must not choose where the
+   * profile goes or which library is loaded (secure_getenv's rule). */
+  for (char **e = getauxval(AT_SECURE) ? NULL : environ; e && *e; e++) {
+    if (!wanted(*e)) continue;
+    size_t len = strlen(*e) + 1;
+    if (c->n == ENV_VARS || len > ENV_BYTES - used) {
+      mlprof__warn_once(NULL,
+                        "ignoring %.*s: mlprof's copy of the "
+                        "environment is full",
+                        (int)strcspn(*e, "="), *e);
+      continue;
+    }
+    memcpy(c->text + used, *e, len);
+    c->var[c->n++] = c->text + used;
+    used += len;
+  }
+  atomic_store(&current, c);
+  atomic_flag_clear(&copying);
+}
+
+/* Before the library's other constructors read anything. */
+__attribute__((constructor(101))) static void env_setup(void) {
+  mlprof__env_copy();
+}
+
+const char *mlprof__env(const char *name) {
+  env_copy *c = atomic_load(&current);
+  if (!c) {
+    mlprof__env_copy(); /* a caller before the constructor */
+    if (!(c = atomic_load(&current))) return NULL;
+  }
+  size_t len = strlen(name);
+  for (int i = 0; i < c->n; i++)
+    if (strncmp(c->var[i], name, len) == 0 && c->var[i][len] == '=')
+      return c->var[i] + len + 1;
+  return NULL;
+}
 
 void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {
   if (flag && (atomic_load_explicit(flag, memory_order_relaxed) ||

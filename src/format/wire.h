@@ -17,17 +17,6 @@
  * (mlprof_track_spans), not a kernel thread's. */
 #define MLPROF__TRACK_TID_BASE 0x80000000u
 
-/* The launchers' variables the HEADER's rank fields come from, in order of
- * precedence (docs/format.md): torchrun, Open MPI, MPICH, Slurm. */
-#define MLPROF__RANK_VARS \
-  "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"
-#define MLPROF__WORLD_VARS \
-  "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"
-#define MLPROF__LOCAL_RANK_VARS \
-  "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"
-#define MLPROF__JOB_VARS \
-  "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid"
-
 enum {
   MLPROF__CHUNK_HEADER = 1,
   MLPROF__CHUNK_NAMES = 2,

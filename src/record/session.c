@@ -380,6 +380,7 @@ static void fork_child(void) {
   int quiet = mlprof__quiet;
   mlprof__quiet = 1;
   owner = getpid();
+  mlprof__env_copy(); /* the child's: what its parent set before fork */
   mlprof__signals_fork_child();
   pthread_mutex_unlock(&mlprof__intern_lock);
   pthread_mutex_unlock(&mlprof__meta_lock);
@@ -451,6 +452,7 @@ static int session_start(const char *output, int child) {
 int mlprof_init(const mlprof_config *cfg) {
   static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
   mlprof_config c;
+  mlprof__env_copy(); /* what the program set since the library loaded */
   if (cfg) {
     /* A caller built against an older, smaller struct: its fields over the
      * defaults. Anything else but this struct's own size is not a config. */

@@ -38,7 +38,9 @@ class Flavour:
     def run(self, cmd):
         r = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
                            timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
+        # MPICH's launcher reports a rank's death on stdout.
+        assert r.returncode == 0, (r.returncode, r.stdout[-3000:],
+                                   r.stderr[-3000:])
 
     def require(self, *programs):
         """Fails the test when this MPI or one of its programs is absent:

@@ -108,6 +108,23 @@ def test_fork_child_is_its_own_process(tmp_path):
     assert len(helper) == 1 and helper[0]["pid"] == child["pid"]
 
 
+def test_fork_child_starts_with_its_environment_unreadable(tmp_path):
+    """A forked child's profile starts on its first recorded allocation,
+    which may come from inside setenv, the environment array half replaced
+    (MPICH's launcher: a crash, once). fork_env's child points environ at an
+    unreadable page before it allocates: the library reads the copy its fork
+    handler took, in which the parent's RANK and WORLD_SIZE are."""
+    out = tmp_path / "run"
+    mlprof("run", "-q", "--memory", "all", "-o", out, "--",
+           program("fork_env"))
+    rep = report_json(out)
+    root, procs = split_root(rep)
+    parent = next(p for p in procs if p["parent"] == root["index"])
+    child = next(p for p in procs if p["parent"] == parent["index"])
+    assert (child["rank"], child["world_size"], child["status"]) == (5, 8, 0)
+    assert child["clean_end"]
+
+
 def split_root(rep):
     """The profile `mlprof run` wrote itself (the tree's root), and the
     profiles of the command's processes."""

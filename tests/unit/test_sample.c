@@ -1098,6 +1098,16 @@ static void test_energy_unavailable(void) {
 
 static char fake_lib[PATH_MAX];
 
+/* MLPROF_NVML_LIB as the library reads it: from its copy of the
+ * environment (src/base/env.c), taken again here. */
+static void nvml_lib(const char *path) {
+  if (path)
+    setenv("MLPROF_NVML_LIB", path, 1);
+  else
+    unsetenv("MLPROF_NVML_LIB");
+  mlprof__env_copy();
+}
+
 /* Points the nvml source at the fake built beside this binary and writes the
  * script; 0, or -1 when the fake is not there. */
 static int use_fake(const char *root, const char *script) {
@@ -1111,13 +1121,13 @@ static int use_fake(const char *root, const char *script) {
   put_file(root, "script", "%s", script);
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/script", root);
-  setenv("MLPROF_NVML_LIB", fake_lib, 1);
+  nvml_lib(fake_lib);
   setenv("FAKE_NVML_SCRIPT", path, 1);
   return 0;
 }
 
 static void no_fake(void) {
-  unsetenv("MLPROF_NVML_LIB");
+  nvml_lib(NULL);
   unsetenv("FAKE_NVML_SCRIPT");
 }
 
@@ -1152,7 +1162,7 @@ static void nv_close(void *st) {
 static void test_nvml_missing(void) {
   void *st = NULL;
   char why[256] = "";
-  setenv("MLPROF_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+  nvml_lib("/nonexistent/libnvidia-ml.so.1");
   CHECK_EQ(nv_open(&st, why, sizeof why), -1);
   CHECK_STR(why, "no NVML: /nonexistent/libnvidia-ml.so.1 not found");
   no_fake();
@@ -1165,7 +1175,7 @@ static void test_nvml_missing(void) {
     CHECK_STR(why, "no NVML: libnvidia-ml.so.1 not found");
   }
   /* A library that is not NVML. */
-  setenv("MLPROF_NVML_LIB", "libc.so.6", 1);
+  nvml_lib("libc.so.6");
   CHECK_EQ(nv_open(&st, why, sizeof why), -1);
   CHECK_STR(why, "no NVML: libc.so.6 has no nvmlInit_v2");
   no_fake();
@@ -1405,7 +1415,7 @@ static void test_sources_list(void) {
   /* On an empty root every source either says why it cannot run, or runs
    * and finds nothing. */
   const char *root = fixture();
-  setenv("MLPROF_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+  nvml_lib("/nonexistent/libnvidia-ml.so.1");
   pid_t pid = 12345;
   for (size_t i = 0; i < mlprof__nsources; i++) {
     void *st = NULL;
