@@ -27,17 +27,12 @@ __thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
 
 extern char **environ;
 
-#define ENV_VARS 128
 #define ENV_BYTES 65536
 
-typedef struct {
-  int n;
-  const char *var[ENV_VARS]; /* "NAME=VALUE", in the environment's order */
-  char text[ENV_BYTES];
-} env_copy;
-
-static env_copy copies[2];
-static env_copy *_Atomic current;
+/* Each copy: "NAME=VALUE\0" after another, in the environment's order; an
+ * empty one ends them. */
+static char copies[2][ENV_BYTES];
+static char *_Atomic current;
 static atomic_flag copying = ATOMIC_FLAG_INIT;
 
 static int wanted(const char *var) {
@@ -56,25 +51,25 @@ void mlprof__env_copy(void) {
   /* Another thread copies it now (or did, when a fork took this child from
    * it midway: the child keeps the last whole copy). */
   if (atomic_flag_test_and_set(&copying)) return;
-  env_copy *c = &copies[atomic_load(&current) == &copies[0]];
+  char *c = copies[atomic_load(&current) == copies[0]];
   size_t used = 0;
-  c->n = 0;
   /* A caller with privileges it did not have must not choose where the
    * profile goes or which library is loaded (secure_getenv's rule). */
   for (char **e = getauxval(AT_SECURE) ? NULL : environ; e && *e; e++) {
     if (!wanted(*e)) continue;
     size_t len = strlen(*e) + 1;
-    if (c->n == ENV_VARS || len > ENV_BYTES - used) {
-      mlprof__warn_once(NULL,
-                        "ignoring %.*s: mlprof's copy of the "
-                        "environment is full",
-                        (int)strcspn(*e, "="), *e);
+    if (len >= ENV_BYTES - used) {
+      static _Atomic int warned;
+      mlprof__warn_once(&warned,
+                        "ignoring %.*s: the MLPROF_ variables are more than "
+                        "mlprof keeps (%d KiB in all)",
+                        (int)strcspn(*e, "="), *e, ENV_BYTES >> 10);
       continue;
     }
-    memcpy(c->text + used, *e, len);
-    c->var[c->n++] = c->text + used;
+    memcpy(c + used, *e, len);
     used += len;
   }
+  c[used] = 0;
   atomic_store(&current, c);
   atomic_flag_clear(&copying);
 }
@@ -85,15 +80,14 @@ __attribute__((constructor(101))) static void env_setup(void) {
 }
 
 const char *mlprof__env(const char *name) {
-  env_copy *c = atomic_load(&current);
+  const char *c = atomic_load(&current);
   if (!c) {
     mlprof__env_copy(); /* a caller before the constructor */
     if (!(c = atomic_load(&current))) return NULL;
   }
   size_t len = strlen(name);
-  for (int i = 0; i < c->n; i++)
-    if (strncmp(c->var[i], name, len) == 0 && c->var[i][len] == '=')
-      return c->var[i] + len + 1;
+  for (const char *v = c; *v; v += strlen(v) + 1)
+    if (strncmp(v, name, len) == 0 && v[len] == '=') return v + len + 1;
   return NULL;
 }
 

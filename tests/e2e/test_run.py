@@ -125,6 +125,21 @@ def test_fork_child_starts_with_its_environment_unreadable(tmp_path):
     assert child["clean_end"]
 
 
+def test_a_crowded_environment_is_read_as_far_as_it_fits(tmp_path):
+    """The library's copy of its variables holds 64 KiB: a larger MLPROF_
+    variable is left out, said once, and the ones that fit still count."""
+    path = tmp_path / "p.mlprof"
+    env = dict(os.environ, MLPROF_JUNK="x" * 70000, MLPROF_OUTPUT=str(path),
+               **{"MLPROF_J%d" % i: "1" for i in range(300)})
+    r = subprocess.run([program("fork_child")], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("ignoring MLPROF_JUNK: the MLPROF_ variables are "
+                          "more than mlprof keeps (64 KiB in all)") == 1
+    assert r.stderr.count("mlprof[") == 1, r.stderr
+    assert path.exists()
+
+
 def split_root(rep):
     """The profile `mlprof run` wrote itself (the tree's root), and the
     profiles of the command's processes."""
