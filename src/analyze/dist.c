@@ -84,8 +84,7 @@ int mlprof__op_of(const char *name, size_t len) {
     const char *t = s + pass;
     if (pass && s[0] != 'i') break;
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
-      if (!strncmp(t, kinds[k].prefix, strlen(kinds[k].prefix)))
-        return kinds[k].op;
+      if (mlprof__has_prefix(t, kinds[k].prefix)) return kinds[k].op;
   }
   return MLPROF__OP_OTHER;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MLPROF__NONE UINT32_MAX
 
@@ -109,6 +110,11 @@ void mlprof__fmt_duration(char *b, size_t len, double ns);
  * allocation hooks or the recording library's slow paths (so a hook never
  * re-enters itself, even from a signal handler). */
 extern __thread int mlprof__quiet __attribute__((tls_model("initial-exec")));
+
+/* Whether s begins with prefix. */
+static inline int mlprof__has_prefix(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
 
 /* The launchers' variables the HEADER's rank fields come from, in order of
  * precedence (docs/format.md): torchrun, Open MPI, MPICH, Slurm. */

@@ -35,15 +35,19 @@ static char copies[2][ENV_BYTES];
 static char *_Atomic current;
 static atomic_flag copying = ATOMIC_FLAG_INIT;
 
+/* The value in var ("NAME=VALUE") when its NAME is name, else NULL. */
+static const char *value_of(const char *var, const char *name) {
+  size_t len = strlen(name);
+  return strncmp(var, name, len) == 0 && var[len] == '=' ? var + len + 1 : NULL;
+}
+
 static int wanted(const char *var) {
   static const char *const launchers[] = {MLPROF__RANK_VARS, MLPROF__WORLD_VARS,
                                           MLPROF__LOCAL_RANK_VARS,
                                           MLPROF__JOB_VARS};
-  if (strncmp(var, "MLPROF_", 7) == 0) return 1;
-  for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++) {
-    size_t len = strlen(launchers[i]);
-    if (strncmp(var, launchers[i], len) == 0 && var[len] == '=') return 1;
-  }
+  if (mlprof__has_prefix(var, "MLPROF_")) return 1;
+  for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++)
+    if (value_of(var, launchers[i])) return 1;
   return 0;
 }
 
@@ -85,10 +89,10 @@ const char *mlprof__env(const char *name) {
     mlprof__env_copy(); /* a caller before the constructor */
     if (!(c = atomic_load(&current))) return NULL;
   }
-  size_t len = strlen(name);
-  for (const char *v = c; *v; v += strlen(v) + 1)
-    if (strncmp(v, name, len) == 0 && v[len] == '=') return v + len + 1;
-  return NULL;
+  const char *value = NULL;
+  for (const char *v = c; *v && !value; v += strlen(v) + 1)
+    value = value_of(v, name);
+  return value;
 }
 
 void mlprof__warn_once(_Atomic int *flag, const char *fmt, ...) {

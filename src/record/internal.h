@@ -7,7 +7,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "../base/base.h"
@@ -17,11 +16,6 @@
 #define MLPROF__HIDDEN __attribute__((visibility("hidden")))
 #define MLPROF__LIKELY(x) __builtin_expect(!!(x), 1)
 #define MLPROF__UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* Whether s begins with prefix. */
-static inline int mlprof__has_prefix(const char *s, const char *prefix) {
-  return strncmp(s, prefix, strlen(prefix)) == 0;
-}
 
 /* ---- clock (clock.c) ---------------------------------------------------- */
 

@@ -117,7 +117,7 @@ static int meminfo_kb(const char *buf, const char *key, double *bytes) {
 static int stacked(const char *name) {
   static const char *const skip[] = {"loop", "ram", "zram", "dm-", "md"};
   for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
-    if (strncmp(name, skip[i], strlen(skip[i])) == 0) return 1;
+    if (mlprof__has_prefix(name, skip[i])) return 1;
   return 0;
 }
 
@@ -136,7 +136,7 @@ static int whole_disk(const sys_state *s, const char *root, const char *name,
     return 1;
   }
   /* Without /sys, a partition follows its disk and extends its name. */
-  return !(last_disk[0] && strncmp(name, last_disk, strlen(last_disk)) == 0);
+  return !(last_disk[0] && mlprof__has_prefix(name, last_disk));
 }
 
 /* The blank-separated word at *p into name (cut to len - 1), *p after it.
