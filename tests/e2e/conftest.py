@@ -3,9 +3,17 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import subprocess
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`make test &`)
+# inherits SIGINT ignored, as would every program it runs; the tests that
+# interrupt a program need it to die as it would at a terminal. A handler,
+# unlike SIG_IGN, is not inherited across exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 BUILD = os.environ.get("MLPROF_BUILD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build")
