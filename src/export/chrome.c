@@ -59,19 +59,12 @@ typedef struct {
   uint64_t *nodes; /* parent << 32 | frame */
   size_t nnodes, ncap;
 } stack_defs;
-/* An allocation (weight > 0) or a free of the profile being read. */
-typedef struct {
-  uint64_t t, addr, weight;
-  uint64_t seq;
-} mem_rec;
-
 typedef struct {
   mlprof__out *o;
   uint64_t events;
   stack_defs stk;
-  mem_rec *mem; /* the profile's allocation records, for its live bytes */
-  size_t nmem, memcap;
-  mlprof__out arena; /* escaped names of the current profile */
+  mlprof__trace_live live; /* the profile's allocation records */
+  mlprof__out arena;       /* escaped names of the current profile */
   name_entry *names;
   size_t nnames, ncap;
   mlprof__map ids; /* name id -> index in names */
@@ -415,71 +408,20 @@ static int on_units(void *ud, uint32_t tid, uint32_t name, uint64_t t,
   return status(c);
 }
 
-static int add_mem(chrome *c, uint64_t t, uint64_t addr, uint64_t weight) {
-  if (c->nmem >= UINT32_MAX - 2) return 0; /* the map's values are 32-bit */
-  if (mlprof__grow(&c->mem, &c->memcap, c->nmem + 1, sizeof *c->mem))
-    return MLPROF_ENOMEM;
-  c->mem[c->nmem] = (mem_rec){t, addr, weight, c->nmem};
-  c->nmem++;
-  return 0;
-}
-
-/* A track's allocations (a CUDA device's, measured elsewhere) are another
- * address space: the counter is the process's own memory. */
 static int on_alloc(void *ud, const mlprof__alloc *a) {
-  if (a->tid >= MLPROF__TRACK_TID_BASE) return 0;
-  return add_mem(ud, a->t, a->addr, a->weight ? a->weight : 1);
+  return mlprof__trace_live_alloc(&((chrome *)ud)->live, a);
 }
 
 static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
-  if (tid >= MLPROF__TRACK_TID_BASE) return 0;
-  return add_mem(ud, t, addr, 0);
+  return mlprof__trace_live_free_at(&((chrome *)ud)->live, tid, t, addr);
 }
 
-/* Folded allocations (allocated and freed within one flush: docs/memory.md)
- * are not read: they add nothing to the live bytes at any flush, nor at the
- * peaks, whose allocations the writer keeps one by one. */
-
-static int mem_by_time(const void *x, const void *y) {
-  const mem_rec *a = x, *b = y;
-  if (a->t != b->t) return a->t < b->t ? -1 : 1;
-  return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
-/* The profile's live bytes (its allocation records replayed in time order,
- * as docs/memory.md says) as the counter "live bytes (allocations)": the
- * highest value of each millisecond, so that a peak shows whatever the
- * number of records. Returns 0 or MLPROF_ENOMEM. */
-static int live_bytes_track(chrome *c) {
-  if (!c->nmem) return 0;
-  mlprof__sort(c->mem, c->nmem, sizeof *c->mem, mem_by_time);
-  mlprof__map at = {0}; /* address -> index of its live allocation */
-  uint64_t live = 0, high = 0, bucket = c->mem[0].t / 1000000;
-  int rc = 0;
-  for (size_t i = 0; i <= c->nmem && !rc; i++) {
-    if (i == c->nmem || c->mem[i].t / 1000000 != bucket) {
-      counter_start(c, bucket * 1000000, MLPROF__NONE,
-                    "\"live bytes (allocations)\",\"args\":{\"bytes\":");
-      mlprof__out_u64(c->o, high);
-      mlprof__out_lit(c->o, "}}");
-      if (i == c->nmem) break;
-      bucket = c->mem[i].t / 1000000;
-      high = live;
-    }
-    const mem_rec *e = &c->mem[i];
-    uint32_t j = mlprof__map_get(&at, e->addr);
-    if (e->weight) {
-      rc = mlprof__map_put(&at, e->addr, (uint32_t)i);
-      live += e->weight;
-    } else if (j != MLPROF__NONE && j != UINT32_MAX - 1) {
-      live -= c->mem[j].weight;
-      rc = mlprof__map_put(&at, e->addr, UINT32_MAX - 1);
-    }
-    if (live > high) high = live;
-  }
-  mlprof__map_clear(&at);
-  c->nmem = 0;
-  return rc ? MLPROF_ENOMEM : status(c);
+static void live_point(void *ud, uint64_t t, uint64_t bytes) {
+  chrome *c = ud;
+  counter_start(c, t, MLPROF__NONE,
+                "\"" MLPROF__TRACE_LIVE_NAME "\",\"args\":{\"bytes\":");
+  mlprof__out_u64(c->o, bytes);
+  mlprof__out_lit(c->o, "}}");
 }
 
 static int on_step(void *ud, uint32_t tid, uint64_t t) {
@@ -780,7 +722,8 @@ static void profile_start(chrome *c, const mlprof__job_profile *p,
  * last until the profile's end. Leaves the per-profile state empty. Returns
  * 0 or MLPROF_ENOMEM. */
 static int profile_finish(chrome *c, const mlprof__read_report *rep) {
-  int rc = live_bytes_track(c);
+  int rc = mlprof__trace_live_replay(&c->live, live_point, c);
+  if (!rc) rc = status(c);
   for (size_t i = 0; i < c->nthreads; i++)
     if (flush_span(c, &c->threads[i])) rc = MLPROF_ENOMEM;
   uint64_t end = rep->last_ns;
@@ -909,7 +852,7 @@ int mlprof__export_chrome(const mlprof__job *job, const mlprof__filter *filter,
   mlprof__map_clear(&c.named);
   mlprof__map_clear(&c.colls);
   free(c.anchors);
-  free(c.mem);
+  free(c.live.rec);
   free(c.threads);
   free(c.names);
   free(c.open);

@@ -154,8 +154,10 @@ typedef struct {
   const mlprof__job *job;
   mlprof__trace_at at; /* the profile being read */
   uint64_t proc_uuid;
-  uint32_t seq;    /* trusted_packet_sequence_id */
-  int seq_started; /* the sequence's first packet is written */
+  mlprof__trace_live live; /* the profile's allocation records */
+  uint64_t live_track;     /* its live bytes' counter track */
+  uint32_t seq;            /* trusted_packet_sequence_id */
+  int seq_started;         /* the sequence's first packet is written */
   uint8_t cats_interned[MLPROF_CAT_COUNT];
   int literals_interned; /* INTERNED_* of the literals */
   /* Tracks of the whole job. */
@@ -343,15 +345,14 @@ static void describe_thread(perfetto *c, const thread_state *t,
   c->events++;
 }
 
-/* The counter track named name under the process track parent, kind
- * telling counters, units and measures of one name apart; described the
- * first time. 0 when out of memory. */
-static uint64_t counter_uuid(perfetto *c, uint64_t parent, char kind,
-                             uint32_t name) {
-  const name_entry *e = &c->names[name];
+/* The counter track named text (len bytes) under the process track parent,
+ * kind telling counters, units, measures and the live bytes of one name
+ * apart; described the first time. 0 when out of memory. */
+static uint64_t counter_track(perfetto *c, uint64_t parent, char kind,
+                              const char *text, size_t len) {
   uint64_t key = mlprof__hash(&parent, sizeof parent, MLPROF__HASH_START);
   key = mlprof__hash(&kind, 1, key);
-  key = mlprof__hash(name_text(c, name), e->len, key);
+  key = mlprof__hash(text, len, key);
   uint32_t have = mlprof__map_get(&c->counters, key);
   if (have != MLPROF__NONE) return have;
   uint64_t u = new_uuid(c, 0);
@@ -362,13 +363,18 @@ static uint64_t counter_uuid(perfetto *c, uint64_t parent, char kind,
   size_t td = mlprof__pb_open(m, PK_TRACK_DESCRIPTOR);
   mlprof__pb_out_uint(m, TD_UUID, u);
   mlprof__pb_out_uint(m, TD_PARENT_UUID, parent);
-  mlprof__pb_string(m, TD_NAME, name_text(c, name), e->len);
+  mlprof__pb_string(m, TD_NAME, text, len);
   size_t cd = mlprof__pb_open(m, TD_COUNTER);
   mlprof__pb_close(m, cd);
   mlprof__pb_close(m, td);
   packet_end(c);
   c->events++;
   return u;
+}
+
+static uint64_t counter_uuid(perfetto *c, uint64_t parent, char kind,
+                             uint32_t name) {
+  return counter_track(c, parent, kind, name_text(c, name), c->names[name].len);
 }
 
 static void counter_value(perfetto *c, uint64_t track, uint64_t ts, double v,
@@ -824,6 +830,19 @@ static int on_sample(void *ud, const mlprof__sample_row *row) {
   return status(c);
 }
 
+static int on_alloc(void *ud, const mlprof__alloc *a) {
+  return mlprof__trace_live_alloc(&((perfetto *)ud)->live, a);
+}
+
+static int on_alloc_free(void *ud, uint32_t tid, uint64_t t, uint64_t addr) {
+  return mlprof__trace_live_free_at(&((perfetto *)ud)->live, tid, t, addr);
+}
+
+static void live_point(void *ud, uint64_t t, uint64_t bytes) {
+  perfetto *c = ud;
+  counter_value(c, c->live_track, mlprof__job_time(c->at.prof, t), 0, 1, bytes);
+}
+
 static int on_end(void *ud, uint64_t end_ns, uint64_t dropped,
                   uint64_t unmatched) {
   perfetto *c = ud;
@@ -857,6 +876,12 @@ static int profile_start(perfetto *c, size_t index) {
  * MLPROF_ENOMEM. */
 static int profile_finish(perfetto *c, const mlprof__read_report *rep) {
   int rc = 0;
+  if (c->live.n) {
+    static const char live[] = MLPROF__TRACE_LIVE_NAME;
+    c->live_track = counter_track(c, c->proc_uuid, 'l', live, sizeof live - 1);
+    rc = c->live_track ? mlprof__trace_live_replay(&c->live, live_point, c)
+                       : MLPROF_ENOMEM;
+  }
   uint64_t end = rep->last_ns;
   if (c->at.end_seen && c->at.end_ns > end) end = c->at.end_ns;
   for (size_t i = 0; i < c->nopen && !rc; i++) {
@@ -916,6 +941,8 @@ int mlprof__export_perfetto(const mlprof__job *job,
       .open = on_open,
       .end = on_end,
       .sample = on_sample,
+      .alloc = on_alloc,
+      .alloc_free = on_alloc_free,
   };
   const mlprof__trace_emitter e = {
       .ud = &c, .at = &c.at, .begin = walk_begin, .finish = walk_finish};
@@ -932,6 +959,7 @@ int mlprof__export_perfetto(const mlprof__job *job,
     free(c.threads[i].held);
     free(c.threads[i].args);
   }
+  free(c.live.rec);
   mlprof__trace_plan_free(&c.plan);
   mlprof__map_clear(&c.procs);
   mlprof__map_clear(&c.named);

@@ -1,6 +1,8 @@
 /* The processes a job is drawn as in a trace (tracejob.h). */
 #include "tracejob.h"
 
+#include "../format/wire.h"
+
 #include <mlprof.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,4 +200,63 @@ int mlprof__trace_walk(const mlprof__job *job, const mlprof__trace_plan *plan,
   }
   mlprof__filtered_free(fd);
   return rc;
+}
+
+static int live_add(mlprof__trace_live *l, uint64_t t, uint64_t addr,
+                    uint64_t weight) {
+  if (l->n >= UINT32_MAX - 2) return 0; /* the map's values are 32-bit */
+  if (mlprof__grow(&l->rec, &l->cap, l->n + 1, sizeof *l->rec))
+    return MLPROF_ENOMEM;
+  l->rec[l->n] = (mlprof__trace_mem){t, addr, weight, l->n};
+  l->n++;
+  return 0;
+}
+
+int mlprof__trace_live_alloc(mlprof__trace_live *l, const mlprof__alloc *a) {
+  if (a->tid >= MLPROF__TRACK_TID_BASE) return 0;
+  return live_add(l, a->t, a->addr, a->weight ? a->weight : 1);
+}
+
+int mlprof__trace_live_free_at(mlprof__trace_live *l, uint32_t tid, uint64_t t,
+                               uint64_t addr) {
+  if (tid >= MLPROF__TRACK_TID_BASE) return 0;
+  return live_add(l, t, addr, 0);
+}
+
+static int mem_by_time(const void *x, const void *y) {
+  const mlprof__trace_mem *a = x, *b = y;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+int mlprof__trace_live_replay(mlprof__trace_live *l,
+                              void (*point)(void *ud, uint64_t t,
+                                            uint64_t bytes),
+                              void *ud) {
+  if (!l->n) return 0;
+  const mlprof__trace_mem *r = l->rec;
+  mlprof__sort(l->rec, l->n, sizeof *l->rec, mem_by_time);
+  mlprof__map at = {0}; /* address -> index of its live allocation */
+  uint64_t live = 0, high = 0, bucket = r[0].t / 1000000;
+  int rc = 0;
+  for (size_t i = 0; i <= l->n && !rc; i++) {
+    if (i == l->n || r[i].t / 1000000 != bucket) {
+      point(ud, bucket * 1000000, high);
+      if (i == l->n) break;
+      bucket = r[i].t / 1000000;
+      high = live;
+    }
+    uint32_t j = mlprof__map_get(&at, r[i].addr);
+    if (r[i].weight) {
+      rc = mlprof__map_put(&at, r[i].addr, (uint32_t)i);
+      live += r[i].weight;
+    } else if (j != MLPROF__NONE && j != UINT32_MAX - 1) {
+      live -= r[j].weight;
+      rc = mlprof__map_put(&at, r[i].addr, UINT32_MAX - 1);
+    }
+    if (live > high) high = live;
+  }
+  mlprof__map_clear(&at);
+  l->n = 0;
+  return rc ? MLPROF_ENOMEM : 0;
 }

@@ -86,4 +86,38 @@ int mlprof__trace_walk(const mlprof__job *job, const mlprof__trace_plan *plan,
                        const mlprof__trace_emitter *e, mlprof__out *o,
                        mlprof__chrome_result *res, char *err, size_t errlen);
 
+/* A profile's live bytes (its allocation records replayed in time order, as
+ * docs/memory.md says), drawn by both exporters as the counter
+ * MLPROF__TRACE_LIVE_NAME: the highest value of each millisecond, so that a
+ * peak shows whatever the number of records. Folded allocations
+ * (allocated and freed within one flush) are not read: they add nothing to
+ * the live bytes at any flush, nor at the peaks, whose allocations the
+ * writer keeps one by one. */
+#define MLPROF__TRACE_LIVE_NAME "live bytes (allocations)"
+
+typedef struct {
+  uint64_t t, addr, weight; /* weight 0: a free */
+  uint64_t seq;
+} mlprof__trace_mem;
+
+typedef struct {
+  mlprof__trace_mem *rec;
+  size_t n, cap;
+} mlprof__trace_live;
+
+/* An allocation record of the profile being read (mlprof__visitor's alloc
+ * and alloc_free); a track's (a CUDA device's, another address space) is
+ * left out. Returns 0 or MLPROF_ENOMEM. */
+int mlprof__trace_live_alloc(mlprof__trace_live *l, const mlprof__alloc *a);
+int mlprof__trace_live_free_at(mlprof__trace_live *l, uint32_t tid, uint64_t t,
+                               uint64_t addr);
+
+/* Calls point(ud, t, bytes) for each millisecond with records, t its start
+ * in the profile's time, in order; then empties l for the next profile.
+ * Returns 0 or MLPROF_ENOMEM. */
+int mlprof__trace_live_replay(mlprof__trace_live *l,
+                              void (*point)(void *ud, uint64_t t,
+                                            uint64_t bytes),
+                              void *ud);
+
 #endif

@@ -239,7 +239,10 @@ def same_spans(j, p):
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     out = tmp_path_factory.mktemp("perfetto") / "run"
-    mlprof("run", "-o", out, "--sample-ms", "5", "--",
+    # Every allocation recorded, so that the live bytes counter is always
+    # there (sampled, it was only when an allocation happened to be drawn:
+    # once in a CI run, which found the Perfetto trace without it).
+    mlprof("run", "-o", out, "--sample-ms", "5", "--memory", "all", "--",
            program("findings_pipeline"), "nested", 20)
     return out
 
@@ -274,6 +277,7 @@ def test_spans_counters_and_tracks_match_the_json_trace(pipeline, tmp_path):
         for ts, v in values:
             got[(pid_of[parent], name.decode(), ts, float(v))] += 1
     assert sum(want.values()) > 100
+    assert any(name == "live bytes (allocations)" for _, name, _, _ in want)
     assert got == want
     # Step marks: instants on their thread with their number.
     want_steps = sorted((e["tid"], ns(e["ts"]), e["args"]["step"])
